@@ -1,0 +1,9 @@
+//! The C ABI: every `extern "C"` item and `#[repr(C)]` type, and nothing else. Each module
+//! checks arguments, calls the safe core inside the panic boundary and maps errors.
+#![allow(non_camel_case_types)]
+
+mod panic;
+mod ptr;
+pub mod status;
+pub mod version;
+pub mod weight;

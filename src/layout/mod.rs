@@ -1,0 +1,5 @@
+//! Where each code of a quantized matrix lives in memory: Paddle's plain and CUTLASS
+//! layouts (byte-identical to `weight_quantize`), walked tile by tile and in parallel.
+
+pub mod paddle;
+pub mod tile;

@@ -1,0 +1,77 @@
+//! Splitting streaming work over threads: the output is cut into consecutive units, each
+//! thread gets a consecutive run of units and the matching disjoint slice of the output.
+
+/// Threads to use for a `threads` argument of the C API: 0 means one per available core;
+/// larger values are clamped to the core count.
+pub fn resolve_threads(requested: u32) -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    match requested as usize {
+        0 => cores,
+        n => n.min(cores),
+    }
+}
+
+/// Calls `work(unit, slice)` for every unit `0..units`, where unit `i` owns the next
+/// `unit_len(i)` elements of `out` (in order). Units are spread over up to `threads`
+/// scoped threads; the calling thread does the last share.
+pub fn for_each_unit<T: Send>(
+    out: &mut [T],
+    units: usize,
+    unit_len: impl Fn(usize) -> usize + Sync,
+    threads: usize,
+    work: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let threads = threads.clamp(1, units.max(1));
+    let per_thread = units.div_ceil(threads);
+    let run = |first: usize, last: usize, mut slice: &mut [T]| {
+        for unit in first..last {
+            let (head, tail) = slice.split_at_mut(unit_len(unit));
+            work(unit, head);
+            slice = tail;
+        }
+    };
+    std::thread::scope(|scope| {
+        let mut rest = out;
+        let mut first = 0;
+        while first < units {
+            let last = (first + per_thread).min(units);
+            let len: usize = (first..last).map(&unit_len).sum();
+            let (mine, tail) = rest.split_at_mut(len);
+            rest = tail;
+            if last == units {
+                run(first, last, mine);
+            } else {
+                let run = &run;
+                scope.spawn(move || run(first, last, mine));
+            }
+            first = last;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_unit_visited_once_with_its_slice() {
+        for threads in 1..6 {
+            let lens = [3usize, 1, 4, 1, 5, 9, 2];
+            let total: usize = lens.iter().sum();
+            let mut out = vec![usize::MAX; total];
+            for_each_unit(&mut out, lens.len(), |i| lens[i], threads, |unit, slice| {
+                assert_eq!(slice.len(), lens[unit]);
+                slice.fill(unit);
+            });
+            let want: Vec<usize> = lens.iter().enumerate().flat_map(|(i, &l)| std::iter::repeat_n(i, l)).collect();
+            assert_eq!(out, want);
+        }
+    }
+
+    #[test]
+    fn threads_resolved() {
+        assert!(resolve_threads(0) >= 1);
+        assert_eq!(resolve_threads(1), 1);
+        assert!(resolve_threads(10_000) <= resolve_threads(0));
+    }
+}

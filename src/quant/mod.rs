@@ -1,0 +1,4 @@
+//! Quantization of float weights: element types, Paddle-compatible int4/int8.
+
+pub mod dtype;
+pub mod paddle;
