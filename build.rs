@@ -8,7 +8,9 @@ fn main() {
     println!("cargo:rerun-if-changed=src/ffi/exports.map");
     if target_os == "linux" || target_os == "android" {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libq4vk.so");
-        println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={manifest_dir}/src/ffi/exports.map");
+        println!(
+            "cargo:rustc-cdylib-link-arg=-Wl,--version-script={manifest_dir}/src/ffi/exports.map"
+        );
     }
     if target_os == "android" {
         // Android 15 devices may use 16 KB pages: align every LOAD segment for them.

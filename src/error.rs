@@ -50,56 +50,7 @@ pub enum Error {
     Internal(String),
 }
 
-/// Numeric status codes of the C ABI. Never renumbered; `ffi::status` exports the same
-/// values as `Q4VK_*` constants (a test checks they agree).
-pub mod code {
-    /// Success.
-    pub const OK: u32 = 0;
-    /// See [`super::Error::InvalidArgument`].
-    pub const INVALID_ARGUMENT: u32 = 1;
-    /// See [`super::Error::NullPointer`].
-    pub const NULL_POINTER: u32 = 2;
-    /// See [`super::Error::BufferTooSmall`].
-    pub const BUFFER_TOO_SMALL: u32 = 3;
-    /// See [`super::Error::Unsupported`].
-    pub const UNSUPPORTED: u32 = 4;
-    /// See [`super::Error::NonFinite`].
-    pub const NON_FINITE: u32 = 5;
-    /// See [`super::Error::AbiMismatch`].
-    pub const ABI_MISMATCH: u32 = 6;
-    /// See [`super::Error::OutOfHostMemory`].
-    pub const OUT_OF_HOST_MEMORY: u32 = 7;
-    /// See [`super::Error::NoDevice`].
-    pub const NO_DEVICE: u32 = 8;
-    /// See [`super::Error::Vulkan`].
-    pub const VULKAN: u32 = 9;
-    /// See [`super::Error::OutOfDeviceMemory`].
-    pub const OUT_OF_DEVICE_MEMORY: u32 = 10;
-    /// See [`super::Error::DeviceLost`].
-    pub const DEVICE_LOST: u32 = 11;
-    /// See [`super::Error::Internal`].
-    pub const INTERNAL: u32 = 12;
-}
-
 impl Error {
-    /// The C status code of this error.
-    pub fn status(&self) -> u32 {
-        match self {
-            Error::InvalidArgument(_) => code::INVALID_ARGUMENT,
-            Error::NullPointer(_) => code::NULL_POINTER,
-            Error::BufferTooSmall(_) => code::BUFFER_TOO_SMALL,
-            Error::Unsupported(_) => code::UNSUPPORTED,
-            Error::NonFinite(_) => code::NON_FINITE,
-            Error::AbiMismatch(_) => code::ABI_MISMATCH,
-            Error::OutOfHostMemory(_) => code::OUT_OF_HOST_MEMORY,
-            Error::NoDevice(_) => code::NO_DEVICE,
-            Error::Vulkan { .. } => code::VULKAN,
-            Error::OutOfDeviceMemory(_) => code::OUT_OF_DEVICE_MEMORY,
-            Error::DeviceLost(_) => code::DEVICE_LOST,
-            Error::Internal(_) => code::INTERNAL,
-        }
-    }
-
     /// Maps a failed Vulkan call to the most specific error: out-of-memory results and
     /// device loss get their own codes, anything else is [`Error::Vulkan`].
     pub fn vk(call: &'static str, result: ash::vk::Result) -> Error {
@@ -111,7 +62,9 @@ impl Error {
             R::ERROR_OUT_OF_DEVICE_MEMORY => {
                 Error::OutOfDeviceMemory(format!("{call} failed: VK_ERROR_OUT_OF_DEVICE_MEMORY"))
             }
-            R::ERROR_DEVICE_LOST => Error::DeviceLost(format!("{call} failed: VK_ERROR_DEVICE_LOST")),
+            R::ERROR_DEVICE_LOST => {
+                Error::DeviceLost(format!("{call} failed: VK_ERROR_DEVICE_LOST"))
+            }
             _ => Error::Vulkan { call, result },
         }
     }

@@ -4,7 +4,9 @@
 /// Threads to use for a `threads` argument of the C API: 0 means one per available core;
 /// larger values are clamped to the core count.
 pub fn resolve_threads(requested: u32) -> usize {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     match requested as usize {
         0 => cores,
         n => n.min(cores),
@@ -59,11 +61,21 @@ mod tests {
             let lens = [3usize, 1, 4, 1, 5, 9, 2];
             let total: usize = lens.iter().sum();
             let mut out = vec![usize::MAX; total];
-            for_each_unit(&mut out, lens.len(), |i| lens[i], threads, |unit, slice| {
-                assert_eq!(slice.len(), lens[unit]);
-                slice.fill(unit);
-            });
-            let want: Vec<usize> = lens.iter().enumerate().flat_map(|(i, &l)| std::iter::repeat_n(i, l)).collect();
+            for_each_unit(
+                &mut out,
+                lens.len(),
+                |i| lens[i],
+                threads,
+                |unit, slice| {
+                    assert_eq!(slice.len(), lens[unit]);
+                    slice.fill(unit);
+                },
+            );
+            let want: Vec<usize> = lens
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &l)| std::iter::repeat_n(i, l))
+                .collect();
             assert_eq!(out, want);
         }
     }

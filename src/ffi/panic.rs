@@ -3,7 +3,8 @@
 //! last error. Panics inside the boundary are not printed: the library never writes to
 //! stderr (the previous panic hook still runs for panics outside q4vk's exports).
 
-use crate::error::{code, set_last_error, Result};
+use super::status::{q4vk_status, status_of, Q4VK_ERROR_INTERNAL, Q4VK_OK};
+use crate::error::{set_last_error, Result};
 use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
@@ -54,14 +55,14 @@ fn run_caught<T>(function: &'static str, f: impl FnOnce() -> T) -> Option<T> {
 
 /// Runs the body of an export that returns a status. Errors are recorded as the thread's
 /// last error, prefixed with the function name.
-pub(crate) fn guard(function: &'static str, f: impl FnOnce() -> Result<()>) -> u32 {
+pub(crate) fn guard(function: &'static str, f: impl FnOnce() -> Result<()>) -> q4vk_status {
     match run_caught(function, f) {
-        Some(Ok(())) => code::OK,
+        Some(Ok(())) => Q4VK_OK,
         Some(Err(error)) => {
             set_last_error(format!("{function}: {error}"));
-            error.status()
+            status_of(&error)
         }
-        None => code::INTERNAL,
+        None => Q4VK_ERROR_INTERNAL,
     }
 }
 
@@ -78,16 +79,19 @@ mod tests {
     #[test]
     fn panic_becomes_internal_with_message() {
         let status = guard("q4vk_test", || panic!("boom {}", 7));
-        assert_eq!(status, code::INTERNAL);
+        assert_eq!(status, Q4VK_ERROR_INTERNAL);
         with_last_error(|m| {
-            assert!(m.starts_with("q4vk_test: internal error (caught panic: boom 7"), "{m}")
+            assert!(
+                m.starts_with("q4vk_test: internal error (caught panic: boom 7"),
+                "{m}"
+            )
         });
     }
 
     #[test]
     fn error_is_prefixed_and_mapped() {
         let status = guard("q4vk_test", || Err(Error::Internal("bad".into())));
-        assert_eq!(status, code::INTERNAL);
+        assert_eq!(status, Q4VK_ERROR_INTERNAL);
         with_last_error(|m| assert_eq!(m, "q4vk_test: bad"));
         assert_eq!(guard_value("q4vk_test", 5u32, || panic!("x")), 5);
     }

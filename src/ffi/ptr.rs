@@ -70,9 +70,17 @@ pub(crate) unsafe fn out_bytes<'a>(ptr: *mut u8, len: usize, arg: &str) -> Resul
 
 /// Checks that no output region overlaps another region (input or output). Each region
 /// is `(name, address, bytes)`; NULL or empty regions are ignored.
-pub(crate) fn check_disjoint(outputs: &[(&str, usize, usize)], inputs: &[(&str, usize, usize)]) -> Result<()> {
+pub(crate) fn check_disjoint(
+    outputs: &[(&str, usize, usize)],
+    inputs: &[(&str, usize, usize)],
+) -> Result<()> {
     let overlaps = |a: usize, alen: usize, b: usize, blen: usize| {
-        a != 0 && b != 0 && alen > 0 && blen > 0 && a < b.saturating_add(blen) && b < a.saturating_add(alen)
+        a != 0
+            && b != 0
+            && alen > 0
+            && blen > 0
+            && a < b.saturating_add(blen)
+            && b < a.saturating_add(alen)
     };
     for (i, &(oname, oaddr, olen)) in outputs.iter().enumerate() {
         for &(name, addr, len) in outputs[i + 1..].iter().chain(inputs) {
@@ -87,7 +95,9 @@ pub(crate) fn check_disjoint(outputs: &[(&str, usize, usize)], inputs: &[(&str, 
 /// Checks that a caller buffer holds at least `needed` bytes.
 pub(crate) fn check_size(arg: &str, given: usize, needed: usize) -> Result<()> {
     if given < needed {
-        return Err(Error::BufferTooSmall(format!("{arg} is {given} bytes, {needed} needed")));
+        return Err(Error::BufferTooSmall(format!(
+            "{arg} is {given} bytes, {needed} needed"
+        )));
     }
     Ok(())
 }

@@ -2,7 +2,10 @@
 //! unpermute and their size queries.
 
 use super::panic::guard;
-use super::ptr::{check_disjoint, check_size, in_bytes, out_bytes, read_struct, require, write_out, VersionedStruct};
+use super::ptr::{
+    check_disjoint, check_size, in_bytes, out_bytes, read_struct, require, write_out,
+    VersionedStruct,
+};
 use super::status::q4vk_status;
 use crate::error::Result;
 use crate::parallel::resolve_threads;
@@ -72,7 +75,9 @@ pub unsafe extern "C" fn q4vk_weight_quantize_desc_default(desc: *mut q4vk_weigh
         n: 0,
     };
     // SAFETY: forwarded from the caller's contract; NULL is skipped.
-    let _ = guard("q4vk_weight_quantize_desc_default", || unsafe { write_out(desc, value, "desc") }.or(Ok(())));
+    let _ = guard("q4vk_weight_quantize_desc_default", || {
+        unsafe { write_out(desc, value, "desc") }.or(Ok(()))
+    });
 }
 
 /// Reads and validates a desc into the core scheme and the thread count.
@@ -162,7 +167,11 @@ pub unsafe extern "C" fn q4vk_weight_quantize(
         check_size("weight_bytes", weight_bytes, scheme.weight_bytes())?;
         check_size("qweight_bytes", qweight_bytes, scheme.qweight_bytes())?;
         check_size("scale_bytes", scale_bytes, scheme.scale_bytes())?;
-        let (w, q, s) = (scheme.weight_bytes(), scheme.qweight_bytes(), scheme.scale_bytes());
+        let (w, q, s) = (
+            scheme.weight_bytes(),
+            scheme.qweight_bytes(),
+            scheme.scale_bytes(),
+        );
         check_disjoint(
             &[region("qweight", qweight, q), region("scale", scale, s)],
             &[region("weight", weight, w)],
@@ -199,7 +208,11 @@ pub unsafe extern "C" fn q4vk_weight_dequantize(
         check_size("qweight_bytes", qweight_bytes, scheme.qweight_bytes())?;
         check_size("scale_bytes", scale_bytes, scheme.scale_bytes())?;
         check_size("weight_bytes", weight_bytes, scheme.weight_bytes())?;
-        let (w, q, s) = (scheme.weight_bytes(), scheme.qweight_bytes(), scheme.scale_bytes());
+        let (w, q, s) = (
+            scheme.weight_bytes(),
+            scheme.qweight_bytes(),
+            scheme.scale_bytes(),
+        );
         check_disjoint(
             &[region("weight", weight, w)],
             &[region("qweight", qweight, q), region("scale", scale, s)],
@@ -223,9 +236,28 @@ unsafe fn convert(
     require(src, src_name)?;
     require(dst, dst_name)?;
     let bytes = scheme.qweight_bytes();
-    check_size(if permute { "plain_bytes" } else { "qweight_bytes" }, src_bytes, bytes)?;
-    check_size(if permute { "qweight_bytes" } else { "plain_bytes" }, dst_bytes, bytes)?;
-    check_disjoint(&[region(dst_name, dst, bytes)], &[region(src_name, src, bytes)])?;
+    check_size(
+        if permute {
+            "plain_bytes"
+        } else {
+            "qweight_bytes"
+        },
+        src_bytes,
+        bytes,
+    )?;
+    check_size(
+        if permute {
+            "qweight_bytes"
+        } else {
+            "plain_bytes"
+        },
+        dst_bytes,
+        bytes,
+    )?;
+    check_disjoint(
+        &[region(dst_name, dst, bytes)],
+        &[region(src_name, src, bytes)],
+    )?;
     let src = in_bytes(src.cast(), bytes, src_name)?;
     let dst = out_bytes(dst.cast(), bytes, dst_name)?;
     if permute {
@@ -252,7 +284,12 @@ pub unsafe extern "C" fn q4vk_weight_permute(
     qweight_bytes: usize,
 ) -> q4vk_status {
     guard("q4vk_weight_permute", || unsafe {
-        convert(desc, ("plain", plain, plain_bytes), ("qweight", qweight, qweight_bytes), true)
+        convert(
+            desc,
+            ("plain", plain, plain_bytes),
+            ("qweight", qweight, qweight_bytes),
+            true,
+        )
     })
 }
 
@@ -270,6 +307,11 @@ pub unsafe extern "C" fn q4vk_weight_unpermute(
     plain_bytes: usize,
 ) -> q4vk_status {
     guard("q4vk_weight_unpermute", || unsafe {
-        convert(desc, ("qweight", qweight, qweight_bytes), ("plain", plain, plain_bytes), false)
+        convert(
+            desc,
+            ("qweight", qweight, qweight_bytes),
+            ("plain", plain, plain_bytes),
+            false,
+        )
     })
 }

@@ -55,7 +55,10 @@ const CUTLASS_INT4_ROWS: [(usize, usize); 32] = {
         let (word, low) = (b / 4, 2 * (b % 4));
         let first = 32 * (word / 4) + 2 * (word % 4);
         // Nibble d of the word holds row first + 8·(d mod 4) + d / 4.
-        rows[b] = (first + 8 * (low % 4) + low / 4, first + 8 * ((low + 1) % 4) + (low + 1) / 4);
+        rows[b] = (
+            first + 8 * (low % 4) + low / 4,
+            first + 8 * ((low + 1) % 4) + (low + 1) / 4,
+        );
         b += 1;
     }
     rows
@@ -150,7 +153,9 @@ impl PaddleGeometry {
     /// Bytes of layout unit `unit`.
     pub fn layout_unit_bytes(&self, unit: usize) -> usize {
         match self.arrangement {
-            Arrangement::Cutlass => Self::unit_extent(self.n, unit).1 * self.k / self.codes_per_byte(),
+            Arrangement::Cutlass => {
+                Self::unit_extent(self.n, unit).1 * self.k / self.codes_per_byte()
+            }
             Arrangement::Volta => Self::unit_extent(self.k, unit).1 * self.row_bytes(),
         }
     }
@@ -199,7 +204,8 @@ impl PaddleGeometry {
                 for c in 0..tile.cols {
                     let run = &mut out[self.cutlass_run(tile.k0, tile.n0 + c) - base..][..32];
                     for (byte, &(lo, hi)) in run.iter_mut().zip(&CUTLASS_INT4_ROWS) {
-                        *byte = biased_nibble(tile.get(lo, c)) | biased_nibble(tile.get(hi, c)) << 4;
+                        *byte =
+                            biased_nibble(tile.get(lo, c)) | biased_nibble(tile.get(hi, c)) << 4;
                     }
                 }
             }
@@ -265,7 +271,8 @@ impl PaddleGeometry {
                 for r in 0..tile.rows {
                     let start = (tile.k0 + r) * row_bytes + tile.n0 / 2;
                     let src = &qweight[start..start + cols / 2];
-                    for (word, dst) in src.chunks_exact(4).zip(tile.row_mut(r).chunks_exact_mut(8)) {
+                    for (word, dst) in src.chunks_exact(4).zip(tile.row_mut(r).chunks_exact_mut(8))
+                    {
                         for (&byte, &(lo, hi)) in word.iter().zip(&VOLTA_INT4_COLS) {
                             dst[lo] = unbiased_nibble(byte);
                             dst[hi] = unbiased_nibble(byte >> 4);
@@ -278,7 +285,8 @@ impl PaddleGeometry {
                 for r in 0..tile.rows {
                     let start = (tile.k0 + r) * row_bytes + tile.n0;
                     let src = &qweight[start..start + cols];
-                    for (word, dst) in src.chunks_exact(4).zip(tile.row_mut(r).chunks_exact_mut(4)) {
+                    for (word, dst) in src.chunks_exact(4).zip(tile.row_mut(r).chunks_exact_mut(4))
+                    {
                         for (&byte, &col) in word.iter().zip(&VOLTA_INT8_COLS) {
                             dst[col] = unbiased_byte(byte);
                         }
@@ -335,16 +343,27 @@ impl PaddleGeometry {
 
     /// Fills the permuted buffer `out` (exactly [`Self::bytes`] long): `fill` produces the
     /// codes of each tile, which are then placed. Runs on up to `threads` threads.
-    pub fn write_layout(&self, out: &mut [u8], threads: usize, fill: impl Fn(&mut CodeTile) + Sync) {
+    pub fn write_layout(
+        &self,
+        out: &mut [u8],
+        threads: usize,
+        fill: impl Fn(&mut CodeTile) + Sync,
+    ) {
         debug_assert_eq!(out.len(), self.bytes());
-        for_each_unit(out, self.layout_units(), |u| self.layout_unit_bytes(u), threads, |unit, slice| {
-            let mut tile = CodeTile::new();
-            self.for_each_unit_tile(unit, |k0, rows, n0, cols| {
-                tile.place(k0, rows, n0, cols);
-                fill(&mut tile);
-                self.emit(&tile, slice, unit);
-            });
-        });
+        for_each_unit(
+            out,
+            self.layout_units(),
+            |u| self.layout_unit_bytes(u),
+            threads,
+            |unit, slice| {
+                let mut tile = CodeTile::new();
+                self.for_each_unit_tile(unit, |k0, rows, n0, cols| {
+                    tile.place(k0, rows, n0, cols);
+                    fill(&mut tile);
+                    self.emit(&tile, slice, unit);
+                });
+            },
+        );
     }
 
     /// Permutes plain codes into this layout.
@@ -355,10 +374,17 @@ impl PaddleGeometry {
     /// Recovers plain codes from this layout (the exact inverse of [`Self::permute`]).
     pub fn unpermute(&self, qweight: &[u8], plain: &mut [u8], threads: usize) {
         let row_bytes = self.row_bytes();
-        for_each_rows(plain, self.k, self.n, row_bytes, threads, |tile, slice, first_row| {
-            self.gather(qweight, tile);
-            self.store_plain(tile, slice, first_row);
-        });
+        for_each_rows(
+            plain,
+            self.k,
+            self.n,
+            row_bytes,
+            threads,
+            |tile, slice, first_row| {
+                self.gather(qweight, tile);
+                self.store_plain(tile, slice, first_row);
+            },
+        );
     }
 }
 
@@ -374,13 +400,19 @@ pub fn for_each_rows(
     body: impl Fn(&mut CodeTile, &mut [u8], usize) + Sync,
 ) {
     let rows_of = |unit: usize| (k - unit * TILE).min(TILE);
-    for_each_unit(out, k.div_ceil(TILE), |u| rows_of(u) * row_bytes, threads, |unit, slice| {
-        let mut tile = CodeTile::new();
-        for n0 in (0..n).step_by(TILE) {
-            tile.place(unit * TILE, rows_of(unit), n0, (n - n0).min(TILE));
-            body(&mut tile, slice, unit * TILE);
-        }
-    });
+    for_each_unit(
+        out,
+        k.div_ceil(TILE),
+        |u| rows_of(u) * row_bytes,
+        threads,
+        |unit, slice| {
+            let mut tile = CodeTile::new();
+            for n0 in (0..n).step_by(TILE) {
+                tile.place(unit * TILE, rows_of(unit), n0, (n - n0).min(TILE));
+                body(&mut tile, slice, unit * TILE);
+            }
+        },
+    );
 }
 
 #[cfg(test)]
@@ -403,7 +435,10 @@ mod tests {
                 let wi = 4 * (r / 16) + (r16 % 8) / 2;
                 let s = 2 * (r16 / 8) + (r16 % 2);
                 let e = [0, 2, 1, 3][s];
-                (4 * ((n / 2) * (g.k / 2) + 32 * t + 16 * (n % 2) + wi) + e, 0)
+                (
+                    4 * ((n / 2) * (g.k / 2) + 32 * t + 16 * (n % 2) + wi) + e,
+                    0,
+                )
             }
             (Arrangement::Volta, Bits::Int4) => {
                 let e = k * g.n + n;
@@ -422,8 +457,17 @@ mod tests {
     fn emit_matches_closed_form_everywhere() {
         for arrangement in [Arrangement::Volta, Arrangement::Cutlass] {
             for bits in [Bits::Int4, Bits::Int8] {
-                let (k, n) = if arrangement == Arrangement::Cutlass { (192, 80) } else { (70, 48) };
-                let g = PaddleGeometry { bits, arrangement, k, n };
+                let (k, n) = if arrangement == Arrangement::Cutlass {
+                    (192, 80)
+                } else {
+                    (70, 48)
+                };
+                let g = PaddleGeometry {
+                    bits,
+                    arrangement,
+                    k,
+                    n,
+                };
                 // Give every code a value derived from its position, then check each position.
                 let code = |k: usize, n: usize| match bits {
                     Bits::Int4 => ((k * 7 + n * 3) % 16) as i8 - 8,

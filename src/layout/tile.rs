@@ -22,7 +22,13 @@ pub struct CodeTile {
 impl CodeTile {
     /// An empty tile; [`CodeTile::place`] gives it a rectangle.
     pub fn new() -> CodeTile {
-        CodeTile { k0: 0, rows: 0, n0: 0, cols: 0, codes: [0; TILE * TILE] }
+        CodeTile {
+            k0: 0,
+            rows: 0,
+            n0: 0,
+            cols: 0,
+            codes: [0; TILE * TILE],
+        }
     }
 
     /// Moves the tile to a new rectangle (contents are left to be overwritten).

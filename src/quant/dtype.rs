@@ -60,7 +60,9 @@ impl Dtype {
     pub fn put_bits(self, bytes: &mut [u8], i: usize, bits: u32) {
         match self {
             Dtype::F32 => bytes[4 * i..4 * i + 4].copy_from_slice(&bits.to_le_bytes()),
-            Dtype::F16 | Dtype::Bf16 => bytes[2 * i..2 * i + 2].copy_from_slice(&(bits as u16).to_le_bytes()),
+            Dtype::F16 | Dtype::Bf16 => {
+                bytes[2 * i..2 * i + 2].copy_from_slice(&(bits as u16).to_le_bytes())
+            }
         }
     }
 }
@@ -160,7 +162,11 @@ fn f16_bits_to_f32(bits: u32) -> f32 {
     let magnitude = bits & 0x7fff;
     let normal = f32::from_bits((magnitude << 13) + (112 << 23));
     let subnormal = magnitude as f32 * (1.0 / 16_777_216.0); // magnitude * 2^-24
-    let value = if magnitude < 0x0400 { subnormal } else { normal };
+    let value = if magnitude < 0x0400 {
+        subnormal
+    } else {
+        normal
+    };
     f32::from_bits(value.to_bits() | sign)
 }
 
@@ -175,7 +181,11 @@ mod tests {
                 continue;
             }
             let want = half::f16::from_bits(bits as u16).to_f32();
-            assert_eq!(F16::widen(bits).to_bits(), want.to_bits(), "bits {bits:#06x}");
+            assert_eq!(
+                F16::widen(bits).to_bits(),
+                want.to_bits(),
+                "bits {bits:#06x}"
+            );
         }
     }
 

@@ -63,17 +63,29 @@ impl PaddleScheme {
             70 => Arrangement::Volta,
             75 | 80 | 86 | 89 | 90 | 100 => Arrangement::Cutlass,
             other => {
-                return Err(invalid!("desc->arch is {other}; Paddle supports 70, 75, 80, 86, 89, 90 and 100"))
+                return Err(invalid!(
+                    "desc->arch is {other}; Paddle supports 70, 75, 80, 86, 89, 90 and 100"
+                ))
             }
         };
         if !matches!(p.group_size, -1 | 64 | 128) {
-            return Err(invalid!("desc->group_size is {}; expected -1 (per channel), 64 or 128", p.group_size));
+            return Err(invalid!(
+                "desc->group_size is {}; expected -1 (per channel), 64 or 128",
+                p.group_size
+            ));
         }
         if p.k == 0 || p.n == 0 {
-            return Err(invalid!("desc->k and desc->n must be at least 1 (k = {}, n = {})", p.k, p.n));
+            return Err(invalid!(
+                "desc->k and desc->n must be at least 1 (k = {}, n = {})",
+                p.k,
+                p.n
+            ));
         }
         if p.n % 16 != 0 {
-            return Err(invalid!("desc->n is {}; Paddle's layouts need n % 16 == 0", p.n));
+            return Err(invalid!(
+                "desc->n is {}; Paddle's layouts need n % 16 == 0",
+                p.n
+            ));
         }
         if arrangement == Arrangement::Cutlass && p.k % 64 != 0 {
             return Err(invalid!(
@@ -82,16 +94,33 @@ impl PaddleScheme {
                 p.arch
             ));
         }
-        let too_big = || invalid!("desc->k * desc->n = {} * {} overflows this platform's size_t", p.k, p.n);
+        let too_big = || {
+            invalid!(
+                "desc->k * desc->n = {} * {} overflows this platform's size_t",
+                p.k,
+                p.n
+            )
+        };
         let k = usize::try_from(p.k).map_err(|_| too_big())?;
         let n = usize::try_from(p.n).map_err(|_| too_big())?;
         // The largest buffer is the f32 weight (or its dequantized copy): k * n * 4 bytes.
-        k.checked_mul(n).and_then(|e| e.checked_mul(4)).ok_or_else(too_big)?;
+        k.checked_mul(n)
+            .and_then(|e| e.checked_mul(4))
+            .ok_or_else(too_big)?;
         let per_channel = p.group_size == -1;
         Ok(PaddleScheme {
             dtype,
-            geometry: PaddleGeometry { bits, arrangement, k, n },
-            group_rows: if per_channel { k } else { p.group_size as usize },
+            geometry: PaddleGeometry {
+                bits,
+                arrangement,
+                k,
+                n,
+            },
+            group_rows: if per_channel {
+                k
+            } else {
+                p.group_size as usize
+            },
             per_channel,
         })
     }
@@ -129,7 +158,14 @@ impl PaddleScheme {
 fn round_half_away(v: f32) -> f32 {
     let whole = (v as i32) as f32;
     let frac = v - whole;
-    whole + if frac >= 0.5 { 1.0 } else if frac <= -0.5 { -1.0 } else { 0.0 }
+    whole
+        + if frac >= 0.5 {
+            1.0
+        } else if frac <= -0.5 {
+            -1.0
+        } else {
+            0.0
+        }
 }
 
 /// Paddle's int4 code of the ratio `r = x / s`: C `round`, conversion to int as x86-64
@@ -170,21 +206,34 @@ fn max_magnitudes<E: Element>(s: &PaddleScheme, weight: &[u8], threads: usize) -
         let parts = threads.min(k).max(1);
         let rows_per_part = k.div_ceil(parts);
         let mut partial = vec![0u32; parts * n];
-        for_each_unit(&mut partial, parts, |_| n, threads, |part, maxima| {
-            let first = (part * rows_per_part).min(k);
-            scan_rows(first..(first + rows_per_part).min(k), maxima)
-        });
+        for_each_unit(
+            &mut partial,
+            parts,
+            |_| n,
+            threads,
+            |part, maxima| {
+                let first = (part * rows_per_part).min(k);
+                scan_rows(first..(first + rows_per_part).min(k), maxima)
+            },
+        );
         let mut merged = partial[..n].to_vec();
         for part in partial[n..].chunks_exact(n) {
-            merged.iter_mut().zip(part).for_each(|(m, &p)| *m = (*m).max(p));
+            merged
+                .iter_mut()
+                .zip(part)
+                .for_each(|(m, &p)| *m = (*m).max(p));
         }
         merged
     } else {
         let mut maxima = vec![0u32; s.groups() * n];
         let g = s.group_rows;
-        for_each_unit(&mut maxima, s.groups(), |_| n, threads, |group, maxima| {
-            scan_rows(group * g..((group + 1) * g).min(k), maxima)
-        });
+        for_each_unit(
+            &mut maxima,
+            s.groups(),
+            |_| n,
+            threads,
+            |group, maxima| scan_rows(group * g..((group + 1) * g).min(k), maxima),
+        );
         maxima
     };
     if maxima.iter().any(|&m| m >= E::INFINITY) {
@@ -193,7 +242,11 @@ fn max_magnitudes<E: Element>(s: &PaddleScheme, weight: &[u8], threads: usize) -
             .enumerate()
             .find(|(_, x)| E::load(x) & E::MAGNITUDE >= E::INFINITY)
             .expect("a non-finite maximum comes from a non-finite element");
-        let kind = if E::load(x) & E::MAGNITUDE == E::INFINITY { "Inf" } else { "NaN" };
+        let kind = if E::load(x) & E::MAGNITUDE == E::INFINITY {
+            "Inf"
+        } else {
+            "NaN"
+        };
         return Err(Error::NonFinite(format!(
             "weight[{}][{}] (of [k={k}][n={n}]) is {kind}; only finite weights can be quantized",
             index / n,
@@ -206,7 +259,13 @@ fn max_magnitudes<E: Element>(s: &PaddleScheme, weight: &[u8], threads: usize) -
 /// Quantizes a `[K][N]` row-major weight into Paddle's permuted qweight and its scales.
 /// Buffers must have exactly the scheme's sizes. Nothing is written when the weight holds
 /// NaN or Inf.
-pub fn quantize(s: &PaddleScheme, weight: &[u8], qweight: &mut [u8], scale: &mut [u8], threads: usize) -> Result<()> {
+pub fn quantize(
+    s: &PaddleScheme,
+    weight: &[u8],
+    qweight: &mut [u8],
+    scale: &mut [u8],
+    threads: usize,
+) -> Result<()> {
     with_element!(s.dtype, E => quantize_typed::<E>(s, weight, qweight, scale, threads))
 }
 
@@ -235,26 +294,42 @@ fn quantize_typed<E: Element>(
         })
         .collect();
     let (bits, group_rows) = (s.geometry.bits, s.group_rows);
-    s.geometry.write_layout(qweight, threads, |tile: &mut CodeTile| {
-        for r in 0..tile.rows {
-            let k = tile.k0 + r;
-            let first = k * n + tile.n0;
-            let row = &weight[first * E::SIZE..(first + tile.cols) * E::SIZE];
-            let row_scales = &scales[(k / group_rows) * n + tile.n0..][..tile.cols];
-            let codes = tile.row_mut(r);
-            let ratios = row.chunks_exact(E::SIZE).zip(row_scales).map(|(x, &sc)| E::widen(E::load(x)) / sc);
-            match bits {
-                Bits::Int4 => codes.iter_mut().zip(ratios).for_each(|(q, r)| *q = code_int4(r)),
-                Bits::Int8 => codes.iter_mut().zip(ratios).for_each(|(q, r)| *q = code_int8(r)),
+    s.geometry
+        .write_layout(qweight, threads, |tile: &mut CodeTile| {
+            for r in 0..tile.rows {
+                let k = tile.k0 + r;
+                let first = k * n + tile.n0;
+                let row = &weight[first * E::SIZE..(first + tile.cols) * E::SIZE];
+                let row_scales = &scales[(k / group_rows) * n + tile.n0..][..tile.cols];
+                let codes = tile.row_mut(r);
+                let ratios = row
+                    .chunks_exact(E::SIZE)
+                    .zip(row_scales)
+                    .map(|(x, &sc)| E::widen(E::load(x)) / sc);
+                match bits {
+                    Bits::Int4 => codes
+                        .iter_mut()
+                        .zip(ratios)
+                        .for_each(|(q, r)| *q = code_int4(r)),
+                    Bits::Int8 => codes
+                        .iter_mut()
+                        .zip(ratios)
+                        .for_each(|(q, r)| *q = code_int8(r)),
+                }
             }
-        }
-    });
+        });
     Ok(())
 }
 
 /// Dequantizes Paddle's permuted qweight with its scales into `[K][N]` row-major floats
 /// of the weight type: `T(float(q) * float(scale))`, rounded to nearest even.
-pub fn dequantize(s: &PaddleScheme, qweight: &[u8], scale: &[u8], out: &mut [u8], threads: usize) -> Result<()> {
+pub fn dequantize(
+    s: &PaddleScheme,
+    qweight: &[u8],
+    scale: &[u8],
+    out: &mut [u8],
+    threads: usize,
+) -> Result<()> {
     let (k, n, size) = (s.geometry.k, s.geometry.n, s.dtype.size());
     let scales: Vec<f32> = with_element!(s.dtype, E => scale.chunks_exact(E::SIZE).map(|x| E::widen(E::load(x))).collect());
     for_each_rows(out, k, n, n * size, threads, |tile, slice, first_row| {
@@ -264,7 +339,8 @@ pub fn dequantize(s: &PaddleScheme, qweight: &[u8], scale: &[u8], out: &mut [u8]
             let row_scales = &scales[(kk / s.group_rows) * n + tile.n0..][..tile.cols];
             let base = (kk - first_row) * n + tile.n0;
             for (c, (&q, &sc)) in tile.row(r).iter().zip(row_scales).enumerate() {
-                s.dtype.put_bits(slice, base + c, s.dtype.from_f32(q as f32 * sc));
+                s.dtype
+                    .put_bits(slice, base + c, s.dtype.from_f32(q as f32 * sc));
             }
         }
     });
@@ -277,7 +353,14 @@ mod tests {
 
     #[test]
     fn rounding_is_half_away_from_zero() {
-        for (v, want) in [(0.5, 1.0), (-0.5, -1.0), (2.5, 3.0), (-5.5, -6.0), (0.49999997, 0.0), (1.4999999, 1.0)] {
+        for (v, want) in [
+            (0.5, 1.0),
+            (-0.5, -1.0),
+            (2.5, 3.0),
+            (-5.5, -6.0),
+            (0.49999997, 0.0),
+            (1.4999999, 1.0),
+        ] {
             assert_eq!(round_half_away(v), want, "{v}");
             assert_eq!(round_half_away(v), f32::round(v), "{v}");
         }

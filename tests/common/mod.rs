@@ -5,22 +5,31 @@ use std::path::PathBuf;
 
 /// Directory of the golden vectors, relative to the repository root.
 pub fn vectors_dir(set: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors").join(set)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/vectors")
+        .join(set)
 }
 
 /// Loads a set's `cases.json`.
 pub fn manifest(set: &str) -> serde_json::Value {
     let path = vectors_dir(set).join("cases.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_json::from_str(&text).expect("cases.json parses")
 }
 
 /// Reads one file of a case as bytes.
 pub fn read_case_file(set: &str, case: &serde_json::Value, key: &str) -> Vec<u8> {
-    let rel = case["files"][key]["path"].as_str().unwrap_or_else(|| panic!("case has no {key}"));
+    let rel = case["files"][key]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("case has no {key}"));
     let path = vectors_dir(set).join(rel);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    assert_eq!(bytes.len() as u64, case["files"][key]["bytes"].as_u64().unwrap(), "{rel}");
+    assert_eq!(
+        bytes.len() as u64,
+        case["files"][key]["bytes"].as_u64().unwrap(),
+        "{rel}"
+    );
     bytes
 }
 
