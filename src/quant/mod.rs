@@ -1,4 +1,6 @@
-//! Quantization of float weights: element types, Paddle-compatible int4/int8.
+//! Quantization of float weights: element types, Paddle-compatible int4/int8, and q4vk's
+//! own Q4 format.
 
 pub mod dtype;
 pub mod paddle;
+pub mod q4;

@@ -1,0 +1,464 @@
+//! q4vk's own Q4 format on the CPU: the canonical packed matrix every GPU upload starts
+//! from, and the quantizer that turns float weights into it.
+//!
+//! Layout (API.md): rows of W, `[n][ceil(k/2)]` bytes, element k even in the low nibble,
+//! unsigned nibbles `u`; scales `[n][groups]` (f16, or f32 for Q4 input with f32 scales);
+//! zero points `[n][groups]` bytes 0..15. Symmetric `w = (u - 8) * s`, else `w = (u - z) * s`.
+//!
+//! Decisions the contract leaves open, fixed here:
+//! * K not a multiple of the group size: the last group of a row is shorter
+//!   (`groups = ceil(k / group_size)`); per channel is one group spanning all of K.
+//! * Odd K: a row has `ceil(k/2)` bytes; the high nibble of its last byte is 0 and unused.
+//! * With zero points, `max` and `min` of a group include 0 (`max = max(x, 0)`,
+//!   `min = min(x, 0)`), so that `z = round(-min/s)` lies in 0..15 and no code clamps at
+//!   the far end of a group that does not straddle 0 (GPTQ's convention).
+//! * A scale that rounds to 0 in f16 (an all-zero group, or one below f16's range) makes
+//!   every code of the group decode to 0: `u = 8` (symmetric) or `u = z = 0`.
+//! * A scale beyond f16's range (|x| > ~458,000) is refused (`InvalidArgument`).
+
+use super::dtype::{with_element, Dtype, Element};
+use crate::error::{invalid, Error, Result};
+use std::borrow::Cow;
+
+/// Shape and scheme of a Q4 matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Q4Shape {
+    /// Output features (rows of W).
+    pub n: usize,
+    /// Input features.
+    pub k: usize,
+    /// K indices per scale group (K itself when per channel).
+    pub group_size: usize,
+    /// One group spanning all of K.
+    pub per_channel: bool,
+    /// Per-group zero points (else symmetric around 8).
+    pub zero_points: bool,
+}
+
+impl Q4Shape {
+    /// Validates the C-level parameters: n, k ≥ 1, group size -1/32/64/128/256, zero
+    /// points 0/1, and sizes that fit this platform (the f32 weight, `n·k·4` bytes).
+    pub fn new(n: u64, k: u64, group_size: i32, zero_points: u32) -> Result<Q4Shape> {
+        if n == 0 || k == 0 {
+            return Err(invalid!(
+                "desc->n and desc->k must be at least 1 (n = {n}, k = {k})"
+            ));
+        }
+        if !matches!(group_size, -1 | 32 | 64 | 128 | 256) {
+            return Err(invalid!(
+                "desc->group_size is {group_size}; expected -1 (per channel), 32, 64, 128 or 256"
+            ));
+        }
+        if zero_points > 1 {
+            return Err(invalid!("desc->zero_points is {zero_points}; expected 0 or 1"));
+        }
+        let too_big = || invalid!("desc->n * desc->k = {n} * {k} overflows this platform's size_t");
+        let n = usize::try_from(n).map_err(|_| too_big())?;
+        let k = usize::try_from(k).map_err(|_| too_big())?;
+        n.checked_mul(k)
+            .and_then(|e| e.checked_mul(4))
+            .ok_or_else(too_big)?;
+        let per_channel = group_size == -1;
+        Ok(Q4Shape {
+            n,
+            k,
+            group_size: if per_channel { k } else { group_size as usize },
+            per_channel,
+            zero_points: zero_points == 1,
+        })
+    }
+
+    /// Scale groups per row.
+    pub fn groups(&self) -> usize {
+        self.k.div_ceil(self.group_size)
+    }
+
+    /// Packed bytes per row: `ceil(k/2)`.
+    pub fn row_bytes(&self) -> usize {
+        self.k.div_ceil(2)
+    }
+
+    /// Bytes of the packed weight.
+    pub fn weight_bytes(&self) -> usize {
+        self.n * self.row_bytes()
+    }
+
+    /// Number of scales (and of zero points when present).
+    pub fn scale_count(&self) -> usize {
+        self.n * self.groups()
+    }
+
+    /// Bytes of the zero points (0 when symmetric).
+    pub fn zeros_bytes(&self) -> usize {
+        if self.zero_points {
+            self.scale_count()
+        } else {
+            0
+        }
+    }
+}
+
+/// Element type of Q4 scales.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleType {
+    /// IEEE binary16 (what the quantizer writes).
+    F16,
+    /// IEEE binary32.
+    F32,
+}
+
+impl ScaleType {
+    /// Bytes per scale.
+    pub fn size(self) -> usize {
+        match self {
+            ScaleType::F16 => 2,
+            ScaleType::F32 => 4,
+        }
+    }
+}
+
+/// A Q4 matrix in host memory: packed nibbles, little-endian scales and zero points,
+/// borrowed from the caller or owned after a conversion.
+#[derive(Debug, Clone)]
+pub struct Q4Data<'a> {
+    /// Shape and scheme.
+    pub shape: Q4Shape,
+    /// `[n][ceil(k/2)]` packed nibbles.
+    pub weight: Cow<'a, [u8]>,
+    /// Type of `scales`.
+    pub scale_type: ScaleType,
+    /// `[n][groups]` scales.
+    pub scales: Cow<'a, [u8]>,
+    /// `[n][groups]` zero points 0..15 (empty when symmetric).
+    pub zeros: Cow<'a, [u8]>,
+}
+
+impl Q4Data<'_> {
+    /// Scale `i` (row-major `[n][groups]`) as f32.
+    #[inline]
+    pub fn scale(&self, i: usize) -> f32 {
+        match self.scale_type {
+            ScaleType::F16 => {
+                half::f16::from_le_bytes([self.scales[2 * i], self.scales[2 * i + 1]]).to_f32()
+            }
+            ScaleType::F32 => f32::from_le_bytes(self.scales[4 * i..4 * i + 4].try_into().unwrap()),
+        }
+    }
+
+    /// Zero point of scale group `i` (8 when symmetric).
+    #[inline]
+    pub fn zero(&self, i: usize) -> u8 {
+        if self.shape.zero_points {
+            self.zeros[i]
+        } else {
+            8
+        }
+    }
+
+    /// Code `u` of element `(row, kk)`.
+    #[inline]
+    pub fn code(&self, row: usize, kk: usize) -> u8 {
+        let byte = self.weight[row * self.shape.row_bytes() + kk / 2];
+        if kk % 2 == 0 {
+            byte & 0x0f
+        } else {
+            byte >> 4
+        }
+    }
+
+    /// Checks what a caller-supplied Q4 matrix must satisfy beyond its sizes: finite
+    /// scales and zero points in 0..15.
+    pub fn validate(&self) -> Result<()> {
+        for i in 0..self.shape.scale_count() {
+            if !self.scale(i).is_finite() {
+                return Err(Error::NonFinite(format!(
+                    "scale {i} (row {}, group {}) is not finite",
+                    i / self.shape.groups(),
+                    i % self.shape.groups()
+                )));
+            }
+        }
+        if let Some(i) = self.zeros.iter().position(|&z| z > 15) {
+            return Err(invalid!(
+                "zero point {i} is {}; zero points are 0..15",
+                self.zeros[i]
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Float weights to quantize: `[n][k]` or, `transposed`, `[k][n]`, of `dtype`.
+#[derive(Debug, Clone, Copy)]
+pub struct FloatWeights<'a> {
+    /// Element type.
+    pub dtype: Dtype,
+    /// `[k][n]` (Paddle) instead of `[n][k]` (nn.Linear).
+    pub transposed: bool,
+    /// Little-endian elements, exactly `n·k·dtype.size()` bytes.
+    pub bytes: &'a [u8],
+}
+
+/// Outputs of [`quantize`]: exactly `weight_bytes()`, `2·scale_count()` and `zeros_bytes()`.
+pub struct Q4Out<'a> {
+    /// Packed nibbles.
+    pub weight: &'a mut [u8],
+    /// f16 scales.
+    pub scales: &'a mut [u8],
+    /// Zero points (empty when symmetric).
+    pub zeros: &'a mut [u8],
+}
+
+fn check_finite<E: Element>(bytes: &[u8], n: usize, k: usize, transposed: bool) -> Result<()> {
+    let bad = bytes
+        .chunks_exact(E::SIZE)
+        .position(|b| E::load(b) & E::MAGNITUDE >= E::INFINITY);
+    match bad {
+        None => Ok(()),
+        Some(i) => {
+            let (row, col) = if transposed {
+                (i % n, i / n)
+            } else {
+                (i / k, i % k)
+            };
+            Err(Error::NonFinite(format!(
+                "weight element {i} (n = {row}, k = {col}) is NaN or Inf"
+            )))
+        }
+    }
+}
+
+fn gather_row<E: Element>(w: &FloatWeights, shape: &Q4Shape, row: usize, out: &mut [f32]) {
+    let (n, k) = (shape.n, shape.k);
+    for (kk, v) in out.iter_mut().enumerate() {
+        let i = if w.transposed { kk * n + row } else { row * k + kk };
+        *v = E::widen(E::load(&w.bytes[i * E::SIZE..]));
+    }
+}
+
+/// Quantizes one group: returns (f16 scale bits, zero point) and writes codes to `codes`.
+fn quantize_group(values: &[f32], zero_points: bool, codes: &mut [u8]) -> Result<(u16, u8)> {
+    let (lo, hi) = values
+        .iter()
+        .fold((0.0f32, 0.0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let raw = if zero_points {
+        (hi - lo) / 15.0
+    } else {
+        lo.abs().max(hi) / 7.0
+    };
+    let scale = half::f16::from_f32(raw);
+    if !scale.is_finite() {
+        return Err(invalid!(
+            "a group's range ({lo} .. {hi}) needs a scale beyond f16's range"
+        ));
+    }
+    let s = scale.to_f32();
+    if s == 0.0 {
+        codes.fill(if zero_points { 0 } else { 8 });
+        return Ok((scale.to_bits(), 0));
+    }
+    if zero_points {
+        let z = (-lo / s).round().clamp(0.0, 15.0);
+        for (c, &v) in codes.iter_mut().zip(values) {
+            *c = ((v / s).round() + z).clamp(0.0, 15.0) as u8;
+        }
+        Ok((scale.to_bits(), z as u8))
+    } else {
+        for (c, &v) in codes.iter_mut().zip(values) {
+            *c = ((v / s).round().clamp(-8.0, 7.0) + 8.0) as u8;
+        }
+        Ok((scale.to_bits(), 0))
+    }
+}
+
+fn quantize_rows<E: Element>(
+    w: &FloatWeights,
+    shape: &Q4Shape,
+    first_row: usize,
+    out: Q4Out,
+) -> Result<()> {
+    let (k, groups, gs) = (shape.k, shape.groups(), shape.group_size);
+    let mut values = vec![0.0f32; k];
+    let mut codes = vec![0u8; k + 1];
+    let rows = out.weight.len() / shape.row_bytes();
+    for r in 0..rows {
+        let row = first_row + r;
+        gather_row::<E>(w, shape, row, &mut values);
+        for g in 0..groups {
+            let range = g * gs..((g + 1) * gs).min(k);
+            let (s, z) = quantize_group(&values[range.clone()], shape.zero_points, &mut codes[range])?;
+            let i = r * groups + g;
+            out.scales[2 * i..2 * i + 2].copy_from_slice(&s.to_le_bytes());
+            if shape.zero_points {
+                out.zeros[i] = z;
+            }
+        }
+        codes[k] = 0;
+        let dst = &mut out.weight[r * shape.row_bytes()..(r + 1) * shape.row_bytes()];
+        for (b, pair) in dst.iter_mut().zip(codes.chunks_exact(2)) {
+            *b = pair[0] | (pair[1] << 4);
+        }
+    }
+    Ok(())
+}
+
+/// Quantizes float weights to the Q4 format (see the module docs for the exact math) over
+/// up to `threads` threads. NaN/Inf anywhere: `NonFinite`, and nothing is written.
+pub fn quantize(shape: &Q4Shape, w: &FloatWeights, out: Q4Out, threads: usize) -> Result<()> {
+    let expected = shape.n * shape.k * w.dtype.size();
+    if w.bytes.len() != expected || out.weight.len() != shape.weight_bytes() {
+        return Err(Error::Internal("q4::quantize: buffer sizes do not match the shape".into()));
+    }
+    with_element!(w.dtype, E => check_finite::<E>(w.bytes, shape.n, shape.k, w.transposed))?;
+    // Quantize into scratch first, so a refused group leaves the caller's buffers untouched.
+    let mut weight = vec![0u8; out.weight.len()];
+    let mut scales = vec![0u8; out.scales.len()];
+    let mut zeros = vec![0u8; out.zeros.len()];
+    let threads = threads.clamp(1, shape.n);
+    let per = shape.n.div_ceil(threads);
+    let (rb, sb, zb) = (shape.row_bytes(), 2 * shape.groups(), shape.zeros_bytes() / shape.n);
+    let results: Vec<Result<()>> = std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        let (mut wr, mut sr, mut zr) = (&mut weight[..], &mut scales[..], &mut zeros[..]);
+        let mut first = 0;
+        while first < shape.n {
+            let rows = per.min(shape.n - first);
+            let (w0, w1) = std::mem::take(&mut wr).split_at_mut(rows * rb);
+            let (s0, s1) = std::mem::take(&mut sr).split_at_mut(rows * sb);
+            let (z0, z1) = std::mem::take(&mut zr).split_at_mut(rows * zb);
+            (wr, sr, zr) = (w1, s1, z1);
+            let part = Q4Out { weight: w0, scales: s0, zeros: z0 };
+            let start = first;
+            handles.push(scope.spawn(move || {
+                with_element!(w.dtype, E => quantize_rows::<E>(w, shape, start, part))
+            }));
+            first += rows;
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Internal("quantize thread panicked".into()))))
+            .collect()
+    });
+    results.into_iter().collect::<Result<Vec<()>>>()?;
+    out.weight.copy_from_slice(&weight);
+    out.scales.copy_from_slice(&scales);
+    out.zeros.copy_from_slice(&zeros);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The contract's formula, written directly in f64 where it is exact.
+    fn direct(values: &[f32], zero_points: bool) -> (f32, u8, Vec<u8>) {
+        let lo = values.iter().fold(0.0f32, |a, &v| a.min(v));
+        let hi = values.iter().fold(0.0f32, |a, &v| a.max(v));
+        let s = if zero_points {
+            half::f16::from_f32((hi - lo) / 15.0).to_f32()
+        } else {
+            half::f16::from_f32(lo.abs().max(hi) / 7.0).to_f32()
+        };
+        let round = |v: f32| {
+            let a = v.abs().floor() + if v.abs().fract() >= 0.5 { 1.0 } else { 0.0 };
+            a.copysign(v)
+        };
+        if s == 0.0 {
+            let u = if zero_points { 0 } else { 8 };
+            return (0.0, 0, vec![u; values.len()]);
+        }
+        if zero_points {
+            let z = round(-lo / s).clamp(0.0, 15.0);
+            let codes = values.iter().map(|&v| (round(v / s) + z).clamp(0.0, 15.0) as u8).collect();
+            (s, z as u8, codes)
+        } else {
+            let codes = values.iter().map(|&v| (round(v / s).clamp(-8.0, 7.0) + 8.0) as u8).collect();
+            (s, 0, codes)
+        }
+    }
+
+    fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    #[test]
+    fn matches_direct_formula_all_schemes() {
+        let mut seed = 7u64;
+        for &(n, k) in &[(3usize, 32usize), (5, 100), (2, 257), (4, 1)] {
+            for &gs in &[-1i32, 32, 64, 128, 256] {
+                for zp in 0..2u32 {
+                    for transposed in [false, true] {
+                        let shape = Q4Shape::new(n as u64, k as u64, gs, zp).unwrap();
+                        let mut vals: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed) * 3.0).collect();
+                        vals[0] = 0.5; // a tie candidate
+                        if k >= 64 {
+                            for v in &mut vals[k..k + 32] {
+                                *v = 0.0; // an all-zero group in row 1 (when not transposed)
+                            }
+                        }
+                        let nk: Vec<f32> = vals.clone();
+                        let stored: Vec<f32> = if transposed {
+                            (0..k * n).map(|i| nk[(i % n) * k + i / n]).collect()
+                        } else {
+                            nk.clone()
+                        };
+                        let bytes: Vec<u8> = stored.iter().flat_map(|v| v.to_le_bytes()).collect();
+                        let w = FloatWeights { dtype: Dtype::F32, transposed, bytes: &bytes };
+                        let mut qw = vec![0xAAu8; shape.weight_bytes()];
+                        let mut qs = vec![0u8; 2 * shape.scale_count()];
+                        let mut qz = vec![0u8; shape.zeros_bytes()];
+                        let out = Q4Out { weight: &mut qw, scales: &mut qs, zeros: &mut qz };
+                        quantize(&shape, &w, out, 3).unwrap();
+                        let data = Q4Data {
+                            shape,
+                            weight: Cow::Borrowed(&qw),
+                            scale_type: ScaleType::F16,
+                            scales: Cow::Borrowed(&qs),
+                            zeros: Cow::Borrowed(&qz),
+                        };
+                        for row in 0..n {
+                            for g in 0..shape.groups() {
+                                let r = g * shape.group_size..((g + 1) * shape.group_size).min(k);
+                                let (s, z, codes) = direct(&nk[row * k..][r.clone()], zp == 1);
+                                let i = row * shape.groups() + g;
+                                assert_eq!(data.scale(i), s);
+                                if zp == 1 {
+                                    assert_eq!(data.zero(i), z);
+                                }
+                                for (j, kk) in r.enumerate() {
+                                    assert_eq!(data.code(row, kk), codes[j], "n{n} k{k} g{gs} zp{zp} t{transposed} row {row} k {kk}");
+                                }
+                            }
+                            if k % 2 == 1 {
+                                assert_eq!(qw[row * shape.row_bytes() + k / 2] >> 4, 0);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_non_finite_without_writing() {
+        let shape = Q4Shape::new(2, 4, -1, 0).unwrap();
+        let mut vals = [1.0f32; 8];
+        vals[6] = f32::NAN;
+        let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let w = FloatWeights { dtype: Dtype::F32, transposed: false, bytes: &bytes };
+        let (mut qw, mut qs) = (vec![0x55u8; 4], vec![0x55u8; 4]);
+        let out = Q4Out { weight: &mut qw, scales: &mut qs, zeros: &mut [] };
+        let e = quantize(&shape, &w, out, 1).unwrap_err();
+        assert!(matches!(e, Error::NonFinite(ref m) if m.contains("n = 1, k = 2")), "{e}");
+        assert_eq!(qw, [0x55; 4]);
+    }
+
+    #[test]
+    fn rejects_bad_params() {
+        assert!(Q4Shape::new(0, 4, -1, 0).is_err());
+        assert!(Q4Shape::new(4, 4, 16, 0).is_err());
+        assert!(Q4Shape::new(4, 4, 32, 2).is_err());
+        assert_eq!(Q4Shape::new(4, 100, 32, 1).unwrap().groups(), 4);
+    }
+}
