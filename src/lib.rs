@@ -7,6 +7,8 @@
 
 pub mod error;
 pub mod ffi;
+pub mod cpu;
 pub mod layout;
 pub mod parallel;
 pub mod quant;
+pub mod vk;

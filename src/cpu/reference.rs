@@ -1,0 +1,32 @@
+//! f64 reference GEMV of the *dequantized* Q4 weights: `y[m][n] = sum_k x[m][k] * (u - z) * s`.
+
+use crate::quant::q4::Q4Data;
+
+/// Reference `y` (`m·n`, row-major) for `x` (`m·k`, row-major).
+pub fn gemv(data: &Q4Data, x: &[f32], m: usize) -> Vec<f64> {
+    let (n, k) = (data.shape.n, data.shape.k);
+    let groups = data.shape.groups();
+    let mut y = vec![0.0f64; m * n];
+    let mut w = vec![0.0f64; k];
+    for row in 0..n {
+        for (kk, wk) in w.iter_mut().enumerate() {
+            let g = row * groups + kk / data.shape.group_size;
+            *wk = (data.code(row, kk) as f64 - data.zero(g) as f64) * data.scale(g) as f64;
+        }
+        for mi in 0..m {
+            let xr = &x[mi * k..(mi + 1) * k];
+            y[mi * n + row] = w.iter().zip(xr).map(|(&a, &b)| a * b as f64).sum();
+        }
+    }
+    y
+}
+
+/// ‖y − reference‖ / ‖reference‖ (f64).
+pub fn relative_error(y: &[f32], reference: &[f64]) -> f64 {
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (&a, &b) in y.iter().zip(reference) {
+        diff += (a as f64 - b) * (a as f64 - b);
+        norm += b * b;
+    }
+    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
+}

@@ -1,0 +1,112 @@
+//! q4vk's GPU layout of a Q4 matrix, chosen for the GEMV kernel (`shaders/q4_common.glsl`):
+//!
+//! * weights: each row padded to a whole number of 16-byte chunks (`chunks = ceil(k/32)`),
+//!   rows back to back, so invocation `t` of a workgroup reads chunk `t` of a row and
+//!   neighbours read neighbouring 16 bytes; inside a chunk the Q4 byte order (k even in
+//!   the low nibble). Padding bytes are 0 and meet zero activations in the kernel.
+//! * scales: `[rows][groups]`, f16 packed two per 32-bit word (or f32), apart from the
+//!   nibbles so a chunk's scale is one small cached load;
+//! * zero points: `[rows][groups]` bytes packed four per word (absent when symmetric).
+//!
+//! Each buffer is padded to a multiple of 4 bytes.
+
+use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use std::ops::Range;
+
+/// Geometry of the GPU layout of one matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VkLayout {
+    /// 16-byte chunks per row.
+    pub chunks: usize,
+    /// Scale groups per row.
+    pub groups: usize,
+    /// log2(group size / 32), or 31 when one group spans the row.
+    pub group_shift: u32,
+}
+
+impl VkLayout {
+    /// The layout of a Q4 shape.
+    pub fn of(shape: &Q4Shape) -> VkLayout {
+        let group_shift = if shape.per_channel {
+            31
+        } else {
+            (shape.group_size / 32).trailing_zeros()
+        };
+        VkLayout {
+            chunks: shape.k.div_ceil(32),
+            groups: shape.groups(),
+            group_shift,
+        }
+    }
+
+    /// Bytes per padded row.
+    pub fn row_bytes(&self) -> usize {
+        self.chunks * 16
+    }
+
+    /// Packed weights of `rows`.
+    pub fn pack_weights(&self, data: &Q4Data, rows: Range<usize>) -> Vec<u8> {
+        let src_row = data.shape.row_bytes();
+        let mut out = vec![0u8; rows.len() * self.row_bytes()];
+        for (dst, row) in out.chunks_exact_mut(self.row_bytes()).zip(rows) {
+            dst[..src_row].copy_from_slice(&data.weight[row * src_row..(row + 1) * src_row]);
+            if data.shape.k % 2 == 1 {
+                dst[src_row - 1] &= 0x0f;
+            }
+        }
+        out
+    }
+
+    /// Scales of `rows` in their stored type, padded to 4 bytes.
+    pub fn pack_scales(&self, data: &Q4Data, rows: Range<usize>) -> Vec<u8> {
+        let size = data.scale_type.size();
+        let range = rows.start * self.groups * size..rows.end * self.groups * size;
+        let mut out = data.scales[range].to_vec();
+        out.resize(out.len().next_multiple_of(4), 0);
+        out
+    }
+
+    /// Zero points of `rows`, padded to 4 bytes (empty when symmetric).
+    pub fn pack_zeros(&self, data: &Q4Data, rows: Range<usize>) -> Vec<u8> {
+        if !data.shape.zero_points {
+            return Vec::new();
+        }
+        let mut out = data.zeros[rows.start * self.groups..rows.end * self.groups].to_vec();
+        out.resize(out.len().next_multiple_of(4), 0);
+        out
+    }
+}
+
+/// Whether scales of this type are stored as f32 on the device.
+pub fn scale_is_f32(t: ScaleType) -> bool {
+    t == ScaleType::F32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    #[test]
+    fn rows_are_padded_to_chunks() {
+        let shape = Q4Shape::new(2, 33, 32, 1).unwrap();
+        let l = VkLayout::of(&shape);
+        assert_eq!((l.chunks, l.groups, l.group_shift), (2, 2, 0));
+        let weight: Vec<u8> = (0..34).map(|i| i as u8 | 0xf0).collect();
+        let data = Q4Data {
+            shape,
+            weight: Cow::Owned(weight),
+            scale_type: ScaleType::F16,
+            scales: Cow::Owned(vec![1; 8]),
+            zeros: Cow::Owned(vec![3; 4]),
+        };
+        let w = l.pack_weights(&data, 1..2);
+        assert_eq!(w.len(), 32);
+        assert_eq!(w[0], 17 | 0xf0);
+        assert_eq!(w[16], 33 & 0x0f);
+        assert!(w[17..].iter().all(|&b| b == 0));
+        assert_eq!(l.pack_zeros(&data, 0..1), vec![3, 3, 0, 0]);
+        assert_eq!(VkLayout::of(&Q4Shape::new(1, 64, -1, 0).unwrap()).group_shift, 31);
+        assert_eq!(VkLayout::of(&Q4Shape::new(1, 64, 256, 0).unwrap()).group_shift, 3);
+    }
+}

@@ -1,0 +1,167 @@
+//! A q4vk context: instance, device, pipelines and the synchronous-submission state.
+//! Safe to share between threads: submissions and staging sit behind one mutex, the
+//! pipeline map and the x/y descriptor cache behind their own.
+
+use super::device::Device;
+use super::gemv::{Staging, XySets};
+use super::instance::Instance;
+use super::log::{Logger, LEVEL_INFO};
+use super::pipeline::{Pipelines, Tuning};
+use super::submit::{QueueLock, Submitter};
+use crate::error::Result;
+use ash::vk;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+/// How to create a context.
+#[derive(Debug, Clone, Default)]
+pub struct ContextConfig {
+    /// -1: best device; otherwise the index in the instance's device list (own device only).
+    pub device_index: i32,
+    /// Enable the validation layer (own instance only).
+    pub validation: bool,
+    /// Force the portable kernels.
+    pub portable: bool,
+    /// Borrow these host objects instead of creating an instance and device.
+    pub adopt: Option<Adoption>,
+}
+
+/// The host's Vulkan objects a context borrows.
+#[derive(Debug, Clone)]
+pub struct Adoption {
+    /// The host's `vkGetInstanceProcAddr`.
+    pub get_instance_proc_addr: vk::PFN_vkGetInstanceProcAddr,
+    /// `VkInstance`.
+    pub instance: vk::Instance,
+    /// `VkPhysicalDevice`.
+    pub physical: vk::PhysicalDevice,
+    /// `VkDevice`.
+    pub device: vk::Device,
+    /// `VkQueue`, or null when the host only records.
+    pub queue: vk::Queue,
+    /// The queue's family.
+    pub queue_family: u32,
+    /// Device extensions the host enabled.
+    pub extensions: Vec<CString>,
+    /// Host lock around q4vk's submits to the queue.
+    pub lock: Option<QueueLock>,
+}
+
+/// Limits the dispatcher respects; the device's by default, lowered by tests to exercise
+/// buffer and dispatch splitting on small matrices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest buffer of one matrix part, in bytes.
+    pub max_part_bytes: u64,
+    /// Largest workgroup count of one dispatch in x and y.
+    pub max_groups: [u32; 2],
+}
+
+/// q4vk's own command buffer and staging, used one call at a time.
+pub struct Exec {
+    /// One-shot submission.
+    pub submitter: Submitter,
+    /// Staging of `q4vk_gemv`.
+    pub staging: Staging,
+}
+
+/// A Vulkan context.
+pub struct Context {
+    /// Submission state (behind a mutex: one q4vk submission at a time).
+    pub exec: Mutex<Exec>,
+    /// x/y descriptor sets when the device has no push descriptors.
+    pub xy_sets: Option<Mutex<XySets>>,
+    /// Pipelines and layouts.
+    pub pipelines: Pipelines,
+    /// Using the portable kernels.
+    pub portable: bool,
+    /// Dispatcher limits.
+    pub limits: Limits,
+    /// The host's queue lock (adopted queue).
+    pub queue_lock: Option<QueueLock>,
+    /// The device (keeps the instance alive).
+    pub device: Arc<Device>,
+    /// Log sink.
+    pub logger: Arc<Logger>,
+}
+
+impl Context {
+    /// Creates a context as `config` says.
+    pub fn new(config: ContextConfig, logger: Logger) -> Result<Context> {
+        let logger = Arc::new(logger);
+        let (device, queue_lock) = match &config.adopt {
+            None => {
+                let instance = Arc::new(Instance::create(config.validation, logger.clone())?);
+                (Arc::new(Device::create(instance, config.device_index, &logger)?), None)
+            }
+            Some(a) => {
+                // SAFETY: the host's handles, valid until q4vk_context_destroy (contract).
+                let instance = Arc::new(unsafe {
+                    Instance::adopt(a.get_instance_proc_addr, a.instance, logger.clone())
+                });
+                let names: Vec<&std::ffi::CStr> = a.extensions.iter().map(|c| c.as_c_str()).collect();
+                let device = unsafe {
+                    Device::adopt(instance, a.physical, a.device, a.queue, a.queue_family, &names)?
+                };
+                (Arc::new(device), a.lock)
+            }
+        };
+        let info = &device.info;
+        let env_portable = std::env::var("Q4VK_PORTABLE").is_ok_and(|v| v == "1");
+        let sg = info.subgroup_size;
+        let subgroup_ok = info.subgroup_arithmetic && sg.is_power_of_two() && (4..=128).contains(&sg);
+        let portable = config.portable || env_portable || !subgroup_ok;
+        let tuning = if portable {
+            Tuning { workgroup: 64, rows: 4, subgroup: 1 }
+        } else {
+            Tuning { workgroup: 128.max(sg), rows: 4, subgroup: sg }
+        };
+        logger.log(
+            LEVEL_INFO,
+            &format!(
+                "{} kernels, workgroup {}, {} rows per workgroup",
+                if portable { "portable" } else { "subgroup" },
+                tuning.workgroup,
+                tuning.rows
+            ),
+        );
+        let pipelines = Pipelines::new(&device, tuning)?;
+        let limits = Limits {
+            max_part_bytes: info
+                .max_storage_range
+                .min(info.max_allocation)
+                .min(1 << 31)
+                / 16
+                * 16,
+            max_groups: info.max_groups,
+        };
+        let xy_sets = device
+            .push_descriptor
+            .is_none()
+            .then(|| Mutex::new(XySets::new(&device)));
+        Ok(Context {
+            exec: Mutex::new(Exec {
+                submitter: Submitter::new(&device)?,
+                staging: Staging::default(),
+            }),
+            xy_sets,
+            pipelines,
+            portable,
+            limits,
+            queue_lock,
+            device,
+            logger,
+        })
+    }
+
+    /// Records with `record` into q4vk's command buffer, submits and waits.
+    pub fn submit(&self, record: impl FnOnce(vk::CommandBuffer) -> Result<()>) -> Result<()> {
+        let mut exec = self.exec.lock().unwrap_or_else(|e| e.into_inner());
+        exec.submitter.run(self.queue_lock.as_ref(), record)
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.device.info.name
+    }
+}

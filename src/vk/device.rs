@@ -1,0 +1,263 @@
+//! The logical device: q4vk's own (best physical device, or the one the host picked by
+//! index) or the host's, borrowed; and what q4vk needs to know about it.
+
+use super::instance::Instance;
+use super::log::{Logger, LEVEL_INFO};
+use crate::error::{Error, Result};
+use ash::vk;
+use std::ffi::CStr;
+use std::sync::Arc;
+
+/// What the kernels and the dispatcher need to know about a physical device.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    /// `deviceName`.
+    pub name: String,
+    /// Reported subgroup size.
+    pub subgroup_size: u32,
+    /// Subgroup basic + arithmetic operations in compute shaders.
+    pub subgroup_arithmetic: bool,
+    /// `maxStorageBufferRange`.
+    pub max_storage_range: u64,
+    /// `maxMemoryAllocationSize` (Vulkan 1.1).
+    pub max_allocation: u64,
+    /// `maxComputeWorkGroupCount[0..2]`.
+    pub max_groups: [u32; 2],
+    /// `minStorageBufferOffsetAlignment`.
+    pub storage_alignment: u64,
+    /// `maxComputeSharedMemorySize`.
+    pub max_shared: u32,
+    /// `timestampPeriod` (ns per tick) and whether compute queues support timestamps.
+    pub timestamp_period: f32,
+    /// Memory types and heaps.
+    pub memory: vk::PhysicalDeviceMemoryProperties,
+}
+
+/// A loaded device and the queue q4vk uses. Destroys the device on drop only if q4vk
+/// created it.
+pub struct Device {
+    /// The instance it belongs to (kept alive by this).
+    pub instance: Arc<Instance>,
+    /// The physical device.
+    pub physical: vk::PhysicalDevice,
+    /// Device functions.
+    pub device: ash::Device,
+    /// The queue q4vk submits to (null for an adopted device given no queue).
+    pub queue: vk::Queue,
+    /// Its family.
+    pub queue_family: u32,
+    /// `VK_KHR_push_descriptor` functions when the extension is enabled on this device.
+    pub push_descriptor: Option<ash::khr::push_descriptor::Device>,
+    /// Device facts.
+    pub info: DeviceInfo,
+    /// The device's timestamp-capable queue family flag.
+    pub timestamps: bool,
+    owned: bool,
+}
+
+fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceInfo {
+    let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+    let mut maint3 = vk::PhysicalDeviceMaintenance3Properties::default();
+    let mut props2 = vk::PhysicalDeviceProperties2::default()
+        .push_next(&mut subgroup)
+        .push_next(&mut maint3);
+    // SAFETY: a valid physical device of this instance (Vulkan 1.1 checked by the caller).
+    unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
+    let p = props2.properties;
+    let needed = vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC;
+    DeviceInfo {
+        name: p
+            .device_name_as_c_str()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        subgroup_size: subgroup.subgroup_size,
+        subgroup_arithmetic: subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
+            && subgroup.supported_operations.contains(needed),
+        max_storage_range: p.limits.max_storage_buffer_range as u64,
+        max_allocation: maint3.max_memory_allocation_size,
+        max_groups: [
+            p.limits.max_compute_work_group_count[0],
+            p.limits.max_compute_work_group_count[1],
+        ],
+        storage_alignment: p.limits.min_storage_buffer_offset_alignment,
+        max_shared: p.limits.max_compute_shared_memory_size,
+        timestamp_period: p.limits.timestamp_period,
+        // SAFETY: as above.
+        memory: unsafe { instance.get_physical_device_memory_properties(physical) },
+    }
+}
+
+fn type_rank(t: vk::PhysicalDeviceType) -> u32 {
+    match t {
+        vk::PhysicalDeviceType::DISCRETE_GPU => 0,
+        vk::PhysicalDeviceType::INTEGRATED_GPU => 1,
+        vk::PhysicalDeviceType::VIRTUAL_GPU => 2,
+        vk::PhysicalDeviceType::CPU => 3,
+        _ => 4,
+    }
+}
+
+fn compute_family(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Option<(u32, bool)> {
+    // SAFETY: valid physical device.
+    let families = unsafe { instance.get_physical_device_queue_family_properties(physical) };
+    families
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
+        // Prefer a compute family without graphics (async compute) only if none is combined.
+        .min_by_key(|(_, f)| !f.queue_flags.contains(vk::QueueFlags::GRAPHICS))
+        .map(|(i, f)| (i as u32, f.timestamp_valid_bits > 0))
+}
+
+impl Device {
+    /// Creates q4vk's own device: the best Vulkan 1.1 device with a compute queue
+    /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list.
+    pub fn create(instance: Arc<Instance>, index: i32, logger: &Logger) -> Result<Device> {
+        let vki = &instance.instance;
+        // SAFETY: queries and creation with valid create infos.
+        unsafe {
+            let physicals = vki
+                .enumerate_physical_devices()
+                .map_err(|e| Error::vk("vkEnumeratePhysicalDevices", e))?;
+            let usable = |pd: vk::PhysicalDevice| {
+                vki.get_physical_device_properties(pd).api_version >= vk::API_VERSION_1_1
+                    && compute_family(vki, pd).is_some()
+            };
+            let physical = if index >= 0 {
+                let pd = *physicals.get(index as usize).ok_or_else(|| {
+                    Error::NoDevice(format!(
+                        "device_index is {index} but the system has {} Vulkan device(s)",
+                        physicals.len()
+                    ))
+                })?;
+                if !usable(pd) {
+                    return Err(Error::NoDevice(format!(
+                        "Vulkan device {index} lacks Vulkan 1.1 or a compute queue"
+                    )));
+                }
+                pd
+            } else {
+                physicals
+                    .iter()
+                    .copied()
+                    .filter(|&pd| usable(pd))
+                    .min_by_key(|&pd| type_rank(vki.get_physical_device_properties(pd).device_type))
+                    .ok_or_else(|| {
+                        Error::NoDevice(format!(
+                            "none of the {} Vulkan device(s) has Vulkan 1.1 and a compute queue",
+                            physicals.len()
+                        ))
+                    })?
+            };
+            let (family, timestamps) = compute_family(vki, physical).expect("checked usable");
+            let available = vki
+                .enumerate_device_extension_properties(physical)
+                .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
+            let push = available
+                .iter()
+                .any(|e| e.extension_name_as_c_str() == Ok(ash::khr::push_descriptor::NAME));
+            let mut extensions = Vec::new();
+            if push {
+                extensions.push(ash::khr::push_descriptor::NAME.as_ptr());
+            }
+            let priority = [1.0f32];
+            let queues = [vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(family)
+                .queue_priorities(&priority)];
+            let info = vk::DeviceCreateInfo::default()
+                .queue_create_infos(&queues)
+                .enabled_extension_names(&extensions);
+            let device = vki
+                .create_device(physical, &info, None)
+                .map_err(|e| Error::vk("vkCreateDevice", e))?;
+            let queue = device.get_device_queue(family, 0);
+            let push_descriptor =
+                push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
+            let info = query_info(vki, physical);
+            logger.log(
+                LEVEL_INFO,
+                &format!(
+                    "device {}: subgroup size {}, subgroup arithmetic {}, push descriptors {}",
+                    info.name, info.subgroup_size, info.subgroup_arithmetic, push
+                ),
+            );
+            Ok(Device {
+                instance,
+                physical,
+                device,
+                queue,
+                queue_family: family,
+                push_descriptor,
+                info,
+                timestamps,
+                owned: true,
+            })
+        }
+    }
+
+    /// Borrows the host's device. `extensions` are the device extensions the host
+    /// enabled (push descriptors are used only if listed).
+    ///
+    /// # Safety
+    /// The handles must be valid, belong to `instance`, and outlive the returned value.
+    pub unsafe fn adopt(
+        instance: Arc<Instance>,
+        physical: vk::PhysicalDevice,
+        device: vk::Device,
+        queue: vk::Queue,
+        queue_family: u32,
+        extensions: &[&CStr],
+    ) -> Result<Device> {
+        let vki = &instance.instance;
+        let props = vki.get_physical_device_properties(physical);
+        if props.api_version < vk::API_VERSION_1_1 {
+            return Err(Error::Unsupported(
+                "the adopted physical device supports only Vulkan 1.0; q4vk needs 1.1".into(),
+            ));
+        }
+        let families = vki.get_physical_device_queue_family_properties(physical);
+        let family = families.get(queue_family as usize).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "desc->queue_family_index is {queue_family} but the device has {} families",
+                families.len()
+            ))
+        })?;
+        if !family.queue_flags.contains(vk::QueueFlags::COMPUTE) {
+            return Err(Error::InvalidArgument(format!(
+                "queue family {queue_family} has no compute capability"
+            )));
+        }
+        let device = ash::Device::load(vki.fp_v1_0(), device);
+        let push = extensions.contains(&ash::khr::push_descriptor::NAME);
+        let push_descriptor = push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
+        Ok(Device {
+            info: query_info(vki, physical),
+            timestamps: family.timestamp_valid_bits > 0,
+            instance: instance.clone(),
+            physical,
+            device,
+            queue,
+            queue_family,
+            push_descriptor,
+            owned: false,
+        })
+    }
+
+    /// Whether q4vk created this device.
+    pub fn owned(&self) -> bool {
+        self.owned
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: everything created from the device holds an Arc of it, so it is
+            // dropped last; all of q4vk's submissions were waited for.
+            unsafe {
+                let _ = self.device.device_wait_idle();
+                self.device.destroy_device(None);
+            }
+        }
+    }
+}

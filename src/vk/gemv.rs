@@ -1,0 +1,333 @@
+//! Recording the fused GEMV into a command buffer (the host's or q4vk's own) and the
+//! synchronous host-memory GEMV with reused staging buffers.
+
+use super::context::Context;
+use super::matrix::DeviceMatrix;
+use super::memory::{Buffer, MemoryKind};
+use super::pipeline::{PipelineKey, Push};
+use crate::error::{invalid, Error, Result};
+use ash::vk;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Largest activation count (rows of x) the GEMV kernels take.
+pub const MAX_M: u32 = 8;
+
+/// A range of a `VkBuffer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BufferRange {
+    /// The buffer.
+    pub buffer: vk::Buffer,
+    /// Byte offset (a multiple of `minStorageBufferOffsetAlignment`).
+    pub offset: u64,
+    /// Bytes available from `offset`.
+    pub range: u64,
+}
+
+/// Shape of one GEMV call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemvParams {
+    /// Activation rows, 1..=8.
+    pub m: u32,
+    /// Activations are f16 (else f32).
+    pub x_f16: bool,
+    /// Elements between rows of x (≥ k).
+    pub x_stride: u64,
+    /// Elements between rows of y (≥ n).
+    pub y_stride: u64,
+}
+
+/// Descriptor sets for x/y on devices without push descriptors: one per distinct pair of
+/// buffer ranges, allocated once and never updated or freed while the context lives (so a
+/// set a host command buffer still uses is never touched).
+pub struct XySets {
+    pools: Vec<vk::DescriptorPool>,
+    left: u32,
+    sets: HashMap<(BufferRange, BufferRange), vk::DescriptorSet>,
+    device: Arc<super::device::Device>,
+}
+
+const SETS_PER_POOL: u32 = 64;
+
+impl XySets {
+    /// An empty cache.
+    pub fn new(device: &Arc<super::device::Device>) -> XySets {
+        XySets {
+            pools: Vec::new(),
+            left: 0,
+            sets: HashMap::new(),
+            device: device.clone(),
+        }
+    }
+
+    /// The set for (x, y), allocated and written on first use.
+    fn get(&mut self, layout: vk::DescriptorSetLayout, x: BufferRange, y: BufferRange) -> Result<vk::DescriptorSet> {
+        if let Some(&set) = self.sets.get(&(x, y)) {
+            return Ok(set);
+        }
+        let d = &self.device.device;
+        // SAFETY: valid create/allocate infos; a fresh set is written before any use.
+        unsafe {
+            if self.left == 0 {
+                let sizes = [vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::STORAGE_BUFFER,
+                    descriptor_count: 2 * SETS_PER_POOL,
+                }];
+                let pool = d
+                    .create_descriptor_pool(
+                        &vk::DescriptorPoolCreateInfo::default()
+                            .max_sets(SETS_PER_POOL)
+                            .pool_sizes(&sizes),
+                        None,
+                    )
+                    .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
+                self.pools.push(pool);
+                self.left = SETS_PER_POOL;
+            }
+            let layouts = [layout];
+            let set = d
+                .allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(*self.pools.last().expect("pool"))
+                        .set_layouts(&layouts),
+                )
+                .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
+            self.left -= 1;
+            let infos = buffer_infos(x, y);
+            let writes = writes(&infos, set);
+            d.update_descriptor_sets(&writes, &[]);
+            self.sets.insert((x, y), set);
+            Ok(set)
+        }
+    }
+
+    /// Forgets the sets that name `buffer` (about to be destroyed by q4vk; never bound again).
+    fn forget(&mut self, buffer: vk::Buffer) {
+        self.sets
+            .retain(|(x, y), _| x.buffer != buffer && y.buffer != buffer);
+    }
+}
+
+impl Drop for XySets {
+    fn drop(&mut self) {
+        for &pool in &self.pools {
+            // SAFETY: ours; the context is being destroyed.
+            unsafe { self.device.device.destroy_descriptor_pool(pool, None) };
+        }
+    }
+}
+
+fn buffer_infos(x: BufferRange, y: BufferRange) -> [[vk::DescriptorBufferInfo; 1]; 2] {
+    [x, y].map(|b| {
+        [vk::DescriptorBufferInfo {
+            buffer: b.buffer,
+            offset: b.offset,
+            range: b.range,
+        }]
+    })
+}
+
+fn writes(infos: &[[vk::DescriptorBufferInfo; 1]; 2], set: vk::DescriptorSet) -> [vk::WriteDescriptorSet<'_>; 2] {
+    [0, 1].map(|i| {
+        vk::WriteDescriptorSet::default()
+            .dst_set(set)
+            .dst_binding(i as u32)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .buffer_info(&infos[i])
+    })
+}
+
+/// Checks a GEMV call against the matrix and the device limits.
+pub fn validate(ctx: &Context, mat: &DeviceMatrix, x: &BufferRange, y: &BufferRange, p: &GemvParams) -> Result<()> {
+    let (n, k) = (mat.shape.n as u64, mat.shape.k as u64);
+    if p.m == 0 {
+        return Err(invalid!("m is 0; it must be at least 1"));
+    }
+    if p.m > MAX_M {
+        return Err(Error::Unsupported(format!(
+            "m is {}; the GEMV kernels take m = 1..{MAX_M} (a GEMM path for larger batches does not exist yet)",
+            p.m
+        )));
+    }
+    if p.x_stride < k {
+        return Err(invalid!("x_row_stride is {}, smaller than k = {k}", p.x_stride));
+    }
+    if p.y_stride < n {
+        return Err(invalid!("y_row_stride is {}, smaller than n = {n}", p.y_stride));
+    }
+    let m = p.m as u64;
+    let x_elems = (m - 1)
+        .checked_mul(p.x_stride)
+        .and_then(|v| v.checked_add(k))
+        .ok_or_else(|| invalid!("x_row_stride * m overflows"))?;
+    let y_elems = (m - 1)
+        .checked_mul(p.y_stride)
+        .and_then(|v| v.checked_add(n))
+        .ok_or_else(|| invalid!("y_row_stride * m overflows"))?;
+    if x_elems > u32::MAX as u64 || y_elems > u32::MAX as u64 {
+        return Err(Error::Unsupported(
+            "x or y spans more than 2^32 elements; the kernels index them with 32 bits".into(),
+        ));
+    }
+    let x_bytes = if p.x_f16 { 4 * x_elems.div_ceil(2) } else { 4 * x_elems };
+    for (name, b, need) in [("x", x, x_bytes), ("y", y, 4 * y_elems)] {
+        if b.buffer == vk::Buffer::null() {
+            return Err(Error::NullPointer(format!("args->{name}.buffer is VK_NULL_HANDLE")));
+        }
+        if b.range < need {
+            return Err(Error::BufferTooSmall(format!(
+                "args->{name}.range is {} bytes, {need} needed",
+                b.range
+            )));
+        }
+        if b.offset % ctx.device.info.storage_alignment != 0 {
+            return Err(invalid!(
+                "args->{name}.offset {} is not a multiple of minStorageBufferOffsetAlignment ({})",
+                b.offset,
+                ctx.device.info.storage_alignment
+            ));
+        }
+        if b.range > ctx.device.info.max_storage_range {
+            return Err(invalid!(
+                "args->{name}.range {} exceeds maxStorageBufferRange ({})",
+                b.range,
+                ctx.device.info.max_storage_range
+            ));
+        }
+    }
+    if x.buffer == y.buffer && x.offset < y.offset + y.range && y.offset < x.offset + x.range {
+        return Err(invalid!("args->x and args->y overlap"));
+    }
+    Ok(())
+}
+
+/// Records `y = W x` into `cmd` (validated first; nothing is recorded on error). Binds
+/// the GEMV pipeline, set 1 (x, y: pushed or cached), then per part set 0 and the push
+/// constants, and dispatches. No barriers.
+pub fn record(ctx: &Context, cmd: vk::CommandBuffer, mat: &DeviceMatrix, x: BufferRange, y: BufferRange, p: &GemvParams) -> Result<()> {
+    validate(ctx, mat, &x, &y, p)?;
+    let key = PipelineKey {
+        portable: ctx.portable,
+        m: p.m,
+        zeros: mat.shape.zero_points,
+        scale_f32: mat.scale_f32,
+        x_f16: p.x_f16,
+    };
+    let pipeline = ctx.pipelines.get(key)?;
+    let cached_set = match &ctx.xy_sets {
+        Some(sets) => Some(sets.lock().unwrap_or_else(|e| e.into_inner()).get(ctx.pipelines.xy_set, x, y)?),
+        None => None,
+    };
+    let d = &ctx.device.device;
+    let layout = ctx.pipelines.layout;
+    let rows_per_wg = ctx.pipelines.tuning.rows as u64;
+    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
+    // SAFETY: cmd is in the recording state (caller's contract); every handle is valid.
+    unsafe {
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
+        match (cached_set, &ctx.device.push_descriptor) {
+            (Some(set), _) => d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 1, &[set], &[]),
+            (None, Some(push)) => {
+                let infos = buffer_infos(x, y);
+                let w = writes(&infos, vk::DescriptorSet::null());
+                push.cmd_push_descriptor_set(cmd, vk::PipelineBindPoint::COMPUTE, layout, 1, &w);
+            }
+            (None, None) => return Err(Error::Internal("no way to bind x and y".into())),
+        }
+        for part in &mat.parts {
+            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[part.set], &[]);
+            let total = (part.rows as u64).div_ceil(rows_per_wg);
+            let mut done = 0u64;
+            while done < total {
+                let count = (total - done).min(max_x * max_y);
+                let gx = count.min(max_x);
+                let gy = count.div_ceil(gx);
+                let push = Push {
+                    rows: part.rows as u32,
+                    row_base: part.first_row as u32,
+                    chunks: mat.layout.chunks as u32,
+                    k: mat.shape.k as u32,
+                    groups: mat.layout.groups as u32,
+                    group_shift: mat.layout.group_shift,
+                    x_stride: p.x_stride as u32,
+                    y_stride: p.y_stride as u32,
+                    wg_count: count as u32,
+                    wg_offset: done as u32,
+                };
+                d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &push.bytes());
+                d.cmd_dispatch(cmd, gx as u32, gy as u32, 1);
+                done += count;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Host-visible buffers for `q4vk_gemv`, grown on demand and reused.
+#[derive(Default)]
+pub struct Staging {
+    x: Option<Buffer>,
+    y: Option<Buffer>,
+}
+
+fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind) -> Result<()> {
+    if slot.as_ref().is_some_and(|b| b.size >= bytes) {
+        return Ok(());
+    }
+    if let (Some(old), Some(sets)) = (slot.take(), &ctx.xy_sets) {
+        sets.lock().unwrap_or_else(|e| e.into_inner()).forget(old.buffer);
+    }
+    *slot = Some(Buffer::new(&ctx.device, bytes.next_multiple_of(256), kind)?);
+    Ok(())
+}
+
+/// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
+/// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success).
+pub fn gemv_host(ctx: &Context, mat: &DeviceMatrix, x: &[f32], y: &mut [f32], m: u32) -> Result<()> {
+    let (n, k) = (mat.shape.n, mat.shape.k);
+    let p = GemvParams {
+        m,
+        x_f16: false,
+        x_stride: k as u64,
+        y_stride: n as u64,
+    };
+    if m == 0 || m > MAX_M {
+        let dummy = BufferRange { buffer: vk::Buffer::null(), offset: 0, range: 0 };
+        validate(ctx, mat, &dummy, &dummy, &p)?;
+    }
+    let (xn, yn) = (m as usize * k, m as usize * n);
+    let mut exec = ctx.exec.lock().unwrap_or_else(|e| e.into_inner());
+    let exec = &mut *exec;
+    ensure(ctx, &mut exec.staging.x, 4 * xn as u64, MemoryKind::Upload)?;
+    ensure(ctx, &mut exec.staging.y, 4 * yn as u64, MemoryKind::Readback)?;
+    let (xb, yb) = (exec.staging.x.as_ref().expect("x"), exec.staging.y.as_ref().expect("y"));
+    // SAFETY: f32 slice viewed as bytes.
+    let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn) };
+    xb.write(0, xs);
+    let xr = BufferRange { buffer: xb.buffer, offset: 0, range: 4 * xn as u64 };
+    let yr = BufferRange { buffer: yb.buffer, offset: 0, range: 4 * yn as u64 };
+    let lock = ctx.queue_lock;
+    exec.submitter.run(lock.as_ref(), |cmd| {
+        record(ctx, cmd, mat, xr, yr, &p)?;
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+            .dst_access_mask(vk::AccessFlags::HOST_READ)];
+        // SAFETY: recording into q4vk's own command buffer.
+        unsafe {
+            ctx.device.device.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            )
+        };
+        Ok(())
+    })?;
+    // SAFETY: f32 slice viewed as bytes; the device finished (fence waited).
+    let ys = unsafe { std::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<u8>(), 4 * yn) };
+    yb.read(0, ys);
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! A Q4 matrix on the device: split into parts of whole rows so no buffer exceeds
+//! `maxStorageBufferRange` or `maxMemoryAllocationSize`; each part has its weights, scales
+//! and zero points in the GPU layout (`layout::vk`) and an immutable descriptor set.
+
+use super::context::Context;
+use super::device::Device;
+use super::memory::{Buffer, MemoryKind};
+use crate::error::{Error, Result};
+use crate::layout::vk::{scale_is_f32, VkLayout};
+use crate::quant::q4::{Q4Data, Q4Shape};
+use ash::vk;
+use std::sync::Arc;
+
+/// Rows `first_row .. first_row + rows` of a matrix, in their own buffers.
+pub struct Part {
+    /// First row (index into y).
+    pub first_row: usize,
+    /// Rows in this part.
+    pub rows: usize,
+    /// Set 0 of the GEMV pipeline layout, written once at creation.
+    pub set: vk::DescriptorSet,
+    _buffers: Vec<Buffer>,
+}
+
+/// An immutable Q4 matrix in device memory; shareable between threads.
+pub struct DeviceMatrix {
+    /// Shape and scheme.
+    pub shape: Q4Shape,
+    /// Scales are f32 (else f16).
+    pub scale_f32: bool,
+    /// GPU layout geometry.
+    pub layout: VkLayout,
+    /// The parts, in row order.
+    pub parts: Vec<Part>,
+    pool: vk::DescriptorPool,
+    device: Arc<Device>,
+}
+
+/// Writes `bytes` into a new device buffer: directly when its memory is mapped, else
+/// through a staging buffer and a copy on q4vk's queue.
+fn upload(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
+    let buffer = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Device)?;
+    if buffer.mapped().is_some() {
+        buffer.write(0, bytes);
+        return Ok(buffer);
+    }
+    let staging = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Upload)?;
+    staging.write(0, bytes);
+    ctx.submit(|cmd| {
+        let region = [vk::BufferCopy::default().size(bytes.len().max(4) as u64)];
+        // SAFETY: both buffers are ours and large enough.
+        unsafe {
+            ctx.device
+                .device
+                .cmd_copy_buffer(cmd, staging.buffer, buffer.buffer, &region)
+        };
+        Ok(())
+    })?;
+    Ok(buffer)
+}
+
+impl DeviceMatrix {
+    /// Uploads `data` (already validated) into parts of at most `ctx`'s part size.
+    pub fn new(ctx: &Context, data: &Q4Data) -> Result<DeviceMatrix> {
+        let shape = data.shape;
+        let layout = VkLayout::of(&shape);
+        let max_part = ctx.limits.max_part_bytes;
+        let rows_per_part = (max_part / layout.row_bytes() as u64) as usize;
+        if rows_per_part == 0 {
+            return Err(Error::Unsupported(format!(
+                "one row of k = {} needs {} bytes, more than this device's largest storage buffer ({max_part} bytes)",
+                shape.k,
+                layout.row_bytes()
+            )));
+        }
+        // Indices inside a part (row * chunks, row * groups) must fit in 32 bits.
+        let rows_per_part = rows_per_part.min((u32::MAX as usize) / layout.chunks.max(1));
+        let part_count = shape.n.div_ceil(rows_per_part);
+        let d = &ctx.device.device;
+        let sizes = [vk::DescriptorPoolSize {
+            ty: vk::DescriptorType::STORAGE_BUFFER,
+            descriptor_count: 3 * part_count as u32,
+        }];
+        // SAFETY: valid create info.
+        let pool = unsafe {
+            d.create_descriptor_pool(
+                &vk::DescriptorPoolCreateInfo::default()
+                    .max_sets(part_count as u32)
+                    .pool_sizes(&sizes),
+                None,
+            )
+        }
+        .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
+        let mut this = DeviceMatrix {
+            shape,
+            scale_f32: scale_is_f32(data.scale_type),
+            layout,
+            parts: Vec::with_capacity(part_count),
+            pool,
+            device: ctx.device.clone(),
+        };
+        for p in 0..part_count {
+            let rows = p * rows_per_part..((p + 1) * rows_per_part).min(shape.n);
+            let weights = upload(ctx, &layout.pack_weights(data, rows.clone()))?;
+            let scales = upload(ctx, &layout.pack_scales(data, rows.clone()))?;
+            let zeros = if shape.zero_points {
+                Some(upload(ctx, &layout.pack_zeros(data, rows.clone()))?)
+            } else {
+                None
+            };
+            // Symmetric matrices bind the scales again as the (unread) zero buffer.
+            let zero_buffer = zeros.as_ref().unwrap_or(&scales);
+            let layouts = [ctx.pipelines.matrix_set];
+            // SAFETY: the pool has room for one set per part.
+            let set = unsafe {
+                d.allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(pool)
+                        .set_layouts(&layouts),
+                )
+            }
+            .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
+            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = [&weights, &scales, zero_buffer]
+                .iter()
+                .map(|b| {
+                    [vk::DescriptorBufferInfo {
+                        buffer: b.buffer,
+                        offset: 0,
+                        range: vk::WHOLE_SIZE,
+                    }]
+                })
+                .collect();
+            let writes: Vec<vk::WriteDescriptorSet> = infos
+                .iter()
+                .enumerate()
+                .map(|(i, info)| {
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(set)
+                        .dst_binding(i as u32)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(info)
+                })
+                .collect();
+            // SAFETY: a fresh set no command buffer uses yet.
+            unsafe { d.update_descriptor_sets(&writes, &[]) };
+            let mut buffers = vec![weights, scales];
+            buffers.extend(zeros);
+            this.parts.push(Part {
+                first_row: rows.start,
+                rows: rows.len(),
+                set,
+                _buffers: buffers,
+            });
+        }
+        Ok(this)
+    }
+
+    /// Device bytes of weights, scales and zero points (what one GEMV reads).
+    pub fn device_bytes(&self) -> u64 {
+        let n = self.shape.n as u64;
+        let scale = if self.scale_f32 { 4 } else { 2 };
+        let zeros = if self.shape.zero_points { 1 } else { 0 };
+        n * (self.layout.row_bytes() as u64 + (scale + zeros) * self.layout.groups as u64)
+    }
+}
+
+impl Drop for DeviceMatrix {
+    fn drop(&mut self) {
+        // SAFETY: ours; destroying the pool frees the parts' sets; the buffers drop after.
+        unsafe { self.device.device.destroy_descriptor_pool(self.pool, None) };
+    }
+}

@@ -1,0 +1,144 @@
+//! Buffers with their own memory: device-local storage for matrices, host-visible
+//! coherent memory for staging and readback.
+
+use super::device::Device;
+use crate::error::{Error, Result};
+use ash::vk;
+use std::sync::Arc;
+
+/// Where a buffer's memory should live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryKind {
+    /// Device-local (host-visible too if that is all there is, as on lavapipe).
+    Device,
+    /// Host-visible and coherent, written by the host.
+    Upload,
+    /// Host-visible and coherent, read by the host (cached where possible).
+    Readback,
+}
+
+/// A buffer bound to a dedicated allocation; destroyed and freed on drop.
+pub struct Buffer {
+    device: Arc<Device>,
+    /// The buffer.
+    pub buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    /// Size in bytes.
+    pub size: u64,
+    mapped: *mut u8,
+}
+
+// SAFETY: the mapping is plain memory owned by this buffer; access is synchronized by the
+// owners (matrices are immutable after upload, staging sits behind a mutex).
+unsafe impl Send for Buffer {}
+// SAFETY: as above.
+unsafe impl Sync for Buffer {}
+
+fn pick_type(
+    props: &vk::PhysicalDeviceMemoryProperties,
+    bits: u32,
+    wanted: &[vk::MemoryPropertyFlags],
+) -> Option<u32> {
+    wanted.iter().find_map(|&flags| {
+        (0..props.memory_type_count).find(|&i| {
+            bits & (1 << i) != 0 && props.memory_types[i as usize].property_flags.contains(flags)
+        })
+    })
+}
+
+impl Buffer {
+    /// Creates a storage buffer of `size` bytes (also a transfer source and destination).
+    pub fn new(device: &Arc<Device>, size: u64, kind: MemoryKind) -> Result<Buffer> {
+        type F = vk::MemoryPropertyFlags;
+        let d = &device.device;
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::TRANSFER_SRC
+            | vk::BufferUsageFlags::TRANSFER_DST;
+        let info = vk::BufferCreateInfo::default()
+            .size(size.max(4))
+            .usage(usage)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid device and create info; every created object is released on the
+        // error paths.
+        unsafe {
+            let buffer = d
+                .create_buffer(&info, None)
+                .map_err(|e| Error::vk("vkCreateBuffer", e))?;
+            let req = d.get_buffer_memory_requirements(buffer);
+            let host = F::HOST_VISIBLE | F::HOST_COHERENT;
+            let wanted: &[F] = match kind {
+                MemoryKind::Device => &[F::DEVICE_LOCAL, F::empty()],
+                MemoryKind::Upload => &[host | F::DEVICE_LOCAL, host],
+                MemoryKind::Readback => &[host | F::HOST_CACHED, host],
+            };
+            let Some(type_index) = pick_type(&device.info.memory, req.memory_type_bits, wanted)
+            else {
+                d.destroy_buffer(buffer, None);
+                return Err(Error::Unsupported(format!(
+                    "no memory type suits a {kind:?} buffer (type bits {:#x})",
+                    req.memory_type_bits
+                )));
+            };
+            let alloc = vk::MemoryAllocateInfo::default()
+                .allocation_size(req.size)
+                .memory_type_index(type_index);
+            let memory = match d.allocate_memory(&alloc, None) {
+                Ok(m) => m,
+                Err(e) => {
+                    d.destroy_buffer(buffer, None);
+                    return Err(Error::vk("vkAllocateMemory", e));
+                }
+            };
+            let this = Buffer {
+                device: device.clone(),
+                buffer,
+                memory,
+                size,
+                mapped: std::ptr::null_mut(),
+            };
+            d.bind_buffer_memory(buffer, memory, 0)
+                .map_err(|e| Error::vk("vkBindBufferMemory", e))?;
+            let flags = device.info.memory.memory_types[type_index as usize].property_flags;
+            let mut this = this;
+            if flags.contains(host) {
+                this.mapped = d
+                    .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                    .map_err(|e| Error::vk("vkMapMemory", e))?
+                    .cast();
+            }
+            Ok(this)
+        }
+    }
+
+    /// The host mapping (host-visible, coherent memory), if any.
+    pub fn mapped(&self) -> Option<*mut u8> {
+        (!self.mapped.is_null()).then_some(self.mapped)
+    }
+
+    /// Copies `bytes` to the start of a mapped buffer.
+    pub fn write(&self, offset: usize, bytes: &[u8]) {
+        assert!(!self.mapped.is_null() && offset + bytes.len() <= self.size as usize);
+        // SAFETY: in bounds of the mapping; the device is not using it (caller's contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.mapped.add(offset), bytes.len())
+        };
+    }
+
+    /// Copies from a mapped buffer into `out`.
+    pub fn read(&self, offset: usize, out: &mut [u8]) {
+        assert!(!self.mapped.is_null() && offset + out.len() <= self.size as usize);
+        // SAFETY: in bounds of the mapping; the device finished writing it.
+        unsafe { std::ptr::copy_nonoverlapping(self.mapped.add(offset), out.as_mut_ptr(), out.len()) };
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // SAFETY: q4vk created both; no submission using them is pending (synchronous
+        // submits; a host's command buffers must not outlive the matrix, per the contract).
+        unsafe {
+            self.device.device.destroy_buffer(self.buffer, None);
+            self.device.device.free_memory(self.memory, None);
+        }
+    }
+}

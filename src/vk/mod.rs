@@ -1,0 +1,17 @@
+//! The Vulkan runtime (ash, loaded at run time): instance and device (q4vk's own or the
+//! host's), memory, pipelines, submission, matrices on the device and GEMV dispatch.
+//!
+//! Lifetimes: every object holds an `Arc` of what it was created from (buffer → device →
+//! instance), so destruction always runs in the right order. Objects the host lent (an
+//! adopted instance, device or queue) are never destroyed.
+
+pub mod context;
+pub mod device;
+pub mod gemv;
+pub mod instance;
+pub mod log;
+pub mod matrix;
+pub mod memory;
+pub mod pipeline;
+pub mod shaders;
+pub mod submit;

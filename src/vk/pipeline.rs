@@ -1,0 +1,265 @@
+//! The GEMV pipelines: descriptor set layouts (set 0: a matrix part, set 1: x and y), the
+//! pipeline layout with its push-constant block, a pipeline cache, and the pipelines
+//! themselves, created on first use per variant and specialization.
+
+use super::device::Device;
+use super::shaders;
+use crate::error::{Error, Result};
+use ash::vk;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The push-constant block of `shaders/q4_common.glsl`, field for field.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Push {
+    /// Rows in this part.
+    pub rows: u32,
+    /// Index in y of the part's first row.
+    pub row_base: u32,
+    /// 16-byte chunks per row.
+    pub chunks: u32,
+    /// Input features.
+    pub k: u32,
+    /// Scale groups per row.
+    pub groups: u32,
+    /// log2(group size / 32); 31 per channel.
+    pub group_shift: u32,
+    /// Elements between rows of x.
+    pub x_stride: u32,
+    /// Elements between rows of y.
+    pub y_stride: u32,
+    /// Workgroups in this dispatch.
+    pub wg_count: u32,
+    /// First workgroup of this dispatch within the part.
+    pub wg_offset: u32,
+}
+
+impl Push {
+    /// The block as bytes for `vkCmdPushConstants`.
+    pub fn bytes(&self) -> [u8; 40] {
+        let words = [
+            self.rows,
+            self.row_base,
+            self.chunks,
+            self.k,
+            self.groups,
+            self.group_shift,
+            self.x_stride,
+            self.y_stride,
+            self.wg_count,
+            self.wg_offset,
+        ];
+        let mut out = [0u8; 40];
+        for (dst, w) in out.chunks_exact_mut(4).zip(words) {
+            dst.copy_from_slice(&w.to_ne_bytes());
+        }
+        out
+    }
+}
+
+/// Workgroup shape of a context's GEMV kernels (specialization constants 0, 1, 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Invocations per workgroup (a power of two, a multiple of the subgroup size).
+    pub workgroup: u32,
+    /// Rows per workgroup.
+    pub rows: u32,
+    /// Subgroup size the shared reduction array is sized for.
+    pub subgroup: u32,
+}
+
+/// Which GEMV pipeline: kernel variant plus the per-call specialization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PipelineKey {
+    /// Shared-memory reduction only.
+    pub portable: bool,
+    /// Activation rows (1..=8).
+    pub m: u32,
+    /// Per-group zero points.
+    pub zeros: bool,
+    /// f32 scales.
+    pub scale_f32: bool,
+    /// f16 activations.
+    pub x_f16: bool,
+}
+
+/// Layouts, cache and lazily created pipelines of one context.
+pub struct Pipelines {
+    device: Arc<Device>,
+    /// Set 0: weights, scales, zeros of one matrix part.
+    pub matrix_set: vk::DescriptorSetLayout,
+    /// Set 1: x and y (a push-descriptor layout when the device has them).
+    pub xy_set: vk::DescriptorSetLayout,
+    /// The pipeline layout (sets 0 and 1, 40 bytes of push constants).
+    pub layout: vk::PipelineLayout,
+    cache: vk::PipelineCache,
+    modules: [vk::ShaderModule; 2],
+    /// Workgroup shape.
+    pub tuning: Tuning,
+    pipelines: Mutex<HashMap<PipelineKey, vk::Pipeline>>,
+}
+
+fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
+    (0..count)
+        .map(|i| {
+            vk::DescriptorSetLayoutBinding::default()
+                .binding(i)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(1)
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+        })
+        .collect()
+}
+
+/// Creates a shader module from embedded SPIR-V.
+pub fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModule> {
+    let words = shaders::words(spv)?;
+    // SAFETY: valid SPIR-V embedded at build time.
+    unsafe { device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None) }
+        .map_err(|e| Error::vk("vkCreateShaderModule", e))
+}
+
+impl Pipelines {
+    /// Creates the layouts, the cache and both shader modules.
+    pub fn new(device: &Arc<Device>, tuning: Tuning) -> Result<Pipelines> {
+        let d = &device.device;
+        let mut this = Pipelines {
+            device: device.clone(),
+            matrix_set: vk::DescriptorSetLayout::null(),
+            xy_set: vk::DescriptorSetLayout::null(),
+            layout: vk::PipelineLayout::null(),
+            cache: vk::PipelineCache::null(),
+            modules: [vk::ShaderModule::null(); 2],
+            tuning,
+            pipelines: Mutex::new(HashMap::new()),
+        };
+        // SAFETY: valid create infos; Drop destroys whatever was created.
+        unsafe {
+            let b3 = storage_bindings(3);
+            this.matrix_set = d
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&b3),
+                    None,
+                )
+                .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
+            let b2 = storage_bindings(2);
+            let flags = if device.push_descriptor.is_some() {
+                vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR
+            } else {
+                vk::DescriptorSetLayoutCreateFlags::empty()
+            };
+            this.xy_set = d
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default()
+                        .bindings(&b2)
+                        .flags(flags),
+                    None,
+                )
+                .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
+            let sets = [this.matrix_set, this.xy_set];
+            let ranges = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .size(std::mem::size_of::<Push>() as u32)];
+            this.layout = d
+                .create_pipeline_layout(
+                    &vk::PipelineLayoutCreateInfo::default()
+                        .set_layouts(&sets)
+                        .push_constant_ranges(&ranges),
+                    None,
+                )
+                .map_err(|e| Error::vk("vkCreatePipelineLayout", e))?;
+            this.cache = d
+                .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+                .map_err(|e| Error::vk("vkCreatePipelineCache", e))?;
+            this.modules[0] = shader_module(d, shaders::GEMV_SUBGROUP)?;
+            this.modules[1] = shader_module(d, shaders::GEMV_PORTABLE)?;
+        }
+        Ok(this)
+    }
+
+    /// The pipeline for `key`, created (through the cache) on first use.
+    pub fn get(&self, key: PipelineKey) -> Result<vk::Pipeline> {
+        let mut map = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&p) = map.get(&key) {
+            return Ok(p);
+        }
+        let t = self.tuning;
+        let values: [u32; 7] = [
+            t.workgroup,
+            t.rows,
+            key.m,
+            key.zeros as u32,
+            key.scale_f32 as u32,
+            key.x_f16 as u32,
+            t.subgroup,
+        ];
+        let data: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let entries: Vec<vk::SpecializationMapEntry> = (0..7)
+            .map(|i| vk::SpecializationMapEntry {
+                constant_id: i,
+                offset: 4 * i,
+                size: 4,
+            })
+            .collect();
+        let spec = vk::SpecializationInfo::default()
+            .map_entries(&entries)
+            .data(&data);
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(self.modules[key.portable as usize])
+            .name(c"main")
+            .specialization_info(&spec);
+        let info = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(self.layout)];
+        // SAFETY: valid module, layout and specialization.
+        let pipeline = unsafe {
+            self.device
+                .device
+                .create_compute_pipelines(self.cache, &info, None)
+        }
+        .map_err(|(_, e)| Error::vk("vkCreateComputePipelines", e))?[0];
+        map.insert(key, pipeline);
+        Ok(pipeline)
+    }
+}
+
+impl Drop for Pipelines {
+    fn drop(&mut self) {
+        let d = &self.device.device;
+        // SAFETY: ours; no q4vk submission is pending, and host command buffers must not
+        // outlive the context (contract).
+        unsafe {
+            for (_, p) in self.pipelines.get_mut().unwrap_or_else(|p| p.into_inner()).drain() {
+                d.destroy_pipeline(p, None);
+            }
+            for m in self.modules {
+                d.destroy_shader_module(m, None);
+            }
+            d.destroy_pipeline_cache(self.cache, None);
+            d.destroy_pipeline_layout(self.layout, None);
+            d.destroy_descriptor_set_layout(self.xy_set, None);
+            d.destroy_descriptor_set_layout(self.matrix_set, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_block_matches_the_glsl_layout() {
+        assert_eq!(std::mem::size_of::<Push>(), 40);
+        let p = Push {
+            rows: 1,
+            wg_offset: 10,
+            ..Default::default()
+        };
+        let b = p.bytes();
+        assert_eq!(&b[0..4], &1u32.to_ne_bytes());
+        assert_eq!(&b[36..40], &10u32.to_ne_bytes());
+        assert_eq!(std::mem::offset_of!(Push, wg_offset), 36);
+    }
+}

@@ -1,0 +1,18 @@
+//! The embedded SPIR-V (compiled from `shaders/` by `scripts/build-shaders.sh`).
+
+use crate::error::{Error, Result};
+
+/// Fused GEMV using subgroup arithmetic for the reduction.
+pub const GEMV_SUBGROUP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_subgroup.spv");
+/// Fused GEMV with a shared-memory reduction only (no subgroup ops, no 8/16-bit storage).
+pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_portable.spv");
+/// Benchmark baseline: one invocation per row (binding 0 words, 1 scale+zero, 2 x, 3 y).
+pub const NAIVE: &[u8] = include_bytes!("../../shaders/spv/naive_q4.spv");
+/// Benchmark ceiling: uvec4 copy (binding 0 source, 1 destination).
+pub const COPY: &[u8] = include_bytes!("../../shaders/spv/copy.spv");
+
+/// SPIR-V bytes as words (checks the length and the magic number).
+pub fn words(spv: &[u8]) -> Result<Vec<u32>> {
+    ash::util::read_spv(&mut std::io::Cursor::new(spv))
+        .map_err(|e| Error::Internal(format!("embedded SPIR-V is malformed: {e}")))
+}
