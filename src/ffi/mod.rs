@@ -2,6 +2,9 @@
 //! checks arguments, calls the safe core inside the panic boundary and maps errors.
 #![allow(non_camel_case_types)]
 
+pub mod context;
+pub mod gemv;
+pub mod matrix;
 mod panic;
 mod ptr;
 pub mod status;

@@ -2,6 +2,7 @@
 //! layouts (byte-identical to `weight_quantize`), walked tile by tile and in parallel, and
 //! q4vk's GPU layout.
 
+pub mod convert;
 pub mod paddle;
 pub mod tile;
 pub mod vk;

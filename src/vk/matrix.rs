@@ -155,6 +155,11 @@ impl DeviceMatrix {
         Ok(this)
     }
 
+    /// Whether this matrix lives on `ctx`'s device.
+    pub fn same_device(&self, ctx: &Context) -> bool {
+        Arc::ptr_eq(&self.device, &ctx.device)
+    }
+
     /// Device bytes of weights, scales and zero points (what one GEMV reads).
     pub fn device_bytes(&self) -> u64 {
         let n = self.shape.n as u64;

@@ -1,0 +1,300 @@
+//! Vulkan contexts: q4vk's own instance and device, or the host's adopted ones.
+
+use super::panic::{guard, guard_value};
+use super::ptr::{copy_c_string, read_struct, require, write_out, VersionedStruct};
+use super::status::q4vk_status;
+use super::version::check_header_version;
+use crate::error::{invalid, Error, Result};
+use crate::vk::context::{Adoption, Context, ContextConfig};
+use crate::vk::log::Logger;
+use crate::vk::submit::QueueLock;
+use ash::vk::{self, Handle};
+use libc::c_char;
+use std::ffi::{c_void, CStr};
+
+/// A generic function pointer (`void (*)(void)`), cast to the real type by the receiver.
+pub type q4vk_void_fn = Option<unsafe extern "C" fn()>;
+/// Log callback: `level` is a `Q4VK_LOG_*` value, `message` a NUL-terminated string valid
+/// only during the call. May be called from any thread that calls into the context; must
+/// not unwind and must not call back into q4vk.
+pub type q4vk_log_fn =
+    Option<unsafe extern "C" fn(user: *mut c_void, level: u32, message: *const c_char)>;
+/// Queue lock callback (see `q4vk_context_desc.queue_lock`).
+pub type q4vk_queue_lock_fn = Option<unsafe extern "C" fn(user: *mut c_void)>;
+
+/// Errors.
+pub const Q4VK_LOG_ERROR: u32 = 0;
+/// Warnings (and validation-layer warnings).
+pub const Q4VK_LOG_WARN: u32 = 1;
+/// Informational: the device and kernel variant chosen.
+pub const Q4VK_LOG_INFO: u32 = 2;
+/// Debug detail.
+pub const Q4VK_LOG_DEBUG: u32 = 3;
+/// Enable `VK_LAYER_KHRONOS_validation` (own instance only; if installed) and deliver its
+/// warnings and errors to the log callback as text beginning `validation: `.
+pub const Q4VK_CONTEXT_VALIDATION: u32 = 0x1;
+/// Force the portable kernels (no subgroup operations, no 8/16-bit storage, no f16
+/// arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same.
+pub const Q4VK_CONTEXT_PORTABLE_KERNELS: u32 = 0x2;
+
+/// A Vulkan context (opaque). Created by `q4vk_context_create`, released by
+/// `q4vk_context_destroy`. Safe to use from several threads at once: q4vk serializes its
+/// own submissions.
+pub struct q4vk_context(pub(crate) Context);
+
+/// How to create a context. Initialize with `q4vk_context_desc_default`.
+///
+/// Own device (the default): leave `get_instance_proc_addr`, `instance`,
+/// `physical_device`, `device` and `queue` NULL; q4vk loads `libvulkan.so.1` at run time,
+/// creates a Vulkan 1.1 instance and device, and destroys them in `q4vk_context_destroy`.
+///
+/// Adopted device: set `get_instance_proc_addr`, `instance`, `physical_device` and
+/// `device` (all four), optionally `queue`, plus `queue_family_index`, `api_version` and
+/// the enabled device extensions. q4vk borrows them, never destroys them and never enables
+/// anything on them (it creates only its own pipelines, buffers, pools and fences on the
+/// device, and destroys those). The host keeps them alive until `q4vk_context_destroy`
+/// returns. q4vk's kernels need no optional device feature, so `enabled_features` is not
+/// read; `VK_KHR_push_descriptor` is used only if it is in `enabled_extensions`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_context_desc {
+    /// `sizeof(q4vk_context_desc)`; smaller than v0 is refused, larger accepted.
+    pub struct_size: u32,
+    /// `Q4VK_HEADER_VERSION` of the caller's header (major and minor must match).
+    pub header_version: u32,
+    /// -1 (default): best device, discrete > integrated > virtual > cpu; else the index in
+    /// `vkEnumeratePhysicalDevices` order. Own device only.
+    pub device_index: i32,
+    /// `Q4VK_CONTEXT_*` bits; others are refused.
+    pub flags: u32,
+    /// Most verbose `Q4VK_LOG_*` level delivered; default `Q4VK_LOG_WARN`.
+    pub log_level: u32,
+    /// Adopted device only: family of `queue` (and of q4vk's command pool).
+    pub queue_family_index: u32,
+    /// Adopted device only: the `VkApplicationInfo.apiVersion` the host used (≥ 1.1).
+    pub api_version: u32,
+    /// Adopted device only: entries in `enabled_extensions`.
+    pub enabled_extension_count: u32,
+    /// May be NULL: the library never prints.
+    pub log: q4vk_log_fn,
+    /// Passed to `log`.
+    pub log_user: *mut c_void,
+    /// `PFN_vkGetInstanceProcAddr` of the host's loader (adopted device).
+    pub get_instance_proc_addr: q4vk_void_fn,
+    /// `VkInstance` (adopted device).
+    pub instance: *mut c_void,
+    /// `VkPhysicalDevice` (adopted device).
+    pub physical_device: *mut c_void,
+    /// `VkDevice` (adopted device).
+    pub device: *mut c_void,
+    /// `VkQueue` of `queue_family_index`; may be NULL if the host only records with
+    /// `q4vk_cmd_gemv` (then `q4vk_gemv` returns `Q4VK_ERROR_UNSUPPORTED`, and matrices
+    /// need host-visible device memory).
+    pub queue: *mut c_void,
+    /// `VkPhysicalDeviceFeatures2` chain the host enabled; NULL = none beyond core. Not read
+    /// by this version (its kernels need no optional feature).
+    pub enabled_features: *const c_void,
+    /// Device extensions the host enabled (`enabled_extension_count` NUL-terminated names).
+    pub enabled_extensions: *const *const c_char,
+    /// Optional: called before each of q4vk's submits to an adopted queue (set both or
+    /// neither). If NULL, the host must not submit to that queue while a q4vk call that
+    /// submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs.
+    pub queue_lock: q4vk_queue_lock_fn,
+    /// Called after each of those submits.
+    pub queue_unlock: q4vk_queue_lock_fn,
+    /// Passed to `queue_lock` and `queue_unlock`.
+    pub queue_lock_user: *mut c_void,
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers, raw pointers, Option<fn>.
+unsafe impl VersionedStruct for q4vk_context_desc {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_context_desc>();
+    const NAME: &'static str = "q4vk_context_desc";
+}
+
+/// Fills `desc` with the defaults: own device, best device (-1), no flags, log level WARN,
+/// no callbacks, `header_version = Q4VK_HEADER_VERSION`. NULL is ignored.
+///
+/// # Safety
+/// `desc` must be NULL or point to a writable `q4vk_context_desc`.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_context_desc_default(desc: *mut q4vk_context_desc) {
+    let value = q4vk_context_desc {
+        struct_size: std::mem::size_of::<q4vk_context_desc>() as u32,
+        header_version: super::version::Q4VK_HEADER_VERSION,
+        device_index: -1,
+        flags: 0,
+        log_level: Q4VK_LOG_WARN,
+        queue_family_index: 0,
+        api_version: 0,
+        enabled_extension_count: 0,
+        log: None,
+        log_user: std::ptr::null_mut(),
+        get_instance_proc_addr: None,
+        instance: std::ptr::null_mut(),
+        physical_device: std::ptr::null_mut(),
+        device: std::ptr::null_mut(),
+        queue: std::ptr::null_mut(),
+        enabled_features: std::ptr::null(),
+        enabled_extensions: std::ptr::null(),
+        queue_lock: None,
+        queue_unlock: None,
+        queue_lock_user: std::ptr::null_mut(),
+    };
+    // SAFETY: forwarded from the caller's contract; NULL is skipped.
+    let _ = guard("q4vk_context_desc_default", || {
+        unsafe { write_out(desc, value, "desc") }.or(Ok(()))
+    });
+}
+
+/// Reads the adopted-device part of a desc (None: own device).
+unsafe fn adoption_of(d: &q4vk_context_desc) -> Result<Option<Adoption>> {
+    let given = [
+        d.get_instance_proc_addr.is_some(),
+        !d.instance.is_null(),
+        !d.physical_device.is_null(),
+        !d.device.is_null(),
+    ];
+    if given.iter().all(|&g| !g) {
+        if !d.queue.is_null() {
+            return Err(invalid!("desc->queue is set but desc->device is NULL"));
+        }
+        return Ok(None);
+    }
+    if given.iter().any(|&g| !g) {
+        return Err(Error::NullPointer(
+            "an adopted device needs all of desc->get_instance_proc_addr, instance, physical_device and device".into(),
+        ));
+    }
+    if d.api_version < vk::API_VERSION_1_1 {
+        return Err(Error::Unsupported(format!(
+            "desc->api_version is {:#x}; q4vk needs Vulkan 1.1 (VK_API_VERSION_1_1 = {:#x})",
+            d.api_version,
+            vk::API_VERSION_1_1
+        )));
+    }
+    let mut extensions = Vec::new();
+    if d.enabled_extension_count > 0 {
+        require(d.enabled_extensions, "desc->enabled_extensions")?;
+        for i in 0..d.enabled_extension_count as usize {
+            let name = *d.enabled_extensions.add(i);
+            require(name, "desc->enabled_extensions[i]")?;
+            extensions.push(CStr::from_ptr(name).to_owned());
+        }
+    }
+    let lock = match (d.queue_lock, d.queue_unlock) {
+        (Some(lock), Some(unlock)) => Some(QueueLock {
+            lock,
+            unlock,
+            user: d.queue_lock_user,
+        }),
+        (None, None) => None,
+        _ => return Err(invalid!("set both desc->queue_lock and desc->queue_unlock, or neither")),
+    };
+    let gipa = d.get_instance_proc_addr.expect("checked above");
+    Ok(Some(Adoption {
+        // SAFETY: the host passes its PFN_vkGetInstanceProcAddr as q4vk_void_fn.
+        get_instance_proc_addr: std::mem::transmute::<
+            unsafe extern "C" fn(),
+            vk::PFN_vkGetInstanceProcAddr,
+        >(gipa),
+        instance: vk::Instance::from_raw(d.instance as u64),
+        physical: vk::PhysicalDevice::from_raw(d.physical_device as u64),
+        device: vk::Device::from_raw(d.device as u64),
+        queue: vk::Queue::from_raw(d.queue as u64),
+        queue_family: d.queue_family_index,
+        extensions,
+        lock,
+    }))
+}
+
+/// Creates a context (see `q4vk_context_desc`) and stores it in `*out`.
+///
+/// Statuses: `Q4VK_ERROR_NULL_POINTER` (desc or out NULL, or an incomplete adopted set),
+/// `Q4VK_ERROR_INVALID_ARGUMENT` (struct_size, unknown flags or log level, inconsistent
+/// fields), `Q4VK_ERROR_ABI_MISMATCH` (header_version), `Q4VK_ERROR_NO_DEVICE` (no Vulkan
+/// loader on this machine, no Vulkan 1.1 device with a compute queue, or `device_index` out
+/// of range), `Q4VK_ERROR_UNSUPPORTED` (adopted device older than 1.1),
+/// `Q4VK_ERROR_VULKAN` / `_OUT_OF_*_MEMORY` (a Vulkan call failed; the message names it).
+/// `*out` is written only on success; release it with `q4vk_context_destroy`.
+///
+/// # Safety
+/// `desc` must be NULL or a valid desc whose pointers are valid as documented; `out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_context_create(
+    desc: *const q4vk_context_desc,
+    out: *mut *mut q4vk_context,
+) -> q4vk_status {
+    guard("q4vk_context_create", || unsafe {
+        let d = read_struct(desc, "desc")?;
+        require(out, "out")?;
+        check_header_version(d.header_version)?;
+        let known = Q4VK_CONTEXT_VALIDATION | Q4VK_CONTEXT_PORTABLE_KERNELS;
+        if d.flags & !known != 0 {
+            return Err(invalid!("desc->flags has unknown bits {:#x}", d.flags & !known));
+        }
+        if d.log_level > Q4VK_LOG_DEBUG {
+            return Err(invalid!(
+                "desc->log_level is {}; expected Q4VK_LOG_ERROR (0) .. Q4VK_LOG_DEBUG (3)",
+                d.log_level
+            ));
+        }
+        let adopt = adoption_of(&d)?;
+        let config = ContextConfig {
+            device_index: d.device_index,
+            validation: d.flags & Q4VK_CONTEXT_VALIDATION != 0,
+            portable: d.flags & Q4VK_CONTEXT_PORTABLE_KERNELS != 0,
+            adopt,
+        };
+        let logger = Logger::new(d.log, d.log_user, d.log_level);
+        let context = Context::new(config, logger)?;
+        write_out(out, Box::into_raw(Box::new(q4vk_context(context))), "out")
+    })
+}
+
+/// Destroys a context and everything q4vk created for it (its own device and instance
+/// included; never an adopted object). NULL is ignored. No call on this context may be in
+/// progress, and no host command buffer recorded with it may be pending. Matrices hold
+/// their own reference to the device and may be destroyed before or after.
+///
+/// # Safety
+/// `ctx` must be NULL or a live context from `q4vk_context_create`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_context_destroy(ctx: *mut q4vk_context) {
+    guard_value("q4vk_context_destroy", (), || {
+        if !ctx.is_null() {
+            // SAFETY: created by Box::into_raw in q4vk_context_create.
+            drop(unsafe { Box::from_raw(ctx) });
+        }
+    })
+}
+
+/// Copies the device's name NUL-terminated into `buf` (truncated to fit) and returns its
+/// full length without the NUL. `buf` may be NULL when `buf_len` is 0; `ctx` NULL returns 0.
+/// Thread-safe.
+///
+/// # Safety
+/// `ctx` must be NULL or a live context; `buf` NULL or writable for `buf_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_context_device_name(
+    ctx: *const q4vk_context,
+    buf: *mut c_char,
+    buf_len: usize,
+) -> usize {
+    guard_value("q4vk_context_device_name", 0, || unsafe {
+        match ctx.as_ref() {
+            Some(c) => copy_c_string(c.0.device_name(), buf, buf_len),
+            None => 0,
+        }
+    })
+}
+
+/// The context behind a handle, for Rust tests and tools that tune limits (lowering them
+/// exercises buffer and dispatch splitting). Not part of the C API.
+///
+/// # Safety
+/// `ctx` must be NULL or a live context not used concurrently while the reference lives.
+pub unsafe fn context_mut<'a>(ctx: *mut q4vk_context) -> Option<&'a mut Context> {
+    ctx.as_mut().map(|c| &mut c.0)
+}

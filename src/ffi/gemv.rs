@@ -1,0 +1,202 @@
+//! GEMV: synchronous from host memory, or recorded into the host's command buffer.
+
+use super::context::q4vk_context;
+use super::matrix::q4vk_matrix;
+use super::panic::guard;
+use super::ptr::{check_disjoint, check_size, read_struct, require, VersionedStruct};
+use super::status::q4vk_status;
+use crate::error::{invalid, Error, Result};
+use crate::vk::context::Context;
+use crate::vk::gemv::{self, BufferRange, GemvParams, MAX_M};
+use crate::vk::matrix::DeviceMatrix;
+use ash::vk::{self, Handle};
+use std::ffi::c_void;
+
+/// A range of a `VkBuffer` (handle as `uint64_t`). The buffer needs
+/// `VK_BUFFER_USAGE_STORAGE_BUFFER_BIT`; `offset` must be a multiple of the device's
+/// `minStorageBufferOffsetAlignment`; `range` is the bytes available from `offset` (not
+/// `VK_WHOLE_SIZE`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_buffer_ref {
+    /// `VkBuffer`.
+    pub buffer: u64,
+    /// Byte offset.
+    pub offset: u64,
+    /// Bytes from `offset`.
+    pub range: u64,
+}
+
+/// x holds f16 values (else f32). Needs nothing from the device (the kernels unpack f16
+/// pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
+pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
+
+/// Arguments of `q4vk_cmd_gemv`. Initialize with `q4vk_gemv_args_default`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_gemv_args {
+    /// `sizeof(q4vk_gemv_args)`; smaller than v0 is refused, larger accepted.
+    pub struct_size: u32,
+    /// `Q4VK_GEMV_*` bits; others are refused.
+    pub flags: u32,
+    /// Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1.
+    pub m: u32,
+    /// Must be 0.
+    pub reserved0: u32,
+    /// Buffer holding x[m][k] (f32, or f16 with `Q4VK_GEMV_F16_ACTIVATIONS`); needs at
+    /// least `((m-1)·x_row_stride + k)` elements (f16: rounded up to 4 bytes).
+    pub x: q4vk_buffer_ref,
+    /// Buffer receiving y[m][n] (f32); needs `((m-1)·y_row_stride + n)·4` bytes; must not
+    /// overlap x. Elements between rows are not written.
+    pub y: q4vk_buffer_ref,
+    /// Elements between rows of x; 0 = k.
+    pub x_row_stride: u64,
+    /// Elements between rows of y; 0 = n.
+    pub y_row_stride: u64,
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers only.
+unsafe impl VersionedStruct for q4vk_gemv_args {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_gemv_args>();
+    const NAME: &'static str = "q4vk_gemv_args";
+}
+
+/// Fills `args` with the defaults: no flags, m = 1, null buffers, strides 0 (packed).
+/// NULL is ignored.
+///
+/// # Safety
+/// `args` must be NULL or point to a writable `q4vk_gemv_args`.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_gemv_args_default(args: *mut q4vk_gemv_args) {
+    let empty = q4vk_buffer_ref { buffer: 0, offset: 0, range: 0 };
+    let value = q4vk_gemv_args {
+        struct_size: std::mem::size_of::<q4vk_gemv_args>() as u32,
+        flags: 0,
+        m: 1,
+        reserved0: 0,
+        x: empty,
+        y: empty,
+        x_row_stride: 0,
+        y_row_stride: 0,
+    };
+    // SAFETY: forwarded from the caller's contract; NULL is skipped.
+    let _ = guard("q4vk_gemv_args_default", || {
+        unsafe { super::ptr::write_out(args, value, "args") }.or(Ok(()))
+    });
+}
+
+unsafe fn handles<'a>(ctx: *mut q4vk_context, mat: *const q4vk_matrix) -> Result<(&'a Context, &'a DeviceMatrix)> {
+    let ctx = &ctx.as_ref().ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?.0;
+    let mat = &mat.as_ref().ok_or_else(|| Error::NullPointer("mat is NULL".into()))?.0;
+    if !mat.same_device(ctx) {
+        return Err(invalid!("mat was created on a different device than ctx"));
+    }
+    Ok((ctx, mat))
+}
+
+fn check_m(m: u32) -> Result<()> {
+    if m == 0 {
+        return Err(invalid!("m is 0; it must be at least 1"));
+    }
+    if m > MAX_M {
+        return Err(Error::Unsupported(format!(
+            "m is {m}; the GEMV kernels take m = 1..{MAX_M} (no GEMM path for larger batches yet)"
+        )));
+    }
+    Ok(())
+}
+
+/// `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory, synchronous: copies x to a
+/// staging buffer reused across calls (grown, never shrunk; no allocation once it is large
+/// enough), runs on q4vk's queue, waits, copies y back. `x_len`/`y_len` are element counts
+/// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success.
+///
+/// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
+/// another device), `UNSUPPORTED` (m > 8; a context without a queue), `BUFFER_TOO_SMALL`,
+/// `VULKAN`, `DEVICE_LOST`, `OUT_OF_*_MEMORY`. Thread-safe: calls on one context are
+/// serialized.
+///
+/// # Safety
+/// `ctx`, `mat` NULL or live; `x` NULL or readable for `x_len` floats; `y` NULL or
+/// writable for `y_len` floats.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_gemv(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    x: *const f32,
+    x_len: usize,
+    y: *mut f32,
+    y_len: usize,
+    m: u32,
+) -> q4vk_status {
+    guard("q4vk_gemv", || unsafe {
+        let (ctx, mat) = handles(ctx, mat)?;
+        check_m(m)?;
+        require(x, "x")?;
+        require(y, "y")?;
+        let (xn, yn) = (m as usize * mat.shape.k, m as usize * mat.shape.n);
+        check_size("x_len", x_len, xn)?;
+        check_size("y_len", y_len, yn)?;
+        check_disjoint(&[("y", y as usize, 4 * yn)], &[("x", x as usize, 4 * xn)])?;
+        let xs = std::slice::from_raw_parts(x, xn);
+        let ys = std::slice::from_raw_parts_mut(y, yn);
+        gemv::gemv_host(ctx, mat, xs, ys, m)
+    })
+}
+
+/// Records `y = W·x` (as `q4vk_gemv`, m = 1..8) into the host's `command_buffer`
+/// (`VkCommandBuffer`, in the recording state, of a queue family with compute, on the
+/// context's device). Nothing is recorded on error.
+///
+/// State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
+/// (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
+/// binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
+/// `VK_KHR_push_descriptor` is enabled, otherwise a set owned by the context, keyed by
+/// the two buffer ranges, written once and never updated or freed until the context is
+/// destroyed); per matrix part, descriptor set 0 (owned by the matrix, immutable) and 40
+/// bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
+/// more if a part exceeds the workgroup-count limits).
+///
+/// Barriers: none are recorded. The caller makes x's writes available and visible to
+/// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT` before, orders any
+/// earlier access to y before this write, and synchronizes later reads of y against
+/// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_WRITE_BIT`.
+///
+/// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
+/// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
+/// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8), `VULKAN` (pipeline creation).
+/// Thread-safe for distinct command buffers (a command buffer itself is externally
+/// synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
+/// command buffer's execution.
+///
+/// # Safety
+/// Handles NULL or live; `command_buffer` a valid `VkCommandBuffer` in the recording state.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_cmd_gemv(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    command_buffer: *mut c_void,
+    args: *const q4vk_gemv_args,
+) -> q4vk_status {
+    guard("q4vk_cmd_gemv", || unsafe {
+        let (ctx, mat) = handles(ctx, mat)?;
+        require(command_buffer, "command_buffer")?;
+        let a = read_struct(args, "args")?;
+        if a.flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
+            return Err(invalid!("args->flags has unknown bits {:#x}", a.flags & !Q4VK_GEMV_F16_ACTIVATIONS));
+        }
+        if a.reserved0 != 0 {
+            return Err(invalid!("args->reserved0 is {}; it must be 0", a.reserved0));
+        }
+        check_m(a.m)?;
+        let range = |r: q4vk_buffer_ref| BufferRange { buffer: vk::Buffer::from_raw(r.buffer), offset: r.offset, range: r.range };
+        let params = GemvParams {
+            m: a.m,
+            x_f16: a.flags & Q4VK_GEMV_F16_ACTIVATIONS != 0,
+            x_stride: if a.x_row_stride == 0 { mat.shape.k as u64 } else { a.x_row_stride },
+            y_stride: if a.y_row_stride == 0 { mat.shape.n as u64 } else { a.y_row_stride },
+        };
+        let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
+        gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params)
+    })
+}

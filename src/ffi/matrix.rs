@@ -1,0 +1,357 @@
+//! q4vk's Q4 format on the CPU (`q4vk_q4_quantize`) and matrices on the device.
+
+use super::context::q4vk_context;
+use super::panic::{guard, guard_value};
+use super::ptr::{check_disjoint, check_size, in_bytes, out_bytes, read_struct, require, write_out, VersionedStruct};
+use super::status::q4vk_status;
+use super::weight::{q4vk_dtype, Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
+use crate::error::{invalid, Error, Result};
+use crate::layout::convert::paddle_to_q4;
+use crate::parallel::resolve_threads;
+use crate::quant::dtype::Dtype;
+use crate::quant::paddle::{PaddleParams, PaddleScheme};
+use crate::quant::q4::{self, FloatWeights, Q4Data, Q4Out, Q4Shape, ScaleType};
+use crate::vk::matrix::DeviceMatrix;
+use std::borrow::Cow;
+use std::ffi::c_void;
+
+/// Where a matrix's data comes from (`Q4VK_SOURCE_*`).
+pub type q4vk_matrix_source = u32;
+/// Float weights; q4vk quantizes them exactly as `q4vk_q4_quantize` does.
+pub const Q4VK_SOURCE_FLOAT: q4vk_matrix_source = 0;
+/// q4vk Q4 layout: packed nibbles + scales (+ zero points).
+pub const Q4VK_SOURCE_Q4: q4vk_matrix_source = 1;
+/// int4 `qweight` + `scale` as produced by `q4vk_weight_quantize` / Paddle.
+pub const Q4VK_SOURCE_PADDLE: q4vk_matrix_source = 2;
+
+/// A GPU matrix (opaque): immutable after creation, usable from several threads and
+/// contexts of the same device. It must outlive every command buffer that uses it.
+pub struct q4vk_matrix(pub(crate) DeviceMatrix);
+
+/// Describes a weight matrix W (`n` output features × `k` input features) and its data.
+/// Initialize with `q4vk_matrix_desc_default`.
+///
+/// Data by `source` (all sizes in bytes; larger buffers are accepted, only the prefix is
+/// read):
+/// * `Q4VK_SOURCE_FLOAT`: `weight` = `n·k` elements of `dtype` (F32, F16, BF16), `[n][k]`
+///   row-major (`transposed` = 0, nn.Linear) or `[k][n]` (`transposed` = 1, Paddle);
+///   `scales`, `zeros` unused. Quantized with f16 scales as `q4vk_q4_quantize` specifies.
+/// * `Q4VK_SOURCE_Q4`: `weight` = `n·ceil(k/2)` bytes of packed nibbles (row n, k even in
+///   the low nibble); `scales` = `n·groups` scales of `dtype` (F16 or F32), `[n][groups]`
+///   with `groups = ceil(k/group_size)` (1 per channel); `zeros` = `n·groups` bytes 0..15
+///   when `zero_points` = 1 (else unused). Symmetric: `w = (u - 8)·s`; else `(u - z)·s`.
+/// * `Q4VK_SOURCE_PADDLE`: `weight` = Paddle's int4 `qweight` for `arch`, `[k][n]`
+///   (`k·n/2` bytes); `scales` = Paddle's `scale` of `dtype`; `group_size` -1, 64 or 128;
+///   `zero_points` must be 0. Converted losslessly (bf16 scales are widened to f32).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_matrix_desc {
+    /// `sizeof(q4vk_matrix_desc)`; smaller than v0 is refused, larger accepted.
+    pub struct_size: u32,
+    /// `Q4VK_SOURCE_*`; default FLOAT.
+    pub source: q4vk_matrix_source,
+    /// Output features (rows of W), ≥ 1.
+    pub n: u64,
+    /// Input features, ≥ 1 (any value: rows are padded on the device).
+    pub k: u64,
+    /// -1 per channel, or 32, 64, 128, 256 (PADDLE: -1, 64, 128); default 128.
+    pub group_size: i32,
+    /// 0: symmetric (default); 1: per-group zero point (FLOAT and Q4).
+    pub zero_points: u32,
+    /// FLOAT: weight dtype; Q4: scale dtype (F16 or F32); PADDLE: scale dtype. Default F16.
+    pub dtype: q4vk_dtype,
+    /// FLOAT only: 0 = weight is `[n][k]` (default), 1 = `[k][n]`.
+    pub transposed: u32,
+    /// PADDLE only: Paddle's `arch` (70, 75, 80, 86, 89, 90, 100); default 80.
+    pub arch: i32,
+    /// Must be 0.
+    pub reserved0: u32,
+    /// The weight data (see above); required.
+    pub weight: *const c_void,
+    /// Bytes at `weight`.
+    pub weight_bytes: usize,
+    /// Scales (Q4, PADDLE); NULL for FLOAT.
+    pub scales: *const c_void,
+    /// Bytes at `scales`.
+    pub scales_bytes: usize,
+    /// Zero points (Q4 with `zero_points` = 1); otherwise NULL.
+    pub zeros: *const c_void,
+    /// Bytes at `zeros`.
+    pub zeros_bytes: usize,
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers and raw pointers only.
+unsafe impl VersionedStruct for q4vk_matrix_desc {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_matrix_desc>();
+    const NAME: &'static str = "q4vk_matrix_desc";
+}
+
+/// Fills `desc` with the defaults: FLOAT source, group size 128, symmetric, F16, not
+/// transposed, arch 80, n = k = 0, no data. NULL is ignored.
+///
+/// # Safety
+/// `desc` must be NULL or point to a writable `q4vk_matrix_desc`.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_matrix_desc_default(desc: *mut q4vk_matrix_desc) {
+    let value = q4vk_matrix_desc {
+        struct_size: std::mem::size_of::<q4vk_matrix_desc>() as u32,
+        source: Q4VK_SOURCE_FLOAT,
+        n: 0,
+        k: 0,
+        group_size: 128,
+        zero_points: 0,
+        dtype: Q4VK_DTYPE_F16,
+        transposed: 0,
+        arch: 80,
+        reserved0: 0,
+        weight: std::ptr::null(),
+        weight_bytes: 0,
+        scales: std::ptr::null(),
+        scales_bytes: 0,
+        zeros: std::ptr::null(),
+        zeros_bytes: 0,
+    };
+    // SAFETY: forwarded from the caller's contract; NULL is skipped.
+    let _ = guard("q4vk_matrix_desc_default", || {
+        unsafe { write_out(desc, value, "desc") }.or(Ok(()))
+    });
+}
+
+fn check_common(d: &q4vk_matrix_desc) -> Result<()> {
+    if d.reserved0 != 0 {
+        return Err(invalid!("desc->reserved0 is {}; it must be 0", d.reserved0));
+    }
+    if d.source > Q4VK_SOURCE_PADDLE {
+        return Err(invalid!(
+            "desc->source is {}; expected Q4VK_SOURCE_FLOAT (0), Q4VK_SOURCE_Q4 (1) or Q4VK_SOURCE_PADDLE (2)",
+            d.source
+        ));
+    }
+    if d.source == Q4VK_SOURCE_FLOAT && d.transposed > 1 {
+        return Err(invalid!("desc->transposed is {}; expected 0 or 1", d.transposed));
+    }
+    Ok(())
+}
+
+fn q4_scale_type(dtype: q4vk_dtype) -> Result<ScaleType> {
+    match dtype {
+        Q4VK_DTYPE_F16 => Ok(ScaleType::F16),
+        Q4VK_DTYPE_F32 => Ok(ScaleType::F32),
+        other => Err(invalid!(
+            "desc->dtype is {other}; Q4 scales are Q4VK_DTYPE_F16 (1) or Q4VK_DTYPE_F32 (0)"
+        )),
+    }
+}
+
+/// Sizes of the outputs of `q4vk_q4_quantize` for a FLOAT desc (f16 scales), or of the
+/// buffers a Q4 desc needs (scales of `desc->dtype`): `weight_bytes = n·ceil(k/2)`,
+/// `scales_bytes = n·groups·(2 or 4)`, `zeros_bytes = n·groups` (0 when symmetric). Pure.
+/// Statuses: `Q4VK_ERROR_NULL_POINTER`, `Q4VK_ERROR_INVALID_ARGUMENT` (bad desc, or a
+/// PADDLE source). Outputs written only on success.
+///
+/// # Safety
+/// Pointers must be NULL or valid for their type.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_q4_quantize_size(
+    desc: *const q4vk_matrix_desc,
+    weight_bytes: *mut usize,
+    scales_bytes: *mut usize,
+    zeros_bytes: *mut usize,
+) -> q4vk_status {
+    guard("q4vk_q4_quantize_size", || unsafe {
+        let d = read_struct(desc, "desc")?;
+        check_common(&d)?;
+        let shape = Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?;
+        let scale_size = match d.source {
+            Q4VK_SOURCE_FLOAT => {
+                Dtype::from_c(d.dtype, "desc->dtype")?;
+                2
+            }
+            Q4VK_SOURCE_Q4 => q4_scale_type(d.dtype)?.size(),
+            _ => return Err(invalid!("desc->source is Q4VK_SOURCE_PADDLE; sizes are those of q4vk_weight_quantize_size")),
+        };
+        require(weight_bytes, "weight_bytes")?;
+        require(scales_bytes, "scales_bytes")?;
+        require(zeros_bytes, "zeros_bytes")?;
+        write_out(weight_bytes, shape.weight_bytes(), "weight_bytes")?;
+        write_out(scales_bytes, shape.scale_count() * scale_size, "scales_bytes")?;
+        write_out(zeros_bytes, shape.zeros_bytes(), "zeros_bytes")
+    })
+}
+
+/// Validated float weights of a FLOAT desc.
+unsafe fn float_source<'a>(d: &q4vk_matrix_desc) -> Result<(Q4Shape, FloatWeights<'a>)> {
+    let shape = Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?;
+    let dtype = Dtype::from_c(d.dtype, "desc->dtype")?;
+    let needed = shape.n * shape.k * dtype.size();
+    require(d.weight, "desc->weight")?;
+    check_size("desc->weight_bytes", d.weight_bytes, needed)?;
+    let bytes = in_bytes(d.weight.cast(), needed, "desc->weight")?;
+    Ok((shape, FloatWeights { dtype, transposed: d.transposed == 1, bytes }))
+}
+
+/// Quantizes `desc->weight` (source FLOAT) to the Q4 format, exactly what a FLOAT matrix
+/// uploads: f16 scales; symmetric `s = f16(absmax/7)`, `u = clamp(round(x/s), -8, 7) + 8`;
+/// with zero points `s = f16((max - min)/15)`, `z = clamp(round(-min/s), 0, 15)`,
+/// `u = clamp(round(x/s) + z, 0, 15)`, where `max`/`min` of a group include 0; round half
+/// away from zero, in f32 with the f16-rounded scale; a scale that is 0 in f16 (an all-zero
+/// group) decodes the whole group to 0 (`u = 8`, or `u = z = 0`). K not a multiple of the
+/// group: the last group is shorter. Odd K: the high nibble of a row's last byte is 0.
+///
+/// Outputs: `weight` (`n·ceil(k/2)` bytes), `scales` (`n·groups` f16), `zeros` (`n·groups`
+/// bytes; may be NULL with `zeros_bytes` 0 when symmetric). Statuses: `NULL_POINTER`,
+/// `INVALID_ARGUMENT` (bad desc, overlapping buffers, a group beyond f16's scale range),
+/// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf in the weight). Nothing is written on error.
+/// Uses all cores; thread-safe.
+///
+/// # Safety
+/// Each pointer must be NULL or valid for its stated number of bytes.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_q4_quantize(
+    desc: *const q4vk_matrix_desc,
+    weight: *mut u8,
+    weight_bytes: usize,
+    scales: *mut c_void,
+    scales_bytes: usize,
+    zeros: *mut u8,
+    zeros_bytes: usize,
+) -> q4vk_status {
+    guard("q4vk_q4_quantize", || unsafe {
+        let d = read_struct(desc, "desc")?;
+        check_common(&d)?;
+        if d.source != Q4VK_SOURCE_FLOAT {
+            return Err(invalid!("desc->source must be Q4VK_SOURCE_FLOAT for q4vk_q4_quantize"));
+        }
+        let (shape, w) = float_source(&d)?;
+        let (wb, sb, zb) = (shape.weight_bytes(), 2 * shape.scale_count(), shape.zeros_bytes());
+        require(weight, "weight")?;
+        require(scales, "scales")?;
+        if zb > 0 {
+            require(zeros, "zeros")?;
+        }
+        check_size("weight_bytes", weight_bytes, wb)?;
+        check_size("scales_bytes", scales_bytes, sb)?;
+        check_size("zeros_bytes", zeros_bytes, zb)?;
+        check_disjoint(
+            &[("weight", weight as usize, wb), ("scales", scales as usize, sb), ("zeros", zeros as usize, zb)],
+            &[("desc->weight", d.weight as usize, w.bytes.len())],
+        )?;
+        let out = Q4Out {
+            weight: out_bytes(weight, wb, "weight")?,
+            scales: out_bytes(scales.cast(), sb, "scales")?,
+            zeros: if zb > 0 { out_bytes(zeros, zb, "zeros")? } else { &mut [] },
+        };
+        q4::quantize(&shape, &w, out, resolve_threads(0))
+    })
+}
+
+/// The Q4 data of a desc, converted or quantized as its source says.
+unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
+    match d.source {
+        Q4VK_SOURCE_FLOAT => {
+            let (shape, w) = float_source(d)?;
+            let mut weight = vec![0u8; shape.weight_bytes()];
+            let mut scales = vec![0u8; 2 * shape.scale_count()];
+            let mut zeros = vec![0u8; shape.zeros_bytes()];
+            let out = Q4Out { weight: &mut weight, scales: &mut scales, zeros: &mut zeros };
+            q4::quantize(&shape, &w, out, resolve_threads(0))?;
+            Ok(Q4Data {
+                shape,
+                weight: Cow::Owned(weight),
+                scale_type: ScaleType::F16,
+                scales: Cow::Owned(scales),
+                zeros: Cow::Owned(zeros),
+            })
+        }
+        Q4VK_SOURCE_Q4 => {
+            let shape = Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?;
+            let scale_type = q4_scale_type(d.dtype)?;
+            let (wb, sb, zb) = (shape.weight_bytes(), shape.scale_count() * scale_type.size(), shape.zeros_bytes());
+            require(d.weight, "desc->weight")?;
+            require(d.scales, "desc->scales")?;
+            if zb > 0 {
+                require(d.zeros, "desc->zeros")?;
+            }
+            check_size("desc->weight_bytes", d.weight_bytes, wb)?;
+            check_size("desc->scales_bytes", d.scales_bytes, sb)?;
+            check_size("desc->zeros_bytes", d.zeros_bytes, zb)?;
+            let data = Q4Data {
+                shape,
+                weight: Cow::Borrowed(in_bytes(d.weight.cast(), wb, "desc->weight")?),
+                scale_type,
+                scales: Cow::Borrowed(in_bytes(d.scales.cast(), sb, "desc->scales")?),
+                zeros: if zb > 0 { Cow::Borrowed(in_bytes(d.zeros.cast(), zb, "desc->zeros")?) } else { Cow::Owned(Vec::new()) },
+            };
+            data.validate()?;
+            Ok(data)
+        }
+        _ => {
+            if d.zero_points != 0 {
+                return Err(invalid!("desc->zero_points must be 0 for Q4VK_SOURCE_PADDLE (Paddle int4 is symmetric)"));
+            }
+            let scheme = PaddleScheme::new(PaddleParams {
+                algo: 1,
+                dtype: d.dtype,
+                arch: d.arch,
+                group_size: d.group_size,
+                k: d.k,
+                n: d.n,
+            })?;
+            require(d.weight, "desc->weight")?;
+            require(d.scales, "desc->scales")?;
+            check_size("desc->weight_bytes", d.weight_bytes, scheme.qweight_bytes())?;
+            check_size("desc->scales_bytes", d.scales_bytes, scheme.scale_bytes())?;
+            let qweight = in_bytes(d.weight.cast(), scheme.qweight_bytes(), "desc->weight")?;
+            let scale = in_bytes(d.scales.cast(), scheme.scale_bytes(), "desc->scales")?;
+            let data = paddle_to_q4(&scheme, qweight, scale, resolve_threads(0));
+            data.validate()?;
+            Ok(data)
+        }
+    }
+}
+
+/// Creates a GPU matrix from `desc` (see `q4vk_matrix_desc`) on `ctx`'s device and stores
+/// it in `*out`. Device memory holds only the packed weights, scales and zero points in
+/// q4vk's GPU layout, split into several buffers when larger than the device's
+/// `maxStorageBufferRange`. The caller's buffers are not referenced after the call.
+///
+/// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15),
+/// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (a single
+/// row larger than a storage buffer; no queue to upload through), `OUT_OF_DEVICE_MEMORY`,
+/// `VULKAN`. `*out` is written only on success; release with `q4vk_matrix_destroy`.
+/// Thread-safe (uploads through non-host-visible memory are serialized on the context).
+///
+/// # Safety
+/// `ctx` NULL or live; `desc` NULL or valid with its data pointers valid for their sizes;
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_matrix_create(
+    ctx: *mut q4vk_context,
+    desc: *const q4vk_matrix_desc,
+    out: *mut *mut q4vk_matrix,
+) -> q4vk_status {
+    guard("q4vk_matrix_create", || unsafe {
+        let ctx = &ctx.as_ref().ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?.0;
+        let d = read_struct(desc, "desc")?;
+        require(out, "out")?;
+        check_common(&d)?;
+        let data = q4_data(&d)?;
+        let matrix = DeviceMatrix::new(ctx, &data)?;
+        write_out(out, Box::into_raw(Box::new(q4vk_matrix(matrix))), "out")
+    })
+}
+
+/// Releases a matrix's device memory. NULL is ignored. No GEMV using it may be running or
+/// pending (also in host command buffers).
+///
+/// # Safety
+/// `mat` must be NULL or a live matrix, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_matrix_destroy(mat: *mut q4vk_matrix) {
+    guard_value("q4vk_matrix_destroy", (), || {
+        if !mat.is_null() {
+            // SAFETY: created by Box::into_raw in q4vk_matrix_create.
+            drop(unsafe { Box::from_raw(mat) });
+        }
+    })
+}
