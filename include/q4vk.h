@@ -29,6 +29,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Errors.
+#define Q4VK_LOG_ERROR 0
+
+// Warnings (and validation-layer warnings).
+#define Q4VK_LOG_WARN 1
+
+// Informational: the device and kernel variant chosen.
+#define Q4VK_LOG_INFO 2
+
+// Debug detail.
+#define Q4VK_LOG_DEBUG 3
+
+// Enable `VK_LAYER_KHRONOS_validation` (own instance only; if installed) and deliver its
+// warnings and errors to the log callback as text beginning `validation: `.
+#define Q4VK_CONTEXT_VALIDATION 1
+
+// Force the portable kernels (no subgroup operations, no 8/16-bit storage, no f16
+// arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same.
+#define Q4VK_CONTEXT_PORTABLE_KERNELS 2
+
+// x holds f16 values (else f32). Needs nothing from the device (the kernels unpack f16
+// pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
+#define Q4VK_GEMV_F16_ACTIVATIONS 1
+
 // Major version of this header. Pre-1.0, a different major or minor is incompatible.
 #define Q4VK_VERSION_MAJOR 0
 
@@ -41,14 +65,184 @@
 // The header's packed version; put it in `q4vk_context_desc.header_version`.
 #define Q4VK_HEADER_VERSION (((Q4VK_VERSION_MAJOR << 22) | (Q4VK_VERSION_MINOR << 12)) | Q4VK_VERSION_PATCH)
 
+// A Vulkan context (opaque). Created by `q4vk_context_create`, released by
+// `q4vk_context_destroy`. Safe to use from several threads at once: q4vk serializes its
+// own submissions.
+typedef struct q4vk_context q4vk_context;
+
+// A GPU matrix (opaque): immutable after creation, usable from several threads and
+// contexts of the same device. It must outlive every command buffer that uses it.
+typedef struct q4vk_matrix q4vk_matrix;
+
+// Log callback: `level` is a `Q4VK_LOG_*` value, `message` a NUL-terminated string valid
+// only during the call. May be called from any thread that calls into the context; must
+// not unwind and must not call back into q4vk.
+typedef void (*q4vk_log_fn)(void *user, uint32_t level, const char *message);
+
+// A generic function pointer (`void (*)(void)`), cast to the real type by the receiver.
+typedef void (*q4vk_void_fn)(void);
+
+// Queue lock callback (see `q4vk_context_desc.queue_lock`).
+typedef void (*q4vk_queue_lock_fn)(void *user);
+
+// How to create a context. Initialize with `q4vk_context_desc_default`.
+//
+// Own device (the default): leave `get_instance_proc_addr`, `instance`,
+// `physical_device`, `device` and `queue` NULL; q4vk loads `libvulkan.so.1` at run time,
+// creates a Vulkan 1.1 instance and device, and destroys them in `q4vk_context_destroy`.
+//
+// Adopted device: set `get_instance_proc_addr`, `instance`, `physical_device` and
+// `device` (all four), optionally `queue`, plus `queue_family_index`, `api_version` and
+// the enabled device extensions. q4vk borrows them, never destroys them and never enables
+// anything on them (it creates only its own pipelines, buffers, pools and fences on the
+// device, and destroys those). The host keeps them alive until `q4vk_context_destroy`
+// returns. q4vk's kernels need no optional device feature, so `enabled_features` is not
+// read; `VK_KHR_push_descriptor` is used only if it is in `enabled_extensions`.
+typedef struct q4vk_context_desc {
+  // `sizeof(q4vk_context_desc)`; smaller than v0 is refused, larger accepted.
+  uint32_t struct_size;
+  // `Q4VK_HEADER_VERSION` of the caller's header (major and minor must match).
+  uint32_t header_version;
+  // -1 (default): best device, discrete > integrated > virtual > cpu; else the index in
+  // `vkEnumeratePhysicalDevices` order. Own device only.
+  int32_t device_index;
+  // `Q4VK_CONTEXT_*` bits; others are refused.
+  uint32_t flags;
+  // Most verbose `Q4VK_LOG_*` level delivered; default `Q4VK_LOG_WARN`.
+  uint32_t log_level;
+  // Adopted device only: family of `queue` (and of q4vk's command pool).
+  uint32_t queue_family_index;
+  // Adopted device only: the `VkApplicationInfo.apiVersion` the host used (≥ 1.1).
+  uint32_t api_version;
+  // Adopted device only: entries in `enabled_extensions`.
+  uint32_t enabled_extension_count;
+  // May be NULL: the library never prints.
+  q4vk_log_fn log;
+  // Passed to `log`.
+  void *log_user;
+  // `PFN_vkGetInstanceProcAddr` of the host's loader (adopted device).
+  q4vk_void_fn get_instance_proc_addr;
+  // `VkInstance` (adopted device).
+  void *instance;
+  // `VkPhysicalDevice` (adopted device).
+  void *physical_device;
+  // `VkDevice` (adopted device).
+  void *device;
+  // `VkQueue` of `queue_family_index`; may be NULL if the host only records with
+  // `q4vk_cmd_gemv` (then `q4vk_gemv` returns `Q4VK_ERROR_UNSUPPORTED`, and matrices
+  // need host-visible device memory).
+  void *queue;
+  // `VkPhysicalDeviceFeatures2` chain the host enabled; NULL = none beyond core. Not read
+  // by this version (its kernels need no optional feature).
+  const void *enabled_features;
+  // Device extensions the host enabled (`enabled_extension_count` NUL-terminated names).
+  const char *const *enabled_extensions;
+  // Optional: called before each of q4vk's submits to an adopted queue (set both or
+  // neither). If NULL, the host must not submit to that queue while a q4vk call that
+  // submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs.
+  q4vk_queue_lock_fn queue_lock;
+  // Called after each of those submits.
+  q4vk_queue_lock_fn queue_unlock;
+  // Passed to `queue_lock` and `queue_unlock`.
+  void *queue_lock_user;
+} q4vk_context_desc;
+
 // Result of every q4vk function that can fail. 0 is success; codes are never renumbered.
 typedef uint32_t q4vk_status;
 
-// Paddle's quantization algorithm (`Q4VK_ALGO_*`).
-typedef uint32_t q4vk_algo;
+// A range of a `VkBuffer` (handle as `uint64_t`). The buffer needs
+// `VK_BUFFER_USAGE_STORAGE_BUFFER_BIT`; `offset` must be a multiple of the device's
+// `minStorageBufferOffsetAlignment`; `range` is the bytes available from `offset` (not
+// `VK_WHOLE_SIZE`).
+typedef struct q4vk_buffer_ref {
+  // `VkBuffer`.
+  uint64_t buffer;
+  // Byte offset.
+  uint64_t offset;
+  // Bytes from `offset`.
+  uint64_t range;
+} q4vk_buffer_ref;
+
+// Arguments of `q4vk_cmd_gemv`. Initialize with `q4vk_gemv_args_default`.
+typedef struct q4vk_gemv_args {
+  // `sizeof(q4vk_gemv_args)`; smaller than v0 is refused, larger accepted.
+  uint32_t struct_size;
+  // `Q4VK_GEMV_*` bits; others are refused.
+  uint32_t flags;
+  // Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1.
+  uint32_t m;
+  // Must be 0.
+  uint32_t reserved0;
+  // Buffer holding x[m][k] (f32, or f16 with `Q4VK_GEMV_F16_ACTIVATIONS`); needs at
+  // least `((m-1)·x_row_stride + k)` elements (f16: rounded up to 4 bytes).
+  struct q4vk_buffer_ref x;
+  // Buffer receiving y[m][n] (f32); needs `((m-1)·y_row_stride + n)·4` bytes; must not
+  // overlap x. Elements between rows are not written.
+  struct q4vk_buffer_ref y;
+  // Elements between rows of x; 0 = k.
+  uint64_t x_row_stride;
+  // Elements between rows of y; 0 = n.
+  uint64_t y_row_stride;
+} q4vk_gemv_args;
+
+// Where a matrix's data comes from (`Q4VK_SOURCE_*`).
+typedef uint32_t q4vk_matrix_source;
 
 // Element type of float weights and scales (`Q4VK_DTYPE_*`).
 typedef uint32_t q4vk_dtype;
+
+// Describes a weight matrix W (`n` output features × `k` input features) and its data.
+// Initialize with `q4vk_matrix_desc_default`.
+//
+// Data by `source` (all sizes in bytes; larger buffers are accepted, only the prefix is
+// read):
+// * `Q4VK_SOURCE_FLOAT`: `weight` = `n·k` elements of `dtype` (F32, F16, BF16), `[n][k]`
+//   row-major (`transposed` = 0, nn.Linear) or `[k][n]` (`transposed` = 1, Paddle);
+//   `scales`, `zeros` unused. Quantized with f16 scales as `q4vk_q4_quantize` specifies.
+// * `Q4VK_SOURCE_Q4`: `weight` = `n·ceil(k/2)` bytes of packed nibbles (row n, k even in
+//   the low nibble); `scales` = `n·groups` scales of `dtype` (F16 or F32), `[n][groups]`
+//   with `groups = ceil(k/group_size)` (1 per channel); `zeros` = `n·groups` bytes 0..15
+//   when `zero_points` = 1 (else unused). Symmetric: `w = (u - 8)·s`; else `(u - z)·s`.
+// * `Q4VK_SOURCE_PADDLE`: `weight` = Paddle's int4 `qweight` for `arch`, `[k][n]`
+//   (`k·n/2` bytes); `scales` = Paddle's `scale` of `dtype`; `group_size` -1, 64 or 128;
+//   `zero_points` must be 0. Converted losslessly (bf16 scales are widened to f32).
+typedef struct q4vk_matrix_desc {
+  // `sizeof(q4vk_matrix_desc)`; smaller than v0 is refused, larger accepted.
+  uint32_t struct_size;
+  // `Q4VK_SOURCE_*`; default FLOAT.
+  q4vk_matrix_source source;
+  // Output features (rows of W), ≥ 1.
+  uint64_t n;
+  // Input features, ≥ 1 (any value: rows are padded on the device).
+  uint64_t k;
+  // -1 per channel, or 32, 64, 128, 256 (PADDLE: -1, 64, 128); default 128.
+  int32_t group_size;
+  // 0: symmetric (default); 1: per-group zero point (FLOAT and Q4).
+  uint32_t zero_points;
+  // FLOAT: weight dtype; Q4: scale dtype (F16 or F32); PADDLE: scale dtype. Default F16.
+  q4vk_dtype dtype;
+  // FLOAT only: 0 = weight is `[n][k]` (default), 1 = `[k][n]`.
+  uint32_t transposed;
+  // PADDLE only: Paddle's `arch` (70, 75, 80, 86, 89, 90, 100); default 80.
+  int32_t arch;
+  // Must be 0.
+  uint32_t reserved0;
+  // The weight data (see above); required.
+  const void *weight;
+  // Bytes at `weight`.
+  size_t weight_bytes;
+  // Scales (Q4, PADDLE); NULL for FLOAT.
+  const void *scales;
+  // Bytes at `scales`.
+  size_t scales_bytes;
+  // Zero points (Q4 with `zero_points` = 1); otherwise NULL.
+  const void *zeros;
+  // Bytes at `zeros`.
+  size_t zeros_bytes;
+} q4vk_matrix_desc;
+
+// Paddle's quantization algorithm (`Q4VK_ALGO_*`).
+typedef uint32_t q4vk_algo;
 
 // Describes a Paddle `weight_quantize` problem: a `[k, n]` row-major weight (k input
 // features, n output features). Initialize with `q4vk_weight_quantize_desc_default`.
@@ -70,6 +264,15 @@ typedef struct q4vk_weight_quantize_desc {
   // Columns = output features. A multiple of 16.
   uint64_t n;
 } q4vk_weight_quantize_desc;
+
+// Float weights; q4vk quantizes them exactly as `q4vk_q4_quantize` does.
+#define Q4VK_SOURCE_FLOAT 0
+
+// q4vk Q4 layout: packed nibbles + scales (+ zero points).
+#define Q4VK_SOURCE_Q4 1
+
+// int4 `qweight` + `scale` as produced by `q4vk_weight_quantize` / Paddle.
+#define Q4VK_SOURCE_PADDLE 2
 
 // Success.
 #define Q4VK_OK 0
@@ -128,6 +331,174 @@ typedef struct q4vk_weight_quantize_desc {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Fills `desc` with the defaults: own device, best device (-1), no flags, log level WARN,
+// no callbacks, `header_version = Q4VK_HEADER_VERSION`. NULL is ignored.
+//
+// # Safety
+// `desc` must be NULL or point to a writable `q4vk_context_desc`.
+void q4vk_context_desc_default(struct q4vk_context_desc *desc);
+
+// Creates a context (see `q4vk_context_desc`) and stores it in `*out`.
+//
+// Statuses: `Q4VK_ERROR_NULL_POINTER` (desc or out NULL, or an incomplete adopted set),
+// `Q4VK_ERROR_INVALID_ARGUMENT` (struct_size, unknown flags or log level, inconsistent
+// fields), `Q4VK_ERROR_ABI_MISMATCH` (header_version), `Q4VK_ERROR_NO_DEVICE` (no Vulkan
+// loader on this machine, no Vulkan 1.1 device with a compute queue, or `device_index` out
+// of range), `Q4VK_ERROR_UNSUPPORTED` (adopted device older than 1.1),
+// `Q4VK_ERROR_VULKAN` / `_OUT_OF_*_MEMORY` (a Vulkan call failed; the message names it).
+// `*out` is written only on success; release it with `q4vk_context_destroy`.
+//
+// # Safety
+// `desc` must be NULL or a valid desc whose pointers are valid as documented; `out` NULL
+// or writable.
+q4vk_status q4vk_context_create(const struct q4vk_context_desc *desc, struct q4vk_context **out);
+
+// Destroys a context and everything q4vk created for it (its own device and instance
+// included; never an adopted object). NULL is ignored. No call on this context may be in
+// progress, and no host command buffer recorded with it may be pending. Matrices hold
+// their own reference to the device and may be destroyed before or after.
+//
+// # Safety
+// `ctx` must be NULL or a live context from `q4vk_context_create`, not used afterwards.
+void q4vk_context_destroy(struct q4vk_context *ctx);
+
+// Copies the device's name NUL-terminated into `buf` (truncated to fit) and returns its
+// full length without the NUL. `buf` may be NULL when `buf_len` is 0; `ctx` NULL returns 0.
+// Thread-safe.
+//
+// # Safety
+// `ctx` must be NULL or a live context; `buf` NULL or writable for `buf_len` bytes.
+size_t q4vk_context_device_name(const struct q4vk_context *ctx, char *buf, size_t buf_len);
+
+// Fills `args` with the defaults: no flags, m = 1, null buffers, strides 0 (packed).
+// NULL is ignored.
+//
+// # Safety
+// `args` must be NULL or point to a writable `q4vk_gemv_args`.
+void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
+
+// `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory, synchronous: copies x to a
+// staging buffer reused across calls (grown, never shrunk; no allocation once it is large
+// enough), runs on q4vk's queue, waits, copies y back. `x_len`/`y_len` are element counts
+// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success.
+//
+// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
+// another device), `UNSUPPORTED` (m > 8; a context without a queue), `BUFFER_TOO_SMALL`,
+// `VULKAN`, `DEVICE_LOST`, `OUT_OF_*_MEMORY`. Thread-safe: calls on one context are
+// serialized.
+//
+// # Safety
+// `ctx`, `mat` NULL or live; `x` NULL or readable for `x_len` floats; `y` NULL or
+// writable for `y_len` floats.
+q4vk_status q4vk_gemv(struct q4vk_context *ctx,
+                      const struct q4vk_matrix *mat,
+                      const float *x,
+                      size_t x_len,
+                      float *y,
+                      size_t y_len,
+                      uint32_t m);
+
+// Records `y = W·x` (as `q4vk_gemv`, m = 1..8) into the host's `command_buffer`
+// (`VkCommandBuffer`, in the recording state, of a queue family with compute, on the
+// context's device). Nothing is recorded on error.
+//
+// State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
+// (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
+// binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
+// `VK_KHR_push_descriptor` is enabled, otherwise a set owned by the context, keyed by
+// the two buffer ranges, written once and never updated or freed until the context is
+// destroyed); per matrix part, descriptor set 0 (owned by the matrix, immutable) and 40
+// bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
+// more if a part exceeds the workgroup-count limits).
+//
+// Barriers: none are recorded. The caller makes x's writes available and visible to
+// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT` before, orders any
+// earlier access to y before this write, and synchronizes later reads of y against
+// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_WRITE_BIT`.
+//
+// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
+// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
+// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8), `VULKAN` (pipeline creation).
+// Thread-safe for distinct command buffers (a command buffer itself is externally
+// synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
+// command buffer's execution.
+//
+// # Safety
+// Handles NULL or live; `command_buffer` a valid `VkCommandBuffer` in the recording state.
+q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
+                          const struct q4vk_matrix *mat,
+                          void *command_buffer,
+                          const struct q4vk_gemv_args *args);
+
+// Fills `desc` with the defaults: FLOAT source, group size 128, symmetric, F16, not
+// transposed, arch 80, n = k = 0, no data. NULL is ignored.
+//
+// # Safety
+// `desc` must be NULL or point to a writable `q4vk_matrix_desc`.
+void q4vk_matrix_desc_default(struct q4vk_matrix_desc *desc);
+
+// Sizes of the outputs of `q4vk_q4_quantize` for a FLOAT desc (f16 scales), or of the
+// buffers a Q4 desc needs (scales of `desc->dtype`): `weight_bytes = n·ceil(k/2)`,
+// `scales_bytes = n·groups·(2 or 4)`, `zeros_bytes = n·groups` (0 when symmetric). Pure.
+// Statuses: `Q4VK_ERROR_NULL_POINTER`, `Q4VK_ERROR_INVALID_ARGUMENT` (bad desc, or a
+// PADDLE source). Outputs written only on success.
+//
+// # Safety
+// Pointers must be NULL or valid for their type.
+q4vk_status q4vk_q4_quantize_size(const struct q4vk_matrix_desc *desc,
+                                  size_t *weight_bytes,
+                                  size_t *scales_bytes,
+                                  size_t *zeros_bytes);
+
+// Quantizes `desc->weight` (source FLOAT) to the Q4 format, exactly what a FLOAT matrix
+// uploads: f16 scales; symmetric `s = f16(absmax/7)`, `u = clamp(round(x/s), -8, 7) + 8`;
+// with zero points `s = f16((max - min)/15)`, `z = clamp(round(-min/s), 0, 15)`,
+// `u = clamp(round(x/s) + z, 0, 15)`, where `max`/`min` of a group include 0; round half
+// away from zero, in f32 with the f16-rounded scale; a scale that is 0 in f16 (an all-zero
+// group) decodes the whole group to 0 (`u = 8`, or `u = z = 0`). K not a multiple of the
+// group: the last group is shorter. Odd K: the high nibble of a row's last byte is 0.
+//
+// Outputs: `weight` (`n·ceil(k/2)` bytes), `scales` (`n·groups` f16), `zeros` (`n·groups`
+// bytes; may be NULL with `zeros_bytes` 0 when symmetric). Statuses: `NULL_POINTER`,
+// `INVALID_ARGUMENT` (bad desc, overlapping buffers, a group beyond f16's scale range),
+// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf in the weight). Nothing is written on error.
+// Uses all cores; thread-safe.
+//
+// # Safety
+// Each pointer must be NULL or valid for its stated number of bytes.
+q4vk_status q4vk_q4_quantize(const struct q4vk_matrix_desc *desc,
+                             uint8_t *weight,
+                             size_t weight_bytes,
+                             void *scales,
+                             size_t scales_bytes,
+                             uint8_t *zeros,
+                             size_t zeros_bytes);
+
+// Creates a GPU matrix from `desc` (see `q4vk_matrix_desc`) on `ctx`'s device and stores
+// it in `*out`. Device memory holds only the packed weights, scales and zero points in
+// q4vk's GPU layout, split into several buffers when larger than the device's
+// `maxStorageBufferRange`. The caller's buffers are not referenced after the call.
+//
+// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15),
+// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (a single
+// row larger than a storage buffer; no queue to upload through), `OUT_OF_DEVICE_MEMORY`,
+// `VULKAN`. `*out` is written only on success; release with `q4vk_matrix_destroy`.
+// Thread-safe (uploads through non-host-visible memory are serialized on the context).
+//
+// # Safety
+// `ctx` NULL or live; `desc` NULL or valid with its data pointers valid for their sizes;
+// `out` NULL or writable.
+q4vk_status q4vk_matrix_create(struct q4vk_context *ctx,
+                               const struct q4vk_matrix_desc *desc,
+                               struct q4vk_matrix **out);
+
+// Releases a matrix's device memory. NULL is ignored. No GEMV using it may be running or
+// pending (also in host command buffers).
+//
+// # Safety
+// `mat` must be NULL or a live matrix, not used afterwards.
+void q4vk_matrix_destroy(struct q4vk_matrix *mat);
 
 // Returns a static, NUL-terminated description of `status`. Never NULL, also for codes
 // this version does not know. The string must not be freed.

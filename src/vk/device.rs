@@ -153,9 +153,12 @@ impl Device {
             let available = vki
                 .enumerate_device_extension_properties(physical)
                 .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
-            let push = available
-                .iter()
-                .any(|e| e.extension_name_as_c_str() == Ok(ash::khr::push_descriptor::NAME));
+            // Kill switch (triage of driver bugs, and tests of the descriptor-set cache).
+            let no_push = std::env::var("Q4VK_NO_PUSH_DESCRIPTORS").is_ok_and(|v| v == "1");
+            let push = !no_push
+                && available
+                    .iter()
+                    .any(|e| e.extension_name_as_c_str() == Ok(ash::khr::push_descriptor::NAME));
             let mut extensions = Vec::new();
             if push {
                 extensions.push(ash::khr::push_descriptor::NAME.as_ptr());
