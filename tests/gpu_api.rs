@@ -320,3 +320,19 @@ fn context_errors() {
     let len = unsafe { q4vk_context_device_name(gpu.ctx, name.as_mut_ptr(), name.len()) };
     assert!(len > 0);
 }
+
+/// The harness itself: a validation message must reach the log sink and fail the test.
+#[test]
+#[should_panic(expected = "validation: ")]
+fn validation_messages_fail_the_test() {
+    let gpu = Gpu::new(false);
+    let d = &gpu.context().device.device;
+    unsafe {
+        // A zero-sized buffer is invalid usage.
+        let info = vk::BufferCreateInfo::default().size(0).usage(vk::BufferUsageFlags::STORAGE_BUFFER);
+        if let Ok(b) = d.create_buffer(&info, None) {
+            d.destroy_buffer(b, None);
+        }
+    }
+    gpu.assert_quiet();
+}
