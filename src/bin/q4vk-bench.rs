@@ -1,0 +1,344 @@
+//! q4vk-bench: GPU timing of the fused int4 GEMV (m = 1, g = 128, f32 activations) against
+//! this device's compute-shader copy bandwidth and a naive one-invocation-per-row kernel,
+//! all measured in the same run with timestamp queries. Prints a markdown table.
+//!
+//! `q4vk-bench` runs the shapes (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
+//! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
+//!
+//! Cold: enough copies of the weights rotate that every timed run reads data no run of
+//! the last ≥ 256 MB (quick: 32 MB) touched. Hot: the same copy every run.
+
+use ash::vk;
+use q4vk::cpu::reference;
+use q4vk::error::{Error, Result};
+use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use q4vk::vk::context::{Context, ContextConfig};
+use q4vk::vk::gemv::{self, BufferRange, GemvParams};
+use q4vk::vk::log::Logger;
+use q4vk::vk::matrix::DeviceMatrix;
+use q4vk::vk::memory::{Buffer, MemoryKind};
+use q4vk::vk::pipeline::shader_module;
+use q4vk::vk::shaders;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+const SHAPES: [(usize, usize); 5] = [(4096, 4096), (11008, 4096), (4096, 11008), (28672, 8192), (8192, 28672)];
+
+struct Options {
+    quick: bool,
+    iters: usize,
+    cold_bytes: u64,
+}
+
+/// A compute pipeline with `bindings` storage buffers and `push` bytes of push constants.
+struct Kernel {
+    device: Arc<q4vk::vk::device::Device>,
+    module: vk::ShaderModule,
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+    pool: vk::DescriptorPool,
+}
+
+impl Kernel {
+    fn new(ctx: &Context, spv: &[u8], bindings: u32, push: u32, max_sets: u32) -> Result<Kernel> {
+        let device = ctx.device.clone();
+        let d = &device.device;
+        let vk_err = |call| move |e| Error::vk(call, e);
+        unsafe {
+            let module = shader_module(d, spv)?;
+            let b: Vec<_> = (0..bindings)
+                .map(|i| {
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(i)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                })
+                .collect();
+            let set_layout = d
+                .create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&b), None)
+                .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
+            let sets = [set_layout];
+            let ranges = [vk::PushConstantRange::default().stage_flags(vk::ShaderStageFlags::COMPUTE).size(push)];
+            let layout = d
+                .create_pipeline_layout(&vk::PipelineLayoutCreateInfo::default().set_layouts(&sets).push_constant_ranges(&ranges), None)
+                .map_err(vk_err("vkCreatePipelineLayout"))?;
+            let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(c"main");
+            let info = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout)];
+            let pipeline = d
+                .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
+                .map_err(|(_, e)| Error::vk("vkCreateComputePipelines", e))?[0];
+            let sizes = [vk::DescriptorPoolSize { ty: vk::DescriptorType::STORAGE_BUFFER, descriptor_count: bindings * max_sets }];
+            let pool = d
+                .create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(max_sets).pool_sizes(&sizes), None)
+                .map_err(vk_err("vkCreateDescriptorPool"))?;
+            Ok(Kernel { device, module, set_layout, layout, pipeline, pool })
+        }
+    }
+
+    fn set(&self, buffers: &[&Buffer]) -> Result<vk::DescriptorSet> {
+        let d = &self.device.device;
+        unsafe {
+            let layouts = [self.set_layout];
+            let set = d
+                .allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(self.pool).set_layouts(&layouts))
+                .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
+            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+                .iter()
+                .map(|b| [vk::DescriptorBufferInfo { buffer: b.buffer, offset: 0, range: vk::WHOLE_SIZE }])
+                .collect();
+            let writes: Vec<_> = infos
+                .iter()
+                .enumerate()
+                .map(|(i, info)| {
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(set)
+                        .dst_binding(i as u32)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(info)
+                })
+                .collect();
+            d.update_descriptor_sets(&writes, &[]);
+            Ok(set)
+        }
+    }
+
+    fn record(&self, cmd: vk::CommandBuffer, set: vk::DescriptorSet, push: &[u8], groups: u32) {
+        let d = &self.device.device;
+        unsafe {
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline);
+            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, self.layout, 0, &[set], &[]);
+            d.cmd_push_constants(cmd, self.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
+            d.cmd_dispatch(cmd, groups, 1, 1);
+        }
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        let d = &self.device.device;
+        unsafe {
+            d.destroy_descriptor_pool(self.pool, None);
+            d.destroy_pipeline(self.pipeline, None);
+            d.destroy_pipeline_layout(self.layout, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+            d.destroy_shader_module(self.module, None);
+        }
+    }
+}
+
+/// Times `iters` runs of `record(cmd, i)`, each between two timestamps and separated by
+/// full compute barriers; returns the median in microseconds.
+fn time_runs(ctx: &Context, iters: usize, mut record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>) -> Result<f64> {
+    let d = &ctx.device.device;
+    let count = 2 * iters as u32;
+    let pool = unsafe { d.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(count), None) }
+        .map_err(|e| Error::vk("vkCreateQueryPool", e))?;
+    let result = ctx.submit(|cmd| {
+        unsafe { d.cmd_reset_query_pool(cmd, pool, 0, count) };
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::SHADER_READ)
+            .dst_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::SHADER_READ)];
+        for i in 0..iters {
+            unsafe {
+                d.cmd_pipeline_barrier(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, vk::PipelineStageFlags::COMPUTE_SHADER, vk::DependencyFlags::empty(), &barrier, &[], &[]);
+                d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, pool, 2 * i as u32);
+            }
+            record(cmd, i)?;
+            unsafe { d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, pool, 2 * i as u32 + 1) };
+        }
+        Ok(())
+    });
+    let mut stamps = vec![0u64; count as usize];
+    let read = result.and_then(|_| {
+        unsafe { d.get_query_pool_results(pool, 0, &mut stamps, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT) }
+            .map_err(|e| Error::vk("vkGetQueryPoolResults", e))
+    });
+    unsafe { d.destroy_query_pool(pool, None) };
+    read?;
+    let period = ctx.device.info.timestamp_period as f64;
+    let mut times: Vec<f64> = stamps.chunks_exact(2).map(|p| p[1].wrapping_sub(p[0]) as f64 * period / 1000.0).collect();
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok(times[times.len() / 2])
+}
+
+fn fill_random(bytes: &mut [u8], seed: &mut u64) {
+    for chunk in bytes.chunks_mut(8) {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        let v = seed.to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+}
+
+fn random_matrix(n: usize, k: usize, seed: &mut u64) -> Q4Data<'static> {
+    let shape = Q4Shape::new(n as u64, k as u64, 128, 0).expect("valid shape");
+    let mut weight = vec![0u8; shape.weight_bytes()];
+    fill_random(&mut weight, seed);
+    let scales: Vec<u8> = (0..shape.scale_count())
+        .flat_map(|i| half::f16::from_f32(0.01 + (i % 13) as f32 * 0.001).to_le_bytes())
+        .collect();
+    Q4Data { shape, weight: Cow::Owned(weight), scale_type: ScaleType::F16, scales: Cow::Owned(scales), zeros: Cow::Owned(Vec::new()) }
+}
+
+fn host_buffer(ctx: &Context, bytes: &[u8], kind: MemoryKind) -> Result<Buffer> {
+    let b = Buffer::new(&ctx.device, bytes.len() as u64, kind)?;
+    match b.mapped() {
+        Some(_) => b.write(0, bytes),
+        None => return Err(Error::Unsupported("bench needs host-visible x/y buffers".into())),
+    }
+    Ok(b)
+}
+
+/// Device-local buffer filled with `bytes` (through a staging copy when not mappable).
+fn device_buffer(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
+    let b = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Device)?;
+    if b.mapped().is_some() {
+        b.write(0, bytes);
+        return Ok(b);
+    }
+    let staging = host_buffer(ctx, bytes, MemoryKind::Upload)?;
+    ctx.submit(|cmd| {
+        let region = [vk::BufferCopy::default().size(bytes.len() as u64)];
+        unsafe { ctx.device.device.cmd_copy_buffer(cmd, staging.buffer, b.buffer, &region) };
+        Ok(())
+    })?;
+    Ok(b)
+}
+
+fn copy_bandwidth(ctx: &Context, opt: &Options) -> Result<f64> {
+    let size = (if opt.quick { 64u64 << 20 } else { 1u64 << 30 }).min(ctx.device.info.max_storage_range / 16 * 16);
+    let src = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
+    let dst = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
+    let kernel = Kernel::new(ctx, shaders::COPY, 2, 4, 1)?;
+    let set = kernel.set(&[&src, &dst])?;
+    let count = (size / 16) as u32;
+    let groups = count.div_ceil(256).min(65535);
+    let us = time_runs(ctx, opt.iters, |cmd, _| {
+        kernel.record(cmd, set, &count.to_ne_bytes(), groups);
+        Ok(())
+    })?;
+    Ok(2.0 * size as f64 / us / 1e3)
+}
+
+struct Row {
+    n: usize,
+    k: usize,
+    cold_us: f64,
+    hot_us: f64,
+    bytes: f64,
+    naive_us: f64,
+    rel_err: f64,
+}
+
+fn bench_shape(ctx: &Context, opt: &Options, n: usize, k: usize, seed: &mut u64) -> Result<Row> {
+    let data = random_matrix(n, k, seed);
+    let first = DeviceMatrix::new(ctx, &data)?;
+    let bytes_per = first.device_bytes();
+    let copies = (opt.cold_bytes.div_ceil(bytes_per) + 1) as usize;
+    let mut mats = vec![first];
+    for _ in 1..copies {
+        mats.push(DeviceMatrix::new(ctx, &data)?);
+    }
+    let mut xv = vec![0u8; 4 * k];
+    let x: Vec<f32> = (0..k).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
+    for (d, v) in xv.chunks_exact_mut(4).zip(&x) {
+        d.copy_from_slice(&v.to_le_bytes());
+    }
+    let xb = device_buffer(ctx, &xv)?;
+    let yb = Buffer::new(&ctx.device, 4 * n as u64, MemoryKind::Device)?;
+    let xr = BufferRange { buffer: xb.buffer, offset: 0, range: 4 * k as u64 };
+    let yr = BufferRange { buffer: yb.buffer, offset: 0, range: 4 * n as u64 };
+    let p = GemvParams { m: 1, x_f16: false, x_stride: k as u64, y_stride: n as u64 };
+    // Correctness of what is timed.
+    let mut y = vec![f32::NAN; n];
+    gemv::gemv_host(ctx, &mats[0], &x, &mut y, 1)?;
+    let rel_err = reference::relative_error(&y, &reference::gemv(&data, &x, 1));
+    let cold_us = time_runs(ctx, opt.iters.max(copies), |cmd, i| gemv::record(ctx, cmd, &mats[i % copies], xr, yr, &p))?;
+    let hot_us = time_runs(ctx, opt.iters, |cmd, _| gemv::record(ctx, cmd, &mats[0], xr, yr, &p))?;
+    drop(mats);
+    // Naive kernel: u32 words of 8 nibbles, per-row (scale, zero), its own rotated copies.
+    let naive_bytes = (n * k / 2 + 8 * n) as u64;
+    let naive_copies = (opt.cold_bytes.div_ceil(naive_bytes) + 1) as usize;
+    let kernel = Kernel::new(ctx, shaders::NAIVE, 4, 8, naive_copies as u32)?;
+    let sz: Vec<u8> = (0..n).flat_map(|_| [0.01f32.to_le_bytes(), 8.0f32.to_le_bytes()].concat()).collect();
+    let szb = device_buffer(ctx, &sz)?;
+    let mut words = vec![0u8; n * k / 2];
+    fill_random(&mut words, seed);
+    let mut naive = Vec::new();
+    for _ in 0..naive_copies {
+        let w = device_buffer(ctx, &words)?;
+        let set = kernel.set(&[&w, &szb, &xb, &yb])?;
+        naive.push((w, set));
+    }
+    let push: Vec<u8> = [n as u32, k as u32].iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let naive_iters = if opt.quick { 3 } else { opt.iters.min(20) }.max(naive_copies);
+    let naive_us = time_runs(ctx, naive_iters, |cmd, i| {
+        kernel.record(cmd, naive[i % naive_copies].1, &push, (n as u32).div_ceil(64));
+        Ok(())
+    })?;
+    Ok(Row { n, k, cold_us, hot_us, bytes: (bytes_per + 4 * k as u64 + 4 * n as u64) as f64, naive_us, rel_err })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    if args.iter().any(|a| a != "--quick") {
+        eprintln!("usage: q4vk-bench [--quick]");
+        std::process::exit(2);
+    }
+    let opt = Options {
+        quick,
+        iters: if quick { 5 } else { 100 },
+        cold_bytes: if quick { 32 << 20 } else { 256 << 20 },
+    };
+    if let Err(e) = run(&opt) {
+        eprintln!("q4vk-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// GB/s with three significant digits for small values.
+fn rate(gbs: f64) -> String {
+    if gbs < 10.0 {
+        format!("{gbs:.2}")
+    } else {
+        format!("{gbs:.0}")
+    }
+}
+
+fn run(opt: &Options) -> Result<()> {
+    let ctx = Context::new(ContextConfig { device_index: -1, ..Default::default() }, Logger::silent())?;
+    if !ctx.device.timestamps {
+        return Err(Error::Unsupported("the compute queue has no timestamps".into()));
+    }
+    let copy = copy_bandwidth(&ctx, opt)?;
+    println!("device: {} ({} kernels, workgroup {}, {} rows/workgroup)", ctx.device_name(), if ctx.portable { "portable" } else { "subgroup" }, ctx.pipelines.tuning.workgroup, ctx.pipelines.tuning.rows);
+    println!("compute-shader copy (uvec4, read + write): {} GB/s", rate(copy));
+    println!("mode: {}; m = 1, group 128, symmetric, f16 scales, f32 activations; medians of timestamp pairs", if opt.quick { "quick (N/4, K/4)" } else { "full" });
+    println!();
+    println!("| N × K | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut seed = 0x9E3779B97F4A7C15u64;
+    for (n, k) in SHAPES {
+        let (n, k) = if opt.quick { (n / 4, k / 4) } else { (n, k) };
+        let r = bench_shape(&ctx, opt, n, k, &mut seed)?;
+        let gbs = |us: f64| r.bytes / us / 1e3;
+        println!(
+            "| {} × {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} |",
+            r.n,
+            r.k,
+            r.cold_us,
+            rate(gbs(r.cold_us)),
+            100.0 * gbs(r.cold_us) / copy,
+            r.hot_us,
+            rate(gbs(r.hot_us)),
+            r.naive_us,
+            r.naive_us / r.cold_us,
+            r.rel_err
+        );
+    }
+    Ok(())
+}
