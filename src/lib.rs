@@ -10,3 +10,4 @@ pub mod ffi;
 pub mod layout;
 pub mod parallel;
 pub mod quant;
+pub mod simd;
