@@ -73,7 +73,7 @@ static int run(uint64_t K, uint64_t N, int32_t group_size, long cores) {
     size_t groups = sbytes / sizeof(uint16_t) / (size_t)N;
     size_t group_rows = group_size > 0 ? (size_t)group_size : (size_t)K;
 
-    char grouping[32];
+    char grouping[64];
     if (group_size > 0)
         snprintf(grouping, sizeof grouping, "group %d (%zu groups)", group_size, groups);
     else
