@@ -105,6 +105,15 @@ static int run(uint64_t K, uint64_t N, int32_t group_size, long cores) {
     snprintf(who, sizeof who, "%ld threads", cores);
     print_time("quantize", who, tn, wbytes);
     printf("  %-10s %-12s %9.2fx\n", "speed-up", "", t1 / tn);
+    /* Context: one memcpy of the same input bytes (into the dequantize buffer). */
+    double tm = 1e30;
+    for (int rep = 0; rep < REPEATS; rep++) {
+        double t0 = now_seconds();
+        memcpy(deq, w, wbytes);
+        double t = now_seconds() - t0;
+        if (t < tm) tm = t;
+    }
+    print_time("memcpy", "1 thread", tm, wbytes);
 
     double t0 = now_seconds();
     if (!call_ok(q4vk_weight_unpermute(&d, q, qbytes, plain, qbytes), "q4vk_weight_unpermute"))

@@ -13,6 +13,26 @@ jobs="$(nproc 2>/dev/null || echo 2)"
 "$root/scripts/install.sh" "$prefix"
 
 status=0
+
+# pkg-config consumer, from a copy of the install tree at another path (relocatable).
+echo
+echo "== pkg-config consumer (relocated prefix)"
+reloc="$work/relocated"
+rm -rf "$reloc" && cp -a "$prefix" "$reloc"
+pc() { PKG_CONFIG_PATH="$reloc/lib/pkgconfig" pkg-config "$@" q4vk; }
+echo "   q4vk $(pc --modversion): $(pc --cflags --libs)"
+if cc -std=c11 -Wall -Wextra -Werror $(pc --cflags) "$root/examples_c/abi_static_assert.c" \
+        -o "$work/pc_shared" $(pc --libs) &&
+    LD_LIBRARY_PATH="$reloc/lib" "$work/pc_shared" &&
+    cc -std=c11 -Wall -Wextra -Werror $(pc --cflags) "$root/examples_c/abi_static_assert.c" \
+        -o "$work/pc_static" "$reloc/lib/libq4vk.a" $(pc --static --libs-only-l | sed 's/-lq4vk//') &&
+    "$work/pc_static" && ! ldd "$work/pc_static" | grep -q libq4vk; then
+    echo "   ok: shared and static builds via pkg-config run"
+else
+    echo "   FAIL: pkg-config consumer"
+    status=1
+fi
+
 run_suite() { # name, extra cmake args...
     local name="$1"
     shift
