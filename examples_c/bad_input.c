@@ -9,6 +9,8 @@
 #include "q4vk.h"
 #include "util.h"
 
+#include <pthread.h>
+
 enum fn { QUANTIZE_SIZE, PLAIN_SIZE, QUANTIZE, DEQUANTIZE, PERMUTE, UNPERMUTE, FN_COUNT };
 
 /* Parameter names, as the messages should name them: inputs, then outputs. */
@@ -274,7 +276,28 @@ static void overlap(const q4vk_weight_quantize_desc *base) {
     failures += !ok;
 }
 
+/* Runs on another thread: fails a call there and keeps that thread's message. */
+static void *fail_on_other_thread(void *out) {
+    size_t a, b;
+    q4vk_weight_quantize_size(NULL, &a, &b);
+    q4vk_last_error_message(out, 512);
+    return NULL;
+}
+
 static void messages(void) {
+    /* The message is per thread: a failure on another thread leaves this one's alone. */
+    prime();
+    char mine[512], other[512] = "";
+    pthread_t t;
+    int started = pthread_create(&t, NULL, fail_on_other_thread, other) == 0;
+    if (started) pthread_join(t, NULL);
+    q4vk_last_error_message(mine, sizeof mine);
+    int tl = started && strstr(mine, PRIMER) && strstr(other, "desc is NULL");
+    cases++;
+    failures += !tl;
+    printf("%s q4vk_last_error_message is thread-local: here \"%s\", other thread \"%s\"\n",
+           tl ? "ok  " : "FAIL", mine, other);
+
     /* q4vk_last_error_message: full length returned, truncation, NULL with 0. */
     prime();
     size_t full = q4vk_last_error_message(NULL, 0);
