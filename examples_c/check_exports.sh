@@ -18,9 +18,10 @@ declared="$(sed -e 's://.*$::' "$header" | tr '\n' ' ' | sed -e 's:/\*[^*]*\*\+\
     | grep -o 'q4vk_[A-Za-z0-9_]*[[:space:]]*(' | sed 's/[[:space:](]//g' | sort -u)"
 if [ "$exports" != "$declared" ]; then
     echo "FAIL: exports and header declarations differ (< exported only, > declared only):"
-    printf '%s\n' "$exports" >/tmp/q4vk_exports.$$
-    printf '%s\n' "$declared" | diff /tmp/q4vk_exports.$$ - | grep '^[<>]' || true
-    rm -f /tmp/q4vk_exports.$$
+    tmp="$(mktemp)"
+    printf '%s\n' "$exports" >"$tmp"
+    printf '%s\n' "$declared" | diff "$tmp" - | grep '^[<>]' || true
+    rm -f "$tmp"
     exit 1
 fi
 echo "ok: $(printf '%s\n' "$exports" | wc -l) exports, all q4vk_, all declared in the header:"
