@@ -1,6 +1,8 @@
 //! Splitting streaming work over threads: the output is cut into consecutive units, each
 //! thread gets a consecutive run of units and the matching disjoint slice of the output.
 
+use std::ops::Range;
+
 /// Threads to use for a `threads` argument of the C API: 0 means one per available core;
 /// larger values are clamped to the core count.
 pub fn resolve_threads(requested: u32) -> usize {
@@ -13,25 +15,19 @@ pub fn resolve_threads(requested: u32) -> usize {
     }
 }
 
-/// Calls `work(unit, slice)` for every unit `0..units`, where unit `i` owns the next
-/// `unit_len(i)` elements of `out` (in order). Units are spread over up to `threads`
-/// scoped threads; the calling thread does the last share.
-pub fn for_each_unit<T: Send>(
+/// Splits `units` consecutive units of `out` (unit `i` owns the next `unit_len(i)`
+/// elements) into up to `threads` consecutive spans, and calls `work(span, slice)` for each
+/// span on its own scoped thread (the calling thread takes the last one). `slice` covers
+/// exactly the span's units.
+pub fn for_each_span<T: Send>(
     out: &mut [T],
     units: usize,
     unit_len: impl Fn(usize) -> usize + Sync,
     threads: usize,
-    work: impl Fn(usize, &mut [T]) + Sync,
+    work: impl Fn(Range<usize>, &mut [T]) + Sync,
 ) {
     let threads = threads.clamp(1, units.max(1));
     let per_thread = units.div_ceil(threads);
-    let run = |first: usize, last: usize, mut slice: &mut [T]| {
-        for unit in first..last {
-            let (head, tail) = slice.split_at_mut(unit_len(unit));
-            work(unit, head);
-            slice = tail;
-        }
-    };
     std::thread::scope(|scope| {
         let mut rest = out;
         let mut first = 0;
@@ -41,12 +37,30 @@ pub fn for_each_unit<T: Send>(
             let (mine, tail) = rest.split_at_mut(len);
             rest = tail;
             if last == units {
-                run(first, last, mine);
+                work(first..last, mine);
             } else {
-                let run = &run;
-                scope.spawn(move || run(first, last, mine));
+                let work = &work;
+                scope.spawn(move || work(first..last, mine));
             }
             first = last;
+        }
+    });
+}
+
+/// Like [`for_each_span`], but calls `work(unit, slice)` once per unit with the unit's own
+/// slice.
+pub fn for_each_unit<T: Send>(
+    out: &mut [T],
+    units: usize,
+    unit_len: impl Fn(usize) -> usize + Sync,
+    threads: usize,
+    work: impl Fn(usize, &mut [T]) + Sync,
+) {
+    for_each_span(out, units, &unit_len, threads, |span, mut slice| {
+        for unit in span {
+            let (head, tail) = slice.split_at_mut(unit_len(unit));
+            work(unit, head);
+            slice = tail;
         }
     });
 }

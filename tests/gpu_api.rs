@@ -2,9 +2,9 @@
 //! host command buffer (strides, offsets, f16 activations), buffer and dispatch splitting,
 //! FLOAT and PADDLE sources, and the error statuses (nothing written on error).
 
-mod common;
+mod gpu_support;
 use ash::vk::{self, Handle};
-use common::*;
+use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::ffi::context::*;
 use q4vk::ffi::gemv::*;

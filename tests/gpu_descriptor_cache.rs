@@ -2,8 +2,8 @@
 //! cache (forced here with the kill switch; this binary holds only this test because the
 //! switch is process-wide). Validation on.
 
-mod common;
-use common::*;
+mod gpu_support;
+use gpu_support::*;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 
 #[test]

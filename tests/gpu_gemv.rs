@@ -1,8 +1,8 @@
 //! GEMV on the system's Vulkan device (lavapipe in CI) with the validation layer on: any
 //! validation message fails the test, and so does a missing device.
 
-mod common;
-use common::*;
+mod gpu_support;
+use gpu_support::*;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 
 const TOL: f64 = 1e-5;

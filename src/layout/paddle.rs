@@ -13,8 +13,8 @@
 //! Formulas and their derivation from Paddle's five-pass construction: see
 //! `shared/reference/paddle-int4-spec.md` §4; the golden vectors pin them.
 
-use super::tile::{CodeTile, TILE};
-use crate::parallel::for_each_unit;
+use super::tile::{CodeTile, TILE, TILE_COLS};
+use crate::parallel::{for_each_span, for_each_unit};
 
 /// Bits per code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,19 +168,30 @@ impl PaddleGeometry {
         }
     }
 
-    /// Calls `f(k0, rows, n0, cols)` for the tiles of layout unit `unit`, in order.
-    fn for_each_unit_tile(&self, unit: usize, mut f: impl FnMut(usize, usize, usize, usize)) {
+    /// Calls `f(k0, rows, n0, cols)` for every tile of the layout units in `span`.
+    /// CUTLASS walks 64-row bands across the span's columns (so the `[K][N]` input is
+    /// read in long row segments, not in 128-byte pieces a page apart); Volta walks each
+    /// row block left to right.
+    fn for_each_span_tile(
+        &self,
+        span: std::ops::Range<usize>,
+        mut f: impl FnMut(usize, usize, usize, usize),
+    ) {
         match self.arrangement {
             Arrangement::Cutlass => {
-                let (n0, cols) = Self::unit_extent(self.n, unit);
+                let (first, end) = (span.start * TILE, (span.end * TILE).min(self.n));
                 for k0 in (0..self.k).step_by(TILE) {
-                    f(k0, TILE, n0, cols);
+                    for n0 in (first..end).step_by(TILE_COLS) {
+                        f(k0, TILE, n0, (end - n0).min(TILE_COLS));
+                    }
                 }
             }
             Arrangement::Volta => {
-                let (k0, rows) = Self::unit_extent(self.k, unit);
-                for n0 in (0..self.n).step_by(TILE) {
-                    f(k0, rows, n0, (self.n - n0).min(TILE));
+                for unit in span {
+                    let (k0, rows) = Self::unit_extent(self.k, unit);
+                    for n0 in (0..self.n).step_by(TILE_COLS) {
+                        f(k0, rows, n0, (self.n - n0).min(TILE_COLS));
+                    }
                 }
             }
         }
@@ -196,24 +207,39 @@ impl PaddleGeometry {
         }
     }
 
-    /// Writes the tile's codes into the slice of layout unit `unit`.
-    fn emit(&self, tile: &CodeTile, out: &mut [u8], unit: usize) {
-        let base = self.layout_unit_base(unit);
+    /// Writes the tile's codes into `out`, the part of the permuted buffer that starts at
+    /// byte `base`.
+    fn emit(&self, tile: &CodeTile, out: &mut [u8], base: usize) {
         match (self.arrangement, self.bits) {
-            (Arrangement::Cutlass, Bits::Int4) => {
-                for c in 0..tile.cols {
-                    let run = &mut out[self.cutlass_run(tile.k0, tile.n0 + c) - base..][..32];
-                    for (byte, &(lo, hi)) in run.iter_mut().zip(&CUTLASS_INT4_ROWS) {
-                        *byte =
-                            biased_nibble(tile.get(lo, c)) | biased_nibble(tile.get(hi, c)) << 4;
+            (Arrangement::Cutlass, bits) => {
+                // Byte b of every column's run is built for 64 columns at once from whole
+                // tile rows (this vectorizes), then the runs are written column by column.
+                let run_len = if bits == Bits::Int4 { 32 } else { 64 };
+                let mut runs = [[0u8; TILE]; 64]; // runs[b][j]: byte b of column c0 + j
+                for c0 in (0..tile.cols).step_by(TILE) {
+                    let width = (tile.cols - c0).min(TILE);
+                    let segment = |r: usize| &tile.row(r)[c0..c0 + width];
+                    if bits == Bits::Int4 {
+                        for (bytes, &(lo, hi)) in runs.iter_mut().zip(&CUTLASS_INT4_ROWS) {
+                            for ((byte, &l), &h) in
+                                bytes.iter_mut().zip(segment(lo)).zip(segment(hi))
+                            {
+                                *byte = biased_nibble(l) | biased_nibble(h) << 4;
+                            }
+                        }
+                    } else {
+                        for (bytes, &r) in runs.iter_mut().zip(&CUTLASS_INT8_ROWS) {
+                            for (byte, &q) in bytes.iter_mut().zip(segment(r)) {
+                                *byte = biased_byte(q);
+                            }
+                        }
                     }
-                }
-            }
-            (Arrangement::Cutlass, Bits::Int8) => {
-                for c in 0..tile.cols {
-                    let run = &mut out[self.cutlass_run(tile.k0, tile.n0 + c) - base..][..64];
-                    for (byte, &r) in run.iter_mut().zip(&CUTLASS_INT8_ROWS) {
-                        *byte = biased_byte(tile.get(r, c));
+                    for j in 0..width {
+                        let run = &mut out[self.cutlass_run(tile.k0, tile.n0 + c0 + j) - base..]
+                            [..run_len];
+                        for (byte, bytes) in run.iter_mut().zip(&runs) {
+                            *byte = bytes[j];
+                        }
                     }
                 }
             }
@@ -249,21 +275,23 @@ impl PaddleGeometry {
     pub fn gather(&self, qweight: &[u8], tile: &mut CodeTile) {
         let cols = tile.cols;
         match (self.arrangement, self.bits) {
-            (Arrangement::Cutlass, Bits::Int4) => {
-                for c in 0..cols {
-                    let run = &qweight[self.cutlass_run(tile.k0, tile.n0 + c)..][..32];
-                    for (&byte, &(lo, hi)) in run.iter().zip(&CUTLASS_INT4_ROWS) {
-                        tile.codes[lo * TILE + c] = unbiased_nibble(byte);
-                        tile.codes[hi * TILE + c] = unbiased_nibble(byte >> 4);
+            (Arrangement::Cutlass, bits) => {
+                let mut columns = [[0i8; TILE]; TILE];
+                for c0 in (0..cols).step_by(TILE) {
+                    for (c, column) in (c0..cols).zip(columns.iter_mut()) {
+                        let run = &qweight[self.cutlass_run(tile.k0, tile.n0 + c)..];
+                        if bits == Bits::Int4 {
+                            for (&byte, &(lo, hi)) in run[..32].iter().zip(&CUTLASS_INT4_ROWS) {
+                                column[lo] = unbiased_nibble(byte);
+                                column[hi] = unbiased_nibble(byte >> 4);
+                            }
+                        } else {
+                            for (&byte, &r) in run[..64].iter().zip(&CUTLASS_INT8_ROWS) {
+                                column[r] = unbiased_byte(byte);
+                            }
+                        }
                     }
-                }
-            }
-            (Arrangement::Cutlass, Bits::Int8) => {
-                for c in 0..cols {
-                    let run = &qweight[self.cutlass_run(tile.k0, tile.n0 + c)..][..64];
-                    for (&byte, &r) in run.iter().zip(&CUTLASS_INT8_ROWS) {
-                        tile.codes[r * TILE + c] = unbiased_byte(byte);
-                    }
+                    tile.set_columns(c0, &columns);
                 }
             }
             (Arrangement::Volta, Bits::Int4) => {
@@ -350,17 +378,18 @@ impl PaddleGeometry {
         fill: impl Fn(&mut CodeTile) + Sync,
     ) {
         debug_assert_eq!(out.len(), self.bytes());
-        for_each_unit(
+        for_each_span(
             out,
             self.layout_units(),
             |u| self.layout_unit_bytes(u),
             threads,
-            |unit, slice| {
+            |span, slice| {
+                let base = self.layout_unit_base(span.start);
                 let mut tile = CodeTile::new();
-                self.for_each_unit_tile(unit, |k0, rows, n0, cols| {
+                self.for_each_span_tile(span, |k0, rows, n0, cols| {
                     tile.place(k0, rows, n0, cols);
                     fill(&mut tile);
-                    self.emit(&tile, slice, unit);
+                    self.emit(&tile, slice, base);
                 });
             },
         );
@@ -389,7 +418,7 @@ impl PaddleGeometry {
 }
 
 /// Walks a row-major `[K][N]` output (`row_bytes` bytes per k) in blocks of 64 rows over up
-/// to `threads` threads; `body(tile, block, first_row)` gets each 64 × 64 tile's rectangle
+/// to `threads` threads; `body(tile, block, first_row)` gets each tile's rectangle
 /// and the block's slice, which starts at row `first_row`.
 pub fn for_each_rows(
     out: &mut [u8],
@@ -407,8 +436,8 @@ pub fn for_each_rows(
         threads,
         |unit, slice| {
             let mut tile = CodeTile::new();
-            for n0 in (0..n).step_by(TILE) {
-                tile.place(unit * TILE, rows_of(unit), n0, (n - n0).min(TILE));
+            for n0 in (0..n).step_by(TILE_COLS) {
+                tile.place(unit * TILE, rows_of(unit), n0, (n - n0).min(TILE_COLS));
                 body(&mut tile, slice, unit * TILE);
             }
         },
@@ -477,7 +506,7 @@ mod tests {
                 g.write_layout(&mut out, 3, |tile| {
                     for r in 0..tile.rows {
                         for c in 0..tile.cols {
-                            tile.codes[r * TILE + c] = code(tile.k0 + r, tile.n0 + c);
+                            tile.codes[r * TILE_COLS + c] = code(tile.k0 + r, tile.n0 + c);
                         }
                     }
                 });

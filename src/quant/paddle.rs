@@ -12,8 +12,9 @@
 use super::dtype::{with_element, Dtype, Element};
 use crate::error::{invalid, Error, Result};
 use crate::layout::paddle::{for_each_rows, Arrangement, Bits, PaddleGeometry};
-use crate::layout::tile::CodeTile;
+use crate::layout::tile::{CodeTile, TILE_COLS};
 use crate::parallel::for_each_unit;
+use crate::simd::multiversion;
 
 /// A validated Paddle quantization problem: algorithm, types, layout and shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,40 +154,61 @@ impl PaddleScheme {
     }
 }
 
-/// Rounds half away from zero, exactly, for |v| ≤ 2^22 (callers clamp first).
+/// Rounds a finite `v` with |v| ≤ 2^22 half away from zero (C `round`), exactly, in a
+/// form that vectorizes: truncate, then step by one where the fraction reaches ±0.5.
 #[inline(always)]
-fn round_half_away(v: f32) -> f32 {
-    let whole = (v as i32) as f32;
-    let frac = v - whole;
-    whole
-        + if frac >= 0.5 {
-            1.0
-        } else if frac <= -0.5 {
-            -1.0
-        } else {
-            0.0
-        }
+fn round_half_away(v: f32) -> i32 {
+    // SAFETY: callers pass finite values well inside i32's range.
+    let whole = unsafe { v.to_int_unchecked::<i32>() };
+    let frac = v - whole as f32;
+    whole + (frac >= 0.5) as i32 - (frac <= -0.5) as i32
 }
 
 /// Paddle's int4 code of the ratio `r = x / s`: C `round`, conversion to int as x86-64
-/// does it (NaN and |r| ≥ 2^31 become INT_MIN), clamp to [-7, 7].
+/// does it (NaN and |r| ≥ 2^31 become INT_MIN), clamp to [-7, 7]. Branch-free.
 #[inline(always)]
 fn code_int4(r: f32) -> i8 {
-    let converts_to_int_min = r >= 2_147_483_648.0;
-    let clamped = r.max(-7.0).min(7.0); // NaN → -7 (f32::max ignores NaN)
-    let code = round_half_away(clamped) as i8;
-    if converts_to_int_min {
-        -7
+    let bounded = if r.abs() < 7.5 { r } else { 7.5f32.copysign(r) }; // finite, also for NaN
+    let code = round_half_away(bounded).clamp(-7, 7);
+    (if r.abs() < 2_147_483_648.0 { code } else { -7 }) as i8
+}
+
+/// Paddle's int8 code of `r = x / s`: C `round`, then `max(-127, min(127, ·))` in float,
+/// where a NaN ratio becomes +127. Branch-free.
+#[inline(always)]
+fn code_int8(r: f32) -> i8 {
+    let bounded = if r.abs() < 127.5 {
+        r
     } else {
-        code
+        127.5f32.copysign(r)
+    };
+    let code = round_half_away(bounded).clamp(-127, 127);
+    (if r.is_nan() { 127 } else { code }) as i8
+}
+
+multiversion! {
+    /// `maxima[i] = max(maxima[i], |row[i]|)` on magnitude bits.
+    fn fold_magnitudes<E: Element>(row: &[u8], maxima: &mut [u32]) {
+        for (m, x) in maxima.iter_mut().zip(row.chunks_exact(E::SIZE)) {
+            *m = (*m).max(E::load(x) & E::MAGNITUDE);
+        }
     }
 }
 
-/// Paddle's int8 code of `r = x / s`: C `round`, then `max(-127, min(127, ·))` in float
-/// (a NaN ratio becomes +127).
-#[inline(always)]
-fn code_int8(r: f32) -> i8 {
-    round_half_away(r.min(127.0).max(-127.0)) as i8
+multiversion! {
+    /// Codes of one row segment: widens `row` into `values` (scratch), then divides by the
+    /// scales and rounds. Two simple loops that vectorize.
+    fn quantize_row<E: Element>(row: &[u8], scales: &[f32], values: &mut [f32], codes: &mut [i8], int4: bool) {
+        for (v, x) in values.iter_mut().zip(row.chunks_exact(E::SIZE)) {
+            *v = E::widen(E::load(x));
+        }
+        let ratios = values.iter().zip(scales).map(|(&v, &s)| v / s);
+        if int4 {
+            codes.iter_mut().zip(ratios).for_each(|(q, r)| *q = code_int4(r));
+        } else {
+            codes.iter_mut().zip(ratios).for_each(|(q, r)| *q = code_int8(r));
+        }
+    }
 }
 
 /// Per column (per channel) or per (group, column): the largest magnitude bits, as the
@@ -196,9 +218,7 @@ fn max_magnitudes<E: Element>(s: &PaddleScheme, weight: &[u8], threads: usize) -
     let row_len = n * E::SIZE;
     let scan_rows = |rows: std::ops::Range<usize>, maxima: &mut [u32]| {
         for row in weight[rows.start * row_len..rows.end * row_len].chunks_exact(row_len) {
-            for (m, x) in maxima.iter_mut().zip(row.chunks_exact(E::SIZE)) {
-                *m = (*m).max(E::load(x) & E::MAGNITUDE);
-            }
+            fold_magnitudes::<E>(row, maxima);
         }
     };
     let maxima = if s.per_channel {
@@ -293,29 +313,18 @@ fn quantize_typed<E: Element>(
             E::widen(bits)
         })
         .collect();
-    let (bits, group_rows) = (s.geometry.bits, s.group_rows);
+    let int4 = s.geometry.bits == Bits::Int4;
+    let group_rows = s.group_rows;
     s.geometry
         .write_layout(qweight, threads, |tile: &mut CodeTile| {
+            let mut values = [0f32; TILE_COLS]; // scratch for widened row segments
             for r in 0..tile.rows {
                 let k = tile.k0 + r;
                 let first = k * n + tile.n0;
                 let row = &weight[first * E::SIZE..(first + tile.cols) * E::SIZE];
                 let row_scales = &scales[(k / group_rows) * n + tile.n0..][..tile.cols];
-                let codes = tile.row_mut(r);
-                let ratios = row
-                    .chunks_exact(E::SIZE)
-                    .zip(row_scales)
-                    .map(|(x, &sc)| E::widen(E::load(x)) / sc);
-                match bits {
-                    Bits::Int4 => codes
-                        .iter_mut()
-                        .zip(ratios)
-                        .for_each(|(q, r)| *q = code_int4(r)),
-                    Bits::Int8 => codes
-                        .iter_mut()
-                        .zip(ratios)
-                        .for_each(|(q, r)| *q = code_int8(r)),
-                }
+                let values = &mut values[..tile.cols];
+                quantize_row::<E>(row, row_scales, values, tile.row_mut(r), int4);
             }
         });
     Ok(())
@@ -353,16 +362,42 @@ mod tests {
 
     #[test]
     fn rounding_is_half_away_from_zero() {
-        for (v, want) in [
-            (0.5, 1.0),
-            (-0.5, -1.0),
-            (2.5, 3.0),
-            (-5.5, -6.0),
-            (0.49999997, 0.0),
-            (1.4999999, 1.0),
-        ] {
+        let cases = [
+            (0.5, 1),
+            (-0.5, -1),
+            (2.5, 3),
+            (-5.5, -6),
+            (0.49999997, 0),
+            (1.4999999, 1),
+            (-0.0, 0),
+        ];
+        for (v, want) in cases {
             assert_eq!(round_half_away(v), want, "{v}");
-            assert_eq!(round_half_away(v), f32::round(v), "{v}");
+        }
+        // Around every half-integer up to ±130 (±8 ulps), and a sparse sweep of [-130, 130],
+        // round_half_away agrees with C's round() (f32::round).
+        let mut values = Vec::new();
+        for half_step in -260..=260 {
+            let center = half_step as f32 * 0.5;
+            let mut v = center;
+            for _ in 0..8 {
+                v = v.next_up();
+                values.push(v);
+            }
+            v = center;
+            for _ in 0..8 {
+                v = v.next_down();
+                values.push(v);
+            }
+            values.push(center);
+        }
+        values.extend(
+            (0..(130.0f32.to_bits()))
+                .step_by(9973)
+                .flat_map(|b| [f32::from_bits(b), -f32::from_bits(b)]),
+        );
+        for v in values {
+            assert_eq!(round_half_away(v) as f32, v.round(), "{v}");
         }
     }
 
@@ -380,5 +415,10 @@ mod tests {
         assert_eq!(code_int8(f32::NEG_INFINITY), -127);
         assert_eq!(code_int8(-126.5), -127);
         assert_eq!(code_int8(126.49), 126);
+        assert_eq!(code_int8(-f32::NAN), 127);
+        assert_eq!(code_int8(127.5), 127);
+        assert_eq!(code_int4(-f32::NAN), -7);
+        assert_eq!(code_int4(7.5), 7);
+        assert_eq!(code_int4(-2_147_483_648.0), -7);
     }
 }

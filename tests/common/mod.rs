@@ -1,154 +1,65 @@
-//! Shared helpers of the GPU tests: a validated context whose log callback counts every
-//! validation message, seeded random data, and checked GEMV runs against the f64
-//! reference.
+//! Helpers shared by the integration tests: golden-vector access and a seeded RNG.
 #![allow(dead_code)]
 
-use q4vk::cpu::reference;
-use q4vk::ffi::context::*;
-use q4vk::ffi::gemv::*;
-use q4vk::ffi::matrix::*;
-use q4vk::ffi::status::Q4VK_OK;
-use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
-use std::borrow::Cow;
-use std::ffi::{c_char, c_void, CStr};
-use std::sync::Mutex;
+use std::path::PathBuf;
 
-/// Messages the log callback received at WARN or ERROR.
-pub struct LogSink {
-    pub messages: Mutex<Vec<String>>,
+/// Directory of the golden vectors, relative to the repository root.
+pub fn vectors_dir(set: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/vectors")
+        .join(set)
 }
 
-unsafe extern "C" fn collect(user: *mut c_void, level: u32, message: *const c_char) {
-    let sink = &*(user as *const LogSink);
-    let text = CStr::from_ptr(message).to_string_lossy().into_owned();
-    if level <= Q4VK_LOG_WARN {
-        sink.messages.lock().unwrap_or_else(|e| e.into_inner()).push(text);
-    }
+/// Loads a set's `cases.json`.
+pub fn manifest(set: &str) -> serde_json::Value {
+    let path = vectors_dir(set).join("cases.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("cases.json parses")
 }
 
-/// A context with validation on; fails (never skips) when no device exists.
-pub struct Gpu {
-    pub ctx: *mut q4vk_context,
-    pub sink: Box<LogSink>,
+/// Reads one file of a case as bytes.
+pub fn read_case_file(set: &str, case: &serde_json::Value, key: &str) -> Vec<u8> {
+    let rel = case["files"][key]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("case has no {key}"));
+    let path = vectors_dir(set).join(rel);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    assert_eq!(
+        bytes.len() as u64,
+        case["files"][key]["bytes"].as_u64().unwrap(),
+        "{rel}"
+    );
+    bytes
 }
 
-impl Gpu {
-    pub fn new(portable: bool) -> Gpu {
-        let sink = Box::new(LogSink { messages: Mutex::new(Vec::new()) });
-        let mut desc = unsafe { std::mem::zeroed::<q4vk_context_desc>() };
-        unsafe { q4vk_context_desc_default(&mut desc) };
-        desc.flags = Q4VK_CONTEXT_VALIDATION | if portable { Q4VK_CONTEXT_PORTABLE_KERNELS } else { 0 };
-        desc.log = Some(collect);
-        desc.log_user = &*sink as *const LogSink as *mut c_void;
-        let mut ctx = std::ptr::null_mut();
-        let status = unsafe { q4vk_context_create(&desc, &mut ctx) };
-        assert_eq!(status, Q4VK_OK, "q4vk_context_create: {}", last_error());
-        Gpu { ctx, sink }
-    }
-
-    pub fn context(&self) -> &mut q4vk::vk::context::Context {
-        unsafe { context_mut(self.ctx) }.unwrap()
-    }
-
-    /// Fails if any validation (or other WARN/ERROR) message arrived.
-    pub fn assert_quiet(&self) {
-        let m = self.sink.messages.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        assert!(m.is_empty(), "{} log message(s), first: {}", m.len(), m[0]);
-    }
-}
-
-impl Drop for Gpu {
-    fn drop(&mut self) {
-        unsafe { q4vk_context_destroy(self.ctx) };
-        if !std::thread::panicking() {
-            self.assert_quiet();
-        }
-    }
-}
-
-pub fn last_error() -> String {
-    let mut buf = vec![0 as c_char; 1024];
-    unsafe { q4vk::ffi::status::q4vk_last_error_message(buf.as_mut_ptr(), buf.len()) };
-    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
-}
-
-/// A small seeded generator (splitmix64).
-pub struct Rng(pub u64);
+/// A small, seeded xorshift generator for reproducible random inputs.
+pub struct Rng(u64);
 
 impl Rng {
+    /// A generator with the given seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+    /// Next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
     }
-    /// Uniform in [-1, 1).
-    pub fn f32(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
-    pub fn vec(&mut self, len: usize) -> Vec<f32> {
-        (0..len).map(|_| self.f32()).collect()
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.uniform().max(1e-300);
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
     }
-}
-
-/// Random Q4 data: nibbles, positive/negative f16 or f32 scales, zero points.
-pub fn random_q4(rng: &mut Rng, n: usize, k: usize, group: i32, zeros: bool, f32_scales: bool) -> Q4Data<'static> {
-    let shape = Q4Shape::new(n as u64, k as u64, group, zeros as u32).unwrap();
-    let mut weight: Vec<u8> = (0..shape.weight_bytes()).map(|_| rng.next_u64() as u8).collect();
-    if k % 2 == 1 {
-        for row in 0..n {
-            weight[row * shape.row_bytes() + k / 2] &= 0x0f;
-        }
+    /// Random bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next_u64() as u8).collect()
     }
-    let scale_type = if f32_scales { ScaleType::F32 } else { ScaleType::F16 };
-    let scales: Vec<u8> = (0..shape.scale_count())
-        .flat_map(|_| {
-            let s = rng.f32() * 0.1;
-            if f32_scales {
-                s.to_le_bytes().to_vec()
-            } else {
-                half::f16::from_f32(s).to_le_bytes().to_vec()
-            }
-        })
-        .collect();
-    let zeros: Vec<u8> = (0..shape.zeros_bytes()).map(|_| (rng.next_u64() % 16) as u8).collect();
-    Q4Data { shape, weight: Cow::Owned(weight), scale_type, scales: Cow::Owned(scales), zeros: Cow::Owned(zeros) }
-}
-
-/// Uploads Q4 data through the C API (source Q4).
-pub fn upload_q4(gpu: &Gpu, data: &Q4Data) -> *mut q4vk_matrix {
-    let mut desc = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
-    unsafe { q4vk_matrix_desc_default(&mut desc) };
-    desc.source = Q4VK_SOURCE_Q4;
-    desc.n = data.shape.n as u64;
-    desc.k = data.shape.k as u64;
-    desc.group_size = if data.shape.per_channel { -1 } else { data.shape.group_size as i32 };
-    desc.zero_points = data.shape.zero_points as u32;
-    desc.dtype = if data.scale_type == ScaleType::F32 { 0 } else { 1 };
-    desc.weight = data.weight.as_ptr().cast();
-    desc.weight_bytes = data.weight.len();
-    desc.scales = data.scales.as_ptr().cast();
-    desc.scales_bytes = data.scales.len();
-    if data.shape.zero_points {
-        desc.zeros = data.zeros.as_ptr().cast();
-        desc.zeros_bytes = data.zeros.len();
-    }
-    let mut mat = std::ptr::null_mut();
-    let status = unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) };
-    assert_eq!(status, Q4VK_OK, "q4vk_matrix_create: {}", last_error());
-    mat
-}
-
-/// Runs q4vk_gemv with y poisoned by NaN and returns the relative error against the f64
-/// reference (every element must have been written).
-pub fn check_gemv(gpu: &Gpu, mat: *mut q4vk_matrix, data: &Q4Data, x: &[f32], m: usize) -> f64 {
-    let n = data.shape.n;
-    let mut y = vec![f32::NAN; m * n];
-    let status = unsafe { q4vk_gemv(gpu.ctx, mat, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len(), m as u32) };
-    assert_eq!(status, Q4VK_OK, "q4vk_gemv: {}", last_error());
-    if let Some(i) = y.iter().position(|v| !v.is_finite()) {
-        panic!("y[{i}] was not written (n = {n}, k = {}, m = {m})", data.shape.k);
-    }
-    reference::relative_error(&y, &reference::gemv(data, x, m))
 }

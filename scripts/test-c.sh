@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs every C test: installs q4vk into build/c-test/install, then configures, builds and
+# runs examples_c/ with CTest twice: a normal build, then one with ASan + UBSan.
+# Exits non-zero on any failure. Usage: scripts/test-c.sh [VECTORS_DIR]
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+work="$root/build/c-test"
+prefix="$work/install"
+vectors="${1:-$root/../shared/vectors/paddle}"
+jobs="$(nproc 2>/dev/null || echo 2)"
+
+"$root/scripts/install.sh" "$prefix"
+
+status=0
+
+# pkg-config consumer, from a copy of the install tree at another path (relocatable).
+echo
+echo "== pkg-config consumer (relocated prefix)"
+reloc="$work/relocated"
+rm -rf "$reloc" && cp -a "$prefix" "$reloc"
+pc() { PKG_CONFIG_PATH="$reloc/lib/pkgconfig" pkg-config "$@" q4vk; }
+echo "   q4vk $(pc --modversion): $(pc --cflags --libs)"
+if cc -std=c11 -Wall -Wextra -Werror $(pc --cflags) "$root/examples_c/abi_static_assert.c" \
+        -o "$work/pc_shared" $(pc --libs) &&
+    LD_LIBRARY_PATH="$reloc/lib" "$work/pc_shared" &&
+    cc -std=c11 -Wall -Wextra -Werror $(pc --cflags) "$root/examples_c/abi_static_assert.c" \
+        -o "$work/pc_static" "$reloc/lib/libq4vk.a" $(pc --static --libs-only-l | sed 's/-lq4vk//') &&
+    "$work/pc_static" && ! ldd "$work/pc_static" | grep -q libq4vk; then
+    echo "   ok: shared and static builds via pkg-config run"
+else
+    echo "   FAIL: pkg-config consumer"
+    status=1
+fi
+
+run_suite() { # name, extra cmake args...
+    local name="$1"
+    shift
+    local dir="$work/$name"
+    echo
+    echo "== examples_c: $name build"
+    rm -rf "$dir"
+    cmake -S "$root/examples_c" -B "$dir" -DCMAKE_PREFIX_PATH="$prefix" \
+        -DQ4VK_VECTORS_DIR="$vectors" "$@" >"$dir.configure.log" 2>&1 ||
+        { cat "$dir.configure.log"; return 1; }
+    cmake --build "$dir" -j "$jobs" || return 1
+    echo "== ctest ($name)"
+    (cd "$dir" && ctest --output-on-failure -j "$jobs")
+}
+
+run_suite default || status=1
+ASAN_OPTIONS=detect_leaks=1 run_suite sanitize -DQ4VK_SANITIZE=ON || status=1
+
+echo
+if [ "$status" -eq 0 ]; then
+    echo "test-c.sh: all C tests passed (default and ASan+UBSan builds)"
+else
+    echo "test-c.sh: FAILED (see above)"
+fi
+exit "$status"

@@ -1,0 +1,46 @@
+//! Picks the widest vector unit the CPU has for the hot loops. The library is built for
+//! the baseline target (SSE2 on x86-64) so it loads everywhere; hot loops also exist as
+//! copies compiled with AVX2/FMA/F16C (see [`multiversion!`]), chosen at run time.
+
+/// Whether the AVX2 + FMA + F16C copies of the hot loops may run on this CPU (checked once).
+#[inline]
+pub fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use once_cell::sync::Lazy;
+        static HAS_AVX2: Lazy<bool> = Lazy::new(|| {
+            is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c")
+        });
+        *HAS_AVX2
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Defines `fn $name<generics>(args)` that runs `$body` compiled for AVX2/FMA/F16C when
+/// [`has_avx2`] says so, else compiled for the baseline target.
+macro_rules! multiversion {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident<$($g:ident: $bound:path),*>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$meta])*
+        $vis fn $name<$($g: $bound),*>($($arg: $ty),*) {
+            #[inline(always)]
+            fn body<$($g: $bound),*>($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma,f16c")]
+            unsafe fn body_avx2<$($g: $bound),*>($($arg: $ty),*) {
+                body::<$($g),*>($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            if $crate::simd::has_avx2() {
+                // SAFETY: the CPU supports every feature `body_avx2` is compiled for.
+                return unsafe { body_avx2::<$($g),*>($($arg),*) };
+            }
+            body::<$($g),*>($($arg),*)
+        }
+    };
+}
+pub(crate) use multiversion;
