@@ -1,0 +1,125 @@
+/* Pins the C ABI of the Vulkan part of q4vk.h in C11: sizeof/offsetof and field types of
+ * every Vulkan-section struct, the constants, and the function signatures (LP64). Builds
+ * without vulkan.h: handles cross as void * and uint64_t. */
+#include "q4vk.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SAME_TYPE(expr, type) _Generic((expr), type: 1, default: 0)
+#define FIELD(s, f, off, type)                                                        \
+    _Static_assert(offsetof(struct s, f) == (off), #s "." #f " offset");              \
+    _Static_assert(SAME_TYPE(((struct s *)0)->f, type), #s "." #f " type")
+
+_Static_assert(SAME_TYPE((q4vk_matrix_source)0, uint32_t), "q4vk_matrix_source is uint32_t");
+
+_Static_assert(sizeof(struct q4vk_context_desc) == 128, "q4vk_context_desc size");
+FIELD(q4vk_context_desc, struct_size, 0, uint32_t);
+FIELD(q4vk_context_desc, header_version, 4, uint32_t);
+FIELD(q4vk_context_desc, device_index, 8, int32_t);
+FIELD(q4vk_context_desc, flags, 12, uint32_t);
+FIELD(q4vk_context_desc, log_level, 16, uint32_t);
+FIELD(q4vk_context_desc, queue_family_index, 20, uint32_t);
+FIELD(q4vk_context_desc, api_version, 24, uint32_t);
+FIELD(q4vk_context_desc, enabled_extension_count, 28, uint32_t);
+FIELD(q4vk_context_desc, log, 32, q4vk_log_fn);
+FIELD(q4vk_context_desc, log_user, 40, void *);
+FIELD(q4vk_context_desc, get_instance_proc_addr, 48, q4vk_void_fn);
+FIELD(q4vk_context_desc, instance, 56, void *);
+FIELD(q4vk_context_desc, physical_device, 64, void *);
+FIELD(q4vk_context_desc, device, 72, void *);
+FIELD(q4vk_context_desc, queue, 80, void *);
+FIELD(q4vk_context_desc, enabled_features, 88, const void *);
+FIELD(q4vk_context_desc, enabled_extensions, 96, const char *const *);
+FIELD(q4vk_context_desc, queue_lock, 104, q4vk_queue_lock_fn);
+FIELD(q4vk_context_desc, queue_unlock, 112, q4vk_queue_lock_fn);
+FIELD(q4vk_context_desc, queue_lock_user, 120, void *);
+
+_Static_assert(sizeof(struct q4vk_matrix_desc) == 96, "q4vk_matrix_desc size");
+FIELD(q4vk_matrix_desc, struct_size, 0, uint32_t);
+FIELD(q4vk_matrix_desc, source, 4, q4vk_matrix_source);
+FIELD(q4vk_matrix_desc, n, 8, uint64_t);
+FIELD(q4vk_matrix_desc, k, 16, uint64_t);
+FIELD(q4vk_matrix_desc, group_size, 24, int32_t);
+FIELD(q4vk_matrix_desc, zero_points, 28, uint32_t);
+FIELD(q4vk_matrix_desc, dtype, 32, q4vk_dtype);
+FIELD(q4vk_matrix_desc, transposed, 36, uint32_t);
+FIELD(q4vk_matrix_desc, arch, 40, int32_t);
+FIELD(q4vk_matrix_desc, reserved0, 44, uint32_t);
+FIELD(q4vk_matrix_desc, weight, 48, const void *);
+FIELD(q4vk_matrix_desc, weight_bytes, 56, size_t);
+FIELD(q4vk_matrix_desc, scales, 64, const void *);
+FIELD(q4vk_matrix_desc, scales_bytes, 72, size_t);
+FIELD(q4vk_matrix_desc, zeros, 80, const void *);
+FIELD(q4vk_matrix_desc, zeros_bytes, 88, size_t);
+
+_Static_assert(sizeof(struct q4vk_buffer_ref) == 24, "q4vk_buffer_ref size");
+FIELD(q4vk_buffer_ref, buffer, 0, uint64_t);
+FIELD(q4vk_buffer_ref, offset, 8, uint64_t);
+FIELD(q4vk_buffer_ref, range, 16, uint64_t);
+
+_Static_assert(sizeof(struct q4vk_gemv_args) == 80, "q4vk_gemv_args size");
+FIELD(q4vk_gemv_args, struct_size, 0, uint32_t);
+FIELD(q4vk_gemv_args, flags, 4, uint32_t);
+FIELD(q4vk_gemv_args, m, 8, uint32_t);
+FIELD(q4vk_gemv_args, reserved0, 12, uint32_t);
+FIELD(q4vk_gemv_args, x, 16, q4vk_buffer_ref);
+FIELD(q4vk_gemv_args, y, 40, q4vk_buffer_ref);
+FIELD(q4vk_gemv_args, x_row_stride, 64, uint64_t);
+FIELD(q4vk_gemv_args, y_row_stride, 72, uint64_t);
+
+_Static_assert(Q4VK_LOG_ERROR == 0 && Q4VK_LOG_WARN == 1 && Q4VK_LOG_INFO == 2 && Q4VK_LOG_DEBUG == 3, "log levels");
+_Static_assert(Q4VK_CONTEXT_VALIDATION == 0x1u && Q4VK_CONTEXT_PORTABLE_KERNELS == 0x2u, "context flags");
+_Static_assert(Q4VK_SOURCE_FLOAT == 0 && Q4VK_SOURCE_Q4 == 1 && Q4VK_SOURCE_PADDLE == 2, "sources");
+_Static_assert(Q4VK_GEMV_F16_ACTIVATIONS == 0x1u, "gemv flags");
+
+static void (*const p_context_desc_default)(q4vk_context_desc *) = q4vk_context_desc_default;
+static q4vk_status (*const p_context_create)(const q4vk_context_desc *, q4vk_context **) = q4vk_context_create;
+static void (*const p_context_destroy)(q4vk_context *) = q4vk_context_destroy;
+static size_t (*const p_device_name)(const q4vk_context *, char *, size_t) = q4vk_context_device_name;
+static void (*const p_matrix_desc_default)(q4vk_matrix_desc *) = q4vk_matrix_desc_default;
+static q4vk_status (*const p_q4_size)(const q4vk_matrix_desc *, size_t *, size_t *, size_t *) = q4vk_q4_quantize_size;
+static q4vk_status (*const p_q4_quantize)(const q4vk_matrix_desc *, uint8_t *, size_t, void *, size_t, uint8_t *,
+                                          size_t) = q4vk_q4_quantize;
+static q4vk_status (*const p_matrix_create)(q4vk_context *, const q4vk_matrix_desc *, q4vk_matrix **) =
+    q4vk_matrix_create;
+static void (*const p_matrix_destroy)(q4vk_matrix *) = q4vk_matrix_destroy;
+static q4vk_status (*const p_gemv)(q4vk_context *, const q4vk_matrix *, const float *, size_t, float *, size_t,
+                                   uint32_t) = q4vk_gemv;
+static void (*const p_gemv_args_default)(q4vk_gemv_args *) = q4vk_gemv_args_default;
+static q4vk_status (*const p_cmd_gemv)(q4vk_context *, const q4vk_matrix *, void *, const q4vk_gemv_args *) =
+    q4vk_cmd_gemv;
+
+int main(void) {
+    int failures = 0;
+    q4vk_context_desc cd;
+    memset(&cd, 0xA5, sizeof cd);
+    p_context_desc_default(&cd);
+    if (cd.struct_size != sizeof cd || cd.header_version != Q4VK_HEADER_VERSION || cd.device_index != -1 ||
+        cd.flags != 0 || cd.log_level != Q4VK_LOG_WARN || cd.log || cd.instance || cd.device || cd.queue_lock) {
+        printf("FAIL: q4vk_context_desc_default\n");
+        failures++;
+    }
+    q4vk_matrix_desc md;
+    memset(&md, 0xA5, sizeof md);
+    p_matrix_desc_default(&md);
+    if (md.struct_size != sizeof md || md.source != Q4VK_SOURCE_FLOAT || md.group_size != 128 ||
+        md.zero_points != 0 || md.dtype != Q4VK_DTYPE_F16 || md.reserved0 != 0 || md.weight) {
+        printf("FAIL: q4vk_matrix_desc_default\n");
+        failures++;
+    }
+    q4vk_gemv_args ga;
+    memset(&ga, 0xA5, sizeof ga);
+    p_gemv_args_default(&ga);
+    if (ga.struct_size != sizeof ga || ga.flags != 0 || ga.m != 1 || ga.reserved0 != 0 || ga.x.buffer ||
+        ga.x_row_stride || ga.y_row_stride) {
+        printf("FAIL: q4vk_gemv_args_default\n");
+        failures++;
+    }
+    if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
+        !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv)
+        failures++;
+    printf("%s: C11 layout of the Vulkan section of q4vk.h\n", failures ? "FAIL" : "ok");
+    return failures ? 1 : 0;
+}
