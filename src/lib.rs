@@ -6,9 +6,9 @@
 //! codes.
 #![deny(missing_docs)]
 
+pub mod cpu;
 pub mod error;
 pub mod ffi;
-pub mod cpu;
 pub mod layout;
 pub mod parallel;
 pub mod quant;

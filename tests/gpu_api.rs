@@ -22,21 +22,44 @@ fn run_cmd(gpu: &Gpu, mat: *mut q4vk_matrix, args: &q4vk_gemv_args) -> q4vk_stat
     let d = &ctx.device.device;
     unsafe {
         let pool = d
-            .create_command_pool(&vk::CommandPoolCreateInfo::default().queue_family_index(ctx.device.queue_family), None)
+            .create_command_pool(
+                &vk::CommandPoolCreateInfo::default().queue_family_index(ctx.device.queue_family),
+                None,
+            )
             .unwrap();
         let cmd = d
-            .allocate_command_buffers(&vk::CommandBufferAllocateInfo::default().command_pool(pool).command_buffer_count(1))
+            .allocate_command_buffers(
+                &vk::CommandBufferAllocateInfo::default()
+                    .command_pool(pool)
+                    .command_buffer_count(1),
+            )
             .unwrap()[0];
-        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default()).unwrap();
+        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
+            .unwrap();
         let status = q4vk_cmd_gemv(gpu.ctx, mat, cmd.as_raw() as *mut _, args);
         let barrier = [vk::MemoryBarrier::default()
             .src_access_mask(vk::AccessFlags::SHADER_WRITE)
             .dst_access_mask(vk::AccessFlags::HOST_READ)];
-        d.cmd_pipeline_barrier(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, vk::PipelineStageFlags::HOST, vk::DependencyFlags::empty(), &barrier, &[], &[]);
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::COMPUTE_SHADER,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &barrier,
+            &[],
+            &[],
+        );
         d.end_command_buffer(cmd).unwrap();
-        let fence = d.create_fence(&vk::FenceCreateInfo::default(), None).unwrap();
+        let fence = d
+            .create_fence(&vk::FenceCreateInfo::default(), None)
+            .unwrap();
         let cmds = [cmd];
-        d.queue_submit(ctx.device.queue, &[vk::SubmitInfo::default().command_buffers(&cmds)], fence).unwrap();
+        d.queue_submit(
+            ctx.device.queue,
+            &[vk::SubmitInfo::default().command_buffers(&cmds)],
+            fence,
+        )
+        .unwrap();
         d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
         d.destroy_fence(fence, None);
         d.destroy_command_pool(pool, None);
@@ -58,7 +81,17 @@ fn cmd_gemv_with_strides_offsets_and_f16_activations() {
         let mat = upload_q4(&gpu, &data);
         for f16 in [false, true] {
             let (xs, ys) = (k + 5, n + 3);
-            let x: Vec<f32> = rng.vec(m * k).iter().map(|&v| if f16 { half::f16::from_f32(v).to_f32() } else { v }).collect();
+            let x: Vec<f32> = rng
+                .vec(m * k)
+                .iter()
+                .map(|&v| {
+                    if f16 {
+                        half::f16::from_f32(v).to_f32()
+                    } else {
+                        v
+                    }
+                })
+                .collect();
             let mut x_dev = vec![0u8; 256];
             for mi in 0..m {
                 for kk in 0..xs {
@@ -81,17 +114,31 @@ fn cmd_gemv_with_strides_offsets_and_f16_activations() {
             unsafe { q4vk_gemv_args_default(&mut args) };
             args.m = m as u32;
             args.flags = if f16 { Q4VK_GEMV_F16_ACTIVATIONS } else { 0 };
-            args.x = q4vk_buffer_ref { buffer: xb.buffer.as_raw(), offset: 256, range: x_dev.len() as u64 - 256 };
-            args.y = q4vk_buffer_ref { buffer: yb.buffer.as_raw(), offset: 256, range: 4 * (m * ys) as u64 };
+            args.x = q4vk_buffer_ref {
+                buffer: xb.buffer.as_raw(),
+                offset: 256,
+                range: x_dev.len() as u64 - 256,
+            };
+            args.y = q4vk_buffer_ref {
+                buffer: yb.buffer.as_raw(),
+                offset: 256,
+                range: 4 * (m * ys) as u64,
+            };
             args.x_row_stride = xs as u64;
             args.y_row_stride = ys as u64;
             assert_eq!(run_cmd(&gpu, mat, &args), Q4VK_OK, "{}", last_error());
             let mut out = vec![0u8; 4 * y_len];
             yb.read(0, &mut out);
-            let y: Vec<f32> = out.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            let y: Vec<f32> = out
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
             let mut packed = Vec::new();
             for (i, &v) in y.iter().enumerate() {
-                let (mi, col) = ((i as isize - 64) / ys as isize, (i as isize - 64) % ys as isize);
+                let (mi, col) = (
+                    (i as isize - 64) / ys as isize,
+                    (i as isize - 64) % ys as isize,
+                );
                 if i >= 64 && (col as usize) < n {
                     assert!(v.is_finite(), "y[{mi}][{col}] not written");
                     packed.push(v);
@@ -117,12 +164,12 @@ fn cmd_gemv_with_strides_offsets_and_f16_activations() {
 
 #[test]
 fn large_matrices_split_across_buffers_and_dispatches() {
-    let gpu = Gpu::new(false);
+    let mut gpu = Gpu::new(false);
     let mut rng = Rng(5);
     let (n, k) = (1001usize, 200usize);
     let data = random_q4(&mut rng, n, k, 32, false, false);
     {
-        let ctx = gpu.context();
+        let ctx = gpu.context_mut();
         // 7 chunks of 16 bytes per row: parts of 10 rows, dispatches of at most 3 x 2 groups.
         ctx.limits.max_part_bytes = 10 * 7 * 16;
         ctx.limits.max_groups = [3, 2];
@@ -150,7 +197,15 @@ fn lavapipe_scale_buffer_limit_is_respected() {
     unsafe { q4vk_matrix_destroy(mat) };
 }
 
-fn float_desc(n: usize, k: usize, dtype: u32, bytes: &[u8], group: i32, zeros: u32, transposed: u32) -> q4vk_matrix_desc {
+fn float_desc(
+    n: usize,
+    k: usize,
+    dtype: u32,
+    bytes: &[u8],
+    group: i32,
+    zeros: u32,
+    transposed: u32,
+) -> q4vk_matrix_desc {
     let mut d = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
     unsafe { q4vk_matrix_desc_default(&mut d) };
     d.n = n as u64;
@@ -168,7 +223,12 @@ fn float_desc(n: usize, k: usize, dtype: u32, bytes: &[u8], group: i32, zeros: u
 fn float_source_uploads_what_q4_quantize_writes() {
     let gpu = Gpu::new(false);
     let mut rng = Rng(21);
-    for (dtype, transposed, group, zeros) in [(0u32, 0u32, 128i32, 0u32), (1, 1, 32, 1), (2, 0, -1, 1), (1, 0, 256, 0)] {
+    for (dtype, transposed, group, zeros) in [
+        (0u32, 0u32, 128i32, 0u32),
+        (1, 1, 32, 1),
+        (2, 0, -1, 1),
+        (1, 0, 256, 0),
+    ] {
         let (n, k) = (37usize, 333usize);
         let w = rng.vec(n * k);
         let bytes: Vec<u8> = w
@@ -181,14 +241,38 @@ fn float_source_uploads_what_q4_quantize_writes() {
             .collect();
         let desc = float_desc(n, k, dtype, &bytes, group, zeros, transposed);
         let (mut wb, mut sb, mut zb) = (0usize, 0usize, 0usize);
-        assert_eq!(unsafe { q4vk_q4_quantize_size(&desc, &mut wb, &mut sb, &mut zb) }, Q4VK_OK);
+        assert_eq!(
+            unsafe { q4vk_q4_quantize_size(&desc, &mut wb, &mut sb, &mut zb) },
+            Q4VK_OK
+        );
         let (mut qw, mut qs, mut qz) = (vec![0u8; wb], vec![0u8; sb], vec![0u8; zb]);
-        let status = unsafe { q4vk_q4_quantize(&desc, qw.as_mut_ptr(), wb, qs.as_mut_ptr().cast(), sb, qz.as_mut_ptr(), zb) };
+        let status = unsafe {
+            q4vk_q4_quantize(
+                &desc,
+                qw.as_mut_ptr(),
+                wb,
+                qs.as_mut_ptr().cast(),
+                sb,
+                qz.as_mut_ptr(),
+                zb,
+            )
+        };
         assert_eq!(status, Q4VK_OK, "{}", last_error());
         let shape = Q4Shape::new(n as u64, k as u64, group, zeros).unwrap();
-        let data = Q4Data { shape, weight: Cow::Owned(qw), scale_type: ScaleType::F16, scales: Cow::Owned(qs), zeros: Cow::Owned(qz) };
+        let data = Q4Data {
+            shape,
+            weight: Cow::Owned(qw),
+            scale_type: ScaleType::F16,
+            scales: Cow::Owned(qs),
+            zeros: Cow::Owned(qz),
+        };
         let mut mat = std::ptr::null_mut();
-        assert_eq!(unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) }, Q4VK_OK, "{}", last_error());
+        assert_eq!(
+            unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) },
+            Q4VK_OK,
+            "{}",
+            last_error()
+        );
         let x = rng.vec(2 * k);
         let err = check_gemv(&gpu, mat, &data, &x, 2);
         assert!(err < 1e-5, "dtype {dtype}: {err:e}");
@@ -200,7 +284,10 @@ fn float_source_uploads_what_q4_quantize_writes() {
     let bytes = w.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>();
     let desc = float_desc(2, 32, 0, &bytes, 32, 0, 0);
     let mut mat = std::ptr::null_mut();
-    assert_eq!(unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) }, Q4VK_ERROR_NON_FINITE);
+    assert_eq!(
+        unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) },
+        Q4VK_ERROR_NON_FINITE
+    );
     assert!(mat.is_null());
 }
 
@@ -208,7 +295,11 @@ fn float_source_uploads_what_q4_quantize_writes() {
 fn paddle_source_matches_its_codes_and_scales() {
     let gpu = Gpu::new(false);
     let mut rng = Rng(33);
-    for (arch, group, dtype) in [(80, 64, Q4VK_DTYPE_F16), (70, -1, Q4VK_DTYPE_BF16), (90, 128, Q4VK_DTYPE_F32)] {
+    for (arch, group, dtype) in [
+        (80, 64, Q4VK_DTYPE_F16),
+        (70, -1, Q4VK_DTYPE_BF16),
+        (90, 128, Q4VK_DTYPE_F32),
+    ] {
         let (k, n) = (256usize, 48usize);
         let mut pd = unsafe { std::mem::zeroed::<q4vk_weight_quantize_desc>() };
         unsafe { q4vk_weight_quantize_desc_default(&mut pd) };
@@ -224,21 +315,49 @@ fn paddle_source_matches_its_codes_and_scales() {
             })
             .collect();
         let (mut qb, mut sb) = (0usize, 0usize);
-        assert_eq!(unsafe { q4vk_weight_quantize_size(&pd, &mut qb, &mut sb) }, Q4VK_OK);
+        assert_eq!(
+            unsafe { q4vk_weight_quantize_size(&pd, &mut qb, &mut sb) },
+            Q4VK_OK
+        );
         let (mut q, mut s) = (vec![0i8; qb], vec![0u8; sb]);
-        assert_eq!(unsafe { q4vk_weight_quantize(&pd, w.as_ptr().cast(), w.len(), q.as_mut_ptr(), qb, s.as_mut_ptr().cast(), sb) }, Q4VK_OK);
+        assert_eq!(
+            unsafe {
+                q4vk_weight_quantize(
+                    &pd,
+                    w.as_ptr().cast(),
+                    w.len(),
+                    q.as_mut_ptr(),
+                    qb,
+                    s.as_mut_ptr().cast(),
+                    sb,
+                )
+            },
+            Q4VK_OK
+        );
         let mut plain = vec![0i8; qb];
-        assert_eq!(unsafe { q4vk_weight_unpermute(&pd, q.as_ptr(), qb, plain.as_mut_ptr(), qb) }, Q4VK_OK);
+        assert_eq!(
+            unsafe { q4vk_weight_unpermute(&pd, q.as_ptr(), qb, plain.as_mut_ptr(), qb) },
+            Q4VK_OK
+        );
         let mut md = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
         unsafe { q4vk_matrix_desc_default(&mut md) };
         md.source = Q4VK_SOURCE_PADDLE;
         (md.n, md.k, md.group_size, md.dtype, md.arch) = (n as u64, k as u64, group, dtype, arch);
-        (md.weight, md.weight_bytes, md.scales, md.scales_bytes) = (q.as_ptr().cast(), qb, s.as_ptr().cast(), sb);
+        (md.weight, md.weight_bytes, md.scales, md.scales_bytes) =
+            (q.as_ptr().cast(), qb, s.as_ptr().cast(), sb);
         let mut mat = std::ptr::null_mut();
-        assert_eq!(unsafe { q4vk_matrix_create(gpu.ctx, &md, &mut mat) }, Q4VK_OK, "{}", last_error());
+        assert_eq!(
+            unsafe { q4vk_matrix_create(gpu.ctx, &md, &mut mat) },
+            Q4VK_OK,
+            "{}",
+            last_error()
+        );
         let x = rng.vec(k);
         let mut y = vec![f32::NAN; n];
-        assert_eq!(unsafe { q4vk_gemv(gpu.ctx, mat, x.as_ptr(), k, y.as_mut_ptr(), n, 1) }, Q4VK_OK);
+        assert_eq!(
+            unsafe { q4vk_gemv(gpu.ctx, mat, x.as_ptr(), k, y.as_mut_ptr(), n, 1) },
+            Q4VK_OK
+        );
         // Independent reference: plain signed codes times Paddle's scales, in f64.
         let gsz = if group < 0 { k } else { group as usize };
         let reference: Vec<f64> = (0..n)
@@ -246,10 +365,13 @@ fn paddle_source_matches_its_codes_and_scales() {
                 (0..k)
                     .map(|kk| {
                         let byte = plain[(kk * n + col) / 2] as u8;
-                        let code = (((if col % 2 == 0 { byte & 15 } else { byte >> 4 }) << 4) as i8 >> 4) as f64;
+                        let code = (((if col % 2 == 0 { byte & 15 } else { byte >> 4 }) << 4) as i8
+                            >> 4) as f64;
                         let i = ((kk / gsz) * n + col) * esize;
                         let sc = match dtype {
-                            Q4VK_DTYPE_F32 => f32::from_le_bytes(s[i..i + 4].try_into().unwrap()) as f64,
+                            Q4VK_DTYPE_F32 => {
+                                f32::from_le_bytes(s[i..i + 4].try_into().unwrap()) as f64
+                            }
                             Q4VK_DTYPE_F16 => half::f16::from_le_bytes([s[i], s[i + 1]]).to_f64(),
                             _ => half::bf16::from_le_bytes([s[i], s[i + 1]]).to_f64(),
                         };
@@ -272,12 +394,29 @@ fn bad_calls_get_specific_statuses_and_write_nothing() {
     let mat = upload_q4(&gpu, &data);
     let x = rng.vec(9 * 64);
     let mut y = vec![7.0f32; 9 * 8];
-    let call = |m: u32, x: *const f32, xl: usize, y: *mut f32, yl: usize| unsafe { q4vk_gemv(gpu.ctx, mat, x, xl, y, yl, m) };
-    assert_eq!(call(9, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len()), Q4VK_ERROR_UNSUPPORTED);
-    assert_eq!(call(0, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len()), Q4VK_ERROR_INVALID_ARGUMENT);
-    assert_eq!(call(1, std::ptr::null(), 0, y.as_mut_ptr(), y.len()), Q4VK_ERROR_NULL_POINTER);
-    assert_eq!(call(2, x.as_ptr(), 127, y.as_mut_ptr(), y.len()), Q4VK_ERROR_BUFFER_TOO_SMALL);
-    assert_eq!(call(2, x.as_ptr(), x.len(), y.as_mut_ptr(), 15), Q4VK_ERROR_BUFFER_TOO_SMALL);
+    let call = |m: u32, x: *const f32, xl: usize, y: *mut f32, yl: usize| unsafe {
+        q4vk_gemv(gpu.ctx, mat, x, xl, y, yl, m)
+    };
+    assert_eq!(
+        call(9, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len()),
+        Q4VK_ERROR_UNSUPPORTED
+    );
+    assert_eq!(
+        call(0, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len()),
+        Q4VK_ERROR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        call(1, std::ptr::null(), 0, y.as_mut_ptr(), y.len()),
+        Q4VK_ERROR_NULL_POINTER
+    );
+    assert_eq!(
+        call(2, x.as_ptr(), 127, y.as_mut_ptr(), y.len()),
+        Q4VK_ERROR_BUFFER_TOO_SMALL
+    );
+    assert_eq!(
+        call(2, x.as_ptr(), x.len(), y.as_mut_ptr(), 15),
+        Q4VK_ERROR_BUFFER_TOO_SMALL
+    );
     assert!(y.iter().all(|&v| v == 7.0));
     assert!(last_error().contains("y_len"), "{}", last_error());
     // Zero point out of range in Q4 input.
@@ -291,9 +430,15 @@ fn bad_calls_get_specific_statuses_and_write_nothing() {
     (desc.scales, desc.scales_bytes) = (bad.scales.as_ptr().cast(), bad.scales.len());
     (desc.zeros, desc.zeros_bytes) = (bad.zeros.as_ptr().cast(), bad.zeros.len());
     let mut out = std::ptr::null_mut();
-    assert_eq!(unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut out) }, Q4VK_ERROR_INVALID_ARGUMENT);
+    assert_eq!(
+        unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut out) },
+        Q4VK_ERROR_INVALID_ARGUMENT
+    );
     desc.zeros_bytes = 3;
-    assert_eq!(unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut out) }, Q4VK_ERROR_BUFFER_TOO_SMALL);
+    assert_eq!(
+        unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut out) },
+        Q4VK_ERROR_BUFFER_TOO_SMALL
+    );
     assert!(out.is_null());
     unsafe { q4vk_matrix_destroy(mat) };
 }
@@ -304,16 +449,28 @@ fn context_errors() {
     unsafe { q4vk_context_desc_default(&mut desc) };
     let mut ctx = std::ptr::null_mut();
     desc.device_index = 99;
-    assert_eq!(unsafe { q4vk_context_create(&desc, &mut ctx) }, Q4VK_ERROR_NO_DEVICE);
+    assert_eq!(
+        unsafe { q4vk_context_create(&desc, &mut ctx) },
+        Q4VK_ERROR_NO_DEVICE
+    );
     desc.device_index = -1;
     desc.header_version += 1 << 12;
-    assert_eq!(unsafe { q4vk_context_create(&desc, &mut ctx) }, Q4VK_ERROR_ABI_MISMATCH);
+    assert_eq!(
+        unsafe { q4vk_context_create(&desc, &mut ctx) },
+        Q4VK_ERROR_ABI_MISMATCH
+    );
     unsafe { q4vk_context_desc_default(&mut desc) };
     desc.flags = 0x80;
-    assert_eq!(unsafe { q4vk_context_create(&desc, &mut ctx) }, Q4VK_ERROR_INVALID_ARGUMENT);
+    assert_eq!(
+        unsafe { q4vk_context_create(&desc, &mut ctx) },
+        Q4VK_ERROR_INVALID_ARGUMENT
+    );
     unsafe { q4vk_context_desc_default(&mut desc) };
     desc.instance = 1 as *mut _;
-    assert_eq!(unsafe { q4vk_context_create(&desc, &mut ctx) }, Q4VK_ERROR_NULL_POINTER);
+    assert_eq!(
+        unsafe { q4vk_context_create(&desc, &mut ctx) },
+        Q4VK_ERROR_NULL_POINTER
+    );
     assert!(ctx.is_null());
     let gpu = Gpu::new(false);
     let mut name = [0i8; 256];
@@ -329,10 +486,51 @@ fn validation_messages_fail_the_test() {
     let d = &gpu.context().device.device;
     unsafe {
         // A zero-sized buffer is invalid usage.
-        let info = vk::BufferCreateInfo::default().size(0).usage(vk::BufferUsageFlags::STORAGE_BUFFER);
+        let info = vk::BufferCreateInfo::default()
+            .size(0)
+            .usage(vk::BufferUsageFlags::STORAGE_BUFFER);
         if let Ok(b) = d.create_buffer(&info, None) {
             d.destroy_buffer(b, None);
         }
     }
     gpu.assert_quiet();
+}
+
+#[test]
+fn one_context_many_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<q4vk::vk::context::Context>();
+    shareable::<q4vk::vk::matrix::DeviceMatrix>();
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(99);
+    let data = random_q4(&mut rng, 130, 512, 128, true, false);
+    let mat = upload_q4(&gpu, &data) as usize;
+    let ctx = gpu.ctx as usize;
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let data = &data;
+            s.spawn(move || {
+                let mut rng = Rng(1000 + t);
+                for m in 1..=4usize {
+                    let x = rng.vec(m * 512);
+                    let mut y = vec![f32::NAN; m * 130];
+                    let status = unsafe {
+                        q4vk_gemv(
+                            ctx as *mut _,
+                            mat as *const _,
+                            x.as_ptr(),
+                            x.len(),
+                            y.as_mut_ptr(),
+                            y.len(),
+                            m as u32,
+                        )
+                    };
+                    assert_eq!(status, Q4VK_OK);
+                    let err = reference::relative_error(&y, &reference::gemv(data, &x, m));
+                    assert!(err < 1e-5, "thread {t} m {m}: {err:e}");
+                }
+            });
+        }
+    });
+    unsafe { q4vk_matrix_destroy(mat as *mut _) };
 }

@@ -14,7 +14,13 @@ fn gemv_without_push_descriptors() {
     assert!(gpu.context().xy_sets.is_some());
     let mut rng = Rng(77);
     // Growing m and n reallocates the staging buffers, which drops their cached sets.
-    for &(n, k, m) in &[(10usize, 64usize, 1usize), (10, 64, 1), (50, 130, 2), (300, 512, 8), (20, 64, 1)] {
+    for &(n, k, m) in &[
+        (10usize, 64usize, 1usize),
+        (10, 64, 1),
+        (50, 130, 2),
+        (300, 512, 8),
+        (20, 64, 1),
+    ] {
         let data = random_q4(&mut rng, n, k, 64, m % 2 == 0, false);
         let mat = upload_q4(&gpu, &data);
         let x = rng.vec(m * k);

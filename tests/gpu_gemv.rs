@@ -11,7 +11,15 @@ fn sweep(portable: bool) {
     let gpu = Gpu::new(portable);
     let mut rng = Rng(if portable { 11 } else { 7 });
     let mut cases = 0;
-    for &(n, k) in &[(1usize, 32usize), (7, 33), (33, 96), (64, 257), (129, 1000), (17, 4096), (5, 16384)] {
+    for &(n, k) in &[
+        (1usize, 32usize),
+        (7, 33),
+        (33, 96),
+        (64, 257),
+        (129, 1000),
+        (17, 4096),
+        (5, 16384),
+    ] {
         for &group in &[-1i32, 32, 64, 128, 256] {
             for zeros in [false, true] {
                 let f32_scales = (n + k) % 2 == 0 && group == 64;
@@ -20,7 +28,10 @@ fn sweep(portable: bool) {
                 for m in [1usize, 2, 3, 8] {
                     let x = rng.vec(m * k);
                     let err = check_gemv(&gpu, mat, &data, &x, m);
-                    assert!(err < TOL, "n {n} k {k} g {group} zeros {zeros} m {m}: rel err {err:e}");
+                    assert!(
+                        err < TOL,
+                        "n {n} k {k} g {group} zeros {zeros} m {m}: rel err {err:e}"
+                    );
                     cases += 1;
                 }
                 unsafe { q4vk_matrix_destroy(mat) };

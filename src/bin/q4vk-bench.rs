@@ -4,6 +4,9 @@
 //!
 //! `q4vk-bench` runs the shapes (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
+//! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup;
+//! `--sweep` times the two target cases (28672 × 8192 cold, 11008 × 4096 hot) over a grid
+//! of (W, R) to pick the per-device defaults.
 //!
 //! Cold: enough copies of the weights rotate that every timed run reads data no run of
 //! the last ≥ 256 MB (quick: 32 MB) touched. Hot: the same copy every run.
@@ -22,10 +25,18 @@ use q4vk::vk::shaders;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-const SHAPES: [(usize, usize); 5] = [(4096, 4096), (11008, 4096), (4096, 11008), (28672, 8192), (8192, 28672)];
+const SHAPES: [(usize, usize); 5] = [
+    (4096, 4096),
+    (11008, 4096),
+    (4096, 11008),
+    (28672, 8192),
+    (8192, 28672),
+];
 
 struct Options {
     quick: bool,
+    sweep: bool,
+    tuning: Option<(u32, u32)>,
     iters: usize,
     cold_bytes: u64,
 }
@@ -57,23 +68,53 @@ impl Kernel {
                 })
                 .collect();
             let set_layout = d
-                .create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&b), None)
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&b),
+                    None,
+                )
                 .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
             let sets = [set_layout];
-            let ranges = [vk::PushConstantRange::default().stage_flags(vk::ShaderStageFlags::COMPUTE).size(push)];
+            let ranges = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .size(push)];
             let layout = d
-                .create_pipeline_layout(&vk::PipelineLayoutCreateInfo::default().set_layouts(&sets).push_constant_ranges(&ranges), None)
+                .create_pipeline_layout(
+                    &vk::PipelineLayoutCreateInfo::default()
+                        .set_layouts(&sets)
+                        .push_constant_ranges(&ranges),
+                    None,
+                )
                 .map_err(vk_err("vkCreatePipelineLayout"))?;
-            let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(c"main");
-            let info = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout)];
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(module)
+                .name(c"main");
+            let info = [vk::ComputePipelineCreateInfo::default()
+                .stage(stage)
+                .layout(layout)];
             let pipeline = d
                 .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
                 .map_err(|(_, e)| Error::vk("vkCreateComputePipelines", e))?[0];
-            let sizes = [vk::DescriptorPoolSize { ty: vk::DescriptorType::STORAGE_BUFFER, descriptor_count: bindings * max_sets }];
+            let sizes = [vk::DescriptorPoolSize {
+                ty: vk::DescriptorType::STORAGE_BUFFER,
+                descriptor_count: bindings * max_sets,
+            }];
             let pool = d
-                .create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(max_sets).pool_sizes(&sizes), None)
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(max_sets)
+                        .pool_sizes(&sizes),
+                    None,
+                )
                 .map_err(vk_err("vkCreateDescriptorPool"))?;
-            Ok(Kernel { device, module, set_layout, layout, pipeline, pool })
+            Ok(Kernel {
+                device,
+                module,
+                set_layout,
+                layout,
+                pipeline,
+                pool,
+            })
         }
     }
 
@@ -82,11 +123,21 @@ impl Kernel {
         unsafe {
             let layouts = [self.set_layout];
             let set = d
-                .allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(self.pool).set_layouts(&layouts))
+                .allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(self.pool)
+                        .set_layouts(&layouts),
+                )
                 .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
             let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
                 .iter()
-                .map(|b| [vk::DescriptorBufferInfo { buffer: b.buffer, offset: 0, range: vk::WHOLE_SIZE }])
+                .map(|b| {
+                    [vk::DescriptorBufferInfo {
+                        buffer: b.buffer,
+                        offset: 0,
+                        range: vk::WHOLE_SIZE,
+                    }]
+                })
                 .collect();
             let writes: Vec<_> = infos
                 .iter()
@@ -108,7 +159,14 @@ impl Kernel {
         let d = &self.device.device;
         unsafe {
             d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline);
-            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, self.layout, 0, &[set], &[]);
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                self.layout,
+                0,
+                &[set],
+                &[],
+            );
             d.cmd_push_constants(cmd, self.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
             d.cmd_dispatch(cmd, groups, 1, 1);
         }
@@ -130,11 +188,22 @@ impl Drop for Kernel {
 
 /// Times `iters` runs of `record(cmd, i)`, each between two timestamps and separated by
 /// full compute barriers; returns the median in microseconds.
-fn time_runs(ctx: &Context, iters: usize, mut record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>) -> Result<f64> {
+fn time_runs(
+    ctx: &Context,
+    iters: usize,
+    mut record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>,
+) -> Result<f64> {
     let d = &ctx.device.device;
     let count = 2 * iters as u32;
-    let pool = unsafe { d.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(count), None) }
-        .map_err(|e| Error::vk("vkCreateQueryPool", e))?;
+    let pool = unsafe {
+        d.create_query_pool(
+            &vk::QueryPoolCreateInfo::default()
+                .query_type(vk::QueryType::TIMESTAMP)
+                .query_count(count),
+            None,
+        )
+    }
+    .map_err(|e| Error::vk("vkCreateQueryPool", e))?;
     let result = ctx.submit(|cmd| {
         unsafe { d.cmd_reset_query_pool(cmd, pool, 0, count) };
         let barrier = [vk::MemoryBarrier::default()
@@ -142,23 +211,48 @@ fn time_runs(ctx: &Context, iters: usize, mut record: impl FnMut(vk::CommandBuff
             .dst_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::SHADER_READ)];
         for i in 0..iters {
             unsafe {
-                d.cmd_pipeline_barrier(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, vk::PipelineStageFlags::COMPUTE_SHADER, vk::DependencyFlags::empty(), &barrier, &[], &[]);
+                d.cmd_pipeline_barrier(
+                    cmd,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::DependencyFlags::empty(),
+                    &barrier,
+                    &[],
+                    &[],
+                );
                 d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, pool, 2 * i as u32);
             }
             record(cmd, i)?;
-            unsafe { d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, pool, 2 * i as u32 + 1) };
+            unsafe {
+                d.cmd_write_timestamp(
+                    cmd,
+                    vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                    pool,
+                    2 * i as u32 + 1,
+                )
+            };
         }
         Ok(())
     });
     let mut stamps = vec![0u64; count as usize];
     let read = result.and_then(|_| {
-        unsafe { d.get_query_pool_results(pool, 0, &mut stamps, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT) }
-            .map_err(|e| Error::vk("vkGetQueryPoolResults", e))
+        unsafe {
+            d.get_query_pool_results(
+                pool,
+                0,
+                &mut stamps,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .map_err(|e| Error::vk("vkGetQueryPoolResults", e))
     });
     unsafe { d.destroy_query_pool(pool, None) };
     read?;
     let period = ctx.device.info.timestamp_period as f64;
-    let mut times: Vec<f64> = stamps.chunks_exact(2).map(|p| p[1].wrapping_sub(p[0]) as f64 * period / 1000.0).collect();
+    let mut times: Vec<f64> = stamps
+        .chunks_exact(2)
+        .map(|p| p[1].wrapping_sub(p[0]) as f64 * period / 1000.0)
+        .collect();
     times.sort_by(|a, b| a.total_cmp(b));
     Ok(times[times.len() / 2])
 }
@@ -180,14 +274,24 @@ fn random_matrix(n: usize, k: usize, seed: &mut u64) -> Q4Data<'static> {
     let scales: Vec<u8> = (0..shape.scale_count())
         .flat_map(|i| half::f16::from_f32(0.01 + (i % 13) as f32 * 0.001).to_le_bytes())
         .collect();
-    Q4Data { shape, weight: Cow::Owned(weight), scale_type: ScaleType::F16, scales: Cow::Owned(scales), zeros: Cow::Owned(Vec::new()) }
+    Q4Data {
+        shape,
+        weight: Cow::Owned(weight),
+        scale_type: ScaleType::F16,
+        scales: Cow::Owned(scales),
+        zeros: Cow::Owned(Vec::new()),
+    }
 }
 
 fn host_buffer(ctx: &Context, bytes: &[u8], kind: MemoryKind) -> Result<Buffer> {
     let b = Buffer::new(&ctx.device, bytes.len() as u64, kind)?;
     match b.mapped() {
         Some(_) => b.write(0, bytes),
-        None => return Err(Error::Unsupported("bench needs host-visible x/y buffers".into())),
+        None => {
+            return Err(Error::Unsupported(
+                "bench needs host-visible x/y buffers".into(),
+            ))
+        }
     }
     Ok(b)
 }
@@ -202,14 +306,19 @@ fn device_buffer(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
     let staging = host_buffer(ctx, bytes, MemoryKind::Upload)?;
     ctx.submit(|cmd| {
         let region = [vk::BufferCopy::default().size(bytes.len() as u64)];
-        unsafe { ctx.device.device.cmd_copy_buffer(cmd, staging.buffer, b.buffer, &region) };
+        unsafe {
+            ctx.device
+                .device
+                .cmd_copy_buffer(cmd, staging.buffer, b.buffer, &region)
+        };
         Ok(())
     })?;
     Ok(b)
 }
 
 fn copy_bandwidth(ctx: &Context, opt: &Options) -> Result<f64> {
-    let size = (if opt.quick { 64u64 << 20 } else { 1u64 << 30 }).min(ctx.device.info.max_storage_range / 16 * 16);
+    let size = (if opt.quick { 64u64 << 20 } else { 1u64 << 30 })
+        .min(ctx.device.info.max_storage_range / 16 * 16);
     let src = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
     let dst = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
     let kernel = Kernel::new(ctx, shaders::COPY, 2, 4, 1)?;
@@ -233,64 +342,146 @@ struct Row {
     rel_err: f64,
 }
 
-fn bench_shape(ctx: &Context, opt: &Options, n: usize, k: usize, seed: &mut u64) -> Result<Row> {
-    let data = random_matrix(n, k, seed);
-    let first = DeviceMatrix::new(ctx, &data)?;
+/// Cold and hot GEMV times of `data` (µs), the bytes one GEMV must move, and the
+/// relative error of its result.
+fn time_gemv(
+    ctx: &Context,
+    opt: &Options,
+    data: &Q4Data,
+    x: &[f32],
+) -> Result<(f64, f64, f64, f64)> {
+    let (n, k) = (data.shape.n, data.shape.k);
+    let first = DeviceMatrix::new(ctx, data)?;
     let bytes_per = first.device_bytes();
     let copies = (opt.cold_bytes.div_ceil(bytes_per) + 1) as usize;
     let mut mats = vec![first];
     for _ in 1..copies {
-        mats.push(DeviceMatrix::new(ctx, &data)?);
+        mats.push(DeviceMatrix::new(ctx, data)?);
     }
-    let mut xv = vec![0u8; 4 * k];
-    let x: Vec<f32> = (0..k).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
-    for (d, v) in xv.chunks_exact_mut(4).zip(&x) {
-        d.copy_from_slice(&v.to_le_bytes());
-    }
+    let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let xb = device_buffer(ctx, &xv)?;
     let yb = Buffer::new(&ctx.device, 4 * n as u64, MemoryKind::Device)?;
-    let xr = BufferRange { buffer: xb.buffer, offset: 0, range: 4 * k as u64 };
-    let yr = BufferRange { buffer: yb.buffer, offset: 0, range: 4 * n as u64 };
-    let p = GemvParams { m: 1, x_f16: false, x_stride: k as u64, y_stride: n as u64 };
+    let xr = BufferRange {
+        buffer: xb.buffer,
+        offset: 0,
+        range: 4 * k as u64,
+    };
+    let yr = BufferRange {
+        buffer: yb.buffer,
+        offset: 0,
+        range: 4 * n as u64,
+    };
+    let p = GemvParams {
+        m: 1,
+        x_f16: false,
+        x_stride: k as u64,
+        y_stride: n as u64,
+    };
     // Correctness of what is timed.
     let mut y = vec![f32::NAN; n];
-    gemv::gemv_host(ctx, &mats[0], &x, &mut y, 1)?;
-    let rel_err = reference::relative_error(&y, &reference::gemv(&data, &x, 1));
-    let cold_us = time_runs(ctx, opt.iters.max(copies), |cmd, i| gemv::record(ctx, cmd, &mats[i % copies], xr, yr, &p))?;
-    let hot_us = time_runs(ctx, opt.iters, |cmd, _| gemv::record(ctx, cmd, &mats[0], xr, yr, &p))?;
-    drop(mats);
-    // Naive kernel: u32 words of 8 nibbles, per-row (scale, zero), its own rotated copies.
+    gemv::gemv_host(ctx, &mats[0], x, &mut y, 1)?;
+    let rel_err = reference::relative_error(&y, &reference::gemv(data, x, 1));
+    let cold_us = time_runs(ctx, opt.iters.max(copies), |cmd, i| {
+        gemv::record(ctx, cmd, &mats[i % copies], xr, yr, &p)
+    })?;
+    let hot_us = time_runs(ctx, opt.iters, |cmd, _| {
+        gemv::record(ctx, cmd, &mats[0], xr, yr, &p)
+    })?;
+    let bytes = (bytes_per + 4 * k as u64 + 4 * n as u64) as f64;
+    Ok((cold_us, hot_us, bytes, rel_err))
+}
+
+/// Cold time of the naive kernel (u32 words of 8 nibbles, per-row scale and zero), with
+/// its own rotated copies.
+fn time_naive(
+    ctx: &Context,
+    opt: &Options,
+    n: usize,
+    k: usize,
+    x: &[f32],
+    seed: &mut u64,
+) -> Result<f64> {
     let naive_bytes = (n * k / 2 + 8 * n) as u64;
-    let naive_copies = (opt.cold_bytes.div_ceil(naive_bytes) + 1) as usize;
-    let kernel = Kernel::new(ctx, shaders::NAIVE, 4, 8, naive_copies as u32)?;
-    let sz: Vec<u8> = (0..n).flat_map(|_| [0.01f32.to_le_bytes(), 8.0f32.to_le_bytes()].concat()).collect();
+    let copies = (opt.cold_bytes.div_ceil(naive_bytes) + 1) as usize;
+    let kernel = Kernel::new(ctx, shaders::NAIVE, 4, 8, copies as u32)?;
+    let sz: Vec<u8> = (0..n)
+        .flat_map(|_| [0.01f32.to_le_bytes(), 8.0f32.to_le_bytes()].concat())
+        .collect();
     let szb = device_buffer(ctx, &sz)?;
+    let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let xb = device_buffer(ctx, &xv)?;
+    let yb = Buffer::new(&ctx.device, 4 * n as u64, MemoryKind::Device)?;
     let mut words = vec![0u8; n * k / 2];
     fill_random(&mut words, seed);
     let mut naive = Vec::new();
-    for _ in 0..naive_copies {
+    for _ in 0..copies {
         let w = device_buffer(ctx, &words)?;
         let set = kernel.set(&[&w, &szb, &xb, &yb])?;
         naive.push((w, set));
     }
-    let push: Vec<u8> = [n as u32, k as u32].iter().flat_map(|v| v.to_ne_bytes()).collect();
-    let naive_iters = if opt.quick { 3 } else { opt.iters.min(20) }.max(naive_copies);
-    let naive_us = time_runs(ctx, naive_iters, |cmd, i| {
-        kernel.record(cmd, naive[i % naive_copies].1, &push, (n as u32).div_ceil(64));
+    let push: Vec<u8> = [n as u32, k as u32]
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
+    let iters = if opt.quick { 3 } else { opt.iters.min(20) }.max(copies);
+    time_runs(ctx, iters, |cmd, i| {
+        kernel.record(cmd, naive[i % copies].1, &push, (n as u32).div_ceil(64));
         Ok(())
-    })?;
-    Ok(Row { n, k, cold_us, hot_us, bytes: (bytes_per + 4 * k as u64 + 4 * n as u64) as f64, naive_us, rel_err })
+    })
+}
+
+fn bench_shape(ctx: &Context, opt: &Options, n: usize, k: usize, seed: &mut u64) -> Result<Row> {
+    let data = random_matrix(n, k, seed);
+    let x = activations(k);
+    let (cold_us, hot_us, bytes, rel_err) = time_gemv(ctx, opt, &data, &x)?;
+    let naive_us = time_naive(ctx, opt, n, k, &x, seed)?;
+    Ok(Row {
+        n,
+        k,
+        cold_us,
+        hot_us,
+        bytes,
+        naive_us,
+        rel_err,
+    })
+}
+
+fn activations(k: usize) -> Vec<f32> {
+    (0..k)
+        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+        .collect()
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    if args.iter().any(|a| a != "--quick") {
-        eprintln!("usage: q4vk-bench [--quick]");
-        std::process::exit(2);
+    let usage = || -> ! {
+        eprintln!("usage: q4vk-bench [--quick] [--sweep] [--workgroup W --rows R]");
+        std::process::exit(2)
+    };
+    let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut number = || {
+            args.next()
+                .and_then(|v| v.parse::<u32>().ok())
+                .unwrap_or_else(|| usage())
+        };
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--sweep" => sweep = true,
+            "--workgroup" => wg = Some(number()),
+            "--rows" => rows = Some(number()),
+            _ => usage(),
+        }
     }
+    let tuning = match (wg, rows) {
+        (None, None) => None,
+        (Some(w), Some(r)) => Some((w, r)),
+        _ => usage(),
+    };
     let opt = Options {
         quick,
+        sweep,
+        tuning,
         iters: if quick { 5 } else { 100 },
         cold_bytes: if quick { 32 << 20 } else { 256 << 20 },
     };
@@ -309,14 +500,81 @@ fn rate(gbs: f64) -> String {
     }
 }
 
+fn context(tuning: Option<(u32, u32)>) -> Result<Context> {
+    Context::new(
+        ContextConfig {
+            device_index: -1,
+            tuning,
+            ..Default::default()
+        },
+        Logger::silent(),
+    )
+}
+
+/// Times the two target cases over a grid of workgroup shapes.
+fn sweep(opt: &Options) -> Result<()> {
+    let div = if opt.quick { 4 } else { 1 };
+    let mut seed = 0x51u64;
+    let big = random_matrix(28672 / div, 8192 / div, &mut seed);
+    let mid = random_matrix(11008 / div, 4096 / div, &mut seed);
+    let (xb, xm) = (activations(big.shape.k), activations(mid.shape.k));
+    println!(
+        "| workgroup | rows | {} × {} cold µs | {} × {} hot µs |",
+        big.shape.n, big.shape.k, mid.shape.n, mid.shape.k
+    );
+    println!("| --- | --- | --- | --- |");
+    for (wg, rows) in [
+        (64, 1),
+        (64, 2),
+        (64, 4),
+        (128, 1),
+        (128, 2),
+        (128, 4),
+        (128, 8),
+        (256, 2),
+        (256, 4),
+        (256, 8),
+        (512, 4),
+    ] {
+        // A workgroup smaller than this device's subgroup is refused: skip it.
+        let Ok(ctx) = context(Some((wg, rows))) else {
+            continue;
+        };
+        let (cold, _, _, e1) = time_gemv(&ctx, opt, &big, &xb)?;
+        let (_, hot, _, e2) = time_gemv(&ctx, opt, &mid, &xm)?;
+        if e1.max(e2) > 1e-5 {
+            return Err(Error::Internal(format!(
+                "wrong result at ({wg}, {rows}): {:.1e}",
+                e1.max(e2)
+            )));
+        }
+        println!("| {wg} | {rows} | {cold:.1} | {hot:.1} |");
+    }
+    Ok(())
+}
+
 fn run(opt: &Options) -> Result<()> {
-    let ctx = Context::new(ContextConfig { device_index: -1, ..Default::default() }, Logger::silent())?;
+    if opt.sweep {
+        return sweep(opt);
+    }
+    let ctx = context(opt.tuning)?;
     if !ctx.device.timestamps {
-        return Err(Error::Unsupported("the compute queue has no timestamps".into()));
+        return Err(Error::Unsupported(
+            "the compute queue has no timestamps".into(),
+        ));
     }
     let copy = copy_bandwidth(&ctx, opt)?;
-    println!("device: {} ({} kernels, workgroup {}, {} rows/workgroup)", ctx.device_name(), if ctx.portable { "portable" } else { "subgroup" }, ctx.pipelines.tuning.workgroup, ctx.pipelines.tuning.rows);
-    println!("compute-shader copy (uvec4, read + write): {} GB/s", rate(copy));
+    println!(
+        "device: {} ({} kernels, workgroup {}, {} rows/workgroup)",
+        ctx.device_name(),
+        if ctx.portable { "portable" } else { "subgroup" },
+        ctx.pipelines.tuning.workgroup,
+        ctx.pipelines.tuning.rows
+    );
+    println!(
+        "compute-shader copy (uvec4, read + write): {} GB/s",
+        rate(copy)
+    );
     println!("mode: {}; m = 1, group 128, symmetric, f16 scales, f32 activations; medians of timestamp pairs", if opt.quick { "quick (N/4, K/4)" } else { "full" });
     println!();
     println!("| N × K | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err |");

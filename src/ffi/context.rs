@@ -189,7 +189,11 @@ unsafe fn adoption_of(d: &q4vk_context_desc) -> Result<Option<Adoption>> {
             user: d.queue_lock_user,
         }),
         (None, None) => None,
-        _ => return Err(invalid!("set both desc->queue_lock and desc->queue_unlock, or neither")),
+        _ => {
+            return Err(invalid!(
+                "set both desc->queue_lock and desc->queue_unlock, or neither"
+            ))
+        }
     };
     let gipa = d.get_instance_proc_addr.expect("checked above");
     Ok(Some(Adoption {
@@ -232,7 +236,10 @@ pub unsafe extern "C" fn q4vk_context_create(
         check_header_version(d.header_version)?;
         let known = Q4VK_CONTEXT_VALIDATION | Q4VK_CONTEXT_PORTABLE_KERNELS;
         if d.flags & !known != 0 {
-            return Err(invalid!("desc->flags has unknown bits {:#x}", d.flags & !known));
+            return Err(invalid!(
+                "desc->flags has unknown bits {:#x}",
+                d.flags & !known
+            ));
         }
         if d.log_level > Q4VK_LOG_DEBUG {
             return Err(invalid!(
@@ -246,6 +253,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             validation: d.flags & Q4VK_CONTEXT_VALIDATION != 0,
             portable: d.flags & Q4VK_CONTEXT_PORTABLE_KERNELS != 0,
             adopt,
+            tuning: None,
         };
         let logger = Logger::new(d.log, d.log_user, d.log_level);
         let context = Context::new(config, logger)?;

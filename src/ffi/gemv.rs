@@ -7,7 +7,7 @@ use super::ptr::{check_disjoint, check_size, read_struct, require, VersionedStru
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
 use crate::vk::context::Context;
-use crate::vk::gemv::{self, BufferRange, GemvParams, MAX_M};
+use crate::vk::gemv::{self, check_m, BufferRange, GemvParams};
 use crate::vk::matrix::DeviceMatrix;
 use ash::vk::{self, Handle};
 use std::ffi::c_void;
@@ -68,7 +68,11 @@ unsafe impl VersionedStruct for q4vk_gemv_args {
 /// `args` must be NULL or point to a writable `q4vk_gemv_args`.
 #[no_mangle]
 pub unsafe extern "C" fn q4vk_gemv_args_default(args: *mut q4vk_gemv_args) {
-    let empty = q4vk_buffer_ref { buffer: 0, offset: 0, range: 0 };
+    let empty = q4vk_buffer_ref {
+        buffer: 0,
+        offset: 0,
+        range: 0,
+    };
     let value = q4vk_gemv_args {
         struct_size: std::mem::size_of::<q4vk_gemv_args>() as u32,
         flags: 0,
@@ -85,25 +89,22 @@ pub unsafe extern "C" fn q4vk_gemv_args_default(args: *mut q4vk_gemv_args) {
     });
 }
 
-unsafe fn handles<'a>(ctx: *mut q4vk_context, mat: *const q4vk_matrix) -> Result<(&'a Context, &'a DeviceMatrix)> {
-    let ctx = &ctx.as_ref().ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?.0;
-    let mat = &mat.as_ref().ok_or_else(|| Error::NullPointer("mat is NULL".into()))?.0;
+unsafe fn handles<'a>(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+) -> Result<(&'a Context, &'a DeviceMatrix)> {
+    let ctx = &ctx
+        .as_ref()
+        .ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?
+        .0;
+    let mat = &mat
+        .as_ref()
+        .ok_or_else(|| Error::NullPointer("mat is NULL".into()))?
+        .0;
     if !mat.same_device(ctx) {
         return Err(invalid!("mat was created on a different device than ctx"));
     }
     Ok((ctx, mat))
-}
-
-fn check_m(m: u32) -> Result<()> {
-    if m == 0 {
-        return Err(invalid!("m is 0; it must be at least 1"));
-    }
-    if m > MAX_M {
-        return Err(Error::Unsupported(format!(
-            "m is {m}; the GEMV kernels take m = 1..{MAX_M} (no GEMM path for larger batches yet)"
-        )));
-    }
-    Ok(())
 }
 
 /// `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory, synchronous: copies x to a
@@ -183,18 +184,33 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
         require(command_buffer, "command_buffer")?;
         let a = read_struct(args, "args")?;
         if a.flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
-            return Err(invalid!("args->flags has unknown bits {:#x}", a.flags & !Q4VK_GEMV_F16_ACTIVATIONS));
+            return Err(invalid!(
+                "args->flags has unknown bits {:#x}",
+                a.flags & !Q4VK_GEMV_F16_ACTIVATIONS
+            ));
         }
         if a.reserved0 != 0 {
             return Err(invalid!("args->reserved0 is {}; it must be 0", a.reserved0));
         }
         check_m(a.m)?;
-        let range = |r: q4vk_buffer_ref| BufferRange { buffer: vk::Buffer::from_raw(r.buffer), offset: r.offset, range: r.range };
+        let range = |r: q4vk_buffer_ref| BufferRange {
+            buffer: vk::Buffer::from_raw(r.buffer),
+            offset: r.offset,
+            range: r.range,
+        };
         let params = GemvParams {
             m: a.m,
             x_f16: a.flags & Q4VK_GEMV_F16_ACTIVATIONS != 0,
-            x_stride: if a.x_row_stride == 0 { mat.shape.k as u64 } else { a.x_row_stride },
-            y_stride: if a.y_row_stride == 0 { mat.shape.n as u64 } else { a.y_row_stride },
+            x_stride: if a.x_row_stride == 0 {
+                mat.shape.k as u64
+            } else {
+                a.x_row_stride
+            },
+            y_stride: if a.y_row_stride == 0 {
+                mat.shape.n as u64
+            } else {
+                a.y_row_stride
+            },
         };
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params)

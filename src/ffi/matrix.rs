@@ -2,7 +2,10 @@
 
 use super::context::q4vk_context;
 use super::panic::{guard, guard_value};
-use super::ptr::{check_disjoint, check_size, in_bytes, out_bytes, read_struct, require, write_out, VersionedStruct};
+use super::ptr::{
+    check_disjoint, check_size, in_bytes, out_bytes, read_struct, require, write_out,
+    VersionedStruct,
+};
 use super::status::q4vk_status;
 use super::weight::{q4vk_dtype, Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
 use crate::error::{invalid, Error, Result};
@@ -128,7 +131,10 @@ fn check_common(d: &q4vk_matrix_desc) -> Result<()> {
         ));
     }
     if d.source == Q4VK_SOURCE_FLOAT && d.transposed > 1 {
-        return Err(invalid!("desc->transposed is {}; expected 0 or 1", d.transposed));
+        return Err(invalid!(
+            "desc->transposed is {}; expected 0 or 1",
+            d.transposed
+        ));
     }
     Ok(())
 }
@@ -168,13 +174,21 @@ pub unsafe extern "C" fn q4vk_q4_quantize_size(
                 2
             }
             Q4VK_SOURCE_Q4 => q4_scale_type(d.dtype)?.size(),
-            _ => return Err(invalid!("desc->source is Q4VK_SOURCE_PADDLE; sizes are those of q4vk_weight_quantize_size")),
+            _ => {
+                return Err(invalid!(
+                "desc->source is Q4VK_SOURCE_PADDLE; sizes are those of q4vk_weight_quantize_size"
+            ))
+            }
         };
         require(weight_bytes, "weight_bytes")?;
         require(scales_bytes, "scales_bytes")?;
         require(zeros_bytes, "zeros_bytes")?;
         write_out(weight_bytes, shape.weight_bytes(), "weight_bytes")?;
-        write_out(scales_bytes, shape.scale_count() * scale_size, "scales_bytes")?;
+        write_out(
+            scales_bytes,
+            shape.scale_count() * scale_size,
+            "scales_bytes",
+        )?;
         write_out(zeros_bytes, shape.zeros_bytes(), "zeros_bytes")
     })
 }
@@ -187,7 +201,14 @@ unsafe fn float_source<'a>(d: &q4vk_matrix_desc) -> Result<(Q4Shape, FloatWeight
     require(d.weight, "desc->weight")?;
     check_size("desc->weight_bytes", d.weight_bytes, needed)?;
     let bytes = in_bytes(d.weight.cast(), needed, "desc->weight")?;
-    Ok((shape, FloatWeights { dtype, transposed: d.transposed == 1, bytes }))
+    Ok((
+        shape,
+        FloatWeights {
+            dtype,
+            transposed: d.transposed == 1,
+            bytes,
+        },
+    ))
 }
 
 /// Quantizes `desc->weight` (source FLOAT) to the Q4 format, exactly what a FLOAT matrix
@@ -220,10 +241,16 @@ pub unsafe extern "C" fn q4vk_q4_quantize(
         let d = read_struct(desc, "desc")?;
         check_common(&d)?;
         if d.source != Q4VK_SOURCE_FLOAT {
-            return Err(invalid!("desc->source must be Q4VK_SOURCE_FLOAT for q4vk_q4_quantize"));
+            return Err(invalid!(
+                "desc->source must be Q4VK_SOURCE_FLOAT for q4vk_q4_quantize"
+            ));
         }
         let (shape, w) = float_source(&d)?;
-        let (wb, sb, zb) = (shape.weight_bytes(), 2 * shape.scale_count(), shape.zeros_bytes());
+        let (wb, sb, zb) = (
+            shape.weight_bytes(),
+            2 * shape.scale_count(),
+            shape.zeros_bytes(),
+        );
         require(weight, "weight")?;
         require(scales, "scales")?;
         if zb > 0 {
@@ -233,13 +260,21 @@ pub unsafe extern "C" fn q4vk_q4_quantize(
         check_size("scales_bytes", scales_bytes, sb)?;
         check_size("zeros_bytes", zeros_bytes, zb)?;
         check_disjoint(
-            &[("weight", weight as usize, wb), ("scales", scales as usize, sb), ("zeros", zeros as usize, zb)],
+            &[
+                ("weight", weight as usize, wb),
+                ("scales", scales as usize, sb),
+                ("zeros", zeros as usize, zb),
+            ],
             &[("desc->weight", d.weight as usize, w.bytes.len())],
         )?;
         let out = Q4Out {
             weight: out_bytes(weight, wb, "weight")?,
             scales: out_bytes(scales.cast(), sb, "scales")?,
-            zeros: if zb > 0 { out_bytes(zeros, zb, "zeros")? } else { &mut [] },
+            zeros: if zb > 0 {
+                out_bytes(zeros, zb, "zeros")?
+            } else {
+                &mut []
+            },
         };
         q4::quantize(&shape, &w, out, resolve_threads(0))
     })
@@ -253,7 +288,11 @@ unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
             let mut weight = vec![0u8; shape.weight_bytes()];
             let mut scales = vec![0u8; 2 * shape.scale_count()];
             let mut zeros = vec![0u8; shape.zeros_bytes()];
-            let out = Q4Out { weight: &mut weight, scales: &mut scales, zeros: &mut zeros };
+            let out = Q4Out {
+                weight: &mut weight,
+                scales: &mut scales,
+                zeros: &mut zeros,
+            };
             q4::quantize(&shape, &w, out, resolve_threads(0))?;
             Ok(Q4Data {
                 shape,
@@ -266,7 +305,11 @@ unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
         Q4VK_SOURCE_Q4 => {
             let shape = Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?;
             let scale_type = q4_scale_type(d.dtype)?;
-            let (wb, sb, zb) = (shape.weight_bytes(), shape.scale_count() * scale_type.size(), shape.zeros_bytes());
+            let (wb, sb, zb) = (
+                shape.weight_bytes(),
+                shape.scale_count() * scale_type.size(),
+                shape.zeros_bytes(),
+            );
             require(d.weight, "desc->weight")?;
             require(d.scales, "desc->scales")?;
             if zb > 0 {
@@ -280,14 +323,20 @@ unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
                 weight: Cow::Borrowed(in_bytes(d.weight.cast(), wb, "desc->weight")?),
                 scale_type,
                 scales: Cow::Borrowed(in_bytes(d.scales.cast(), sb, "desc->scales")?),
-                zeros: if zb > 0 { Cow::Borrowed(in_bytes(d.zeros.cast(), zb, "desc->zeros")?) } else { Cow::Owned(Vec::new()) },
+                zeros: if zb > 0 {
+                    Cow::Borrowed(in_bytes(d.zeros.cast(), zb, "desc->zeros")?)
+                } else {
+                    Cow::Owned(Vec::new())
+                },
             };
             data.validate()?;
             Ok(data)
         }
         _ => {
             if d.zero_points != 0 {
-                return Err(invalid!("desc->zero_points must be 0 for Q4VK_SOURCE_PADDLE (Paddle int4 is symmetric)"));
+                return Err(invalid!(
+                    "desc->zero_points must be 0 for Q4VK_SOURCE_PADDLE (Paddle int4 is symmetric)"
+                ));
             }
             let scheme = PaddleScheme::new(PaddleParams {
                 algo: 1,
@@ -331,7 +380,10 @@ pub unsafe extern "C" fn q4vk_matrix_create(
     out: *mut *mut q4vk_matrix,
 ) -> q4vk_status {
     guard("q4vk_matrix_create", || unsafe {
-        let ctx = &ctx.as_ref().ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?.0;
+        let ctx = &ctx
+            .as_ref()
+            .ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?
+            .0;
         let d = read_struct(desc, "desc")?;
         require(out, "out")?;
         check_common(&d)?;

@@ -10,7 +10,12 @@ use std::borrow::Cow;
 
 /// Converts Paddle's `qweight` (`scheme.qweight_bytes()`) and `scale`
 /// (`scheme.scale_bytes()`) of an int4 scheme into a Q4 matrix.
-pub fn paddle_to_q4(scheme: &PaddleScheme, qweight: &[u8], scale: &[u8], threads: usize) -> Q4Data<'static> {
+pub fn paddle_to_q4(
+    scheme: &PaddleScheme,
+    qweight: &[u8],
+    scale: &[u8],
+    threads: usize,
+) -> Q4Data<'static> {
     let (k, n) = (scheme.geometry.k, scheme.geometry.n);
     let mut plain = vec![0u8; scheme.qweight_bytes()];
     scheme.geometry.unpermute(qweight, &mut plain, threads);
@@ -66,7 +71,15 @@ mod tests {
     fn paddle_round_trip_matches_paddle_dequantize() {
         for (dtype, arch, gs) in [(1u32, 80, -1), (2, 70, 64), (0, 90, 128)] {
             let (k, n) = (128usize, 32usize);
-            let scheme = PaddleScheme::new(PaddleParams { algo: 1, dtype, arch, group_size: gs, k: k as u64, n: n as u64 }).unwrap();
+            let scheme = PaddleScheme::new(PaddleParams {
+                algo: 1,
+                dtype,
+                arch,
+                group_size: gs,
+                k: k as u64,
+                n: n as u64,
+            })
+            .unwrap();
             let mut seed = 1u64;
             let vals: Vec<f32> = (0..k * n)
                 .map(|_| {

@@ -106,7 +106,13 @@ mod tests {
         assert_eq!(w[16], 33 & 0x0f);
         assert!(w[17..].iter().all(|&b| b == 0));
         assert_eq!(l.pack_zeros(&data, 0..1), vec![3, 3, 0, 0]);
-        assert_eq!(VkLayout::of(&Q4Shape::new(1, 64, -1, 0).unwrap()).group_shift, 31);
-        assert_eq!(VkLayout::of(&Q4Shape::new(1, 64, 256, 0).unwrap()).group_shift, 3);
+        assert_eq!(
+            VkLayout::of(&Q4Shape::new(1, 64, -1, 0).unwrap()).group_shift,
+            31
+        );
+        assert_eq!(
+            VkLayout::of(&Q4Shape::new(1, 64, 256, 0).unwrap()).group_shift,
+            3
+        );
     }
 }

@@ -50,7 +50,9 @@ impl Q4Shape {
             ));
         }
         if zero_points > 1 {
-            return Err(invalid!("desc->zero_points is {zero_points}; expected 0 or 1"));
+            return Err(invalid!(
+                "desc->zero_points is {zero_points}; expected 0 or 1"
+            ));
         }
         let too_big = || invalid!("desc->n * desc->k = {n} * {k} overflows this platform's size_t");
         let n = usize::try_from(n).map_err(|_| too_big())?;
@@ -231,7 +233,11 @@ fn check_finite<E: Element>(bytes: &[u8], n: usize, k: usize, transposed: bool) 
 fn gather_row<E: Element>(w: &FloatWeights, shape: &Q4Shape, row: usize, out: &mut [f32]) {
     let (n, k) = (shape.n, shape.k);
     for (kk, v) in out.iter_mut().enumerate() {
-        let i = if w.transposed { kk * n + row } else { row * k + kk };
+        let i = if w.transposed {
+            kk * n + row
+        } else {
+            row * k + kk
+        };
         *v = E::widen(E::load(&w.bytes[i * E::SIZE..]));
     }
 }
@@ -286,7 +292,8 @@ fn quantize_rows<E: Element>(
         gather_row::<E>(w, shape, row, &mut values);
         for g in 0..groups {
             let range = g * gs..((g + 1) * gs).min(k);
-            let (s, z) = quantize_group(&values[range.clone()], shape.zero_points, &mut codes[range])?;
+            let (s, z) =
+                quantize_group(&values[range.clone()], shape.zero_points, &mut codes[range])?;
             let i = r * groups + g;
             out.scales[2 * i..2 * i + 2].copy_from_slice(&s.to_le_bytes());
             if shape.zero_points {
@@ -307,7 +314,9 @@ fn quantize_rows<E: Element>(
 pub fn quantize(shape: &Q4Shape, w: &FloatWeights, out: Q4Out, threads: usize) -> Result<()> {
     let expected = shape.n * shape.k * w.dtype.size();
     if w.bytes.len() != expected || out.weight.len() != shape.weight_bytes() {
-        return Err(Error::Internal("q4::quantize: buffer sizes do not match the shape".into()));
+        return Err(Error::Internal(
+            "q4::quantize: buffer sizes do not match the shape".into(),
+        ));
     }
     with_element!(w.dtype, E => check_finite::<E>(w.bytes, shape.n, shape.k, w.transposed))?;
     // Quantize into scratch first, so a refused group leaves the caller's buffers untouched.
@@ -316,7 +325,11 @@ pub fn quantize(shape: &Q4Shape, w: &FloatWeights, out: Q4Out, threads: usize) -
     let mut zeros = vec![0u8; out.zeros.len()];
     let threads = threads.clamp(1, shape.n);
     let per = shape.n.div_ceil(threads);
-    let (rb, sb, zb) = (shape.row_bytes(), 2 * shape.groups(), shape.zeros_bytes() / shape.n);
+    let (rb, sb, zb) = (
+        shape.row_bytes(),
+        2 * shape.groups(),
+        shape.zeros_bytes() / shape.n,
+    );
     let results: Vec<Result<()>> = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         let (mut wr, mut sr, mut zr) = (&mut weight[..], &mut scales[..], &mut zeros[..]);
@@ -327,16 +340,23 @@ pub fn quantize(shape: &Q4Shape, w: &FloatWeights, out: Q4Out, threads: usize) -
             let (s0, s1) = std::mem::take(&mut sr).split_at_mut(rows * sb);
             let (z0, z1) = std::mem::take(&mut zr).split_at_mut(rows * zb);
             (wr, sr, zr) = (w1, s1, z1);
-            let part = Q4Out { weight: w0, scales: s0, zeros: z0 };
+            let part = Q4Out {
+                weight: w0,
+                scales: s0,
+                zeros: z0,
+            };
             let start = first;
-            handles.push(scope.spawn(move || {
-                with_element!(w.dtype, E => quantize_rows::<E>(w, shape, start, part))
-            }));
+            handles.push(scope.spawn(
+                move || with_element!(w.dtype, E => quantize_rows::<E>(w, shape, start, part)),
+            ));
             first += rows;
         }
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Internal("quantize thread panicked".into()))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Internal("quantize thread panicked".into())))
+            })
             .collect()
     });
     results.into_iter().collect::<Result<Vec<()>>>()?;
@@ -369,16 +389,24 @@ mod tests {
         }
         if zero_points {
             let z = round(-lo / s).clamp(0.0, 15.0);
-            let codes = values.iter().map(|&v| (round(v / s) + z).clamp(0.0, 15.0) as u8).collect();
+            let codes = values
+                .iter()
+                .map(|&v| (round(v / s) + z).clamp(0.0, 15.0) as u8)
+                .collect();
             (s, z as u8, codes)
         } else {
-            let codes = values.iter().map(|&v| (round(v / s).clamp(-8.0, 7.0) + 8.0) as u8).collect();
+            let codes = values
+                .iter()
+                .map(|&v| (round(v / s).clamp(-8.0, 7.0) + 8.0) as u8)
+                .collect();
             (s, 0, codes)
         }
     }
 
     fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
     }
 
@@ -404,11 +432,19 @@ mod tests {
                             nk.clone()
                         };
                         let bytes: Vec<u8> = stored.iter().flat_map(|v| v.to_le_bytes()).collect();
-                        let w = FloatWeights { dtype: Dtype::F32, transposed, bytes: &bytes };
+                        let w = FloatWeights {
+                            dtype: Dtype::F32,
+                            transposed,
+                            bytes: &bytes,
+                        };
                         let mut qw = vec![0xAAu8; shape.weight_bytes()];
                         let mut qs = vec![0u8; 2 * shape.scale_count()];
                         let mut qz = vec![0u8; shape.zeros_bytes()];
-                        let out = Q4Out { weight: &mut qw, scales: &mut qs, zeros: &mut qz };
+                        let out = Q4Out {
+                            weight: &mut qw,
+                            scales: &mut qs,
+                            zeros: &mut qz,
+                        };
                         quantize(&shape, &w, out, 3).unwrap();
                         let data = Q4Data {
                             shape,
@@ -427,7 +463,11 @@ mod tests {
                                     assert_eq!(data.zero(i), z);
                                 }
                                 for (j, kk) in r.enumerate() {
-                                    assert_eq!(data.code(row, kk), codes[j], "n{n} k{k} g{gs} zp{zp} t{transposed} row {row} k {kk}");
+                                    assert_eq!(
+                                        data.code(row, kk),
+                                        codes[j],
+                                        "n{n} k{k} g{gs} zp{zp} t{transposed} row {row} k {kk}"
+                                    );
                                 }
                             }
                             if k % 2 == 1 {
@@ -446,11 +486,22 @@ mod tests {
         let mut vals = [1.0f32; 8];
         vals[6] = f32::NAN;
         let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let w = FloatWeights { dtype: Dtype::F32, transposed: false, bytes: &bytes };
+        let w = FloatWeights {
+            dtype: Dtype::F32,
+            transposed: false,
+            bytes: &bytes,
+        };
         let (mut qw, mut qs) = (vec![0x55u8; 4], vec![0x55u8; 4]);
-        let out = Q4Out { weight: &mut qw, scales: &mut qs, zeros: &mut [] };
+        let out = Q4Out {
+            weight: &mut qw,
+            scales: &mut qs,
+            zeros: &mut [],
+        };
         let e = quantize(&shape, &w, out, 1).unwrap_err();
-        assert!(matches!(e, Error::NonFinite(ref m) if m.contains("n = 1, k = 2")), "{e}");
+        assert!(
+            matches!(e, Error::NonFinite(ref m) if m.contains("n = 1, k = 2")),
+            "{e}"
+        );
         assert_eq!(qw, [0x55; 4]);
     }
 

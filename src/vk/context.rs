@@ -24,6 +24,10 @@ pub struct ContextConfig {
     pub portable: bool,
     /// Borrow these host objects instead of creating an instance and device.
     pub adopt: Option<Adoption>,
+    /// Workgroup size and rows per workgroup instead of the per-device choice (tuning
+    /// experiments, e.g. `q4vk-bench --workgroup 256 --rows 8`); the subgroup size stays
+    /// the device's.
+    pub tuning: Option<(u32, u32)>,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -92,16 +96,27 @@ impl Context {
         let (device, queue_lock) = match &config.adopt {
             None => {
                 let instance = Arc::new(Instance::create(config.validation, logger.clone())?);
-                (Arc::new(Device::create(instance, config.device_index, &logger)?), None)
+                (
+                    Arc::new(Device::create(instance, config.device_index, &logger)?),
+                    None,
+                )
             }
             Some(a) => {
                 // SAFETY: the host's handles, valid until q4vk_context_destroy (contract).
                 let instance = Arc::new(unsafe {
                     Instance::adopt(a.get_instance_proc_addr, a.instance, logger.clone())
                 });
-                let names: Vec<&std::ffi::CStr> = a.extensions.iter().map(|c| c.as_c_str()).collect();
+                let names: Vec<&std::ffi::CStr> =
+                    a.extensions.iter().map(|c| c.as_c_str()).collect();
                 let device = unsafe {
-                    Device::adopt(instance, a.physical, a.device, a.queue, a.queue_family, &names)?
+                    Device::adopt(
+                        instance,
+                        a.physical,
+                        a.device,
+                        a.queue,
+                        a.queue_family,
+                        &names,
+                    )?
                 };
                 (Arc::new(device), a.lock)
             }
@@ -109,12 +124,21 @@ impl Context {
         let info = &device.info;
         let env_portable = std::env::var("Q4VK_PORTABLE").is_ok_and(|v| v == "1");
         let sg = info.subgroup_size;
-        let subgroup_ok = info.subgroup_arithmetic && sg.is_power_of_two() && (4..=128).contains(&sg);
+        let subgroup_ok =
+            info.subgroup_arithmetic && sg.is_power_of_two() && (4..=128).contains(&sg);
         let portable = config.portable || env_portable || !subgroup_ok;
         let tuning = if portable {
-            Tuning { workgroup: 64, rows: 4, subgroup: 1 }
+            Tuning {
+                workgroup: 64,
+                rows: 4,
+                subgroup: 1,
+            }
         } else {
-            Tuning { workgroup: 128.max(sg), rows: 4, subgroup: sg }
+            Tuning {
+                workgroup: 128.max(sg),
+                rows: 4,
+                subgroup: sg,
+            }
         };
         logger.log(
             LEVEL_INFO,
@@ -127,12 +151,7 @@ impl Context {
         );
         let pipelines = Pipelines::new(&device, tuning)?;
         let limits = Limits {
-            max_part_bytes: info
-                .max_storage_range
-                .min(info.max_allocation)
-                .min(1 << 31)
-                / 16
-                * 16,
+            max_part_bytes: info.max_storage_range.min(info.max_allocation).min(1 << 31) / 16 * 16,
             max_groups: info.max_groups,
         };
         let xy_sets = device

@@ -71,7 +71,9 @@ fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceI
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
         subgroup_size: subgroup.subgroup_size,
-        subgroup_arithmetic: subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
+        subgroup_arithmetic: subgroup
+            .supported_stages
+            .contains(vk::ShaderStageFlags::COMPUTE)
             && subgroup.supported_operations.contains(needed),
         max_storage_range: p.limits.max_storage_buffer_range as u64,
         max_allocation: maint3.max_memory_allocation_size,

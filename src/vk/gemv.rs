@@ -61,7 +61,12 @@ impl XySets {
     }
 
     /// The set for (x, y), allocated and written on first use.
-    fn get(&mut self, layout: vk::DescriptorSetLayout, x: BufferRange, y: BufferRange) -> Result<vk::DescriptorSet> {
+    fn get(
+        &mut self,
+        layout: vk::DescriptorSetLayout,
+        x: BufferRange,
+        y: BufferRange,
+    ) -> Result<vk::DescriptorSet> {
         if let Some(&set) = self.sets.get(&(x, y)) {
             return Ok(set);
         }
@@ -127,7 +132,10 @@ fn buffer_infos(x: BufferRange, y: BufferRange) -> [[vk::DescriptorBufferInfo; 1
     })
 }
 
-fn writes(infos: &[[vk::DescriptorBufferInfo; 1]; 2], set: vk::DescriptorSet) -> [vk::WriteDescriptorSet<'_>; 2] {
+fn writes(
+    infos: &[[vk::DescriptorBufferInfo; 1]; 2],
+    set: vk::DescriptorSet,
+) -> [vk::WriteDescriptorSet<'_>; 2] {
     [0, 1].map(|i| {
         vk::WriteDescriptorSet::default()
             .dst_set(set)
@@ -137,23 +145,40 @@ fn writes(infos: &[[vk::DescriptorBufferInfo; 1]; 2], set: vk::DescriptorSet) ->
     })
 }
 
-/// Checks a GEMV call against the matrix and the device limits.
-pub fn validate(ctx: &Context, mat: &DeviceMatrix, x: &BufferRange, y: &BufferRange, p: &GemvParams) -> Result<()> {
-    let (n, k) = (mat.shape.n as u64, mat.shape.k as u64);
-    if p.m == 0 {
+/// Checks the activation count: 0 is invalid, more than [`MAX_M`] unsupported.
+pub fn check_m(m: u32) -> Result<()> {
+    if m == 0 {
         return Err(invalid!("m is 0; it must be at least 1"));
     }
-    if p.m > MAX_M {
+    if m > MAX_M {
         return Err(Error::Unsupported(format!(
-            "m is {}; the GEMV kernels take m = 1..{MAX_M} (a GEMM path for larger batches does not exist yet)",
-            p.m
+            "m is {m}; the GEMV kernels take m = 1..{MAX_M} (no GEMM path for larger batches yet)"
         )));
     }
+    Ok(())
+}
+
+/// Checks a GEMV call against the matrix and the device limits.
+pub fn validate(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    x: &BufferRange,
+    y: &BufferRange,
+    p: &GemvParams,
+) -> Result<()> {
+    let (n, k) = (mat.shape.n as u64, mat.shape.k as u64);
+    check_m(p.m)?;
     if p.x_stride < k {
-        return Err(invalid!("x_row_stride is {}, smaller than k = {k}", p.x_stride));
+        return Err(invalid!(
+            "x_row_stride is {}, smaller than k = {k}",
+            p.x_stride
+        ));
     }
     if p.y_stride < n {
-        return Err(invalid!("y_row_stride is {}, smaller than n = {n}", p.y_stride));
+        return Err(invalid!(
+            "y_row_stride is {}, smaller than n = {n}",
+            p.y_stride
+        ));
     }
     let m = p.m as u64;
     let x_elems = (m - 1)
@@ -169,10 +194,16 @@ pub fn validate(ctx: &Context, mat: &DeviceMatrix, x: &BufferRange, y: &BufferRa
             "x or y spans more than 2^32 elements; the kernels index them with 32 bits".into(),
         ));
     }
-    let x_bytes = if p.x_f16 { 4 * x_elems.div_ceil(2) } else { 4 * x_elems };
+    let x_bytes = if p.x_f16 {
+        4 * x_elems.div_ceil(2)
+    } else {
+        4 * x_elems
+    };
     for (name, b, need) in [("x", x, x_bytes), ("y", y, 4 * y_elems)] {
         if b.buffer == vk::Buffer::null() {
-            return Err(Error::NullPointer(format!("args->{name}.buffer is VK_NULL_HANDLE")));
+            return Err(Error::NullPointer(format!(
+                "args->{name}.buffer is VK_NULL_HANDLE"
+            )));
         }
         if b.range < need {
             return Err(Error::BufferTooSmall(format!(
@@ -204,7 +235,14 @@ pub fn validate(ctx: &Context, mat: &DeviceMatrix, x: &BufferRange, y: &BufferRa
 /// Records `y = W x` into `cmd` (validated first; nothing is recorded on error). Binds
 /// the GEMV pipeline, set 1 (x, y: pushed or cached), then per part set 0 and the push
 /// constants, and dispatches. No barriers.
-pub fn record(ctx: &Context, cmd: vk::CommandBuffer, mat: &DeviceMatrix, x: BufferRange, y: BufferRange, p: &GemvParams) -> Result<()> {
+pub fn record(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    x: BufferRange,
+    y: BufferRange,
+    p: &GemvParams,
+) -> Result<()> {
     validate(ctx, mat, &x, &y, p)?;
     let key = PipelineKey {
         portable: ctx.portable,
@@ -215,7 +253,11 @@ pub fn record(ctx: &Context, cmd: vk::CommandBuffer, mat: &DeviceMatrix, x: Buff
     };
     let pipeline = ctx.pipelines.get(key)?;
     let cached_set = match &ctx.xy_sets {
-        Some(sets) => Some(sets.lock().unwrap_or_else(|e| e.into_inner()).get(ctx.pipelines.xy_set, x, y)?),
+        Some(sets) => Some(sets.lock().unwrap_or_else(|e| e.into_inner()).get(
+            ctx.pipelines.xy_set,
+            x,
+            y,
+        )?),
         None => None,
     };
     let d = &ctx.device.device;
@@ -226,7 +268,14 @@ pub fn record(ctx: &Context, cmd: vk::CommandBuffer, mat: &DeviceMatrix, x: Buff
     unsafe {
         d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
         match (cached_set, &ctx.device.push_descriptor) {
-            (Some(set), _) => d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 1, &[set], &[]),
+            (Some(set), _) => d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                layout,
+                1,
+                &[set],
+                &[],
+            ),
             (None, Some(push)) => {
                 let infos = buffer_infos(x, y);
                 let w = writes(&infos, vk::DescriptorSet::null());
@@ -235,7 +284,14 @@ pub fn record(ctx: &Context, cmd: vk::CommandBuffer, mat: &DeviceMatrix, x: Buff
             (None, None) => return Err(Error::Internal("no way to bind x and y".into())),
         }
         for part in &mat.parts {
-            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[part.set], &[]);
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                layout,
+                0,
+                &[part.set],
+                &[],
+            );
             let total = (part.rows as u64).div_ceil(rows_per_wg);
             let mut done = 0u64;
             while done < total {
@@ -275,7 +331,9 @@ fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind
         return Ok(());
     }
     if let (Some(old), Some(sets)) = (slot.take(), &ctx.xy_sets) {
-        sets.lock().unwrap_or_else(|e| e.into_inner()).forget(old.buffer);
+        sets.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(old.buffer);
     }
     *slot = Some(Buffer::new(&ctx.device, bytes.next_multiple_of(256), kind)?);
     Ok(())
@@ -283,7 +341,13 @@ fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind
 
 /// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
 /// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success).
-pub fn gemv_host(ctx: &Context, mat: &DeviceMatrix, x: &[f32], y: &mut [f32], m: u32) -> Result<()> {
+pub fn gemv_host(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    x: &[f32],
+    y: &mut [f32],
+    m: u32,
+) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
     let p = GemvParams {
         m,
@@ -291,21 +355,34 @@ pub fn gemv_host(ctx: &Context, mat: &DeviceMatrix, x: &[f32], y: &mut [f32], m:
         x_stride: k as u64,
         y_stride: n as u64,
     };
-    if m == 0 || m > MAX_M {
-        let dummy = BufferRange { buffer: vk::Buffer::null(), offset: 0, range: 0 };
-        validate(ctx, mat, &dummy, &dummy, &p)?;
-    }
+    check_m(m)?;
     let (xn, yn) = (m as usize * k, m as usize * n);
     let mut exec = ctx.exec.lock().unwrap_or_else(|e| e.into_inner());
     let exec = &mut *exec;
     ensure(ctx, &mut exec.staging.x, 4 * xn as u64, MemoryKind::Upload)?;
-    ensure(ctx, &mut exec.staging.y, 4 * yn as u64, MemoryKind::Readback)?;
-    let (xb, yb) = (exec.staging.x.as_ref().expect("x"), exec.staging.y.as_ref().expect("y"));
+    ensure(
+        ctx,
+        &mut exec.staging.y,
+        4 * yn as u64,
+        MemoryKind::Readback,
+    )?;
+    let (xb, yb) = (
+        exec.staging.x.as_ref().expect("x"),
+        exec.staging.y.as_ref().expect("y"),
+    );
     // SAFETY: f32 slice viewed as bytes.
     let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn) };
     xb.write(0, xs);
-    let xr = BufferRange { buffer: xb.buffer, offset: 0, range: 4 * xn as u64 };
-    let yr = BufferRange { buffer: yb.buffer, offset: 0, range: 4 * yn as u64 };
+    let xr = BufferRange {
+        buffer: xb.buffer,
+        offset: 0,
+        range: 4 * xn as u64,
+    };
+    let yr = BufferRange {
+        buffer: yb.buffer,
+        offset: 0,
+        range: 4 * yn as u64,
+    };
     let lock = ctx.queue_lock;
     exec.submitter.run(lock.as_ref(), |cmd| {
         record(ctx, cmd, mat, xr, yr, &p)?;

@@ -41,7 +41,10 @@ fn pick_type(
 ) -> Option<u32> {
     wanted.iter().find_map(|&flags| {
         (0..props.memory_type_count).find(|&i| {
-            bits & (1 << i) != 0 && props.memory_types[i as usize].property_flags.contains(flags)
+            bits & (1 << i) != 0
+                && props.memory_types[i as usize]
+                    .property_flags
+                    .contains(flags)
         })
     })
 }
@@ -128,7 +131,9 @@ impl Buffer {
     pub fn read(&self, offset: usize, out: &mut [u8]) {
         assert!(!self.mapped.is_null() && offset + out.len() <= self.size as usize);
         // SAFETY: in bounds of the mapping; the device finished writing it.
-        unsafe { std::ptr::copy_nonoverlapping(self.mapped.add(offset), out.as_mut_ptr(), out.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.mapped.add(offset), out.as_mut_ptr(), out.len())
+        };
     }
 }
 

@@ -116,8 +116,10 @@ fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> 
 pub fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModule> {
     let words = shaders::words(spv)?;
     // SAFETY: valid SPIR-V embedded at build time.
-    unsafe { device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None) }
-        .map_err(|e| Error::vk("vkCreateShaderModule", e))
+    unsafe {
+        device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
+    }
+    .map_err(|e| Error::vk("vkCreateShaderModule", e))
 }
 
 impl Pipelines {
@@ -231,7 +233,12 @@ impl Drop for Pipelines {
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not
         // outlive the context (contract).
         unsafe {
-            for (_, p) in self.pipelines.get_mut().unwrap_or_else(|p| p.into_inner()).drain() {
+            for (_, p) in self
+                .pipelines
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .drain()
+            {
                 d.destroy_pipeline(p, None);
             }
             for m in self.modules {

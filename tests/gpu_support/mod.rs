@@ -22,7 +22,10 @@ unsafe extern "C" fn collect(user: *mut c_void, level: u32, message: *const c_ch
     let sink = &*(user as *const LogSink);
     let text = CStr::from_ptr(message).to_string_lossy().into_owned();
     if level <= Q4VK_LOG_WARN {
-        sink.messages.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+        sink.messages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(text);
     }
 }
 
@@ -34,10 +37,17 @@ pub struct Gpu {
 
 impl Gpu {
     pub fn new(portable: bool) -> Gpu {
-        let sink = Box::new(LogSink { messages: Mutex::new(Vec::new()) });
+        let sink = Box::new(LogSink {
+            messages: Mutex::new(Vec::new()),
+        });
         let mut desc = unsafe { std::mem::zeroed::<q4vk_context_desc>() };
         unsafe { q4vk_context_desc_default(&mut desc) };
-        desc.flags = Q4VK_CONTEXT_VALIDATION | if portable { Q4VK_CONTEXT_PORTABLE_KERNELS } else { 0 };
+        desc.flags = Q4VK_CONTEXT_VALIDATION
+            | if portable {
+                Q4VK_CONTEXT_PORTABLE_KERNELS
+            } else {
+                0
+            };
         desc.log = Some(collect);
         desc.log_user = &*sink as *const LogSink as *mut c_void;
         let mut ctx = std::ptr::null_mut();
@@ -46,13 +56,23 @@ impl Gpu {
         Gpu { ctx, sink }
     }
 
-    pub fn context(&self) -> &mut q4vk::vk::context::Context {
+    pub fn context(&self) -> &q4vk::vk::context::Context {
+        unsafe { context_mut(self.ctx) }.unwrap()
+    }
+
+    /// For tests that lower the dispatcher's limits.
+    pub fn context_mut(&mut self) -> &mut q4vk::vk::context::Context {
         unsafe { context_mut(self.ctx) }.unwrap()
     }
 
     /// Fails if any validation (or other WARN/ERROR) message arrived.
     pub fn assert_quiet(&self) {
-        let m = self.sink.messages.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let m = self
+            .sink
+            .messages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         assert!(m.is_empty(), "{} log message(s), first: {}", m.len(), m[0]);
     }
 }
@@ -69,7 +89,9 @@ impl Drop for Gpu {
 pub fn last_error() -> String {
     let mut buf = vec![0 as c_char; 1024];
     unsafe { q4vk::ffi::status::q4vk_last_error_message(buf.as_mut_ptr(), buf.len()) };
-    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// A small seeded generator (splitmix64).
@@ -93,15 +115,28 @@ impl Rng {
 }
 
 /// Random Q4 data: nibbles, positive/negative f16 or f32 scales, zero points.
-pub fn random_q4(rng: &mut Rng, n: usize, k: usize, group: i32, zeros: bool, f32_scales: bool) -> Q4Data<'static> {
+pub fn random_q4(
+    rng: &mut Rng,
+    n: usize,
+    k: usize,
+    group: i32,
+    zeros: bool,
+    f32_scales: bool,
+) -> Q4Data<'static> {
     let shape = Q4Shape::new(n as u64, k as u64, group, zeros as u32).unwrap();
-    let mut weight: Vec<u8> = (0..shape.weight_bytes()).map(|_| rng.next_u64() as u8).collect();
+    let mut weight: Vec<u8> = (0..shape.weight_bytes())
+        .map(|_| rng.next_u64() as u8)
+        .collect();
     if k % 2 == 1 {
         for row in 0..n {
             weight[row * shape.row_bytes() + k / 2] &= 0x0f;
         }
     }
-    let scale_type = if f32_scales { ScaleType::F32 } else { ScaleType::F16 };
+    let scale_type = if f32_scales {
+        ScaleType::F32
+    } else {
+        ScaleType::F16
+    };
     let scales: Vec<u8> = (0..shape.scale_count())
         .flat_map(|_| {
             let s = rng.f32() * 0.1;
@@ -112,8 +147,16 @@ pub fn random_q4(rng: &mut Rng, n: usize, k: usize, group: i32, zeros: bool, f32
             }
         })
         .collect();
-    let zeros: Vec<u8> = (0..shape.zeros_bytes()).map(|_| (rng.next_u64() % 16) as u8).collect();
-    Q4Data { shape, weight: Cow::Owned(weight), scale_type, scales: Cow::Owned(scales), zeros: Cow::Owned(zeros) }
+    let zeros: Vec<u8> = (0..shape.zeros_bytes())
+        .map(|_| (rng.next_u64() % 16) as u8)
+        .collect();
+    Q4Data {
+        shape,
+        weight: Cow::Owned(weight),
+        scale_type,
+        scales: Cow::Owned(scales),
+        zeros: Cow::Owned(zeros),
+    }
 }
 
 /// Uploads Q4 data through the C API (source Q4).
@@ -123,9 +166,17 @@ pub fn upload_q4(gpu: &Gpu, data: &Q4Data) -> *mut q4vk_matrix {
     desc.source = Q4VK_SOURCE_Q4;
     desc.n = data.shape.n as u64;
     desc.k = data.shape.k as u64;
-    desc.group_size = if data.shape.per_channel { -1 } else { data.shape.group_size as i32 };
+    desc.group_size = if data.shape.per_channel {
+        -1
+    } else {
+        data.shape.group_size as i32
+    };
     desc.zero_points = data.shape.zero_points as u32;
-    desc.dtype = if data.scale_type == ScaleType::F32 { 0 } else { 1 };
+    desc.dtype = if data.scale_type == ScaleType::F32 {
+        0
+    } else {
+        1
+    };
     desc.weight = data.weight.as_ptr().cast();
     desc.weight_bytes = data.weight.len();
     desc.scales = data.scales.as_ptr().cast();
@@ -145,10 +196,23 @@ pub fn upload_q4(gpu: &Gpu, data: &Q4Data) -> *mut q4vk_matrix {
 pub fn check_gemv(gpu: &Gpu, mat: *mut q4vk_matrix, data: &Q4Data, x: &[f32], m: usize) -> f64 {
     let n = data.shape.n;
     let mut y = vec![f32::NAN; m * n];
-    let status = unsafe { q4vk_gemv(gpu.ctx, mat, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len(), m as u32) };
+    let status = unsafe {
+        q4vk_gemv(
+            gpu.ctx,
+            mat,
+            x.as_ptr(),
+            x.len(),
+            y.as_mut_ptr(),
+            y.len(),
+            m as u32,
+        )
+    };
     assert_eq!(status, Q4VK_OK, "q4vk_gemv: {}", last_error());
     if let Some(i) = y.iter().position(|v| !v.is_finite()) {
-        panic!("y[{i}] was not written (n = {n}, k = {}, m = {m})", data.shape.k);
+        panic!(
+            "y[{i}] was not written (n = {n}, k = {}, m = {m})",
+            data.shape.k
+        );
     }
     reference::relative_error(&y, &reference::gemv(data, x, m))
 }
