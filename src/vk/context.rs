@@ -3,7 +3,7 @@
 //! pipeline map and the x/y descriptor cache behind their own.
 
 use super::device::Device;
-use super::gemv::{Staging, XySets};
+use super::gemv::{Staging, XySets, MAX_M};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
 use super::pipeline::{Pipelines, Tuning};

@@ -27,6 +27,9 @@ pub struct DeviceInfo {
     pub storage_alignment: u64,
     /// `maxComputeSharedMemorySize`.
     pub max_shared: u32,
+    /// Largest 1-D workgroup: min of `maxComputeWorkGroupInvocations` and
+    /// `maxComputeWorkGroupSize[0]`.
+    pub max_workgroup: u32,
     /// `timestampPeriod` (ns per tick) and whether compute queues support timestamps.
     pub timestamp_period: f32,
     /// Memory types and heaps.
@@ -83,6 +86,10 @@ fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceI
         ],
         storage_alignment: p.limits.min_storage_buffer_offset_alignment,
         max_shared: p.limits.max_compute_shared_memory_size,
+        max_workgroup: p
+            .limits
+            .max_compute_work_group_invocations
+            .min(p.limits.max_compute_work_group_size[0]),
         timestamp_period: p.limits.timestamp_period,
         // SAFETY: as above.
         memory: unsafe { instance.get_physical_device_memory_properties(physical) },

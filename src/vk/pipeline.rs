@@ -69,6 +69,19 @@ pub struct Tuning {
     pub subgroup: u32,
 }
 
+impl Tuning {
+    /// Bytes of the kernel's shared reduction array for `m` activation rows: one float
+    /// per (invocation or subgroup, row, activation row).
+    pub fn shared_bytes(&self, portable: bool, m: u32) -> u32 {
+        let slots = if portable {
+            self.workgroup
+        } else {
+            self.workgroup / self.subgroup
+        };
+        4 * slots * self.rows * m
+    }
+}
+
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PipelineKey {

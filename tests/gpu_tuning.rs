@@ -1,0 +1,74 @@
+//! Other workgroup shapes (specialization constants) of both kernel variants, through the
+//! Rust core with validation on: every (workgroup, rows) pair the context accepts must
+//! give the reference result, with no validation message.
+
+mod gpu_support;
+use gpu_support::*;
+use q4vk::cpu::reference;
+use q4vk::vk::context::{Context, ContextConfig};
+use q4vk::vk::gemv::gemv_host;
+use q4vk::vk::log::Logger;
+use q4vk::vk::matrix::DeviceMatrix;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static MESSAGES: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn count(_: *mut c_void, _: u32, message: *const c_char) {
+    eprintln!("{}", CStr::from_ptr(message).to_string_lossy());
+    MESSAGES.fetch_add(1, Ordering::SeqCst);
+}
+
+#[test]
+fn workgroup_shapes_of_both_variants() {
+    let mut rng = Rng(4242);
+    let cases = [
+        (61usize, 700usize, 32i32, true),
+        (9, 4096, -1, false),
+        (130, 96, 256, true),
+    ];
+    let data: Vec<_> = cases
+        .iter()
+        .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, false))
+        .collect();
+    for portable in [false, true] {
+        for (wg, rows) in [(32, 1), (64, 2), (256, 8), (512, 3), (1024, 16)] {
+            let config = ContextConfig {
+                device_index: -1,
+                validation: true,
+                portable,
+                adopt: None,
+                tuning: Some((wg, rows)),
+            };
+            let ctx = match Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1))
+            {
+                Ok(ctx) => ctx,
+                // Refused only for lack of shared memory (portable, large shapes).
+                Err(e) => {
+                    assert!(portable && e.to_string().contains("shared memory"), "{e}");
+                    continue;
+                }
+            };
+            for d in &data {
+                let mat = DeviceMatrix::new(&ctx, d).unwrap();
+                for m in [1usize, 5] {
+                    let x = rng.vec(m * d.shape.k);
+                    let mut y = vec![f32::NAN; m * d.shape.n];
+                    gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+                    assert!(
+                        y.iter().all(|v| v.is_finite()),
+                        "unwritten y (wg {wg} rows {rows})"
+                    );
+                    let err = reference::relative_error(&y, &reference::gemv(d, &x, m));
+                    assert!(
+                        err < 1e-5,
+                        "portable {portable} wg {wg} rows {rows} n {} k {} m {m}: {err:e}",
+                        d.shape.n,
+                        d.shape.k
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
+}
