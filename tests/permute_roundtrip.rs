@@ -21,7 +21,11 @@ fn unpermute_inverts_permute_for_every_arch() {
     for arch in [70, 75, 80, 86, 89, 90, 100] {
         for algo in [Q4VK_ALGO_WEIGHT_ONLY_INT4, Q4VK_ALGO_WEIGHT_ONLY_INT8] {
             for trial in 0..6 {
-                let k = if arch == 70 { 1 + rng.next_u64() % 300 } else { 64 * (1 + rng.next_u64() % 5) };
+                let k = if arch == 70 {
+                    1 + rng.next_u64() % 300
+                } else {
+                    64 * (1 + rng.next_u64() % 5)
+                };
                 let n = 16 * (1 + rng.next_u64() % 9) + if trial == 5 { 4096 } else { 0 };
                 let d = desc(algo, arch, k, n, 1 + (trial % 3) as u32);
                 let mut bytes = 0usize;
@@ -30,15 +34,30 @@ fn unpermute_inverts_permute_for_every_arch() {
                 let mut permuted = vec![0u8; bytes];
                 let mut back = vec![0u8; bytes];
                 let ok = unsafe {
-                    q4vk_weight_permute(&d, plain.as_ptr().cast(), bytes, permuted.as_mut_ptr().cast(), bytes)
+                    q4vk_weight_permute(
+                        &d,
+                        plain.as_ptr().cast(),
+                        bytes,
+                        permuted.as_mut_ptr().cast(),
+                        bytes,
+                    )
                 };
                 assert_eq!(ok, Q4VK_OK);
                 assert_ne!(permuted, plain, "arch {arch}: the layout moved nothing");
                 let ok = unsafe {
-                    q4vk_weight_unpermute(&d, permuted.as_ptr().cast(), bytes, back.as_mut_ptr().cast(), bytes)
+                    q4vk_weight_unpermute(
+                        &d,
+                        permuted.as_ptr().cast(),
+                        bytes,
+                        back.as_mut_ptr().cast(),
+                        bytes,
+                    )
                 };
                 assert_eq!(ok, Q4VK_OK);
-                assert!(back == plain, "arch {arch} algo {algo} k {k} n {n}: round trip differs");
+                assert!(
+                    back == plain,
+                    "arch {arch} algo {algo} k {k} n {n}: round trip differs"
+                );
             }
         }
     }
@@ -57,19 +76,41 @@ fn quantize_equals_codes_then_permute() {
                     .flat_map(|_| half::f16::from_f64(rng.normal() * 0.02).to_le_bytes())
                     .collect();
                 let (mut qb, mut sb) = (0, 0);
-                assert_eq!(unsafe { q4vk_weight_quantize_size(&d, &mut qb, &mut sb) }, Q4VK_OK);
+                assert_eq!(
+                    unsafe { q4vk_weight_quantize_size(&d, &mut qb, &mut sb) },
+                    Q4VK_OK
+                );
                 let (mut q, mut s) = (vec![0u8; qb], vec![0u8; sb]);
                 let ok = unsafe {
-                    q4vk_weight_quantize(&d, weight.as_ptr().cast(), weight.len(), q.as_mut_ptr().cast(), qb, s.as_mut_ptr().cast(), sb)
+                    q4vk_weight_quantize(
+                        &d,
+                        weight.as_ptr().cast(),
+                        weight.len(),
+                        q.as_mut_ptr().cast(),
+                        qb,
+                        s.as_mut_ptr().cast(),
+                        sb,
+                    )
                 };
                 assert_eq!(ok, Q4VK_OK);
                 // Codes by the scalar formula from the returned scales, packed plain.
-                let scales: Vec<f32> = s.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect();
+                let scales: Vec<f32> = s
+                    .chunks_exact(2)
+                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                    .collect();
                 let rows = if group_size < 0 { k } else { group_size as u64 };
                 let code = |kk: u64, nn: u64| -> i8 {
-                    let x = half::f16::from_le_bytes([weight[(2 * (kk * n + nn)) as usize], weight[(2 * (kk * n + nn) + 1) as usize]]).to_f32();
+                    let x = half::f16::from_le_bytes([
+                        weight[(2 * (kk * n + nn)) as usize],
+                        weight[(2 * (kk * n + nn) + 1) as usize],
+                    ])
+                    .to_f32();
                     let r = (x / scales[((kk / rows) * n + nn) as usize]).round();
-                    let b = if algo == Q4VK_ALGO_WEIGHT_ONLY_INT4 { 7.0 } else { 127.0 };
+                    let b = if algo == Q4VK_ALGO_WEIGHT_ONLY_INT4 {
+                        7.0
+                    } else {
+                        127.0
+                    };
                     r.clamp(-b, b) as i8
                 };
                 let mut plain = vec![0u8; qb];
@@ -85,7 +126,15 @@ fn quantize_equals_codes_then_permute() {
                     }
                 }
                 let mut permuted = vec![0u8; qb];
-                let ok = unsafe { q4vk_weight_permute(&d, plain.as_ptr().cast(), qb, permuted.as_mut_ptr().cast(), qb) };
+                let ok = unsafe {
+                    q4vk_weight_permute(
+                        &d,
+                        plain.as_ptr().cast(),
+                        qb,
+                        permuted.as_mut_ptr().cast(),
+                        qb,
+                    )
+                };
                 assert_eq!(ok, Q4VK_OK);
                 assert!(permuted == q, "arch {arch} algo {algo} group {group_size}");
             }
