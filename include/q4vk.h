@@ -65,9 +65,6 @@
 // The header's packed version; put it in `q4vk_context_desc.header_version`.
 #define Q4VK_HEADER_VERSION (((Q4VK_VERSION_MAJOR << 22) | (Q4VK_VERSION_MINOR << 12)) | Q4VK_VERSION_PATCH)
 
-// Column capacity of a tile.
-#define TILE_COLS 4096
-
 // A Vulkan context (opaque). Created by `q4vk_context_create`, released by
 // `q4vk_context_destroy`. Safe to use from several threads at once: q4vk serializes its
 // own submissions.

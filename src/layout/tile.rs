@@ -4,9 +4,9 @@
 //! enough (256 KiB) to stay in L2 while the layout transposes it.
 
 /// Rows of a full tile (and the K granularity of the CUTLASS layout).
-pub const TILE: usize = 64;
+pub(crate) const TILE: usize = 64;
 /// Column capacity of a tile.
-pub const TILE_COLS: usize = 4096;
+pub(crate) const TILE_COLS: usize = 4096;
 
 /// Signed codes `q[k][n]` for the rectangle `k0..k0+rows` × `n0..n0+cols` of the code
 /// matrix, row-major with a row stride of [`TILE_COLS`].

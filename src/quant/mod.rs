@@ -1,6 +1,7 @@
 //! Quantization of float weights: element types, Paddle-compatible int4/int8, and q4vk's
 //! own Q4 format.
 
+pub mod codes;
 pub mod dtype;
 pub mod paddle;
 pub mod q4;

@@ -9,10 +9,11 @@
 //!
 //! f32 input is a q4vk extension: the same math with an f32 scale.
 
+use super::codes::{quantize_row, reciprocal, Divisors};
 use super::dtype::{with_element, Dtype, Element};
 use crate::error::{invalid, Error, Result};
 use crate::layout::paddle::{for_each_rows, Arrangement, Bits, PaddleGeometry};
-use crate::layout::tile::{CodeTile, TILE_COLS};
+use crate::layout::tile::CodeTile;
 use crate::parallel::for_each_unit;
 use crate::simd::multiversion;
 
@@ -154,59 +155,11 @@ impl PaddleScheme {
     }
 }
 
-/// Rounds a finite `v` with |v| ≤ 2^22 half away from zero (C `round`), exactly, in a
-/// form that vectorizes: truncate, then step by one where the fraction reaches ±0.5.
-#[inline(always)]
-fn round_half_away(v: f32) -> i32 {
-    // SAFETY: callers pass finite values well inside i32's range.
-    let whole = unsafe { v.to_int_unchecked::<i32>() };
-    let frac = v - whole as f32;
-    whole + (frac >= 0.5) as i32 - (frac <= -0.5) as i32
-}
-
-/// Paddle's int4 code of the ratio `r = x / s`: C `round`, conversion to int as x86-64
-/// does it (NaN and |r| ≥ 2^31 become INT_MIN), clamp to [-7, 7]. Branch-free.
-#[inline(always)]
-fn code_int4(r: f32) -> i8 {
-    let bounded = if r.abs() < 7.5 { r } else { 7.5f32.copysign(r) }; // finite, also for NaN
-    let code = round_half_away(bounded).clamp(-7, 7);
-    (if r.abs() < 2_147_483_648.0 { code } else { -7 }) as i8
-}
-
-/// Paddle's int8 code of `r = x / s`: C `round`, then `max(-127, min(127, ·))` in float,
-/// where a NaN ratio becomes +127. Branch-free.
-#[inline(always)]
-fn code_int8(r: f32) -> i8 {
-    let bounded = if r.abs() < 127.5 {
-        r
-    } else {
-        127.5f32.copysign(r)
-    };
-    let code = round_half_away(bounded).clamp(-127, 127);
-    (if r.is_nan() { 127 } else { code }) as i8
-}
-
 multiversion! {
     /// `maxima[i] = max(maxima[i], |row[i]|)` on magnitude bits.
     fn fold_magnitudes<E: Element>(row: &[u8], maxima: &mut [u32]) {
         for (m, x) in maxima.iter_mut().zip(row.chunks_exact(E::SIZE)) {
             *m = (*m).max(E::load(x) & E::MAGNITUDE);
-        }
-    }
-}
-
-multiversion! {
-    /// Codes of one row segment: widens `row` into `values` (scratch), then divides by the
-    /// scales and rounds. Two simple loops that vectorize.
-    fn quantize_row<E: Element>(row: &[u8], scales: &[f32], values: &mut [f32], codes: &mut [i8], int4: bool) {
-        for (v, x) in values.iter_mut().zip(row.chunks_exact(E::SIZE)) {
-            *v = E::widen(E::load(x));
-        }
-        let ratios = values.iter().zip(scales).map(|(&v, &s)| v / s);
-        if int4 {
-            codes.iter_mut().zip(ratios).for_each(|(q, r)| *q = code_int4(r));
-        } else {
-            codes.iter_mut().zip(ratios).for_each(|(q, r)| *q = code_int8(r));
         }
     }
 }
@@ -313,18 +266,21 @@ fn quantize_typed<E: Element>(
             E::widen(bits)
         })
         .collect();
+    let reciprocals: Vec<f32> = scales.iter().map(|&s| reciprocal(s)).collect();
     let int4 = s.geometry.bits == Bits::Int4;
     let group_rows = s.group_rows;
     s.geometry
         .write_layout(qweight, threads, |tile: &mut CodeTile| {
-            let mut values = [0f32; TILE_COLS]; // scratch for widened row segments
             for r in 0..tile.rows {
                 let k = tile.k0 + r;
                 let first = k * n + tile.n0;
                 let row = &weight[first * E::SIZE..(first + tile.cols) * E::SIZE];
-                let row_scales = &scales[(k / group_rows) * n + tile.n0..][..tile.cols];
-                let values = &mut values[..tile.cols];
-                quantize_row::<E>(row, row_scales, values, tile.row_mut(r), int4);
+                let at = (k / group_rows) * n + tile.n0;
+                let row_scales = Divisors {
+                    scales: &scales[at..][..tile.cols],
+                    reciprocals: &reciprocals[at..][..tile.cols],
+                };
+                quantize_row::<E>(row, row_scales, tile.row_mut(r), int4);
             }
         });
     Ok(())
@@ -354,71 +310,4 @@ pub fn dequantize(
         }
     });
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rounding_is_half_away_from_zero() {
-        let cases = [
-            (0.5, 1),
-            (-0.5, -1),
-            (2.5, 3),
-            (-5.5, -6),
-            (0.49999997, 0),
-            (1.4999999, 1),
-            (-0.0, 0),
-        ];
-        for (v, want) in cases {
-            assert_eq!(round_half_away(v), want, "{v}");
-        }
-        // Around every half-integer up to ±130 (±8 ulps), and a sparse sweep of [-130, 130],
-        // round_half_away agrees with C's round() (f32::round).
-        let mut values = Vec::new();
-        for half_step in -260..=260 {
-            let center = half_step as f32 * 0.5;
-            let mut v = center;
-            for _ in 0..8 {
-                v = v.next_up();
-                values.push(v);
-            }
-            v = center;
-            for _ in 0..8 {
-                v = v.next_down();
-                values.push(v);
-            }
-            values.push(center);
-        }
-        values.extend(
-            (0..(130.0f32.to_bits()))
-                .step_by(9973)
-                .flat_map(|b| [f32::from_bits(b), -f32::from_bits(b)]),
-        );
-        for v in values {
-            assert_eq!(round_half_away(v) as f32, v.round(), "{v}");
-        }
-    }
-
-    #[test]
-    fn codes_follow_paddle_for_special_ratios() {
-        assert_eq!(code_int4(f32::NAN), -7);
-        assert_eq!(code_int4(f32::INFINITY), -7);
-        assert_eq!(code_int4(f32::NEG_INFINITY), -7);
-        assert_eq!(code_int4(3e9), -7);
-        assert_eq!(code_int4(7.003), 7);
-        assert_eq!(code_int4(-7.4), -7);
-        assert_eq!(code_int4(3.5), 4);
-        assert_eq!(code_int8(f32::NAN), 127);
-        assert_eq!(code_int8(f32::INFINITY), 127);
-        assert_eq!(code_int8(f32::NEG_INFINITY), -127);
-        assert_eq!(code_int8(-126.5), -127);
-        assert_eq!(code_int8(126.49), 126);
-        assert_eq!(code_int8(-f32::NAN), 127);
-        assert_eq!(code_int8(127.5), 127);
-        assert_eq!(code_int4(-f32::NAN), -7);
-        assert_eq!(code_int4(7.5), 7);
-        assert_eq!(code_int4(-2_147_483_648.0), -7);
-    }
 }

@@ -127,7 +127,7 @@ impl Context {
         let subgroup_ok =
             info.subgroup_arithmetic && sg.is_power_of_two() && (4..=128).contains(&sg);
         let portable = config.portable || env_portable || !subgroup_ok;
-        let tuning = if portable {
+        let mut tuning = if portable {
             Tuning {
                 workgroup: 64,
                 rows: 4,
@@ -140,6 +140,33 @@ impl Context {
                 subgroup: sg,
             }
         };
+        if let Some((workgroup, rows)) = config.tuning {
+            let valid = workgroup.is_power_of_two()
+                && workgroup >= tuning.subgroup
+                && workgroup <= info.max_workgroup
+                && (1..=16).contains(&rows);
+            if !valid {
+                return Err(crate::error::invalid!(
+                    "tuning ({workgroup}, {rows}): the workgroup must be a power of two from the subgroup size to {}, rows 1..16",
+                    info.max_workgroup
+                ));
+            }
+            tuning.workgroup = workgroup;
+            tuning.rows = rows;
+        }
+        let shared = tuning.shared_bytes(portable, MAX_M);
+        if shared > info.max_shared {
+            return Err(crate::error::Error::Unsupported(format!(
+                "workgroup {} x {} rows needs {shared} bytes of shared memory at m = {MAX_M}; the device has {}",
+                tuning.workgroup, tuning.rows, info.max_shared
+            )));
+        }
+        if config.adopt.is_some() && config.validation {
+            logger.log(
+                LEVEL_INFO,
+                "Q4VK_CONTEXT_VALIDATION is ignored for an adopted device: layers belong to the host's instance",
+            );
+        }
         logger.log(
             LEVEL_INFO,
             &format!(

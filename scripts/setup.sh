@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing q4vk needs on Debian 12 (idempotent; uses sudo when
+# not root): a C toolchain, CMake, pkg-config, the Vulkan loader, Mesa's lavapipe CPU
+# driver, the Khronos validation layer and glslc; the rustfmt/clippy components; and the
+# pinned cbindgen. Already-present tools are not reinstalled.
+set -euo pipefail
+
+apt_packages=(build-essential cmake pkg-config binutils libvulkan1 libvulkan-dev
+    mesa-vulkan-drivers vulkan-validationlayers glslc)
+cbindgen_version=0.29.2
+
+missing=()
+for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "== apt-get install ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+for component in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
+done
+
+if ! cbindgen --version 2>/dev/null | grep -q " $cbindgen_version\$"; then
+    echo "== cargo install cbindgen $cbindgen_version"
+    cargo install --quiet --locked cbindgen --version "$cbindgen_version"
+fi
