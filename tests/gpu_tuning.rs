@@ -31,6 +31,7 @@ fn workgroup_shapes_of_both_variants() {
         .iter()
         .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, false))
         .collect();
+    let mut ran = 0;
     for portable in [false, true] {
         for (wg, rows) in [(32, 1), (64, 2), (256, 8), (512, 3), (1024, 16)] {
             let config = ContextConfig {
@@ -49,6 +50,7 @@ fn workgroup_shapes_of_both_variants() {
                     continue;
                 }
             };
+            ran += 1;
             for d in &data {
                 let mat = DeviceMatrix::new(&ctx, d).unwrap();
                 for m in [1usize, 5] {
@@ -70,5 +72,6 @@ fn workgroup_shapes_of_both_variants() {
             }
         }
     }
+    assert_eq!(ran, 6, "configurations the device accepts");
     assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
 }
