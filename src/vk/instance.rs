@@ -120,9 +120,15 @@ impl Instance {
                 .enabled_layer_names(&layer_names)
                 .enabled_extension_names(&ext_names)
                 .flags(flags);
-            let instance = entry
-                .create_instance(&info, None)
-                .map_err(|e| Error::vk("vkCreateInstance", e))?;
+            let instance = entry.create_instance(&info, None).map_err(|e| match e {
+                // The loader found no driver (no ICD installed or none loadable).
+                vk::Result::ERROR_INCOMPATIBLE_DRIVER | vk::Result::ERROR_INITIALIZATION_FAILED => {
+                    Error::NoDevice(format!(
+                        "vkCreateInstance failed with {e:?}: the Vulkan loader found no usable driver"
+                    ))
+                }
+                _ => Error::vk("vkCreateInstance", e),
+            })?;
             let mut this = Instance {
                 entry,
                 instance,
