@@ -123,9 +123,14 @@ impl Context {
         };
         let info = &device.info;
         let env_portable = std::env::var("Q4VK_PORTABLE").is_ok_and(|v| v == "1");
-        let sg = info.subgroup_size;
-        let subgroup_ok =
-            info.subgroup_arithmetic && sg.is_power_of_two() && (4..=128).contains(&sg);
+        // The kernel's per-subgroup reduction slots are sized for the smallest subgroup the
+        // device may use; the workgroup is a multiple of the largest.
+        let sg = info.min_subgroup_size;
+        let subgroup_ok = info.subgroup_arithmetic
+            && sg.is_power_of_two()
+            && info.subgroup_size.is_power_of_two()
+            && (4..=128).contains(&sg)
+            && info.subgroup_size <= 1024;
         let portable = config.portable || env_portable || !subgroup_ok;
         let mut tuning = if portable {
             Tuning {
@@ -135,14 +140,14 @@ impl Context {
             }
         } else {
             Tuning {
-                workgroup: 128.max(sg),
+                workgroup: 128.max(info.subgroup_size),
                 rows: 4,
                 subgroup: sg,
             }
         };
         if let Some((workgroup, rows)) = config.tuning {
             let valid = workgroup.is_power_of_two()
-                && workgroup >= tuning.subgroup
+                && workgroup >= info.subgroup_size.max(tuning.subgroup)
                 && workgroup <= info.max_workgroup
                 && (1..=16).contains(&rows);
             if !valid {

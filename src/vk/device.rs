@@ -15,6 +15,9 @@ pub struct DeviceInfo {
     pub name: String,
     /// Reported subgroup size.
     pub subgroup_size: u32,
+    /// Smallest subgroup a shader may run with (`minSubgroupSize` where the device reports
+    /// it, else the subgroup size).
+    pub min_subgroup_size: u32,
     /// Subgroup basic + arithmetic operations in compute shaders.
     pub subgroup_arithmetic: bool,
     /// `maxStorageBufferRange`.
@@ -59,14 +62,32 @@ pub struct Device {
 }
 
 fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceInfo {
+    // SAFETY: a valid physical device of this instance (Vulkan 1.1 checked by the caller).
+    let api = unsafe { instance.get_physical_device_properties(physical) }.api_version;
+    let size_control = api >= vk::API_VERSION_1_3
+        || unsafe { instance.enumerate_device_extension_properties(physical) }
+            .unwrap_or_default()
+            .iter()
+            .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::subgroup_size_control::NAME));
     let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
     let mut maint3 = vk::PhysicalDeviceMaintenance3Properties::default();
+    let mut size = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
     let mut props2 = vk::PhysicalDeviceProperties2::default()
         .push_next(&mut subgroup)
         .push_next(&mut maint3);
-    // SAFETY: a valid physical device of this instance (Vulkan 1.1 checked by the caller).
+    if size_control {
+        props2 = props2.push_next(&mut size);
+    }
+    // SAFETY: as above; the size-control struct is chained only where the device has it.
     unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
     let p = props2.properties;
+    // Without full-subgroup guarantees a shader may run in smaller subgroups than the
+    // reported size (Intel, AMD): size per-subgroup storage for the smallest.
+    let min_subgroup = if size_control && size.min_subgroup_size > 0 {
+        size.min_subgroup_size.min(subgroup.subgroup_size)
+    } else {
+        subgroup.subgroup_size
+    };
     let needed = vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC;
     DeviceInfo {
         name: p
@@ -74,6 +95,7 @@ fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceI
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
         subgroup_size: subgroup.subgroup_size,
+        min_subgroup_size: min_subgroup,
         subgroup_arithmetic: subgroup
             .supported_stages
             .contains(vk::ShaderStageFlags::COMPUTE)
