@@ -168,7 +168,9 @@ pub unsafe extern "C" fn q4vk_gemv(
 /// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8), `VULKAN` (pipeline creation).
 /// Thread-safe for distinct command buffers (a command buffer itself is externally
 /// synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
-/// command buffer's execution.
+/// command buffer's execution. Without `VK_KHR_push_descriptor`, the cached set names the
+/// buffer handles: keep buffers passed here alive while the context lives (a new buffer
+/// that reuses a destroyed one's handle value and ranges would meet a stale descriptor).
 ///
 /// # Safety
 /// Handles NULL or live; `command_buffer` a valid `VkCommandBuffer` in the recording state.
