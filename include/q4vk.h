@@ -173,10 +173,10 @@ typedef struct q4vk_gemv_args {
   uint32_t m;
   // Must be 0.
   uint32_t reserved0;
-  // Buffer holding x[m][k] (f32, or f16 with `Q4VK_GEMV_F16_ACTIVATIONS`); needs at
+  // Buffer holding `x[m][k]` (f32, or f16 with `Q4VK_GEMV_F16_ACTIVATIONS`); needs at
   // least `((m-1)·x_row_stride + k)` elements (f16: rounded up to 4 bytes).
   struct q4vk_buffer_ref x;
-  // Buffer receiving y[m][n] (f32); needs `((m-1)·y_row_stride + n)·4` bytes; must not
+  // Buffer receiving `y[m][n]` (f32); needs `((m-1)·y_row_stride + n)·4` bytes; must not
   // overlap x. Elements between rows are not written.
   struct q4vk_buffer_ref y;
   // Elements between rows of x; 0 = k.

@@ -43,10 +43,10 @@ pub struct q4vk_gemv_args {
     pub m: u32,
     /// Must be 0.
     pub reserved0: u32,
-    /// Buffer holding x[m][k] (f32, or f16 with `Q4VK_GEMV_F16_ACTIVATIONS`); needs at
+    /// Buffer holding `x[m][k]` (f32, or f16 with `Q4VK_GEMV_F16_ACTIVATIONS`); needs at
     /// least `((m-1)·x_row_stride + k)` elements (f16: rounded up to 4 bytes).
     pub x: q4vk_buffer_ref,
-    /// Buffer receiving y[m][n] (f32); needs `((m-1)·y_row_stride + n)·4` bytes; must not
+    /// Buffer receiving `y[m][n]` (f32); needs `((m-1)·y_row_stride + n)·4` bytes; must not
     /// overlap x. Elements between rows are not written.
     pub y: q4vk_buffer_ref,
     /// Elements between rows of x; 0 = k.
