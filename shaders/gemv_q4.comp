@@ -146,13 +146,14 @@ void main() {
         }
     }
     barrier();
-    if (tid < MR) {
+    // MR may exceed the workgroup (small workgroups, many rows and activation rows).
+    for (uint i = tid; i < MR; i += gl_WorkGroupSize.x) {
         float v = 0.0;
         for (uint sg = 0u; sg < gl_NumSubgroups; sg++) {
-            v += red[sg * MR + tid];
+            v += red[sg * MR + i];
         }
-        uint mi = tid / ROWS;
-        uint row = row0 + tid % ROWS;
+        uint mi = i / ROWS;
+        uint row = row0 + i % ROWS;
         if (row < p.rows) {
             y[mi * p.y_stride + p.row_base + row] = v;
         }
@@ -170,11 +171,11 @@ void main() {
         }
         barrier();
     }
-    if (tid < MR) {
-        uint mi = tid / ROWS;
-        uint row = row0 + tid % ROWS;
+    for (uint i = tid; i < MR; i += gl_WorkGroupSize.x) {
+        uint mi = i / ROWS;
+        uint row = row0 + i % ROWS;
         if (row < p.rows) {
-            y[mi * p.y_stride + p.row_base + row] = red[tid];
+            y[mi * p.y_stride + p.row_base + row] = red[i];
         }
     }
 #endif

@@ -137,12 +137,14 @@ impl Context {
                 workgroup: 64,
                 rows: 4,
                 subgroup: 1,
+                min_workgroup: 32,
             }
         } else {
             Tuning {
                 workgroup: 128.max(info.subgroup_size),
                 rows: 4,
                 subgroup: sg,
+                min_workgroup: 32.max(info.subgroup_size),
             }
         };
         if let Some((workgroup, rows)) = config.tuning {
@@ -158,6 +160,7 @@ impl Context {
             }
             tuning.workgroup = workgroup;
             tuning.rows = rows;
+            tuning.min_workgroup = tuning.min_workgroup.min(workgroup);
         }
         let shared = tuning.shared_bytes(portable, MAX_M);
         if shared > info.max_shared {

@@ -246,6 +246,7 @@ pub fn record(
     validate(ctx, mat, &x, &y, p)?;
     let key = PipelineKey {
         portable: ctx.portable,
+        workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
         m: p.m,
         zeros: mat.shape.zero_points,
         scale_f32: mat.scale_f32,

@@ -67,6 +67,9 @@ pub struct Tuning {
     pub rows: u32,
     /// Subgroup size the shared reduction array is sized for.
     pub subgroup: u32,
+    /// Smallest workgroup a matrix with few chunks per row gets (a power of two, at least
+    /// the device's subgroup size).
+    pub min_workgroup: u32,
 }
 
 impl Tuning {
@@ -80,6 +83,15 @@ impl Tuning {
         };
         4 * slots * self.rows * m
     }
+
+    /// Workgroup size for rows of `chunks` 16-byte chunks: `workgroup`, or less when a row
+    /// has fewer chunks than that (so no invocation idles), never below `min_workgroup`.
+    pub fn workgroup_for(&self, chunks: usize) -> u32 {
+        let fit = (chunks.max(1) as u64)
+            .next_power_of_two()
+            .min(u32::MAX as u64) as u32;
+        self.workgroup.min(fit.max(self.min_workgroup))
+    }
 }
 
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
@@ -87,6 +99,8 @@ impl Tuning {
 pub struct PipelineKey {
     /// Shared-memory reduction only.
     pub portable: bool,
+    /// Invocations per workgroup ([`Tuning::workgroup_for`]).
+    pub workgroup: u32,
     /// Activation rows (1..=8).
     pub m: u32,
     /// Per-group zero points.
@@ -201,7 +215,7 @@ impl Pipelines {
         }
         let t = self.tuning;
         let values: [u32; 7] = [
-            t.workgroup,
+            key.workgroup,
             t.rows,
             key.m,
             key.zeros as u32,
@@ -268,6 +282,20 @@ impl Drop for Pipelines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workgroup_shrinks_to_short_rows_only() {
+        let t = Tuning {
+            workgroup: 128,
+            rows: 4,
+            subgroup: 32,
+            min_workgroup: 32,
+        };
+        assert_eq!(t.workgroup_for(1), 32);
+        assert_eq!(t.workgroup_for(33), 64);
+        assert_eq!(t.workgroup_for(128), 128);
+        assert_eq!(t.workgroup_for(100_000), 128);
+    }
 
     #[test]
     fn push_block_matches_the_glsl_layout() {
