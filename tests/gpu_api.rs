@@ -173,6 +173,8 @@ fn large_matrices_split_across_buffers_and_dispatches() {
         // 7 chunks of 16 bytes per row: parts of 10 rows, dispatches of at most 3 x 2 groups.
         ctx.limits.max_part_bytes = 10 * 7 * 16;
         ctx.limits.max_groups = [3, 2];
+        // And the discrete-GPU upload path: staging buffer + vkCmdCopyBuffer.
+        ctx.limits.staged_uploads = true;
     }
     let mat = upload_q4(&gpu, &data);
     for m in [1usize, 4] {

@@ -303,14 +303,25 @@ fn device_buffer(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
         b.write(0, bytes);
         return Ok(b);
     }
-    let staging = host_buffer(ctx, bytes, MemoryKind::Upload)?;
+    let staging = host_buffer(ctx, bytes, MemoryKind::Staging)?;
     ctx.submit(|cmd| {
+        let d = &ctx.device.device;
         let region = [vk::BufferCopy::default().size(bytes.len() as u64)];
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::SHADER_READ)];
         unsafe {
-            ctx.device
-                .device
-                .cmd_copy_buffer(cmd, staging.buffer, b.buffer, &region)
-        };
+            d.cmd_copy_buffer(cmd, staging.buffer, b.buffer, &region);
+            d.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            );
+        }
         Ok(())
     })?;
     Ok(b)

@@ -59,6 +59,9 @@ pub struct Limits {
     pub max_part_bytes: u64,
     /// Largest workgroup count of one dispatch in x and y.
     pub max_groups: [u32; 2],
+    /// Upload matrices through a staging buffer and a copy even into mappable device
+    /// memory (the path of discrete GPUs; tests force it on unified-memory devices).
+    pub staged_uploads: bool,
 }
 
 /// q4vk's own command buffer and staging, used one call at a time.
@@ -188,6 +191,7 @@ impl Context {
         let limits = Limits {
             max_part_bytes: info.max_storage_range.min(info.max_allocation).min(1 << 31) / 16 * 16,
             max_groups: info.max_groups,
+            staged_uploads: false,
         };
         let xy_sets = device
             .push_descriptor

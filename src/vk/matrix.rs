@@ -40,20 +40,32 @@ pub struct DeviceMatrix {
 /// through a staging buffer and a copy on q4vk's queue.
 fn upload(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
     let buffer = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Device)?;
-    if buffer.mapped().is_some() {
+    if buffer.mapped().is_some() && !ctx.limits.staged_uploads {
         buffer.write(0, bytes);
         return Ok(buffer);
     }
-    let staging = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Upload)?;
+    let staging = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Staging)?;
     staging.write(0, bytes);
     ctx.submit(|cmd| {
+        let d = &ctx.device.device;
         let region = [vk::BufferCopy::default().size(bytes.len().max(4) as u64)];
+        // Later dispatches read what the copy wrote.
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::SHADER_READ)];
         // SAFETY: both buffers are ours and large enough.
         unsafe {
-            ctx.device
-                .device
-                .cmd_copy_buffer(cmd, staging.buffer, buffer.buffer, &region)
-        };
+            d.cmd_copy_buffer(cmd, staging.buffer, buffer.buffer, &region);
+            d.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            );
+        }
         Ok(())
     })?;
     Ok(buffer)

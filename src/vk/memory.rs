@@ -11,8 +11,12 @@ use std::sync::Arc;
 pub enum MemoryKind {
     /// Device-local (host-visible too if that is all there is, as on lavapipe).
     Device,
-    /// Host-visible and coherent, written by the host.
+    /// Host-visible and coherent, written by the host, read by the device in every call
+    /// (device-local where the device offers such memory).
     Upload,
+    /// Host-visible and coherent, written once by the host and copied to the device (plain
+    /// host memory: large staging stays out of a small host-visible device heap).
+    Staging,
     /// Host-visible and coherent, read by the host (cached where possible).
     Readback,
 }
@@ -72,6 +76,7 @@ impl Buffer {
             let wanted: &[F] = match kind {
                 MemoryKind::Device => &[F::DEVICE_LOCAL, F::empty()],
                 MemoryKind::Upload => &[host | F::DEVICE_LOCAL, host],
+                MemoryKind::Staging => &[host],
                 MemoryKind::Readback => &[host | F::HOST_CACHED, host],
             };
             let Some(type_index) = pick_type(&device.info.memory, req.memory_type_bits, wanted)
