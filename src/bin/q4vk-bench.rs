@@ -283,19 +283,6 @@ fn random_matrix(n: usize, k: usize, seed: &mut u64) -> Q4Data<'static> {
     }
 }
 
-fn host_buffer(ctx: &Context, bytes: &[u8], kind: MemoryKind) -> Result<Buffer> {
-    let b = Buffer::new(&ctx.device, bytes.len() as u64, kind)?;
-    match b.mapped() {
-        Some(_) => b.write(0, bytes),
-        None => {
-            return Err(Error::Unsupported(
-                "bench needs host-visible x/y buffers".into(),
-            ))
-        }
-    }
-    Ok(b)
-}
-
 /// Device-local buffer filled with `bytes` (through a staging copy when not mappable).
 fn device_buffer(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
     let b = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Device)?;
@@ -303,7 +290,8 @@ fn device_buffer(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
         b.write(0, bytes);
         return Ok(b);
     }
-    let staging = host_buffer(ctx, bytes, MemoryKind::Staging)?;
+    let staging = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Staging)?;
+    staging.write(0, bytes);
     ctx.submit(|cmd| {
         let d = &ctx.device.device;
         let region = [vk::BufferCopy::default().size(bytes.len() as u64)];

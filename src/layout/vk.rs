@@ -10,7 +10,7 @@
 //!
 //! Each buffer is padded to a multiple of 4 bytes.
 
-use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use crate::quant::q4::{Q4Data, Q4Shape};
 use std::ops::Range;
 
 /// Geometry of the GPU layout of one matrix.
@@ -77,14 +77,10 @@ impl VkLayout {
     }
 }
 
-/// Whether scales of this type are stored as f32 on the device.
-pub fn scale_is_f32(t: ScaleType) -> bool {
-    t == ScaleType::F32
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::q4::ScaleType;
     use std::borrow::Cow;
 
     #[test]

@@ -276,11 +276,6 @@ impl Device {
             owned: false,
         })
     }
-
-    /// Whether q4vk created this device.
-    pub fn owned(&self) -> bool {
-        self.owned
-    }
 }
 
 impl Drop for Device {

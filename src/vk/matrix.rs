@@ -6,8 +6,8 @@ use super::context::Context;
 use super::device::Device;
 use super::memory::{Buffer, MemoryKind};
 use crate::error::{Error, Result};
-use crate::layout::vk::{scale_is_f32, VkLayout};
-use crate::quant::q4::{Q4Data, Q4Shape};
+use crate::layout::vk::VkLayout;
+use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
 use std::sync::Arc;
 
@@ -105,7 +105,7 @@ impl DeviceMatrix {
         .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
         let mut this = DeviceMatrix {
             shape,
-            scale_f32: scale_is_f32(data.scale_type),
+            scale_f32: data.scale_type == ScaleType::F32,
             layout,
             parts: Vec::with_capacity(part_count),
             pool,
