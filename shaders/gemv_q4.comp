@@ -4,7 +4,7 @@
 // chunks (coalesced: neighbouring invocations read neighbouring chunks of a row). Each
 // invocation keeps M x ROWS fp32 partial sums; per chunk it loads the ROWS weight uvec4s,
 // their scales (and zeros) once, then for each activation row its 32 x values (8 vec4,
-// shared by the ROWS rows) and accumulates s * (sum x*u - z * sum x). One reduction after
+// shared by the ROWS rows) and accumulates s * sum x*(u - z). One reduction after
 // the K loop: subgroupAdd + shared memory (SUBGROUP), or a shared-memory tree (portable).
 #extension GL_GOOGLE_include_directive : require
 #ifdef SUBGROUP
@@ -65,11 +65,10 @@ float x_at(uint row_start, uint kk) {
     return x1[i];
 }
 
-// The 32 activations of chunk c of activation row mi, pre-scaled for dot8, and their sum.
-void load_x(uint mi, uint c, out vec4 xv[8], out float xsum) {
+// The 32 activations of chunk c of activation row mi, pre-scaled for dot8.
+void load_x(uint mi, uint c, out vec4 xv[8]) {
     uint row_start = mi * p.x_stride;
     uint k0 = c * 32u;
-    vec4 total = vec4(0.0);
     if (k0 + 32u <= p.k && ((row_start & 3u) == 0u)) {
         if (X_F16) {
             uint base = (row_start + k0) >> 1;
@@ -90,10 +89,8 @@ void load_x(uint mi, uint c, out vec4 xv[8], out float xsum) {
         }
     }
     for (uint i = 0u; i < 8u; i++) {
-        total += xv[i];
         xv[i] *= X_PRESCALE;
     }
-    xsum = total.x + total.y + total.z + total.w;
 }
 
 void main() {
@@ -113,27 +110,26 @@ void main() {
         uint g = c >> p.group_shift;
         uvec4 wv[ROWS];
         float sc[ROWS];
-        float zp[ROWS];
+        vec4 off[ROWS];
         for (uint r = 0u; r < ROWS; r++) {
             uint row = row0 + r;
             if (row < p.rows) {
                 wv[r] = w[row * p.chunks + c];
                 sc[r] = scale_at(row * p.groups + g);
-                zp[r] = zero_at(row * p.groups + g);
+                off[r] = nibble_offset(zero_at(row * p.groups + g));
             } else {
                 wv[r] = uvec4(0u);
                 sc[r] = 0.0;
-                zp[r] = 0.0;
+                off[r] = nibble_offset(0.0);
             }
         }
         for (uint mi = 0u; mi < M; mi++) {
             vec4 xv[8];
-            float xsum;
-            load_x(mi, c, xv, xsum);
+            load_x(mi, c, xv);
             for (uint r = 0u; r < ROWS; r++) {
-                float d = dot8(wv[r].x, xv[0], xv[1]) + dot8(wv[r].y, xv[2], xv[3]) +
-                          dot8(wv[r].z, xv[4], xv[5]) + dot8(wv[r].w, xv[6], xv[7]);
-                acc[mi * ROWS + r] += sc[r] * (d - zp[r] * xsum);
+                float d = dot8(wv[r].x, xv[0], xv[1], off[r]) + dot8(wv[r].y, xv[2], xv[3], off[r]) +
+                          dot8(wv[r].z, xv[4], xv[5], off[r]) + dot8(wv[r].w, xv[6], xv[7], off[r]);
+                acc[mi * ROWS + r] += sc[r] * d;
             }
         }
     }

@@ -22,17 +22,25 @@ layout(push_constant) uniform Push {
     uint wg_offset;   // first workgroup of this dispatch within the part
 } p;
 
-// (u0, 16 u1, 256 u2, 4096 u3) of the four nibbles of the low 16 bits of w, exactly:
-// the masked nibble is OR-ed into the mantissa of 2^23 and 2^23 is subtracted. Pair it
-// with x pre-scaled by (1, 1/16, 1/256, 1/4096): one mask+or and one add per code.
-vec4 nibbles_lo(uint w) {
+// Exact ((u0 - z), 16 (u1 - z), 256 (u2 - z), 4096 (u3 - z)) of the four nibbles of the low
+// 16 bits of w: each masked nibble u·16^j is OR-ed into the mantissa of 2^23, and
+// `offset` = 2^23 + z·(1, 16, 256, 4096) is subtracted (both operands lie in [2^23, 2^24),
+// so the difference is exact). Pair it with x pre-scaled by (1, 1/16, 1/256, 1/4096): one
+// mask+or, one subtract and one FMA per code, and no separate zero-point correction.
+vec4 nibbles_lo(uint w, vec4 offset) {
     uvec4 bits = (uvec4(w) & uvec4(0xFu, 0xF0u, 0xF00u, 0xF000u)) | 0x4B000000u;
-    return uintBitsToFloat(bits) - 8388608.0;
+    return uintBitsToFloat(bits) - offset;
 }
 
+const vec4 NIBBLE_WEIGHT = vec4(1.0, 16.0, 256.0, 4096.0);
 const vec4 X_PRESCALE = vec4(1.0, 1.0 / 16.0, 1.0 / 256.0, 1.0 / 4096.0);
 
-// Dot product of the 8 codes of word w with 8 pre-scaled activations.
-float dot8(uint w, vec4 xa, vec4 xb) {
-    return dot(nibbles_lo(w), xa) + dot(nibbles_lo(w >> 16), xb);
+// The offset of nibbles_lo for zero point z.
+vec4 nibble_offset(float z) {
+    return 8388608.0 + z * NIBBLE_WEIGHT;
+}
+
+// Sum of x_i (u_i - z) over the 8 codes of word w, with pre-scaled activations.
+float dot8(uint w, vec4 xa, vec4 xb, vec4 offset) {
+    return dot(nibbles_lo(w, offset), xa) + dot(nibbles_lo(w >> 16, offset), xb);
 }
