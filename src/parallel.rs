@@ -29,6 +29,7 @@ pub fn for_each_span<T: Send>(
     let threads = threads.clamp(1, units.max(1));
     let per_thread = units.div_ceil(threads);
     std::thread::scope(|scope| {
+        let mut workers = Vec::with_capacity(threads - 1);
         let mut rest = out;
         let mut first = 0;
         while first < units {
@@ -40,9 +41,16 @@ pub fn for_each_span<T: Send>(
                 work(first..last, mine);
             } else {
                 let work = &work;
-                scope.spawn(move || work(first..last, mine));
+                workers.push(scope.spawn(move || work(first..last, mine)));
             }
             first = last;
+        }
+        // Join explicitly: the scope alone waits only for the closures to return, and a
+        // worker could still be tearing down its thread-locals after this call returns.
+        for worker in workers {
+            if let Err(panic) = worker.join() {
+                std::panic::resume_unwind(panic);
+            }
         }
     });
 }
