@@ -77,6 +77,12 @@ impl Gpu {
     }
 }
 
+// SAFETY: a q4vk context may be used from several threads at once (API contract), and the
+// sink is a Mutex.
+unsafe impl Sync for Gpu {}
+// SAFETY: as above.
+unsafe impl Send for Gpu {}
+
 impl Drop for Gpu {
     fn drop(&mut self) {
         unsafe { q4vk_context_destroy(self.ctx) };
