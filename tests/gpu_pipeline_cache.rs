@@ -54,6 +54,17 @@ fn blob_round_trip_and_bad_blobs() {
         blob.len()
     );
     assert_eq!(&blob[..16], &empty[..16], "same header");
+    let dev = &first.context().device;
+    let props = unsafe {
+        dev.instance
+            .instance
+            .get_physical_device_properties(dev.physical)
+    };
+    assert!(
+        q4vk::vk::pipeline::cache_blob_matches(&blob, &props),
+        "the saved blob is recognized as this device's (so a new context seeds from it)"
+    );
+    assert!(!q4vk::vk::pipeline::cache_blob_matches(&blob[..31], &props));
 
     // A second context seeded with the blob works and gives the same results.
     let second = Gpu::with(false, |d| {
