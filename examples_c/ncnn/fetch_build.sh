@@ -49,6 +49,9 @@ JOBS=${JOBS:-$(nproc)}
 CMAKE_OPTS=(
   -DCMAKE_BUILD_TYPE=Release
   -DCMAKE_INSTALL_PREFIX="$PREFIX"
+  # CMakeLists.txt defaults NCNN_VERSION to the BUILD date (string(TIMESTAMP)),
+  # which lands in platform.h NCNN_VERSION_STRING and ncnnConfig.cmake; pin it.
+  -DNCNN_VERSION="${NCNN_VERSION##*.}"
   -DNCNN_VULKAN=ON
   -DNCNN_SIMPLEVK=OFF
   -DNCNN_SYSTEM_GLSLANG=OFF
@@ -127,8 +130,10 @@ else
 fi
 log "sdist sha256 OK ($(stat -c %s "$SDIST") bytes)"
 
-# Partial work from an earlier interrupted run is thrown away.
-rm -rf "$SRC" "$BUILD" "$PREFIX"
+# Partial work from an earlier interrupted run is thrown away. The old install
+# (if any) stays until the new one is complete, then is swapped (see below).
+STAGE=$ROOT/stage
+rm -rf "$SRC" "$BUILD" "$STAGE"
 mkdir -p "$SRC"
 tar -xzf "$SDIST" -C "$SRC" --strip-components=1
 [[ -f "$SRC/CMakeLists.txt" && -f "$SRC/glslang/CMakeLists.txt" ]] || die "unexpected sdist layout"
@@ -147,8 +152,12 @@ run_logged cmake -S "$SRC" -B "$BUILD" "${CMAKE_OPTS[@]}"
 log "building with $JOBS jobs (nice 19)"
 run_logged cmake --build "$BUILD" --parallel "$JOBS"
 log "installing to $PREFIX"
-run_logged cmake --install "$BUILD"
-[[ -f "$PREFIX/lib/cmake/ncnn/ncnnConfig.cmake" ]] || die "install incomplete: no ncnnConfig.cmake"
+# Install into a DESTDIR stage (paths inside still say $PREFIX), then swap.
+DESTDIR=$STAGE run_logged cmake --install "$BUILD"
+[[ -f "$STAGE$PREFIX/lib/cmake/ncnn/ncnnConfig.cmake" ]] || die "install incomplete: no ncnnConfig.cmake"
+rm -rf "$PREFIX"
+mv "$STAGE$PREFIX" "$PREFIX"
+rm -rf "$STAGE"
 
 # Keep the sdist (and src, for reading shaders/headers); drop the build tree.
 rm -rf "$BUILD"

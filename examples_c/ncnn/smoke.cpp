@@ -28,13 +28,23 @@
 //     Entry k of the vector becomes VkSpecializationMapEntry{constantID = k,
 //     offset = 4k, size = 4}: the shader's constant_id must be 0..N-1, all 4 bytes.
 //   * Local size: call pipeline.set_local_size_xyz(x, y, z) (or
-//     set_optimal_local_size_xyz) BEFORE create(). ncnn rewrites the SPIR-V
-//     (gpu.cpp inject_local_size_xyz): declarations decorated SpecId 233/234/235
-//     (GLSL: layout(local_size_x_id = 233, local_size_y_id = 234,
-//     local_size_z_id = 235) in;) get those values; a literal LocalSize is also
-//     replaced. set_local_size_xyz rounds x up to a multiple of the subgroup size
-//     (adjust_xyz), so don't assume your exact value survives - read back
-//     pipeline.local_size_x().
+//     set_optimal_local_size_xyz) BEFORE create(). ncnn rewrites the SPIR-V when
+//     it makes the shader module (gpu.cpp inject_local_size_xyz): a literal
+//     OpExecutionMode LocalSize is REPLACED by those values (so a kernel that
+//     hard-codes local_size_x = 64 must be given set_local_size_xyz(64,1,1));
+//     constants decorated SpecId 233/234/235 (GLSL: layout(local_size_x_id = 233,
+//     local_size_y_id = 234, local_size_z_id = 235) in;) are stripped and
+//     replaced the same way. GOTCHA (verified in this smoke test): reflection
+//     (resolve_shader_info) runs on the ORIGINAL SPIR-V and counts SpecId
+//     233-235 as specialization constants, and create() fails with
+//     "pipeline specialization count mismatch, expect N+3 but got N" unless the
+//     vector has N+3 entries (the 3 extra map to constantIDs N..N+2, which are
+//     ignored). ncnn's own shaders declare no local size at all (=> 1,1,1
+//     literal, rewritten). Both forms are exercised below (scale.comp,
+//     scale_ids.comp). set_local_size_xyz rounds to multiples of the subgroup
+//     size (adjust_xyz); read back pipeline.local_size_x() if it matters.
+//     With SPIR-V >= 1.6 (LocalSizeId) ncnn uses OpExecutionModeId instead;
+//     same rules.
 //   * Bindings: reflected from the SPIR-V (resolve_shader_info): descriptor set 0,
 //     binding N -> storage buffer (type 1), storage image (2) or sampler (3);
 //     at most 16 bindings.
@@ -50,8 +60,10 @@
 //
 // VkCompute::record_pipeline(const Pipeline*, const std::vector<VkMat>& bindings,
 //                            const std::vector<vk_constant_type>& constants,
-//                            const VkMat& dispatcher)   (also a `const Mat&`
-//                            dispatcher overload - only .w/.h/.d/.c are read)
+//                            const VkMat& dispatcher)
+//   A plain `const Mat& dispatcher` (only .w/.h/.d/.c are read, no data) exists
+//   only in the 5-argument overload with image bindings:
+//     record_pipeline(pipe, buffers, std::vector<VkImageMat>(), constants, Mat dispatcher)
 //   * bindings[i] goes to the i-th buffer binding in binding order; an empty VkMat
 //     binds a dummy buffer. Descriptor = {buffer(), buffer_offset(),
 //     buffer_capacity()}. ncnn inserts the read/write barriers itself.
@@ -63,6 +75,12 @@
 //     Mat with elemsize == 4*elempack as float. Upload packed int4 weights as a
 //     Mat with elemsize 1 (bytes), or clear those opt flags for the upload, or the
 //     bits get mangled on real GPUs (lavapipe is type CPU, so it won't show here).
+//   * record_download(VkMat, Mat, opt) (and record_upload) run ncnn's own
+//     convert_packing/cast shader: with opt.use_packing_layout (default true) a
+//     download whose element count % 4 == 0 comes back as elempack 4 (w/4,
+//     elemsize 16), and with fp16/bf16 storage the data is cast. For raw q4vk
+//     buffers use an Option copy with use_packing_layout = false and fp16/bf16 off
+//     (see run_raw_pipeline below).
 //   * In a layer, do weight upload in upload_model(VkTransfer& cmd, const Option&)
 //     with cmd.record_upload(..., opt), keep the VkMat as a member.
 //
@@ -110,6 +128,9 @@ namespace {
 static const uint32_t kScaleSpv[] = {
 #include "scale.spv.inc"  // glslc -mfmt=num scale.comp (CMake custom command)
 };
+static const uint32_t kScaleIdsSpv[] = {
+#include "scale_ids.spv.inc"  // same kernel, local size on spec ids 233..235
+};
 
 int g_fail = 0;
 
@@ -136,7 +157,11 @@ void fp32_only(ncnn::Option& opt) {
 }
 
 float max_abs_diff(const ncnn::Mat& m, const std::vector<float>& ref) {
-    if (m.w != static_cast<int>(ref.size()) || m.elempack != 1 || m.elemsize != 4u) return INFINITY;
+    if (m.w != static_cast<int>(ref.size()) || m.elempack != 1 || m.elemsize != 4u) {
+        std::printf("unexpected output Mat: dims %d w %d h %d c %d elemsize %zu elempack %d\n", m.dims, m.w, m.h, m.c,
+                    m.elemsize, m.elempack);
+        return INFINITY;
+    }
     float d = 0.f;
     const float* p = m;
     for (size_t i = 0; i < ref.size(); i++) d = std::fmax(d, std::fabs(p[i] - ref[i]));
@@ -189,13 +214,18 @@ int run_innerproduct(const std::string& dir, bool vulkan, const ncnn::Mat& in, n
     return rc;
 }
 
-int run_raw_pipeline(int n, float scale, const ncnn::Mat& a, ncnn::Mat& b, int* lsx) {
+int run_raw_pipeline(const uint32_t* spv, size_t spv_bytes, int extra_specs, int n, float scale, const ncnn::Mat& a,
+                     ncnn::Mat& b, int* lsx) {
     ncnn::VulkanDevice* vkdev = ncnn::get_gpu_device(ncnn::get_default_gpu_index());
     ncnn::VkAllocator* blob = vkdev->acquire_blob_allocator();
     ncnn::VkAllocator* staging = vkdev->acquire_staging_allocator();
     ncnn::Option opt;
     opt.use_vulkan_compute = true;
     fp32_only(opt);
+    // record_download() repacks to elempack 4 on the GPU (extra convert_packing
+    // dispatch) when use_packing_layout is on and the element count % 4 == 0.
+    // Raw buffers want the bytes as they are.
+    opt.use_packing_layout = false;
     opt.blob_vkallocator = blob;
     opt.workspace_vkallocator = blob;
     opt.staging_vkallocator = staging;
@@ -203,9 +233,11 @@ int run_raw_pipeline(int n, float scale, const ncnn::Mat& a, ncnn::Mat& b, int* 
     {
         ncnn::Pipeline pipe(vkdev);
         pipe.set_local_size_xyz(64, 1, 1);
-        std::vector<ncnn::vk_specialization_type> specs(1);
-        specs[0].f = scale;  // constant_id = 0
-        if (pipe.create(kScaleSpv, sizeof(kScaleSpv), specs) != 0) rc = -1;
+        // constant_id 0, then fillers for SpecId 233..235 if the shader declares them
+        std::vector<ncnn::vk_specialization_type> specs(1 + extra_specs);
+        specs[0].f = scale;
+        for (int i = 1; i <= extra_specs; i++) specs[i].u32 = 0;
+        if (pipe.create(spv, spv_bytes, specs) != 0) rc = -1;
         *lsx = static_cast<int>(pipe.local_size_x());
         if (rc == 0 && (pipe.shader_info().binding_count != 2 || pipe.shader_info().push_constant_count != 1)) {
             std::printf("shader_info: bindings %d push constants %d\n", pipe.shader_info().binding_count,
@@ -227,7 +259,7 @@ int run_raw_pipeline(int n, float scale, const ncnn::Mat& a, ncnn::Mat& b, int* 
             dispatcher.w = n;
             dispatcher.h = 1;
             dispatcher.c = 1;
-            cmd.record_pipeline(&pipe, bindings, constants, dispatcher);
+            cmd.record_pipeline(&pipe, bindings, std::vector<ncnn::VkImageMat>(), constants, dispatcher);
             cmd.record_download(b_gpu, b, opt);
             if (cmd.submit_and_wait() != 0) rc = -3;
         }
@@ -300,13 +332,18 @@ int main(int argc, char** argv) {
     const float scale = 2.5f;
     ncnn::Mat a(n), b;
     for (int i = 0; i < n; i++) a[i] = frand(seed);
-    int lsx = 0;
-    rc = run_raw_pipeline(n, scale, a, b, &lsx);
     std::vector<float> ref_b(n);
     for (int i = 0; i < n; i++) ref_b[i] = a[i] * scale + 1.0f;
-    const float d_raw = rc == 0 ? max_abs_diff(b, ref_b) : INFINITY;
-    std::printf("raw Pipeline (local_size_x=%d) rc=%d max|diff| = %g\n", lsx, rc, d_raw);
-    check(rc == 0 && d_raw < 1e-6f, "Pipeline::create(SPIR-V, spec consts) + record_pipeline");
+    int lsx = 0;
+    rc = run_raw_pipeline(kScaleSpv, sizeof(kScaleSpv), 0, n, scale, a, b, &lsx);
+    float d_raw = rc == 0 ? max_abs_diff(b, ref_b) : INFINITY;
+    std::printf("raw Pipeline, literal local size (local_size_x=%d) rc=%d max|diff| = %g\n", lsx, rc, d_raw);
+    check(rc == 0 && d_raw < 1e-6f, "Pipeline::create(SPIR-V, 1 spec const) + record_pipeline");
+    b.release();
+    rc = run_raw_pipeline(kScaleIdsSpv, sizeof(kScaleIdsSpv), 3, n, scale, a, b, &lsx);
+    d_raw = rc == 0 ? max_abs_diff(b, ref_b) : INFINITY;
+    std::printf("raw Pipeline, spec ids 233-235 (local_size_x=%d) rc=%d max|diff| = %g\n", lsx, rc, d_raw);
+    check(rc == 0 && d_raw < 1e-6f, "Pipeline::create(SPIR-V with 233-235, 1+3 spec consts) + record_pipeline");
 
     ncnn::destroy_gpu_instance();
     std::printf("%s\n", g_fail ? "SMOKE FAILED" : "SMOKE PASSED");
