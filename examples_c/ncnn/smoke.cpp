@@ -51,10 +51,11 @@
 //   * Push constants: counted ONLY as the members of the block whose TYPE name is
 //     "parameter" (layout(push_constant) uniform parameter { int n; ... } p;).
 //     Each member is one 4-byte vk_constant_type; pipeline layout size = 4*count.
-//     => the SPIR-V must keep OpName/OpMemberName (don't strip debug names, e.g.
-//     no `spirv-opt --strip-debug` / glslc -g0 is fine since names survive it,
-//     but check with spirv-dis), and q4vk's block must be named "parameter" with
-//     only 4-byte members, or the push-constant range will be wrong.
+//     => the SPIR-V must keep OpName/OpMemberName (`spirv-opt --strip-debug`
+//     removes them and silently gives a 0-byte push-constant range; check with
+//     spirv-dis), and q4vk's block must be named "parameter" with only 4-byte
+//     members, or the push-constant range will be wrong. A kernel without push
+//     constants is fine (count 0, pass an empty vector).
 //   * The pipeline is cached by vkdev->get_pipeline_cache(); creating the same
 //     SPIR-V + specializations + local size twice is cheap.
 //
