@@ -16,4 +16,6 @@ nice -n 19 cmake --build "$build" --parallel "$(nproc)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # VK_LOADER_DEBUG / VK_ICD_FILENAMES can be set by the caller to pick a driver.
+# VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation examples_c/ncnn/smoke.sh runs it
+# under the validation layer (clean on lavapipe, Mesa 22.3.6, 2026-11-30).
 "$build/ncnn_smoke" "$work"
