@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing q4vk needs on Debian 12 (idempotent; uses sudo when
 # not root): a C toolchain, CMake, pkg-config, the Vulkan loader, Mesa's lavapipe CPU
-# driver, the Khronos validation layer, glslc and a JDK (JNI test); the rustfmt/clippy components; and the
-# pinned cbindgen. Already-present tools are not reinstalled.
+# driver, the Khronos validation layer, glslc, a JDK (JNI test), valgrind and faketime
+# (ncnn's sdist); the rustfmt/clippy components; the pinned cbindgen and cargo-fuzz.
+# Already-present tools are not reinstalled.
 set -euo pipefail
 
 apt_packages=(build-essential cmake pkg-config binutils libvulkan1 libvulkan-dev
-    mesa-vulkan-drivers vulkan-validationlayers glslc openjdk-17-jdk-headless)
+    mesa-vulkan-drivers vulkan-validationlayers glslc openjdk-17-jdk-headless valgrind faketime)
 cbindgen_version=0.29.2
+cargo_fuzz_version=0.13.2
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -28,4 +30,9 @@ done
 if ! cbindgen --version 2>/dev/null | grep -q " $cbindgen_version\$"; then
     echo "== cargo install cbindgen $cbindgen_version"
     cargo install --quiet --locked cbindgen --version "$cbindgen_version"
+fi
+
+if ! cargo fuzz --version 2>/dev/null | grep -q " $cargo_fuzz_version\$"; then
+    echo "== cargo install cargo-fuzz $cargo_fuzz_version"
+    cargo install --quiet --locked cargo-fuzz --version "$cargo_fuzz_version"
 fi

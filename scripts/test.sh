@@ -2,7 +2,9 @@
 # Runs every test of q4vk: formatting and lints, the header drift check, the Rust unit and
 # integration tests (golden vectors; Vulkan tests on whatever device exists, lavapipe on
 # CPU-only machines, with the validation layer on), and the C consumer tests (CMake/CTest,
-# default and ASan+UBSan builds). Installs missing prerequisites first (scripts/setup.sh).
+# default and ASan+UBSan builds), the Rust tests under ASan/LSan with a valgrind leak count,
+# and a 30-second smoke run of every fuzz target. Installs missing prerequisites first
+# (scripts/setup.sh).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -32,3 +34,7 @@ done
 echo "   ok: max-page-size=16384, SONAME libq4vk.so, version script"
 echo "== C tests"
 scripts/test-c.sh
+echo "== sanitizers (Rust tests under ASan/LSan, valgrind leak count)"
+scripts/test-sanitizers.sh
+echo "== fuzz smoke"
+scripts/fuzz-smoke.sh 30
