@@ -8,15 +8,17 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-30}"
 cd "$root/fuzz"
 export RUSTC_BOOTSTRAP=1
+target_dir="${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/fuzz}"
+target_dir="${target_dir:-$root/fuzz/target}"
 targets=$(cargo fuzz list)
-cargo fuzz build -O
+cargo fuzz build -O --target-dir "$target_dir"
 for target in $targets; do
     mkdir -p "corpus/$target"
     scratch="$(mktemp -d)" # new inputs go here; the committed corpus stays as it is
     echo "== fuzz $target (${seconds} s)"
     log="$scratch.log"
     status=0
-    cargo fuzz run -O "$target" "$scratch" "corpus/$target" -- -max_total_time="$seconds" \
+    cargo fuzz run -O --target-dir "$target_dir" "$target" "$scratch" "corpus/$target" -- -max_total_time="$seconds" \
         -rss_limit_mb=4096 -print_final_stats=1 >"$log" 2>&1 || status=$?
     grep -E "^stat::number_of_executed_units|^stat::average_exec_per_sec" "$log" || true
     rm -rf "$scratch"
