@@ -51,10 +51,21 @@ fn matrix_larger_than_device_heap_is_refused_and_context_survives() {
     unsafe { q4vk_matrix_destroy(mat) };
 }
 
+/// Turns on the validation layer's synchronization validation (read by the layer when an
+/// instance is created) for the contexts this test binary creates.
+fn enable_sync_validation() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::env::set_var("VK_LAYER_ENABLES", "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT")
+    });
+}
+
 /// 8 threads share one context and three matrices, 200 GEMVs each with every result
-/// checked, while also creating and destroying matrices of their own.
+/// checked, while also creating and destroying matrices of their own; synchronization
+/// validation is on.
 #[test]
 fn eight_threads_share_a_context() {
+    enable_sync_validation();
     let gpu = Gpu::new(false);
     let mut rng = Rng(17);
     let shared: Vec<Q4Data> = [
