@@ -637,17 +637,21 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // // (check pipe->local_size_x() == info.local_size[0]: ncnn rounds to the subgroup size)
 // pipe->create(spv.data(), spv.size() * 4, sc);
 //
-// // upload_model(cmd, opt): the device layout as raw bytes (1-D Mats of elemsize 1),
-// // uploaded with an Option copy that has use_packing_layout and fp16/bf16/int8 storage
-// // off, so ncnn neither casts nor repacks them
+// // upload_model(cmd, opt): the device layout as 32-bit words (every size is a multiple
+// // of 4). Use an Option copy `raw` with fp16/bf16 storage and packed off: then
+// // record_upload copies without casting (elemsize 1 Mats are refused by its
+// // convert_packing; a 1-D upload may come back elempack 4, same bytes: bind it as is)
 // size_t wb, sb, zb; q4vk_matrix_pack_size(&W, &wb, &sb, &zb);
-// ncnn::Mat w((int)wb, (size_t)1u), s((int)sb, (size_t)1u), z;
-// if (zb) z.create((int)zb, (size_t)1u);
+// ncnn::Mat w((int)(wb / 4), (size_t)4u), s((int)(sb / 4), (size_t)4u), z;
+// if (zb) z.create((int)(zb / 4), (size_t)4u);
 // q4vk_matrix_pack(&W, w.data, wb, s.data, sb, zb ? z.data : NULL, zb);
-// cmd.record_upload(w, w_gpu, raw_opt); cmd.record_upload(s, s_gpu, raw_opt);
-// if (zb) cmd.record_upload(z, z_gpu, raw_opt);  // else z_gpu stays empty: ncnn binds a dummy
+// cmd.record_upload(w, w_gpu, raw); cmd.record_upload(s, s_gpu, raw);
+// if (zb) cmd.record_upload(z, z_gpu, raw);  // else z_gpu stays empty: ncnn binds a dummy
 //
-// // forward(bottom, top, cmd, opt): bottom w = k, h = m (elempack 1, fp32)
+// // forward(bottom, top, cmd, opt): bottom w = k, h = m, elempack 1, fp32. (ncnn hands
+// // a layer without support_vulkan_packing elempack-1 blobs; a blob you record_upload
+// // yourself comes back elempack 4 when h % 4 == 0 whatever use_packing_layout says:
+// // vkdev->convert_packing(blob, blob1, 1, cmd, opt) first.)
 // top.create(n, m, 4u, 1, opt.blob_vkallocator);
 // std::vector<ncnn::VkMat> b = {w_gpu, s_gpu, z_gpu, bottom, top};   // bindings 0..4
 // std::vector<ncnn::vk_constant_type> pc(info.push_constant_count);
