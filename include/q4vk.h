@@ -223,10 +223,13 @@ typedef struct q4vk_kernel_export_desc {
   // Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1. The exported
   // kernel is specialized for this m (ncnn: the input blob's height).
   uint32_t m;
-  // `Q4VK_KERNEL_SUBGROUP` without a context only: the smallest subgroup size the device
-  // may run the shader with (`minSubgroupSize` of `VK_EXT_subgroup_size_control` where the
-  // device varies it, else `subgroupSize`), a power of two 4..128. Otherwise must be 0
-  // (the context's device says). Default 0.
+  // Without a context: the device's subgroup size (ncnn: `GpuInfo::subgroup_size()`).
+  // Required for `Q4VK_KERNEL_SUBGROUP`: the smallest subgroup size the device may run
+  // the shader with (`minSubgroupSize` of `VK_EXT_subgroup_size_control` where the device
+  // varies it, else `subgroupSize`), a power of two 4..128. Optional (0) for the portable
+  // kernel, where it makes the local size a multiple of it (ncnn rounds local sizes up to
+  // a multiple of the subgroup size, which the kernel's workgroup constant must match).
+  // With a context: must be 0 (the device says). Default 0.
   uint32_t subgroup_size;
   // Must be 0.
   uint32_t reserved0;
@@ -625,6 +628,8 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // // create_pipeline(opt): one pipeline per m you will see (the kernel is specialized on m)
 // q4vk_kernel_export_desc e; q4vk_kernel_export_desc_default(&e);
 // e.m = m;                                   // ncnn blob height (1..8)
+// e.subgroup_size = vkdev->info.subgroup_size();  // local size a multiple of it, as ncnn wants
+// // (or e.variant = Q4VK_KERNEL_SUBGROUP: the subgroup kernel, same calls)
 // q4vk_kernel_info info = {0}; info.struct_size = sizeof info;
 // q4vk_kernel_export(NULL, &W, &e, &info, NULL, 0);           // size query
 // std::vector<uint32_t> spv(info.spirv_words);
@@ -634,7 +639,7 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 //     sc[i].u32 = info.specializations[i].value;  // ids 0..N-1, then 233..235: in order
 // pipe = new ncnn::Pipeline(vkdev);
 // pipe->set_local_size_xyz(info.local_size[0], info.local_size[1], info.local_size[2]);
-// // (check pipe->local_size_x() == info.local_size[0]: ncnn rounds to the subgroup size)
+// // must hold: pipe->local_size_x() == info.local_size[0] (ncnn rounds to its subgroup size)
 // pipe->create(spv.data(), spv.size() * 4, sc);
 //
 // // upload_model(cmd, opt): the device layout as 32-bit words (every size is a multiple

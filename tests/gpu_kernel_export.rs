@@ -961,3 +961,39 @@ fn export_refusals() {
     };
     assert_eq!(st, Q4VK_ERROR_BUFFER_TOO_SMALL);
 }
+
+/// Without a context, a subgroup size given for the portable kernel makes the local size a
+/// multiple of it (ncnn would round it so), also for short rows; the result stays exact.
+#[test]
+fn exported_portable_kernel_rounds_to_subgroup() {
+    let host = Host::new();
+    let mut rng = Rng(77);
+    for (sg, k) in [(64u32, 33usize), (128, 40), (16, 1000)] {
+        let n = 19;
+        let data = random_q4(&mut rng, n, k, 32, true, false);
+        let desc = q4_desc(&data);
+        for m in [1usize, 8] {
+            let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+            unsafe { q4vk_kernel_export_desc_default(&mut e) };
+            e.m = m as u32;
+            e.subgroup_size = sg;
+            let (info, spirv) = export(std::ptr::null(), &desc, &e);
+            assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
+            assert_eq!(info.local_size[0] % sg, 0);
+            assert!(info.local_size[0] >= 32);
+            let packed = pack(&desc, &info);
+            let x = rng.vec(m * k);
+            let r = Run {
+                m,
+                k,
+                n,
+                strides: (k, n),
+                x_f16: false,
+            };
+            let y = run_case(&host, &info, &spirv, &packed, &x, r);
+            check(&y, &data, &x, m, &format!("sg {sg} k {k} m {m}"));
+        }
+    }
+    drop(host);
+    assert_quiet();
+}

@@ -64,10 +64,13 @@ pub struct q4vk_kernel_export_desc {
     /// Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1. The exported
     /// kernel is specialized for this m (ncnn: the input blob's height).
     pub m: u32,
-    /// `Q4VK_KERNEL_SUBGROUP` without a context only: the smallest subgroup size the device
-    /// may run the shader with (`minSubgroupSize` of `VK_EXT_subgroup_size_control` where the
-    /// device varies it, else `subgroupSize`), a power of two 4..128. Otherwise must be 0
-    /// (the context's device says). Default 0.
+    /// Without a context: the device's subgroup size (ncnn: `GpuInfo::subgroup_size()`).
+    /// Required for `Q4VK_KERNEL_SUBGROUP`: the smallest subgroup size the device may run
+    /// the shader with (`minSubgroupSize` of `VK_EXT_subgroup_size_control` where the device
+    /// varies it, else `subgroupSize`), a power of two 4..128. Optional (0) for the portable
+    /// kernel, where it makes the local size a multiple of it (ncnn rounds local sizes up to
+    /// a multiple of the subgroup size, which the kernel's workgroup constant must match).
+    /// With a context: must be 0 (the device says). Default 0.
     pub subgroup_size: u32,
     /// Must be 0.
     pub reserved0: u32,
@@ -281,6 +284,8 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
 /// // create_pipeline(opt): one pipeline per m you will see (the kernel is specialized on m)
 /// q4vk_kernel_export_desc e; q4vk_kernel_export_desc_default(&e);
 /// e.m = m;                                   // ncnn blob height (1..8)
+/// e.subgroup_size = vkdev->info.subgroup_size();  // local size a multiple of it, as ncnn wants
+/// // (or e.variant = Q4VK_KERNEL_SUBGROUP: the subgroup kernel, same calls)
 /// q4vk_kernel_info info = {0}; info.struct_size = sizeof info;
 /// q4vk_kernel_export(NULL, &W, &e, &info, NULL, 0);           // size query
 /// std::vector<uint32_t> spv(info.spirv_words);
@@ -290,7 +295,7 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
 ///     sc[i].u32 = info.specializations[i].value;  // ids 0..N-1, then 233..235: in order
 /// pipe = new ncnn::Pipeline(vkdev);
 /// pipe->set_local_size_xyz(info.local_size[0], info.local_size[1], info.local_size[2]);
-/// // (check pipe->local_size_x() == info.local_size[0]: ncnn rounds to the subgroup size)
+/// // must hold: pipe->local_size_x() == info.local_size[0] (ncnn rounds to its subgroup size)
 /// pipe->create(spv.data(), spv.size() * 4, sc);
 ///
 /// // upload_model(cmd, opt): the device layout as 32-bit words (every size is a multiple
@@ -384,24 +389,24 @@ pub unsafe extern "C" fn q4vk_kernel_export(
                 } else {
                     export::default_tuning(subgroup, info.subgroup_size, info.min_subgroup_size)
                 };
+                let tuning = export::round_to_subgroup(tuning, info.subgroup_size);
                 (subgroup, ExportDevice::of(info, tuning))
             }
             None => {
                 let subgroup = e.variant == Q4VK_KERNEL_SUBGROUP;
-                if subgroup {
-                    let sg = e.subgroup_size;
-                    if !(sg.is_power_of_two() && (4..=128).contains(&sg)) {
-                        return Err(invalid!(
-                            "desc->subgroup_size is {sg}; Q4VK_KERNEL_SUBGROUP without a context needs the device's subgroup size, a power of two 4..128"
-                        ));
-                    }
-                } else if e.subgroup_size != 0 {
+                let sg = e.subgroup_size;
+                if subgroup && !(sg.is_power_of_two() && (4..=128).contains(&sg)) {
                     return Err(invalid!(
-                        "desc->subgroup_size is {}; it is read only for Q4VK_KERNEL_SUBGROUP without a context (set 0)",
-                        e.subgroup_size
+                        "desc->subgroup_size is {sg}; Q4VK_KERNEL_SUBGROUP without a context needs the device's subgroup size, a power of two 4..128"
                     ));
                 }
-                let tuning = export::default_tuning(subgroup, e.subgroup_size, e.subgroup_size);
+                if sg != 0 && !(sg.is_power_of_two() && sg <= 128) {
+                    return Err(invalid!(
+                        "desc->subgroup_size is {sg}; expected 0 or a power of two up to 128"
+                    ));
+                }
+                let tuning = export::default_tuning(subgroup, sg, sg);
+                let tuning = export::round_to_subgroup(tuning, sg);
                 (subgroup, ExportDevice::unknown(tuning))
             }
         };

@@ -92,6 +92,17 @@ pub fn default_tuning(subgroup: bool, subgroup_size: u32, min_subgroup_size: u32
     }
 }
 
+/// The workgroup never below `subgroup_size` (a power of two, or 0 for unknown): hosts
+/// such as ncnn round the local size up to a multiple of it, and the kernel's WORKGROUP
+/// constant must equal the local size.
+pub fn round_to_subgroup(t: Tuning, subgroup_size: u32) -> Tuning {
+    Tuning {
+        workgroup: t.workgroup.max(subgroup_size),
+        min_workgroup: t.min_workgroup.max(subgroup_size),
+        ..t
+    }
+}
+
 impl ExportDevice {
     /// No device known: Vulkan's guaranteed minimum limits, except the storage-buffer
     /// range (the host checks its own; only what 32-bit indexing cannot take is refused).
