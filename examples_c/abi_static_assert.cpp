@@ -73,6 +73,24 @@ SIG(q4vk_weight_permute, q4vk_status (*)(const q4vk_weight_quantize_desc *, cons
 SIG(q4vk_weight_unpermute, q4vk_status (*)(const q4vk_weight_quantize_desc *, const int8_t *,
                                            size_t, int8_t *, size_t));
 
+// Kernel export (C++ hosts such as an ncnn layer): layout and signatures.
+static_assert(std::is_standard_layout<q4vk_kernel_info>::value, "standard layout");
+static_assert(std::is_trivially_copyable<q4vk_kernel_info>::value, "trivially copyable");
+static_assert(sizeof(q4vk_kernel_export_desc) == 40, "q4vk_kernel_export_desc size");
+static_assert(sizeof(q4vk_kernel_binding) == 16, "q4vk_kernel_binding size");
+static_assert(sizeof(q4vk_kernel_specialization) == 8, "q4vk_kernel_specialization size");
+static_assert(sizeof(q4vk_kernel_info) == 392, "q4vk_kernel_info size");
+FIELD(q4vk_kernel_export_desc, m, 12, uint32_t);
+FIELD(q4vk_kernel_export_desc, y_row_stride, 32, uint64_t);
+FIELD(q4vk_kernel_info, spirv_words, 24, size_t);
+FIELD(q4vk_kernel_info, specializations, 264, q4vk_kernel_specialization[16]);
+SIG(q4vk_kernel_export, q4vk_status (*)(const q4vk_context *, const q4vk_matrix_desc *,
+                                        const q4vk_kernel_export_desc *, q4vk_kernel_info *, uint32_t *,
+                                        size_t));
+SIG(q4vk_matrix_pack_size, q4vk_status (*)(const q4vk_matrix_desc *, size_t *, size_t *, size_t *));
+SIG(q4vk_matrix_pack, q4vk_status (*)(const q4vk_matrix_desc *, void *, size_t, void *, size_t, void *,
+                                      size_t));
+
 int main() {
     int failures = 0;
     if (q4vk_version() != static_cast<uint32_t>(Q4VK_HEADER_VERSION)) {

@@ -73,6 +73,50 @@ FIELD(q4vk_gemv_args, y, 40, q4vk_buffer_ref);
 FIELD(q4vk_gemv_args, x_row_stride, 64, uint64_t);
 FIELD(q4vk_gemv_args, y_row_stride, 72, uint64_t);
 
+_Static_assert(sizeof(struct q4vk_kernel_export_desc) == 40, "q4vk_kernel_export_desc size");
+FIELD(q4vk_kernel_export_desc, struct_size, 0, uint32_t);
+FIELD(q4vk_kernel_export_desc, variant, 4, q4vk_kernel_variant);
+FIELD(q4vk_kernel_export_desc, flags, 8, uint32_t);
+FIELD(q4vk_kernel_export_desc, m, 12, uint32_t);
+FIELD(q4vk_kernel_export_desc, subgroup_size, 16, uint32_t);
+FIELD(q4vk_kernel_export_desc, reserved0, 20, uint32_t);
+FIELD(q4vk_kernel_export_desc, x_row_stride, 24, uint64_t);
+FIELD(q4vk_kernel_export_desc, y_row_stride, 32, uint64_t);
+
+_Static_assert(sizeof(struct q4vk_kernel_binding) == 16, "q4vk_kernel_binding size");
+FIELD(q4vk_kernel_binding, binding, 0, uint32_t);
+FIELD(q4vk_kernel_binding, role, 4, q4vk_binding_role);
+FIELD(q4vk_kernel_binding, bytes, 8, uint64_t);
+
+_Static_assert(sizeof(struct q4vk_kernel_specialization) == 8, "q4vk_kernel_specialization size");
+FIELD(q4vk_kernel_specialization, id, 0, uint32_t);
+FIELD(q4vk_kernel_specialization, value, 4, uint32_t);
+
+_Static_assert(sizeof(struct q4vk_kernel_info) == 392, "q4vk_kernel_info size");
+FIELD(q4vk_kernel_info, struct_size, 0, uint32_t);
+FIELD(q4vk_kernel_info, variant, 4, q4vk_kernel_variant);
+_Static_assert(offsetof(struct q4vk_kernel_info, entry_point) == 8, "entry_point offset");
+_Static_assert(sizeof(((struct q4vk_kernel_info *)0)->entry_point) == 16, "entry_point size");
+FIELD(q4vk_kernel_info, spirv_words, 24, size_t);
+FIELD(q4vk_kernel_info, binding_count, 32, uint32_t);
+FIELD(q4vk_kernel_info, push_constant_count, 36, uint32_t);
+FIELD(q4vk_kernel_info, specialization_count, 40, uint32_t);
+FIELD(q4vk_kernel_info, reserved0, 44, uint32_t);
+_Static_assert(offsetof(struct q4vk_kernel_info, local_size) == 48, "local_size offset");
+_Static_assert(offsetof(struct q4vk_kernel_info, group_count) == 60, "group_count offset");
+_Static_assert(offsetof(struct q4vk_kernel_info, bindings) == 72, "bindings offset");
+_Static_assert(offsetof(struct q4vk_kernel_info, push_constants) == 200, "push_constants offset");
+_Static_assert(offsetof(struct q4vk_kernel_info, specializations) == 264, "specializations offset");
+_Static_assert(sizeof(((struct q4vk_kernel_info *)0)->bindings) / sizeof(struct q4vk_kernel_binding) ==
+                   Q4VK_KERNEL_MAX_BINDINGS, "bindings capacity");
+_Static_assert(sizeof(((struct q4vk_kernel_info *)0)->push_constants) / 4 == Q4VK_KERNEL_MAX_PUSH_CONSTANTS,
+               "push constants capacity");
+_Static_assert(sizeof(((struct q4vk_kernel_info *)0)->specializations) / sizeof(struct q4vk_kernel_specialization) ==
+                   Q4VK_KERNEL_MAX_SPECIALIZATIONS, "specializations capacity");
+_Static_assert(Q4VK_KERNEL_PORTABLE == 0 && Q4VK_KERNEL_SUBGROUP == 1 && Q4VK_KERNEL_AUTO == 2, "kernel variants");
+_Static_assert(Q4VK_BINDING_WEIGHTS == 0 && Q4VK_BINDING_SCALES == 1 && Q4VK_BINDING_ZEROS == 2 &&
+                   Q4VK_BINDING_X == 3 && Q4VK_BINDING_Y == 4, "binding roles");
+
 _Static_assert(Q4VK_LOG_ERROR == 0 && Q4VK_LOG_WARN == 1 && Q4VK_LOG_INFO == 2 && Q4VK_LOG_DEBUG == 3, "log levels");
 _Static_assert(Q4VK_CONTEXT_VALIDATION == 0x1u && Q4VK_CONTEXT_PORTABLE_KERNELS == 0x2u, "context flags");
 _Static_assert(Q4VK_SOURCE_FLOAT == 0 && Q4VK_SOURCE_Q4 == 1 && Q4VK_SOURCE_PADDLE == 2, "sources");
@@ -97,6 +141,14 @@ static q4vk_status (*const p_gemv)(q4vk_context *, const q4vk_matrix *, const fl
 static void (*const p_gemv_args_default)(q4vk_gemv_args *) = q4vk_gemv_args_default;
 static q4vk_status (*const p_cmd_gemv)(q4vk_context *, const q4vk_matrix *, void *, const q4vk_gemv_args *) =
     q4vk_cmd_gemv;
+static void (*const p_export_desc_default)(q4vk_kernel_export_desc *) = q4vk_kernel_export_desc_default;
+static q4vk_status (*const p_kernel_export)(const q4vk_context *, const q4vk_matrix_desc *,
+                                            const q4vk_kernel_export_desc *, q4vk_kernel_info *, uint32_t *,
+                                            size_t) = q4vk_kernel_export;
+static q4vk_status (*const p_pack_size)(const q4vk_matrix_desc *, size_t *, size_t *, size_t *) =
+    q4vk_matrix_pack_size;
+static q4vk_status (*const p_pack)(const q4vk_matrix_desc *, void *, size_t, void *, size_t, void *, size_t) =
+    q4vk_matrix_pack;
 
 int main(void) {
     int failures = 0;
@@ -125,6 +177,15 @@ int main(void) {
         printf("FAIL: q4vk_gemv_args_default\n");
         failures++;
     }
+    q4vk_kernel_export_desc ed;
+    memset(&ed, 0xA5, sizeof ed);
+    p_export_desc_default(&ed);
+    if (ed.struct_size != sizeof ed || ed.variant != Q4VK_KERNEL_PORTABLE || ed.flags != 0 || ed.m != 1 ||
+        ed.subgroup_size != 0 || ed.reserved0 != 0 || ed.x_row_stride || ed.y_row_stride) {
+        printf("FAIL: q4vk_kernel_export_desc_default\n");
+        failures++;
+    }
+    if (!p_kernel_export || !p_pack_size || !p_pack) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
         !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv || !p_cache_size || !p_cache_data)
         failures++;

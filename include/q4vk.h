@@ -53,6 +53,15 @@
 // pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
 #define Q4VK_GEMV_F16_ACTIVATIONS 1
 
+// Capacity of `q4vk_kernel_info.bindings`.
+#define Q4VK_KERNEL_MAX_BINDINGS 8
+
+// Capacity of `q4vk_kernel_info.push_constants`.
+#define Q4VK_KERNEL_MAX_PUSH_CONSTANTS 16
+
+// Capacity of `q4vk_kernel_info.specializations`.
+#define Q4VK_KERNEL_MAX_SPECIALIZATIONS 16
+
 // Major version of this header. Pre-1.0, a different major or minor is incompatible.
 #define Q4VK_VERSION_MAJOR 0
 
@@ -64,6 +73,21 @@
 
 // The header's packed version; put it in `q4vk_context_desc.header_version`.
 #define Q4VK_HEADER_VERSION (((Q4VK_VERSION_MAJOR << 22) | (Q4VK_VERSION_MINOR << 12)) | Q4VK_VERSION_PATCH)
+
+// Binding roles, in binding order (binding i has role i).
+#define ROLE_WEIGHTS 0
+
+// Scales.
+#define ROLE_SCALES 1
+
+// Zero points (unread when symmetric).
+#define ROLE_ZEROS 2
+
+// Activations.
+#define ROLE_X 3
+
+// Output.
+#define ROLE_Y 4
 
 // A Vulkan context (opaque). Created by `q4vk_context_create`, released by
 // `q4vk_context_destroy`. Safe to use from several threads at once: q4vk serializes its
@@ -195,6 +219,36 @@ typedef struct q4vk_gemv_args {
   uint64_t y_row_stride;
 } q4vk_gemv_args;
 
+// Which exported kernel (`Q4VK_KERNEL_*`).
+typedef uint32_t q4vk_kernel_variant;
+
+// How to export the kernel. Initialize with `q4vk_kernel_export_desc_default`.
+typedef struct q4vk_kernel_export_desc {
+  // `sizeof(q4vk_kernel_export_desc)`; smaller than v0 is refused, larger accepted.
+  uint32_t struct_size;
+  // `Q4VK_KERNEL_*`; default `Q4VK_KERNEL_PORTABLE`.
+  q4vk_kernel_variant variant;
+  // `Q4VK_GEMV_*` bits (`Q4VK_GEMV_F16_ACTIVATIONS`); others are refused. Default 0.
+  uint32_t flags;
+  // Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1. The exported
+  // kernel is specialized for this m (ncnn: the input blob's height).
+  uint32_t m;
+  // Without a context: the device's subgroup size (ncnn: `GpuInfo::subgroup_size()`).
+  // Required for `Q4VK_KERNEL_SUBGROUP`: the smallest subgroup size the device may run
+  // the shader with (`minSubgroupSize` of `VK_EXT_subgroup_size_control` where the device
+  // varies it, else `subgroupSize`), a power of two 4..128. Optional (0) for the portable
+  // kernel, where it makes the local size a multiple of it (ncnn rounds local sizes up to
+  // a multiple of the subgroup size, which the kernel's workgroup constant must match).
+  // With a context: must be 0 (the device says). Default 0.
+  uint32_t subgroup_size;
+  // Must be 0.
+  uint32_t reserved0;
+  // Elements between rows of x; 0 (default) = k.
+  uint64_t x_row_stride;
+  // Elements between rows of y; 0 (default) = n.
+  uint64_t y_row_stride;
+} q4vk_kernel_export_desc;
+
 // Where a matrix's data comes from (`Q4VK_SOURCE_*`).
 typedef uint32_t q4vk_matrix_source;
 
@@ -251,6 +305,65 @@ typedef struct q4vk_matrix_desc {
   size_t zeros_bytes;
 } q4vk_matrix_desc;
 
+// Role of a binding of the exported kernel (`Q4VK_BINDING_*`).
+typedef uint32_t q4vk_binding_role;
+
+// One buffer binding of the exported kernel: descriptor set 0, `VK_DESCRIPTOR_TYPE_STORAGE_BUFFER`.
+typedef struct q4vk_kernel_binding {
+  // Binding number (equal to its index in `q4vk_kernel_info.bindings`).
+  uint32_t binding;
+  // `Q4VK_BINDING_*`.
+  q4vk_binding_role role;
+  // Bytes the kernel may access from the bound offset, for the exported shape (bind at
+  // least this many; 0: not read, bind any valid buffer).
+  uint64_t bytes;
+} q4vk_kernel_binding;
+
+// One specialization constant: `VkSpecializationMapEntry{constantID = id, size = 4}` with
+// a 32-bit value (booleans as 0/1).
+typedef struct q4vk_kernel_specialization {
+  // `constantID`.
+  uint32_t id;
+  // Value.
+  uint32_t value;
+} q4vk_kernel_specialization;
+
+// What `q4vk_kernel_export` returns. The caller sets `struct_size =
+// sizeof(q4vk_kernel_info)` (smaller than v0 is refused); q4vk writes the other fields.
+typedef struct q4vk_kernel_info {
+  // Set by the caller: `sizeof(q4vk_kernel_info)`.
+  uint32_t struct_size;
+  // The variant exported (`Q4VK_KERNEL_PORTABLE` or `Q4VK_KERNEL_SUBGROUP`).
+  q4vk_kernel_variant variant;
+  // Entry point name, NUL-terminated ("main").
+  char entry_point[16];
+  // Length of the SPIR-V in 32-bit words (bytes = 4 × this).
+  size_t spirv_words;
+  // Entries of `bindings` used (5: weights, scales, zeros, x, y at bindings 0..4).
+  uint32_t binding_count;
+  // Entries of `push_constants` used (10).
+  uint32_t push_constant_count;
+  // Entries of `specializations` used.
+  uint32_t specialization_count;
+  // Always 0.
+  uint32_t reserved0;
+  // Local size (x, y, z); also the values of specialization ids 233, 234, 235.
+  uint32_t local_size[3];
+  // Workgroup counts of the single `vkCmdDispatch(x, y, z)` that computes all of y.
+  uint32_t group_count[3];
+  // The bindings, in binding order.
+  struct q4vk_kernel_binding bindings[8];
+  // The push constants: `push_constant_count` 32-bit words for `vkCmdPushConstants`
+  // (stage COMPUTE, offset 0, `4·push_constant_count` bytes); the block is named
+  // `parameter` (ncnn: one `vk_constant_type` each, in this order). In order: rows (n),
+  // row_base (0), chunks (ceil(k/32)), k, groups (scale groups per row), group_shift,
+  // x_row_stride, y_row_stride, wg_count (total workgroups), wg_offset (0).
+  uint32_t push_constants[16];
+  // Specialization constants by ascending id: the kernel's own on ids 0..N-1 (ncnn:
+  // vector entry i = constant id i), then the local size on 233, 234, 235.
+  struct q4vk_kernel_specialization specializations[16];
+} q4vk_kernel_info;
+
 // Paddle's quantization algorithm (`Q4VK_ALGO_*`).
 typedef uint32_t q4vk_algo;
 
@@ -274,6 +387,35 @@ typedef struct q4vk_weight_quantize_desc {
   // Columns = output features. A multiple of 16.
   uint64_t n;
 } q4vk_weight_quantize_desc;
+
+// No subgroup operations, SPIR-V 1.0 (Vulkan 1.0): runs on every device. The default.
+#define Q4VK_KERNEL_PORTABLE 0
+
+// Subgroup reduction, SPIR-V 1.3 (Vulkan 1.1; subgroup basic + arithmetic in compute).
+// With a context: refused with `Q4VK_ERROR_UNSUPPORTED` when the device lacks them.
+// Without: `desc->subgroup_size` must say the device's subgroup size.
+#define Q4VK_KERNEL_SUBGROUP 1
+
+// The context's choice (subgroup unless the device lacks it or the context is portable);
+// without a context, `Q4VK_KERNEL_PORTABLE`.
+#define Q4VK_KERNEL_AUTO 2
+
+// Packed weights (`q4vk_matrix_pack`'s `weights`). Binding 0.
+#define Q4VK_BINDING_WEIGHTS 0
+
+// Scales (`q4vk_matrix_pack`'s `scales`). Binding 1.
+#define Q4VK_BINDING_SCALES 1
+
+// Zero points (`q4vk_matrix_pack`'s `zeros`). Binding 2. Symmetric matrices: `bytes` is 0
+// and the kernel never reads it, but Vulkan needs a valid buffer bound (any, e.g. the
+// scales; ncnn binds a dummy buffer for an empty `VkMat`).
+#define Q4VK_BINDING_ZEROS 2
+
+// Activations `x[m][k]` (f32, or f16 with `Q4VK_GEMV_F16_ACTIVATIONS`). Binding 3.
+#define Q4VK_BINDING_X 3
+
+// Output `y[m][n]` (f32), written only at the m·n result elements. Binding 4.
+#define Q4VK_BINDING_Y 4
 
 // Float weights; q4vk quantizes them exactly as `q4vk_q4_quantize` does.
 #define Q4VK_SOURCE_FLOAT 0
@@ -470,6 +612,153 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
                           const struct q4vk_matrix *mat,
                           void *command_buffer,
                           const struct q4vk_gemv_args *args);
+
+// Fills `desc` with the defaults: portable variant, m = 1, f32 activations, dense rows.
+// NULL is ignored.
+//
+// # Safety
+// `desc` must be NULL or point to a writable `q4vk_kernel_export_desc`.
+void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
+
+// Describes the exported GEMV kernel for the matrix `matrix` (shape, scheme and source as
+// `q4vk_matrix_create` takes them; its data pointers are not read and may be NULL) and
+// `desc` (m, activation type, variant), and copies its SPIR-V into `spirv`.
+//
+// The kernel computes all of `y[m][n] = sum_k x[m][k]·W[n][k]` in one dispatch, with the
+// matrix in the device layout `q4vk_matrix_pack` writes. Everything is in `info`:
+// bindings (descriptor set 0, storage buffers: 0 weights, 1 scales, 2 zeros, 3 x, 4 y,
+// with the bytes each needs), push constants (32-bit words), specialization constants
+// (the kernel's own on ids 0..N-1, the local size on 233..235: ncnn's convention),
+// local size and workgroup counts. Build a compute pipeline from exactly that (one
+// set layout of 5 storage buffers, a push-constant range of `4·push_constant_count`
+// bytes, the SPIR-V, entry point `info.entry_point`, the specialization constants), bind
+// the five buffers, push the constants, `vkCmdDispatch(group_count)`.
+//
+// Size query: with `spirv` NULL and `spirv_words` 0, only `info` is written (its
+// `spirv_words` says how many words to allocate); a second call copies the SPIR-V. A
+// non-NULL `spirv` smaller than needed: `Q4VK_ERROR_BUFFER_TOO_SMALL`.
+//
+// `ctx` may be NULL: then no device is known; `Q4VK_KERNEL_AUTO` means portable, and the
+// limits checked are Vulkan's guaranteed minimums (workgroup counts 65535, shared memory
+// 16 KiB, 128 invocations) except the buffer sizes: check `bindings[i].bytes` against
+// your device's `maxStorageBufferRange` yourself. With a context, its device's limits,
+// subgroup sizes and workgroup choice are used. The workgroup dimension grid is 2-D when
+// the workgroups exceed `maxComputeWorkGroupCount[0]` (the kernel skips the surplus
+// workgroups of the last row); the export never needs several dispatches.
+//
+// Refused with `Q4VK_ERROR_UNSUPPORTED` (the message says why) when the export cannot
+// express the case: a weights/scales/zeros/x/y buffer beyond `maxStorageBufferRange` or
+// 2^32 elements (`q4vk_matrix_create` splits such a matrix into several buffers; the
+// exported kernel takes one per role), m > 8, the subgroup variant on a device without
+// subgroup arithmetic, a grid beyond the device's workgroup counts.
+//
+// Barriers are the host's: x written before the dispatch, y read after, as for
+// `q4vk_cmd_gemv`. The SPIR-V keeps its debug names (ncnn's reflection needs the
+// `parameter` block name).
+//
+// Worked example, an ncnn (1.0.20261020) custom layer; `W` the matrix desc, fp32 blobs
+// (set `opt.use_fp16_storage = opt.use_fp16_packed = false` and leave
+// `support_vulkan_packing` off, so blobs arrive with elempack 1; or export with
+// `Q4VK_GEMV_F16_ACTIVATIONS` for fp16 input blobs — the output is always fp32). The
+// input blob is 2-D, `w = k`, `h = m`; the output `w = n`, `h = m`:
+//
+// ```c
+// // create_pipeline(opt): one pipeline per m you will see (the kernel is specialized on m)
+// q4vk_kernel_export_desc e; q4vk_kernel_export_desc_default(&e);
+// e.m = m;                                   // ncnn blob height (1..8)
+// e.subgroup_size = vkdev->info.subgroup_size();  // local size a multiple of it, as ncnn wants
+// // (or e.variant = Q4VK_KERNEL_SUBGROUP: the subgroup kernel, same calls)
+// q4vk_kernel_info info = {0}; info.struct_size = sizeof info;
+// q4vk_kernel_export(NULL, &W, &e, &info, NULL, 0);           // size query
+// std::vector<uint32_t> spv(info.spirv_words);
+// q4vk_kernel_export(NULL, &W, &e, &info, spv.data(), spv.size());
+// std::vector<ncnn::vk_specialization_type> sc(info.specialization_count);
+// for (uint32_t i = 0; i < info.specialization_count; i++)
+//     sc[i].u32 = info.specializations[i].value;  // ids 0..N-1, then 233..235: in order
+// pipe = new ncnn::Pipeline(vkdev);
+// pipe->set_local_size_xyz(info.local_size[0], info.local_size[1], info.local_size[2]);
+// // must hold: pipe->local_size_x() == info.local_size[0] (ncnn rounds to its subgroup size)
+// pipe->create(spv.data(), spv.size() * 4, sc);
+//
+// // upload_model(cmd, opt): the device layout as 32-bit words (every size is a multiple
+// // of 4). Use an Option copy `raw` with fp16/bf16 storage and packed off: then
+// // record_upload copies without casting (elemsize 1 Mats are refused by its
+// // convert_packing; a 1-D upload may come back elempack 4, same bytes: bind it as is)
+// size_t wb, sb, zb; q4vk_matrix_pack_size(&W, &wb, &sb, &zb);
+// ncnn::Mat w((int)(wb / 4), (size_t)4u), s((int)(sb / 4), (size_t)4u), z;
+// if (zb) z.create((int)(zb / 4), (size_t)4u);
+// q4vk_matrix_pack(&W, w.data, wb, s.data, sb, zb ? z.data : NULL, zb);
+// cmd.record_upload(w, w_gpu, raw); cmd.record_upload(s, s_gpu, raw);
+// if (zb) cmd.record_upload(z, z_gpu, raw);  // else z_gpu stays empty: ncnn binds a dummy
+//
+// // forward(bottom, top, cmd, opt): bottom w = k, h = m, elempack 1, fp32. (ncnn hands
+// // a layer without support_vulkan_packing elempack-1 blobs; a blob you record_upload
+// // yourself comes back elempack 4 when h % 4 == 0 whatever use_packing_layout says:
+// // vkdev->convert_packing(blob, blob1, 1, cmd, opt) first.)
+// top.create(n, m, 4u, 1, opt.blob_vkallocator);
+// std::vector<ncnn::VkMat> b = {w_gpu, s_gpu, z_gpu, bottom, top};   // bindings 0..4
+// std::vector<ncnn::vk_constant_type> pc(info.push_constant_count);
+// for (uint32_t i = 0; i < info.push_constant_count; i++) pc[i].u32 = info.push_constants[i];
+// ncnn::VkMat dispatcher;   // ncnn dispatches ceil(w/lx), ceil(h/ly), ceil(c/lz) groups
+// dispatcher.w = info.group_count[0] * info.local_size[0];
+// dispatcher.h = info.group_count[1]; dispatcher.d = 1; dispatcher.c = 1;
+// cmd.record_pipeline(pipe, b, pc, dispatcher);
+// ```
+//
+// Statuses: `NULL_POINTER` (matrix, desc, info), `INVALID_ARGUMENT` (a struct_size, bad
+// matrix desc, unknown variant/flags, reserved0, strides, subgroup_size), `BUFFER_TOO_SMALL`
+// (spirv), `UNSUPPORTED` (above). Outputs written only on success. Pure (no Vulkan call);
+// thread-safe.
+//
+// # Safety
+// `ctx` NULL or live; `matrix`, `desc` NULL or valid; `info` NULL or writable for its
+// `struct_size` bytes; `spirv` NULL or writable for `spirv_words` words.
+q4vk_status q4vk_kernel_export(const struct q4vk_context *ctx,
+                               const struct q4vk_matrix_desc *matrix,
+                               const struct q4vk_kernel_export_desc *desc,
+                               struct q4vk_kernel_info *info,
+                               uint32_t *spirv,
+                               size_t spirv_words);
+
+// Sizes of the device-layout buffers `q4vk_matrix_pack` writes for `desc` (any source;
+// data pointers not read): `weights_bytes = n·ceil(k/32)·16`, `scales_bytes =
+// n·groups·(2 or 4)` rounded up to 4, `zeros_bytes = n·groups` rounded up to 4 (0 when
+// symmetric). Equal to the `bytes` of bindings 0..2 of `q4vk_kernel_export`. Pure.
+// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc, or sizes beyond size_t).
+//
+// # Safety
+// Pointers must be NULL or valid for their type.
+q4vk_status q4vk_matrix_pack_size(const struct q4vk_matrix_desc *desc,
+                                  size_t *weights_bytes,
+                                  size_t *scales_bytes,
+                                  size_t *zeros_bytes);
+
+// Writes the device layout of the matrix `desc` describes — exactly the bytes
+// `q4vk_matrix_create` uploads for a matrix that fits one buffer per role — into caller
+// memory, for a host that uploads them with its own allocator and binds them to the
+// kernel of `q4vk_kernel_export` (weights → binding 0, scales → 1, zeros → 2). Sources as
+// `q4vk_matrix_create` (FLOAT is quantized as `q4vk_q4_quantize` does, Q4 copied, PADDLE
+// converted losslessly). Layout: weights `[n][ceil(k/32)]` 16-byte chunks, 32 codes per
+// chunk, k even in the low nibble, zero-padded past k; scales `[n][groups]` f16 (or f32
+// for f32/bf16 sources), zeros `[n][groups]` bytes; scales and zeros padded with zero
+// bytes to a multiple of 4.
+//
+// Sizes from `q4vk_matrix_pack_size`; larger buffers are accepted (only the prefix is
+// written), smaller refused (`BUFFER_TOO_SMALL`). `zeros` may be NULL with `zeros_bytes`
+// 0 when symmetric. Statuses as `q4vk_matrix_create`'s CPU part: `NULL_POINTER`,
+// `INVALID_ARGUMENT` (bad desc, overlapping buffers, zero point > 15), `BUFFER_TOO_SMALL`,
+// `NON_FINITE`. Nothing is written on error. Uses all cores (FLOAT, PADDLE); thread-safe.
+//
+// # Safety
+// `desc` NULL or valid with its data pointers valid for their sizes; each output NULL or
+// writable for its stated bytes.
+q4vk_status q4vk_matrix_pack(const struct q4vk_matrix_desc *desc,
+                             void *weights,
+                             size_t weights_bytes,
+                             void *scales,
+                             size_t scales_bytes,
+                             void *zeros,
+                             size_t zeros_bytes);
 
 // Fills `desc` with the defaults: FLOAT source, group size 128, symmetric, F16, not
 // transposed, arch 80, n = k = 0, no data. NULL is ignored.

@@ -14,6 +14,11 @@ fi
 FLAGS="--target-env=vulkan1.1 -O -Werror"
 glslc $FLAGS -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_subgroup.spv"
 glslc $FLAGS gemv_q4.comp -o "$out/gemv_q4_portable.spv"
+# Kernel export (q4vk_kernel_export): ncnn's conventions (shaders/gemv_export.glsl); the
+# portable variant targets Vulkan 1.0 (SPIR-V 1.0) so any host device can take it; -g keeps
+# the names ncnn's reflection reads (the push-constant block type `parameter`).
+glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT gemv_q4.comp -o "$out/gemv_q4_export_portable.spv"
+glslc $FLAGS -g -DEXPORT -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_subgroup.spv"
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"
 if [ "$out" != "spv" ]; then

@@ -12,29 +12,38 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 
+#ifdef EXPORT
+#include "gemv_export.glsl"
+#else
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint ROWS = 4;           // rows per workgroup
-layout(constant_id = 2) const uint M = 1;              // activation rows
-layout(constant_id = 3) const bool HAS_ZEROS = false;  // per-group zero points (else 8)
-layout(constant_id = 4) const bool SCALE_F32 = false;  // scales stored as f32 (else f16)
-layout(constant_id = 5) const bool X_F16 = false;      // activations are f16 (else f32)
-layout(constant_id = 6) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
+#define WORKGROUP gl_WorkGroupSize.x
+#define SPEC_ID(i) (i)
+#define XY_SET 1
+#define X_BINDING 0
+#define Y_BINDING 1
+#endif
+layout(constant_id = SPEC_ID(1)) const uint ROWS = 4;           // rows per workgroup
+layout(constant_id = SPEC_ID(2)) const uint M = 1;              // activation rows
+layout(constant_id = SPEC_ID(3)) const bool HAS_ZEROS = false;  // per-group zero points (else 8)
+layout(constant_id = SPEC_ID(4)) const bool SCALE_F32 = false;  // scales stored as f32 (else f16)
+layout(constant_id = SPEC_ID(5)) const bool X_F16 = false;      // activations are f16 (else f32)
+layout(constant_id = SPEC_ID(6)) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
 
 #include "q4_common.glsl"
 
 layout(set = 0, binding = 0) readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { uint s[]; };
 layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
-layout(set = 1, binding = 0) readonly buffer X4 { vec4 x4[]; };
-layout(set = 1, binding = 0) readonly buffer X1 { float x1[]; };
-layout(set = 1, binding = 0) readonly buffer XH { uint xh[]; };
-layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
+layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
+layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
+layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
+layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
 
 const uint MR = M * ROWS;
 #ifdef SUBGROUP
-shared float red[(gl_WorkGroupSize.x / SUBGROUP_SIZE) * MR];
+shared float red[(WORKGROUP / SUBGROUP_SIZE) * MR];
 #else
-shared float red[gl_WorkGroupSize.x * MR];
+shared float red[WORKGROUP * MR];
 #endif
 
 float scale_at(uint i) {
@@ -106,7 +115,7 @@ void main() {
         acc[i] = 0.0;
     }
 
-    for (uint c = tid; c < p.chunks; c += gl_WorkGroupSize.x) {
+    for (uint c = tid; c < p.chunks; c += WORKGROUP) {
         uint g = c >> p.group_shift;
         uvec4 wv[ROWS];
         float sc[ROWS];
@@ -143,7 +152,7 @@ void main() {
     }
     barrier();
     // MR may exceed the workgroup (small workgroups, many rows and activation rows).
-    for (uint i = tid; i < MR; i += gl_WorkGroupSize.x) {
+    for (uint i = tid; i < MR; i += WORKGROUP) {
         float v = 0.0;
         for (uint sg = 0u; sg < gl_NumSubgroups; sg++) {
             v += red[sg * MR + i];
@@ -159,7 +168,7 @@ void main() {
         red[tid * MR + i] = acc[i];
     }
     barrier();
-    for (uint half_size = gl_WorkGroupSize.x / 2u; half_size > 0u; half_size >>= 1) {
+    for (uint half_size = WORKGROUP / 2u; half_size > 0u; half_size >>= 1) {
         if (tid < half_size) {
             for (uint i = 0u; i < MR; i++) {
                 red[tid * MR + i] += red[(tid + half_size) * MR + i];
@@ -167,7 +176,7 @@ void main() {
         }
         barrier();
     }
-    for (uint i = tid; i < MR; i += gl_WorkGroupSize.x) {
+    for (uint i = tid; i < MR; i += WORKGROUP) {
         uint mi = i / ROWS;
         uint row = row0 + i % ROWS;
         if (row < p.rows) {

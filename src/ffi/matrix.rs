@@ -121,7 +121,7 @@ pub unsafe extern "C" fn q4vk_matrix_desc_default(desc: *mut q4vk_matrix_desc) {
     });
 }
 
-fn check_common(d: &q4vk_matrix_desc) -> Result<()> {
+pub(crate) fn check_common(d: &q4vk_matrix_desc) -> Result<()> {
     if d.reserved0 != 0 {
         return Err(invalid!("desc->reserved0 is {}; it must be 0", d.reserved0));
     }
@@ -282,7 +282,7 @@ pub unsafe extern "C" fn q4vk_q4_quantize(
 }
 
 /// The Q4 data of a desc, converted or quantized as its source says.
-unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
+pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
     match d.source {
         Q4VK_SOURCE_FLOAT => {
             let (shape, w) = float_source(d)?;

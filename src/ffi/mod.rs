@@ -4,6 +4,7 @@
 
 pub mod context;
 pub mod gemv;
+pub mod kernel;
 pub mod matrix;
 mod panic;
 mod ptr;

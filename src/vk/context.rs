@@ -132,11 +132,7 @@ impl Context {
         // The kernel's per-subgroup reduction slots are sized for the smallest subgroup the
         // device may use; the workgroup is a multiple of the largest.
         let sg = info.min_subgroup_size;
-        let subgroup_ok = info.subgroup_arithmetic
-            && sg.is_power_of_two()
-            && info.subgroup_size.is_power_of_two()
-            && (4..=128).contains(&sg)
-            && info.subgroup_size <= 1024;
+        let subgroup_ok = info.subgroup_kernels_ok();
         let portable = config.portable || env_portable || !subgroup_ok;
         let mut tuning = if portable {
             Tuning {

@@ -39,6 +39,19 @@ pub struct DeviceInfo {
     pub memory: vk::PhysicalDeviceMemoryProperties,
 }
 
+impl DeviceInfo {
+    /// Whether the subgroup kernels can run: subgroup arithmetic in compute and sizes the
+    /// kernels' reduction slots take.
+    pub fn subgroup_kernels_ok(&self) -> bool {
+        let sg = self.min_subgroup_size;
+        self.subgroup_arithmetic
+            && sg.is_power_of_two()
+            && self.subgroup_size.is_power_of_two()
+            && (4..=128).contains(&sg)
+            && self.subgroup_size <= 1024
+    }
+}
+
 /// A loaded device and the queue q4vk uses. Destroys the device on drop only if q4vk
 /// created it.
 pub struct Device {

@@ -7,6 +7,7 @@
 
 pub mod context;
 pub mod device;
+pub mod export;
 pub mod gemv;
 pub mod instance;
 pub mod log;

@@ -38,7 +38,16 @@ pub struct Push {
 impl Push {
     /// The block as bytes for `vkCmdPushConstants`.
     pub fn bytes(&self) -> [u8; 40] {
-        let words = [
+        let mut out = [0u8; 40];
+        for (dst, w) in out.chunks_exact_mut(4).zip(self.words()) {
+            dst.copy_from_slice(&w.to_ne_bytes());
+        }
+        out
+    }
+
+    /// The block as 32-bit words, in member order.
+    pub fn words(&self) -> [u32; 10] {
+        [
             self.rows,
             self.row_base,
             self.chunks,
@@ -49,12 +58,7 @@ impl Push {
             self.y_stride,
             self.wg_count,
             self.wg_offset,
-        ];
-        let mut out = [0u8; 40];
-        for (dst, w) in out.chunks_exact_mut(4).zip(words) {
-            dst.copy_from_slice(&w.to_ne_bytes());
-        }
-        out
+        ]
     }
 }
 

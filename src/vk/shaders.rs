@@ -6,6 +6,12 @@ use crate::error::{Error, Result};
 pub const GEMV_SUBGROUP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_subgroup.spv");
 /// Fused GEMV with a shared-memory reduction only (no subgroup ops, no 8/16-bit storage).
 pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_portable.spv");
+/// Exported GEMV (`q4vk_kernel_export`), portable, SPIR-V 1.0, ncnn's conventions.
+pub const GEMV_EXPORT_PORTABLE: &[u8] =
+    include_bytes!("../../shaders/spv/gemv_q4_export_portable.spv");
+/// Exported GEMV with the subgroup reduction (SPIR-V 1.3).
+pub const GEMV_EXPORT_SUBGROUP: &[u8] =
+    include_bytes!("../../shaders/spv/gemv_q4_export_subgroup.spv");
 /// Benchmark baseline: one invocation per row (binding 0 words, 1 scale+zero, 2 x, 3 y).
 pub const NAIVE: &[u8] = include_bytes!("../../shaders/spv/naive_q4.spv");
 /// Benchmark ceiling: uvec4 copy (binding 0 source, 1 destination).

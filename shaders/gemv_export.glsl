@@ -1,0 +1,16 @@
+// Conventions of the exported GEMV (`q4vk_kernel_export`, compiled with -DEXPORT), those of
+// ncnn's `Pipeline`: one descriptor set (weights 0, scales 1, zeros 2, x 3, y 4); the
+// kernel's own specialization constants on ids 0..N-1, then the local size on 233..235; the
+// push-constant block's type named `parameter` (ncnn counts its members by that name, so
+// scripts/build-shaders.sh keeps the names with -g).
+// A host may rewrite the local size and drop the 233..235 constants (ncnn does), so the
+// kernel reads its workgroup size from WORKGROUP (id 5), which must equal local_size_x.
+// Ids: ROWS 0, M 1, HAS_ZEROS 2, SCALE_F32 3, X_F16 4, WORKGROUP 5, SUBGROUP_SIZE 6 (last:
+// the portable variant does not use it, so its ids stay contiguous).
+layout(local_size_x_id = 233, local_size_y_id = 234, local_size_z_id = 235) in;
+layout(constant_id = 5) const uint WORKGROUP = 64;
+#define SPEC_ID(i) ((i) - 1 + (i) / 6)
+#define XY_SET 0
+#define X_BINDING 3
+#define Y_BINDING 4
+#define Push parameter

@@ -1,0 +1,610 @@
+//! Kernel export: q4vk's GEMV for hosts that record their own command buffers with their
+//! own pipelines and buffers (ncnn's `VkCompute`), and the device-layout bytes of a matrix
+//! for the host to upload with its own allocator.
+
+use super::context::q4vk_context;
+use super::gemv::Q4VK_GEMV_F16_ACTIVATIONS;
+use super::matrix::{check_common, q4_data, q4vk_matrix_desc, Q4VK_SOURCE_FLOAT, Q4VK_SOURCE_Q4};
+use super::panic::guard;
+use super::ptr::{check_disjoint, check_size, read_struct, require, write_out, VersionedStruct};
+use super::status::q4vk_status;
+use super::weight::{Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
+use crate::error::{invalid, Error, Result};
+use crate::layout::vk::VkLayout;
+use crate::quant::dtype::Dtype;
+use crate::quant::paddle::{PaddleParams, PaddleScheme};
+use crate::quant::q4::{Q4Shape, ScaleType};
+use crate::vk::export::{self, ExportDevice, ExportRequest};
+use std::ffi::c_void;
+
+/// Which exported kernel (`Q4VK_KERNEL_*`).
+pub type q4vk_kernel_variant = u32;
+/// No subgroup operations, SPIR-V 1.0 (Vulkan 1.0): runs on every device. The default.
+pub const Q4VK_KERNEL_PORTABLE: q4vk_kernel_variant = 0;
+/// Subgroup reduction, SPIR-V 1.3 (Vulkan 1.1; subgroup basic + arithmetic in compute).
+/// With a context: refused with `Q4VK_ERROR_UNSUPPORTED` when the device lacks them.
+/// Without: `desc->subgroup_size` must say the device's subgroup size.
+pub const Q4VK_KERNEL_SUBGROUP: q4vk_kernel_variant = 1;
+/// The context's choice (subgroup unless the device lacks it or the context is portable);
+/// without a context, `Q4VK_KERNEL_PORTABLE`.
+pub const Q4VK_KERNEL_AUTO: q4vk_kernel_variant = 2;
+
+/// Role of a binding of the exported kernel (`Q4VK_BINDING_*`).
+pub type q4vk_binding_role = u32;
+/// Packed weights (`q4vk_matrix_pack`'s `weights`). Binding 0.
+pub const Q4VK_BINDING_WEIGHTS: q4vk_binding_role = 0;
+/// Scales (`q4vk_matrix_pack`'s `scales`). Binding 1.
+pub const Q4VK_BINDING_SCALES: q4vk_binding_role = 1;
+/// Zero points (`q4vk_matrix_pack`'s `zeros`). Binding 2. Symmetric matrices: `bytes` is 0
+/// and the kernel never reads it, but Vulkan needs a valid buffer bound (any, e.g. the
+/// scales; ncnn binds a dummy buffer for an empty `VkMat`).
+pub const Q4VK_BINDING_ZEROS: q4vk_binding_role = 2;
+/// Activations `x[m][k]` (f32, or f16 with `Q4VK_GEMV_F16_ACTIVATIONS`). Binding 3.
+pub const Q4VK_BINDING_X: q4vk_binding_role = 3;
+/// Output `y[m][n]` (f32), written only at the m·n result elements. Binding 4.
+pub const Q4VK_BINDING_Y: q4vk_binding_role = 4;
+
+/// Capacity of `q4vk_kernel_info.bindings`.
+pub const Q4VK_KERNEL_MAX_BINDINGS: u32 = 8;
+/// Capacity of `q4vk_kernel_info.push_constants`.
+pub const Q4VK_KERNEL_MAX_PUSH_CONSTANTS: u32 = 16;
+/// Capacity of `q4vk_kernel_info.specializations`.
+pub const Q4VK_KERNEL_MAX_SPECIALIZATIONS: u32 = 16;
+
+/// How to export the kernel. Initialize with `q4vk_kernel_export_desc_default`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_kernel_export_desc {
+    /// `sizeof(q4vk_kernel_export_desc)`; smaller than v0 is refused, larger accepted.
+    pub struct_size: u32,
+    /// `Q4VK_KERNEL_*`; default `Q4VK_KERNEL_PORTABLE`.
+    pub variant: q4vk_kernel_variant,
+    /// `Q4VK_GEMV_*` bits (`Q4VK_GEMV_F16_ACTIVATIONS`); others are refused. Default 0.
+    pub flags: u32,
+    /// Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1. The exported
+    /// kernel is specialized for this m (ncnn: the input blob's height).
+    pub m: u32,
+    /// Without a context: the device's subgroup size (ncnn: `GpuInfo::subgroup_size()`).
+    /// Required for `Q4VK_KERNEL_SUBGROUP`: the smallest subgroup size the device may run
+    /// the shader with (`minSubgroupSize` of `VK_EXT_subgroup_size_control` where the device
+    /// varies it, else `subgroupSize`), a power of two 4..128. Optional (0) for the portable
+    /// kernel, where it makes the local size a multiple of it (ncnn rounds local sizes up to
+    /// a multiple of the subgroup size, which the kernel's workgroup constant must match).
+    /// With a context: must be 0 (the device says). Default 0.
+    pub subgroup_size: u32,
+    /// Must be 0.
+    pub reserved0: u32,
+    /// Elements between rows of x; 0 (default) = k.
+    pub x_row_stride: u64,
+    /// Elements between rows of y; 0 (default) = n.
+    pub y_row_stride: u64,
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers only.
+unsafe impl VersionedStruct for q4vk_kernel_export_desc {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_kernel_export_desc>();
+    const NAME: &'static str = "q4vk_kernel_export_desc";
+}
+
+/// One buffer binding of the exported kernel: descriptor set 0, `VK_DESCRIPTOR_TYPE_STORAGE_BUFFER`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct q4vk_kernel_binding {
+    /// Binding number (equal to its index in `q4vk_kernel_info.bindings`).
+    pub binding: u32,
+    /// `Q4VK_BINDING_*`.
+    pub role: q4vk_binding_role,
+    /// Bytes the kernel may access from the bound offset, for the exported shape (bind at
+    /// least this many; 0: not read, bind any valid buffer).
+    pub bytes: u64,
+}
+
+/// One specialization constant: `VkSpecializationMapEntry{constantID = id, size = 4}` with
+/// a 32-bit value (booleans as 0/1).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct q4vk_kernel_specialization {
+    /// `constantID`.
+    pub id: u32,
+    /// Value.
+    pub value: u32,
+}
+
+/// What `q4vk_kernel_export` returns. The caller sets `struct_size =
+/// sizeof(q4vk_kernel_info)` (smaller than v0 is refused); q4vk writes the other fields.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_kernel_info {
+    /// Set by the caller: `sizeof(q4vk_kernel_info)`.
+    pub struct_size: u32,
+    /// The variant exported (`Q4VK_KERNEL_PORTABLE` or `Q4VK_KERNEL_SUBGROUP`).
+    pub variant: q4vk_kernel_variant,
+    /// Entry point name, NUL-terminated ("main").
+    pub entry_point: [libc::c_char; 16],
+    /// Length of the SPIR-V in 32-bit words (bytes = 4 × this).
+    pub spirv_words: usize,
+    /// Entries of `bindings` used (5: weights, scales, zeros, x, y at bindings 0..4).
+    pub binding_count: u32,
+    /// Entries of `push_constants` used (10).
+    pub push_constant_count: u32,
+    /// Entries of `specializations` used.
+    pub specialization_count: u32,
+    /// Always 0.
+    pub reserved0: u32,
+    /// Local size (x, y, z); also the values of specialization ids 233, 234, 235.
+    pub local_size: [u32; 3],
+    /// Workgroup counts of the single `vkCmdDispatch(x, y, z)` that computes all of y.
+    pub group_count: [u32; 3],
+    /// The bindings, in binding order.
+    pub bindings: [q4vk_kernel_binding; 8],
+    /// The push constants: `push_constant_count` 32-bit words for `vkCmdPushConstants`
+    /// (stage COMPUTE, offset 0, `4·push_constant_count` bytes); the block is named
+    /// `parameter` (ncnn: one `vk_constant_type` each, in this order). In order: rows (n),
+    /// row_base (0), chunks (ceil(k/32)), k, groups (scale groups per row), group_shift,
+    /// x_row_stride, y_row_stride, wg_count (total workgroups), wg_offset (0).
+    pub push_constants: [u32; 16],
+    /// Specialization constants by ascending id: the kernel's own on ids 0..N-1 (ncnn:
+    /// vector entry i = constant id i), then the local size on 233, 234, 235.
+    pub specializations: [q4vk_kernel_specialization; 16],
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers only.
+unsafe impl VersionedStruct for q4vk_kernel_info {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_kernel_info>();
+    const NAME: &'static str = "q4vk_kernel_info";
+}
+
+/// Fills `desc` with the defaults: portable variant, m = 1, f32 activations, dense rows.
+/// NULL is ignored.
+///
+/// # Safety
+/// `desc` must be NULL or point to a writable `q4vk_kernel_export_desc`.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_kernel_export_desc_default(desc: *mut q4vk_kernel_export_desc) {
+    let value = q4vk_kernel_export_desc {
+        struct_size: std::mem::size_of::<q4vk_kernel_export_desc>() as u32,
+        variant: Q4VK_KERNEL_PORTABLE,
+        flags: 0,
+        m: 1,
+        subgroup_size: 0,
+        reserved0: 0,
+        x_row_stride: 0,
+        y_row_stride: 0,
+    };
+    // SAFETY: forwarded from the caller's contract; NULL is skipped.
+    let _ = guard("q4vk_kernel_export_desc_default", || {
+        unsafe { write_out(desc, value, "desc") }.or(Ok(()))
+    });
+}
+
+/// Shape and stored scale type of a matrix desc, validated as `q4vk_matrix_create` does
+/// (the data pointers are not read).
+fn matrix_shape(d: &q4vk_matrix_desc) -> Result<(Q4Shape, ScaleType)> {
+    check_common(d)?;
+    match d.source {
+        Q4VK_SOURCE_FLOAT => {
+            Dtype::from_c(d.dtype, "matrix->dtype")?;
+            Ok((
+                Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?,
+                ScaleType::F16,
+            ))
+        }
+        Q4VK_SOURCE_Q4 => {
+            let scale = match d.dtype {
+                Q4VK_DTYPE_F16 => ScaleType::F16,
+                Q4VK_DTYPE_F32 => ScaleType::F32,
+                other => {
+                    return Err(invalid!(
+                        "matrix->dtype is {other}; Q4 scales are Q4VK_DTYPE_F16 (1) or Q4VK_DTYPE_F32 (0)"
+                    ))
+                }
+            };
+            Ok((Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?, scale))
+        }
+        _ => {
+            if d.zero_points != 0 {
+                return Err(invalid!(
+                    "matrix->zero_points must be 0 for Q4VK_SOURCE_PADDLE (Paddle int4 is symmetric)"
+                ));
+            }
+            let scheme = PaddleScheme::new(PaddleParams {
+                algo: 1,
+                dtype: d.dtype,
+                arch: d.arch,
+                group_size: d.group_size,
+                k: d.k,
+                n: d.n,
+            })?;
+            let scale = if scheme.dtype == Dtype::F16 {
+                ScaleType::F16
+            } else {
+                ScaleType::F32
+            };
+            Ok((
+                Q4Shape {
+                    n: scheme.geometry.n,
+                    k: scheme.geometry.k,
+                    group_size: scheme.group_rows,
+                    per_channel: scheme.per_channel,
+                    zero_points: false,
+                },
+                scale,
+            ))
+        }
+    }
+}
+
+fn to_usize(v: u64, what: &str) -> Result<usize> {
+    usize::try_from(v).map_err(|_| invalid!("{what} ({v} bytes) exceeds this platform's size_t"))
+}
+
+/// Describes the exported GEMV kernel for the matrix `matrix` (shape, scheme and source as
+/// `q4vk_matrix_create` takes them; its data pointers are not read and may be NULL) and
+/// `desc` (m, activation type, variant), and copies its SPIR-V into `spirv`.
+///
+/// The kernel computes all of `y[m][n] = sum_k x[m][k]·W[n][k]` in one dispatch, with the
+/// matrix in the device layout `q4vk_matrix_pack` writes. Everything is in `info`:
+/// bindings (descriptor set 0, storage buffers: 0 weights, 1 scales, 2 zeros, 3 x, 4 y,
+/// with the bytes each needs), push constants (32-bit words), specialization constants
+/// (the kernel's own on ids 0..N-1, the local size on 233..235: ncnn's convention),
+/// local size and workgroup counts. Build a compute pipeline from exactly that (one
+/// set layout of 5 storage buffers, a push-constant range of `4·push_constant_count`
+/// bytes, the SPIR-V, entry point `info.entry_point`, the specialization constants), bind
+/// the five buffers, push the constants, `vkCmdDispatch(group_count)`.
+///
+/// Size query: with `spirv` NULL and `spirv_words` 0, only `info` is written (its
+/// `spirv_words` says how many words to allocate); a second call copies the SPIR-V. A
+/// non-NULL `spirv` smaller than needed: `Q4VK_ERROR_BUFFER_TOO_SMALL`.
+///
+/// `ctx` may be NULL: then no device is known; `Q4VK_KERNEL_AUTO` means portable, and the
+/// limits checked are Vulkan's guaranteed minimums (workgroup counts 65535, shared memory
+/// 16 KiB, 128 invocations) except the buffer sizes: check `bindings[i].bytes` against
+/// your device's `maxStorageBufferRange` yourself. With a context, its device's limits,
+/// subgroup sizes and workgroup choice are used. The workgroup dimension grid is 2-D when
+/// the workgroups exceed `maxComputeWorkGroupCount[0]` (the kernel skips the surplus
+/// workgroups of the last row); the export never needs several dispatches.
+///
+/// Refused with `Q4VK_ERROR_UNSUPPORTED` (the message says why) when the export cannot
+/// express the case: a weights/scales/zeros/x/y buffer beyond `maxStorageBufferRange` or
+/// 2^32 elements (`q4vk_matrix_create` splits such a matrix into several buffers; the
+/// exported kernel takes one per role), m > 8, the subgroup variant on a device without
+/// subgroup arithmetic, a grid beyond the device's workgroup counts.
+///
+/// Barriers are the host's: x written before the dispatch, y read after, as for
+/// `q4vk_cmd_gemv`. The SPIR-V keeps its debug names (ncnn's reflection needs the
+/// `parameter` block name).
+///
+/// Worked example, an ncnn (1.0.20261020) custom layer; `W` the matrix desc, fp32 blobs
+/// (set `opt.use_fp16_storage = opt.use_fp16_packed = false` and leave
+/// `support_vulkan_packing` off, so blobs arrive with elempack 1; or export with
+/// `Q4VK_GEMV_F16_ACTIVATIONS` for fp16 input blobs — the output is always fp32). The
+/// input blob is 2-D, `w = k`, `h = m`; the output `w = n`, `h = m`:
+///
+/// ```c
+/// // create_pipeline(opt): one pipeline per m you will see (the kernel is specialized on m)
+/// q4vk_kernel_export_desc e; q4vk_kernel_export_desc_default(&e);
+/// e.m = m;                                   // ncnn blob height (1..8)
+/// e.subgroup_size = vkdev->info.subgroup_size();  // local size a multiple of it, as ncnn wants
+/// // (or e.variant = Q4VK_KERNEL_SUBGROUP: the subgroup kernel, same calls)
+/// q4vk_kernel_info info = {0}; info.struct_size = sizeof info;
+/// q4vk_kernel_export(NULL, &W, &e, &info, NULL, 0);           // size query
+/// std::vector<uint32_t> spv(info.spirv_words);
+/// q4vk_kernel_export(NULL, &W, &e, &info, spv.data(), spv.size());
+/// std::vector<ncnn::vk_specialization_type> sc(info.specialization_count);
+/// for (uint32_t i = 0; i < info.specialization_count; i++)
+///     sc[i].u32 = info.specializations[i].value;  // ids 0..N-1, then 233..235: in order
+/// pipe = new ncnn::Pipeline(vkdev);
+/// pipe->set_local_size_xyz(info.local_size[0], info.local_size[1], info.local_size[2]);
+/// // must hold: pipe->local_size_x() == info.local_size[0] (ncnn rounds to its subgroup size)
+/// pipe->create(spv.data(), spv.size() * 4, sc);
+///
+/// // upload_model(cmd, opt): the device layout as 32-bit words (every size is a multiple
+/// // of 4). Use an Option copy `raw` with fp16/bf16 storage and packed off: then
+/// // record_upload copies without casting (elemsize 1 Mats are refused by its
+/// // convert_packing; a 1-D upload may come back elempack 4, same bytes: bind it as is)
+/// size_t wb, sb, zb; q4vk_matrix_pack_size(&W, &wb, &sb, &zb);
+/// ncnn::Mat w((int)(wb / 4), (size_t)4u), s((int)(sb / 4), (size_t)4u), z;
+/// if (zb) z.create((int)(zb / 4), (size_t)4u);
+/// q4vk_matrix_pack(&W, w.data, wb, s.data, sb, zb ? z.data : NULL, zb);
+/// cmd.record_upload(w, w_gpu, raw); cmd.record_upload(s, s_gpu, raw);
+/// if (zb) cmd.record_upload(z, z_gpu, raw);  // else z_gpu stays empty: ncnn binds a dummy
+///
+/// // forward(bottom, top, cmd, opt): bottom w = k, h = m, elempack 1, fp32. (ncnn hands
+/// // a layer without support_vulkan_packing elempack-1 blobs; a blob you record_upload
+/// // yourself comes back elempack 4 when h % 4 == 0 whatever use_packing_layout says:
+/// // vkdev->convert_packing(blob, blob1, 1, cmd, opt) first.)
+/// top.create(n, m, 4u, 1, opt.blob_vkallocator);
+/// std::vector<ncnn::VkMat> b = {w_gpu, s_gpu, z_gpu, bottom, top};   // bindings 0..4
+/// std::vector<ncnn::vk_constant_type> pc(info.push_constant_count);
+/// for (uint32_t i = 0; i < info.push_constant_count; i++) pc[i].u32 = info.push_constants[i];
+/// ncnn::VkMat dispatcher;   // ncnn dispatches ceil(w/lx), ceil(h/ly), ceil(c/lz) groups
+/// dispatcher.w = info.group_count[0] * info.local_size[0];
+/// dispatcher.h = info.group_count[1]; dispatcher.d = 1; dispatcher.c = 1;
+/// cmd.record_pipeline(pipe, b, pc, dispatcher);
+/// ```
+///
+/// Statuses: `NULL_POINTER` (matrix, desc, info), `INVALID_ARGUMENT` (a struct_size, bad
+/// matrix desc, unknown variant/flags, reserved0, strides, subgroup_size), `BUFFER_TOO_SMALL`
+/// (spirv), `UNSUPPORTED` (above). Outputs written only on success. Pure (no Vulkan call);
+/// thread-safe.
+///
+/// # Safety
+/// `ctx` NULL or live; `matrix`, `desc` NULL or valid; `info` NULL or writable for its
+/// `struct_size` bytes; `spirv` NULL or writable for `spirv_words` words.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_kernel_export(
+    ctx: *const q4vk_context,
+    matrix: *const q4vk_matrix_desc,
+    desc: *const q4vk_kernel_export_desc,
+    info: *mut q4vk_kernel_info,
+    spirv: *mut u32,
+    spirv_words: usize,
+) -> q4vk_status {
+    guard("q4vk_kernel_export", || unsafe {
+        let d = read_struct(matrix, "matrix")?;
+        let e = read_struct(desc, "desc")?;
+        // Checks info's struct_size (and NULL) before any work.
+        let declared = read_struct(info as *const q4vk_kernel_info, "info")?.struct_size;
+        let (shape, scale) = matrix_shape(&d)?;
+        if e.flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
+            return Err(invalid!(
+                "desc->flags has unknown bits {:#x}",
+                e.flags & !Q4VK_GEMV_F16_ACTIVATIONS
+            ));
+        }
+        if e.reserved0 != 0 {
+            return Err(invalid!("desc->reserved0 is {}; it must be 0", e.reserved0));
+        }
+        if e.variant > Q4VK_KERNEL_AUTO {
+            return Err(invalid!(
+                "desc->variant is {}; expected Q4VK_KERNEL_PORTABLE (0), Q4VK_KERNEL_SUBGROUP (1) or Q4VK_KERNEL_AUTO (2)",
+                e.variant
+            ));
+        }
+        let ctx = ctx.as_ref().map(|c| &c.0);
+        let (subgroup, dev) = match ctx {
+            Some(c) => {
+                if e.subgroup_size != 0 {
+                    return Err(invalid!(
+                        "desc->subgroup_size is {}; with a context it must be 0 (the device says)",
+                        e.subgroup_size
+                    ));
+                }
+                let info = &c.device.info;
+                let subgroup = match e.variant {
+                    Q4VK_KERNEL_PORTABLE => false,
+                    Q4VK_KERNEL_SUBGROUP => {
+                        if !info.subgroup_kernels_ok() {
+                            return Err(Error::Unsupported(format!(
+                                "the subgroup kernel needs subgroup basic + arithmetic operations in compute shaders and subgroup sizes 4..128; {} lacks them (use Q4VK_KERNEL_PORTABLE)",
+                                info.name
+                            )));
+                        }
+                        true
+                    }
+                    _ => !c.portable,
+                };
+                let tuning = if subgroup != c.portable {
+                    c.pipelines.tuning
+                } else {
+                    export::default_tuning(subgroup, info.subgroup_size, info.min_subgroup_size)
+                };
+                let tuning = export::round_to_subgroup(tuning, info.subgroup_size);
+                (subgroup, ExportDevice::of(info, tuning))
+            }
+            None => {
+                let subgroup = e.variant == Q4VK_KERNEL_SUBGROUP;
+                let sg = e.subgroup_size;
+                if subgroup && !(sg.is_power_of_two() && (4..=128).contains(&sg)) {
+                    return Err(invalid!(
+                        "desc->subgroup_size is {sg}; Q4VK_KERNEL_SUBGROUP without a context needs the device's subgroup size, a power of two 4..128"
+                    ));
+                }
+                if sg != 0 && !(sg.is_power_of_two() && sg <= 128) {
+                    return Err(invalid!(
+                        "desc->subgroup_size is {sg}; expected 0 or a power of two up to 128"
+                    ));
+                }
+                let tuning = export::default_tuning(subgroup, sg, sg);
+                let tuning = export::round_to_subgroup(tuning, sg);
+                (subgroup, ExportDevice::unknown(tuning))
+            }
+        };
+        let req = ExportRequest {
+            shape,
+            scale,
+            m: e.m,
+            x_f16: e.flags & Q4VK_GEMV_F16_ACTIVATIONS != 0,
+            x_stride: if e.x_row_stride == 0 {
+                shape.k as u64
+            } else {
+                e.x_row_stride
+            },
+            y_stride: if e.y_row_stride == 0 {
+                shape.n as u64
+            } else {
+                e.y_row_stride
+            },
+            subgroup,
+        };
+        let x = export::export(&req, &dev)?;
+        if !spirv.is_null() || spirv_words != 0 {
+            require(spirv, "spirv")?;
+            if spirv_words < x.spirv.len() {
+                return Err(Error::BufferTooSmall(format!(
+                    "spirv_words is {spirv_words}, {} needed",
+                    x.spirv.len()
+                )));
+            }
+        }
+        let too_many = x.bindings.len() > Q4VK_KERNEL_MAX_BINDINGS as usize
+            || x.push.len() > Q4VK_KERNEL_MAX_PUSH_CONSTANTS as usize
+            || x.specs.len() > Q4VK_KERNEL_MAX_SPECIALIZATIONS as usize;
+        if too_many {
+            return Err(Error::Internal(
+                "exported kernel exceeds q4vk_kernel_info".into(),
+            ));
+        }
+        let mut out = q4vk_kernel_info {
+            struct_size: declared,
+            variant: if x.subgroup {
+                Q4VK_KERNEL_SUBGROUP
+            } else {
+                Q4VK_KERNEL_PORTABLE
+            },
+            entry_point: [0; 16],
+            spirv_words: x.spirv.len(),
+            binding_count: x.bindings.len() as u32,
+            push_constant_count: x.push.len() as u32,
+            specialization_count: x.specs.len() as u32,
+            reserved0: 0,
+            local_size: x.local_size,
+            group_count: x.groups,
+            bindings: [q4vk_kernel_binding::default(); 8],
+            push_constants: [0; 16],
+            specializations: [q4vk_kernel_specialization::default(); 16],
+        };
+        for (dst, src) in out.entry_point.iter_mut().zip(b"main") {
+            *dst = *src as libc::c_char;
+        }
+        for (dst, b) in out.bindings.iter_mut().zip(&x.bindings) {
+            *dst = q4vk_kernel_binding {
+                binding: b.binding,
+                role: b.role,
+                bytes: b.bytes,
+            };
+        }
+        out.push_constants[..x.push.len()].copy_from_slice(&x.push);
+        for (dst, &(id, value)) in out.specializations.iter_mut().zip(&x.specs) {
+            *dst = q4vk_kernel_specialization { id, value };
+        }
+        if !spirv.is_null() {
+            std::ptr::copy_nonoverlapping(x.spirv.as_ptr(), spirv, x.spirv.len());
+        }
+        // Only the fields the caller's struct has room for.
+        let known = (declared as usize).min(std::mem::size_of::<q4vk_kernel_info>());
+        std::ptr::copy_nonoverlapping(
+            (&out as *const q4vk_kernel_info).cast::<u8>(),
+            info.cast::<u8>(),
+            known,
+        );
+        Ok(())
+    })
+}
+
+/// Sizes of the device-layout buffers `q4vk_matrix_pack` writes for `desc` (any source;
+/// data pointers not read): `weights_bytes = n·ceil(k/32)·16`, `scales_bytes =
+/// n·groups·(2 or 4)` rounded up to 4, `zeros_bytes = n·groups` rounded up to 4 (0 when
+/// symmetric). Equal to the `bytes` of bindings 0..2 of `q4vk_kernel_export`. Pure.
+/// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc, or sizes beyond size_t).
+///
+/// # Safety
+/// Pointers must be NULL or valid for their type.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_matrix_pack_size(
+    desc: *const q4vk_matrix_desc,
+    weights_bytes: *mut usize,
+    scales_bytes: *mut usize,
+    zeros_bytes: *mut usize,
+) -> q4vk_status {
+    guard("q4vk_matrix_pack_size", || unsafe {
+        let d = read_struct(desc, "desc")?;
+        let (shape, scale) = matrix_shape(&d)?;
+        let [w, s, z] = export::layout_bytes(&shape, scale)?;
+        let (w, s, z) = (
+            to_usize(w, "weights")?,
+            to_usize(s, "scales")?,
+            to_usize(z, "zeros")?,
+        );
+        require(weights_bytes, "weights_bytes")?;
+        require(scales_bytes, "scales_bytes")?;
+        require(zeros_bytes, "zeros_bytes")?;
+        write_out(weights_bytes, w, "weights_bytes")?;
+        write_out(scales_bytes, s, "scales_bytes")?;
+        write_out(zeros_bytes, z, "zeros_bytes")
+    })
+}
+
+/// Writes the device layout of the matrix `desc` describes — exactly the bytes
+/// `q4vk_matrix_create` uploads for a matrix that fits one buffer per role — into caller
+/// memory, for a host that uploads them with its own allocator and binds them to the
+/// kernel of `q4vk_kernel_export` (weights → binding 0, scales → 1, zeros → 2). Sources as
+/// `q4vk_matrix_create` (FLOAT is quantized as `q4vk_q4_quantize` does, Q4 copied, PADDLE
+/// converted losslessly). Layout: weights `[n][ceil(k/32)]` 16-byte chunks, 32 codes per
+/// chunk, k even in the low nibble, zero-padded past k; scales `[n][groups]` f16 (or f32
+/// for f32/bf16 sources), zeros `[n][groups]` bytes; scales and zeros padded with zero
+/// bytes to a multiple of 4.
+///
+/// Sizes from `q4vk_matrix_pack_size`; larger buffers are accepted (only the prefix is
+/// written), smaller refused (`BUFFER_TOO_SMALL`). `zeros` may be NULL with `zeros_bytes`
+/// 0 when symmetric. Statuses as `q4vk_matrix_create`'s CPU part: `NULL_POINTER`,
+/// `INVALID_ARGUMENT` (bad desc, overlapping buffers, zero point > 15), `BUFFER_TOO_SMALL`,
+/// `NON_FINITE`. Nothing is written on error. Uses all cores (FLOAT, PADDLE); thread-safe.
+///
+/// # Safety
+/// `desc` NULL or valid with its data pointers valid for their sizes; each output NULL or
+/// writable for its stated bytes.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_matrix_pack(
+    desc: *const q4vk_matrix_desc,
+    weights: *mut c_void,
+    weights_bytes: usize,
+    scales: *mut c_void,
+    scales_bytes: usize,
+    zeros: *mut c_void,
+    zeros_bytes: usize,
+) -> q4vk_status {
+    guard("q4vk_matrix_pack", || unsafe {
+        let d = read_struct(desc, "desc")?;
+        let (shape, scale) = matrix_shape(&d)?;
+        let [w, s, z] = export::layout_bytes(&shape, scale)?;
+        let (wb, sb, zb) = (
+            to_usize(w, "weights")?,
+            to_usize(s, "scales")?,
+            to_usize(z, "zeros")?,
+        );
+        require(weights, "weights")?;
+        require(scales, "scales")?;
+        if zb > 0 {
+            require(zeros, "zeros")?;
+        }
+        check_size("weights_bytes", weights_bytes, wb)?;
+        check_size("scales_bytes", scales_bytes, sb)?;
+        check_size("zeros_bytes", zeros_bytes, zb)?;
+        let inputs = [
+            ("desc->weight", d.weight as usize, d.weight_bytes),
+            ("desc->scales", d.scales as usize, d.scales_bytes),
+            ("desc->zeros", d.zeros as usize, d.zeros_bytes),
+        ];
+        check_disjoint(
+            &[
+                ("weights", weights as usize, wb),
+                ("scales", scales as usize, sb),
+                ("zeros", zeros as usize, zb),
+            ],
+            &inputs,
+        )?;
+        let data = q4_data(&d)?;
+        let layout = VkLayout::of(&data.shape);
+        let rows = 0..data.shape.n;
+        let parts = [
+            (layout.pack_weights(&data, rows.clone()), weights, wb),
+            (layout.pack_scales(&data, rows.clone()), scales, sb),
+            (layout.pack_zeros(&data, rows), zeros, zb),
+        ];
+        for (bytes, _, need) in &parts {
+            if bytes.len() != *need {
+                return Err(Error::Internal(format!(
+                    "device layout is {} bytes, {need} expected",
+                    bytes.len()
+                )));
+            }
+        }
+        for (bytes, dst, need) in parts {
+            if need > 0 {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.cast::<u8>(), need);
+            }
+        }
+        Ok(())
+    })
+}

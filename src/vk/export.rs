@@ -1,0 +1,425 @@
+//! Kernel export (`q4vk_kernel_export`): everything a host that records its own command
+//! buffers (ncnn's `VkCompute`) needs to run q4vk's GEMV with its own pipeline and
+//! buffers — SPIR-V (`shaders/spv/gemv_q4_export_*.spv`, ncnn's conventions, see
+//! `shaders/gemv_export.glsl`), bindings with their byte sizes, push constants,
+//! specialization constants, local size and group counts. Pure: no Vulkan call.
+
+use super::device::DeviceInfo;
+use super::gemv::check_m;
+use super::pipeline::{Push, Tuning};
+use super::shaders;
+use crate::error::{invalid, Error, Result};
+use crate::layout::vk::VkLayout;
+use crate::quant::q4::{Q4Shape, ScaleType};
+
+/// Binding roles, in binding order (binding i has role i).
+pub const ROLE_WEIGHTS: u32 = 0;
+/// Scales.
+pub const ROLE_SCALES: u32 = 1;
+/// Zero points (unread when symmetric).
+pub const ROLE_ZEROS: u32 = 2;
+/// Activations.
+pub const ROLE_X: u32 = 3;
+/// Output.
+pub const ROLE_Y: u32 = 4;
+
+/// Specialization ids of the exported kernels (`shaders/gemv_export.glsl`).
+const SPEC_ROWS: u32 = 0;
+const SPEC_M: u32 = 1;
+const SPEC_HAS_ZEROS: u32 = 2;
+const SPEC_SCALE_F32: u32 = 3;
+const SPEC_X_F16: u32 = 4;
+const SPEC_WORKGROUP: u32 = 5;
+const SPEC_SUBGROUP_SIZE: u32 = 6;
+/// Local size x, y, z (ncnn's convention).
+pub const SPEC_LOCAL_SIZE: [u32; 3] = [233, 234, 235];
+
+/// Vulkan's guaranteed minimum limits, used when no device is known.
+const MIN_MAX_GROUPS: u32 = 65535;
+const MIN_MAX_SHARED: u32 = 16384;
+const MIN_MAX_INVOCATIONS: u32 = 128;
+
+/// What the export is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportRequest {
+    /// Matrix shape.
+    pub shape: Q4Shape,
+    /// Stored scale type.
+    pub scale: ScaleType,
+    /// Activation rows, 1..=8.
+    pub m: u32,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// Elements between rows of x (≥ k).
+    pub x_stride: u64,
+    /// Elements between rows of y (≥ n).
+    pub y_stride: u64,
+    /// Subgroup variant (else portable).
+    pub subgroup: bool,
+}
+
+/// The device facts the export respects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportDevice {
+    /// Workgroup shape (the context's, or the defaults).
+    pub tuning: Tuning,
+    /// `maxStorageBufferRange`.
+    pub max_storage_range: u64,
+    /// `maxComputeWorkGroupCount[0..2]`.
+    pub max_groups: [u32; 2],
+    /// `maxComputeSharedMemorySize`.
+    pub max_shared: u32,
+    /// Largest 1-D workgroup.
+    pub max_workgroup: u32,
+}
+
+/// Default workgroup shape of a variant: the same choice a context makes.
+pub fn default_tuning(subgroup: bool, subgroup_size: u32, min_subgroup_size: u32) -> Tuning {
+    if subgroup {
+        Tuning {
+            workgroup: 128.max(subgroup_size),
+            rows: 4,
+            subgroup: min_subgroup_size,
+            min_workgroup: 32.max(subgroup_size),
+        }
+    } else {
+        Tuning {
+            workgroup: 64,
+            rows: 4,
+            subgroup: 1,
+            min_workgroup: 32,
+        }
+    }
+}
+
+/// The workgroup never below `subgroup_size` (a power of two, or 0 for unknown): hosts
+/// such as ncnn round the local size up to a multiple of it, and the kernel's WORKGROUP
+/// constant must equal the local size.
+pub fn round_to_subgroup(t: Tuning, subgroup_size: u32) -> Tuning {
+    Tuning {
+        workgroup: t.workgroup.max(subgroup_size),
+        min_workgroup: t.min_workgroup.max(subgroup_size),
+        ..t
+    }
+}
+
+impl ExportDevice {
+    /// No device known: Vulkan's guaranteed minimum limits, except the storage-buffer
+    /// range (the host checks its own; only what 32-bit indexing cannot take is refused).
+    pub fn unknown(tuning: Tuning) -> ExportDevice {
+        ExportDevice {
+            tuning,
+            max_storage_range: u32::MAX as u64,
+            max_groups: [MIN_MAX_GROUPS; 2],
+            max_shared: MIN_MAX_SHARED,
+            max_workgroup: MIN_MAX_INVOCATIONS,
+        }
+    }
+
+    /// A known device with `tuning`.
+    pub fn of(info: &DeviceInfo, tuning: Tuning) -> ExportDevice {
+        ExportDevice {
+            tuning,
+            max_storage_range: info.max_storage_range,
+            max_groups: info.max_groups,
+            max_shared: info.max_shared,
+            max_workgroup: info.max_workgroup,
+        }
+    }
+}
+
+/// One binding of the exported kernel (descriptor set 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportBinding {
+    /// Binding number.
+    pub binding: u32,
+    /// `ROLE_*`.
+    pub role: u32,
+    /// Bytes the kernel may access (0: not read, bind any valid buffer).
+    pub bytes: u64,
+}
+
+/// The exported kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Export {
+    /// Subgroup variant.
+    pub subgroup: bool,
+    /// SPIR-V words.
+    pub spirv: Vec<u32>,
+    /// Bindings in binding order.
+    pub bindings: Vec<ExportBinding>,
+    /// Push constants (32-bit each, in block order from offset 0).
+    pub push: Vec<u32>,
+    /// (id, value), ascending ids: the kernel's own 0..N-1, then 233..235.
+    pub specs: Vec<(u32, u32)>,
+    /// Local size.
+    pub local_size: [u32; 3],
+    /// Workgroup counts of the one dispatch.
+    pub groups: [u32; 3],
+}
+
+/// Device-layout bytes of weights, scales and zero points (0 when symmetric).
+pub fn layout_bytes(shape: &Q4Shape, scale: ScaleType) -> Result<[u64; 3]> {
+    let l = VkLayout::of(shape);
+    let n = shape.n as u64;
+    let too_big = || invalid!("the matrix's device layout overflows 64 bits");
+    let w = n.checked_mul(l.row_bytes() as u64).ok_or_else(too_big)?;
+    let count = n.checked_mul(l.groups as u64).ok_or_else(too_big)?;
+    let s = (count * scale.size() as u64).next_multiple_of(4);
+    let z = if shape.zero_points {
+        count.next_multiple_of(4)
+    } else {
+        0
+    };
+    Ok([w, s, z])
+}
+
+/// The SpecId decorations of a SPIR-V module, ascending.
+pub fn spec_ids(words: &[u32]) -> Vec<u32> {
+    let mut ids = Vec::new();
+    let mut i = 5;
+    while i < words.len() {
+        let count = (words[i] >> 16) as usize;
+        let op = words[i] & 0xffff;
+        // OpDecorate <id> SpecId <value>
+        if op == 71 && count == 4 && words.get(i + 2) == Some(&1) {
+            ids.push(words[i + 3]);
+        }
+        i += count.max(1);
+    }
+    ids.sort_unstable();
+    ids
+}
+
+/// Builds the export for `req` on `dev`.
+pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
+    check_m(req.m)?;
+    let shape = &req.shape;
+    let (n, k) = (shape.n as u64, shape.k as u64);
+    if req.x_stride < k {
+        return Err(invalid!(
+            "desc->x_row_stride is {}, smaller than k = {k}",
+            req.x_stride
+        ));
+    }
+    if req.y_stride < n {
+        return Err(invalid!(
+            "desc->y_row_stride is {}, smaller than n = {n}",
+            req.y_stride
+        ));
+    }
+    let t = dev.tuning;
+    let l = VkLayout::of(shape);
+    let workgroup = t.workgroup_for(l.chunks);
+    let tuning = Tuning { workgroup, ..t };
+    if workgroup > dev.max_workgroup {
+        return Err(Error::Unsupported(format!(
+            "the exported kernel needs a workgroup of {workgroup}; the device allows {}",
+            dev.max_workgroup
+        )));
+    }
+    let shared = tuning.shared_bytes(!req.subgroup, req.m);
+    if shared > dev.max_shared {
+        return Err(Error::Unsupported(format!(
+            "the exported kernel needs {shared} bytes of shared memory at m = {}; the device has {}",
+            req.m, dev.max_shared
+        )));
+    }
+    let [wb, sb, zb] = layout_bytes(shape, req.scale)?;
+    let m = req.m as u64;
+    let x_elems = (m - 1)
+        .checked_mul(req.x_stride)
+        .and_then(|v| v.checked_add(k))
+        .ok_or_else(|| invalid!("desc->x_row_stride * m overflows"))?;
+    let y_elems = (m - 1)
+        .checked_mul(req.y_stride)
+        .and_then(|v| v.checked_add(n))
+        .ok_or_else(|| invalid!("desc->y_row_stride * m overflows"))?;
+    let xb = if req.x_f16 {
+        4 * x_elems.div_ceil(2)
+    } else {
+        4 * x_elems
+    };
+    let yb = 4 * y_elems;
+    // The kernel indexes weights (uvec4), scales, zeros, x and y with 32 bits.
+    let indices = [n * l.chunks as u64, n * l.groups as u64, x_elems, y_elems];
+    if indices.iter().any(|&i| i > u32::MAX as u64) || n > u32::MAX as u64 {
+        return Err(Error::Unsupported(
+            "the matrix or x/y need more than 2^32 elements in one buffer; the exported kernel indexes with 32 bits and takes one buffer per role (q4vk_matrix_create splits such matrices; the export cannot)".into(),
+        ));
+    }
+    for (name, bytes) in [
+        ("weights", wb),
+        ("scales", sb),
+        ("zeros", zb),
+        ("x", xb),
+        ("y", yb),
+    ] {
+        if bytes > dev.max_storage_range {
+            return Err(Error::Unsupported(format!(
+                "the {name} buffer needs {bytes} bytes, more than maxStorageBufferRange ({}); the exported kernel takes one buffer per role (q4vk_matrix_create splits such matrices; the export cannot)",
+                dev.max_storage_range
+            )));
+        }
+    }
+    let total = n.div_ceil(tuning.rows as u64);
+    let [max_x, max_y] = dev.max_groups.map(u64::from);
+    let gx = total.min(max_x);
+    let gy = total.div_ceil(gx);
+    if gy > max_y {
+        return Err(Error::Unsupported(format!(
+            "{total} workgroups exceed the device's {max_x} x {max_y} grid"
+        )));
+    }
+    let push = Push {
+        rows: n as u32,
+        row_base: 0,
+        chunks: l.chunks as u32,
+        k: k as u32,
+        groups: l.groups as u32,
+        group_shift: l.group_shift,
+        x_stride: req.x_stride as u32,
+        y_stride: req.y_stride as u32,
+        wg_count: total as u32,
+        wg_offset: 0,
+    };
+    let spirv = shaders::words(if req.subgroup {
+        shaders::GEMV_EXPORT_SUBGROUP
+    } else {
+        shaders::GEMV_EXPORT_PORTABLE
+    })?;
+    let mut specs = Vec::new();
+    for id in spec_ids(&spirv) {
+        let value = match id {
+            SPEC_ROWS => tuning.rows,
+            SPEC_M => req.m,
+            SPEC_HAS_ZEROS => shape.zero_points as u32,
+            SPEC_SCALE_F32 => (req.scale == ScaleType::F32) as u32,
+            SPEC_X_F16 => req.x_f16 as u32,
+            SPEC_WORKGROUP => workgroup,
+            SPEC_SUBGROUP_SIZE => tuning.subgroup,
+            233 => workgroup,
+            234 | 235 => 1,
+            other => {
+                return Err(Error::Internal(format!(
+                    "the exported SPIR-V has an unknown specialization id {other}"
+                )))
+            }
+        };
+        specs.push((id, value));
+    }
+    let bindings = [
+        (ROLE_WEIGHTS, wb),
+        (ROLE_SCALES, sb),
+        (ROLE_ZEROS, zb),
+        (ROLE_X, xb),
+        (ROLE_Y, yb),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, &(role, bytes))| ExportBinding {
+        binding: i as u32,
+        role,
+        bytes,
+    })
+    .collect();
+    Ok(Export {
+        subgroup: req.subgroup,
+        spirv,
+        bindings,
+        push: push.words().to_vec(),
+        specs,
+        local_size: [workgroup, 1, 1],
+        groups: [gx as u32, gy as u32, 1],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ncnn's `Pipeline::create` maps entry i of its vector to constant id i and expects
+    /// (own constants + 3) entries: the own ids must be 0..N-1, then 233..235.
+    #[test]
+    fn spec_ids_follow_ncnn() {
+        for (spv, own) in [
+            (shaders::GEMV_EXPORT_PORTABLE, 6),
+            (shaders::GEMV_EXPORT_SUBGROUP, 7),
+        ] {
+            let ids = spec_ids(&shaders::words(spv).unwrap());
+            let mut want: Vec<u32> = (0..own).collect();
+            want.extend(SPEC_LOCAL_SIZE);
+            assert_eq!(ids, want);
+        }
+    }
+
+    /// ncnn counts push constants as the members of the block whose type is named
+    /// `parameter`, so the names must survive compilation.
+    #[test]
+    fn push_block_is_named_parameter() {
+        for spv in [shaders::GEMV_EXPORT_PORTABLE, shaders::GEMV_EXPORT_SUBGROUP] {
+            assert!(spv.windows(10).any(|w| w == b"parameter\0"));
+        }
+    }
+
+    /// ncnn (SPIR-V < 1.6) deletes the constants with SpecId 233..235 and the
+    /// `gl_WorkGroupSize` composite and writes the local size into `OpExecutionMode`: the
+    /// kernel must not use them (it reads WORKGROUP instead).
+    #[test]
+    fn local_size_constants_are_unused() {
+        for spv in [shaders::GEMV_EXPORT_PORTABLE, shaders::GEMV_EXPORT_SUBGROUP] {
+            let w = shaders::words(spv).unwrap();
+            let mut insts = Vec::new();
+            let mut i = 5;
+            while i < w.len() {
+                let count = (w[i] >> 16) as usize;
+                insts.push(&w[i..i + count]);
+                i += count;
+            }
+            let mut ids = Vec::new();
+            for ins in &insts {
+                let op = ins[0] & 0xffff;
+                if op == 71 && ins[2] == 1 && (233..=235).contains(&ins[3]) {
+                    ids.push(ins[1]);
+                }
+                if op == 71 && ins[2] == 11 && ins[3] == 25 {
+                    ids.push(ins[1]);
+                }
+            }
+            assert_eq!(ids.len(), 4);
+            for ins in &insts {
+                let op = ins[0] & 0xffff;
+                // Skip decorations, debug names and the definitions themselves (OpSpecConstant,
+                // OpSpecConstantComposite of gl_WorkGroupSize).
+                if matches!(op, 71 | 5 | 6) || (matches!(op, 50 | 51) && ids.contains(&ins[2])) {
+                    continue;
+                }
+                assert!(
+                    !ins[1..].iter().any(|x| ids.contains(x)),
+                    "opcode {op} uses a local-size constant"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn groups_go_2d_past_the_limit() {
+        let shape = Q4Shape::new(1000, 64, 32, 1).unwrap();
+        let req = ExportRequest {
+            shape,
+            scale: ScaleType::F16,
+            m: 2,
+            x_f16: false,
+            x_stride: 64,
+            y_stride: 1000,
+            subgroup: false,
+        };
+        let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
+        dev.max_groups = [100, 100];
+        let e = export(&req, &dev).unwrap();
+        assert_eq!(e.groups, [100, 3, 1]);
+        assert_eq!(e.push[8], 250);
+        dev.max_groups = [10, 10];
+        assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
+    }
+}

@@ -1,0 +1,999 @@
+//! The kernel-export contract without ncnn: a raw Vulkan host (ash, its own instance with
+//! the validation layer, device, buffers, pipeline) that uses ONLY what
+//! `q4vk_kernel_export` and `q4vk_matrix_pack` return — SPIR-V, entry point, bindings and
+//! their sizes, push constants, specialization constants, local size, group counts, and
+//! the device-layout bytes — dispatches, and checks y against the f64 reference.
+//! Zero validation messages, every y element written.
+
+mod gpu_support;
+use ash::vk;
+use gpu_support::*;
+use q4vk::cpu::reference;
+use q4vk::ffi::gemv::Q4VK_GEMV_F16_ACTIVATIONS;
+use q4vk::ffi::kernel::*;
+use q4vk::ffi::matrix::*;
+use q4vk::ffi::status::*;
+use q4vk::ffi::weight::*;
+use q4vk::quant::q4::{Q4Data, ScaleType};
+use std::ffi::{c_void, CStr};
+use std::sync::Mutex;
+
+const TOL: f64 = 1e-5;
+
+static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+unsafe extern "system" fn on_message(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    _types: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    _user: *mut c_void,
+) -> vk::Bool32 {
+    if severity.intersects(
+        vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+            | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+    ) {
+        let text = CStr::from_ptr((*data).p_message)
+            .to_string_lossy()
+            .into_owned();
+        MESSAGES.lock().unwrap().push(text);
+    }
+    vk::FALSE
+}
+
+/// The host: what an engine such as ncnn owns.
+struct Host {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    debug: ash::ext::debug_utils::Instance,
+    messenger: vk::DebugUtilsMessengerEXT,
+    physical: vk::PhysicalDevice,
+    device: ash::Device,
+    queue: vk::Queue,
+    pool: vk::CommandPool,
+    memory: vk::PhysicalDeviceMemoryProperties,
+    subgroup_size: u32,
+}
+
+impl Host {
+    fn new() -> Host {
+        unsafe {
+            let entry = ash::Entry::load().expect("Vulkan loader");
+            let layer = c"VK_LAYER_KHRONOS_validation";
+            let has_layer = entry
+                .enumerate_instance_layer_properties()
+                .unwrap()
+                .iter()
+                .any(|l| l.layer_name_as_c_str() == Ok(layer));
+            assert!(has_layer, "VK_LAYER_KHRONOS_validation is not installed");
+            let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
+            let layers = [layer.as_ptr()];
+            let exts = [ash::ext::debug_utils::NAME.as_ptr()];
+            let instance = entry
+                .create_instance(
+                    &vk::InstanceCreateInfo::default()
+                        .application_info(&app)
+                        .enabled_layer_names(&layers)
+                        .enabled_extension_names(&exts),
+                    None,
+                )
+                .unwrap();
+            let debug = ash::ext::debug_utils::Instance::new(&entry, &instance);
+            let messenger = debug
+                .create_debug_utils_messenger(
+                    &vk::DebugUtilsMessengerCreateInfoEXT::default()
+                        .message_severity(
+                            vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                                | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+                        )
+                        .message_type(
+                            vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                                | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                                | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+                        )
+                        .pfn_user_callback(Some(on_message)),
+                    None,
+                )
+                .unwrap();
+            let physical = instance.enumerate_physical_devices().unwrap()[0];
+            let family = instance
+                .get_physical_device_queue_family_properties(physical)
+                .iter()
+                .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
+                .unwrap() as u32;
+            let prio = [1.0];
+            let qinfo = [vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(family)
+                .queue_priorities(&prio)];
+            let device = instance
+                .create_device(
+                    physical,
+                    &vk::DeviceCreateInfo::default().queue_create_infos(&qinfo),
+                    None,
+                )
+                .unwrap();
+            let queue = device.get_device_queue(family, 0);
+            let pool = device
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default().queue_family_index(family),
+                    None,
+                )
+                .unwrap();
+            let memory = instance.get_physical_device_memory_properties(physical);
+            let mut sg = vk::PhysicalDeviceSubgroupProperties::default();
+            let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut sg);
+            instance.get_physical_device_properties2(physical, &mut props);
+            let subgroup_size = sg.subgroup_size;
+            Host {
+                _entry: entry,
+                instance,
+                debug,
+                messenger,
+                physical,
+                device,
+                queue,
+                pool,
+                memory,
+                subgroup_size,
+            }
+        }
+    }
+
+    /// A host-visible, coherent storage buffer holding `data` (at least 4 bytes).
+    fn buffer(&self, data: &[u8]) -> (vk::Buffer, vk::DeviceMemory, u64) {
+        let size = (data.len() as u64).max(4);
+        unsafe {
+            let d = &self.device;
+            let buffer = d
+                .create_buffer(
+                    &vk::BufferCreateInfo::default()
+                        .size(size)
+                        .usage(vk::BufferUsageFlags::STORAGE_BUFFER),
+                    None,
+                )
+                .unwrap();
+            let req = d.get_buffer_memory_requirements(buffer);
+            let want =
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+            let index = (0..self.memory.memory_type_count)
+                .find(|&i| {
+                    req.memory_type_bits & (1 << i) != 0
+                        && self.memory.memory_types[i as usize]
+                            .property_flags
+                            .contains(want)
+                })
+                .unwrap();
+            let memory = d
+                .allocate_memory(
+                    &vk::MemoryAllocateInfo::default()
+                        .allocation_size(req.size)
+                        .memory_type_index(index),
+                    None,
+                )
+                .unwrap();
+            d.bind_buffer_memory(buffer, memory, 0).unwrap();
+            let p = d
+                .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                .unwrap()
+                .cast::<u8>();
+            std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len());
+            d.unmap_memory(memory);
+            (buffer, memory, size)
+        }
+    }
+
+    fn read(&self, memory: vk::DeviceMemory, len: usize) -> Vec<u8> {
+        unsafe {
+            let p = self
+                .device
+                .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                .unwrap()
+                .cast::<u8>();
+            let out = std::slice::from_raw_parts(p, len).to_vec();
+            self.device.unmap_memory(memory);
+            out
+        }
+    }
+
+    /// Builds a pipeline from `info` + `spirv` alone, binds `buffers` (one per binding, in
+    /// binding order), pushes the constants, dispatches `info.group_count`, waits.
+    fn run(&self, info: &q4vk_kernel_info, spirv: &[u32], buffers: &[(vk::Buffer, u64)]) {
+        unsafe {
+            let d = &self.device;
+            let bindings: Vec<vk::DescriptorSetLayoutBinding> = info.bindings
+                [..info.binding_count as usize]
+                .iter()
+                .map(|b| {
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(b.binding)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                })
+                .collect();
+            let set_layout = d
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    None,
+                )
+                .unwrap();
+            let push_bytes = 4 * info.push_constant_count;
+            let ranges = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .size(push_bytes)];
+            let set_layouts = [set_layout];
+            let layout = d
+                .create_pipeline_layout(
+                    &vk::PipelineLayoutCreateInfo::default()
+                        .set_layouts(&set_layouts)
+                        .push_constant_ranges(&ranges),
+                    None,
+                )
+                .unwrap();
+            let module = d
+                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(spirv), None)
+                .unwrap();
+            let specs = &info.specializations[..info.specialization_count as usize];
+            let entries: Vec<vk::SpecializationMapEntry> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| vk::SpecializationMapEntry {
+                    constant_id: s.id,
+                    offset: 4 * i as u32,
+                    size: 4,
+                })
+                .collect();
+            let data: Vec<u8> = specs.iter().flat_map(|s| s.value.to_ne_bytes()).collect();
+            let spec = vk::SpecializationInfo::default()
+                .map_entries(&entries)
+                .data(&data);
+            let name = CStr::from_ptr(info.entry_point.as_ptr());
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(module)
+                .name(name)
+                .specialization_info(&spec);
+            let pipeline = d
+                .create_compute_pipelines(
+                    vk::PipelineCache::null(),
+                    &[vk::ComputePipelineCreateInfo::default()
+                        .stage(stage)
+                        .layout(layout)],
+                    None,
+                )
+                .unwrap()[0];
+            let sizes = [vk::DescriptorPoolSize {
+                ty: vk::DescriptorType::STORAGE_BUFFER,
+                descriptor_count: info.binding_count,
+            }];
+            let dpool = d
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(1)
+                        .pool_sizes(&sizes),
+                    None,
+                )
+                .unwrap();
+            let set = d
+                .allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(dpool)
+                        .set_layouts(&set_layouts),
+                )
+                .unwrap()[0];
+            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+                .iter()
+                .map(|&(buffer, range)| {
+                    [vk::DescriptorBufferInfo {
+                        buffer,
+                        offset: 0,
+                        range,
+                    }]
+                })
+                .collect();
+            let writes: Vec<vk::WriteDescriptorSet> = infos
+                .iter()
+                .enumerate()
+                .map(|(i, bi)| {
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(set)
+                        .dst_binding(info.bindings[i].binding)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(bi)
+                })
+                .collect();
+            d.update_descriptor_sets(&writes, &[]);
+            let cmd = d
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(self.pool)
+                        .command_buffer_count(1),
+                )
+                .unwrap()[0];
+            d.begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .unwrap();
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
+            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+            let push: Vec<u8> = info.push_constants[..info.push_constant_count as usize]
+                .iter()
+                .flat_map(|w| w.to_ne_bytes())
+                .collect();
+            d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &push);
+            let g = info.group_count;
+            d.cmd_dispatch(cmd, g[0], g[1], g[2]);
+            let barrier = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)];
+            d.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            );
+            d.end_command_buffer(cmd).unwrap();
+            let fence = d
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .unwrap();
+            let cmds = [cmd];
+            d.queue_submit(
+                self.queue,
+                &[vk::SubmitInfo::default().command_buffers(&cmds)],
+                fence,
+            )
+            .unwrap();
+            d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
+            d.destroy_fence(fence, None);
+            d.free_command_buffers(self.pool, &cmds);
+            d.destroy_descriptor_pool(dpool, None);
+            d.destroy_pipeline(pipeline, None);
+            d.destroy_shader_module(module, None);
+            d.destroy_pipeline_layout(layout, None);
+            d.destroy_descriptor_set_layout(set_layout, None);
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        unsafe {
+            self.device.device_wait_idle().unwrap();
+            self.device.destroy_command_pool(self.pool, None);
+            self.device.destroy_device(None);
+            self.debug
+                .destroy_debug_utils_messenger(self.messenger, None);
+            self.instance.destroy_instance(None);
+        }
+        let _ = self.physical;
+    }
+}
+
+fn assert_quiet() {
+    let m = MESSAGES.lock().unwrap().clone();
+    assert!(
+        m.is_empty(),
+        "{} validation message(s), first: {}",
+        m.len(),
+        m[0]
+    );
+}
+
+/// A Q4-source matrix desc for `data` (pointers into it).
+fn q4_desc(data: &Q4Data) -> q4vk_matrix_desc {
+    let mut desc = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
+    unsafe { q4vk_matrix_desc_default(&mut desc) };
+    desc.source = Q4VK_SOURCE_Q4;
+    desc.n = data.shape.n as u64;
+    desc.k = data.shape.k as u64;
+    desc.group_size = if data.shape.per_channel {
+        -1
+    } else {
+        data.shape.group_size as i32
+    };
+    desc.zero_points = data.shape.zero_points as u32;
+    desc.dtype = if data.scale_type == ScaleType::F32 {
+        Q4VK_DTYPE_F32
+    } else {
+        Q4VK_DTYPE_F16
+    };
+    desc.weight = data.weight.as_ptr().cast();
+    desc.weight_bytes = data.weight.len();
+    desc.scales = data.scales.as_ptr().cast();
+    desc.scales_bytes = data.scales.len();
+    if data.shape.zero_points {
+        desc.zeros = data.zeros.as_ptr().cast();
+        desc.zeros_bytes = data.zeros.len();
+    }
+    desc
+}
+
+/// Exports (size query, then copy) and checks the info's invariants.
+fn export(
+    ctx: *const q4vk::ffi::context::q4vk_context,
+    mat: &q4vk_matrix_desc,
+    e: &q4vk_kernel_export_desc,
+) -> (q4vk_kernel_info, Vec<u32>) {
+    let mut info = unsafe { std::mem::zeroed::<q4vk_kernel_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
+    let s = unsafe { q4vk_kernel_export(ctx, mat, e, &mut info, std::ptr::null_mut(), 0) };
+    assert_eq!(s, Q4VK_OK, "size query: {}", last_error());
+    let mut spirv = vec![0u32; info.spirv_words];
+    let mut too_small = info;
+    let s = unsafe {
+        q4vk_kernel_export(
+            ctx,
+            mat,
+            e,
+            &mut too_small,
+            spirv.as_mut_ptr(),
+            spirv.len() - 1,
+        )
+    };
+    assert_eq!(s, Q4VK_ERROR_BUFFER_TOO_SMALL);
+    let s = unsafe { q4vk_kernel_export(ctx, mat, e, &mut info, spirv.as_mut_ptr(), spirv.len()) };
+    assert_eq!(s, Q4VK_OK, "export: {}", last_error());
+    assert_eq!(spirv[0], 0x0723_0203);
+    assert_eq!(info.binding_count, 5);
+    assert_eq!(info.push_constant_count, 10);
+    for (i, b) in info.bindings[..5].iter().enumerate() {
+        assert_eq!((b.binding, b.role), (i as u32, i as u32));
+    }
+    // ncnn's convention: own ids 0..N-1 in order, then the local size on 233..235.
+    let specs = &info.specializations[..info.specialization_count as usize];
+    let own = specs.len() - 3;
+    for (i, s) in specs.iter().enumerate() {
+        let want = if i < own {
+            i as u32
+        } else {
+            233 + (i - own) as u32
+        };
+        assert_eq!(s.id, want);
+    }
+    assert_eq!(
+        specs[own..].iter().map(|s| s.value).collect::<Vec<_>>(),
+        info.local_size.to_vec()
+    );
+    (info, spirv)
+}
+
+/// Packs `mat` with q4vk_matrix_pack and checks the sizes against the export's.
+fn pack(mat: &q4vk_matrix_desc, info: &q4vk_kernel_info) -> [Vec<u8>; 3] {
+    let (mut wb, mut sb, mut zb) = (0usize, 0usize, 0usize);
+    let s = unsafe { q4vk_matrix_pack_size(mat, &mut wb, &mut sb, &mut zb) };
+    assert_eq!(s, Q4VK_OK, "pack size: {}", last_error());
+    assert_eq!(
+        [wb as u64, sb as u64, zb as u64],
+        [
+            info.bindings[0].bytes,
+            info.bindings[1].bytes,
+            info.bindings[2].bytes
+        ]
+    );
+    let (mut w, mut sc, mut z) = (vec![0xAAu8; wb], vec![0xAAu8; sb], vec![0xAAu8; zb]);
+    let zp = if zb > 0 {
+        z.as_mut_ptr().cast()
+    } else {
+        std::ptr::null_mut()
+    };
+    let s = unsafe {
+        q4vk_matrix_pack(
+            mat,
+            w.as_mut_ptr().cast(),
+            wb,
+            sc.as_mut_ptr().cast(),
+            sb,
+            zp,
+            zb,
+        )
+    };
+    assert_eq!(s, Q4VK_OK, "pack: {}", last_error());
+    [w, sc, z]
+}
+
+/// The activation side of one run: m rows of k, n outputs, row strides of x and y.
+#[derive(Clone, Copy)]
+struct Run {
+    m: usize,
+    k: usize,
+    n: usize,
+    strides: (usize, usize),
+    x_f16: bool,
+}
+
+/// Runs the exported kernel on the host and returns y (m rows of n, from the strided buffer).
+fn run_case(
+    host: &Host,
+    info: &q4vk_kernel_info,
+    spirv: &[u32],
+    packed: &[Vec<u8>; 3],
+    x: &[f32],
+    r: Run,
+) -> Vec<f32> {
+    let Run {
+        m,
+        k,
+        n,
+        strides,
+        x_f16,
+    } = r;
+    let (xs, ys) = strides;
+    let x_bytes = info.bindings[3].bytes as usize;
+    let mut xbuf = vec![0u8; x_bytes];
+    for mi in 0..m {
+        for kk in 0..k {
+            let v = x[mi * k + kk];
+            let i = mi * xs + kk;
+            if x_f16 {
+                xbuf[2 * i..2 * i + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+            } else {
+                xbuf[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    let y_bytes = info.bindings[4].bytes as usize;
+    let ybuf: Vec<u8> = std::iter::repeat(f32::NAN.to_le_bytes())
+        .take(y_bytes / 4)
+        .flatten()
+        .collect();
+    let w = host.buffer(&packed[0]);
+    let s = host.buffer(&packed[1]);
+    // Symmetric: bytes 0, the kernel never reads it; bind the scales (any valid buffer).
+    let z = if info.bindings[2].bytes == 0 {
+        None
+    } else {
+        Some(host.buffer(&packed[2]))
+    };
+    let xb = host.buffer(&xbuf);
+    let yb = host.buffer(&ybuf);
+    let zr = z.map_or((s.0, s.2), |z| (z.0, z.2));
+    host.run(
+        info,
+        spirv,
+        &[(w.0, w.2), (s.0, s.2), zr, (xb.0, xb.2), (yb.0, yb.2)],
+    );
+    let out = host.read(yb.1, y_bytes);
+    let mut y = Vec::with_capacity(m * n);
+    for mi in 0..m {
+        for row in 0..n {
+            let i = 4 * (mi * ys + row);
+            y.push(f32::from_le_bytes(out[i..i + 4].try_into().unwrap()));
+        }
+    }
+    for (b, mem, _) in [Some(w), Some(s), z, Some(xb), Some(yb)]
+        .into_iter()
+        .flatten()
+    {
+        unsafe {
+            host.device.destroy_buffer(b, None);
+            host.device.free_memory(mem, None);
+        }
+    }
+    y
+}
+
+fn check(y: &[f32], data: &Q4Data, x: &[f32], m: usize, what: &str) {
+    if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+        panic!("{what}: y[{i}] was not written");
+    }
+    let err = reference::relative_error(y, &reference::gemv(data, x, m));
+    assert!(err < TOL, "{what}: rel err {err:e}");
+}
+
+/// Several shapes, group sizes, zero points on/off, f16/f32 scales, m = 1..8; the portable
+/// export without a context, the context's choice (subgroup on lavapipe), and the subgroup
+/// variant described context-free by the host's own subgroup size.
+#[test]
+fn exported_kernel_runs_on_a_raw_vulkan_host() {
+    let host = Host::new();
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(2024);
+    let mut cases = 0;
+    let shapes = [(1usize, 32usize), (7, 33), (33, 96), (129, 1000), (5, 8191)];
+    for (si, &(n, k)) in shapes.iter().enumerate() {
+        for (gi, &group) in [-1i32, 32, 128, 256].iter().enumerate() {
+            // Zero points on half the (shape, group) pairs: both for every shape and group.
+            {
+                let zeros = (si + gi) % 2 == 1;
+                let f32_scales = (n + k + group as usize) % 3 == 0;
+                let data = random_q4(&mut rng, n, k, group, zeros, f32_scales);
+                let desc = q4_desc(&data);
+                for m in 1..=8usize {
+                    let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+                    unsafe { q4vk_kernel_export_desc_default(&mut e) };
+                    e.m = m as u32;
+                    let mode = (m + cases) % 3;
+                    let ctx = match mode {
+                        0 => std::ptr::null(),
+                        1 => {
+                            e.variant = Q4VK_KERNEL_AUTO;
+                            gpu.ctx as *const _
+                        }
+                        _ => {
+                            e.variant = Q4VK_KERNEL_SUBGROUP;
+                            e.subgroup_size = host.subgroup_size;
+                            std::ptr::null()
+                        }
+                    };
+                    // Strided rows and f16 activations on some cases.
+                    let strided = m > 1 && (n + m) % 4 == 0;
+                    let x_f16 = (k + m) % 5 == 0;
+                    let strides = if strided { (k + 3, n + 5) } else { (k, n) };
+                    if strided {
+                        e.x_row_stride = strides.0 as u64;
+                        e.y_row_stride = strides.1 as u64;
+                    }
+                    if x_f16 {
+                        e.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+                    }
+                    let (info, spirv) = export(ctx, &desc, &e);
+                    if mode == 0 {
+                        assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
+                    }
+                    if mode == 2 {
+                        assert_eq!(info.variant, Q4VK_KERNEL_SUBGROUP);
+                    }
+                    let packed = pack(&desc, &info);
+                    let mut x = rng.vec(m * k);
+                    if x_f16 {
+                        for v in &mut x {
+                            *v = half::f16::from_f32(*v).to_f32();
+                        }
+                    }
+                    let y = run_case(
+                        &host,
+                        &info,
+                        &spirv,
+                        &packed,
+                        &x,
+                        Run {
+                            m,
+                            k,
+                            n,
+                            strides,
+                            x_f16,
+                        },
+                    );
+                    let what = format!(
+                        "n {n} k {k} g {group} zeros {zeros} f32s {f32_scales} m {m} mode {mode} strided {strided} f16x {x_f16}"
+                    );
+                    check(&y, &data, &x, m, &what);
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 5 * 4 * 8);
+    drop(gpu);
+    drop(host);
+    assert_quiet();
+}
+
+/// FLOAT and PADDLE sources: q4vk_matrix_pack quantizes / converts exactly as
+/// q4vk_matrix_create does (the reference uses q4vk_q4_quantize's output and Paddle's
+/// dequantization formula through the lossless conversion).
+#[test]
+fn exported_kernel_takes_float_and_paddle_sources() {
+    let host = Host::new();
+    let mut rng = Rng(99);
+    let (n, k) = (48usize, 256usize);
+    // FLOAT, f32 weights [n][k], zero points.
+    let w: Vec<f32> = rng.vec(n * k);
+    let mut desc = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
+    unsafe { q4vk_matrix_desc_default(&mut desc) };
+    desc.n = n as u64;
+    desc.k = k as u64;
+    desc.group_size = 64;
+    desc.zero_points = 1;
+    desc.dtype = Q4VK_DTYPE_F32;
+    desc.weight = w.as_ptr().cast();
+    desc.weight_bytes = 4 * w.len();
+    let (mut wb, mut sb, mut zb) = (0, 0, 0);
+    assert_eq!(
+        unsafe { q4vk_q4_quantize_size(&desc, &mut wb, &mut sb, &mut zb) },
+        Q4VK_OK
+    );
+    let (mut qw, mut qs, mut qz) = (vec![0u8; wb], vec![0u8; sb], vec![0u8; zb]);
+    let s = unsafe {
+        q4vk_q4_quantize(
+            &desc,
+            qw.as_mut_ptr(),
+            wb,
+            qs.as_mut_ptr().cast(),
+            sb,
+            qz.as_mut_ptr(),
+            zb,
+        )
+    };
+    assert_eq!(s, Q4VK_OK);
+    let data = Q4Data {
+        shape: q4vk::quant::q4::Q4Shape::new(n as u64, k as u64, 64, 1).unwrap(),
+        weight: qw.into(),
+        scale_type: ScaleType::F16,
+        scales: qs.into(),
+        zeros: qz.into(),
+    };
+    for m in [1usize, 8] {
+        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+        unsafe { q4vk_kernel_export_desc_default(&mut e) };
+        e.m = m as u32;
+        let (info, spirv) = export(std::ptr::null(), &desc, &e);
+        let packed = pack(&desc, &info);
+        let x = rng.vec(m * k);
+        let y = run_case(
+            &host,
+            &info,
+            &spirv,
+            &packed,
+            &x,
+            Run {
+                m,
+                k,
+                n,
+                strides: (k, n),
+                x_f16: false,
+            },
+        );
+        check(&y, &data, &x, m, &format!("FLOAT m {m}"));
+    }
+    // PADDLE, f16 and bf16 (→ f32 scales) weights [k][n], arch 80 and 70, per channel and 128.
+    for (dtype, arch, group) in [(Q4VK_DTYPE_F16, 80, -1), (Q4VK_DTYPE_BF16, 70, 128)] {
+        let mut qd = unsafe { std::mem::zeroed::<q4vk_weight_quantize_desc>() };
+        unsafe { q4vk_weight_quantize_desc_default(&mut qd) };
+        qd.dtype = dtype;
+        qd.arch = arch;
+        qd.group_size = group;
+        qd.k = k as u64;
+        qd.n = n as u64;
+        let wt: Vec<u8> = (0..k * n)
+            .flat_map(|_| {
+                let v = rng.f32();
+                if dtype == Q4VK_DTYPE_F16 {
+                    half::f16::from_f32(v).to_le_bytes()
+                } else {
+                    half::bf16::from_f32(v).to_le_bytes()
+                }
+            })
+            .collect();
+        let (mut qb, mut sbytes) = (0, 0);
+        assert_eq!(
+            unsafe { q4vk_weight_quantize_size(&qd, &mut qb, &mut sbytes) },
+            Q4VK_OK
+        );
+        let (mut q, mut sc) = (vec![0i8; qb], vec![0u8; sbytes]);
+        let s = unsafe {
+            q4vk_weight_quantize(
+                &qd,
+                wt.as_ptr().cast(),
+                wt.len(),
+                q.as_mut_ptr(),
+                qb,
+                sc.as_mut_ptr().cast(),
+                sbytes,
+            )
+        };
+        assert_eq!(s, Q4VK_OK, "{}", last_error());
+        let mut pd = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
+        unsafe { q4vk_matrix_desc_default(&mut pd) };
+        pd.source = Q4VK_SOURCE_PADDLE;
+        pd.n = n as u64;
+        pd.k = k as u64;
+        pd.group_size = group;
+        pd.dtype = dtype;
+        pd.arch = arch;
+        pd.weight = q.as_ptr().cast();
+        pd.weight_bytes = qb;
+        pd.scales = sc.as_ptr().cast();
+        pd.scales_bytes = sbytes;
+        let scheme = q4vk::quant::paddle::PaddleScheme::new(q4vk::quant::paddle::PaddleParams {
+            algo: 1,
+            dtype,
+            arch,
+            group_size: group,
+            k: k as u64,
+            n: n as u64,
+        })
+        .unwrap();
+        let qbytes: Vec<u8> = q.iter().map(|&b| b as u8).collect();
+        let data = q4vk::layout::convert::paddle_to_q4(&scheme, &qbytes, &sc, 1);
+        for m in [1usize, 5] {
+            let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+            unsafe { q4vk_kernel_export_desc_default(&mut e) };
+            e.m = m as u32;
+            let (info, spirv) = export(std::ptr::null(), &pd, &e);
+            assert_eq!(
+                info.specializations[3].value,
+                (dtype != Q4VK_DTYPE_F16) as u32
+            );
+            let packed = pack(&pd, &info);
+            let x = rng.vec(m * k);
+            let y = run_case(
+                &host,
+                &info,
+                &spirv,
+                &packed,
+                &x,
+                Run {
+                    m,
+                    k,
+                    n,
+                    strides: (k, n),
+                    x_f16: false,
+                },
+            );
+            check(
+                &y,
+                &data,
+                &x,
+                m,
+                &format!("PADDLE dtype {dtype} arch {arch} m {m}"),
+            );
+        }
+    }
+    drop(host);
+    assert_quiet();
+}
+
+/// A grid wider than maxComputeWorkGroupCount[0] goes 2-D; the kernel skips the surplus
+/// workgroups (dispatch computed with lowered limits through the Rust core).
+#[test]
+fn exported_kernel_two_dimensional_grid() {
+    use q4vk::vk::export::{default_tuning, export as core_export, ExportDevice, ExportRequest};
+    let host = Host::new();
+    let mut rng = Rng(5);
+    let (n, k) = (1001usize, 64usize);
+    let data = random_q4(&mut rng, n, k, 32, true, false);
+    let desc = q4_desc(&data);
+    let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+    unsafe { q4vk_kernel_export_desc_default(&mut e) };
+    e.m = 3;
+    let (mut info, _) = export(std::ptr::null(), &desc, &e);
+    let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
+    dev.max_groups = [7, 65535];
+    let x2 = core_export(
+        &ExportRequest {
+            shape: data.shape,
+            scale: ScaleType::F16,
+            m: 3,
+            x_f16: false,
+            x_stride: k as u64,
+            y_stride: n as u64,
+            subgroup: false,
+        },
+        &dev,
+    )
+    .unwrap();
+    assert_eq!(x2.groups, [7, 36, 1]);
+    info.group_count = x2.groups;
+    info.push_constants[..10].copy_from_slice(&x2.push);
+    let packed = pack(&desc, &info);
+    let x = rng.vec(3 * k);
+    let y = run_case(
+        &host,
+        &info,
+        &x2.spirv,
+        &packed,
+        &x,
+        Run {
+            m: 3,
+            k,
+            n,
+            strides: (k, n),
+            x_f16: false,
+        },
+    );
+    check(&y, &data, &x, 3, "2-D grid");
+    drop(host);
+    assert_quiet();
+}
+
+#[test]
+fn export_refusals() {
+    let mut rng = Rng(1);
+    let data = random_q4(&mut rng, 4, 64, 32, false, false);
+    let desc = q4_desc(&data);
+    let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+    unsafe { q4vk_kernel_export_desc_default(&mut e) };
+    let mut info = unsafe { std::mem::zeroed::<q4vk_kernel_info>() };
+    let call = |e: &q4vk_kernel_export_desc, info: &mut q4vk_kernel_info| unsafe {
+        q4vk_kernel_export(std::ptr::null(), &desc, e, info, std::ptr::null_mut(), 0)
+    };
+    // info->struct_size 0: refused, nothing written.
+    assert_eq!(call(&e, &mut info), Q4VK_ERROR_INVALID_ARGUMENT);
+    assert_eq!(info.binding_count, 0);
+    info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
+    let mut bad = e;
+    bad.m = 9;
+    assert_eq!(call(&bad, &mut info), Q4VK_ERROR_UNSUPPORTED);
+    bad = e;
+    bad.m = 0;
+    assert_eq!(call(&bad, &mut info), Q4VK_ERROR_INVALID_ARGUMENT);
+    bad = e;
+    bad.variant = Q4VK_KERNEL_SUBGROUP; // no context, no subgroup size
+    assert_eq!(call(&bad, &mut info), Q4VK_ERROR_INVALID_ARGUMENT);
+    bad = e;
+    bad.flags = 0x80;
+    assert_eq!(call(&bad, &mut info), Q4VK_ERROR_INVALID_ARGUMENT);
+    bad = e;
+    bad.x_row_stride = 63;
+    assert_eq!(call(&bad, &mut info), Q4VK_ERROR_INVALID_ARGUMENT);
+    assert_eq!(info.binding_count, 0, "nothing written on error");
+    // A matrix whose weights exceed 2^32 uvec4 indices cannot be one buffer.
+    let mut big = desc;
+    big.n = 1 << 20;
+    big.k = 1 << 17;
+    assert_eq!(
+        unsafe {
+            q4vk_kernel_export(
+                std::ptr::null(),
+                &big,
+                &e,
+                &mut info,
+                std::ptr::null_mut(),
+                0,
+            )
+        },
+        Q4VK_ERROR_UNSUPPORTED
+    );
+    assert!(last_error().contains("one buffer"), "{}", last_error());
+    // Pack: a too-small output is refused.
+    let (mut wb, mut sb, mut zb) = (0, 0, 0);
+    assert_eq!(
+        unsafe { q4vk_matrix_pack_size(&desc, &mut wb, &mut sb, &mut zb) },
+        Q4VK_OK
+    );
+    assert_eq!((wb, sb, zb), (4 * 2 * 16, 16, 0));
+    let (mut w, mut s) = (vec![0u8; wb], vec![0u8; sb]);
+    let st = unsafe {
+        q4vk_matrix_pack(
+            &desc,
+            w.as_mut_ptr().cast(),
+            wb - 1,
+            s.as_mut_ptr().cast(),
+            sb,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    assert_eq!(st, Q4VK_ERROR_BUFFER_TOO_SMALL);
+}
+
+/// Without a context, a subgroup size given for the portable kernel makes the local size a
+/// multiple of it (ncnn would round it so), also for short rows; the result stays exact.
+#[test]
+fn exported_portable_kernel_rounds_to_subgroup() {
+    let host = Host::new();
+    let mut rng = Rng(77);
+    for (sg, k) in [(64u32, 33usize), (128, 40), (16, 1000)] {
+        let n = 19;
+        let data = random_q4(&mut rng, n, k, 32, true, false);
+        let desc = q4_desc(&data);
+        for m in [1usize, 8] {
+            let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+            unsafe { q4vk_kernel_export_desc_default(&mut e) };
+            e.m = m as u32;
+            e.subgroup_size = sg;
+            let (info, spirv) = export(std::ptr::null(), &desc, &e);
+            assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
+            assert_eq!(info.local_size[0] % sg, 0);
+            assert!(info.local_size[0] >= 32);
+            let packed = pack(&desc, &info);
+            let x = rng.vec(m * k);
+            let r = Run {
+                m,
+                k,
+                n,
+                strides: (k, n),
+                x_f16: false,
+            };
+            let y = run_case(&host, &info, &spirv, &packed, &x, r);
+            check(&y, &data, &x, m, &format!("sg {sg} k {k} m {m}"));
+        }
+    }
+    drop(host);
+    assert_quiet();
+}
