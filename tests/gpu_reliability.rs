@@ -56,7 +56,10 @@ fn matrix_larger_than_device_heap_is_refused_and_context_survives() {
 fn enable_sync_validation() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        std::env::set_var("VK_LAYER_ENABLES", "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT")
+        std::env::set_var(
+            "VK_LAYER_ENABLES",
+            "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
+        )
     });
 }
 
