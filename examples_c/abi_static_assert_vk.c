@@ -14,7 +14,9 @@
 
 _Static_assert(SAME_TYPE((q4vk_matrix_source)0, uint32_t), "q4vk_matrix_source is uint32_t");
 
-_Static_assert(sizeof(struct q4vk_context_desc) == 128, "q4vk_context_desc size");
+/* v0 ended at queue_lock_user (128 bytes, still accepted as struct_size); the
+   pipeline-cache fields were appended after it. */
+_Static_assert(sizeof(struct q4vk_context_desc) == 144, "q4vk_context_desc size");
 FIELD(q4vk_context_desc, struct_size, 0, uint32_t);
 FIELD(q4vk_context_desc, header_version, 4, uint32_t);
 FIELD(q4vk_context_desc, device_index, 8, int32_t);
@@ -35,6 +37,8 @@ FIELD(q4vk_context_desc, enabled_extensions, 96, const char *const *);
 FIELD(q4vk_context_desc, queue_lock, 104, q4vk_queue_lock_fn);
 FIELD(q4vk_context_desc, queue_unlock, 112, q4vk_queue_lock_fn);
 FIELD(q4vk_context_desc, queue_lock_user, 120, void *);
+FIELD(q4vk_context_desc, pipeline_cache_data, 128, const void *);
+FIELD(q4vk_context_desc, pipeline_cache_size, 136, size_t);
 
 _Static_assert(sizeof(struct q4vk_matrix_desc) == 96, "q4vk_matrix_desc size");
 FIELD(q4vk_matrix_desc, struct_size, 0, uint32_t);
@@ -122,6 +126,9 @@ static void (*const p_context_desc_default)(q4vk_context_desc *) = q4vk_context_
 static q4vk_status (*const p_context_create)(const q4vk_context_desc *, q4vk_context **) = q4vk_context_create;
 static void (*const p_context_destroy)(q4vk_context *) = q4vk_context_destroy;
 static size_t (*const p_device_name)(const q4vk_context *, char *, size_t) = q4vk_context_device_name;
+static q4vk_status (*const p_cache_size)(const q4vk_context *, size_t *) = q4vk_context_pipeline_cache_size;
+static q4vk_status (*const p_cache_data)(const q4vk_context *, void *, size_t, size_t *) =
+    q4vk_context_pipeline_cache_data;
 static void (*const p_matrix_desc_default)(q4vk_matrix_desc *) = q4vk_matrix_desc_default;
 static q4vk_status (*const p_q4_size)(const q4vk_matrix_desc *, size_t *, size_t *, size_t *) = q4vk_q4_quantize_size;
 static q4vk_status (*const p_q4_quantize)(const q4vk_matrix_desc *, uint8_t *, size_t, void *, size_t, uint8_t *,
@@ -149,7 +156,8 @@ int main(void) {
     memset(&cd, 0xA5, sizeof cd);
     p_context_desc_default(&cd);
     if (cd.struct_size != sizeof cd || cd.header_version != Q4VK_HEADER_VERSION || cd.device_index != -1 ||
-        cd.flags != 0 || cd.log_level != Q4VK_LOG_WARN || cd.log || cd.instance || cd.device || cd.queue_lock) {
+        cd.flags != 0 || cd.log_level != Q4VK_LOG_WARN || cd.log || cd.instance || cd.device || cd.queue_lock ||
+        cd.pipeline_cache_data || cd.pipeline_cache_size) {
         printf("FAIL: q4vk_context_desc_default\n");
         failures++;
     }
@@ -179,7 +187,7 @@ int main(void) {
     }
     if (!p_kernel_export || !p_pack_size || !p_pack) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
-        !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv)
+        !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv || !p_cache_size || !p_cache_data)
         failures++;
     printf("%s: C11 layout of the Vulkan section of q4vk.h\n", failures ? "FAIL" : "ok");
     return failures ? 1 : 0;

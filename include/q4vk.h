@@ -112,7 +112,8 @@ typedef void (*q4vk_queue_lock_fn)(void *user);
 // How to create a context. Initialize with `q4vk_context_desc_default`.
 //
 // Own device (the default): leave `get_instance_proc_addr`, `instance`,
-// `physical_device`, `device` and `queue` NULL; q4vk loads `libvulkan.so.1` at run time,
+// `physical_device`, `device` and `queue` NULL; q4vk loads the Vulkan loader at run time
+// (`libvulkan.so.1`; `libvulkan.so` on Android),
 // creates a Vulkan 1.1 instance and device, and destroys them in `q4vk_context_destroy`.
 //
 // Adopted device: set `get_instance_proc_addr`, `instance`, `physical_device` and
@@ -169,6 +170,15 @@ typedef struct q4vk_context_desc {
   q4vk_queue_lock_fn queue_unlock;
   // Passed to `queue_lock` and `queue_unlock`.
   void *queue_lock_user;
+  // Optional (appended after v0; callers with the v0 `struct_size` read as NULL/0): a
+  // blob from `q4vk_context_pipeline_cache_data` of an earlier context, to skip shader
+  // compilation (on phones, tens to hundreds of ms per kernel variant). Used only if its
+  // `VkPipelineCacheHeaderVersionOne` names this driver and device (vendor, device ID,
+  // `pipelineCacheUUID`); anything else — another GPU, a driver update, a truncated
+  // file — is ignored (an INFO log says so), never an error. Copied during the call.
+  const void *pipeline_cache_data;
+  // Bytes at `pipeline_cache_data`; 0 = no blob.
+  size_t pipeline_cache_size;
 } q4vk_context_desc;
 
 // Result of every q4vk function that can fail. 0 is success; codes are never renumbered.
@@ -509,6 +519,34 @@ void q4vk_context_destroy(struct q4vk_context *ctx);
 // # Safety
 // `ctx` must be NULL or a live context; `buf` NULL or writable for `buf_len` bytes.
 size_t q4vk_context_device_name(const struct q4vk_context *ctx, char *buf, size_t buf_len);
+
+// Stores in `*bytes` the current size of the context's pipeline-cache blob (see
+// `q4vk_context_pipeline_cache_data`). The blob grows as kernel variants are first used
+// (each `m`, scale type, zero-point mode and f16-activation choice is one variant).
+//
+// Statuses: `NULL_POINTER`, `VULKAN` (`vkGetPipelineCacheData` failed). Thread-safe.
+//
+// # Safety
+// `ctx` NULL or live; `bytes` NULL or writable.
+q4vk_status q4vk_context_pipeline_cache_size(const struct q4vk_context *ctx, size_t *bytes);
+
+// Copies the context's pipeline-cache blob (`vkGetPipelineCacheData`: compiled kernels,
+// tagged with the driver's and device's identity) into `data` and stores its length in
+// `*written`. Save it after the first GEMVs (the kernel variants used so far are in it)
+// and pass it back in `q4vk_context_desc.pipeline_cache_data` at the next start. The blob
+// is opaque and specific to the driver version and device; a mismatching one is ignored.
+//
+// Size first with `q4vk_context_pipeline_cache_size`; a buffer smaller than the blob at
+// the time of this call (it may have grown since) gives `BUFFER_TOO_SMALL` and nothing is
+// written. Statuses: `NULL_POINTER`, `BUFFER_TOO_SMALL`, `VULKAN`. Thread-safe.
+//
+// # Safety
+// `ctx` NULL or live; `data` NULL or writable for `data_bytes` bytes; `written` NULL or
+// writable.
+q4vk_status q4vk_context_pipeline_cache_data(const struct q4vk_context *ctx,
+                                             void *data,
+                                             size_t data_bytes,
+                                             size_t *written);
 
 // Fills `args` with the defaults: no flags, m = 1, null buffers, strides 0 (packed).
 // NULL is ignored.

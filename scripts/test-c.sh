@@ -51,9 +51,20 @@ run_suite() { # name, extra cmake args...
 run_suite default || status=1
 ASAN_OPTIONS=detect_leaks=1 run_suite sanitize -DQ4VK_SANITIZE=ON || status=1
 
+# The JNI binding: javac -h, the shim against the installed library, the Java test on the
+# Vulkan device (validation on, -Xcheck:jni). Needs a JDK (javac); fails without one.
+echo
+echo "== JNI (examples_c/jni/run.sh)"
+if command -v javac >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ]; then
+    Q4VK_PREFIX="$prefix" "$root/examples_c/jni/run.sh" || status=1
+else
+    echo "   FAIL: no JDK (javac) found; install openjdk-17-jdk-headless (scripts/setup.sh)"
+    status=1
+fi
+
 echo
 if [ "$status" -eq 0 ]; then
-    echo "test-c.sh: all C tests passed (default and ASan+UBSan builds)"
+    echo "test-c.sh: all C tests passed (default and ASan+UBSan builds, JNI)"
 else
     echo "test-c.sh: FAILED (see above)"
 fi

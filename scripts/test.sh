@@ -20,5 +20,15 @@ if [ -x scripts/build-shaders.sh ]; then
 fi
 echo "== cargo test"
 cargo test --release
+echo "== Android link flags (build.rs run as for target_os = android)"
+# No NDK here: run the compiled build script as cargo would for an Android target and
+# check the 16 KB page alignment flag (Android 15), the SONAME and the export list.
+build_script="$(ls -t "${CARGO_TARGET_DIR:-$root/target}"/release/build/q4vk-*/build-script-build | head -n1)"
+android_out="$(CARGO_CFG_TARGET_OS=android CARGO_MANIFEST_DIR="$root" "$build_script")"
+for flag in '-Wl,-z,max-page-size=16384' '-Wl,-soname,libq4vk.so' '-Wl,--version-script='; do
+    grep -qF "cargo:rustc-cdylib-link-arg=$flag" <<<"$android_out" ||
+        { echo "build.rs does not emit $flag for Android" >&2; exit 1; }
+done
+echo "   ok: max-page-size=16384, SONAME libq4vk.so, version script"
 echo "== C tests"
 scripts/test-c.sh

@@ -6,6 +6,7 @@
 //! codes.
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod cpu;
 pub mod error;
 pub mod ffi;

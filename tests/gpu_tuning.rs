@@ -40,6 +40,7 @@ fn workgroup_shapes_of_both_variants() {
                 portable,
                 adopt: None,
                 tuning: Some((wg, rows)),
+                pipeline_cache: Vec::new(),
             };
             let ctx = match Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1))
             {

@@ -1,7 +1,9 @@
 //! Vulkan contexts: q4vk's own instance and device, or the host's adopted ones.
 
 use super::panic::{guard, guard_value};
-use super::ptr::{copy_c_string, read_struct, require, write_out, VersionedStruct};
+use super::ptr::{
+    check_size, copy_c_string, in_bytes, read_struct, require, write_out, VersionedStruct,
+};
 use super::status::q4vk_status;
 use super::version::check_header_version;
 use crate::error::{invalid, Error, Result};
@@ -45,7 +47,8 @@ pub struct q4vk_context(pub(crate) Context);
 /// How to create a context. Initialize with `q4vk_context_desc_default`.
 ///
 /// Own device (the default): leave `get_instance_proc_addr`, `instance`,
-/// `physical_device`, `device` and `queue` NULL; q4vk loads `libvulkan.so.1` at run time,
+/// `physical_device`, `device` and `queue` NULL; q4vk loads the Vulkan loader at run time
+/// (`libvulkan.so.1`; `libvulkan.so` on Android),
 /// creates a Vulkan 1.1 instance and device, and destroys them in `q4vk_context_destroy`.
 ///
 /// Adopted device: set `get_instance_proc_addr`, `instance`, `physical_device` and
@@ -104,11 +107,21 @@ pub struct q4vk_context_desc {
     pub queue_unlock: q4vk_queue_lock_fn,
     /// Passed to `queue_lock` and `queue_unlock`.
     pub queue_lock_user: *mut c_void,
+    /// Optional (appended after v0; callers with the v0 `struct_size` read as NULL/0): a
+    /// blob from `q4vk_context_pipeline_cache_data` of an earlier context, to skip shader
+    /// compilation (on phones, tens to hundreds of ms per kernel variant). Used only if its
+    /// `VkPipelineCacheHeaderVersionOne` names this driver and device (vendor, device ID,
+    /// `pipelineCacheUUID`); anything else — another GPU, a driver update, a truncated
+    /// file — is ignored (an INFO log says so), never an error. Copied during the call.
+    pub pipeline_cache_data: *const c_void,
+    /// Bytes at `pipeline_cache_data`; 0 = no blob.
+    pub pipeline_cache_size: usize,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers, raw pointers, Option<fn>.
 unsafe impl VersionedStruct for q4vk_context_desc {
-    const V0_SIZE: usize = std::mem::size_of::<q4vk_context_desc>();
+    // The v0 desc ended at `queue_lock_user`; the pipeline-cache fields were appended.
+    const V0_SIZE: usize = std::mem::offset_of!(q4vk_context_desc, pipeline_cache_data);
     const NAME: &'static str = "q4vk_context_desc";
 }
 
@@ -140,6 +153,8 @@ pub unsafe extern "C" fn q4vk_context_desc_default(desc: *mut q4vk_context_desc)
         queue_lock: None,
         queue_unlock: None,
         queue_lock_user: std::ptr::null_mut(),
+        pipeline_cache_data: std::ptr::null(),
+        pipeline_cache_size: 0,
     };
     // SAFETY: forwarded from the caller's contract; NULL is skipped.
     let _ = guard("q4vk_context_desc_default", || {
@@ -248,12 +263,23 @@ pub unsafe extern "C" fn q4vk_context_create(
             ));
         }
         let adopt = adoption_of(&d)?;
+        let pipeline_cache = if d.pipeline_cache_size == 0 {
+            Vec::new()
+        } else {
+            in_bytes(
+                d.pipeline_cache_data.cast::<u8>(),
+                d.pipeline_cache_size,
+                "desc->pipeline_cache_data",
+            )?
+            .to_vec()
+        };
         let config = ContextConfig {
             device_index: d.device_index,
             validation: d.flags & Q4VK_CONTEXT_VALIDATION != 0,
             portable: d.flags & Q4VK_CONTEXT_PORTABLE_KERNELS != 0,
             adopt,
             tuning: None,
+            pipeline_cache,
         };
         let logger = Logger::new(d.log, d.log_user, d.log_level);
         let context = Context::new(config, logger)?;
@@ -295,6 +321,62 @@ pub unsafe extern "C" fn q4vk_context_device_name(
             Some(c) => copy_c_string(c.0.device_name(), buf, buf_len),
             None => 0,
         }
+    })
+}
+
+/// Stores in `*bytes` the current size of the context's pipeline-cache blob (see
+/// `q4vk_context_pipeline_cache_data`). The blob grows as kernel variants are first used
+/// (each `m`, scale type, zero-point mode and f16-activation choice is one variant).
+///
+/// Statuses: `NULL_POINTER`, `VULKAN` (`vkGetPipelineCacheData` failed). Thread-safe.
+///
+/// # Safety
+/// `ctx` NULL or live; `bytes` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_context_pipeline_cache_size(
+    ctx: *const q4vk_context,
+    bytes: *mut usize,
+) -> q4vk_status {
+    guard("q4vk_context_pipeline_cache_size", || unsafe {
+        let c = ctx
+            .as_ref()
+            .ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?;
+        require(bytes, "bytes")?;
+        let blob = c.0.pipelines.cache_data()?;
+        write_out(bytes, blob.len(), "bytes")
+    })
+}
+
+/// Copies the context's pipeline-cache blob (`vkGetPipelineCacheData`: compiled kernels,
+/// tagged with the driver's and device's identity) into `data` and stores its length in
+/// `*written`. Save it after the first GEMVs (the kernel variants used so far are in it)
+/// and pass it back in `q4vk_context_desc.pipeline_cache_data` at the next start. The blob
+/// is opaque and specific to the driver version and device; a mismatching one is ignored.
+///
+/// Size first with `q4vk_context_pipeline_cache_size`; a buffer smaller than the blob at
+/// the time of this call (it may have grown since) gives `BUFFER_TOO_SMALL` and nothing is
+/// written. Statuses: `NULL_POINTER`, `BUFFER_TOO_SMALL`, `VULKAN`. Thread-safe.
+///
+/// # Safety
+/// `ctx` NULL or live; `data` NULL or writable for `data_bytes` bytes; `written` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_context_pipeline_cache_data(
+    ctx: *const q4vk_context,
+    data: *mut c_void,
+    data_bytes: usize,
+    written: *mut usize,
+) -> q4vk_status {
+    guard("q4vk_context_pipeline_cache_data", || unsafe {
+        let c = ctx
+            .as_ref()
+            .ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?;
+        require(data, "data")?;
+        require(written, "written")?;
+        let blob = c.0.pipelines.cache_data()?;
+        check_size("data_bytes", data_bytes, blob.len())?;
+        std::ptr::copy_nonoverlapping(blob.as_ptr(), data.cast::<u8>(), blob.len());
+        write_out(written, blob.len(), "written")
     })
 }
 

@@ -3,7 +3,7 @@
 use super::context::q4vk_context;
 use super::matrix::q4vk_matrix;
 use super::panic::guard;
-use super::ptr::{check_disjoint, check_size, read_struct, require, VersionedStruct};
+use super::ptr::{check_disjoint, read_struct, require, VersionedStruct};
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
 use crate::vk::context::Context;
@@ -136,8 +136,14 @@ pub unsafe extern "C" fn q4vk_gemv(
         require(x, "x")?;
         require(y, "y")?;
         let (xn, yn) = (m as usize * mat.shape.k, m as usize * mat.shape.n);
-        check_size("x_len", x_len, xn)?;
-        check_size("y_len", y_len, yn)?;
+        // Element counts (check_size's message says bytes).
+        for (arg, given, needed) in [("x_len", x_len, xn), ("y_len", y_len, yn)] {
+            if given < needed {
+                return Err(Error::BufferTooSmall(format!(
+                    "{arg} is {given} floats, {needed} needed (m = {m})"
+                )));
+            }
+        }
         check_disjoint(&[("y", y as usize, 4 * yn)], &[("x", x as usize, 4 * xn)])?;
         let xs = std::slice::from_raw_parts(x, xn);
         let ys = std::slice::from_raw_parts_mut(y, yn);

@@ -8,6 +8,7 @@ use super::ptr::{
 };
 use super::status::q4vk_status;
 use super::weight::{q4vk_dtype, Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
+use crate::alloc;
 use crate::error::{invalid, Error, Result};
 use crate::layout::convert::paddle_to_q4;
 use crate::parallel::resolve_threads;
@@ -285,9 +286,9 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
     match d.source {
         Q4VK_SOURCE_FLOAT => {
             let (shape, w) = float_source(d)?;
-            let mut weight = vec![0u8; shape.weight_bytes()];
-            let mut scales = vec![0u8; 2 * shape.scale_count()];
-            let mut zeros = vec![0u8; shape.zeros_bytes()];
+            let mut weight = alloc::filled::<u8>(shape.weight_bytes(), "quantized weights")?;
+            let mut scales = alloc::filled::<u8>(2 * shape.scale_count(), "scales")?;
+            let mut zeros = alloc::filled::<u8>(shape.zeros_bytes(), "zero points")?;
             let out = Q4Out {
                 weight: &mut weight,
                 scales: &mut scales,
@@ -352,7 +353,7 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
             check_size("desc->scales_bytes", d.scales_bytes, scheme.scale_bytes())?;
             let qweight = in_bytes(d.weight.cast(), scheme.qweight_bytes(), "desc->weight")?;
             let scale = in_bytes(d.scales.cast(), scheme.scale_bytes(), "desc->scales")?;
-            let data = paddle_to_q4(&scheme, qweight, scale, resolve_threads(0));
+            let data = paddle_to_q4(&scheme, qweight, scale, resolve_threads(0))?;
             data.validate()?;
             Ok(data)
         }

@@ -3,6 +3,8 @@
 //! `u = q + 8` (so `(u - 8) * s = q * s`, Paddle's dequantization), and transpose the
 //! scales `[groups][n]` to `[n][groups]` (f16 kept, bf16 widened to f32 exactly, f32 kept).
 
+use crate::alloc;
+use crate::error::Result;
 use crate::quant::dtype::Dtype;
 use crate::quant::paddle::PaddleScheme;
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
@@ -15,9 +17,9 @@ pub fn paddle_to_q4(
     qweight: &[u8],
     scale: &[u8],
     threads: usize,
-) -> Q4Data<'static> {
+) -> Result<Q4Data<'static>> {
     let (k, n) = (scheme.geometry.k, scheme.geometry.n);
-    let mut plain = vec![0u8; scheme.qweight_bytes()];
+    let mut plain = alloc::filled::<u8>(scheme.qweight_bytes(), "plain codes")?;
     scheme.geometry.unpermute(qweight, &mut plain, threads);
     let shape = Q4Shape {
         n,
@@ -27,7 +29,7 @@ pub fn paddle_to_q4(
         zero_points: false,
     };
     let row_bytes = shape.row_bytes();
-    let mut weight = vec![0u8; shape.weight_bytes()];
+    let mut weight = alloc::filled::<u8>(shape.weight_bytes(), "Q4 weights")?;
     for (row, dst) in weight.chunks_exact_mut(row_bytes).enumerate() {
         for kk in 0..k {
             let byte = plain[(kk * n + row) / 2];
@@ -42,7 +44,7 @@ pub fn paddle_to_q4(
         Dtype::F16 => (ScaleType::F16, 2),
         Dtype::Bf16 | Dtype::F32 => (ScaleType::F32, 4),
     };
-    let mut scales = vec![0u8; n * groups * out_size];
+    let mut scales = alloc::filled::<u8>(n * groups * out_size, "Q4 scales")?;
     for g in 0..groups {
         for col in 0..n {
             let src = &scale[(g * n + col) * size..(g * n + col + 1) * size];
@@ -53,13 +55,13 @@ pub fn paddle_to_q4(
             }
         }
     }
-    Q4Data {
+    Ok(Q4Data {
         shape,
         weight: Cow::Owned(weight),
         scale_type,
         scales: Cow::Owned(scales),
         zeros: Cow::Owned(Vec::new()),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -97,7 +99,7 @@ mod tests {
             let mut q = vec![0u8; scheme.qweight_bytes()];
             let mut s = vec![0u8; scheme.scale_bytes()];
             paddle::quantize(&scheme, &bytes, &mut q, &mut s, 1).unwrap();
-            let data = paddle_to_q4(&scheme, &q, &s, 2);
+            let data = paddle_to_q4(&scheme, &q, &s, 2).unwrap();
             let mut plain = vec![0u8; scheme.qweight_bytes()];
             scheme.geometry.unpermute(&q, &mut plain, 1);
             for kk in 0..k {

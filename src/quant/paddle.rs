@@ -11,6 +11,7 @@
 
 use super::codes::{quantize_row, reciprocal, Divisors};
 use super::dtype::{with_element, Dtype, Element};
+use crate::alloc;
 use crate::error::{invalid, Error, Result};
 use crate::layout::paddle::{for_each_rows, Arrangement, Bits, PaddleGeometry};
 use crate::layout::tile::CodeTile;
@@ -178,7 +179,7 @@ fn max_magnitudes<E: Element>(s: &PaddleScheme, weight: &[u8], threads: usize) -
         // Partial maxima over row ranges, one per thread, then merged.
         let parts = threads.min(k).max(1);
         let rows_per_part = k.div_ceil(parts);
-        let mut partial = vec![0u32; parts * n];
+        let mut partial = alloc::filled::<u32>(parts * n, "per-thread column maxima")?;
         for_each_unit(
             &mut partial,
             parts,
@@ -189,7 +190,7 @@ fn max_magnitudes<E: Element>(s: &PaddleScheme, weight: &[u8], threads: usize) -
                 scan_rows(first..(first + rows_per_part).min(k), maxima)
             },
         );
-        let mut merged = partial[..n].to_vec();
+        let mut merged = alloc::collect(partial[..n].iter().copied(), "column maxima")?;
         for part in partial[n..].chunks_exact(n) {
             merged
                 .iter_mut()
@@ -198,7 +199,7 @@ fn max_magnitudes<E: Element>(s: &PaddleScheme, weight: &[u8], threads: usize) -
         }
         merged
     } else {
-        let mut maxima = vec![0u32; s.groups() * n];
+        let mut maxima = alloc::filled::<u32>(s.groups() * n, "group maxima")?;
         let g = s.group_rows;
         for_each_unit(
             &mut maxima,
@@ -252,21 +253,20 @@ fn quantize_typed<E: Element>(
     let n = s.geometry.n;
     let maxima = max_magnitudes::<E>(s, weight, threads)?;
     // Scales in the weight type, and their f32 values used for the codes.
-    let scales: Vec<f32> = maxima
-        .iter()
-        .enumerate()
-        .map(|(i, &m)| {
+    let scale_bits = alloc::collect(
+        maxima.iter().enumerate().map(|(i, &m)| {
             let a = if s.per_channel && m == 0 {
                 E::widen(E::load(&weight[i * E::SIZE..])) // ±0 from row 0: Paddle's signed seed
             } else {
                 E::widen(m)
             };
-            let bits = s.dtype.from_f32(a / s.bound());
-            s.dtype.put_bits(scale_out, i, bits);
-            E::widen(bits)
-        })
-        .collect();
-    let reciprocals: Vec<f32> = scales.iter().map(|&s| reciprocal(s)).collect();
+            s.dtype.from_f32(a / s.bound())
+        }),
+        "scales",
+    )?;
+    // The f32 values of the type-rounded scales are what the codes divide by.
+    let scales = alloc::collect(scale_bits.iter().map(|&b| E::widen(b)), "scale values")?;
+    let reciprocals = alloc::collect(scales.iter().map(|&s| reciprocal(s)), "scale reciprocals")?;
     let int4 = s.geometry.bits == Bits::Int4;
     let group_rows = s.group_rows;
     s.geometry
@@ -283,6 +283,9 @@ fn quantize_typed<E: Element>(
                 quantize_row::<E>(row, row_scales, tile.row_mut(r), int4);
             }
         });
+    for (i, &bits) in scale_bits.iter().enumerate() {
+        s.dtype.put_bits(scale_out, i, bits);
+    }
     Ok(())
 }
 
@@ -296,7 +299,7 @@ pub fn dequantize(
     threads: usize,
 ) -> Result<()> {
     let (k, n, size) = (s.geometry.k, s.geometry.n, s.dtype.size());
-    let scales: Vec<f32> = with_element!(s.dtype, E => scale.chunks_exact(E::SIZE).map(|x| E::widen(E::load(x))).collect());
+    let scales = with_element!(s.dtype, E => alloc::collect(scale.chunks_exact(E::SIZE).map(|x| E::widen(E::load(x))), "scale values"))?;
     for_each_rows(out, k, n, n * size, threads, |tile, slice, first_row| {
         s.geometry.gather(qweight, tile);
         for r in 0..tile.rows {

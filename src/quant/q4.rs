@@ -17,6 +17,7 @@
 //! * A scale beyond f16's range (|x| > ~458,000) is refused (`InvalidArgument`).
 
 use super::dtype::{with_element, Dtype, Element};
+use crate::alloc;
 use crate::error::{invalid, Error, Result};
 use std::borrow::Cow;
 
@@ -284,8 +285,8 @@ fn quantize_rows<E: Element>(
     out: Q4Out,
 ) -> Result<()> {
     let (k, groups, gs) = (shape.k, shape.groups(), shape.group_size);
-    let mut values = vec![0.0f32; k];
-    let mut codes = vec![0u8; k + 1];
+    let mut values = alloc::filled::<f32>(k, "a row of weights")?;
+    let mut codes = alloc::filled::<u8>(k + 1, "a row of codes")?;
     let rows = out.weight.len() / shape.row_bytes();
     for r in 0..rows {
         let row = first_row + r;
@@ -320,9 +321,9 @@ pub fn quantize(shape: &Q4Shape, w: &FloatWeights, out: Q4Out, threads: usize) -
     }
     with_element!(w.dtype, E => check_finite::<E>(w.bytes, shape.n, shape.k, w.transposed))?;
     // Quantize into scratch first, so a refused group leaves the caller's buffers untouched.
-    let mut weight = vec![0u8; out.weight.len()];
-    let mut scales = vec![0u8; out.scales.len()];
-    let mut zeros = vec![0u8; out.zeros.len()];
+    let mut weight = alloc::filled::<u8>(out.weight.len(), "quantized weights")?;
+    let mut scales = alloc::filled::<u8>(out.scales.len(), "scales")?;
+    let mut zeros = alloc::filled::<u8>(out.zeros.len(), "zero points")?;
     let threads = threads.clamp(1, shape.n);
     let per = shape.n.div_ceil(threads);
     let (rb, sb, zb) = (

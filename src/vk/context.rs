@@ -28,6 +28,9 @@ pub struct ContextConfig {
     /// experiments, e.g. `q4vk-bench --workgroup 256 --rows 8`); the subgroup size stays
     /// the device's.
     pub tuning: Option<(u32, u32)>,
+    /// A pipeline-cache blob from an earlier context (`Pipelines::cache_data`); ignored
+    /// unless it was made by the same driver and device.
+    pub pipeline_cache: Vec<u8>,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -183,7 +186,29 @@ impl Context {
                 tuning.rows
             ),
         );
-        let pipelines = Pipelines::new(&device, tuning)?;
+        if !config.pipeline_cache.is_empty() {
+            let props = unsafe {
+                // SAFETY: a plain query on a live physical device.
+                device
+                    .instance
+                    .instance
+                    .get_physical_device_properties(device.physical)
+            };
+            let used = super::pipeline::cache_blob_matches(&config.pipeline_cache, &props);
+            logger.log(
+                LEVEL_INFO,
+                &format!(
+                    "pipeline cache: {} bytes given, {}",
+                    config.pipeline_cache.len(),
+                    if used {
+                        "used"
+                    } else {
+                        "ignored (not a cache of this driver and device)"
+                    }
+                ),
+            );
+        }
+        let pipelines = Pipelines::new(&device, tuning, &config.pipeline_cache)?;
         let limits = Limits {
             max_part_bytes: info.max_storage_range.min(info.max_allocation).min(1 << 31) / 16 * 16,
             max_groups: info.max_groups,

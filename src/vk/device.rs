@@ -154,6 +154,19 @@ fn compute_family(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Opt
 }
 
 impl Device {
+    /// Size of the largest device-local memory heap (of any heap if none is device-local):
+    /// an upper bound on what one matrix can occupy.
+    pub fn largest_device_heap(&self) -> u64 {
+        let memory = &self.info.memory;
+        let heaps = &memory.memory_heaps[..memory.memory_heap_count as usize];
+        let local = heaps
+            .iter()
+            .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .map(|h| h.size)
+            .max();
+        local.unwrap_or_else(|| heaps.iter().map(|h| h.size).max().unwrap_or(0))
+    }
+
     /// Creates q4vk's own device: the best Vulkan 1.1 device with a compute queue
     /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list.
     pub fn create(instance: Arc<Instance>, index: i32, logger: &Logger) -> Result<Device> {

@@ -47,12 +47,30 @@ unsafe extern "system" fn forward_validation(
     vk::FALSE
 }
 
+/// The loader library `ash::Entry::load` opens (ash 0.38 picks it by target OS: Android
+/// ships only the unversioned `libvulkan.so` in /system/lib64, desktop Linux distributions
+/// install `libvulkan.so.1`).
+#[cfg(any(target_os = "android", target_os = "fuchsia"))]
+const LOADER_NAME: &str = "libvulkan.so";
+#[cfg(target_os = "windows")]
+const LOADER_NAME: &str = "vulkan-1.dll";
+#[cfg(any(target_os = "macos", target_os = "ios"))]
+const LOADER_NAME: &str = "libvulkan.dylib";
+#[cfg(not(any(
+    target_os = "android",
+    target_os = "fuchsia",
+    target_os = "windows",
+    target_os = "macos",
+    target_os = "ios"
+)))]
+const LOADER_NAME: &str = "libvulkan.so.1";
+
 /// Loads the system's Vulkan loader, or fails with `NoDevice`.
 pub fn load_entry() -> Result<ash::Entry> {
     // SAFETY: loading the system loader library; ash keeps it loaded.
     unsafe { ash::Entry::load() }.map_err(|e| {
         Error::NoDevice(format!(
-            "the Vulkan loader (libvulkan.so.1) could not be loaded: {e}"
+            "the Vulkan loader ({LOADER_NAME}) could not be loaded: {e}"
         ))
     })
 }

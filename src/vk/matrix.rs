@@ -111,6 +111,13 @@ impl DeviceMatrix {
             pool,
             device: ctx.device.clone(),
         };
+        let needed = this.device_bytes();
+        let heap = ctx.device.largest_device_heap();
+        if needed > heap {
+            return Err(Error::OutOfDeviceMemory(format!(
+                "the matrix needs {needed} bytes of device memory; this device's largest device-local heap holds {heap} bytes"
+            )));
+        }
         for p in 0..part_count {
             let rows = p * rows_per_part..((p + 1) * rows_per_part).min(shape.n);
             let weights = upload(ctx, &layout.pack_weights(data, rows.clone()))?;

@@ -154,8 +154,9 @@ pub fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModul
 }
 
 impl Pipelines {
-    /// Creates the layouts, the cache and both shader modules.
-    pub fn new(device: &Arc<Device>, tuning: Tuning) -> Result<Pipelines> {
+    /// Creates the layouts, the cache (seeded with `initial_cache` when it is a blob of
+    /// this device, see [`cache_blob_matches`]) and both shader modules.
+    pub fn new(device: &Arc<Device>, tuning: Tuning, initial_cache: &[u8]) -> Result<Pipelines> {
         let d = &device.device;
         let mut this = Pipelines {
             device: device.clone(),
@@ -202,13 +203,33 @@ impl Pipelines {
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreatePipelineLayout", e))?;
+            let props = device
+                .instance
+                .instance
+                .get_physical_device_properties(device.physical);
+            let seed = if cache_blob_matches(initial_cache, &props) {
+                initial_cache
+            } else {
+                &[]
+            };
             this.cache = d
-                .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+                .create_pipeline_cache(
+                    &vk::PipelineCacheCreateInfo::default().initial_data(seed),
+                    None,
+                )
                 .map_err(|e| Error::vk("vkCreatePipelineCache", e))?;
             this.modules[0] = shader_module(d, shaders::GEMV_SUBGROUP)?;
             this.modules[1] = shader_module(d, shaders::GEMV_PORTABLE)?;
         }
         Ok(this)
+    }
+
+    /// The pipeline cache's current contents (`vkGetPipelineCacheData`): a blob an app can
+    /// save and pass back to a later context to skip shader compilation.
+    pub fn cache_data(&self) -> Result<Vec<u8>> {
+        // SAFETY: our cache; pipeline caches are internally synchronized.
+        unsafe { self.device.device.get_pipeline_cache_data(self.cache) }
+            .map_err(|e| Error::vk("vkGetPipelineCacheData", e))
     }
 
     /// The pipeline for `key`, created (through the cache) on first use.
@@ -256,6 +277,23 @@ impl Pipelines {
         map.insert(key, pipeline);
         Ok(pipeline)
     }
+}
+
+/// Whether `blob` starts with a `VkPipelineCacheHeaderVersionOne` of this device (header
+/// length ≥ 32, version 1, vendor and device ID, `pipelineCacheUUID`). q4vk checks this
+/// itself rather than trusting every driver to reject foreign or corrupt data.
+pub fn cache_blob_matches(blob: &[u8], props: &vk::PhysicalDeviceProperties) -> bool {
+    if blob.len() < 32 {
+        return false;
+    }
+    let word = |i: usize| u32::from_ne_bytes(blob[i..i + 4].try_into().expect("4 bytes"));
+    let header_len = word(0) as usize;
+    header_len >= 32
+        && header_len <= blob.len()
+        && word(4) == vk::PipelineCacheHeaderVersion::ONE.as_raw() as u32
+        && word(8) == props.vendor_id
+        && word(12) == props.device_id
+        && blob[16..32] == props.pipeline_cache_uuid
 }
 
 impl Drop for Pipelines {

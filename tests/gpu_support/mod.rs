@@ -37,6 +37,15 @@ pub struct Gpu {
 
 impl Gpu {
     pub fn new(portable: bool) -> Gpu {
+        Gpu::with(portable, |_| {}).expect("q4vk_context_create")
+    }
+
+    /// A validated context whose desc `edit` may change before creation; the status and
+    /// message on failure.
+    pub fn with(
+        portable: bool,
+        edit: impl FnOnce(&mut q4vk_context_desc),
+    ) -> Result<Gpu, (u32, String)> {
         let sink = Box::new(LogSink {
             messages: Mutex::new(Vec::new()),
         });
@@ -50,10 +59,13 @@ impl Gpu {
             };
         desc.log = Some(collect);
         desc.log_user = &*sink as *const LogSink as *mut c_void;
+        edit(&mut desc);
         let mut ctx = std::ptr::null_mut();
         let status = unsafe { q4vk_context_create(&desc, &mut ctx) };
-        assert_eq!(status, Q4VK_OK, "q4vk_context_create: {}", last_error());
-        Gpu { ctx, sink }
+        if status != Q4VK_OK {
+            return Err((status, last_error()));
+        }
+        Ok(Gpu { ctx, sink })
     }
 
     pub fn context(&self) -> &q4vk::vk::context::Context {
@@ -76,6 +88,12 @@ impl Gpu {
         assert!(m.is_empty(), "{} log message(s), first: {}", m.len(), m[0]);
     }
 }
+
+// SAFETY: a q4vk context may be used from several threads at once (API contract), and the
+// sink is a Mutex.
+unsafe impl Sync for Gpu {}
+// SAFETY: as above.
+unsafe impl Send for Gpu {}
 
 impl Drop for Gpu {
     fn drop(&mut self) {
