@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing q4vk needs on Debian 12 (idempotent; uses sudo when
 # not root): a C toolchain, CMake, pkg-config, the Vulkan loader, Mesa's lavapipe CPU
-# driver, the Khronos validation layer, glslc and a JDK (JNI test); the rustfmt/clippy components; and the
+# driver, the Khronos validation layer, glslc and a JDK (JNI test); python3-pip and faketime
+# (ncnn's PyPI sdist for examples_c/ncnn); the rustfmt/clippy components; and the
 # pinned cbindgen. Already-present tools are not reinstalled.
 set -euo pipefail
 
 apt_packages=(build-essential cmake pkg-config binutils libvulkan1 libvulkan-dev
-    mesa-vulkan-drivers vulkan-validationlayers glslc openjdk-17-jdk-headless)
+    mesa-vulkan-drivers vulkan-validationlayers glslc openjdk-17-jdk-headless
+    python3-pip faketime)
 cbindgen_version=0.29.2
 
 missing=()

@@ -799,7 +799,7 @@ fn exported_kernel_takes_float_and_paddle_sources() {
         })
         .unwrap();
         let qbytes: Vec<u8> = q.iter().map(|&b| b as u8).collect();
-        let data = q4vk::layout::convert::paddle_to_q4(&scheme, &qbytes, &sc, 1);
+        let data = q4vk::layout::convert::paddle_to_q4(&scheme, &qbytes, &sc, 1).unwrap();
         for m in [1usize, 5] {
             let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
             unsafe { q4vk_kernel_export_desc_default(&mut e) };
