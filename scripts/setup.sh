@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing q4vk needs on Debian 12 (idempotent; uses sudo when
 # not root): a C toolchain, CMake, pkg-config, the Vulkan loader, Mesa's lavapipe CPU
-# driver, the Khronos validation layer, glslc, a JDK (JNI test), valgrind and faketime
-# (ncnn's sdist); the rustfmt/clippy components; the pinned cbindgen and cargo-fuzz.
-# Already-present tools are not reinstalled.
+# driver, the Khronos validation layer, glslc, a JDK (JNI test), valgrind, python3-pip and
+# faketime (ncnn's PyPI sdist for examples_c/ncnn); the rustfmt/clippy components; the pinned
+# cbindgen and cargo-fuzz. Already-present tools are not reinstalled.
 set -euo pipefail
 
 apt_packages=(build-essential cmake pkg-config binutils libvulkan1 libvulkan-dev
-    mesa-vulkan-drivers vulkan-validationlayers glslc openjdk-17-jdk-headless valgrind faketime)
+    mesa-vulkan-drivers vulkan-validationlayers glslc openjdk-17-jdk-headless
+    valgrind python3-pip faketime)
 cbindgen_version=0.29.2
 cargo_fuzz_version=0.13.2
 

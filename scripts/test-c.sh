@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every C test: installs q4vk into build/c-test/install, then configures, builds and
-# runs examples_c/ with CTest twice: a normal build, then one with ASan + UBSan.
+# runs examples_c/ with CTest twice: a normal build, then one with ASan + UBSan; then the
+# JNI test (examples_c/jni/run.sh) and the ncnn custom layer (examples_c/ncnn/run.sh).
 # Exits non-zero on any failure. Usage: scripts/test-c.sh [VECTORS_DIR]
 set -euo pipefail
 
@@ -62,9 +63,16 @@ else
     status=1
 fi
 
+# ncnn: the Q4Linear custom layer (q4vk's exported kernel in ncnn's own pipeline and
+# command buffer) against ncnn's InnerProduct, validation on. ncnn itself is built once
+# (~17 min on 2 cores) into ${Q4VK_CACHE:-$HOME/.cache/q4vk} and reused after that.
+echo
+echo "== ncnn custom layer (examples_c/ncnn/run.sh)"
+Q4VK_PREFIX="$prefix" NCNN_Q4_BUILD="$work/ncnn" "$root/examples_c/ncnn/run.sh" || status=1
+
 echo
 if [ "$status" -eq 0 ]; then
-    echo "test-c.sh: all C tests passed (default and ASan+UBSan builds, JNI)"
+    echo "test-c.sh: all C tests passed (default and ASan+UBSan builds, JNI, ncnn layer)"
 else
     echo "test-c.sh: FAILED (see above)"
 fi

@@ -1,0 +1,296 @@
+// Q4Linear: see q4linear.h.
+#include "q4linear.h"
+
+#include "modelbin.h"
+#include "paramdict.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace {
+
+void log_q4vk(const char* what, q4vk_status st) {
+    char msg[512];
+    q4vk_last_error_message(msg, sizeof msg);
+    NCNN_LOGE("Q4Linear: %s failed (status %d): %s", what, (int)st, msg);
+}
+
+// ceil(bytes / 4) 32-bit words, as the pre-quantized blobs are stored in the .bin.
+int words_of(size_t bytes) { return (int)((bytes + 3) / 4); }
+
+}  // namespace
+
+Q4Linear::Q4Linear() {
+    one_blob_only = true;
+    support_inplace = false;
+    support_vulkan = true;
+    // support_vulkan_packing / support_vulkan_any_packing stay false: ncnn hands this layer
+    // elempack-1 blobs, the layout the kernel reads (x[m][k] rows, y[m][n] rows).
+}
+
+int Q4Linear::load_param(const ncnn::ParamDict& pd) {
+    n = pd.get(0, 0);
+    k = pd.get(1, 0);
+    group_size = pd.get(2, 128);
+    zero_points = pd.get(3, 0);
+    weight_format = pd.get(4, 0);
+    variant = pd.get(5, 2);
+    max_m = pd.get(6, MAX_M);
+    if (n <= 0 || k <= 0 || (zero_points != 0 && zero_points != 1) || (weight_format != 0 && weight_format != 1) ||
+        variant < 0 || variant > 2 || max_m < 1 || max_m > MAX_M) {
+        NCNN_LOGE("Q4Linear: bad params n=%d k=%d zero_points=%d format=%d variant=%d max_m=%d", n, k, zero_points,
+                  weight_format, variant, max_m);
+        return -1;
+    }
+    // The group size is checked by q4vk (q4vk_matrix_pack_size) in load_model.
+    return 0;
+}
+
+q4vk_matrix_desc Q4Linear::matrix_desc() const {
+    q4vk_matrix_desc d;
+    q4vk_matrix_desc_default(&d);
+    d.n = (uint64_t)n;
+    d.k = (uint64_t)k;
+    d.group_size = group_size;
+    d.zero_points = (uint32_t)zero_points;
+    if (weight_format == 0) {
+        d.source = Q4VK_SOURCE_FLOAT;
+        d.dtype = Q4VK_DTYPE_F32;  // [n][k] row-major = ncnn InnerProduct's weight layout
+        d.weight = weight_f32.data;
+        d.weight_bytes = weight_f32.total() * weight_f32.elemsize;
+    } else {
+        d.source = Q4VK_SOURCE_Q4;
+        d.dtype = Q4VK_DTYPE_F16;  // scale type
+        d.weight = q_weight.data;
+        d.weight_bytes = q_weight.total() * q_weight.elemsize;
+        d.scales = q_scales.data;
+        d.scales_bytes = q_scales.total() * q_scales.elemsize;
+        d.zeros = zero_points ? q_zeros.data : nullptr;
+        d.zeros_bytes = zero_points ? q_zeros.total() * q_zeros.elemsize : 0;
+    }
+    return d;
+}
+
+int Q4Linear::load_model(const ncnn::ModelBin& mb) {
+    if (weight_format == 0) {
+        weight_f32 = mb.load(n * k, 0);  // tagged blob: fp32 (or fp16/int8, ncnn converts)
+        if (weight_f32.empty()) return -100;
+        if (weight_f32.elemsize != 4u) {
+            NCNN_LOGE("Q4Linear: weight blob is not fp32 after loading (elemsize %zu)", weight_f32.elemsize);
+            return -1;
+        }
+    } else {
+        q4vk_matrix_desc d = matrix_desc();  // shape only
+        d.source = Q4VK_SOURCE_Q4;
+        size_t wb = 0, sb = 0, zb = 0;
+        q4vk_status st = q4vk_q4_quantize_size(&d, &wb, &sb, &zb);
+        if (st != Q4VK_OK) {
+            log_q4vk("q4vk_q4_quantize_size", st);
+            return -1;
+        }
+        // Raw 4-byte words (type 1: no tag); the data is reinterpreted, never read as float.
+        q_weight = mb.load(words_of(wb), 1);
+        q_scales = mb.load(words_of(sb), 1);
+        if (q_weight.empty() || q_scales.empty()) return -100;
+        if (zero_points) {
+            q_zeros = mb.load(words_of(zb), 1);
+            if (q_zeros.empty()) return -100;
+        }
+    }
+    // Validate the desc now (group size, zero points ≤ 15 are checked by pack later).
+    q4vk_matrix_desc d = matrix_desc();
+    size_t wb = 0, sb = 0, zb = 0;
+    q4vk_status st = q4vk_matrix_pack_size(&d, &wb, &sb, &zb);
+    if (st != Q4VK_OK) {
+        log_q4vk("q4vk_matrix_pack_size", st);
+        return -1;
+    }
+    return 0;
+}
+
+int Q4Linear::create_pipeline(const ncnn::Option& opt) {
+    (void)opt;
+    if (!vkdev) return 0;  // CPU-only net: nothing to do (this layer has no CPU forward)
+
+    // Which kernel. No q4vk context is created: the portable kernel needs none, and the
+    // subgroup kernel without a context needs only the subgroup size the shader will run
+    // with. ncnn's Pipeline pins it: with VK_EXT_subgroup_size_control it passes
+    // requiredSubgroupSize = Pipeline's subgroup size (default GpuInfo::subgroup_size()),
+    // without it the device runs its default subgroupSize = GpuInfo::subgroup_size(). So
+    // ncnn's own GpuInfo answers exactly what q4vk asks, on exactly ncnn's device; a q4vk
+    // context would open a second VkInstance/VkDevice only to read the same properties.
+    const ncnn::GpuInfo& gi = vkdev->info;
+    const uint32_t need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+    const uint32_t sg = gi.subgroup_size();
+    const bool sg_ok = (gi.support_subgroup_ops() & need) == need && sg >= 4 && sg <= 128 && (sg & (sg - 1)) == 0;
+    if (variant == 1 && !sg_ok) {
+        NCNN_LOGE("Q4Linear: subgroup kernel requested but %s lacks subgroup basic+arithmetic (size %u)",
+                  gi.device_name(), sg);
+        return -1;
+    }
+    variant_used = (variant == 1 || (variant == 2 && sg_ok)) ? Q4VK_KERNEL_SUBGROUP : Q4VK_KERNEL_PORTABLE;
+
+    q4vk_matrix_desc d = matrix_desc();  // data pointers are not read by the export
+    std::vector<uint32_t> spv;
+    for (int m = 1; m <= max_m; m++) {
+        q4vk_kernel_export_desc e;
+        q4vk_kernel_export_desc_default(&e);
+        e.variant = variant_used;
+        e.m = (uint32_t)m;
+        e.subgroup_size = variant_used == Q4VK_KERNEL_SUBGROUP ? sg : 0;
+        q4vk_kernel_info& info = infos[m - 1];
+        std::memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        q4vk_status st = q4vk_kernel_export(nullptr, &d, &e, &info, nullptr, 0);  // size query
+        if (st == Q4VK_OK) {
+            spv.assign(info.spirv_words, 0u);
+            st = q4vk_kernel_export(nullptr, &d, &e, &info, spv.data(), spv.size());
+        }
+        if (st != Q4VK_OK) {
+            log_q4vk("q4vk_kernel_export", st);
+            return -1;
+        }
+        for (uint32_t b = 0; b < info.binding_count; b++) {
+            if (info.bindings[b].bytes > gi.physicalDeviceProperties().limits.maxStorageBufferRange) {
+                NCNN_LOGE("Q4Linear: binding %u needs %llu bytes > maxStorageBufferRange", b,
+                          (unsigned long long)info.bindings[b].bytes);
+                return -1;
+            }
+        }
+        // Specialization constants: vector entry i = constant_id i (ncnn's rule). The export
+        // lists the kernel's own ids 0..N-1, then 233..235 (the local size; ncnn strips
+        // those and injects set_local_size_xyz's values, but its reflection counts them).
+        std::vector<ncnn::vk_specialization_type> specs(info.specialization_count);
+        for (uint32_t i = 0; i < info.specialization_count; i++) {
+            const uint32_t id = info.specializations[i].id;
+            if (id != i && id < 233) {
+                NCNN_LOGE("Q4Linear: specialization %u has id %u (ncnn maps entry i to id i)", i, id);
+                return -1;
+            }
+            specs[i].u32 = info.specializations[i].value;
+        }
+        ncnn::Pipeline* p = new ncnn::Pipeline(vkdev);
+        pipes[m - 1] = p;
+        p->set_local_size_xyz((int)info.local_size[0], (int)info.local_size[1], (int)info.local_size[2]);
+        if (p->local_size_x() != info.local_size[0] || p->local_size_y() != info.local_size[1] ||
+            p->local_size_z() != info.local_size[2]) {
+            NCNN_LOGE("Q4Linear: ncnn adjusted the local size %u,%u,%u to %u,%u,%u", info.local_size[0],
+                      info.local_size[1], info.local_size[2], p->local_size_x(), p->local_size_y(),
+                      p->local_size_z());
+            return -1;
+        }
+        if (p->create(spv.data(), spv.size() * sizeof(uint32_t), specs) != 0) {
+            NCNN_LOGE("Q4Linear: Pipeline::create failed (m=%d)", m);
+            return -1;
+        }
+        const ncnn::ShaderInfo& si = p->shader_info();
+        if (si.binding_count != (int)info.binding_count || si.push_constant_count != (int)info.push_constant_count) {
+            NCNN_LOGE("Q4Linear: ncnn reflected %d bindings / %d push constants, export says %u / %u",
+                      si.binding_count, si.push_constant_count, info.binding_count, info.push_constant_count);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int Q4Linear::destroy_pipeline(const ncnn::Option& opt) {
+    (void)opt;
+    for (ncnn::Pipeline*& p : pipes) {
+        delete p;
+        p = nullptr;
+    }
+    return 0;
+}
+
+int Q4Linear::upload_model(ncnn::VkTransfer& cmd, const ncnn::Option& opt) {
+    q4vk_matrix_desc d = matrix_desc();
+    size_t wb = 0, sb = 0, zb = 0;
+    q4vk_status st = q4vk_matrix_pack_size(&d, &wb, &sb, &zb);
+    if (st != Q4VK_OK) {
+        log_q4vk("q4vk_matrix_pack_size", st);
+        return -1;
+    }
+    // The device layout as raw bytes: 1-D Mats with elemsize 1, so record_upload neither
+    // casts (it casts only 32-bit elements to fp16/bf16) nor repacks them.
+    ncnn::Mat w((int)wb, (size_t)1u), s((int)sb, (size_t)1u), z;
+    if (zb) z.create((int)zb, (size_t)1u);
+    if (w.empty() || s.empty() || (zb && z.empty())) return -100;
+    st = q4vk_matrix_pack(&d, w.data, wb, s.data, sb, zb ? z.data : nullptr, zb);
+    if (st != Q4VK_OK) {
+        log_q4vk("q4vk_matrix_pack", st);
+        return -1;
+    }
+    ncnn::Option raw = opt;  // ncnn's weight allocator (opt.blob_vkallocator in upload_model)
+    raw.use_packing_layout = false;
+    raw.use_fp16_storage = raw.use_fp16_packed = false;
+    raw.use_bf16_storage = raw.use_bf16_packed = false;
+    raw.use_int8_storage = false;
+    cmd.record_upload(w, w_gpu, raw);
+    cmd.record_upload(s, s_gpu, raw);
+    if (zb) cmd.record_upload(z, z_gpu, raw);  // symmetric: z_gpu stays empty -> ncnn binds a dummy
+    if (opt.lightmode) {
+        weight_f32.release();
+        q_weight.release();
+        q_scales.release();
+        q_zeros.release();
+    }
+    return 0;
+}
+
+int Q4Linear::forward(const ncnn::VkMat& bottom, ncnn::VkMat& top, ncnn::VkCompute& cmd,
+                      const ncnn::Option& opt) const {
+    if (bottom.elempack != 1 || bottom.elemsize != 4u) {
+        NCNN_LOGE("Q4Linear: input must be fp32 elempack 1 (got elemsize %zu elempack %d); "
+                  "set opt.use_fp16_storage = opt.use_fp16_packed = false",
+                  bottom.elemsize, bottom.elempack);
+        return -1;
+    }
+    const int m = bottom.dims == 1 ? 1 : bottom.h;
+    if (bottom.w != k || (bottom.dims != 1 && bottom.dims != 2) || m < 1 || m > max_m) {
+        NCNN_LOGE("Q4Linear: input dims %d w %d h %d; expected w = %d, h = m in 1..%d", bottom.dims, bottom.w,
+                  bottom.h, k, max_m);
+        return -1;
+    }
+    const q4vk_kernel_info& info = infos[m - 1];
+    const ncnn::Pipeline* pipe = pipes[m - 1];
+
+    if (bottom.dims == 1)
+        top.create(n, (size_t)4u, 1, opt.blob_vkallocator);
+    else
+        top.create(n, m, (size_t)4u, 1, opt.blob_vkallocator);
+    if (top.empty()) return -100;
+
+    // Bindings in the export's order (its bindings[i].role says which is which).
+    std::vector<ncnn::VkMat> bindings(info.binding_count);
+    for (uint32_t i = 0; i < info.binding_count; i++) {
+        const ncnn::VkMat* b = nullptr;
+        switch (info.bindings[i].role) {
+        case Q4VK_BINDING_WEIGHTS: b = &w_gpu; break;
+        case Q4VK_BINDING_SCALES: b = &s_gpu; break;
+        case Q4VK_BINDING_ZEROS: b = &z_gpu; break;  // empty when symmetric (bytes 0)
+        case Q4VK_BINDING_X: b = &bottom; break;
+        case Q4VK_BINDING_Y: b = &top; break;
+        default: NCNN_LOGE("Q4Linear: unknown binding role %u", info.bindings[i].role); return -1;
+        }
+        if (info.bindings[i].bytes && (b->empty() || b->buffer_capacity() < info.bindings[i].bytes)) {
+            NCNN_LOGE("Q4Linear: binding %u has %zu bytes, kernel needs %llu", i, b->empty() ? 0 : b->buffer_capacity(),
+                      (unsigned long long)info.bindings[i].bytes);
+            return -1;
+        }
+        bindings[i] = *b;
+    }
+    std::vector<ncnn::vk_constant_type> constants(info.push_constant_count);
+    for (uint32_t i = 0; i < info.push_constant_count; i++) constants[i].u32 = info.push_constants[i];
+
+    // ncnn dispatches ceil(w/lx), ceil(h·d/ly), ceil(c/lz) workgroups: ask for exactly the
+    // export's group counts (the local size was checked equal in create_pipeline).
+    ncnn::Mat dispatcher;
+    dispatcher.w = (int)(info.group_count[0] * info.local_size[0]);
+    dispatcher.h = (int)(info.group_count[1] * info.local_size[1]);
+    dispatcher.d = 1;
+    dispatcher.c = (int)(info.group_count[2] * info.local_size[2]);
+    cmd.record_pipeline(pipe, bindings, std::vector<ncnn::VkImageMat>(), constants, dispatcher);
+    return 0;
+}
+
+DEFINE_LAYER_CREATOR(Q4Linear)

@@ -1,0 +1,80 @@
+// Q4Linear: an ncnn custom layer (Vulkan) for a 4-bit Linear, y[m][n] = x[m][k] · W[n][k]ᵀ,
+// running q4vk's exported fused int4-dequant GEMV kernel inside ncnn's own command buffer.
+//
+// Everything Vulkan is ncnn's: the pipeline is an ncnn::Pipeline made from the SPIR-V and
+// specialization constants q4vk_kernel_export returns, the weights are uploaded with ncnn's
+// allocator (VkTransfer::record_upload) from the device-layout bytes q4vk_matrix_pack
+// writes, and forward() records the dispatch with VkCompute::record_pipeline. q4vk makes no
+// Vulkan call at all here (no q4vk context: see `variant` below).
+//
+// .param (layer type name as registered, e.g. "Q4Linear"):
+//   0 = n            output features (num_output)                          required
+//   1 = k            input features                                        required
+//   2 = group_size   -1 (per channel), 32, 64, 128, 256                    default 128
+//   3 = zero_points  0 symmetric, 1 per-group zero points                  default 0
+//   4 = weight_format 0: n·k fp32 weights [n][k] in the .bin (ncnn's usual tagged blob),
+//                       quantized at load with q4vk's quantizer (q4vk_matrix_pack of a
+//                       FLOAT desc = q4vk_q4_quantize + device layout)
+//                     1: pre-quantized (q4vk_q4_quantize's outputs), each a raw blob of
+//                       4-byte words, zero-padded: packed nibbles n·ceil(k/2) bytes, f16
+//                       scales n·groups·2 bytes, zero points n·groups bytes (if 3=1)
+//   5 = variant      0 portable kernel (no subgroup operations; runs everywhere),
+//                    1 subgroup kernel (needs subgroup basic+arithmetic; subgroup size
+//                      taken from ncnn's GpuInfo),
+//                    2 auto: subgroup when ncnn's GpuInfo reports the operations, else
+//                      portable                                             default 2
+//   6 = max_m        largest blob height (m) to support, 1..8: one pipeline per m, since
+//                    the exported kernel is specialized on m                default 8
+//
+// Blobs: fp32, elempack 1 (set opt.use_fp16_storage/packed = false, keep packing off for
+// this layer, which is the default for custom layers). Input 1-D w = k (m = 1; output 1-D
+// w = n) or 2-D w = k, h = m (output 2-D w = n, h = m), like ncnn's InnerProduct.
+#pragma once
+
+#include "command.h"
+#include "gpu.h"
+#include "layer.h"
+#include "pipeline.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "q4vk.h"
+
+class Q4Linear : public ncnn::Layer
+{
+public:
+    Q4Linear();
+
+    int load_param(const ncnn::ParamDict& pd) override;
+    int load_model(const ncnn::ModelBin& mb) override;
+    int create_pipeline(const ncnn::Option& opt) override;
+    int destroy_pipeline(const ncnn::Option& opt) override;
+    int upload_model(ncnn::VkTransfer& cmd, const ncnn::Option& opt) override;
+    using ncnn::Layer::forward;
+    int forward(const ncnn::VkMat& bottom_blob, ncnn::VkMat& top_blob, ncnn::VkCompute& cmd,
+                const ncnn::Option& opt) const override;
+
+    // The variant the pipelines were created with (Q4VK_KERNEL_PORTABLE / _SUBGROUP).
+    uint32_t exported_variant() const { return variant_used; }
+
+    static const int MAX_M = 8;
+
+private:
+    q4vk_matrix_desc matrix_desc() const;  // shape + data pointers of the loaded weights
+
+    int n = 0, k = 0, group_size = 128, zero_points = 0, weight_format = 0, variant = 2, max_m = 8;
+
+    // CPU data until upload_model (released afterwards with opt.lightmode).
+    ncnn::Mat weight_f32;                         // format 0
+    ncnn::Mat q_weight, q_scales, q_zeros;        // format 1 (raw words)
+
+    // Device side, created with ncnn's allocators.
+    ncnn::VkMat w_gpu, s_gpu, z_gpu;
+
+    uint32_t variant_used = Q4VK_KERNEL_PORTABLE;
+    ncnn::Pipeline* pipes[MAX_M] = {};
+    q4vk_kernel_info infos[MAX_M] = {};
+};
+
+ncnn::Layer* Q4Linear_layer_creator(void* userdata);
