@@ -1,12 +1,18 @@
 #version 450
 // Fused int4-dequant GEMV: y[m][row] = sum_k x[m][k] * s * (u - z).
 // A workgroup owns ROWS consecutive rows; its invocations stride over the rows' 16-byte
-// chunks (coalesced: neighbouring invocations read neighbouring chunks of a row). Each
-// invocation keeps M x ROWS fp32 partial sums; per chunk it loads the ROWS weight uvec4s,
-// their scales (and zeros) once, then for each activation row its 32 x values (8 vec4,
-// shared by the ROWS rows) and accumulates s * sum x*(u - z). One reduction after
-// the K loop: subgroupAdd + shared memory (SUBGROUP), or a shared-memory tree (portable).
+// chunks (coalesced: neighbouring invocations read neighbouring chunks of a row), UNROLL
+// chunks per row at a time. Each step first issues all UNROLL x ROWS independent 16-byte
+// weight loads and their scales (and zeros), so many loads are in flight per invocation,
+// then for each chunk and activation row loads its 32 x values (8 vec4, shared by the ROWS
+// rows) and accumulates s * sum x*(u - z) as an FMA chain. Rows and chunks past the end are
+// clamped to the last one (no branch around the loads) and their sums dropped. Each
+// invocation keeps M x ROWS fp32 partial sums; one reduction after the K loop:
+// subgroupAdd (+ shared memory across subgroups) (SUBGROUP), or a shared-memory tree.
 #extension GL_GOOGLE_include_directive : require
+// Every loop over specialization constants is unrolled: the per-row arrays must stay in
+// registers (a dynamically indexed array goes to local memory on NVIDIA).
+#extension GL_EXT_control_flow_attributes : require
 #ifdef SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -19,6 +25,7 @@ layout(constant_id = 3) const bool HAS_ZEROS = false;  // per-group zero points 
 layout(constant_id = 4) const bool SCALE_F32 = false;  // scales stored as f32 (else f16)
 layout(constant_id = 5) const bool X_F16 = false;      // activations are f16 (else f32)
 layout(constant_id = 6) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
+layout(constant_id = 7) const uint UNROLL = 1;         // chunks per row per step
 
 #include "q4_common.glsl"
 
@@ -65,33 +72,32 @@ float x_at(uint row_start, uint kk) {
     return x1[i];
 }
 
-// The 32 activations of chunk c of activation row mi, pre-scaled for dot8.
+// The 32 activations of chunk c of activation row mi.
 void load_x(uint mi, uint c, out vec4 xv[8]) {
     uint row_start = mi * p.x_stride;
     uint k0 = c * 32u;
     if (k0 + 32u <= p.k && ((row_start & 3u) == 0u)) {
         if (X_F16) {
             uint base = (row_start + k0) >> 1;
-            for (uint i = 0u; i < 8u; i++) {
+            [[unroll]] for (uint i = 0u; i < 8u; i++) {
                 xv[i] = vec4(unpackHalf2x16(xh[base + 2u * i]), unpackHalf2x16(xh[base + 2u * i + 1u]));
             }
         } else {
             uint base = (row_start + k0) >> 2;
-            for (uint i = 0u; i < 8u; i++) {
+            [[unroll]] for (uint i = 0u; i < 8u; i++) {
                 xv[i] = x4[base + i];
             }
         }
     } else {
-        for (uint i = 0u; i < 8u; i++) {
+        [[unroll]] for (uint i = 0u; i < 8u; i++) {
             uint kk = k0 + 4u * i;
             xv[i] = vec4(x_at(row_start, kk), x_at(row_start, kk + 1u), x_at(row_start, kk + 2u),
                          x_at(row_start, kk + 3u));
         }
     }
-    for (uint i = 0u; i < 8u; i++) {
-        xv[i] *= X_PRESCALE;
-    }
 }
+
+const uint UR = UNROLL * ROWS;
 
 void main() {
     uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -100,42 +106,61 @@ void main() {
     }
     uint row0 = (p.wg_offset + wg) * ROWS;
     uint tid = gl_LocalInvocationID.x;
+    uint last_row = p.rows - 1u;
+    uint last_chunk = p.chunks - 1u;
 
     float acc[MR];
-    for (uint i = 0u; i < MR; i++) {
+    [[unroll]] for (uint i = 0u; i < MR; i++) {
         acc[i] = 0.0;
     }
 
-    for (uint c = tid; c < p.chunks; c += gl_WorkGroupSize.x) {
-        uint g = c >> p.group_shift;
-        uvec4 wv[ROWS];
-        float sc[ROWS];
-        vec4 off[ROWS];
-        for (uint r = 0u; r < ROWS; r++) {
-            uint row = row0 + r;
-            if (row < p.rows) {
-                wv[r] = w[row * p.chunks + c];
-                sc[r] = scale_at(row * p.groups + g);
-                off[r] = nibble_offset(zero_at(row * p.groups + g));
-            } else {
-                wv[r] = uvec4(0u);
-                sc[r] = 0.0;
-                off[r] = nibble_offset(0.0);
+    for (uint c0 = tid; c0 < p.chunks; c0 += gl_WorkGroupSize.x * UNROLL) {
+        uvec4 wv[UR];
+        float sc[UR];
+        vec4 off[UR];
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            uint c = min(c0 + u * gl_WorkGroupSize.x, last_chunk);
+            uint g = c >> p.group_shift;
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+                uint row = min(row0 + r, last_row);
+                wv[u * ROWS + r] = w[row * p.chunks + c];
+                sc[u * ROWS + r] = scale_at(row * p.groups + g);
+                off[u * ROWS + r] = nibble_offset(zero_at(row * p.groups + g));
             }
         }
-        for (uint mi = 0u; mi < M; mi++) {
-            vec4 xv[8];
-            load_x(mi, c, xv);
-            for (uint r = 0u; r < ROWS; r++) {
-                float d = dot8(wv[r].x, xv[0], xv[1], off[r]) + dot8(wv[r].y, xv[2], xv[3], off[r]) +
-                          dot8(wv[r].z, xv[4], xv[5], off[r]) + dot8(wv[r].w, xv[6], xv[7], off[r]);
-                acc[mi * ROWS + r] += sc[r] * d;
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            uint cu = c0 + u * gl_WorkGroupSize.x;
+            bool live = cu < p.chunks;
+            uint c = min(cu, last_chunk);
+            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                vec4 xv[8];
+                load_x(mi, c, xv);
+                [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+                    uint i = u * ROWS + r;
+                    float t = dot8_acc(wv[i].x, xv[0], xv[1], off[i], 0.0);
+                    t = dot8_acc(wv[i].y, xv[2], xv[3], off[i], t);
+                    t = dot8_acc(wv[i].z, xv[4], xv[5], off[i], t);
+                    t = dot8_acc(wv[i].w, xv[6], xv[7], off[i], t);
+                    acc[mi * ROWS + r] += live ? sc[i] * t : 0.0;
+                }
             }
         }
     }
 
 #ifdef SUBGROUP
-    for (uint i = 0u; i < MR; i++) {
+    if (gl_NumSubgroups == 1u) {
+        // One subgroup: no shared memory, no barrier.
+        [[unroll]] for (uint i = 0u; i < MR; i++) {
+            float v = subgroupAdd(acc[i]);
+            uint mi = i / ROWS;
+            uint row = row0 + i % ROWS;
+            if (subgroupElect() && row < p.rows) {
+                y[mi * p.y_stride + p.row_base + row] = v;
+            }
+        }
+        return;
+    }
+    [[unroll]] for (uint i = 0u; i < MR; i++) {
         float v = subgroupAdd(acc[i]);
         if (subgroupElect()) {
             red[gl_SubgroupID * MR + i] = v;
@@ -155,13 +180,13 @@ void main() {
         }
     }
 #else
-    for (uint i = 0u; i < MR; i++) {
+    [[unroll]] for (uint i = 0u; i < MR; i++) {
         red[tid * MR + i] = acc[i];
     }
     barrier();
     for (uint half_size = gl_WorkGroupSize.x / 2u; half_size > 0u; half_size >>= 1) {
         if (tid < half_size) {
-            for (uint i = 0u; i < MR; i++) {
+            [[unroll]] for (uint i = 0u; i < MR; i++) {
                 red[tid * MR + i] += red[(tid + half_size) * MR + i];
             }
         }

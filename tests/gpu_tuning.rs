@@ -33,13 +33,21 @@ fn workgroup_shapes_of_both_variants() {
         .collect();
     let mut ran = 0;
     for portable in [false, true] {
-        for (wg, rows) in [(32, 1), (64, 2), (256, 8), (512, 3), (1024, 16)] {
+        for (wg, rows, unroll) in [
+            (32, 1, 1),
+            (64, 2, 4),
+            (256, 8, 1),
+            (512, 3, 2),
+            (1024, 16, 3),
+            (32, 4, 8),
+        ] {
             let config = ContextConfig {
                 device_index: -1,
                 validation: true,
                 portable,
                 adopt: None,
                 tuning: Some((wg, rows)),
+                unroll: Some(unroll),
             };
             let ctx = match Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1))
             {
@@ -72,6 +80,6 @@ fn workgroup_shapes_of_both_variants() {
             }
         }
     }
-    assert_eq!(ran, 6, "configurations the device accepts");
+    assert_eq!(ran, 8, "configurations the device accepts");
     assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
 }

@@ -254,6 +254,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             portable: d.flags & Q4VK_CONTEXT_PORTABLE_KERNELS != 0,
             adopt,
             tuning: None,
+            unroll: None,
         };
         let logger = Logger::new(d.log, d.log_user, d.log_level);
         let context = Context::new(config, logger)?;

@@ -13,6 +13,12 @@ use ash::vk;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
+/// PCI vendor id of NVIDIA.
+const NVIDIA: u32 = 0x10DE;
+
+/// (workgroup, rows per workgroup, unroll) of the subgroup kernels on NVIDIA.
+const NVIDIA_TUNING: (u32, u32, u32) = (128, 8, 1);
+
 /// How to create a context.
 #[derive(Debug, Clone, Default)]
 pub struct ContextConfig {
@@ -28,6 +34,9 @@ pub struct ContextConfig {
     /// experiments, e.g. `q4vk-bench --workgroup 256 --rows 8`); the subgroup size stays
     /// the device's.
     pub tuning: Option<(u32, u32)>,
+    /// Chunks per row each invocation loads per step instead of the per-device choice
+    /// (1..8; tuning experiments, `q4vk-bench --unroll U`).
+    pub unroll: Option<u32>,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -139,13 +148,24 @@ impl Context {
             Tuning {
                 workgroup: 64,
                 rows: 4,
+                unroll: 1,
                 subgroup: 1,
+                min_workgroup: 32,
+            }
+        } else if info.vendor == NVIDIA && info.subgroup_size == 32 {
+            // Chosen by `q4vk-bench --sweep` on an H200 (bench/RESULTS.md).
+            Tuning {
+                workgroup: NVIDIA_TUNING.0,
+                rows: NVIDIA_TUNING.1,
+                unroll: NVIDIA_TUNING.2,
+                subgroup: sg,
                 min_workgroup: 32,
             }
         } else {
             Tuning {
                 workgroup: 128.max(info.subgroup_size),
                 rows: 4,
+                unroll: 1,
                 subgroup: sg,
                 min_workgroup: 32.max(info.subgroup_size),
             }
@@ -165,6 +185,12 @@ impl Context {
             tuning.rows = rows;
             tuning.min_workgroup = tuning.min_workgroup.min(workgroup);
         }
+        if let Some(unroll) = config.unroll {
+            if !(1..=8).contains(&unroll) {
+                return Err(crate::error::invalid!("unroll {unroll}: expected 1..8"));
+            }
+            tuning.unroll = unroll;
+        }
         let shared = tuning.shared_bytes(portable, MAX_M);
         if shared > info.max_shared {
             return Err(crate::error::Error::Unsupported(format!(
@@ -181,10 +207,11 @@ impl Context {
         logger.log(
             LEVEL_INFO,
             &format!(
-                "{} kernels, workgroup {}, {} rows per workgroup",
+                "{} kernels, workgroup {}, {} rows per workgroup, unroll {}",
                 if portable { "portable" } else { "subgroup" },
                 tuning.workgroup,
-                tuning.rows
+                tuning.rows,
+                tuning.unroll
             ),
         );
         let pipelines = Pipelines::new(&device, tuning)?;
