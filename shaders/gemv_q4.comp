@@ -26,10 +26,12 @@ layout(constant_id = 4) const bool SCALE_F32 = false;  // scales stored as f32 (
 layout(constant_id = 5) const bool X_F16 = false;      // activations are f16 (else f32)
 layout(constant_id = 6) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
 layout(constant_id = 7) const uint UNROLL = 1;         // chunks per row per step
+layout(constant_id = 8) const uint SPLIT = 1;          // invocations sharing a chunk (divides ROWS)
 
 #include "q4_common.glsl"
 
-layout(set = 0, binding = 0) readonly buffer Weights { uvec4 w[]; };
+// Weights are read once: `coherent` keeps them out of the L1 (NVIDIA), which then holds x.
+layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { uint s[]; };
 layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
 layout(set = 1, binding = 0) readonly buffer X4 { vec4 x4[]; };
@@ -97,7 +99,17 @@ void load_x(uint mi, uint c, out vec4 xv[8]) {
     }
 }
 
-const uint UR = UNROLL * ROWS;
+const uint RPI = ROWS / SPLIT; // rows per invocation
+const uint UR = UNROLL * RPI;
+const uint MRI = M * RPI;
+
+// This invocation's share of output i = mi ROWS + q (row row0 + q of activation row mi):
+// its sum when it owns row q (q % SPLIT == j), else 0.
+float partial(float acc[MRI], uint i, uint j) {
+    uint mi = i / ROWS;
+    uint q = i % ROWS;
+    return q % SPLIT == j ? acc[mi * RPI + q / SPLIT] : 0.0;
+}
 
 void main() {
     uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -106,42 +118,47 @@ void main() {
     }
     uint row0 = (p.wg_offset + wg) * ROWS;
     uint tid = gl_LocalInvocationID.x;
+    // Invocation tid takes rows row0 + SPLIT r + j (r < RPI) and chunks cl, cl + STRIDE, ..:
+    // the SPLIT invocations of a chunk read the same x (one L1 access).
+    uint j = tid % SPLIT;
+    uint cl = tid / SPLIT;
+    const uint STRIDE = gl_WorkGroupSize.x / SPLIT;
     uint last_row = p.rows - 1u;
     uint last_chunk = p.chunks - 1u;
 
-    float acc[MR];
-    [[unroll]] for (uint i = 0u; i < MR; i++) {
+    float acc[MRI];
+    [[unroll]] for (uint i = 0u; i < MRI; i++) {
         acc[i] = 0.0;
     }
 
-    for (uint c0 = tid; c0 < p.chunks; c0 += gl_WorkGroupSize.x * UNROLL) {
+    for (uint c0 = cl; c0 < p.chunks; c0 += STRIDE * UNROLL) {
         uvec4 wv[UR];
         float sc[UR];
         vec4 off[UR];
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-            uint c = min(c0 + u * gl_WorkGroupSize.x, last_chunk);
+            uint c = min(c0 + u * STRIDE, last_chunk);
             uint g = c >> p.group_shift;
-            [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-                uint row = min(row0 + r, last_row);
-                wv[u * ROWS + r] = w[row * p.chunks + c];
-                sc[u * ROWS + r] = scale_at(row * p.groups + g);
-                off[u * ROWS + r] = nibble_offset(zero_at(row * p.groups + g));
+            [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                uint row = min(row0 + r * SPLIT + j, last_row);
+                wv[u * RPI + r] = w[row * p.chunks + c];
+                sc[u * RPI + r] = scale_at(row * p.groups + g);
+                off[u * RPI + r] = nibble_offset(zero_at(row * p.groups + g));
             }
         }
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-            uint cu = c0 + u * gl_WorkGroupSize.x;
+            uint cu = c0 + u * STRIDE;
             bool live = cu < p.chunks;
             uint c = min(cu, last_chunk);
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 vec4 xv[8];
                 load_x(mi, c, xv);
-                [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-                    uint i = u * ROWS + r;
+                [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                    uint i = u * RPI + r;
                     float t = dot8_acc(wv[i].x, xv[0], xv[1], off[i], 0.0);
                     t = dot8_acc(wv[i].y, xv[2], xv[3], off[i], t);
                     t = dot8_acc(wv[i].z, xv[4], xv[5], off[i], t);
                     t = dot8_acc(wv[i].w, xv[6], xv[7], off[i], t);
-                    acc[mi * ROWS + r] += live ? sc[i] * t : 0.0;
+                    acc[mi * RPI + r] += live ? sc[i] * t : 0.0;
                 }
             }
         }
@@ -151,7 +168,7 @@ void main() {
     if (gl_NumSubgroups == 1u) {
         // One subgroup: no shared memory, no barrier.
         [[unroll]] for (uint i = 0u; i < MR; i++) {
-            float v = subgroupAdd(acc[i]);
+            float v = subgroupAdd(partial(acc, i, j));
             uint mi = i / ROWS;
             uint row = row0 + i % ROWS;
             if (subgroupElect() && row < p.rows) {
@@ -161,7 +178,7 @@ void main() {
         return;
     }
     [[unroll]] for (uint i = 0u; i < MR; i++) {
-        float v = subgroupAdd(acc[i]);
+        float v = subgroupAdd(partial(acc, i, j));
         if (subgroupElect()) {
             red[gl_SubgroupID * MR + i] = v;
         }
@@ -181,7 +198,7 @@ void main() {
     }
 #else
     [[unroll]] for (uint i = 0u; i < MR; i++) {
-        red[tid * MR + i] = acc[i];
+        red[tid * MR + i] = partial(acc, i, j);
     }
     barrier();
     for (uint half_size = gl_WorkGroupSize.x / 2u; half_size > 0u; half_size >>= 1) {

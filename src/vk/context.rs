@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 /// PCI vendor id of NVIDIA.
 const NVIDIA: u32 = 0x10DE;
 
-/// (workgroup, rows per workgroup, unroll) of the subgroup kernels on NVIDIA.
-const NVIDIA_TUNING: (u32, u32, u32) = (128, 8, 1);
+/// (workgroup, rows per workgroup, unroll, split) of the subgroup kernels on NVIDIA.
+const NVIDIA_TUNING: (u32, u32, u32, u32) = (128, 8, 1, 1);
 
 /// How to create a context.
 #[derive(Debug, Clone, Default)]
@@ -37,6 +37,9 @@ pub struct ContextConfig {
     /// Chunks per row each invocation loads per step instead of the per-device choice
     /// (1..8; tuning experiments, `q4vk-bench --unroll U`).
     pub unroll: Option<u32>,
+    /// Invocations sharing each chunk instead of the per-device choice (a power of two
+    /// dividing the rows per workgroup, at most 32; `q4vk-bench --split S`).
+    pub split: Option<u32>,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -149,6 +152,7 @@ impl Context {
                 workgroup: 64,
                 rows: 4,
                 unroll: 1,
+                split: 1,
                 subgroup: 1,
                 min_workgroup: 32,
             }
@@ -158,6 +162,7 @@ impl Context {
                 workgroup: NVIDIA_TUNING.0,
                 rows: NVIDIA_TUNING.1,
                 unroll: NVIDIA_TUNING.2,
+                split: NVIDIA_TUNING.3,
                 subgroup: sg,
                 min_workgroup: 32,
             }
@@ -166,6 +171,7 @@ impl Context {
                 workgroup: 128.max(info.subgroup_size),
                 rows: 4,
                 unroll: 1,
+                split: 1,
                 subgroup: sg,
                 min_workgroup: 32.max(info.subgroup_size),
             }
@@ -174,10 +180,10 @@ impl Context {
             let valid = workgroup.is_power_of_two()
                 && workgroup >= info.subgroup_size.max(tuning.subgroup)
                 && workgroup <= info.max_workgroup
-                && (1..=16).contains(&rows);
+                && (1..=32).contains(&rows);
             if !valid {
                 return Err(crate::error::invalid!(
-                    "tuning ({workgroup}, {rows}): the workgroup must be a power of two from the subgroup size to {}, rows 1..16",
+                    "tuning ({workgroup}, {rows}): the workgroup must be a power of two from the subgroup size to {}, rows 1..32",
                     info.max_workgroup
                 ));
             }
@@ -190,6 +196,20 @@ impl Context {
                 return Err(crate::error::invalid!("unroll {unroll}: expected 1..8"));
             }
             tuning.unroll = unroll;
+        }
+        if let Some(split) = config.split {
+            tuning.split = split;
+        }
+        if !tuning.split.is_power_of_two()
+            || tuning.rows % tuning.split != 0
+            || tuning.split > tuning.min_workgroup
+        {
+            return Err(crate::error::invalid!(
+                "split {}: expected a power of two dividing the rows per workgroup ({}), at most {}",
+                tuning.split,
+                tuning.rows,
+                tuning.min_workgroup
+            ));
         }
         let shared = tuning.shared_bytes(portable, MAX_M);
         if shared > info.max_shared {
@@ -207,11 +227,12 @@ impl Context {
         logger.log(
             LEVEL_INFO,
             &format!(
-                "{} kernels, workgroup {}, {} rows per workgroup, unroll {}",
+                "{} kernels, workgroup {}, {} rows per workgroup, unroll {}, split {}",
                 if portable { "portable" } else { "subgroup" },
                 tuning.workgroup,
                 tuning.rows,
-                tuning.unroll
+                tuning.unroll,
+                tuning.split
             ),
         );
         let pipelines = Pipelines::new(&device, tuning)?;

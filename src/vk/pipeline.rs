@@ -58,7 +58,7 @@ impl Push {
     }
 }
 
-/// Workgroup shape of a context's GEMV kernels (specialization constants 0, 1, 6, 7).
+/// Workgroup shape of a context's GEMV kernels (specialization constants 0, 1, 6, 7, 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tuning {
     /// Invocations per workgroup (a power of two, a multiple of the subgroup size).
@@ -67,6 +67,9 @@ pub struct Tuning {
     pub rows: u32,
     /// 16-byte chunks per row each invocation loads per step (independent loads in flight).
     pub unroll: u32,
+    /// Invocations sharing each chunk (and its x), each taking `rows / split` of the rows;
+    /// divides `rows` and is at most `min_workgroup`.
+    pub split: u32,
     /// Subgroup size the shared reduction array is sized for.
     pub subgroup: u32,
     /// Smallest workgroup a matrix with few chunks per row gets (a power of two, at least
@@ -216,7 +219,7 @@ impl Pipelines {
             return Ok(p);
         }
         let t = self.tuning;
-        let values: [u32; 8] = [
+        let values: [u32; 9] = [
             key.workgroup,
             t.rows,
             key.m,
@@ -225,9 +228,10 @@ impl Pipelines {
             key.x_f16 as u32,
             t.subgroup,
             t.unroll,
+            t.split,
         ];
         let data: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
-        let entries: Vec<vk::SpecializationMapEntry> = (0..8)
+        let entries: Vec<vk::SpecializationMapEntry> = (0..9)
             .map(|i| vk::SpecializationMapEntry {
                 constant_id: i,
                 offset: 4 * i,
@@ -292,6 +296,7 @@ mod tests {
             workgroup: 128,
             rows: 4,
             unroll: 1,
+            split: 1,
             subgroup: 32,
             min_workgroup: 32,
         };
