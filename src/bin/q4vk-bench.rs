@@ -206,8 +206,23 @@ fn time_runs(
     ctx: &Context,
     iters: usize,
     warm: Option<(&Copy, usize)>,
-    mut record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>,
+    record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>,
 ) -> Result<f64> {
+    Ok(median(time_each(ctx, iters, warm, record)?))
+}
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(|a, b| a.total_cmp(b));
+    times[times.len() / 2]
+}
+
+/// [`time_runs`]' times (µs) in run order.
+fn time_each(
+    ctx: &Context,
+    iters: usize,
+    warm: Option<(&Copy, usize)>,
+    mut record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>,
+) -> Result<Vec<f64>> {
     let d = &ctx.device.device;
     let count = 2 * iters as u32;
     let pool = unsafe {
@@ -269,12 +284,11 @@ fn time_runs(
     unsafe { d.destroy_query_pool(pool, None) };
     read?;
     let period = ctx.device.info.timestamp_period as f64;
-    let mut times: Vec<f64> = stamps
+    let times: Vec<f64> = stamps
         .chunks_exact(2)
         .map(|p| p[1].wrapping_sub(p[0]) as f64 * period / 1000.0)
         .collect();
-    times.sort_by(|a, b| a.total_cmp(b));
-    Ok(times[times.len() / 2])
+    Ok(times)
 }
 
 fn fill_random(bytes: &mut [u8], seed: &mut u64) {
@@ -391,6 +405,7 @@ struct Row {
     naive_us: f64,
     rel_err: f64,
     copy_now: f64,
+    per_copy: Vec<f64>,
 }
 
 /// Cold and hot GEMV times of `data` (µs), the bytes one GEMV must move, and the
@@ -402,7 +417,7 @@ fn time_gemv(
     x: &[f32],
     reference: Option<&[f64]>,
     probe: &Copy,
-) -> Result<(f64, f64, f64, f64)> {
+) -> Result<(f64, f64, f64, f64, Vec<f64>)> {
     let (n, k) = (data.shape.n, data.shape.k);
     let first = DeviceMatrix::new(ctx, data)?;
     let bytes_per = first.device_bytes();
@@ -438,14 +453,18 @@ fn time_gemv(
         None => reference::relative_error(&y, &reference::gemv(data, x, 1)),
     };
     let warm = Some((probe, opt.warm));
-    let cold_us = time_runs(ctx, opt.iters.max(copies), warm, |cmd, i| {
+    let cold = time_each(ctx, opt.iters.max(copies), warm, |cmd, i| {
         gemv::record(ctx, cmd, &mats[i % copies], xr, yr, &p)
     })?;
+    let per_copy: Vec<f64> = (0..copies)
+        .map(|c| median(cold.iter().skip(c).step_by(copies).copied().collect()))
+        .collect();
+    let cold_us = median(cold);
     let hot_us = time_runs(ctx, opt.iters, warm, |cmd, _| {
         gemv::record(ctx, cmd, &mats[0], xr, yr, &p)
     })?;
     let bytes = (bytes_per + 4 * k as u64 + 4 * n as u64) as f64;
-    Ok((cold_us, hot_us, bytes, rel_err))
+    Ok((cold_us, hot_us, bytes, rel_err, per_copy))
 }
 
 /// Cold time of the naive kernel (u32 words of 8 nibbles, per-row scale and zero), with
@@ -499,7 +518,8 @@ fn bench_shape(
     let data = random_matrix(n, k, seed);
     let x = activations(k);
     let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
-    let (cold_us, hot_us, bytes, rel_err) = time_gemv(ctx, opt, &data, &x, None, probe)?;
+    let (cold_us, hot_us, bytes, rel_err, per_copy) =
+        time_gemv(ctx, opt, &data, &x, None, probe)?;
     let naive_us = time_naive(ctx, opt, n, k, &x, seed, probe)?;
     Ok(Row {
         n,
@@ -510,6 +530,7 @@ fn bench_shape(
         naive_us,
         rel_err,
         copy_now,
+        per_copy,
     })
 }
 
@@ -660,7 +681,7 @@ fn sweep(opt: &Options) -> Result<()> {
         let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
         print!("| {wg} | {rows} | {unroll} | {split} |");
         for (d, x, r, cold) in &cases {
-            let (c, h, _, e) = time_gemv(&ctx, opt, d, x, Some(r), &probe)?;
+            let (c, h, _, e, _) = time_gemv(&ctx, opt, d, x, Some(r), &probe)?;
             if e > 1e-5 {
                 print!(" wrong ({e:.1e}) |");
                 continue;
@@ -699,8 +720,8 @@ fn run(opt: &Options) -> Result<()> {
     );
     println!("mode: {}; m = 1, group 128, symmetric, f16 scales, f32 activations; medians of timestamp pairs", if opt.quick { "quick (N/4, K/4)" } else { "full" });
     println!();
-    println!("| N × K | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| N × K | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s | cold µs per copy: min – max (copies) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut seed = 0x9E3779B97F4A7C15u64;
     let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
     let all: Vec<usize> = (0..SHAPES.len()).collect();
@@ -710,7 +731,7 @@ fn run(opt: &Options) -> Result<()> {
         let r = bench_shape(&ctx, opt, n, k, &mut seed, &probe)?;
         let gbs = |us: f64| r.bytes / us / 1e3;
         println!(
-            "| {} × {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} | {} |",
+            "| {} × {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} | {} | {} |",
             r.n,
             r.k,
             r.cold_us,
@@ -721,7 +742,13 @@ fn run(opt: &Options) -> Result<()> {
             r.naive_us,
             r.naive_us / r.cold_us,
             r.rel_err,
-            rate(r.copy_now)
+            rate(r.copy_now),
+            format!(
+                "{:.1} – {:.1} ({})",
+                r.per_copy.iter().copied().fold(f64::INFINITY, f64::min),
+                r.per_copy.iter().copied().fold(0.0, f64::max),
+                r.per_copy.len()
+            )
         );
     }
     Ok(())

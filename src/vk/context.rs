@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 const NVIDIA: u32 = 0x10DE;
 
 /// (workgroup, rows per workgroup, unroll, split) of the subgroup kernels on NVIDIA.
-const NVIDIA_TUNING: (u32, u32, u32, u32) = (128, 8, 1, 1);
+const NVIDIA_TUNING: (u32, u32, u32, u32) = (128, 8, 1, 2);
 
 /// How to create a context.
 #[derive(Debug, Clone, Default)]
