@@ -518,8 +518,7 @@ fn bench_shape(
     let data = random_matrix(n, k, seed);
     let x = activations(k);
     let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
-    let (cold_us, hot_us, bytes, rel_err, per_copy) =
-        time_gemv(ctx, opt, &data, &x, None, probe)?;
+    let (cold_us, hot_us, bytes, rel_err, per_copy) = time_gemv(ctx, opt, &data, &x, None, probe)?;
     let naive_us = time_naive(ctx, opt, n, k, &x, seed, probe)?;
     Ok(Row {
         n,
@@ -603,11 +602,7 @@ fn rate(gbs: f64) -> String {
     }
 }
 
-fn context(
-    tuning: Option<(u32, u32)>,
-    unroll: Option<u32>,
-    split: Option<u32>,
-) -> Result<Context> {
+fn context(tuning: Option<(u32, u32)>, unroll: Option<u32>, split: Option<u32>) -> Result<Context> {
     Context::new(
         ContextConfig {
             device_index: -1,
