@@ -2,13 +2,16 @@
 // Fused int4-dequant GEMV: y[m][row] = sum_k x[m][k] * s * (u - z).
 // A workgroup owns ROWS consecutive rows; its invocations stride over the rows' 16-byte
 // chunks (coalesced: neighbouring invocations read neighbouring chunks of a row), UNROLL
-// chunks per row at a time. Each step first issues all UNROLL x ROWS independent 16-byte
-// weight loads and their scales (and zeros), so many loads are in flight per invocation,
-// then for each chunk and activation row loads its 32 x values (8 vec4, shared by the ROWS
-// rows) and accumulates s * sum x*(u - z) as an FMA chain. Rows and chunks past the end are
-// clamped to the last one (no branch around the loads) and their sums dropped. Each
-// invocation keeps M x ROWS fp32 partial sums; one reduction after the K loop:
-// subgroupAdd (+ shared memory across subgroups) (SUBGROUP), or a shared-memory tree.
+// chunks per row at a time. SPLIT neighbouring invocations share each chunk (and so its
+// x, one L1 access), each taking ROWS / SPLIT of the rows. Each step first issues all
+// UNROLL x ROWS / SPLIT independent 16-byte weight loads and their scales (and zeros),
+// then for each chunk and activation row loads its 32 x values (8 vec4, shared by the
+// invocation's rows) and accumulates s * sum x*(u - z) as an FMA chain. Rows and chunks
+// past the end are clamped to the last one (no branch around the loads) and their sums
+// dropped. Each invocation keeps M x ROWS / SPLIT fp32 partial sums; one reduction after
+// the K loop: subgroupAdd (+ shared memory across subgroups) (SUBGROUP), or a
+// shared-memory tree. On the H200 this kernel is bound by the dequant ALU work (see
+// bench/RESULTS.md), not by memory.
 #extension GL_GOOGLE_include_directive : require
 // Every loop over specialization constants is unrolled: the per-row arrays must stay in
 // registers (a dynamically indexed array goes to local memory on NVIDIA).
