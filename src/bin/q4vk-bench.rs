@@ -726,7 +726,7 @@ fn run(opt: &Options) -> Result<()> {
         let r = bench_shape(&ctx, opt, n, k, &mut seed, &probe)?;
         let gbs = |us: f64| r.bytes / us / 1e3;
         println!(
-            "| {} × {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} | {} | {} |",
+            "| {} × {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} | {} | {:.1} – {:.1} ({}) |",
             r.n,
             r.k,
             r.cold_us,
@@ -738,12 +738,9 @@ fn run(opt: &Options) -> Result<()> {
             r.naive_us / r.cold_us,
             r.rel_err,
             rate(r.copy_now),
-            format!(
-                "{:.1} – {:.1} ({})",
-                r.per_copy.iter().copied().fold(f64::INFINITY, f64::min),
-                r.per_copy.iter().copied().fold(0.0, f64::max),
-                r.per_copy.len()
-            )
+            r.per_copy.iter().copied().fold(f64::INFINITY, f64::min),
+            r.per_copy.iter().copied().fold(0.0, f64::max),
+            r.per_copy.len()
         );
     }
     Ok(())
