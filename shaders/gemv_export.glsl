@@ -5,11 +5,18 @@
 // scripts/build-shaders.sh keeps the names with -g).
 // A host may rewrite the local size and drop the 233..235 constants (ncnn does), so the
 // kernel reads its workgroup size from WORKGROUP (id 5), which must equal local_size_x.
-// Ids: ROWS 0, M 1, HAS_ZEROS 2, SCALE_F32 3, X_F16 4, WORKGROUP 5, SUBGROUP_SIZE 6 (last:
-// the portable variant does not use it, so its ids stay contiguous).
+// Ids: ROWS 0, M 1, HAS_ZEROS 2, SCALE_F32 3, X_F16 4, WORKGROUP 5, UNROLL 6, SPLIT 7,
+// SUBGROUP_SIZE 8 (last: the portable variant does not use it, so its ids stay contiguous).
 layout(local_size_x_id = 233, local_size_y_id = 234, local_size_z_id = 235) in;
 layout(constant_id = 5) const uint WORKGROUP = 64;
-#define SPEC_ID(i) ((i) - 1 + (i) / 6)
+#define SPEC_ROWS 0
+#define SPEC_M 1
+#define SPEC_HAS_ZEROS 2
+#define SPEC_SCALE_F32 3
+#define SPEC_X_F16 4
+#define SPEC_UNROLL 6
+#define SPEC_SPLIT 7
+#define SPEC_SUBGROUP_SIZE 8
 #define XY_SET 0
 #define X_BINDING 3
 #define Y_BINDING 4

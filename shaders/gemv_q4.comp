@@ -1,12 +1,21 @@
 #version 450
 // Fused int4-dequant GEMV: y[m][row] = sum_k x[m][k] * s * (u - z).
 // A workgroup owns ROWS consecutive rows; its invocations stride over the rows' 16-byte
-// chunks (coalesced: neighbouring invocations read neighbouring chunks of a row). Each
-// invocation keeps M x ROWS fp32 partial sums; per chunk it loads the ROWS weight uvec4s,
-// their scales (and zeros) once, then for each activation row its 32 x values (8 vec4,
-// shared by the ROWS rows) and accumulates s * sum x*(u - z). One reduction after
-// the K loop: subgroupAdd + shared memory (SUBGROUP), or a shared-memory tree (portable).
+// chunks (coalesced: neighbouring invocations read neighbouring chunks of a row), UNROLL
+// chunks per row at a time. SPLIT neighbouring invocations share each chunk (and so its
+// x, one L1 access), each taking ROWS / SPLIT of the rows. Each step first issues all
+// UNROLL x ROWS / SPLIT independent 16-byte weight loads and their scales (and zeros),
+// then for each chunk and activation row loads its 32 x values (8 vec4, shared by the
+// invocation's rows) and accumulates s * sum x*(u - z) as an FMA chain. Rows and chunks
+// past the end are clamped to the last one (no branch around the loads) and their sums
+// dropped. Each invocation keeps M x ROWS / SPLIT fp32 partial sums; one reduction after
+// the K loop: subgroupAdd (+ shared memory across subgroups) (SUBGROUP), or a
+// shared-memory tree. On the H200 this kernel is bound by the dequant ALU work (see
+// bench/RESULTS.md), not by memory.
 #extension GL_GOOGLE_include_directive : require
+// Every loop over specialization constants is unrolled: the per-row arrays must stay in
+// registers (a dynamically indexed array goes to local memory on NVIDIA).
+#extension GL_EXT_control_flow_attributes : require
 #ifdef SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -17,21 +26,31 @@
 #else
 layout(local_size_x_id = 0) in;
 #define WORKGROUP gl_WorkGroupSize.x
-#define SPEC_ID(i) (i)
+#define SPEC_ROWS 1
+#define SPEC_M 2
+#define SPEC_HAS_ZEROS 3
+#define SPEC_SCALE_F32 4
+#define SPEC_X_F16 5
+#define SPEC_SUBGROUP_SIZE 6
+#define SPEC_UNROLL 7
+#define SPEC_SPLIT 8
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
 #endif
-layout(constant_id = SPEC_ID(1)) const uint ROWS = 4;           // rows per workgroup
-layout(constant_id = SPEC_ID(2)) const uint M = 1;              // activation rows
-layout(constant_id = SPEC_ID(3)) const bool HAS_ZEROS = false;  // per-group zero points (else 8)
-layout(constant_id = SPEC_ID(4)) const bool SCALE_F32 = false;  // scales stored as f32 (else f16)
-layout(constant_id = SPEC_ID(5)) const bool X_F16 = false;      // activations are f16 (else f32)
-layout(constant_id = SPEC_ID(6)) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
+layout(constant_id = SPEC_ROWS) const uint ROWS = 4;           // rows per workgroup
+layout(constant_id = SPEC_M) const uint M = 1;                 // activation rows
+layout(constant_id = SPEC_HAS_ZEROS) const bool HAS_ZEROS = false; // per-group zero points (else 8)
+layout(constant_id = SPEC_SCALE_F32) const bool SCALE_F32 = false; // scales stored as f32 (else f16)
+layout(constant_id = SPEC_X_F16) const bool X_F16 = false;     // activations are f16 (else f32)
+layout(constant_id = SPEC_SUBGROUP_SIZE) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
+layout(constant_id = SPEC_UNROLL) const uint UNROLL = 1;       // chunks per row per step
+layout(constant_id = SPEC_SPLIT) const uint SPLIT = 1;         // invocations sharing a chunk (divides ROWS)
 
 #include "q4_common.glsl"
 
-layout(set = 0, binding = 0) readonly buffer Weights { uvec4 w[]; };
+// Weights are read once: `coherent` keeps them out of the L1 (NVIDIA), which then holds x.
+layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { uint s[]; };
 layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
@@ -74,32 +93,41 @@ float x_at(uint row_start, uint kk) {
     return x1[i];
 }
 
-// The 32 activations of chunk c of activation row mi, pre-scaled for dot8.
+// The 32 activations of chunk c of activation row mi.
 void load_x(uint mi, uint c, out vec4 xv[8]) {
     uint row_start = mi * p.x_stride;
     uint k0 = c * 32u;
     if (k0 + 32u <= p.k && ((row_start & 3u) == 0u)) {
         if (X_F16) {
             uint base = (row_start + k0) >> 1;
-            for (uint i = 0u; i < 8u; i++) {
+            [[unroll]] for (uint i = 0u; i < 8u; i++) {
                 xv[i] = vec4(unpackHalf2x16(xh[base + 2u * i]), unpackHalf2x16(xh[base + 2u * i + 1u]));
             }
         } else {
             uint base = (row_start + k0) >> 2;
-            for (uint i = 0u; i < 8u; i++) {
+            [[unroll]] for (uint i = 0u; i < 8u; i++) {
                 xv[i] = x4[base + i];
             }
         }
     } else {
-        for (uint i = 0u; i < 8u; i++) {
+        [[unroll]] for (uint i = 0u; i < 8u; i++) {
             uint kk = k0 + 4u * i;
             xv[i] = vec4(x_at(row_start, kk), x_at(row_start, kk + 1u), x_at(row_start, kk + 2u),
                          x_at(row_start, kk + 3u));
         }
     }
-    for (uint i = 0u; i < 8u; i++) {
-        xv[i] *= X_PRESCALE;
-    }
+}
+
+const uint RPI = ROWS / SPLIT; // rows per invocation
+const uint UR = UNROLL * RPI;
+const uint MRI = M * RPI;
+
+// This invocation's share of output i = mi ROWS + q (row row0 + q of activation row mi):
+// its sum when it owns row q (q % SPLIT == j), else 0.
+float partial(float acc[MRI], uint i, uint j) {
+    uint mi = i / ROWS;
+    uint q = i % ROWS;
+    return q % SPLIT == j ? acc[mi * RPI + q / SPLIT] : 0.0;
 }
 
 void main() {
@@ -109,43 +137,67 @@ void main() {
     }
     uint row0 = (p.wg_offset + wg) * ROWS;
     uint tid = gl_LocalInvocationID.x;
+    // Invocation tid takes rows row0 + SPLIT r + j (r < RPI) and chunks cl, cl + STRIDE, ..:
+    // the SPLIT invocations of a chunk read the same x (one L1 access).
+    uint j = tid % SPLIT;
+    uint cl = tid / SPLIT;
+    const uint STRIDE = WORKGROUP / SPLIT;
+    uint last_row = p.rows - 1u;
+    uint last_chunk = p.chunks - 1u;
 
-    float acc[MR];
-    for (uint i = 0u; i < MR; i++) {
+    float acc[MRI];
+    [[unroll]] for (uint i = 0u; i < MRI; i++) {
         acc[i] = 0.0;
     }
 
-    for (uint c = tid; c < p.chunks; c += WORKGROUP) {
-        uint g = c >> p.group_shift;
-        uvec4 wv[ROWS];
-        float sc[ROWS];
-        vec4 off[ROWS];
-        for (uint r = 0u; r < ROWS; r++) {
-            uint row = row0 + r;
-            if (row < p.rows) {
-                wv[r] = w[row * p.chunks + c];
-                sc[r] = scale_at(row * p.groups + g);
-                off[r] = nibble_offset(zero_at(row * p.groups + g));
-            } else {
-                wv[r] = uvec4(0u);
-                sc[r] = 0.0;
-                off[r] = nibble_offset(0.0);
+    for (uint c0 = cl; c0 < p.chunks; c0 += STRIDE * UNROLL) {
+        uvec4 wv[UR];
+        float sc[UR];
+        vec4 off[UR];
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            uint c = min(c0 + u * STRIDE, last_chunk);
+            uint g = c >> p.group_shift;
+            [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                uint row = min(row0 + r * SPLIT + j, last_row);
+                wv[u * RPI + r] = w[row * p.chunks + c];
+                sc[u * RPI + r] = scale_at(row * p.groups + g);
+                off[u * RPI + r] = nibble_offset(zero_at(row * p.groups + g));
             }
         }
-        for (uint mi = 0u; mi < M; mi++) {
-            vec4 xv[8];
-            load_x(mi, c, xv);
-            for (uint r = 0u; r < ROWS; r++) {
-                float d = dot8(wv[r].x, xv[0], xv[1], off[r]) + dot8(wv[r].y, xv[2], xv[3], off[r]) +
-                          dot8(wv[r].z, xv[4], xv[5], off[r]) + dot8(wv[r].w, xv[6], xv[7], off[r]);
-                acc[mi * ROWS + r] += sc[r] * d;
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            uint cu = c0 + u * STRIDE;
+            bool live = cu < p.chunks;
+            uint c = min(cu, last_chunk);
+            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                vec4 xv[8];
+                load_x(mi, c, xv);
+                [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                    uint i = u * RPI + r;
+                    float t = dot8_acc(wv[i].x, xv[0], xv[1], off[i], 0.0);
+                    t = dot8_acc(wv[i].y, xv[2], xv[3], off[i], t);
+                    t = dot8_acc(wv[i].z, xv[4], xv[5], off[i], t);
+                    t = dot8_acc(wv[i].w, xv[6], xv[7], off[i], t);
+                    acc[mi * RPI + r] += live ? sc[i] * t : 0.0;
+                }
             }
         }
     }
 
 #ifdef SUBGROUP
-    for (uint i = 0u; i < MR; i++) {
-        float v = subgroupAdd(acc[i]);
+    if (gl_NumSubgroups == 1u) {
+        // One subgroup: no shared memory, no barrier.
+        [[unroll]] for (uint i = 0u; i < MR; i++) {
+            float v = subgroupAdd(partial(acc, i, j));
+            uint mi = i / ROWS;
+            uint row = row0 + i % ROWS;
+            if (subgroupElect() && row < p.rows) {
+                y[mi * p.y_stride + p.row_base + row] = v;
+            }
+        }
+        return;
+    }
+    [[unroll]] for (uint i = 0u; i < MR; i++) {
+        float v = subgroupAdd(partial(acc, i, j));
         if (subgroupElect()) {
             red[gl_SubgroupID * MR + i] = v;
         }
@@ -164,13 +216,13 @@ void main() {
         }
     }
 #else
-    for (uint i = 0u; i < MR; i++) {
-        red[tid * MR + i] = acc[i];
+    [[unroll]] for (uint i = 0u; i < MR; i++) {
+        red[tid * MR + i] = partial(acc, i, j);
     }
     barrier();
     for (uint half_size = WORKGROUP / 2u; half_size > 0u; half_size >>= 1) {
         if (tid < half_size) {
-            for (uint i = 0u; i < MR; i++) {
+            [[unroll]] for (uint i = 0u; i < MR; i++) {
                 red[tid * MR + i] += red[(tid + half_size) * MR + i];
             }
         }

@@ -22,25 +22,37 @@ layout(push_constant) uniform Push {
     uint wg_offset;   // first workgroup of this dispatch within the part
 } p;
 
-// Exact ((u0 - z), 16 (u1 - z), 256 (u2 - z), 4096 (u3 - z)) of the four nibbles of the low
-// 16 bits of w: each masked nibble u·16^j is OR-ed into the mantissa of 2^23, and
-// `offset` = 2^23 + z·(1, 16, 256, 4096) is subtracted (both operands lie in [2^23, 2^24),
-// so the difference is exact). Pair it with x pre-scaled by (1, 1/16, 1/256, 1/4096): one
-// mask+or, one subtract and one FMA per code, and no separate zero-point correction.
-vec4 nibbles_lo(uint w, vec4 offset) {
-    uvec4 bits = (uvec4(w) & uvec4(0xFu, 0xF0u, 0xF00u, 0xF000u)) | 0x4B000000u;
-    return uintBitsToFloat(bits) - offset;
-}
+// Exact (u0 - z, u1 - z, u2 - z, u3 - z) of the four nibbles of the low 16 bits of w: nibble
+// j (bits 4j .. 4j+3), masked in place, is OR-ed into the mantissa of a float whose
+// exponent makes bit 4j weigh 1 (2^23, 2^19, 2^15, 2^11), and `offset` = that power of two
+// + z is subtracted (both operands are exact, so is the difference). One mask+or (a single
+// LOP3 on NVIDIA), one subtract and one FMA per code; no pre-scaled activations and no
+// separate zero-point correction.
+const uvec4 NIBBLE_MASK = uvec4(0xFu, 0xF0u, 0xF00u, 0xF000u);
+const uvec4 NIBBLE_MAGIC = uvec4(0x4B000000u, 0x49000000u, 0x47000000u, 0x45000000u);
+const vec4 NIBBLE_BASE = vec4(8388608.0, 524288.0, 32768.0, 2048.0);
 
-const vec4 NIBBLE_WEIGHT = vec4(1.0, 16.0, 256.0, 4096.0);
-const vec4 X_PRESCALE = vec4(1.0, 1.0 / 16.0, 1.0 / 256.0, 1.0 / 4096.0);
+vec4 nibbles_lo(uint w, vec4 offset) {
+    return uintBitsToFloat((uvec4(w) & NIBBLE_MASK) | NIBBLE_MAGIC) - offset;
+}
 
 // The offset of nibbles_lo for zero point z.
 vec4 nibble_offset(float z) {
-    return 8388608.0 + z * NIBBLE_WEIGHT;
+    return NIBBLE_BASE + z;
 }
 
-// Sum of x_i (u_i - z) over the 8 codes of word w, with pre-scaled activations.
-float dot8(uint w, vec4 xa, vec4 xb, vec4 offset) {
-    return dot(nibbles_lo(w, offset), xa) + dot(nibbles_lo(w >> 16, offset), xb);
+// t + sum of x_i (u_i - z) over the 8 codes of word w (codes k = 0..3 against xa, 4..7
+// against xb), as a chain of FMAs.
+float dot8_acc(uint w, vec4 xa, vec4 xb, vec4 offset, float t) {
+    vec4 a = nibbles_lo(w, offset);
+    vec4 b = nibbles_lo(w >> 16, offset);
+    t = fma(a.x, xa.x, t);
+    t = fma(a.y, xa.y, t);
+    t = fma(a.z, xa.z, t);
+    t = fma(a.w, xa.w, t);
+    t = fma(b.x, xb.x, t);
+    t = fma(b.y, xb.y, t);
+    t = fma(b.z, xb.z, t);
+    t = fma(b.w, xb.w, t);
+    return t;
 }

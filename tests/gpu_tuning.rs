@@ -33,7 +33,15 @@ fn workgroup_shapes_of_both_variants() {
         .collect();
     let mut ran = 0;
     for portable in [false, true] {
-        for (wg, rows) in [(32, 1), (64, 2), (256, 8), (512, 3), (1024, 16)] {
+        for (wg, rows, unroll, split) in [
+            (32, 1, 1, 1),
+            (64, 2, 4, 2),
+            (256, 8, 1, 4),
+            (512, 3, 2, 1),
+            (1024, 16, 3, 8),
+            (32, 4, 8, 1),
+            (64, 16, 2, 16),
+        ] {
             let config = ContextConfig {
                 device_index: -1,
                 validation: true,
@@ -41,6 +49,8 @@ fn workgroup_shapes_of_both_variants() {
                 adopt: None,
                 tuning: Some((wg, rows)),
                 pipeline_cache: Vec::new(),
+                unroll: Some(unroll),
+                split: Some(split),
             };
             let ctx = match Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1))
             {
@@ -73,6 +83,6 @@ fn workgroup_shapes_of_both_variants() {
             }
         }
     }
-    assert_eq!(ran, 6, "configurations the device accepts");
+    assert_eq!(ran, 10, "configurations the device accepts");
     assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
 }

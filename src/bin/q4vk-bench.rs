@@ -4,9 +4,14 @@
 //!
 //! `q4vk-bench` runs the shapes (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
-//! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup;
-//! `--sweep` times the two target cases (28672 × 8192 cold, 11008 × 4096 hot) over a grid
-//! of (W, R) to pick the per-device defaults.
+//! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
+//! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk; `--shapes 3,4` runs only those rows of the
+//! table; `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
+//! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
+//! to pick the per-device defaults. Every timed series runs after ~1000 untimed 256 MB
+//! copies in the same command buffer (the GPU lowers its SM clock when idle); each row of
+//! the full table also times the copy kernel as the GPU is found, before that warm-up
+//! ("copy now"), to show the state a row started from.
 //!
 //! Cold: enough copies of the weights rotate that every timed run reads data no run of
 //! the last ≥ 256 MB (quick: 32 MB) touched. Hot: the same copy every run.
@@ -37,7 +42,12 @@ struct Options {
     quick: bool,
     sweep: bool,
     tuning: Option<(u32, u32)>,
+    unroll: Option<u32>,
+    split: Option<u32>,
+    shapes: Option<Vec<usize>>,
     iters: usize,
+    /// Untimed 256 MB (quick: 16 MB) copies before each timed series.
+    warm: usize,
     cold_bytes: u64,
 }
 
@@ -187,12 +197,32 @@ impl Drop for Kernel {
 }
 
 /// Times `iters` runs of `record(cmd, i)`, each between two timestamps and separated by
-/// full compute barriers; returns the median in microseconds.
+/// full compute barriers; returns the median in microseconds. With `warm`, the same
+/// command buffer first runs `warm.0`'s copy `warm.1` times, untimed: the GPU drops its
+/// SM clock when idle or lightly loaded (450 MHz seen on the H200 between runs, and copy
+/// bandwidth measured at 40% right after the naive kernel), and a timed run must not pay
+/// for the ramp.
 fn time_runs(
     ctx: &Context,
     iters: usize,
-    mut record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>,
+    warm: Option<(&Copy, usize)>,
+    record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>,
 ) -> Result<f64> {
+    Ok(median(time_each(ctx, iters, warm, record)?))
+}
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(|a, b| a.total_cmp(b));
+    times[times.len() / 2]
+}
+
+/// [`time_runs`]' times (µs) in run order.
+fn time_each(
+    ctx: &Context,
+    iters: usize,
+    warm: Option<(&Copy, usize)>,
+    mut record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>,
+) -> Result<Vec<f64>> {
     let d = &ctx.device.device;
     let count = 2 * iters as u32;
     let pool = unsafe {
@@ -206,6 +236,11 @@ fn time_runs(
     .map_err(|e| Error::vk("vkCreateQueryPool", e))?;
     let result = ctx.submit(|cmd| {
         unsafe { d.cmd_reset_query_pool(cmd, pool, 0, count) };
+        if let Some((copy, n)) = warm {
+            for _ in 0..n {
+                copy.record(cmd);
+            }
+        }
         let barrier = [vk::MemoryBarrier::default()
             .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::SHADER_READ)
             .dst_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::SHADER_READ)];
@@ -249,12 +284,11 @@ fn time_runs(
     unsafe { d.destroy_query_pool(pool, None) };
     read?;
     let period = ctx.device.info.timestamp_period as f64;
-    let mut times: Vec<f64> = stamps
+    let times: Vec<f64> = stamps
         .chunks_exact(2)
         .map(|p| p[1].wrapping_sub(p[0]) as f64 * period / 1000.0)
         .collect();
-    times.sort_by(|a, b| a.total_cmp(b));
-    Ok(times[times.len() / 2])
+    Ok(times)
 }
 
 fn fill_random(bytes: &mut [u8], seed: &mut u64) {
@@ -315,20 +349,51 @@ fn device_buffer(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
     Ok(b)
 }
 
+/// The copy kernel on two device buffers.
+struct Copy {
+    kernel: Kernel,
+    set: vk::DescriptorSet,
+    size: u64,
+    _buffers: [Buffer; 2],
+}
+
+impl Copy {
+    fn new(ctx: &Context, size: u64) -> Result<Copy> {
+        let size = size.min(ctx.device.info.max_storage_range / 16 * 16);
+        let src = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
+        let dst = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
+        let kernel = Kernel::new(ctx, shaders::COPY, 2, 4, 1)?;
+        let set = kernel.set(&[&src, &dst])?;
+        Ok(Copy {
+            kernel,
+            set,
+            size,
+            _buffers: [src, dst],
+        })
+    }
+
+    /// Records one copy of the whole buffer.
+    fn record(&self, cmd: vk::CommandBuffer) {
+        let count = (self.size / 16) as u32;
+        let groups = count.div_ceil(256).min(65535);
+        self.kernel
+            .record(cmd, self.set, &count.to_ne_bytes(), groups);
+    }
+
+    /// Bytes read + written per second (GB/s), median of `iters` copies (after `warm`
+    /// untimed ones in the same command buffer).
+    fn bandwidth(&self, ctx: &Context, iters: usize, warm: usize) -> Result<f64> {
+        let us = time_runs(ctx, iters, Some((self, warm)), |cmd, _| {
+            self.record(cmd);
+            Ok(())
+        })?;
+        Ok(2.0 * self.size as f64 / us / 1e3)
+    }
+}
+
 fn copy_bandwidth(ctx: &Context, opt: &Options) -> Result<f64> {
-    let size = (if opt.quick { 64u64 << 20 } else { 1u64 << 30 })
-        .min(ctx.device.info.max_storage_range / 16 * 16);
-    let src = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
-    let dst = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
-    let kernel = Kernel::new(ctx, shaders::COPY, 2, 4, 1)?;
-    let set = kernel.set(&[&src, &dst])?;
-    let count = (size / 16) as u32;
-    let groups = count.div_ceil(256).min(65535);
-    let us = time_runs(ctx, opt.iters, |cmd, _| {
-        kernel.record(cmd, set, &count.to_ne_bytes(), groups);
-        Ok(())
-    })?;
-    Ok(2.0 * size as f64 / us / 1e3)
+    let size = if opt.quick { 64u64 << 20 } else { 1u64 << 30 };
+    Copy::new(ctx, size)?.bandwidth(ctx, opt.iters, opt.warm / 4)
 }
 
 struct Row {
@@ -339,6 +404,8 @@ struct Row {
     bytes: f64,
     naive_us: f64,
     rel_err: f64,
+    copy_now: f64,
+    per_copy: Vec<f64>,
 }
 
 /// Cold and hot GEMV times of `data` (µs), the bytes one GEMV must move, and the
@@ -348,7 +415,9 @@ fn time_gemv(
     opt: &Options,
     data: &Q4Data,
     x: &[f32],
-) -> Result<(f64, f64, f64, f64)> {
+    reference: Option<&[f64]>,
+    probe: &Copy,
+) -> Result<(f64, f64, f64, f64, Vec<f64>)> {
     let (n, k) = (data.shape.n, data.shape.k);
     let first = DeviceMatrix::new(ctx, data)?;
     let bytes_per = first.device_bytes();
@@ -379,15 +448,23 @@ fn time_gemv(
     // Correctness of what is timed.
     let mut y = vec![f32::NAN; n];
     gemv::gemv_host(ctx, &mats[0], x, &mut y, 1)?;
-    let rel_err = reference::relative_error(&y, &reference::gemv(data, x, 1));
-    let cold_us = time_runs(ctx, opt.iters.max(copies), |cmd, i| {
+    let rel_err = match reference {
+        Some(r) => reference::relative_error(&y, r),
+        None => reference::relative_error(&y, &reference::gemv(data, x, 1)),
+    };
+    let warm = Some((probe, opt.warm));
+    let cold = time_each(ctx, opt.iters.max(copies), warm, |cmd, i| {
         gemv::record(ctx, cmd, &mats[i % copies], xr, yr, &p)
     })?;
-    let hot_us = time_runs(ctx, opt.iters, |cmd, _| {
+    let per_copy: Vec<f64> = (0..copies)
+        .map(|c| median(cold.iter().skip(c).step_by(copies).copied().collect()))
+        .collect();
+    let cold_us = median(cold);
+    let hot_us = time_runs(ctx, opt.iters, warm, |cmd, _| {
         gemv::record(ctx, cmd, &mats[0], xr, yr, &p)
     })?;
     let bytes = (bytes_per + 4 * k as u64 + 4 * n as u64) as f64;
-    Ok((cold_us, hot_us, bytes, rel_err))
+    Ok((cold_us, hot_us, bytes, rel_err, per_copy))
 }
 
 /// Cold time of the naive kernel (u32 words of 8 nibbles, per-row scale and zero), with
@@ -399,6 +476,7 @@ fn time_naive(
     k: usize,
     x: &[f32],
     seed: &mut u64,
+    probe: &Copy,
 ) -> Result<f64> {
     let naive_bytes = (n * k / 2 + 8 * n) as u64;
     let copies = (opt.cold_bytes.div_ceil(naive_bytes) + 1) as usize;
@@ -423,17 +501,25 @@ fn time_naive(
         .flat_map(|v| v.to_ne_bytes())
         .collect();
     let iters = if opt.quick { 3 } else { opt.iters.min(20) }.max(copies);
-    time_runs(ctx, iters, |cmd, i| {
+    time_runs(ctx, iters, Some((probe, opt.warm)), |cmd, i| {
         kernel.record(cmd, naive[i % copies].1, &push, (n as u32).div_ceil(64));
         Ok(())
     })
 }
 
-fn bench_shape(ctx: &Context, opt: &Options, n: usize, k: usize, seed: &mut u64) -> Result<Row> {
+fn bench_shape(
+    ctx: &Context,
+    opt: &Options,
+    n: usize,
+    k: usize,
+    seed: &mut u64,
+    probe: &Copy,
+) -> Result<Row> {
     let data = random_matrix(n, k, seed);
     let x = activations(k);
-    let (cold_us, hot_us, bytes, rel_err) = time_gemv(ctx, opt, &data, &x)?;
-    let naive_us = time_naive(ctx, opt, n, k, &x, seed)?;
+    let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
+    let (cold_us, hot_us, bytes, rel_err, per_copy) = time_gemv(ctx, opt, &data, &x, None, probe)?;
+    let naive_us = time_naive(ctx, opt, n, k, &x, seed, probe)?;
     Ok(Row {
         n,
         k,
@@ -442,6 +528,8 @@ fn bench_shape(ctx: &Context, opt: &Options, n: usize, k: usize, seed: &mut u64)
         bytes,
         naive_us,
         rel_err,
+        copy_now,
+        per_copy,
     })
 }
 
@@ -453,10 +541,11 @@ fn activations(k: usize) -> Vec<f32> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep] [--workgroup W --rows R]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
+    let (mut unroll, mut split, mut shapes) = (None, None, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -469,6 +558,16 @@ fn main() {
             "--sweep" => sweep = true,
             "--workgroup" => wg = Some(number()),
             "--rows" => rows = Some(number()),
+            "--unroll" => unroll = Some(number()),
+            "--split" => split = Some(number()),
+            "--shapes" => {
+                let list: Option<Vec<usize>> = args.next().and_then(|v| {
+                    v.split(',')
+                        .map(|i| i.parse().ok().filter(|&i: &usize| i < SHAPES.len()))
+                        .collect()
+                });
+                shapes = Some(list.unwrap_or_else(|| usage()));
+            }
             _ => usage(),
         }
     }
@@ -481,7 +580,11 @@ fn main() {
         quick,
         sweep,
         tuning,
+        unroll,
+        split,
+        shapes,
         iters: if quick { 5 } else { 100 },
+        warm: if quick { 1 } else { 1000 },
         cold_bytes: if quick { 32 << 20 } else { 256 << 20 },
     };
     if let Err(e) = run(&opt) {
@@ -499,55 +602,88 @@ fn rate(gbs: f64) -> String {
     }
 }
 
-fn context(tuning: Option<(u32, u32)>) -> Result<Context> {
+fn context(tuning: Option<(u32, u32)>, unroll: Option<u32>, split: Option<u32>) -> Result<Context> {
     Context::new(
         ContextConfig {
             device_index: -1,
             tuning,
+            unroll,
+            split,
             ..Default::default()
         },
         Logger::silent(),
     )
 }
 
-/// Times the two target cases over a grid of workgroup shapes.
+/// (workgroup, rows, unroll, split) grid of `--sweep`.
+const GRID: [(u32, u32, u32, u32); 24] = [
+    (128, 8, 1, 1),
+    (128, 16, 1, 1),
+    (64, 8, 1, 1),
+    (128, 8, 1, 2),
+    (128, 8, 1, 4),
+    (128, 8, 1, 8),
+    (128, 16, 1, 2),
+    (128, 16, 1, 4),
+    (128, 16, 1, 8),
+    (128, 16, 1, 16),
+    (128, 32, 1, 4),
+    (128, 32, 1, 8),
+    (64, 16, 1, 4),
+    (64, 16, 1, 8),
+    (64, 32, 1, 8),
+    (256, 16, 1, 4),
+    (256, 16, 1, 8),
+    (256, 32, 1, 8),
+    (128, 16, 2, 4),
+    (128, 16, 2, 8),
+    (64, 16, 2, 4),
+    (32, 16, 1, 4),
+    (32, 16, 2, 8),
+    (256, 8, 1, 2),
+];
+
+/// Times the four target cases over a grid of workgroup shapes, each in a fresh context.
 fn sweep(opt: &Options) -> Result<()> {
     let div = if opt.quick { 4 } else { 1 };
     let mut seed = 0x51u64;
-    let big = random_matrix(28672 / div, 8192 / div, &mut seed);
-    let mid = random_matrix(11008 / div, 4096 / div, &mut seed);
-    let (xb, xm) = (activations(big.shape.k), activations(mid.shape.k));
-    println!(
-        "| workgroup | rows | {} × {} cold µs | {} × {} hot µs |",
-        big.shape.n, big.shape.k, mid.shape.n, mid.shape.k
-    );
-    println!("| --- | --- | --- | --- |");
-    for (wg, rows) in [
-        (64, 1),
-        (64, 2),
-        (64, 4),
-        (128, 1),
-        (128, 2),
-        (128, 4),
-        (128, 8),
-        (256, 2),
-        (256, 4),
-        (256, 8),
-        (512, 4),
-    ] {
+    let cases: Vec<(Q4Data, Vec<f32>, Vec<f64>, bool)> = [
+        (28672, 8192, true),
+        (8192, 28672, true),
+        (11008, 4096, false),
+        (4096, 11008, false),
+    ]
+    .into_iter()
+    .map(|(n, k, cold)| {
+        let data = random_matrix(n / div, k / div, &mut seed);
+        let x = activations(data.shape.k);
+        let r = reference::gemv(&data, &x, 1);
+        (data, x, r, cold)
+    })
+    .collect();
+    print!("| workgroup | rows | unroll | split |");
+    for (d, _, _, cold) in &cases {
+        let mode = if *cold { "cold" } else { "hot" };
+        print!(" {} × {} {mode} µs |", d.shape.n, d.shape.k);
+    }
+    println!();
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (wg, rows, unroll, split) in GRID {
         // A workgroup smaller than this device's subgroup is refused: skip it.
-        let Ok(ctx) = context(Some((wg, rows))) else {
+        let Ok(ctx) = context(Some((wg, rows)), Some(unroll), Some(split)) else {
             continue;
         };
-        let (cold, _, _, e1) = time_gemv(&ctx, opt, &big, &xb)?;
-        let (_, hot, _, e2) = time_gemv(&ctx, opt, &mid, &xm)?;
-        if e1.max(e2) > 1e-5 {
-            return Err(Error::Internal(format!(
-                "wrong result at ({wg}, {rows}): {:.1e}",
-                e1.max(e2)
-            )));
+        let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
+        print!("| {wg} | {rows} | {unroll} | {split} |");
+        for (d, x, r, cold) in &cases {
+            let (c, h, _, e, _) = time_gemv(&ctx, opt, d, x, Some(r), &probe)?;
+            if e > 1e-5 {
+                print!(" wrong ({e:.1e}) |");
+                continue;
+            }
+            print!(" {:.1} |", if *cold { c } else { h });
         }
-        println!("| {wg} | {rows} | {cold:.1} | {hot:.1} |");
+        println!();
     }
     Ok(())
 }
@@ -556,19 +692,22 @@ fn run(opt: &Options) -> Result<()> {
     if opt.sweep {
         return sweep(opt);
     }
-    let ctx = context(opt.tuning)?;
+    let ctx = context(opt.tuning, opt.unroll, opt.split)?;
     if !ctx.device.timestamps {
         return Err(Error::Unsupported(
             "the compute queue has no timestamps".into(),
         ));
     }
     let copy = copy_bandwidth(&ctx, opt)?;
+    let t = ctx.pipelines.tuning;
     println!(
-        "device: {} ({} kernels, workgroup {}, {} rows/workgroup)",
+        "device: {} ({} kernels, workgroup {}, {} rows/workgroup, unroll {}, split {})",
         ctx.device_name(),
         if ctx.portable { "portable" } else { "subgroup" },
-        ctx.pipelines.tuning.workgroup,
-        ctx.pipelines.tuning.rows
+        t.workgroup,
+        t.rows,
+        t.unroll,
+        t.split
     );
     println!(
         "compute-shader copy (uvec4, read + write): {} GB/s",
@@ -576,15 +715,18 @@ fn run(opt: &Options) -> Result<()> {
     );
     println!("mode: {}; m = 1, group 128, symmetric, f16 scales, f32 activations; medians of timestamp pairs", if opt.quick { "quick (N/4, K/4)" } else { "full" });
     println!();
-    println!("| N × K | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| N × K | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s | cold µs per copy: min – max (copies) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut seed = 0x9E3779B97F4A7C15u64;
-    for (n, k) in SHAPES {
+    let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
+    let all: Vec<usize> = (0..SHAPES.len()).collect();
+    for &i in opt.shapes.as_ref().unwrap_or(&all) {
+        let (n, k) = SHAPES[i];
         let (n, k) = if opt.quick { (n / 4, k / 4) } else { (n, k) };
-        let r = bench_shape(&ctx, opt, n, k, &mut seed)?;
+        let r = bench_shape(&ctx, opt, n, k, &mut seed, &probe)?;
         let gbs = |us: f64| r.bytes / us / 1e3;
         println!(
-            "| {} × {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} |",
+            "| {} × {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} | {} | {:.1} – {:.1} ({}) |",
             r.n,
             r.k,
             r.cold_us,
@@ -594,7 +736,11 @@ fn run(opt: &Options) -> Result<()> {
             rate(gbs(r.hot_us)),
             r.naive_us,
             r.naive_us / r.cold_us,
-            r.rel_err
+            r.rel_err,
+            rate(r.copy_now),
+            r.per_copy.iter().copied().fold(f64::INFINITY, f64::min),
+            r.per_copy.iter().copied().fold(0.0, f64::max),
+            r.per_copy.len()
         );
     }
     Ok(())

@@ -280,6 +280,8 @@ pub unsafe extern "C" fn q4vk_context_create(
             adopt,
             tuning: None,
             pipeline_cache,
+            unroll: None,
+            split: None,
         };
         let logger = Logger::new(d.log, d.log_user, d.log_level);
         let context = Context::new(config, logger)?;

@@ -13,6 +13,12 @@ use ash::vk;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
+/// PCI vendor id of NVIDIA.
+const NVIDIA: u32 = 0x10DE;
+
+/// (workgroup, rows per workgroup, unroll, split) of the subgroup kernels on NVIDIA.
+const NVIDIA_TUNING: (u32, u32, u32, u32) = (128, 8, 1, 2);
+
 /// How to create a context.
 #[derive(Debug, Clone, Default)]
 pub struct ContextConfig {
@@ -31,6 +37,12 @@ pub struct ContextConfig {
     /// A pipeline-cache blob from an earlier context (`Pipelines::cache_data`); ignored
     /// unless it was made by the same driver and device.
     pub pipeline_cache: Vec<u8>,
+    /// Chunks per row each invocation loads per step instead of the per-device choice
+    /// (1..8; tuning experiments, `q4vk-bench --unroll U`).
+    pub unroll: Option<u32>,
+    /// Invocations sharing each chunk instead of the per-device choice (a power of two
+    /// dividing the rows per workgroup, at most 32; `q4vk-bench --split S`).
+    pub split: Option<u32>,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -138,13 +150,27 @@ impl Context {
             Tuning {
                 workgroup: 64,
                 rows: 4,
+                unroll: 1,
+                split: 1,
                 subgroup: 1,
+                min_workgroup: 32,
+            }
+        } else if info.vendor == NVIDIA && info.subgroup_size == 32 {
+            // Chosen by `q4vk-bench --sweep` on an H200 (bench/RESULTS.md).
+            Tuning {
+                workgroup: NVIDIA_TUNING.0,
+                rows: NVIDIA_TUNING.1,
+                unroll: NVIDIA_TUNING.2,
+                split: NVIDIA_TUNING.3,
+                subgroup: sg,
                 min_workgroup: 32,
             }
         } else {
             Tuning {
                 workgroup: 128.max(info.subgroup_size),
                 rows: 4,
+                unroll: 1,
+                split: 1,
                 subgroup: sg,
                 min_workgroup: 32.max(info.subgroup_size),
             }
@@ -153,16 +179,36 @@ impl Context {
             let valid = workgroup.is_power_of_two()
                 && workgroup >= info.subgroup_size.max(tuning.subgroup)
                 && workgroup <= info.max_workgroup
-                && (1..=16).contains(&rows);
+                && (1..=32).contains(&rows);
             if !valid {
                 return Err(crate::error::invalid!(
-                    "tuning ({workgroup}, {rows}): the workgroup must be a power of two from the subgroup size to {}, rows 1..16",
+                    "tuning ({workgroup}, {rows}): the workgroup must be a power of two from the subgroup size to {}, rows 1..32",
                     info.max_workgroup
                 ));
             }
             tuning.workgroup = workgroup;
             tuning.rows = rows;
             tuning.min_workgroup = tuning.min_workgroup.min(workgroup);
+        }
+        if let Some(unroll) = config.unroll {
+            if !(1..=8).contains(&unroll) {
+                return Err(crate::error::invalid!("unroll {unroll}: expected 1..8"));
+            }
+            tuning.unroll = unroll;
+        }
+        if let Some(split) = config.split {
+            tuning.split = split;
+        }
+        if !tuning.split.is_power_of_two()
+            || tuning.rows % tuning.split != 0
+            || tuning.split > tuning.min_workgroup
+        {
+            return Err(crate::error::invalid!(
+                "split {}: expected a power of two dividing the rows per workgroup ({}), at most {}",
+                tuning.split,
+                tuning.rows,
+                tuning.min_workgroup
+            ));
         }
         let shared = tuning.shared_bytes(portable, MAX_M);
         if shared > info.max_shared {
@@ -180,10 +226,12 @@ impl Context {
         logger.log(
             LEVEL_INFO,
             &format!(
-                "{} kernels, workgroup {}, {} rows per workgroup",
+                "{} kernels, workgroup {}, {} rows per workgroup, unroll {}, split {}",
                 if portable { "portable" } else { "subgroup" },
                 tuning.workgroup,
-                tuning.rows
+                tuning.rows,
+                tuning.unroll,
+                tuning.split
             ),
         );
         if !config.pipeline_cache.is_empty() {

@@ -13,6 +13,8 @@ use std::sync::Arc;
 pub struct DeviceInfo {
     /// `deviceName`.
     pub name: String,
+    /// `vendorID` (0x10DE NVIDIA).
+    pub vendor: u32,
     /// Reported subgroup size.
     pub subgroup_size: u32,
     /// Smallest subgroup a shader may run with (`minSubgroupSize` where the device reports
@@ -107,6 +109,7 @@ fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceI
             .device_name_as_c_str()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
+        vendor: p.vendor_id,
         subgroup_size: subgroup.subgroup_size,
         min_subgroup_size: min_subgroup,
         subgroup_arithmetic: subgroup

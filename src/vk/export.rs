@@ -30,7 +30,9 @@ const SPEC_HAS_ZEROS: u32 = 2;
 const SPEC_SCALE_F32: u32 = 3;
 const SPEC_X_F16: u32 = 4;
 const SPEC_WORKGROUP: u32 = 5;
-const SPEC_SUBGROUP_SIZE: u32 = 6;
+const SPEC_UNROLL: u32 = 6;
+const SPEC_SPLIT: u32 = 7;
+const SPEC_SUBGROUP_SIZE: u32 = 8;
 /// Local size x, y, z (ncnn's convention).
 pub const SPEC_LOCAL_SIZE: [u32; 3] = [233, 234, 235];
 
@@ -79,6 +81,8 @@ pub fn default_tuning(subgroup: bool, subgroup_size: u32, min_subgroup_size: u32
         Tuning {
             workgroup: 128.max(subgroup_size),
             rows: 4,
+            unroll: 1,
+            split: 1,
             subgroup: min_subgroup_size,
             min_workgroup: 32.max(subgroup_size),
         }
@@ -86,6 +90,8 @@ pub fn default_tuning(subgroup: bool, subgroup_size: u32, min_subgroup_size: u32
         Tuning {
             workgroup: 64,
             rows: 4,
+            unroll: 1,
+            split: 1,
             subgroup: 1,
             min_workgroup: 32,
         }
@@ -297,6 +303,8 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
             SPEC_SCALE_F32 => (req.scale == ScaleType::F32) as u32,
             SPEC_X_F16 => req.x_f16 as u32,
             SPEC_WORKGROUP => workgroup,
+            SPEC_UNROLL => tuning.unroll,
+            SPEC_SPLIT => tuning.split,
             SPEC_SUBGROUP_SIZE => tuning.subgroup,
             233 => workgroup,
             234 | 235 => 1,
@@ -343,8 +351,8 @@ mod tests {
     #[test]
     fn spec_ids_follow_ncnn() {
         for (spv, own) in [
-            (shaders::GEMV_EXPORT_PORTABLE, 6),
-            (shaders::GEMV_EXPORT_SUBGROUP, 7),
+            (shaders::GEMV_EXPORT_PORTABLE, 8),
+            (shaders::GEMV_EXPORT_SUBGROUP, 9),
         ] {
             let ids = spec_ids(&shaders::words(spv).unwrap());
             let mut want: Vec<u32> = (0..own).collect();

@@ -62,13 +62,18 @@ impl Push {
     }
 }
 
-/// Workgroup shape of a context's GEMV kernels (specialization constants 0, 1, 6).
+/// Workgroup shape of a context's GEMV kernels (specialization constants 0, 1, 6, 7, 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tuning {
     /// Invocations per workgroup (a power of two, a multiple of the subgroup size).
     pub workgroup: u32,
     /// Rows per workgroup.
     pub rows: u32,
+    /// 16-byte chunks per row each invocation loads per step (independent loads in flight).
+    pub unroll: u32,
+    /// Invocations sharing each chunk (and its x), each taking `rows / split` of the rows;
+    /// divides `rows` and is at most `min_workgroup`.
+    pub split: u32,
     /// Subgroup size the shared reduction array is sized for.
     pub subgroup: u32,
     /// Smallest workgroup a matrix with few chunks per row gets (a power of two, at least
@@ -239,7 +244,7 @@ impl Pipelines {
             return Ok(p);
         }
         let t = self.tuning;
-        let values: [u32; 7] = [
+        let values: [u32; 9] = [
             key.workgroup,
             t.rows,
             key.m,
@@ -247,9 +252,11 @@ impl Pipelines {
             key.scale_f32 as u32,
             key.x_f16 as u32,
             t.subgroup,
+            t.unroll,
+            t.split,
         ];
         let data: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
-        let entries: Vec<vk::SpecializationMapEntry> = (0..7)
+        let entries: Vec<vk::SpecializationMapEntry> = (0..9)
             .map(|i| vk::SpecializationMapEntry {
                 constant_id: i,
                 offset: 4 * i,
@@ -330,6 +337,8 @@ mod tests {
         let t = Tuning {
             workgroup: 128,
             rows: 4,
+            unroll: 1,
+            split: 1,
             subgroup: 32,
             min_workgroup: 32,
         };
