@@ -24,30 +24,11 @@
 #include <string.h>
 
 #include "util.h"
+#include "vk_check.h"
 
 #ifndef ENGINE_OPS_SPV
 #define ENGINE_OPS_SPV "engine_ops.spv"
 #endif
-
-#define CHECK_VK(call)                                                                 \
-    do {                                                                               \
-        VkResult r_ = (call);                                                          \
-        if (r_ != VK_SUCCESS) {                                                        \
-            fprintf(stderr, "FAIL: %s = %d (line %d)\n", #call, (int)r_, __LINE__);    \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-
-#define CHECK_Q4(call)                                                                 \
-    do {                                                                               \
-        q4vk_status s_ = (call);                                                       \
-        if (s_ != Q4VK_OK) {                                                           \
-            char msg_[512];                                                            \
-            q4vk_last_error_message(msg_, sizeof msg_);                                \
-            fprintf(stderr, "FAIL: %s = %s: %s\n", #call, q4vk_status_str(s_), msg_);  \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 
 static const char *const VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation";
 

@@ -17,26 +17,7 @@
 #include <string.h>
 
 #include "util.h"
-
-#define CHECK_VK(call)                                                                 \
-    do {                                                                               \
-        VkResult r_ = (call);                                                          \
-        if (r_ != VK_SUCCESS) {                                                        \
-            fprintf(stderr, "FAIL: %s = %d (line %d)\n", #call, (int)r_, __LINE__);    \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-
-#define CHECK_Q4(call)                                                                 \
-    do {                                                                               \
-        q4vk_status s_ = (call);                                                       \
-        if (s_ != Q4VK_OK) {                                                           \
-            char msg_[512];                                                            \
-            q4vk_last_error_message(msg_, sizeof msg_);                                \
-            fprintf(stderr, "FAIL: %s = %s: %s\n", #call, q4vk_status_str(s_), msg_);  \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "vk_check.h"
 
 static int validation_messages;
 
