@@ -8,6 +8,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-30}"
 cd "$root/fuzz"
 export RUSTC_BOOTSTRAP=1
+export LSAN_OPTIONS="suppressions=$root/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 target_dir="${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/fuzz}"
 target_dir="${target_dir:-$root/fuzz/target}"
 targets=$(cargo fuzz list)
