@@ -23,7 +23,7 @@ use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::gemv::{self, BufferRange, GemvParams};
 use q4vk::vk::log::Logger;
-use q4vk::vk::matrix::DeviceMatrix;
+use q4vk::vk::matrix::{upload, DeviceMatrix};
 use q4vk::vk::memory::{Buffer, MemoryKind};
 use q4vk::vk::pipeline::shader_module;
 use q4vk::vk::shaders;
@@ -317,38 +317,6 @@ fn random_matrix(n: usize, k: usize, seed: &mut u64) -> Q4Data<'static> {
     }
 }
 
-/// Device-local buffer filled with `bytes` (through a staging copy when not mappable).
-fn device_buffer(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
-    let b = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Device)?;
-    if b.mapped().is_some() {
-        b.write(0, bytes);
-        return Ok(b);
-    }
-    let staging = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Staging)?;
-    staging.write(0, bytes);
-    ctx.submit(|cmd| {
-        let d = &ctx.device.device;
-        let region = [vk::BufferCopy::default().size(bytes.len() as u64)];
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(vk::AccessFlags::SHADER_READ)];
-        unsafe {
-            d.cmd_copy_buffer(cmd, staging.buffer, b.buffer, &region);
-            d.cmd_pipeline_barrier(
-                cmd,
-                vk::PipelineStageFlags::TRANSFER,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            );
-        }
-        Ok(())
-    })?;
-    Ok(b)
-}
-
 /// The copy kernel on two device buffers.
 struct Copy {
     kernel: Kernel,
@@ -427,7 +395,7 @@ fn time_gemv(
         mats.push(DeviceMatrix::new(ctx, data)?);
     }
     let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let xb = device_buffer(ctx, &xv)?;
+    let xb = upload(ctx, &xv)?;
     let yb = Buffer::new(&ctx.device, 4 * n as u64, MemoryKind::Device)?;
     let xr = BufferRange {
         buffer: xb.buffer,
@@ -484,15 +452,15 @@ fn time_naive(
     let sz: Vec<u8> = (0..n)
         .flat_map(|_| [0.01f32.to_le_bytes(), 8.0f32.to_le_bytes()].concat())
         .collect();
-    let szb = device_buffer(ctx, &sz)?;
+    let szb = upload(ctx, &sz)?;
     let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let xb = device_buffer(ctx, &xv)?;
+    let xb = upload(ctx, &xv)?;
     let yb = Buffer::new(&ctx.device, 4 * n as u64, MemoryKind::Device)?;
     let mut words = vec![0u8; n * k / 2];
     fill_random(&mut words, seed);
     let mut naive = Vec::new();
     for _ in 0..copies {
-        let w = device_buffer(ctx, &words)?;
+        let w = upload(ctx, &words)?;
         let set = kernel.set(&[&w, &szb, &xb, &yb])?;
         naive.push((w, set));
     }

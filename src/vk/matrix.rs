@@ -38,7 +38,7 @@ pub struct DeviceMatrix {
 
 /// Writes `bytes` into a new device buffer: directly when its memory is mapped, else
 /// through a staging buffer and a copy on q4vk's queue.
-fn upload(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
+pub fn upload(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
     let buffer = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Device)?;
     if buffer.mapped().is_some() && !ctx.limits.staged_uploads {
         buffer.write(0, bytes);
