@@ -24,7 +24,7 @@ use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::gemv::{self, BufferRange, GemvParams};
 use q4vk::vk::log::Logger;
 use q4vk::vk::matrix::{upload, DeviceMatrix};
-use q4vk::vk::memory::{Buffer, MemoryKind};
+use q4vk::vk::memory::{storage_set, Buffer, MemoryKind};
 use q4vk::vk::pipeline::shader_module;
 use q4vk::vk::shaders;
 use std::borrow::Cow;
@@ -129,40 +129,8 @@ impl Kernel {
     }
 
     fn set(&self, buffers: &[&Buffer]) -> Result<vk::DescriptorSet> {
-        let d = &self.device.device;
-        unsafe {
-            let layouts = [self.set_layout];
-            let set = d
-                .allocate_descriptor_sets(
-                    &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(self.pool)
-                        .set_layouts(&layouts),
-                )
-                .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
-            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
-                .iter()
-                .map(|b| {
-                    [vk::DescriptorBufferInfo {
-                        buffer: b.buffer,
-                        offset: 0,
-                        range: vk::WHOLE_SIZE,
-                    }]
-                })
-                .collect();
-            let writes: Vec<_> = infos
-                .iter()
-                .enumerate()
-                .map(|(i, info)| {
-                    vk::WriteDescriptorSet::default()
-                        .dst_set(set)
-                        .dst_binding(i as u32)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .buffer_info(info)
-                })
-                .collect();
-            d.update_descriptor_sets(&writes, &[]);
-            Ok(set)
-        }
+        // SAFETY: the pool and layout are this kernel's; the pool was sized for the sets used.
+        unsafe { storage_set(&self.device.device, self.pool, self.set_layout, buffers) }
     }
 
     fn record(&self, cmd: vk::CommandBuffer, set: vk::DescriptorSet, push: &[u8], groups: u32) {

@@ -4,7 +4,7 @@
 
 use super::context::Context;
 use super::device::Device;
-use super::memory::{Buffer, MemoryKind};
+use super::memory::{storage_set, Buffer, MemoryKind};
 use crate::error::{Error, Result};
 use crate::layout::vk::VkLayout;
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
@@ -129,39 +129,16 @@ impl DeviceMatrix {
             };
             // Symmetric matrices bind the scales again as the (unread) zero buffer.
             let zero_buffer = zeros.as_ref().unwrap_or(&scales);
-            let layouts = [ctx.pipelines.matrix_set];
-            // SAFETY: the pool has room for one set per part.
+            // SAFETY: the pool and layout are the context's; the pool has room for one set
+            // per part.
             let set = unsafe {
-                d.allocate_descriptor_sets(
-                    &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(pool)
-                        .set_layouts(&layouts),
+                storage_set(
+                    d,
+                    pool,
+                    ctx.pipelines.matrix_set,
+                    &[&weights, &scales, zero_buffer],
                 )
-            }
-            .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
-            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = [&weights, &scales, zero_buffer]
-                .iter()
-                .map(|b| {
-                    [vk::DescriptorBufferInfo {
-                        buffer: b.buffer,
-                        offset: 0,
-                        range: vk::WHOLE_SIZE,
-                    }]
-                })
-                .collect();
-            let writes: Vec<vk::WriteDescriptorSet> = infos
-                .iter()
-                .enumerate()
-                .map(|(i, info)| {
-                    vk::WriteDescriptorSet::default()
-                        .dst_set(set)
-                        .dst_binding(i as u32)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .buffer_info(info)
-                })
-                .collect();
-            // SAFETY: a fresh set no command buffer uses yet.
-            unsafe { d.update_descriptor_sets(&writes, &[]) };
+            }?;
             let mut buffers = vec![weights, scales];
             buffers.extend(zeros);
             this.parts.push(Part {

@@ -142,6 +142,51 @@ impl Buffer {
     }
 }
 
+/// Allocates one descriptor set of `layout` from `pool` and binds `buffers`, whole, to
+/// storage-buffer bindings 0, 1, 2, … in order.
+///
+/// # Safety
+/// `pool` and `layout` must belong to `device`, and the pool must have room for the set.
+pub unsafe fn storage_set(
+    device: &ash::Device,
+    pool: vk::DescriptorPool,
+    layout: vk::DescriptorSetLayout,
+    buffers: &[&Buffer],
+) -> Result<vk::DescriptorSet> {
+    let layouts = [layout];
+    let set = device
+        .allocate_descriptor_sets(
+            &vk::DescriptorSetAllocateInfo::default()
+                .descriptor_pool(pool)
+                .set_layouts(&layouts),
+        )
+        .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
+    let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+        .iter()
+        .map(|b| {
+            [vk::DescriptorBufferInfo {
+                buffer: b.buffer,
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }]
+        })
+        .collect();
+    let writes: Vec<vk::WriteDescriptorSet> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .dst_binding(i as u32)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(info)
+        })
+        .collect();
+    // A fresh set: no command buffer uses it yet.
+    device.update_descriptor_sets(&writes, &[]);
+    Ok(set)
+}
+
 impl Drop for Buffer {
     fn drop(&mut self) {
         // SAFETY: q4vk created both; no submission using them is pending (synchronous
