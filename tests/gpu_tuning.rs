@@ -51,6 +51,10 @@ fn workgroup_shapes_of_both_variants() {
                 pipeline_cache: Vec::new(),
                 unroll: Some(unroll),
                 split: Some(split),
+                // The SIMT kernels' shapes are under test here (tests/gpu_coop.rs has the
+                // tensor-core kernel's).
+                no_coop: true,
+                coop_tuning: None,
             };
             let ctx = match Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1))
             {

@@ -38,9 +38,18 @@ const SHAPES: [(usize, usize); 5] = [
     (8192, 28672),
 ];
 
+#[derive(Clone)]
 struct Options {
     quick: bool,
     sweep: bool,
+    /// Time the tensor-core kernel over (tiles, subgroups) instead of the table.
+    coop_sweep: bool,
+    /// Activation counts of the table.
+    ms: Vec<u32>,
+    /// Fixed (tiles, subgroups) of the tensor-core kernel.
+    coop: Option<(u32, u32)>,
+    /// SIMT kernels only.
+    no_coop: bool,
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
@@ -335,6 +344,7 @@ fn copy_bandwidth(ctx: &Context, opt: &Options) -> Result<f64> {
 struct Row {
     n: usize,
     k: usize,
+    m: u32,
     cold_us: f64,
     hot_us: f64,
     bytes: f64,
@@ -344,13 +354,14 @@ struct Row {
     per_copy: Vec<f64>,
 }
 
-/// Cold and hot GEMV times of `data` (µs), the bytes one GEMV must move, and the
-/// relative error of its result.
+/// Cold and hot GEMV times of `data` at `m` activation rows `x` (µs), the bytes one GEMV
+/// must move, and the relative error of its result.
 fn time_gemv(
     ctx: &Context,
     opt: &Options,
     data: &Q4Data,
     x: &[f32],
+    m: u32,
     reference: Option<&[f64]>,
     probe: &Copy,
 ) -> Result<(f64, f64, f64, f64, Vec<f64>)> {
@@ -364,29 +375,30 @@ fn time_gemv(
     }
     let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let xb = upload(ctx, &xv)?;
-    let yb = Buffer::new(&ctx.device, 4 * n as u64, MemoryKind::Device)?;
+    let mb = m as u64;
+    let yb = Buffer::new(&ctx.device, 4 * mb * n as u64, MemoryKind::Device)?;
     let xr = BufferRange {
         buffer: xb.buffer,
         offset: 0,
-        range: 4 * k as u64,
+        range: 4 * mb * k as u64,
     };
     let yr = BufferRange {
         buffer: yb.buffer,
         offset: 0,
-        range: 4 * n as u64,
+        range: 4 * mb * n as u64,
     };
     let p = GemvParams {
-        m: 1,
+        m,
         x_f16: false,
         x_stride: k as u64,
         y_stride: n as u64,
     };
     // Correctness of what is timed.
-    let mut y = vec![f32::NAN; n];
-    gemv::gemv_host(ctx, &mats[0], x, &mut y, 1)?;
+    let mut y = vec![f32::NAN; m as usize * n];
+    gemv::gemv_host(ctx, &mats[0], x, &mut y, m)?;
     let rel_err = match reference {
         Some(r) => reference::relative_error(&y, r),
-        None => reference::relative_error(&y, &reference::gemv(data, x, 1)),
+        None => reference::relative_error(&y, &reference::gemv(data, x, m as usize)),
     };
     let warm = Some((probe, opt.warm));
     let cold = time_each(ctx, opt.iters.max(copies), warm, |cmd, i| {
@@ -399,7 +411,7 @@ fn time_gemv(
     let hot_us = time_runs(ctx, opt.iters, warm, |cmd, _| {
         gemv::record(ctx, cmd, &mats[0], xr, yr, &p)
     })?;
-    let bytes = (bytes_per + 4 * k as u64 + 4 * n as u64) as f64;
+    let bytes = (bytes_per + 4 * mb * (k + n) as u64) as f64;
     Ok((cold_us, hot_us, bytes, rel_err, per_copy))
 }
 
@@ -443,22 +455,29 @@ fn time_naive(
     })
 }
 
+/// One table row: `data` at `m` activation rows (the naive kernel at m = 1 only).
 fn bench_shape(
     ctx: &Context,
     opt: &Options,
-    n: usize,
-    k: usize,
+    data: &Q4Data,
+    m: u32,
     seed: &mut u64,
     probe: &Copy,
 ) -> Result<Row> {
-    let data = random_matrix(n, k, seed);
-    let x = activations(k);
+    let (n, k) = (data.shape.n, data.shape.k);
+    let x = activations(m as usize * k);
     let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
-    let (cold_us, hot_us, bytes, rel_err, per_copy) = time_gemv(ctx, opt, &data, &x, None, probe)?;
-    let naive_us = time_naive(ctx, opt, n, k, &x, seed, probe)?;
+    let (cold_us, hot_us, bytes, rel_err, per_copy) =
+        time_gemv(ctx, opt, data, &x, m, None, probe)?;
+    let naive_us = if m == 1 {
+        time_naive(ctx, opt, n, k, &x, seed, probe)?
+    } else {
+        f64::NAN
+    };
     Ok(Row {
         n,
         k,
+        m,
         cold_us,
         hot_us,
         bytes,
@@ -477,11 +496,12 @@ fn activations(k: usize) -> Vec<f32> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
+    let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -492,6 +512,25 @@ fn main() {
         match a.as_str() {
             "--quick" => quick = true,
             "--sweep" => sweep = true,
+            "--coop-sweep" => coop_sweep = true,
+            "--no-coop" => no_coop = true,
+            "--coop" => {
+                let v: Option<Vec<u32>> = args
+                    .next()
+                    .and_then(|v| v.split(',').map(|i| i.parse().ok()).collect());
+                coop = match v.as_deref() {
+                    Some(&[t, s]) => Some((t, s)),
+                    _ => usage(),
+                };
+            }
+            "--m" => {
+                let v: Option<Vec<u32>> = args.next().and_then(|v| {
+                    v.split(',')
+                        .map(|i| i.parse().ok().filter(|m| (1..=8).contains(m)))
+                        .collect()
+                });
+                ms = Some(v.unwrap_or_else(|| usage()));
+            }
             "--workgroup" => wg = Some(number()),
             "--rows" => rows = Some(number()),
             "--unroll" => unroll = Some(number()),
@@ -515,6 +554,10 @@ fn main() {
     let opt = Options {
         quick,
         sweep,
+        coop_sweep,
+        ms: ms.unwrap_or_else(|| if quick { vec![1, 8] } else { vec![1, 2, 4, 8] }),
+        coop,
+        no_coop,
         tuning,
         unroll,
         split,
@@ -538,17 +581,41 @@ fn rate(gbs: f64) -> String {
     }
 }
 
-fn context(tuning: Option<(u32, u32)>, unroll: Option<u32>, split: Option<u32>) -> Result<Context> {
+fn context(
+    opt: &Options,
+    tuning: Option<(u32, u32)>,
+    unroll: Option<u32>,
+    split: Option<u32>,
+) -> Result<Context> {
     Context::new(
         ContextConfig {
             device_index: -1,
             tuning,
             unroll,
             split,
+            no_coop: opt.no_coop,
+            coop_tuning: opt.coop,
             ..Default::default()
         },
-        Logger::silent(),
+        if std::env::var("Q4VK_BENCH_LOG").is_ok_and(|v| v == "1") {
+            Logger::new(Some(log_to_stderr), std::ptr::null_mut(), 2)
+        } else {
+            Logger::silent()
+        },
     )
+}
+
+/// Log callback of `Q4VK_BENCH_LOG=1`: every message up to INFO on stderr.
+unsafe extern "C" fn log_to_stderr(
+    _: *mut std::ffi::c_void,
+    _: u32,
+    text: *const std::ffi::c_char,
+) {
+    // SAFETY: q4vk passes a NUL-terminated message.
+    eprintln!(
+        "q4vk: {}",
+        unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy()
+    );
 }
 
 /// (workgroup, rows, unroll, split) grid of `--sweep`.
@@ -606,13 +673,13 @@ fn sweep(opt: &Options) -> Result<()> {
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for (wg, rows, unroll, split) in GRID {
         // A workgroup smaller than this device's subgroup is refused: skip it.
-        let Ok(ctx) = context(Some((wg, rows)), Some(unroll), Some(split)) else {
+        let Ok(ctx) = context(opt, Some((wg, rows)), Some(unroll), Some(split)) else {
             continue;
         };
         let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
         print!("| {wg} | {rows} | {unroll} | {split} |");
         for (d, x, r, cold) in &cases {
-            let (c, h, _, e, _) = time_gemv(&ctx, opt, d, x, Some(r), &probe)?;
+            let (c, h, _, e, _) = time_gemv(&ctx, opt, d, x, 1, Some(r), &probe)?;
             if e > 1e-5 {
                 print!(" wrong ({e:.1e}) |");
                 continue;
@@ -624,11 +691,84 @@ fn sweep(opt: &Options) -> Result<()> {
     Ok(())
 }
 
+/// (row tiles, subgroups) grid of `--coop-sweep`.
+const COOP_GRID: [(u32, u32); 10] = [
+    (1, 4),
+    (1, 8),
+    (1, 16),
+    (2, 2),
+    (2, 4),
+    (2, 8),
+    (2, 16),
+    (4, 2),
+    (4, 4),
+    (4, 8),
+];
+
+/// Times the tensor-core kernel over [`COOP_GRID`] on the target cases (m = 1, and m = 8
+/// on 28672 × 8192 cold), each in a fresh context; the per-matrix default first.
+fn coop_sweep(opt: &Options) -> Result<()> {
+    let div = if opt.quick { 4 } else { 1 };
+    let mut seed = 0x51u64;
+    let cases: Vec<(Q4Data, u32, Vec<f32>, Vec<f64>, bool)> = [
+        (28672, 8192, 1, true),
+        (8192, 28672, 1, true),
+        (11008, 4096, 1, false),
+        (4096, 11008, 1, false),
+        (28672, 8192, 8, true),
+    ]
+    .into_iter()
+    .map(|(n, k, m, cold)| {
+        let data = random_matrix(n / div, k / div, &mut seed);
+        let x = activations(m as usize * data.shape.k);
+        let r = reference::gemv(&data, &x, m as usize);
+        (data, m, x, r, cold)
+    })
+    .collect();
+    print!("| tiles | subgroups |");
+    for (d, m, _, _, cold) in &cases {
+        let mode = if *cold { "cold" } else { "hot" };
+        print!(" {} × {} m={m} {mode} µs |", d.shape.n, d.shape.k);
+    }
+    println!();
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let grid = std::iter::once(None).chain(COOP_GRID.iter().map(|&g| Some(g)));
+    for g in grid {
+        let o = Options {
+            coop: g,
+            ..opt.clone()
+        };
+        let ctx = context(&o, None, None, None)?;
+        if !ctx.coop {
+            return Err(Error::Unsupported(
+                "this device has no tensor-core path".into(),
+            ));
+        }
+        let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
+        match g {
+            Some((t, s)) => print!("| {t} | {s} |"),
+            None => print!("| default | default |"),
+        }
+        for (d, m, x, r, cold) in &cases {
+            match time_gemv(&ctx, opt, d, x, *m, Some(r), &probe) {
+                Ok((_, _, _, e, _)) if e > 1e-5 => print!(" wrong ({e:.1e}) |"),
+                Ok((c, h, _, _, _)) => print!(" {:.1} |", if *cold { c } else { h }),
+                Err(e) => print!(" {e} |"),
+            }
+        }
+        println!();
+    }
+    Ok(())
+}
+
 fn run(opt: &Options) -> Result<()> {
     if opt.sweep {
         return sweep(opt);
     }
-    let ctx = context(opt.tuning, opt.unroll, opt.split)?;
+    if opt.coop_sweep {
+        return coop_sweep(opt);
+    }
+    let ctx = context(opt, opt.tuning, opt.unroll, opt.split)?;
     if !ctx.device.timestamps {
         return Err(Error::Unsupported(
             "the compute queue has no timestamps".into(),
@@ -637,9 +777,9 @@ fn run(opt: &Options) -> Result<()> {
     let copy = copy_bandwidth(&ctx, opt)?;
     let t = ctx.pipelines.tuning;
     println!(
-        "device: {} ({} kernels, workgroup {}, {} rows/workgroup, unroll {}, split {})",
+        "device: {} (path: {}; SIMT kernels: workgroup {}, {} rows/workgroup, unroll {}, split {})",
         ctx.device_name(),
-        if ctx.portable { "portable" } else { "subgroup" },
+        ctx.kernel_path(),
         t.workgroup,
         t.rows,
         t.unroll,
@@ -649,22 +789,33 @@ fn run(opt: &Options) -> Result<()> {
         "compute-shader copy (uvec4, read + write): {} GB/s",
         rate(copy)
     );
-    println!("mode: {}; m = 1, group 128, symmetric, f16 scales, f32 activations; medians of timestamp pairs", if opt.quick { "quick (N/4, K/4)" } else { "full" });
+    println!(
+        "mode: {}; group 128, symmetric, f16 scales, f32 activations; medians of timestamp pairs",
+        if opt.quick {
+            "quick (N/4, K/4)"
+        } else {
+            "full"
+        }
+    );
     println!();
-    println!("| N × K | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s | cold µs per copy: min – max (copies) |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| N × K | m | path | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s | cold µs per copy: min – max (copies) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut seed = 0x9E3779B97F4A7C15u64;
     let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
     let all: Vec<usize> = (0..SHAPES.len()).collect();
     for &i in opt.shapes.as_ref().unwrap_or(&all) {
         let (n, k) = SHAPES[i];
         let (n, k) = if opt.quick { (n / 4, k / 4) } else { (n, k) };
-        let r = bench_shape(&ctx, opt, n, k, &mut seed, &probe)?;
-        let gbs = |us: f64| r.bytes / us / 1e3;
-        println!(
-            "| {} × {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} | {} | {:.1} – {:.1} ({}) |",
+        let data = random_matrix(n, k, &mut seed);
+        for &m in &opt.ms {
+            let r = bench_shape(&ctx, opt, &data, m, &mut seed, &probe)?;
+            let gbs = |us: f64| r.bytes / us / 1e3;
+            println!(
+            "| {} × {} | {} | {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} | {} | {:.1} – {:.1} ({}) |",
             r.n,
             r.k,
+            r.m,
+            ctx.kernel_path(),
             r.cold_us,
             rate(gbs(r.cold_us)),
             100.0 * gbs(r.cold_us) / copy,
@@ -678,6 +829,7 @@ fn run(opt: &Options) -> Result<()> {
             r.per_copy.iter().copied().fold(0.0, f64::max),
             r.per_copy.len()
         );
+        }
     }
     Ok(())
 }

@@ -38,6 +38,12 @@ pub const Q4VK_CONTEXT_VALIDATION: u32 = 0x1;
 /// Force the portable kernels (no subgroup operations, no 8/16-bit storage, no f16
 /// arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same.
 pub const Q4VK_CONTEXT_PORTABLE_KERNELS: u32 = 0x2;
+/// `q4vk_context_desc.flags`: never use the tensor-core GEMV (`VK_KHR_cooperative_matrix`),
+/// only the SIMT kernels; as the environment variable `Q4VK_NO_COOPMAT=1` does. Without
+/// it, a context on q4vk's own device uses tensor cores where the device offers
+/// cooperative matrices (f16 16 × 8 × 16, subgroups of 32) with the fragment layout the
+/// kernel is written for (checked by a probe at creation; NVIDIA Turing and later).
+pub const Q4VK_CONTEXT_NO_COOPMAT: u32 = 0x4;
 
 /// A Vulkan context (opaque). Created by `q4vk_context_create`, released by
 /// `q4vk_context_destroy`. Safe to use from several threads at once: q4vk serializes its
@@ -249,7 +255,8 @@ pub unsafe extern "C" fn q4vk_context_create(
         let d = read_struct(desc, "desc")?;
         require(out, "out")?;
         check_header_version(d.header_version)?;
-        let known = Q4VK_CONTEXT_VALIDATION | Q4VK_CONTEXT_PORTABLE_KERNELS;
+        let known =
+            Q4VK_CONTEXT_VALIDATION | Q4VK_CONTEXT_PORTABLE_KERNELS | Q4VK_CONTEXT_NO_COOPMAT;
         if d.flags & !known != 0 {
             return Err(invalid!(
                 "desc->flags has unknown bits {:#x}",
@@ -282,6 +289,8 @@ pub unsafe extern "C" fn q4vk_context_create(
             pipeline_cache,
             unroll: None,
             split: None,
+            no_coop: d.flags & Q4VK_CONTEXT_NO_COOPMAT != 0,
+            coop_tuning: None,
         };
         let logger = Logger::new(d.log, d.log_user, d.log_level);
         let context = Context::new(config, logger)?;

@@ -3,6 +3,7 @@
 //! q4vk's GPU layout.
 
 pub mod convert;
+pub mod coop;
 pub mod paddle;
 pub mod tile;
 pub mod vk;

@@ -43,6 +43,11 @@ pub struct ContextConfig {
     /// Invocations sharing each chunk instead of the per-device choice (a power of two
     /// dividing the rows per workgroup, at most 32; `q4vk-bench --split S`).
     pub split: Option<u32>,
+    /// Never use the tensor-core kernel (`Q4VK_CONTEXT_NO_COOPMAT`).
+    pub no_coop: bool,
+    /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel instead
+    /// of the per-matrix choice (`q4vk-bench --coop T,S`).
+    pub coop_tuning: Option<(u32, u32)>,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -97,6 +102,10 @@ pub struct Context {
     pub pipelines: Pipelines,
     /// Using the portable kernels.
     pub portable: bool,
+    /// Using the tensor-core kernel (`vk::coop`) for matrices created on this context.
+    pub coop: bool,
+    /// Fixed (tiles, subgroups) of the tensor-core kernel, else chosen per matrix.
+    pub coop_tuning: Option<(u32, u32)>,
     /// Dispatcher limits.
     pub limits: Limits,
     /// The host's queue lock (adopted queue).
@@ -111,11 +120,21 @@ impl Context {
     /// Creates a context as `config` says.
     pub fn new(config: ContextConfig, logger: Logger) -> Result<Context> {
         let logger = Arc::new(logger);
+        // Kill switches (triage of driver bugs): Q4VK_PORTABLE=1 forces the portable
+        // kernels, Q4VK_NO_COOPMAT=1 the SIMT ones; each path's next one down.
+        let env_portable = std::env::var("Q4VK_PORTABLE").is_ok_and(|v| v == "1");
+        let env_no_coop = std::env::var("Q4VK_NO_COOPMAT").is_ok_and(|v| v == "1");
+        let want_coop = !(config.portable || env_portable || config.no_coop || env_no_coop);
         let (device, queue_lock) = match &config.adopt {
             None => {
                 let instance = Arc::new(Instance::create(config.validation, logger.clone())?);
                 (
-                    Arc::new(Device::create(instance, config.device_index, &logger)?),
+                    Arc::new(Device::create(
+                        instance,
+                        config.device_index,
+                        want_coop,
+                        &logger,
+                    )?),
                     None,
                 )
             }
@@ -140,7 +159,6 @@ impl Context {
             }
         };
         let info = &device.info;
-        let env_portable = std::env::var("Q4VK_PORTABLE").is_ok_and(|v| v == "1");
         // The kernel's per-subgroup reduction slots are sized for the smallest subgroup the
         // device may use; the workgroup is a multiple of the largest.
         let sg = info.min_subgroup_size;
@@ -256,7 +274,30 @@ impl Context {
                 ),
             );
         }
-        let pipelines = Pipelines::new(&device, tuning, &config.pipeline_cache)?;
+        let coop = want_coop && !portable && device.coop_enabled && {
+            let probed = super::coop::probe(&device, queue_lock.as_ref());
+            if let Err(e) = &probed {
+                logger.log(
+                    LEVEL_INFO,
+                    &format!("cooperative matrices not used ({e}); SIMT kernels"),
+                );
+            }
+            probed.is_ok()
+        };
+        if let Some((tiles, subgroups)) = config.coop_tuning {
+            if !(1..=4).contains(&tiles) || ![1, 2, 4, 8, 16].contains(&subgroups) {
+                return Err(crate::error::invalid!(
+                    "coop tuning ({tiles}, {subgroups}): expected 1..4 tiles and 1, 2, 4, 8 or 16 subgroups"
+                ));
+            }
+        }
+        if coop {
+            logger.log(
+                LEVEL_INFO,
+                "tensor-core GEMV (VK_KHR_cooperative_matrix) for new matrices",
+            );
+        }
+        let pipelines = Pipelines::new(&device, tuning, coop, &config.pipeline_cache)?;
         let limits = Limits {
             max_part_bytes: info.max_storage_range.min(info.max_allocation).min(1 << 31) / 16 * 16,
             max_groups: info.max_groups,
@@ -274,6 +315,8 @@ impl Context {
             xy_sets,
             pipelines,
             portable,
+            coop,
+            coop_tuning: config.coop_tuning,
             limits,
             queue_lock,
             device,
@@ -290,5 +333,17 @@ impl Context {
     /// The device's name.
     pub fn device_name(&self) -> &str {
         &self.device.info.name
+    }
+
+    /// Which GEMV kernel new matrices of this context use: "coopmat" (tensor cores),
+    /// "subgroup" or "portable".
+    pub fn kernel_path(&self) -> &'static str {
+        if self.coop {
+            "coopmat"
+        } else if self.portable {
+            "portable"
+        } else {
+            "subgroup"
+        }
     }
 }

@@ -73,6 +73,8 @@ pub struct Device {
     pub info: DeviceInfo,
     /// The device's timestamp-capable queue family flag.
     pub timestamps: bool,
+    /// The tensor-core kernel's extensions and features are enabled (`vk::coop`).
+    pub coop_enabled: bool,
     owned: bool,
 }
 
@@ -172,7 +174,14 @@ impl Device {
 
     /// Creates q4vk's own device: the best Vulkan 1.1 device with a compute queue
     /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list.
-    pub fn create(instance: Arc<Instance>, index: i32, logger: &Logger) -> Result<Device> {
+    /// With `want_coop`, enables what the tensor-core kernel needs where the device
+    /// offers all of it (`vk::coop::device_offers`).
+    pub fn create(
+        instance: Arc<Instance>,
+        index: i32,
+        want_coop: bool,
+        logger: &Logger,
+    ) -> Result<Device> {
         let vki = &instance.instance;
         // SAFETY: queries and creation with valid create infos.
         unsafe {
@@ -223,13 +232,25 @@ impl Device {
             if push {
                 extensions.push(ash::khr::push_descriptor::NAME.as_ptr());
             }
+            let coop =
+                want_coop && super::coop::device_offers(&instance.entry, vki, physical, &available);
+            if coop {
+                extensions.extend(super::coop::EXTENSIONS.iter().map(|n| n.as_ptr()));
+            }
+            let mut features = super::coop::EnabledFeatures::new();
             let priority = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default()
                 .queue_family_index(family)
                 .queue_priorities(&priority)];
-            let info = vk::DeviceCreateInfo::default()
+            let mut info = vk::DeviceCreateInfo::default()
                 .queue_create_infos(&queues)
                 .enabled_extension_names(&extensions);
+            if coop {
+                info = info
+                    .push_next(&mut features.coop)
+                    .push_next(&mut features.model)
+                    .push_next(&mut features.f16);
+            }
             let device = vki
                 .create_device(physical, &info, None)
                 .map_err(|e| Error::vk("vkCreateDevice", e))?;
@@ -240,8 +261,8 @@ impl Device {
             logger.log(
                 LEVEL_INFO,
                 &format!(
-                    "device {}: subgroup size {}, subgroup arithmetic {}, push descriptors {}",
-                    info.name, info.subgroup_size, info.subgroup_arithmetic, push
+                    "device {}: subgroup size {}, subgroup arithmetic {}, push descriptors {}, cooperative matrices {}",
+                    info.name, info.subgroup_size, info.subgroup_arithmetic, push, coop
                 ),
             );
             Ok(Device {
@@ -253,6 +274,7 @@ impl Device {
                 push_descriptor,
                 info,
                 timestamps,
+                coop_enabled: coop,
                 owned: true,
             })
         }
@@ -302,6 +324,7 @@ impl Device {
             queue,
             queue_family,
             push_descriptor,
+            coop_enabled: false,
             owned: false,
         })
     }

@@ -4,7 +4,7 @@
 use super::context::Context;
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
-use super::pipeline::{PipelineKey, Push};
+use super::pipeline::{CoopKey, PipelineKey, Push};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
 use std::collections::HashMap;
@@ -244,15 +244,55 @@ pub fn record(
     p: &GemvParams,
 ) -> Result<()> {
     validate(ctx, mat, &x, &y, p)?;
-    let key = PipelineKey {
-        portable: ctx.portable,
-        workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
-        m: p.m,
-        zeros: mat.shape.zero_points,
-        scale_f32: mat.scale_f32,
-        x_f16: p.x_f16,
+    // Per part: rows per workgroup, and the push block's chunks/groups/shift fields.
+    let (pipeline, rows_per_wg, chunks, groups, group_shift) = match &mat.coop {
+        Some(c) => {
+            let tiles = mat.shape.n.div_ceil(crate::layout::coop::TILE_ROWS);
+            let (t, s) = ctx.coop_tuning.unwrap_or_else(|| {
+                super::coop::choose_shape(tiles, c.stages, p.m, c.block, ctx.device.info.max_shared)
+            });
+            let key = CoopKey {
+                tiles: t,
+                subgroups: s,
+                m: p.m,
+                zeros: mat.shape.zero_points,
+                x_f16: p.x_f16,
+                block: c.block,
+            };
+            if key.shared_bytes() > ctx.device.info.max_shared {
+                return Err(Error::Unsupported(format!(
+                    "the tensor-core kernel with {t} tiles x {s} subgroups needs {} bytes of shared memory at m = {}; the device has {}",
+                    key.shared_bytes(),
+                    p.m,
+                    ctx.device.info.max_shared
+                )));
+            }
+            (
+                ctx.pipelines.get_coop(key)?,
+                16 * t as u64,
+                c.stages,
+                c.groups,
+                c.group_shift,
+            )
+        }
+        None => {
+            let key = PipelineKey {
+                portable: ctx.portable,
+                workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
+                m: p.m,
+                zeros: mat.shape.zero_points,
+                scale_f32: mat.scale_f32,
+                x_f16: p.x_f16,
+            };
+            (
+                ctx.pipelines.get(key)?,
+                ctx.pipelines.tuning.rows as u64,
+                mat.layout.chunks,
+                mat.layout.groups,
+                mat.layout.group_shift,
+            )
+        }
     };
-    let pipeline = ctx.pipelines.get(key)?;
     let cached_set = match &ctx.xy_sets {
         Some(sets) => Some(sets.lock().unwrap_or_else(|e| e.into_inner()).get(
             ctx.pipelines.xy_set,
@@ -263,7 +303,6 @@ pub fn record(
     };
     let d = &ctx.device.device;
     let layout = ctx.pipelines.layout;
-    let rows_per_wg = ctx.pipelines.tuning.rows as u64;
     let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
     // SAFETY: cmd is in the recording state (caller's contract); every handle is valid.
     unsafe {
@@ -302,10 +341,10 @@ pub fn record(
                 let push = Push {
                     rows: part.rows as u32,
                     row_base: part.first_row as u32,
-                    chunks: mat.layout.chunks as u32,
+                    chunks: chunks as u32,
                     k: mat.shape.k as u32,
-                    groups: mat.layout.groups as u32,
-                    group_shift: mat.layout.group_shift,
+                    groups: groups as u32,
+                    group_shift,
                     x_stride: p.x_stride as u32,
                     y_stride: p.y_stride as u32,
                     wg_count: count as u32,

@@ -6,6 +6,7 @@ use super::context::Context;
 use super::device::Device;
 use super::memory::{storage_set, Buffer, MemoryKind};
 use crate::error::{Error, Result};
+use crate::layout::coop::{CoopLayout, TILE_ROWS};
 use crate::layout::vk::VkLayout;
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
@@ -28,8 +29,11 @@ pub struct DeviceMatrix {
     pub shape: Q4Shape,
     /// Scales are f32 (else f16).
     pub scale_f32: bool,
-    /// GPU layout geometry.
+    /// GPU layout geometry (SIMT kernels).
     pub layout: VkLayout,
+    /// The tensor-core layout, when the matrix was made for that kernel (then the parts
+    /// hold whole tiles of 16 rows in `layout::coop`'s layout, and `layout` is unused).
+    pub coop: Option<CoopLayout>,
     /// The parts, in row order.
     pub parts: Vec<Part>,
     pool: vk::DescriptorPool,
@@ -72,21 +76,27 @@ pub fn upload(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
 }
 
 impl DeviceMatrix {
-    /// Uploads `data` (already validated) into parts of at most `ctx`'s part size.
+    /// Uploads `data` (already validated) into parts of at most `ctx`'s part size, in the
+    /// layout of the context's kernel.
     pub fn new(ctx: &Context, data: &Q4Data) -> Result<DeviceMatrix> {
         let shape = data.shape;
         let layout = VkLayout::of(&shape);
+        let coop = ctx.coop.then(|| CoopLayout::of(&shape));
         let max_part = ctx.limits.max_part_bytes;
-        let rows_per_part = (max_part / layout.row_bytes() as u64) as usize;
-        if rows_per_part == 0 {
+        // Rows per part: whole rows (SIMT) or whole tiles (tensor cores), with indices
+        // inside a part (row * chunks, uvec4s of its tiles) within 32 bits.
+        let (unit_rows, unit_bytes, unit_words) = match &coop {
+            Some(c) => (TILE_ROWS, c.tile_bytes(), c.tile_bytes() / 16),
+            None => (1, layout.row_bytes(), layout.chunks.max(1)),
+        };
+        let units_per_part = (max_part / unit_bytes as u64) as usize;
+        if units_per_part == 0 {
             return Err(Error::Unsupported(format!(
-                "one row of k = {} needs {} bytes, more than this device's largest storage buffer ({max_part} bytes)",
+                "{unit_rows} row(s) of k = {} need {unit_bytes} bytes, more than this device's largest storage buffer ({max_part} bytes)",
                 shape.k,
-                layout.row_bytes()
             )));
         }
-        // Indices inside a part (row * chunks, row * groups) must fit in 32 bits.
-        let rows_per_part = rows_per_part.min((u32::MAX as usize) / layout.chunks.max(1));
+        let rows_per_part = units_per_part.min(u32::MAX as usize / unit_words) * unit_rows;
         let part_count = shape.n.div_ceil(rows_per_part);
         let d = &ctx.device.device;
         let sizes = [vk::DescriptorPoolSize {
@@ -107,6 +117,7 @@ impl DeviceMatrix {
             shape,
             scale_f32: data.scale_type == ScaleType::F32,
             layout,
+            coop,
             parts: Vec::with_capacity(part_count),
             pool,
             device: ctx.device.clone(),
@@ -120,10 +131,25 @@ impl DeviceMatrix {
         }
         for p in 0..part_count {
             let rows = p * rows_per_part..((p + 1) * rows_per_part).min(shape.n);
-            let weights = upload(ctx, &layout.pack_weights(data, rows.clone()))?;
-            let scales = upload(ctx, &layout.pack_scales(data, rows.clone()))?;
+            let (weights, scales, zeros) = match &coop {
+                Some(c) => {
+                    let tiles = rows.start / TILE_ROWS..rows.end.div_ceil(TILE_ROWS);
+                    (
+                        c.pack_weights(data, tiles.clone()),
+                        c.pack_scales(data, tiles.clone()),
+                        c.pack_zeros(data, tiles),
+                    )
+                }
+                None => (
+                    layout.pack_weights(data, rows.clone()),
+                    layout.pack_scales(data, rows.clone()),
+                    layout.pack_zeros(data, rows.clone()),
+                ),
+            };
+            let weights = upload(ctx, &weights)?;
+            let scales = upload(ctx, &scales)?;
             let zeros = if shape.zero_points {
-                Some(upload(ctx, &layout.pack_zeros(data, rows.clone()))?)
+                Some(upload(ctx, &zeros)?)
             } else {
                 None
             };
@@ -159,6 +185,10 @@ impl DeviceMatrix {
     /// Device bytes of weights, scales and zero points (what one GEMV reads).
     pub fn device_bytes(&self) -> u64 {
         let n = self.shape.n as u64;
+        if let Some(c) = &self.coop {
+            let tiles = n.div_ceil(TILE_ROWS as u64);
+            return tiles * c.tile_device_bytes(self.shape.zero_points) as u64;
+        }
         let scale = if self.scale_f32 { 4 } else { 2 };
         let zeros = if self.shape.zero_points { 1 } else { 0 };
         n * (self.layout.row_bytes() as u64 + (scale + zeros) * self.layout.groups as u64)

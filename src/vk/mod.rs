@@ -6,6 +6,7 @@
 //! adopted instance, device or queue) are never destroyed.
 
 pub mod context;
+pub mod coop;
 pub mod device;
 pub mod export;
 pub mod gemv;

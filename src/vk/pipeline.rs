@@ -120,6 +120,35 @@ pub struct PipelineKey {
     pub x_f16: bool,
 }
 
+/// Which tensor-core GEMV pipeline (`shaders/gemv_q4_coop.comp`, specialization
+/// constants 0..5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CoopKey {
+    /// Row tiles of 16 rows per subgroup (1..4).
+    pub tiles: u32,
+    /// Subgroups of 32 per workgroup, splitting K.
+    pub subgroups: u32,
+    /// Activation rows (1..=8).
+    pub m: u32,
+    /// Per-group zero points.
+    pub zeros: bool,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// k per block (32, 64 or 128).
+    pub block: u32,
+}
+
+impl CoopKey {
+    /// Bytes of the kernel's shared memory: staged B ((hi, lo) f16 pairs, 256 k × 4 pairs
+    /// per 4 activation rows), block factors (padded ×4) and the final sums, per subgroup.
+    pub fn shared_bytes(&self) -> u32 {
+        let pairs = 4 * self.m.div_ceil(4);
+        let per_subgroup =
+            4 * 256 * pairs + 16 * (256 / self.block) * self.m + 4 * self.tiles * 16 * self.m;
+        self.subgroups * per_subgroup
+    }
+}
+
 /// Layouts, cache and lazily created pipelines of one context.
 pub struct Pipelines {
     device: Arc<Device>,
@@ -131,9 +160,11 @@ pub struct Pipelines {
     pub layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
     modules: [vk::ShaderModule; 2],
+    coop_module: vk::ShaderModule,
     /// Workgroup shape.
     pub tuning: Tuning,
     pipelines: Mutex<HashMap<PipelineKey, vk::Pipeline>>,
+    coop_pipelines: Mutex<HashMap<CoopKey, vk::Pipeline>>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -160,8 +191,14 @@ pub fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModul
 
 impl Pipelines {
     /// Creates the layouts, the cache (seeded with `initial_cache` when it is a blob of
-    /// this device, see [`cache_blob_matches`]) and both shader modules.
-    pub fn new(device: &Arc<Device>, tuning: Tuning, initial_cache: &[u8]) -> Result<Pipelines> {
+    /// this device, see [`cache_blob_matches`]), both SIMT shader modules and, with
+    /// `coop`, the tensor-core one.
+    pub fn new(
+        device: &Arc<Device>,
+        tuning: Tuning,
+        coop: bool,
+        initial_cache: &[u8],
+    ) -> Result<Pipelines> {
         let d = &device.device;
         let mut this = Pipelines {
             device: device.clone(),
@@ -170,8 +207,10 @@ impl Pipelines {
             layout: vk::PipelineLayout::null(),
             cache: vk::PipelineCache::null(),
             modules: [vk::ShaderModule::null(); 2],
+            coop_module: vk::ShaderModule::null(),
             tuning,
             pipelines: Mutex::new(HashMap::new()),
+            coop_pipelines: Mutex::new(HashMap::new()),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -225,6 +264,9 @@ impl Pipelines {
                 .map_err(|e| Error::vk("vkCreatePipelineCache", e))?;
             this.modules[0] = shader_module(d, shaders::GEMV_SUBGROUP)?;
             this.modules[1] = shader_module(d, shaders::GEMV_PORTABLE)?;
+            if coop {
+                this.coop_module = shader_module(d, shaders::GEMV_COOP)?;
+            }
         }
         Ok(this)
     }
@@ -244,7 +286,7 @@ impl Pipelines {
             return Ok(p);
         }
         let t = self.tuning;
-        let values: [u32; 9] = [
+        let values = [
             key.workgroup,
             t.rows,
             key.m,
@@ -255,8 +297,43 @@ impl Pipelines {
             t.unroll,
             t.split,
         ];
+        let pipeline = self.create(self.modules[key.portable as usize], &values)?;
+        map.insert(key, pipeline);
+        Ok(pipeline)
+    }
+
+    /// The tensor-core pipeline for `key`, created on first use (contexts made with
+    /// `coop` only).
+    pub fn get_coop(&self, key: CoopKey) -> Result<vk::Pipeline> {
+        if self.coop_module == vk::ShaderModule::null() {
+            return Err(Error::Internal(
+                "tensor-core pipeline asked of a context without the tensor-core kernel".into(),
+            ));
+        }
+        let mut map = self
+            .coop_pipelines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(&p) = map.get(&key) {
+            return Ok(p);
+        }
+        let values = [
+            32 * key.subgroups,
+            key.tiles,
+            key.m,
+            key.zeros as u32,
+            key.x_f16 as u32,
+            key.block,
+        ];
+        let pipeline = self.create(self.coop_module, &values)?;
+        map.insert(key, pipeline);
+        Ok(pipeline)
+    }
+
+    /// A compute pipeline of `module` with specialization constants 0.. = `values`.
+    fn create(&self, module: vk::ShaderModule, values: &[u32]) -> Result<vk::Pipeline> {
         let data: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
-        let entries: Vec<vk::SpecializationMapEntry> = (0..9)
+        let entries: Vec<vk::SpecializationMapEntry> = (0..values.len() as u32)
             .map(|i| vk::SpecializationMapEntry {
                 constant_id: i,
                 offset: 4 * i,
@@ -268,7 +345,7 @@ impl Pipelines {
             .data(&data);
         let stage = vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
-            .module(self.modules[key.portable as usize])
+            .module(module)
             .name(c"main")
             .specialization_info(&spec);
         let info = [vk::ComputePipelineCreateInfo::default()
@@ -281,7 +358,6 @@ impl Pipelines {
                 .create_compute_pipelines(self.cache, &info, None)
         }
         .map_err(|(_, e)| Error::vk("vkCreateComputePipelines", e))?[0];
-        map.insert(key, pipeline);
         Ok(pipeline)
     }
 }
@@ -317,9 +393,18 @@ impl Drop for Pipelines {
             {
                 d.destroy_pipeline(p, None);
             }
+            for (_, p) in self
+                .coop_pipelines
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .drain()
+            {
+                d.destroy_pipeline(p, None);
+            }
             for m in self.modules {
                 d.destroy_shader_module(m, None);
             }
+            d.destroy_shader_module(self.coop_module, None);
             d.destroy_pipeline_cache(self.cache, None);
             d.destroy_pipeline_layout(self.layout, None);
             d.destroy_descriptor_set_layout(self.xy_set, None);

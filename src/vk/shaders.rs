@@ -6,6 +6,10 @@ use crate::error::{Error, Result};
 pub const GEMV_SUBGROUP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_subgroup.spv");
 /// Fused GEMV with a shared-memory reduction only (no subgroup ops, no 8/16-bit storage).
 pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_portable.spv");
+/// Tensor-core GEMV (`VK_KHR_cooperative_matrix`, f16 16 × 8 × 16), `layout::coop` weights.
+pub const GEMV_COOP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_coop.spv");
+/// Fragment-layout probe of the tensor-core path (`vk::coop::probe`).
+pub const COOP_PROBE: &[u8] = include_bytes!("../../shaders/spv/coop_probe.spv");
 /// Exported GEMV (`q4vk_kernel_export`), portable, SPIR-V 1.0, ncnn's conventions.
 pub const GEMV_EXPORT_PORTABLE: &[u8] =
     include_bytes!("../../shaders/spv/gemv_q4_export_portable.spv");

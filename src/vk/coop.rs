@@ -1,0 +1,345 @@
+//! The tensor-core GEMV path (`shaders/gemv_q4_coop.comp`, `VK_KHR_cooperative_matrix`):
+//! what a device must offer for it, the extensions and features q4vk enables on its own
+//! device, and the probe that checks the device's fragment layout is the one the kernel
+//! and `layout::coop` are written for.
+
+use super::device::Device;
+use super::memory::{storage_set, Buffer, MemoryKind};
+use super::pipeline::{shader_module, CoopKey};
+use super::shaders;
+use super::submit::{QueueLock, Submitter};
+use crate::error::{Error, Result};
+use crate::layout::coop::{a_element, b_element, c_element};
+use ash::vk;
+use std::ffi::CStr;
+use std::sync::Arc;
+
+/// Device extensions the kernel needs (the memory model and f16 arithmetic are core in
+/// Vulkan 1.2; q4vk's instance asks for 1.1, so it enables them as extensions).
+pub const EXTENSIONS: [&CStr; 3] = [
+    ash::khr::cooperative_matrix::NAME,
+    ash::khr::vulkan_memory_model::NAME,
+    ash::khr::shader_float16_int8::NAME,
+];
+
+/// Whether `physical` offers everything the tensor-core kernel uses: the extensions and
+/// their features (cooperativeMatrix, vulkanMemoryModel, shaderFloat16), an f16 × f16 →
+/// f32 16 × 8 × 16 subgroup-scope shape, subgroups of exactly 32 invocations with shuffles.
+pub fn device_offers(
+    entry: &ash::Entry,
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    available: &[vk::ExtensionProperties],
+) -> bool {
+    let has = |name: &CStr| {
+        available
+            .iter()
+            .any(|e| e.extension_name_as_c_str() == Ok(name))
+    };
+    if !EXTENSIONS.iter().all(|n| has(n)) {
+        return false;
+    }
+    let mut coop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+    let mut model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default();
+    let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
+    let mut features = vk::PhysicalDeviceFeatures2::default()
+        .push_next(&mut coop)
+        .push_next(&mut model)
+        .push_next(&mut f16);
+    // SAFETY: a valid physical device; the chained structs belong to listed extensions.
+    unsafe { instance.get_physical_device_features2(physical, &mut features) };
+    if coop.cooperative_matrix == 0 || model.vulkan_memory_model == 0 || f16.shader_float16 == 0 {
+        return false;
+    }
+    let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+    let mut size = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+    let size_control = has(ash::ext::subgroup_size_control::NAME);
+    if size_control {
+        props = props.push_next(&mut size);
+    }
+    // SAFETY: as above.
+    unsafe { instance.get_physical_device_properties2(physical, &mut props) };
+    let ops = vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::SHUFFLE;
+    let fixed_32 = subgroup.subgroup_size == 32
+        && (!size_control || (size.min_subgroup_size == 32 && size.max_subgroup_size == 32));
+    if !fixed_32
+        || !subgroup
+            .supported_stages
+            .contains(vk::ShaderStageFlags::COMPUTE)
+        || !subgroup.supported_operations.contains(ops)
+    {
+        return false;
+    }
+    let loader = ash::khr::cooperative_matrix::Instance::new(entry, instance);
+    // SAFETY: the extension is present; a plain query.
+    let shapes = unsafe { loader.get_physical_device_cooperative_matrix_properties(physical) }
+        .unwrap_or_default();
+    type T = vk::ComponentTypeKHR;
+    shapes.iter().any(|s| {
+        (s.m_size, s.n_size, s.k_size) == (16, 8, 16)
+            && (s.a_type, s.b_type, s.c_type, s.result_type)
+                == (T::FLOAT16, T::FLOAT16, T::FLOAT32, T::FLOAT32)
+            && s.scope == vk::ScopeKHR::SUBGROUP
+            && s.saturating_accumulation == 0
+    })
+}
+
+/// The feature structs to chain into `VkDeviceCreateInfo` for the kernel.
+pub struct EnabledFeatures {
+    /// cooperativeMatrix.
+    pub coop: vk::PhysicalDeviceCooperativeMatrixFeaturesKHR<'static>,
+    /// vulkanMemoryModel.
+    pub model: vk::PhysicalDeviceVulkanMemoryModelFeatures<'static>,
+    /// shaderFloat16.
+    pub f16: vk::PhysicalDeviceShaderFloat16Int8Features<'static>,
+}
+
+impl EnabledFeatures {
+    /// The three features on.
+    pub fn new() -> EnabledFeatures {
+        EnabledFeatures {
+            coop: vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default()
+                .cooperative_matrix(true),
+            model: vk::PhysicalDeviceVulkanMemoryModelFeatures::default().vulkan_memory_model(true),
+            f16: vk::PhysicalDeviceShaderFloat16Int8Features::default().shader_float16(true),
+        }
+    }
+}
+
+/// Subgroups a dispatch should have to keep a large GPU's memory system busy (an H200
+/// holds up to 64 per SM × 132 SMs; the kernel's registers allow about 16 per SM).
+const ENOUGH_SUBGROUPS: usize = 2048;
+
+/// (row tiles per subgroup, subgroups per workgroup) for a matrix of `tiles` row tiles and
+/// `stages` stages at `m` activation rows: two tiles per subgroup (each staged x block
+/// serves 32 rows) and four subgroups splitting K, with more subgroups and then fewer
+/// tiles while the dispatch has fewer than [`ENOUGH_SUBGROUPS`]; never more subgroups
+/// than stages, never more shared memory than `max_shared`.
+pub fn choose_shape(
+    tiles: usize,
+    stages: usize,
+    m: u32,
+    block: u32,
+    max_shared: u32,
+) -> (u32, u32) {
+    let candidates = [(2u32, 4u32), (2, 8), (1, 4), (1, 8), (1, 16)];
+    let fits = |&(t, s): &(u32, u32)| {
+        let key = CoopKey {
+            tiles: t,
+            subgroups: s,
+            m,
+            zeros: false,
+            x_f16: false,
+            block,
+        };
+        key.shared_bytes() <= max_shared && (s as usize) <= stages.next_power_of_two()
+    };
+    let mut best = (1, 1);
+    for c in candidates.iter().filter(|c| fits(c)) {
+        best = *c;
+        if tiles.div_ceil(c.0 as usize) * c.1 as usize >= ENOUGH_SUBGROUPS {
+            break;
+        }
+    }
+    best
+}
+
+/// Words of the probe's output: A (256), B (128), C (128) and the three lengths.
+const PROBE_WORDS: usize = 515;
+
+/// Runs `shaders/coop_probe.comp` and checks that every fragment element of A, B and C
+/// sits where `layout::coop` puts it: `Ok`, or an error that says what differs (or
+/// which Vulkan call failed); the context then uses the SIMT kernels.
+pub fn probe(device: &Arc<Device>, lock: Option<&QueueLock>) -> Result<()> {
+    let d = &device.device;
+    let out = Buffer::new(device, 4 * PROBE_WORDS as u64, MemoryKind::Readback)?;
+    let objects = ProbeObjects::new(device)?;
+    // SAFETY: the pool and layout were made for one set of one storage buffer.
+    let set = unsafe { storage_set(d, objects.pool, objects.set_layout, &[&out]) }?;
+    let mut submitter = Submitter::new(device)?;
+    submitter.run(lock, |cmd| {
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+            .dst_access_mask(vk::AccessFlags::HOST_READ)];
+        // SAFETY: recording into q4vk's own command buffer with its own objects.
+        unsafe {
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, objects.pipeline);
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                objects.layout,
+                0,
+                &[set],
+                &[],
+            );
+            d.cmd_dispatch(cmd, 1, 1, 1);
+            d.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            );
+        }
+        Ok(())
+    })?;
+    let mut bytes = vec![0u8; 4 * PROBE_WORDS];
+    out.read(0, &mut bytes);
+    let v: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    if mapping_matches(&v) {
+        return Ok(());
+    }
+    Err(Error::Unsupported(format!(
+        "fragment layout differs from the kernel's: lengths {:?}, invocation 1's A elements {:?}, B {:?}, C {:?}",
+        &v[512..515],
+        &v[8..16],
+        &v[260..264],
+        &v[388..392]
+    )))
+}
+
+/// Whether the probe's output `v` is the fragment layout of `layout::coop`.
+pub fn mapping_matches(v: &[f32]) -> bool {
+    if v.len() < PROBE_WORDS || v[512..515] != [8.0, 4.0, 4.0] {
+        return false;
+    }
+    (0..32).all(|lane| {
+        (0..8).all(|e| {
+            let (r, k) = a_element(lane, e);
+            v[8 * lane + e] == (16 * r + k) as f32
+        }) && (0..4).all(|e| {
+            let (k, n) = b_element(lane, e);
+            let (r, c) = c_element(lane, e);
+            v[256 + 4 * lane + e] == (8 * k + n) as f32
+                && v[384 + 4 * lane + e] == (8 * r + c) as f32
+        })
+    })
+}
+
+/// The probe's pipeline and its descriptor objects (destroyed on drop).
+struct ProbeObjects {
+    device: Arc<Device>,
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pool: vk::DescriptorPool,
+    module: vk::ShaderModule,
+    pipeline: vk::Pipeline,
+}
+
+impl ProbeObjects {
+    fn new(device: &Arc<Device>) -> Result<ProbeObjects> {
+        let d = &device.device;
+        let mut this = ProbeObjects {
+            device: device.clone(),
+            set_layout: vk::DescriptorSetLayout::null(),
+            layout: vk::PipelineLayout::null(),
+            pool: vk::DescriptorPool::null(),
+            module: vk::ShaderModule::null(),
+            pipeline: vk::Pipeline::null(),
+        };
+        let binding = [vk::DescriptorSetLayoutBinding::default()
+            .binding(0)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)];
+        let sizes = [vk::DescriptorPoolSize {
+            ty: vk::DescriptorType::STORAGE_BUFFER,
+            descriptor_count: 1,
+        }];
+        // SAFETY: valid create infos; Drop destroys whatever was created.
+        unsafe {
+            this.set_layout = d
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&binding),
+                    None,
+                )
+                .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
+            let sets = [this.set_layout];
+            this.layout = d
+                .create_pipeline_layout(
+                    &vk::PipelineLayoutCreateInfo::default().set_layouts(&sets),
+                    None,
+                )
+                .map_err(|e| Error::vk("vkCreatePipelineLayout", e))?;
+            this.pool = d
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(1)
+                        .pool_sizes(&sizes),
+                    None,
+                )
+                .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
+            this.module = shader_module(d, shaders::COOP_PROBE)?;
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(this.module)
+                .name(c"main");
+            let info = [vk::ComputePipelineCreateInfo::default()
+                .stage(stage)
+                .layout(this.layout)];
+            this.pipeline = d
+                .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
+                .map_err(|(_, e)| Error::vk("vkCreateComputePipelines", e))?[0];
+        }
+        Ok(this)
+    }
+}
+
+impl Drop for ProbeObjects {
+    fn drop(&mut self) {
+        let d = &self.device.device;
+        // SAFETY: ours; the probe's submission was waited for (or never made).
+        unsafe {
+            d.destroy_pipeline(self.pipeline, None);
+            d.destroy_shader_module(self.module, None);
+            d.destroy_descriptor_pool(self.pool, None);
+            d.destroy_pipeline_layout(self.layout, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the probe writes on a device with `layout::coop`'s fragment layout.
+    fn expected() -> Vec<f32> {
+        let mut v = vec![0.0; PROBE_WORDS];
+        for lane in 0..32 {
+            for e in 0..8 {
+                let (r, k) = a_element(lane, e);
+                v[8 * lane + e] = (16 * r + k) as f32;
+            }
+            for e in 0..4 {
+                let (k, n) = b_element(lane, e);
+                v[256 + 4 * lane + e] = (8 * k + n) as f32;
+                let (r, c) = c_element(lane, e);
+                v[384 + 4 * lane + e] = (8 * r + c) as f32;
+            }
+        }
+        v[512..515].copy_from_slice(&[8.0, 4.0, 4.0]);
+        v
+    }
+
+    #[test]
+    fn the_probe_accepts_only_the_expected_layout() {
+        let good = expected();
+        assert!(mapping_matches(&good));
+        // Every element of A, B and C is checked: swapping any two values is refused.
+        for i in (0..512).step_by(7) {
+            let mut bad = good.clone();
+            bad.swap(i, (i + 1) % 512);
+            assert!(!mapping_matches(&bad), "swap at {i} accepted");
+        }
+        let mut wrong_length = good.clone();
+        wrong_length[512] = 16.0;
+        assert!(!mapping_matches(&wrong_length));
+    }
+}

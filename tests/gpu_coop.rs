@@ -1,0 +1,109 @@
+//! The tensor-core GEMV (`VK_KHR_cooperative_matrix`, shaders/gemv_q4_coop.comp). On a
+//! device that offers it (NVIDIA): every (tiles, subgroups) shape of the kernel against the
+//! f64 reference, with matrices split into several parts, m = 1..8, odd shapes, every group
+//! size, zero points on and off. On a device without it (lavapipe in CI): the context must
+//! fall back to the SIMT kernels, and `Q4VK_CONTEXT_NO_COOPMAT` must always do so.
+
+mod gpu_support;
+use gpu_support::*;
+use q4vk::cpu::reference;
+use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
+use q4vk::vk::context::{Context, ContextConfig};
+use q4vk::vk::gemv::gemv_host;
+use q4vk::vk::log::Logger;
+use q4vk::vk::matrix::DeviceMatrix;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static MESSAGES: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn count(_: *mut c_void, _: u32, message: *const c_char) {
+    let text = CStr::from_ptr(message).to_string_lossy();
+    eprintln!("{text}");
+    if fails_test(&text) {
+        MESSAGES.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn context(coop_tuning: Option<(u32, u32)>) -> Context {
+    let config = ContextConfig {
+        device_index: -1,
+        validation: true,
+        coop_tuning,
+        ..Default::default()
+    };
+    Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1)).unwrap()
+}
+
+#[test]
+fn tensor_core_shapes_match_reference_or_fall_back() {
+    let probe = context(None);
+    if !probe.coop {
+        // Nothing here can run the kernel: the context must have said no for a reason
+        // (the device lacks the extension, its features, the shape or 32-wide subgroups)
+        // and serve matrices with the SIMT kernels.
+        assert!(!probe.device.coop_enabled || probe.portable);
+        assert_ne!(probe.kernel_path(), "coopmat");
+        eprintln!(
+            "{}: no tensor-core path (kernel: {}); the SIMT fallback is what runs",
+            probe.device_name(),
+            probe.kernel_path()
+        );
+        return;
+    }
+    drop(probe);
+    let mut rng = Rng(777);
+    let cases = [
+        (61usize, 700usize, 32i32, true),
+        (9, 4096, -1, false),
+        (130, 96, 256, true),
+        (33, 1000, 64, false),
+        (200, 384, 128, true),
+    ];
+    let data: Vec<_> = cases
+        .iter()
+        .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, n % 2 == 0))
+        .collect();
+    for tuning in [(1, 1), (1, 4), (2, 2), (2, 8), (4, 4), (4, 16), (3, 2)] {
+        let mut ctx = context(Some(tuning));
+        // Parts of a few tiles each, so the dispatcher's part loop runs too.
+        ctx.limits.max_part_bytes = 3 * 16 * 1024;
+        for d in &data {
+            let mat = DeviceMatrix::new(&ctx, d).unwrap();
+            assert!(mat.coop.is_some());
+            for m in [1usize, 3, 4, 5, 8] {
+                let x = rng.vec(m * d.shape.k);
+                let mut y = vec![f32::NAN; m * d.shape.n];
+                match gemv_host(&ctx, &mat, &x, &mut y, m as u32) {
+                    Ok(()) => {}
+                    // Refused only for lack of shared memory (the largest shapes).
+                    Err(e) => {
+                        assert!(e.to_string().contains("shared memory"), "{e}");
+                        continue;
+                    }
+                }
+                assert!(y.iter().all(|v| v.is_finite()), "unwritten y {tuning:?}");
+                let err = reference::relative_error(&y, &reference::gemv(d, &x, m));
+                assert!(
+                    err < 1e-5,
+                    "tiles/subgroups {tuning:?} n {} k {} m {m}: {err:e}",
+                    d.shape.n,
+                    d.shape.k
+                );
+            }
+        }
+    }
+    assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
+}
+
+#[test]
+fn no_coopmat_flag_selects_the_simt_kernels() {
+    let gpu = Gpu::with(false, |d| d.flags |= Q4VK_CONTEXT_NO_COOPMAT).unwrap();
+    assert_eq!(gpu.context().kernel_path(), "subgroup");
+    let mut rng = Rng(5);
+    let data = random_q4(&mut rng, 40, 300, 32, true, false);
+    let mat = upload_q4(&gpu, &data);
+    let x = rng.vec(2 * 300);
+    assert!(check_gemv(&gpu, mat, &data, &x, 2) < 1e-5);
+    unsafe { q4vk::ffi::matrix::q4vk_matrix_destroy(mat) };
+}
