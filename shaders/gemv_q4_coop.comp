@@ -15,19 +15,17 @@
 //   then hi = f16(x'), lo = f16(x' - hi); hi + lo keeps 22 bits of every x (relative error
 //   <= 2^-22), and what falls below f16's normal range is < 2^-38 of the block max. Column
 //   2 (mi % 4) + part of B half mi / 4 is activation row mi's part (hi 0, lo 1); other
-//   columns are 0. The subgroup builds its B blocks in shared memory from x (8 values per
-//   invocation and activation row, stored as (hi, lo) pairs), so x is read once per
-//   subgroup and stage.
+//   columns are 0. The subgroup builds its B blocks in shared memory from x (4 values per
+//   invocation and activation row), so x is read once per subgroup and stage.
 // * Products (u - z) x' are exact in f32 (5 x 11 bits) and summed by the tensor core in f32
 //   over one block (C is cleared per block); the block sum is scaled once, in f32, by
 //   s * 2^e (exact power of two) into fp32 accumulators. Measured error against the f64
 //   reference: bench/RESULTS.md (rel. err column).
 //
 // Work split: a subgroup owns TILES row tiles of 16 rows; the SUBGROUPS subgroups of a
-// workgroup take interleaved stages of 256 k of the same tiles and add their sums through
-// shared memory at the end. Each invocation loads four uvec4 (16 k-steps) per tile and
-// stage: the next stage's words (and scales, zeros) while it computes the current one, so
-// 2 KB per tile and subgroup are in flight.
+// workgroup take interleaved stages of 128 k of the same tiles and add their sums through
+// shared memory at the end. Each invocation loads two uvec4 (8 k-steps) per tile and stage,
+// the next stage's words (and scales, zeros) while it computes the current one.
 //
 // Fragment layout assumed (and checked by shaders/coop_probe.comp at context creation;
 // devices whose mapping differs get the SIMT kernel): for invocation L, g = L / 4,
@@ -49,36 +47,38 @@ layout(constant_id = 3) const bool HAS_ZEROS = false; // per-group zero points (
 layout(constant_id = 4) const bool X_F16 = false;     // activations are f16 (else f32)
 layout(constant_id = 5) const uint BLOCK = 128;       // k per block: min(group, 128), >= 32
 
-const uint STAGE_K = 256u;                // k per stage
 const uint SUBGROUPS = gl_WorkGroupSize.x / 32u;
 const uint HALVES = (M + 3u) / 4u;      // B matrices of 8 columns (4 activation rows each)
-const uint PAIRS = 4u * HALVES;         // (hi, lo) column pairs of a staged B row
-const uint BLOCKS = STAGE_K / BLOCK;    // blocks per stage
-const uint LANES_PER_BLOCK = BLOCK / 8u;
+const uint COLS = 8u * HALVES;          // columns of a staged B row
+const uint BLOCKS = 128u / BLOCK;       // blocks per stage
 
 #include "q4_common.glsl"
 // Push-constant fields as this kernel reads them: rows = rows of the part; chunks = stages
-// of 256 k per row tile; groups, group_shift as for the SIMT kernel.
+// of 128 k per row tile; groups, group_shift as for the SIMT kernel.
 
 layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { float s[]; };
 layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
-layout(set = 1, binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(set = 1, binding = 0) readonly buffer X1 { float x1[]; };
 layout(set = 1, binding = 0) readonly buffer XH { uint xh[]; };
 layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
 
-// Every shared array is a multiple of 16 bytes, so staged_b (read by coopMatLoad, which
-// needs 16-byte alignment) stays aligned wherever the compiler places it.
-shared f16vec2 staged_b[SUBGROUPS][STAGE_K * PAIRS];
-shared float block_scale[SUBGROUPS][4u * BLOCKS * M];
-shared float red[SUBGROUPS][TILES * 16u * M];
+// Every shared array is a multiple of 16 bytes (block_scale holds four times the factors
+// it needs), so staged_b (read by coopMatLoad, which needs 16-byte alignment) stays
+// aligned wherever the compiler places it.
+shared float16_t staged_b[SUBGROUPS][128 * COLS];
+shared float block_scale[SUBGROUPS][4 * BLOCKS * M];
+shared float red[SUBGROUPS][TILES * 16 * M];
 
 #define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>
 #define MatC coopmat<float, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
 
-float x_at(uint i) {
+float x_at(uint mi, uint kk) {
+    if (kk >= p.k) {
+        return 0.0;
+    }
+    uint i = mi * p.x_stride + kk;
     if (X_F16) {
         vec2 pair = unpackHalf2x16(xh[i >> 1]);
         return (i & 1u) == 0u ? pair.x : pair.y;
@@ -86,59 +86,38 @@ float x_at(uint i) {
     return x1[i];
 }
 
-// x[mi][kk .. kk + 4), 0 past K.
-vec4 x_quad(uint mi, uint kk) {
-    uint i = mi * p.x_stride + kk;
-    if (kk + 4u <= p.k && (i & 3u) == 0u) {
-        if (X_F16) {
-            return vec4(unpackHalf2x16(xh[i >> 1]), unpackHalf2x16(xh[(i >> 1) + 1u]));
-        }
-        return x4[i >> 2];
-    }
-    vec4 v = vec4(0.0);
-    [[unroll]] for (uint j = 0u; j < 4u; j++) {
-        if (kk + j < p.k) {
-            v[j] = x_at(i + j);
-        }
-    }
-    return v;
-}
-
-// Splits 2^shift x into f16 (hi, lo): hi is x' truncated to 11 significant bits (exact in
-// f16 from 2^-14 up), by integer ops a compiler cannot fold; lo = x' - hi, exact in f32
-// (13 bits), rounded to f16. `precise`: no narrowing or reassociation of these steps.
-f16vec2 split(float x, float up) {
-    precise float scaled = x * up;
-    precise float hi = uintBitsToFloat(floatBitsToUint(scaled) & 0xFFFFE000u);
-    precise float lo = scaled - hi;
-    return f16vec2(float16_t(hi), float16_t(lo));
-}
-
-// Stages x[mi][k0 .. k0 + 256) of every activation row as (hi, lo) f16 column pairs of B,
-// and the per-block factors 2^e, in this subgroup's shared memory. Invocation L takes
-// k0 + 8L .. 8L + 7.
+// Stages x[mi][k0 .. k0 + 128) of every activation row as f16 hi/lo columns of B, and the
+// per-block factors 2^e, in this subgroup's shared memory.
 void stage_b(uint sg, uint lane, uint k0) {
     [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-        vec4 va = x_quad(mi, k0 + 8u * lane);
-        vec4 vb = x_quad(mi, k0 + 8u * lane + 4u);
-        vec4 a = max(abs(va), abs(vb));
+        vec4 v = vec4(x_at(mi, k0 + 4u * lane), x_at(mi, k0 + 4u * lane + 1u),
+                      x_at(mi, k0 + 4u * lane + 2u), x_at(mi, k0 + 4u * lane + 3u));
+        vec4 a = abs(v);
         float mx = max(max(a.x, a.y), max(a.z, a.w));
-        // The block's invocations are neighbours: a butterfly over them.
-        [[unroll]] for (uint d = 1u; d < LANES_PER_BLOCK; d <<= 1) {
+        // The block's BLOCK / 4 invocations are neighbours: a butterfly over them.
+        [[unroll]] for (uint d = 1u; d < BLOCK / 4u; d <<= 1) {
             mx = max(mx, subgroupShuffleXor(mx, d));
         }
         // 2^shift puts mx in [2^14, 2^15); both factors stay normal f32 powers of two.
         int e = int(bitfieldExtract(floatBitsToUint(mx), 23, 8)) - 127;
         int shift = clamp(14 - e, -126, 126);
         float up = uintBitsToFloat(uint(127 + shift) << 23);
-        uint col = 4u * (mi / 4u) + mi % 4u;
-        uint at = 8u * lane * PAIRS + col;
+        // hi: x' truncated to 11 significant bits (exact in f16 from 2^-14 up), by integer
+        // ops a compiler cannot fold; lo = x' - hi, exact in f32 (13 bits), then rounded
+        // to f16. `precise`: no narrowing or reassociation of these steps.
+        precise vec4 scaled = v * up;
+        precise vec4 hi32 = uintBitsToFloat(floatBitsToUint(scaled) & 0xFFFFE000u);
+        precise vec4 lo32 = scaled - hi32;
+        f16vec4 hi = f16vec4(hi32);
+        f16vec4 lo = f16vec4(lo32);
+        uint col = 8u * (mi / 4u) + 2u * (mi % 4u);
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            staged_b[sg][at + i * PAIRS] = split(va[i], up);
-            staged_b[sg][at + (i + 4u) * PAIRS] = split(vb[i], up);
+            uint at = (4u * lane + i) * COLS + col;
+            staged_b[sg][at] = hi[i];
+            staged_b[sg][at + 1u] = lo[i];
         }
-        if (lane % LANES_PER_BLOCK == 0u) {
-            block_scale[sg][(lane / LANES_PER_BLOCK) * M + mi] = uintBitsToFloat(uint(127 - shift) << 23);
+        if (lane % (BLOCK / 4u) == 0u) {
+            block_scale[sg][(4u * lane / BLOCK) * M + mi] = uintBitsToFloat(uint(127 - shift) << 23);
         }
     }
 }
@@ -171,24 +150,6 @@ float zero_at(uint i) {
     return float((z[i >> 2] >> (8u * (i & 3u))) & 0xFFu);
 }
 
-// Loads stage STAGE's words, scales and zero points of the subgroup's tiles into W, SC, ZR
-// (a macro: GLSL cannot pass arrays sized by specialization constants).
-#define LOAD_STAGE(STAGE, W, SC, ZR)                                                   \
-    [[unroll]] for (uint t = 0u; t < TILES; t++) {                                     \
-        uint base = (tile[t] * 4u * stages + 4u * (STAGE)) * 32u + lane;               \
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {                                    \
-            W[t][j] = w[base + 32u * j];                                               \
-        }                                                                              \
-        [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {                                \
-            uint g = (((STAGE) * STAGE_K + b * BLOCK) >> 5) >> p.group_shift;          \
-            uint at = (tile[t] * p.groups + g) * 16u + lane / 4u;                      \
-            SC[t][b][0] = s[at];                                                       \
-            SC[t][b][1] = s[at + 8u];                                                  \
-            ZR[t][b][0] = HAS_ZEROS ? zero_at(at) : 8.0;                               \
-            ZR[t][b][1] = HAS_ZEROS ? zero_at(at + 8u) : 8.0;                          \
-        }                                                                              \
-    }
-
 void main() {
     uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     if (wg >= p.wg_count) {
@@ -196,6 +157,7 @@ void main() {
     }
     uint sg = gl_SubgroupID;
     uint lane = gl_SubgroupInvocationID;
+    uint g4 = lane / 4u;
     uint tiles = (p.rows + 15u) / 16u;
     uint stages = p.chunks;
     uint tile0 = (p.wg_offset + wg) * TILES;
@@ -205,8 +167,8 @@ void main() {
         tile[t] = min(tile0 + t, tiles - 1u);
     }
     // Columns of B past the activation rows stay 0.
-    for (uint i = lane; i < STAGE_K * PAIRS; i += 32u) {
-        staged_b[sg][i] = f16vec2(0.0);
+    for (uint i = lane; i < 128u * COLS; i += 32u) {
+        staged_b[sg][i] = float16_t(0.0);
     }
 
     float acc[TILES][2][HALVES];
@@ -218,41 +180,71 @@ void main() {
         }
     }
 
-    uvec4 words[TILES][4];
+    uvec4 words[TILES][2];
     float sc[TILES][BLOCKS][2];
     float zr[TILES][BLOCKS][2];
     uint stage = sg;
-    LOAD_STAGE(min(stage, stages - 1u), words, sc, zr);
+    uint first = min(stage, stages - 1u);
+    [[unroll]] for (uint t = 0u; t < TILES; t++) {
+        uint base = ((tile[t] * stages + first) * 2u) * 32u + lane;
+        words[t][0] = w[base];
+        words[t][1] = w[base + 32u];
+        [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
+            uint g = ((first * 128u + b * BLOCK) >> 5) >> p.group_shift;
+            uint at = (tile[t] * p.groups + g) * 16u + g4;
+            sc[t][b][0] = s[at];
+            sc[t][b][1] = s[at + 8u];
+            zr[t][b][0] = HAS_ZEROS ? zero_at(at) : 8.0;
+            zr[t][b][1] = HAS_ZEROS ? zero_at(at + 8u) : 8.0;
+        }
+    }
+
     for (; stage < stages; stage += SUBGROUPS) {
         // The next stage's words, scales and zero points, in flight while this one runs.
-        uvec4 next_words[TILES][4];
+        uint next = min(stage + SUBGROUPS, stages - 1u);
+        uvec4 next_words[TILES][2];
         float next_sc[TILES][BLOCKS][2];
         float next_zr[TILES][BLOCKS][2];
-        LOAD_STAGE(min(stage + SUBGROUPS, stages - 1u), next_words, next_sc, next_zr);
+        [[unroll]] for (uint t = 0u; t < TILES; t++) {
+            uint base = ((tile[t] * stages + next) * 2u) * 32u + lane;
+            next_words[t][0] = w[base];
+            next_words[t][1] = w[base + 32u];
+            [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
+                uint g = ((next * 128u + b * BLOCK) >> 5) >> p.group_shift;
+                uint at = (tile[t] * p.groups + g) * 16u + g4;
+                next_sc[t][b][0] = s[at];
+                next_sc[t][b][1] = s[at + 8u];
+                next_zr[t][b][0] = HAS_ZEROS ? zero_at(at) : 8.0;
+                next_zr[t][b][1] = HAS_ZEROS ? zero_at(at + 8u) : 8.0;
+            }
+        }
 
         subgroupBarrier();
-        stage_b(sg, lane, stage * STAGE_K);
+        stage_b(sg, lane, stage * 128u);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
 
         [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
             MatC c[TILES][HALVES];
-            f16vec2 base0[TILES], base1[TILES];
             [[unroll]] for (uint t = 0u; t < TILES; t++) {
                 [[unroll]] for (uint h = 0u; h < HALVES; h++) {
                     c[t][h] = MatC(0.0);
                 }
+            }
+            f16vec2 base0[TILES], base1[TILES];
+            [[unroll]] for (uint t = 0u; t < TILES; t++) {
                 base0[t] = f16vec2(float16_t(1024.0 + zr[t][b][0]));
                 base1[t] = f16vec2(float16_t(64.0 + zr[t][b][1]));
             }
             [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
                 MatB bm[HALVES];
                 [[unroll]] for (uint h = 0u; h < HALVES; h++) {
-                    coopMatLoad(bm[h], staged_b[sg], ks * 16u * PAIRS + 4u * h, PAIRS,
+                    coopMatLoad(bm[h], staged_b[sg], ks * 16u * COLS + 8u * h, COLS,
                                 gl_CooperativeMatrixLayoutRowMajor);
                 }
                 [[unroll]] for (uint t = 0u; t < TILES; t++) {
-                    MatA a = decode(words[t][ks / 4u][ks % 4u], base0[t], base1[t]);
+                    uint q = words[t][ks / 4u][ks % 4u];
+                    MatA a = decode(q, base0[t], base1[t]);
                     [[unroll]] for (uint h = 0u; h < HALVES; h++) {
                         c[t][h] = coopMatMulAdd(a, bm[h], c[t][h]);
                     }
@@ -267,10 +259,10 @@ void main() {
                 }
             }
         }
+
         [[unroll]] for (uint t = 0u; t < TILES; t++) {
-            [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                words[t][j] = next_words[t][j];
-            }
+            words[t][0] = next_words[t][0];
+            words[t][1] = next_words[t][1];
             [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
                 sc[t][b] = next_sc[t][b];
                 zr[t][b] = next_zr[t][b];
@@ -279,7 +271,6 @@ void main() {
     }
 
     // Sums of the subgroups, then one invocation per output.
-    uint g4 = lane / 4u;
     [[unroll]] for (uint h = 0u; h < HALVES; h++) {
         uint mi = 4u * h + lane % 4u;
         if (mi < M) {

@@ -6,7 +6,7 @@
 //!   32 invocations × one uvec4 (component j: k-step j of the quad). The 32-bit word of
 //!   invocation L and k-step holds the eight codes of L's A fragment elements, element e in
 //!   nibble [`ELEMENT_NIBBLE`]`[e]`. One subgroup-wide uvec4 load fetches four k-steps of a
-//!   tile, 512 contiguous bytes; K is padded to whole stages of 256 k (the kernel's step).
+//!   tile, 512 contiguous bytes; K is padded to whole stages of 128 k (the kernel's step).
 //! * scales: f32, `[tile][group][16 rows]` (f16 scales widened: exact);
 //! * zero points: bytes, `[tile][group][16 rows]`, padded to 4 bytes (absent when
 //!   symmetric).
@@ -20,8 +20,8 @@ use std::ops::Range;
 
 /// Rows per tile (the M of the 16 × 8 × 16 MMA).
 pub const TILE_ROWS: usize = 16;
-/// k per stage (sixteen k-steps; what a subgroup loads per tile and step).
-pub const STAGE_K: usize = 256;
+/// k per stage (eight k-steps; what a subgroup loads per tile and step).
+pub const STAGE_K: usize = 128;
 /// Bytes of one tile's stage.
 pub const STAGE_BYTES: usize = TILE_ROWS * STAGE_K / 2;
 
@@ -51,7 +51,7 @@ pub fn c_element(lane: usize, e: usize) -> (usize, usize) {
 /// Geometry of the tensor-core layout of one matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoopLayout {
-    /// Stages of 256 k per tile (K padded).
+    /// Stages of 128 k per tile (K padded).
     pub stages: usize,
     /// Scale groups per row, counted to the padded K (1 per channel).
     pub groups: usize,

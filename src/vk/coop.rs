@@ -107,15 +107,15 @@ impl EnabledFeatures {
     }
 }
 
-/// Subgroups a dispatch should have to keep a large GPU's memory system busy (an H200
-/// holds up to 64 per SM × 132 SMs; the kernel's registers allow about 16 per SM).
-const ENOUGH_SUBGROUPS: usize = 2048;
+/// Row tiles from which a matrix counts as tall (N ≥ 16384): four tiles per subgroup
+/// then keep the most bytes in flight per subgroup and still give enough subgroups.
+const TALL_TILES: usize = 1024;
 
-/// (row tiles per subgroup, subgroups per workgroup) for a matrix of `tiles` row tiles and
-/// `stages` stages at `m` activation rows: two tiles per subgroup (each staged x block
-/// serves 32 rows) and four subgroups splitting K, with more subgroups and then fewer
-/// tiles while the dispatch has fewer than [`ENOUGH_SUBGROUPS`]; never more subgroups
-/// than stages, never more shared memory than `max_shared`.
+/// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel for a
+/// matrix of `tiles` row tiles and `stages` stages at `m` activation rows, from the H200
+/// sweep (`q4vk-bench --coop-sweep`, bench/RESULTS.md): (4, 4) for tall matrices and for
+/// m > 4 (each staged x block then serves 64 rows), else (2, 8); never more subgroups
+/// than stages, never more shared memory than `max_shared` (halving subgroups, then tiles).
 pub fn choose_shape(
     tiles: usize,
     stages: usize,
@@ -123,8 +123,15 @@ pub fn choose_shape(
     block: u32,
     max_shared: u32,
 ) -> (u32, u32) {
-    let candidates = [(2u32, 4u32), (2, 8), (1, 4), (1, 8), (1, 16)];
-    let fits = |&(t, s): &(u32, u32)| {
+    let (mut t, mut s) = if m > 4 || tiles >= TALL_TILES {
+        (4u32, 4u32)
+    } else {
+        (2, 8)
+    };
+    while s > 1 && s as usize > stages {
+        s /= 2;
+    }
+    let fits = |t: u32, s: u32| {
         let key = CoopKey {
             tiles: t,
             subgroups: s,
@@ -133,16 +140,15 @@ pub fn choose_shape(
             x_f16: false,
             block,
         };
-        key.shared_bytes() <= max_shared && (s as usize) <= stages.next_power_of_two()
+        key.shared_bytes() <= max_shared
     };
-    let mut best = (1, 1);
-    for c in candidates.iter().filter(|c| fits(c)) {
-        best = *c;
-        if tiles.div_ceil(c.0 as usize) * c.1 as usize >= ENOUGH_SUBGROUPS {
-            break;
-        }
+    while !fits(t, s) && s > 1 {
+        s /= 2;
     }
-    best
+    while !fits(t, s) && t > 1 {
+        t /= 2;
+    }
+    (t, s)
 }
 
 /// Words of the probe's output: A (256), B (128), C (128) and the three lengths.

@@ -139,12 +139,12 @@ pub struct CoopKey {
 }
 
 impl CoopKey {
-    /// Bytes of the kernel's shared memory: staged B ((hi, lo) f16 pairs, 256 k × 4 pairs
-    /// per 4 activation rows), block factors (padded ×4) and the final sums, per subgroup.
+    /// Bytes of the kernel's shared memory: staged B (f16, 128 k × 8 columns per 4
+    /// activation rows), block factors (padded ×4) and the final sums, per subgroup.
     pub fn shared_bytes(&self) -> u32 {
-        let pairs = 4 * self.m.div_ceil(4);
+        let cols = 8 * self.m.div_ceil(4);
         let per_subgroup =
-            4 * 256 * pairs + 16 * (256 / self.block) * self.m + 4 * self.tiles * 16 * self.m;
+            2 * 128 * cols + 16 * (128 / self.block) * self.m + 4 * self.tiles * 16 * self.m;
         self.subgroups * per_subgroup
     }
 }
