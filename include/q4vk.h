@@ -49,6 +49,13 @@
 // arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same.
 #define Q4VK_CONTEXT_PORTABLE_KERNELS 2
 
+// `q4vk_context_desc.flags`: never use the tensor-core GEMV (`VK_KHR_cooperative_matrix`),
+// only the SIMT kernels; as the environment variable `Q4VK_NO_COOPMAT=1` does. Without
+// it, a context on q4vk's own device uses tensor cores where the device offers
+// cooperative matrices (f16 16 × 8 × 16, subgroups of 32) with the fragment layout the
+// kernel is written for (checked by a probe at creation; NVIDIA Turing and later).
+#define Q4VK_CONTEXT_NO_COOPMAT 4
+
 // x holds f16 values (else f32). Needs nothing from the device (the kernels unpack f16
 // pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
 #define Q4VK_GEMV_F16_ACTIVATIONS 1

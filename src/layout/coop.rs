@@ -19,16 +19,16 @@ use crate::quant::q4::{Q4Data, Q4Shape};
 use std::ops::Range;
 
 /// Rows per tile (the M of the 16 × 8 × 16 MMA).
-pub const TILE_ROWS: usize = 16;
+pub(crate) const TILE_ROWS: usize = 16;
 /// k per stage (eight k-steps; what a subgroup loads per tile and step).
-pub const STAGE_K: usize = 128;
+pub(crate) const STAGE_K: usize = 128;
 /// Bytes of one tile's stage.
-pub const STAGE_BYTES: usize = TILE_ROWS * STAGE_K / 2;
+pub(crate) const STAGE_BYTES: usize = TILE_ROWS * STAGE_K / 2;
 
 /// The nibble of its invocation's word that holds A element e. The kernel decodes nibble
 /// pairs (0, 4), (2, 6) (low nibbles: the first row) into elements (0, 1), (2, 3) and
 /// (1, 5), (3, 7) (high nibbles: the second row) into (4, 5), (6, 7).
-pub const ELEMENT_NIBBLE: [usize; 8] = [0, 4, 2, 6, 1, 5, 3, 7];
+pub(crate) const ELEMENT_NIBBLE: [usize; 8] = [0, 4, 2, 6, 1, 5, 3, 7];
 
 /// (row, k) of element `e` (0..8) of invocation `lane`'s 16 × 16 A fragment.
 pub fn a_element(lane: usize, e: usize) -> (usize, usize) {
