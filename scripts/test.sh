@@ -16,6 +16,9 @@ echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --quiet --all-targets -- -D warnings
 echo "== header drift"
 scripts/gen-header.sh --check
+echo "== C ABI against every released version (abi/), and the check's self-test"
+scripts/abi-check.py
+scripts/abi-check.py --self-test
 if [ -x scripts/build-shaders.sh ]; then
     echo "== SPIR-V drift"
     scripts/build-shaders.sh --check
