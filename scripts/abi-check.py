@@ -32,10 +32,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Macros whose value is the release number: recorded by name only.
 VERSION_MACROS = {"Q4VK_VERSION_MAJOR", "Q4VK_VERSION_MINOR", "Q4VK_VERSION_PATCH"}
 
-# Types the header may use without declaring them (from stddef.h/stdint.h and C itself).
-SCALARS = {"void", "char", "int", "unsigned", "float", "double", "size_t", "int8_t",
-           "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t"}
-
 
 class AbiError(Exception):
     """A header this tool cannot read, or a compiler failure."""
@@ -171,10 +167,12 @@ def resolver(model):
 
 
 def c_string(s):
+    """A C string literal holding s."""
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def fn_type(ret, params, declarator_text="(*)"):
+    """A function type ('ret (*)(params)'), or with a name as declarator, a prototype."""
     return f"{ret} {declarator_text}({params})"
 
 
@@ -255,6 +253,7 @@ def entries(text):
 
 
 def struct_props(value):
+    """(size, align, extensible) of a struct entry's value."""
     props = dict(p.split("=") for p in value.split() if "=" in p)
     return int(props["size"]), int(props["align"]), "extensible" in value.split()
 
@@ -296,6 +295,7 @@ def baselines():
 
 
 def check(header):
+    """Compares header with every release's dump; prints the findings, True when compatible."""
     current = dump(header)
     failed = False
     for version in baselines():
@@ -357,6 +357,7 @@ MUTATIONS = [
 
 
 def self_test():
+    """Runs MUTATIONS on the oldest released header; True when each gives the expected result."""
     version = baselines()[0]
     with open(os.path.join(ROOT, "abi", version, "q4vk.h"), encoding="utf-8") as f:
         original = f.read()
@@ -385,6 +386,7 @@ def self_test():
 
 
 def main(argv):
+    """Command line: no argument, --dump HEADER or --self-test (see the module doc)."""
     try:
         if len(argv) == 3 and argv[1] == "--dump":
             sys.stdout.write(dump(argv[2]))
@@ -396,7 +398,7 @@ def main(argv):
     except AbiError as e:
         print(f"FAIL: {e}")
         return 1
-    print(__doc__.strip().split("\n\n")[0], file=sys.stderr)
+    print("\n\n".join(__doc__.strip().split("\n\n")[:2]), file=sys.stderr)
     return 2
 
 
