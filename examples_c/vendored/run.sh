@@ -6,7 +6,8 @@
 #  2. the ANDROID_ABI -> Rust target mapping (android_abi.cmake);
 #  3. a configure with the variables the NDK's toolchain file sets (ANDROID,
 #     ANDROID_ABI=armeabi-v7a, ANDROID_PLATFORM_LEVEL=26): no NDK here, so only the
-#     generated cargo command and link paths are checked, nothing is built for Android.
+#     generated cargo command and link paths are checked, nothing is built for Android;
+#  4. a Debug configure uses cargo's debug profile (configure only).
 # Usage: examples_c/vendored/run.sh [BUILD_DIR]   (default build/vendored; the cargo build
 # in it is reused by later runs)
 set -euo pipefail
@@ -47,4 +48,15 @@ for want in "q4vk/cargo/armv7-linux-androideabi/release/libq4vk.so" \
     grep -qF -- "$want" <<<"$link_cmd" || { echo "FAIL: link lines lack '$want'"; exit 1; }
     echo "   ok: link lines have $want"
 done
+echo "-- Debug configure"
+debug="$build/debug-configure"
+rm -rf "$debug"
+cmake -S "$here" -B "$debug" -DCMAKE_BUILD_TYPE=Debug >"$debug.log" 2>&1 ||
+    { cat "$debug.log"; exit 1; }
+if grep -qF -- "--release" "$debug"/q4vk/CMakeFiles/q4vk_cargo_build.dir/build.make ||
+    ! grep -qF "q4vk/cargo/debug/libq4vk.so" "$debug"/CMakeFiles/gemv_demo.dir/link.txt; then
+    echo "FAIL: a Debug build does not use cargo's debug profile"
+    exit 1
+fi
+echo "   ok: cargo build without --release, linking q4vk/cargo/debug/libq4vk.so"
 echo "vendored: ok"
