@@ -9,12 +9,15 @@
 #     generated cargo command and link paths are checked, nothing is built for Android;
 #  4. a Debug configure uses cargo's debug profile (configure only).
 # Usage: examples_c/vendored/run.sh [BUILD_DIR]   (default build/vendored; the cargo build
-# in it is reused by later runs)
+# in it is reused by later runs, from any checkout)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="${1:-$root/build/vendored}"
 mkdir -p "$build"
+# One run at a time per build tree (several checkouts may share one in a cache).
+exec 9>"$build.lock"
+flock 9
 
 echo "-- add_subdirectory build in $build"
 # A fresh configure each time (the source path may differ between runs); q4vk/cargo stays.
