@@ -1,6 +1,10 @@
 /*
- * q4vk — 4-bit weight quantization, Paddle/CUTLASS layouts and a fused int4-dequant GEMV
- * in Vulkan compute. C ABI, contract v0.
+ * q4vk 0.1.0 — 4-bit weight quantization, Paddle/CUTLASS layouts and a fused int4-dequant
+ * GEMV in Vulkan compute. C ABI, contract v0 (append-only; see docs/abi.md).
+ *
+ * Copyright (c) 2026 The q4vk developers. Licensed under the MIT license or the Apache
+ * License 2.0, at your option (LICENSE-MIT, LICENSE-APACHE).
+ * SPDX-License-Identifier: MIT OR Apache-2.0
  *
  * Conventions: every function that can fail returns q4vk_status (0 = Q4VK_OK) and writes
  * its outputs only on success; q4vk_last_error_message() explains the last failure on the

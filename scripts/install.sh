@@ -15,10 +15,8 @@ prefix="${1:-$root/build/install}"
 mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
 
-# System libraries the static library needs, as printed on x86_64/aarch64 Linux (glibc) by
-#   cargo rustc --release --lib -- --print native-static-libs
-# Regenerate with that command when dependencies or the toolchain change.
-native_static_libs="-ldl -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+# System libraries the static library needs (x86_64/aarch64 Linux, glibc).
+native_static_libs="$(grep -v '^#' "$root/cmake/native-static-libs.txt")"
 
 echo "== cargo build --release"
 (cd "$root" && cargo build --release --lib)
@@ -45,6 +43,7 @@ subst() {
         "$1" >"$2"
 }
 subst "$root/cmake/q4vk-config.cmake.in" "$prefix/lib/cmake/q4vk/q4vk-config.cmake"
+install -m 0644 "$root/cmake/q4vk-targets.cmake" "$prefix/lib/cmake/q4vk/q4vk-targets.cmake"
 subst "$root/cmake/q4vk-config-version.cmake.in" "$prefix/lib/cmake/q4vk/q4vk-config-version.cmake"
 subst "$root/cmake/q4vk.pc.in" "$prefix/lib/pkgconfig/q4vk.pc"
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs every C test: installs q4vk into build/c-test/install, then configures, builds and
-# runs examples_c/ with CTest twice: a normal build, then one with ASan + UBSan; then the
-# JNI test (examples_c/jni/run.sh) and the ncnn custom layer (examples_c/ncnn/run.sh).
+# Runs every C test: installs q4vk into build/c-test/install; a pkg-config consumer; the
+# CMake source build (examples_c/vendored/run.sh) and the release archive (scripts/package.sh);
+# then configures, builds and runs examples_c/ with CTest twice: a normal build, then one
+# with ASan + UBSan; then the JNI test (examples_c/jni/run.sh) and the ncnn custom layer
+# (examples_c/ncnn/run.sh).
 # Exits non-zero on any failure. Usage: scripts/test-c.sh [VECTORS_DIR]
 set -euo pipefail
 
@@ -33,6 +35,16 @@ else
     echo "   FAIL: pkg-config consumer"
     status=1
 fi
+
+# The CMake source build from a host project (add_subdirectory; its cargo build is kept in
+# the cache between runs) and its Android wiring; then the release archive, checked at
+# another path.
+echo
+echo "== CMake source build (examples_c/vendored/run.sh)"
+"$root/examples_c/vendored/run.sh" "${Q4VK_CACHE:-$HOME/.cache/q4vk}/vendored" || status=1
+echo
+echo "== release archive (scripts/package.sh)"
+"$root/scripts/package.sh" "$work/package" || status=1
 
 run_suite() { # name, extra cmake args...
     local name="$1"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of q4vk: formatting and lints, the header drift check, the Rust unit and
+# Runs every test of q4vk: formatting and lints, the header drift and ABI checks, the Rust unit and
 # integration tests (golden vectors; Vulkan tests on whatever device exists, lavapipe on
 # CPU-only machines, with the validation layer on), and the C consumer tests (CMake/CTest,
 # default and ASan+UBSan builds), the Rust tests under ASan/LSan with a valgrind leak count,
@@ -16,6 +16,9 @@ echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --quiet --all-targets -- -D warnings
 echo "== header drift"
 scripts/gen-header.sh --check
+echo "== C ABI against every released version (abi/), and the check's self-test"
+scripts/abi-check.py
+scripts/abi-check.py --self-test
 if [ -x scripts/build-shaders.sh ]; then
     echo "== SPIR-V drift"
     scripts/build-shaders.sh --check
