@@ -1,8 +1,13 @@
-//! q4vk-bench: GPU timing of the fused int4 GEMV (m = 1, g = 128, f32 activations) against
-//! this device's compute-shader copy bandwidth and a naive one-invocation-per-row kernel,
-//! all measured in the same run with timestamp queries. Prints a markdown table.
+//! q4vk-bench: GPU timing of the fused int4 GEMV (m = 1, 2, 4, 8; g = 128, f32 activations)
+//! against this device's compute-shader copy bandwidth and a naive one-invocation-per-row
+//! kernel (m = 1), all measured in the same run with timestamp queries, with the kernel
+//! path the context chose (tensor cores "coopmat", "subgroup" or "portable"). Prints a
+//! markdown table; `--m 1,8` picks the activation counts, `--no-coop` forces the SIMT
+//! kernels, `--coop T,S` fixes the tensor-core kernel's tiles and subgroups, and
+//! `--coop-sweep` times it over a grid of those (bench/RESULTS.md); `Q4VK_BENCH_LOG=1`
+//! prints the context's log.
 //!
-//! `q4vk-bench` runs the shapes (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
+//! `q4vk-bench` runs the benchmark shapes (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk; `--shapes 3,4` runs only those rows of the
@@ -705,12 +710,15 @@ const COOP_GRID: [(u32, u32); 10] = [
     (4, 8),
 ];
 
+/// One case of `--coop-sweep`: matrix, m, x, the f64 reference, cold (else hot).
+type SweepCase = (Q4Data<'static>, u32, Vec<f32>, Vec<f64>, bool);
+
 /// Times the tensor-core kernel over [`COOP_GRID`] on the target cases (m = 1, and m = 8
 /// on 28672 × 8192 cold), each in a fresh context; the per-matrix default first.
 fn coop_sweep(opt: &Options) -> Result<()> {
     let div = if opt.quick { 4 } else { 1 };
     let mut seed = 0x51u64;
-    let cases: Vec<(Q4Data, u32, Vec<f32>, Vec<f64>, bool)> = [
+    let cases: Vec<SweepCase> = [
         (28672, 8192, 1, true),
         (8192, 28672, 1, true),
         (11008, 4096, 1, false),
@@ -810,8 +818,17 @@ fn run(opt: &Options) -> Result<()> {
         for &m in &opt.ms {
             let r = bench_shape(&ctx, opt, &data, m, &mut seed, &probe)?;
             let gbs = |us: f64| r.bytes / us / 1e3;
+            // The naive baseline runs at m = 1 only.
+            let (naive, speedup) = if r.naive_us.is_nan() {
+                ("—".to_string(), "—".to_string())
+            } else {
+                (
+                    format!("{:.1}", r.naive_us),
+                    format!("{:.1}×", r.naive_us / r.cold_us),
+                )
+            };
             println!(
-            "| {} × {} | {} | {} | {:.1} | {} | {:.0}% | {:.1} | {} | {:.1} | {:.1}× | {:.1e} | {} | {:.1} – {:.1} ({}) |",
+            "| {} × {} | {} | {} | {:.1} | {} | {:.0}% | {:.1} | {} | {} | {} | {:.1e} | {} | {:.1} – {:.1} ({}) |",
             r.n,
             r.k,
             r.m,
@@ -821,8 +838,8 @@ fn run(opt: &Options) -> Result<()> {
             100.0 * gbs(r.cold_us) / copy,
             r.hot_us,
             rate(gbs(r.hot_us)),
-            r.naive_us,
-            r.naive_us / r.cold_us,
+            naive,
+            speedup,
             r.rel_err,
             rate(r.copy_now),
             r.per_copy.iter().copied().fold(f64::INFINITY, f64::min),

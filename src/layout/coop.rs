@@ -98,11 +98,7 @@ impl CoopLayout {
     }
 
     fn group_of(&self, k: usize) -> usize {
-        if self.group_size == 0 {
-            0
-        } else {
-            (k / self.group_size).min(self.groups - 1)
-        }
+        (k / self.group_size).min(self.groups - 1)
     }
 
     /// Packed weights of `tiles`.
@@ -246,8 +242,11 @@ mod tests {
                         for (e, &nib) in ELEMENT_NIBBLE.iter().enumerate() {
                             let (r, kk) = a_element(lane, e);
                             let k = stage * STAGE_K + ks * 16 + kk;
-                            let g = ((k >> 5) >> l.group_shift.min(31)) as usize;
-                            let g = if l.group_shift == 31 { 0 } else { g };
+                            let g = if l.group_shift == 31 {
+                                0
+                            } else {
+                                (k >> 5) >> l.group_shift
+                            };
                             let at = (tile * l.groups + g) * TILE_ROWS + r;
                             let scale =
                                 f32::from_le_bytes(s[4 * at..4 * at + 4].try_into().unwrap());

@@ -97,7 +97,7 @@ pub struct EnabledFeatures {
 
 impl EnabledFeatures {
     /// The three features on.
-    pub fn new() -> EnabledFeatures {
+    pub fn all_on() -> EnabledFeatures {
         EnabledFeatures {
             coop: vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default()
                 .cooperative_matrix(true),

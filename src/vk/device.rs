@@ -237,7 +237,7 @@ impl Device {
             if coop {
                 extensions.extend(super::coop::EXTENSIONS.iter().map(|n| n.as_ptr()));
             }
-            let mut features = super::coop::EnabledFeatures::new();
+            let mut features = super::coop::EnabledFeatures::all_on();
             let priority = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default()
                 .queue_family_index(family)
