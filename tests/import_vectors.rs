@@ -439,3 +439,23 @@ fn v0_sources_dequantize_as_the_gpu_sees_them() {
         .fold(0.0, f32::max);
     assert!(worst < 0.1, "{worst}");
 }
+
+#[test]
+fn functions_of_contract_v0_refuse_imported_sources() {
+    // q4vk_q4_quantize_size and q4vk_matrix_pack_size take FLOAT, Q4 or PADDLE only (for
+    // now): an imported source is UNSUPPORTED, never mistaken for another source.
+    for c in [
+        &gguf_cases()[0],
+        &packed_cases("gptq")[0],
+        &packed_cases("awq")[0],
+    ] {
+        let d = c.desc();
+        let (mut a, mut b, mut z) = (7usize, 7usize, 7usize);
+        let s = unsafe { q4vk_q4_quantize_size(&d, &mut a, &mut b, &mut z) };
+        assert_eq!(s, Q4VK_ERROR_UNSUPPORTED, "{}: {}", c.name, last_error());
+        assert!(last_error().contains("q4vk_matrix_dequantize"));
+        let s = unsafe { q4vk::ffi::kernel::q4vk_matrix_pack_size(&d, &mut a, &mut b, &mut z) };
+        assert_eq!(s, Q4VK_ERROR_UNSUPPORTED, "{}: {}", c.name, last_error());
+        assert_eq!((a, b, z), (7, 7, 7));
+    }
+}
