@@ -90,6 +90,9 @@ SIG(q4vk_kernel_export, q4vk_status (*)(const q4vk_context *, const q4vk_matrix_
 SIG(q4vk_matrix_pack_size, q4vk_status (*)(const q4vk_matrix_desc *, size_t *, size_t *, size_t *));
 SIG(q4vk_matrix_pack, q4vk_status (*)(const q4vk_matrix_desc *, void *, size_t, void *, size_t, void *,
                                       size_t));
+SIG(q4vk_matrix_dequantize, q4vk_status (*)(const q4vk_matrix_desc *, float *, size_t));
+static_assert(sizeof(q4vk_matrix_desc) == 120, "q4vk_matrix_desc size");
+FIELD(q4vk_matrix_desc, gptq_format, 112, uint32_t);
 
 int main() {
     int failures = 0;

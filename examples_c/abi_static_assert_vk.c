@@ -40,7 +40,9 @@ FIELD(q4vk_context_desc, queue_lock_user, 120, void *);
 FIELD(q4vk_context_desc, pipeline_cache_data, 128, const void *);
 FIELD(q4vk_context_desc, pipeline_cache_size, 136, size_t);
 
-_Static_assert(sizeof(struct q4vk_matrix_desc) == 96, "q4vk_matrix_desc size");
+/* v0 ended at zeros_bytes (96 bytes, still accepted as struct_size); g_idx, g_idx_bytes and
+   gptq_format were appended after it. */
+_Static_assert(sizeof(struct q4vk_matrix_desc) == 120, "q4vk_matrix_desc size");
 FIELD(q4vk_matrix_desc, struct_size, 0, uint32_t);
 FIELD(q4vk_matrix_desc, source, 4, q4vk_matrix_source);
 FIELD(q4vk_matrix_desc, n, 8, uint64_t);
@@ -57,6 +59,9 @@ FIELD(q4vk_matrix_desc, scales, 64, const void *);
 FIELD(q4vk_matrix_desc, scales_bytes, 72, size_t);
 FIELD(q4vk_matrix_desc, zeros, 80, const void *);
 FIELD(q4vk_matrix_desc, zeros_bytes, 88, size_t);
+FIELD(q4vk_matrix_desc, g_idx, 96, const void *);
+FIELD(q4vk_matrix_desc, g_idx_bytes, 104, size_t);
+FIELD(q4vk_matrix_desc, gptq_format, 112, uint32_t);
 
 _Static_assert(sizeof(struct q4vk_buffer_ref) == 24, "q4vk_buffer_ref size");
 FIELD(q4vk_buffer_ref, buffer, 0, uint64_t);
@@ -120,6 +125,9 @@ _Static_assert(Q4VK_BINDING_WEIGHTS == 0 && Q4VK_BINDING_SCALES == 1 && Q4VK_BIN
 _Static_assert(Q4VK_LOG_ERROR == 0 && Q4VK_LOG_WARN == 1 && Q4VK_LOG_INFO == 2 && Q4VK_LOG_DEBUG == 3, "log levels");
 _Static_assert(Q4VK_CONTEXT_VALIDATION == 0x1u && Q4VK_CONTEXT_PORTABLE_KERNELS == 0x2u, "context flags");
 _Static_assert(Q4VK_SOURCE_FLOAT == 0 && Q4VK_SOURCE_Q4 == 1 && Q4VK_SOURCE_PADDLE == 2, "sources");
+_Static_assert(Q4VK_SOURCE_GGUF_Q4_0 == 3 && Q4VK_SOURCE_GGUF_Q4_1 == 4 && Q4VK_SOURCE_GGUF_Q4_K == 5 &&
+                   Q4VK_SOURCE_GPTQ == 6 && Q4VK_SOURCE_AWQ == 7,
+               "imported sources");
 _Static_assert(Q4VK_GEMV_F16_ACTIVATIONS == 0x1u, "gemv flags");
 
 static void (*const p_context_desc_default)(q4vk_context_desc *) = q4vk_context_desc_default;
@@ -149,6 +157,7 @@ static q4vk_status (*const p_pack_size)(const q4vk_matrix_desc *, size_t *, size
     q4vk_matrix_pack_size;
 static q4vk_status (*const p_pack)(const q4vk_matrix_desc *, void *, size_t, void *, size_t, void *, size_t) =
     q4vk_matrix_pack;
+static q4vk_status (*const p_dequantize)(const q4vk_matrix_desc *, float *, size_t) = q4vk_matrix_dequantize;
 
 int main(void) {
     int failures = 0;
@@ -165,7 +174,8 @@ int main(void) {
     memset(&md, 0xA5, sizeof md);
     p_matrix_desc_default(&md);
     if (md.struct_size != sizeof md || md.source != Q4VK_SOURCE_FLOAT || md.group_size != 128 ||
-        md.zero_points != 0 || md.dtype != Q4VK_DTYPE_F16 || md.reserved0 != 0 || md.weight) {
+        md.zero_points != 0 || md.dtype != Q4VK_DTYPE_F16 || md.reserved0 != 0 || md.weight || md.g_idx ||
+        md.g_idx_bytes || md.gptq_format != 1) {
         printf("FAIL: q4vk_matrix_desc_default\n");
         failures++;
     }
@@ -185,7 +195,7 @@ int main(void) {
         printf("FAIL: q4vk_kernel_export_desc_default\n");
         failures++;
     }
-    if (!p_kernel_export || !p_pack_size || !p_pack) failures++;
+    if (!p_kernel_export || !p_pack_size || !p_pack || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
         !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv || !p_cache_size || !p_cache_data)
         failures++;

@@ -281,6 +281,22 @@ typedef uint32_t q4vk_dtype;
 // * `Q4VK_SOURCE_PADDLE`: `weight` = Paddle's int4 `qweight` for `arch`, `[k][n]`
 //   (`k·n/2` bytes); `scales` = Paddle's `scale` of `dtype`; `group_size` -1, 64 or 128;
 //   `zero_points` must be 0. Converted losslessly (bf16 scales are widened to f32).
+//
+// Imported without requantizing (appended sources; `zero_points`, `transposed` and `arch`
+// are ignored):
+// * `Q4VK_SOURCE_GGUF_Q4_0`, `_Q4_1`, `_Q4_K`: `weight` = the tensor's blocks as stored
+//   in the `.gguf` file, `n` rows (ggml `ne1`) of `k/block` blocks (`ne0 = k`; block 32
+//   for Q4_0/Q4_1, 256 for Q4_K, and k must be a multiple of it); `scales`, `zeros` and
+//   `g_idx` NULL; `group_size` and `dtype` ignored (the format's own).
+// * `Q4VK_SOURCE_GPTQ`: `weight` = `qweight` int32 `[k/8][n]` (k a multiple of 8);
+//   `scales` = `[groups][n]` of `dtype` (F16 as checkpoints store them; BF16, F32);
+//   `zeros` = `qzeros` int32 `[groups][n/8]` (n a multiple of 8); `groups =
+//   ceil(k/group_size)`, `group_size` -1 (one group) or the checkpoint's; `g_idx`
+//   optional (int32 `[k]`); `gptq_format` 1 or 2. Symmetric checkpoints too (their
+//   stored zeros are imported as stored).
+// * `Q4VK_SOURCE_AWQ`: `weight` = `qweight` int32 `[k][n/8]`; `zeros` = `qzeros` int32
+//   `[k/group_size][n/8]`; `scales` = `[k/group_size][n]` of `dtype`; the group size
+//   divides k (-1: one group); `g_idx` NULL.
 typedef struct q4vk_matrix_desc {
   // `sizeof(q4vk_matrix_desc)`; smaller than v0 is refused, larger accepted.
   uint32_t struct_size;
@@ -314,6 +330,19 @@ typedef struct q4vk_matrix_desc {
   const void *zeros;
   // Bytes at `zeros`.
   size_t zeros_bytes;
+  // Appended after v0 (callers with the v0 `struct_size` read NULL/0). GPTQ only: the
+  // checkpoint's `g_idx`, int32 `[k]`, input `i` in group `g_idx[i]`; NULL when absent
+  // (then `i / group_size`). Act-order `g_idx` (groups not consecutive) must give each
+  // group as many inputs as consecutive groups would; K is reordered by group. Other
+  // sources: NULL.
+  const void *g_idx;
+  // Bytes at `g_idx` (`4·k` needed).
+  size_t g_idx_bytes;
+  // GPTQ only: how `qzeros` stores zero points. 1 (default): zero − 1, as AutoGPTQ,
+  // Transformers and GPTQModel's default format write them (decoded by adding
+  // `0x11111111` to each 32-bit word, which also recovers zero point 0); 2: as is
+  // (GPTQModel's `gptq_v2`). Ignored by other sources.
+  uint32_t gptq_format;
 } q4vk_matrix_desc;
 
 // Role of a binding of the exported kernel (`Q4VK_BINDING_*`).
@@ -436,6 +465,21 @@ typedef struct q4vk_weight_quantize_desc {
 
 // int4 `qweight` + `scale` as produced by `q4vk_weight_quantize` / Paddle.
 #define Q4VK_SOURCE_PADDLE 2
+
+// A GGUF `GGML_TYPE_Q4_0` tensor as stored in the file.
+#define Q4VK_SOURCE_GGUF_Q4_0 3
+
+// A GGUF `GGML_TYPE_Q4_1` tensor as stored in the file.
+#define Q4VK_SOURCE_GGUF_Q4_1 4
+
+// A GGUF `GGML_TYPE_Q4_K` tensor as stored in the file.
+#define Q4VK_SOURCE_GGUF_Q4_K 5
+
+// A GPTQ checkpoint's `qweight`, `qzeros`, `scales` (and `g_idx`).
+#define Q4VK_SOURCE_GPTQ 6
+
+// An AutoAWQ (GEMM version) checkpoint's `qweight`, `qzeros`, `scales`.
+#define Q4VK_SOURCE_AWQ 7
 
 // Success.
 #define Q4VK_OK 0
@@ -772,7 +816,7 @@ q4vk_status q4vk_matrix_pack(const struct q4vk_matrix_desc *desc,
                              size_t zeros_bytes);
 
 // Fills `desc` with the defaults: FLOAT source, group size 128, symmetric, F16, not
-// transposed, arch 80, n = k = 0, no data. NULL is ignored.
+// transposed, arch 80, n = k = 0, no data, no `g_idx`, `gptq_format` 1. NULL is ignored.
 //
 // # Safety
 // `desc` must be NULL or point to a writable `q4vk_matrix_desc`.
@@ -820,10 +864,16 @@ q4vk_status q4vk_q4_quantize(const struct q4vk_matrix_desc *desc,
 // q4vk's GPU layout, split into several buffers when larger than the device's
 // `maxStorageBufferRange`. The caller's buffers are not referenced after the call.
 //
-// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15),
-// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (a single
-// row larger than a storage buffer; no queue to upload through), `OUT_OF_DEVICE_MEMORY`,
-// `VULKAN`. `*out` is written only on success; release with `q4vk_matrix_destroy`.
+// Imported sources keep the checkpoint's codes, scales and zero points: GGUF Q4_0 (f16 `d`,
+// zero point 8), GPTQ and AWQ with consecutive groups of 32, 64, 128 or 256 inputs or one
+// per row. `UNSUPPORTED` (for now) for GGUF Q4_1 and Q4_K (their per-group float minimum
+// needs an offset the device layout does not carry yet), act-order GPTQ (a permutation of
+// K), and other group sizes; `q4vk_matrix_dequantize` takes all of them.
+//
+// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),
+// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (see above;
+// a single row larger than a storage buffer; no queue to upload through),
+// `OUT_OF_DEVICE_MEMORY`, `VULKAN`. `*out` is written only on success; release with `q4vk_matrix_destroy`.
 // Thread-safe (uploads through non-host-visible memory are serialized on the context).
 //
 // # Safety
@@ -945,6 +995,28 @@ q4vk_status q4vk_weight_unpermute(const struct q4vk_weight_quantize_desc *desc,
                                   size_t qweight_bytes,
                                   int8_t *plain,
                                   size_t plain_bytes);
+
+// Writes the f32 weights `[n][k]` (row-major, nn.Linear order, inputs in their original
+// order) that a matrix created from `desc` computes with: on the CPU, without a context,
+// for every source. FLOAT: the weights after q4vk's quantization (`q4vk_q4_quantize`);
+// Q4 and PADDLE: `scale·(u − zero)`; GGUF: bit for bit gguf-py's `dequantize` (Q4_0
+// `d·(q − 8)`, Q4_1 `d·q + m`, Q4_K `(d·sc)·q − dmin·m`); GPTQ and AWQ: bit for bit the
+// packages' `scale·(q − zero)` in f32 (v1 zeros decoded per word, `g_idx` honoured).
+//
+// `out` holds `out_bytes` bytes, at least `n·k·4`, aligned for float. Statuses:
+// `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; k not a multiple of the GGUF block; n or k
+// not a multiple of 8 where GPTQ/AWQ pack 8 per word; `g_idx` out of range or with
+// unequal groups; `g_idx` or `zeros`/`scales` given to a source without them; `out`
+// overlapping an input or misaligned), `BUFFER_TOO_SMALL` (an input or `out`),
+// `NON_FINITE` (NaN/Inf weights, scales or minima), `OUT_OF_HOST_MEMORY`. Nothing is
+// written on error. Thread-safe.
+//
+// # Safety
+// `desc` NULL or valid with its data pointers valid for their sizes; `out` NULL or
+// writable for `out_bytes` bytes.
+q4vk_status q4vk_matrix_dequantize(const struct q4vk_matrix_desc *desc,
+                                   float *out,
+                                   size_t out_bytes);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,6 +1,7 @@
 //! q4vk's Q4 format on the CPU (`q4vk_q4_quantize`) and matrices on the device.
 
 use super::context::q4vk_context;
+use super::import::matrix_data;
 use super::panic::{guard, guard_value};
 use super::ptr::{
     check_disjoint, check_size, in_bytes, out_bytes, read_struct, require, write_out,
@@ -27,6 +28,16 @@ pub const Q4VK_SOURCE_FLOAT: q4vk_matrix_source = 0;
 pub const Q4VK_SOURCE_Q4: q4vk_matrix_source = 1;
 /// int4 `qweight` + `scale` as produced by `q4vk_weight_quantize` / Paddle.
 pub const Q4VK_SOURCE_PADDLE: q4vk_matrix_source = 2;
+/// A GGUF `GGML_TYPE_Q4_0` tensor as stored in the file.
+pub const Q4VK_SOURCE_GGUF_Q4_0: q4vk_matrix_source = 3;
+/// A GGUF `GGML_TYPE_Q4_1` tensor as stored in the file.
+pub const Q4VK_SOURCE_GGUF_Q4_1: q4vk_matrix_source = 4;
+/// A GGUF `GGML_TYPE_Q4_K` tensor as stored in the file.
+pub const Q4VK_SOURCE_GGUF_Q4_K: q4vk_matrix_source = 5;
+/// A GPTQ checkpoint's `qweight`, `qzeros`, `scales` (and `g_idx`).
+pub const Q4VK_SOURCE_GPTQ: q4vk_matrix_source = 6;
+/// An AutoAWQ (GEMM version) checkpoint's `qweight`, `qzeros`, `scales`.
+pub const Q4VK_SOURCE_AWQ: q4vk_matrix_source = 7;
 
 /// A GPU matrix (opaque): immutable after creation, usable from several threads and
 /// contexts of the same device. It must outlive every command buffer that uses it.
@@ -47,6 +58,22 @@ pub struct q4vk_matrix(pub(crate) DeviceMatrix);
 /// * `Q4VK_SOURCE_PADDLE`: `weight` = Paddle's int4 `qweight` for `arch`, `[k][n]`
 ///   (`k·n/2` bytes); `scales` = Paddle's `scale` of `dtype`; `group_size` -1, 64 or 128;
 ///   `zero_points` must be 0. Converted losslessly (bf16 scales are widened to f32).
+///
+/// Imported without requantizing (appended sources; `zero_points`, `transposed` and `arch`
+/// are ignored):
+/// * `Q4VK_SOURCE_GGUF_Q4_0`, `_Q4_1`, `_Q4_K`: `weight` = the tensor's blocks as stored
+///   in the `.gguf` file, `n` rows (ggml `ne1`) of `k/block` blocks (`ne0 = k`; block 32
+///   for Q4_0/Q4_1, 256 for Q4_K, and k must be a multiple of it); `scales`, `zeros` and
+///   `g_idx` NULL; `group_size` and `dtype` ignored (the format's own).
+/// * `Q4VK_SOURCE_GPTQ`: `weight` = `qweight` int32 `[k/8][n]` (k a multiple of 8);
+///   `scales` = `[groups][n]` of `dtype` (F16 as checkpoints store them; BF16, F32);
+///   `zeros` = `qzeros` int32 `[groups][n/8]` (n a multiple of 8); `groups =
+///   ceil(k/group_size)`, `group_size` -1 (one group) or the checkpoint's; `g_idx`
+///   optional (int32 `[k]`); `gptq_format` 1 or 2. Symmetric checkpoints too (their
+///   stored zeros are imported as stored).
+/// * `Q4VK_SOURCE_AWQ`: `weight` = `qweight` int32 `[k][n/8]`; `zeros` = `qzeros` int32
+///   `[k/group_size][n/8]`; `scales` = `[k/group_size][n]` of `dtype`; the group size
+///   divides k (-1: one group); `g_idx` NULL.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct q4vk_matrix_desc {
@@ -82,16 +109,30 @@ pub struct q4vk_matrix_desc {
     pub zeros: *const c_void,
     /// Bytes at `zeros`.
     pub zeros_bytes: usize,
+    /// Appended after v0 (callers with the v0 `struct_size` read NULL/0). GPTQ only: the
+    /// checkpoint's `g_idx`, int32 `[k]`, input `i` in group `g_idx[i]`; NULL when absent
+    /// (then `i / group_size`). Act-order `g_idx` (groups not consecutive) must give each
+    /// group as many inputs as consecutive groups would; K is reordered by group. Other
+    /// sources: NULL.
+    pub g_idx: *const c_void,
+    /// Bytes at `g_idx` (`4·k` needed).
+    pub g_idx_bytes: usize,
+    /// GPTQ only: how `qzeros` stores zero points. 1 (default): zero − 1, as AutoGPTQ,
+    /// Transformers and GPTQModel's default format write them (decoded by adding
+    /// `0x11111111` to each 32-bit word, which also recovers zero point 0); 2: as is
+    /// (GPTQModel's `gptq_v2`). Ignored by other sources.
+    pub gptq_format: u32,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and raw pointers only.
 unsafe impl VersionedStruct for q4vk_matrix_desc {
-    const V0_SIZE: usize = std::mem::size_of::<q4vk_matrix_desc>();
+    // The v0 desc ended at `zeros_bytes`; `g_idx` and the fields after it were appended.
+    const V0_SIZE: usize = std::mem::offset_of!(q4vk_matrix_desc, g_idx);
     const NAME: &'static str = "q4vk_matrix_desc";
 }
 
 /// Fills `desc` with the defaults: FLOAT source, group size 128, symmetric, F16, not
-/// transposed, arch 80, n = k = 0, no data. NULL is ignored.
+/// transposed, arch 80, n = k = 0, no data, no `g_idx`, `gptq_format` 1. NULL is ignored.
 ///
 /// # Safety
 /// `desc` must be NULL or point to a writable `q4vk_matrix_desc`.
@@ -114,6 +155,9 @@ pub unsafe extern "C" fn q4vk_matrix_desc_default(desc: *mut q4vk_matrix_desc) {
         scales_bytes: 0,
         zeros: std::ptr::null(),
         zeros_bytes: 0,
+        g_idx: std::ptr::null(),
+        g_idx_bytes: 0,
+        gptq_format: 1,
     };
     // SAFETY: forwarded from the caller's contract; NULL is skipped.
     let _ = guard("q4vk_matrix_desc_default", || {
@@ -121,14 +165,23 @@ pub unsafe extern "C" fn q4vk_matrix_desc_default(desc: *mut q4vk_matrix_desc) {
     });
 }
 
-pub(crate) fn check_common(d: &q4vk_matrix_desc) -> Result<()> {
+/// Checks of a desc that hold for every source: reserved fields, a known source,
+/// `transposed`, and `g_idx` only with GPTQ.
+pub(crate) fn check_fields(d: &q4vk_matrix_desc) -> Result<()> {
     if d.reserved0 != 0 {
         return Err(invalid!("desc->reserved0 is {}; it must be 0", d.reserved0));
     }
-    if d.source > Q4VK_SOURCE_PADDLE {
+    if d.source > Q4VK_SOURCE_AWQ {
         return Err(invalid!(
-            "desc->source is {}; expected Q4VK_SOURCE_FLOAT (0), Q4VK_SOURCE_Q4 (1) or Q4VK_SOURCE_PADDLE (2)",
+            "desc->source is {}; expected Q4VK_SOURCE_FLOAT (0), Q4VK_SOURCE_Q4 (1), Q4VK_SOURCE_PADDLE (2), \
+             Q4VK_SOURCE_GGUF_Q4_0 (3), Q4VK_SOURCE_GGUF_Q4_1 (4), Q4VK_SOURCE_GGUF_Q4_K (5), \
+             Q4VK_SOURCE_GPTQ (6) or Q4VK_SOURCE_AWQ (7)",
             d.source
+        ));
+    }
+    if d.source != Q4VK_SOURCE_GPTQ && (!d.g_idx.is_null() || d.g_idx_bytes != 0) {
+        return Err(invalid!(
+            "desc->g_idx must be NULL (and g_idx_bytes 0) unless the source is Q4VK_SOURCE_GPTQ"
         ));
     }
     if d.source == Q4VK_SOURCE_FLOAT && d.transposed > 1 {
@@ -136,6 +189,21 @@ pub(crate) fn check_common(d: &q4vk_matrix_desc) -> Result<()> {
             "desc->transposed is {}; expected 0 or 1",
             d.transposed
         ));
+    }
+    Ok(())
+}
+
+/// [`check_fields`], and a source of contract v0 (FLOAT, Q4, PADDLE): what the functions
+/// that do not take imported checkpoints yet accept.
+pub(crate) fn check_common(d: &q4vk_matrix_desc) -> Result<()> {
+    check_fields(d)?;
+    if d.source > Q4VK_SOURCE_PADDLE {
+        return Err(Error::Unsupported(format!(
+            "desc->source is {}, an imported checkpoint; this function takes Q4VK_SOURCE_FLOAT, \
+             Q4VK_SOURCE_Q4 or Q4VK_SOURCE_PADDLE (imported sources work with q4vk_matrix_create \
+             and q4vk_matrix_dequantize)",
+            d.source
+        )));
     }
     Ok(())
 }
@@ -333,7 +401,7 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
             data.validate()?;
             Ok(data)
         }
-        _ => {
+        Q4VK_SOURCE_PADDLE => {
             if d.zero_points != 0 {
                 return Err(invalid!(
                     "desc->zero_points must be 0 for Q4VK_SOURCE_PADDLE (Paddle int4 is symmetric)"
@@ -357,6 +425,9 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
             data.validate()?;
             Ok(data)
         }
+        other => Err(Error::Internal(format!(
+            "q4_data called for the imported source {other}"
+        ))),
     }
 }
 
@@ -365,10 +436,16 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
 /// q4vk's GPU layout, split into several buffers when larger than the device's
 /// `maxStorageBufferRange`. The caller's buffers are not referenced after the call.
 ///
-/// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15),
-/// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (a single
-/// row larger than a storage buffer; no queue to upload through), `OUT_OF_DEVICE_MEMORY`,
-/// `VULKAN`. `*out` is written only on success; release with `q4vk_matrix_destroy`.
+/// Imported sources keep the checkpoint's codes, scales and zero points: GGUF Q4_0 (f16 `d`,
+/// zero point 8), GPTQ and AWQ with consecutive groups of 32, 64, 128 or 256 inputs or one
+/// per row. `UNSUPPORTED` (for now) for GGUF Q4_1 and Q4_K (their per-group float minimum
+/// needs an offset the device layout does not carry yet), act-order GPTQ (a permutation of
+/// K), and other group sizes; `q4vk_matrix_dequantize` takes all of them.
+///
+/// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),
+/// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (see above;
+/// a single row larger than a storage buffer; no queue to upload through),
+/// `OUT_OF_DEVICE_MEMORY`, `VULKAN`. `*out` is written only on success; release with `q4vk_matrix_destroy`.
 /// Thread-safe (uploads through non-host-visible memory are serialized on the context).
 ///
 /// # Safety
@@ -387,9 +464,8 @@ pub unsafe extern "C" fn q4vk_matrix_create(
             .0;
         let d = read_struct(desc, "desc")?;
         require(out, "out")?;
-        check_common(&d)?;
-        let data = q4_data(&d)?;
-        let matrix = DeviceMatrix::new(ctx, &data)?;
+        let imported = matrix_data(&d)?;
+        let matrix = DeviceMatrix::new(ctx, imported.device_q4()?)?;
         write_out(out, Box::into_raw(Box::new(q4vk_matrix(matrix))), "out")
     })
 }

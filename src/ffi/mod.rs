@@ -11,3 +11,5 @@ mod ptr;
 pub mod status;
 pub mod version;
 pub mod weight;
+// Last, so that the header keeps the order of the items before it.
+pub mod import;
