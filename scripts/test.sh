@@ -16,6 +16,9 @@ echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --quiet --all-targets -- -D warnings
 echo "== header drift"
 scripts/gen-header.sh --check
+echo "== header names (q4vk_/Q4VK_ only)"
+scripts/check-header-names.sh --self-test
+scripts/check-header-names.sh
 if [ -x scripts/build-shaders.sh ]; then
     echo "== SPIR-V drift"
     scripts/build-shaders.sh --check

@@ -56,8 +56,11 @@ pub struct q4vk_context(pub(crate) Context);
 /// the enabled device extensions. q4vk borrows them, never destroys them and never enables
 /// anything on them (it creates only its own pipelines, buffers, pools and fences on the
 /// device, and destroys those). The host keeps them alive until `q4vk_context_destroy`
-/// returns. q4vk's kernels need no optional device feature, so `enabled_features` is not
-/// read; `VK_KHR_push_descriptor` is used only if it is in `enabled_extensions`.
+/// has returned for every context adopting them and `q4vk_matrix_destroy` for every matrix
+/// created on the device: destroy q4vk's objects (in any order), then the `VkDevice`.
+/// Several contexts may adopt one device and share its matrices. q4vk's kernels need no
+/// optional device feature, so `enabled_features` is not read; `VK_KHR_push_descriptor` is
+/// used only if it is in `enabled_extensions`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct q4vk_context_desc {
@@ -66,7 +69,8 @@ pub struct q4vk_context_desc {
     /// `Q4VK_HEADER_VERSION` of the caller's header (major and minor must match).
     pub header_version: u32,
     /// -1 (default): best device, discrete > integrated > virtual > cpu; else the index in
-    /// `vkEnumeratePhysicalDevices` order. Own device only.
+    /// `vkEnumeratePhysicalDevices` order. Own device only. Below -1:
+    /// `Q4VK_ERROR_INVALID_ARGUMENT`.
     pub device_index: i32,
     /// `Q4VK_CONTEXT_*` bits; others are refused.
     pub flags: u32,
@@ -101,7 +105,9 @@ pub struct q4vk_context_desc {
     pub enabled_extensions: *const *const c_char,
     /// Optional: called before each of q4vk's submits to an adopted queue (set both or
     /// neither). If NULL, the host must not submit to that queue while a q4vk call that
-    /// submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs.
+    /// submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs. Only
+    /// one of `queue_lock` / `queue_unlock` set (own device too):
+    /// `Q4VK_ERROR_INVALID_ARGUMENT`.
     pub queue_lock: q4vk_queue_lock_fn,
     /// Called after each of those submits.
     pub queue_unlock: q4vk_queue_lock_fn,
@@ -203,12 +209,8 @@ unsafe fn adoption_of(d: &q4vk_context_desc) -> Result<Option<Adoption>> {
             unlock,
             user: d.queue_lock_user,
         }),
-        (None, None) => None,
-        _ => {
-            return Err(invalid!(
-                "set both desc->queue_lock and desc->queue_unlock, or neither"
-            ))
-        }
+        // Only one of them set was refused by q4vk_context_create.
+        _ => None,
     };
     let gipa = d.get_instance_proc_addr.expect("checked above");
     Ok(Some(Adoption {
@@ -262,16 +264,27 @@ pub unsafe extern "C" fn q4vk_context_create(
                 d.log_level
             ));
         }
+        if d.device_index < -1 {
+            return Err(invalid!(
+                "desc->device_index is {}; expected -1 (best device) or an index >= 0",
+                d.device_index
+            ));
+        }
+        if d.queue_lock.is_some() != d.queue_unlock.is_some() {
+            return Err(invalid!(
+                "set both desc->queue_lock and desc->queue_unlock, or neither"
+            ));
+        }
         let adopt = adoption_of(&d)?;
         let pipeline_cache = if d.pipeline_cache_size == 0 {
             Vec::new()
         } else {
-            in_bytes(
+            let blob = in_bytes(
                 d.pipeline_cache_data.cast::<u8>(),
                 d.pipeline_cache_size,
                 "desc->pipeline_cache_data",
-            )?
-            .to_vec()
+            )?;
+            crate::alloc::collect(blob.iter().copied(), "the pipeline-cache blob")?
         };
         let config = ContextConfig {
             device_index: d.device_index,
@@ -291,8 +304,9 @@ pub unsafe extern "C" fn q4vk_context_create(
 
 /// Destroys a context and everything q4vk created for it (its own device and instance
 /// included; never an adopted object). NULL is ignored. No call on this context may be in
-/// progress, and no host command buffer recorded with it may be pending. Matrices hold
-/// their own reference to the device and may be destroyed before or after.
+/// progress, and no host command buffer recorded with it may be pending. Matrices may be
+/// destroyed before or after the context (they keep q4vk's own device alive); on an
+/// adopted device, all of them before the host destroys its `VkDevice`.
 ///
 /// # Safety
 /// `ctx` must be NULL or a live context from `q4vk_context_create`, not used afterwards.

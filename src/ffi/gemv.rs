@@ -27,6 +27,10 @@ pub struct q4vk_buffer_ref {
     pub range: u64,
 }
 
+/// Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` write x and y into on a
+/// device without `VK_KHR_push_descriptor` (see `q4vk_cmd_gemv`).
+pub const Q4VK_CMD_GEMV_SET_RING: u32 = 4096;
+
 /// x holds f16 values (else f32). Needs nothing from the device (the kernels unpack f16
 /// pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
 pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
@@ -102,7 +106,9 @@ unsafe fn handles<'a>(
         .ok_or_else(|| Error::NullPointer("mat is NULL".into()))?
         .0;
     if !mat.same_device(ctx) {
-        return Err(invalid!("mat was created on a different device than ctx"));
+        return Err(invalid!(
+            "mat was created on another VkDevice than ctx's; a matrix works with every context of the VkDevice it was created on"
+        ));
     }
     Ok((ctx, mat))
 }
@@ -110,11 +116,15 @@ unsafe fn handles<'a>(
 /// `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory, synchronous: copies x to a
 /// staging buffer reused across calls (grown, never shrunk; no allocation once it is large
 /// enough), runs on q4vk's queue, waits, copies y back. `x_len`/`y_len` are element counts
-/// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success.
+/// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success. The
+/// call is checked before the staging buffers grow: a refused call leaves them as they
+/// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-/// another device), `UNSUPPORTED` (m > 8; a context without a queue), `BUFFER_TOO_SMALL`,
-/// `VULKAN`, `DEVICE_LOST`, `OUT_OF_*_MEMORY`. Thread-safe: calls on one context are
+/// another `VkDevice`), `UNSUPPORTED` (m > 8; a context without a queue; m·k or m·n floats
+/// beyond the device's `maxStorageBufferRange`), `BUFFER_TOO_SMALL`, `VULKAN`,
+/// `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
+/// `OUT_OF_*_MEMORY`. Thread-safe: calls on one context are
 /// serialized.
 ///
 /// # Safety
@@ -152,15 +162,17 @@ pub unsafe extern "C" fn q4vk_gemv(
 }
 
 /// Records `y = W·x` (as `q4vk_gemv`, m = 1..8) into the host's `command_buffer`
-/// (`VkCommandBuffer`, in the recording state, of a queue family with compute, on the
-/// context's device). Nothing is recorded on error.
+/// (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the
+/// context's device: matrix buffers are `VK_SHARING_MODE_CONCURRENT` over all of the
+/// device's queue families when it has more than one, so no ownership transfer is needed).
+/// `mat` may come from any context of the same `VkDevice`. Nothing is recorded on error.
 ///
 /// State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
 /// (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
 /// binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
-/// `VK_KHR_push_descriptor` is enabled, otherwise a set owned by the context, keyed by
-/// the two buffer ranges, written once and never updated or freed until the context is
-/// destroyed); per matrix part, descriptor set 0 (owned by the matrix, immutable) and 40
+/// `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
+/// `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
+/// part, descriptor set 0 (owned by the matrix, immutable) and 40
 /// bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
 /// more if a part exceeds the workgroup-count limits).
 ///
@@ -174,9 +186,15 @@ pub unsafe extern "C" fn q4vk_gemv(
 /// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8), `VULKAN` (pipeline creation).
 /// Thread-safe for distinct command buffers (a command buffer itself is externally
 /// synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
-/// command buffer's execution. Without `VK_KHR_push_descriptor`, the cached set names the
-/// buffer handles: keep buffers passed here alive while the context lives (a new buffer
-/// that reuses a destroyed one's handle value and ranges would meet a stale descriptor).
+/// command buffer's execution.
+///
+/// Without `VK_KHR_push_descriptor` (the ring): a set is rewritten by the
+/// `Q4VK_CMD_GEMV_SET_RING`-th GEMV (`q4vk_cmd_gemv` or `q4vk_gemv`) after the one that
+/// wrote it. So a command buffer holds at most `Q4VK_CMD_GEMV_SET_RING` calls, and must
+/// have finished executing (or been reset or freed) before `Q4VK_CMD_GEMV_SET_RING`
+/// further GEMVs are made on the context; a command buffer resubmitted later must be
+/// re-recorded. Nothing else is required of the host's buffers: no set outlives that
+/// window, so destroying a buffer and reusing its handle is safe.
 ///
 /// # Safety
 /// Handles NULL or live; `command_buffer` a valid `VkCommandBuffer` in the recording state.
@@ -223,4 +241,15 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ring_constant_matches_the_ring() {
+        assert_eq!(
+            super::Q4VK_CMD_GEMV_SET_RING as usize,
+            crate::vk::xy_sets::RING
+        );
+    }
 }

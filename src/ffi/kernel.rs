@@ -6,7 +6,9 @@ use super::context::q4vk_context;
 use super::gemv::Q4VK_GEMV_F16_ACTIVATIONS;
 use super::matrix::{check_common, q4_data, q4vk_matrix_desc, Q4VK_SOURCE_FLOAT, Q4VK_SOURCE_Q4};
 use super::panic::guard;
-use super::ptr::{check_disjoint, check_size, read_struct, require, write_out, VersionedStruct};
+use super::ptr::{
+    check_disjoint, check_size, out_bytes, read_struct, require, write_out, VersionedStruct,
+};
 use super::status::q4vk_status;
 use super::weight::{Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
 use crate::error::{invalid, Error, Result};
@@ -586,24 +588,23 @@ pub unsafe extern "C" fn q4vk_matrix_pack(
         )?;
         let data = q4_data(&d)?;
         let layout = VkLayout::of(&data.shape);
-        let rows = 0..data.shape.n;
-        let parts = [
-            (layout.pack_weights(&data, rows.clone()), weights, wb),
-            (layout.pack_scales(&data, rows.clone()), scales, sb),
-            (layout.pack_zeros(&data, rows), zeros, zb),
+        let n = data.shape.n;
+        let sizes = [
+            layout.weights_bytes(n),
+            layout.scales_bytes(data.scale_type.size(), n),
+            layout.zeros_bytes(data.shape.zero_points, n),
         ];
-        for (bytes, _, need) in &parts {
-            if bytes.len() != *need {
-                return Err(Error::Internal(format!(
-                    "device layout is {} bytes, {need} expected",
-                    bytes.len()
-                )));
-            }
+        if sizes != [wb, sb, zb] {
+            return Err(Error::Internal(format!(
+                "device layout is {sizes:?} bytes, {:?} expected",
+                [wb, sb, zb]
+            )));
         }
-        for (bytes, dst, need) in parts {
-            if need > 0 {
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.cast::<u8>(), need);
-            }
+        // Straight into the caller's buffers (checked disjoint above): no host copy.
+        layout.pack_weights(&data, 0..n, out_bytes(weights.cast(), wb, "weights")?);
+        layout.pack_scales(&data, 0..n, out_bytes(scales.cast(), sb, "scales")?);
+        if zb > 0 {
+            layout.pack_zeros(&data, 0..n, out_bytes(zeros.cast(), zb, "zeros")?);
         }
         Ok(())
     })

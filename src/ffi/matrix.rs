@@ -28,8 +28,10 @@ pub const Q4VK_SOURCE_Q4: q4vk_matrix_source = 1;
 /// int4 `qweight` + `scale` as produced by `q4vk_weight_quantize` / Paddle.
 pub const Q4VK_SOURCE_PADDLE: q4vk_matrix_source = 2;
 
-/// A GPU matrix (opaque): immutable after creation, usable from several threads and
-/// contexts of the same device. It must outlive every command buffer that uses it.
+/// A GPU matrix (opaque): immutable after creation, usable from several threads and from
+/// every context of the `VkDevice` it was created on (several contexts may adopt one
+/// device). It must outlive every command buffer that uses it, and on an adopted device be
+/// destroyed before the host destroys the `VkDevice`.
 pub struct q4vk_matrix(pub(crate) DeviceMatrix);
 
 /// Describes a weight matrix W (`n` output features × `k` input features) and its data.
@@ -395,7 +397,8 @@ pub unsafe extern "C" fn q4vk_matrix_create(
 }
 
 /// Releases a matrix's device memory. NULL is ignored. No GEMV using it may be running or
-/// pending (also in host command buffers).
+/// pending (also in host command buffers). May be called before or after
+/// `q4vk_context_destroy`; on an adopted device, before the host's `vkDestroyDevice`.
 ///
 /// # Safety
 /// `mat` must be NULL or a live matrix, not used afterwards.

@@ -347,18 +347,13 @@ pub fn quantize(shape: &Q4Shape, w: &FloatWeights, out: Q4Out, threads: usize) -
                 zeros: z0,
             };
             let start = first;
-            handles.push(scope.spawn(
+            handles.push(crate::parallel::spawn_or_run(
+                scope,
                 move || with_element!(w.dtype, E => quantize_rows::<E>(w, shape, start, part)),
             ));
             first += rows;
         }
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Internal("quantize thread panicked".into())))
-            })
-            .collect()
+        handles.into_iter().map(|h| h.join()).collect()
     });
     results.into_iter().collect::<Result<Vec<()>>>()?;
     out.weight.copy_from_slice(&weight);

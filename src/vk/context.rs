@@ -3,11 +3,12 @@
 //! pipeline map and the x/y descriptor cache behind their own.
 
 use super::device::Device;
-use super::gemv::{Staging, XySets, MAX_M};
+use super::gemv::{Staging, MAX_M};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
 use super::pipeline::{Pipelines, Tuning};
 use super::submit::{QueueLock, Submitter};
+use super::xy_sets::XySets;
 use crate::error::Result;
 use ash::vk;
 use std::ffi::CString;
@@ -256,7 +257,7 @@ impl Context {
                 ),
             );
         }
-        let pipelines = Pipelines::new(&device, tuning, &config.pipeline_cache)?;
+        let pipelines = Pipelines::new(&device, tuning, portable, &config.pipeline_cache)?;
         let limits = Limits {
             max_part_bytes: info.max_storage_range.min(info.max_allocation).min(1 << 31) / 16 * 16,
             max_groups: info.max_groups,

@@ -67,6 +67,8 @@ pub struct Device {
     pub queue: vk::Queue,
     /// Its family.
     pub queue_family: u32,
+    /// Queue families of the physical device (matrix buffers are shared by all of them).
+    pub queue_families: u32,
     /// `VK_KHR_push_descriptor` functions when the extension is enabled on this device.
     pub push_descriptor: Option<ash::khr::push_descriptor::Device>,
     /// Device facts.
@@ -237,6 +239,9 @@ impl Device {
             let push_descriptor =
                 push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
             let info = query_info(vki, physical);
+            let queue_families = vki
+                .get_physical_device_queue_family_properties(physical)
+                .len() as u32;
             logger.log(
                 LEVEL_INFO,
                 &format!(
@@ -250,6 +255,7 @@ impl Device {
                 device,
                 queue,
                 queue_family: family,
+                queue_families,
                 push_descriptor,
                 info,
                 timestamps,
@@ -301,6 +307,7 @@ impl Device {
             device,
             queue,
             queue_family,
+            queue_families: families.len() as u32,
             push_descriptor,
             owned: false,
         })

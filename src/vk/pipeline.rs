@@ -130,7 +130,11 @@ pub struct Pipelines {
     /// The pipeline layout (sets 0 and 1, 40 bytes of push constants).
     pub layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
-    modules: [vk::ShaderModule; 2],
+    /// The one kernel variant this context runs: portable (shared-memory reduction) or
+    /// subgroup. Only its module exists, so a device without subgroup arithmetic never
+    /// sees the subgroup SPIR-V.
+    pub portable: bool,
+    module: vk::ShaderModule,
     /// Workgroup shape.
     pub tuning: Tuning,
     pipelines: Mutex<HashMap<PipelineKey, vk::Pipeline>>,
@@ -160,8 +164,14 @@ pub fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModul
 
 impl Pipelines {
     /// Creates the layouts, the cache (seeded with `initial_cache` when it is a blob of
-    /// this device, see [`cache_blob_matches`]) and both shader modules.
-    pub fn new(device: &Arc<Device>, tuning: Tuning, initial_cache: &[u8]) -> Result<Pipelines> {
+    /// this device, see [`cache_blob_matches`]) and the shader module of the portable or
+    /// the subgroup kernel.
+    pub fn new(
+        device: &Arc<Device>,
+        tuning: Tuning,
+        portable: bool,
+        initial_cache: &[u8],
+    ) -> Result<Pipelines> {
         let d = &device.device;
         let mut this = Pipelines {
             device: device.clone(),
@@ -169,7 +179,8 @@ impl Pipelines {
             xy_set: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
             cache: vk::PipelineCache::null(),
-            modules: [vk::ShaderModule::null(); 2],
+            portable,
+            module: vk::ShaderModule::null(),
             tuning,
             pipelines: Mutex::new(HashMap::new()),
         };
@@ -223,8 +234,12 @@ impl Pipelines {
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreatePipelineCache", e))?;
-            this.modules[0] = shader_module(d, shaders::GEMV_SUBGROUP)?;
-            this.modules[1] = shader_module(d, shaders::GEMV_PORTABLE)?;
+            let spv = if portable {
+                shaders::GEMV_PORTABLE
+            } else {
+                shaders::GEMV_SUBGROUP
+            };
+            this.module = shader_module(d, spv)?;
         }
         Ok(this)
     }
@@ -239,6 +254,12 @@ impl Pipelines {
 
     /// The pipeline for `key`, created (through the cache) on first use.
     pub fn get(&self, key: PipelineKey) -> Result<vk::Pipeline> {
+        if key.portable != self.portable {
+            return Err(Error::Internal(format!(
+                "pipeline for portable = {} requested from a context with portable = {}",
+                key.portable, self.portable
+            )));
+        }
         let mut map = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&p) = map.get(&key) {
             return Ok(p);
@@ -268,7 +289,7 @@ impl Pipelines {
             .data(&data);
         let stage = vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
-            .module(self.modules[key.portable as usize])
+            .module(self.module)
             .name(c"main")
             .specialization_info(&spec);
         let info = [vk::ComputePipelineCreateInfo::default()
@@ -317,9 +338,7 @@ impl Drop for Pipelines {
             {
                 d.destroy_pipeline(p, None);
             }
-            for m in self.modules {
-                d.destroy_shader_module(m, None);
-            }
+            d.destroy_shader_module(self.module, None);
             d.destroy_pipeline_cache(self.cache, None);
             d.destroy_pipeline_layout(self.layout, None);
             d.destroy_descriptor_set_layout(self.xy_set, None);
