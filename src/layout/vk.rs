@@ -68,12 +68,14 @@ impl VkLayout {
     pub fn pack_weights(&self, data: &Q4Data, rows: Range<usize>, out: &mut [u8]) {
         let src_row = data.shape.row_bytes();
         debug_assert_eq!(out.len(), self.weights_bytes(rows.len()));
+        // Write-only (the destination may be write-combined mapped memory): the unused high
+        // nibble of an odd row's last byte is masked on the way.
+        let mask = if data.shape.k % 2 == 1 { 0x0f } else { 0xff };
         for (dst, row) in out.chunks_exact_mut(self.row_bytes()).zip(rows) {
-            dst[..src_row].copy_from_slice(&data.weight[row * src_row..(row + 1) * src_row]);
+            let src = &data.weight[row * src_row..(row + 1) * src_row];
+            dst[..src_row - 1].copy_from_slice(&src[..src_row - 1]);
+            dst[src_row - 1] = src[src_row - 1] & mask;
             dst[src_row..].fill(0);
-            if data.shape.k % 2 == 1 {
-                dst[src_row - 1] &= 0x0f;
-            }
         }
     }
 
