@@ -46,7 +46,9 @@
 #define Q4VK_CONTEXT_VALIDATION 1
 
 // Force the portable kernels (no subgroup operations, no 8/16-bit storage, no f16
-// arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same.
+// arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same (read by
+// `q4vk_context_create` only; `Q4VK_NO_PUSH_DESCRIPTORS=1` there keeps q4vk's own device
+// from enabling `VK_KHR_push_descriptor`).
 #define Q4VK_CONTEXT_PORTABLE_KERNELS 2
 
 // Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` write x and y into on a

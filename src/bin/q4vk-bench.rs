@@ -2,7 +2,7 @@
 //! this device's compute-shader copy bandwidth and a naive one-invocation-per-row kernel,
 //! all measured in the same run with timestamp queries. Prints a markdown table.
 //!
-//! `q4vk-bench` runs the shapes (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
+//! `q4vk-bench` runs the target shapes of `bench/RESULTS.md` (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk; `--shapes 3,4` runs only those rows of the
@@ -539,9 +539,12 @@ fn rate(gbs: f64) -> String {
 }
 
 fn context(tuning: Option<(u32, u32)>, unroll: Option<u32>, split: Option<u32>) -> Result<Context> {
+    let (portable, no_push_descriptors) = q4vk::ffi::context::kill_switches();
     Context::new(
         ContextConfig {
             device_index: -1,
+            portable,
+            no_push_descriptors,
             tuning,
             unroll,
             split,

@@ -3,7 +3,9 @@
 use super::context::q4vk_context;
 use super::matrix::q4vk_matrix;
 use super::panic::guard;
-use super::ptr::{check_disjoint, read_struct, require, VersionedStruct};
+use super::ptr::{
+    check_disjoint, handle, in_slice, out_slice, read_struct, require, VersionedStruct,
+};
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
 use crate::vk::context::Context;
@@ -87,24 +89,24 @@ pub unsafe extern "C" fn q4vk_gemv_args_default(args: *mut q4vk_gemv_args) {
         x_row_stride: 0,
         y_row_stride: 0,
     };
-    // SAFETY: forwarded from the caller's contract; NULL is skipped.
     let _ = guard("q4vk_gemv_args_default", || {
+        // SAFETY: `args` is NULL (skipped) or writable (caller's contract).
         unsafe { super::ptr::write_out(args, value, "args") }.or(Ok(()))
     });
 }
 
+/// The context and matrix behind two handles, checked to share a `VkDevice`.
+///
+/// # Safety
+/// Each handle must be NULL or live for `'a`.
 unsafe fn handles<'a>(
     ctx: *mut q4vk_context,
     mat: *const q4vk_matrix,
 ) -> Result<(&'a Context, &'a DeviceMatrix)> {
-    let ctx = &ctx
-        .as_ref()
-        .ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?
-        .0;
-    let mat = &mat
-        .as_ref()
-        .ok_or_else(|| Error::NullPointer("mat is NULL".into()))?
-        .0;
+    // SAFETY: NULL or live (caller's contract).
+    let ctx = &unsafe { handle(ctx, "ctx") }?.0;
+    // SAFETY: as above.
+    let mat = &unsafe { handle(mat, "mat") }?.0;
     if !mat.same_device(ctx) {
         return Err(invalid!(
             "mat was created on another VkDevice than ctx's; a matrix works with every context of the VkDevice it was created on"
@@ -140,8 +142,9 @@ pub unsafe extern "C" fn q4vk_gemv(
     y_len: usize,
     m: u32,
 ) -> q4vk_status {
-    guard("q4vk_gemv", || unsafe {
-        let (ctx, mat) = handles(ctx, mat)?;
+    guard("q4vk_gemv", || {
+        // SAFETY: NULL or live handles (contract).
+        let (ctx, mat) = unsafe { handles(ctx, mat) }?;
         check_m(m)?;
         require(x, "x")?;
         require(y, "y")?;
@@ -155,8 +158,9 @@ pub unsafe extern "C" fn q4vk_gemv(
             }
         }
         check_disjoint(&[("y", y as usize, 4 * yn)], &[("x", x as usize, 4 * xn)])?;
-        let xs = std::slice::from_raw_parts(x, xn);
-        let ys = std::slice::from_raw_parts_mut(y, yn);
+        // SAFETY: x readable for x_len ≥ xn floats, y writable for y_len ≥ yn, disjoint
+        // (checked above; contract).
+        let (xs, ys) = unsafe { (in_slice(x, xn, "x")?, out_slice(y, yn, "y")?) };
         gemv::gemv_host(ctx, mat, xs, ys, m)
     })
 }
@@ -205,10 +209,12 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
     command_buffer: *mut c_void,
     args: *const q4vk_gemv_args,
 ) -> q4vk_status {
-    guard("q4vk_cmd_gemv", || unsafe {
-        let (ctx, mat) = handles(ctx, mat)?;
+    guard("q4vk_cmd_gemv", || {
+        // SAFETY: NULL or live handles (contract).
+        let (ctx, mat) = unsafe { handles(ctx, mat) }?;
         require(command_buffer, "command_buffer")?;
-        let a = read_struct(args, "args")?;
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let a = unsafe { read_struct(args, "args") }?;
         if a.flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
             return Err(invalid!(
                 "args->flags has unknown bits {:#x}",

@@ -1,7 +1,7 @@
 //! q4vk's own Q4 format on the CPU: the canonical packed matrix every GPU upload starts
 //! from, and the quantizer that turns float weights into it.
 //!
-//! Layout (API.md): rows of W, `[n][ceil(k/2)]` bytes, element k even in the low nibble,
+//! Layout (`q4vk_matrix_desc` in `include/q4vk.h`): rows of W, `[n][ceil(k/2)]` bytes, element k even in the low nibble,
 //! unsigned nibbles `u`; scales `[n][groups]` (f16, or f32 for Q4 input with f32 scales);
 //! zero points `[n][groups]` bytes 0..15. Symmetric `w = (u - 8) * s`, else `w = (u - z) * s`.
 //!

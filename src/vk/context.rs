@@ -29,6 +29,8 @@ pub struct ContextConfig {
     pub validation: bool,
     /// Force the portable kernels.
     pub portable: bool,
+    /// Own device: do not enable `VK_KHR_push_descriptor` (x/y go through the set ring).
+    pub no_push_descriptors: bool,
     /// Borrow these host objects instead of creating an instance and device.
     pub adopt: Option<Adoption>,
     /// Workgroup size and rows per workgroup instead of the per-device choice (tuning
@@ -116,7 +118,12 @@ impl Context {
             None => {
                 let instance = Arc::new(Instance::create(config.validation, logger.clone())?);
                 (
-                    Arc::new(Device::create(instance, config.device_index, &logger)?),
+                    Arc::new(Device::create(
+                        instance,
+                        config.device_index,
+                        config.no_push_descriptors,
+                        &logger,
+                    )?),
                     None,
                 )
             }
@@ -127,6 +134,7 @@ impl Context {
                 });
                 let names: Vec<&std::ffi::CStr> =
                     a.extensions.iter().map(|c| c.as_c_str()).collect();
+                // SAFETY: as above; the handles belong to that instance (contract).
                 let device = unsafe {
                     Device::adopt(
                         instance,
@@ -141,12 +149,11 @@ impl Context {
             }
         };
         let info = &device.info;
-        let env_portable = std::env::var("Q4VK_PORTABLE").is_ok_and(|v| v == "1");
         // The kernel's per-subgroup reduction slots are sized for the smallest subgroup the
         // device may use; the workgroup is a multiple of the largest.
         let sg = info.min_subgroup_size;
         let subgroup_ok = info.subgroup_kernels_ok();
-        let portable = config.portable || env_portable || !subgroup_ok;
+        let portable = config.portable || !subgroup_ok;
         let mut tuning = if portable {
             Tuning {
                 workgroup: 64,

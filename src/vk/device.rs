@@ -82,6 +82,7 @@ fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceI
     // SAFETY: a valid physical device of this instance (Vulkan 1.1 checked by the caller).
     let api = unsafe { instance.get_physical_device_properties(physical) }.api_version;
     let size_control = api >= vk::API_VERSION_1_3
+        // SAFETY: as above.
         || unsafe { instance.enumerate_device_extension_properties(physical) }
             .unwrap_or_default()
             .iter()
@@ -173,8 +174,14 @@ impl Device {
     }
 
     /// Creates q4vk's own device: the best Vulkan 1.1 device with a compute queue
-    /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list.
-    pub fn create(instance: Arc<Instance>, index: i32, logger: &Logger) -> Result<Device> {
+    /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list;
+    /// `VK_KHR_push_descriptor` is enabled where offered unless `no_push`.
+    pub fn create(
+        instance: Arc<Instance>,
+        index: i32,
+        no_push: bool,
+        logger: &Logger,
+    ) -> Result<Device> {
         let vki = &instance.instance;
         // SAFETY: queries and creation with valid create infos.
         unsafe {
@@ -215,8 +222,6 @@ impl Device {
             let available = vki
                 .enumerate_device_extension_properties(physical)
                 .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
-            // Kill switch (triage of driver bugs, and tests of the descriptor-set cache).
-            let no_push = std::env::var("Q4VK_NO_PUSH_DESCRIPTORS").is_ok_and(|v| v == "1");
             let push = !no_push
                 && available
                     .iter()
@@ -278,13 +283,15 @@ impl Device {
         extensions: &[&CStr],
     ) -> Result<Device> {
         let vki = &instance.instance;
-        let props = vki.get_physical_device_properties(physical);
+        // SAFETY: a valid physical device of this instance (caller's contract).
+        let props = unsafe { vki.get_physical_device_properties(physical) };
         if props.api_version < vk::API_VERSION_1_1 {
             return Err(Error::Unsupported(
                 "the adopted physical device supports only Vulkan 1.0; q4vk needs 1.1".into(),
             ));
         }
-        let families = vki.get_physical_device_queue_family_properties(physical);
+        // SAFETY: as above.
+        let families = unsafe { vki.get_physical_device_queue_family_properties(physical) };
         let family = families.get(queue_family as usize).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "desc->queue_family_index is {queue_family} but the device has {} families",
@@ -296,7 +303,8 @@ impl Device {
                 "queue family {queue_family} has no compute capability"
             )));
         }
-        let device = ash::Device::load(vki.fp_v1_0(), device);
+        // SAFETY: the host's live device of this physical device (caller's contract).
+        let device = unsafe { ash::Device::load(vki.fp_v1_0(), device) };
         let push = extensions.contains(&ash::khr::push_descriptor::NAME);
         let push_descriptor = push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
         Ok(Device {

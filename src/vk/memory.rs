@@ -180,13 +180,15 @@ pub unsafe fn storage_set(
     buffers: &[&Buffer],
 ) -> Result<vk::DescriptorSet> {
     let layouts = [layout];
-    let set = device
-        .allocate_descriptor_sets(
+    // SAFETY: pool and layout of this device with room for the set (caller's contract).
+    let set = unsafe {
+        device.allocate_descriptor_sets(
             &vk::DescriptorSetAllocateInfo::default()
                 .descriptor_pool(pool)
                 .set_layouts(&layouts),
         )
-        .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
+    }
+    .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
     let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
         .iter()
         .map(|b| {
@@ -208,8 +210,8 @@ pub unsafe fn storage_set(
                 .buffer_info(info)
         })
         .collect();
-    // A fresh set: no command buffer uses it yet.
-    device.update_descriptor_sets(&writes, &[]);
+    // SAFETY: a fresh set (no command buffer uses it yet) and live buffers of this device.
+    unsafe { device.update_descriptor_sets(&writes, &[]) };
     Ok(set)
 }
 
