@@ -1,7 +1,7 @@
 //! Descriptor sets for x and y on devices without `VK_KHR_push_descriptor`: a ring of at
-//! most [`RING`] sets per context. Each GEMV writes the next set of the ring, so memory is
+//! most `RING` sets per context. Each GEMV writes the next set of the ring, so memory is
 //! bounded and no set ever names a buffer handle the host may since have destroyed and
-//! reused. A set is rewritten only after [`RING`] further GEMVs on the context; the host's
+//! reused. A set is rewritten only after `RING` further GEMVs on the context; the host's
 //! side of that rule is stated on `q4vk_cmd_gemv`.
 
 use super::device::Device;
@@ -35,7 +35,7 @@ impl XySets {
         }
     }
 
-    /// Sets allocated so far (at most [`RING`]).
+    /// Sets allocated so far (at most `RING`).
     pub fn allocated(&self) -> usize {
         self.sets.len()
     }
