@@ -137,8 +137,7 @@ typedef struct {
     uint32_t m;
 } gemv_case;
 
-/* Everything a case allocates on the device. Kept until q4vk_context_destroy: without
- * VK_KHR_push_descriptor q4vk caches descriptor sets keyed by buffer handles (q4vk.h). */
+/* Everything a case allocates on the device, kept until the end of the run. */
 typedef struct {
     engine_buffer x0, x, y, out;
     q4vk_matrix *mat;

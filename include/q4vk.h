@@ -50,7 +50,9 @@
 #define Q4VK_CONTEXT_VALIDATION 1
 
 // Force the portable kernels (no subgroup operations, no 8/16-bit storage, no f16
-// arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same.
+// arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same (read by
+// `q4vk_context_create` only; `Q4VK_NO_PUSH_DESCRIPTORS=1` there keeps q4vk's own device
+// from enabling `VK_KHR_push_descriptor`).
 #define Q4VK_CONTEXT_PORTABLE_KERNELS 2
 
 // `q4vk_context_desc.flags`: never use the tensor-core GEMV (`VK_KHR_cooperative_matrix`),
@@ -59,6 +61,10 @@
 // cooperative matrices (f16 16 × 8 × 16, subgroups of 32) with the fragment layout the
 // kernel is written for (checked by a probe at creation; NVIDIA Turing and later).
 #define Q4VK_CONTEXT_NO_COOPMAT 4
+
+// Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` write x and y into on a
+// device without `VK_KHR_push_descriptor` (see `q4vk_cmd_gemv`).
+#define Q4VK_CMD_GEMV_SET_RING 4096
 
 // x holds f16 values (else f32). Needs nothing from the device (the kernels unpack f16
 // pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
@@ -85,28 +91,15 @@
 // The header's packed version; put it in `q4vk_context_desc.header_version`.
 #define Q4VK_HEADER_VERSION (((Q4VK_VERSION_MAJOR << 22) | (Q4VK_VERSION_MINOR << 12)) | Q4VK_VERSION_PATCH)
 
-// Binding roles, in binding order (binding i has role i).
-#define ROLE_WEIGHTS 0
-
-// Scales.
-#define ROLE_SCALES 1
-
-// Zero points (unread when symmetric).
-#define ROLE_ZEROS 2
-
-// Activations.
-#define ROLE_X 3
-
-// Output.
-#define ROLE_Y 4
-
 // A Vulkan context (opaque). Created by `q4vk_context_create`, released by
 // `q4vk_context_destroy`. Safe to use from several threads at once: q4vk serializes its
 // own submissions.
 typedef struct q4vk_context q4vk_context;
 
-// A GPU matrix (opaque): immutable after creation, usable from several threads and
-// contexts of the same device. It must outlive every command buffer that uses it.
+// A GPU matrix (opaque): immutable after creation, usable from several threads and from
+// every context of the `VkDevice` it was created on (several contexts may adopt one
+// device). It must outlive every command buffer that uses it, and on an adopted device be
+// destroyed before the host destroys the `VkDevice`.
 typedef struct q4vk_matrix q4vk_matrix;
 
 // Log callback: `level` is a `Q4VK_LOG_*` value, `message` a NUL-terminated string valid
@@ -132,15 +125,19 @@ typedef void (*q4vk_queue_lock_fn)(void *user);
 // the enabled device extensions. q4vk borrows them, never destroys them and never enables
 // anything on them (it creates only its own pipelines, buffers, pools and fences on the
 // device, and destroys those). The host keeps them alive until `q4vk_context_destroy`
-// returns. q4vk's kernels need no optional device feature, so `enabled_features` is not
-// read; `VK_KHR_push_descriptor` is used only if it is in `enabled_extensions`.
+// has returned for every context adopting them and `q4vk_matrix_destroy` for every matrix
+// created on the device: destroy q4vk's objects (in any order), then the `VkDevice`.
+// Several contexts may adopt one device and share its matrices. q4vk's kernels need no
+// optional device feature, so `enabled_features` is not read; `VK_KHR_push_descriptor` is
+// used only if it is in `enabled_extensions`.
 typedef struct q4vk_context_desc {
   // `sizeof(q4vk_context_desc)`; smaller than v0 is refused, larger accepted.
   uint32_t struct_size;
   // `Q4VK_HEADER_VERSION` of the caller's header (major and minor must match).
   uint32_t header_version;
   // -1 (default): best device, discrete > integrated > virtual > cpu; else the index in
-  // `vkEnumeratePhysicalDevices` order. Own device only.
+  // `vkEnumeratePhysicalDevices` order. Own device only. Below -1:
+  // `Q4VK_ERROR_INVALID_ARGUMENT`.
   int32_t device_index;
   // `Q4VK_CONTEXT_*` bits; others are refused.
   uint32_t flags;
@@ -175,7 +172,9 @@ typedef struct q4vk_context_desc {
   const char *const *enabled_extensions;
   // Optional: called before each of q4vk's submits to an adopted queue (set both or
   // neither). If NULL, the host must not submit to that queue while a q4vk call that
-  // submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs.
+  // submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs. Only
+  // one of `queue_lock` / `queue_unlock` set (own device too):
+  // `Q4VK_ERROR_INVALID_ARGUMENT`.
   q4vk_queue_lock_fn queue_lock;
   // Called after each of those submits.
   q4vk_queue_lock_fn queue_unlock;
@@ -563,8 +562,9 @@ q4vk_status q4vk_context_create(const struct q4vk_context_desc *desc, struct q4v
 
 // Destroys a context and everything q4vk created for it (its own device and instance
 // included; never an adopted object). NULL is ignored. No call on this context may be in
-// progress, and no host command buffer recorded with it may be pending. Matrices hold
-// their own reference to the device and may be destroyed before or after.
+// progress, and no host command buffer recorded with it may be pending. Matrices may be
+// destroyed before or after the context (they keep q4vk's own device alive); on an
+// adopted device, all of them before the host destroys its `VkDevice`.
 //
 // # Safety
 // `ctx` must be NULL or a live context from `q4vk_context_create`, not used afterwards.
@@ -616,11 +616,15 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory, synchronous: copies x to a
 // staging buffer reused across calls (grown, never shrunk; no allocation once it is large
 // enough), runs on q4vk's queue, waits, copies y back. `x_len`/`y_len` are element counts
-// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success.
+// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success. The
+// call is checked before the staging buffers grow: a refused call leaves them as they
+// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-// another device), `UNSUPPORTED` (m > 8; a context without a queue), `BUFFER_TOO_SMALL`,
-// `VULKAN`, `DEVICE_LOST`, `OUT_OF_*_MEMORY`. Thread-safe: calls on one context are
+// another `VkDevice`), `UNSUPPORTED` (m > 8; a context without a queue; m·k or m·n floats
+// beyond the device's `maxStorageBufferRange`), `BUFFER_TOO_SMALL`, `VULKAN`,
+// `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
+// `OUT_OF_*_MEMORY`. Thread-safe: calls on one context are
 // serialized.
 //
 // # Safety
@@ -635,15 +639,17 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
                       uint32_t m);
 
 // Records `y = W·x` (as `q4vk_gemv`, m = 1..8) into the host's `command_buffer`
-// (`VkCommandBuffer`, in the recording state, of a queue family with compute, on the
-// context's device). Nothing is recorded on error.
+// (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the
+// context's device: matrix buffers are `VK_SHARING_MODE_CONCURRENT` over all of the
+// device's queue families when it has more than one, so no ownership transfer is needed).
+// `mat` may come from any context of the same `VkDevice`. Nothing is recorded on error.
 //
 // State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
 // (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
 // binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
-// `VK_KHR_push_descriptor` is enabled, otherwise a set owned by the context, keyed by
-// the two buffer ranges, written once and never updated or freed until the context is
-// destroyed); per matrix part, descriptor set 0 (owned by the matrix, immutable) and 40
+// `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
+// `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
+// part, descriptor set 0 (owned by the matrix, immutable) and 40
 // bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
 // more if a part exceeds the workgroup-count limits).
 //
@@ -657,9 +663,15 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 // `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8), `VULKAN` (pipeline creation).
 // Thread-safe for distinct command buffers (a command buffer itself is externally
 // synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
-// command buffer's execution. Without `VK_KHR_push_descriptor`, the cached set names the
-// buffer handles: keep buffers passed here alive while the context lives (a new buffer
-// that reuses a destroyed one's handle value and ranges would meet a stale descriptor).
+// command buffer's execution.
+//
+// Without `VK_KHR_push_descriptor` (the ring): a set is rewritten by the
+// `Q4VK_CMD_GEMV_SET_RING`-th GEMV (`q4vk_cmd_gemv` or `q4vk_gemv`) after the one that
+// wrote it. So a command buffer holds at most `Q4VK_CMD_GEMV_SET_RING` calls, and must
+// have finished executing (or been reset or freed) before `Q4VK_CMD_GEMV_SET_RING`
+// further GEMVs are made on the context; a command buffer resubmitted later must be
+// re-recorded. Nothing else is required of the host's buffers: no set outlives that
+// window, so destroying a buffer and reusing its handle is safe.
 //
 // # Safety
 // Handles NULL or live; `command_buffer` a valid `VkCommandBuffer` in the recording state.
@@ -884,7 +896,8 @@ q4vk_status q4vk_matrix_create(struct q4vk_context *ctx,
                                struct q4vk_matrix **out);
 
 // Releases a matrix's device memory. NULL is ignored. No GEMV using it may be running or
-// pending (also in host command buffers).
+// pending (also in host command buffers). May be called before or after
+// `q4vk_context_destroy`; on an adopted device, before the host's `vkDestroyDevice`.
 //
 // # Safety
 // `mat` must be NULL or a live matrix, not used afterwards.

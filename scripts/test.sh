@@ -19,6 +19,9 @@ scripts/gen-header.sh --check
 echo "== C ABI against every released version (abi/), and the check's self-test"
 scripts/abi-check.py
 scripts/abi-check.py --self-test
+echo "== header names (q4vk_/Q4VK_ only)"
+scripts/check-header-names.sh --self-test
+scripts/check-header-names.sh
 if [ -x scripts/build-shaders.sh ]; then
     echo "== SPIR-V drift"
     scripts/build-shaders.sh --check

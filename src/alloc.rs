@@ -88,11 +88,15 @@ mod tests {
             .collect();
         for group_size in [-1, 64] {
             let mut d = std::mem::MaybeUninit::uninit();
-            unsafe { q4vk_weight_quantize_desc_default(d.as_mut_ptr()) };
-            let mut d = unsafe { d.assume_init() };
+            // SAFETY: a writable desc, then fully initialized by the call.
+            let mut d = unsafe {
+                q4vk_weight_quantize_desc_default(d.as_mut_ptr());
+                d.assume_init()
+            };
             (d.k, d.n, d.group_size) = (k, n, group_size);
             let (mut qb, mut sb) = (0, 0);
             assert_eq!(
+                // SAFETY: valid desc and out-parameters.
                 unsafe { q4vk_weight_quantize_size(&d, &mut qb, &mut sb) },
                 Q4VK_OK
             );
@@ -100,6 +104,7 @@ mod tests {
             for countdown in 0.. {
                 let (mut q, mut s) = (vec![0x5Au8; qb], vec![0x5Au8; sb]);
                 fail_after(Some(countdown));
+                // SAFETY: every buffer is valid for the bytes passed with it.
                 let status = unsafe {
                     q4vk_weight_quantize(
                         &d,
@@ -126,6 +131,7 @@ mod tests {
             let mut out = vec![0u8; (k * n * 2) as usize];
             let (q, s) = (vec![0x11u8; qb], vec![0x22u8; sb]);
             fail_after(Some(0));
+            // SAFETY: every buffer is valid for the bytes passed with it.
             let status = unsafe {
                 q4vk_weight_dequantize(
                     &d,

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 /// Every way a q4vk operation can fail. The message says which argument or which Vulkan
-/// call, and why; `status()` gives the stable C code.
+/// call, and why; `ffi::status` maps each variant to its stable C code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// A value out of range or inconsistent with another.

@@ -15,10 +15,61 @@ pub fn resolve_threads(requested: u32) -> usize {
     }
 }
 
+/// Name of q4vk's worker threads (the C API's panic boundary keeps their panics quiet too).
+pub const WORKER_NAME: &str = "q4vk-worker";
+
+/// A job started by [`spawn_or_run`]: running on a worker thread, or already finished on the
+/// calling thread.
+pub enum Worker<'scope, T> {
+    /// Running on a scoped worker thread.
+    Spawned(std::thread::ScopedJoinHandle<'scope, T>),
+    /// Run on the calling thread because no thread could be spawned.
+    Done(T),
+}
+
+impl<T> Worker<'_, T> {
+    /// Waits for the job and returns its value; a panic on the worker continues on the
+    /// calling thread with the worker's payload (so the caller's panic boundary reports its
+    /// message).
+    pub fn join(self) -> T {
+        match self {
+            Worker::Spawned(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Worker::Done(value) => value,
+        }
+    }
+}
+
+/// Runs `job` on a new worker thread of `scope`, or, when the system cannot spawn one
+/// (thread or memory limits), right here on the calling thread: the work is always done, so
+/// a failed spawn never leaves an output partly written.
+pub fn spawn_or_run<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    job: impl FnOnce() -> T + Send + 'scope,
+) -> Worker<'scope, T> {
+    // The job is handed back when the spawn fails, so it can run here instead.
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(job)));
+    let theirs = slot.clone();
+    let spawned = std::thread::Builder::new()
+        .name(WORKER_NAME.into())
+        .spawn_scoped(scope, move || {
+            let job = theirs.lock().unwrap_or_else(|e| e.into_inner()).take();
+            job.expect("a spawned job runs once")()
+        });
+    match spawned {
+        Ok(handle) => Worker::Spawned(handle),
+        Err(_) => {
+            let job = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            Worker::Done(job.expect("a job that was not spawned is still here")())
+        }
+    }
+}
+
 /// Splits `units` consecutive units of `out` (unit `i` owns the next `unit_len(i)`
 /// elements) into up to `threads` consecutive spans, and calls `work(span, slice)` for each
-/// span on its own scoped thread (the calling thread takes the last one). `slice` covers
-/// exactly the span's units.
+/// span on its own scoped thread (the calling thread takes the last one, and any span whose
+/// thread could not be spawned). `slice` covers exactly the span's units.
 pub fn for_each_span<T: Send>(
     out: &mut [T],
     units: usize,
@@ -41,16 +92,14 @@ pub fn for_each_span<T: Send>(
                 work(first..last, mine);
             } else {
                 let work = &work;
-                workers.push(scope.spawn(move || work(first..last, mine)));
+                workers.push(spawn_or_run(scope, move || work(first..last, mine)));
             }
             first = last;
         }
         // Join explicitly: the scope alone waits only for the closures to return, and a
         // worker could still be tearing down its thread-locals after this call returns.
         for worker in workers {
-            if let Err(panic) = worker.join() {
-                std::panic::resume_unwind(panic);
-            }
+            worker.join();
         }
     });
 }

@@ -29,3 +29,136 @@ fn gemv_without_push_descriptors() {
         unsafe { q4vk_matrix_destroy(mat) };
     }
 }
+
+/// The x/y descriptor sets are a bounded ring: 3 × `Q4VK_CMD_GEMV_SET_RING` recorded GEMVs
+/// with distinct x offsets (each command buffer reset after 256 of them, as the contract
+/// allows) allocate exactly `Q4VK_CMD_GEMV_SET_RING` sets; then GEMVs at different x and
+/// y offsets in one submitted command buffer each read and write their own ranges.
+#[test]
+fn descriptor_sets_are_a_bounded_ring() {
+    use ash::vk;
+    use ash::vk::Handle;
+    use q4vk::cpu::reference;
+    use q4vk::ffi::gemv::*;
+    use q4vk::ffi::status::Q4VK_OK;
+    use q4vk::vk::memory::{Buffer, MemoryKind};
+
+    std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
+    let gpu = Gpu::new(false);
+    let ctx = gpu.context();
+    let d = &ctx.device.device;
+    let mut rng = Rng(5);
+    let (n, k) = (40usize, 96usize);
+    let data = random_q4(&mut rng, n, k, 32, false, false);
+    let mat = upload_q4(&gpu, &data);
+    let align = ctx.device.info.storage_alignment.max(4) as usize;
+    let x_slot = (4 * k).next_multiple_of(align);
+    let y_slot = (4 * n).next_multiple_of(align);
+    let slots = 64usize;
+    let xb = Buffer::new(&ctx.device, (slots * x_slot) as u64, MemoryKind::Upload).unwrap();
+    let yb = Buffer::new(&ctx.device, (slots * y_slot) as u64, MemoryKind::Readback).unwrap();
+    let pool = unsafe {
+        d.create_command_pool(
+            &vk::CommandPoolCreateInfo::default()
+                .queue_family_index(ctx.device.queue_family)
+                .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+            None,
+        )
+    }
+    .unwrap();
+    let cmd = unsafe {
+        d.allocate_command_buffers(
+            &vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1),
+        )
+    }
+    .unwrap()[0];
+    let args_at = |xi: usize, yi: usize| {
+        let mut a = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
+        unsafe { q4vk_gemv_args_default(&mut a) };
+        a.x = q4vk_buffer_ref {
+            buffer: xb.buffer.as_raw(),
+            offset: (xi * x_slot) as u64,
+            range: (4 * k) as u64,
+        };
+        a.y = q4vk_buffer_ref {
+            buffer: yb.buffer.as_raw(),
+            offset: (yi * y_slot) as u64,
+            range: (4 * n) as u64,
+        };
+        a
+    };
+    let begin = || unsafe {
+        d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+            .unwrap();
+        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
+            .unwrap();
+    };
+    let record = |a: &q4vk_gemv_args| {
+        let status = unsafe { q4vk_cmd_gemv(gpu.ctx, mat, cmd.as_raw() as *mut _, a) };
+        assert_eq!(status, Q4VK_OK, "q4vk_cmd_gemv: {}", last_error());
+    };
+    let ring = Q4VK_CMD_GEMV_SET_RING as usize;
+    for batch in 0..3 * ring / 256 {
+        begin();
+        for i in 0..256 {
+            record(&args_at((batch * 256 + i) % slots, i % slots));
+        }
+        unsafe { d.end_command_buffer(cmd).unwrap() };
+    }
+    let allocated = ctx.xy_sets.as_ref().unwrap().lock().unwrap().allocated();
+    assert_eq!(allocated, ring, "sets allocated after {} calls", 3 * ring);
+
+    // Four GEMVs with their own x and y ranges in one command buffer, submitted.
+    let xs: Vec<Vec<f32>> = (0..4).map(|_| rng.vec(k)).collect();
+    for (i, x) in xs.iter().enumerate() {
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        xb.write(3 * i * x_slot, &bytes);
+    }
+    yb.write(0, &vec![0xFFu8; slots * y_slot]); // NaN everywhere
+    begin();
+    for i in 0..4 {
+        record(&args_at(3 * i, 5 * i));
+    }
+    unsafe {
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::COMPUTE_SHADER,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &[vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)],
+            &[],
+            &[],
+        );
+        d.end_command_buffer(cmd).unwrap();
+        let fence = d
+            .create_fence(&vk::FenceCreateInfo::default(), None)
+            .unwrap();
+        let cmds = [cmd];
+        d.queue_submit(
+            ctx.device.queue,
+            &[vk::SubmitInfo::default().command_buffers(&cmds)],
+            fence,
+        )
+        .unwrap();
+        d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
+        d.destroy_fence(fence, None);
+        d.destroy_command_pool(pool, None);
+    }
+    for (i, x) in xs.iter().enumerate() {
+        let mut bytes = vec![0u8; 4 * n];
+        yb.read(5 * i * y_slot, &mut bytes);
+        let y: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
+            .collect();
+        let err = reference::relative_error(&y, &reference::gemv(&data, x, 1));
+        assert!(err < 1e-5, "GEMV {i}: relative error {err:e}");
+    }
+    drop((xb, yb));
+    unsafe { q4vk_matrix_destroy(mat) };
+}

@@ -18,3 +18,25 @@ fn environment_forces_portable_kernels() {
     assert!(err < 1e-5, "{err:e}");
     unsafe { q4vk_matrix_destroy(mat) };
 }
+
+/// The environment is read by `q4vk_context_create` only: a context the core creates from
+/// a config (as tools do) follows the config, whatever the kill switches say.
+#[test]
+fn the_core_does_not_read_the_environment() {
+    use q4vk::vk::context::{Context, ContextConfig};
+    use q4vk::vk::log::Logger;
+    std::env::set_var("Q4VK_PORTABLE", "1");
+    std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
+    let ctx = Context::new(ContextConfig::default(), Logger::silent()).expect("a context");
+    assert_eq!(ctx.portable, !ctx.device.info.subgroup_kernels_ok());
+    let offered = unsafe {
+        ctx.device
+            .instance
+            .instance
+            .enumerate_device_extension_properties(ctx.device.physical)
+    }
+    .unwrap()
+    .iter()
+    .any(|e| e.extension_name_as_c_str() == Ok(ash::khr::push_descriptor::NAME));
+    assert_eq!(ctx.device.push_descriptor.is_some(), offered);
+}

@@ -46,6 +46,7 @@ fn workgroup_shapes_of_both_variants() {
                 device_index: -1,
                 validation: true,
                 portable,
+                no_push_descriptors: false,
                 adopt: None,
                 tuning: Some((wg, rows)),
                 pipeline_cache: Vec::new(),

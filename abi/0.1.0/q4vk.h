@@ -74,21 +74,6 @@
 // The header's packed version; put it in `q4vk_context_desc.header_version`.
 #define Q4VK_HEADER_VERSION (((Q4VK_VERSION_MAJOR << 22) | (Q4VK_VERSION_MINOR << 12)) | Q4VK_VERSION_PATCH)
 
-// Binding roles, in binding order (binding i has role i).
-#define ROLE_WEIGHTS 0
-
-// Scales.
-#define ROLE_SCALES 1
-
-// Zero points (unread when symmetric).
-#define ROLE_ZEROS 2
-
-// Activations.
-#define ROLE_X 3
-
-// Output.
-#define ROLE_Y 4
-
 // A Vulkan context (opaque). Created by `q4vk_context_create`, released by
 // `q4vk_context_destroy`. Safe to use from several threads at once: q4vk serializes its
 // own submissions.

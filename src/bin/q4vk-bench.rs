@@ -7,7 +7,7 @@
 //! `--coop-sweep` times it over a grid of those (bench/RESULTS.md); `Q4VK_BENCH_LOG=1`
 //! prints the context's log.
 //!
-//! `q4vk-bench` runs the benchmark shapes (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
+//! `q4vk-bench` runs the target shapes of `bench/RESULTS.md` (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk; `--shapes 3,4` runs only those rows of the
@@ -592,13 +592,16 @@ fn context(
     unroll: Option<u32>,
     split: Option<u32>,
 ) -> Result<Context> {
+    let env = q4vk::ffi::context::kill_switches();
     Context::new(
         ContextConfig {
             device_index: -1,
+            portable: env.portable,
+            no_push_descriptors: env.no_push_descriptors,
             tuning,
             unroll,
             split,
-            no_coop: opt.no_coop,
+            no_coop: opt.no_coop || env.no_coopmat,
             coop_tuning: opt.coop,
             ..Default::default()
         },

@@ -2,7 +2,8 @@
 
 use super::panic::{guard, guard_value};
 use super::ptr::{
-    check_size, copy_c_string, in_bytes, read_struct, require, write_out, VersionedStruct,
+    c_strings, check_size, copy_c_string, handle, in_bytes, into_handle, out_bytes, read_struct,
+    release, require, write_out, VersionedStruct,
 };
 use super::status::q4vk_status;
 use super::version::check_header_version;
@@ -12,7 +13,7 @@ use crate::vk::log::Logger;
 use crate::vk::submit::QueueLock;
 use ash::vk::{self, Handle};
 use libc::c_char;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 
 /// A generic function pointer (`void (*)(void)`), cast to the real type by the receiver.
 pub type q4vk_void_fn = Option<unsafe extern "C" fn()>;
@@ -36,7 +37,9 @@ pub const Q4VK_LOG_DEBUG: u32 = 3;
 /// warnings and errors to the log callback as text beginning `validation: `.
 pub const Q4VK_CONTEXT_VALIDATION: u32 = 0x1;
 /// Force the portable kernels (no subgroup operations, no 8/16-bit storage, no f16
-/// arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same.
+/// arithmetic). The environment variable `Q4VK_PORTABLE=1` does the same (read by
+/// `q4vk_context_create` only; `Q4VK_NO_PUSH_DESCRIPTORS=1` there keeps q4vk's own device
+/// from enabling `VK_KHR_push_descriptor`).
 pub const Q4VK_CONTEXT_PORTABLE_KERNELS: u32 = 0x2;
 /// `q4vk_context_desc.flags`: never use the tensor-core GEMV (`VK_KHR_cooperative_matrix`),
 /// only the SIMT kernels; as the environment variable `Q4VK_NO_COOPMAT=1` does. Without
@@ -62,8 +65,11 @@ pub struct q4vk_context(pub(crate) Context);
 /// the enabled device extensions. q4vk borrows them, never destroys them and never enables
 /// anything on them (it creates only its own pipelines, buffers, pools and fences on the
 /// device, and destroys those). The host keeps them alive until `q4vk_context_destroy`
-/// returns. q4vk's kernels need no optional device feature, so `enabled_features` is not
-/// read; `VK_KHR_push_descriptor` is used only if it is in `enabled_extensions`.
+/// has returned for every context adopting them and `q4vk_matrix_destroy` for every matrix
+/// created on the device: destroy q4vk's objects (in any order), then the `VkDevice`.
+/// Several contexts may adopt one device and share its matrices. q4vk's kernels need no
+/// optional device feature, so `enabled_features` is not read; `VK_KHR_push_descriptor` is
+/// used only if it is in `enabled_extensions`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct q4vk_context_desc {
@@ -72,7 +78,8 @@ pub struct q4vk_context_desc {
     /// `Q4VK_HEADER_VERSION` of the caller's header (major and minor must match).
     pub header_version: u32,
     /// -1 (default): best device, discrete > integrated > virtual > cpu; else the index in
-    /// `vkEnumeratePhysicalDevices` order. Own device only.
+    /// `vkEnumeratePhysicalDevices` order. Own device only. Below -1:
+    /// `Q4VK_ERROR_INVALID_ARGUMENT`.
     pub device_index: i32,
     /// `Q4VK_CONTEXT_*` bits; others are refused.
     pub flags: u32,
@@ -107,7 +114,9 @@ pub struct q4vk_context_desc {
     pub enabled_extensions: *const *const c_char,
     /// Optional: called before each of q4vk's submits to an adopted queue (set both or
     /// neither). If NULL, the host must not submit to that queue while a q4vk call that
-    /// submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs.
+    /// submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs. Only
+    /// one of `queue_lock` / `queue_unlock` set (own device too):
+    /// `Q4VK_ERROR_INVALID_ARGUMENT`.
     pub queue_lock: q4vk_queue_lock_fn,
     /// Called after each of those submits.
     pub queue_unlock: q4vk_queue_lock_fn,
@@ -162,13 +171,41 @@ pub unsafe extern "C" fn q4vk_context_desc_default(desc: *mut q4vk_context_desc)
         pipeline_cache_data: std::ptr::null(),
         pipeline_cache_size: 0,
     };
-    // SAFETY: forwarded from the caller's contract; NULL is skipped.
     let _ = guard("q4vk_context_desc_default", || {
+        // SAFETY: `desc` is NULL (skipped) or writable (caller's contract).
         unsafe { write_out(desc, value, "desc") }.or(Ok(()))
     });
 }
 
+/// The kill switches of the environment (triage of driver bugs; each forces the next path
+/// down).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KillSwitches {
+    /// `Q4VK_PORTABLE=1`: the portable kernels.
+    pub portable: bool,
+    /// `Q4VK_NO_PUSH_DESCRIPTORS=1`: q4vk's own device without `VK_KHR_push_descriptor`.
+    pub no_push_descriptors: bool,
+    /// `Q4VK_NO_COOPMAT=1`: the SIMT kernels instead of the tensor-core one.
+    pub no_coopmat: bool,
+}
+
+/// The kill switches, read from the environment here only (at context creation; the core
+/// never reads the environment). Not part of the C API; tools that create contexts
+/// directly (`q4vk-bench`) call it too.
+pub fn kill_switches() -> KillSwitches {
+    let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+    KillSwitches {
+        portable: on("Q4VK_PORTABLE"),
+        no_push_descriptors: on("Q4VK_NO_PUSH_DESCRIPTORS"),
+        no_coopmat: on("Q4VK_NO_COOPMAT"),
+    }
+}
+
 /// Reads the adopted-device part of a desc (None: own device).
+///
+/// # Safety
+/// `enabled_extensions` must be valid as `q4vk_context_desc` documents, and
+/// `get_instance_proc_addr` the host's `PFN_vkGetInstanceProcAddr`.
 unsafe fn adoption_of(d: &q4vk_context_desc) -> Result<Option<Adoption>> {
     let given = [
         d.get_instance_proc_addr.is_some(),
@@ -194,35 +231,35 @@ unsafe fn adoption_of(d: &q4vk_context_desc) -> Result<Option<Adoption>> {
             vk::API_VERSION_1_1
         )));
     }
-    let mut extensions = Vec::new();
-    if d.enabled_extension_count > 0 {
-        require(d.enabled_extensions, "desc->enabled_extensions")?;
-        for i in 0..d.enabled_extension_count as usize {
-            let name = *d.enabled_extensions.add(i);
-            require(name, "desc->enabled_extensions[i]")?;
-            extensions.push(CStr::from_ptr(name).to_owned());
-        }
-    }
+    let extensions = if d.enabled_extension_count > 0 {
+        // SAFETY: `enabled_extension_count` NUL-terminated names (caller's contract).
+        unsafe {
+            c_strings(
+                d.enabled_extensions,
+                d.enabled_extension_count as usize,
+                "desc->enabled_extensions",
+            )
+        }?
+    } else {
+        Vec::new()
+    };
     let lock = match (d.queue_lock, d.queue_unlock) {
         (Some(lock), Some(unlock)) => Some(QueueLock {
             lock,
             unlock,
             user: d.queue_lock_user,
         }),
-        (None, None) => None,
-        _ => {
-            return Err(invalid!(
-                "set both desc->queue_lock and desc->queue_unlock, or neither"
-            ))
-        }
+        // Only one of them set was refused by q4vk_context_create.
+        _ => None,
     };
     let gipa = d.get_instance_proc_addr.expect("checked above");
+    // SAFETY: the host passes its PFN_vkGetInstanceProcAddr as q4vk_void_fn (contract);
+    // both are function pointers of the C calling convention.
+    let get_instance_proc_addr = unsafe {
+        std::mem::transmute::<unsafe extern "C" fn(), vk::PFN_vkGetInstanceProcAddr>(gipa)
+    };
     Ok(Some(Adoption {
-        // SAFETY: the host passes its PFN_vkGetInstanceProcAddr as q4vk_void_fn.
-        get_instance_proc_addr: std::mem::transmute::<
-            unsafe extern "C" fn(),
-            vk::PFN_vkGetInstanceProcAddr,
-        >(gipa),
+        get_instance_proc_addr,
         instance: vk::Instance::from_raw(d.instance as u64),
         physical: vk::PhysicalDevice::from_raw(d.physical_device as u64),
         device: vk::Device::from_raw(d.device as u64),
@@ -251,8 +288,9 @@ pub unsafe extern "C" fn q4vk_context_create(
     desc: *const q4vk_context_desc,
     out: *mut *mut q4vk_context,
 ) -> q4vk_status {
-    guard("q4vk_context_create", || unsafe {
-        let d = read_struct(desc, "desc")?;
+    guard("q4vk_context_create", || {
+        // SAFETY: `desc` is NULL or a readable desc of its `struct_size` (contract).
+        let d = unsafe { read_struct(desc, "desc") }?;
         require(out, "out")?;
         check_header_version(d.header_version)?;
         let known =
@@ -269,50 +307,65 @@ pub unsafe extern "C" fn q4vk_context_create(
                 d.log_level
             ));
         }
-        let adopt = adoption_of(&d)?;
+        if d.device_index < -1 {
+            return Err(invalid!(
+                "desc->device_index is {}; expected -1 (best device) or an index >= 0",
+                d.device_index
+            ));
+        }
+        if d.queue_lock.is_some() != d.queue_unlock.is_some() {
+            return Err(invalid!(
+                "set both desc->queue_lock and desc->queue_unlock, or neither"
+            ));
+        }
+        // SAFETY: the desc's pointers are valid as documented (contract).
+        let adopt = unsafe { adoption_of(&d) }?;
         let pipeline_cache = if d.pipeline_cache_size == 0 {
             Vec::new()
         } else {
-            in_bytes(
-                d.pipeline_cache_data.cast::<u8>(),
-                d.pipeline_cache_size,
-                "desc->pipeline_cache_data",
-            )?
-            .to_vec()
+            // SAFETY: `pipeline_cache_size` readable bytes, copied during the call.
+            let blob = unsafe {
+                in_bytes(
+                    d.pipeline_cache_data.cast::<u8>(),
+                    d.pipeline_cache_size,
+                    "desc->pipeline_cache_data",
+                )
+            }?;
+            crate::alloc::collect(blob.iter().copied(), "the pipeline-cache blob")?
         };
+        let env = kill_switches();
         let config = ContextConfig {
             device_index: d.device_index,
             validation: d.flags & Q4VK_CONTEXT_VALIDATION != 0,
-            portable: d.flags & Q4VK_CONTEXT_PORTABLE_KERNELS != 0,
+            portable: d.flags & Q4VK_CONTEXT_PORTABLE_KERNELS != 0 || env.portable,
+            no_push_descriptors: env.no_push_descriptors,
             adopt,
             tuning: None,
             pipeline_cache,
             unroll: None,
             split: None,
-            no_coop: d.flags & Q4VK_CONTEXT_NO_COOPMAT != 0,
+            no_coop: d.flags & Q4VK_CONTEXT_NO_COOPMAT != 0 || env.no_coopmat,
             coop_tuning: None,
         };
         let logger = Logger::new(d.log, d.log_user, d.log_level);
-        let context = Context::new(config, logger)?;
-        write_out(out, Box::into_raw(Box::new(q4vk_context(context))), "out")
+        let context = into_handle(q4vk_context(Context::new(config, logger)?));
+        // SAFETY: `out` is writable (contract; checked non-NULL above).
+        unsafe { write_out(out, context, "out") }
     })
 }
 
 /// Destroys a context and everything q4vk created for it (its own device and instance
 /// included; never an adopted object). NULL is ignored. No call on this context may be in
-/// progress, and no host command buffer recorded with it may be pending. Matrices hold
-/// their own reference to the device and may be destroyed before or after.
+/// progress, and no host command buffer recorded with it may be pending. Matrices may be
+/// destroyed before or after the context (they keep q4vk's own device alive); on an
+/// adopted device, all of them before the host destroys its `VkDevice`.
 ///
 /// # Safety
 /// `ctx` must be NULL or a live context from `q4vk_context_create`, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn q4vk_context_destroy(ctx: *mut q4vk_context) {
-    guard_value("q4vk_context_destroy", (), || {
-        if !ctx.is_null() {
-            // SAFETY: created by Box::into_raw in q4vk_context_create.
-            drop(unsafe { Box::from_raw(ctx) });
-        }
-    })
+    // SAFETY: NULL or a live context from q4vk_context_create, given up (contract).
+    guard_value("q4vk_context_destroy", (), || unsafe { release(ctx) })
 }
 
 /// Copies the device's name NUL-terminated into `buf` (truncated to fit) and returns its
@@ -327,10 +380,12 @@ pub unsafe extern "C" fn q4vk_context_device_name(
     buf: *mut c_char,
     buf_len: usize,
 ) -> usize {
-    guard_value("q4vk_context_device_name", 0, || unsafe {
-        match ctx.as_ref() {
-            Some(c) => copy_c_string(c.0.device_name(), buf, buf_len),
-            None => 0,
+    guard_value("q4vk_context_device_name", 0, || {
+        // SAFETY: NULL or a live context (contract).
+        match unsafe { handle(ctx, "ctx") } {
+            // SAFETY: `buf` is NULL or writable for `buf_len` bytes (contract).
+            Ok(c) => unsafe { copy_c_string(c.0.device_name(), buf, buf_len) },
+            Err(_) => 0,
         }
     })
 }
@@ -348,13 +403,13 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_size(
     ctx: *const q4vk_context,
     bytes: *mut usize,
 ) -> q4vk_status {
-    guard("q4vk_context_pipeline_cache_size", || unsafe {
-        let c = ctx
-            .as_ref()
-            .ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?;
+    guard("q4vk_context_pipeline_cache_size", || {
+        // SAFETY: NULL or a live context (contract).
+        let c = unsafe { handle(ctx, "ctx") }?;
         require(bytes, "bytes")?;
         let blob = c.0.pipelines.cache_data()?;
-        write_out(bytes, blob.len(), "bytes")
+        // SAFETY: `bytes` is writable (contract; checked non-NULL).
+        unsafe { write_out(bytes, blob.len(), "bytes") }
     })
 }
 
@@ -378,16 +433,17 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_data(
     data_bytes: usize,
     written: *mut usize,
 ) -> q4vk_status {
-    guard("q4vk_context_pipeline_cache_data", || unsafe {
-        let c = ctx
-            .as_ref()
-            .ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?;
+    guard("q4vk_context_pipeline_cache_data", || {
+        // SAFETY: NULL or a live context (contract).
+        let c = unsafe { handle(ctx, "ctx") }?;
         require(data, "data")?;
         require(written, "written")?;
         let blob = c.0.pipelines.cache_data()?;
         check_size("data_bytes", data_bytes, blob.len())?;
-        std::ptr::copy_nonoverlapping(blob.as_ptr(), data.cast::<u8>(), blob.len());
-        write_out(written, blob.len(), "written")
+        // SAFETY: `data` is writable for `data_bytes` ≥ the blob's length (contract).
+        unsafe { out_bytes(data.cast(), blob.len(), "data") }?.copy_from_slice(&blob);
+        // SAFETY: `written` is writable (contract; checked non-NULL).
+        unsafe { write_out(written, blob.len(), "written") }
     })
 }
 
@@ -397,5 +453,6 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_data(
 /// # Safety
 /// `ctx` must be NULL or a live context not used concurrently while the reference lives.
 pub unsafe fn context_mut<'a>(ctx: *mut q4vk_context) -> Option<&'a mut Context> {
-    ctx.as_mut().map(|c| &mut c.0)
+    // SAFETY: NULL or live and unshared while the reference lives (contract).
+    unsafe { ctx.as_mut() }.map(|c| &mut c.0)
 }

@@ -3,7 +3,9 @@
 use super::context::q4vk_context;
 use super::matrix::q4vk_matrix;
 use super::panic::guard;
-use super::ptr::{check_disjoint, read_struct, require, VersionedStruct};
+use super::ptr::{
+    check_disjoint, handle, in_slice, out_slice, read_struct, require, VersionedStruct,
+};
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
 use crate::vk::context::Context;
@@ -26,6 +28,10 @@ pub struct q4vk_buffer_ref {
     /// Bytes from `offset`.
     pub range: u64,
 }
+
+/// Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` write x and y into on a
+/// device without `VK_KHR_push_descriptor` (see `q4vk_cmd_gemv`).
+pub const Q4VK_CMD_GEMV_SET_RING: u32 = 4096;
 
 /// x holds f16 values (else f32). Needs nothing from the device (the kernels unpack f16
 /// pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
@@ -83,26 +89,28 @@ pub unsafe extern "C" fn q4vk_gemv_args_default(args: *mut q4vk_gemv_args) {
         x_row_stride: 0,
         y_row_stride: 0,
     };
-    // SAFETY: forwarded from the caller's contract; NULL is skipped.
     let _ = guard("q4vk_gemv_args_default", || {
+        // SAFETY: `args` is NULL (skipped) or writable (caller's contract).
         unsafe { super::ptr::write_out(args, value, "args") }.or(Ok(()))
     });
 }
 
+/// The context and matrix behind two handles, checked to share a `VkDevice`.
+///
+/// # Safety
+/// Each handle must be NULL or live for `'a`.
 unsafe fn handles<'a>(
     ctx: *mut q4vk_context,
     mat: *const q4vk_matrix,
 ) -> Result<(&'a Context, &'a DeviceMatrix)> {
-    let ctx = &ctx
-        .as_ref()
-        .ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?
-        .0;
-    let mat = &mat
-        .as_ref()
-        .ok_or_else(|| Error::NullPointer("mat is NULL".into()))?
-        .0;
+    // SAFETY: NULL or live (caller's contract).
+    let ctx = &unsafe { handle(ctx, "ctx") }?.0;
+    // SAFETY: as above.
+    let mat = &unsafe { handle(mat, "mat") }?.0;
     if !mat.same_device(ctx) {
-        return Err(invalid!("mat was created on a different device than ctx"));
+        return Err(invalid!(
+            "mat was created on another VkDevice than ctx's; a matrix works with every context of the VkDevice it was created on"
+        ));
     }
     Ok((ctx, mat))
 }
@@ -110,11 +118,15 @@ unsafe fn handles<'a>(
 /// `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory, synchronous: copies x to a
 /// staging buffer reused across calls (grown, never shrunk; no allocation once it is large
 /// enough), runs on q4vk's queue, waits, copies y back. `x_len`/`y_len` are element counts
-/// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success.
+/// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success. The
+/// call is checked before the staging buffers grow: a refused call leaves them as they
+/// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-/// another device), `UNSUPPORTED` (m > 8; a context without a queue), `BUFFER_TOO_SMALL`,
-/// `VULKAN`, `DEVICE_LOST`, `OUT_OF_*_MEMORY`. Thread-safe: calls on one context are
+/// another `VkDevice`), `UNSUPPORTED` (m > 8; a context without a queue; m·k or m·n floats
+/// beyond the device's `maxStorageBufferRange`), `BUFFER_TOO_SMALL`, `VULKAN`,
+/// `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
+/// `OUT_OF_*_MEMORY`. Thread-safe: calls on one context are
 /// serialized.
 ///
 /// # Safety
@@ -130,8 +142,9 @@ pub unsafe extern "C" fn q4vk_gemv(
     y_len: usize,
     m: u32,
 ) -> q4vk_status {
-    guard("q4vk_gemv", || unsafe {
-        let (ctx, mat) = handles(ctx, mat)?;
+    guard("q4vk_gemv", || {
+        // SAFETY: NULL or live handles (contract).
+        let (ctx, mat) = unsafe { handles(ctx, mat) }?;
         check_m(m)?;
         require(x, "x")?;
         require(y, "y")?;
@@ -145,22 +158,25 @@ pub unsafe extern "C" fn q4vk_gemv(
             }
         }
         check_disjoint(&[("y", y as usize, 4 * yn)], &[("x", x as usize, 4 * xn)])?;
-        let xs = std::slice::from_raw_parts(x, xn);
-        let ys = std::slice::from_raw_parts_mut(y, yn);
+        // SAFETY: x readable for x_len ≥ xn floats, y writable for y_len ≥ yn, disjoint
+        // (checked above; contract).
+        let (xs, ys) = unsafe { (in_slice(x, xn, "x")?, out_slice(y, yn, "y")?) };
         gemv::gemv_host(ctx, mat, xs, ys, m)
     })
 }
 
 /// Records `y = W·x` (as `q4vk_gemv`, m = 1..8) into the host's `command_buffer`
-/// (`VkCommandBuffer`, in the recording state, of a queue family with compute, on the
-/// context's device). Nothing is recorded on error.
+/// (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the
+/// context's device: matrix buffers are `VK_SHARING_MODE_CONCURRENT` over all of the
+/// device's queue families when it has more than one, so no ownership transfer is needed).
+/// `mat` may come from any context of the same `VkDevice`. Nothing is recorded on error.
 ///
 /// State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
 /// (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
 /// binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
-/// `VK_KHR_push_descriptor` is enabled, otherwise a set owned by the context, keyed by
-/// the two buffer ranges, written once and never updated or freed until the context is
-/// destroyed); per matrix part, descriptor set 0 (owned by the matrix, immutable) and 40
+/// `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
+/// `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
+/// part, descriptor set 0 (owned by the matrix, immutable) and 40
 /// bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
 /// more if a part exceeds the workgroup-count limits).
 ///
@@ -174,9 +190,15 @@ pub unsafe extern "C" fn q4vk_gemv(
 /// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8), `VULKAN` (pipeline creation).
 /// Thread-safe for distinct command buffers (a command buffer itself is externally
 /// synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
-/// command buffer's execution. Without `VK_KHR_push_descriptor`, the cached set names the
-/// buffer handles: keep buffers passed here alive while the context lives (a new buffer
-/// that reuses a destroyed one's handle value and ranges would meet a stale descriptor).
+/// command buffer's execution.
+///
+/// Without `VK_KHR_push_descriptor` (the ring): a set is rewritten by the
+/// `Q4VK_CMD_GEMV_SET_RING`-th GEMV (`q4vk_cmd_gemv` or `q4vk_gemv`) after the one that
+/// wrote it. So a command buffer holds at most `Q4VK_CMD_GEMV_SET_RING` calls, and must
+/// have finished executing (or been reset or freed) before `Q4VK_CMD_GEMV_SET_RING`
+/// further GEMVs are made on the context; a command buffer resubmitted later must be
+/// re-recorded. Nothing else is required of the host's buffers: no set outlives that
+/// window, so destroying a buffer and reusing its handle is safe.
 ///
 /// # Safety
 /// Handles NULL or live; `command_buffer` a valid `VkCommandBuffer` in the recording state.
@@ -187,10 +209,12 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
     command_buffer: *mut c_void,
     args: *const q4vk_gemv_args,
 ) -> q4vk_status {
-    guard("q4vk_cmd_gemv", || unsafe {
-        let (ctx, mat) = handles(ctx, mat)?;
+    guard("q4vk_cmd_gemv", || {
+        // SAFETY: NULL or live handles (contract).
+        let (ctx, mat) = unsafe { handles(ctx, mat) }?;
         require(command_buffer, "command_buffer")?;
-        let a = read_struct(args, "args")?;
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let a = unsafe { read_struct(args, "args") }?;
         if a.flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
             return Err(invalid!(
                 "args->flags has unknown bits {:#x}",
@@ -223,4 +247,15 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ring_constant_matches_the_ring() {
+        assert_eq!(
+            super::Q4VK_CMD_GEMV_SET_RING as usize,
+            crate::vk::xy_sets::RING
+        );
+    }
 }

@@ -6,9 +6,7 @@ use super::matrix::{
     Q4VK_SOURCE_GGUF_Q4_1, Q4VK_SOURCE_GGUF_Q4_K, Q4VK_SOURCE_GPTQ,
 };
 use super::panic::guard;
-use super::ptr::{
-    check_disjoint, check_size, in_bytes, out_bytes as out_slice, read_struct, require,
-};
+use super::ptr::{check_disjoint, check_size, in_bytes, out_slice, read_struct, require};
 use super::status::q4vk_status;
 use crate::error::{invalid, Result};
 use crate::import::canonical::ImportedMatrix;
@@ -17,6 +15,9 @@ use crate::import::{awq, dequant, gguf, gptq};
 use std::ffi::c_void;
 
 /// Borrows a required input buffer of at least `needed` bytes (its first `needed`).
+///
+/// # Safety
+/// `ptr` is NULL or readable for `given` bytes.
 unsafe fn input<'a>(
     ptr: *const c_void,
     given: usize,
@@ -25,7 +26,8 @@ unsafe fn input<'a>(
 ) -> Result<&'a [u8]> {
     require(ptr, arg)?;
     check_size(&format!("{arg}_bytes"), given, needed)?;
-    in_bytes(ptr.cast(), needed, arg)
+    // SAFETY: non-NULL and readable for `given` ≥ `needed` bytes (caller's contract).
+    unsafe { in_bytes(ptr.cast(), needed, arg) }
 }
 
 /// Refuses a buffer the source has no use for.
@@ -41,6 +43,9 @@ fn unused(ptr: *const c_void, bytes: usize, arg: &str, source: &str) -> Result<(
 
 /// The matrix a desc describes, for every source: quantized (FLOAT), converted (Q4,
 /// PADDLE) or imported as stored (GGUF, GPTQ, AWQ). Checks every field and buffer size.
+///
+/// # Safety
+/// The desc's data pointers are NULL or readable for their `_bytes` (the desc's contract).
 pub(crate) unsafe fn matrix_data<'a>(d: &q4vk_matrix_desc) -> Result<ImportedMatrix<'a>> {
     check_fields(d)?;
     match d.source {
@@ -53,55 +58,49 @@ pub(crate) unsafe fn matrix_data<'a>(d: &q4vk_matrix_desc) -> Result<ImportedMat
             let (_, bytes) = ty.shape(d.n, d.k)?;
             unused(d.scales, d.scales_bytes, "desc->scales", ty.name())?;
             unused(d.zeros, d.zeros_bytes, "desc->zeros", ty.name())?;
-            let tensor = input(d.weight, d.weight_bytes, bytes, "desc->weight")?;
+            // SAFETY: readable for its `_bytes` (the desc's contract).
+            let tensor = unsafe { input(d.weight, d.weight_bytes, bytes, "desc->weight") }?;
             gguf::decode(ty, d.n, d.k, tensor)
         }
         Q4VK_SOURCE_GPTQ => {
             let shape = PackedShape::new(d.n, d.k, d.group_size, d.dtype, "GPTQ")?;
             let format = GptqFormat::from_c(d.gptq_format)?;
             let k4 = 4 * shape.q4.k;
-            let t = GptqTensors {
-                qweight: input(
-                    d.weight,
-                    d.weight_bytes,
-                    gptq::qweight_bytes(&shape)?,
-                    "desc->weight",
-                )?,
-                scales: input(
-                    d.scales,
-                    d.scales_bytes,
-                    shape.scales_bytes()?,
-                    "desc->scales",
-                )?,
-                qzeros: input(d.zeros, d.zeros_bytes, shape.qzeros_bytes(), "desc->zeros")?,
-                g_idx: if d.g_idx.is_null() && d.g_idx_bytes == 0 {
-                    None
-                } else {
-                    Some(input(d.g_idx, d.g_idx_bytes, k4, "desc->g_idx")?)
-                },
+            let qweight_bytes = gptq::qweight_bytes(&shape)?;
+            let scales_bytes = shape.scales_bytes()?;
+            let g_idx = if d.g_idx.is_null() && d.g_idx_bytes == 0 {
+                None
+            } else {
+                // SAFETY: readable for its `_bytes` (the desc's contract).
+                Some(unsafe { input(d.g_idx, d.g_idx_bytes, k4, "desc->g_idx") }?)
+            };
+            // SAFETY: the three inputs are readable for their `_bytes` (the desc's contract).
+            let t = unsafe {
+                GptqTensors {
+                    qweight: input(d.weight, d.weight_bytes, qweight_bytes, "desc->weight")?,
+                    scales: input(d.scales, d.scales_bytes, scales_bytes, "desc->scales")?,
+                    qzeros: input(d.zeros, d.zeros_bytes, shape.qzeros_bytes(), "desc->zeros")?,
+                    g_idx,
+                }
             };
             gptq::decode(&shape, format, t)
         }
         Q4VK_SOURCE_AWQ => {
             let shape = PackedShape::new(d.n, d.k, d.group_size, d.dtype, "AWQ")?;
-            let t = awq::AwqTensors {
-                qweight: input(
-                    d.weight,
-                    d.weight_bytes,
-                    awq::qweight_bytes(&shape)?,
-                    "desc->weight",
-                )?,
-                scales: input(
-                    d.scales,
-                    d.scales_bytes,
-                    shape.scales_bytes()?,
-                    "desc->scales",
-                )?,
-                qzeros: input(d.zeros, d.zeros_bytes, shape.qzeros_bytes(), "desc->zeros")?,
+            let qweight_bytes = awq::qweight_bytes(&shape)?;
+            let scales_bytes = shape.scales_bytes()?;
+            // SAFETY: the three inputs are readable for their `_bytes` (the desc's contract).
+            let t = unsafe {
+                awq::AwqTensors {
+                    qweight: input(d.weight, d.weight_bytes, qweight_bytes, "desc->weight")?,
+                    scales: input(d.scales, d.scales_bytes, scales_bytes, "desc->scales")?,
+                    qzeros: input(d.zeros, d.zeros_bytes, shape.qzeros_bytes(), "desc->zeros")?,
+                }
             };
             awq::decode(&shape, t)
         }
-        _ => Ok(ImportedMatrix::plain(q4_data(d)?)),
+        // SAFETY: the desc's pointers are readable for their sizes (contract).
+        _ => Ok(ImportedMatrix::plain(unsafe { q4_data(d) }?)),
     }
 }
 
@@ -129,8 +128,9 @@ pub unsafe extern "C" fn q4vk_matrix_dequantize(
     out: *mut f32,
     out_bytes: usize,
 ) -> q4vk_status {
-    guard("q4vk_matrix_dequantize", || unsafe {
-        let d = read_struct(desc, "desc")?;
+    guard("q4vk_matrix_dequantize", || {
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let d = unsafe { read_struct(desc, "desc") }?;
         require(out, "out")?;
         check_fields(&d)?;
         let (n, k) = crate::import::canonical::dims(d.n, d.k)?;
@@ -148,11 +148,11 @@ pub unsafe extern "C" fn q4vk_matrix_dequantize(
                 ("desc->g_idx", d.g_idx as usize, d.g_idx_bytes),
             ],
         )?;
-        let m = matrix_data(&d)?;
-        let dst = out_slice(out.cast(), needed, "out")?;
-        // SAFETY: f32 has no invalid bit patterns; the alignment was checked above, so the
-        // prefix and suffix are empty.
-        let (_, floats, _) = dst.align_to_mut::<f32>();
+        // SAFETY: the desc's data pointers are readable for their sizes (contract).
+        let m = unsafe { matrix_data(&d) }?;
+        // SAFETY: `out` is non-NULL, aligned (checked above) and writable for `out_bytes`
+        // ≥ `n·k·4` bytes (contract), and overlaps no input (checked above).
+        let floats = unsafe { out_slice(out, n * k, "out") }?;
         dequant::dequantize(&m, floats)
     })
 }

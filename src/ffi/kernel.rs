@@ -6,7 +6,10 @@ use super::context::q4vk_context;
 use super::gemv::Q4VK_GEMV_F16_ACTIVATIONS;
 use super::matrix::{check_common, q4_data, q4vk_matrix_desc, Q4VK_SOURCE_FLOAT, Q4VK_SOURCE_Q4};
 use super::panic::guard;
-use super::ptr::{check_disjoint, check_size, read_struct, require, write_out, VersionedStruct};
+use super::ptr::{
+    check_disjoint, check_size, handle, out_bytes, out_slice, read_struct, require, write_out,
+    write_prefix, VersionedStruct,
+};
 use super::status::q4vk_status;
 use super::weight::{Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
 use crate::error::{invalid, Error, Result};
@@ -171,8 +174,8 @@ pub unsafe extern "C" fn q4vk_kernel_export_desc_default(desc: *mut q4vk_kernel_
         x_row_stride: 0,
         y_row_stride: 0,
     };
-    // SAFETY: forwarded from the caller's contract; NULL is skipped.
     let _ = guard("q4vk_kernel_export_desc_default", || {
+        // SAFETY: `desc` is NULL (skipped) or writable (caller's contract).
         unsafe { write_out(desc, value, "desc") }.or(Ok(()))
     });
 }
@@ -340,11 +343,12 @@ pub unsafe extern "C" fn q4vk_kernel_export(
     spirv: *mut u32,
     spirv_words: usize,
 ) -> q4vk_status {
-    guard("q4vk_kernel_export", || unsafe {
-        let d = read_struct(matrix, "matrix")?;
-        let e = read_struct(desc, "desc")?;
+    guard("q4vk_kernel_export", || {
+        // SAFETY: each NULL or readable for its `struct_size` (contract).
+        let (d, e) = unsafe { (read_struct(matrix, "matrix")?, read_struct(desc, "desc")?) };
         // Checks info's struct_size (and NULL) before any work.
-        let declared = read_struct(info as *const q4vk_kernel_info, "info")?.struct_size;
+        // SAFETY: as above.
+        let declared = unsafe { read_struct(info as *const q4vk_kernel_info, "info") }?.struct_size;
         let (shape, scale) = matrix_shape(&d)?;
         if e.flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
             return Err(invalid!(
@@ -361,7 +365,8 @@ pub unsafe extern "C" fn q4vk_kernel_export(
                 e.variant
             ));
         }
-        let ctx = ctx.as_ref().map(|c| &c.0);
+        // SAFETY: NULL (no context) or live (contract).
+        let ctx = unsafe { handle(ctx, "ctx") }.ok().map(|c| &c.0);
         let (subgroup, dev) = match ctx {
             Some(c) => {
                 if e.subgroup_size != 0 {
@@ -479,16 +484,12 @@ pub unsafe extern "C" fn q4vk_kernel_export(
             *dst = q4vk_kernel_specialization { id, value };
         }
         if !spirv.is_null() {
-            std::ptr::copy_nonoverlapping(x.spirv.as_ptr(), spirv, x.spirv.len());
+            // SAFETY: writable for spirv_words ≥ the SPIR-V's words (checked; contract).
+            unsafe { out_slice(spirv, x.spirv.len(), "spirv") }?.copy_from_slice(&x.spirv);
         }
         // Only the fields the caller's struct has room for.
-        let known = (declared as usize).min(std::mem::size_of::<q4vk_kernel_info>());
-        std::ptr::copy_nonoverlapping(
-            (&out as *const q4vk_kernel_info).cast::<u8>(),
-            info.cast::<u8>(),
-            known,
-        );
-        Ok(())
+        // SAFETY: `info` is writable for its declared `struct_size` bytes (contract).
+        unsafe { write_prefix(info, &out, declared as usize, "info") }
     })
 }
 
@@ -507,8 +508,9 @@ pub unsafe extern "C" fn q4vk_matrix_pack_size(
     scales_bytes: *mut usize,
     zeros_bytes: *mut usize,
 ) -> q4vk_status {
-    guard("q4vk_matrix_pack_size", || unsafe {
-        let d = read_struct(desc, "desc")?;
+    guard("q4vk_matrix_pack_size", || {
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let d = unsafe { read_struct(desc, "desc") }?;
         let (shape, scale) = matrix_shape(&d)?;
         let [w, s, z] = export::layout_bytes(&shape, scale)?;
         let (w, s, z) = (
@@ -519,9 +521,12 @@ pub unsafe extern "C" fn q4vk_matrix_pack_size(
         require(weights_bytes, "weights_bytes")?;
         require(scales_bytes, "scales_bytes")?;
         require(zeros_bytes, "zeros_bytes")?;
-        write_out(weights_bytes, w, "weights_bytes")?;
-        write_out(scales_bytes, s, "scales_bytes")?;
-        write_out(zeros_bytes, z, "zeros_bytes")
+        // SAFETY: each writable (contract; checked non-NULL).
+        unsafe {
+            write_out(weights_bytes, w, "weights_bytes")?;
+            write_out(scales_bytes, s, "scales_bytes")?;
+            write_out(zeros_bytes, z, "zeros_bytes")
+        }
     })
 }
 
@@ -554,8 +559,9 @@ pub unsafe extern "C" fn q4vk_matrix_pack(
     zeros: *mut c_void,
     zeros_bytes: usize,
 ) -> q4vk_status {
-    guard("q4vk_matrix_pack", || unsafe {
-        let d = read_struct(desc, "desc")?;
+    guard("q4vk_matrix_pack", || {
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let d = unsafe { read_struct(desc, "desc") }?;
         let (shape, scale) = matrix_shape(&d)?;
         let [w, s, z] = export::layout_bytes(&shape, scale)?;
         let (wb, sb, zb) = (
@@ -584,26 +590,36 @@ pub unsafe extern "C" fn q4vk_matrix_pack(
             ],
             &inputs,
         )?;
-        let data = q4_data(&d)?;
+        // SAFETY: the desc's data pointers are readable for their sizes (contract).
+        let data = unsafe { q4_data(&d) }?;
         let layout = VkLayout::of(&data.shape);
-        let rows = 0..data.shape.n;
-        let parts = [
-            (layout.pack_weights(&data, rows.clone()), weights, wb),
-            (layout.pack_scales(&data, rows.clone()), scales, sb),
-            (layout.pack_zeros(&data, rows), zeros, zb),
+        let n = data.shape.n;
+        let sizes = [
+            layout.weights_bytes(n),
+            layout.scales_bytes(data.scale_type.size(), n),
+            layout.zeros_bytes(data.shape.zero_points, n),
         ];
-        for (bytes, _, need) in &parts {
-            if bytes.len() != *need {
-                return Err(Error::Internal(format!(
-                    "device layout is {} bytes, {need} expected",
-                    bytes.len()
-                )));
-            }
+        if sizes != [wb, sb, zb] {
+            return Err(Error::Internal(format!(
+                "device layout is {sizes:?} bytes, {:?} expected",
+                [wb, sb, zb]
+            )));
         }
-        for (bytes, dst, need) in parts {
-            if need > 0 {
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.cast::<u8>(), need);
-            }
+        // Straight into the caller's buffers: no host copy.
+        // SAFETY: each writable for its checked size (contract) and disjoint from the
+        // others and from the inputs (checked above).
+        let (w, s) = unsafe {
+            (
+                out_bytes(weights.cast(), wb, "weights")?,
+                out_bytes(scales.cast(), sb, "scales")?,
+            )
+        };
+        layout.pack_weights(&data, 0..n, w);
+        layout.pack_scales(&data, 0..n, s);
+        if zb > 0 {
+            // SAFETY: as above.
+            let z = unsafe { out_bytes(zeros.cast(), zb, "zeros") }?;
+            layout.pack_zeros(&data, 0..n, z);
         }
         Ok(())
     })

@@ -4,8 +4,8 @@ use super::context::q4vk_context;
 use super::import::matrix_data;
 use super::panic::{guard, guard_value};
 use super::ptr::{
-    check_disjoint, check_size, in_bytes, out_bytes, read_struct, require, write_out,
-    VersionedStruct,
+    check_disjoint, check_size, handle, in_bytes, into_handle, out_bytes, read_struct, release,
+    require, write_out, VersionedStruct,
 };
 use super::status::q4vk_status;
 use super::weight::{q4vk_dtype, Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
@@ -39,8 +39,10 @@ pub const Q4VK_SOURCE_GPTQ: q4vk_matrix_source = 6;
 /// An AutoAWQ (GEMM version) checkpoint's `qweight`, `qzeros`, `scales`.
 pub const Q4VK_SOURCE_AWQ: q4vk_matrix_source = 7;
 
-/// A GPU matrix (opaque): immutable after creation, usable from several threads and
-/// contexts of the same device. It must outlive every command buffer that uses it.
+/// A GPU matrix (opaque): immutable after creation, usable from several threads and from
+/// every context of the `VkDevice` it was created on (several contexts may adopt one
+/// device). It must outlive every command buffer that uses it, and on an adopted device be
+/// destroyed before the host destroys the `VkDevice`.
 pub struct q4vk_matrix(pub(crate) DeviceMatrix);
 
 /// Describes a weight matrix W (`n` output features × `k` input features) and its data.
@@ -159,8 +161,8 @@ pub unsafe extern "C" fn q4vk_matrix_desc_default(desc: *mut q4vk_matrix_desc) {
         g_idx_bytes: 0,
         gptq_format: 1,
     };
-    // SAFETY: forwarded from the caller's contract; NULL is skipped.
     let _ = guard("q4vk_matrix_desc_default", || {
+        // SAFETY: `desc` is NULL (skipped) or writable (caller's contract).
         unsafe { write_out(desc, value, "desc") }.or(Ok(()))
     });
 }
@@ -233,8 +235,9 @@ pub unsafe extern "C" fn q4vk_q4_quantize_size(
     scales_bytes: *mut usize,
     zeros_bytes: *mut usize,
 ) -> q4vk_status {
-    guard("q4vk_q4_quantize_size", || unsafe {
-        let d = read_struct(desc, "desc")?;
+    guard("q4vk_q4_quantize_size", || {
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let d = unsafe { read_struct(desc, "desc") }?;
         check_common(&d)?;
         let shape = Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?;
         let scale_size = match d.source {
@@ -252,24 +255,31 @@ pub unsafe extern "C" fn q4vk_q4_quantize_size(
         require(weight_bytes, "weight_bytes")?;
         require(scales_bytes, "scales_bytes")?;
         require(zeros_bytes, "zeros_bytes")?;
-        write_out(weight_bytes, shape.weight_bytes(), "weight_bytes")?;
-        write_out(
-            scales_bytes,
-            shape.scale_count() * scale_size,
-            "scales_bytes",
-        )?;
-        write_out(zeros_bytes, shape.zeros_bytes(), "zeros_bytes")
+        // SAFETY: each writable (contract; checked non-NULL).
+        unsafe {
+            write_out(weight_bytes, shape.weight_bytes(), "weight_bytes")?;
+            write_out(
+                scales_bytes,
+                shape.scale_count() * scale_size,
+                "scales_bytes",
+            )?;
+            write_out(zeros_bytes, shape.zeros_bytes(), "zeros_bytes")
+        }
     })
 }
 
 /// Validated float weights of a FLOAT desc.
+///
+/// # Safety
+/// `d.weight` must be NULL or readable for `d.weight_bytes` bytes for `'a`.
 unsafe fn float_source<'a>(d: &q4vk_matrix_desc) -> Result<(Q4Shape, FloatWeights<'a>)> {
     let shape = Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?;
     let dtype = Dtype::from_c(d.dtype, "desc->dtype")?;
     let needed = shape.n * shape.k * dtype.size();
     require(d.weight, "desc->weight")?;
     check_size("desc->weight_bytes", d.weight_bytes, needed)?;
-    let bytes = in_bytes(d.weight.cast(), needed, "desc->weight")?;
+    // SAFETY: readable for weight_bytes ≥ needed bytes (caller's contract; checked).
+    let bytes = unsafe { in_bytes(d.weight.cast(), needed, "desc->weight") }?;
     Ok((
         shape,
         FloatWeights {
@@ -306,15 +316,17 @@ pub unsafe extern "C" fn q4vk_q4_quantize(
     zeros: *mut u8,
     zeros_bytes: usize,
 ) -> q4vk_status {
-    guard("q4vk_q4_quantize", || unsafe {
-        let d = read_struct(desc, "desc")?;
+    guard("q4vk_q4_quantize", || {
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let d = unsafe { read_struct(desc, "desc") }?;
         check_common(&d)?;
         if d.source != Q4VK_SOURCE_FLOAT {
             return Err(invalid!(
                 "desc->source must be Q4VK_SOURCE_FLOAT for q4vk_q4_quantize"
             ));
         }
-        let (shape, w) = float_source(&d)?;
+        // SAFETY: the weight is readable for its stated bytes (contract).
+        let (shape, w) = unsafe { float_source(&d) }?;
         let (wb, sb, zb) = (
             shape.weight_bytes(),
             2 * shape.scale_count(),
@@ -336,24 +348,31 @@ pub unsafe extern "C" fn q4vk_q4_quantize(
             ],
             &[("desc->weight", d.weight as usize, w.bytes.len())],
         )?;
-        let out = Q4Out {
-            weight: out_bytes(weight, wb, "weight")?,
-            scales: out_bytes(scales.cast(), sb, "scales")?,
-            zeros: if zb > 0 {
-                out_bytes(zeros, zb, "zeros")?
-            } else {
-                &mut []
-            },
+        // SAFETY: each writable for its checked size (contract), disjoint (checked above).
+        let out = unsafe {
+            Q4Out {
+                weight: out_bytes(weight, wb, "weight")?,
+                scales: out_bytes(scales.cast(), sb, "scales")?,
+                zeros: if zb > 0 {
+                    out_bytes(zeros, zb, "zeros")?
+                } else {
+                    &mut []
+                },
+            }
         };
         q4::quantize(&shape, &w, out, resolve_threads(0))
     })
 }
 
 /// The Q4 data of a desc, converted or quantized as its source says.
+///
+/// # Safety
+/// The desc's data pointers must be NULL or readable for their stated bytes for `'a`.
 pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
     match d.source {
         Q4VK_SOURCE_FLOAT => {
-            let (shape, w) = float_source(d)?;
+            // SAFETY: forwarded from the caller's contract.
+            let (shape, w) = unsafe { float_source(d) }?;
             let mut weight = alloc::filled::<u8>(shape.weight_bytes(), "quantized weights")?;
             let mut scales = alloc::filled::<u8>(2 * shape.scale_count(), "scales")?;
             let mut zeros = alloc::filled::<u8>(shape.zeros_bytes(), "zero points")?;
@@ -387,16 +406,25 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
             check_size("desc->weight_bytes", d.weight_bytes, wb)?;
             check_size("desc->scales_bytes", d.scales_bytes, sb)?;
             check_size("desc->zeros_bytes", d.zeros_bytes, zb)?;
+            // SAFETY: each readable for its stated bytes ≥ the checked size (contract).
+            let (weight, scales) = unsafe {
+                (
+                    in_bytes(d.weight.cast(), wb, "desc->weight")?,
+                    in_bytes(d.scales.cast(), sb, "desc->scales")?,
+                )
+            };
+            let zeros = if zb > 0 {
+                // SAFETY: as above.
+                Cow::Borrowed(unsafe { in_bytes(d.zeros.cast(), zb, "desc->zeros") }?)
+            } else {
+                Cow::Owned(Vec::new())
+            };
             let data = Q4Data {
                 shape,
-                weight: Cow::Borrowed(in_bytes(d.weight.cast(), wb, "desc->weight")?),
+                weight: Cow::Borrowed(weight),
                 scale_type,
-                scales: Cow::Borrowed(in_bytes(d.scales.cast(), sb, "desc->scales")?),
-                zeros: if zb > 0 {
-                    Cow::Borrowed(in_bytes(d.zeros.cast(), zb, "desc->zeros")?)
-                } else {
-                    Cow::Owned(Vec::new())
-                },
+                scales: Cow::Borrowed(scales),
+                zeros,
             };
             data.validate()?;
             Ok(data)
@@ -419,8 +447,13 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
             require(d.scales, "desc->scales")?;
             check_size("desc->weight_bytes", d.weight_bytes, scheme.qweight_bytes())?;
             check_size("desc->scales_bytes", d.scales_bytes, scheme.scale_bytes())?;
-            let qweight = in_bytes(d.weight.cast(), scheme.qweight_bytes(), "desc->weight")?;
-            let scale = in_bytes(d.scales.cast(), scheme.scale_bytes(), "desc->scales")?;
+            // SAFETY: each readable for its stated bytes ≥ the checked size (contract).
+            let (qweight, scale) = unsafe {
+                (
+                    in_bytes(d.weight.cast(), scheme.qweight_bytes(), "desc->weight")?,
+                    in_bytes(d.scales.cast(), scheme.scale_bytes(), "desc->scales")?,
+                )
+            };
             let data = paddle_to_q4(&scheme, qweight, scale, resolve_threads(0))?;
             data.validate()?;
             Ok(data)
@@ -457,30 +490,28 @@ pub unsafe extern "C" fn q4vk_matrix_create(
     desc: *const q4vk_matrix_desc,
     out: *mut *mut q4vk_matrix,
 ) -> q4vk_status {
-    guard("q4vk_matrix_create", || unsafe {
-        let ctx = &ctx
-            .as_ref()
-            .ok_or_else(|| Error::NullPointer("ctx is NULL".into()))?
-            .0;
-        let d = read_struct(desc, "desc")?;
+    guard("q4vk_matrix_create", || {
+        // SAFETY: NULL or a live context (contract).
+        let ctx = &unsafe { handle(ctx, "ctx") }?.0;
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let d = unsafe { read_struct(desc, "desc") }?;
         require(out, "out")?;
-        let imported = matrix_data(&d)?;
-        let matrix = DeviceMatrix::new(ctx, imported.device_q4()?)?;
-        write_out(out, Box::into_raw(Box::new(q4vk_matrix(matrix))), "out")
+        // SAFETY: the desc's data pointers are readable for their sizes (contract).
+        let imported = unsafe { matrix_data(&d) }?;
+        let matrix = into_handle(q4vk_matrix(DeviceMatrix::new(ctx, imported.device_q4()?)?));
+        // SAFETY: `out` is writable (contract; checked non-NULL).
+        unsafe { write_out(out, matrix, "out") }
     })
 }
 
 /// Releases a matrix's device memory. NULL is ignored. No GEMV using it may be running or
-/// pending (also in host command buffers).
+/// pending (also in host command buffers). May be called before or after
+/// `q4vk_context_destroy`; on an adopted device, before the host's `vkDestroyDevice`.
 ///
 /// # Safety
 /// `mat` must be NULL or a live matrix, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn q4vk_matrix_destroy(mat: *mut q4vk_matrix) {
-    guard_value("q4vk_matrix_destroy", (), || {
-        if !mat.is_null() {
-            // SAFETY: created by Box::into_raw in q4vk_matrix_create.
-            drop(unsafe { Box::from_raw(mat) });
-        }
-    })
+    // SAFETY: NULL or a live matrix from q4vk_matrix_create, given up (contract).
+    guard_value("q4vk_matrix_destroy", (), || unsafe { release(mat) })
 }

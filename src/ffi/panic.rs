@@ -14,22 +14,29 @@ thread_local! {
     static PANIC_TEXT: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
+/// The message of a panic payload (`&str` or `String`).
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
 fn install_quiet_hook() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let previous = panic::take_hook();
         panic::set_hook(Box::new(move |info| {
-            if INSIDE_BOUNDARY.with(Cell::get) > 0 {
+            // q4vk's worker threads run only inside an export; their panics continue on
+            // the calling thread (`parallel::Worker::join`), whose boundary reports them.
+            let worker = std::thread::current().name() == Some(crate::parallel::WORKER_NAME);
+            if worker || INSIDE_BOUNDARY.with(Cell::get) > 0 {
                 let location = info
                     .location()
                     .map(|l| format!(" at {}:{}", l.file(), l.line()))
                     .unwrap_or_default();
-                let payload = info
-                    .payload()
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_string());
+                let payload = payload_text(info.payload());
                 PANIC_TEXT.with(|t| *t.borrow_mut() = format!("{payload}{location}"));
             } else {
                 previous(info);
@@ -45,8 +52,12 @@ fn run_caught<T>(function: &'static str, f: impl FnOnce() -> T) -> Option<T> {
     INSIDE_BOUNDARY.with(|c| c.set(c.get() - 1));
     match result {
         Ok(value) => Some(value),
-        Err(_) => {
-            let text = PANIC_TEXT.with(|t| std::mem::take(&mut *t.borrow_mut()));
+        Err(payload) => {
+            let mut text = PANIC_TEXT.with(|t| std::mem::take(&mut *t.borrow_mut()));
+            if text.is_empty() {
+                // Resumed from a worker thread: the hook ran there; the payload has the text.
+                text = payload_text(payload.as_ref());
+            }
             set_last_error(format!("{function}: internal error (caught panic: {text})"));
             None
         }
@@ -83,6 +94,30 @@ mod tests {
         with_last_error(|m| {
             assert!(
                 m.starts_with("q4vk_test: internal error (caught panic: boom 7"),
+                "{m}"
+            )
+        });
+    }
+
+    /// A panic on a worker thread reaches the caller's last error with its message.
+    #[test]
+    fn worker_panic_is_reported_with_its_message() {
+        let status = guard("q4vk_test", || {
+            let mut out = vec![0u8; 64];
+            crate::parallel::for_each_unit(
+                &mut out,
+                4,
+                |_| 16,
+                4,
+                // Unit 0 is in the first span, which runs on a worker thread.
+                |unit, _| assert!(unit != 0, "worker boom {unit}"),
+            );
+            Ok(())
+        });
+        assert_eq!(status, Q4VK_ERROR_INTERNAL);
+        with_last_error(|m| {
+            assert!(
+                m.starts_with("q4vk_test: internal error (caught panic: worker boom 0"),
                 "{m}"
             )
         });

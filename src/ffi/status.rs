@@ -86,7 +86,7 @@ pub extern "C" fn q4vk_status_str(status: q4vk_status) -> *const c_char {
 #[no_mangle]
 pub unsafe extern "C" fn q4vk_last_error_message(buf: *mut c_char, buf_len: usize) -> usize {
     guard_value("q4vk_last_error_message", 0, || {
-        // SAFETY: forwarded from the caller's contract.
+        // SAFETY: `buf` is NULL or writable for `buf_len` bytes (caller's contract).
         with_last_error(|text| unsafe { copy_c_string(text, buf, buf_len) })
     })
 }
@@ -125,6 +125,7 @@ mod tests {
         for s in 0..20 {
             assert!(!q4vk_status_str(s).is_null());
         }
+        // SAFETY: q4vk_status_str returns a static NUL-terminated string.
         let unknown = unsafe { std::ffi::CStr::from_ptr(q4vk_status_str(9999)) };
         assert_eq!(unknown.to_str().unwrap(), "unknown status code");
     }

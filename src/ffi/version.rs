@@ -27,7 +27,6 @@ pub extern "C" fn q4vk_version_string() -> *const c_char {
 
 /// Checks a caller's packed header version against this library: pre-1.0, major and
 /// minor must be equal.
-#[allow(dead_code)] // used by q4vk_context_create (Vulkan context, in progress)
 pub(crate) fn check_header_version(header_version: u32) -> crate::error::Result<()> {
     let (major, minor) = (header_version >> 22, (header_version >> 12) & 0x3ff);
     if major != Q4VK_VERSION_MAJOR || minor != Q4VK_VERSION_MINOR {
@@ -48,6 +47,7 @@ mod tests {
     fn constants_match_cargo_version() {
         let expected = format!("{Q4VK_VERSION_MAJOR}.{Q4VK_VERSION_MINOR}.{Q4VK_VERSION_PATCH}");
         assert_eq!(expected, env!("CARGO_PKG_VERSION"));
+        // SAFETY: q4vk_version_string returns a static NUL-terminated string.
         let s = unsafe { std::ffi::CStr::from_ptr(q4vk_version_string()) };
         assert_eq!(s.to_str().unwrap(), expected);
         assert_eq!(q4vk_version(), 1 << 12); // 0.1.0

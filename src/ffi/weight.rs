@@ -74,15 +74,19 @@ pub unsafe extern "C" fn q4vk_weight_quantize_desc_default(desc: *mut q4vk_weigh
         k: 0,
         n: 0,
     };
-    // SAFETY: forwarded from the caller's contract; NULL is skipped.
     let _ = guard("q4vk_weight_quantize_desc_default", || {
+        // SAFETY: `desc` is NULL (skipped) or writable (caller's contract).
         unsafe { write_out(desc, value, "desc") }.or(Ok(()))
     });
 }
 
 /// Reads and validates a desc into the core scheme and the thread count.
+///
+/// # Safety
+/// `desc` must be NULL or readable for its `struct_size` bytes.
 unsafe fn scheme_of(desc: *const q4vk_weight_quantize_desc) -> Result<(PaddleScheme, usize)> {
-    let d = read_struct(desc, "desc")?;
+    // SAFETY: forwarded from the caller's contract.
+    let d = unsafe { read_struct(desc, "desc") }?;
     let scheme = PaddleScheme::new(PaddleParams {
         algo: d.algo,
         dtype: d.dtype,
@@ -112,12 +116,16 @@ pub unsafe extern "C" fn q4vk_weight_quantize_size(
     qweight_bytes: *mut usize,
     scale_bytes: *mut usize,
 ) -> q4vk_status {
-    guard("q4vk_weight_quantize_size", || unsafe {
-        let (scheme, _) = scheme_of(desc)?;
+    guard("q4vk_weight_quantize_size", || {
+        // SAFETY: NULL or a readable desc (contract).
+        let (scheme, _) = unsafe { scheme_of(desc) }?;
         require(qweight_bytes, "qweight_bytes")?;
         require(scale_bytes, "scale_bytes")?;
-        write_out(qweight_bytes, scheme.qweight_bytes(), "qweight_bytes")?;
-        write_out(scale_bytes, scheme.scale_bytes(), "scale_bytes")
+        // SAFETY: each writable (contract; checked non-NULL).
+        unsafe {
+            write_out(qweight_bytes, scheme.qweight_bytes(), "qweight_bytes")?;
+            write_out(scale_bytes, scheme.scale_bytes(), "scale_bytes")
+        }
     })
 }
 
@@ -132,9 +140,11 @@ pub unsafe extern "C" fn q4vk_weight_plain_size(
     desc: *const q4vk_weight_quantize_desc,
     plain_bytes: *mut usize,
 ) -> q4vk_status {
-    guard("q4vk_weight_plain_size", || unsafe {
-        let (scheme, _) = scheme_of(desc)?;
-        write_out(plain_bytes, scheme.qweight_bytes(), "plain_bytes")
+    guard("q4vk_weight_plain_size", || {
+        // SAFETY: NULL or a readable desc (contract).
+        let (scheme, _) = unsafe { scheme_of(desc) }?;
+        // SAFETY: NULL or writable (contract).
+        unsafe { write_out(plain_bytes, scheme.qweight_bytes(), "plain_bytes") }
     })
 }
 
@@ -159,8 +169,9 @@ pub unsafe extern "C" fn q4vk_weight_quantize(
     scale: *mut c_void,
     scale_bytes: usize,
 ) -> q4vk_status {
-    guard("q4vk_weight_quantize", || unsafe {
-        let (scheme, threads) = scheme_of(desc)?;
+    guard("q4vk_weight_quantize", || {
+        // SAFETY: NULL or a readable desc (contract).
+        let (scheme, threads) = unsafe { scheme_of(desc) }?;
         require(weight, "weight")?;
         require(qweight, "qweight")?;
         require(scale, "scale")?;
@@ -176,9 +187,14 @@ pub unsafe extern "C" fn q4vk_weight_quantize(
             &[region("qweight", qweight, q), region("scale", scale, s)],
             &[region("weight", weight, w)],
         )?;
-        let weight = in_bytes(weight.cast(), w, "weight")?;
-        let qweight = out_bytes(qweight.cast(), q, "qweight")?;
-        let scale = out_bytes(scale.cast(), s, "scale")?;
+        // SAFETY: each valid for its checked size (contract); outputs disjoint (checked).
+        let (weight, qweight, scale) = unsafe {
+            (
+                in_bytes(weight.cast(), w, "weight")?,
+                out_bytes(qweight.cast(), q, "qweight")?,
+                out_bytes(scale.cast(), s, "scale")?,
+            )
+        };
         paddle::quantize(&scheme, weight, qweight, scale, threads)
     })
 }
@@ -200,8 +216,9 @@ pub unsafe extern "C" fn q4vk_weight_dequantize(
     weight: *mut c_void,
     weight_bytes: usize,
 ) -> q4vk_status {
-    guard("q4vk_weight_dequantize", || unsafe {
-        let (scheme, threads) = scheme_of(desc)?;
+    guard("q4vk_weight_dequantize", || {
+        // SAFETY: NULL or a readable desc (contract).
+        let (scheme, threads) = unsafe { scheme_of(desc) }?;
         require(qweight, "qweight")?;
         require(scale, "scale")?;
         require(weight, "weight")?;
@@ -217,22 +234,31 @@ pub unsafe extern "C" fn q4vk_weight_dequantize(
             &[region("weight", weight, w)],
             &[region("qweight", qweight, q), region("scale", scale, s)],
         )?;
-        let qweight = in_bytes(qweight.cast(), q, "qweight")?;
-        let scale = in_bytes(scale.cast(), s, "scale")?;
-        let weight = out_bytes(weight.cast(), w, "weight")?;
+        // SAFETY: each valid for its checked size (contract); the output is disjoint.
+        let (qweight, scale, weight) = unsafe {
+            (
+                in_bytes(qweight.cast(), q, "qweight")?,
+                in_bytes(scale.cast(), s, "scale")?,
+                out_bytes(weight.cast(), w, "weight")?,
+            )
+        };
         paddle::dequantize(&scheme, qweight, scale, weight, threads)
     })
 }
 
 /// Shared body of permute and unpermute: both map one packed buffer to another of the
 /// same size.
+///
+/// # Safety
+/// `desc` NULL or readable; `src` and `dst` NULL or valid for their stated bytes.
 unsafe fn convert(
     desc: *const q4vk_weight_quantize_desc,
     (src_name, src, src_bytes): (&'static str, *const i8, usize),
     (dst_name, dst, dst_bytes): (&'static str, *mut i8, usize),
     permute: bool,
 ) -> Result<()> {
-    let (scheme, threads) = scheme_of(desc)?;
+    // SAFETY: forwarded from the caller's contract.
+    let (scheme, threads) = unsafe { scheme_of(desc) }?;
     require(src, src_name)?;
     require(dst, dst_name)?;
     let bytes = scheme.qweight_bytes();
@@ -258,8 +284,13 @@ unsafe fn convert(
         &[region(dst_name, dst, bytes)],
         &[region(src_name, src, bytes)],
     )?;
-    let src = in_bytes(src.cast(), bytes, src_name)?;
-    let dst = out_bytes(dst.cast(), bytes, dst_name)?;
+    // SAFETY: both valid for their checked sizes (contract), disjoint (checked).
+    let (src, dst) = unsafe {
+        (
+            in_bytes(src.cast(), bytes, src_name)?,
+            out_bytes(dst.cast(), bytes, dst_name)?,
+        )
+    };
     if permute {
         scheme.geometry.permute(src, dst, threads);
     } else {
@@ -283,6 +314,7 @@ pub unsafe extern "C" fn q4vk_weight_permute(
     qweight: *mut i8,
     qweight_bytes: usize,
 ) -> q4vk_status {
+    // SAFETY: forwarded from the caller's contract.
     guard("q4vk_weight_permute", || unsafe {
         convert(
             desc,
@@ -306,6 +338,7 @@ pub unsafe extern "C" fn q4vk_weight_unpermute(
     plain: *mut i8,
     plain_bytes: usize,
 ) -> q4vk_status {
+    // SAFETY: forwarded from the caller's contract.
     guard("q4vk_weight_unpermute", || unsafe {
         convert(
             desc,

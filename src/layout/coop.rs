@@ -97,12 +97,40 @@ impl CoopLayout {
         self.tile_bytes() + TILE_ROWS * self.groups * (4 + zero_points as usize)
     }
 
+    /// Bytes of the packed weights of `rows` rows (whole tiles).
+    pub fn weights_bytes(&self, rows: usize) -> usize {
+        rows.div_ceil(TILE_ROWS) * self.tile_bytes()
+    }
+
+    /// Bytes of the f32 scales of `rows` rows (whole tiles).
+    pub fn scales_bytes(&self, rows: usize) -> usize {
+        rows.div_ceil(TILE_ROWS) * self.groups * TILE_ROWS * 4
+    }
+
+    /// Bytes of the zero points of `rows` rows (whole tiles), padded to 4 (0 when
+    /// symmetric).
+    pub fn zeros_bytes(&self, zero_points: bool, rows: usize) -> usize {
+        if zero_points {
+            (rows.div_ceil(TILE_ROWS) * self.groups * TILE_ROWS).next_multiple_of(4)
+        } else {
+            0
+        }
+    }
+
     fn group_of(&self, k: usize) -> usize {
         (k / self.group_size).min(self.groups - 1)
     }
 
-    /// Packed weights of `tiles`.
-    pub fn pack_weights(&self, data: &Q4Data, tiles: Range<usize>) -> Vec<u8> {
+    /// The tiles of a row range that starts on a tile.
+    fn tiles(rows: &Range<usize>) -> Range<usize> {
+        debug_assert_eq!(rows.start % TILE_ROWS, 0);
+        rows.start / TILE_ROWS..rows.end.div_ceil(TILE_ROWS)
+    }
+
+    /// Writes the packed weights of `rows` (starting on a tile) into `out`, exactly
+    /// [`weights_bytes`](Self::weights_bytes) long; every byte is written once (the
+    /// destination may be write-combined mapped memory).
+    pub fn pack_weights(&self, data: &Q4Data, rows: Range<usize>, out: &mut [u8]) {
         let shape = &data.shape;
         let row_bytes = shape.row_bytes();
         let code = |row: usize, k: usize| -> u32 {
@@ -115,9 +143,9 @@ impl CoopLayout {
             let byte = data.weight[row * row_bytes + k / 2];
             u32::from((byte >> (4 * (k % 2))) & 0x0f)
         };
-        let mut out = vec![0u8; tiles.len() * self.tile_bytes()];
-        let mut at = 0;
-        for tile in tiles {
+        debug_assert_eq!(out.len(), self.weights_bytes(rows.len()));
+        let mut words = out.chunks_exact_mut(4);
+        for tile in Self::tiles(&rows) {
             for quad in 0..self.stages * STAGE_K / 64 {
                 for lane in 0..32 {
                     for j in 0..4 {
@@ -127,21 +155,22 @@ impl CoopLayout {
                             let (r, kk) = a_element(lane, e);
                             word |= code(tile * TILE_ROWS + r, k0 + kk) << (4 * nibble);
                         }
-                        out[at..at + 4].copy_from_slice(&word.to_le_bytes());
-                        at += 4;
+                        let dst = words.next().expect("sized by weights_bytes");
+                        dst.copy_from_slice(&word.to_le_bytes());
                     }
                 }
             }
         }
-        out
     }
 
-    /// f32 scales of `tiles`, `[tile][group][16]`.
-    pub fn pack_scales(&self, data: &Q4Data, tiles: Range<usize>) -> Vec<u8> {
+    /// Writes the f32 scales of `rows` (starting on a tile), `[tile][group][16]`, into
+    /// `out`, exactly [`scales_bytes`](Self::scales_bytes) long.
+    pub fn pack_scales(&self, data: &Q4Data, rows: Range<usize>, out: &mut [u8]) {
         let shape = &data.shape;
         let stored = shape.groups();
-        let mut out = Vec::with_capacity(tiles.len() * self.groups * TILE_ROWS * 4);
-        for tile in tiles {
+        debug_assert_eq!(out.len(), self.scales_bytes(rows.len()));
+        let mut values = out.chunks_exact_mut(4);
+        for tile in Self::tiles(&rows) {
             for g in 0..self.groups {
                 for r in 0..TILE_ROWS {
                     let row = tile * TILE_ROWS + r;
@@ -150,21 +179,22 @@ impl CoopLayout {
                     } else {
                         0.0
                     };
-                    out.extend_from_slice(&s.to_le_bytes());
+                    let dst = values.next().expect("sized by scales_bytes");
+                    dst.copy_from_slice(&s.to_le_bytes());
                 }
             }
         }
-        out
     }
 
-    /// Zero points of `tiles`, `[tile][group][16]` bytes padded to 4 (empty when
-    /// symmetric).
-    pub fn pack_zeros(&self, data: &Q4Data, tiles: Range<usize>) -> Vec<u8> {
+    /// Writes the zero points of `rows` (starting on a tile), `[tile][group][16]` bytes,
+    /// into `out`, exactly [`zeros_bytes`](Self::zeros_bytes) long (empty when symmetric),
+    /// padding included.
+    pub fn pack_zeros(&self, data: &Q4Data, rows: Range<usize>, out: &mut [u8]) {
         if !data.shape.zero_points {
-            return Vec::new();
+            return;
         }
-        let mut out = Vec::with_capacity(tiles.len() * self.groups * TILE_ROWS);
-        for tile in tiles {
+        let mut bytes = out.iter_mut();
+        for tile in Self::tiles(&rows) {
             for g in 0..self.groups {
                 for r in 0..TILE_ROWS {
                     let row = tile * TILE_ROWS + r;
@@ -173,12 +203,11 @@ impl CoopLayout {
                     } else {
                         8
                     };
-                    out.push(z as u8);
+                    *bytes.next().expect("sized by zeros_bytes") = z as u8;
                 }
             }
         }
-        out.resize(out.len().next_multiple_of(4), 8);
-        out
+        bytes.for_each(|b| *b = 8);
     }
 }
 
@@ -300,11 +329,13 @@ mod tests {
         ] {
             let d = data(n, k, group, zeros);
             let l = CoopLayout::of(&d.shape);
-            let tiles = n.div_ceil(TILE_ROWS);
-            let w = l.pack_weights(&d, 0..tiles);
-            let s = l.pack_scales(&d, 0..tiles);
-            let z = l.pack_zeros(&d, 0..tiles);
-            assert_eq!(w.len(), tiles * l.tile_bytes());
+            let mut w = vec![0xAA; l.weights_bytes(n)];
+            l.pack_weights(&d, 0..n, &mut w);
+            let mut s = vec![0xAA; l.scales_bytes(n)];
+            l.pack_scales(&d, 0..n, &mut s);
+            let mut z = vec![0xAA; l.zeros_bytes(zeros, n)];
+            l.pack_zeros(&d, 0..n, &mut z);
+            assert_eq!(w.len(), n.div_ceil(TILE_ROWS) * l.tile_bytes());
             let got = unpack(&l, n, &w, &s, &z);
             let groups = d.shape.groups();
             for (row, got_row) in got.iter().enumerate() {

@@ -44,37 +44,66 @@ impl VkLayout {
         self.chunks * 16
     }
 
-    /// Packed weights of `rows`.
-    pub fn pack_weights(&self, data: &Q4Data, rows: Range<usize>) -> Vec<u8> {
-        let src_row = data.shape.row_bytes();
-        let mut out = vec![0u8; rows.len() * self.row_bytes()];
-        for (dst, row) in out.chunks_exact_mut(self.row_bytes()).zip(rows) {
-            dst[..src_row].copy_from_slice(&data.weight[row * src_row..(row + 1) * src_row]);
-            if data.shape.k % 2 == 1 {
-                dst[src_row - 1] &= 0x0f;
-            }
-        }
-        out
+    /// Bytes of the packed weights of `rows` rows.
+    pub fn weights_bytes(&self, rows: usize) -> usize {
+        rows * self.row_bytes()
     }
 
-    /// Scales of `rows` in their stored type, padded to 4 bytes.
-    pub fn pack_scales(&self, data: &Q4Data, rows: Range<usize>) -> Vec<u8> {
+    /// Bytes of the scales of `rows` rows stored as `scale_size`-byte values, padded to 4.
+    pub fn scales_bytes(&self, scale_size: usize, rows: usize) -> usize {
+        (rows * self.groups * scale_size).next_multiple_of(4)
+    }
+
+    /// Bytes of the zero points of `rows` rows, padded to 4 (0 when symmetric).
+    pub fn zeros_bytes(&self, zero_points: bool, rows: usize) -> usize {
+        if zero_points {
+            (rows * self.groups).next_multiple_of(4)
+        } else {
+            0
+        }
+    }
+
+    /// Writes the packed weights of `rows` into `out` (exactly
+    /// [`weights_bytes`](Self::weights_bytes) long), padding included: every byte is written.
+    pub fn pack_weights(&self, data: &Q4Data, rows: Range<usize>, out: &mut [u8]) {
+        let src_row = data.shape.row_bytes();
+        debug_assert_eq!(out.len(), self.weights_bytes(rows.len()));
+        // Write-only (the destination may be write-combined mapped memory): the unused high
+        // nibble of an odd row's last byte is masked on the way.
+        let mask = if data.shape.k % 2 == 1 { 0x0f } else { 0xff };
+        for (dst, row) in out.chunks_exact_mut(self.row_bytes()).zip(rows) {
+            let src = &data.weight[row * src_row..(row + 1) * src_row];
+            dst[..src_row - 1].copy_from_slice(&src[..src_row - 1]);
+            dst[src_row - 1] = src[src_row - 1] & mask;
+            dst[src_row..].fill(0);
+        }
+    }
+
+    /// Writes the scales of `rows` in their stored type into `out` (exactly
+    /// [`scales_bytes`](Self::scales_bytes) long), zero padding included.
+    pub fn pack_scales(&self, data: &Q4Data, rows: Range<usize>, out: &mut [u8]) {
         let size = data.scale_type.size();
         let range = rows.start * self.groups * size..rows.end * self.groups * size;
-        let mut out = data.scales[range].to_vec();
-        out.resize(out.len().next_multiple_of(4), 0);
-        out
+        copy_padded(&data.scales[range], out);
     }
 
-    /// Zero points of `rows`, padded to 4 bytes (empty when symmetric).
-    pub fn pack_zeros(&self, data: &Q4Data, rows: Range<usize>) -> Vec<u8> {
-        if !data.shape.zero_points {
-            return Vec::new();
+    /// Writes the zero points of `rows` into `out` (exactly
+    /// [`zeros_bytes`](Self::zeros_bytes) long: empty when symmetric), zero padding included.
+    pub fn pack_zeros(&self, data: &Q4Data, rows: Range<usize>, out: &mut [u8]) {
+        if data.shape.zero_points {
+            copy_padded(
+                &data.zeros[rows.start * self.groups..rows.end * self.groups],
+                out,
+            );
         }
-        let mut out = data.zeros[rows.start * self.groups..rows.end * self.groups].to_vec();
-        out.resize(out.len().next_multiple_of(4), 0);
-        out
     }
+}
+
+/// Copies `src` to the start of `out` and zeroes the rest.
+fn copy_padded(src: &[u8], out: &mut [u8]) {
+    let (head, tail) = out.split_at_mut(src.len());
+    head.copy_from_slice(src);
+    tail.fill(0);
 }
 
 #[cfg(test)]
@@ -96,12 +125,18 @@ mod tests {
             scales: Cow::Owned(vec![1; 8]),
             zeros: Cow::Owned(vec![3; 4]),
         };
-        let w = l.pack_weights(&data, 1..2);
+        let mut w = vec![0xAAu8; l.weights_bytes(1)];
+        l.pack_weights(&data, 1..2, &mut w);
         assert_eq!(w.len(), 32);
         assert_eq!(w[0], 17 | 0xf0);
         assert_eq!(w[16], 33 & 0x0f);
         assert!(w[17..].iter().all(|&b| b == 0));
-        assert_eq!(l.pack_zeros(&data, 0..1), vec![3, 3, 0, 0]);
+        let mut z = vec![0xAAu8; l.zeros_bytes(true, 1)];
+        l.pack_zeros(&data, 0..1, &mut z);
+        assert_eq!(z, vec![3, 3, 0, 0]);
+        let mut s = vec![0xAAu8; l.scales_bytes(2, 1)];
+        l.pack_scales(&data, 0..1, &mut s);
+        assert_eq!(s, vec![1, 1, 1, 1]);
         assert_eq!(
             VkLayout::of(&Q4Shape::new(1, 64, -1, 0).unwrap()).group_shift,
             31

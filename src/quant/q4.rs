@@ -1,7 +1,7 @@
 //! q4vk's own Q4 format on the CPU: the canonical packed matrix every GPU upload starts
 //! from, and the quantizer that turns float weights into it.
 //!
-//! Layout (API.md): rows of W, `[n][ceil(k/2)]` bytes, element k even in the low nibble,
+//! Layout (`q4vk_matrix_desc` in `include/q4vk.h`): rows of W, `[n][ceil(k/2)]` bytes, element k even in the low nibble,
 //! unsigned nibbles `u`; scales `[n][groups]` (f16, or f32 for Q4 input with f32 scales);
 //! zero points `[n][groups]` bytes 0..15. Symmetric `w = (u - 8) * s`, else `w = (u - z) * s`.
 //!
@@ -347,18 +347,13 @@ pub fn quantize(shape: &Q4Shape, w: &FloatWeights, out: Q4Out, threads: usize) -
                 zeros: z0,
             };
             let start = first;
-            handles.push(scope.spawn(
+            handles.push(crate::parallel::spawn_or_run(
+                scope,
                 move || with_element!(w.dtype, E => quantize_rows::<E>(w, shape, start, part)),
             ));
             first += rows;
         }
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Internal("quantize thread panicked".into())))
-            })
-            .collect()
+        handles.into_iter().map(|h| h.join()).collect()
     });
     results.into_iter().collect::<Result<Vec<()>>>()?;
     out.weight.copy_from_slice(&weight);

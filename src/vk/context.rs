@@ -3,11 +3,12 @@
 //! pipeline map and the x/y descriptor cache behind their own.
 
 use super::device::Device;
-use super::gemv::{Staging, XySets, MAX_M};
+use super::gemv::{Staging, MAX_M};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
 use super::pipeline::{Pipelines, Tuning};
 use super::submit::{QueueLock, Submitter};
+use super::xy_sets::XySets;
 use crate::error::Result;
 use ash::vk;
 use std::ffi::CString;
@@ -28,6 +29,8 @@ pub struct ContextConfig {
     pub validation: bool,
     /// Force the portable kernels.
     pub portable: bool,
+    /// Own device: do not enable `VK_KHR_push_descriptor` (x/y go through the set ring).
+    pub no_push_descriptors: bool,
     /// Borrow these host objects instead of creating an instance and device.
     pub adopt: Option<Adoption>,
     /// Workgroup size and rows per workgroup instead of the per-device choice (tuning
@@ -43,7 +46,7 @@ pub struct ContextConfig {
     /// Invocations sharing each chunk instead of the per-device choice (a power of two
     /// dividing the rows per workgroup, at most 32; `q4vk-bench --split S`).
     pub split: Option<u32>,
-    /// Never use the tensor-core kernel (`Q4VK_CONTEXT_NO_COOPMAT`).
+    /// Never use the tensor-core kernel (`Q4VK_CONTEXT_NO_COOPMAT`, `Q4VK_NO_COOPMAT=1`).
     pub no_coop: bool,
     /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel instead
     /// of the per-matrix choice (`q4vk-bench --coop T,S`).
@@ -120,11 +123,7 @@ impl Context {
     /// Creates a context as `config` says.
     pub fn new(config: ContextConfig, logger: Logger) -> Result<Context> {
         let logger = Arc::new(logger);
-        // Kill switches (triage of driver bugs): Q4VK_PORTABLE=1 forces the portable
-        // kernels, Q4VK_NO_COOPMAT=1 the SIMT ones; each path's next one down.
-        let env_portable = std::env::var("Q4VK_PORTABLE").is_ok_and(|v| v == "1");
-        let env_no_coop = std::env::var("Q4VK_NO_COOPMAT").is_ok_and(|v| v == "1");
-        let want_coop = !(config.portable || env_portable || config.no_coop || env_no_coop);
+        let want_coop = !(config.portable || config.no_coop);
         let (device, queue_lock) = match &config.adopt {
             None => {
                 let instance = Arc::new(Instance::create(config.validation, logger.clone())?);
@@ -132,6 +131,7 @@ impl Context {
                     Arc::new(Device::create(
                         instance,
                         config.device_index,
+                        config.no_push_descriptors,
                         want_coop,
                         &logger,
                     )?),
@@ -145,6 +145,7 @@ impl Context {
                 });
                 let names: Vec<&std::ffi::CStr> =
                     a.extensions.iter().map(|c| c.as_c_str()).collect();
+                // SAFETY: as above; the handles belong to that instance (contract).
                 let device = unsafe {
                     Device::adopt(
                         instance,
@@ -163,7 +164,7 @@ impl Context {
         // device may use; the workgroup is a multiple of the largest.
         let sg = info.min_subgroup_size;
         let subgroup_ok = info.subgroup_kernels_ok();
-        let portable = config.portable || env_portable || !subgroup_ok;
+        let portable = config.portable || !subgroup_ok;
         let mut tuning = if portable {
             Tuning {
                 workgroup: 64,
@@ -297,7 +298,7 @@ impl Context {
                 "tensor-core GEMV (VK_KHR_cooperative_matrix) for new matrices",
             );
         }
-        let pipelines = Pipelines::new(&device, tuning, coop, &config.pipeline_cache)?;
+        let pipelines = Pipelines::new(&device, tuning, portable, coop, &config.pipeline_cache)?;
         let limits = Limits {
             max_part_bytes: info.max_storage_range.min(info.max_allocation).min(1 << 31) / 16 * 16,
             max_groups: info.max_groups,

@@ -67,6 +67,8 @@ pub struct Device {
     pub queue: vk::Queue,
     /// Its family.
     pub queue_family: u32,
+    /// Queue families of the physical device (matrix buffers are shared by all of them).
+    pub queue_families: u32,
     /// `VK_KHR_push_descriptor` functions when the extension is enabled on this device.
     pub push_descriptor: Option<ash::khr::push_descriptor::Device>,
     /// Device facts.
@@ -82,6 +84,7 @@ fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceI
     // SAFETY: a valid physical device of this instance (Vulkan 1.1 checked by the caller).
     let api = unsafe { instance.get_physical_device_properties(physical) }.api_version;
     let size_control = api >= vk::API_VERSION_1_3
+        // SAFETY: as above.
         || unsafe { instance.enumerate_device_extension_properties(physical) }
             .unwrap_or_default()
             .iter()
@@ -173,12 +176,14 @@ impl Device {
     }
 
     /// Creates q4vk's own device: the best Vulkan 1.1 device with a compute queue
-    /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list.
-    /// With `want_coop`, enables what the tensor-core kernel needs where the device
-    /// offers all of it (`vk::coop::device_offers`).
+    /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list;
+    /// `VK_KHR_push_descriptor` is enabled where offered unless `no_push`. With
+    /// `want_coop`, enables what the tensor-core kernel needs where the device offers all
+    /// of it (`vk::coop::device_offers`).
     pub fn create(
         instance: Arc<Instance>,
         index: i32,
+        no_push: bool,
         want_coop: bool,
         logger: &Logger,
     ) -> Result<Device> {
@@ -222,8 +227,6 @@ impl Device {
             let available = vki
                 .enumerate_device_extension_properties(physical)
                 .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
-            // Kill switch (triage of driver bugs, and tests of the descriptor-set cache).
-            let no_push = std::env::var("Q4VK_NO_PUSH_DESCRIPTORS").is_ok_and(|v| v == "1");
             let push = !no_push
                 && available
                     .iter()
@@ -258,6 +261,9 @@ impl Device {
             let push_descriptor =
                 push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
             let info = query_info(vki, physical);
+            let queue_families = vki
+                .get_physical_device_queue_family_properties(physical)
+                .len() as u32;
             logger.log(
                 LEVEL_INFO,
                 &format!(
@@ -271,6 +277,7 @@ impl Device {
                 device,
                 queue,
                 queue_family: family,
+                queue_families,
                 push_descriptor,
                 info,
                 timestamps,
@@ -294,13 +301,15 @@ impl Device {
         extensions: &[&CStr],
     ) -> Result<Device> {
         let vki = &instance.instance;
-        let props = vki.get_physical_device_properties(physical);
+        // SAFETY: a valid physical device of this instance (caller's contract).
+        let props = unsafe { vki.get_physical_device_properties(physical) };
         if props.api_version < vk::API_VERSION_1_1 {
             return Err(Error::Unsupported(
                 "the adopted physical device supports only Vulkan 1.0; q4vk needs 1.1".into(),
             ));
         }
-        let families = vki.get_physical_device_queue_family_properties(physical);
+        // SAFETY: as above.
+        let families = unsafe { vki.get_physical_device_queue_family_properties(physical) };
         let family = families.get(queue_family as usize).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "desc->queue_family_index is {queue_family} but the device has {} families",
@@ -312,7 +321,8 @@ impl Device {
                 "queue family {queue_family} has no compute capability"
             )));
         }
-        let device = ash::Device::load(vki.fp_v1_0(), device);
+        // SAFETY: the host's live device of this physical device (caller's contract).
+        let device = unsafe { ash::Device::load(vki.fp_v1_0(), device) };
         let push = extensions.contains(&ash::khr::push_descriptor::NAME);
         let push_descriptor = push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
         Ok(Device {
@@ -323,6 +333,7 @@ impl Device {
             device,
             queue,
             queue_family,
+            queue_families: families.len() as u32,
             push_descriptor,
             coop_enabled: false,
             owned: false,

@@ -13,15 +13,15 @@ use crate::layout::vk::VkLayout;
 use crate::quant::q4::{Q4Shape, ScaleType};
 
 /// Binding roles, in binding order (binding i has role i).
-pub const ROLE_WEIGHTS: u32 = 0;
+pub(crate) const ROLE_WEIGHTS: u32 = 0;
 /// Scales.
-pub const ROLE_SCALES: u32 = 1;
+pub(crate) const ROLE_SCALES: u32 = 1;
 /// Zero points (unread when symmetric).
-pub const ROLE_ZEROS: u32 = 2;
+pub(crate) const ROLE_ZEROS: u32 = 2;
 /// Activations.
-pub const ROLE_X: u32 = 3;
+pub(crate) const ROLE_X: u32 = 3;
 /// Output.
-pub const ROLE_Y: u32 = 4;
+pub(crate) const ROLE_Y: u32 = 4;
 
 /// Specialization ids of the exported kernels (`shaders/gemv_export.glsl`).
 const SPEC_ROWS: u32 = 0;

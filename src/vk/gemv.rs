@@ -5,10 +5,9 @@ use super::context::Context;
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
 use super::pipeline::{CoopKey, PipelineKey, Push};
+use super::xy_sets::{buffer_infos, writes};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
-use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Largest activation count (rows of x) the GEMV kernels take.
 pub const MAX_M: u32 = 8;
@@ -37,114 +36,6 @@ pub struct GemvParams {
     pub y_stride: u64,
 }
 
-/// Descriptor sets for x/y on devices without push descriptors: one per distinct pair of
-/// buffer ranges, allocated once and never updated or freed while the context lives (so a
-/// set a host command buffer still uses is never touched).
-pub struct XySets {
-    pools: Vec<vk::DescriptorPool>,
-    left: u32,
-    sets: HashMap<(BufferRange, BufferRange), vk::DescriptorSet>,
-    device: Arc<super::device::Device>,
-}
-
-const SETS_PER_POOL: u32 = 64;
-
-impl XySets {
-    /// An empty cache.
-    pub fn new(device: &Arc<super::device::Device>) -> XySets {
-        XySets {
-            pools: Vec::new(),
-            left: 0,
-            sets: HashMap::new(),
-            device: device.clone(),
-        }
-    }
-
-    /// The set for (x, y), allocated and written on first use.
-    fn get(
-        &mut self,
-        layout: vk::DescriptorSetLayout,
-        x: BufferRange,
-        y: BufferRange,
-    ) -> Result<vk::DescriptorSet> {
-        if let Some(&set) = self.sets.get(&(x, y)) {
-            return Ok(set);
-        }
-        let d = &self.device.device;
-        // SAFETY: valid create/allocate infos; a fresh set is written before any use.
-        unsafe {
-            if self.left == 0 {
-                let sizes = [vk::DescriptorPoolSize {
-                    ty: vk::DescriptorType::STORAGE_BUFFER,
-                    descriptor_count: 2 * SETS_PER_POOL,
-                }];
-                let pool = d
-                    .create_descriptor_pool(
-                        &vk::DescriptorPoolCreateInfo::default()
-                            .max_sets(SETS_PER_POOL)
-                            .pool_sizes(&sizes),
-                        None,
-                    )
-                    .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
-                self.pools.push(pool);
-                self.left = SETS_PER_POOL;
-            }
-            let layouts = [layout];
-            let set = d
-                .allocate_descriptor_sets(
-                    &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(*self.pools.last().expect("pool"))
-                        .set_layouts(&layouts),
-                )
-                .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
-            self.left -= 1;
-            let infos = buffer_infos(x, y);
-            let writes = writes(&infos, set);
-            d.update_descriptor_sets(&writes, &[]);
-            self.sets.insert((x, y), set);
-            Ok(set)
-        }
-    }
-
-    /// Forgets the sets that name `buffer` (about to be destroyed by q4vk; never bound again).
-    fn forget(&mut self, buffer: vk::Buffer) {
-        self.sets
-            .retain(|(x, y), _| x.buffer != buffer && y.buffer != buffer);
-    }
-}
-
-impl Drop for XySets {
-    fn drop(&mut self) {
-        for &pool in &self.pools {
-            // SAFETY: ours; the context is being destroyed.
-            unsafe { self.device.device.destroy_descriptor_pool(pool, None) };
-        }
-    }
-}
-
-fn buffer_infos(x: BufferRange, y: BufferRange) -> [[vk::DescriptorBufferInfo; 1]; 2] {
-    [x, y].map(|b| {
-        [vk::DescriptorBufferInfo {
-            buffer: b.buffer,
-            offset: b.offset,
-            range: b.range,
-        }]
-    })
-}
-
-fn writes(
-    infos: &[[vk::DescriptorBufferInfo; 1]; 2],
-    set: vk::DescriptorSet,
-) -> [vk::WriteDescriptorSet<'_>; 2] {
-    [0, 1].map(|i| {
-        vk::WriteDescriptorSet::default()
-            .dst_set(set)
-            .dst_binding(i as u32)
-            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-            .buffer_info(&infos[i])
-    })
-}
-
 /// Checks the activation count: 0 is invalid, more than [`MAX_M`] unsupported.
 pub fn check_m(m: u32) -> Result<()> {
     if m == 0 {
@@ -158,14 +49,10 @@ pub fn check_m(m: u32) -> Result<()> {
     Ok(())
 }
 
-/// Checks a GEMV call against the matrix and the device limits.
-pub fn validate(
-    ctx: &Context,
-    mat: &DeviceMatrix,
-    x: &BufferRange,
-    y: &BufferRange,
-    p: &GemvParams,
-) -> Result<()> {
+/// Checks a GEMV's shape against the matrix and the device limits, before any buffer is
+/// looked at; returns the bytes x and y need. Too large for the device (a span beyond 32-bit
+/// indexing or `maxStorageBufferRange`): `Unsupported`.
+pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<(u64, u64)> {
     let (n, k) = (mat.shape.n as u64, mat.shape.k as u64);
     check_m(p.m)?;
     if p.x_stride < k {
@@ -199,7 +86,28 @@ pub fn validate(
     } else {
         4 * x_elems
     };
-    for (name, b, need) in [("x", x, x_bytes), ("y", y, 4 * y_elems)] {
+    let y_bytes = 4 * y_elems;
+    let max = ctx.device.info.max_storage_range;
+    for (name, need) in [("x", x_bytes), ("y", y_bytes)] {
+        if need > max {
+            return Err(Error::Unsupported(format!(
+                "{name} spans {need} bytes (m = {m}), more than this device's maxStorageBufferRange ({max})"
+            )));
+        }
+    }
+    Ok((x_bytes, y_bytes))
+}
+
+/// Checks a GEMV call against the matrix and the device limits.
+pub fn validate(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    x: &BufferRange,
+    y: &BufferRange,
+    p: &GemvParams,
+) -> Result<()> {
+    let (x_bytes, y_bytes) = check_params(ctx, mat, p)?;
+    for (name, b, need) in [("x", x, x_bytes), ("y", y, y_bytes)] {
         if b.buffer == vk::Buffer::null() {
             return Err(Error::NullPointer(format!(
                 "args->{name}.buffer is VK_NULL_HANDLE"
@@ -232,6 +140,67 @@ pub fn validate(
     Ok(())
 }
 
+/// The pipeline a GEMV of `mat` with `p` runs.
+/// How a GEMV of `mat` runs on `ctx`: the pipeline (created on first use), rows per
+/// workgroup and the push block's per-matrix fields.
+struct Plan {
+    pipeline: vk::Pipeline,
+    rows_per_wg: u64,
+    chunks: usize,
+    groups: usize,
+    group_shift: u32,
+}
+
+/// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
+/// context's SIMT variant.
+fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
+    let Some(c) = &mat.coop else {
+        let key = PipelineKey {
+            portable: ctx.portable,
+            workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
+            m: p.m,
+            zeros: mat.shape.zero_points,
+            scale_f32: mat.scale_f32,
+            x_f16: p.x_f16,
+        };
+        return Ok(Plan {
+            pipeline: ctx.pipelines.get(key)?,
+            rows_per_wg: ctx.pipelines.tuning.rows as u64,
+            chunks: mat.layout.chunks,
+            groups: mat.layout.groups,
+            group_shift: mat.layout.group_shift,
+        });
+    };
+    let tiles = mat.shape.n.div_ceil(crate::layout::coop::TILE_ROWS);
+    let info = &ctx.device.info;
+    let (t, s) = ctx.coop_tuning.unwrap_or_else(|| {
+        super::coop::choose_shape(tiles, c.stages, p.m, c.block, info.max_shared)
+    });
+    let key = CoopKey {
+        tiles: t,
+        subgroups: s,
+        m: p.m,
+        zeros: mat.shape.zero_points,
+        x_f16: p.x_f16,
+        block: c.block,
+    };
+    if key.shared_bytes() > info.max_shared {
+        return Err(Error::Unsupported(format!(
+            "the tensor-core kernel with {t} tiles x {s} subgroups needs {} bytes of shared memory at m = {}; the device has {}",
+            key.shared_bytes(),
+            p.m,
+            info.max_shared
+        )));
+    }
+    Ok(Plan {
+        pipeline: ctx.pipelines.get_coop(key)?,
+        rows_per_wg: 16 * t as u64,
+        chunks: c.stages,
+        groups: c.groups,
+        group_shift: c.group_shift,
+    })
+}
+
 /// Records `y = W x` into `cmd` (validated first; nothing is recorded on error). Binds
 /// the GEMV pipeline, set 1 (x, y: pushed or cached), then per part set 0 and the push
 /// constants, and dispatches. No barriers.
@@ -244,57 +213,15 @@ pub fn record(
     p: &GemvParams,
 ) -> Result<()> {
     validate(ctx, mat, &x, &y, p)?;
-    // Per part: rows per workgroup, and the push block's chunks/groups/shift fields.
-    let (pipeline, rows_per_wg, chunks, groups, group_shift) = match &mat.coop {
-        Some(c) => {
-            let tiles = mat.shape.n.div_ceil(crate::layout::coop::TILE_ROWS);
-            let (t, s) = ctx.coop_tuning.unwrap_or_else(|| {
-                super::coop::choose_shape(tiles, c.stages, p.m, c.block, ctx.device.info.max_shared)
-            });
-            let key = CoopKey {
-                tiles: t,
-                subgroups: s,
-                m: p.m,
-                zeros: mat.shape.zero_points,
-                x_f16: p.x_f16,
-                block: c.block,
-            };
-            if key.shared_bytes() > ctx.device.info.max_shared {
-                return Err(Error::Unsupported(format!(
-                    "the tensor-core kernel with {t} tiles x {s} subgroups needs {} bytes of shared memory at m = {}; the device has {}",
-                    key.shared_bytes(),
-                    p.m,
-                    ctx.device.info.max_shared
-                )));
-            }
-            (
-                ctx.pipelines.get_coop(key)?,
-                16 * t as u64,
-                c.stages,
-                c.groups,
-                c.group_shift,
-            )
-        }
-        None => {
-            let key = PipelineKey {
-                portable: ctx.portable,
-                workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
-                m: p.m,
-                zeros: mat.shape.zero_points,
-                scale_f32: mat.scale_f32,
-                x_f16: p.x_f16,
-            };
-            (
-                ctx.pipelines.get(key)?,
-                ctx.pipelines.tuning.rows as u64,
-                mat.layout.chunks,
-                mat.layout.groups,
-                mat.layout.group_shift,
-            )
-        }
-    };
+    let Plan {
+        pipeline,
+        rows_per_wg,
+        chunks,
+        groups,
+        group_shift,
+    } = plan(ctx, mat, p)?;
     let cached_set = match &ctx.xy_sets {
-        Some(sets) => Some(sets.lock().unwrap_or_else(|e| e.into_inner()).get(
+        Some(sets) => Some(sets.lock().unwrap_or_else(|e| e.into_inner()).next(
             ctx.pipelines.xy_set,
             x,
             y,
@@ -366,15 +293,23 @@ pub struct Staging {
     y: Option<Buffer>,
 }
 
+impl Staging {
+    /// Bytes of staging memory held (x and y).
+    pub fn bytes(&self) -> u64 {
+        [&self.x, &self.y]
+            .iter()
+            .flat_map(|b| b.as_ref())
+            .map(|b| b.size)
+            .sum()
+    }
+}
+
 fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind) -> Result<()> {
     if slot.as_ref().is_some_and(|b| b.size >= bytes) {
         return Ok(());
     }
-    if let (Some(old), Some(sets)) = (slot.take(), &ctx.xy_sets) {
-        sets.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .forget(old.buffer);
-    }
+    // Release the old buffer first: a lower peak than holding both.
+    *slot = None;
     *slot = Some(Buffer::new(&ctx.device, bytes.next_multiple_of(256), kind)?);
     Ok(())
 }
@@ -395,10 +330,14 @@ pub fn gemv_host(
         x_stride: k as u64,
         y_stride: n as u64,
     };
-    check_m(m)?;
+    // Everything that can refuse the call runs before the staging buffers grow.
+    check_params(ctx, mat, &p)?;
+    plan(ctx, mat, &p)?;
     let (xn, yn) = (m as usize * k, m as usize * n);
     let mut exec = ctx.exec.lock().unwrap_or_else(|e| e.into_inner());
     let exec = &mut *exec;
+    // After a failed wait the device may still read the staging buffers: touch nothing.
+    exec.submitter.check_usable()?;
     ensure(ctx, &mut exec.staging.x, 4 * xn as u64, MemoryKind::Upload)?;
     ensure(
         ctx,

@@ -188,10 +188,14 @@ impl Instance {
         instance: vk::Instance,
         logger: Arc<Logger>,
     ) -> Instance {
-        let entry = ash::Entry::from_static_fn(ash::StaticFn {
-            get_instance_proc_addr,
-        });
-        let instance = ash::Instance::load(entry.static_fn(), instance);
+        // SAFETY: the host's live vkGetInstanceProcAddr and instance (caller's contract).
+        let (entry, instance) = unsafe {
+            let entry = ash::Entry::from_static_fn(ash::StaticFn {
+                get_instance_proc_addr,
+            });
+            let instance = ash::Instance::load(entry.static_fn(), instance);
+            (entry, instance)
+        };
         Instance {
             entry,
             instance,

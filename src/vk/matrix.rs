@@ -43,16 +43,23 @@ pub struct DeviceMatrix {
 /// Writes `bytes` into a new device buffer: directly when its memory is mapped, else
 /// through a staging buffer and a copy on q4vk's queue.
 pub fn upload(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
-    let buffer = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Device)?;
+    upload_with(ctx, bytes.len(), |dst| dst.copy_from_slice(bytes))
+}
+
+/// A new device buffer of `len` bytes whose contents `fill` writes in place: into the
+/// buffer's own mapping when it has one, else into a staging buffer's that a copy on q4vk's
+/// queue then transfers (no host-side copy of the data either way).
+pub fn upload_with(ctx: &Context, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<Buffer> {
+    let mut buffer = Buffer::new(&ctx.device, len as u64, MemoryKind::Device)?;
     if buffer.mapped().is_some() && !ctx.limits.staged_uploads {
-        buffer.write(0, bytes);
+        buffer.fill(len, fill);
         return Ok(buffer);
     }
-    let staging = Buffer::new(&ctx.device, bytes.len() as u64, MemoryKind::Staging)?;
-    staging.write(0, bytes);
+    let mut staging = Buffer::new(&ctx.device, len as u64, MemoryKind::Staging)?;
+    staging.fill(len, fill);
     ctx.submit(|cmd| {
         let d = &ctx.device.device;
-        let region = [vk::BufferCopy::default().size(bytes.len().max(4) as u64)];
+        let region = [vk::BufferCopy::default().size(len.max(4) as u64)];
         // Later dispatches read what the copy wrote.
         let barrier = [vk::MemoryBarrier::default()
             .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
@@ -131,27 +138,41 @@ impl DeviceMatrix {
         }
         for p in 0..part_count {
             let rows = p * rows_per_part..((p + 1) * rows_per_part).min(shape.n);
+            let count = rows.len();
+            let scale_size = data.scale_type.size();
             let (weights, scales, zeros) = match &coop {
-                Some(c) => {
-                    let tiles = rows.start / TILE_ROWS..rows.end.div_ceil(TILE_ROWS);
-                    (
-                        c.pack_weights(data, tiles.clone()),
-                        c.pack_scales(data, tiles.clone()),
-                        c.pack_zeros(data, tiles),
-                    )
-                }
-                None => (
-                    layout.pack_weights(data, rows.clone()),
-                    layout.pack_scales(data, rows.clone()),
-                    layout.pack_zeros(data, rows.clone()),
+                Some(c) => (
+                    upload_with(ctx, c.weights_bytes(count), |dst| {
+                        c.pack_weights(data, rows.clone(), dst)
+                    })?,
+                    upload_with(ctx, c.scales_bytes(count), |dst| {
+                        c.pack_scales(data, rows.clone(), dst)
+                    })?,
+                    shape
+                        .zero_points
+                        .then(|| {
+                            upload_with(ctx, c.zeros_bytes(true, count), |dst| {
+                                c.pack_zeros(data, rows.clone(), dst)
+                            })
+                        })
+                        .transpose()?,
                 ),
-            };
-            let weights = upload(ctx, &weights)?;
-            let scales = upload(ctx, &scales)?;
-            let zeros = if shape.zero_points {
-                Some(upload(ctx, &zeros)?)
-            } else {
-                None
+                None => (
+                    upload_with(ctx, layout.weights_bytes(count), |dst| {
+                        layout.pack_weights(data, rows.clone(), dst)
+                    })?,
+                    upload_with(ctx, layout.scales_bytes(scale_size, count), |dst| {
+                        layout.pack_scales(data, rows.clone(), dst)
+                    })?,
+                    shape
+                        .zero_points
+                        .then(|| {
+                            upload_with(ctx, layout.zeros_bytes(true, count), |dst| {
+                                layout.pack_zeros(data, rows.clone(), dst)
+                            })
+                        })
+                        .transpose()?,
+                ),
             };
             // Symmetric matrices bind the scales again as the (unread) zero buffer.
             let zero_buffer = zeros.as_ref().unwrap_or(&scales);
@@ -177,9 +198,10 @@ impl DeviceMatrix {
         Ok(this)
     }
 
-    /// Whether this matrix lives on `ctx`'s device.
+    /// Whether this matrix lives on `ctx`'s `VkDevice` (contexts adopting the same device
+    /// share matrices: set 0's layout is defined identically in every context).
     pub fn same_device(&self, ctx: &Context) -> bool {
-        Arc::ptr_eq(&self.device, &ctx.device)
+        self.device.device.handle() == ctx.device.device.handle()
     }
 
     /// Device bytes of weights, scales and zero points (what one GEMV reads).

@@ -53,6 +53,18 @@ fn pick_type(
     })
 }
 
+/// The queue families a buffer of `kind` is shared by (`VK_SHARING_MODE_CONCURRENT`), or
+/// none (`EXCLUSIVE`). Matrix buffers (`Device`) are read by the host's command buffers of
+/// any family (`q4vk_cmd_gemv`), so on a device of several families they are shared by all
+/// of them and need no ownership transfer; staging is used on q4vk's queue only.
+pub fn shared_families(kind: MemoryKind, family_count: u32) -> Vec<u32> {
+    if kind == MemoryKind::Device && family_count > 1 {
+        (0..family_count).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 impl Buffer {
     /// Creates a storage buffer of `size` bytes (also a transfer source and destination).
     pub fn new(device: &Arc<Device>, size: u64, kind: MemoryKind) -> Result<Buffer> {
@@ -61,10 +73,16 @@ impl Buffer {
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER
             | vk::BufferUsageFlags::TRANSFER_SRC
             | vk::BufferUsageFlags::TRANSFER_DST;
+        let families = shared_families(kind, device.queue_families);
         let info = vk::BufferCreateInfo::default()
             .size(size.max(4))
             .usage(usage)
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+            .sharing_mode(if families.is_empty() {
+                vk::SharingMode::EXCLUSIVE
+            } else {
+                vk::SharingMode::CONCURRENT
+            })
+            .queue_family_indices(&families);
         // SAFETY: valid device and create info; every created object is released on the
         // error paths.
         unsafe {
@@ -132,6 +150,14 @@ impl Buffer {
         };
     }
 
+    /// Lets `fill` write the first `len` bytes of a mapped buffer in place (no host copy).
+    pub fn fill(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) {
+        assert!(!self.mapped.is_null() && len <= self.size as usize);
+        // SAFETY: in bounds of the mapping; `&mut self` makes this the only access from the
+        // host, and the device is not using the buffer (caller's contract).
+        fill(unsafe { std::slice::from_raw_parts_mut(self.mapped, len) });
+    }
+
     /// Copies from a mapped buffer into `out`.
     pub fn read(&self, offset: usize, out: &mut [u8]) {
         assert!(!self.mapped.is_null() && offset + out.len() <= self.size as usize);
@@ -154,13 +180,15 @@ pub unsafe fn storage_set(
     buffers: &[&Buffer],
 ) -> Result<vk::DescriptorSet> {
     let layouts = [layout];
-    let set = device
-        .allocate_descriptor_sets(
+    // SAFETY: pool and layout of this device with room for the set (caller's contract).
+    let set = unsafe {
+        device.allocate_descriptor_sets(
             &vk::DescriptorSetAllocateInfo::default()
                 .descriptor_pool(pool)
                 .set_layouts(&layouts),
         )
-        .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
+    }
+    .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
     let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
         .iter()
         .map(|b| {
@@ -182,8 +210,8 @@ pub unsafe fn storage_set(
                 .buffer_info(info)
         })
         .collect();
-    // A fresh set: no command buffer uses it yet.
-    device.update_descriptor_sets(&writes, &[]);
+    // SAFETY: a fresh set (no command buffer uses it yet) and live buffers of this device.
+    unsafe { device.update_descriptor_sets(&writes, &[]) };
     Ok(set)
 }
 
@@ -194,6 +222,25 @@ impl Drop for Buffer {
         unsafe {
             self.device.device.destroy_buffer(self.buffer, None);
             self.device.device.free_memory(self.memory, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matrix_buffers_are_shared_by_every_queue_family() {
+        assert_eq!(shared_families(MemoryKind::Device, 3), vec![0, 1, 2]);
+        // One family: EXCLUSIVE (CONCURRENT needs at least two).
+        assert!(shared_families(MemoryKind::Device, 1).is_empty());
+        for kind in [
+            MemoryKind::Upload,
+            MemoryKind::Staging,
+            MemoryKind::Readback,
+        ] {
+            assert!(shared_families(kind, 3).is_empty());
         }
     }
 }

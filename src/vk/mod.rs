@@ -17,3 +17,4 @@ pub mod memory;
 pub mod pipeline;
 pub mod shaders;
 pub mod submit;
+pub mod xy_sets;

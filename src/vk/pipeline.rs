@@ -159,7 +159,11 @@ pub struct Pipelines {
     /// The pipeline layout (sets 0 and 1, 40 bytes of push constants).
     pub layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
-    modules: [vk::ShaderModule; 2],
+    /// The one kernel variant this context runs: portable (shared-memory reduction) or
+    /// subgroup. Only its module exists, so a device without subgroup arithmetic never
+    /// sees the subgroup SPIR-V.
+    pub portable: bool,
+    module: vk::ShaderModule,
     coop_module: vk::ShaderModule,
     /// Workgroup shape.
     pub tuning: Tuning,
@@ -191,11 +195,12 @@ pub fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModul
 
 impl Pipelines {
     /// Creates the layouts, the cache (seeded with `initial_cache` when it is a blob of
-    /// this device, see [`cache_blob_matches`]), both SIMT shader modules and, with
-    /// `coop`, the tensor-core one.
+    /// this device, see [`cache_blob_matches`]), the shader module of the portable or the
+    /// subgroup kernel and, with `coop`, the tensor-core one.
     pub fn new(
         device: &Arc<Device>,
         tuning: Tuning,
+        portable: bool,
         coop: bool,
         initial_cache: &[u8],
     ) -> Result<Pipelines> {
@@ -206,7 +211,8 @@ impl Pipelines {
             xy_set: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
             cache: vk::PipelineCache::null(),
-            modules: [vk::ShaderModule::null(); 2],
+            portable,
+            module: vk::ShaderModule::null(),
             coop_module: vk::ShaderModule::null(),
             tuning,
             pipelines: Mutex::new(HashMap::new()),
@@ -262,8 +268,12 @@ impl Pipelines {
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreatePipelineCache", e))?;
-            this.modules[0] = shader_module(d, shaders::GEMV_SUBGROUP)?;
-            this.modules[1] = shader_module(d, shaders::GEMV_PORTABLE)?;
+            let spv = if portable {
+                shaders::GEMV_PORTABLE
+            } else {
+                shaders::GEMV_SUBGROUP
+            };
+            this.module = shader_module(d, spv)?;
             if coop {
                 this.coop_module = shader_module(d, shaders::GEMV_COOP)?;
             }
@@ -281,6 +291,12 @@ impl Pipelines {
 
     /// The pipeline for `key`, created (through the cache) on first use.
     pub fn get(&self, key: PipelineKey) -> Result<vk::Pipeline> {
+        if key.portable != self.portable {
+            return Err(Error::Internal(format!(
+                "pipeline for portable = {} requested from a context with portable = {}",
+                key.portable, self.portable
+            )));
+        }
         let mut map = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&p) = map.get(&key) {
             return Ok(p);
@@ -297,7 +313,7 @@ impl Pipelines {
             t.unroll,
             t.split,
         ];
-        let pipeline = self.create(self.modules[key.portable as usize], &values)?;
+        let pipeline = self.create(self.module, &values)?;
         map.insert(key, pipeline);
         Ok(pipeline)
     }
@@ -306,8 +322,8 @@ impl Pipelines {
     /// `coop` only).
     pub fn get_coop(&self, key: CoopKey) -> Result<vk::Pipeline> {
         if self.coop_module == vk::ShaderModule::null() {
-            return Err(Error::Internal(
-                "tensor-core pipeline asked of a context without the tensor-core kernel".into(),
+            return Err(Error::Unsupported(
+                "the matrix is in the tensor-core layout (made by a context that uses cooperative matrices) and this context does not use them (Q4VK_CONTEXT_NO_COOPMAT, Q4VK_NO_COOPMAT=1, the portable kernels or an adopted device); create the matrix on this context".into(),
             ));
         }
         let mut map = self
@@ -401,9 +417,7 @@ impl Drop for Pipelines {
             {
                 d.destroy_pipeline(p, None);
             }
-            for m in self.modules {
-                d.destroy_shader_module(m, None);
-            }
+            d.destroy_shader_module(self.module, None);
             d.destroy_shader_module(self.coop_module, None);
             d.destroy_pipeline_cache(self.cache, None);
             d.destroy_pipeline_layout(self.layout, None);

@@ -30,6 +30,23 @@ pub struct Submitter {
     /// The command buffer `run` records into.
     pub cmd: vk::CommandBuffer,
     fence: vk::Fence,
+    /// A wait for the fence failed: the device may still be executing the last submission
+    /// (reading the command buffer and the caller's staging), so nothing is reused again.
+    lost: bool,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test hook: the next fence wait on this thread reports this error (after really
+    /// waiting, so the device is idle).
+    static FAIL_NEXT_WAIT: std::cell::Cell<Option<vk::Result>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Test hook: makes the next fence wait of a [`Submitter`] on this thread fail with `result`.
+#[cfg(test)]
+pub fn fail_next_wait(result: vk::Result) {
+    FAIL_NEXT_WAIT.with(|c| c.set(Some(result)));
 }
 
 // SAFETY: used only behind the context's mutex.
@@ -54,6 +71,7 @@ impl Submitter {
                 pool,
                 cmd: vk::CommandBuffer::null(),
                 fence: vk::Fence::null(),
+                lost: false,
             };
             this.cmd = d
                 .allocate_command_buffers(
@@ -70,13 +88,40 @@ impl Submitter {
         }
     }
 
+    /// Fails with `DeviceLost` once a wait for the fence has failed: from then on the
+    /// command buffer, the fence and whatever the last submission read stay untouched.
+    pub fn check_usable(&self) -> Result<()> {
+        if self.lost {
+            return Err(Error::DeviceLost(
+                "an earlier vkWaitForFences of this context failed, so its last submission may still be running; the context no longer submits (destroy it)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits for the fence (all of q4vk's submissions are waited for before the next).
+    fn wait(&self) -> std::result::Result<(), vk::Result> {
+        // SAFETY: our fence.
+        let waited = unsafe {
+            self.device
+                .device
+                .wait_for_fences(&[self.fence], true, u64::MAX)
+        };
+        #[cfg(test)]
+        if let Some(injected) = FAIL_NEXT_WAIT.with(|c| c.take()) {
+            return waited.and(Err(injected));
+        }
+        waited
+    }
+
     /// Records with `record`, submits to the queue (inside the host's lock, if any) and
-    /// waits for completion.
+    /// waits for completion. A failed wait marks the submitter lost ([`Self::check_usable`]).
     pub fn run(
         &mut self,
         lock: Option<&QueueLock>,
         record: impl FnOnce(vk::CommandBuffer) -> Result<()>,
     ) -> Result<()> {
+        self.check_usable()?;
         let d = &self.device.device;
         if self.device.queue == vk::Queue::null() {
             return Err(Error::Unsupported(
@@ -109,24 +154,50 @@ impl Submitter {
                 (l.unlock)(l.user);
             }
             submitted.map_err(|e| Error::vk("vkQueueSubmit", e))?;
-            let waited = d
-                .wait_for_fences(&[self.fence], true, u64::MAX)
-                .map_err(|e| Error::vk("vkWaitForFences", e));
+            if let Err(e) = self.wait() {
+                // Resetting the fence now would let the next call reuse the command buffer
+                // and staging while the device may still read them.
+                self.lost = true;
+                return Err(Error::vk("vkWaitForFences", e));
+            }
             d.reset_fences(&[self.fence])
-                .map_err(|e| Error::vk("vkResetFences", e))?;
-            waited
+                .map_err(|e| Error::vk("vkResetFences", e))
         }
     }
 }
 
 impl Drop for Submitter {
     fn drop(&mut self) {
-        // SAFETY: ours, idle (every run waited).
+        // SAFETY: ours, idle: every run waited, and after a failed wait this waits again.
         unsafe {
+            if self.lost {
+                let _ = self.wait();
+            }
             if self.fence != vk::Fence::null() {
                 self.device.device.destroy_fence(self.fence, None);
             }
             self.device.device.destroy_command_pool(self.pool, None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vk::context::{Context, ContextConfig};
+    use crate::vk::log::Logger;
+
+    /// After a failed fence wait (other than DEVICE_LOST) the context refuses to submit
+    /// again instead of reusing a command buffer the device may still be reading.
+    #[test]
+    fn failed_wait_makes_the_context_lost() {
+        let logger = Logger::new(None, std::ptr::null_mut(), 0);
+        let ctx = Context::new(ContextConfig::default(), logger).expect("a Vulkan device");
+        ctx.submit(|_| Ok(())).expect("a first submission");
+        fail_next_wait(vk::Result::ERROR_OUT_OF_HOST_MEMORY);
+        let first = ctx.submit(|_| Ok(())).unwrap_err();
+        assert!(matches!(first, Error::OutOfHostMemory(_)), "{first}");
+        let next = ctx.submit(|_| Ok(())).unwrap_err();
+        assert!(matches!(next, Error::DeviceLost(_)), "{next}");
     }
 }
