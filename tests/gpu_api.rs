@@ -170,8 +170,9 @@ fn large_matrices_split_across_buffers_and_dispatches() {
     let data = random_q4(&mut rng, n, k, 32, false, false);
     {
         let ctx = gpu.context_mut();
-        // 7 chunks of 16 bytes per row: parts of 10 rows, dispatches of at most 3 x 2 groups.
-        ctx.limits.max_part_bytes = 10 * 7 * 16;
+        // 7 chunks of 16 bytes per row: parts of 10 rows (tensor-core layout: tiles of 16
+        // rows × 2 stages of 1 KB, parts of 3 tiles), dispatches of at most 3 x 2 groups.
+        ctx.limits.max_part_bytes = if ctx.coop { 3 * 2 * 1024 } else { 10 * 7 * 16 };
         ctx.limits.max_groups = [3, 2];
         // And the discrete-GPU upload path: staging buffer + vkCmdCopyBuffer.
         ctx.limits.staged_uploads = true;
