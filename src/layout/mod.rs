@@ -5,4 +5,5 @@
 pub mod convert;
 pub mod paddle;
 pub mod tile;
+mod transpose;
 pub mod vk;

@@ -5,10 +5,11 @@
 //! multiplies by the reciprocal of the scale and rounds in fixed point; it is used for a
 //! chunk of 16 codes only when no ratio in the chunk lies within the product's error bound
 //! of a rounding boundary (j + 0.5) and every scale has a usable reciprocal. Otherwise the
-//! chunk is recomputed exactly, so the result never depends on the path.
+//! chunk is recomputed exactly, so the result never depends on the path. On x86-64 the
+//! AVX2 and AVX-512 kernels ([`super::codes_x86`]) divide exactly in every lane instead.
 
 use super::dtype::Element;
-use crate::simd::multiversion;
+use crate::simd::{multiversion, Isa};
 
 /// Rounds a finite `v` with |v| ≤ 2^22 half away from zero (C `round`), exactly, in a
 /// form that vectorizes: truncate, then step by one where the fraction reaches ±0.5.
@@ -155,15 +156,63 @@ fn quantize_chunks<E: Element, const INT4: bool>(row: &[u8], divisors: Divisors,
 }
 
 multiversion! {
-    /// Codes of one row segment: `codes[i]` from the weight `row[i]` (raw bytes of type E)
-    /// and its divisor.
-    pub(crate) fn quantize_row<E: Element>(row: &[u8], divisors: Divisors, codes: &mut [i8], int4: bool) {
+    /// The portable path of [`quantize_row`].
+    fn quantize_row_portable<E: Element>(row: &[u8], divisors: Divisors, codes: &mut [i8], int4: bool) {
         if int4 {
             quantize_chunks::<E, true>(row, divisors, codes);
         } else {
             quantize_chunks::<E, false>(row, divisors, codes);
         }
     }
+}
+
+/// Codes of one row segment: `codes[i]` from the weight `row[i]` (raw bytes of type E,
+/// finite) and its divisor, with the widest kernel this CPU has.
+#[inline]
+pub(crate) fn quantize_row<E: Element>(
+    row: &[u8],
+    divisors: Divisors,
+    codes: &mut [i8],
+    int4: bool,
+) {
+    quantize_row_with::<E>(Isa::best(), row, divisors, codes, int4);
+}
+
+/// [`quantize_row`] with the kernel for `isa`, which this CPU must support; every `isa`
+/// gives the same bytes.
+pub(crate) fn quantize_row_with<E: Element>(
+    isa: Isa,
+    row: &[u8],
+    divisors: Divisors,
+    codes: &mut [i8],
+    int4: bool,
+) {
+    assert!(isa <= Isa::best(), "{isa:?} is not supported by this CPU");
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::codes_x86::{codes_avx2, codes_avx512};
+        let scales = divisors.scales;
+        // SAFETY: the assertion above checked the CPU; the kernels check the slice lengths.
+        let done = unsafe {
+            match (isa, int4) {
+                (Isa::Scalar, _) => 0,
+                (Isa::Avx2, true) => codes_avx2::<E, true>(row, scales, codes),
+                (Isa::Avx2, false) => codes_avx2::<E, false>(row, scales, codes),
+                (Isa::Avx512, true) => codes_avx512::<E, true>(row, scales, codes),
+                (Isa::Avx512, false) => codes_avx512::<E, false>(row, scales, codes),
+            }
+        };
+        if done > 0 {
+            exact_codes::<E>(
+                &row[done * E::SIZE..],
+                &scales[done..],
+                &mut codes[done..],
+                int4,
+            );
+            return;
+        }
+    }
+    quantize_row_portable::<E>(row, divisors, codes, int4);
 }
 
 #[cfg(test)]
@@ -276,7 +325,9 @@ mod tests {
                                 w.next_down()
                             };
                         }
-                        half::f16::from_f32(w).to_f32()
+                        // Finite weights only (the quantizer refuses NaN/Inf before codes).
+                        let w = half::f16::from_f32(w).to_f32();
+                        w.clamp(-65504.0, 65504.0)
                     })
                     .collect();
                 let bytes: Vec<u8> = weights
