@@ -127,3 +127,47 @@ mod x86 {
         whole
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel writes exactly `rows[b][j]` at `offset(j) + b`, for every width (all
+    /// tails of the 32-column vector blocks) and run height, and nothing else.
+    #[test]
+    fn every_kernel_writes_each_column_run() {
+        let mut state = 0x1234_5678_9abc_def1u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for isa in Isa::supported() {
+            for height in [1, 16, 32, 48, 64] {
+                for width in 0..=BLOCK {
+                    let mut rows = vec![[0u8; BLOCK]; height];
+                    for row in &mut rows {
+                        row.iter_mut().for_each(|b| *b = next() as u8);
+                    }
+                    // Column runs in a shuffled order with a gap between neighbours.
+                    let mut slots: Vec<usize> = (0..BLOCK).collect();
+                    for i in (1..BLOCK).rev() {
+                        slots.swap(i, next() as usize % (i + 1));
+                    }
+                    let stride = height + 3;
+                    let offset = |j: usize| 5 + slots[j] * stride;
+                    let mut out = vec![0xEEu8; 5 + BLOCK * stride];
+                    let mut want = out.clone();
+                    for j in 0..width {
+                        for (b, row) in rows.iter().enumerate() {
+                            want[offset(j) + b] = row[j];
+                        }
+                    }
+                    scatter_columns_with(isa, &rows, width, &mut out, offset);
+                    assert_eq!(out, want, "{isa:?} height {height} width {width}");
+                }
+            }
+        }
+    }
+}

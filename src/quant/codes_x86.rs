@@ -13,6 +13,7 @@ use std::arch::x86_64::*;
 /// Codes per iteration of the AVX2 kernel (two vectors of 8).
 pub(crate) const AVX2_LANES: usize = 16;
 /// Codes per iteration of the AVX-512 kernel.
+#[cfg(q4vk_avx512)]
 pub(crate) const AVX512_LANES: usize = 16;
 
 /// Eight weights of type E at `p`, widened to f32.
@@ -95,6 +96,8 @@ pub(crate) unsafe fn codes_avx2<E: Element, const INT4: bool>(
 }
 
 /// Sixteen weights of type E at `p`, widened to f32.
+#[cfg(q4vk_avx512)]
+#[allow(clippy::incompatible_msrv)] // compiled only by Rust 1.89+ (cfg set by build.rs)
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn load16<E: Element>(p: *const u8) -> __m512 {
@@ -112,6 +115,8 @@ unsafe fn load16<E: Element>(p: *const u8) -> __m512 {
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL, AVX2, FMA and F16C; slices as [`codes_avx2`].
+#[cfg(q4vk_avx512)]
+#[allow(clippy::incompatible_msrv)] // compiled only by Rust 1.89+ (cfg set by build.rs)
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(crate) unsafe fn codes_avx512<E: Element, const INT4: bool>(
     row: &[u8],
