@@ -78,17 +78,17 @@ pub fn has_avx2() -> bool {
     }
 }
 
-/// Defines `fn $name<generics>(args)` that runs `$body` compiled for AVX2/FMA/F16C when
+/// Defines `fn $name<generics>(args) [-> ret]` that runs `$body` compiled for AVX2/FMA/F16C when
 /// [`has_avx2`] says so, else compiled for the baseline target.
 macro_rules! multiversion {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident<$($g:ident: $bound:path),*>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident<$($g:ident: $bound:path),*>($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
-        $vis fn $name<$($g: $bound),*>($($arg: $ty),*) {
+        $vis fn $name<$($g: $bound),*>($($arg: $ty),*) $(-> $ret)? {
             #[inline(always)]
-            fn body<$($g: $bound),*>($($arg: $ty),*) $body
+            fn body<$($g: $bound),*>($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma,f16c")]
-            unsafe fn body_avx2<$($g: $bound),*>($($arg: $ty),*) {
+            unsafe fn body_avx2<$($g: $bound),*>($($arg: $ty),*) $(-> $ret)? {
                 body::<$($g),*>($($arg),*)
             }
             #[cfg(target_arch = "x86_64")]

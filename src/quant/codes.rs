@@ -14,7 +14,7 @@ use crate::simd::{multiversion, Isa};
 /// Rounds a finite `v` with |v| ≤ 2^22 half away from zero (C `round`), exactly, in a
 /// form that vectorizes: truncate, then step by one where the fraction reaches ±0.5.
 #[inline(always)]
-fn round_half_away(v: f32) -> i32 {
+pub(crate) fn round_half_away(v: f32) -> i32 {
     // SAFETY: callers pass finite values well inside i32's range.
     let whole = unsafe { v.to_int_unchecked::<i32>() };
     let frac = v - whole as f32;

@@ -16,9 +16,11 @@
 //!   every code of the group decode to 0: `u = 8` (symmetric) or `u = z = 0`.
 //! * A scale beyond f16's range (|x| > ~458,000) is refused (`InvalidArgument`).
 
+use super::codes::round_half_away;
 use super::dtype::{with_element, Dtype, Element};
 use crate::alloc;
 use crate::error::{invalid, Error, Result};
+use crate::simd::multiversion;
 use std::borrow::Cow;
 
 /// Shape and scheme of a Q4 matrix.
@@ -231,23 +233,87 @@ fn check_finite<E: Element>(bytes: &[u8], n: usize, k: usize, transposed: bool) 
     }
 }
 
-fn gather_row<E: Element>(w: &FloatWeights, shape: &Q4Shape, row: usize, out: &mut [f32]) {
-    let (n, k) = (shape.n, shape.k);
-    for (kk, v) in out.iter_mut().enumerate() {
-        let i = if w.transposed {
-            kk * n + row
+/// Rows widened together from a transposed (`[k][n]`) weight, so that each k reads one
+/// contiguous run of the input instead of one element a row apart.
+const ROW_BLOCK: usize = 32;
+/// How many k ahead the transposed widening prefetches.
+const PREFETCH_K: usize = 32;
+
+multiversion! {
+    /// Widens rows `row0..row0 + count` of W to f32 into `out`: row r at `r * stride`.
+    fn widen_rows<E: Element>(w: &FloatWeights, shape: &Q4Shape, row0: usize, count: usize, stride: usize, out: &mut [f32]) {
+        let (n, k) = (shape.n, shape.k);
+        if w.transposed {
+            for kk in 0..k {
+                // Each k is a new line in a new page: fetch a few k ahead explicitly.
+                #[cfg(target_arch = "x86_64")]
+                if let Some(ahead) = w.bytes.get(((kk + PREFETCH_K) * n + row0) * E::SIZE) {
+                    // SAFETY: a prefetch only hints the cache; the address is in bounds.
+                    unsafe {
+                        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                        _mm_prefetch::<_MM_HINT_T0>((ahead as *const u8).cast());
+                    }
+                }
+                let run = &w.bytes[(kk * n + row0) * E::SIZE..][..count * E::SIZE];
+                for (r, x) in run.chunks_exact(E::SIZE).enumerate() {
+                    out[r * stride + kk] = E::widen(E::load(x));
+                }
+            }
         } else {
-            row * k + kk
+            for (r, row) in out.chunks_mut(stride).take(count).enumerate() {
+                let src = &w.bytes[(row0 + r) * k * E::SIZE..][..k * E::SIZE];
+                for (v, x) in row.iter_mut().zip(src.chunks_exact(E::SIZE)) {
+                    *v = E::widen(E::load(x));
+                }
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// `(min(0, values), max(0, values))` with eight independent lanes (min and max are
+    /// exact, so the order does not change the result beyond the sign of a zero, which
+    /// no later step observes).
+    fn range<>(values: &[f32]) -> (f32, f32) {
+        let (mut lo, mut hi) = ([0.0f32; 8], [0.0f32; 8]);
+        let chunks = values.chunks_exact(8);
+        let tail = chunks.remainder();
+        // Plain comparisons (values are finite), which map to single min/max instructions.
+        let fold = |lo: &mut f32, hi: &mut f32, v: f32| {
+            *lo = if v < *lo { v } else { *lo };
+            *hi = if v > *hi { v } else { *hi };
         };
-        *v = E::widen(E::load(&w.bytes[i * E::SIZE..]));
+        for chunk in chunks {
+            for i in 0..8 {
+                fold(&mut lo[i], &mut hi[i], chunk[i]);
+            }
+        }
+        for (i, &v) in tail.iter().enumerate() {
+            fold(&mut lo[i], &mut hi[i], v);
+        }
+        (
+            lo.iter().fold(0.0f32, |a, &b| a.min(b)),
+            hi.iter().fold(0.0f32, |a, &b| a.max(b)),
+        )
+    }
+}
+
+multiversion! {
+    /// `codes[i] = clamp(round(values[i] / s) + offset, 0, 15)`, C `round` (half away from
+    /// zero) of the f32 quotient; offset is 8 (symmetric) or the zero point.
+    fn group_codes<>(values: &[f32], s: f32, offset: i32, codes: &mut [u8]) {
+        for (c, &v) in codes.iter_mut().zip(values) {
+            // Beyond ±32.5 every code clamps the same way; bounding keeps the conversion
+            // to int exact.
+            let ratio = (v / s).clamp(-32.5, 32.5);
+            *c = (round_half_away(ratio) + offset).clamp(0, 15) as u8;
+        }
     }
 }
 
 /// Quantizes one group: returns (f16 scale bits, zero point) and writes codes to `codes`.
 fn quantize_group(values: &[f32], zero_points: bool, codes: &mut [u8]) -> Result<(u16, u8)> {
-    let (lo, hi) = values
-        .iter()
-        .fold((0.0f32, 0.0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = range(values);
     let raw = if zero_points {
         (hi - lo) / 15.0
     } else {
@@ -266,14 +332,10 @@ fn quantize_group(values: &[f32], zero_points: bool, codes: &mut [u8]) -> Result
     }
     if zero_points {
         let z = (-lo / s).round().clamp(0.0, 15.0);
-        for (c, &v) in codes.iter_mut().zip(values) {
-            *c = ((v / s).round() + z).clamp(0.0, 15.0) as u8;
-        }
+        group_codes(values, s, z as i32, codes);
         Ok((scale.to_bits(), z as u8))
     } else {
-        for (c, &v) in codes.iter_mut().zip(values) {
-            *c = ((v / s).round().clamp(-8.0, 7.0) + 8.0) as u8;
-        }
+        group_codes(values, s, 8, codes);
         Ok((scale.to_bits(), 0))
     }
 }
@@ -285,26 +347,33 @@ fn quantize_rows<E: Element>(
     out: Q4Out,
 ) -> Result<()> {
     let (k, groups, gs) = (shape.k, shape.groups(), shape.group_size);
-    let mut values = alloc::filled::<f32>(k, "a row of weights")?;
+    let block = if w.transposed { ROW_BLOCK } else { 1 };
+    // Rows one cache line more than k apart, so that the column-wise writes of a
+    // transposed block do not all fall into the same cache set.
+    let stride = k + 16;
+    let mut values = alloc::filled::<f32>(block * stride, "rows of weights")?;
     let mut codes = alloc::filled::<u8>(k + 1, "a row of codes")?;
     let rows = out.weight.len() / shape.row_bytes();
-    for r in 0..rows {
-        let row = first_row + r;
-        gather_row::<E>(w, shape, row, &mut values);
-        for g in 0..groups {
-            let range = g * gs..((g + 1) * gs).min(k);
-            let (s, z) =
-                quantize_group(&values[range.clone()], shape.zero_points, &mut codes[range])?;
-            let i = r * groups + g;
-            out.scales[2 * i..2 * i + 2].copy_from_slice(&s.to_le_bytes());
-            if shape.zero_points {
-                out.zeros[i] = z;
+    for r0 in (0..rows).step_by(block) {
+        let count = block.min(rows - r0);
+        widen_rows::<E>(w, shape, first_row + r0, count, stride, &mut values);
+        for (r, values) in (r0..r0 + count).zip(values.chunks(stride)) {
+            let values = &values[..k];
+            for g in 0..groups {
+                let range = g * gs..((g + 1) * gs).min(k);
+                let (s, z) =
+                    quantize_group(&values[range.clone()], shape.zero_points, &mut codes[range])?;
+                let i = r * groups + g;
+                out.scales[2 * i..2 * i + 2].copy_from_slice(&s.to_le_bytes());
+                if shape.zero_points {
+                    out.zeros[i] = z;
+                }
             }
-        }
-        codes[k] = 0;
-        let dst = &mut out.weight[r * shape.row_bytes()..(r + 1) * shape.row_bytes()];
-        for (b, pair) in dst.iter_mut().zip(codes.chunks_exact(2)) {
-            *b = pair[0] | (pair[1] << 4);
+            codes[k] = 0;
+            let dst = &mut out.weight[r * shape.row_bytes()..(r + 1) * shape.row_bytes()];
+            for (b, pair) in dst.iter_mut().zip(codes.chunks_exact(2)) {
+                *b = pair[0] | (pair[1] << 4);
+            }
         }
     }
     Ok(())
@@ -474,6 +543,121 @@ mod tests {
                             if k % 2 == 1 {
                                 assert_eq!(qw[row * shape.row_bytes() + k / 2] >> 4, 0);
                             }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Quantizes `nk` (`[n][k]` values, already representable in `dtype`) stored as
+    /// `dtype`, `[n][k]` or transposed, and compares every scale, zero point and code with
+    /// [`direct`].
+    fn check_against_direct(
+        shape: Q4Shape,
+        nk: &[f32],
+        dtype: Dtype,
+        transposed: bool,
+        threads: usize,
+    ) {
+        let (n, k) = (shape.n, shape.k);
+        let stored: Vec<f32> = if transposed {
+            (0..k * n).map(|i| nk[(i % n) * k + i / n]).collect()
+        } else {
+            nk.to_vec()
+        };
+        let mut bytes = vec![0u8; n * k * dtype.size()];
+        for (i, &v) in stored.iter().enumerate() {
+            dtype.put_bits(&mut bytes, i, dtype.from_f32(v));
+        }
+        let w = FloatWeights {
+            dtype,
+            transposed,
+            bytes: &bytes,
+        };
+        let mut qw = vec![0xAAu8; shape.weight_bytes()];
+        let mut qs = vec![0u8; 2 * shape.scale_count()];
+        let mut qz = vec![0u8; shape.zeros_bytes()];
+        let out = Q4Out {
+            weight: &mut qw,
+            scales: &mut qs,
+            zeros: &mut qz,
+        };
+        quantize(&shape, &w, out, threads).unwrap();
+        let data = Q4Data {
+            shape,
+            weight: Cow::Borrowed(&qw),
+            scale_type: ScaleType::F16,
+            scales: Cow::Borrowed(&qs),
+            zeros: Cow::Borrowed(&qz),
+        };
+        let what = format!(
+            "n{n} k{k} g{} zp{} t{transposed} {dtype:?} threads {threads}",
+            shape.group_size, shape.zero_points
+        );
+        for row in 0..n {
+            for g in 0..shape.groups() {
+                let r = g * shape.group_size..((g + 1) * shape.group_size).min(k);
+                let (s, z, codes) = direct(&nk[row * k..][r.clone()], shape.zero_points);
+                let i = row * shape.groups() + g;
+                assert_eq!(data.scale(i), s, "{what} scale {i}");
+                if shape.zero_points {
+                    assert_eq!(data.zero(i), z, "{what} zero {i}");
+                }
+                for (j, kk) in r.enumerate() {
+                    assert_eq!(data.code(row, kk), codes[j], "{what} row {row} k {kk}");
+                }
+            }
+        }
+    }
+
+    /// Wide shapes (several row blocks of a transposed weight, partial last blocks, thread
+    /// splits inside a block), every tail of the 8-lane loops, exact ties `(j + 0.5) · s`,
+    /// subnormal and zero groups, in f16, bf16 and f32.
+    #[test]
+    fn matches_direct_formula_on_ties_and_wide_shapes() {
+        let mut seed = 11u64;
+        for &(n, k) in &[(33usize, 31usize), (70, 64), (37, 130), (65, 257), (40, 8)] {
+            for &gs in &[-1i32, 32, 128] {
+                for zp in 0..2u32 {
+                    for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32] {
+                        let shape = Q4Shape::new(n as u64, k as u64, gs, zp).unwrap();
+                        let mut vals = vec![0.0f32; n * k];
+                        for row in 0..n {
+                            for g in 0..shape.groups() {
+                                let r = g * shape.group_size..((g + 1) * shape.group_size).min(k);
+                                // A scale representable in f16 (sometimes subnormal or 0).
+                                let s0 = match lcg(&mut seed).abs() {
+                                    x if x < 0.05 => 0.0,
+                                    x if x < 0.15 => {
+                                        half::f16::from_bits((x * 1e4) as u16 % 1023 + 1).to_f32()
+                                    }
+                                    x => half::f16::from_f32(x * 0.3).to_f32(),
+                                };
+                                for (j, kk) in r.clone().enumerate() {
+                                    let t = lcg(&mut seed);
+                                    let v = if j == 0 {
+                                        7.0 * s0 // sets the group's scale to s0 exactly (symmetric)
+                                    } else if t.abs() < 0.6 {
+                                        ((t * 12.0).round() + 0.5) * s0 // an exact tie when representable
+                                    } else {
+                                        t * 7.0 * s0
+                                    };
+                                    vals[row * k + kk] = v;
+                                }
+                            }
+                        }
+                        // Values as stored in dtype (the reference sees what the quantizer sees).
+                        for v in &mut vals {
+                            *v = match dtype {
+                                Dtype::F16 => half::f16::from_f32(*v).to_f32(),
+                                Dtype::Bf16 => half::bf16::from_f32(*v).to_f32(),
+                                Dtype::F32 => *v,
+                            };
+                        }
+                        for transposed in [false, true] {
+                            let threads = 1 + (n + k) % 3;
+                            check_against_direct(shape, &vals, dtype, transposed, threads);
                         }
                     }
                 }
