@@ -167,15 +167,17 @@ multiversion! {
 }
 
 /// Codes of one row segment: `codes[i]` from the weight `row[i]` (raw bytes of type E,
-/// finite) and its divisor, with the widest kernel this CPU has.
+/// finite) and its divisor, with the widest kernel this CPU has. `ahead` (0: none) is a
+/// hint: the input needed next lies `ahead` bytes past `row`, and may be prefetched.
 #[inline]
 pub(crate) fn quantize_row<E: Element>(
     row: &[u8],
     divisors: Divisors,
     codes: &mut [i8],
     int4: bool,
+    ahead: usize,
 ) {
-    quantize_row_with::<E>(Isa::best(), row, divisors, codes, int4);
+    quantize_row_with::<E>(Isa::best(), row, divisors, codes, int4, ahead);
 }
 
 /// [`quantize_row`] with the kernel for `isa`, which this CPU must support; every `isa`
@@ -186,6 +188,7 @@ pub(crate) fn quantize_row_with<E: Element>(
     divisors: Divisors,
     codes: &mut [i8],
     int4: bool,
+    ahead: usize,
 ) {
     assert!(isa <= Isa::best(), "{isa:?} is not supported by this CPU");
     #[cfg(target_arch = "x86_64")]
@@ -199,11 +202,11 @@ pub(crate) fn quantize_row_with<E: Element>(
             match (isa, int4) {
                 (Isa::Scalar, _) => 0,
                 #[cfg(q4vk_avx512)]
-                (Isa::Avx512, true) => codes_avx512::<E, true>(row, scales, codes),
+                (Isa::Avx512, true) => codes_avx512::<E, true>(row, scales, codes, ahead),
                 #[cfg(q4vk_avx512)]
-                (Isa::Avx512, false) => codes_avx512::<E, false>(row, scales, codes),
-                (_, true) => codes_avx2::<E, true>(row, scales, codes),
-                (_, false) => codes_avx2::<E, false>(row, scales, codes),
+                (Isa::Avx512, false) => codes_avx512::<E, false>(row, scales, codes, ahead),
+                (_, true) => codes_avx2::<E, true>(row, scales, codes, ahead),
+                (_, false) => codes_avx2::<E, false>(row, scales, codes, ahead),
             }
         };
         if done > 0 {
@@ -349,6 +352,7 @@ mod tests {
                     },
                     &mut fast,
                     int4,
+                    0,
                 );
                 exact_codes::<F16>(&bytes, &scales, &mut exact, int4);
                 assert_eq!(fast, exact, "int4={int4} trial={trial}");
@@ -364,6 +368,7 @@ mod tests {
                     },
                     &mut fast,
                     int4,
+                    0,
                 );
                 exact_codes::<Bf16>(&bf, &scales, &mut exact, int4);
                 assert_eq!(fast, exact, "bf16 int4={int4} trial={trial}");
@@ -461,7 +466,7 @@ mod tests {
                     exact_codes::<E>(&row, &scales, &mut want, int4);
                     for isa in Isa::supported() {
                         let mut got = vec![0x55i8; len];
-                        quantize_row_with::<E>(isa, &row, divisors, &mut got, int4);
+                        quantize_row_with::<E>(isa, &row, divisors, &mut got, int4, 0);
                         assert_eq!(
                             got,
                             want,

@@ -5,7 +5,9 @@
 //! scales). Widening is exact: F16C for f16, a 16-bit shift for bf16.
 //!
 //! Whole vectors are done here; the caller finishes the last `len % LANES` codes with the
-//! portable exact path.
+//! portable exact path. While a row is coded the kernels prefetch, line by line, the bytes
+//! `ahead` bytes further on (the same columns of the next row, for the Paddle tiles):
+//! that input comes from memory a row apart, where the hardware prefetchers do not look.
 
 use super::dtype::{Dtype, Element};
 use std::arch::x86_64::*;
@@ -15,6 +17,17 @@ pub(crate) const AVX2_LANES: usize = 16;
 /// Codes per iteration of the AVX-512 kernel.
 #[cfg(q4vk_avx512)]
 pub(crate) const AVX512_LANES: usize = 16;
+
+/// Prefetches the line `ahead` bytes past element `i` of `row` when element `i` starts a
+/// line's worth of input. A prefetch never faults, so the address may lie anywhere.
+#[inline(always)]
+fn prefetch_line<E: Element>(row: &[u8], i: usize, ahead: usize) {
+    if ahead != 0 && (i * E::SIZE) % 64 == 0 {
+        let at = row.as_ptr().wrapping_add(i * E::SIZE).wrapping_add(ahead);
+        // SAFETY: a prefetch is a hint that reads nothing architecturally.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast()) };
+    }
+}
 
 /// Eight weights of type E at `p`, widened to f32.
 #[inline]
@@ -63,7 +76,8 @@ unsafe fn code8<const INT4: bool>(x: __m256, s: __m256) -> __m256i {
 }
 
 /// AVX2 codes for the first `codes.len() / AVX2_LANES * AVX2_LANES` weights of `row`
-/// (raw bytes of type E) divided by `scales`; returns how many were written.
+/// (raw bytes of type E) divided by `scales`; returns how many were written. The cache
+/// lines `ahead` bytes past those read are prefetched (0: none).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C; `row` must hold `codes.len()` elements and
@@ -73,11 +87,13 @@ pub(crate) unsafe fn codes_avx2<E: Element, const INT4: bool>(
     row: &[u8],
     scales: &[f32],
     codes: &mut [i8],
+    ahead: usize,
 ) -> usize {
     let whole = codes.len() / AVX2_LANES * AVX2_LANES;
     assert!(row.len() >= whole * E::SIZE && scales.len() >= whole);
     let order = _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
     for i in (0..whole).step_by(AVX2_LANES) {
+        prefetch_line::<E>(row, i, ahead);
         let x = row.as_ptr().add(i * E::SIZE);
         let s = scales.as_ptr().add(i);
         let a = code8::<INT4>(load8::<E>(x), _mm256_loadu_ps(s));
@@ -122,6 +138,7 @@ pub(crate) unsafe fn codes_avx512<E: Element, const INT4: bool>(
     row: &[u8],
     scales: &[f32],
     codes: &mut [i8],
+    ahead: usize,
 ) -> usize {
     let whole = codes.len() / AVX512_LANES * AVX512_LANES;
     assert!(row.len() >= whole * E::SIZE && scales.len() >= whole);
@@ -130,6 +147,7 @@ pub(crate) unsafe fn codes_avx512<E: Element, const INT4: bool>(
     let sign_bit = _mm512_set1_epi32(i32::MIN);
     let one = _mm512_set1_epi32(1);
     for i in (0..whole).step_by(AVX512_LANES) {
+        prefetch_line::<E>(row, i, ahead);
         let x = load16::<E>(row.as_ptr().add(i * E::SIZE));
         let ratio = _mm512_div_ps(x, _mm512_loadu_ps(scales.as_ptr().add(i)));
         let bits = _mm512_castps_si512(ratio);
