@@ -214,7 +214,20 @@ pub struct Q4Out<'a> {
     pub zeros: &'a mut [u8],
 }
 
+multiversion! {
+    /// The largest magnitude bit pattern in `bytes` (a fold without early exit, so it
+    /// vectorizes).
+    fn max_magnitude<E: Element>(bytes: &[u8]) -> u32 {
+        bytes
+            .chunks_exact(E::SIZE)
+            .fold(0, |m, b| m.max(E::load(b) & E::MAGNITUDE))
+    }
+}
+
 fn check_finite<E: Element>(bytes: &[u8], n: usize, k: usize, transposed: bool) -> Result<()> {
+    if max_magnitude::<E>(bytes) < E::INFINITY {
+        return Ok(());
+    }
     let bad = bytes
         .chunks_exact(E::SIZE)
         .position(|b| E::load(b) & E::MAGNITUDE >= E::INFINITY);
@@ -270,32 +283,17 @@ multiversion! {
     }
 }
 
-multiversion! {
-    /// `(min(0, values), max(0, values))` with eight independent lanes (min and max are
-    /// exact, so the order does not change the result beyond the sign of a zero, which
-    /// no later step observes).
-    fn range<>(values: &[f32]) -> (f32, f32) {
-        let (mut lo, mut hi) = ([0.0f32; 8], [0.0f32; 8]);
-        let chunks = values.chunks_exact(8);
-        let tail = chunks.remainder();
-        // Plain comparisons (values are finite), which map to single min/max instructions.
-        let fold = |lo: &mut f32, hi: &mut f32, v: f32| {
-            *lo = if v < *lo { v } else { *lo };
-            *hi = if v > *hi { v } else { *hi };
-        };
-        for chunk in chunks {
-            for i in 0..8 {
-                fold(&mut lo[i], &mut hi[i], chunk[i]);
-            }
-        }
-        for (i, &v) in tail.iter().enumerate() {
-            fold(&mut lo[i], &mut hi[i], v);
-        }
-        (
-            lo.iter().fold(0.0f32, |a, &b| a.min(b)),
-            hi.iter().fold(0.0f32, |a, &b| a.max(b)),
-        )
+/// `(min(0, values), max(0, values))` of finite values (the sign of a zero result may
+/// depend on the path; nothing downstream observes it).
+fn range(values: &[f32]) -> (f32, f32) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::has_avx2() {
+        // SAFETY: the CPU supports AVX2.
+        return unsafe { super::q4_x86::range_avx2(values) };
     }
+    values
+        .iter()
+        .fold((0.0f32, 0.0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)))
 }
 
 multiversion! {
@@ -307,6 +305,15 @@ multiversion! {
             // to int exact.
             let ratio = (v / s).clamp(-32.5, 32.5);
             *c = (round_half_away(ratio) + offset).clamp(0, 15) as u8;
+        }
+    }
+}
+
+multiversion! {
+    /// `dst[i] = codes[2i] | codes[2i + 1] << 4`.
+    fn pack_nibbles<>(codes: &[u8], dst: &mut [u8]) {
+        for (b, pair) in dst.iter_mut().zip(codes.chunks_exact(2)) {
+            *b = pair[0] | (pair[1] << 4);
         }
     }
 }
@@ -371,9 +378,7 @@ fn quantize_rows<E: Element>(
             }
             codes[k] = 0;
             let dst = &mut out.weight[r * shape.row_bytes()..(r + 1) * shape.row_bytes()];
-            for (b, pair) in dst.iter_mut().zip(codes.chunks_exact(2)) {
-                *b = pair[0] | (pair[1] << 4);
-            }
+            pack_nibbles(&codes, dst);
         }
     }
     Ok(())
