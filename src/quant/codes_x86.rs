@@ -32,7 +32,7 @@ fn prefetch_line<E: Element>(row: &[u8], i: usize, ahead: usize) {
 /// Eight weights of type E at `p`, widened to f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load8<E: Element>(p: *const u8) -> __m256 {
+pub(crate) unsafe fn load8<E: Element>(p: *const u8) -> __m256 {
     match E::KIND {
         Dtype::F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
         Dtype::Bf16 => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(

@@ -249,36 +249,72 @@ fn check_finite<E: Element>(bytes: &[u8], n: usize, k: usize, transposed: bool) 
 /// Rows widened together from a transposed (`[k][n]`) weight, so that each k reads one
 /// contiguous run of the input instead of one element a row apart.
 const ROW_BLOCK: usize = 32;
-/// How many k ahead the transposed widening prefetches.
-const PREFETCH_K: usize = 32;
+
+/// Widens rows `row0..row0 + count` of W to f32 into `out`: row r at `r * stride`.
+fn widen_rows<E: Element>(
+    w: &FloatWeights,
+    shape: &Q4Shape,
+    row0: usize,
+    count: usize,
+    stride: usize,
+    out: &mut [f32],
+) {
+    if !w.transposed {
+        widen_plain::<E>(w, shape, row0, count, stride, out);
+        return;
+    }
+    #[allow(unused_mut)] // assigned only on x86-64
+    let (mut rows, mut ks) = (0, 0);
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::has_avx2() {
+        // SAFETY: the CPU supports AVX2, FMA and F16C; the kernel checks its bounds.
+        (rows, ks) = unsafe {
+            super::q4_x86::widen_transposed_avx2::<E>(
+                w.bytes,
+                (shape.n, shape.k),
+                row0,
+                count,
+                stride,
+                out,
+            )
+        };
+    }
+    // What the kernel left: the last k of its rows, then the remaining rows entirely.
+    widen_transposed::<E>(w, shape, row0, 0..rows, ks..shape.k, stride, out);
+    widen_transposed::<E>(w, shape, row0, rows..count, 0..shape.k, stride, out);
+}
 
 multiversion! {
-    /// Widens rows `row0..row0 + count` of W to f32 into `out`: row r at `r * stride`.
-    fn widen_rows<E: Element>(w: &FloatWeights, shape: &Q4Shape, row0: usize, count: usize, stride: usize, out: &mut [f32]) {
-        let (n, k) = (shape.n, shape.k);
-        if w.transposed {
-            for kk in 0..k {
-                // Each k is a new line in a new page: fetch a few k ahead explicitly.
-                #[cfg(target_arch = "x86_64")]
-                if let Some(ahead) = w.bytes.get(((kk + PREFETCH_K) * n + row0) * E::SIZE) {
-                    // SAFETY: a prefetch only hints the cache; the address is in bounds.
-                    unsafe {
-                        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                        _mm_prefetch::<_MM_HINT_T0>((ahead as *const u8).cast());
-                    }
-                }
-                let run = &w.bytes[(kk * n + row0) * E::SIZE..][..count * E::SIZE];
-                for (r, x) in run.chunks_exact(E::SIZE).enumerate() {
-                    out[r * stride + kk] = E::widen(E::load(x));
-                }
+    /// [`widen_rows`] of a `[n][k]` weight.
+    fn widen_plain<E: Element>(w: &FloatWeights, shape: &Q4Shape, row0: usize, count: usize, stride: usize, out: &mut [f32]) {
+        let k = shape.k;
+        for (r, row) in out.chunks_mut(stride).take(count).enumerate() {
+            let src = &w.bytes[(row0 + r) * k * E::SIZE..][..k * E::SIZE];
+            for (v, x) in row.iter_mut().zip(src.chunks_exact(E::SIZE)) {
+                *v = E::widen(E::load(x));
             }
-        } else {
-            for (r, row) in out.chunks_mut(stride).take(count).enumerate() {
-                let src = &w.bytes[(row0 + r) * k * E::SIZE..][..k * E::SIZE];
-                for (v, x) in row.iter_mut().zip(src.chunks_exact(E::SIZE)) {
-                    *v = E::widen(E::load(x));
-                }
-            }
+        }
+    }
+}
+
+/// [`widen_rows`] of a `[k][n]` weight, one element at a time, for block rows `rows` and
+/// k in `ks`.
+fn widen_transposed<E: Element>(
+    w: &FloatWeights,
+    shape: &Q4Shape,
+    row0: usize,
+    rows: std::ops::Range<usize>,
+    ks: std::ops::Range<usize>,
+    stride: usize,
+    out: &mut [f32],
+) {
+    if rows.is_empty() {
+        return;
+    }
+    for kk in ks {
+        let run = &w.bytes[(kk * shape.n + row0 + rows.start) * E::SIZE..][..rows.len() * E::SIZE];
+        for (r, x) in rows.clone().zip(run.chunks_exact(E::SIZE)) {
+            out[r * stride + kk] = E::widen(E::load(x));
         }
     }
 }
@@ -444,6 +480,7 @@ pub fn quantize(shape: &Q4Shape, w: &FloatWeights, out: Q4Out, threads: usize) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::dtype::F16;
 
     /// The contract's formula, written directly in f64 where it is exact.
     fn direct(values: &[f32], zero_points: bool) -> (f32, u8, Vec<u8>) {
@@ -663,6 +700,49 @@ mod tests {
                         for transposed in [false, true] {
                             let threads = 1 + (n + k) % 3;
                             check_against_direct(shape, &vals, dtype, transposed, threads);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Widening a block of a transposed weight (8 × 8 AVX2 blocks plus the element loop
+    /// for the rest) puts every element where the element loop alone puts it, for every
+    /// remainder of rows and k modulo 8; and the group range equals a plain fold.
+    #[test]
+    fn transposed_widening_and_range_match_element_loops() {
+        let mut seed = 5u64;
+        for &(n, k) in &[(40usize, 24usize), (41, 29), (70, 15), (9, 7), (16, 64)] {
+            let bytes: Vec<u8> = (0..n * k)
+                .flat_map(|_| half::f16::from_f32(lcg(&mut seed)).to_le_bytes())
+                .collect();
+            let shape = Q4Shape::new(n as u64, k as u64, -1, 0).unwrap();
+            let w = FloatWeights {
+                dtype: Dtype::F16,
+                transposed: true,
+                bytes: &bytes,
+            };
+            let stride = k + 16;
+            for row0 in [0, 1, 8] {
+                for count in 1..=(n - row0).min(ROW_BLOCK) {
+                    let mut out = vec![f32::NAN; ROW_BLOCK * stride];
+                    widen_rows::<F16>(&w, &shape, row0, count, stride, &mut out);
+                    let mut want = vec![f32::NAN; ROW_BLOCK * stride];
+                    widen_transposed::<F16>(&w, &shape, row0, 0..count, 0..k, stride, &mut want);
+                    let same = out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "n {n} k {k} row0 {row0} count {count}");
+                    for r in 0..count {
+                        let values = &out[r * stride..r * stride + k];
+                        for len in 0..=k {
+                            let (lo, hi) = range(&values[..len]);
+                            let want = values[..len]
+                                .iter()
+                                .fold((0.0f32, 0.0f32), |(l, h), &v| (l.min(v), h.max(v)));
+                            assert_eq!((lo, hi), want, "range of {len}");
                         }
                     }
                 }
