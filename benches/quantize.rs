@@ -3,6 +3,8 @@
 //!
 //! * `q4vk_weight_quantize` (Paddle int4, arch 80: quantize + CUTLASS permute in one call;
 //!   for scale, Paddle 3.3.1's own serial CPU kernel takes 1.79 s and 2.05 s on these shapes);
+//! * `paddle_to_q4` (Paddle int4 g128 output to q4vk's Q4 format, as a Paddle matrix source
+//!   is converted before packing), counted in the bytes of the f16 weight it came from;
 //! * `q4::quantize` (what `q4vk_q4_quantize` runs), on the same bytes read as `[n][k]` and
 //!   as transposed `[k][n]`.
 //!
@@ -12,7 +14,9 @@
 
 use q4vk::ffi::status::Q4VK_OK;
 use q4vk::ffi::weight::*;
+use q4vk::layout::convert::paddle_to_q4;
 use q4vk::quant::dtype::Dtype;
+use q4vk::quant::paddle::{self, PaddleParams, PaddleScheme};
 use q4vk::quant::q4::{self, FloatWeights, Q4Out, Q4Shape};
 use std::time::Instant;
 
@@ -128,6 +132,28 @@ fn paddle(weight: &[u8], k: usize, n: usize, group_size: i32, threads: usize) ->
     })
 }
 
+/// Paddle's int4 g128 output of `weight` converted to Q4 (`paddle_to_q4`, what
+/// `q4vk_matrix_create` does with a Paddle source before packing).
+fn convert(weight: &[u8], k: usize, n: usize, threads: usize) -> Timing {
+    let scheme = PaddleScheme::new(PaddleParams {
+        algo: 1,
+        dtype: 1,
+        arch: 80,
+        group_size: 128,
+        k: k as u64,
+        n: n as u64,
+    })
+    .unwrap();
+    let (mut q, mut s) = (
+        vec![0u8; scheme.qweight_bytes()],
+        vec![0u8; scheme.scale_bytes()],
+    );
+    paddle::quantize(&scheme, weight, &mut q, &mut s, threads).unwrap();
+    time_it(|| {
+        std::hint::black_box(paddle_to_q4(&scheme, &q, &s, threads).unwrap());
+    })
+}
+
 fn q4_quantize(
     bytes: &[u8],
     (n, k): (usize, usize),
@@ -188,6 +214,19 @@ fn main() {
                     mc,
                 );
             }
+        }
+        for (&threads, &mc) in thread_counts.iter().zip(&memcpy) {
+            // Throughput in f16 input bytes too (the qweight is a quarter of them).
+            let t = convert(&weight, rows, cols, threads);
+            row(
+                "Paddle → Q4 convert",
+                &stored,
+                128,
+                threads,
+                weight.len(),
+                &t,
+                mc,
+            );
         }
         for (layout, transposed, shape) in [
             ("q4 [n][k]", false, (rows, cols)),
