@@ -30,6 +30,7 @@ pub(crate) fn scatter_columns_with(
 ) {
     assert!(width <= BLOCK, "a run block is at most {BLOCK} columns");
     assert!(isa <= Isa::best(), "{isa:?} is not supported by this CPU");
+    #[allow(unused_mut)] // assigned only on x86-64
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if isa >= Isa::Avx2 && rows.len() % 16 == 0 {

@@ -219,6 +219,8 @@ pub(crate) fn quantize_row_with<E: Element>(
             return;
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ahead; // a hint only the x86-64 kernels use
     quantize_row_portable::<E>(row, divisors, codes, int4);
 }
 
