@@ -6,7 +6,7 @@
 //! chunk of 16 codes only when no ratio in the chunk lies within the product's error bound
 //! of a rounding boundary (j + 0.5) and every scale has a usable reciprocal. Otherwise the
 //! chunk is recomputed exactly, so the result never depends on the path. On x86-64 the
-//! AVX2 and AVX-512 kernels ([`super::codes_x86`]) divide exactly in every lane instead.
+//! AVX2 and AVX-512 kernels (`codes_x86`) divide exactly in every lane instead.
 
 use super::dtype::Element;
 use crate::simd::{multiversion, Isa};
