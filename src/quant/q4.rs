@@ -333,9 +333,8 @@ fn range(values: &[f32]) -> (f32, f32) {
 }
 
 multiversion! {
-    /// `codes[i] = clamp(round(values[i] / s) + offset, 0, 15)`, C `round` (half away from
-    /// zero) of the f32 quotient; offset is 8 (symmetric) or the zero point.
-    fn group_codes<>(values: &[f32], s: f32, offset: i32, codes: &mut [u8]) {
+    /// The portable path of [`group_codes`].
+    fn group_codes_portable<>(values: &[f32], s: f32, offset: i32, codes: &mut [u8]) {
         for (c, &v) in codes.iter_mut().zip(values) {
             // Beyond ±32.5 every code clamps the same way; bounding keeps the conversion
             // to int exact.
@@ -343,6 +342,20 @@ multiversion! {
             *c = (round_half_away(ratio) + offset).clamp(0, 15) as u8;
         }
     }
+}
+
+/// `codes[i] = clamp(round(values[i] / s) + offset, 0, 15)`, C `round` (half away from
+/// zero) of the f32 quotient; offset is 8 (symmetric) or the zero point. AVX-512 where
+/// the CPU has it (the same bytes).
+fn group_codes(values: &[f32], s: f32, offset: i32, codes: &mut [u8]) {
+    #[allow(unused_mut)] // assigned only with the AVX-512 kernel compiled in
+    let mut done = 0;
+    #[cfg(all(target_arch = "x86_64", q4vk_avx512))]
+    if crate::simd::has_avx512() {
+        // SAFETY: the CPU supports AVX-512 F/BW/VL; the kernel stays inside both slices.
+        done = unsafe { super::q4_x86::group_codes_avx512(values, s, offset, codes) };
+    }
+    group_codes_portable(&values[done..], s, offset, &mut codes[done..]);
 }
 
 multiversion! {
@@ -748,6 +761,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The group-code kernel (AVX-512 where present) equals the portable loop for every
+    /// tail length of its 16-lane vectors, on exact ties `(j + 0.5) · s`, values beyond
+    /// the clamps, f32 subnormals and zeros, f16 subnormal scales, and every offset.
+    #[test]
+    fn group_codes_kernel_matches_portable_loop() {
+        let mut seed = 99u64;
+        let mut checked = 0;
+        for len in 0..=70 {
+            for trial in 0..60 {
+                let s = match trial % 4 {
+                    0 => half::f16::from_bits(1 + (lcg(&mut seed).abs() * 1000.0) as u16).to_f32(),
+                    _ => half::f16::from_f32(lcg(&mut seed).abs() * 2.0 + 1e-3).to_f32(),
+                };
+                let values: Vec<f32> = (0..len)
+                    .map(|_| {
+                        let t = lcg(&mut seed);
+                        match (t.abs() * 8.0) as u32 {
+                            0..=2 => ((t * 20.0).round() + 0.5) * s, // ties (exact when representable)
+                            3 => t * 1e6 * s,                        // far beyond the clamps
+                            4 => f32::from_bits((t.abs() * 8e6) as u32) * t.signum(), // subnormal
+                            5 => [0.0, -0.0][(t < 0.0) as usize],
+                            _ => t * 16.0 * s,
+                        }
+                    })
+                    .collect();
+                let offset = trial % 16;
+                let (mut got, mut want) = (vec![0xAAu8; len], vec![0x55u8; len]);
+                group_codes(&values, s, offset, &mut got);
+                group_codes_portable(&values, s, offset, &mut want);
+                assert_eq!(got, want, "len {len} trial {trial} s {s}");
+                checked += len;
+            }
+        }
+        assert!(checked > 100_000);
     }
 
     #[test]

@@ -104,3 +104,43 @@ pub(crate) unsafe fn widen_transposed_avx2<E: Element>(
     }
     (rows, ks)
 }
+
+/// AVX-512 codes of a group, 16 at a time: `codes[i] = clamp(round(values[i] / s) +
+/// offset, 0, 15)` with the same division, bounding, rounding and clamps as the portable
+/// loop; returns how many were written (the caller does the rest).
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL.
+#[cfg(q4vk_avx512)]
+#[allow(clippy::incompatible_msrv)] // compiled only by Rust 1.89+ (cfg set by build.rs)
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+pub(crate) unsafe fn group_codes_avx512(
+    values: &[f32],
+    s: f32,
+    offset: i32,
+    codes: &mut [u8],
+) -> usize {
+    let whole = codes.len().min(values.len()) / 16 * 16;
+    let divisor = _mm512_set1_ps(s);
+    let one = _mm512_set1_epi32(1);
+    for i in (0..whole).step_by(16) {
+        let ratio = _mm512_div_ps(_mm512_loadu_ps(values.as_ptr().add(i)), divisor);
+        let ratio = _mm512_min_ps(
+            _mm512_max_ps(ratio, _mm512_set1_ps(-32.5)),
+            _mm512_set1_ps(32.5),
+        );
+        let whole = _mm512_cvttps_epi32(ratio);
+        let fraction = _mm512_sub_ps(ratio, _mm512_cvtepi32_ps(whole));
+        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(fraction, _mm512_set1_ps(0.5));
+        let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(fraction, _mm512_set1_ps(-0.5));
+        let code = _mm512_mask_add_epi32(whole, up, whole, one);
+        let code = _mm512_mask_sub_epi32(code, down, code, one);
+        let code = _mm512_add_epi32(code, _mm512_set1_epi32(offset));
+        let code = _mm512_min_epi32(
+            _mm512_max_epi32(code, _mm512_setzero_si512()),
+            _mm512_set1_epi32(15),
+        );
+        _mm_storeu_si128(codes.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(code));
+    }
+    whole
+}
