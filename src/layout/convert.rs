@@ -3,12 +3,38 @@
 //! `u = q + 8` (so `(u - 8) * s = q * s`, Paddle's dequantization), and transpose the
 //! scales `[groups][n]` to `[n][groups]` (f16 kept, bf16 widened to f32 exactly, f32 kept).
 
+use super::transpose::{scatter_columns, BLOCK};
 use crate::alloc;
 use crate::error::Result;
+use crate::parallel::for_each_unit;
 use crate::quant::dtype::Dtype;
 use crate::quant::paddle::PaddleScheme;
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use crate::simd::multiversion;
 use std::borrow::Cow;
+
+multiversion! {
+    /// Byte `kk / 2` of rows `n0..n0 + width` of W from plain codes: `run[j]` holds
+    /// `u = q + 8` of (kk, n0 + j) in its low nibble and, when `odd`, of (kk + 1, n0 + j)
+    /// in its high nibble.
+    fn pair_codes<>(plain: &[u8], n: usize, kk: usize, n0: usize, width: usize, odd: bool, run: &mut [u8; BLOCK]) {
+        // Plain int4 rows pack columns 2c, 2c + 1 in one byte (n0 and n are even).
+        let biased = |byte: u8| byte ^ 0x88; // two's-complement nibbles + 8, both at once
+        let low = &plain[(kk * n + n0) / 2..][..width / 2];
+        for (pair, &byte) in run.chunks_exact_mut(2).zip(low) {
+            let byte = biased(byte);
+            (pair[0], pair[1]) = (byte & 0x0f, byte >> 4);
+        }
+        if odd {
+            let high = &plain[((kk + 1) * n + n0) / 2..][..width / 2];
+            for (pair, &byte) in run.chunks_exact_mut(2).zip(high) {
+                let byte = biased(byte);
+                pair[0] |= byte << 4;
+                pair[1] |= byte & 0xf0;
+            }
+        }
+    }
+}
 
 /// Converts Paddle's `qweight` (`scheme.qweight_bytes()`) and `scale`
 /// (`scheme.scale_bytes()`) of an int4 scheme into a Q4 matrix.
@@ -30,14 +56,27 @@ pub fn paddle_to_q4(
     };
     let row_bytes = shape.row_bytes();
     let mut weight = alloc::filled::<u8>(shape.weight_bytes(), "Q4 weights")?;
-    for (row, dst) in weight.chunks_exact_mut(row_bytes).enumerate() {
-        for kk in 0..k {
-            let byte = plain[(kk * n + row) / 2];
-            let q = if row % 2 == 0 { byte & 0x0f } else { byte >> 4 };
-            let u = (q ^ 0x08) & 0x0f; // two's-complement nibble + 8
-            dst[kk / 2] |= if kk % 2 == 0 { u } else { u << 4 };
-        }
-    }
+    // Blocks of 64 rows of W (columns of the plain codes) on up to `threads` threads;
+    // each 64 × 64 block of codes is transposed through byte runs.
+    let rows_of = |unit: usize| (n - unit * BLOCK).min(BLOCK);
+    for_each_unit(
+        &mut weight,
+        n.div_ceil(BLOCK),
+        |unit| rows_of(unit) * row_bytes,
+        threads,
+        |unit, dst| {
+            let (n0, width) = (unit * BLOCK, rows_of(unit));
+            let mut runs = [[0u8; BLOCK]; BLOCK / 2];
+            for k0 in (0..k).step_by(BLOCK) {
+                let height = (k - k0).min(BLOCK).div_ceil(2);
+                for (b, run) in runs[..height].iter_mut().enumerate() {
+                    let kk = k0 + 2 * b;
+                    pair_codes(&plain, n, kk, n0, width, kk + 1 < k, run);
+                }
+                scatter_columns(&runs[..height], width, dst, |j| j * row_bytes + k0 / 2);
+            }
+        },
+    );
     let groups = shape.groups();
     let size = scheme.dtype.size();
     let (scale_type, out_size) = match scheme.dtype {
@@ -71,8 +110,15 @@ mod tests {
 
     #[test]
     fn paddle_round_trip_matches_paddle_dequantize() {
-        for (dtype, arch, gs) in [(1u32, 80, -1), (2, 70, 64), (0, 90, 128)] {
-            let (k, n) = (128usize, 32usize);
+        // Whole and partial 64 × 64 blocks, odd k (Volta), several threads.
+        for (dtype, arch, gs, k, n) in [
+            (1u32, 80, -1, 128usize, 32usize),
+            (2, 70, 64, 128, 32),
+            (0, 90, 128, 128, 32),
+            (1, 80, 64, 192, 144),
+            (1, 70, -1, 71, 80),
+            (2, 70, 64, 130, 16),
+        ] {
             let scheme = PaddleScheme::new(PaddleParams {
                 algo: 1,
                 dtype,
@@ -99,7 +145,7 @@ mod tests {
             let mut q = vec![0u8; scheme.qweight_bytes()];
             let mut s = vec![0u8; scheme.scale_bytes()];
             paddle::quantize(&scheme, &bytes, &mut q, &mut s, 1).unwrap();
-            let data = paddle_to_q4(&scheme, &q, &s, 2).unwrap();
+            let data = paddle_to_q4(&scheme, &q, &s, 1 + n / 64).unwrap();
             let mut plain = vec![0u8; scheme.qweight_bytes()];
             scheme.geometry.unpermute(&q, &mut plain, 1);
             for kk in 0..k {
@@ -117,6 +163,12 @@ mod tests {
                     let gi = col * data.shape.groups() + g;
                     let got = (data.code(col, kk) as f32 - 8.0) * data.scale(gi);
                     assert_eq!(got, code * sc, "dtype {dtype} k {kk} n {col}");
+                }
+            }
+            if k % 2 == 1 {
+                for col in 0..n {
+                    let last = data.weight[col * data.shape.row_bytes() + k / 2];
+                    assert_eq!(last >> 4, 0, "unused high nibble of row {col}");
                 }
             }
         }

@@ -6,4 +6,5 @@ pub mod convert;
 pub mod coop;
 pub mod paddle;
 pub mod tile;
+mod transpose;
 pub mod vk;

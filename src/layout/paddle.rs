@@ -14,7 +14,9 @@
 //! `shared/reference/paddle-int4-spec.md` §4; the golden vectors pin them.
 
 use super::tile::{CodeTile, TILE, TILE_COLS};
+use super::transpose::{scatter_columns, BLOCK};
 use crate::parallel::{for_each_span, for_each_unit};
+use crate::simd::multiversion;
 
 /// Bits per code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +112,27 @@ fn plain_nibble(q: i8) -> u8 {
 #[inline(always)]
 fn signed_nibble(nibble: u8) -> i8 {
     ((nibble << 4) as i8) >> 4
+}
+
+multiversion! {
+    /// Bytes of the CUTLASS runs of tile columns `c0..c0 + width`: `runs[b][j]` is byte b
+    /// of column c0 + j (int4: 32 bytes of two biased nibbles; int8: 64 biased bytes).
+    fn cutlass_runs<>(tile: &CodeTile, c0: usize, width: usize, int4: bool, runs: &mut [[u8; BLOCK]; 64]) {
+        let segment = |r: usize| &tile.row(r)[c0..c0 + width];
+        if int4 {
+            for (bytes, &(lo, hi)) in runs.iter_mut().zip(&CUTLASS_INT4_ROWS) {
+                for ((byte, &l), &h) in bytes.iter_mut().zip(segment(lo)).zip(segment(hi)) {
+                    *byte = biased_nibble(l) | biased_nibble(h) << 4;
+                }
+            }
+        } else {
+            for (bytes, &r) in runs.iter_mut().zip(&CUTLASS_INT8_ROWS) {
+                for (byte, &q) in bytes.iter_mut().zip(segment(r)) {
+                    *byte = biased_byte(q);
+                }
+            }
+        }
+    }
 }
 
 impl PaddleGeometry {
@@ -213,34 +236,15 @@ impl PaddleGeometry {
         match (self.arrangement, self.bits) {
             (Arrangement::Cutlass, bits) => {
                 // Byte b of every column's run is built for 64 columns at once from whole
-                // tile rows (this vectorizes), then the runs are written column by column.
+                // tile rows, then the runs are written column by column (a transpose).
                 let run_len = if bits == Bits::Int4 { 32 } else { 64 };
-                let mut runs = [[0u8; TILE]; 64]; // runs[b][j]: byte b of column c0 + j
-                for c0 in (0..tile.cols).step_by(TILE) {
-                    let width = (tile.cols - c0).min(TILE);
-                    let segment = |r: usize| &tile.row(r)[c0..c0 + width];
-                    if bits == Bits::Int4 {
-                        for (bytes, &(lo, hi)) in runs.iter_mut().zip(&CUTLASS_INT4_ROWS) {
-                            for ((byte, &l), &h) in
-                                bytes.iter_mut().zip(segment(lo)).zip(segment(hi))
-                            {
-                                *byte = biased_nibble(l) | biased_nibble(h) << 4;
-                            }
-                        }
-                    } else {
-                        for (bytes, &r) in runs.iter_mut().zip(&CUTLASS_INT8_ROWS) {
-                            for (byte, &q) in bytes.iter_mut().zip(segment(r)) {
-                                *byte = biased_byte(q);
-                            }
-                        }
-                    }
-                    for j in 0..width {
-                        let run = &mut out[self.cutlass_run(tile.k0, tile.n0 + c0 + j) - base..]
-                            [..run_len];
-                        for (byte, bytes) in run.iter_mut().zip(&runs) {
-                            *byte = bytes[j];
-                        }
-                    }
+                let mut runs = [[0u8; BLOCK]; 64]; // runs[b][j]: byte b of column c0 + j
+                for c0 in (0..tile.cols).step_by(BLOCK) {
+                    let width = (tile.cols - c0).min(BLOCK);
+                    cutlass_runs(tile, c0, width, bits == Bits::Int4, &mut runs);
+                    scatter_columns(&runs[..run_len], width, out, |j| {
+                        self.cutlass_run(tile.k0, tile.n0 + c0 + j) - base
+                    });
                 }
             }
             (Arrangement::Volta, Bits::Int4) => {

@@ -5,15 +5,16 @@
 //! multiplies by the reciprocal of the scale and rounds in fixed point; it is used for a
 //! chunk of 16 codes only when no ratio in the chunk lies within the product's error bound
 //! of a rounding boundary (j + 0.5) and every scale has a usable reciprocal. Otherwise the
-//! chunk is recomputed exactly, so the result never depends on the path.
+//! chunk is recomputed exactly, so the result never depends on the path. On x86-64 the
+//! AVX2 and AVX-512 kernels (`codes_x86`) divide exactly in every lane instead.
 
 use super::dtype::Element;
-use crate::simd::multiversion;
+use crate::simd::{multiversion, Isa};
 
 /// Rounds a finite `v` with |v| ≤ 2^22 half away from zero (C `round`), exactly, in a
 /// form that vectorizes: truncate, then step by one where the fraction reaches ±0.5.
 #[inline(always)]
-fn round_half_away(v: f32) -> i32 {
+pub(crate) fn round_half_away(v: f32) -> i32 {
     // SAFETY: callers pass finite values well inside i32's range.
     let whole = unsafe { v.to_int_unchecked::<i32>() };
     let frac = v - whole as f32;
@@ -155,9 +156,8 @@ fn quantize_chunks<E: Element, const INT4: bool>(row: &[u8], divisors: Divisors,
 }
 
 multiversion! {
-    /// Codes of one row segment: `codes[i]` from the weight `row[i]` (raw bytes of type E)
-    /// and its divisor.
-    pub(crate) fn quantize_row<E: Element>(row: &[u8], divisors: Divisors, codes: &mut [i8], int4: bool) {
+    /// The portable path of [`quantize_row`].
+    fn quantize_row_portable<E: Element>(row: &[u8], divisors: Divisors, codes: &mut [i8], int4: bool) {
         if int4 {
             quantize_chunks::<E, true>(row, divisors, codes);
         } else {
@@ -166,10 +166,68 @@ multiversion! {
     }
 }
 
+/// Codes of one row segment: `codes[i]` from the weight `row[i]` (raw bytes of type E,
+/// finite) and its divisor, with the widest kernel this CPU has. `ahead` (0: none) is a
+/// hint: the input needed next lies `ahead` bytes past `row`, and may be prefetched.
+#[inline]
+pub(crate) fn quantize_row<E: Element>(
+    row: &[u8],
+    divisors: Divisors,
+    codes: &mut [i8],
+    int4: bool,
+    ahead: usize,
+) {
+    quantize_row_with::<E>(Isa::best(), row, divisors, codes, int4, ahead);
+}
+
+/// [`quantize_row`] with the kernel for `isa`, which this CPU must support; every `isa`
+/// gives the same bytes.
+pub(crate) fn quantize_row_with<E: Element>(
+    isa: Isa,
+    row: &[u8],
+    divisors: Divisors,
+    codes: &mut [i8],
+    int4: bool,
+    ahead: usize,
+) {
+    assert!(isa <= Isa::best(), "{isa:?} is not supported by this CPU");
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::codes_x86::codes_avx2;
+        #[cfg(q4vk_avx512)]
+        use super::codes_x86::codes_avx512;
+        let scales = divisors.scales;
+        // SAFETY: the assertion above checked the CPU; the kernels check the slice lengths.
+        let done = unsafe {
+            match (isa, int4) {
+                (Isa::Scalar, _) => 0,
+                #[cfg(q4vk_avx512)]
+                (Isa::Avx512, true) => codes_avx512::<E, true>(row, scales, codes, ahead),
+                #[cfg(q4vk_avx512)]
+                (Isa::Avx512, false) => codes_avx512::<E, false>(row, scales, codes, ahead),
+                (_, true) => codes_avx2::<E, true>(row, scales, codes, ahead),
+                (_, false) => codes_avx2::<E, false>(row, scales, codes, ahead),
+            }
+        };
+        if done > 0 {
+            exact_codes::<E>(
+                &row[done * E::SIZE..],
+                &scales[done..],
+                &mut codes[done..],
+                int4,
+            );
+            return;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ahead; // a hint only the x86-64 kernels use
+    quantize_row_portable::<E>(row, divisors, codes, int4);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::dtype::{Bf16, F16};
+    use crate::quant::dtype::{Bf16, Dtype, F16, F32};
 
     #[test]
     fn rounding_is_half_away_from_zero() {
@@ -276,7 +334,9 @@ mod tests {
                                 w.next_down()
                             };
                         }
-                        half::f16::from_f32(w).to_f32()
+                        // Finite weights only (the quantizer refuses NaN/Inf before codes).
+                        let w = half::f16::from_f32(w).to_f32();
+                        w.clamp(-65504.0, 65504.0)
                     })
                     .collect();
                 let bytes: Vec<u8> = weights
@@ -294,6 +354,7 @@ mod tests {
                     },
                     &mut fast,
                     int4,
+                    0,
                 );
                 exact_codes::<F16>(&bytes, &scales, &mut exact, int4);
                 assert_eq!(fast, exact, "int4={int4} trial={trial}");
@@ -309,11 +370,127 @@ mod tests {
                     },
                     &mut fast,
                     int4,
+                    0,
                 );
                 exact_codes::<Bf16>(&bf, &scales, &mut exact, int4);
                 assert_eq!(fast, exact, "bf16 int4={int4} trial={trial}");
             }
         }
+    }
+
+    /// Random weights of type E for `scales`: exact and nudged ties `(j + 0.5) · s`,
+    /// random ratios, out-of-range and huge values, subnormals and signed zeros; finite.
+    fn tricky_row<E: Element>(scales: &[f32], next: &mut impl FnMut() -> u64) -> Vec<u8> {
+        let dtype = E::KIND;
+        let largest = match dtype {
+            Dtype::F16 => 65504.0,
+            Dtype::Bf16 | Dtype::F32 => 3.0e38,
+        };
+        let mut bytes = vec![0u8; scales.len() * E::SIZE];
+        for (i, &s) in scales.iter().enumerate() {
+            let bound = if next() % 2 == 0 { 7.0 } else { 127.0 };
+            let v = match next() % 8 {
+                0..=2 => ((next() % 300) as f32 - 150.0 + 0.5) * s, // a tie, before rounding to E
+                3 => ((next() % 20001) as f32 / 10000.0 - 1.0) * (bound + 1.0) * s,
+                4 => largest * if next() % 2 == 0 { 1.0 } else { -1.0 },
+                5 => f32::from_bits((next() % 0x0080_0000) as u32) * 1e-30f32.min(s), // tiny
+                6 => [0.0, -0.0][(next() % 2) as usize],
+                _ => {
+                    (next() % 1000) as f32
+                        * 1e-3
+                        * largest
+                        * if next() % 2 == 0 { 1.0 } else { -1.0 }
+                }
+            };
+            let mut bits = dtype.from_f32(v.clamp(-largest, largest));
+            if next() % 2 == 0 {
+                // Nudge by up to ±2 units in the last place of E, staying finite.
+                let nudged = (bits as i64 + (next() % 5) as i64 - 2).max(0) as u32;
+                if nudged & E::MAGNITUDE < E::INFINITY && (nudged ^ bits) & !E::MAGNITUDE == 0 {
+                    bits = nudged;
+                }
+            }
+            if next() % 11 == 0 {
+                // A subnormal of E.
+                bits = (next() % 0x3ff) as u32
+                    | if next() % 2 == 0 {
+                        !E::MAGNITUDE & (E::MAGNITUDE * 2 + 1)
+                    } else {
+                        0
+                    };
+            }
+            dtype.put_bits(&mut bytes, i, bits);
+        }
+        bytes
+    }
+
+    /// Random scales of type E (as f32): zero, -0, subnormal, tiny, huge, ordinary.
+    fn tricky_scales<E: Element>(len: usize, next: &mut impl FnMut() -> u64) -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                let v = match next() % 16 {
+                    0 => 0.0,
+                    1 => -0.0,
+                    2 => half::f16::from_bits(1 + (next() % 0x3ff) as u16).to_f32(),
+                    3 => f32::from_bits(1 + (next() % 0x007f_ffff) as u32),
+                    4 => 1e-30 * (1 + next() % 1000) as f32,
+                    5 => 65504.0 / (1 + next() % 4) as f32,
+                    6 => 1e30 * (1 + next() % 1000) as f32,
+                    _ => half::f16::from_bits(0x0400 + (next() % 0x7000) as u16).to_f32(),
+                };
+                E::widen(E::KIND.from_f32(v))
+            })
+            .collect()
+    }
+
+    fn every_kernel_matches_exact_for<E: Element>() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Every tail length of 16-code vectors, several whole vectors, one long row.
+        let lengths: Vec<usize> = (0..=80).chain([255, 256, 257, 1031]).collect();
+        let mut checked = 0usize;
+        for &len in &lengths {
+            for trial in 0..40 {
+                let scales = tricky_scales::<E>(len, &mut next);
+                let row = tricky_row::<E>(&scales, &mut next);
+                let reciprocals: Vec<f32> = scales.iter().map(|&s| reciprocal(s)).collect();
+                let divisors = Divisors {
+                    scales: &scales,
+                    reciprocals: &reciprocals,
+                };
+                for int4 in [true, false] {
+                    let mut want = vec![0i8; len];
+                    exact_codes::<E>(&row, &scales, &mut want, int4);
+                    for isa in Isa::supported() {
+                        let mut got = vec![0x55i8; len];
+                        quantize_row_with::<E>(isa, &row, divisors, &mut got, int4, 0);
+                        assert_eq!(
+                            got,
+                            want,
+                            "{:?} {isa:?} int4={int4} len={len} trial={trial}",
+                            E::KIND
+                        );
+                        checked += len;
+                    }
+                }
+            }
+        }
+        assert!(checked > 100_000);
+    }
+
+    /// Each kernel (portable, AVX2, AVX-512 — those this CPU has) gives the exact path's
+    /// codes for every tail length, ties, subnormals, zero and huge scales, in each type.
+    #[test]
+    fn every_kernel_matches_exact_division() {
+        eprintln!("kernels checked: {:?}", Isa::supported());
+        every_kernel_matches_exact_for::<F16>();
+        every_kernel_matches_exact_for::<Bf16>();
+        every_kernel_matches_exact_for::<F32>();
     }
 
     /// Ordinary weights take the fast path almost always (else the test above proves little).

@@ -70,6 +70,8 @@ impl Dtype {
 /// Hot-loop access to one element type, implemented by zero-sized markers so loops are
 /// compiled once per type (dispatch with [`with_element!`]).
 pub trait Element {
+    /// The element type this marker stands for.
+    const KIND: Dtype;
     /// Bytes per element.
     const SIZE: usize;
     /// Sign-clearing mask: for finite values the integer order of `bits & MAGNITUDE` is the
@@ -91,6 +93,7 @@ pub struct F16;
 pub struct Bf16;
 
 impl Element for F32 {
+    const KIND: Dtype = Dtype::F32;
     const SIZE: usize = 4;
     const MAGNITUDE: u32 = 0x7fff_ffff;
     const INFINITY: u32 = 0x7f80_0000;
@@ -107,6 +110,7 @@ impl Element for F32 {
 }
 
 impl Element for F16 {
+    const KIND: Dtype = Dtype::F16;
     const SIZE: usize = 2;
     const MAGNITUDE: u32 = 0x7fff;
     const INFINITY: u32 = 0x7c00;
@@ -121,6 +125,7 @@ impl Element for F16 {
 }
 
 impl Element for Bf16 {
+    const KIND: Dtype = Dtype::Bf16;
     const SIZE: usize = 2;
     const MAGNITUDE: u32 = 0x7fff;
     const INFINITY: u32 = 0x7f80;

@@ -280,7 +280,8 @@ fn quantize_typed<E: Element>(
                     scales: &scales[at..][..tile.cols],
                     reciprocals: &reciprocals[at..][..tile.cols],
                 };
-                quantize_row::<E>(row, row_scales, tile.row_mut(r), int4);
+                // The next row's segment is read next: one input row further on.
+                quantize_row::<E>(row, row_scales, tile.row_mut(r), int4, n * E::SIZE);
             }
         });
     for (i, &bits) in scale_bits.iter().enumerate() {

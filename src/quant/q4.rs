@@ -16,9 +16,11 @@
 //!   every code of the group decode to 0: `u = 8` (symmetric) or `u = z = 0`.
 //! * A scale beyond f16's range (|x| > ~458,000) is refused (`InvalidArgument`).
 
+use super::codes::round_half_away;
 use super::dtype::{with_element, Dtype, Element};
 use crate::alloc;
 use crate::error::{invalid, Error, Result};
+use crate::simd::multiversion;
 use std::borrow::Cow;
 
 /// Shape and scheme of a Q4 matrix.
@@ -212,7 +214,20 @@ pub struct Q4Out<'a> {
     pub zeros: &'a mut [u8],
 }
 
+multiversion! {
+    /// The largest magnitude bit pattern in `bytes` (a fold without early exit, so it
+    /// vectorizes).
+    fn max_magnitude<E: Element>(bytes: &[u8]) -> u32 {
+        bytes
+            .chunks_exact(E::SIZE)
+            .fold(0, |m, b| m.max(E::load(b) & E::MAGNITUDE))
+    }
+}
+
 fn check_finite<E: Element>(bytes: &[u8], n: usize, k: usize, transposed: bool) -> Result<()> {
+    if max_magnitude::<E>(bytes) < E::INFINITY {
+        return Ok(());
+    }
     let bad = bytes
         .chunks_exact(E::SIZE)
         .position(|b| E::load(b) & E::MAGNITUDE >= E::INFINITY);
@@ -231,23 +246,130 @@ fn check_finite<E: Element>(bytes: &[u8], n: usize, k: usize, transposed: bool) 
     }
 }
 
-fn gather_row<E: Element>(w: &FloatWeights, shape: &Q4Shape, row: usize, out: &mut [f32]) {
-    let (n, k) = (shape.n, shape.k);
-    for (kk, v) in out.iter_mut().enumerate() {
-        let i = if w.transposed {
-            kk * n + row
-        } else {
-            row * k + kk
+/// Rows widened together from a transposed (`[k][n]`) weight, so that each k reads one
+/// contiguous run of the input instead of one element a row apart.
+const ROW_BLOCK: usize = 32;
+
+/// Widens rows `row0..row0 + count` of W to f32 into `out`: row r at `r * stride`.
+fn widen_rows<E: Element>(
+    w: &FloatWeights,
+    shape: &Q4Shape,
+    row0: usize,
+    count: usize,
+    stride: usize,
+    out: &mut [f32],
+) {
+    if !w.transposed {
+        widen_plain::<E>(w, shape, row0, count, stride, out);
+        return;
+    }
+    #[allow(unused_mut)] // assigned only on x86-64
+    let (mut rows, mut ks) = (0, 0);
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::has_avx2() {
+        // SAFETY: the CPU supports AVX2, FMA and F16C; the kernel checks its bounds.
+        (rows, ks) = unsafe {
+            super::q4_x86::widen_transposed_avx2::<E>(
+                w.bytes,
+                (shape.n, shape.k),
+                row0,
+                count,
+                stride,
+                out,
+            )
         };
-        *v = E::widen(E::load(&w.bytes[i * E::SIZE..]));
+    }
+    // What the kernel left: the last k of its rows, then the remaining rows entirely.
+    widen_transposed::<E>(w, shape, row0, 0..rows, ks..shape.k, stride, out);
+    widen_transposed::<E>(w, shape, row0, rows..count, 0..shape.k, stride, out);
+}
+
+multiversion! {
+    /// [`widen_rows`] of a `[n][k]` weight.
+    fn widen_plain<E: Element>(w: &FloatWeights, shape: &Q4Shape, row0: usize, count: usize, stride: usize, out: &mut [f32]) {
+        let k = shape.k;
+        for (r, row) in out.chunks_mut(stride).take(count).enumerate() {
+            let src = &w.bytes[(row0 + r) * k * E::SIZE..][..k * E::SIZE];
+            for (v, x) in row.iter_mut().zip(src.chunks_exact(E::SIZE)) {
+                *v = E::widen(E::load(x));
+            }
+        }
+    }
+}
+
+/// [`widen_rows`] of a `[k][n]` weight, one element at a time, for block rows `rows` and
+/// k in `ks`.
+fn widen_transposed<E: Element>(
+    w: &FloatWeights,
+    shape: &Q4Shape,
+    row0: usize,
+    rows: std::ops::Range<usize>,
+    ks: std::ops::Range<usize>,
+    stride: usize,
+    out: &mut [f32],
+) {
+    if rows.is_empty() {
+        return;
+    }
+    for kk in ks {
+        let run = &w.bytes[(kk * shape.n + row0 + rows.start) * E::SIZE..][..rows.len() * E::SIZE];
+        for (r, x) in rows.clone().zip(run.chunks_exact(E::SIZE)) {
+            out[r * stride + kk] = E::widen(E::load(x));
+        }
+    }
+}
+
+/// `(min(0, values), max(0, values))` of finite values (the sign of a zero result may
+/// depend on the path; nothing downstream observes it).
+fn range(values: &[f32]) -> (f32, f32) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::has_avx2() {
+        // SAFETY: the CPU supports AVX2.
+        return unsafe { super::q4_x86::range_avx2(values) };
+    }
+    values
+        .iter()
+        .fold((0.0f32, 0.0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)))
+}
+
+multiversion! {
+    /// The portable path of [`group_codes`].
+    fn group_codes_portable<>(values: &[f32], s: f32, offset: i32, codes: &mut [u8]) {
+        for (c, &v) in codes.iter_mut().zip(values) {
+            // Beyond ±32.5 every code clamps the same way; bounding keeps the conversion
+            // to int exact.
+            let ratio = (v / s).clamp(-32.5, 32.5);
+            *c = (round_half_away(ratio) + offset).clamp(0, 15) as u8;
+        }
+    }
+}
+
+/// `codes[i] = clamp(round(values[i] / s) + offset, 0, 15)`, C `round` (half away from
+/// zero) of the f32 quotient; offset is 8 (symmetric) or the zero point. AVX-512 where
+/// the CPU has it (the same bytes).
+fn group_codes(values: &[f32], s: f32, offset: i32, codes: &mut [u8]) {
+    #[allow(unused_mut)] // assigned only with the AVX-512 kernel compiled in
+    let mut done = 0;
+    #[cfg(all(target_arch = "x86_64", q4vk_avx512))]
+    if crate::simd::has_avx512() {
+        // SAFETY: the CPU supports AVX-512 F/BW/VL; the kernel stays inside both slices.
+        done = unsafe { super::q4_x86::group_codes_avx512(values, s, offset, codes) };
+    }
+    group_codes_portable(&values[done..], s, offset, &mut codes[done..]);
+}
+
+multiversion! {
+    /// `dst[i] = codes[2i] | codes[2i + 1] << 4`.
+    fn pack_nibbles<>(codes: &[u8], dst: &mut [u8]) {
+        for (b, pair) in dst.iter_mut().zip(codes.chunks_exact(2)) {
+            *b = pair[0] | (pair[1] << 4);
+        }
     }
 }
 
 /// Quantizes one group: returns (f16 scale bits, zero point) and writes codes to `codes`.
 fn quantize_group(values: &[f32], zero_points: bool, codes: &mut [u8]) -> Result<(u16, u8)> {
-    let (lo, hi) = values
-        .iter()
-        .fold((0.0f32, 0.0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = range(values);
     let raw = if zero_points {
         (hi - lo) / 15.0
     } else {
@@ -266,14 +388,10 @@ fn quantize_group(values: &[f32], zero_points: bool, codes: &mut [u8]) -> Result
     }
     if zero_points {
         let z = (-lo / s).round().clamp(0.0, 15.0);
-        for (c, &v) in codes.iter_mut().zip(values) {
-            *c = ((v / s).round() + z).clamp(0.0, 15.0) as u8;
-        }
+        group_codes(values, s, z as i32, codes);
         Ok((scale.to_bits(), z as u8))
     } else {
-        for (c, &v) in codes.iter_mut().zip(values) {
-            *c = ((v / s).round().clamp(-8.0, 7.0) + 8.0) as u8;
-        }
+        group_codes(values, s, 8, codes);
         Ok((scale.to_bits(), 0))
     }
 }
@@ -285,26 +403,31 @@ fn quantize_rows<E: Element>(
     out: Q4Out,
 ) -> Result<()> {
     let (k, groups, gs) = (shape.k, shape.groups(), shape.group_size);
-    let mut values = alloc::filled::<f32>(k, "a row of weights")?;
+    let block = if w.transposed { ROW_BLOCK } else { 1 };
+    // Rows one cache line more than k apart, so that the column-wise writes of a
+    // transposed block do not all fall into the same cache set.
+    let stride = k + 16;
+    let mut values = alloc::filled::<f32>(block * stride, "rows of weights")?;
     let mut codes = alloc::filled::<u8>(k + 1, "a row of codes")?;
     let rows = out.weight.len() / shape.row_bytes();
-    for r in 0..rows {
-        let row = first_row + r;
-        gather_row::<E>(w, shape, row, &mut values);
-        for g in 0..groups {
-            let range = g * gs..((g + 1) * gs).min(k);
-            let (s, z) =
-                quantize_group(&values[range.clone()], shape.zero_points, &mut codes[range])?;
-            let i = r * groups + g;
-            out.scales[2 * i..2 * i + 2].copy_from_slice(&s.to_le_bytes());
-            if shape.zero_points {
-                out.zeros[i] = z;
+    for r0 in (0..rows).step_by(block) {
+        let count = block.min(rows - r0);
+        widen_rows::<E>(w, shape, first_row + r0, count, stride, &mut values);
+        for (r, values) in (r0..r0 + count).zip(values.chunks(stride)) {
+            let values = &values[..k];
+            for g in 0..groups {
+                let range = g * gs..((g + 1) * gs).min(k);
+                let (s, z) =
+                    quantize_group(&values[range.clone()], shape.zero_points, &mut codes[range])?;
+                let i = r * groups + g;
+                out.scales[2 * i..2 * i + 2].copy_from_slice(&s.to_le_bytes());
+                if shape.zero_points {
+                    out.zeros[i] = z;
+                }
             }
-        }
-        codes[k] = 0;
-        let dst = &mut out.weight[r * shape.row_bytes()..(r + 1) * shape.row_bytes()];
-        for (b, pair) in dst.iter_mut().zip(codes.chunks_exact(2)) {
-            *b = pair[0] | (pair[1] << 4);
+            codes[k] = 0;
+            let dst = &mut out.weight[r * shape.row_bytes()..(r + 1) * shape.row_bytes()];
+            pack_nibbles(&codes, dst);
         }
     }
     Ok(())
@@ -365,6 +488,7 @@ pub fn quantize(shape: &Q4Shape, w: &FloatWeights, out: Q4Out, threads: usize) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::dtype::F16;
 
     /// The contract's formula, written directly in f64 where it is exact.
     fn direct(values: &[f32], zero_points: bool) -> (f32, u8, Vec<u8>) {
@@ -474,6 +598,200 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Quantizes `nk` (`[n][k]` values, already representable in `dtype`) stored as
+    /// `dtype`, `[n][k]` or transposed, and compares every scale, zero point and code with
+    /// [`direct`].
+    fn check_against_direct(
+        shape: Q4Shape,
+        nk: &[f32],
+        dtype: Dtype,
+        transposed: bool,
+        threads: usize,
+    ) {
+        let (n, k) = (shape.n, shape.k);
+        let stored: Vec<f32> = if transposed {
+            (0..k * n).map(|i| nk[(i % n) * k + i / n]).collect()
+        } else {
+            nk.to_vec()
+        };
+        let mut bytes = vec![0u8; n * k * dtype.size()];
+        for (i, &v) in stored.iter().enumerate() {
+            dtype.put_bits(&mut bytes, i, dtype.from_f32(v));
+        }
+        let w = FloatWeights {
+            dtype,
+            transposed,
+            bytes: &bytes,
+        };
+        let mut qw = vec![0xAAu8; shape.weight_bytes()];
+        let mut qs = vec![0u8; 2 * shape.scale_count()];
+        let mut qz = vec![0u8; shape.zeros_bytes()];
+        let out = Q4Out {
+            weight: &mut qw,
+            scales: &mut qs,
+            zeros: &mut qz,
+        };
+        quantize(&shape, &w, out, threads).unwrap();
+        let data = Q4Data {
+            shape,
+            weight: Cow::Borrowed(&qw),
+            scale_type: ScaleType::F16,
+            scales: Cow::Borrowed(&qs),
+            zeros: Cow::Borrowed(&qz),
+        };
+        let what = format!(
+            "n{n} k{k} g{} zp{} t{transposed} {dtype:?} threads {threads}",
+            shape.group_size, shape.zero_points
+        );
+        for row in 0..n {
+            for g in 0..shape.groups() {
+                let r = g * shape.group_size..((g + 1) * shape.group_size).min(k);
+                let (s, z, codes) = direct(&nk[row * k..][r.clone()], shape.zero_points);
+                let i = row * shape.groups() + g;
+                assert_eq!(data.scale(i), s, "{what} scale {i}");
+                if shape.zero_points {
+                    assert_eq!(data.zero(i), z, "{what} zero {i}");
+                }
+                for (j, kk) in r.enumerate() {
+                    assert_eq!(data.code(row, kk), codes[j], "{what} row {row} k {kk}");
+                }
+            }
+        }
+    }
+
+    /// Wide shapes (several row blocks of a transposed weight, partial last blocks, thread
+    /// splits inside a block), every tail of the 8-lane loops, exact ties `(j + 0.5) · s`,
+    /// subnormal and zero groups, in f16, bf16 and f32.
+    #[test]
+    fn matches_direct_formula_on_ties_and_wide_shapes() {
+        let mut seed = 11u64;
+        for &(n, k) in &[(33usize, 31usize), (70, 64), (37, 130), (65, 257), (40, 8)] {
+            for &gs in &[-1i32, 32, 128] {
+                for zp in 0..2u32 {
+                    for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32] {
+                        let shape = Q4Shape::new(n as u64, k as u64, gs, zp).unwrap();
+                        let mut vals = vec![0.0f32; n * k];
+                        for row in 0..n {
+                            for g in 0..shape.groups() {
+                                let r = g * shape.group_size..((g + 1) * shape.group_size).min(k);
+                                // A scale representable in f16 (sometimes subnormal or 0).
+                                let s0 = match lcg(&mut seed).abs() {
+                                    x if x < 0.05 => 0.0,
+                                    x if x < 0.15 => {
+                                        half::f16::from_bits((x * 1e4) as u16 % 1023 + 1).to_f32()
+                                    }
+                                    x => half::f16::from_f32(x * 0.3).to_f32(),
+                                };
+                                for (j, kk) in r.clone().enumerate() {
+                                    let t = lcg(&mut seed);
+                                    let v = if j == 0 {
+                                        7.0 * s0 // sets the group's scale to s0 exactly (symmetric)
+                                    } else if t.abs() < 0.6 {
+                                        ((t * 12.0).round() + 0.5) * s0 // an exact tie when representable
+                                    } else {
+                                        t * 7.0 * s0
+                                    };
+                                    vals[row * k + kk] = v;
+                                }
+                            }
+                        }
+                        // Values as stored in dtype (the reference sees what the quantizer sees).
+                        for v in &mut vals {
+                            *v = match dtype {
+                                Dtype::F16 => half::f16::from_f32(*v).to_f32(),
+                                Dtype::Bf16 => half::bf16::from_f32(*v).to_f32(),
+                                Dtype::F32 => *v,
+                            };
+                        }
+                        for transposed in [false, true] {
+                            let threads = 1 + (n + k) % 3;
+                            check_against_direct(shape, &vals, dtype, transposed, threads);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Widening a block of a transposed weight (8 × 8 AVX2 blocks plus the element loop
+    /// for the rest) puts every element where the element loop alone puts it, for every
+    /// remainder of rows and k modulo 8; and the group range equals a plain fold.
+    #[test]
+    fn transposed_widening_and_range_match_element_loops() {
+        let mut seed = 5u64;
+        for &(n, k) in &[(40usize, 24usize), (41, 29), (70, 15), (9, 7), (16, 64)] {
+            let bytes: Vec<u8> = (0..n * k)
+                .flat_map(|_| half::f16::from_f32(lcg(&mut seed)).to_le_bytes())
+                .collect();
+            let shape = Q4Shape::new(n as u64, k as u64, -1, 0).unwrap();
+            let w = FloatWeights {
+                dtype: Dtype::F16,
+                transposed: true,
+                bytes: &bytes,
+            };
+            let stride = k + 16;
+            for row0 in [0, 1, 8] {
+                for count in 1..=(n - row0).min(ROW_BLOCK) {
+                    let mut out = vec![f32::NAN; ROW_BLOCK * stride];
+                    widen_rows::<F16>(&w, &shape, row0, count, stride, &mut out);
+                    let mut want = vec![f32::NAN; ROW_BLOCK * stride];
+                    widen_transposed::<F16>(&w, &shape, row0, 0..count, 0..k, stride, &mut want);
+                    let same = out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "n {n} k {k} row0 {row0} count {count}");
+                    for r in 0..count {
+                        let values = &out[r * stride..r * stride + k];
+                        for len in 0..=k {
+                            let (lo, hi) = range(&values[..len]);
+                            let want = values[..len]
+                                .iter()
+                                .fold((0.0f32, 0.0f32), |(l, h), &v| (l.min(v), h.max(v)));
+                            assert_eq!((lo, hi), want, "range of {len}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The group-code kernel (AVX-512 where present) equals the portable loop for every
+    /// tail length of its 16-lane vectors, on exact ties `(j + 0.5) · s`, values beyond
+    /// the clamps, f32 subnormals and zeros, f16 subnormal scales, and every offset.
+    #[test]
+    fn group_codes_kernel_matches_portable_loop() {
+        let mut seed = 99u64;
+        let mut checked = 0;
+        for len in 0..=70 {
+            for trial in 0..60 {
+                let s = match trial % 4 {
+                    0 => half::f16::from_bits(1 + (lcg(&mut seed).abs() * 1000.0) as u16).to_f32(),
+                    _ => half::f16::from_f32(lcg(&mut seed).abs() * 2.0 + 1e-3).to_f32(),
+                };
+                let values: Vec<f32> = (0..len)
+                    .map(|_| {
+                        let t = lcg(&mut seed);
+                        match (t.abs() * 8.0) as u32 {
+                            0..=2 => ((t * 20.0).round() + 0.5) * s, // ties (exact when representable)
+                            3 => t * 1e6 * s,                        // far beyond the clamps
+                            4 => f32::from_bits((t.abs() * 8e6) as u32) * t.signum(), // subnormal
+                            5 => [0.0, -0.0][(t < 0.0) as usize],
+                            _ => t * 16.0 * s,
+                        }
+                    })
+                    .collect();
+                let offset = trial % 16;
+                let (mut got, mut want) = (vec![0xAAu8; len], vec![0x55u8; len]);
+                group_codes(&values, s, offset, &mut got);
+                group_codes_portable(&values, s, offset, &mut want);
+                assert_eq!(got, want, "len {len} trial {trial} s {s}");
+                checked += len;
+            }
+        }
+        assert!(checked > 100_000);
     }
 
     #[test]
