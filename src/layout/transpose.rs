@@ -100,32 +100,35 @@ mod x86 {
         out: &mut [u8],
         offset: &impl Fn(usize) -> usize,
     ) -> usize {
-        let height = rows.len();
-        let whole = width / 32 * 32;
-        for j0 in (0..whole).step_by(32) {
-            let mut at = [0usize; 32];
-            for (c, at) in at.iter_mut().enumerate() {
-                *at = offset(j0 + c);
-                assert!(*at + height <= out.len(), "column run outside the output");
-            }
-            let base = out.as_mut_ptr();
-            for b0 in (0..height).step_by(16) {
-                let mut a = [_mm256_setzero_si256(); 16];
-                for (i, a) in a.iter_mut().enumerate() {
-                    *a = _mm256_loadu_si256(rows[b0 + i][j0..j0 + 32].as_ptr().cast());
+        // SAFETY: the caller guarantees what this function's doc requires: the CPU features it enables (detected at run time) and the bounds of every pointer it reads or writes.
+        unsafe {
+            let height = rows.len();
+            let whole = width / 32 * 32;
+            for j0 in (0..whole).step_by(32) {
+                let mut at = [0usize; 32];
+                for (c, at) in at.iter_mut().enumerate() {
+                    *at = offset(j0 + c);
+                    assert!(*at + height <= out.len(), "column run outside the output");
                 }
-                let t = transpose_16x32(a);
-                for c in 0..16 {
-                    // SAFETY: at[c] + height <= out.len() and b0 + 16 <= height.
-                    _mm_storeu_si128(base.add(at[c] + b0).cast(), _mm256_castsi256_si128(t[c]));
-                    _mm_storeu_si128(
-                        base.add(at[16 + c] + b0).cast(),
-                        _mm256_extracti128_si256::<1>(t[c]),
-                    );
+                let base = out.as_mut_ptr();
+                for b0 in (0..height).step_by(16) {
+                    let mut a = [_mm256_setzero_si256(); 16];
+                    for (i, a) in a.iter_mut().enumerate() {
+                        *a = _mm256_loadu_si256(rows[b0 + i][j0..j0 + 32].as_ptr().cast());
+                    }
+                    let t = transpose_16x32(a);
+                    for c in 0..16 {
+                        // SAFETY: at[c] + height <= out.len() and b0 + 16 <= height.
+                        _mm_storeu_si128(base.add(at[c] + b0).cast(), _mm256_castsi256_si128(t[c]));
+                        _mm_storeu_si128(
+                            base.add(at[16 + c] + b0).cast(),
+                            _mm256_extracti128_si256::<1>(t[c]),
+                        );
+                    }
                 }
             }
+            whole
         }
-        whole
     }
 }
 

@@ -33,12 +33,15 @@ fn prefetch_line<E: Element>(row: &[u8], i: usize, ahead: usize) {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn load8<E: Element>(p: *const u8) -> __m256 {
-    match E::KIND {
-        Dtype::F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
-        Dtype::Bf16 => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
-            _mm_loadu_si128(p.cast()),
-        ))),
-        Dtype::F32 => _mm256_loadu_ps(p.cast()),
+    // SAFETY: the caller guarantees what this function's doc requires: the CPU features it enables (detected at run time) and the bounds of every pointer it reads or writes.
+    unsafe {
+        match E::KIND {
+            Dtype::F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
+            Dtype::Bf16 => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
+                _mm_loadu_si128(p.cast()),
+            ))),
+            Dtype::F32 => _mm256_loadu_ps(p.cast()),
+        }
     }
 }
 
@@ -89,26 +92,29 @@ pub(crate) unsafe fn codes_avx2<E: Element, const INT4: bool>(
     codes: &mut [i8],
     ahead: usize,
 ) -> usize {
-    let whole = codes.len() / AVX2_LANES * AVX2_LANES;
-    assert!(row.len() >= whole * E::SIZE && scales.len() >= whole);
-    let order = _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
-    for i in (0..whole).step_by(AVX2_LANES) {
-        prefetch_line::<E>(row, i, ahead);
-        let x = row.as_ptr().add(i * E::SIZE);
-        let s = scales.as_ptr().add(i);
-        let a = code8::<INT4>(load8::<E>(x), _mm256_loadu_ps(s));
-        let b = code8::<INT4>(load8::<E>(x.add(8 * E::SIZE)), _mm256_loadu_ps(s.add(8)));
-        // Saturating packs keep the (already clamped) values; per 128-bit lane they give
-        // [a0..3 b0..3 a0..3 b0..3 | a4..7 b4..7 ...], so gather dwords 0, 4, 1, 5.
-        let words = _mm256_packs_epi32(a, b);
-        let bytes = _mm256_packs_epi16(words, words);
-        let ordered = _mm256_permutevar8x32_epi32(bytes, order);
-        _mm_storeu_si128(
-            codes.as_mut_ptr().add(i).cast(),
-            _mm256_castsi256_si128(ordered),
-        );
+    // SAFETY: the caller guarantees what this function's doc requires: the CPU features it enables (detected at run time) and the bounds of every pointer it reads or writes.
+    unsafe {
+        let whole = codes.len() / AVX2_LANES * AVX2_LANES;
+        assert!(row.len() >= whole * E::SIZE && scales.len() >= whole);
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
+        for i in (0..whole).step_by(AVX2_LANES) {
+            prefetch_line::<E>(row, i, ahead);
+            let x = row.as_ptr().add(i * E::SIZE);
+            let s = scales.as_ptr().add(i);
+            let a = code8::<INT4>(load8::<E>(x), _mm256_loadu_ps(s));
+            let b = code8::<INT4>(load8::<E>(x.add(8 * E::SIZE)), _mm256_loadu_ps(s.add(8)));
+            // Saturating packs keep the (already clamped) values; per 128-bit lane they give
+            // [a0..3 b0..3 a0..3 b0..3 | a4..7 b4..7 ...], so gather dwords 0, 4, 1, 5.
+            let words = _mm256_packs_epi32(a, b);
+            let bytes = _mm256_packs_epi16(words, words);
+            let ordered = _mm256_permutevar8x32_epi32(bytes, order);
+            _mm_storeu_si128(
+                codes.as_mut_ptr().add(i).cast(),
+                _mm256_castsi256_si128(ordered),
+            );
+        }
+        whole
     }
-    whole
 }
 
 /// Sixteen weights of type E at `p`, widened to f32.
@@ -117,12 +123,15 @@ pub(crate) unsafe fn codes_avx2<E: Element, const INT4: bool>(
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn load16<E: Element>(p: *const u8) -> __m512 {
-    match E::KIND {
-        Dtype::F16 => _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())),
-        Dtype::Bf16 => _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
-            _mm256_loadu_si256(p.cast()),
-        ))),
-        Dtype::F32 => _mm512_loadu_ps(p.cast()),
+    // SAFETY: the caller guarantees what this function's doc requires: the CPU features it enables (detected at run time) and the bounds of every pointer it reads or writes.
+    unsafe {
+        match E::KIND {
+            Dtype::F16 => _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())),
+            Dtype::Bf16 => _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
+                _mm256_loadu_si256(p.cast()),
+            ))),
+            Dtype::F32 => _mm512_loadu_ps(p.cast()),
+        }
     }
 }
 
@@ -140,43 +149,46 @@ pub(crate) unsafe fn codes_avx512<E: Element, const INT4: bool>(
     codes: &mut [i8],
     ahead: usize,
 ) -> usize {
-    let whole = codes.len() / AVX512_LANES * AVX512_LANES;
-    assert!(row.len() >= whole * E::SIZE && scales.len() >= whole);
-    let (limit, max_code) = if INT4 { (7.5, 7) } else { (127.5, 127) };
-    let limit = _mm512_set1_ps(limit);
-    let sign_bit = _mm512_set1_epi32(i32::MIN);
-    let one = _mm512_set1_epi32(1);
-    for i in (0..whole).step_by(AVX512_LANES) {
-        prefetch_line::<E>(row, i, ahead);
-        let x = load16::<E>(row.as_ptr().add(i * E::SIZE));
-        let ratio = _mm512_div_ps(x, _mm512_loadu_ps(scales.as_ptr().add(i)));
-        let bits = _mm512_castps_si512(ratio);
-        let magnitude = _mm512_castsi512_ps(_mm512_andnot_si512(sign_bit, bits));
-        let inside = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(magnitude, limit);
-        let edge = _mm512_castsi512_ps(_mm512_or_si512(
-            _mm512_castps_si512(limit),
-            _mm512_and_si512(bits, sign_bit),
-        ));
-        let bounded = _mm512_mask_blend_ps(inside, edge, ratio);
-        let whole = _mm512_cvttps_epi32(bounded);
-        let fraction = _mm512_sub_ps(bounded, _mm512_cvtepi32_ps(whole));
-        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(fraction, _mm512_set1_ps(0.5));
-        let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(fraction, _mm512_set1_ps(-0.5));
-        let code = _mm512_mask_add_epi32(whole, up, whole, one);
-        let code = _mm512_mask_sub_epi32(code, down, code, one);
-        let code = _mm512_max_epi32(
-            _mm512_min_epi32(code, _mm512_set1_epi32(max_code)),
-            _mm512_set1_epi32(-max_code),
-        );
-        let code = if INT4 {
-            let wild =
-                _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(magnitude, _mm512_set1_ps(2_147_483_648.0));
-            _mm512_mask_mov_epi32(code, wild, _mm512_set1_epi32(-7))
-        } else {
-            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(ratio, ratio);
-            _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(127))
-        };
-        _mm_storeu_si128(codes.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(code));
+    // SAFETY: the caller guarantees what this function's doc requires: the CPU features it enables (detected at run time) and the bounds of every pointer it reads or writes.
+    unsafe {
+        let whole = codes.len() / AVX512_LANES * AVX512_LANES;
+        assert!(row.len() >= whole * E::SIZE && scales.len() >= whole);
+        let (limit, max_code) = if INT4 { (7.5, 7) } else { (127.5, 127) };
+        let limit = _mm512_set1_ps(limit);
+        let sign_bit = _mm512_set1_epi32(i32::MIN);
+        let one = _mm512_set1_epi32(1);
+        for i in (0..whole).step_by(AVX512_LANES) {
+            prefetch_line::<E>(row, i, ahead);
+            let x = load16::<E>(row.as_ptr().add(i * E::SIZE));
+            let ratio = _mm512_div_ps(x, _mm512_loadu_ps(scales.as_ptr().add(i)));
+            let bits = _mm512_castps_si512(ratio);
+            let magnitude = _mm512_castsi512_ps(_mm512_andnot_si512(sign_bit, bits));
+            let inside = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(magnitude, limit);
+            let edge = _mm512_castsi512_ps(_mm512_or_si512(
+                _mm512_castps_si512(limit),
+                _mm512_and_si512(bits, sign_bit),
+            ));
+            let bounded = _mm512_mask_blend_ps(inside, edge, ratio);
+            let whole = _mm512_cvttps_epi32(bounded);
+            let fraction = _mm512_sub_ps(bounded, _mm512_cvtepi32_ps(whole));
+            let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(fraction, _mm512_set1_ps(0.5));
+            let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(fraction, _mm512_set1_ps(-0.5));
+            let code = _mm512_mask_add_epi32(whole, up, whole, one);
+            let code = _mm512_mask_sub_epi32(code, down, code, one);
+            let code = _mm512_max_epi32(
+                _mm512_min_epi32(code, _mm512_set1_epi32(max_code)),
+                _mm512_set1_epi32(-max_code),
+            );
+            let code = if INT4 {
+                let wild =
+                    _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(magnitude, _mm512_set1_ps(2_147_483_648.0));
+                _mm512_mask_mov_epi32(code, wild, _mm512_set1_epi32(-7))
+            } else {
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(ratio, ratio);
+                _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(127))
+            };
+            _mm_storeu_si128(codes.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(code));
+        }
+        whole
     }
-    whole
 }

@@ -13,25 +13,28 @@ use std::arch::x86_64::*;
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn range_avx2(values: &[f32]) -> (f32, f32) {
-    let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let chunks = values.chunks_exact(8);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        let v = _mm256_loadu_ps(chunk.as_ptr());
-        lo = _mm256_min_ps(v, lo);
-        hi = _mm256_max_ps(v, hi);
+    // SAFETY: the caller guarantees what this function's doc requires: the CPU features it enables (detected at run time) and the bounds of every pointer it reads or writes.
+    unsafe {
+        let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let chunks = values.chunks_exact(8);
+        let tail = chunks.remainder();
+        for chunk in chunks {
+            let v = _mm256_loadu_ps(chunk.as_ptr());
+            lo = _mm256_min_ps(v, lo);
+            hi = _mm256_max_ps(v, hi);
+        }
+        let (mut lanes_lo, mut lanes_hi) = ([0.0f32; 8], [0.0f32; 8]);
+        _mm256_storeu_ps(lanes_lo.as_mut_ptr(), lo);
+        _mm256_storeu_ps(lanes_hi.as_mut_ptr(), hi);
+        let (mut lo, mut hi) = (0.0f32, 0.0f32);
+        for &v in lanes_lo.iter().chain(tail) {
+            lo = lo.min(v);
+        }
+        for &v in lanes_hi.iter().chain(tail) {
+            hi = hi.max(v);
+        }
+        (lo, hi)
     }
-    let (mut lanes_lo, mut lanes_hi) = ([0.0f32; 8], [0.0f32; 8]);
-    _mm256_storeu_ps(lanes_lo.as_mut_ptr(), lo);
-    _mm256_storeu_ps(lanes_hi.as_mut_ptr(), hi);
-    let (mut lo, mut hi) = (0.0f32, 0.0f32);
-    for &v in lanes_lo.iter().chain(tail) {
-        lo = lo.min(v);
-    }
-    for &v in lanes_hi.iter().chain(tail) {
-        hi = hi.max(v);
-    }
-    (lo, hi)
 }
 
 /// Transposes eight rows of eight f32 lanes.
@@ -83,26 +86,29 @@ pub(crate) unsafe fn widen_transposed_avx2<E: Element>(
     stride: usize,
     out: &mut [f32],
 ) -> (usize, usize) {
-    let (rows, ks) = (count / 8 * 8, k / 8 * 8);
-    if rows == 0 || ks == 0 {
-        return (0, 0);
-    }
-    // Bounds of every access below, checked once.
-    assert!((ks - 1) * n + row0 + rows <= bytes.len() / E::SIZE);
-    assert!((rows - 1) * stride + ks <= out.len());
-    for kk in (0..ks).step_by(8) {
-        for r in (0..rows).step_by(8) {
-            let mut v = [_mm256_setzero_ps(); 8];
-            for (j, v) in v.iter_mut().enumerate() {
-                *v = load8::<E>(bytes.as_ptr().add(((kk + j) * n + row0 + r) * E::SIZE));
-            }
-            let t = transpose_8x8(v);
-            for (i, t) in t.iter().enumerate() {
-                _mm256_storeu_ps(out.as_mut_ptr().add((r + i) * stride + kk), *t);
+    // SAFETY: the caller guarantees what this function's doc requires: the CPU features it enables (detected at run time) and the bounds of every pointer it reads or writes.
+    unsafe {
+        let (rows, ks) = (count / 8 * 8, k / 8 * 8);
+        if rows == 0 || ks == 0 {
+            return (0, 0);
+        }
+        // Bounds of every access below, checked once.
+        assert!((ks - 1) * n + row0 + rows <= bytes.len() / E::SIZE);
+        assert!((rows - 1) * stride + ks <= out.len());
+        for kk in (0..ks).step_by(8) {
+            for r in (0..rows).step_by(8) {
+                let mut v = [_mm256_setzero_ps(); 8];
+                for (j, v) in v.iter_mut().enumerate() {
+                    *v = load8::<E>(bytes.as_ptr().add(((kk + j) * n + row0 + r) * E::SIZE));
+                }
+                let t = transpose_8x8(v);
+                for (i, t) in t.iter().enumerate() {
+                    _mm256_storeu_ps(out.as_mut_ptr().add((r + i) * stride + kk), *t);
+                }
             }
         }
+        (rows, ks)
     }
-    (rows, ks)
 }
 
 /// AVX-512 codes of a group, 16 at a time: `codes[i] = clamp(round(values[i] / s) +
@@ -120,27 +126,30 @@ pub(crate) unsafe fn group_codes_avx512(
     offset: i32,
     codes: &mut [u8],
 ) -> usize {
-    let whole = codes.len().min(values.len()) / 16 * 16;
-    let divisor = _mm512_set1_ps(s);
-    let one = _mm512_set1_epi32(1);
-    for i in (0..whole).step_by(16) {
-        let ratio = _mm512_div_ps(_mm512_loadu_ps(values.as_ptr().add(i)), divisor);
-        let ratio = _mm512_min_ps(
-            _mm512_max_ps(ratio, _mm512_set1_ps(-32.5)),
-            _mm512_set1_ps(32.5),
-        );
-        let whole = _mm512_cvttps_epi32(ratio);
-        let fraction = _mm512_sub_ps(ratio, _mm512_cvtepi32_ps(whole));
-        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(fraction, _mm512_set1_ps(0.5));
-        let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(fraction, _mm512_set1_ps(-0.5));
-        let code = _mm512_mask_add_epi32(whole, up, whole, one);
-        let code = _mm512_mask_sub_epi32(code, down, code, one);
-        let code = _mm512_add_epi32(code, _mm512_set1_epi32(offset));
-        let code = _mm512_min_epi32(
-            _mm512_max_epi32(code, _mm512_setzero_si512()),
-            _mm512_set1_epi32(15),
-        );
-        _mm_storeu_si128(codes.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(code));
+    // SAFETY: the caller guarantees what this function's doc requires: the CPU features it enables (detected at run time) and the bounds of every pointer it reads or writes.
+    unsafe {
+        let whole = codes.len().min(values.len()) / 16 * 16;
+        let divisor = _mm512_set1_ps(s);
+        let one = _mm512_set1_epi32(1);
+        for i in (0..whole).step_by(16) {
+            let ratio = _mm512_div_ps(_mm512_loadu_ps(values.as_ptr().add(i)), divisor);
+            let ratio = _mm512_min_ps(
+                _mm512_max_ps(ratio, _mm512_set1_ps(-32.5)),
+                _mm512_set1_ps(32.5),
+            );
+            let whole = _mm512_cvttps_epi32(ratio);
+            let fraction = _mm512_sub_ps(ratio, _mm512_cvtepi32_ps(whole));
+            let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(fraction, _mm512_set1_ps(0.5));
+            let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(fraction, _mm512_set1_ps(-0.5));
+            let code = _mm512_mask_add_epi32(whole, up, whole, one);
+            let code = _mm512_mask_sub_epi32(code, down, code, one);
+            let code = _mm512_add_epi32(code, _mm512_set1_epi32(offset));
+            let code = _mm512_min_epi32(
+                _mm512_max_epi32(code, _mm512_setzero_si512()),
+                _mm512_set1_epi32(15),
+            );
+            _mm_storeu_si128(codes.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(code));
+        }
+        whole
     }
-    whole
 }
