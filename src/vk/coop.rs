@@ -7,7 +7,7 @@ use super::device::Device;
 use super::memory::{storage_set, Buffer, MemoryKind};
 use super::pipeline::{shader_module, CoopKey};
 use super::shaders;
-use super::submit::{QueueLock, Submitter};
+use super::submit::{record_barrier, QueueLock, Submitter, SHADER_TO_HOST};
 use crate::error::{Error, Result};
 use crate::layout::coop::{a_element, b_element, c_element};
 use ash::vk;
@@ -165,9 +165,6 @@ pub fn probe(device: &Arc<Device>, lock: Option<&QueueLock>) -> Result<()> {
     let set = unsafe { storage_set(d, objects.pool, objects.set_layout, &[&out]) }?;
     let mut submitter = Submitter::new(device)?;
     submitter.run(lock, |cmd| {
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-            .dst_access_mask(vk::AccessFlags::HOST_READ)];
         // SAFETY: recording into q4vk's own command buffer with its own objects.
         unsafe {
             d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, objects.pipeline);
@@ -180,15 +177,8 @@ pub fn probe(device: &Arc<Device>, lock: Option<&QueueLock>) -> Result<()> {
                 &[],
             );
             d.cmd_dispatch(cmd, 1, 1, 1);
-            d.cmd_pipeline_barrier(
-                cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            );
+            let [src, dst] = SHADER_TO_HOST;
+            record_barrier(d, cmd, src, dst);
         }
         Ok(())
     })?;

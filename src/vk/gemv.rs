@@ -365,21 +365,9 @@ pub fn gemv_host(
     let lock = ctx.queue_lock;
     exec.submitter.run(lock.as_ref(), |cmd| {
         record(ctx, cmd, mat, xr, yr, &p)?;
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-            .dst_access_mask(vk::AccessFlags::HOST_READ)];
+        let [src, dst] = super::submit::SHADER_TO_HOST;
         // SAFETY: recording into q4vk's own command buffer.
-        unsafe {
-            ctx.device.device.cmd_pipeline_barrier(
-                cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            )
-        };
+        unsafe { super::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
         Ok(())
     })?;
     // SAFETY: f32 slice viewed as bytes; the device finished (fence waited).

@@ -61,20 +61,20 @@ pub fn upload_with(ctx: &Context, len: usize, fill: impl FnOnce(&mut [u8])) -> R
         let d = &ctx.device.device;
         let region = [vk::BufferCopy::default().size(len.max(4) as u64)];
         // Later dispatches read what the copy wrote.
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(vk::AccessFlags::SHADER_READ)];
-        // SAFETY: both buffers are ours and large enough.
+        // SAFETY: both buffers are ours and large enough; q4vk's own command buffer.
         unsafe {
             d.cmd_copy_buffer(cmd, staging.buffer, buffer.buffer, &region);
-            d.cmd_pipeline_barrier(
+            super::submit::record_barrier(
+                d,
                 cmd,
-                vk::PipelineStageFlags::TRANSFER,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
+                (
+                    vk::PipelineStageFlags::TRANSFER,
+                    vk::AccessFlags::TRANSFER_WRITE,
+                ),
+                (
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::AccessFlags::SHADER_READ,
+                ),
             );
         }
         Ok(())

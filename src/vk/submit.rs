@@ -52,6 +52,43 @@ pub fn fail_next_wait(result: vk::Result) {
 // SAFETY: used only behind the context's mutex.
 unsafe impl Send for Submitter {}
 
+/// Records a global memory barrier: writes of `src` (stage, access) before accesses of
+/// `dst`.
+///
+/// # Safety
+/// `cmd` is a command buffer of `device` in the recording state, outside a render pass.
+pub unsafe fn record_barrier(
+    device: &ash::Device,
+    cmd: vk::CommandBuffer,
+    src: (vk::PipelineStageFlags, vk::AccessFlags),
+    dst: (vk::PipelineStageFlags, vk::AccessFlags),
+) {
+    let barrier = [vk::MemoryBarrier::default()
+        .src_access_mask(src.1)
+        .dst_access_mask(dst.1)];
+    // SAFETY: the caller's contract.
+    unsafe {
+        device.cmd_pipeline_barrier(
+            cmd,
+            src.0,
+            dst.0,
+            vk::DependencyFlags::empty(),
+            &barrier,
+            &[],
+            &[],
+        )
+    }
+}
+
+/// Shader writes before host reads (results read back after the fence).
+pub const SHADER_TO_HOST: [(vk::PipelineStageFlags, vk::AccessFlags); 2] = [
+    (
+        vk::PipelineStageFlags::COMPUTE_SHADER,
+        vk::AccessFlags::SHADER_WRITE,
+    ),
+    (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ),
+];
+
 impl Submitter {
     /// Creates the pool, command buffer and fence on q4vk's queue family.
     pub fn new(device: &Arc<Device>) -> Result<Submitter> {
