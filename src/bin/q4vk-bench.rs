@@ -27,13 +27,12 @@ use q4vk::error::{Error, Result};
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::gemv::{self, BufferRange, GemvParams};
+use q4vk::vk::kernel::Kernel;
 use q4vk::vk::log::Logger;
 use q4vk::vk::matrix::{upload, DeviceMatrix};
-use q4vk::vk::memory::{storage_set, Buffer, MemoryKind};
-use q4vk::vk::pipeline::shader_module;
+use q4vk::vk::memory::{Buffer, MemoryKind};
 use q4vk::vk::shaders;
 use std::borrow::Cow;
-use std::sync::Arc;
 
 const SHAPES: [(usize, usize); 5] = [
     (4096, 4096),
@@ -63,119 +62,6 @@ struct Options {
     /// Untimed 256 MB (quick: 16 MB) copies before each timed series.
     warm: usize,
     cold_bytes: u64,
-}
-
-/// A compute pipeline with `bindings` storage buffers and `push` bytes of push constants.
-struct Kernel {
-    device: Arc<q4vk::vk::device::Device>,
-    module: vk::ShaderModule,
-    set_layout: vk::DescriptorSetLayout,
-    layout: vk::PipelineLayout,
-    pipeline: vk::Pipeline,
-    pool: vk::DescriptorPool,
-}
-
-impl Kernel {
-    fn new(ctx: &Context, spv: &[u8], bindings: u32, push: u32, max_sets: u32) -> Result<Kernel> {
-        let device = ctx.device.clone();
-        let d = &device.device;
-        let vk_err = |call| move |e| Error::vk(call, e);
-        unsafe {
-            let module = shader_module(d, spv)?;
-            let b: Vec<_> = (0..bindings)
-                .map(|i| {
-                    vk::DescriptorSetLayoutBinding::default()
-                        .binding(i)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .descriptor_count(1)
-                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                })
-                .collect();
-            let set_layout = d
-                .create_descriptor_set_layout(
-                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&b),
-                    None,
-                )
-                .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
-            let sets = [set_layout];
-            let ranges = [vk::PushConstantRange::default()
-                .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                .size(push)];
-            let layout = d
-                .create_pipeline_layout(
-                    &vk::PipelineLayoutCreateInfo::default()
-                        .set_layouts(&sets)
-                        .push_constant_ranges(&ranges),
-                    None,
-                )
-                .map_err(vk_err("vkCreatePipelineLayout"))?;
-            let stage = vk::PipelineShaderStageCreateInfo::default()
-                .stage(vk::ShaderStageFlags::COMPUTE)
-                .module(module)
-                .name(c"main");
-            let info = [vk::ComputePipelineCreateInfo::default()
-                .stage(stage)
-                .layout(layout)];
-            let pipeline = d
-                .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
-                .map_err(|(_, e)| Error::vk("vkCreateComputePipelines", e))?[0];
-            let sizes = [vk::DescriptorPoolSize {
-                ty: vk::DescriptorType::STORAGE_BUFFER,
-                descriptor_count: bindings * max_sets,
-            }];
-            let pool = d
-                .create_descriptor_pool(
-                    &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(max_sets)
-                        .pool_sizes(&sizes),
-                    None,
-                )
-                .map_err(vk_err("vkCreateDescriptorPool"))?;
-            Ok(Kernel {
-                device,
-                module,
-                set_layout,
-                layout,
-                pipeline,
-                pool,
-            })
-        }
-    }
-
-    fn set(&self, buffers: &[&Buffer]) -> Result<vk::DescriptorSet> {
-        // SAFETY: the pool and layout are this kernel's; the pool was sized for the sets used.
-        unsafe { storage_set(&self.device.device, self.pool, self.set_layout, buffers) }
-    }
-
-    fn record(&self, cmd: vk::CommandBuffer, set: vk::DescriptorSet, push: &[u8], groups: u32) {
-        let d = &self.device.device;
-        unsafe {
-            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline);
-            d.cmd_bind_descriptor_sets(
-                cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                self.layout,
-                0,
-                &[set],
-                &[],
-            );
-            d.cmd_push_constants(cmd, self.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
-            d.cmd_dispatch(cmd, groups, 1, 1);
-        }
-    }
-}
-
-impl Drop for Kernel {
-    fn drop(&mut self) {
-        let d = &self.device.device;
-        unsafe {
-            d.destroy_descriptor_pool(self.pool, None);
-            d.destroy_pipeline(self.pipeline, None);
-            d.destroy_pipeline_layout(self.layout, None);
-            d.destroy_descriptor_set_layout(self.set_layout, None);
-            d.destroy_shader_module(self.module, None);
-        }
-    }
 }
 
 /// Times `iters` runs of `record(cmd, i)`, each between two timestamps and separated by
@@ -312,7 +198,7 @@ impl Copy {
         let size = size.min(ctx.device.info.max_storage_range / 16 * 16);
         let src = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
         let dst = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
-        let kernel = Kernel::new(ctx, shaders::COPY, 2, 4, 1)?;
+        let kernel = Kernel::new(&ctx.device, shaders::COPY, 2, 4, 1)?;
         let set = kernel.set(&[&src, &dst])?;
         Ok(Copy {
             kernel,
@@ -326,8 +212,12 @@ impl Copy {
     fn record(&self, cmd: vk::CommandBuffer) {
         let count = (self.size / 16) as u32;
         let groups = count.div_ceil(256).min(65535);
-        self.kernel
-            .record(cmd, self.set, &count.to_ne_bytes(), groups);
+        // SAFETY: `cmd` is recording (the bench's own submissions); the buffers live as
+        // long as `self`.
+        unsafe {
+            self.kernel
+                .record(cmd, self.set, &count.to_ne_bytes(), groups)
+        };
     }
 
     /// Bytes read + written per second (GB/s), median of `iters` copies (after `warm`
@@ -433,7 +323,7 @@ fn time_naive(
 ) -> Result<f64> {
     let naive_bytes = (n * k / 2 + 8 * n) as u64;
     let copies = (opt.cold_bytes.div_ceil(naive_bytes) + 1) as usize;
-    let kernel = Kernel::new(ctx, shaders::NAIVE, 4, 8, copies as u32)?;
+    let kernel = Kernel::new(&ctx.device, shaders::NAIVE, 4, 8, copies as u32)?;
     let sz: Vec<u8> = (0..n)
         .flat_map(|_| [0.01f32.to_le_bytes(), 8.0f32.to_le_bytes()].concat())
         .collect();
@@ -455,7 +345,8 @@ fn time_naive(
         .collect();
     let iters = if opt.quick { 3 } else { opt.iters.min(20) }.max(copies);
     time_runs(ctx, iters, Some((probe, opt.warm)), |cmd, i| {
-        kernel.record(cmd, naive[i % copies].1, &push, (n as u32).div_ceil(64));
+        // SAFETY: `cmd` is recording; the buffers outlive the submission.
+        unsafe { kernel.record(cmd, naive[i % copies].1, &push, (n as u32).div_ceil(64)) };
         Ok(())
     })
 }

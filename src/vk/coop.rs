@@ -4,8 +4,9 @@
 //! and `layout::coop` are written for.
 
 use super::device::Device;
-use super::memory::{storage_set, Buffer, MemoryKind};
-use super::pipeline::{shader_module, CoopKey};
+use super::kernel::Kernel;
+use super::memory::{Buffer, MemoryKind};
+use super::pipeline::CoopKey;
 use super::shaders;
 use super::submit::{record_barrier, QueueLock, Submitter, SHADER_TO_HOST};
 use crate::error::{Error, Result};
@@ -158,27 +159,17 @@ const PROBE_WORDS: usize = 515;
 /// sits where `layout::coop` puts it: `Ok`, or an error that says what differs (or
 /// which Vulkan call failed); the context then uses the SIMT kernels.
 pub fn probe(device: &Arc<Device>, lock: Option<&QueueLock>) -> Result<()> {
-    let d = &device.device;
     let out = Buffer::new(device, 4 * PROBE_WORDS as u64, MemoryKind::Readback)?;
-    let objects = ProbeObjects::new(device)?;
-    // SAFETY: the pool and layout were made for one set of one storage buffer.
-    let set = unsafe { storage_set(d, objects.pool, objects.set_layout, &[&out]) }?;
+    let kernel = Kernel::new(device, shaders::COOP_PROBE, 1, 0, 1)?;
+    let set = kernel.set(&[&out])?;
     let mut submitter = Submitter::new(device)?;
     submitter.run(lock, |cmd| {
-        // SAFETY: recording into q4vk's own command buffer with its own objects.
+        let [src, dst] = SHADER_TO_HOST;
+        // SAFETY: q4vk's own command buffer, recording; the set's buffer lives until the
+        // submission was waited for.
         unsafe {
-            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, objects.pipeline);
-            d.cmd_bind_descriptor_sets(
-                cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                objects.layout,
-                0,
-                &[set],
-                &[],
-            );
-            d.cmd_dispatch(cmd, 1, 1, 1);
-            let [src, dst] = SHADER_TO_HOST;
-            record_barrier(d, cmd, src, dst);
+            kernel.record(cmd, set, &[], 1);
+            record_barrier(&device.device, cmd, src, dst);
         }
         Ok(())
     })?;
@@ -216,89 +207,6 @@ pub fn mapping_matches(v: &[f32]) -> bool {
                 && v[384 + 4 * lane + e] == (8 * r + c) as f32
         })
     })
-}
-
-/// The probe's pipeline and its descriptor objects (destroyed on drop).
-struct ProbeObjects {
-    device: Arc<Device>,
-    set_layout: vk::DescriptorSetLayout,
-    layout: vk::PipelineLayout,
-    pool: vk::DescriptorPool,
-    module: vk::ShaderModule,
-    pipeline: vk::Pipeline,
-}
-
-impl ProbeObjects {
-    fn new(device: &Arc<Device>) -> Result<ProbeObjects> {
-        let d = &device.device;
-        let mut this = ProbeObjects {
-            device: device.clone(),
-            set_layout: vk::DescriptorSetLayout::null(),
-            layout: vk::PipelineLayout::null(),
-            pool: vk::DescriptorPool::null(),
-            module: vk::ShaderModule::null(),
-            pipeline: vk::Pipeline::null(),
-        };
-        let binding = [vk::DescriptorSetLayoutBinding::default()
-            .binding(0)
-            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-            .descriptor_count(1)
-            .stage_flags(vk::ShaderStageFlags::COMPUTE)];
-        let sizes = [vk::DescriptorPoolSize {
-            ty: vk::DescriptorType::STORAGE_BUFFER,
-            descriptor_count: 1,
-        }];
-        // SAFETY: valid create infos; Drop destroys whatever was created.
-        unsafe {
-            this.set_layout = d
-                .create_descriptor_set_layout(
-                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&binding),
-                    None,
-                )
-                .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
-            let sets = [this.set_layout];
-            this.layout = d
-                .create_pipeline_layout(
-                    &vk::PipelineLayoutCreateInfo::default().set_layouts(&sets),
-                    None,
-                )
-                .map_err(|e| Error::vk("vkCreatePipelineLayout", e))?;
-            this.pool = d
-                .create_descriptor_pool(
-                    &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(1)
-                        .pool_sizes(&sizes),
-                    None,
-                )
-                .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
-            this.module = shader_module(d, shaders::COOP_PROBE)?;
-            let stage = vk::PipelineShaderStageCreateInfo::default()
-                .stage(vk::ShaderStageFlags::COMPUTE)
-                .module(this.module)
-                .name(c"main");
-            let info = [vk::ComputePipelineCreateInfo::default()
-                .stage(stage)
-                .layout(this.layout)];
-            this.pipeline = d
-                .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
-                .map_err(|(_, e)| Error::vk("vkCreateComputePipelines", e))?[0];
-        }
-        Ok(this)
-    }
-}
-
-impl Drop for ProbeObjects {
-    fn drop(&mut self) {
-        let d = &self.device.device;
-        // SAFETY: ours; the probe's submission was waited for (or never made).
-        unsafe {
-            d.destroy_pipeline(self.pipeline, None);
-            d.destroy_shader_module(self.module, None);
-            d.destroy_descriptor_pool(self.pool, None);
-            d.destroy_pipeline_layout(self.layout, None);
-            d.destroy_descriptor_set_layout(self.set_layout, None);
-        }
-    }
 }
 
 #[cfg(test)]
