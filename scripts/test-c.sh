@@ -8,7 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="$root/build/c-test"
 prefix="$work/install"
-vectors="${1:-$root/../shared/vectors/paddle}"
+vectors="${1:-$root/tests/data/paddle}"
 jobs="$(nproc 2>/dev/null || echo 2)"
 
 "$root/scripts/install.sh" "$prefix"
