@@ -44,18 +44,12 @@ NCNN_SDIST_SHA256=ad8cdd63e9755cfa8e23b9b6d9ce46156077d80298a89e7c3ba325ffccfca2
 NCNN_FAKETIME='2026-10-20 12:00:00'
 
 CACHE_ROOT=${Q4VK_CACHE:-$HOME/.cache/q4vk}
-ROOT=$CACHE_ROOT/ncnn-$NCNN_VERSION
-SDIST=$ROOT/ncnn-$NCNN_VERSION.tar.gz
-SRC=$ROOT/src
-BUILD=$ROOT/build
-PREFIX=$ROOT/install
-STAMP=$ROOT/install.stamp
+SDIST=$CACHE_ROOT/sdist/ncnn-$NCNN_VERSION.tar.gz
 JOBS=${JOBS:-$(nproc)}
 NCNN_LAYERS="Input Split InnerProduct Flatten Packing Cast"
 
 CMAKE_OPTS=(
   -DCMAKE_BUILD_TYPE=Release
-  -DCMAKE_INSTALL_PREFIX="$PREFIX"
   # CMakeLists.txt defaults NCNN_VERSION to the BUILD date (string(TIMESTAMP)),
   # which lands in platform.h NCNN_VERSION_STRING and ncnnConfig.cmake; pin it.
   -DNCNN_VERSION="${NCNN_VERSION##*.}"
@@ -85,13 +79,20 @@ die() { log "ERROR: $*"; exit 1; }
 
 # Stamp content identifies sdist + options, so changing options here rebuilds.
 STAMP_CONTENT="$NCNN_SDIST_SHA256 ${CMAKE_OPTS[*]} layers: $NCNN_LAYERS"
+# One directory per option set: builds with other options (another checkout, an older
+# revision of this script) live beside this one instead of evicting it.
+ROOT=$CACHE_ROOT/ncnn-$NCNN_VERSION-$(sha256sum <<<"$STAMP_CONTENT" | cut -c1-12)
+SRC=$ROOT/src
+BUILD=$ROOT/build
+PREFIX=$ROOT/install
+STAMP=$ROOT/install.stamp
 
 emit() {
   echo "-Dncnn_DIR=$PREFIX/lib/cmake/ncnn"
   echo "$PREFIX"
 }
 
-mkdir -p "$ROOT"
+mkdir -p "$ROOT" "$(dirname "$SDIST")"
 # Serialize concurrent runs (several engineers / CI jobs share the cache).
 exec 9>"$ROOT/.lock"
 flock 9
@@ -167,7 +168,7 @@ run_logged() {
 }
 
 log "configuring (log: $BUILD_LOG)"
-run_logged cmake -S "$SRC" -B "$BUILD" "${CMAKE_OPTS[@]}" "${LAYER_OPTS[@]}"
+run_logged cmake -S "$SRC" -B "$BUILD" -DCMAKE_INSTALL_PREFIX="$PREFIX" "${CMAKE_OPTS[@]}" "${LAYER_OPTS[@]}"
 log "building with $JOBS jobs (nice 19)"
 run_logged cmake --build "$BUILD" --parallel "$JOBS"
 log "installing to $PREFIX"
