@@ -64,8 +64,8 @@ else
 fi
 
 # ncnn: the Q4Linear custom layer (q4vk's exported kernel in ncnn's own pipeline and
-# command buffer) against ncnn's InnerProduct, validation on. ncnn itself is built once
-# (~17 min on 2 cores) into ${Q4VK_CACHE:-$HOME/.cache/q4vk} and reused after that.
+# command buffer) against ncnn's InnerProduct, validation on. ncnn itself (only the layers
+# the test uses) is built once into ${Q4VK_CACHE:-$HOME/.cache/q4vk} and reused after that.
 echo
 echo "== ncnn custom layer (examples_c/ncnn/run.sh)"
 Q4VK_PREFIX="$prefix" NCNN_Q4_BUILD="$work/ncnn" "$root/examples_c/ncnn/run.sh" || status=1
