@@ -1,7 +1,8 @@
 /* Pins the C ABI of q4vk.h in C11: sizeof/offsetof of every public struct, the type of
  * every field and alias, and the value of every constant. Included first and alone, so it
  * also proves the header compiles standalone as C11 (with -Wpedantic -Werror). A change
- * here is an ABI change: API.md allows only new trailing fields and new constants. */
+ * here is an ABI change: the ABI policy (README) allows only new trailing fields and new
+ * constants. */
 #include "q4vk.h"
 
 #include <stddef.h>
@@ -102,7 +103,7 @@ int main(void) {
         d.dtype != Q4VK_DTYPE_F16 || d.arch != 80 || d.group_size != -1 || d.threads != 0 ||
         d.k != 0 || d.n != 0) {
         printf("FAIL: q4vk_weight_quantize_desc_default: struct_size %u (sizeof %zu), algo %u, "
-               "dtype %u, arch %d, group_size %d, threads %u, k %llu, n %llu; API.md: 40, "
+               "dtype %u, arch %d, group_size %d, threads %u, k %llu, n %llu; expected 40, "
                "INT4, F16, 80, -1, 0, 0, 0\n",
                d.struct_size, sizeof d, d.algo, d.dtype, d.arch, d.group_size, d.threads,
                (unsigned long long)d.k, (unsigned long long)d.n);

@@ -55,7 +55,7 @@ static_assert(Q4VK_DTYPE_BF16 == 2, "Q4VK_DTYPE_BF16");
 static_assert(Q4VK_ALGO_WEIGHT_ONLY_INT8 == 0, "Q4VK_ALGO_WEIGHT_ONLY_INT8");
 static_assert(Q4VK_ALGO_WEIGHT_ONLY_INT4 == 1, "Q4VK_ALGO_WEIGHT_ONLY_INT4");
 
-// Function signatures, exactly as API.md declares them.
+// Function signatures of the v0 contract, exactly.
 #define SIG(fn, type) static_assert(std::is_same<decltype(&fn), type>::value, #fn " signature")
 SIG(q4vk_version, uint32_t (*)(void));
 SIG(q4vk_version_string, const char *(*)(void));

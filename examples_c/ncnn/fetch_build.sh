@@ -25,8 +25,14 @@
 #     expects; Debian 12 has no glslang-dev installed here and its API differs.
 #     The bundled glslang is built statically and installed next to ncnn
 #     (libglslang.a, libSPIRV.a ... ; ncnnConfig.cmake finds them).
-#   * No python/tools/examples/benchmark/tests, NCNN_RUNTIME_CPU=OFF and every
-#     x86 ISA variant above SSE2 OFF: the build is then a few minutes on 2 cores.
+#   * No python/tools/examples/benchmark/tests/C API/pixel helpers,
+#     NCNN_RUNTIME_CPU=OFF and every x86 ISA variant above SSE2 OFF.
+#   * Only the layers in NCNN_LAYERS are built (WITH_LAYER_<name>=OFF for every
+#     other layer ncnn's src/CMakeLists.txt declares): what q4linear_test's net
+#     and smoke.cpp's net instantiate (Input, Split, InnerProduct) plus what
+#     ncnn creates internally on the Vulkan path (Flatten inside InnerProduct,
+#     Packing for layout conversions, Cast for storage-type conversions). A net
+#     that names another layer fails load_param with "layer ... not exists".
 set -euo pipefail
 
 NCNN_VERSION=1.0.20261020
@@ -38,17 +44,12 @@ NCNN_SDIST_SHA256=ad8cdd63e9755cfa8e23b9b6d9ce46156077d80298a89e7c3ba325ffccfca2
 NCNN_FAKETIME='2026-10-20 12:00:00'
 
 CACHE_ROOT=${Q4VK_CACHE:-$HOME/.cache/q4vk}
-ROOT=$CACHE_ROOT/ncnn-$NCNN_VERSION
-SDIST=$ROOT/ncnn-$NCNN_VERSION.tar.gz
-SRC=$ROOT/src
-BUILD=$ROOT/build
-PREFIX=$ROOT/install
-STAMP=$ROOT/install.stamp
+SDIST=$CACHE_ROOT/sdist/ncnn-$NCNN_VERSION.tar.gz
 JOBS=${JOBS:-$(nproc)}
+NCNN_LAYERS="Input Split InnerProduct Flatten Packing Cast"
 
 CMAKE_OPTS=(
   -DCMAKE_BUILD_TYPE=Release
-  -DCMAKE_INSTALL_PREFIX="$PREFIX"
   # CMakeLists.txt defaults NCNN_VERSION to the BUILD date (string(TIMESTAMP)),
   # which lands in platform.h NCNN_VERSION_STRING and ncnnConfig.cmake; pin it.
   -DNCNN_VERSION="${NCNN_VERSION##*.}"
@@ -62,6 +63,8 @@ CMAKE_OPTS=(
   -DNCNN_BUILD_BENCHMARK=OFF
   -DNCNN_BUILD_TESTS=OFF
   -DNCNN_RUNTIME_CPU=OFF
+  -DNCNN_C_API=OFF
+  -DNCNN_PIXEL=OFF -DNCNN_PIXEL_ROTATE=OFF -DNCNN_PIXEL_AFFINE=OFF -DNCNN_PIXEL_DRAWING=OFF
   # x86 ISA variants (CMakeLists.txt ~line 735-820); SSE2 stays (x86-64 baseline).
   # The nested ones are only defined when NCNN_AVX is ON; set anyway.
   -DNCNN_AVX=OFF -DNCNN_FMA=OFF -DNCNN_FMA4=OFF -DNCNN_XOP=OFF -DNCNN_F16C=OFF
@@ -75,14 +78,21 @@ log() { printf '[ncnn] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # Stamp content identifies sdist + options, so changing options here rebuilds.
-STAMP_CONTENT="$NCNN_SDIST_SHA256 ${CMAKE_OPTS[*]}"
+STAMP_CONTENT="$NCNN_SDIST_SHA256 ${CMAKE_OPTS[*]} layers: $NCNN_LAYERS"
+# One directory per option set: builds with other options (another checkout, an older
+# revision of this script) live beside this one instead of evicting it.
+ROOT=$CACHE_ROOT/ncnn-$NCNN_VERSION-$(sha256sum <<<"$STAMP_CONTENT" | cut -c1-12)
+SRC=$ROOT/src
+BUILD=$ROOT/build
+PREFIX=$ROOT/install
+STAMP=$ROOT/install.stamp
 
 emit() {
   echo "-Dncnn_DIR=$PREFIX/lib/cmake/ncnn"
   echo "$PREFIX"
 }
 
-mkdir -p "$ROOT"
+mkdir -p "$ROOT" "$(dirname "$SDIST")"
 # Serialize concurrent runs (several engineers / CI jobs share the cache).
 exec 9>"$ROOT/.lock"
 flock 9
@@ -138,6 +148,16 @@ mkdir -p "$SRC"
 tar -xzf "$SDIST" -C "$SRC" --strip-components=1
 [[ -f "$SRC/CMakeLists.txt" && -f "$SRC/glslang/CMakeLists.txt" ]] || die "unexpected sdist layout"
 
+# WITH_LAYER_<lowercase name>=OFF for every declared layer not in NCNN_LAYERS.
+LAYER_OPTS=()
+declared=$(sed -n 's/^ncnn_add_layer(\([A-Za-z0-9_]*\).*/\1/p' "$SRC/src/CMakeLists.txt")
+for keep in $NCNN_LAYERS; do
+  grep -qx "$keep" <<<"$declared" || die "layer $keep is not declared in ncnn's src/CMakeLists.txt"
+done
+for layer in $declared; do
+  [[ " $NCNN_LAYERS " == *" $layer "* ]] || LAYER_OPTS+=("-DWITH_LAYER_${layer,,}=OFF")
+done
+
 BUILD_LOG=$ROOT/build.log
 : >"$BUILD_LOG"
 run_logged() {
@@ -148,7 +168,7 @@ run_logged() {
 }
 
 log "configuring (log: $BUILD_LOG)"
-run_logged cmake -S "$SRC" -B "$BUILD" "${CMAKE_OPTS[@]}"
+run_logged cmake -S "$SRC" -B "$BUILD" -DCMAKE_INSTALL_PREFIX="$PREFIX" "${CMAKE_OPTS[@]}" "${LAYER_OPTS[@]}"
 log "building with $JOBS jobs (nice 19)"
 run_logged cmake --build "$BUILD" --parallel "$JOBS"
 log "installing to $PREFIX"

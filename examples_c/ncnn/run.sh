@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Q4Linear ncnn custom layer, end to end: fetch + build ncnn with Vulkan (cached in
-# ${Q4VK_CACHE:-$HOME/.cache/q4vk}; ~17 min once, then instant), install q4vk (or use
+# ${Q4VK_CACHE:-$HOME/.cache/q4vk}; a few minutes once, then instant), install q4vk (or use
 # Q4VK_PREFIX), configure + build examples_c/ncnn, and run q4linear_test on the Vulkan
 # device (lavapipe on CPU-only machines) under the Khronos validation layer. Exit status
 # 0 = every case matched ncnn's InnerProduct to ||d||/||ref|| < 1e-5 and the validation

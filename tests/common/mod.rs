@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-/// Directory of the golden vectors, relative to the repository root.
+/// Directory of a golden-vector set in `tests/data` (provenance in `tests/data/README.md`).
 pub fn vectors_dir(set: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/vectors")
+        .join("tests/data")
         .join(set)
 }
 
