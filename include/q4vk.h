@@ -622,7 +622,8 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
 // another `VkDevice`), `UNSUPPORTED` (m > 8; a context without a queue; m·k or m·n floats
-// beyond the device's `maxStorageBufferRange`), `BUFFER_TOO_SMALL`, `VULKAN`,
+// beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
+// with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
 // `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
 // `OUT_OF_*_MEMORY`. Thread-safe: calls on one context are
 // serialized.
@@ -642,7 +643,9 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 // (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the
 // context's device: matrix buffers are `VK_SHARING_MODE_CONCURRENT` over all of the
 // device's queue families when it has more than one, so no ownership transfer is needed).
-// `mat` may come from any context of the same `VkDevice`. Nothing is recorded on error.
+// `mat` may come from any context of the same `VkDevice` that runs the same kernel path
+// (a matrix made by a tensor-core context needs a tensor-core context: else
+// `UNSUPPORTED`). Nothing is recorded on error.
 //
 // State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
 // (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
