@@ -34,6 +34,7 @@ layout(local_size_x_id = 0) in;
 #define SPEC_SUBGROUP_SIZE 6
 #define SPEC_UNROLL 7
 #define SPEC_SPLIT 8
+#define SPEC_HAS_OFFSETS 9
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
@@ -46,6 +47,12 @@ layout(constant_id = SPEC_X_F16) const bool X_F16 = false;     // activations ar
 layout(constant_id = SPEC_SUBGROUP_SIZE) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
 layout(constant_id = SPEC_UNROLL) const uint UNROLL = 1;       // chunks per row per step
 layout(constant_id = SPEC_SPLIT) const uint SPLIT = 1;         // invocations sharing a chunk (divides ROWS)
+#ifdef EXPORT
+const bool HAS_OFFSETS = false;
+#else
+// Per-group f32 offsets in binding 2 (w = s·u + b, no zero point: GGUF Q4_1 / Q4_K).
+layout(constant_id = SPEC_HAS_OFFSETS) const bool HAS_OFFSETS = false;
+#endif
 
 #include "q4_common.glsl"
 
@@ -53,6 +60,7 @@ layout(constant_id = SPEC_SPLIT) const uint SPLIT = 1;         // invocations sh
 layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { uint s[]; };
 layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
+layout(set = 0, binding = 2) readonly buffer Offsets { float group_offset[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
@@ -74,10 +82,23 @@ float scale_at(uint i) {
 }
 
 float zero_at(uint i) {
+    if (HAS_OFFSETS) {
+        return 0.0;
+    }
     if (!HAS_ZEROS) {
         return 8.0;
     }
     return float((z[i >> 2] >> (8u * (i & 3u))) & 0xFFu);
+}
+
+float offset_at(uint i) {
+    return HAS_OFFSETS ? group_offset[i] : 0.0;
+}
+
+// Sum of a chunk's 32 activations (the offsets' term b · Σx).
+float sum8(vec4 xv[8]) {
+    vec4 t = (xv[0] + xv[1]) + (xv[2] + xv[3]) + ((xv[4] + xv[5]) + (xv[6] + xv[7]));
+    return (t.x + t.y) + (t.z + t.w);
 }
 
 // One activation, 0 past K.
@@ -154,6 +175,7 @@ void main() {
         uvec4 wv[UR];
         float sc[UR];
         vec4 off[UR];
+        float ob[UR];
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
             uint c = min(c0 + u * STRIDE, last_chunk);
             uint g = c >> p.group_shift;
@@ -162,6 +184,7 @@ void main() {
                 wv[u * RPI + r] = w[row * p.chunks + c];
                 sc[u * RPI + r] = scale_at(row * p.groups + g);
                 off[u * RPI + r] = nibble_offset(zero_at(row * p.groups + g));
+                ob[u * RPI + r] = offset_at(row * p.groups + g);
             }
         }
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
@@ -171,13 +194,15 @@ void main() {
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 vec4 xv[8];
                 load_x(mi, c, xv);
+                float xsum = HAS_OFFSETS ? sum8(xv) : 0.0;
                 [[unroll]] for (uint r = 0u; r < RPI; r++) {
                     uint i = u * RPI + r;
                     float t = dot8_acc(wv[i].x, xv[0], xv[1], off[i], 0.0);
                     t = dot8_acc(wv[i].y, xv[2], xv[3], off[i], t);
                     t = dot8_acc(wv[i].z, xv[4], xv[5], off[i], t);
                     t = dot8_acc(wv[i].w, xv[6], xv[7], off[i], t);
-                    acc[mi * RPI + r] += live ? sc[i] * t : 0.0;
+                    float v = HAS_OFFSETS ? fma(sc[i], t, ob[i] * xsum) : sc[i] * t;
+                    acc[mi * RPI + r] += live ? v : 0.0;
                 }
             }
         }

@@ -3,6 +3,7 @@
 // 16 x 8 x 16), exact by construction:
 //
 //   y[mi][row] = sum over blocks b of  s[row][g(b)] * 2^e[mi][b] * sum_{k in b} (u - z) * x'
+//                (+ o[row][g(b)] * sum_{k in b} x, for matrices with per-group offsets)
 //
 // * A (16 rows x 16 k) holds u - z, exact in f16 (|u - z| <= 15). Each invocation's eight
 //   elements come from one 32-bit word of the matrix (8 codes, laid out on the host in the
@@ -46,6 +47,9 @@ layout(constant_id = 2) const uint M = 1;             // activation rows, 1..8
 layout(constant_id = 3) const bool HAS_ZEROS = false; // per-group zero points (else 8)
 layout(constant_id = 4) const bool X_F16 = false;     // activations are f16 (else f32)
 layout(constant_id = 5) const uint BLOCK = 128;       // k per block: min(group, 128), >= 32
+// Per-group f32 offsets in binding 2 (w = s·u + b, no zero point: GGUF Q4_1 / Q4_K): the
+// block adds b · Σx, with Σx of the block's activations summed in f32 while staging B.
+layout(constant_id = 6) const bool HAS_OFFSETS = false;
 
 const uint SUBGROUPS = gl_WorkGroupSize.x / 32u;
 const uint HALVES = (M + 3u) / 4u;      // B matrices of 8 columns (4 activation rows each)
@@ -59,6 +63,7 @@ const uint BLOCKS = 128u / BLOCK;       // blocks per stage
 layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { float s[]; };
 layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
+layout(set = 0, binding = 2) readonly buffer Offsets { float group_offset[]; };
 layout(set = 1, binding = 0) readonly buffer X1 { float x1[]; };
 layout(set = 1, binding = 0) readonly buffer XH { uint xh[]; };
 layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
@@ -68,6 +73,7 @@ layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
 // aligned wherever the compiler places it.
 shared float16_t staged_b[SUBGROUPS][128 * COLS];
 shared float block_scale[SUBGROUPS][4 * BLOCKS * M];
+shared float block_sum[SUBGROUPS][4 * BLOCKS * M];
 shared float red[SUBGROUPS][TILES * 16 * M];
 
 #define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
@@ -116,6 +122,15 @@ void stage_b(uint sg, uint lane, uint k0) {
             staged_b[sg][at] = hi[i];
             staged_b[sg][at + 1u] = lo[i];
         }
+        if (HAS_OFFSETS) {
+            float sum = (v.x + v.y) + (v.z + v.w);
+            [[unroll]] for (uint d = 1u; d < BLOCK / 4u; d <<= 1) {
+                sum += subgroupShuffleXor(sum, d);
+            }
+            if (lane % (BLOCK / 4u) == 0u) {
+                block_sum[sg][(4u * lane / BLOCK) * M + mi] = sum;
+            }
+        }
         if (lane % (BLOCK / 4u) == 0u) {
             block_scale[sg][(4u * lane / BLOCK) * M + mi] = uintBitsToFloat(uint(127 - shift) << 23);
         }
@@ -146,7 +161,12 @@ MatA decode(uint q, f16vec2 base0, f16vec2 base1) {
     return a;
 }
 
+// The zero point of scale slot i, or for matrices with offsets that offset (their codes
+// have no zero point: the decode subtracts 0).
 float zero_at(uint i) {
+    if (HAS_OFFSETS) {
+        return group_offset[i];
+    }
     return float((z[i >> 2] >> (8u * (i & 3u))) & 0xFFu);
 }
 
@@ -194,8 +214,8 @@ void main() {
             uint at = (tile[t] * p.groups + g) * 16u + g4;
             sc[t][b][0] = s[at];
             sc[t][b][1] = s[at + 8u];
-            zr[t][b][0] = HAS_ZEROS ? zero_at(at) : 8.0;
-            zr[t][b][1] = HAS_ZEROS ? zero_at(at + 8u) : 8.0;
+            zr[t][b][0] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at) : 8.0;
+            zr[t][b][1] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at + 8u) : 8.0;
         }
     }
 
@@ -214,8 +234,8 @@ void main() {
                 uint at = (tile[t] * p.groups + g) * 16u + g4;
                 next_sc[t][b][0] = s[at];
                 next_sc[t][b][1] = s[at + 8u];
-                next_zr[t][b][0] = HAS_ZEROS ? zero_at(at) : 8.0;
-                next_zr[t][b][1] = HAS_ZEROS ? zero_at(at + 8u) : 8.0;
+                next_zr[t][b][0] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at) : 8.0;
+                next_zr[t][b][1] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at + 8u) : 8.0;
             }
         }
 
@@ -233,8 +253,9 @@ void main() {
             }
             f16vec2 base0[TILES], base1[TILES];
             [[unroll]] for (uint t = 0u; t < TILES; t++) {
-                base0[t] = f16vec2(float16_t(1024.0 + zr[t][b][0]));
-                base1[t] = f16vec2(float16_t(64.0 + zr[t][b][1]));
+                // With offsets, zr holds them and the codes' zero point is 0.
+                base0[t] = f16vec2(float16_t(HAS_OFFSETS ? 1024.0 : 1024.0 + zr[t][b][0]));
+                base1[t] = f16vec2(float16_t(HAS_OFFSETS ? 64.0 : 64.0 + zr[t][b][1]));
             }
             [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
                 MatB bm[HALVES];
@@ -253,9 +274,14 @@ void main() {
             [[unroll]] for (uint h = 0u; h < HALVES; h++) {
                 uint mi = 4u * h + lane % 4u;
                 float f = mi < M ? block_scale[sg][b * M + mi] : 0.0;
+                float xsum = HAS_OFFSETS && mi < M ? block_sum[sg][b * M + mi] : 0.0;
                 [[unroll]] for (uint t = 0u; t < TILES; t++) {
                     acc[t][0][h] = fma(c[t][h][0] + c[t][h][1], sc[t][b][0] * f, acc[t][0][h]);
                     acc[t][1][h] = fma(c[t][h][2] + c[t][h][3], sc[t][b][1] * f, acc[t][1][h]);
+                    if (HAS_OFFSETS) {
+                        acc[t][0][h] = fma(zr[t][b][0], xsum, acc[t][0][h]);
+                        acc[t][1][h] = fma(zr[t][b][1], xsum, acc[t][1][h]);
+                    }
                 }
             }
         }

@@ -1,5 +1,5 @@
 // Shared declarations of the q4vk GEMV kernels: the push-constant block (mirrored by
-// `vk::gemv::Push` in Rust) and the nibble decode.
+// `vk::pipeline::Push` in Rust) and the nibble decode.
 //
 // Device layout of one matrix part (rows [row_base, row_base + rows) of W):
 //   binding 0: weights, row-major [rows][chunks] uvec4; a chunk is 16 bytes = 32 codes of
@@ -7,7 +7,9 @@
 //              past K with zero bytes;
 //   binding 1: scales, row-major [rows][groups], f16 packed two per uint (low half first)
 //              or f32 bits (SCALE_F32);
-//   binding 2: zero points, row-major [rows][groups] bytes packed four per uint.
+//   binding 2: zero points, row-major [rows][groups] bytes packed four per uint; or, for
+//              matrices with per-group offsets (w = s·u + b), those f32 offsets
+//              [rows][groups].
 
 layout(push_constant) uniform Push {
     uint rows;        // rows in this part

@@ -69,7 +69,7 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
         // Parts of a few tiles each, so the dispatcher's part loop runs too.
         ctx.limits.max_part_bytes = 3 * 16 * 1024;
         for d in &data {
-            let mat = DeviceMatrix::new(&ctx, d).unwrap();
+            let mat = DeviceMatrix::new(&ctx, d, None).unwrap();
             assert!(mat.coop.is_some());
             for m in [1usize, 3, 4, 5, 8] {
                 let x = rng.vec(m * d.shape.k);
@@ -91,6 +91,33 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
                     d.shape.k
                 );
             }
+        }
+    }
+    // Per-group offsets (w = s·u + o, GGUF Q4_1 / Q4_K) in the tensor-core layout.
+    for &(n, k, g) in &[(45usize, 300usize, 32i32), (130, 1024, 32), (20, 256, 64)] {
+        let d = random_q4(&mut rng, n, k, g, false, n % 2 == 0);
+        let offsets = rng.vec(d.shape.scale_count());
+        let ctx = context(Some((2, 4)));
+        let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets)).unwrap();
+        let groups = d.shape.groups();
+        let weight = |row: usize, kk: usize| {
+            let u = (d.weight[row * d.shape.row_bytes() + kk / 2] >> (4 * (kk % 2))) & 15;
+            let i = row * groups + kk / d.shape.group_size;
+            d.scale(i) as f64 * u as f64 + offsets[i] as f64
+        };
+        for m in [1usize, 6] {
+            let x = rng.vec(m * k);
+            let mut y = vec![f32::NAN; m * n];
+            gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+            let want: Vec<f64> = (0..m * n)
+                .map(|i| {
+                    (0..k)
+                        .map(|kk| weight(i % n, kk) * x[(i / n) * k + kk] as f64)
+                        .sum()
+                })
+                .collect();
+            let err = reference::relative_error(&y, &want);
+            assert!(err < 1e-5, "offsets n {n} k {k} g {g} m {m}: {err:e}");
         }
     }
     assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");

@@ -1,9 +1,9 @@
 //! Imported checkpoints on the system's Vulkan device (lavapipe in CI) with the validation
-//! layer on: every GGUF Q4_0, GPTQ and AWQ golden case whose groups are consecutive
-//! becomes a matrix through `q4vk_matrix_create`, and its GEMV (m = 1 and 8, both kernel
-//! families) matches the f64 GEMV of the reference weights within 1e-5 (relative).
-//! Sources the device layout cannot hold yet (GGUF Q4_1/Q4_K: a per-group float minimum;
-//! act-order GPTQ: a permutation of K) answer `Q4VK_ERROR_UNSUPPORTED` with a message.
+//! layer on: every GGUF (Q4_0, Q4_1 and Q4_K: per-group offsets), GPTQ and AWQ golden case
+//! whose groups are consecutive becomes a matrix through `q4vk_matrix_create`, and its GEMV
+//! (m = 1 and 8, both kernel families) matches the f64 GEMV of the reference weights within
+//! 1e-5 (relative). Act-order GPTQ (a permutation of K, which the kernels do not apply yet)
+//! answers `Q4VK_ERROR_UNSUPPORTED` with a message.
 
 mod gpu_support;
 mod import_support;
@@ -50,14 +50,10 @@ fn sweep(portable: bool) {
             && c.g_idx.chunks_exact(4).enumerate().any(|(i, b)| {
                 i32::from_le_bytes(b.try_into().unwrap()) as usize != i / c.group_size as usize
             });
-        if c.source == Q4VK_SOURCE_GGUF_Q4_1 || c.source == Q4VK_SOURCE_GGUF_Q4_K || act_order {
+        if act_order {
             let msg = last_error();
             assert_eq!(status, Q4VK_ERROR_UNSUPPORTED, "{}: {msg}", c.name);
-            let needle = if act_order {
-                "permutation of K"
-            } else {
-                "per-group offset"
-            };
+            let needle = "permutation of K";
             assert!(msg.contains(needle), "{}: {msg}", c.name);
             assert!(mat.is_null());
             refused += 1;
@@ -87,8 +83,8 @@ fn sweep(portable: bool) {
         unsafe { q4vk_matrix_destroy(mat) };
         created += 1;
     }
-    // 5 Q4_0 + 9 GPTQ with consecutive groups + 7 AWQ; 5 Q4_1 + 1 Q4_K + 3 act-order GPTQ.
-    assert_eq!((created, refused), (21, 9));
+    // 5 Q4_0 + 5 Q4_1 + 1 Q4_K + 9 GPTQ with consecutive groups + 7 AWQ; 3 act-order GPTQ.
+    assert_eq!((created, refused), (27, 3));
     gpu.assert_quiet();
 }
 

@@ -30,6 +30,7 @@ fn a_context_creates_only_the_module_it_uses() {
             zeros: false,
             scale_f32: false,
             x_f16: false,
+            offsets: false,
         };
         ctx.pipelines
             .get(key(ctx.portable))

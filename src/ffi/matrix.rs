@@ -470,10 +470,11 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
 /// `maxStorageBufferRange`. The caller's buffers are not referenced after the call.
 ///
 /// Imported sources keep the checkpoint's codes, scales and zero points: GGUF Q4_0 (f16 `d`,
-/// zero point 8), GPTQ and AWQ with consecutive groups of 32, 64, 128 or 256 inputs or one
-/// per row. `UNSUPPORTED` (for now) for GGUF Q4_1 and Q4_K (their per-group float minimum
-/// needs an offset the device layout does not carry yet), act-order GPTQ (a permutation of
-/// K), and other group sizes; `q4vk_matrix_dequantize` takes all of them.
+/// zero point 8), GGUF Q4_1 and Q4_K (codes, scale and the per-group float minimum as an f32
+/// offset: `w = scale·u + offset`, 4 more bytes per group of 32), GPTQ and AWQ with
+/// consecutive groups of 32, 64, 128 or 256 inputs or one per row. `UNSUPPORTED` (for now)
+/// for act-order GPTQ (a permutation of K) and other group sizes;
+/// `q4vk_matrix_dequantize` takes all of them.
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),
 /// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (see above;
@@ -498,7 +499,8 @@ pub unsafe extern "C" fn q4vk_matrix_create(
         require(out, "out")?;
         // SAFETY: the desc's data pointers are readable for their sizes (contract).
         let imported = unsafe { matrix_data(&d) }?;
-        let matrix = into_handle(q4vk_matrix(DeviceMatrix::new(ctx, imported.device_q4()?)?));
+        let (q4, offsets) = imported.device_parts()?;
+        let matrix = into_handle(q4vk_matrix(DeviceMatrix::new(ctx, q4, offsets)?));
         // SAFETY: `out` is writable (contract; checked non-NULL).
         unsafe { write_out(out, matrix, "out") }
     })

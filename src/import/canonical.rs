@@ -32,19 +32,11 @@ impl<'a> ImportedMatrix<'a> {
         }
     }
 
-    /// The Q4 data, when q4vk's device layout (`layout::vk`) and GEMV kernels represent
-    /// this matrix exactly: zero points or symmetric codes, inputs in order, and a group
-    /// size the kernels index (32, 64, 128, 256 or one per row). Otherwise `Unsupported`,
-    /// naming what the device side lacks.
-    pub fn device_q4(&self) -> Result<&Q4Data<'a>> {
-        if self.offsets.is_some() {
-            return Err(Error::Unsupported(
-                "this source stores a float minimum per group (w = scale·u + offset: GGUF Q4_1, Q4_K); \
-                 the device layout and GEMV kernels do not carry a per-group offset yet \
-                 (q4vk_matrix_dequantize gives its exact f32 weights)"
-                    .into(),
-            ));
-        }
+    /// The Q4 data and the per-group offsets, when q4vk's device layouts and GEMV kernels
+    /// represent this matrix exactly: zero points, symmetric codes or offsets, inputs in
+    /// order, and a group size the kernels index (32, 64, 128, 256 or one per row).
+    /// Otherwise `Unsupported`, naming what the device side lacks.
+    pub fn device_parts(&self) -> Result<(&Q4Data<'a>, Option<&[f32]>)> {
         if self.k_order.is_some() {
             return Err(Error::Unsupported(
                 "desc->g_idx puts inputs of a group apart (GPTQ act-order); the GEMV kernels do \
@@ -60,7 +52,7 @@ impl<'a> ImportedMatrix<'a> {
                 shape.group_size
             )));
         }
-        Ok(&self.q4)
+        Ok((&self.q4, self.offsets.as_deref()))
     }
 }
 

@@ -186,6 +186,28 @@ impl CoopLayout {
         }
     }
 
+    /// Writes the f32 offsets (`offsets`: `[n][groups]`, one per scale of `data`) of `rows`
+    /// (starting on a tile), `[tile][group][16]`, into `out`, exactly
+    /// [`scales_bytes`](Self::scales_bytes) long; padded rows and groups get 0.
+    pub fn pack_offsets(&self, data: &Q4Data, offsets: &[f32], rows: Range<usize>, out: &mut [u8]) {
+        let stored = data.shape.groups();
+        let mut values = out.chunks_exact_mut(4);
+        for tile in Self::tiles(&rows) {
+            for g in 0..self.groups {
+                for r in 0..TILE_ROWS {
+                    let row = tile * TILE_ROWS + r;
+                    let o = if row < data.shape.n && g < stored {
+                        offsets[row * stored + g]
+                    } else {
+                        0.0
+                    };
+                    let dst = values.next().expect("sized by scales_bytes");
+                    dst.copy_from_slice(&o.to_le_bytes());
+                }
+            }
+        }
+    }
+
     /// Writes the zero points of `rows` (starting on a tile), `[tile][group][16]` bytes,
     /// into `out`, exactly [`zeros_bytes`](Self::zeros_bytes) long (empty when symmetric),
     /// padding included.

@@ -99,6 +99,17 @@ impl VkLayout {
     }
 }
 
+impl VkLayout {
+    /// Writes the f32 offsets (`[n][groups]`, one per scale) of `rows` into `out`, exactly
+    /// [`scales_bytes`](Self::scales_bytes)`(4, rows)` long.
+    pub fn pack_offsets(&self, offsets: &[f32], rows: Range<usize>, out: &mut [u8]) {
+        let values = &offsets[rows.start * self.groups..rows.end * self.groups];
+        for (dst, v) in out.chunks_exact_mut(4).zip(values) {
+            dst.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
 /// Copies `src` to the start of `out` and zeroes the rest.
 fn copy_padded(src: &[u8], out: &mut [u8]) {
     let (head, tail) = out.split_at_mut(src.len());

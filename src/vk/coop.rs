@@ -140,6 +140,7 @@ pub fn choose_shape(
             zeros: false,
             x_f16: false,
             block,
+            offsets: true,
         };
         key.shared_bytes() <= max_shared
     };

@@ -162,6 +162,7 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
             zeros: mat.shape.zero_points,
             scale_f32: mat.scale_f32,
             x_f16: p.x_f16,
+            offsets: mat.offsets,
         };
         return Ok(Plan {
             pipeline: ctx.pipelines.get(key)?,
@@ -183,6 +184,7 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
         zeros: mat.shape.zero_points,
         x_f16: p.x_f16,
         block: c.block,
+        offsets: mat.offsets,
     };
     if key.shared_bytes() > info.max_shared {
         return Err(Error::Unsupported(format!(

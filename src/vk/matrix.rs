@@ -29,6 +29,8 @@ pub struct DeviceMatrix {
     pub shape: Q4Shape,
     /// Scales are f32 (else f16).
     pub scale_f32: bool,
+    /// Binding 2 holds per-group f32 offsets (`w = scale·u + offset`) instead of zero points.
+    pub offsets: bool,
     /// GPU layout geometry (SIMT kernels).
     pub layout: VkLayout,
     /// The tensor-core layout, when the matrix was made for that kernel (then the parts
@@ -84,8 +86,16 @@ pub fn upload_with(ctx: &Context, len: usize, fill: impl FnOnce(&mut [u8])) -> R
 
 impl DeviceMatrix {
     /// Uploads `data` (already validated) into parts of at most `ctx`'s part size, in the
-    /// layout of the context's kernel.
-    pub fn new(ctx: &Context, data: &Q4Data) -> Result<DeviceMatrix> {
+    /// layout of the context's kernel; with `offsets` (`[n][groups]` f32, finite, and `data`
+    /// without zero points), a matrix of `w = scale·u + offset` whose offsets take the zero
+    /// points' binding.
+    pub fn new(ctx: &Context, data: &Q4Data, offsets: Option<&[f32]>) -> Result<DeviceMatrix> {
+        if offsets.is_some_and(|o| data.shape.zero_points || o.len() != data.shape.scale_count()) {
+            return Err(Error::Internal(
+                "per-group offsets need a matrix without zero points and one offset per scale"
+                    .into(),
+            ));
+        }
         let shape = data.shape;
         let layout = VkLayout::of(&shape);
         let coop = ctx.coop.then(|| CoopLayout::of(&shape));
@@ -123,6 +133,7 @@ impl DeviceMatrix {
         let mut this = DeviceMatrix {
             shape,
             scale_f32: data.scale_type == ScaleType::F32,
+            offsets: offsets.is_some(),
             layout,
             coop,
             parts: Vec::with_capacity(part_count),
@@ -148,14 +159,19 @@ impl DeviceMatrix {
                     upload_with(ctx, c.scales_bytes(count), |dst| {
                         c.pack_scales(data, rows.clone(), dst)
                     })?,
-                    shape
-                        .zero_points
-                        .then(|| {
-                            upload_with(ctx, c.zeros_bytes(true, count), |dst| {
-                                c.pack_zeros(data, rows.clone(), dst)
+                    match offsets {
+                        Some(o) => Some(upload_with(ctx, c.scales_bytes(count), |dst| {
+                            c.pack_offsets(data, o, rows.clone(), dst)
+                        })?),
+                        None => shape
+                            .zero_points
+                            .then(|| {
+                                upload_with(ctx, c.zeros_bytes(true, count), |dst| {
+                                    c.pack_zeros(data, rows.clone(), dst)
+                                })
                             })
-                        })
-                        .transpose()?,
+                            .transpose()?,
+                    },
                 ),
                 None => (
                     upload_with(ctx, layout.weights_bytes(count), |dst| {
@@ -164,14 +180,19 @@ impl DeviceMatrix {
                     upload_with(ctx, layout.scales_bytes(scale_size, count), |dst| {
                         layout.pack_scales(data, rows.clone(), dst)
                     })?,
-                    shape
-                        .zero_points
-                        .then(|| {
-                            upload_with(ctx, layout.zeros_bytes(true, count), |dst| {
-                                layout.pack_zeros(data, rows.clone(), dst)
+                    match offsets {
+                        Some(o) => Some(upload_with(ctx, layout.scales_bytes(4, count), |dst| {
+                            layout.pack_offsets(o, rows.clone(), dst)
+                        })?),
+                        None => shape
+                            .zero_points
+                            .then(|| {
+                                upload_with(ctx, layout.zeros_bytes(true, count), |dst| {
+                                    layout.pack_zeros(data, rows.clone(), dst)
+                                })
                             })
-                        })
-                        .transpose()?,
+                            .transpose()?,
+                    },
                 ),
             };
             // Symmetric matrices bind the scales again as the (unread) zero buffer.
@@ -204,15 +225,27 @@ impl DeviceMatrix {
         self.device.device.handle() == ctx.device.device.handle()
     }
 
-    /// Device bytes of weights, scales and zero points (what one GEMV reads).
+    /// Device bytes of weights, scales and zero points or offsets (what one GEMV reads).
     pub fn device_bytes(&self) -> u64 {
         let n = self.shape.n as u64;
         if let Some(c) = &self.coop {
             let tiles = n.div_ceil(TILE_ROWS as u64);
-            return tiles * c.tile_device_bytes(self.shape.zero_points) as u64;
+            let per_group = 4 + if self.offsets {
+                4
+            } else {
+                self.shape.zero_points as usize
+            };
+            let tile = c.tile_bytes() + TILE_ROWS * c.groups * per_group;
+            return tiles * tile as u64;
         }
         let scale = if self.scale_f32 { 4 } else { 2 };
-        let zeros = if self.shape.zero_points { 1 } else { 0 };
+        let zeros = if self.offsets {
+            4
+        } else if self.shape.zero_points {
+            1
+        } else {
+            0
+        };
         n * (self.layout.row_bytes() as u64 + (scale + zeros) * self.layout.groups as u64)
     }
 }

@@ -118,10 +118,12 @@ pub struct PipelineKey {
     pub scale_f32: bool,
     /// f16 activations.
     pub x_f16: bool,
+    /// Per-group f32 offsets instead of zero points.
+    pub offsets: bool,
 }
 
 /// Which tensor-core GEMV pipeline (`shaders/gemv_q4_coop.comp`, specialization
-/// constants 0..5).
+/// constants 0..6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CoopKey {
     /// Row tiles of 16 rows per subgroup (1..4).
@@ -136,6 +138,8 @@ pub struct CoopKey {
     pub x_f16: bool,
     /// k per block (32, 64 or 128).
     pub block: u32,
+    /// Per-group f32 offsets instead of zero points.
+    pub offsets: bool,
 }
 
 impl CoopKey {
@@ -143,8 +147,9 @@ impl CoopKey {
     /// activation rows), block factors (padded ×4) and the final sums, per subgroup.
     pub fn shared_bytes(&self) -> u32 {
         let cols = 8 * self.m.div_ceil(4);
+        // Staged B, block factors and block sums (both padded ×4), final sums.
         let per_subgroup =
-            2 * 128 * cols + 16 * (128 / self.block) * self.m + 4 * self.tiles * 16 * self.m;
+            2 * 128 * cols + 2 * 16 * (128 / self.block) * self.m + 4 * self.tiles * 16 * self.m;
         self.subgroups * per_subgroup
     }
 }
@@ -312,6 +317,7 @@ impl Pipelines {
             t.subgroup,
             t.unroll,
             t.split,
+            key.offsets as u32,
         ];
         let pipeline = self.create(self.module, &values)?;
         map.insert(key, pipeline);
@@ -340,6 +346,7 @@ impl Pipelines {
             key.zeros as u32,
             key.x_f16 as u32,
             key.block,
+            key.offsets as u32,
         ];
         let pipeline = self.create(self.coop_module, &values)?;
         map.insert(key, pipeline);
