@@ -54,6 +54,9 @@ struct Options {
     coop: Option<(u32, u32)>,
     /// SIMT kernels only.
     no_coop: bool,
+    /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
+    /// per-group f32 offsets (w = s·u + o).
+    offsets: bool,
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
@@ -170,7 +173,11 @@ fn fill_random(bytes: &mut [u8], seed: &mut u64) {
 }
 
 fn random_matrix(n: usize, k: usize, seed: &mut u64) -> Q4Data<'static> {
-    let shape = Q4Shape::new(n as u64, k as u64, 128, 0).expect("valid shape");
+    random_matrix_grouped(n, k, 128, seed)
+}
+
+fn random_matrix_grouped(n: usize, k: usize, group: i32, seed: &mut u64) -> Q4Data<'static> {
+    let shape = Q4Shape::new(n as u64, k as u64, group, 0).expect("valid shape");
     let mut weight = vec![0u8; shape.weight_bytes()];
     fill_random(&mut weight, seed);
     let scales: Vec<u8> = (0..shape.scale_count())
@@ -183,6 +190,40 @@ fn random_matrix(n: usize, k: usize, seed: &mut u64) -> Q4Data<'static> {
         scales: Cow::Owned(scales),
         zeros: Cow::Owned(Vec::new()),
     }
+}
+
+/// The imported Q4_K / Q4_1 form of a random matrix: groups of 32, f32 scales (the f16
+/// values widened) and per-group offsets.
+fn random_offset_matrix(n: usize, k: usize, seed: &mut u64) -> (Q4Data<'static>, Vec<f32>) {
+    let mut data = random_matrix_grouped(n, k, 32, seed);
+    let scales: Vec<u8> = (0..data.shape.scale_count())
+        .flat_map(|i| data.scale(i).to_le_bytes())
+        .collect();
+    data.scales = Cow::Owned(scales);
+    data.scale_type = ScaleType::F32;
+    let offsets = (0..data.shape.scale_count())
+        .map(|i| -0.08 + (i % 17) as f32 * 0.001)
+        .collect();
+    (data, offsets)
+}
+
+/// f64 GEMV of w = s·u + o (the offset form; u unsigned, no zero point).
+fn offset_reference(data: &Q4Data, offsets: &[f32], x: &[f32], m: usize) -> Vec<f64> {
+    let (n, k) = (data.shape.n, data.shape.k);
+    let (groups, group) = (data.shape.groups(), data.shape.group_size);
+    let mut y = vec![0.0f64; m * n];
+    let mut w = vec![0.0f64; k];
+    for row in 0..n {
+        for (kk, wk) in w.iter_mut().enumerate() {
+            let u = (data.weight[row * data.shape.row_bytes() + kk / 2] >> (4 * (kk % 2))) & 15;
+            let g = row * groups + kk / group;
+            *wk = data.scale(g) as f64 * u as f64 + offsets[g] as f64;
+        }
+        for mi in 0..m {
+            y[mi * n + row] = w.iter().zip(&x[mi * k..]).map(|(a, &b)| a * b as f64).sum();
+        }
+    }
+    y
 }
 
 /// The copy kernel on two device buffers.
@@ -249,24 +290,24 @@ struct Row {
     per_copy: Vec<f64>,
 }
 
-/// Cold and hot GEMV times of `data` at `m` activation rows `x` (µs), the bytes one GEMV
-/// must move, and the relative error of its result.
+/// Cold and hot GEMV times of `data` (with per-group `offsets`, if any) at `m` activation
+/// rows `x` (µs), the bytes one GEMV must move, and the relative error of its result.
 fn time_gemv(
     ctx: &Context,
     opt: &Options,
-    data: &Q4Data,
+    (data, offsets): (&Q4Data, Option<&[f32]>),
     x: &[f32],
     m: u32,
     reference: Option<&[f64]>,
     probe: &Copy,
 ) -> Result<(f64, f64, f64, f64, Vec<f64>)> {
     let (n, k) = (data.shape.n, data.shape.k);
-    let first = DeviceMatrix::new(ctx, data, None)?;
+    let first = DeviceMatrix::new(ctx, data, offsets)?;
     let bytes_per = first.device_bytes();
     let copies = (opt.cold_bytes.div_ceil(bytes_per) + 1) as usize;
     let mut mats = vec![first];
     for _ in 1..copies {
-        mats.push(DeviceMatrix::new(ctx, data, None)?);
+        mats.push(DeviceMatrix::new(ctx, data, offsets)?);
     }
     let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let xb = upload(ctx, &xv)?;
@@ -291,9 +332,10 @@ fn time_gemv(
     // Correctness of what is timed.
     let mut y = vec![f32::NAN; m as usize * n];
     gemv::gemv_host(ctx, &mats[0], x, &mut y, m)?;
-    let rel_err = match reference {
-        Some(r) => reference::relative_error(&y, r),
-        None => reference::relative_error(&y, &reference::gemv(data, x, m as usize)),
+    let rel_err = match (reference, offsets) {
+        (Some(r), _) => reference::relative_error(&y, r),
+        (None, None) => reference::relative_error(&y, &reference::gemv(data, x, m as usize)),
+        (None, Some(o)) => reference::relative_error(&y, &offset_reference(data, o, x, m as usize)),
     };
     let warm = Some((probe, opt.warm));
     let cold = time_each(ctx, opt.iters.max(copies), warm, |cmd, i| {
@@ -356,6 +398,7 @@ fn bench_shape(
     ctx: &Context,
     opt: &Options,
     data: &Q4Data,
+    offsets: Option<&[f32]>,
     m: u32,
     seed: &mut u64,
     probe: &Copy,
@@ -364,7 +407,7 @@ fn bench_shape(
     let x = activations(m as usize * k);
     let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
     let (cold_us, hot_us, bytes, rel_err, per_copy) =
-        time_gemv(ctx, opt, data, &x, m, None, probe)?;
+        time_gemv(ctx, opt, (data, offsets), &x, m, None, probe)?;
     let naive_us = if m == 1 {
         time_naive(ctx, opt, n, k, &x, seed, probe)?
     } else {
@@ -392,12 +435,13 @@ fn activations(k: usize) -> Vec<f32> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--offsets] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
+    let mut offsets = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -410,6 +454,7 @@ fn main() {
             "--sweep" => sweep = true,
             "--coop-sweep" => coop_sweep = true,
             "--no-coop" => no_coop = true,
+            "--offsets" => offsets = true,
             "--coop" => {
                 let v: Option<Vec<u32>> = args
                     .next()
@@ -454,6 +499,7 @@ fn main() {
         ms: ms.unwrap_or_else(|| if quick { vec![1, 8] } else { vec![1, 2, 4, 8] }),
         coop,
         no_coop,
+        offsets,
         tuning,
         unroll,
         split,
@@ -578,7 +624,7 @@ fn sweep(opt: &Options) -> Result<()> {
         let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
         print!("| {wg} | {rows} | {unroll} | {split} |");
         for (d, x, r, cold) in &cases {
-            let (c, h, _, e, _) = time_gemv(&ctx, opt, d, x, 1, Some(r), &probe)?;
+            let (c, h, _, e, _) = time_gemv(&ctx, opt, (d, None), x, 1, Some(r), &probe)?;
             if e > 1e-5 {
                 print!(" wrong ({e:.1e}) |");
                 continue;
@@ -652,7 +698,7 @@ fn coop_sweep(opt: &Options) -> Result<()> {
             None => print!("| default | default |"),
         }
         for (d, m, x, r, cold) in &cases {
-            match time_gemv(&ctx, opt, d, x, *m, Some(r), &probe) {
+            match time_gemv(&ctx, opt, (d, None), x, *m, Some(r), &probe) {
                 Ok((_, _, _, e, _)) if e > 1e-5 => print!(" wrong ({e:.1e}) |"),
                 Ok((c, h, _, _, _)) => print!(" {:.1} |", if *cold { c } else { h }),
                 Err(e) => print!(" {e} |"),
@@ -708,9 +754,14 @@ fn run(opt: &Options) -> Result<()> {
     for &i in opt.shapes.as_ref().unwrap_or(&all) {
         let (n, k) = SHAPES[i];
         let (n, k) = if opt.quick { (n / 4, k / 4) } else { (n, k) };
-        let data = random_matrix(n, k, &mut seed);
+        let (data, offsets) = if opt.offsets {
+            let (d, o) = random_offset_matrix(n, k, &mut seed);
+            (d, Some(o))
+        } else {
+            (random_matrix(n, k, &mut seed), None)
+        };
         for &m in &opt.ms {
-            let r = bench_shape(&ctx, opt, &data, m, &mut seed, &probe)?;
+            let r = bench_shape(&ctx, opt, &data, offsets.as_deref(), m, &mut seed, &probe)?;
             let gbs = |us: f64| r.bytes / us / 1e3;
             // The naive baseline runs at m = 1 only.
             let (naive, speedup) = if r.naive_us.is_nan() {
