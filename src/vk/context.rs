@@ -17,9 +17,6 @@ use std::sync::{Arc, Mutex};
 /// PCI vendor id of NVIDIA.
 const NVIDIA: u32 = 0x10DE;
 
-/// (workgroup, rows per workgroup, unroll, split) of the subgroup kernels on NVIDIA.
-const NVIDIA_TUNING: (u32, u32, u32, u32) = (128, 8, 1, 2);
-
 /// How to create a context.
 #[derive(Debug, Clone, Default)]
 pub struct ContextConfig {
@@ -165,35 +162,8 @@ impl Context {
         let sg = info.min_subgroup_size;
         let subgroup_ok = info.subgroup_kernels_ok();
         let portable = config.portable || !subgroup_ok;
-        let mut tuning = if portable {
-            Tuning {
-                workgroup: 64,
-                rows: 4,
-                unroll: 1,
-                split: 1,
-                subgroup: 1,
-                min_workgroup: 32,
-            }
-        } else if info.vendor == NVIDIA && info.subgroup_size == 32 {
-            // Chosen by `q4vk-bench --sweep` on an H200 (bench/RESULTS.md).
-            Tuning {
-                workgroup: NVIDIA_TUNING.0,
-                rows: NVIDIA_TUNING.1,
-                unroll: NVIDIA_TUNING.2,
-                split: NVIDIA_TUNING.3,
-                subgroup: sg,
-                min_workgroup: 32,
-            }
-        } else {
-            Tuning {
-                workgroup: 128.max(info.subgroup_size),
-                rows: 4,
-                unroll: 1,
-                split: 1,
-                subgroup: sg,
-                min_workgroup: 32.max(info.subgroup_size),
-            }
-        };
+        let nvidia = info.vendor == NVIDIA && info.subgroup_size == 32;
+        let mut tuning = Tuning::for_device(portable, nvidia, info.subgroup_size, sg);
         if let Some((workgroup, rows)) = config.tuning {
             let valid = workgroup.is_power_of_two()
                 && workgroup >= info.subgroup_size.max(tuning.subgroup)

@@ -75,27 +75,10 @@ pub struct ExportDevice {
     pub max_workgroup: u32,
 }
 
-/// Default workgroup shape of a variant: the same choice a context makes.
+/// Default workgroup shape of a variant on a device of unknown vendor: the choice a
+/// context makes there (`Tuning::for_device`).
 pub fn default_tuning(subgroup: bool, subgroup_size: u32, min_subgroup_size: u32) -> Tuning {
-    if subgroup {
-        Tuning {
-            workgroup: 128.max(subgroup_size),
-            rows: 4,
-            unroll: 1,
-            split: 1,
-            subgroup: min_subgroup_size,
-            min_workgroup: 32.max(subgroup_size),
-        }
-    } else {
-        Tuning {
-            workgroup: 64,
-            rows: 4,
-            unroll: 1,
-            split: 1,
-            subgroup: 1,
-            min_workgroup: 32,
-        }
-    }
+    Tuning::for_device(!subgroup, false, subgroup_size, min_subgroup_size)
 }
 
 /// The workgroup never below `subgroup_size` (a power of two, or 0 for unknown): hosts

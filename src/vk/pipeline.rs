@@ -82,6 +82,46 @@ pub struct Tuning {
 }
 
 impl Tuning {
+    /// The default shape of a variant on a device: portable workgroup 64, 4 rows; subgroup
+    /// kernels 128 invocations (at least the subgroup size), 4 rows; on NVIDIA with 32-wide
+    /// subgroups 128 invocations, 8 rows, split 2 (chosen by `q4vk-bench --sweep` on an
+    /// H200, bench/RESULTS.md). `min_subgroup_size` sizes the per-subgroup reduction slots.
+    pub fn for_device(
+        portable: bool,
+        nvidia: bool,
+        subgroup_size: u32,
+        min_subgroup_size: u32,
+    ) -> Tuning {
+        if portable {
+            Tuning {
+                workgroup: 64,
+                rows: 4,
+                unroll: 1,
+                split: 1,
+                subgroup: 1,
+                min_workgroup: 32,
+            }
+        } else if nvidia {
+            Tuning {
+                workgroup: 128,
+                rows: 8,
+                unroll: 1,
+                split: 2,
+                subgroup: min_subgroup_size,
+                min_workgroup: 32,
+            }
+        } else {
+            Tuning {
+                workgroup: 128.max(subgroup_size),
+                rows: 4,
+                unroll: 1,
+                split: 1,
+                subgroup: min_subgroup_size,
+                min_workgroup: 32.max(subgroup_size),
+            }
+        }
+    }
+
     /// Bytes of the kernel's shared reduction array for `m` activation rows: one float
     /// per (invocation or subgroup, row, activation row).
     pub fn shared_bytes(&self, portable: bool, m: u32) -> u32 {
