@@ -5,7 +5,7 @@
 //! specialization constants, local size and group counts. Pure: no Vulkan call.
 
 use super::device::DeviceInfo;
-use super::gemv::check_m;
+use super::gemv::{xy_extent, GemvParams, XyExtent};
 use super::pipeline::{Push, Tuning};
 use super::shaders;
 use crate::error::{invalid, Error, Result};
@@ -182,21 +182,20 @@ pub fn spec_ids(words: &[u32]) -> Vec<u32> {
 
 /// Builds the export for `req` on `dev`.
 pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
-    check_m(req.m)?;
     let shape = &req.shape;
     let (n, k) = (shape.n as u64, shape.k as u64);
-    if req.x_stride < k {
-        return Err(invalid!(
-            "desc->x_row_stride is {}, smaller than k = {k}",
-            req.x_stride
-        ));
-    }
-    if req.y_stride < n {
-        return Err(invalid!(
-            "desc->y_row_stride is {}, smaller than n = {n}",
-            req.y_stride
-        ));
-    }
+    let params = GemvParams {
+        m: req.m,
+        x_f16: req.x_f16,
+        x_stride: req.x_stride,
+        y_stride: req.y_stride,
+    };
+    let XyExtent {
+        x_elems,
+        y_elems,
+        x_bytes: xb,
+        y_bytes: yb,
+    } = xy_extent(n, k, &params, "desc->")?;
     let t = dev.tuning;
     let l = VkLayout::of(shape);
     let workgroup = t.workgroup_for(l.chunks);
@@ -215,21 +214,6 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         )));
     }
     let [wb, sb, zb] = layout_bytes(shape, req.scale)?;
-    let m = req.m as u64;
-    let x_elems = (m - 1)
-        .checked_mul(req.x_stride)
-        .and_then(|v| v.checked_add(k))
-        .ok_or_else(|| invalid!("desc->x_row_stride * m overflows"))?;
-    let y_elems = (m - 1)
-        .checked_mul(req.y_stride)
-        .and_then(|v| v.checked_add(n))
-        .ok_or_else(|| invalid!("desc->y_row_stride * m overflows"))?;
-    let xb = if req.x_f16 {
-        4 * x_elems.div_ceil(2)
-    } else {
-        4 * x_elems
-    };
-    let yb = 4 * y_elems;
     // The kernel indexes weights (uvec4), scales, zeros, x and y with 32 bits.
     let indices = [n * l.chunks as u64, n * l.groups as u64, x_elems, y_elems];
     if indices.iter().any(|&i| i > u32::MAX as u64) || n > u32::MAX as u64 {

@@ -53,17 +53,46 @@ pub fn check_m(m: u32) -> Result<()> {
 /// looked at; returns the bytes x and y need. Too large for the device (a span beyond 32-bit
 /// indexing or `maxStorageBufferRange`): `Unsupported`.
 pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<(u64, u64)> {
-    let (n, k) = (mat.shape.n as u64, mat.shape.k as u64);
+    let e = xy_extent(mat.shape.n as u64, mat.shape.k as u64, p, "")?;
+    let (m, x_bytes, y_bytes) = (p.m, e.x_bytes, e.y_bytes);
+    let max = ctx.device.info.max_storage_range;
+    for (name, need) in [("x", x_bytes), ("y", y_bytes)] {
+        if need > max {
+            return Err(Error::Unsupported(format!(
+                "{name} spans {need} bytes (m = {m}), more than this device's maxStorageBufferRange ({max})"
+            )));
+        }
+    }
+    Ok((x_bytes, y_bytes))
+}
+
+/// Elements and bytes of x and y that a GEMV of an n × k matrix reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XyExtent {
+    /// Elements of x from its first to its last activation.
+    pub x_elems: u64,
+    /// Elements of y likewise.
+    pub y_elems: u64,
+    /// Bytes of x (f16 activations counted in whole 32-bit words).
+    pub x_bytes: u64,
+    /// Bytes of y.
+    pub y_bytes: u64,
+}
+
+/// Checks m, the strides against n and k, and the 32-bit indexing of the kernels, and
+/// returns the extent of x and y; messages name the strides with `prefix` (`"desc->"` for
+/// the kernel export).
+pub fn xy_extent(n: u64, k: u64, p: &GemvParams, prefix: &str) -> Result<XyExtent> {
     check_m(p.m)?;
     if p.x_stride < k {
         return Err(invalid!(
-            "x_row_stride is {}, smaller than k = {k}",
+            "{prefix}x_row_stride is {}, smaller than k = {k}",
             p.x_stride
         ));
     }
     if p.y_stride < n {
         return Err(invalid!(
-            "y_row_stride is {}, smaller than n = {n}",
+            "{prefix}y_row_stride is {}, smaller than n = {n}",
             p.y_stride
         ));
     }
@@ -71,11 +100,11 @@ pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result
     let x_elems = (m - 1)
         .checked_mul(p.x_stride)
         .and_then(|v| v.checked_add(k))
-        .ok_or_else(|| invalid!("x_row_stride * m overflows"))?;
+        .ok_or_else(|| invalid!("{prefix}x_row_stride * m overflows"))?;
     let y_elems = (m - 1)
         .checked_mul(p.y_stride)
         .and_then(|v| v.checked_add(n))
-        .ok_or_else(|| invalid!("y_row_stride * m overflows"))?;
+        .ok_or_else(|| invalid!("{prefix}y_row_stride * m overflows"))?;
     if x_elems > u32::MAX as u64 || y_elems > u32::MAX as u64 {
         return Err(Error::Unsupported(
             "x or y spans more than 2^32 elements; the kernels index them with 32 bits".into(),
@@ -86,16 +115,12 @@ pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result
     } else {
         4 * x_elems
     };
-    let y_bytes = 4 * y_elems;
-    let max = ctx.device.info.max_storage_range;
-    for (name, need) in [("x", x_bytes), ("y", y_bytes)] {
-        if need > max {
-            return Err(Error::Unsupported(format!(
-                "{name} spans {need} bytes (m = {m}), more than this device's maxStorageBufferRange ({max})"
-            )));
-        }
-    }
-    Ok((x_bytes, y_bytes))
+    Ok(XyExtent {
+        x_elems,
+        y_elems,
+        x_bytes,
+        y_bytes: 4 * y_elems,
+    })
 }
 
 /// Checks a GEMV call against the matrix and the device limits.
