@@ -6,7 +6,7 @@
 
 use super::device::DeviceInfo;
 use super::gemv::{xy_extent, GemvParams, XyExtent};
-use super::pipeline::{Push, Tuning};
+use super::pipeline::{Push, Spec, Tuning, SPECS};
 use super::shaders;
 use crate::error::{invalid, Error, Result};
 use crate::layout::vk::VkLayout;
@@ -23,16 +23,6 @@ pub(crate) const ROLE_X: u32 = 3;
 /// Output.
 pub(crate) const ROLE_Y: u32 = 4;
 
-/// Specialization ids of the exported kernels (`shaders/gemv_export.glsl`).
-const SPEC_ROWS: u32 = 0;
-const SPEC_M: u32 = 1;
-const SPEC_HAS_ZEROS: u32 = 2;
-const SPEC_SCALE_F32: u32 = 3;
-const SPEC_X_F16: u32 = 4;
-const SPEC_WORKGROUP: u32 = 5;
-const SPEC_UNROLL: u32 = 6;
-const SPEC_SPLIT: u32 = 7;
-const SPEC_SUBGROUP_SIZE: u32 = 8;
 /// Local size x, y, z (ncnn's convention).
 pub const SPEC_LOCAL_SIZE: [u32; 3] = [233, 234, 235];
 
@@ -263,19 +253,19 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     })?;
     let mut specs = Vec::new();
     for id in spec_ids(&spirv) {
-        let value = match id {
-            SPEC_ROWS => tuning.rows,
-            SPEC_M => req.m,
-            SPEC_HAS_ZEROS => shape.zero_points as u32,
-            SPEC_SCALE_F32 => (req.scale == ScaleType::F32) as u32,
-            SPEC_X_F16 => req.x_f16 as u32,
-            SPEC_WORKGROUP => workgroup,
-            SPEC_UNROLL => tuning.unroll,
-            SPEC_SPLIT => tuning.split,
-            SPEC_SUBGROUP_SIZE => tuning.subgroup,
-            233 => workgroup,
-            234 | 235 => 1,
-            other => {
+        let spec = SPECS.iter().find(|s| s.2 == Some(id)).map(|s| s.0);
+        let value = match (spec, id) {
+            (Some(Spec::Rows), _) => tuning.rows,
+            (Some(Spec::M), _) => req.m,
+            (Some(Spec::HasZeros), _) => shape.zero_points as u32,
+            (Some(Spec::ScaleF32), _) => (req.scale == ScaleType::F32) as u32,
+            (Some(Spec::XF16), _) => req.x_f16 as u32,
+            (Some(Spec::Workgroup), _) | (None, 233) => workgroup,
+            (Some(Spec::Unroll), _) => tuning.unroll,
+            (Some(Spec::Split), _) => tuning.split,
+            (Some(Spec::SubgroupSize), _) => tuning.subgroup,
+            (None, 234 | 235) => 1,
+            (_, other) => {
                 return Err(Error::Internal(format!(
                     "the exported SPIR-V has an unknown specialization id {other}"
                 )))

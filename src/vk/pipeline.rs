@@ -143,6 +143,48 @@ impl Tuning {
     }
 }
 
+/// A specialization constant of the SIMT kernel (`shaders/gemv_q4.comp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spec {
+    /// Invocations per workgroup.
+    Workgroup,
+    /// Rows per workgroup.
+    Rows,
+    /// Activation rows.
+    M,
+    /// Per-group zero points.
+    HasZeros,
+    /// f32 scales.
+    ScaleF32,
+    /// f16 activations.
+    XF16,
+    /// The subgroup size the reduction is sized for.
+    SubgroupSize,
+    /// Chunks per row per step.
+    Unroll,
+    /// Invocations sharing a chunk.
+    Split,
+    /// Per-group f32 offsets.
+    HasOffsets,
+}
+
+/// The one table of the SIMT kernel's specialization ids: (constant, id in q4vk's own
+/// build (`local_size_x_id` 0, then `SPEC_*` of `shaders/gemv_q4.comp`), id in the exported
+/// build (`shaders/gemv_export.glsl`: ncnn wants the kernel's own ids contiguous from 0,
+/// with the subgroup size last as the portable variant lacks it); `None`: not exported).
+pub const SPECS: [(Spec, u32, Option<u32>); 10] = [
+    (Spec::Workgroup, 0, Some(5)),
+    (Spec::Rows, 1, Some(0)),
+    (Spec::M, 2, Some(1)),
+    (Spec::HasZeros, 3, Some(2)),
+    (Spec::ScaleF32, 4, Some(3)),
+    (Spec::XF16, 5, Some(4)),
+    (Spec::SubgroupSize, 6, Some(8)),
+    (Spec::Unroll, 7, Some(6)),
+    (Spec::Split, 8, Some(7)),
+    (Spec::HasOffsets, 9, None),
+];
+
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PipelineKey {
@@ -347,18 +389,22 @@ impl Pipelines {
             return Ok(p);
         }
         let t = self.tuning;
-        let values = [
-            key.workgroup,
-            t.rows,
-            key.m,
-            key.zeros as u32,
-            key.scale_f32 as u32,
-            key.x_f16 as u32,
-            t.subgroup,
-            t.unroll,
-            t.split,
-            key.offsets as u32,
-        ];
+        let value = |spec: Spec| match spec {
+            Spec::Workgroup => key.workgroup,
+            Spec::Rows => t.rows,
+            Spec::M => key.m,
+            Spec::HasZeros => key.zeros as u32,
+            Spec::ScaleF32 => key.scale_f32 as u32,
+            Spec::XF16 => key.x_f16 as u32,
+            Spec::SubgroupSize => t.subgroup,
+            Spec::Unroll => t.unroll,
+            Spec::Split => t.split,
+            Spec::HasOffsets => key.offsets as u32,
+        };
+        let mut values = [0u32; SPECS.len()];
+        for (spec, id, _) in SPECS {
+            values[id as usize] = value(spec);
+        }
         let pipeline = self.create(self.module, &values)?;
         map.insert(key, pipeline);
         Ok(pipeline)
