@@ -1,5 +1,6 @@
 //! q4vk's Q4 format on the CPU (`q4vk_q4_quantize`) and matrices on the device.
 
+use super::backend::{Backend, Matrix};
 use super::context::q4vk_context;
 use super::panic::{guard, guard_value};
 use super::ptr::{
@@ -9,6 +10,7 @@ use super::ptr::{
 use super::status::q4vk_status;
 use super::weight::{q4vk_dtype, Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
 use crate::alloc;
+use crate::cpu::matrix::CpuMatrix;
 use crate::error::{invalid, Result};
 use crate::layout::convert::paddle_to_q4;
 use crate::parallel::resolve_threads;
@@ -28,11 +30,12 @@ pub const Q4VK_SOURCE_Q4: q4vk_matrix_source = 1;
 /// int4 `qweight` + `scale` as produced by `q4vk_weight_quantize` / Paddle.
 pub const Q4VK_SOURCE_PADDLE: q4vk_matrix_source = 2;
 
-/// A GPU matrix (opaque): immutable after creation, usable from several threads and from
-/// every context of the `VkDevice` it was created on (several contexts may adopt one
-/// device). It must outlive every command buffer that uses it, and on an adopted device be
-/// destroyed before the host destroys the `VkDevice`.
-pub struct q4vk_matrix(pub(crate) DeviceMatrix);
+/// A matrix (opaque): immutable after creation, usable from several threads. A GPU
+/// matrix works with every context of the `VkDevice` it was created on (several contexts
+/// may adopt one device); it must outlive every command buffer that uses it, and on an
+/// adopted device be destroyed before the host destroys the `VkDevice`. A matrix of a CPU
+/// context lives in host memory and works with every CPU context.
+pub struct q4vk_matrix(pub(crate) Matrix);
 
 /// Describes a weight matrix W (`n` output features × `k` input features) and its data.
 /// Initialize with `q4vk_matrix_desc_default`.
@@ -393,10 +396,12 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
     }
 }
 
-/// Creates a GPU matrix from `desc` (see `q4vk_matrix_desc`) on `ctx`'s device and stores
+/// Creates a matrix from `desc` (see `q4vk_matrix_desc`) on `ctx`'s device and stores
 /// it in `*out`. Device memory holds only the packed weights, scales and zero points in
 /// q4vk's GPU layout, split into several buffers when larger than the device's
-/// `maxStorageBufferRange`. The caller's buffers are not referenced after the call.
+/// `maxStorageBufferRange`. On a CPU context, host memory holds the packed codes (rows
+/// padded to 32 elements), f32 scales and zero points; allocation failure is
+/// `OUT_OF_HOST_MEMORY`. The caller's buffers are not referenced after the call.
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15),
 /// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (a single
@@ -422,7 +427,11 @@ pub unsafe extern "C" fn q4vk_matrix_create(
         check_common(&d)?;
         // SAFETY: the desc's data pointers are readable for their sizes (contract).
         let data = unsafe { q4_data(&d) }?;
-        let matrix = into_handle(q4vk_matrix(DeviceMatrix::new(ctx, &data)?));
+        let matrix = match ctx {
+            Backend::Vulkan(ctx) => Matrix::Device(DeviceMatrix::new(ctx, &data)?),
+            Backend::Cpu(_) => Matrix::Cpu(CpuMatrix::new(&data)?),
+        };
+        let matrix = into_handle(q4vk_matrix(matrix));
         // SAFETY: `out` is writable (contract; checked non-NULL).
         unsafe { write_out(out, matrix, "out") }
     })
