@@ -101,11 +101,20 @@ fn f32_scales_with_zero_points_and_many_rows() {
 fn device_name_says_cpu_and_threads() {
     let one = cpu(1);
     let n1 = name(one.ctx);
-    assert!(n1.starts_with("CPU (") && n1.ends_with(", 1 thread)"), "{n1}");
+    assert!(
+        n1.starts_with("CPU (") && n1.ends_with(", 1 thread)"),
+        "{n1}"
+    );
     let all = cpu(0);
     let cores = std::thread::available_parallelism().unwrap().get();
     let na = name(all.ctx);
-    assert!(na.ends_with(&format!(" {cores} thread{})", if cores == 1 { "" } else { "s" })), "{na}");
+    assert!(
+        na.ends_with(&format!(
+            " {cores} thread{})",
+            if cores == 1 { "" } else { "s" }
+        )),
+        "{na}"
+    );
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         assert!(na.contains("AVX2+FMA"), "{na}");
@@ -303,7 +312,11 @@ fn vulkan_only_calls_are_unsupported() {
         )
     };
     assert_eq!(status, Q4VK_ERROR_UNSUPPORTED, "{}", last_error());
-    assert!(last_error().contains("q4vk_kernel_export"), "{}", last_error());
+    assert!(
+        last_error().contains("q4vk_kernel_export"),
+        "{}",
+        last_error()
+    );
     assert!(words.iter().all(|&w| w == 0));
     unsafe { q4vk_matrix_destroy(mat) };
 }
@@ -322,14 +335,29 @@ fn bad_input_is_refused_and_nothing_written() {
     let yp = y.as_mut_ptr();
     assert_eq!(call(0, x.as_ptr(), 64, yp, 8), Q4VK_ERROR_INVALID_ARGUMENT);
     assert_eq!(call(9, x.as_ptr(), 9 * 64, yp, 72), Q4VK_ERROR_UNSUPPORTED);
-    assert_eq!(call(2, x.as_ptr(), 127, yp, 16), Q4VK_ERROR_BUFFER_TOO_SMALL);
-    assert_eq!(call(2, x.as_ptr(), 128, yp, 15), Q4VK_ERROR_BUFFER_TOO_SMALL);
-    assert_eq!(call(1, std::ptr::null(), 64, yp, 8), Q4VK_ERROR_NULL_POINTER);
-    assert_eq!(call(1, x.as_ptr(), 64, std::ptr::null_mut(), 8), Q4VK_ERROR_NULL_POINTER);
+    assert_eq!(
+        call(2, x.as_ptr(), 127, yp, 16),
+        Q4VK_ERROR_BUFFER_TOO_SMALL
+    );
+    assert_eq!(
+        call(2, x.as_ptr(), 128, yp, 15),
+        Q4VK_ERROR_BUFFER_TOO_SMALL
+    );
+    assert_eq!(
+        call(1, std::ptr::null(), 64, yp, 8),
+        Q4VK_ERROR_NULL_POINTER
+    );
+    assert_eq!(
+        call(1, x.as_ptr(), 64, std::ptr::null_mut(), 8),
+        Q4VK_ERROR_NULL_POINTER
+    );
     // y overlapping x.
     let mut xy = rng.vec(64 + 8);
     let p = xy.as_mut_ptr();
-    assert_eq!(call(1, p, 64, unsafe { p.add(60) }, 8), Q4VK_ERROR_INVALID_ARGUMENT);
+    assert_eq!(
+        call(1, p, 64, unsafe { p.add(60) }, 8),
+        Q4VK_ERROR_INVALID_ARGUMENT
+    );
     assert!(y.iter().all(|&v| v == 7.0), "y written by a refused call");
     assert_eq!(
         unsafe { q4vk_gemv(ctx.ctx, std::ptr::null(), x.as_ptr(), 64, yp, 8, 1) },
@@ -403,9 +431,15 @@ fn context_desc_checks() {
 fn matrices_do_not_cross_context_kinds() {
     let host = cpu(0);
     let gpu = Gpu::new(false);
-    let fallback = Gpu::with(false, |d| d.flags = Q4VK_CONTEXT_VALIDATION | Q4VK_CONTEXT_CPU_FALLBACK)
-        .unwrap();
-    assert!(!name(fallback.ctx).starts_with("CPU ("), "{}", name(fallback.ctx));
+    let fallback = Gpu::with(false, |d| {
+        d.flags = Q4VK_CONTEXT_VALIDATION | Q4VK_CONTEXT_CPU_FALLBACK
+    })
+    .unwrap();
+    assert!(
+        !name(fallback.ctx).starts_with("CPU ("),
+        "{}",
+        name(fallback.ctx)
+    );
     let mut rng = Rng(9);
     let data = random_q4(&mut rng, 8, 64, 32, false, false);
     let (cm, gm) = (upload_q4(&host, &data), upload_q4(&gpu, &data));
@@ -418,7 +452,10 @@ fn matrices_do_not_cross_context_kinds() {
     }
     assert!(y.iter().all(|&v| v == 7.0));
     // Both compute the same product.
-    let (ec, eg) = (check_gemv(&host, cm, &data, &x, 1), check_gemv(&gpu, gm, &data, &x, 1));
+    let (ec, eg) = (
+        check_gemv(&host, cm, &data, &x, 1),
+        check_gemv(&gpu, gm, &data, &x, 1),
+    );
     assert!(ec < TOL && eg < TOL, "{ec:e} {eg:e}");
     unsafe {
         q4vk_matrix_destroy(cm);

@@ -9,6 +9,9 @@ use crate::alloc;
 use crate::error::Result;
 use crate::parallel::for_each_span;
 
+/// Most activation rows per call (as on the GPU).
+const MAX_M: usize = crate::vk::gemv::MAX_M as usize;
+
 /// Multiply-adds below which one more thread is not worth its start-up (about 20 µs).
 const MIN_WORK_PER_THREAD: usize = 1 << 18;
 
@@ -42,14 +45,18 @@ pub fn gemv(
     isa: Isa,
 ) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
-    assert!((1..=kernels::MAX_M).contains(&m) && x.len() >= m * k && y.len() >= m * n);
+    assert!((1..=MAX_M).contains(&m) && x.len() >= m * k && y.len() >= m * n);
     let xp = pack_x(x, m, k, mat.blocks())?;
     let work = n * mat.blocks() * BLOCK * m;
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
     let run = |out: &mut [f32]| {
-        for_each_span(out, n, |_| m, threads, |rows, slice| {
-            kernels::rows(isa, mat, &xp, m, rows, slice)
-        })
+        for_each_span(
+            out,
+            n,
+            |_| m,
+            threads,
+            |rows, slice| kernels::rows(isa, mat, &xp, m, rows, slice),
+        )
     };
     if m == 1 {
         run(&mut y[..n]);
@@ -91,7 +98,9 @@ mod tests {
         let scales = (0..shape.scale_count())
             .flat_map(|_| ((lcg(seed) % 2000) as f32 * 1e-4 - 0.1).to_le_bytes())
             .collect();
-        let zeros = (0..shape.zeros_bytes()).map(|_| (lcg(seed) % 16) as u8).collect();
+        let zeros = (0..shape.zeros_bytes())
+            .map(|_| (lcg(seed) % 16) as u8)
+            .collect();
         Q4Data {
             shape,
             weight: Cow::Owned(weight),
@@ -111,7 +120,7 @@ mod tests {
                 for zeros in [false, true] {
                     let d = data(n, k, group, zeros, &mut seed);
                     let mat = CpuMatrix::new(&d).unwrap();
-                    for m in 1..=kernels::MAX_M {
+                    for m in 1..=MAX_M {
                         let x: Vec<f32> = (0..m * k)
                             .map(|_| (lcg(&mut seed) % 2001) as f32 * 1e-3 - 1.0)
                             .collect();

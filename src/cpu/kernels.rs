@@ -8,9 +8,6 @@
 use super::matrix::{CpuMatrix, BLOCK};
 use std::ops::Range;
 
-/// Most activation rows per call (as on the GPU).
-pub const MAX_M: usize = 8;
-
 /// A kernel family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {

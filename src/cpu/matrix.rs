@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::quant::q4::{Q4Data, Q4Shape};
 
 /// Elements of one block: the unit the kernels decode (16 bytes of codes).
-pub const BLOCK: usize = 32;
+pub(crate) const BLOCK: usize = 32;
 
 /// An immutable Q4 matrix in host memory; shareable between threads.
 pub struct CpuMatrix {

@@ -460,11 +460,10 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_size(
         // SAFETY: NULL or a live context (contract).
         let c = unsafe { handle(ctx, "ctx") }?;
         require(bytes, "bytes")?;
-        let blob = c
-            .0
-            .vulkan("q4vk_context_pipeline_cache_size")?
-            .pipelines
-            .cache_data()?;
+        let blob =
+            c.0.vulkan("q4vk_context_pipeline_cache_size")?
+                .pipelines
+                .cache_data()?;
         // SAFETY: `bytes` is writable (contract; checked non-NULL).
         unsafe { write_out(bytes, blob.len(), "bytes") }
     })
@@ -495,11 +494,10 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_data(
         let c = unsafe { handle(ctx, "ctx") }?;
         require(data, "data")?;
         require(written, "written")?;
-        let blob = c
-            .0
-            .vulkan("q4vk_context_pipeline_cache_data")?
-            .pipelines
-            .cache_data()?;
+        let blob =
+            c.0.vulkan("q4vk_context_pipeline_cache_data")?
+                .pipelines
+                .cache_data()?;
         check_size("data_bytes", data_bytes, blob.len())?;
         // SAFETY: `data` is writable for `data_bytes` ≥ the blob's length (contract).
         unsafe { out_bytes(data.cast(), blob.len(), "data") }?.copy_from_slice(&blob);

@@ -101,7 +101,10 @@ enum Pair<'a> {
     /// A Vulkan context and a matrix of its `VkDevice`.
     Vulkan(&'a Context, &'a DeviceMatrix),
     /// A CPU context and a host matrix.
-    Cpu(&'a crate::cpu::context::CpuContext, &'a crate::cpu::matrix::CpuMatrix),
+    Cpu(
+        &'a crate::cpu::context::CpuContext,
+        &'a crate::cpu::matrix::CpuMatrix,
+    ),
 }
 
 /// The context and matrix behind two handles, checked to be of one kind and, on Vulkan,

@@ -1,0 +1,180 @@
+//! GEMV on a CPU context (`Q4VK_CONTEXT_CPU`), m = 1..8, beside the memcpy bandwidth
+//! measured in the same run with the same thread count. The traffic of a GEMV is the
+//! matrix (codes, f32 scales, zero points) read once; GB/s = those bytes / time. memcpy
+//! GB/s = bytes copied / time (each byte read once and written once).
+//!
+//! Two regimes: "hot" runs one matrix again and again (its bytes stay in the last-level
+//! cache when they fit, as in ggml's `test-backend-ops perf`); "cold" cycles through
+//! copies of it totalling at least 4 × 32 MiB, so every call streams from DRAM.
+//!
+//! Run: `cargo bench --bench cpu_gemv [-- SHAPE_FILTER]`. Prints a markdown table.
+
+use q4vk::ffi::context::*;
+use q4vk::ffi::gemv::q4vk_gemv;
+use q4vk::ffi::matrix::*;
+use q4vk::ffi::status::Q4VK_OK;
+use std::time::{Duration, Instant};
+
+/// Bytes the cold runs stream per round, at least.
+const COLD_BYTES: usize = 128 << 20;
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn time_it(runs: usize, mut f: impl FnMut(usize)) -> Duration {
+    f(0);
+    median(
+        (1..=runs)
+            .map(|i| {
+                let start = Instant::now();
+                f(i);
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// memcpy of `bytes` split over `threads` threads (scoped), as bytes copied per second,
+/// cycling through `copies` source/destination pairs.
+fn memcpy_gbs(bytes: usize, copies: usize, threads: usize, runs: usize) -> f64 {
+    let src: Vec<Vec<u8>> = (0..copies).map(|i| vec![i as u8 + 1; bytes]).collect();
+    let mut dst: Vec<Vec<u8>> = (0..copies).map(|_| vec![0xA5u8; bytes]).collect();
+    let t = time_it(runs, |i| {
+        let (s, d) = (&src[i % copies], &mut dst[i % copies]);
+        let chunk = bytes.div_ceil(threads);
+        std::thread::scope(|scope| {
+            for (s, d) in s.chunks(chunk).zip(d.chunks_mut(chunk)) {
+                scope.spawn(move || d.copy_from_slice(std::hint::black_box(s)));
+            }
+        });
+    });
+    bytes as f64 / t.as_secs_f64() / 1e9
+}
+
+fn context(threads: u32) -> *mut q4vk_context {
+    let mut desc = unsafe { std::mem::zeroed::<q4vk_context_desc>() };
+    unsafe { q4vk_context_desc_default(&mut desc) };
+    desc.flags = Q4VK_CONTEXT_CPU;
+    desc.cpu_threads = threads;
+    let mut ctx = std::ptr::null_mut();
+    assert_eq!(unsafe { q4vk_context_create(&desc, &mut ctx) }, Q4VK_OK);
+    ctx
+}
+
+/// A random symmetric Q4 matrix with f16 scales.
+fn matrix(
+    ctx: *mut q4vk_context,
+    n: usize,
+    k: usize,
+    group: i32,
+    rng: &mut Rng,
+) -> *mut q4vk_matrix {
+    let groups = if group < 0 {
+        1
+    } else {
+        k.div_ceil(group as usize)
+    };
+    let weight: Vec<u8> = (0..n * k.div_ceil(2)).map(|_| rng.next() as u8).collect();
+    let scales: Vec<u8> = (0..n * groups)
+        .flat_map(|_| half::f16::from_f32((rng.next() % 1000) as f32 * 1e-5).to_le_bytes())
+        .collect();
+    let mut d = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
+    unsafe { q4vk_matrix_desc_default(&mut d) };
+    (d.source, d.n, d.k, d.group_size) = (Q4VK_SOURCE_Q4, n as u64, k as u64, group);
+    (d.weight, d.weight_bytes) = (weight.as_ptr().cast(), weight.len());
+    (d.scales, d.scales_bytes) = (scales.as_ptr().cast(), scales.len());
+    let mut mat = std::ptr::null_mut();
+    assert_eq!(unsafe { q4vk_matrix_create(ctx, &d, &mut mat) }, Q4VK_OK);
+    mat
+}
+
+fn main() {
+    let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let runs = 30;
+    let mut name = vec![0 as std::ffi::c_char; 128];
+    let probe = context(0);
+    unsafe { q4vk_context_device_name(probe, name.as_mut_ptr(), name.len()) };
+    unsafe { q4vk_context_destroy(probe) };
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy();
+    println!("q4vk_gemv on a CPU context: {name}; {cores} cores; median of {runs} runs\n");
+    println!("| W [n × k] | group | m | threads | regime | time (µs) | matrix MB | GEMV GB/s | memcpy GB/s | % of memcpy |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut rng = Rng(0x9E3779B97F4A7C15);
+    for (n, k) in [(4096usize, 4096usize), (11008, 4096), (4096, 11008)] {
+        if filter
+            .as_ref()
+            .is_some_and(|f| !format!("{n}x{k}").contains(f.as_str()))
+        {
+            continue;
+        }
+        for group in [128i32, 32] {
+            for threads in [cores, 1] {
+                let ctx = context(threads as u32);
+                let first = matrix(ctx, n, k, group, &mut rng);
+                // Bytes the kernel streams: padded codes, f32 scales.
+                let groups = k.div_ceil(group as usize);
+                let bytes = n * k.div_ceil(32) * 16 + n * groups * 4;
+                let copies = COLD_BYTES.div_ceil(bytes).max(2);
+                let mut mats = vec![first];
+                for _ in 1..copies {
+                    mats.push(matrix(ctx, n, k, group, &mut rng));
+                }
+                let memcpy_hot = memcpy_gbs(bytes, 1, threads, runs);
+                let memcpy_cold = memcpy_gbs(bytes, copies, threads, runs);
+                for m in [1usize, 2, 4, 8] {
+                    if m > 1 && (group != 128 || threads != cores) {
+                        continue;
+                    }
+                    let x: Vec<f32> = (0..m * k)
+                        .map(|i| ((i * 7) % 13) as f32 * 0.1 - 0.6)
+                        .collect();
+                    let mut y = vec![0f32; m * n];
+                    for (regime, pool, memcpy) in
+                        [("hot", 1, memcpy_hot), ("cold", copies, memcpy_cold)]
+                    {
+                        let t = time_it(runs, |i| {
+                            let status = unsafe {
+                                q4vk_gemv(
+                                    ctx,
+                                    mats[i % pool],
+                                    x.as_ptr(),
+                                    x.len(),
+                                    y.as_mut_ptr(),
+                                    y.len(),
+                                    m as u32,
+                                )
+                            };
+                            assert_eq!(status, Q4VK_OK);
+                        });
+                        let gbs = bytes as f64 / t.as_secs_f64() / 1e9;
+                        println!(
+                            "| {n} × {k} | {group} | {m} | {threads} | {regime} | {:.0} | {:.1} | {gbs:.1} | {memcpy:.1} | {:.0}% |",
+                            t.as_secs_f64() * 1e6,
+                            bytes as f64 / 1e6,
+                            100.0 * gbs / memcpy
+                        );
+                    }
+                }
+                for mat in mats {
+                    unsafe { q4vk_matrix_destroy(mat) };
+                }
+                unsafe { q4vk_context_destroy(ctx) };
+            }
+        }
+    }
+}
