@@ -8,6 +8,9 @@ use crate::vk::context::Context;
 use crate::vk::matrix::DeviceMatrix;
 
 /// A context's engine.
+// One per context, inside the handle's own heap allocation: the variants' sizes do not
+// matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Backend {
     /// A Vulkan device (q4vk's own or adopted).
     Vulkan(Context),
