@@ -7,7 +7,10 @@
 //! cache when they fit, as in ggml's `test-backend-ops perf`); "cold" cycles through
 //! copies of it totalling at least 4 × 32 MiB, so every call streams from DRAM.
 //!
-//! Run: `cargo bench --bench cpu_gemv [-- SHAPE_FILTER]`. Prints a markdown table.
+//! A second table runs every kernel family the CPU has (through the Rust API, which the
+//! context does not expose: it picks the best) on the m = 1 shapes.
+//!
+//! Run: `cargo bench --bench cpu_gemv [-- SHAPE_FILTER]`. Prints markdown tables.
 
 use q4vk::ffi::context::*;
 use q4vk::ffi::gemv::q4vk_gemv;
@@ -175,6 +178,70 @@ fn main() {
                 }
                 unsafe { q4vk_context_destroy(ctx) };
             }
+        }
+    }
+    kernel_families(&filter, cores, runs);
+}
+
+/// Every kernel family on the m = 1 shapes, hot and cold, all cores.
+fn kernel_families(filter: &Option<String>, cores: usize, runs: usize) {
+    use q4vk::cpu::gemv::gemv;
+    use q4vk::cpu::kernels::Isa;
+    use q4vk::cpu::matrix::CpuMatrix;
+    use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
+    use std::borrow::Cow;
+    println!("\nKernel families, m = 1, group 128, {cores} threads\n");
+    println!("| W [n × k] | kernel | hot µs | hot GB/s | cold µs | cold GB/s |");
+    println!("|---|---|---|---|---|---|");
+    let mut rng = Rng(0xC0FFEE);
+    for (n, k) in [(4096usize, 4096usize), (11008, 4096)] {
+        if filter
+            .as_ref()
+            .is_some_and(|f| !format!("{n}x{k}").contains(f.as_str()))
+        {
+            continue;
+        }
+        let shape = Q4Shape::new(n as u64, k as u64, 128, 0).unwrap();
+        let make = |rng: &mut Rng| {
+            let data = Q4Data {
+                shape,
+                weight: Cow::Owned(
+                    (0..shape.weight_bytes())
+                        .map(|_| rng.next() as u8)
+                        .collect(),
+                ),
+                scale_type: ScaleType::F32,
+                scales: Cow::Owned(
+                    (0..shape.scale_count())
+                        .flat_map(|_| ((rng.next() % 1000) as f32 * 1e-5).to_le_bytes())
+                        .collect(),
+                ),
+                zeros: Cow::Owned(Vec::new()),
+            };
+            CpuMatrix::new(&data).unwrap()
+        };
+        let first = make(&mut rng);
+        let bytes = first.bytes();
+        let copies = COLD_BYTES.div_ceil(bytes).max(2);
+        let mut mats = vec![first];
+        for _ in 1..copies {
+            mats.push(make(&mut rng));
+        }
+        let x: Vec<f32> = (0..k).map(|i| ((i * 7) % 13) as f32 * 0.1 - 0.6).collect();
+        let mut y = vec![0f32; n];
+        for isa in Isa::available() {
+            let mut row = format!("| {n} × {k} | {} |", isa.name());
+            for pool in [1, copies] {
+                let t = time_it(runs, |i| {
+                    gemv(&mats[i % pool], &x, &mut y, 1, cores, isa).unwrap()
+                });
+                row += &format!(
+                    " {:.0} | {:.1} |",
+                    t.as_secs_f64() * 1e6,
+                    bytes as f64 / t.as_secs_f64() / 1e9
+                );
+            }
+            println!("{row}");
         }
     }
 }

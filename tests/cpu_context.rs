@@ -116,7 +116,9 @@ fn device_name_says_cpu_and_threads() {
         "{na}"
     );
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+    if is_x86_feature_detected!("avx512f") {
+        assert!(na.contains("AVX-512"), "{na}");
+    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         assert!(na.contains("AVX2+FMA"), "{na}");
     }
     // Larger than the core count: clamped.

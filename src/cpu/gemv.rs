@@ -16,17 +16,18 @@ const MAX_M: usize = crate::vk::gemv::MAX_M as usize;
 const MIN_WORK_PER_THREAD: usize = 1 << 18;
 
 /// Copies `m` rows of x (`k` each) into `m` rows of `blocks·32` elements, zero-padded, each
-/// 16-element chunk reordered as its 8 even elements then its 8 odd ones: the order in
-/// which the kernels widen 8 code bytes (low nibbles, then high nibbles).
-pub fn pack_x(x: &[f32], m: usize, k: usize, blocks: usize) -> Result<Vec<f32>> {
+/// `chunk`-element chunk (16 or 32) reordered as its even elements then its odd ones: the
+/// order in which the kernels widen `chunk / 2` code bytes (low nibbles, then high ones).
+pub fn pack_x(x: &[f32], m: usize, k: usize, blocks: usize, chunk: usize) -> Result<Vec<f32>> {
     let padded = blocks * BLOCK;
+    let half = chunk / 2;
     let mut xp = alloc::filled::<f32>(m * padded, "the reordered activations")?;
     for (src, dst) in x.chunks_exact(k).take(m).zip(xp.chunks_exact_mut(padded)) {
-        for (c, chunk) in dst.chunks_exact_mut(16).enumerate() {
-            for i in 0..8 {
-                let (even, odd) = (c * 16 + 2 * i, c * 16 + 2 * i + 1);
-                chunk[i] = src.get(even).copied().unwrap_or(0.0);
-                chunk[8 + i] = src.get(odd).copied().unwrap_or(0.0);
+        for (c, part) in dst.chunks_exact_mut(chunk).enumerate() {
+            for i in 0..half {
+                let (even, odd) = (c * chunk + 2 * i, c * chunk + 2 * i + 1);
+                part[i] = src.get(even).copied().unwrap_or(0.0);
+                part[half + i] = src.get(odd).copied().unwrap_or(0.0);
             }
         }
     }
@@ -46,7 +47,7 @@ pub fn gemv(
 ) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
     assert!((1..=MAX_M).contains(&m) && x.len() >= m * k && y.len() >= m * n);
-    let xp = pack_x(x, m, k, mat.blocks())?;
+    let xp = pack_x(x, m, k, mat.blocks(), isa.chunk())?;
     let work = n * mat.blocks() * BLOCK * m;
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
     let run = |out: &mut [f32]| {

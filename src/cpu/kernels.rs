@@ -1,6 +1,7 @@
-//! The CPU GEMV kernels over rows of a [`CpuMatrix`]: AVX2 + FMA (x86-64, chosen at run
-//! time), NEON (aarch64) and portable scalar code. All take x as [`super::gemv::pack_x`]
-//! reorders it and write, for each row of W in the span, its `M` results together.
+//! The CPU GEMV kernels over rows of a [`CpuMatrix`]: AVX-512 and AVX2 + FMA (x86-64,
+//! chosen at run time), NEON (aarch64) and portable scalar code. All take x as
+//! [`super::gemv::pack_x`] reorders it for their [`Isa::chunk`] and write, for each row of
+//! W in the span, its `M` results together.
 //!
 //! Per group and x row, `sum x·(u − z)` is accumulated in f32 (u − z exact in f32), then
 //! multiplied by the group's scale and added to the row's total.
@@ -15,6 +16,8 @@ pub enum Isa {
     Scalar,
     /// x86-64 AVX2 + FMA.
     Avx2,
+    /// x86-64 AVX-512 (foundation instructions only).
+    Avx512,
     /// aarch64 Advanced SIMD.
     Neon,
 }
@@ -22,6 +25,10 @@ pub enum Isa {
 impl Isa {
     /// The fastest family this CPU runs.
     pub fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx512f") {
+            return Isa::Avx512;
+        }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             return Isa::Avx2;
@@ -35,11 +42,24 @@ impl Isa {
 
     /// Every family this CPU runs, scalar first.
     pub fn available() -> Vec<Isa> {
+        let mut all = vec![Isa::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            all.push(Isa::Avx2);
+        }
         let best = Isa::detect();
-        if best == Isa::Scalar {
-            vec![Isa::Scalar]
-        } else {
-            vec![Isa::Scalar, best]
+        if !all.contains(&best) {
+            all.push(best);
+        }
+        all
+    }
+
+    /// Elements of x per reordered chunk (see [`super::gemv::pack_x`]): the nibbles one
+    /// vector of widened code bytes holds.
+    pub fn chunk(self) -> usize {
+        match self {
+            Isa::Avx512 => 32,
+            _ => 16,
         }
     }
 
@@ -48,6 +68,7 @@ impl Isa {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "AVX2+FMA",
+            Isa::Avx512 => "AVX-512",
             Isa::Neon => "NEON",
         }
     }
@@ -57,11 +78,11 @@ impl Isa {
 /// `isa` must be one of [`Isa::available`].
 pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>, out: &mut [f32]) {
     assert!(rows.end <= mat.shape.n && out.len() == rows.len() * m);
-    assert!(xp.len() == m * mat.blocks() * BLOCK);
+    assert!(xp.len() == m * mat.blocks() * BLOCK && Isa::available().contains(&isa));
     macro_rules! by_m {
         ($f:ident) => {
             match m {
-                1 => $f::<1, 4>(mat, xp, rows, out),
+                1 => $f::<1, 2>(mat, xp, rows, out),
                 2 => $f::<2, 2>(mat, xp, rows, out),
                 3 => $f::<3, 1>(mat, xp, rows, out),
                 4 => $f::<4, 1>(mat, xp, rows, out),
@@ -75,29 +96,40 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
     }
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            assert!(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"));
+        Isa::Avx512 => {
             fn run<const M: usize, const A: usize>(
                 mat: &CpuMatrix,
                 xp: &[f32],
                 rows: Range<usize>,
                 out: &mut [f32],
             ) {
-                // SAFETY: the CPU has AVX2 and FMA (asserted above).
+                // SAFETY: the CPU has AVX-512F (`isa` is available, asserted above).
+                unsafe { avx512::rows::<M, A>(mat, xp, rows, out) }
+            }
+            by_m!(run)
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            fn run<const M: usize, const A: usize>(
+                mat: &CpuMatrix,
+                xp: &[f32],
+                rows: Range<usize>,
+                out: &mut [f32],
+            ) {
+                // SAFETY: the CPU has AVX2 and FMA (`isa` is available, asserted above).
                 unsafe { avx2::rows::<M, A>(mat, xp, rows, out) }
             }
             by_m!(run)
         }
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => {
-            assert!(std::arch::is_aarch64_feature_detected!("neon"));
             fn run<const M: usize, const A: usize>(
                 mat: &CpuMatrix,
                 xp: &[f32],
                 rows: Range<usize>,
                 out: &mut [f32],
             ) {
-                // SAFETY: the CPU has NEON (asserted above).
+                // SAFETY: the CPU has NEON (`isa` is available, asserted above).
                 unsafe { neon::rows::<M, A>(mat, xp, rows, out) }
             }
             by_m!(run)
@@ -154,6 +186,43 @@ fn scalar<const M: usize, const A: usize>(
     }
 }
 
+/// Drives a kernel family's per-group dot product over rows: each row's groups alternate
+/// between two vector totals (so consecutive groups do not wait on one FMA chain), which are
+/// reduced to the row's `M` results at its end.
+macro_rules! rows_by_group {
+    ($feature:literal, $vec:ty, $zero:expr, $splat:path, $fma:path, $add:path, $reduce:path) => {
+        /// The kernel over rows `rows`: `M` x rows, `A` accumulators per x row inside a group.
+        #[target_feature(enable = $feature)]
+        pub fn rows<const M: usize, const A: usize>(
+            mat: &CpuMatrix,
+            xp: &[f32],
+            rows: Range<usize>,
+            out: &mut [f32],
+        ) {
+            let (stride, groups, blocks, group_blocks, padded) = geometry(mat);
+            assert!(xp.len() >= M * padded);
+            for (row, results) in rows.zip(out.chunks_exact_mut(M)) {
+                let codes = &mat.codes[row * stride..][..stride];
+                let mut totals: [[$vec; M]; 2] = [[$zero; M]; 2];
+                for first in (0..groups).step_by(2) {
+                    for (g, totals) in (first..groups.min(first + 2)).zip(totals.iter_mut()) {
+                        let gi = row * groups + g;
+                        let span = g * group_blocks..((g + 1) * group_blocks).min(blocks);
+                        let sums = group::<M, A>(codes, xp, padded, span, $splat(mat.zero(gi)));
+                        let s = $splat(mat.scales[gi]);
+                        for (t, sum) in totals.iter_mut().zip(sums) {
+                            *t = $fma(sum, s, *t);
+                        }
+                    }
+                }
+                for (r, result) in results.iter_mut().enumerate() {
+                    *result = $reduce($add(totals[0][r], totals[1][r]));
+                }
+            }
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{geometry, CpuMatrix, Range, BLOCK};
@@ -167,61 +236,110 @@ mod avx2 {
         _mm_cvtss_f32(s)
     }
 
-    /// AVX2 kernel: `M` x rows, `A` accumulators per x row (to hide FMA latency when M is
-    /// small). Each 8 code bytes are widened to 8 lanes; the low nibbles meet x's 8 even
-    /// elements, the high nibbles its 8 odd ones.
+    /// `sum x·(u − z)` over `blocks` of one row's `codes`, per x row (8 lanes to add up).
+    /// Each 8 code bytes are widened to 8 lanes; the low nibbles meet x's 8 even elements
+    /// of the 16, the high nibbles its 8 odd ones.
     #[target_feature(enable = "avx2,fma")]
-    pub fn rows<const M: usize, const A: usize>(
-        mat: &CpuMatrix,
+    #[inline]
+    fn group<const M: usize, const A: usize>(
+        codes: &[u8],
         xp: &[f32],
-        rows: Range<usize>,
-        out: &mut [f32],
-    ) {
-        let (stride, groups, blocks, group_blocks, padded) = geometry(mat);
+        padded: usize,
+        blocks: Range<usize>,
+        z: __m256,
+    ) -> [__m256; M] {
+        assert!(blocks.end * 16 <= codes.len() && blocks.end * BLOCK <= padded);
         assert!(xp.len() >= M * padded);
         let mask = _mm256_set1_epi32(15);
-        for (row, results) in rows.zip(out.chunks_exact_mut(M)) {
-            let codes = &mat.codes[row * stride..][..stride];
-            let mut total = [_mm256_setzero_ps(); M];
-            for g in 0..groups {
-                let gi = row * groups + g;
-                let z = _mm256_set1_ps(mat.zero(gi));
-                let mut acc = [[_mm256_setzero_ps(); A]; M];
-                for b in g * group_blocks..((g + 1) * group_blocks).min(blocks) {
-                    for h in 0..2 {
-                        // SAFETY: b < blocks, so bytes b·16 + h·8 .. + 8 lie within the
-                        // row's `stride` = blocks·16 bytes.
-                        let v = unsafe {
-                            _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                                codes.as_ptr().add(b * 16 + h * 8).cast(),
-                            ))
-                        };
-                        let lo = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, mask)), z);
-                        let hi = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(v)), z);
-                        for (r, acc) in acc.iter_mut().enumerate() {
-                            let at = r * padded + b * BLOCK + h * 16;
-                            // SAFETY: r < M and b·32 + h·16 + 16 ≤ padded, so the 16 floats
-                            // at `at` lie within xp (M·padded long, asserted above).
-                            let (x0, x1) = unsafe {
-                                let p = xp.as_ptr().add(at);
-                                (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
-                            };
-                            acc[(2 * h) % A] = _mm256_fmadd_ps(lo, x0, acc[(2 * h) % A]);
-                            acc[(2 * h + 1) % A] = _mm256_fmadd_ps(hi, x1, acc[(2 * h + 1) % A]);
-                        }
-                    }
+        let mut acc = [[_mm256_setzero_ps(); A]; M];
+        for b in blocks {
+            for h in 0..2 {
+                // SAFETY: b·16 + 16 ≤ codes.len() (asserted), so the 8 bytes at
+                // b·16 + h·8 are in `codes`.
+                let v = unsafe {
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.as_ptr().add(b * 16 + h * 8).cast()))
+                };
+                let lo = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, mask)), z);
+                let hi = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(v)), z);
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let at = r * padded + b * BLOCK + h * 16;
+                    // SAFETY: r < M and b·32 + 32 ≤ padded (asserted), so the 16 floats at
+                    // `at` lie within xp (at least M·padded long, asserted).
+                    let (x0, x1) = unsafe {
+                        let p = xp.as_ptr().add(at);
+                        (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
+                    };
+                    acc[0] = _mm256_fmadd_ps(lo, x0, acc[0]);
+                    acc[1 % A] = _mm256_fmadd_ps(hi, x1, acc[1 % A]);
                 }
-                let s = _mm256_set1_ps(mat.scales[gi]);
-                for (t, acc) in total.iter_mut().zip(acc) {
-                    let sum = acc[1..].iter().fold(acc[0], |a, &b| _mm256_add_ps(a, b));
-                    *t = _mm256_fmadd_ps(sum, s, *t);
-                }
-            }
-            for (r, t) in results.iter_mut().zip(total) {
-                *r = hsum(t);
             }
         }
+        acc.map(|a| a[1..].iter().fold(a[0], |s, &v| _mm256_add_ps(s, v)))
     }
+
+    rows_by_group!(
+        "avx2,fma",
+        __m256,
+        _mm256_setzero_ps(),
+        _mm256_set1_ps,
+        _mm256_fmadd_ps,
+        _mm256_add_ps,
+        hsum
+    );
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{geometry, CpuMatrix, Range, BLOCK};
+    use std::arch::x86_64::*;
+
+    /// `sum x·(u − z)` over `blocks` of one row's `codes`, per x row (16 lanes to add up).
+    /// A block's 16 code bytes are widened to 16 lanes; the low nibbles meet x's 16 even
+    /// elements of the block, the high nibbles its 16 odd ones.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn group<const M: usize, const A: usize>(
+        codes: &[u8],
+        xp: &[f32],
+        padded: usize,
+        blocks: Range<usize>,
+        z: __m512,
+    ) -> [__m512; M] {
+        assert!(blocks.end * 16 <= codes.len() && blocks.end * BLOCK <= padded);
+        assert!(xp.len() >= M * padded);
+        let mask = _mm512_set1_epi32(15);
+        let mut acc = [[_mm512_setzero_ps(); A]; M];
+        for b in blocks {
+            // SAFETY: b·16 + 16 ≤ codes.len() (asserted), so the 16 bytes at b·16 are in
+            // `codes`.
+            let v =
+                unsafe { _mm512_cvtepu8_epi32(_mm_loadu_si128(codes.as_ptr().add(b * 16).cast())) };
+            let lo = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, mask)), z);
+            let hi = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32::<4>(v)), z);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let at = r * padded + b * BLOCK;
+                // SAFETY: r < M and b·32 + 32 ≤ padded (asserted), so the 32 floats at `at`
+                // lie within xp (at least M·padded long, asserted).
+                let (x0, x1) = unsafe {
+                    let p = xp.as_ptr().add(at);
+                    (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)))
+                };
+                acc[0] = _mm512_fmadd_ps(lo, x0, acc[0]);
+                acc[1 % A] = _mm512_fmadd_ps(hi, x1, acc[1 % A]);
+            }
+        }
+        acc.map(|a| a[1..].iter().fold(a[0], |s, &v| _mm512_add_ps(s, v)))
+    }
+
+    rows_by_group!(
+        "avx512f",
+        __m512,
+        _mm512_setzero_ps(),
+        _mm512_set1_ps,
+        _mm512_fmadd_ps,
+        _mm512_add_ps,
+        _mm512_reduce_add_ps
+    );
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -229,59 +347,62 @@ mod neon {
     use super::{geometry, CpuMatrix, Range, BLOCK};
     use std::arch::aarch64::*;
 
-    /// NEON kernel, as the AVX2 one with 4-lane vectors: 8 code bytes give 8 low and 8 high
-    /// nibbles, widened to four vectors of 4 f32.
+    /// `a·b + c`, in the argument order of the x86 FMA intrinsics.
     #[target_feature(enable = "neon")]
-    pub fn rows<const M: usize, const A: usize>(
-        mat: &CpuMatrix,
+    fn fma(a: float32x4_t, b: float32x4_t, c: float32x4_t) -> float32x4_t {
+        vfmaq_f32(c, a, b)
+    }
+
+    /// `sum x·(u − z)` over `blocks` of one row's `codes`, per x row (4 lanes to add up).
+    /// Each 8 code bytes give 8 low and 8 high nibbles, widened to four vectors of 4 f32
+    /// that meet x's 8 even and 8 odd elements of the 16.
+    #[target_feature(enable = "neon")]
+    #[inline]
+    fn group<const M: usize, const A: usize>(
+        codes: &[u8],
         xp: &[f32],
-        rows: Range<usize>,
-        out: &mut [f32],
-    ) {
-        let (stride, groups, blocks, group_blocks, padded) = geometry(mat);
+        padded: usize,
+        blocks: Range<usize>,
+        z: float32x4_t,
+    ) -> [float32x4_t; M] {
+        assert!(blocks.end * 16 <= codes.len() && blocks.end * BLOCK <= padded);
         assert!(xp.len() >= M * padded);
         let mask = vdup_n_u8(15);
-        for (row, results) in rows.zip(out.chunks_exact_mut(M)) {
-            let codes = &mat.codes[row * stride..][..stride];
-            let mut total = [vdupq_n_f32(0.0); M];
-            for g in 0..groups {
-                let gi = row * groups + g;
-                let z = vdupq_n_f32(mat.zero(gi));
-                let mut acc = [[vdupq_n_f32(0.0); A]; M];
-                for b in g * group_blocks..((g + 1) * group_blocks).min(blocks) {
-                    for h in 0..2 {
-                        // SAFETY: b < blocks, so bytes b·16 + h·8 .. + 8 lie within the
-                        // row's `stride` = blocks·16 bytes.
-                        let bytes = unsafe { vld1_u8(codes.as_ptr().add(b * 16 + h * 8)) };
-                        let lo = vmovl_u8(vand_u8(bytes, mask));
-                        let hi = vmovl_u8(vshr_n_u8::<4>(bytes));
-                        let w = [
-                            vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo))), z),
-                            vsubq_f32(vcvtq_f32_u32(vmovl_high_u16(lo)), z),
-                            vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi))), z),
-                            vsubq_f32(vcvtq_f32_u32(vmovl_high_u16(hi)), z),
-                        ];
-                        for (r, acc) in acc.iter_mut().enumerate() {
-                            let at = r * padded + b * BLOCK + h * 16;
-                            for (q, &wq) in w.iter().enumerate() {
-                                // SAFETY: r < M and b·32 + h·16 + 16 ≤ padded, so the 4
-                                // floats at `at + 4q` lie within xp (M·padded long).
-                                let x = unsafe { vld1q_f32(xp.as_ptr().add(at + 4 * q)) };
-                                let a = (4 * h + q) % A;
-                                acc[a] = vfmaq_f32(acc[a], wq, x);
-                            }
-                        }
+        let mut acc = [[vdupq_n_f32(0.0); A]; M];
+        for b in blocks {
+            for h in 0..2 {
+                // SAFETY: b·16 + 16 ≤ codes.len() (asserted), so the 8 bytes at
+                // b·16 + h·8 are in `codes`.
+                let bytes = unsafe { vld1_u8(codes.as_ptr().add(b * 16 + h * 8)) };
+                let lo = vmovl_u8(vand_u8(bytes, mask));
+                let hi = vmovl_u8(vshr_n_u8::<4>(bytes));
+                let w = [
+                    vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo))), z),
+                    vsubq_f32(vcvtq_f32_u32(vmovl_high_u16(lo)), z),
+                    vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi))), z),
+                    vsubq_f32(vcvtq_f32_u32(vmovl_high_u16(hi)), z),
+                ];
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let at = r * padded + b * BLOCK + h * 16;
+                    for (q, &wq) in w.iter().enumerate() {
+                        // SAFETY: r < M and b·32 + 32 ≤ padded (asserted), so the 4 floats
+                        // at `at + 4q` lie within xp (at least M·padded long, asserted).
+                        let x = unsafe { vld1q_f32(xp.as_ptr().add(at + 4 * q)) };
+                        acc[q % A] = vfmaq_f32(acc[q % A], wq, x);
                     }
                 }
-                let s = vdupq_n_f32(mat.scales[gi]);
-                for (t, acc) in total.iter_mut().zip(acc) {
-                    let sum = acc[1..].iter().fold(acc[0], |a, &b| vaddq_f32(a, b));
-                    *t = vfmaq_f32(*t, sum, s);
-                }
-            }
-            for (r, t) in results.iter_mut().zip(total) {
-                *r = vaddvq_f32(t);
             }
         }
+        acc.map(|a| a[1..].iter().fold(a[0], |s, &v| vaddq_f32(s, v)))
     }
+
+    rows_by_group!(
+        "neon",
+        float32x4_t,
+        vdupq_n_f32(0.0),
+        vdupq_n_f32,
+        fma,
+        vaddq_f32,
+        vaddvq_f32
+    );
 }
