@@ -40,18 +40,26 @@ impl Isa {
         Isa::Scalar
     }
 
+    /// Whether this CPU runs the family.
+    pub fn supported(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => is_x86_feature_detected!("avx512f"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            _ => false,
+        }
+    }
+
     /// Every family this CPU runs, scalar first.
     pub fn available() -> Vec<Isa> {
-        let mut all = vec![Isa::Scalar];
-        #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            all.push(Isa::Avx2);
-        }
-        let best = Isa::detect();
-        if !all.contains(&best) {
-            all.push(best);
-        }
-        all
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon]
+            .into_iter()
+            .filter(|isa| isa.supported())
+            .collect()
     }
 
     /// Elements of x per reordered chunk (see [`super::gemv::pack_x`]): the nibbles one
@@ -78,7 +86,7 @@ impl Isa {
 /// `isa` must be one of [`Isa::available`].
 pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>, out: &mut [f32]) {
     assert!(rows.end <= mat.shape.n && out.len() == rows.len() * m);
-    assert!(xp.len() == m * mat.blocks() * BLOCK && Isa::available().contains(&isa));
+    assert!(xp.len() == m * mat.blocks() * BLOCK && isa.supported());
     macro_rules! by_m {
         ($f:ident) => {
             match m {
@@ -103,7 +111,7 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
                 rows: Range<usize>,
                 out: &mut [f32],
             ) {
-                // SAFETY: the CPU has AVX-512F (`isa` is available, asserted above).
+                // SAFETY: the CPU has AVX-512F (`isa.supported()`, asserted above).
                 unsafe { avx512::rows::<M, A>(mat, xp, rows, out) }
             }
             by_m!(run)
@@ -116,7 +124,7 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
                 rows: Range<usize>,
                 out: &mut [f32],
             ) {
-                // SAFETY: the CPU has AVX2 and FMA (`isa` is available, asserted above).
+                // SAFETY: the CPU has AVX2 and FMA (`isa.supported()`, asserted above).
                 unsafe { avx2::rows::<M, A>(mat, xp, rows, out) }
             }
             by_m!(run)
@@ -129,7 +137,7 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
                 rows: Range<usize>,
                 out: &mut [f32],
             ) {
-                // SAFETY: the CPU has NEON (`isa` is available, asserted above).
+                // SAFETY: the CPU has NEON (`isa.supported()`, asserted above).
                 unsafe { neon::rows::<M, A>(mat, xp, rows, out) }
             }
             by_m!(run)
