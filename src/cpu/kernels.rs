@@ -194,11 +194,58 @@ fn scalar<const M: usize, const A: usize>(
     }
 }
 
+/// Bytes of packed x one pass over a k-tile keeps hot (in L1 with room for the codes).
+const X_TILE_BYTES: usize = 16 << 10;
+/// Rows of W that one pass over a k-tile covers.
+const TILE_ROWS: usize = 16;
+
+/// Blocks per k-tile for `m` x rows: all of a row when its x fits [`X_TILE_BYTES`] (so
+/// m = 1, 2 on common K), else a multiple of the group's blocks that fits (or a fit that
+/// splits a long group: each piece's sum is then scaled separately).
+fn tile_blocks(m: usize, group_blocks: usize, blocks: usize) -> usize {
+    let fit = (X_TILE_BYTES / (m * BLOCK * 4)).max(1);
+    if fit >= blocks {
+        blocks
+    } else if group_blocks <= fit {
+        fit / group_blocks * group_blocks
+    } else {
+        fit
+    }
+}
+
 /// Drives a kernel family's per-group dot product over rows: each row's groups alternate
 /// between two vector totals (so consecutive groups do not wait on one FMA chain), which are
-/// reduced to the row's `M` results at its end.
+/// reduced to the row's `M` results at its end. When x is too large to stay in L1 (large
+/// m·k), K is cut into tiles and [`TILE_ROWS`] rows at a time go through each tile.
 macro_rules! rows_by_group {
     ($feature:literal, $vec:ty, $zero:expr, $splat:path, $fma:path, $add:path, $reduce:path) => {
+        /// Adds row `row`'s groups (pieces cut by `tile`) to its two totals.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        fn row_tile<const M: usize, const A: usize>(
+            mat: &CpuMatrix,
+            xp: &[f32],
+            row: usize,
+            tile: Range<usize>,
+            totals: &mut [[$vec; M]; 2],
+        ) {
+            let (stride, groups, _, group_blocks, padded) = geometry(mat);
+            let codes = &mat.codes[row * stride..][..stride];
+            let (g0, g1) = (tile.start / group_blocks, tile.end.div_ceil(group_blocks));
+            for first in (g0..g1).step_by(2) {
+                for (g, totals) in (first..g1.min(first + 2)).zip(totals.iter_mut()) {
+                    let gi = row * groups + g;
+                    let span =
+                        (g * group_blocks).max(tile.start)..((g + 1) * group_blocks).min(tile.end);
+                    let sums = group::<M, A>(codes, xp, padded, span, $splat(mat.zero(gi)));
+                    let s = $splat(mat.scales[gi]);
+                    for (t, sum) in totals.iter_mut().zip(sums) {
+                        *t = $fma(sum, s, *t);
+                    }
+                }
+            }
+        }
+
         /// The kernel over rows `rows`: `M` x rows, `A` accumulators per x row inside a group.
         #[target_feature(enable = $feature)]
         pub fn rows<const M: usize, const A: usize>(
@@ -207,24 +254,36 @@ macro_rules! rows_by_group {
             rows: Range<usize>,
             out: &mut [f32],
         ) {
-            let (stride, groups, blocks, group_blocks, padded) = geometry(mat);
+            let (_, _, blocks, group_blocks, padded) = geometry(mat);
             assert!(xp.len() >= M * padded);
-            for (row, results) in rows.zip(out.chunks_exact_mut(M)) {
-                let codes = &mat.codes[row * stride..][..stride];
-                let mut totals: [[$vec; M]; 2] = [[$zero; M]; 2];
-                for first in (0..groups).step_by(2) {
-                    for (g, totals) in (first..groups.min(first + 2)).zip(totals.iter_mut()) {
-                        let gi = row * groups + g;
-                        let span = g * group_blocks..((g + 1) * group_blocks).min(blocks);
-                        let sums = group::<M, A>(codes, xp, padded, span, $splat(mat.zero(gi)));
-                        let s = $splat(mat.scales[gi]);
-                        for (t, sum) in totals.iter_mut().zip(sums) {
-                            *t = $fma(sum, s, *t);
-                        }
-                    }
-                }
+            let tile = super::tile_blocks(M, group_blocks, blocks);
+            let reduce = |totals: &[[$vec; M]; 2], results: &mut [f32]| {
                 for (r, result) in results.iter_mut().enumerate() {
                     *result = $reduce($add(totals[0][r], totals[1][r]));
+                }
+            };
+            if tile == blocks {
+                for (row, results) in rows.zip(out.chunks_exact_mut(M)) {
+                    let mut totals = [[$zero; M]; 2];
+                    row_tile::<M, A>(mat, xp, row, 0..blocks, &mut totals);
+                    reduce(&totals, results);
+                }
+                return;
+            }
+            for (first, outs) in rows
+                .clone()
+                .step_by(super::TILE_ROWS)
+                .zip(out.chunks_mut(super::TILE_ROWS * M))
+            {
+                let last = rows.end.min(first + super::TILE_ROWS);
+                let mut totals = [[[$zero; M]; 2]; super::TILE_ROWS];
+                for t0 in (0..blocks).step_by(tile) {
+                    for (row, totals) in (first..last).zip(totals.iter_mut()) {
+                        row_tile::<M, A>(mat, xp, row, t0..blocks.min(t0 + tile), totals);
+                    }
+                }
+                for (totals, results) in totals.iter().zip(outs.chunks_exact_mut(M)) {
+                    reduce(totals, results);
                 }
             }
         }
