@@ -219,7 +219,26 @@ fn tile_blocks(m: usize, group_blocks: usize, blocks: usize) -> usize {
 /// m·k), K is cut into tiles and [`TILE_ROWS`] rows at a time go through each tile.
 macro_rules! rows_by_group {
     ($feature:literal, $vec:ty, $zero:expr, $splat:path, $fma:path, $add:path, $reduce:path) => {
-        /// Adds row `row`'s groups (pieces cut by `tile`) to its two totals.
+        /// Adds the piece `span` of group `g` of row `row` (codes `codes`) to `totals`.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        fn add_group<const M: usize, const A: usize>(
+            mat: &CpuMatrix,
+            xp: &[f32],
+            codes: &[u8],
+            gi: usize,
+            span: Range<usize>,
+            totals: &mut [$vec; M],
+        ) {
+            let padded = mat.blocks() * BLOCK;
+            let sums = group::<M, A>(codes, xp, padded, span, $splat(mat.zero(gi)));
+            let s = $splat(mat.scales[gi]);
+            for (t, sum) in totals.iter_mut().zip(sums) {
+                *t = $fma(sum, s, *t);
+            }
+        }
+
+        /// Adds row `row`'s groups (pieces cut by `tile`) to its two totals, alternating.
         #[target_feature(enable = $feature)]
         #[inline]
         fn row_tile<const M: usize, const A: usize>(
@@ -229,20 +248,33 @@ macro_rules! rows_by_group {
             tile: Range<usize>,
             totals: &mut [[$vec; M]; 2],
         ) {
-            let (stride, groups, _, group_blocks, padded) = geometry(mat);
+            let (stride, groups, _, group_blocks, _) = geometry(mat);
             let codes = &mat.codes[row * stride..][..stride];
-            let (g0, g1) = (tile.start / group_blocks, tile.end.div_ceil(group_blocks));
-            for first in (g0..g1).step_by(2) {
-                for (g, totals) in (first..g1.min(first + 2)).zip(totals.iter_mut()) {
-                    let gi = row * groups + g;
-                    let span =
-                        (g * group_blocks).max(tile.start)..((g + 1) * group_blocks).min(tile.end);
-                    let sums = group::<M, A>(codes, xp, padded, span, $splat(mat.zero(gi)));
-                    let s = $splat(mat.scales[gi]);
-                    for (t, sum) in totals.iter_mut().zip(sums) {
-                        *t = $fma(sum, s, *t);
-                    }
+            let [even, odd] = totals;
+            if group_blocks == 1 {
+                // One block per group: one accumulator, no sum of partial ones.
+                let first = row * groups;
+                let mut b = tile.start;
+                while b + 1 < tile.end {
+                    add_group::<M, 1>(mat, xp, codes, first + b, b..b + 1, even);
+                    add_group::<M, 1>(mat, xp, codes, first + b + 1, b + 1..b + 2, odd);
+                    b += 2;
                 }
+                if b < tile.end {
+                    add_group::<M, 1>(mat, xp, codes, first + b, b..b + 1, even);
+                }
+                return;
+            }
+            let (g0, g1) = (tile.start / group_blocks, tile.end.div_ceil(group_blocks));
+            for g in g0..g1 {
+                let span =
+                    (g * group_blocks).max(tile.start)..((g + 1) * group_blocks).min(tile.end);
+                let totals = if (g - g0) % 2 == 0 {
+                    &mut *even
+                } else {
+                    &mut *odd
+                };
+                add_group::<M, A>(mat, xp, codes, row * groups + g, span, totals);
             }
         }
 
