@@ -199,12 +199,13 @@ const X_TILE_BYTES: usize = 16 << 10;
 /// Rows of W that one pass over a k-tile covers.
 const TILE_ROWS: usize = 16;
 
-/// Blocks per k-tile for `m` x rows: all of a row when its x fits [`X_TILE_BYTES`] (so
-/// m = 1, 2 on common K), else a multiple of the group's blocks that fits (or a fit that
-/// splits a long group: each piece's sum is then scaled separately).
+/// Blocks per k-tile for `m` x rows: all of a row when m ≤ 2 (tiles measured slower there:
+/// the rows' code streams interleave) or when its x fits [`X_TILE_BYTES`], else a multiple
+/// of the group's blocks that fits (or a fit that splits a long group: each piece's sum is
+/// then scaled separately).
 fn tile_blocks(m: usize, group_blocks: usize, blocks: usize) -> usize {
     let fit = (X_TILE_BYTES / (m * BLOCK * 4)).max(1);
-    if fit >= blocks {
+    if m <= 2 || fit >= blocks {
         blocks
     } else if group_blocks <= fit {
         fit / group_blocks * group_blocks
