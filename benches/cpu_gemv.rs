@@ -1,5 +1,6 @@
 //! GEMV on a CPU context (`Q4VK_CONTEXT_CPU`), m = 1..8, beside the memcpy bandwidth
-//! measured in the same run with the same thread count. The traffic of a GEMV is the
+//! measured in the same run with the same thread count (memcpy and GEMV calls alternate,
+//! so both see the same load from other work on the machine). The traffic of a GEMV is the
 //! matrix (codes, f32 scales, zero points) read once; GB/s = those bytes / time. memcpy
 //! GB/s = bytes copied / time (each byte read once and written once).
 //!
@@ -49,21 +50,54 @@ impl Rng {
     }
 }
 
-/// memcpy of `bytes` split over `threads` threads (scoped), as bytes copied per second,
-/// cycling through `copies` source/destination pairs.
-fn memcpy_gbs(bytes: usize, copies: usize, threads: usize, runs: usize) -> f64 {
-    let src: Vec<Vec<u8>> = (0..copies).map(|i| vec![i as u8 + 1; bytes]).collect();
-    let mut dst: Vec<Vec<u8>> = (0..copies).map(|_| vec![0xA5u8; bytes]).collect();
-    let t = time_it(runs, |i| {
-        let (s, d) = (&src[i % copies], &mut dst[i % copies]);
-        let chunk = bytes.div_ceil(threads);
+/// memcpy of `bytes` split over `threads` scoped threads, cycling through `copies`
+/// source/destination pairs (all pages touched beforehand).
+struct Copier {
+    src: Vec<Vec<u8>>,
+    dst: Vec<Vec<u8>>,
+    threads: usize,
+}
+
+impl Copier {
+    fn new(bytes: usize, copies: usize, threads: usize) -> Copier {
+        Copier {
+            src: (0..copies).map(|i| vec![i as u8 + 1; bytes]).collect(),
+            dst: (0..copies).map(|_| vec![0xA5u8; bytes]).collect(),
+            threads,
+        }
+    }
+
+    fn run(&mut self, i: usize) {
+        let copies = self.src.len();
+        let (s, d) = (&self.src[i % copies], &mut self.dst[i % copies]);
+        let chunk = s.len().div_ceil(self.threads);
         std::thread::scope(|scope| {
             for (s, d) in s.chunks(chunk).zip(d.chunks_mut(chunk)) {
                 scope.spawn(move || d.copy_from_slice(std::hint::black_box(s)));
             }
         });
-    });
-    bytes as f64 / t.as_secs_f64() / 1e9
+    }
+}
+
+/// Medians of `a` and `b` timed alternately (`runs` each, after one warm-up of each), so
+/// both see the same interference from other work on the machine.
+fn time_pair(
+    runs: usize,
+    mut a: impl FnMut(usize),
+    mut b: impl FnMut(usize),
+) -> (Duration, Duration) {
+    a(0);
+    b(0);
+    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+    for i in 1..=runs {
+        let start = Instant::now();
+        a(i);
+        ta.push(start.elapsed());
+        let start = Instant::now();
+        b(i);
+        tb.push(start.elapsed());
+    }
+    (median(ta), median(tb))
 }
 
 fn context(threads: u32) -> *mut q4vk_context {
@@ -137,8 +171,8 @@ fn main() {
                 for _ in 1..copies {
                     mats.push(matrix(ctx, n, k, group, &mut rng));
                 }
-                let memcpy_hot = memcpy_gbs(bytes, 1, threads, runs);
-                let memcpy_cold = memcpy_gbs(bytes, copies, threads, runs);
+                let mut hot_copy = Copier::new(bytes, 1, threads);
+                let mut cold_copy = Copier::new(bytes, copies, threads);
                 for m in [1usize, 2, 4, 8] {
                     if m > 1 && (group != 128 || threads != cores) {
                         continue;
@@ -147,24 +181,29 @@ fn main() {
                         .map(|i| ((i * 7) % 13) as f32 * 0.1 - 0.6)
                         .collect();
                     let mut y = vec![0f32; m * n];
-                    for (regime, pool, memcpy) in
-                        [("hot", 1, memcpy_hot), ("cold", copies, memcpy_cold)]
+                    for (regime, pool, copier) in
+                        [("hot", 1, &mut hot_copy), ("cold", copies, &mut cold_copy)]
                     {
-                        let t = time_it(runs, |i| {
-                            let status = unsafe {
-                                q4vk_gemv(
-                                    ctx,
-                                    mats[i % pool],
-                                    x.as_ptr(),
-                                    x.len(),
-                                    y.as_mut_ptr(),
-                                    y.len(),
-                                    m as u32,
-                                )
-                            };
-                            assert_eq!(status, Q4VK_OK);
-                        });
+                        let (t, tc) = time_pair(
+                            runs,
+                            |i| copier.run(i),
+                            |i| {
+                                let status = unsafe {
+                                    q4vk_gemv(
+                                        ctx,
+                                        mats[i % pool],
+                                        x.as_ptr(),
+                                        x.len(),
+                                        y.as_mut_ptr(),
+                                        y.len(),
+                                        m as u32,
+                                    )
+                                };
+                                assert_eq!(status, Q4VK_OK);
+                            },
+                        );
                         let gbs = bytes as f64 / t.as_secs_f64() / 1e9;
+                        let memcpy = bytes as f64 / tc.as_secs_f64() / 1e9;
                         println!(
                             "| {n} × {k} | {group} | {m} | {threads} | {regime} | {:.0} | {:.1} | {gbs:.1} | {memcpy:.1} | {:.0}% |",
                             t.as_secs_f64() * 1e6,
