@@ -184,7 +184,7 @@ fn main() {
                     for (regime, pool, copier) in
                         [("hot", 1, &mut hot_copy), ("cold", copies, &mut cold_copy)]
                     {
-                        let (t, tc) = time_pair(
+                        let (tc, t) = time_pair(
                             runs,
                             |i| copier.run(i),
                             |i| {
