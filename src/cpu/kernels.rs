@@ -219,7 +219,16 @@ fn tile_blocks(m: usize, group_blocks: usize, blocks: usize) -> usize {
 /// reduced to the row's `M` results at its end. When x is too large to stay in L1 (large
 /// m·k), K is cut into tiles and [`TILE_ROWS`] rows at a time go through each tile.
 macro_rules! rows_by_group {
-    ($feature:literal, $vec:ty, $zero:expr, $splat:path, $fma:path, $add:path, $reduce:path) => {
+    (
+        $feature:literal,
+        $vec:ty,
+        $zero:expr,
+        $splat:path,
+        $decoder:path,
+        $fma:path,
+        $add:path,
+        $reduce:path
+    ) => {
         /// Adds the piece `span` of group `g` of row `row` (codes `codes`) to `totals`.
         #[target_feature(enable = $feature)]
         #[inline]
@@ -232,7 +241,7 @@ macro_rules! rows_by_group {
             totals: &mut [$vec; M],
         ) {
             let padded = mat.blocks() * BLOCK;
-            let sums = group::<M, A>(codes, xp, padded, span, $splat(mat.zero(gi)));
+            let sums = group::<M, A>(codes, xp, padded, span, $decoder(mat.zero(gi)));
             let s = $splat(mat.scales[gi]);
             for (t, sum) in totals.iter_mut().zip(sums) {
                 *t = $fma(sum, s, *t);
@@ -382,6 +391,7 @@ mod avx2 {
         __m256,
         _mm256_setzero_ps(),
         _mm256_set1_ps,
+        _mm256_set1_ps,
         _mm256_fmadd_ps,
         _mm256_add_ps,
         hsum
@@ -396,9 +406,20 @@ mod avx512 {
     use super::{geometry, CpuMatrix, Range, BLOCK};
     use std::arch::x86_64::*;
 
+    /// The 16 values `u − z` (u = 0..15) of a group, exact in f32: the kernel's lookup
+    /// table.
+    #[target_feature(enable = "avx512f")]
+    fn decoder(z: f32) -> __m512 {
+        let iota = _mm512_setr_ps(
+            0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
+        );
+        _mm512_sub_ps(iota, _mm512_set1_ps(z))
+    }
+
     /// `sum x·(u − z)` over `blocks` of one row's `codes`, per x row (16 lanes to add up).
-    /// A block's 16 code bytes are widened to 16 lanes; the low nibbles meet x's 16 even
-    /// elements of the block, the high nibbles its 16 odd ones.
+    /// A block's 16 code bytes are widened to 16 lanes; `u − z` is looked up in `table`
+    /// ([`decoder`]) by the low nibble (the lookup reads only an index's 4 low bits), which
+    /// meets x's 16 even elements of the block, and by the high nibble, its 16 odd ones.
     #[target_feature(enable = "avx512f")]
     #[inline]
     fn group<const M: usize, const A: usize>(
@@ -406,19 +427,18 @@ mod avx512 {
         xp: &[f32],
         padded: usize,
         blocks: Range<usize>,
-        z: __m512,
+        table: __m512,
     ) -> [__m512; M] {
         assert!(blocks.end * 16 <= codes.len() && blocks.end * BLOCK <= padded);
         assert!(xp.len() >= M * padded);
-        let mask = _mm512_set1_epi32(15);
         let mut acc = [[_mm512_setzero_ps(); A]; M];
         for b in blocks {
             // SAFETY: b·16 + 16 ≤ codes.len() (asserted), so the 16 bytes at b·16 are in
             // `codes`.
             let v =
                 unsafe { _mm512_cvtepu8_epi32(_mm_loadu_si128(codes.as_ptr().add(b * 16).cast())) };
-            let lo = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, mask)), z);
-            let hi = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32::<4>(v)), z);
+            let lo = _mm512_permutexvar_ps(v, table);
+            let hi = _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(v), table);
             for (r, acc) in acc.iter_mut().enumerate() {
                 let at = r * padded + b * BLOCK;
                 // SAFETY: r < M and b·32 + 32 ≤ padded (asserted), so the 32 floats at `at`
@@ -439,6 +459,7 @@ mod avx512 {
         __m512,
         _mm512_setzero_ps(),
         _mm512_set1_ps,
+        decoder,
         _mm512_fmadd_ps,
         _mm512_add_ps,
         _mm512_reduce_add_ps
@@ -503,6 +524,7 @@ mod neon {
         "neon",
         float32x4_t,
         vdupq_n_f32(0.0),
+        vdupq_n_f32,
         vdupq_n_f32,
         fma,
         vaddq_f32,
