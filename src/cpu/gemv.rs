@@ -1,19 +1,22 @@
 //! GEMV on a [`CpuMatrix`]: `y[m][n] = sum_k x[m][k] · (u − z) · s`, m = 1..8, fp32
 //! accumulation. Each group's `sum x·(u − z)` is accumulated in f32 and then multiplied by
 //! the group's scale, as the GPU kernels do. x is copied once per call into the order the
-//! kernels decode codes in; rows of W are split over scoped threads.
+//! kernels decode codes in; scoped threads take chunks of W's rows from a shared queue.
 
 use super::kernels::{self, Isa};
 use super::matrix::{CpuMatrix, BLOCK};
 use crate::alloc;
 use crate::error::Result;
-use crate::parallel::for_each_span;
+use crate::parallel::spawn_or_run;
+use std::sync::Mutex;
 
 /// Most activation rows per call (as on the GPU).
 const MAX_M: usize = crate::vk::gemv::MAX_M as usize;
 
 /// Multiply-adds below which one more thread is not worth its start-up (about 20 µs).
 const MIN_WORK_PER_THREAD: usize = 1 << 18;
+/// Rows of W per unit of work that threads take from the shared queue.
+const CHUNK_ROWS: usize = 64;
 
 /// Copies `m` rows of x (`k` each) into `m` rows of `blocks·32` elements, zero-padded, each
 /// `chunk`-element chunk (16 or 32) reordered as its even elements then its odd ones: the
@@ -51,13 +54,24 @@ pub fn gemv(
     let work = n * mat.blocks() * BLOCK * m;
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
     let run = |out: &mut [f32]| {
-        for_each_span(
-            out,
-            n,
-            |_| m,
-            threads,
-            |rows, slice| kernels::rows(isa, mat, &xp, m, rows, slice),
-        )
+        // Threads take chunks of rows from a shared queue until it is empty, so a thread
+        // that starts late (spawning takes tens of µs) or is slowed by other work on the
+        // machine does less of it.
+        let queue = Mutex::new(out.chunks_mut(CHUNK_ROWS * m).enumerate());
+        let work = || loop {
+            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+            let Some((chunk, slice)) = next else { break };
+            let first = chunk * CHUNK_ROWS;
+            kernels::rows(isa, mat, &xp, m, first..first + slice.len() / m, slice);
+        };
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (1..threads).map(|_| spawn_or_run(scope, work)).collect();
+            work();
+            // Join explicitly: the scope alone waits only for the closures to return.
+            for worker in workers {
+                worker.join();
+            }
+        });
     };
     if m == 1 {
         run(&mut y[..n]);
