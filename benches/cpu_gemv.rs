@@ -1,6 +1,7 @@
 //! GEMV on a CPU context (`Q4VK_CONTEXT_CPU`), m = 1..8, beside the memcpy bandwidth
-//! measured in the same run with the same thread count (memcpy and GEMV calls alternate,
-//! so both see the same load from other work on the machine). The traffic of a GEMV is the
+//! measured in the same run with the same thread count (for the cold regime memcpy and
+//! GEMV calls alternate, so both see the same load from other work on the machine; for
+//! the hot one they run back to back, so the matrix stays cached). The traffic of a GEMV is the
 //! matrix (codes, f32 scales, zero points) read once; GB/s = those bytes / time. memcpy
 //! GB/s = bytes copied / time (each byte read once and written once).
 //!
@@ -79,13 +80,19 @@ impl Copier {
     }
 }
 
-/// Medians of `a` and `b` timed alternately (`runs` each, after one warm-up of each), so
-/// both see the same interference from other work on the machine.
+/// Medians of `a` and `b` (`runs` each, after one warm-up of each). `alternate`: one call
+/// of each in turn, so both see the same interference from other work on the machine;
+/// else all of `a`'s runs, then all of `b`'s (a memcpy between two GEMVs would evict a
+/// matrix meant to stay cached).
 fn time_pair(
     runs: usize,
+    alternate: bool,
     mut a: impl FnMut(usize),
     mut b: impl FnMut(usize),
 ) -> (Duration, Duration) {
+    if !alternate {
+        return (time_it(runs, a), time_it(runs, b));
+    }
     a(0);
     b(0);
     let (mut ta, mut tb) = (Vec::new(), Vec::new());
@@ -186,6 +193,7 @@ fn main() {
                     {
                         let (tc, t) = time_pair(
                             runs,
+                            pool > 1,
                             |i| copier.run(i),
                             |i| {
                                 let status = unsafe {
