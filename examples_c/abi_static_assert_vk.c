@@ -15,8 +15,8 @@
 _Static_assert(SAME_TYPE((q4vk_matrix_source)0, uint32_t), "q4vk_matrix_source is uint32_t");
 
 /* v0 ended at queue_lock_user (128 bytes, still accepted as struct_size); the
-   pipeline-cache fields were appended after it. */
-_Static_assert(sizeof(struct q4vk_context_desc) == 144, "q4vk_context_desc size");
+   pipeline-cache fields, then cpu_threads, were appended after it. */
+_Static_assert(sizeof(struct q4vk_context_desc) == 152, "q4vk_context_desc size");
 FIELD(q4vk_context_desc, struct_size, 0, uint32_t);
 FIELD(q4vk_context_desc, header_version, 4, uint32_t);
 FIELD(q4vk_context_desc, device_index, 8, int32_t);
@@ -39,6 +39,7 @@ FIELD(q4vk_context_desc, queue_unlock, 112, q4vk_queue_lock_fn);
 FIELD(q4vk_context_desc, queue_lock_user, 120, void *);
 FIELD(q4vk_context_desc, pipeline_cache_data, 128, const void *);
 FIELD(q4vk_context_desc, pipeline_cache_size, 136, size_t);
+FIELD(q4vk_context_desc, cpu_threads, 144, uint32_t);
 
 /* v0 ended at zeros_bytes (96 bytes, still accepted as struct_size); g_idx, g_idx_bytes and
    gptq_format were appended after it. */

@@ -62,6 +62,23 @@
 // kernel is written for (checked by a probe at creation; NVIDIA Turing and later).
 #define Q4VK_CONTEXT_NO_COOPMAT 4
 
+// A CPU context: no Vulkan is loaded; matrices live in host memory (4-bit codes, f32
+// scales, zero points) and `q4vk_gemv` runs a multi-threaded SIMD kernel (AVX-512, AVX2 +
+// FMA or NEON, the best the CPU has, else portable code) with fp32 accumulation, to the
+// same accuracy as the GPU kernels. `q4vk_context_device_name` names the CPU context's
+// kernel and threads, e.g. `CPU (AVX2+FMA, 2 threads)`. `q4vk_cmd_gemv`, `q4vk_kernel_export` and the pipeline-cache
+// functions answer `Q4VK_ERROR_UNSUPPORTED` on it. Threads: `cpu_threads`. With an adopted
+// device: `Q4VK_ERROR_INVALID_ARGUMENT`. `device_index` and the Vulkan-only flags are
+// ignored.
+#define Q4VK_CONTEXT_CPU 8
+
+// A Vulkan context when a usable device exists, else (no Vulkan loader, no device, or a
+// driver whose instance or device creation fails) a CPU context as with
+// `Q4VK_CONTEXT_CPU`; an INFO log gives the reason. `q4vk_context_device_name` says which
+// (a CPU context's name begins with `CPU (`). With an adopted device or with
+// `Q4VK_CONTEXT_CPU`: `Q4VK_ERROR_INVALID_ARGUMENT`.
+#define Q4VK_CONTEXT_CPU_FALLBACK 16
+
 // Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` write x and y into on a
 // device without `VK_KHR_push_descriptor` (see `q4vk_cmd_gemv`).
 #define Q4VK_CMD_GEMV_SET_RING 4096
@@ -91,15 +108,16 @@
 // The header's packed version; put it in `q4vk_context_desc.header_version`.
 #define Q4VK_HEADER_VERSION (((Q4VK_VERSION_MAJOR << 22) | (Q4VK_VERSION_MINOR << 12)) | Q4VK_VERSION_PATCH)
 
-// A Vulkan context (opaque). Created by `q4vk_context_create`, released by
-// `q4vk_context_destroy`. Safe to use from several threads at once: q4vk serializes its
-// own submissions.
+// A context (opaque): a Vulkan device, or the CPU (`Q4VK_CONTEXT_CPU`). Created by
+// `q4vk_context_create`, released by `q4vk_context_destroy`. Safe to use from several
+// threads at once: q4vk serializes its own submissions.
 typedef struct q4vk_context q4vk_context;
 
-// A GPU matrix (opaque): immutable after creation, usable from several threads and from
-// every context of the `VkDevice` it was created on (several contexts may adopt one
-// device). It must outlive every command buffer that uses it, and on an adopted device be
-// destroyed before the host destroys the `VkDevice`.
+// A matrix (opaque): immutable after creation, usable from several threads. A GPU
+// matrix works with every context of the `VkDevice` it was created on (several contexts
+// may adopt one device); it must outlive every command buffer that uses it, and on an
+// adopted device be destroyed before the host destroys the `VkDevice`. A matrix of a CPU
+// context lives in host memory and works with every CPU context.
 typedef struct q4vk_matrix q4vk_matrix;
 
 // Log callback: `level` is a `Q4VK_LOG_*` value, `message` a NUL-terminated string valid
@@ -189,6 +207,11 @@ typedef struct q4vk_context_desc {
   const void *pipeline_cache_data;
   // Bytes at `pipeline_cache_data`; 0 = no blob.
   size_t pipeline_cache_size;
+  // Optional (appended after the pipeline-cache fields; older callers read as 0): most
+  // threads a GEMV of a CPU context uses; 0 (default) = one per available core, larger
+  // values are clamped to the core count. Not read by Vulkan contexts. Threads are
+  // started by each call and joined before it returns.
+  uint32_t cpu_threads;
 } q4vk_context_desc;
 
 // Result of every q4vk function that can fail. 0 is success; codes are never renumbered.
@@ -553,12 +576,14 @@ void q4vk_context_desc_default(struct q4vk_context_desc *desc);
 // loader on this machine, no Vulkan 1.1 device with a compute queue, or `device_index` out
 // of range), `Q4VK_ERROR_UNSUPPORTED` (adopted device older than 1.1),
 // `Q4VK_ERROR_VULKAN` / `_OUT_OF_*_MEMORY` (a Vulkan call failed; the message names it).
-// `*out` is written only on success; release it with `q4vk_context_destroy`.
+// With `Q4VK_CONTEXT_CPU_FALLBACK` the device errors give a CPU context instead; with
+// `Q4VK_CONTEXT_CPU` no Vulkan call is made. `*out` is written only on success; release it with `q4vk_context_destroy`.
 //
 // # Safety
 // `desc` must be NULL or a valid desc whose pointers are valid as documented; `out` NULL
 // or writable.
-q4vk_status q4vk_context_create(const struct q4vk_context_desc *desc, struct q4vk_context **out);
+q4vk_status q4vk_context_create(const struct q4vk_context_desc *desc,
+                                struct q4vk_context **out);
 
 // Destroys a context and everything q4vk created for it (its own device and instance
 // included; never an adopted object). NULL is ignored. No call on this context may be in
@@ -620,6 +645,11 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // call is checked before the staging buffers grow: a refused call leaves them as they
 // were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
 //
+// On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
+// (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
+// status is `OUT_OF_HOST_MEMORY` (a copy of x reordered for the kernel; for m > 1, a
+// scratch of m·n floats).
+//
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
 // another `VkDevice`), `UNSUPPORTED` (m > 8; a context without a queue; m·k or m·n floats
 // beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
@@ -663,7 +693,8 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 //
 // Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
 // `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
-// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8), `VULKAN` (pipeline creation).
+// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8; a CPU context), `VULKAN` (pipeline
+// creation).
 // Thread-safe for distinct command buffers (a command buffer itself is externally
 // synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
 // command buffer's execution.
@@ -747,7 +778,7 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 //
 // Statuses: `NULL_POINTER` (matrix, desc, info), `INVALID_ARGUMENT` (a struct_size, bad
 // matrix desc, unknown variant/flags, reserved0, strides, subgroup_size), `BUFFER_TOO_SMALL`
-// (spirv), `UNSUPPORTED` (above). Outputs written only on success. Pure (no Vulkan call);
+// (spirv), `UNSUPPORTED` (above; a CPU context). Outputs written only on success. Pure (no Vulkan call);
 // thread-safe.
 //
 // # Safety
@@ -844,10 +875,12 @@ q4vk_status q4vk_q4_quantize(const struct q4vk_matrix_desc *desc,
                              uint8_t *zeros,
                              size_t zeros_bytes);
 
-// Creates a GPU matrix from `desc` (see `q4vk_matrix_desc`) on `ctx`'s device and stores
+// Creates a matrix from `desc` (see `q4vk_matrix_desc`) on `ctx`'s device and stores
 // it in `*out`. Device memory holds only the packed weights, scales and zero points in
 // q4vk's GPU layout, split into several buffers when larger than the device's
-// `maxStorageBufferRange`. The caller's buffers are not referenced after the call.
+// `maxStorageBufferRange`. On a CPU context, host memory holds the packed codes (rows
+// padded to 32 elements), f32 scales and zero points; allocation failure is
+// `OUT_OF_HOST_MEMORY`. The caller's buffers are not referenced after the call.
 //
 // Imported sources keep the checkpoint's codes, scales and zero points: GGUF Q4_0 (f16 `d`,
 // zero point 8), GGUF Q4_1 and Q4_K (codes, scale and the per-group float minimum as an f32

@@ -1,3 +1,8 @@
-//! CPU computations on quantized matrices: the f64 reference GEMV the GPU is tested against.
+//! CPU computations on quantized matrices: the f64 reference GEMV the GPU is tested
+//! against, and the CPU context's matrices and multi-threaded SIMD GEMV.
 
+pub mod context;
+pub mod gemv;
+pub mod kernels;
+pub mod matrix;
 pub mod reference;

@@ -1,5 +1,6 @@
 //! Vulkan contexts: q4vk's own instance and device, or the host's adopted ones.
 
+use super::backend::Backend;
 use super::panic::{guard, guard_value};
 use super::ptr::{
     c_strings, check_size, copy_c_string, handle, in_bytes, into_handle, out_bytes, read_struct,
@@ -7,7 +8,9 @@ use super::ptr::{
 };
 use super::status::q4vk_status;
 use super::version::check_header_version;
+use crate::cpu::context::CpuContext;
 use crate::error::{invalid, Error, Result};
+use crate::parallel::resolve_threads;
 use crate::vk::context::{Adoption, Context, ContextConfig};
 use crate::vk::log::Logger;
 use crate::vk::submit::QueueLock;
@@ -47,11 +50,26 @@ pub const Q4VK_CONTEXT_PORTABLE_KERNELS: u32 = 0x2;
 /// cooperative matrices (f16 16 × 8 × 16, subgroups of 32) with the fragment layout the
 /// kernel is written for (checked by a probe at creation; NVIDIA Turing and later).
 pub const Q4VK_CONTEXT_NO_COOPMAT: u32 = 0x4;
+/// A CPU context: no Vulkan is loaded; matrices live in host memory (4-bit codes, f32
+/// scales, zero points) and `q4vk_gemv` runs a multi-threaded SIMD kernel (AVX-512, AVX2 +
+/// FMA or NEON, the best the CPU has, else portable code) with fp32 accumulation, to the
+/// same accuracy as the GPU kernels. `q4vk_context_device_name` names the CPU context's
+/// kernel and threads, e.g. `CPU (AVX2+FMA, 2 threads)`. `q4vk_cmd_gemv`, `q4vk_kernel_export` and the pipeline-cache
+/// functions answer `Q4VK_ERROR_UNSUPPORTED` on it. Threads: `cpu_threads`. With an adopted
+/// device: `Q4VK_ERROR_INVALID_ARGUMENT`. `device_index` and the Vulkan-only flags are
+/// ignored.
+pub const Q4VK_CONTEXT_CPU: u32 = 0x8;
+/// A Vulkan context when a usable device exists, else (no Vulkan loader, no device, or a
+/// driver whose instance or device creation fails) a CPU context as with
+/// `Q4VK_CONTEXT_CPU`; an INFO log gives the reason. `q4vk_context_device_name` says which
+/// (a CPU context's name begins with `CPU (`). With an adopted device or with
+/// `Q4VK_CONTEXT_CPU`: `Q4VK_ERROR_INVALID_ARGUMENT`.
+pub const Q4VK_CONTEXT_CPU_FALLBACK: u32 = 0x10;
 
-/// A Vulkan context (opaque). Created by `q4vk_context_create`, released by
-/// `q4vk_context_destroy`. Safe to use from several threads at once: q4vk serializes its
-/// own submissions.
-pub struct q4vk_context(pub(crate) Context);
+/// A context (opaque): a Vulkan device, or the CPU (`Q4VK_CONTEXT_CPU`). Created by
+/// `q4vk_context_create`, released by `q4vk_context_destroy`. Safe to use from several
+/// threads at once: q4vk serializes its own submissions.
+pub struct q4vk_context(pub(crate) Backend);
 
 /// How to create a context. Initialize with `q4vk_context_desc_default`.
 ///
@@ -131,6 +149,11 @@ pub struct q4vk_context_desc {
     pub pipeline_cache_data: *const c_void,
     /// Bytes at `pipeline_cache_data`; 0 = no blob.
     pub pipeline_cache_size: usize,
+    /// Optional (appended after the pipeline-cache fields; older callers read as 0): most
+    /// threads a GEMV of a CPU context uses; 0 (default) = one per available core, larger
+    /// values are clamped to the core count. Not read by Vulkan contexts. Threads are
+    /// started by each call and joined before it returns.
+    pub cpu_threads: u32,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers, raw pointers, Option<fn>.
@@ -170,6 +193,7 @@ pub unsafe extern "C" fn q4vk_context_desc_default(desc: *mut q4vk_context_desc)
         queue_lock_user: std::ptr::null_mut(),
         pipeline_cache_data: std::ptr::null(),
         pipeline_cache_size: 0,
+        cpu_threads: 0,
     };
     let _ = guard("q4vk_context_desc_default", || {
         // SAFETY: `desc` is NULL (skipped) or writable (caller's contract).
@@ -278,7 +302,8 @@ unsafe fn adoption_of(d: &q4vk_context_desc) -> Result<Option<Adoption>> {
 /// loader on this machine, no Vulkan 1.1 device with a compute queue, or `device_index` out
 /// of range), `Q4VK_ERROR_UNSUPPORTED` (adopted device older than 1.1),
 /// `Q4VK_ERROR_VULKAN` / `_OUT_OF_*_MEMORY` (a Vulkan call failed; the message names it).
-/// `*out` is written only on success; release it with `q4vk_context_destroy`.
+/// With `Q4VK_CONTEXT_CPU_FALLBACK` the device errors give a CPU context instead; with
+/// `Q4VK_CONTEXT_CPU` no Vulkan call is made. `*out` is written only on success; release it with `q4vk_context_destroy`.
 ///
 /// # Safety
 /// `desc` must be NULL or a valid desc whose pointers are valid as documented; `out` NULL
@@ -293,8 +318,11 @@ pub unsafe extern "C" fn q4vk_context_create(
         let d = unsafe { read_struct(desc, "desc") }?;
         require(out, "out")?;
         check_header_version(d.header_version)?;
-        let known =
-            Q4VK_CONTEXT_VALIDATION | Q4VK_CONTEXT_PORTABLE_KERNELS | Q4VK_CONTEXT_NO_COOPMAT;
+        let known = Q4VK_CONTEXT_VALIDATION
+            | Q4VK_CONTEXT_PORTABLE_KERNELS
+            | Q4VK_CONTEXT_NO_COOPMAT
+            | Q4VK_CONTEXT_CPU
+            | Q4VK_CONTEXT_CPU_FALLBACK;
         if d.flags & !known != 0 {
             return Err(invalid!(
                 "desc->flags has unknown bits {:#x}",
@@ -320,6 +348,27 @@ pub unsafe extern "C" fn q4vk_context_create(
         }
         // SAFETY: the desc's pointers are valid as documented (contract).
         let adopt = unsafe { adoption_of(&d) }?;
+        let (cpu, fallback) = (
+            d.flags & Q4VK_CONTEXT_CPU != 0,
+            d.flags & Q4VK_CONTEXT_CPU_FALLBACK != 0,
+        );
+        if cpu && fallback {
+            return Err(invalid!(
+                "desc->flags has both Q4VK_CONTEXT_CPU and Q4VK_CONTEXT_CPU_FALLBACK; set one"
+            ));
+        }
+        if (cpu || fallback) && adopt.is_some() {
+            return Err(invalid!(
+                "desc->flags asks for a CPU context (Q4VK_CONTEXT_CPU or _CPU_FALLBACK) but desc adopts a Vulkan device"
+            ));
+        }
+        let logger = Logger::new(d.log, d.log_user, d.log_level);
+        let cpu_context = || Backend::Cpu(CpuContext::new(resolve_threads(d.cpu_threads)));
+        if cpu {
+            let context = into_handle(q4vk_context(cpu_context()));
+            // SAFETY: `out` is writable (contract; checked non-NULL above).
+            return unsafe { write_out(out, context, "out") };
+        }
         let pipeline_cache = if d.pipeline_cache_size == 0 {
             Vec::new()
         } else {
@@ -347,11 +396,39 @@ pub unsafe extern "C" fn q4vk_context_create(
             no_coop: d.flags & Q4VK_CONTEXT_NO_COOPMAT != 0 || env.no_coopmat,
             coop_tuning: None,
         };
-        let logger = Logger::new(d.log, d.log_user, d.log_level);
-        let context = into_handle(q4vk_context(Context::new(config, logger)?));
+        let backend = match Context::new(config, logger) {
+            Ok(c) => Backend::Vulkan(c),
+            Err(e) if fallback && no_usable_device(&e) => {
+                let cpu = cpu_context();
+                Logger::new(d.log, d.log_user, d.log_level).log(
+                    Q4VK_LOG_INFO,
+                    &format!(
+                        "no usable Vulkan device ({e}); using the CPU: {}",
+                        cpu.device_name()
+                    ),
+                );
+                cpu
+            }
+            Err(e) => return Err(e),
+        };
+        let context = into_handle(q4vk_context(backend));
         // SAFETY: `out` is writable (contract; checked non-NULL above).
         unsafe { write_out(out, context, "out") }
     })
+}
+
+/// Whether a failed Vulkan context creation means "no usable device" (so
+/// `Q4VK_CONTEXT_CPU_FALLBACK` uses the CPU): no loader or device, or a driver that fails
+/// or runs out of memory while q4vk sets it up. Host memory exhaustion is not one.
+fn no_usable_device(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::NoDevice(_)
+            | Error::Vulkan { .. }
+            | Error::Unsupported(_)
+            | Error::OutOfDeviceMemory(_)
+            | Error::DeviceLost(_)
+    )
 }
 
 /// Destroys a context and everything q4vk created for it (its own device and instance
@@ -407,7 +484,10 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_size(
         // SAFETY: NULL or a live context (contract).
         let c = unsafe { handle(ctx, "ctx") }?;
         require(bytes, "bytes")?;
-        let blob = c.0.pipelines.cache_data()?;
+        let blob =
+            c.0.vulkan("q4vk_context_pipeline_cache_size")?
+                .pipelines
+                .cache_data()?;
         // SAFETY: `bytes` is writable (contract; checked non-NULL).
         unsafe { write_out(bytes, blob.len(), "bytes") }
     })
@@ -438,7 +518,10 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_data(
         let c = unsafe { handle(ctx, "ctx") }?;
         require(data, "data")?;
         require(written, "written")?;
-        let blob = c.0.pipelines.cache_data()?;
+        let blob =
+            c.0.vulkan("q4vk_context_pipeline_cache_data")?
+                .pipelines
+                .cache_data()?;
         check_size("data_bytes", data_bytes, blob.len())?;
         // SAFETY: `data` is writable for `data_bytes` ≥ the blob's length (contract).
         unsafe { out_bytes(data.cast(), blob.len(), "data") }?.copy_from_slice(&blob);
@@ -447,12 +530,16 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_data(
     })
 }
 
-/// The context behind a handle, for Rust tests and tools that tune limits (lowering them
-/// exercises buffer and dispatch splitting). Not part of the C API.
+/// The Vulkan context behind a handle (None for NULL or a CPU context), for Rust tests and
+/// tools that tune limits (lowering them exercises buffer and dispatch splitting). Not
+/// part of the C API.
 ///
 /// # Safety
 /// `ctx` must be NULL or a live context not used concurrently while the reference lives.
 pub unsafe fn context_mut<'a>(ctx: *mut q4vk_context) -> Option<&'a mut Context> {
     // SAFETY: NULL or live and unshared while the reference lives (contract).
-    unsafe { ctx.as_mut() }.map(|c| &mut c.0)
+    match unsafe { ctx.as_mut() }?.0 {
+        Backend::Vulkan(ref mut c) => Some(c),
+        Backend::Cpu(_) => None,
+    }
 }

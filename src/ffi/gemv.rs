@@ -1,5 +1,6 @@
 //! GEMV: synchronous from host memory, or recorded into the host's command buffer.
 
+use super::backend::{Backend, Matrix};
 use super::context::q4vk_context;
 use super::matrix::q4vk_matrix;
 use super::panic::guard;
@@ -95,24 +96,47 @@ pub unsafe extern "C" fn q4vk_gemv_args_default(args: *mut q4vk_gemv_args) {
     });
 }
 
-/// The context and matrix behind two handles, checked to share a `VkDevice`.
+/// A context and a matrix that work together.
+enum Pair<'a> {
+    /// A Vulkan context and a matrix of its `VkDevice`.
+    Vulkan(&'a Context, &'a DeviceMatrix),
+    /// A CPU context and a host matrix.
+    Cpu(
+        &'a crate::cpu::context::CpuContext,
+        &'a crate::cpu::matrix::CpuMatrix,
+    ),
+}
+
+/// The context and matrix behind two handles, checked to be of one kind and, on Vulkan,
+/// to share a `VkDevice`.
 ///
 /// # Safety
 /// Each handle must be NULL or live for `'a`.
-unsafe fn handles<'a>(
-    ctx: *mut q4vk_context,
-    mat: *const q4vk_matrix,
-) -> Result<(&'a Context, &'a DeviceMatrix)> {
+unsafe fn handles<'a>(ctx: *mut q4vk_context, mat: *const q4vk_matrix) -> Result<Pair<'a>> {
     // SAFETY: NULL or live (caller's contract).
     let ctx = &unsafe { handle(ctx, "ctx") }?.0;
     // SAFETY: as above.
     let mat = &unsafe { handle(mat, "mat") }?.0;
+    let (ctx, mat) = match (ctx, mat) {
+        (Backend::Vulkan(c), Matrix::Device(m)) => (c, m),
+        (Backend::Cpu(c), Matrix::Cpu(m)) => return Ok(Pair::Cpu(c, m)),
+        (Backend::Cpu(_), Matrix::Device(_)) => {
+            return Err(invalid!(
+                "mat was created on a Vulkan context and ctx is a CPU context; create the matrix on a CPU context"
+            ))
+        }
+        (Backend::Vulkan(_), Matrix::Cpu(_)) => {
+            return Err(invalid!(
+                "mat was created on a CPU context and ctx is a Vulkan context; create the matrix on ctx"
+            ))
+        }
+    };
     if !mat.same_device(ctx) {
         return Err(invalid!(
             "mat was created on another VkDevice than ctx's; a matrix works with every context of the VkDevice it was created on"
         ));
     }
-    Ok((ctx, mat))
+    Ok(Pair::Vulkan(ctx, mat))
 }
 
 /// `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory, synchronous: copies x to a
@@ -121,6 +145,11 @@ unsafe fn handles<'a>(
 /// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success. The
 /// call is checked before the staging buffers grow: a refused call leaves them as they
 /// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
+///
+/// On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
+/// (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
+/// status is `OUT_OF_HOST_MEMORY` (a copy of x reordered for the kernel; for m > 1, a
+/// scratch of m·n floats).
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
 /// another `VkDevice`), `UNSUPPORTED` (m > 8; a context without a queue; m·k or m·n floats
@@ -145,11 +174,15 @@ pub unsafe extern "C" fn q4vk_gemv(
 ) -> q4vk_status {
     guard("q4vk_gemv", || {
         // SAFETY: NULL or live handles (contract).
-        let (ctx, mat) = unsafe { handles(ctx, mat) }?;
+        let pair = unsafe { handles(ctx, mat) }?;
         check_m(m)?;
         require(x, "x")?;
         require(y, "y")?;
-        let (xn, yn) = (m as usize * mat.shape.k, m as usize * mat.shape.n);
+        let shape = match pair {
+            Pair::Vulkan(_, mat) => mat.shape,
+            Pair::Cpu(_, mat) => mat.shape,
+        };
+        let (xn, yn) = (m as usize * shape.k, m as usize * shape.n);
         // Element counts (check_size's message says bytes).
         for (arg, given, needed) in [("x_len", x_len, xn), ("y_len", y_len, yn)] {
             if given < needed {
@@ -162,7 +195,12 @@ pub unsafe extern "C" fn q4vk_gemv(
         // SAFETY: x readable for x_len ≥ xn floats, y writable for y_len ≥ yn, disjoint
         // (checked above; contract).
         let (xs, ys) = unsafe { (in_slice(x, xn, "x")?, out_slice(y, yn, "y")?) };
-        gemv::gemv_host(ctx, mat, xs, ys, m)
+        match pair {
+            Pair::Vulkan(ctx, mat) => gemv::gemv_host(ctx, mat, xs, ys, m),
+            Pair::Cpu(ctx, mat) => {
+                crate::cpu::gemv::gemv(mat, xs, ys, m as usize, ctx.threads, ctx.isa)
+            }
+        }
     })
 }
 
@@ -190,7 +228,8 @@ pub unsafe extern "C" fn q4vk_gemv(
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
 /// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
-/// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8), `VULKAN` (pipeline creation).
+/// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8; a CPU context), `VULKAN` (pipeline
+/// creation).
 /// Thread-safe for distinct command buffers (a command buffer itself is externally
 /// synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
 /// command buffer's execution.
@@ -214,7 +253,15 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
 ) -> q4vk_status {
     guard("q4vk_cmd_gemv", || {
         // SAFETY: NULL or live handles (contract).
-        let (ctx, mat) = unsafe { handles(ctx, mat) }?;
+        let (ctx, mat) = match unsafe { handles(ctx, mat) }? {
+            Pair::Vulkan(ctx, mat) => (ctx, mat),
+            Pair::Cpu(ctx, _) => {
+                return Err(Error::Unsupported(format!(
+                    "q4vk_cmd_gemv records into a Vulkan command buffer; ctx runs on the CPU ({}): use q4vk_gemv",
+                    ctx.device_name()
+                )))
+            }
+        };
         require(command_buffer, "command_buffer")?;
         // SAFETY: NULL or readable for its `struct_size` (contract).
         let a = unsafe { read_struct(args, "args") }?;

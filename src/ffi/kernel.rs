@@ -298,7 +298,7 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
 ///
 /// Statuses: `NULL_POINTER` (matrix, desc, info), `INVALID_ARGUMENT` (a struct_size, bad
 /// matrix desc, unknown variant/flags, reserved0, strides, subgroup_size), `BUFFER_TOO_SMALL`
-/// (spirv), `UNSUPPORTED` (above). Outputs written only on success. Pure (no Vulkan call);
+/// (spirv), `UNSUPPORTED` (above; a CPU context). Outputs written only on success. Pure (no Vulkan call);
 /// thread-safe.
 ///
 /// # Safety
@@ -336,7 +336,10 @@ pub unsafe extern "C" fn q4vk_kernel_export(
             ));
         }
         // SAFETY: NULL (no context) or live (contract).
-        let ctx = unsafe { handle(ctx, "ctx") }.ok().map(|c| &c.0);
+        let ctx = match unsafe { handle(ctx, "ctx") } {
+            Ok(c) => Some(c.0.vulkan("q4vk_kernel_export")?),
+            Err(_) => None,
+        };
         let (subgroup, dev) = match ctx {
             Some(c) => {
                 if e.subgroup_size != 0 {

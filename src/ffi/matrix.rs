@@ -1,5 +1,6 @@
 //! q4vk's Q4 format on the CPU (`q4vk_q4_quantize`) and matrices on the device.
 
+use super::backend::{Backend, Matrix};
 use super::context::q4vk_context;
 use super::import::matrix_data;
 use super::panic::{guard, guard_value};
@@ -10,6 +11,7 @@ use super::ptr::{
 use super::status::q4vk_status;
 use super::weight::{q4vk_dtype, Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
 use crate::alloc;
+use crate::cpu::matrix::CpuMatrix;
 use crate::error::{invalid, Error, Result};
 use crate::layout::convert::paddle_to_q4;
 use crate::parallel::resolve_threads;
@@ -39,11 +41,12 @@ pub const Q4VK_SOURCE_GPTQ: q4vk_matrix_source = 6;
 /// An AutoAWQ (GEMM version) checkpoint's `qweight`, `qzeros`, `scales`.
 pub const Q4VK_SOURCE_AWQ: q4vk_matrix_source = 7;
 
-/// A GPU matrix (opaque): immutable after creation, usable from several threads and from
-/// every context of the `VkDevice` it was created on (several contexts may adopt one
-/// device). It must outlive every command buffer that uses it, and on an adopted device be
-/// destroyed before the host destroys the `VkDevice`.
-pub struct q4vk_matrix(pub(crate) DeviceMatrix);
+/// A matrix (opaque): immutable after creation, usable from several threads. A GPU
+/// matrix works with every context of the `VkDevice` it was created on (several contexts
+/// may adopt one device); it must outlive every command buffer that uses it, and on an
+/// adopted device be destroyed before the host destroys the `VkDevice`. A matrix of a CPU
+/// context lives in host memory and works with every CPU context.
+pub struct q4vk_matrix(pub(crate) Matrix);
 
 /// Describes a weight matrix W (`n` output features × `k` input features) and its data.
 /// Initialize with `q4vk_matrix_desc_default`.
@@ -464,10 +467,12 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
     }
 }
 
-/// Creates a GPU matrix from `desc` (see `q4vk_matrix_desc`) on `ctx`'s device and stores
+/// Creates a matrix from `desc` (see `q4vk_matrix_desc`) on `ctx`'s device and stores
 /// it in `*out`. Device memory holds only the packed weights, scales and zero points in
 /// q4vk's GPU layout, split into several buffers when larger than the device's
-/// `maxStorageBufferRange`. The caller's buffers are not referenced after the call.
+/// `maxStorageBufferRange`. On a CPU context, host memory holds the packed codes (rows
+/// padded to 32 elements), f32 scales and zero points; allocation failure is
+/// `OUT_OF_HOST_MEMORY`. The caller's buffers are not referenced after the call.
 ///
 /// Imported sources keep the checkpoint's codes, scales and zero points: GGUF Q4_0 (f16 `d`,
 /// zero point 8), GGUF Q4_1 and Q4_K (codes, scale and the per-group float minimum as an f32
@@ -500,7 +505,16 @@ pub unsafe extern "C" fn q4vk_matrix_create(
         // SAFETY: the desc's data pointers are readable for their sizes (contract).
         let imported = unsafe { matrix_data(&d) }?;
         let (q4, offsets) = imported.device_parts()?;
-        let matrix = into_handle(q4vk_matrix(DeviceMatrix::new(ctx, q4, offsets)?));
+        let matrix = match ctx {
+            Backend::Vulkan(ctx) => Matrix::Device(DeviceMatrix::new(ctx, q4, offsets)?),
+            Backend::Cpu(_) if offsets.is_some() => return Err(Error::Unsupported(
+                "this source stores a float minimum per group (GGUF Q4_1, Q4_K); the CPU kernels \
+                     do not take per-group offsets yet (Vulkan contexts do)"
+                    .into(),
+            )),
+            Backend::Cpu(_) => Matrix::Cpu(CpuMatrix::new(q4)?),
+        };
+        let matrix = into_handle(q4vk_matrix(matrix));
         // SAFETY: `out` is writable (contract; checked non-NULL).
         unsafe { write_out(out, matrix, "out") }
     })

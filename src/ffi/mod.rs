@@ -2,6 +2,7 @@
 //! checks arguments, calls the safe core inside the panic boundary and maps errors.
 #![allow(non_camel_case_types)]
 
+mod backend;
 pub mod context;
 pub mod gemv;
 pub mod kernel;

@@ -1,0 +1,170 @@
+//! GEMV on a [`CpuMatrix`]: `y[m][n] = sum_k x[m][k] · (u − z) · s`, m = 1..8, fp32
+//! accumulation. Each group's `sum x·(u − z)` is accumulated in f32 and then multiplied by
+//! the group's scale, as the GPU kernels do. x is copied once per call into the order the
+//! kernels decode codes in; scoped threads take chunks of W's rows from a shared queue.
+
+use super::kernels::{self, Isa};
+use super::matrix::{CpuMatrix, BLOCK};
+use crate::alloc;
+use crate::error::Result;
+use crate::parallel::spawn_or_run;
+use std::sync::Mutex;
+
+/// Most activation rows per call (as on the GPU).
+const MAX_M: usize = crate::vk::gemv::MAX_M as usize;
+
+/// Multiply-adds below which one more thread is not worth its start-up (about 20 µs).
+const MIN_WORK_PER_THREAD: usize = 1 << 18;
+/// Rows of W per unit of work that threads take from the shared queue.
+const CHUNK_ROWS: usize = 64;
+
+/// Copies `m` rows of x (`k` each) into `m` rows of `blocks·32` elements, zero-padded, each
+/// `chunk`-element chunk (16 or 32) reordered as its even elements then its odd ones: the
+/// order in which the kernels widen `chunk / 2` code bytes (low nibbles, then high ones).
+pub fn pack_x(x: &[f32], m: usize, k: usize, blocks: usize, chunk: usize) -> Result<Vec<f32>> {
+    let padded = blocks * BLOCK;
+    let half = chunk / 2;
+    let mut xp = alloc::filled::<f32>(m * padded, "the reordered activations")?;
+    for (src, dst) in x.chunks_exact(k).take(m).zip(xp.chunks_exact_mut(padded)) {
+        for (c, part) in dst.chunks_exact_mut(chunk).enumerate() {
+            for i in 0..half {
+                let (even, odd) = (c * chunk + 2 * i, c * chunk + 2 * i + 1);
+                part[i] = src.get(even).copied().unwrap_or(0.0);
+                part[half + i] = src.get(odd).copied().unwrap_or(0.0);
+            }
+        }
+    }
+    Ok(xp)
+}
+
+/// `y` (`m·n`, row-major) for `x` (`m·k`, row-major) with up to `threads` threads and the
+/// kernels of `isa`. Writes all of `y[..m·n]` on success, nothing on error (the only
+/// errors are `OutOfHostMemory` for the reordered x and, when m > 1, a row-major scratch).
+pub fn gemv(
+    mat: &CpuMatrix,
+    x: &[f32],
+    y: &mut [f32],
+    m: usize,
+    threads: usize,
+    isa: Isa,
+) -> Result<()> {
+    let (n, k) = (mat.shape.n, mat.shape.k);
+    assert!((1..=MAX_M).contains(&m) && x.len() >= m * k && y.len() >= m * n);
+    let xp = pack_x(x, m, k, mat.blocks(), isa.chunk())?;
+    let work = n * mat.blocks() * BLOCK * m;
+    let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
+    let run = |out: &mut [f32]| {
+        // Threads take chunks of rows from a shared queue until it is empty, so a thread
+        // that starts late (spawning takes tens of µs) or is slowed by other work on the
+        // machine does less of it.
+        let queue = Mutex::new(out.chunks_mut(CHUNK_ROWS * m).enumerate());
+        let work = || loop {
+            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+            let Some((chunk, slice)) = next else { break };
+            let first = chunk * CHUNK_ROWS;
+            kernels::rows(isa, mat, &xp, m, first..first + slice.len() / m, slice);
+        };
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (1..threads).map(|_| spawn_or_run(scope, work)).collect();
+            work();
+            // Join explicitly: the scope alone waits only for the closures to return.
+            for worker in workers {
+                worker.join();
+            }
+        });
+    };
+    if m == 1 {
+        run(&mut y[..n]);
+        return Ok(());
+    }
+    // The kernels write each row of W's m results together: [n][m], transposed after.
+    let mut scratch = alloc::filled::<f32>(n * m, "the GEMV's row-major results")?;
+    run(&mut scratch);
+    for (row, values) in scratch.chunks_exact(m).enumerate() {
+        for (i, &v) in values.iter().enumerate() {
+            y[i * n + row] = v;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::reference;
+    use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
+    use std::borrow::Cow;
+
+    fn lcg(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+
+    fn data(n: usize, k: usize, group: i32, zeros: bool, seed: &mut u64) -> Q4Data<'static> {
+        let shape = Q4Shape::new(n as u64, k as u64, group, zeros as u32).unwrap();
+        let mut weight: Vec<u8> = (0..shape.weight_bytes()).map(|_| lcg(seed) as u8).collect();
+        if k % 2 == 1 {
+            for row in 0..n {
+                weight[row * shape.row_bytes() + k / 2] &= 0x0f;
+            }
+        }
+        let scales = (0..shape.scale_count())
+            .flat_map(|_| ((lcg(seed) % 2000) as f32 * 1e-4 - 0.1).to_le_bytes())
+            .collect();
+        let zeros = (0..shape.zeros_bytes())
+            .map(|_| (lcg(seed) % 16) as u8)
+            .collect();
+        Q4Data {
+            shape,
+            weight: Cow::Owned(weight),
+            scale_type: ScaleType::F32,
+            scales: Cow::Owned(scales),
+            zeros: Cow::Owned(zeros),
+        }
+    }
+
+    /// Every kernel this CPU can run (the scalar one always) matches the f64 reference,
+    /// with one thread and with several.
+    #[test]
+    fn every_isa_matches_reference() {
+        let mut seed = 5;
+        for isa in Isa::available() {
+            for &(n, k, group) in &[(3, 1, -1), (9, 33, 32), (40, 300, 128), (17, 1000, -1)] {
+                for zeros in [false, true] {
+                    let d = data(n, k, group, zeros, &mut seed);
+                    let mat = CpuMatrix::new(&d).unwrap();
+                    for m in 1..=MAX_M {
+                        let x: Vec<f32> = (0..m * k)
+                            .map(|_| (lcg(&mut seed) % 2001) as f32 * 1e-3 - 1.0)
+                            .collect();
+                        let want = reference::gemv(&d, &x, m);
+                        for threads in [1, 3] {
+                            let mut y = vec![f32::NAN; m * n];
+                            gemv(&mat, &x, &mut y, m, threads, isa).unwrap();
+                            let err = reference::relative_error(&y, &want);
+                            assert!(err < 1e-5, "{isa:?} n {n} k {k} m {m}: {err:e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scratch_allocation_failure_writes_nothing() {
+        let mut seed = 1;
+        let d = data(4, 64, 32, false, &mut seed);
+        let mat = CpuMatrix::new(&d).unwrap();
+        let x = vec![0.5f32; 2 * 64];
+        for countdown in [0, 1] {
+            let mut y = vec![7.0f32; 8];
+            alloc::fail_after(Some(countdown));
+            let r = gemv(&mat, &x, &mut y, 2, 1, Isa::Scalar);
+            alloc::fail_after(None);
+            assert!(matches!(r, Err(crate::error::Error::OutOfHostMemory(_))));
+            assert!(y.iter().all(|&v| v == 7.0));
+        }
+    }
+}
