@@ -4,18 +4,15 @@
 
 use super::context::q4vk_context;
 use super::gemv::Q4VK_GEMV_F16_ACTIVATIONS;
-use super::matrix::{check_common, q4_data, q4vk_matrix_desc, Q4VK_SOURCE_FLOAT, Q4VK_SOURCE_Q4};
+use super::matrix::{q4_data, q4vk_matrix_desc, SourceShape};
 use super::panic::guard;
 use super::ptr::{
     check_disjoint, check_size, handle, out_bytes, out_slice, read_struct, require, write_out,
     write_prefix, VersionedStruct,
 };
 use super::status::q4vk_status;
-use super::weight::{Q4VK_DTYPE_F16, Q4VK_DTYPE_F32};
 use crate::error::{invalid, Error, Result};
 use crate::layout::vk::VkLayout;
-use crate::quant::dtype::Dtype;
-use crate::quant::paddle::{PaddleParams, PaddleScheme};
 use crate::quant::q4::{Q4Shape, ScaleType};
 use crate::vk::export::{self, ExportDevice, ExportRequest};
 use std::ffi::c_void;
@@ -183,58 +180,7 @@ pub unsafe extern "C" fn q4vk_kernel_export_desc_default(desc: *mut q4vk_kernel_
 /// Shape and stored scale type of a matrix desc, validated as `q4vk_matrix_create` does
 /// (the data pointers are not read).
 fn matrix_shape(d: &q4vk_matrix_desc) -> Result<(Q4Shape, ScaleType)> {
-    check_common(d)?;
-    match d.source {
-        Q4VK_SOURCE_FLOAT => {
-            Dtype::from_c(d.dtype, "matrix->dtype")?;
-            Ok((
-                Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?,
-                ScaleType::F16,
-            ))
-        }
-        Q4VK_SOURCE_Q4 => {
-            let scale = match d.dtype {
-                Q4VK_DTYPE_F16 => ScaleType::F16,
-                Q4VK_DTYPE_F32 => ScaleType::F32,
-                other => {
-                    return Err(invalid!(
-                        "matrix->dtype is {other}; Q4 scales are Q4VK_DTYPE_F16 (1) or Q4VK_DTYPE_F32 (0)"
-                    ))
-                }
-            };
-            Ok((Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?, scale))
-        }
-        _ => {
-            if d.zero_points != 0 {
-                return Err(invalid!(
-                    "matrix->zero_points must be 0 for Q4VK_SOURCE_PADDLE (Paddle int4 is symmetric)"
-                ));
-            }
-            let scheme = PaddleScheme::new(PaddleParams {
-                algo: 1,
-                dtype: d.dtype,
-                arch: d.arch,
-                group_size: d.group_size,
-                k: d.k,
-                n: d.n,
-            })?;
-            let scale = if scheme.dtype == Dtype::F16 {
-                ScaleType::F16
-            } else {
-                ScaleType::F32
-            };
-            Ok((
-                Q4Shape {
-                    n: scheme.geometry.n,
-                    k: scheme.geometry.k,
-                    group_size: scheme.group_rows,
-                    per_channel: scheme.per_channel,
-                    zero_points: false,
-                },
-                scale,
-            ))
-        }
-    }
+    Ok(SourceShape::of(d)?.shape_and_scale())
 }
 
 fn to_usize(v: u64, what: &str) -> Result<usize> {

@@ -241,20 +241,13 @@ pub unsafe extern "C" fn q4vk_q4_quantize_size(
     guard("q4vk_q4_quantize_size", || {
         // SAFETY: NULL or readable for its `struct_size` (contract).
         let d = unsafe { read_struct(desc, "desc") }?;
-        check_common(&d)?;
-        let shape = Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?;
-        let scale_size = match d.source {
-            Q4VK_SOURCE_FLOAT => {
-                Dtype::from_c(d.dtype, "desc->dtype")?;
-                2
-            }
-            Q4VK_SOURCE_Q4 => q4_scale_type(d.dtype)?.size(),
-            _ => {
-                return Err(invalid!(
+        let (shape, scale) = match SourceShape::of(&d)? {
+            SourceShape::Paddle { .. } => return Err(invalid!(
                 "desc->source is Q4VK_SOURCE_PADDLE; sizes are those of q4vk_weight_quantize_size"
-            ))
-            }
+            )),
+            parsed => parsed.shape_and_scale(),
         };
+        let scale_size = scale.size();
         require(weight_bytes, "weight_bytes")?;
         require(scales_bytes, "scales_bytes")?;
         require(zeros_bytes, "zeros_bytes")?;
@@ -271,13 +264,97 @@ pub unsafe extern "C" fn q4vk_q4_quantize_size(
     })
 }
 
+/// What the fields of a desc of contract v0 (FLOAT, Q4, PADDLE) say before any of its data
+/// is read: the shape and stored scale type of the Q4 matrix it becomes, and how to get
+/// there. The one parser of those fields, for every function that takes such a desc.
+pub(crate) enum SourceShape {
+    /// FLOAT: weights of `dtype`, quantized by q4vk (f16 scales).
+    Float {
+        /// The Q4 matrix.
+        shape: Q4Shape,
+        /// Element type of the weights.
+        dtype: Dtype,
+    },
+    /// Q4: the caller's codes, scales of `scale` type and zero points.
+    Q4 {
+        /// The Q4 matrix.
+        shape: Q4Shape,
+        /// Stored scale type.
+        scale: ScaleType,
+    },
+    /// PADDLE: Paddle int4 bytes and scales, converted without requantizing.
+    Paddle {
+        /// Paddle's parameters (its layout, scale type and sizes).
+        scheme: PaddleScheme,
+    },
+}
+
+impl SourceShape {
+    /// Parses `d` ([`check_common`] first).
+    pub(crate) fn of(d: &q4vk_matrix_desc) -> Result<SourceShape> {
+        check_common(d)?;
+        match d.source {
+            Q4VK_SOURCE_FLOAT => Ok(SourceShape::Float {
+                shape: Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?,
+                dtype: Dtype::from_c(d.dtype, "desc->dtype")?,
+            }),
+            Q4VK_SOURCE_Q4 => Ok(SourceShape::Q4 {
+                shape: Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?,
+                scale: q4_scale_type(d.dtype)?,
+            }),
+            _ => {
+                if d.zero_points != 0 {
+                    return Err(invalid!(
+                        "desc->zero_points must be 0 for Q4VK_SOURCE_PADDLE (Paddle int4 is symmetric)"
+                    ));
+                }
+                Ok(SourceShape::Paddle {
+                    scheme: PaddleScheme::new(PaddleParams {
+                        algo: 1,
+                        dtype: d.dtype,
+                        arch: d.arch,
+                        group_size: d.group_size,
+                        k: d.k,
+                        n: d.n,
+                    })?,
+                })
+            }
+        }
+    }
+
+    /// The Q4 matrix's shape and stored scale type.
+    pub(crate) fn shape_and_scale(&self) -> (Q4Shape, ScaleType) {
+        match self {
+            SourceShape::Float { shape, .. } => (*shape, ScaleType::F16),
+            SourceShape::Q4 { shape, scale } => (*shape, *scale),
+            SourceShape::Paddle { scheme } => (
+                Q4Shape {
+                    n: scheme.geometry.n,
+                    k: scheme.geometry.k,
+                    group_size: scheme.group_rows,
+                    per_channel: scheme.per_channel,
+                    zero_points: false,
+                },
+                if scheme.dtype == Dtype::F16 {
+                    ScaleType::F16
+                } else {
+                    ScaleType::F32
+                },
+            ),
+        }
+    }
+}
+
 /// Validated float weights of a FLOAT desc.
 ///
 /// # Safety
 /// `d.weight` must be NULL or readable for `d.weight_bytes` bytes for `'a`.
 unsafe fn float_source<'a>(d: &q4vk_matrix_desc) -> Result<(Q4Shape, FloatWeights<'a>)> {
-    let shape = Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?;
-    let dtype = Dtype::from_c(d.dtype, "desc->dtype")?;
+    let SourceShape::Float { shape, dtype } = SourceShape::of(d)? else {
+        return Err(invalid!(
+            "desc->source must be Q4VK_SOURCE_FLOAT for q4vk_q4_quantize"
+        ));
+    };
     let needed = shape.n * shape.k * dtype.size();
     require(d.weight, "desc->weight")?;
     check_size("desc->weight_bytes", d.weight_bytes, needed)?;
@@ -394,8 +471,7 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
             })
         }
         Q4VK_SOURCE_Q4 => {
-            let shape = Q4Shape::new(d.n, d.k, d.group_size, d.zero_points)?;
-            let scale_type = q4_scale_type(d.dtype)?;
+            let (shape, scale_type) = SourceShape::of(d)?.shape_and_scale();
             let (wb, sb, zb) = (
                 shape.weight_bytes(),
                 shape.scale_count() * scale_type.size(),
@@ -433,19 +509,11 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
             Ok(data)
         }
         Q4VK_SOURCE_PADDLE => {
-            if d.zero_points != 0 {
-                return Err(invalid!(
-                    "desc->zero_points must be 0 for Q4VK_SOURCE_PADDLE (Paddle int4 is symmetric)"
+            let SourceShape::Paddle { scheme } = SourceShape::of(d)? else {
+                return Err(Error::Internal(
+                    "a PADDLE desc parsed as another source".into(),
                 ));
-            }
-            let scheme = PaddleScheme::new(PaddleParams {
-                algo: 1,
-                dtype: d.dtype,
-                arch: d.arch,
-                group_size: d.group_size,
-                k: d.k,
-                n: d.n,
-            })?;
+            };
             require(d.weight, "desc->weight")?;
             require(d.scales, "desc->scales")?;
             check_size("desc->weight_bytes", d.weight_bytes, scheme.qweight_bytes())?;
