@@ -6,7 +6,9 @@
  * for m = 1 and 3 with seeded random x; y (poisoned with NaN first) must be fully written
  * and within 1e-5 (relative L2) of an f64 GEMV of the dequantized weights. Other tensors
  * are listed and skipped. Any validation or WARN/ERROR message fails.
- *   gguf_import FILE [--expect N]   N: how many 4-bit matrices the file must give
+ *   gguf_import FILE [--expect N] [--golden TENSOR REF]...
+ *       N: how many 4-bit matrices the file must give; REF: an f32 file whose first n·k
+ *       values the dequantized TENSOR must equal bit for bit (e.g. gguf-py's dequantize)
  *   gguf_import --self-test FILE    the reader on every truncation of FILE and on damaged
  *                                   copies: each must be refused with a message, no crash
  * Exit status 0 only when every check passes. */
@@ -19,6 +21,11 @@
 #include "util.h"
 
 static int failures;
+
+/* --golden pairs: tensor name, reference f32 file. */
+enum { MAX_GOLDEN = 16 };
+static const char *golden_name[MAX_GOLDEN], *golden_path[MAX_GOLDEN];
+static int golden_count, golden_used[MAX_GOLDEN];
 static void expect(int ok, const char *what) {
     printf("%s %s\n", ok ? "ok  " : "FAIL", what);
     if (!ok) failures++;
@@ -123,6 +130,17 @@ static int import_tensor(q4vk_context *ctx, const gguf_tensor *t) {
         char what[256];
         snprintf(what, sizeof what, "%s: q4vk_matrix_dequantize: %zu weights, all finite (%zu not), mean |w| %.4g", name, count, bad, sum / (double)count);
         expect(bad == 0 && sum > 0, what);
+        for (int g = 0; g < golden_count; g++) {
+            if (strcmp(golden_name[g], name)) continue;
+            golden_used[g] = 1;
+            size_t ref_len = 0, differ = 0;
+            float *ref = read_file(golden_path[g], &ref_len);
+            if (ref && ref_len >= count * sizeof *ref)
+                for (size_t i = 0; i < count; i++) differ += f32_bits(ref[i]) != f32_bits(w[i]);
+            snprintf(what, sizeof what, "%s: dequantized weights equal %s bit for bit (%zu of %zu differ)", name, golden_path[g], differ, count);
+            expect(ref && ref_len >= count * sizeof *ref && differ == 0, what);
+            free(ref);
+        }
         q4vk_matrix *mat = NULL;
         if (q4vk_matrix_create(ctx, &md, &mat) != Q4VK_OK) {
             q4_fail("q4vk_matrix_create");
@@ -206,6 +224,10 @@ static int run(const uint8_t *data, size_t size, long expected) {
     expect(log.messages == 0, what);
     snprintf(what, sizeof what, "%ld 4-bit matrices imported (%s %ld)", imported, expected >= 0 ? "expected" : "at least", expected >= 0 ? expected : 1);
     expect(expected >= 0 ? imported == expected : imported > 0, what);
+    for (int g = 0; g < golden_count; g++) {
+        snprintf(what, sizeof what, "--golden %s: the tensor was imported and compared", golden_name[g]);
+        expect(golden_used[g], what);
+    }
     return 0;
 }
 
@@ -314,9 +336,20 @@ int main(int argc, char **argv) {
     int self = argc >= 2 && !strcmp(argv[1], "--self-test");
     const char *path = argc >= 2 + self ? argv[1 + self] : NULL;
     long expected = -1;
-    if (!self && argc == 4 && !strcmp(argv[2], "--expect")) expected = atol(argv[3]);
-    if (!path || (self && argc != 3) || (!self && argc != 2 && expected < 0)) {
-        fprintf(stderr, "usage: gguf_import FILE [--expect N] | gguf_import --self-test FILE\n");
+    int usage = !path || (self && argc != 3);
+    for (int i = 2; !self && !usage && i < argc; i++) {
+        if (!strcmp(argv[i], "--expect") && i + 1 < argc) {
+            expected = atol(argv[++i]);
+        } else if (!strcmp(argv[i], "--golden") && i + 2 < argc && golden_count < MAX_GOLDEN) {
+            golden_name[golden_count] = argv[i + 1];
+            golden_path[golden_count++] = argv[i + 2];
+            i += 2;
+        } else {
+            usage = 1;
+        }
+    }
+    if (usage) {
+        fprintf(stderr, "usage: gguf_import FILE [--expect N] [--golden TENSOR REF.f32]... | gguf_import --self-test FILE\n");
         return 2;
     }
     size_t size = 0;
