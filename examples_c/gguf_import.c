@@ -66,7 +66,8 @@ static q4vk_matrix_source source_of(uint32_t type) {
 }
 
 /* One GEMV of `mat` with m rows of x against the f64 reference of the weights `w`. */
-static void check_gemv(q4vk_context *ctx, const q4vk_matrix *mat, const float *w, size_t n, size_t k, uint32_t m, const char *name) {
+static void check_gemv(q4vk_context *ctx, const q4vk_matrix *mat, const float *w, size_t n, size_t k, uint32_t m,
+                       const char *name) {
     float *x = malloc(m * k * sizeof *x), *y = malloc(m * n * sizeof *y);
     rng r = {0x9e3779b97f4a7c15ULL ^ (n * 131 + k * 7 + m)};
     for (size_t i = 0; i < m * k; i++) x[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
@@ -88,7 +89,8 @@ static void check_gemv(q4vk_context *ctx, const q4vk_matrix *mat, const float *w
         }
         double err = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
         char what[256];
-        snprintf(what, sizeof what, "%s: q4vk_gemv m = %u: every y written (%zu not), rel. error %.2e < 1e-5", name, m, unwritten, err);
+        snprintf(what, sizeof what, "%s: q4vk_gemv m = %u: every y written (%zu not), rel. error %.2e < 1e-5", name,
+                 m, unwritten, err);
         expect(unwritten == 0 && err < 1e-5, what);
     }
     free(x);
@@ -107,7 +109,8 @@ static int import_tensor(q4vk_context *ctx, const gguf_tensor *t) {
     md.weight = t->data;
     md.weight_bytes = (size_t)t->nbytes;
     if (md.n > SIZE_MAX / md.k / sizeof(float)) {
-        printf("FAIL %s: %llu x %llu weights do not fit in memory\n", name, (unsigned long long)md.n, (unsigned long long)md.k);
+        printf("FAIL %s: %llu x %llu weights do not fit in memory\n", name, (unsigned long long)md.n,
+               (unsigned long long)md.k);
         failures++;
         return 1;
     }
@@ -128,7 +131,8 @@ static int import_tensor(q4vk_context *ctx, const gguf_tensor *t) {
             sum += fabs((double)w[i]);
         }
         char what[256];
-        snprintf(what, sizeof what, "%s: q4vk_matrix_dequantize: %zu weights, all finite (%zu not), mean |w| %.4g", name, count, bad, sum / (double)count);
+        snprintf(what, sizeof what, "%s: q4vk_matrix_dequantize: %zu weights, all finite (%zu not), mean |w| %.4g",
+                 name, count, bad, sum / (double)count);
         expect(bad == 0 && sum > 0, what);
         for (int g = 0; g < golden_count; g++) {
             if (strcmp(golden_name[g], name)) continue;
@@ -137,7 +141,8 @@ static int import_tensor(q4vk_context *ctx, const gguf_tensor *t) {
             float *ref = read_file(golden_path[g], &ref_len);
             if (ref && ref_len >= count * sizeof *ref)
                 for (size_t i = 0; i < count; i++) differ += f32_bits(ref[i]) != f32_bits(w[i]);
-            snprintf(what, sizeof what, "%s: dequantized weights equal %s bit for bit (%zu of %zu differ)", name, golden_path[g], differ, count);
+            snprintf(what, sizeof what, "%s: dequantized weights equal %s bit for bit (%zu of %zu differ)", name,
+                     golden_path[g], differ, count);
             expect(ref && ref_len >= count * sizeof *ref && differ == 0, what);
             free(ref);
         }
@@ -163,7 +168,8 @@ static void print_kv(const gguf_kv *kv) {
         printf("\"%.*s\"\n", (int)(len < 60 ? len : 60), (const char *)kv->value + 8);
         break;
     case GGUF_VALUE_UINT32:
-        printf("%u\n", (unsigned)(kv->value[0] | kv->value[1] << 8 | kv->value[2] << 16 | (uint32_t)kv->value[3] << 24));
+        printf("%u\n",
+               (unsigned)(kv->value[0] | kv->value[1] << 8 | kv->value[2] << 16 | (uint32_t)kv->value[3] << 24));
         break;
     case GGUF_VALUE_ARRAY:
         for (int i = 0; i < 8; i++) len |= (uint64_t)kv->value[4 + i] << (8 * i);
@@ -180,8 +186,9 @@ static int run(const uint8_t *data, size_t size, long expected) {
         printf("FAIL: %s\n", err);
         return 1;
     }
-    printf("GGUF v%u: %llu metadata entries, %llu tensors, alignment %u, data at %llu\n", f.version, (unsigned long long)f.kv_count,
-           (unsigned long long)f.tensor_count, f.alignment, (unsigned long long)f.data_offset);
+    printf("GGUF v%u: %llu metadata entries, %llu tensors, alignment %u, data at %llu\n", f.version,
+           (unsigned long long)f.kv_count, (unsigned long long)f.tensor_count, f.alignment,
+           (unsigned long long)f.data_offset);
     for (uint64_t i = 0; i < f.kv_count; i++) print_kv(&f.kvs[i]);
 
     log_state log = {0};
@@ -206,9 +213,10 @@ static int run(const uint8_t *data, size_t size, long expected) {
     for (uint64_t i = 0; i < f.tensor_count; i++) {
         const gguf_tensor *t = &f.tensors[i];
         int is_matrix = t->n_dims == 2 || (t->ne[2] == 1 && t->ne[3] == 1);
-        printf("tensor %.*s: %s [%llu, %llu, %llu, %llu], %llu bytes at %llu", (int)t->name_len, t->name, gguf_type_name(t->type),
-               (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2], (unsigned long long)t->ne[3],
-               (unsigned long long)t->nbytes, (unsigned long long)t->offset);
+        printf("tensor %.*s: %s [%llu, %llu, %llu, %llu], %llu bytes at %llu", (int)t->name_len, t->name,
+               gguf_type_name(t->type), (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+               (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (unsigned long long)t->nbytes,
+               (unsigned long long)t->offset);
         if (!source_of(t->type) || !is_matrix) {
             printf(": skipped (%s)\n", source_of(t->type) ? "not 2-D" : "not a 4-bit type q4vk imports");
             continue;
@@ -220,9 +228,11 @@ static int run(const uint8_t *data, size_t size, long expected) {
     gguf_free(&f);
 
     char what[700];
-    snprintf(what, sizeof what, "no validation or other WARN/ERROR message (%d%s%s)", log.messages, log.messages ? "; last: " : "", log.last);
+    snprintf(what, sizeof what, "no validation or other WARN/ERROR message (%d%s%s)", log.messages,
+             log.messages ? "; last: " : "", log.last);
     expect(log.messages == 0, what);
-    snprintf(what, sizeof what, "%ld 4-bit matrices imported (%s %ld)", imported, expected >= 0 ? "expected" : "at least", expected >= 0 ? expected : 1);
+    snprintf(what, sizeof what, "%ld 4-bit matrices imported (%s %ld)", imported,
+             expected >= 0 ? "expected" : "at least", expected >= 0 ? expected : 1);
     expect(expected >= 0 ? imported == expected : imported > 0, what);
     for (int g = 0; g < golden_count; g++) {
         snprintf(what, sizeof what, "--golden %s: the tensor was imported and compared", golden_name[g]);
@@ -245,7 +255,8 @@ static int parse_copy(const uint8_t *data, size_t len, char *err, size_t err_len
 
 /* A damaged copy (one u32 or u64 at `at` replaced) must be refused with `word` in the
  * message. */
-static void refuse_patched(const uint8_t *data, size_t size, size_t at, uint64_t v, int bytes, const char *word, const char *what) {
+static void refuse_patched(const uint8_t *data, size_t size, size_t at, uint64_t v, int bytes, const char *word,
+                           const char *what) {
     uint8_t *copy = malloc(size);
     memcpy(copy, data, size);
     for (int i = 0; i < bytes; i++) copy[at + i] = (uint8_t)(v >> (8 * i));
@@ -271,7 +282,9 @@ static int self_test(const uint8_t *data, size_t size) {
         if (rc == 0) accepted++;
         else if (!err[0]) silent++;
     }
-    snprintf(what, sizeof what, "every truncation (0..%zu bytes) refused with a message (%zu accepted, %zu without message)", size - 1, accepted, silent);
+    snprintf(what, sizeof what,
+             "every truncation (0..%zu bytes) refused with a message (%zu accepted, %zu without message)", size - 1,
+             accepted, silent);
     expect(accepted == 0 && silent == 0, what);
 
     refuse_patched(data, size, 0, 0x46554746u, 4, "not a GGUF", "bad magic");
@@ -294,8 +307,10 @@ static int self_test(const uint8_t *data, size_t size) {
     refuse_patched(data, size, dims_at, UINT64_MAX / 2, 8, "overflows", "ne0 = 2^63-1");
     refuse_patched(data, size, dims_at, 0, 8, "is 0", "ne0 = 0");
     refuse_patched(data, size, type_at, 99, 4, "unknown ggml type", "ggml type 99");
-    refuse_patched(data, size, offset_at, (uint64_t)f.alignment * 1000000, 8, "past the end", "offset beyond the file");
-    refuse_patched(data, size, offset_at, UINT64_MAX - (f.alignment - 1), 8, "past the end", "offset 2^64 - alignment");
+    refuse_patched(data, size, offset_at, (uint64_t)f.alignment * 1000000, 8, "past the end",
+                   "offset beyond the file");
+    refuse_patched(data, size, offset_at, UINT64_MAX - (f.alignment - 1), 8, "past the end",
+                   "offset 2^64 - alignment");
     refuse_patched(data, size, offset_at, t->offset + 1, 8, "alignment", "unaligned offset");
     refuse_patched(data, size, dims_at - 4, 5, 4, "dimensions", "n_dims = 5");
     /* A later tensor renamed to the first one's name (same length keeps the layout). */
@@ -326,7 +341,9 @@ static int self_test(const uint8_t *data, size_t size) {
         }
     }
     free(copy);
-    snprintf(what, sizeof what, "each of %llu header bytes flipped: no crash, %zu refused, all with a message (%zu without)", (unsigned long long)f.data_offset, refused, silent);
+    snprintf(what, sizeof what,
+             "each of %llu header bytes flipped: no crash, %zu refused, all with a message (%zu without)",
+             (unsigned long long)f.data_offset, refused, silent);
     expect(silent == 0 && refused > 0, what);
     gguf_free(&f);
     return 0;
@@ -349,7 +366,8 @@ int main(int argc, char **argv) {
         }
     }
     if (usage) {
-        fprintf(stderr, "usage: gguf_import FILE [--expect N] [--golden TENSOR REF.f32]... | gguf_import --self-test FILE\n");
+        fprintf(stderr,
+                "usage: gguf_import FILE [--expect N] [--golden TENSOR REF.f32]... | gguf_import --self-test FILE\n");
         return 2;
     }
     size_t size = 0;
@@ -357,6 +375,7 @@ int main(int argc, char **argv) {
     if (!data) return 1;
     int rc = self ? self_test(data, size) : run(data, size, expected);
     free(data);
-    printf("\n%s: %s, %d failure(s)\n", rc || failures ? "FAILED" : "PASSED", self ? "GGUF reader self-test" : "GGUF import", failures);
+    printf("\n%s: %s, %d failure(s)\n", rc || failures ? "FAILED" : "PASSED",
+           self ? "GGUF reader self-test" : "GGUF import", failures);
     return rc || failures ? 1 : 0;
 }

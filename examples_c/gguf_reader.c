@@ -31,7 +31,9 @@ static int fail(cursor *c, const char *fmt, ...) {
 static size_t left(const cursor *c) { return c->size - c->pos; }
 
 static int skip(cursor *c, uint64_t n, const char *what) {
-    if (n > left(c)) return fail(c, "truncated: %s needs %llu bytes at offset %zu, %zu left", what, (unsigned long long)n, c->pos, left(c));
+    if (n > left(c))
+        return fail(c, "truncated: %s needs %llu bytes at offset %zu, %zu left", what, (unsigned long long)n, c->pos,
+                    left(c));
     c->pos += (size_t)n;
     return 0;
 }
@@ -103,7 +105,9 @@ static int skip_value(cursor *c, uint32_t type, int depth) {
     if (read_u32(c, &item, "an array item type") || read_u64(c, &count, "an array length")) return -1;
     size_t item_size = fixed_size(item);
     if (item_size) {
-        if (count > left(c) / item_size) return fail(c, "truncated: an array of %llu items of %zu bytes at offset %zu, %zu bytes left", (unsigned long long)count, item_size, c->pos, left(c));
+        if (count > left(c) / item_size)
+            return fail(c, "truncated: an array of %llu items of %zu bytes at offset %zu, %zu bytes left",
+                        (unsigned long long)count, item_size, c->pos, left(c));
         return skip(c, count * item_size, "array items");
     }
     if (item != GGUF_VALUE_STRING && item != GGUF_VALUE_ARRAY) return fail(c, "unknown array item type %u", item);
@@ -158,13 +162,15 @@ static int read_tensor_info(cursor *c, gguf_tensor *t) {
     if (read_string(c, &t->name, &t->name_len, "a tensor name") || read_u32(c, &t->n_dims, "a tensor's n_dims"))
         return -1;
     if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
-        return fail(c, "tensor '%.*s': %u dimensions (1..%d allowed)", (int)t->name_len, t->name, t->n_dims, GGUF_MAX_DIMS);
+        return fail(c, "tensor '%.*s': %u dimensions (1..%d allowed)", (int)t->name_len, t->name, t->n_dims,
+                    GGUF_MAX_DIMS);
     uint64_t elements = 1;
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) {
         t->ne[d] = 1;
         if (d < t->n_dims && read_u64(c, &t->ne[d], "a tensor dimension")) return -1;
         if (t->ne[d] == 0) return fail(c, "tensor '%.*s': dimension %u is 0", (int)t->name_len, t->name, d);
-        if (elements > INT64_MAX / t->ne[d]) return fail(c, "tensor '%.*s': element count overflows", (int)t->name_len, t->name);
+        if (elements > INT64_MAX / t->ne[d])
+            return fail(c, "tensor '%.*s': element count overflows", (int)t->name_len, t->name);
         elements *= t->ne[d];
     }
     if (read_u32(c, &t->type, "a tensor type") || read_u64(c, &t->offset, "a tensor offset")) return -1;
@@ -172,9 +178,11 @@ static int read_tensor_info(cursor *c, gguf_tensor *t) {
     if (!gguf_type_block(t->type, &block, &block_bytes))
         return fail(c, "tensor '%.*s': unknown ggml type %u", (int)t->name_len, t->name, t->type);
     if (t->ne[0] % block)
-        return fail(c, "tensor '%.*s': ne0 = %llu is not a multiple of the %s block (%u)", (int)t->name_len, t->name, (unsigned long long)t->ne[0], gguf_type_name(t->type), block);
+        return fail(c, "tensor '%.*s': ne0 = %llu is not a multiple of the %s block (%u)", (int)t->name_len, t->name,
+                    (unsigned long long)t->ne[0], gguf_type_name(t->type), block);
     uint64_t blocks = elements / block;
-    if (blocks > INT64_MAX / block_bytes) return fail(c, "tensor '%.*s': byte size overflows", (int)t->name_len, t->name);
+    if (blocks > INT64_MAX / block_bytes)
+        return fail(c, "tensor '%.*s': byte size overflows", (int)t->name_len, t->name);
     t->nbytes = blocks * block_bytes;
     return 0;
 }
@@ -182,15 +190,23 @@ static int read_tensor_info(cursor *c, gguf_tensor *t) {
 static int parse(cursor *c, gguf_file *f) {
     uint8_t magic[4];
     if (read_bytes(c, magic, 4, "the magic")) return -1;
-    if (memcmp(magic, "GGUF", 4)) return fail(c, "not a GGUF file (magic %02x %02x %02x %02x)", magic[0], magic[1], magic[2], magic[3]);
+    if (memcmp(magic, "GGUF", 4))
+        return fail(c, "not a GGUF file (magic %02x %02x %02x %02x)", magic[0], magic[1], magic[2], magic[3]);
     if (read_u32(c, &f->version, "the version")) return -1;
-    if (f->version == 0x02000000u || f->version == 0x03000000u) return fail(c, "big-endian GGUF files are not supported");
-    if (f->version != 2 && f->version != 3) return fail(c, "GGUF version %u is not supported (2 and 3 are)", f->version);
-    if (read_u64(c, &f->tensor_count, "the tensor count") || read_u64(c, &f->kv_count, "the metadata count")) return -1;
+    if (f->version == 0x02000000u || f->version == 0x03000000u)
+        return fail(c, "big-endian GGUF files are not supported");
+    if (f->version != 2 && f->version != 3)
+        return fail(c, "GGUF version %u is not supported (2 and 3 are)", f->version);
+    if (read_u64(c, &f->tensor_count, "the tensor count") ||
+        read_u64(c, &f->kv_count, "the metadata count")) return -1;
     /* Each entry takes at least 12 (key/value) or 24 (tensor info) bytes: bound the
      * counts by what is left before allocating. */
-    if (f->kv_count > left(c) / 12) return fail(c, "truncated: %llu metadata entries cannot fit in %zu bytes", (unsigned long long)f->kv_count, left(c));
-    if (f->tensor_count > left(c) / 24) return fail(c, "truncated: %llu tensor infos cannot fit in %zu bytes", (unsigned long long)f->tensor_count, left(c));
+    if (f->kv_count > left(c) / 12)
+        return fail(c, "truncated: %llu metadata entries cannot fit in %zu bytes", (unsigned long long)f->kv_count,
+                    left(c));
+    if (f->tensor_count > left(c) / 24)
+        return fail(c, "truncated: %llu tensor infos cannot fit in %zu bytes", (unsigned long long)f->tensor_count,
+                    left(c));
     f->kvs = calloc(f->kv_count ? (size_t)f->kv_count : 1, sizeof *f->kvs);
     f->tensors = calloc(f->tensor_count ? (size_t)f->tensor_count : 1, sizeof *f->tensors);
     if (!f->kvs || !f->tensors) return fail(c, "out of memory");
@@ -198,14 +214,16 @@ static int parse(cursor *c, gguf_file *f) {
     f->alignment = GGUF_DEFAULT_ALIGNMENT;
     for (uint64_t i = 0; i < f->kv_count; i++) {
         gguf_kv *kv = &f->kvs[i];
-        if (read_string(c, &kv->key, &kv->key_len, "a metadata key") || read_u32(c, &kv->type, "a metadata type")) return -1;
+        if (read_string(c, &kv->key, &kv->key_len, "a metadata key") ||
+            read_u32(c, &kv->type, "a metadata type")) return -1;
         size_t at = c->pos;
         if (skip_value(c, kv->type, 0)) return -1;
         kv->value = c->base + at;
         kv->value_bytes = c->pos - at;
         if (kv->key_len == 17 && !memcmp(kv->key, "general.alignment", 17)) {
             if (kv->type != GGUF_VALUE_UINT32) return fail(c, "general.alignment has type %u, not u32", kv->type);
-            uint32_t a = (uint32_t)kv->value[0] | (uint32_t)kv->value[1] << 8 | (uint32_t)kv->value[2] << 16 | (uint32_t)kv->value[3] << 24;
+            const uint8_t *v = kv->value;
+            uint32_t a = (uint32_t)v[0] | (uint32_t)v[1] << 8 | (uint32_t)v[2] << 16 | (uint32_t)v[3] << 24;
             if (a == 0 || (a & (a - 1))) return fail(c, "general.alignment = %u is not a power of two", a);
             f->alignment = a;
         }
@@ -226,11 +244,14 @@ static int parse(cursor *c, gguf_file *f) {
     for (uint64_t i = 0; i < f->tensor_count; i++) {
         gguf_tensor *t = &f->tensors[i];
         if (t->offset % f->alignment)
-            return fail(c, "tensor '%.*s': offset %llu is not a multiple of the alignment %u", (int)t->name_len, t->name, (unsigned long long)t->offset, f->alignment);
+            return fail(c, "tensor '%.*s': offset %llu is not a multiple of the alignment %u", (int)t->name_len,
+                        t->name, (unsigned long long)t->offset, f->alignment);
         /* gguf-py and llama.cpp pad every tensor (the last one too) to the alignment. */
         uint64_t padded = t->nbytes + (f->alignment - t->nbytes % f->alignment) % f->alignment;
         if (padded < t->nbytes || t->offset > data_size || padded > data_size - t->offset)
-            return fail(c, "tensor '%.*s': data [%llu, +%llu) runs past the end of the data section (%llu bytes)", (int)t->name_len, t->name, (unsigned long long)t->offset, (unsigned long long)padded, (unsigned long long)data_size);
+            return fail(c, "tensor '%.*s': data [%llu, +%llu) runs past the end of the data section (%llu bytes)",
+                        (int)t->name_len, t->name, (unsigned long long)t->offset, (unsigned long long)padded,
+                        (unsigned long long)data_size);
         t->data = c->base + f->data_offset + t->offset;
     }
     return 0;
