@@ -313,6 +313,8 @@ static int self_test(const uint8_t *data, size_t size) {
                    "offset 2^64 - alignment");
     refuse_patched(data, size, offset_at, t->offset + 1, 8, "alignment", "unaligned offset");
     refuse_patched(data, size, dims_at - 4, 5, 4, "dimensions", "n_dims = 5");
+    size_t name_len_at = (size_t)((const uint8_t *)t->name - data) - 8;
+    refuse_patched(data, size, name_len_at, 65, 8, "at most 64", "a tensor name of 65 bytes");
     /* A later tensor renamed to the first one's name (same length keeps the layout). */
     for (uint64_t j = 1; j < f.tensor_count; j++) {
         const gguf_tensor *t0 = &f.tensors[0], *tj = &f.tensors[j];

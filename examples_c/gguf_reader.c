@@ -10,6 +10,8 @@
 
 #define GGUF_DEFAULT_ALIGNMENT 32u
 #define GGUF_MAX_ARRAY_DEPTH 8
+#define GGUF_MAX_KEY 65535 /* bytes of a metadata key */
+#define GGUF_MAX_NAME 64   /* bytes of a tensor name (ggml's GGML_MAX_NAME) */
 
 typedef struct cursor {
     const uint8_t *base;
@@ -159,8 +161,11 @@ const char *gguf_type_name(uint32_t type) {
 
 /* Reads one tensor info; checks dims, type, and that the byte size fits in 64 bits. */
 static int read_tensor_info(cursor *c, gguf_tensor *t) {
-    if (read_string(c, &t->name, &t->name_len, "a tensor name") || read_u32(c, &t->n_dims, "a tensor's n_dims"))
-        return -1;
+    if (read_string(c, &t->name, &t->name_len, "a tensor name")) return -1;
+    if (t->name_len > GGUF_MAX_NAME)
+        return fail(c, "a tensor name of %zu bytes at offset %zu (at most %d)", t->name_len, c->pos - t->name_len,
+                    GGUF_MAX_NAME);
+    if (read_u32(c, &t->n_dims, "a tensor's n_dims")) return -1;
     if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
         return fail(c, "tensor '%.*s': %u dimensions (1..%d allowed)", (int)t->name_len, t->name, t->n_dims,
                     GGUF_MAX_DIMS);
@@ -214,8 +219,11 @@ static int parse(cursor *c, gguf_file *f) {
     f->alignment = GGUF_DEFAULT_ALIGNMENT;
     for (uint64_t i = 0; i < f->kv_count; i++) {
         gguf_kv *kv = &f->kvs[i];
-        if (read_string(c, &kv->key, &kv->key_len, "a metadata key") ||
-            read_u32(c, &kv->type, "a metadata type")) return -1;
+        if (read_string(c, &kv->key, &kv->key_len, "a metadata key")) return -1;
+        if (kv->key_len > GGUF_MAX_KEY)
+            return fail(c, "a metadata key of %zu bytes at offset %zu (at most %d)", kv->key_len, c->pos - kv->key_len,
+                        GGUF_MAX_KEY);
+        if (read_u32(c, &kv->type, "a metadata type")) return -1;
         size_t at = c->pos;
         if (skip_value(c, kv->type, 0)) return -1;
         kv->value = c->base + at;

@@ -2,10 +2,11 @@
  * buffer that holds the whole file: the header, every metadata key/value (all value types,
  * nested arrays included, are parsed and checked, and kept by reference), the tensor
  * infos, `general.alignment` (u32, default 32), and the data section, which starts at the
- * aligned end of the tensor infos. Each tensor's data (its padded size, as gguf-py writes
- * it) must lie inside the file at an aligned offset. Malformed input (truncated, bad
- * magic, unknown version or ggml type, offsets out of range, sizes that overflow) is
- * refused with a message; nothing is read outside the buffer. C11, no dependencies. */
+ * aligned end of the tensor infos. Tensor names are at most 64 bytes, keys 65535. Each
+ * tensor's data (its padded size, as gguf-py writes it) must lie inside the file at an
+ * aligned offset. Malformed input (truncated, bad magic, unknown version or ggml type,
+ * offsets out of range, sizes that overflow) is refused with a message; nothing is read
+ * outside the buffer. C11, no dependencies. */
 #ifndef Q4VK_EXAMPLES_GGUF_READER_H
 #define Q4VK_EXAMPLES_GGUF_READER_H
 
