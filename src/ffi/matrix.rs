@@ -242,9 +242,11 @@ pub unsafe extern "C" fn q4vk_q4_quantize_size(
         // SAFETY: NULL or readable for its `struct_size` (contract).
         let d = unsafe { read_struct(desc, "desc") }?;
         let (shape, scale) = match SourceShape::of(&d)? {
-            SourceShape::Paddle { .. } => return Err(invalid!(
+            SourceShape::Paddle { .. } => {
+                return Err(invalid!(
                 "desc->source is Q4VK_SOURCE_PADDLE; sizes are those of q4vk_weight_quantize_size"
-            )),
+            ))
+            }
             parsed => parsed.shape_and_scale(),
         };
         let scale_size = scale.size();

@@ -5,10 +5,10 @@
 //! specialization constants, local size and group counts. Pure: no Vulkan call.
 
 use super::device::DeviceInfo;
-use super::gemv::{xy_extent, GemvParams, XyExtent};
+use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent};
 use super::pipeline::{Push, Spec, Tuning, SPECS};
 use super::shaders;
-use crate::error::{invalid, Error, Result};
+use crate::error::{Error, Result};
 use crate::layout::vk::VkLayout;
 use crate::quant::q4::{Q4Shape, ScaleType};
 
@@ -139,18 +139,13 @@ pub struct Export {
 
 /// Device-layout bytes of weights, scales and zero points (0 when symmetric).
 pub fn layout_bytes(shape: &Q4Shape, scale: ScaleType) -> Result<[u64; 3]> {
+    // A valid shape's f32 weight fits the address space, so these sizes do too.
     let l = VkLayout::of(shape);
-    let n = shape.n as u64;
-    let too_big = || invalid!("the matrix's device layout overflows 64 bits");
-    let w = n.checked_mul(l.row_bytes() as u64).ok_or_else(too_big)?;
-    let count = n.checked_mul(l.groups as u64).ok_or_else(too_big)?;
-    let s = (count * scale.size() as u64).next_multiple_of(4);
-    let z = if shape.zero_points {
-        count.next_multiple_of(4)
-    } else {
-        0
-    };
-    Ok([w, s, z])
+    Ok([
+        l.weights_bytes(shape.n) as u64,
+        l.scales_bytes(scale.size(), shape.n) as u64,
+        l.zeros_bytes(shape.zero_points, shape.n) as u64,
+    ])
 }
 
 /// The SpecId decorations of a SPIR-V module, ascending.
@@ -227,9 +222,8 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     }
     let total = n.div_ceil(tuning.rows as u64);
     let [max_x, max_y] = dev.max_groups.map(u64::from);
-    let gx = total.min(max_x);
-    let gy = total.div_ceil(gx);
-    if gy > max_y {
+    let (count, gx, gy) = dispatch_grid(total, [max_x, max_y]);
+    if count < total {
         return Err(Error::Unsupported(format!(
             "{total} workgroups exceed the device's {max_x} x {max_y} grid"
         )));

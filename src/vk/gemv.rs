@@ -66,6 +66,14 @@ pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result
     Ok((x_bytes, y_bytes))
 }
 
+/// The 2-D grid of one dispatch of up to `max_x · max_y` of `remaining` workgroups (the
+/// kernels number them `y · x_count + x`): (workgroups in it, x count, y count).
+pub fn dispatch_grid(remaining: u64, [max_x, max_y]: [u64; 2]) -> (u64, u64, u64) {
+    let count = remaining.min(max_x * max_y);
+    let gx = count.min(max_x);
+    (count, gx, count.div_ceil(gx))
+}
+
 /// Elements and bytes of x and y that a GEMV of an n × k matrix reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XyExtent {
@@ -289,9 +297,7 @@ pub fn record(
             let total = (part.rows as u64).div_ceil(rows_per_wg);
             let mut done = 0u64;
             while done < total {
-                let count = (total - done).min(max_x * max_y);
-                let gx = count.min(max_x);
-                let gy = count.div_ceil(gx);
+                let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
                 let push = Push {
                     rows: part.rows as u32,
                     row_base: part.first_row as u32,
