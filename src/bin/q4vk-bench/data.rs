@@ -1,0 +1,84 @@
+//! Benchmark inputs: seeded random Q4 matrices (symmetric g128, or the imported offset form),
+//! activations, and the f64 reference of the offset form.
+
+use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use std::borrow::Cow;
+
+pub(crate) fn fill_random(bytes: &mut [u8], seed: &mut u64) {
+    for chunk in bytes.chunks_mut(8) {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        let v = seed.to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+}
+
+pub(crate) fn random_matrix(n: usize, k: usize, seed: &mut u64) -> Q4Data<'static> {
+    random_matrix_grouped(n, k, 128, seed)
+}
+
+pub(crate) fn random_matrix_grouped(
+    n: usize,
+    k: usize,
+    group: i32,
+    seed: &mut u64,
+) -> Q4Data<'static> {
+    let shape = Q4Shape::new(n as u64, k as u64, group, 0).expect("valid shape");
+    let mut weight = vec![0u8; shape.weight_bytes()];
+    fill_random(&mut weight, seed);
+    let scales: Vec<u8> = (0..shape.scale_count())
+        .flat_map(|i| half::f16::from_f32(0.01 + (i % 13) as f32 * 0.001).to_le_bytes())
+        .collect();
+    Q4Data {
+        shape,
+        weight: Cow::Owned(weight),
+        scale_type: ScaleType::F16,
+        scales: Cow::Owned(scales),
+        zeros: Cow::Owned(Vec::new()),
+    }
+}
+
+/// The imported Q4_K / Q4_1 form of a random matrix: groups of 32, f32 scales (the f16
+/// values widened) and per-group offsets.
+pub(crate) fn random_offset_matrix(
+    n: usize,
+    k: usize,
+    seed: &mut u64,
+) -> (Q4Data<'static>, Vec<f32>) {
+    let mut data = random_matrix_grouped(n, k, 32, seed);
+    let scales: Vec<u8> = (0..data.shape.scale_count())
+        .flat_map(|i| data.scale(i).to_le_bytes())
+        .collect();
+    data.scales = Cow::Owned(scales);
+    data.scale_type = ScaleType::F32;
+    let offsets = (0..data.shape.scale_count())
+        .map(|i| -0.08 + (i % 17) as f32 * 0.001)
+        .collect();
+    (data, offsets)
+}
+
+/// f64 GEMV of w = s·u + o (the offset form; u unsigned, no zero point).
+pub(crate) fn offset_reference(data: &Q4Data, offsets: &[f32], x: &[f32], m: usize) -> Vec<f64> {
+    let (n, k) = (data.shape.n, data.shape.k);
+    let (groups, group) = (data.shape.groups(), data.shape.group_size);
+    let mut y = vec![0.0f64; m * n];
+    let mut w = vec![0.0f64; k];
+    for row in 0..n {
+        for (kk, wk) in w.iter_mut().enumerate() {
+            let u = (data.weight[row * data.shape.row_bytes() + kk / 2] >> (4 * (kk % 2))) & 15;
+            let g = row * groups + kk / group;
+            *wk = data.scale(g) as f64 * u as f64 + offsets[g] as f64;
+        }
+        for mi in 0..m {
+            y[mi * n + row] = w.iter().zip(&x[mi * k..]).map(|(a, &b)| a * b as f64).sum();
+        }
+    }
+    y
+}
+
+pub(crate) fn activations(k: usize) -> Vec<f32> {
+    (0..k)
+        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+        .collect()
+}

@@ -1,0 +1,285 @@
+//! q4vk-bench: GPU timing of the fused int4 GEMV (m = 1, 2, 4, 8; g = 128, f32 activations)
+//! against this device's compute-shader copy bandwidth and a naive one-invocation-per-row
+//! kernel (m = 1), all measured in the same run with timestamp queries, with the kernel
+//! path the context chose (tensor cores "coopmat", "subgroup" or "portable"). Prints a
+//! markdown table; `--m 1,8` picks the activation counts, `--no-coop` forces the SIMT
+//! kernels, `--coop T,S` fixes the tensor-core kernel's tiles and subgroups, and
+//! `--coop-sweep` times it over a grid of those (bench/RESULTS.md); `Q4VK_BENCH_LOG=1`
+//! prints the context's log.
+//!
+//! `q4vk-bench` runs the target shapes of `bench/RESULTS.md` (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
+//! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
+//! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
+//! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk; `--shapes 3,4` runs only those rows of the
+//! table; `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
+//! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
+//! to pick the per-device defaults. Every timed series runs after ~1000 untimed 256 MB
+//! copies in the same command buffer (the GPU lowers its SM clock when idle); each row of
+//! the full table also times the copy kernel as the GPU is found, before that warm-up
+//! ("copy now"), to show the state a row started from.
+//!
+//! Cold: enough copies of the weights rotate that every timed run reads data no run of
+//! the last ≥ 256 MB (quick: 32 MB) touched. Hot: the same copy every run.
+
+mod data;
+mod sweep;
+mod table;
+mod timing;
+
+use data::*;
+use q4vk::error::{Error, Result};
+use q4vk::vk::context::{Context, ContextConfig};
+use q4vk::vk::log::Logger;
+use sweep::*;
+use table::*;
+use timing::*;
+
+const SHAPES: [(usize, usize); 5] = [
+    (4096, 4096),
+    (11008, 4096),
+    (4096, 11008),
+    (28672, 8192),
+    (8192, 28672),
+];
+
+#[derive(Clone)]
+struct Options {
+    quick: bool,
+    sweep: bool,
+    /// Time the tensor-core kernel over (tiles, subgroups) instead of the table.
+    coop_sweep: bool,
+    /// Activation counts of the table.
+    ms: Vec<u32>,
+    /// Fixed (tiles, subgroups) of the tensor-core kernel.
+    coop: Option<(u32, u32)>,
+    /// SIMT kernels only.
+    no_coop: bool,
+    /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
+    /// per-group f32 offsets (w = s·u + o).
+    offsets: bool,
+    tuning: Option<(u32, u32)>,
+    unroll: Option<u32>,
+    split: Option<u32>,
+    shapes: Option<Vec<usize>>,
+    iters: usize,
+    /// Untimed 256 MB (quick: 16 MB) copies before each timed series.
+    warm: usize,
+    cold_bytes: u64,
+}
+
+fn main() {
+    let usage = || -> ! {
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--offsets] [--m M,..] [--shapes I,J,..]");
+        std::process::exit(2)
+    };
+    let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
+    let (mut unroll, mut split, mut shapes) = (None, None, None);
+    let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
+    let mut offsets = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut number = || {
+            args.next()
+                .and_then(|v| v.parse::<u32>().ok())
+                .unwrap_or_else(|| usage())
+        };
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--sweep" => sweep = true,
+            "--coop-sweep" => coop_sweep = true,
+            "--no-coop" => no_coop = true,
+            "--offsets" => offsets = true,
+            "--coop" => {
+                let v: Option<Vec<u32>> = args
+                    .next()
+                    .and_then(|v| v.split(',').map(|i| i.parse().ok()).collect());
+                coop = match v.as_deref() {
+                    Some(&[t, s]) => Some((t, s)),
+                    _ => usage(),
+                };
+            }
+            "--m" => {
+                let v: Option<Vec<u32>> = args.next().and_then(|v| {
+                    v.split(',')
+                        .map(|i| i.parse().ok().filter(|m| (1..=8).contains(m)))
+                        .collect()
+                });
+                ms = Some(v.unwrap_or_else(|| usage()));
+            }
+            "--workgroup" => wg = Some(number()),
+            "--rows" => rows = Some(number()),
+            "--unroll" => unroll = Some(number()),
+            "--split" => split = Some(number()),
+            "--shapes" => {
+                let list: Option<Vec<usize>> = args.next().and_then(|v| {
+                    v.split(',')
+                        .map(|i| i.parse().ok().filter(|&i: &usize| i < SHAPES.len()))
+                        .collect()
+                });
+                shapes = Some(list.unwrap_or_else(|| usage()));
+            }
+            _ => usage(),
+        }
+    }
+    let tuning = match (wg, rows) {
+        (None, None) => None,
+        (Some(w), Some(r)) => Some((w, r)),
+        _ => usage(),
+    };
+    let opt = Options {
+        quick,
+        sweep,
+        coop_sweep,
+        ms: ms.unwrap_or_else(|| if quick { vec![1, 8] } else { vec![1, 2, 4, 8] }),
+        coop,
+        no_coop,
+        offsets,
+        tuning,
+        unroll,
+        split,
+        shapes,
+        iters: if quick { 5 } else { 100 },
+        warm: if quick { 1 } else { 1000 },
+        cold_bytes: if quick { 32 << 20 } else { 256 << 20 },
+    };
+    if let Err(e) = run(&opt) {
+        eprintln!("q4vk-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// GB/s with three significant digits for small values.
+fn rate(gbs: f64) -> String {
+    if gbs < 10.0 {
+        format!("{gbs:.2}")
+    } else {
+        format!("{gbs:.0}")
+    }
+}
+
+fn context(
+    opt: &Options,
+    tuning: Option<(u32, u32)>,
+    unroll: Option<u32>,
+    split: Option<u32>,
+) -> Result<Context> {
+    let env = q4vk::ffi::context::kill_switches();
+    Context::new(
+        ContextConfig {
+            device_index: -1,
+            portable: env.portable,
+            no_push_descriptors: env.no_push_descriptors,
+            tuning,
+            unroll,
+            split,
+            no_coop: opt.no_coop || env.no_coopmat,
+            coop_tuning: opt.coop,
+            ..Default::default()
+        },
+        if std::env::var("Q4VK_BENCH_LOG").is_ok_and(|v| v == "1") {
+            Logger::new(Some(log_to_stderr), std::ptr::null_mut(), 2)
+        } else {
+            Logger::silent()
+        },
+    )
+}
+
+/// Log callback of `Q4VK_BENCH_LOG=1`: every message up to INFO on stderr.
+unsafe extern "C" fn log_to_stderr(
+    _: *mut std::ffi::c_void,
+    _: u32,
+    text: *const std::ffi::c_char,
+) {
+    // SAFETY: q4vk passes a NUL-terminated message.
+    eprintln!(
+        "q4vk: {}",
+        unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy()
+    );
+}
+
+fn run(opt: &Options) -> Result<()> {
+    if opt.sweep {
+        return sweep(opt);
+    }
+    if opt.coop_sweep {
+        return coop_sweep(opt);
+    }
+    let ctx = context(opt, opt.tuning, opt.unroll, opt.split)?;
+    if !ctx.device.timestamps {
+        return Err(Error::Unsupported(
+            "the compute queue has no timestamps".into(),
+        ));
+    }
+    let copy = copy_bandwidth(&ctx, opt)?;
+    let t = ctx.pipelines.tuning;
+    println!(
+        "device: {} (path: {}; SIMT kernels: workgroup {}, {} rows/workgroup, unroll {}, split {})",
+        ctx.device_name(),
+        ctx.kernel_path(),
+        t.workgroup,
+        t.rows,
+        t.unroll,
+        t.split
+    );
+    println!(
+        "compute-shader copy (uvec4, read + write): {} GB/s",
+        rate(copy)
+    );
+    println!(
+        "mode: {}; group 128, symmetric, f16 scales, f32 activations; medians of timestamp pairs",
+        if opt.quick {
+            "quick (N/4, K/4)"
+        } else {
+            "full"
+        }
+    );
+    println!();
+    println!("| N × K | m | path | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s | cold µs per copy: min – max (copies) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut seed = 0x9E3779B97F4A7C15u64;
+    let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
+    let all: Vec<usize> = (0..SHAPES.len()).collect();
+    for &i in opt.shapes.as_ref().unwrap_or(&all) {
+        let (n, k) = SHAPES[i];
+        let (n, k) = if opt.quick { (n / 4, k / 4) } else { (n, k) };
+        let (data, offsets) = if opt.offsets {
+            let (d, o) = random_offset_matrix(n, k, &mut seed);
+            (d, Some(o))
+        } else {
+            (random_matrix(n, k, &mut seed), None)
+        };
+        for &m in &opt.ms {
+            let r = bench_shape(&ctx, opt, &data, offsets.as_deref(), m, &mut seed, &probe)?;
+            let gbs = |us: f64| r.bytes / us / 1e3;
+            // The naive baseline runs at m = 1 only.
+            let (naive, speedup) = if r.naive_us.is_nan() {
+                ("—".to_string(), "—".to_string())
+            } else {
+                (
+                    format!("{:.1}", r.naive_us),
+                    format!("{:.1}×", r.naive_us / r.cold_us),
+                )
+            };
+            println!(
+            "| {} × {} | {} | {} | {:.1} | {} | {:.0}% | {:.1} | {} | {} | {} | {:.1e} | {} | {:.1} – {:.1} ({}) |",
+            r.n,
+            r.k,
+            r.m,
+            ctx.kernel_path(),
+            r.cold_us,
+            rate(gbs(r.cold_us)),
+            100.0 * gbs(r.cold_us) / copy,
+            r.hot_us,
+            rate(gbs(r.hot_us)),
+            naive,
+            speedup,
+            r.rel_err,
+            rate(r.copy_now),
+            r.per_copy.iter().copied().fold(f64::INFINITY, f64::min),
+            r.per_copy.iter().copied().fold(0.0, f64::max),
+            r.per_copy.len()
+        );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! Timestamp timing of recorded work (medians, warm-up copies) and the compute-shader copy
+//! that is both the bandwidth ceiling and the warm-up load.
+
+use super::*;
+use ash::vk;
+use q4vk::error::{Error, Result};
+use q4vk::vk::context::Context;
+use q4vk::vk::kernel::Kernel;
+use q4vk::vk::memory::{Buffer, MemoryKind};
+use q4vk::vk::shaders;
+
+/// Times `iters` runs of `record(cmd, i)`, each between two timestamps and separated by
+/// full compute barriers; returns the median in microseconds. With `warm`, the same
+/// command buffer first runs `warm.0`'s copy `warm.1` times, untimed: the GPU drops its
+/// SM clock when idle or lightly loaded (450 MHz seen on the H200 between runs, and copy
+/// bandwidth measured at 40% right after the naive kernel), and a timed run must not pay
+/// for the ramp.
+pub(crate) fn time_runs(
+    ctx: &Context,
+    iters: usize,
+    warm: Option<(&Copy, usize)>,
+    record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>,
+) -> Result<f64> {
+    Ok(median(time_each(ctx, iters, warm, record)?))
+}
+
+pub(crate) fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(|a, b| a.total_cmp(b));
+    times[times.len() / 2]
+}
+
+/// [`time_runs`]' times (µs) in run order.
+pub(crate) fn time_each(
+    ctx: &Context,
+    iters: usize,
+    warm: Option<(&Copy, usize)>,
+    mut record: impl FnMut(vk::CommandBuffer, usize) -> Result<()>,
+) -> Result<Vec<f64>> {
+    let d = &ctx.device.device;
+    let count = 2 * iters as u32;
+    let pool = unsafe {
+        d.create_query_pool(
+            &vk::QueryPoolCreateInfo::default()
+                .query_type(vk::QueryType::TIMESTAMP)
+                .query_count(count),
+            None,
+        )
+    }
+    .map_err(|e| Error::vk("vkCreateQueryPool", e))?;
+    let result = ctx.submit(|cmd| {
+        unsafe { d.cmd_reset_query_pool(cmd, pool, 0, count) };
+        if let Some((copy, n)) = warm {
+            for _ in 0..n {
+                copy.record(cmd);
+            }
+        }
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::SHADER_READ)
+            .dst_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::SHADER_READ)];
+        for i in 0..iters {
+            unsafe {
+                d.cmd_pipeline_barrier(
+                    cmd,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::DependencyFlags::empty(),
+                    &barrier,
+                    &[],
+                    &[],
+                );
+                d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, pool, 2 * i as u32);
+            }
+            record(cmd, i)?;
+            unsafe {
+                d.cmd_write_timestamp(
+                    cmd,
+                    vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                    pool,
+                    2 * i as u32 + 1,
+                )
+            };
+        }
+        Ok(())
+    });
+    let mut stamps = vec![0u64; count as usize];
+    let read = result.and_then(|_| {
+        unsafe {
+            d.get_query_pool_results(
+                pool,
+                0,
+                &mut stamps,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .map_err(|e| Error::vk("vkGetQueryPoolResults", e))
+    });
+    unsafe { d.destroy_query_pool(pool, None) };
+    read?;
+    let period = ctx.device.info.timestamp_period as f64;
+    let times: Vec<f64> = stamps
+        .chunks_exact(2)
+        .map(|p| p[1].wrapping_sub(p[0]) as f64 * period / 1000.0)
+        .collect();
+    Ok(times)
+}
+
+/// The copy kernel on two device buffers.
+pub(crate) struct Copy {
+    pub(crate) kernel: Kernel,
+    pub(crate) set: vk::DescriptorSet,
+    pub(crate) size: u64,
+    pub(crate) _buffers: [Buffer; 2],
+}
+
+impl Copy {
+    pub(crate) fn new(ctx: &Context, size: u64) -> Result<Copy> {
+        let size = size.min(ctx.device.info.max_storage_range / 16 * 16);
+        let src = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
+        let dst = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
+        let kernel = Kernel::new(&ctx.device, shaders::COPY, 2, 4, 1)?;
+        let set = kernel.set(&[&src, &dst])?;
+        Ok(Copy {
+            kernel,
+            set,
+            size,
+            _buffers: [src, dst],
+        })
+    }
+
+    /// Records one copy of the whole buffer.
+    pub(crate) fn record(&self, cmd: vk::CommandBuffer) {
+        let count = (self.size / 16) as u32;
+        let groups = count.div_ceil(256).min(65535);
+        // SAFETY: `cmd` is recording (the bench's own submissions); the buffers live as
+        // long as `self`.
+        unsafe {
+            self.kernel
+                .record(cmd, self.set, &count.to_ne_bytes(), groups)
+        };
+    }
+
+    /// Bytes read + written per second (GB/s), median of `iters` copies (after `warm`
+    /// untimed ones in the same command buffer).
+    pub(crate) fn bandwidth(&self, ctx: &Context, iters: usize, warm: usize) -> Result<f64> {
+        let us = time_runs(ctx, iters, Some((self, warm)), |cmd, _| {
+            self.record(cmd);
+            Ok(())
+        })?;
+        Ok(2.0 * self.size as f64 / us / 1e3)
+    }
+}
+
+pub(crate) fn copy_bandwidth(ctx: &Context, opt: &Options) -> Result<f64> {
+    let size = if opt.quick { 64u64 << 20 } else { 1u64 << 30 };
+    Copy::new(ctx, size)?.bandwidth(ctx, opt.iters, opt.warm / 4)
+}
