@@ -38,11 +38,10 @@ impl Isa {
 }
 
 /// Whether the AVX-512 kernels (F, BW, VL, plus everything [`has_avx2`] needs) may run on
-/// this CPU (checked once); always false when the compiler was too old to build them
-/// (before Rust 1.89).
+/// this CPU (checked once).
 #[inline]
 pub fn has_avx512() -> bool {
-    #[cfg(all(target_arch = "x86_64", q4vk_avx512))]
+    #[cfg(target_arch = "x86_64")]
     {
         use once_cell::sync::Lazy;
         static HAS_AVX512: Lazy<bool> = Lazy::new(|| {
@@ -53,7 +52,7 @@ pub fn has_avx512() -> bool {
         });
         *HAS_AVX512
     }
-    #[cfg(not(all(target_arch = "x86_64", q4vk_avx512)))]
+    #[cfg(not(target_arch = "x86_64"))]
     {
         false
     }

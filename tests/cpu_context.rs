@@ -408,7 +408,7 @@ fn context_desc_checks() {
         let got = err(&|d| {
             d.flags = flags;
             d.get_instance_proc_addr = Some(fake_gipa);
-            d.instance = 1usize as *mut _;
+            d.instance = std::ptr::dangling_mut();
             d.physical_device = 2usize as *mut _;
             d.device = 3usize as *mut _;
             d.api_version = (1 << 22) | (1 << 12);

@@ -469,7 +469,7 @@ fn context_errors() {
         Q4VK_ERROR_INVALID_ARGUMENT
     );
     unsafe { q4vk_context_desc_default(&mut desc) };
-    desc.instance = 1 as *mut _;
+    desc.instance = std::ptr::dangling_mut();
     assert_eq!(
         unsafe { q4vk_context_create(&desc, &mut ctx) },
         Q4VK_ERROR_NULL_POINTER

@@ -536,8 +536,7 @@ fn run_case(
         }
     }
     let y_bytes = info.bindings[4].bytes as usize;
-    let ybuf: Vec<u8> = std::iter::repeat(f32::NAN.to_le_bytes())
-        .take(y_bytes / 4)
+    let ybuf: Vec<u8> = std::iter::repeat_n(f32::NAN.to_le_bytes(), y_bytes / 4)
         .flatten()
         .collect();
     let w = host.buffer(&packed[0]);

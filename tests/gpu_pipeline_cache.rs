@@ -107,7 +107,7 @@ fn blob_round_trip_and_bad_blobs() {
     assert_eq!(v0, 128);
     let old = Gpu::with(false, |d| {
         d.struct_size = v0 as u32;
-        d.pipeline_cache_data = 1 as *const _; // would crash if read
+        d.pipeline_cache_data = std::ptr::dangling(); // would crash if read
         d.pipeline_cache_size = 1 << 40;
     })
     .expect("v0 struct_size");

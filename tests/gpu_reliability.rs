@@ -36,10 +36,11 @@ fn matrix_larger_than_device_heap_is_refused_and_context_survives() {
     desc.weight_bytes = data.weight.len();
     desc.scales = data.scales.as_ptr().cast();
     desc.scales_bytes = data.scales.len();
-    let mut mat = 0x1usize as *mut q4vk_matrix; // must stay untouched on failure
+    let sentinel = std::ptr::dangling_mut::<q4vk_matrix>();
+    let mut mat = sentinel; // must stay untouched on failure
     let status = unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) };
     assert_eq!(status, Q4VK_ERROR_OUT_OF_DEVICE_MEMORY, "{}", last_error());
-    assert_eq!(mat as usize, 1, "out-parameter written on failure");
+    assert_eq!(mat, sentinel, "out-parameter written on failure");
     assert!(last_error().contains("device memory"), "{}", last_error());
     drop(data);
     // The context still works.

@@ -398,10 +398,7 @@ mod avx2 {
     );
 }
 
-// Needs Rust 1.89 (AVX-512 intrinsics), newer than the crate's `rust-version`; so do the
-// safe `#[target_feature]` functions of every kernel here (1.86).
 #[cfg(target_arch = "x86_64")]
-#[clippy::msrv = "1.89"]
 mod avx512 {
     use super::{geometry, CpuMatrix, Range, BLOCK};
     use std::arch::x86_64::*;

@@ -136,7 +136,7 @@ pub unsafe extern "C" fn q4vk_matrix_dequantize(
         let (n, k) = crate::import::canonical::dims(d.n, d.k)?;
         let needed = n * k * 4;
         check_size("out_bytes", out_bytes, needed)?;
-        if out as usize % std::mem::align_of::<f32>() != 0 {
+        if !(out as usize).is_multiple_of(std::mem::align_of::<f32>()) {
             return Err(invalid!("out is not aligned for float"));
         }
         check_disjoint(

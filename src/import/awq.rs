@@ -18,7 +18,7 @@ const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
 /// bytes of `qweight` (`[k][n/8]` int32).
 pub fn qweight_bytes(shape: &PackedShape) -> Result<usize> {
     let s = &shape.q4;
-    if s.k % s.group_size != 0 {
+    if !s.k.is_multiple_of(s.group_size) {
         return Err(invalid!(
             "desc->group_size is {}; AWQ groups divide k = {} exactly",
             s.group_size,

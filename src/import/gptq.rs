@@ -96,7 +96,7 @@ impl PackedShape {
 /// Bytes of GPTQ's `qweight` (`[k/8][n]` int32); `k` must be a multiple of 8.
 pub fn qweight_bytes(shape: &PackedShape) -> Result<usize> {
     let k = shape.q4.k;
-    if k % 8 != 0 {
+    if !k.is_multiple_of(8) {
         return Err(invalid!(
             "desc->k is {k}; GPTQ packs 8 inputs per int32 word, so k must be a multiple of 8"
         ));

@@ -33,7 +33,7 @@ pub(crate) fn scatter_columns_with(
     #[allow(unused_mut)] // assigned only on x86-64
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if isa >= Isa::Avx2 && rows.len() % 16 == 0 {
+    if isa >= Isa::Avx2 && rows.len().is_multiple_of(16) {
         // SAFETY: AVX2 is supported (asserted above); the kernel checks every destination.
         done = unsafe { x86::scatter_avx2(rows, width, out, &offset) };
     }

@@ -194,16 +194,13 @@ pub(crate) fn quantize_row_with<E: Element>(
     #[cfg(target_arch = "x86_64")]
     {
         use super::codes_x86::codes_avx2;
-        #[cfg(q4vk_avx512)]
         use super::codes_x86::codes_avx512;
         let scales = divisors.scales;
         // SAFETY: the assertion above checked the CPU; the kernels check the slice lengths.
         let done = unsafe {
             match (isa, int4) {
                 (Isa::Scalar, _) => 0,
-                #[cfg(q4vk_avx512)]
                 (Isa::Avx512, true) => codes_avx512::<E, true>(row, scales, codes, ahead),
-                #[cfg(q4vk_avx512)]
                 (Isa::Avx512, false) => codes_avx512::<E, false>(row, scales, codes, ahead),
                 (_, true) => codes_avx2::<E, true>(row, scales, codes, ahead),
                 (_, false) => codes_avx2::<E, false>(row, scales, codes, ahead),
@@ -388,32 +385,32 @@ mod tests {
         };
         let mut bytes = vec![0u8; scales.len() * E::SIZE];
         for (i, &s) in scales.iter().enumerate() {
-            let bound = if next() % 2 == 0 { 7.0 } else { 127.0 };
+            let bound = if next().is_multiple_of(2) { 7.0 } else { 127.0 };
             let v = match next() % 8 {
                 0..=2 => ((next() % 300) as f32 - 150.0 + 0.5) * s, // a tie, before rounding to E
                 3 => ((next() % 20001) as f32 / 10000.0 - 1.0) * (bound + 1.0) * s,
-                4 => largest * if next() % 2 == 0 { 1.0 } else { -1.0 },
+                4 => largest * if next().is_multiple_of(2) { 1.0 } else { -1.0 },
                 5 => f32::from_bits((next() % 0x0080_0000) as u32) * 1e-30f32.min(s), // tiny
                 6 => [0.0, -0.0][(next() % 2) as usize],
                 _ => {
                     (next() % 1000) as f32
                         * 1e-3
                         * largest
-                        * if next() % 2 == 0 { 1.0 } else { -1.0 }
+                        * if next().is_multiple_of(2) { 1.0 } else { -1.0 }
                 }
             };
             let mut bits = dtype.from_f32(v.clamp(-largest, largest));
-            if next() % 2 == 0 {
+            if next().is_multiple_of(2) {
                 // Nudge by up to ±2 units in the last place of E, staying finite.
                 let nudged = (bits as i64 + (next() % 5) as i64 - 2).max(0) as u32;
                 if nudged & E::MAGNITUDE < E::INFINITY && (nudged ^ bits) & !E::MAGNITUDE == 0 {
                     bits = nudged;
                 }
             }
-            if next() % 11 == 0 {
+            if next().is_multiple_of(11) {
                 // A subnormal of E.
                 bits = (next() % 0x3ff) as u32
-                    | if next() % 2 == 0 {
+                    | if next().is_multiple_of(2) {
                         !E::MAGNITUDE & (E::MAGNITUDE * 2 + 1)
                     } else {
                         0

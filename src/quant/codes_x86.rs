@@ -15,14 +15,13 @@ use std::arch::x86_64::*;
 /// Codes per iteration of the AVX2 kernel (two vectors of 8).
 pub(crate) const AVX2_LANES: usize = 16;
 /// Codes per iteration of the AVX-512 kernel.
-#[cfg(q4vk_avx512)]
 pub(crate) const AVX512_LANES: usize = 16;
 
 /// Prefetches the line `ahead` bytes past element `i` of `row` when element `i` starts a
 /// line's worth of input. A prefetch never faults, so the address may lie anywhere.
 #[inline(always)]
 fn prefetch_line<E: Element>(row: &[u8], i: usize, ahead: usize) {
-    if ahead != 0 && (i * E::SIZE) % 64 == 0 {
+    if ahead != 0 && (i * E::SIZE).is_multiple_of(64) {
         let at = row.as_ptr().wrapping_add(i * E::SIZE).wrapping_add(ahead);
         // SAFETY: a prefetch is a hint that reads nothing architecturally.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast()) };
@@ -118,8 +117,6 @@ pub(crate) unsafe fn codes_avx2<E: Element, const INT4: bool>(
 }
 
 /// Sixteen weights of type E at `p`, widened to f32.
-#[cfg(q4vk_avx512)]
-#[allow(clippy::incompatible_msrv)] // compiled only by Rust 1.89+ (cfg set by build.rs)
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn load16<E: Element>(p: *const u8) -> __m512 {
@@ -140,8 +137,6 @@ unsafe fn load16<E: Element>(p: *const u8) -> __m512 {
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL, AVX2, FMA and F16C; slices as [`codes_avx2`].
-#[cfg(q4vk_avx512)]
-#[allow(clippy::incompatible_msrv)] // compiled only by Rust 1.89+ (cfg set by build.rs)
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(crate) unsafe fn codes_avx512<E: Element, const INT4: bool>(
     row: &[u8],

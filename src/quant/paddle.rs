@@ -84,13 +84,13 @@ impl PaddleScheme {
                 p.n
             ));
         }
-        if p.n % 16 != 0 {
+        if !p.n.is_multiple_of(16) {
             return Err(invalid!(
                 "desc->n is {}; Paddle's layouts need n % 16 == 0",
                 p.n
             ));
         }
-        if arrangement == Arrangement::Cutlass && p.k % 64 != 0 {
+        if arrangement == Arrangement::Cutlass && !p.k.is_multiple_of(64) {
             return Err(invalid!(
                 "desc->k is {}; arch {} (CUTLASS layout) needs k % 64 == 0 (Paddle itself corrupts memory here)",
                 p.k,

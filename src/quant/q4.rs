@@ -164,7 +164,7 @@ impl Q4Data<'_> {
     #[inline]
     pub fn code(&self, row: usize, kk: usize) -> u8 {
         let byte = self.weight[row * self.shape.row_bytes() + kk / 2];
-        if kk % 2 == 0 {
+        if kk.is_multiple_of(2) {
             byte & 0x0f
         } else {
             byte >> 4
@@ -348,9 +348,9 @@ multiversion! {
 /// zero) of the f32 quotient; offset is 8 (symmetric) or the zero point. AVX-512 where
 /// the CPU has it (the same bytes).
 fn group_codes(values: &[f32], s: f32, offset: i32, codes: &mut [u8]) {
-    #[allow(unused_mut)] // assigned only with the AVX-512 kernel compiled in
+    #[allow(unused_mut)] // assigned only on x86-64
     let mut done = 0;
-    #[cfg(all(target_arch = "x86_64", q4vk_avx512))]
+    #[cfg(target_arch = "x86_64")]
     if crate::simd::has_avx512() {
         // SAFETY: the CPU supports AVX-512 F/BW/VL; the kernel stays inside both slices.
         done = unsafe { super::q4_x86::group_codes_avx512(values, s, offset, codes) };

@@ -117,8 +117,6 @@ pub(crate) unsafe fn widen_transposed_avx2<E: Element>(
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL.
-#[cfg(q4vk_avx512)]
-#[allow(clippy::incompatible_msrv)] // compiled only by Rust 1.89+ (cfg set by build.rs)
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
 pub(crate) unsafe fn group_codes_avx512(
     values: &[f32],

@@ -189,7 +189,7 @@ impl Context {
             tuning.split = split;
         }
         if !tuning.split.is_power_of_two()
-            || tuning.rows % tuning.split != 0
+            || !tuning.rows.is_multiple_of(tuning.split)
             || tuning.split > tuning.min_workgroup
         {
             return Err(crate::error::invalid!(

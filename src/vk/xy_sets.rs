@@ -68,7 +68,7 @@ impl XySets {
         let d = &self.device.device;
         // SAFETY: valid create and allocate infos; the pool is ours.
         unsafe {
-            if self.sets.len() % SETS_PER_POOL as usize == 0 {
+            if self.sets.len().is_multiple_of(SETS_PER_POOL as usize) {
                 let sizes = [vk::DescriptorPoolSize {
                     ty: vk::DescriptorType::STORAGE_BUFFER,
                     descriptor_count: 2 * SETS_PER_POOL,
