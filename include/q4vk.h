@@ -884,10 +884,12 @@ q4vk_status q4vk_q4_quantize(const struct q4vk_matrix_desc *desc,
 //
 // Imported sources keep the checkpoint's codes, scales and zero points: GGUF Q4_0 (f16 `d`,
 // zero point 8), GGUF Q4_1 and Q4_K (codes, scale and the per-group float minimum as an f32
-// offset: `w = scale·u + offset`, 4 more bytes per group of 32), GPTQ and AWQ with
-// consecutive groups of 32, 64, 128 or 256 inputs or one per row. `UNSUPPORTED` (for now)
-// for act-order GPTQ (a permutation of K) and other group sizes;
-// `q4vk_matrix_dequantize` takes all of them.
+// offset: `w = scale·u + offset`, 4 more bytes per group of 32), GPTQ and AWQ with groups
+// of 32, 64, 128 or 256 inputs or one per row. Act-order GPTQ (`g_idx` putting a group's
+// inputs apart) is stored with its groups made contiguous and the input of each column
+// (4·k more bytes); its GEMV gathers x through that order and runs the SIMT kernels (also
+// on tensor-core contexts); CPU contexts answer `UNSUPPORTED` for it. `UNSUPPORTED` for
+// other group sizes; `q4vk_matrix_dequantize` takes all of them.
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),
 // `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (see above;

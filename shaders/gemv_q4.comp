@@ -35,6 +35,7 @@ layout(local_size_x_id = 0) in;
 #define SPEC_UNROLL 7
 #define SPEC_SPLIT 8
 #define SPEC_HAS_OFFSETS 9
+#define SPEC_HAS_K_ORDER 10
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
@@ -49,9 +50,13 @@ layout(constant_id = SPEC_UNROLL) const uint UNROLL = 1;       // chunks per row
 layout(constant_id = SPEC_SPLIT) const uint SPLIT = 1;         // invocations sharing a chunk (divides ROWS)
 #ifdef EXPORT
 const bool HAS_OFFSETS = false;
+const bool HAS_K_ORDER = false;
 #else
 // Per-group f32 offsets in binding 2 (w = s·u + b, no zero point: GGUF Q4_1 / Q4_K).
 layout(constant_id = SPEC_HAS_OFFSETS) const bool HAS_OFFSETS = false;
+// Column k of the matrix holds input k_order[k] (binding 3; GPTQ act-order): x is gathered.
+layout(constant_id = SPEC_HAS_K_ORDER) const bool HAS_K_ORDER = false;
+layout(set = 0, binding = 3) readonly buffer KOrder { uint k_order[]; };
 #endif
 
 #include "q4_common.glsl"
@@ -102,11 +107,20 @@ float sum8(vec4 xv[8]) {
 }
 
 // One activation, 0 past K.
+// The input feature of column kk.
+uint input_of(uint kk) {
+#ifdef EXPORT
+    return kk;
+#else
+    return HAS_K_ORDER ? k_order[kk] : kk;
+#endif
+}
+
 float x_at(uint row_start, uint kk) {
     if (kk >= p.k) {
         return 0.0;
     }
-    uint i = row_start + kk;
+    uint i = row_start + input_of(kk);
     if (X_F16) {
         vec2 pair = unpackHalf2x16(xh[i >> 1]);
         return (i & 1u) == 0u ? pair.x : pair.y;
@@ -118,7 +132,7 @@ float x_at(uint row_start, uint kk) {
 void load_x(uint mi, uint c, out vec4 xv[8]) {
     uint row_start = mi * p.x_stride;
     uint k0 = c * 32u;
-    if (k0 + 32u <= p.k && ((row_start & 3u) == 0u)) {
+    if (!HAS_K_ORDER && k0 + 32u <= p.k && ((row_start & 3u) == 0u)) {
         if (X_F16) {
             uint base = (row_start + k0) >> 1;
             [[unroll]] for (uint i = 0u; i < 8u; i++) {

@@ -9,7 +9,9 @@
 //              or f32 bits (SCALE_F32);
 //   binding 2: zero points, row-major [rows][groups] bytes packed four per uint; or, for
 //              matrices with per-group offsets (w = s·u + b), those f32 offsets
-//              [rows][groups].
+//              [rows][groups];
+//   binding 3: for matrices whose columns are inputs out of order (GPTQ act-order), the
+//              input of each column, [k] u32 (other matrices bind a placeholder there).
 
 layout(push_constant) uniform Push {
     uint rows;        // rows in this part

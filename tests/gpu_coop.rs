@@ -69,7 +69,7 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
         // Parts of a few tiles each, so the dispatcher's part loop runs too.
         ctx.limits.max_part_bytes = 3 * 16 * 1024;
         for d in &data {
-            let mat = DeviceMatrix::new(&ctx, d, None).unwrap();
+            let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
             assert!(mat.coop.is_some());
             for m in [1usize, 3, 4, 5, 8] {
                 let x = rng.vec(m * d.shape.k);
@@ -98,7 +98,7 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
         let d = random_q4(&mut rng, n, k, g, false, n % 2 == 0);
         let offsets = rng.vec(d.shape.scale_count());
         let ctx = context(Some((2, 4)));
-        let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets)).unwrap();
+        let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
         let groups = d.shape.groups();
         let weight = |row: usize, kk: usize| {
             let u = (d.weight[row * d.shape.row_bytes() + kk / 2] >> (4 * (kk % 2))) & 15;

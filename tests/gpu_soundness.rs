@@ -31,6 +31,7 @@ fn a_context_creates_only_the_module_it_uses() {
             scale_f32: false,
             x_f16: false,
             offsets: false,
+            k_order: false,
         };
         ctx.pipelines
             .get(key(ctx.portable))

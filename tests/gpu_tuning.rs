@@ -82,7 +82,7 @@ fn workgroup_shapes_of_both_variants() {
             ran += 1;
             let m = if 5 * rows > wg { 5usize } else { 1 };
             let d = &data[i % data.len()];
-            let mat = DeviceMatrix::new(&ctx, d, None).unwrap();
+            let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
             let x = rng.vec(m * d.shape.k);
             let mut y = vec![f32::NAN; m * d.shape.n];
             gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();

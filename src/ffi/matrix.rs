@@ -546,10 +546,12 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
 ///
 /// Imported sources keep the checkpoint's codes, scales and zero points: GGUF Q4_0 (f16 `d`,
 /// zero point 8), GGUF Q4_1 and Q4_K (codes, scale and the per-group float minimum as an f32
-/// offset: `w = scale·u + offset`, 4 more bytes per group of 32), GPTQ and AWQ with
-/// consecutive groups of 32, 64, 128 or 256 inputs or one per row. `UNSUPPORTED` (for now)
-/// for act-order GPTQ (a permutation of K) and other group sizes;
-/// `q4vk_matrix_dequantize` takes all of them.
+/// offset: `w = scale·u + offset`, 4 more bytes per group of 32), GPTQ and AWQ with groups
+/// of 32, 64, 128 or 256 inputs or one per row. Act-order GPTQ (`g_idx` putting a group's
+/// inputs apart) is stored with its groups made contiguous and the input of each column
+/// (4·k more bytes); its GEMV gathers x through that order and runs the SIMT kernels (also
+/// on tensor-core contexts); CPU contexts answer `UNSUPPORTED` for it. `UNSUPPORTED` for
+/// other group sizes; `q4vk_matrix_dequantize` takes all of them.
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),
 /// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (see above;
@@ -574,9 +576,16 @@ pub unsafe extern "C" fn q4vk_matrix_create(
         require(out, "out")?;
         // SAFETY: the desc's data pointers are readable for their sizes (contract).
         let imported = unsafe { matrix_data(&d) }?;
-        let (q4, offsets) = imported.device_parts()?;
+        let (q4, offsets, k_order) = imported.device_parts()?;
         let matrix = match ctx {
-            Backend::Vulkan(ctx) => Matrix::Device(DeviceMatrix::new(ctx, q4, offsets)?),
+            Backend::Vulkan(ctx) => Matrix::Device(DeviceMatrix::new(ctx, q4, offsets, k_order)?),
+            Backend::Cpu(_) if k_order.is_some() => {
+                return Err(Error::Unsupported(
+                    "desc->g_idx puts inputs of a group apart (GPTQ act-order); the CPU kernels \
+                     do not gather x yet (Vulkan contexts do)"
+                        .into(),
+                ))
+            }
             Backend::Cpu(_) if offsets.is_some() => return Err(Error::Unsupported(
                 "this source stores a float minimum per group (GGUF Q4_1, Q4_K); the CPU kernels \
                      do not take per-group offsets yet (Vulkan contexts do)"

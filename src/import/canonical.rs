@@ -7,6 +7,10 @@ use crate::alloc;
 use crate::error::{invalid, Error, Result};
 use crate::quant::q4::{Q4Data, Q4Shape};
 
+/// What the device needs of an imported matrix: its Q4 data, per-group offsets and column
+/// order ([`ImportedMatrix::device_parts`]).
+pub type DeviceParts<'m, 'a> = (&'m Q4Data<'a>, Option<&'m [f32]>, Option<&'m [u32]>);
+
 /// An imported matrix. Column `j` of `q4` is input feature `k_order[j]` (or `j` without a
 /// permutation), and belongs to group `j / group_size` of its row.
 #[derive(Debug, Clone)]
@@ -32,19 +36,11 @@ impl<'a> ImportedMatrix<'a> {
         }
     }
 
-    /// The Q4 data and the per-group offsets, when q4vk's device layouts and GEMV kernels
-    /// represent this matrix exactly: zero points, symmetric codes or offsets, inputs in
-    /// order, and a group size the kernels index (32, 64, 128, 256 or one per row).
+    /// The Q4 data, the per-group offsets and the column order, when q4vk's device layouts
+    /// and GEMV kernels represent this matrix exactly: zero points, symmetric codes or
+    /// offsets, and a group size the kernels index (32, 64, 128, 256 or one per row).
     /// Otherwise `Unsupported`, naming what the device side lacks.
-    pub fn device_parts(&self) -> Result<(&Q4Data<'a>, Option<&[f32]>)> {
-        if self.k_order.is_some() {
-            return Err(Error::Unsupported(
-                "desc->g_idx puts inputs of a group apart (GPTQ act-order); the GEMV kernels do \
-                 not apply a permutation of K to x yet (q4vk_matrix_dequantize gives its exact \
-                 f32 weights)"
-                    .into(),
-            ));
-        }
+    pub fn device_parts(&self) -> Result<DeviceParts<'_, 'a>> {
         let shape = &self.q4.shape;
         if !shape.per_channel && !matches!(shape.group_size, 32 | 64 | 128 | 256) {
             return Err(Error::Unsupported(format!(
@@ -52,7 +48,7 @@ impl<'a> ImportedMatrix<'a> {
                 shape.group_size
             )));
         }
-        Ok((&self.q4, self.offsets.as_deref()))
+        Ok((&self.q4, self.offsets.as_deref(), self.k_order.as_deref()))
     }
 }
 

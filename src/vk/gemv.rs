@@ -196,6 +196,7 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
             scale_f32: mat.scale_f32,
             x_f16: p.x_f16,
             offsets: mat.offsets,
+            k_order: mat.k_order.is_some(),
         };
         return Ok(Plan {
             pipeline: ctx.pipelines.get(key)?,

@@ -31,6 +31,8 @@ pub struct DeviceMatrix {
     pub scale_f32: bool,
     /// Binding 2 holds per-group f32 offsets (`w = scale·u + offset`) instead of zero points.
     pub offsets: bool,
+    /// The input of each column (binding 3 of every part), when not in order.
+    pub k_order: Option<Buffer>,
     /// GPU layout geometry (SIMT kernels).
     pub layout: VkLayout,
     /// The tensor-core layout, when the matrix was made for that kernel (then the parts
@@ -88,8 +90,20 @@ impl DeviceMatrix {
     /// Uploads `data` (already validated) into parts of at most `ctx`'s part size, in the
     /// layout of the context's kernel; with `offsets` (`[n][groups]` f32, finite, and `data`
     /// without zero points), a matrix of `w = scale·u + offset` whose offsets take the zero
-    /// points' binding.
-    pub fn new(ctx: &Context, data: &Q4Data, offsets: Option<&[f32]>) -> Result<DeviceMatrix> {
+    /// points' binding; with `k_order` (a permutation of `0..k`), a matrix whose column j
+    /// holds input `k_order[j]` (always in the SIMT layout: the tensor-core kernel does not
+    /// gather x).
+    pub fn new(
+        ctx: &Context,
+        data: &Q4Data,
+        offsets: Option<&[f32]>,
+        k_order: Option<&[u32]>,
+    ) -> Result<DeviceMatrix> {
+        if k_order.is_some_and(|o| o.len() != data.shape.k) {
+            return Err(Error::Internal(
+                "a column order needs one input per column".into(),
+            ));
+        }
         if offsets.is_some_and(|o| data.shape.zero_points || o.len() != data.shape.scale_count()) {
             return Err(Error::Internal(
                 "per-group offsets need a matrix without zero points and one offset per scale"
@@ -98,7 +112,7 @@ impl DeviceMatrix {
         }
         let shape = data.shape;
         let layout = VkLayout::of(&shape);
-        let coop = ctx.coop.then(|| CoopLayout::of(&shape));
+        let coop = (ctx.coop && k_order.is_none()).then(|| CoopLayout::of(&shape));
         let max_part = ctx.limits.max_part_bytes;
         // Rows per part: whole rows (SIMT) or whole tiles (tensor cores), with indices
         // inside a part (row * chunks, uvec4s of its tiles) within 32 bits.
@@ -118,7 +132,7 @@ impl DeviceMatrix {
         let d = &ctx.device.device;
         let sizes = [vk::DescriptorPoolSize {
             ty: vk::DescriptorType::STORAGE_BUFFER,
-            descriptor_count: 3 * part_count as u32,
+            descriptor_count: 4 * part_count as u32,
         }];
         // SAFETY: valid create info.
         let pool = unsafe {
@@ -134,6 +148,7 @@ impl DeviceMatrix {
             shape,
             scale_f32: data.scale_type == ScaleType::F32,
             offsets: offsets.is_some(),
+            k_order: None,
             layout,
             coop,
             parts: Vec::with_capacity(part_count),
@@ -146,6 +161,10 @@ impl DeviceMatrix {
             return Err(Error::OutOfDeviceMemory(format!(
                 "the matrix needs {needed} bytes of device memory; this device's largest device-local heap holds {heap} bytes"
             )));
+        }
+        if let Some(order) = k_order {
+            let bytes: Vec<u8> = order.iter().flat_map(|i| i.to_le_bytes()).collect();
+            this.k_order = Some(upload(ctx, &bytes)?);
         }
         for p in 0..part_count {
             let rows = p * rows_per_part..((p + 1) * rows_per_part).min(shape.n);
@@ -195,8 +214,10 @@ impl DeviceMatrix {
                     },
                 ),
             };
-            // Symmetric matrices bind the scales again as the (unread) zero buffer.
+            // Symmetric matrices bind the scales again as the (unread) zero buffer, and
+            // matrices with inputs in order as the (unread) column order.
             let zero_buffer = zeros.as_ref().unwrap_or(&scales);
+            let order_buffer = this.k_order.as_ref().unwrap_or(&scales);
             // SAFETY: the pool and layout are the context's; the pool has room for one set
             // per part.
             let set = unsafe {
@@ -204,7 +225,7 @@ impl DeviceMatrix {
                     d,
                     pool,
                     ctx.pipelines.matrix_set,
-                    &[&weights, &scales, zero_buffer],
+                    &[&weights, &scales, zero_buffer, order_buffer],
                 )
             }?;
             let mut buffers = vec![weights, scales];
@@ -225,9 +246,11 @@ impl DeviceMatrix {
         self.device.device.handle() == ctx.device.device.handle()
     }
 
-    /// Device bytes of weights, scales and zero points or offsets (what one GEMV reads).
+    /// Device bytes of weights, scales, zero points or offsets and column order (what one
+    /// GEMV reads).
     pub fn device_bytes(&self) -> u64 {
         let n = self.shape.n as u64;
+        let order = self.k_order.as_ref().map_or(0, |_| 4 * self.shape.k as u64);
         if let Some(c) = &self.coop {
             let tiles = n.div_ceil(TILE_ROWS as u64);
             let per_group = 4 + if self.offsets {
@@ -236,7 +259,7 @@ impl DeviceMatrix {
                 self.shape.zero_points as usize
             };
             let tile = c.tile_bytes() + TILE_ROWS * c.groups * per_group;
-            return tiles * tile as u64;
+            return tiles * tile as u64 + order;
         }
         let scale = if self.scale_f32 { 4 } else { 2 };
         let zeros = if self.offsets {
@@ -246,7 +269,7 @@ impl DeviceMatrix {
         } else {
             0
         };
-        n * (self.layout.row_bytes() as u64 + (scale + zeros) * self.layout.groups as u64)
+        n * (self.layout.row_bytes() as u64 + (scale + zeros) * self.layout.groups as u64) + order
     }
 }
 

@@ -166,13 +166,15 @@ pub enum Spec {
     Split,
     /// Per-group f32 offsets.
     HasOffsets,
+    /// Columns gathered from inputs out of order (binding 3).
+    HasKOrder,
 }
 
 /// The one table of the SIMT kernel's specialization ids: (constant, id in q4vk's own
 /// build (`local_size_x_id` 0, then `SPEC_*` of `shaders/gemv_q4.comp`), id in the exported
 /// build (`shaders/gemv_export.glsl`: ncnn wants the kernel's own ids contiguous from 0,
 /// with the subgroup size last as the portable variant lacks it); `None`: not exported).
-pub const SPECS: [(Spec, u32, Option<u32>); 10] = [
+pub const SPECS: [(Spec, u32, Option<u32>); 11] = [
     (Spec::Workgroup, 0, Some(5)),
     (Spec::Rows, 1, Some(0)),
     (Spec::M, 2, Some(1)),
@@ -183,6 +185,7 @@ pub const SPECS: [(Spec, u32, Option<u32>); 10] = [
     (Spec::Unroll, 7, Some(6)),
     (Spec::Split, 8, Some(7)),
     (Spec::HasOffsets, 9, None),
+    (Spec::HasKOrder, 10, None),
 ];
 
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
@@ -202,6 +205,8 @@ pub struct PipelineKey {
     pub x_f16: bool,
     /// Per-group f32 offsets instead of zero points.
     pub offsets: bool,
+    /// x gathered through the matrix's column-to-input order.
+    pub k_order: bool,
 }
 
 /// Which tensor-core GEMV pipeline (`shaders/gemv_q4_coop.comp`, specialization
@@ -239,7 +244,7 @@ impl CoopKey {
 /// Layouts, cache and lazily created pipelines of one context.
 pub struct Pipelines {
     device: Arc<Device>,
-    /// Set 0: weights, scales, zeros of one matrix part.
+    /// Set 0: weights, scales, zeros (or offsets) of one matrix part, and its column order.
     pub matrix_set: vk::DescriptorSetLayout,
     /// Set 1: x and y (a push-descriptor layout when the device has them).
     pub xy_set: vk::DescriptorSetLayout,
@@ -307,10 +312,10 @@ impl Pipelines {
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
-            let b3 = storage_bindings(3);
+            let b4 = storage_bindings(4);
             this.matrix_set = d
                 .create_descriptor_set_layout(
-                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&b3),
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&b4),
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
@@ -400,6 +405,7 @@ impl Pipelines {
             Spec::Unroll => t.unroll,
             Spec::Split => t.split,
             Spec::HasOffsets => key.offsets as u32,
+            Spec::HasKOrder => key.k_order as u32,
         };
         let mut values = [0u32; SPECS.len()];
         for (spec, id, _) in SPECS {

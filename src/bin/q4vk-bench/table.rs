@@ -37,12 +37,12 @@ pub(crate) fn time_gemv(
     probe: &Copy,
 ) -> Result<(f64, f64, f64, f64, Vec<f64>)> {
     let (n, k) = (data.shape.n, data.shape.k);
-    let first = DeviceMatrix::new(ctx, data, offsets)?;
+    let first = DeviceMatrix::new(ctx, data, offsets, None)?;
     let bytes_per = first.device_bytes();
     let copies = (opt.cold_bytes.div_ceil(bytes_per) + 1) as usize;
     let mut mats = vec![first];
     for _ in 1..copies {
-        mats.push(DeviceMatrix::new(ctx, data, offsets)?);
+        mats.push(DeviceMatrix::new(ctx, data, offsets, None)?);
     }
     let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let xb = upload(ctx, &xv)?;
