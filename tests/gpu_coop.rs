@@ -99,23 +99,11 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
         let offsets = rng.vec(d.shape.scale_count());
         let ctx = context(Some((2, 4)));
         let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
-        let groups = d.shape.groups();
-        let weight = |row: usize, kk: usize| {
-            let u = (d.weight[row * d.shape.row_bytes() + kk / 2] >> (4 * (kk % 2))) & 15;
-            let i = row * groups + kk / d.shape.group_size;
-            d.scale(i) as f64 * u as f64 + offsets[i] as f64
-        };
         for m in [1usize, 6] {
             let x = rng.vec(m * k);
             let mut y = vec![f32::NAN; m * n];
             gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
-            let want: Vec<f64> = (0..m * n)
-                .map(|i| {
-                    (0..k)
-                        .map(|kk| weight(i % n, kk) * x[(i / n) * k + kk] as f64)
-                        .sum()
-                })
-                .collect();
+            let want = reference::gemv_with_offsets(&d, &offsets, &x, m);
             let err = reference::relative_error(&y, &want);
             assert!(err < 1e-5, "offsets n {n} k {k} g {g} m {m}: {err:e}");
         }

@@ -4,7 +4,8 @@
 //! points, one byte per group. No dequantized copy is kept.
 
 use crate::alloc;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::import::canonical::DeviceParts;
 use crate::quant::q4::{Q4Data, Q4Shape};
 
 /// Elements of one block: the unit the kernels decode (16 bytes of codes).
@@ -23,6 +24,27 @@ pub struct CpuMatrix {
 }
 
 impl CpuMatrix {
+    /// The matrix of an imported checkpoint's parts (`ImportedMatrix::device_parts`), or
+    /// `Unsupported` when it needs what the CPU kernels lack: a column order (GPTQ
+    /// act-order) or per-group offsets (GGUF Q4_1, Q4_K).
+    pub fn imported((data, offsets, k_order): DeviceParts) -> Result<CpuMatrix> {
+        if k_order.is_some() {
+            return Err(Error::Unsupported(
+                "desc->g_idx puts inputs of a group apart (GPTQ act-order); the CPU kernels \
+                 do not gather x yet (Vulkan contexts do)"
+                    .into(),
+            ));
+        }
+        if offsets.is_some() {
+            return Err(Error::Unsupported(
+                "this source stores a float minimum per group (GGUF Q4_1, Q4_K); the CPU kernels \
+                     do not take per-group offsets yet (Vulkan contexts do)"
+                    .into(),
+            ));
+        }
+        CpuMatrix::new(data)
+    }
+
     /// Copies validated Q4 data into the kernel layout. Allocation failures are
     /// `OutOfHostMemory`.
     pub fn new(data: &Q4Data) -> Result<CpuMatrix> {
@@ -30,7 +52,7 @@ impl CpuMatrix {
         let stride = row_stride(&shape);
         let row_bytes = shape.row_bytes();
         let size = shape.n.checked_mul(stride).ok_or_else(|| {
-            crate::error::Error::OutOfHostMemory(format!(
+            Error::OutOfHostMemory(format!(
                 "{} rows of {stride} bytes overflow this platform's size_t",
                 shape.n
             ))

@@ -1,9 +1,25 @@
-//! f64 reference GEMV of the *dequantized* Q4 weights: `y[m][n] = sum_k x[m][k] * (u - z) * s`.
+//! f64 reference GEMV of the *dequantized* Q4 weights: `y[m][n] = sum_k x[m][k] * (u - z) * s`
+//! (or `(s·u + o)` for matrices with per-group offsets).
 
 use crate::quant::q4::Q4Data;
 
 /// Reference `y` (`m·n`, row-major) for `x` (`m·k`, row-major).
 pub fn gemv(data: &Q4Data, x: &[f32], m: usize) -> Vec<f64> {
+    gemv_of(data, x, m, |g, u| {
+        (u - data.zero(g) as f64) * data.scale(g) as f64
+    })
+}
+
+/// Reference `y` of a matrix with per-group offsets (`offsets`: `[n][groups]`, one per
+/// scale): `w = s·u + o`, codes without a zero point.
+pub fn gemv_with_offsets(data: &Q4Data, offsets: &[f32], x: &[f32], m: usize) -> Vec<f64> {
+    gemv_of(data, x, m, |g, u| {
+        data.scale(g) as f64 * u + offsets[g] as f64
+    })
+}
+
+/// `y = W x` in f64 with `W[row][k] = weight(scale index, code)`.
+fn gemv_of(data: &Q4Data, x: &[f32], m: usize, weight: impl Fn(usize, f64) -> f64) -> Vec<f64> {
     let (n, k) = (data.shape.n, data.shape.k);
     let groups = data.shape.groups();
     let mut y = vec![0.0f64; m * n];
@@ -11,7 +27,7 @@ pub fn gemv(data: &Q4Data, x: &[f32], m: usize) -> Vec<f64> {
     for row in 0..n {
         for (kk, wk) in w.iter_mut().enumerate() {
             let g = row * groups + kk / data.shape.group_size;
-            *wk = (data.code(row, kk) as f64 - data.zero(g) as f64) * data.scale(g) as f64;
+            *wk = weight(g, data.code(row, kk) as f64);
         }
         for mi in 0..m {
             let xr = &x[mi * k..(mi + 1) * k];

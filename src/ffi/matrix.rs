@@ -576,22 +576,13 @@ pub unsafe extern "C" fn q4vk_matrix_create(
         require(out, "out")?;
         // SAFETY: the desc's data pointers are readable for their sizes (contract).
         let imported = unsafe { matrix_data(&d) }?;
-        let (q4, offsets, k_order) = imported.device_parts()?;
+        let parts = imported.device_parts()?;
         let matrix = match ctx {
-            Backend::Vulkan(ctx) => Matrix::Device(DeviceMatrix::new(ctx, q4, offsets, k_order)?),
-            Backend::Cpu(_) if k_order.is_some() => {
-                return Err(Error::Unsupported(
-                    "desc->g_idx puts inputs of a group apart (GPTQ act-order); the CPU kernels \
-                     do not gather x yet (Vulkan contexts do)"
-                        .into(),
-                ))
+            Backend::Vulkan(ctx) => {
+                let (q4, offsets, k_order) = parts;
+                Matrix::Device(DeviceMatrix::new(ctx, q4, offsets, k_order)?)
             }
-            Backend::Cpu(_) if offsets.is_some() => return Err(Error::Unsupported(
-                "this source stores a float minimum per group (GGUF Q4_1, Q4_K); the CPU kernels \
-                     do not take per-group offsets yet (Vulkan contexts do)"
-                    .into(),
-            )),
-            Backend::Cpu(_) => Matrix::Cpu(CpuMatrix::new(q4)?),
+            Backend::Cpu(_) => Matrix::Cpu(CpuMatrix::imported(parts)?),
         };
         let matrix = into_handle(q4vk_matrix(matrix));
         // SAFETY: `out` is writable (contract; checked non-NULL).

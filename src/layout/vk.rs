@@ -97,9 +97,7 @@ impl VkLayout {
             );
         }
     }
-}
 
-impl VkLayout {
     /// Writes the f32 offsets (`[n][groups]`, one per scale) of `rows` into `out`, exactly
     /// [`scales_bytes`](Self::scales_bytes)`(4, rows)` long.
     pub fn pack_offsets(&self, offsets: &[f32], rows: Range<usize>, out: &mut [u8]) {

@@ -245,8 +245,9 @@ impl Context {
                 ),
             );
         }
+        let mut submitter = Submitter::new(&device)?;
         let coop = want_coop && !portable && device.coop_enabled && {
-            let probed = super::coop::probe(&device, queue_lock.as_ref());
+            let probed = super::coop::probe(&device, &mut submitter, queue_lock.as_ref());
             if let Err(e) = &probed {
                 logger.log(
                     LEVEL_INFO,
@@ -280,7 +281,7 @@ impl Context {
             .then(|| Mutex::new(XySets::new(&device)));
         Ok(Context {
             exec: Mutex::new(Exec {
-                submitter: Submitter::new(&device)?,
+                submitter,
                 staging: Staging::default(),
             }),
             xy_sets,

@@ -6,7 +6,7 @@
 use super::device::Device;
 use super::kernel::Kernel;
 use super::memory::{Buffer, MemoryKind};
-use super::pipeline::CoopKey;
+use super::pipeline::coop_shared_bytes;
 use super::shaders;
 use super::submit::{record_barrier, QueueLock, Submitter, SHADER_TO_HOST};
 use crate::error::{Error, Result};
@@ -132,18 +132,7 @@ pub fn choose_shape(
     while s > 1 && s as usize > stages {
         s /= 2;
     }
-    let fits = |t: u32, s: u32| {
-        let key = CoopKey {
-            tiles: t,
-            subgroups: s,
-            m,
-            zeros: false,
-            x_f16: false,
-            block,
-            offsets: true,
-        };
-        key.shared_bytes() <= max_shared
-    };
+    let fits = |t: u32, s: u32| coop_shared_bytes(t, s, m, block) <= max_shared;
     while !fits(t, s) && s > 1 {
         s /= 2;
     }
@@ -156,14 +145,18 @@ pub fn choose_shape(
 /// Words of the probe's output: A (256), B (128), C (128) and the three lengths.
 const PROBE_WORDS: usize = 515;
 
-/// Runs `shaders/coop_probe.comp` and checks that every fragment element of A, B and C
-/// sits where `layout::coop` puts it: `Ok`, or an error that says what differs (or
-/// which Vulkan call failed); the context then uses the SIMT kernels.
-pub fn probe(device: &Arc<Device>, lock: Option<&QueueLock>) -> Result<()> {
+/// Runs `shaders/coop_probe.comp` (through the context's `submitter`) and checks that
+/// every fragment element of A, B and C sits where `layout::coop` puts it: `Ok`, or an
+/// error that says what differs (or which Vulkan call failed); the context then uses the
+/// SIMT kernels.
+pub fn probe(
+    device: &Arc<Device>,
+    submitter: &mut Submitter,
+    lock: Option<&QueueLock>,
+) -> Result<()> {
     let out = Buffer::new(device, 4 * PROBE_WORDS as u64, MemoryKind::Readback)?;
     let kernel = Kernel::new(device, shaders::COOP_PROBE, 1, 0, 1)?;
     let set = kernel.set(&[&out])?;
-    let mut submitter = Submitter::new(device)?;
     submitter.run(lock, |cmd| {
         let [src, dst] = SHADER_TO_HOST;
         // SAFETY: q4vk's own command buffer, recording; the set's buffer lives until the

@@ -230,15 +230,19 @@ pub struct CoopKey {
 }
 
 impl CoopKey {
-    /// Bytes of the kernel's shared memory: staged B (f16, 128 k × 8 columns per 4
-    /// activation rows), block factors (padded ×4) and the final sums, per subgroup.
+    /// Bytes of the kernel's shared memory ([`coop_shared_bytes`]).
     pub fn shared_bytes(&self) -> u32 {
-        let cols = 8 * self.m.div_ceil(4);
-        // Staged B, block factors and block sums (both padded ×4), final sums.
-        let per_subgroup =
-            2 * 128 * cols + 2 * 16 * (128 / self.block) * self.m + 4 * self.tiles * 16 * self.m;
-        self.subgroups * per_subgroup
+        coop_shared_bytes(self.tiles, self.subgroups, self.m, self.block)
     }
+}
+
+/// Bytes of the tensor-core kernel's shared memory for `tiles` × `subgroups` at `m`
+/// activation rows and blocks of `block` k: per subgroup, staged B (f16, 128 k × 8 columns
+/// per 4 activation rows), block factors and block sums (both padded ×4), final sums.
+pub fn coop_shared_bytes(tiles: u32, subgroups: u32, m: u32, block: u32) -> u32 {
+    let cols = 8 * m.div_ceil(4);
+    let per_subgroup = 2 * 128 * cols + 2 * 16 * (128 / block) * m + 4 * tiles * 16 * m;
+    subgroups * per_subgroup
 }
 
 /// Layouts, cache and lazily created pipelines of one context.

@@ -58,25 +58,6 @@ pub(crate) fn random_offset_matrix(
     (data, offsets)
 }
 
-/// f64 GEMV of w = s·u + o (the offset form; u unsigned, no zero point).
-pub(crate) fn offset_reference(data: &Q4Data, offsets: &[f32], x: &[f32], m: usize) -> Vec<f64> {
-    let (n, k) = (data.shape.n, data.shape.k);
-    let (groups, group) = (data.shape.groups(), data.shape.group_size);
-    let mut y = vec![0.0f64; m * n];
-    let mut w = vec![0.0f64; k];
-    for row in 0..n {
-        for (kk, wk) in w.iter_mut().enumerate() {
-            let u = (data.weight[row * data.shape.row_bytes() + kk / 2] >> (4 * (kk % 2))) & 15;
-            let g = row * groups + kk / group;
-            *wk = data.scale(g) as f64 * u as f64 + offsets[g] as f64;
-        }
-        for mi in 0..m {
-            y[mi * n + row] = w.iter().zip(&x[mi * k..]).map(|(a, &b)| a * b as f64).sum();
-        }
-    }
-    y
-}
-
 pub(crate) fn activations(k: usize) -> Vec<f32> {
     (0..k)
         .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)

@@ -70,7 +70,9 @@ pub(crate) fn time_gemv(
     let rel_err = match (reference, offsets) {
         (Some(r), _) => reference::relative_error(&y, r),
         (None, None) => reference::relative_error(&y, &reference::gemv(data, x, m as usize)),
-        (None, Some(o)) => reference::relative_error(&y, &offset_reference(data, o, x, m as usize)),
+        (None, Some(o)) => {
+            reference::relative_error(&y, &reference::gemv_with_offsets(data, o, x, m as usize))
+        }
     };
     let warm = Some((probe, opt.warm));
     let cold = time_each(ctx, opt.iters.max(copies), warm, |cmd, i| {
