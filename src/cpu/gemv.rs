@@ -1,45 +1,55 @@
-//! GEMV on a [`CpuMatrix`]: `y[m][n] = sum_k x[m][k] · (u − z) · s`, m = 1..8, fp32
-//! accumulation. Each group's `sum x·(u − z)` is accumulated in f32 and then multiplied by
-//! the group's scale, as the GPU kernels do. x is copied once per call into the order the
-//! kernels decode codes in; scoped threads take chunks of W's rows from a shared queue.
+//! GEMV on a [`CpuMatrix`]: `y[m][n] = sum_k x[m][k] · w[n][k]` for any m ≥ 1, fp32
+//! accumulation. x is copied once per call into the order the kernels decode codes in
+//! (gathered through the matrix's column order, if it has one); scoped threads take chunks
+//! of W's rows from a shared counter.
 
-use super::kernels::{self, Isa};
+use super::kernels::{self, Isa, TILE_ROWS};
 use super::matrix::{CpuMatrix, BLOCK};
 use crate::alloc;
 use crate::error::Result;
 use crate::parallel::spawn_or_run;
-use std::sync::Mutex;
-
-/// Most activation rows per call (as on the GPU).
-const MAX_M: usize = crate::vk::gemv::MAX_M as usize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Multiply-adds below which one more thread is not worth its start-up (about 20 µs).
 const MIN_WORK_PER_THREAD: usize = 1 << 18;
-/// Rows of W per unit of work that threads take from the shared queue.
-const CHUNK_ROWS: usize = 64;
+/// Rows of W per unit of work that threads take from the shared counter.
+const CHUNK_ROWS: usize = 16 * TILE_ROWS;
 
 /// Copies `m` rows of x (`k` each) into `m` rows of `blocks·32` elements, zero-padded, each
 /// `chunk`-element chunk (16 or 32) reordered as its even elements then its odd ones: the
 /// order in which the kernels widen `chunk / 2` code bytes (low nibbles, then high ones).
-pub fn pack_x(x: &[f32], m: usize, k: usize, blocks: usize, chunk: usize) -> Result<Vec<f32>> {
+/// Column `j` takes input `order[j]` when `order` is not empty (GPTQ act-order), else `j`.
+pub fn pack_x(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    blocks: usize,
+    chunk: usize,
+    order: &[u32],
+) -> Result<Vec<f32>> {
     let padded = blocks * BLOCK;
     let half = chunk / 2;
     let mut xp = alloc::filled::<f32>(m * padded, "the reordered activations")?;
     for (src, dst) in x.chunks_exact(k).take(m).zip(xp.chunks_exact_mut(padded)) {
+        let at = |j: usize| match (j < k, order.is_empty()) {
+            (false, _) => 0.0,
+            (true, true) => src[j],
+            (true, false) => src[order[j] as usize],
+        };
         for (c, part) in dst.chunks_exact_mut(chunk).enumerate() {
             for i in 0..half {
-                let (even, odd) = (c * chunk + 2 * i, c * chunk + 2 * i + 1);
-                part[i] = src.get(even).copied().unwrap_or(0.0);
-                part[half + i] = src.get(odd).copied().unwrap_or(0.0);
+                part[i] = at(c * chunk + 2 * i);
+                part[half + i] = at(c * chunk + 2 * i + 1);
             }
         }
     }
     Ok(xp)
 }
 
-/// `y` (`m·n`, row-major) for `x` (`m·k`, row-major) with up to `threads` threads and the
-/// kernels of `isa`. Writes all of `y[..m·n]` on success, nothing on error (the only
-/// errors are `OutOfHostMemory` for the reordered x and, when m > 1, a row-major scratch).
+/// `y` (`m·n`, row-major) for `x` (`m·k`, row-major), any `m ≥ 1`, with up to `threads`
+/// threads and the kernels of `isa`. Writes all of `y[..m·n]` on success, nothing on error
+/// (the only errors are `OutOfHostMemory` for the reordered x and, when m > 1, a
+/// row-major scratch of `m·n` floats).
 pub fn gemv(
     mat: &CpuMatrix,
     x: &[f32],
@@ -49,20 +59,21 @@ pub fn gemv(
     isa: Isa,
 ) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
-    assert!((1..=MAX_M).contains(&m) && x.len() >= m * k && y.len() >= m * n);
-    let xp = pack_x(x, m, k, mat.blocks(), isa.chunk())?;
+    assert!(m >= 1 && x.len() >= m * k && y.len() >= m * n);
+    let xp = pack_x(x, m, k, mat.blocks(), isa.chunk(), &mat.k_order)?;
     let work = n * mat.blocks() * BLOCK * m;
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
     let run = |out: &mut [f32]| {
-        // Threads take chunks of rows from a shared queue until it is empty, so a thread
-        // that starts late (spawning takes tens of µs) or is slowed by other work on the
-        // machine does less of it.
-        let queue = Mutex::new(out.chunks_mut(CHUNK_ROWS * m).enumerate());
+        // Threads take chunks of rows until none is left, so a thread that starts late
+        // (spawning takes tens of µs) or is slowed by other work on the machine does less.
+        let chunks: Vec<_> = out.chunks_mut(CHUNK_ROWS * m).map(std::sync::Mutex::new).collect();
+        let next = AtomicUsize::new(0);
         let work = || loop {
-            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
-            let Some((chunk, slice)) = next else { break };
+            let chunk = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = chunks.get(chunk) else { break };
+            let mut slice = slot.lock().unwrap_or_else(|e| e.into_inner());
             let first = chunk * CHUNK_ROWS;
-            kernels::rows(isa, mat, &xp, m, first..first + slice.len() / m, slice);
+            kernels::rows(isa, mat, &xp, m, first..first + slice.len() / m, &mut slice);
         };
         std::thread::scope(|scope| {
             let workers: Vec<_> = (1..threads).map(|_| spawn_or_run(scope, work)).collect();
@@ -125,26 +136,56 @@ mod tests {
         }
     }
 
-    /// Every kernel this CPU can run (the scalar one always) matches the f64 reference,
-    /// with one thread and with several.
+    /// A random permutation of `0..k`.
+    fn permutation(k: usize, seed: &mut u64) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..k as u32).collect();
+        for i in (1..k).rev() {
+            order.swap(i, lcg(seed) as usize % (i + 1));
+        }
+        order
+    }
+
+    /// Every kernel this CPU can run (the scalar one always) matches the f64 reference
+    /// with one thread and with several, for symmetric codes, zero points and per-group
+    /// offsets, inputs in order or gathered through a column order, m = 1..9 and larger m.
     #[test]
     fn every_isa_matches_reference() {
         let mut seed = 5;
+        let shapes = [(3, 1, -1), (9, 33, 32), (40, 300, 128), (17, 1000, -1), (300, 1000, 64)];
         for isa in Isa::available() {
-            for &(n, k, group) in &[(3, 1, -1), (9, 33, 32), (40, 300, 128), (17, 1000, -1)] {
-                for zeros in [false, true] {
-                    let d = data(n, k, group, zeros, &mut seed);
-                    let mat = CpuMatrix::new(&d).unwrap();
-                    for m in 1..=MAX_M {
+            for &(n, k, group) in &shapes {
+                for (kind, ordered) in [(0, true), (1, true), (2, true), (1, false), (2, false)] {
+                    let d = data(n, k, group, kind == 1, &mut seed);
+                    let offsets = (kind == 2).then(|| {
+                        (0..d.shape.scale_count())
+                            .map(|_| (lcg(&mut seed) % 2001) as f32 * 1e-4 - 0.1)
+                            .collect::<Vec<f32>>()
+                    });
+                    let order = (!ordered).then(|| permutation(k, &mut seed));
+                    let parts = (&d, offsets.as_deref(), order.as_deref());
+                    let mat = CpuMatrix::imported(parts).unwrap();
+                    for m in [1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 33, 64] {
+                        if n * k * m > 1 << 21 {
+                            continue;
+                        }
                         let x: Vec<f32> = (0..m * k)
                             .map(|_| (lcg(&mut seed) % 2001) as f32 * 1e-3 - 1.0)
                             .collect();
-                        let want = reference::gemv(&d, &x, m);
+                        // The reference multiplies column j by input order[j].
+                        let gathered: Vec<f32> = match &order {
+                            None => x.clone(),
+                            Some(o) => (0..m * k).map(|i| x[i / k * k + o[i % k] as usize]).collect(),
+                        };
+                        let want = match &offsets {
+                            None => reference::gemv(&d, &gathered, m),
+                            Some(o) => reference::gemv_with_offsets(&d, o, &gathered, m),
+                        };
                         for threads in [1, 3] {
                             let mut y = vec![f32::NAN; m * n];
                             gemv(&mat, &x, &mut y, m, threads, isa).unwrap();
                             let err = reference::relative_error(&y, &want);
-                            assert!(err < 1e-5, "{isa:?} n {n} k {k} m {m}: {err:e}");
+                            let what = format!("{isa:?} n {n} k {k} g {group} kind {kind}");
+                            assert!(err < 1e-5, "{what} ordered {ordered} m {m}: {err:e}");
                         }
                     }
                 }

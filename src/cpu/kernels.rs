@@ -1,10 +1,14 @@
 //! The CPU GEMV kernels over rows of a [`CpuMatrix`]: AVX-512 and AVX2 + FMA (x86-64,
 //! chosen at run time), NEON (aarch64) and portable scalar code. All take x as
 //! [`super::gemv::pack_x`] reorders it for their [`Isa::chunk`] and write, for each row of
-//! W in the span, its `M` results together.
+//! W in the span, its `m` results together.
 //!
-//! Per group and x row, `sum x·(u − z)` is accumulated in f32 (u − z exact in f32), then
-//! multiplied by the group's scale and added to the row's total.
+//! One driver ([`tiles!`]) serves every family: it walks [`TILE_ROWS`] rows of W at a time
+//! and, for each tile of up to [`MAX_TILE_X`] x rows, decodes a piece of every row's codes
+//! once (to weights `s·u + b` in f32: the group's scale and bias folded in, see
+//! [`CpuMatrix::bias`]) and multiplies it into every x row of the tile, so each decoded
+//! vector meets several x vectors and each x vector several rows. The families differ only
+//! in the vector type and in how a piece of codes becomes vectors of weights.
 
 use super::matrix::{CpuMatrix, BLOCK};
 use std::ops::Range;
@@ -85,446 +89,401 @@ impl Isa {
 /// Rows `rows` of W times the `m` packed x rows `xp`; `out` gets `m` values per row.
 /// `isa` must be one of [`Isa::available`].
 pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>, out: &mut [f32]) {
-    assert!(rows.end <= mat.shape.n && out.len() == rows.len() * m);
+    assert!(rows.end <= mat.shape.n && out.len() == rows.len() * m && m >= 1);
     assert!(xp.len() == m * mat.blocks() * BLOCK && isa.supported());
-    macro_rules! by_m {
-        ($f:ident) => {
-            match m {
-                1 => $f::<1, 2>(mat, xp, rows, out),
-                2 => $f::<2, 2>(mat, xp, rows, out),
-                3 => $f::<3, 1>(mat, xp, rows, out),
-                4 => $f::<4, 1>(mat, xp, rows, out),
-                5 => $f::<5, 1>(mat, xp, rows, out),
-                6 => $f::<6, 1>(mat, xp, rows, out),
-                7 => $f::<7, 1>(mat, xp, rows, out),
-                8 => $f::<8, 1>(mat, xp, rows, out),
-                _ => unreachable!("m is checked to be 1..=8"),
-            }
-        };
-    }
+    assert!(mat.codes.len() == mat.shape.n * mat.row_stride());
+    // SAFETY (every arm): the CPU runs the family (`isa.supported()`, asserted), and the
+    // sizes the drivers rely on are asserted above.
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
-            fn run<const M: usize, const A: usize>(
-                mat: &CpuMatrix,
-                xp: &[f32],
-                rows: Range<usize>,
-                out: &mut [f32],
-            ) {
-                // SAFETY: the CPU has AVX-512F (`isa.supported()`, asserted above).
-                unsafe { avx512::rows::<M, A>(mat, xp, rows, out) }
-            }
-            by_m!(run)
-        }
+        Isa::Avx512 => unsafe { avx512::rows(mat, xp, m, rows, out) },
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            fn run<const M: usize, const A: usize>(
-                mat: &CpuMatrix,
-                xp: &[f32],
-                rows: Range<usize>,
-                out: &mut [f32],
-            ) {
-                // SAFETY: the CPU has AVX2 and FMA (`isa.supported()`, asserted above).
-                unsafe { avx2::rows::<M, A>(mat, xp, rows, out) }
-            }
-            by_m!(run)
-        }
+        Isa::Avx2 => unsafe { avx2::rows(mat, xp, m, rows, out) },
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => {
-            fn run<const M: usize, const A: usize>(
-                mat: &CpuMatrix,
-                xp: &[f32],
-                rows: Range<usize>,
-                out: &mut [f32],
-            ) {
-                // SAFETY: the CPU has NEON (`isa.supported()`, asserted above).
-                unsafe { neon::rows::<M, A>(mat, xp, rows, out) }
-            }
-            by_m!(run)
-        }
-        _ => by_m!(scalar),
+        Isa::Neon => unsafe { neon::rows(mat, xp, m, rows, out) },
+        _ => unsafe { scalar::rows(mat, xp, m, rows, out) },
     }
 }
 
-/// Geometry shared by the kernels: (row stride in bytes, groups per row, blocks per row,
-/// blocks per group, padded x row length).
-fn geometry(mat: &CpuMatrix) -> (usize, usize, usize, usize, usize) {
-    let blocks = mat.blocks();
-    (
-        mat.row_stride(),
-        mat.shape.groups(),
-        blocks,
-        mat.group_blocks(),
-        blocks * BLOCK,
-    )
-}
+/// Rows of W that one pass decodes together.
+pub const TILE_ROWS: usize = 4;
+/// Most x rows one pass over a tile of rows multiplies (more x rows: more passes, each
+/// decoding the tile's codes again from L1).
+pub const MAX_TILE_X: usize = 4;
 
-fn scalar<const M: usize, const A: usize>(
-    mat: &CpuMatrix,
-    xp: &[f32],
-    rows: Range<usize>,
-    out: &mut [f32],
-) {
-    let (stride, groups, blocks, group_blocks, padded) = geometry(mat);
-    for (row, results) in rows.zip(out.chunks_exact_mut(M)) {
-        let codes = &mat.codes[row * stride..][..stride];
-        let mut total = [0f32; M];
-        for g in 0..groups {
-            let gi = row * groups + g;
-            let z = mat.zero(gi);
-            let mut acc = [0f32; M];
-            for b in g * group_blocks..((g + 1) * group_blocks).min(blocks) {
-                for (c, bytes) in codes[b * 16..][..16].chunks_exact(8).enumerate() {
-                    let base = b * BLOCK + c * 16;
-                    for (j, &byte) in bytes.iter().enumerate() {
-                        let lo = (byte & 15) as f32 - z;
-                        let hi = (byte >> 4) as f32 - z;
-                        for (r, a) in acc.iter_mut().enumerate() {
-                            let x = &xp[r * padded + base..][..16];
-                            *a += x[j] * lo + x[8 + j] * hi;
+/// The driver of a kernel family, expanded inside its module, which defines: `V` (a
+/// vector of `LANES` f32), `PIECE` (code bytes one decode reads, `2·PIECE` weights in
+/// `P = 2·PIECE / LANES` vectors, in the order of x's chunks: low nibbles, then high ones),
+/// `Decoder` with `decoder(scale, bias)` (per row and group), `decode(codes, &Decoder)`,
+/// `load(x)`, `zero()`, `fma(a, b, c)` (`a·b + c`), `add` and `reduce` (sum of lanes).
+/// `$attr` are the family's `target_feature` attributes; `$t => $a` lists the x-tile
+/// sizes it runs with their accumulators per (row, x row) (2 for small tiles: more
+/// independent FMA chains).
+macro_rules! tiles {
+    ($(#[$attr:meta])*; $($t:literal => $a:literal),+) => {
+        const P: usize = 2 * PIECE / LANES;
+
+        /// Rows `first..last` (at most `TILE_ROWS`; a shorter tile repeats its last row and
+        /// drops the copies' results) times x rows `t0..t0 + T`; `out` holds `m` results
+        /// per row from `first`.
+        ///
+        /// # Safety
+        /// The family's CPU features; `last ≤ n`; `xp` holds `m·padded` floats, `t0 + T ≤
+        /// m`; `mat.codes` holds `n` rows of `row_stride` bytes.
+        $(#[$attr])*
+        #[inline]
+        #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+        unsafe fn tile<const T: usize, const A: usize>(
+            mat: &CpuMatrix,
+            xp: &[f32],
+            padded: usize,
+            (first, last): (usize, usize),
+            t0: usize,
+            m: usize,
+            out: &mut [f32],
+        ) {
+            const R: usize = super::TILE_ROWS;
+            let (stride, groups) = (mat.row_stride(), mat.shape.groups());
+            let pieces = stride / PIECE;
+            let group_pieces = mat.group_blocks() * BLOCK / 2 / PIECE;
+            let mut rows = [0usize; R];
+            let mut codes = [mat.codes.as_ptr(); R];
+            for i in 0..R {
+                rows[i] = (first + i).min(last - 1);
+                // SAFETY: rows[i] < n, so its row of codes is in `mat.codes`.
+                codes[i] = unsafe { codes[i].add(rows[i] * stride) };
+            }
+            let x = xp.as_ptr();
+            let mut acc = [[[zero(); A]; T]; R];
+            for g in 0..groups {
+                let mut dec = [decoder(0.0, 0.0); R];
+                for i in 0..R {
+                    let gi = rows[i] * groups + g;
+                    dec[i] = decoder(mat.scales[gi], mat.bias(gi));
+                }
+                for piece in g * group_pieces..((g + 1) * group_pieces).min(pieces) {
+                    let mut w = [[zero(); P]; R];
+                    for i in 0..R {
+                        // SAFETY: piece < pieces, so the PIECE bytes lie in row rows[i].
+                        w[i] = unsafe { decode(codes[i].add(piece * PIECE), &dec[i]) };
+                    }
+                    for t in 0..T {
+                        let at = (t0 + t) * padded + piece * 2 * PIECE;
+                        for p in 0..P {
+                            // SAFETY: t0 + t < m and piece·2·PIECE + P·LANES ≤ padded,
+                            // so the LANES floats lie in xp (m·padded long).
+                            let xv = unsafe { load(x.add(at + p * LANES)) };
+                            for i in 0..R {
+                                acc[i][t][p % A] = fma(w[i][p], xv, acc[i][t][p % A]);
+                            }
                         }
                     }
                 }
             }
-            for (t, a) in total.iter_mut().zip(acc) {
-                *t += a * mat.scales[gi];
-            }
-        }
-        results.copy_from_slice(&total);
-    }
-}
-
-/// Bytes of packed x one pass over a k-tile keeps hot (in L1 with room for the codes).
-const X_TILE_BYTES: usize = 16 << 10;
-/// Rows of W that one pass over a k-tile covers.
-const TILE_ROWS: usize = 16;
-
-/// Blocks per k-tile for `m` x rows: all of a row when m ≤ 2 (tiles measured slower there:
-/// the rows' code streams interleave) or when its x fits [`X_TILE_BYTES`], else a multiple
-/// of the group's blocks that fits (or a fit that splits a long group: each piece's sum is
-/// then scaled separately).
-fn tile_blocks(m: usize, group_blocks: usize, blocks: usize) -> usize {
-    let fit = (X_TILE_BYTES / (m * BLOCK * 4)).max(1);
-    if m <= 2 || fit >= blocks {
-        blocks
-    } else if group_blocks <= fit {
-        fit / group_blocks * group_blocks
-    } else {
-        fit
-    }
-}
-
-/// Drives a kernel family's per-group dot product over rows: each row's groups alternate
-/// between two vector totals (so consecutive groups do not wait on one FMA chain), which are
-/// reduced to the row's `M` results at its end. When x is too large to stay in L1 (large
-/// m·k), K is cut into tiles and [`TILE_ROWS`] rows at a time go through each tile.
-macro_rules! rows_by_group {
-    (
-        $feature:literal,
-        $vec:ty,
-        $zero:expr,
-        $splat:path,
-        $decoder:path,
-        $fma:path,
-        $add:path,
-        $reduce:path
-    ) => {
-        /// Adds the piece `span` of group `g` of row `row` (codes `codes`) to `totals`.
-        #[target_feature(enable = $feature)]
-        #[inline]
-        fn add_group<const M: usize, const A: usize>(
-            mat: &CpuMatrix,
-            xp: &[f32],
-            codes: &[u8],
-            gi: usize,
-            span: Range<usize>,
-            totals: &mut [$vec; M],
-        ) {
-            let padded = mat.blocks() * BLOCK;
-            let sums = group::<M, A>(codes, xp, padded, span, $decoder(mat.zero(gi)));
-            let s = $splat(mat.scales[gi]);
-            for (t, sum) in totals.iter_mut().zip(sums) {
-                *t = $fma(sum, s, *t);
-            }
-        }
-
-        /// Adds row `row`'s groups (pieces cut by `tile`) to its two totals, alternating.
-        #[target_feature(enable = $feature)]
-        #[inline]
-        fn row_tile<const M: usize, const A: usize>(
-            mat: &CpuMatrix,
-            xp: &[f32],
-            row: usize,
-            tile: Range<usize>,
-            totals: &mut [[$vec; M]; 2],
-        ) {
-            let (stride, groups, _, group_blocks, _) = geometry(mat);
-            let codes = &mat.codes[row * stride..][..stride];
-            let [even, odd] = totals;
-            if group_blocks == 1 {
-                // One block per group: one accumulator, no sum of partial ones.
-                let first = row * groups;
-                let mut b = tile.start;
-                while b + 1 < tile.end {
-                    add_group::<M, 1>(mat, xp, codes, first + b, b..b + 1, even);
-                    add_group::<M, 1>(mat, xp, codes, first + b + 1, b + 1..b + 2, odd);
-                    b += 2;
+            for i in 0..R.min(last - first) {
+                for t in 0..T {
+                    let sum = acc[i][t][1..].iter().fold(acc[i][t][0], |s, &v| add(s, v));
+                    out[i * m + t0 + t] = reduce(sum);
                 }
-                if b < tile.end {
-                    add_group::<M, 1>(mat, xp, codes, first + b, b..b + 1, even);
-                }
-                return;
-            }
-            let (g0, g1) = (tile.start / group_blocks, tile.end.div_ceil(group_blocks));
-            for g in g0..g1 {
-                let span =
-                    (g * group_blocks).max(tile.start)..((g + 1) * group_blocks).min(tile.end);
-                let totals = if (g - g0) % 2 == 0 {
-                    &mut *even
-                } else {
-                    &mut *odd
-                };
-                add_group::<M, A>(mat, xp, codes, row * groups + g, span, totals);
             }
         }
 
-        /// The kernel over rows `rows`: `M` x rows, `A` accumulators per x row inside a group.
-        #[target_feature(enable = $feature)]
-        pub fn rows<const M: usize, const A: usize>(
+        /// The family's kernel over rows `rows` (see [`super::rows`]).
+        ///
+        /// # Safety
+        /// The family's CPU features, and the sizes [`super::rows`] asserts.
+        $(#[$attr])*
+        pub unsafe fn rows(
             mat: &CpuMatrix,
             xp: &[f32],
+            m: usize,
             rows: Range<usize>,
             out: &mut [f32],
         ) {
-            let (_, _, blocks, group_blocks, padded) = geometry(mat);
-            assert!(xp.len() >= M * padded);
-            let tile = super::tile_blocks(M, group_blocks, blocks);
-            let reduce = |totals: &[[$vec; M]; 2], results: &mut [f32]| {
-                for (r, result) in results.iter_mut().enumerate() {
-                    *result = $reduce($add(totals[0][r], totals[1][r]));
-                }
-            };
-            if tile == blocks {
-                for (row, results) in rows.zip(out.chunks_exact_mut(M)) {
-                    let mut totals = [[$zero; M]; 2];
-                    row_tile::<M, A>(mat, xp, row, 0..blocks, &mut totals);
-                    reduce(&totals, results);
-                }
-                return;
-            }
-            for (first, outs) in rows
-                .clone()
-                .step_by(super::TILE_ROWS)
-                .zip(out.chunks_mut(super::TILE_ROWS * M))
-            {
-                let last = rows.end.min(first + super::TILE_ROWS);
-                let mut totals = [[[$zero; M]; 2]; super::TILE_ROWS];
-                for t0 in (0..blocks).step_by(tile) {
-                    for (row, totals) in (first..last).zip(totals.iter_mut()) {
-                        row_tile::<M, A>(mat, xp, row, t0..blocks.min(t0 + tile), totals);
+            let padded = mat.blocks() * BLOCK;
+            for first in rows.clone().step_by(super::TILE_ROWS) {
+                let last = (first + super::TILE_ROWS).min(rows.end);
+                let out = &mut out[(first - rows.start) * m..];
+                let mut t0 = 0;
+                while t0 < m {
+                    let t = (m - t0).min(super::MAX_TILE_X);
+                    // SAFETY: as this function's (t0 + t ≤ m).
+                    match t {
+                        $($t => unsafe {
+                            tile::<$t, $a>(mat, xp, padded, (first, last), t0, m, out)
+                        },)+
+                        _ => unreachable!("x tiles have 1..=MAX_TILE_X rows"),
                     }
-                }
-                for (totals, results) in totals.iter().zip(outs.chunks_exact_mut(M)) {
-                    reduce(totals, results);
+                    t0 += t;
                 }
             }
         }
     };
 }
 
+mod scalar {
+    //! Portable code: a "vector" is one f32.
+    use super::{CpuMatrix, Range, BLOCK};
+
+    type V = f32;
+    const LANES: usize = 1;
+    const PIECE: usize = 8;
+    type Decoder = (f32, f32);
+
+    fn decoder(s: f32, b: f32) -> Decoder {
+        (s, b)
+    }
+
+    /// # Safety
+    /// `codes` readable for `PIECE` bytes.
+    #[inline]
+    unsafe fn decode(codes: *const u8, &(s, b): &Decoder) -> [V; P] {
+        let mut w = [0.0; P];
+        for j in 0..PIECE {
+            // SAFETY: j < PIECE (contract).
+            let byte = unsafe { *codes.add(j) };
+            w[j] = (byte & 15) as f32 * s + b;
+            w[PIECE + j] = (byte >> 4) as f32 * s + b;
+        }
+        w
+    }
+
+    /// # Safety
+    /// `x` readable.
+    #[inline]
+    unsafe fn load(x: *const f32) -> V {
+        // SAFETY: contract.
+        unsafe { *x }
+    }
+
+    fn zero() -> V {
+        0.0
+    }
+
+    fn fma(a: V, b: V, c: V) -> V {
+        a * b + c
+    }
+
+    fn add(a: V, b: V) -> V {
+        a + b
+    }
+
+    fn reduce(v: V) -> f32 {
+        v
+    }
+
+    tiles!(; 1 => 2, 2 => 2, 3 => 1, 4 => 1);
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{geometry, CpuMatrix, Range, BLOCK};
+    //! AVX2 + FMA: 8 code bytes widen to 8 lanes; the low nibbles meet x's 8 even elements
+    //! of a 16-element chunk, the high nibbles its 8 odd ones.
+    use super::{CpuMatrix, Range, BLOCK};
     use std::arch::x86_64::*;
 
+    type V = __m256;
+    const LANES: usize = 8;
+    const PIECE: usize = 8;
+    type Decoder = (__m256, __m256);
+
     #[target_feature(enable = "avx2,fma")]
-    fn hsum(v: __m256) -> f32 {
+    #[inline]
+    fn decoder(s: f32, b: f32) -> Decoder {
+        (_mm256_set1_ps(s), _mm256_set1_ps(b))
+    }
+
+    /// # Safety
+    /// AVX2 and FMA; `codes` readable for `PIECE` bytes.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn decode(codes: *const u8, &(s, b): &Decoder) -> [V; P] {
+        // SAFETY: 8 readable bytes (contract).
+        let v = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(codes.cast()) });
+        let lo = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(15)));
+        let hi = _mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(v));
+        [_mm256_fmadd_ps(lo, s, b), _mm256_fmadd_ps(hi, s, b)]
+    }
+
+    /// # Safety
+    /// AVX2; `x` readable for 8 floats.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn load(x: *const f32) -> V {
+        // SAFETY: contract.
+        unsafe { _mm256_loadu_ps(x) }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn zero() -> V {
+        _mm256_setzero_ps()
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn fma(a: V, b: V, c: V) -> V {
+        _mm256_fmadd_ps(a, b, c)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn add(a: V, b: V) -> V {
+        _mm256_add_ps(a, b)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn reduce(v: V) -> f32 {
         let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
         let s = _mm_add_ss(s, _mm_movehdup_ps(s));
         _mm_cvtss_f32(s)
     }
 
-    /// `sum x·(u − z)` over `blocks` of one row's `codes`, per x row (8 lanes to add up).
-    /// Each 8 code bytes are widened to 8 lanes; the low nibbles meet x's 8 even elements
-    /// of the 16, the high nibbles its 8 odd ones.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn group<const M: usize, const A: usize>(
-        codes: &[u8],
-        xp: &[f32],
-        padded: usize,
-        blocks: Range<usize>,
-        z: __m256,
-    ) -> [__m256; M] {
-        assert!(blocks.end * 16 <= codes.len() && blocks.end * BLOCK <= padded);
-        assert!(xp.len() >= M * padded);
-        let mask = _mm256_set1_epi32(15);
-        let mut acc = [[_mm256_setzero_ps(); A]; M];
-        for b in blocks {
-            for h in 0..2 {
-                // SAFETY: b·16 + 16 ≤ codes.len() (asserted), so the 8 bytes at
-                // b·16 + h·8 are in `codes`.
-                let v = unsafe {
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.as_ptr().add(b * 16 + h * 8).cast()))
-                };
-                let lo = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, mask)), z);
-                let hi = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(v)), z);
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let at = r * padded + b * BLOCK + h * 16;
-                    // SAFETY: r < M and b·32 + 32 ≤ padded (asserted), so the 16 floats at
-                    // `at` lie within xp (at least M·padded long, asserted).
-                    let (x0, x1) = unsafe {
-                        let p = xp.as_ptr().add(at);
-                        (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
-                    };
-                    acc[0] = _mm256_fmadd_ps(lo, x0, acc[0]);
-                    acc[1 % A] = _mm256_fmadd_ps(hi, x1, acc[1 % A]);
-                }
-            }
-        }
-        acc.map(|a| a[1..].iter().fold(a[0], |s, &v| _mm256_add_ps(s, v)))
-    }
-
-    rows_by_group!(
-        "avx2,fma",
-        __m256,
-        _mm256_setzero_ps(),
-        _mm256_set1_ps,
-        _mm256_set1_ps,
-        _mm256_fmadd_ps,
-        _mm256_add_ps,
-        hsum
-    );
+    tiles!(#[target_feature(enable = "avx2,fma")]; 1 => 2, 2 => 2, 3 => 1, 4 => 1);
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{geometry, CpuMatrix, Range, BLOCK};
+    //! AVX-512F: a block's 16 code bytes widen to 16 lanes; the weights are looked up in a
+    //! 16-entry table per row and group (`s·u + b`, u = 0..15) by the low nibble (the
+    //! lookup reads an index's 4 low bits), which meets x's 16 even elements of the block,
+    //! and by the high nibble, its 16 odd ones.
+    use super::{CpuMatrix, Range, BLOCK};
     use std::arch::x86_64::*;
 
-    /// The 16 values `u − z` (u = 0..15) of a group, exact in f32: the kernel's lookup
-    /// table.
+    type V = __m512;
+    const LANES: usize = 16;
+    const PIECE: usize = 16;
+    type Decoder = __m512;
+
     #[target_feature(enable = "avx512f")]
-    fn decoder(z: f32) -> __m512 {
+    #[inline]
+    fn decoder(s: f32, b: f32) -> Decoder {
         let iota = _mm512_setr_ps(
             0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
         );
-        _mm512_sub_ps(iota, _mm512_set1_ps(z))
+        _mm512_fmadd_ps(iota, _mm512_set1_ps(s), _mm512_set1_ps(b))
     }
 
-    /// `sum x·(u − z)` over `blocks` of one row's `codes`, per x row (16 lanes to add up).
-    /// A block's 16 code bytes are widened to 16 lanes; `u − z` is looked up in `table`
-    /// ([`decoder`]) by the low nibble (the lookup reads only an index's 4 low bits), which
-    /// meets x's 16 even elements of the block, and by the high nibble, its 16 odd ones.
+    /// # Safety
+    /// AVX-512F; `codes` readable for `PIECE` bytes.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn group<const M: usize, const A: usize>(
-        codes: &[u8],
-        xp: &[f32],
-        padded: usize,
-        blocks: Range<usize>,
-        table: __m512,
-    ) -> [__m512; M] {
-        assert!(blocks.end * 16 <= codes.len() && blocks.end * BLOCK <= padded);
-        assert!(xp.len() >= M * padded);
-        let mut acc = [[_mm512_setzero_ps(); A]; M];
-        for b in blocks {
-            // SAFETY: b·16 + 16 ≤ codes.len() (asserted), so the 16 bytes at b·16 are in
-            // `codes`.
-            let v =
-                unsafe { _mm512_cvtepu8_epi32(_mm_loadu_si128(codes.as_ptr().add(b * 16).cast())) };
-            let lo = _mm512_permutexvar_ps(v, table);
-            let hi = _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(v), table);
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let at = r * padded + b * BLOCK;
-                // SAFETY: r < M and b·32 + 32 ≤ padded (asserted), so the 32 floats at `at`
-                // lie within xp (at least M·padded long, asserted).
-                let (x0, x1) = unsafe {
-                    let p = xp.as_ptr().add(at);
-                    (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)))
-                };
-                acc[0] = _mm512_fmadd_ps(lo, x0, acc[0]);
-                acc[1 % A] = _mm512_fmadd_ps(hi, x1, acc[1 % A]);
-            }
-        }
-        acc.map(|a| a[1..].iter().fold(a[0], |s, &v| _mm512_add_ps(s, v)))
+    unsafe fn decode(codes: *const u8, table: &Decoder) -> [V; P] {
+        // SAFETY: 16 readable bytes (contract).
+        let v = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(codes.cast()) });
+        [
+            _mm512_permutexvar_ps(v, *table),
+            _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(v), *table),
+        ]
     }
 
-    rows_by_group!(
-        "avx512f",
-        __m512,
-        _mm512_setzero_ps(),
-        _mm512_set1_ps,
-        decoder,
-        _mm512_fmadd_ps,
-        _mm512_add_ps,
-        _mm512_reduce_add_ps
-    );
+    /// # Safety
+    /// AVX-512F; `x` readable for 16 floats.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn load(x: *const f32) -> V {
+        // SAFETY: contract.
+        unsafe { _mm512_loadu_ps(x) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn zero() -> V {
+        _mm512_setzero_ps()
+    }
+
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn fma(a: V, b: V, c: V) -> V {
+        _mm512_fmadd_ps(a, b, c)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn add(a: V, b: V) -> V {
+        _mm512_add_ps(a, b)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn reduce(v: V) -> f32 {
+        _mm512_reduce_add_ps(v)
+    }
+
+    tiles!(#[target_feature(enable = "avx512f")]; 1 => 2, 2 => 2, 3 => 1, 4 => 1);
 }
 
 #[cfg(target_arch = "aarch64")]
 mod neon {
-    use super::{geometry, CpuMatrix, Range, BLOCK};
+    //! Advanced SIMD: 8 code bytes give 8 low and 8 high nibbles, widened to four vectors
+    //! of 4 f32 that meet x's 8 even and 8 odd elements of a 16-element chunk.
+    use super::{CpuMatrix, Range, BLOCK};
     use std::arch::aarch64::*;
 
-    /// `a·b + c`, in the argument order of the x86 FMA intrinsics.
+    type V = float32x4_t;
+    const LANES: usize = 4;
+    const PIECE: usize = 8;
+    type Decoder = (float32x4_t, float32x4_t);
+
     #[target_feature(enable = "neon")]
-    fn fma(a: float32x4_t, b: float32x4_t, c: float32x4_t) -> float32x4_t {
+    #[inline]
+    fn decoder(s: f32, b: f32) -> Decoder {
+        (vdupq_n_f32(s), vdupq_n_f32(b))
+    }
+
+    /// # Safety
+    /// NEON; `codes` readable for `PIECE` bytes.
+    #[target_feature(enable = "neon")]
+    #[inline]
+    unsafe fn decode(codes: *const u8, &(s, b): &Decoder) -> [V; P] {
+        // SAFETY: 8 readable bytes (contract).
+        let bytes = unsafe { vld1_u8(codes) };
+        let lo = vmovl_u8(vand_u8(bytes, vdup_n_u8(15)));
+        let hi = vmovl_u8(vshr_n_u8::<4>(bytes));
+        let w = |u: uint32x4_t| vfmaq_f32(b, vcvtq_f32_u32(u), s);
+        [
+            w(vmovl_u16(vget_low_u16(lo))),
+            w(vmovl_high_u16(lo)),
+            w(vmovl_u16(vget_low_u16(hi))),
+            w(vmovl_high_u16(hi)),
+        ]
+    }
+
+    /// # Safety
+    /// NEON; `x` readable for 4 floats.
+    #[target_feature(enable = "neon")]
+    #[inline]
+    unsafe fn load(x: *const f32) -> V {
+        // SAFETY: contract.
+        unsafe { vld1q_f32(x) }
+    }
+
+    #[target_feature(enable = "neon")]
+    #[inline]
+    fn zero() -> V {
+        vdupq_n_f32(0.0)
+    }
+
+    #[target_feature(enable = "neon")]
+    #[inline]
+    fn fma(a: V, b: V, c: V) -> V {
         vfmaq_f32(c, a, b)
     }
 
-    /// `sum x·(u − z)` over `blocks` of one row's `codes`, per x row (4 lanes to add up).
-    /// Each 8 code bytes give 8 low and 8 high nibbles, widened to four vectors of 4 f32
-    /// that meet x's 8 even and 8 odd elements of the 16.
     #[target_feature(enable = "neon")]
     #[inline]
-    fn group<const M: usize, const A: usize>(
-        codes: &[u8],
-        xp: &[f32],
-        padded: usize,
-        blocks: Range<usize>,
-        z: float32x4_t,
-    ) -> [float32x4_t; M] {
-        assert!(blocks.end * 16 <= codes.len() && blocks.end * BLOCK <= padded);
-        assert!(xp.len() >= M * padded);
-        let mask = vdup_n_u8(15);
-        let mut acc = [[vdupq_n_f32(0.0); A]; M];
-        for b in blocks {
-            for h in 0..2 {
-                // SAFETY: b·16 + 16 ≤ codes.len() (asserted), so the 8 bytes at
-                // b·16 + h·8 are in `codes`.
-                let bytes = unsafe { vld1_u8(codes.as_ptr().add(b * 16 + h * 8)) };
-                let lo = vmovl_u8(vand_u8(bytes, mask));
-                let hi = vmovl_u8(vshr_n_u8::<4>(bytes));
-                let w = [
-                    vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo))), z),
-                    vsubq_f32(vcvtq_f32_u32(vmovl_high_u16(lo)), z),
-                    vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi))), z),
-                    vsubq_f32(vcvtq_f32_u32(vmovl_high_u16(hi)), z),
-                ];
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let at = r * padded + b * BLOCK + h * 16;
-                    for (q, &wq) in w.iter().enumerate() {
-                        // SAFETY: r < M and b·32 + 32 ≤ padded (asserted), so the 4 floats
-                        // at `at + 4q` lie within xp (at least M·padded long, asserted).
-                        let x = unsafe { vld1q_f32(xp.as_ptr().add(at + 4 * q)) };
-                        acc[q % A] = vfmaq_f32(acc[q % A], wq, x);
-                    }
-                }
-            }
-        }
-        acc.map(|a| a[1..].iter().fold(a[0], |s, &v| vaddq_f32(s, v)))
+    fn add(a: V, b: V) -> V {
+        vaddq_f32(a, b)
     }
 
-    rows_by_group!(
-        "neon",
-        float32x4_t,
-        vdupq_n_f32(0.0),
-        vdupq_n_f32,
-        vdupq_n_f32,
-        fma,
-        vaddq_f32,
-        vaddvq_f32
-    );
+    #[target_feature(enable = "neon")]
+    #[inline]
+    fn reduce(v: V) -> f32 {
+        vaddvq_f32(v)
+    }
+
+    tiles!(#[target_feature(enable = "neon")]; 1 => 2, 2 => 2, 3 => 1, 4 => 1);
 }

@@ -1,17 +1,20 @@
 //! A Q4 matrix in host memory, laid out for the CPU GEMV kernels: each row's packed
 //! nibbles (q4vk's Q4 order, element `2j` in the low nibble of byte `j`) padded with zero
 //! codes to a whole number of 32-element blocks, one f32 scale per group and, with zero
-//! points, one byte per group. No dequantized copy is kept.
+//! points, one byte per group, or, for formats that store a float minimum, one f32 offset
+//! per group; for GPTQ act-order, the input each column holds. No dequantized copy is kept.
 
 use crate::alloc;
-use crate::error::{Error, Result};
+use crate::error::{invalid, Error, Result};
 use crate::import::canonical::DeviceParts;
 use crate::quant::q4::{Q4Data, Q4Shape};
 
-/// Elements of one block: the unit the kernels decode (16 bytes of codes).
+/// Elements of one block: the unit a row is padded to (16 bytes of codes).
 pub(crate) const BLOCK: usize = 32;
 
-/// An immutable Q4 matrix in host memory; shareable between threads.
+/// An immutable Q4 matrix in host memory; shareable between threads. Weight `(row, j)` is
+/// `s·(u − z)` (`s·u + o` with offsets) for its group's scale `s`, zero point `z` (8 when
+/// symmetric) or offset `o`; column `j` holds input `k_order[j]` (`j` without an order).
 pub struct CpuMatrix {
     /// Shape and scheme.
     pub shape: Q4Shape,
@@ -21,28 +24,33 @@ pub struct CpuMatrix {
     pub scales: Vec<f32>,
     /// `[n][groups]` zero points 0..15 (empty when symmetric: every zero point is 8).
     pub zeros: Vec<u8>,
+    /// `[n][groups]` offsets (empty unless the source stores a float minimum per group:
+    /// GGUF Q4_1, Q4_K).
+    pub offsets: Vec<f32>,
+    /// The input feature of each column (`k` entries, a permutation of `0..k`; empty when
+    /// columns are inputs in order).
+    pub k_order: Vec<u32>,
 }
 
 impl CpuMatrix {
-    /// The matrix of an imported checkpoint's parts (`ImportedMatrix::device_parts`), or
-    /// `Unsupported` when it needs what the CPU kernels lack: a column order (GPTQ
-    /// act-order) or per-group offsets (GGUF Q4_1, Q4_K).
+    /// The matrix of an imported checkpoint's parts (`ImportedMatrix::device_parts`): its
+    /// Q4 data, per-group offsets (GGUF Q4_1, Q4_K) and column order (GPTQ act-order).
     pub fn imported((data, offsets, k_order): DeviceParts) -> Result<CpuMatrix> {
-        if k_order.is_some() {
-            return Err(Error::Unsupported(
-                "desc->g_idx puts inputs of a group apart (GPTQ act-order); the CPU kernels \
-                 do not gather x yet (Vulkan contexts do)"
-                    .into(),
-            ));
+        let (n, k) = (data.shape.n, data.shape.k);
+        if offsets.is_some_and(|o| o.len() != n * data.shape.groups()) {
+            return Err(invalid!("the per-group offsets do not match the matrix's groups"));
         }
-        if offsets.is_some() {
-            return Err(Error::Unsupported(
-                "this source stores a float minimum per group (GGUF Q4_1, Q4_K); the CPU kernels \
-                     do not take per-group offsets yet (Vulkan contexts do)"
-                    .into(),
-            ));
+        if k_order.is_some_and(|o| o.len() != k || o.iter().any(|&i| i as usize >= k)) {
+            return Err(invalid!("the column order is not {k} inputs below {k}"));
         }
-        CpuMatrix::new(data)
+        let mut mat = CpuMatrix::new(data)?;
+        if let Some(offsets) = offsets {
+            mat.offsets = alloc::collect(offsets.iter().copied(), "the matrix's offsets")?;
+        }
+        if let Some(order) = k_order {
+            mat.k_order = alloc::collect(order.iter().copied(), "the matrix's column order")?;
+        }
+        Ok(mat)
     }
 
     /// Copies validated Q4 data into the kernel layout. Allocation failures are
@@ -71,6 +79,8 @@ impl CpuMatrix {
             codes,
             scales,
             zeros,
+            offsets: Vec::new(),
+            k_order: Vec::new(),
         })
     }
 
@@ -89,19 +99,22 @@ impl CpuMatrix {
         self.shape.group_size.div_ceil(BLOCK)
     }
 
-    /// Zero point of group `i` (row-major `[n][groups]`) as f32.
+    /// The constant `b` of group `i` (row-major `[n][groups]`) in `w = s·u + b`: its
+    /// offset, or `−z·s` (exact for the symmetric `z = 8`; rounded once with zero points).
     #[inline]
-    pub fn zero(&self, i: usize) -> f32 {
-        if self.shape.zero_points {
-            self.zeros[i] as f32
+    pub fn bias(&self, i: usize) -> f32 {
+        if !self.offsets.is_empty() {
+            self.offsets[i]
+        } else if self.shape.zero_points {
+            -(self.zeros[i] as f32) * self.scales[i]
         } else {
-            8.0
+            -8.0 * self.scales[i]
         }
     }
 
-    /// Bytes a GEMV streams from the matrix: codes, scales and zero points.
+    /// Bytes a GEMV streams from the matrix: codes, scales, zero points and offsets.
     pub fn bytes(&self) -> usize {
-        self.codes.len() + 4 * self.scales.len() + self.zeros.len()
+        self.codes.len() + 4 * self.scales.len() + self.zeros.len() + 4 * self.offsets.len()
     }
 }
 
