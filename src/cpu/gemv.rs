@@ -16,19 +16,20 @@ const MIN_WORK_PER_THREAD: usize = 1 << 18;
 const CHUNK_ROWS: usize = 16 * TILE_ROWS;
 
 /// Copies `m` rows of x (`k` each) into `m` rows of `blocks·32` elements, zero-padded, each
-/// `chunk`-element chunk (16 or 32) reordered as its even elements then its odd ones: the
-/// order in which the kernels widen `chunk / 2` code bytes (low nibbles, then high ones).
-/// Column `j` takes input `order[j]` when `order` is not empty (GPTQ act-order), else `j`.
+/// chunk of [`Isa::chunk`] elements reordered as the kernels of `isa` decode the codes
+/// ([`Isa::chunk_element`]). Column `j` takes input `order[j]` when `order` is not empty
+/// (GPTQ act-order), else `j`.
 pub fn pack_x(
     x: &[f32],
     m: usize,
     k: usize,
     blocks: usize,
-    chunk: usize,
+    isa: Isa,
     order: &[u32],
 ) -> Result<Vec<f32>> {
     let padded = blocks * BLOCK;
-    let half = chunk / 2;
+    let chunk = isa.chunk();
+    let lanes: Vec<usize> = (0..chunk).map(|i| isa.chunk_element(i)).collect();
     let mut xp = alloc::filled::<f32>(m * padded, "the reordered activations")?;
     for (src, dst) in x.chunks_exact(k).take(m).zip(xp.chunks_exact_mut(padded)) {
         let at = |j: usize| match (j < k, order.is_empty()) {
@@ -37,9 +38,8 @@ pub fn pack_x(
             (true, false) => src[order[j] as usize],
         };
         for (c, part) in dst.chunks_exact_mut(chunk).enumerate() {
-            for i in 0..half {
-                part[i] = at(c * chunk + 2 * i);
-                part[half + i] = at(c * chunk + 2 * i + 1);
+            for (value, &e) in part.iter_mut().zip(&lanes) {
+                *value = at(c * chunk + e);
             }
         }
     }
@@ -60,7 +60,7 @@ pub fn gemv(
 ) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
     assert!(m >= 1 && x.len() >= m * k && y.len() >= m * n);
-    let xp = pack_x(x, m, k, mat.blocks(), isa.chunk(), &mat.k_order)?;
+    let xp = pack_x(x, m, k, mat.blocks(), isa, &mat.k_order)?;
     let work = n * mat.blocks() * BLOCK * m;
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
     let run = |out: &mut [f32]| {

@@ -66,13 +66,21 @@ impl Isa {
             .collect()
     }
 
-    /// Elements of x per reordered chunk (see [`super::gemv::pack_x`]): the nibbles one
-    /// vector of widened code bytes holds.
+    /// Elements of x per reordered chunk (see [`super::gemv::pack_x`]): the weights one
+    /// decode of the family yields (from 8 or 16 code bytes).
     pub fn chunk(self) -> usize {
         match self {
             Isa::Avx512 => 32,
             _ => 16,
         }
+    }
+
+    /// The element of a chunk (of [`Isa::chunk`] elements) at lane `i` of the family's
+    /// decoded vectors: byte `j` of the codes holds elements `2j` (low nibble) and `2j + 1`;
+    /// the low nibbles of the chunk's bytes come first, then the high ones.
+    pub fn chunk_element(self, i: usize) -> usize {
+        let half = self.chunk() / 2;
+        2 * (i % half) + i / half
     }
 
     /// Name for `q4vk_context_device_name`.
