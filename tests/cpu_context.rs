@@ -1,10 +1,13 @@
 //! The CPU context (`Q4VK_CONTEXT_CPU`): the GEMV correctness sweep of the GPU tests (same
 //! shapes, group sizes, zero points, f16/f32 scales, m = 1..8) against the f64 reference,
-//! every matrix source, thread caps, the Vulkan-only calls refused, and bad input refused
-//! with nothing written.
+//! every matrix source (every imported GGUF/GPTQ/AWQ golden case too: per-group offsets and
+//! act-order), thread caps, the Vulkan-only calls refused, and bad input refused with
+//! nothing written.
 
 mod gpu_support;
+mod import_support;
 use gpu_support::*;
+use import_support::imported_gemv_sweep;
 use q4vk::ffi::context::*;
 use q4vk::ffi::gemv::*;
 use q4vk::ffi::kernel::*;
@@ -94,6 +97,17 @@ fn f32_scales_with_zero_points_and_many_rows() {
             assert!(err < TOL, "n {n} k {k} m {m}: {err:e}");
         }
         unsafe { q4vk_matrix_destroy(mat) };
+    }
+}
+
+/// Every GGUF (Q4_0; Q4_1 and Q4_K: per-group offsets), GPTQ (act-order too: x gathered
+/// through the column order) and AWQ golden case, with all cores and with one thread.
+#[test]
+fn imported_sources_match_reference() {
+    for (threads, seed) in [(0, 13), (1, 17)] {
+        let ctx = cpu(threads);
+        let mut rng = Rng(seed);
+        imported_gemv_sweep(ctx.ctx, &[1, 8], |len| rng.vec(len));
     }
 }
 

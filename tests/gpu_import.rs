@@ -7,75 +7,13 @@
 mod gpu_support;
 mod import_support;
 
-use gpu_support::{last_error, Gpu, Rng};
+use gpu_support::{Gpu, Rng};
 use import_support::*;
-use q4vk::cpu::reference::relative_error;
-use q4vk::ffi::gemv::q4vk_gemv;
-use q4vk::ffi::matrix::*;
-use q4vk::ffi::status::*;
-
-const TOL: f64 = 1e-5;
-
-fn reference(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
-    let mut y = vec![0.0f64; m * n];
-    for mi in 0..m {
-        for row in 0..n {
-            y[mi * n + row] = (0..k)
-                .map(|kk| w[row * k + kk] as f64 * x[mi * k + kk] as f64)
-                .sum();
-        }
-    }
-    y
-}
 
 fn sweep(portable: bool) {
     let gpu = Gpu::new(portable);
     let mut rng = Rng(if portable { 5 } else { 3 });
-    let mut cases = gguf_cases();
-    cases.extend(packed_cases("gptq"));
-    cases.extend(packed_cases("awq"));
-    let (mut created, mut act_orders) = (0, 0);
-    for c in &cases {
-        let d = c.desc();
-        // The reference weights: the shipped file, or (hash-only cases) the dequantized
-        // bytes once their SHA-256 matches the manifest's.
-        let (status, w) = dequantize(&d);
-        assert_eq!(status, Q4VK_OK, "{}: {}", c.name, last_error());
-        assert_eq!(sha256_hex(&f32_bytes(&w)), c.dequant_sha256, "{}", c.name);
-        let mut mat = std::ptr::null_mut();
-        let status = unsafe { q4vk_matrix_create(gpu.ctx, &d, &mut mat) };
-        let act_order = c.source == Q4VK_SOURCE_GPTQ
-            && c.group_size > 0
-            && c.g_idx.chunks_exact(4).enumerate().any(|(i, b)| {
-                i32::from_le_bytes(b.try_into().unwrap()) as usize != i / c.group_size as usize
-            });
-        act_orders += act_order as usize;
-        assert_eq!(status, Q4VK_OK, "{}: {}", c.name, last_error());
-        let (n, k) = (c.n as usize, c.k as usize);
-        for m in [1usize, 8] {
-            let x = rng.vec(m * k);
-            let mut y = vec![f32::NAN; m * n];
-            let status = unsafe {
-                q4vk_gemv(
-                    gpu.ctx,
-                    mat,
-                    x.as_ptr(),
-                    x.len(),
-                    y.as_mut_ptr(),
-                    y.len(),
-                    m as u32,
-                )
-            };
-            assert_eq!(status, Q4VK_OK, "{}: {}", c.name, last_error());
-            assert!(y.iter().all(|v| v.is_finite()), "{}: y not written", c.name);
-            let err = relative_error(&y, &reference(&w, &x, n, k, m));
-            assert!(err < TOL, "{} m {m}: rel err {err:e}", c.name);
-        }
-        unsafe { q4vk_matrix_destroy(mat) };
-        created += 1;
-    }
-    // 5 Q4_0 + 5 Q4_1 + 1 Q4_K + 12 GPTQ (3 act-order) + 7 AWQ.
-    assert_eq!((created, act_orders), (30, 3));
+    imported_gemv_sweep(gpu.ctx, &[1, 8], |len| rng.vec(len));
     gpu.assert_quiet();
 }
 

@@ -26,14 +26,6 @@ fn check_case(c: &Case) {
     assert_eq!(sha256_hex(&bytes), c.dequant_sha256, "{}", c.name);
 }
 
-fn last_error() -> String {
-    let mut buf = vec![0 as std::ffi::c_char; 1024];
-    unsafe { q4vk_last_error_message(buf.as_mut_ptr(), buf.len()) };
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 #[test]
 fn sha256_matches_fips_examples() {
     assert_eq!(

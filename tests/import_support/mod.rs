@@ -1,9 +1,13 @@
 //! Helpers of the import tests: the GGUF/GPTQ/AWQ golden vectors in `tests/data`, a
-//! `q4vk_matrix_desc` for each case, and SHA-256 (the manifests pin the large cases'
-//! reference weights by hash).
+//! `q4vk_matrix_desc` for each case, SHA-256 (the manifests pin the large cases' reference
+//! weights by hash), and the GEMV sweep over every case on a given context.
 #![allow(dead_code)]
 
+use q4vk::cpu::reference::relative_error;
+use q4vk::ffi::context::q4vk_context;
+use q4vk::ffi::gemv::q4vk_gemv;
 use q4vk::ffi::matrix::*;
+use q4vk::ffi::status::{q4vk_last_error_message, Q4VK_OK};
 use q4vk::ffi::weight::Q4VK_DTYPE_F16;
 use std::path::{Path, PathBuf};
 
@@ -231,6 +235,80 @@ pub fn dequantize(d: &q4vk_matrix_desc) -> (u32, Vec<f32>) {
     let mut out = vec![f32::from_bits(0x7fa5_a5a5); len];
     let status = unsafe { q4vk::ffi::import::q4vk_matrix_dequantize(d, out.as_mut_ptr(), 4 * len) };
     (status, out)
+}
+
+/// `y = W·x` in f64 for reference weights `w` (`[n][k]`) and `x` (`[m][k]`).
+pub fn weights_gemv(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
+    let mut y = vec![0.0f64; m * n];
+    for mi in 0..m {
+        for row in 0..n {
+            y[mi * n + row] = (0..k)
+                .map(|kk| w[row * k + kk] as f64 * x[mi * k + kk] as f64)
+                .sum();
+        }
+    }
+    y
+}
+
+/// Whether a GPTQ case's `g_idx` puts inputs of a group apart (act-order).
+pub fn is_act_order(c: &Case) -> bool {
+    c.source == Q4VK_SOURCE_GPTQ
+        && c.group_size > 0
+        && c.g_idx.chunks_exact(4).enumerate().any(|(i, b)| {
+            i32::from_le_bytes(b.try_into().unwrap()) as usize != i / c.group_size as usize
+        })
+}
+
+/// The calling thread's last error message.
+pub fn last_error() -> String {
+    let mut buf = vec![0 as std::ffi::c_char; 1024];
+    unsafe { q4vk_last_error_message(buf.as_mut_ptr(), buf.len()) };
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Every GGUF, GPTQ and AWQ case becomes a matrix of `ctx` through `q4vk_matrix_create`,
+/// and `q4vk_gemv` for each m of `ms` (x from `random(len)`, y poisoned) matches the f64
+/// GEMV of the reference weights within 1e-5 (relative). Checks that all 30 cases (3 of
+/// them act-order) ran.
+pub fn imported_gemv_sweep(
+    ctx: *mut q4vk_context,
+    ms: &[usize],
+    mut random: impl FnMut(usize) -> Vec<f32>,
+) {
+    let mut cases = gguf_cases();
+    cases.extend(packed_cases("gptq"));
+    cases.extend(packed_cases("awq"));
+    let (mut created, mut act_orders) = (0, 0);
+    for c in &cases {
+        let d = c.desc();
+        // The reference weights: the shipped file, or (hash-only cases) the dequantized
+        // bytes once their SHA-256 matches the manifest's.
+        let (status, w) = dequantize(&d);
+        assert_eq!(status, Q4VK_OK, "{}: {}", c.name, last_error());
+        assert_eq!(sha256_hex(&f32_bytes(&w)), c.dequant_sha256, "{}", c.name);
+        let mut mat = std::ptr::null_mut();
+        let status = unsafe { q4vk_matrix_create(ctx, &d, &mut mat) };
+        assert_eq!(status, Q4VK_OK, "{}: {}", c.name, last_error());
+        act_orders += is_act_order(c) as usize;
+        let (n, k) = (c.n as usize, c.k as usize);
+        for &m in ms {
+            let x = random(m * k);
+            let mut y = vec![f32::NAN; m * n];
+            let status = unsafe {
+                q4vk_gemv(ctx, mat, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len(), m as u32)
+            };
+            assert_eq!(status, Q4VK_OK, "{}: {}", c.name, last_error());
+            assert!(y.iter().all(|v| v.is_finite()), "{}: y not written", c.name);
+            let err = relative_error(&y, &weights_gemv(&w, &x, n, k, m));
+            assert!(err < 1e-5, "{} m {m}: rel err {err:e}", c.name);
+        }
+        unsafe { q4vk_matrix_destroy(mat) };
+        created += 1;
+    }
+    // 5 Q4_0 + 5 Q4_1 + 1 Q4_K + 12 GPTQ (3 act-order) + 7 AWQ.
+    assert_eq!((created, act_orders), (30, 3));
 }
 
 /// The f32 bytes of `w`.
