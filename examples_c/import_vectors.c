@@ -1,6 +1,9 @@
 /* import_vectors: imported 4-bit checkpoints from C. q4vk_matrix_dequantize on GGUF
  * (Q4_0, Q4_1, Q4_K), GPTQ (v1 with zero point 0, v2 act-order) and AWQ golden cases from
- * tests/data must equal the reference packages' f32 weights bit for bit; then bad input
+ * tests/data must equal the reference packages' f32 weights bit for bit; each case made a
+ * matrix of a CPU context (Q4VK_CONTEXT_CPU: per-group offsets, x gathered for act-order)
+ * must compute q4vk_gemv within 1e-5 (relative) of the f64 product of those weights, for
+ * m = 1 and 8; then bad input
  * (wrong byte counts, k not a multiple of the block, g_idx out of range or too short,
  * zeros or g_idx given to a format without them, ...) must give the expected status and
  * a message naming the problem, and leave the poisoned output untouched.
@@ -120,6 +123,51 @@ static int expect_refusal(const char *what, const q4vk_matrix_desc *d, size_t co
     return !ok;
 }
 
+/* The case as a matrix of the CPU context `ctx`: q4vk_gemv for m = 1 and 8 against the f64
+   product of the reference weights. Returns the number of failures. */
+static int cpu_gemv(q4vk_context *ctx, const gold *g, const tensors *t) {
+    q4vk_matrix_desc d = desc_of(g, t);
+    q4vk_matrix *mat = NULL;
+    q4vk_status s = q4vk_matrix_create(ctx, &d, &mat);
+    size_t n = (size_t)g->n, k = (size_t)g->k;
+    float *x = malloc(8 * k * sizeof *x), *y = malloc(8 * n * sizeof *y);
+    int failures = 0;
+    rng r = {0xc0de + n * k};
+    for (uint32_t m = 1; s == Q4VK_OK && x && y && m <= 8; m += 7) {
+        for (size_t i = 0; i < m * k; i++) x[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
+        for (size_t i = 0; i < m * n; i++) y[i] = NAN;
+        s = q4vk_gemv(ctx, mat, x, m * k, y, m * n, m);
+        double diff = 0, norm = 0;
+        for (size_t xr = 0; s == Q4VK_OK && xr < m; xr++) {
+            for (size_t row = 0; row < n; row++) {
+                double want = 0;
+                for (size_t i = 0; i < k; i++) {
+                    float w;
+                    memcpy(&w, (const char *)t->dequant + 4 * (row * k + i), sizeof w);
+                    want += (double)w * (double)x[xr * k + i];
+                }
+                double got = y[xr * n + row];
+                diff += (got - want) * (got - want);
+                norm += want * want;
+            }
+        }
+        double err = sqrt(diff / norm);
+        int ok = s == Q4VK_OK && err < 1e-5;
+        printf("%s CPU gemv %-36s m = %u: relative error %.3g\n", ok ? "ok  " : "FAIL", g->name, m, err);
+        failures += !ok;
+    }
+    if (s != Q4VK_OK || !x || !y) {
+        char msg[512];
+        q4vk_last_error_message(msg, sizeof msg);
+        printf("FAIL CPU gemv %s: %s: %s\n", g->name, q4vk_status_str(s), msg);
+        failures += s != Q4VK_OK || !x || !y;
+    }
+    q4vk_matrix_destroy(mat);
+    free(x);
+    free(y);
+    return failures;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DATA_DIR (tests/data of the repository)\n", argv[0]);
@@ -158,6 +206,18 @@ int main(int argc, char **argv) {
         failures += !ok;
         free(out);
     }
+
+    /* GEMV on a CPU context (no Vulkan needed). */
+    q4vk_context_desc cd;
+    q4vk_context_desc_default(&cd);
+    cd.flags = Q4VK_CONTEXT_CPU;
+    q4vk_context *ctx = NULL;
+    if (q4vk_context_create(&cd, &ctx) != Q4VK_OK) {
+        printf("FAIL: q4vk_context_create (CPU)\n");
+        return 1;
+    }
+    for (int c = 0; c < CASE_COUNT; c++) failures += cpu_gemv(ctx, &CASES[c], &t[c]);
+    q4vk_context_destroy(ctx);
 
     /* Bad input. */
     q4vk_matrix_desc d;
