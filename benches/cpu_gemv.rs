@@ -10,9 +10,12 @@
 //! copies of it totalling at least 4 × 32 MiB, so every call streams from DRAM.
 //!
 //! A second table runs every kernel family the CPU has (through the Rust API, which the
-//! context does not expose: it picks the best) on the m = 1 shapes.
+//! context does not expose: it picks the best) on the m = 1 shapes; a third, the best
+//! family at m = 1 to 64 (Rust API), hot, with the cost of each token beyond the first.
 //!
-//! Run: `cargo bench --bench cpu_gemv [-- SHAPE_FILTER]`. Prints markdown tables.
+//! Run: `cargo bench --bench cpu_gemv [-- SHAPE_FILTER]`. Prints markdown tables. The
+//! peer in the same run: `BACKEND=CPU run-llamacpp.sh bench/llamacpp-cpu-shapes.txt`
+//! (llama.cpp's CPU backend on Q4_0, m = 1 and 8 for these shapes, 64 for 4096 × 4096).
 
 use q4vk::ffi::context::*;
 use q4vk::ffi::gemv::q4vk_gemv;
@@ -230,13 +233,74 @@ fn main() {
     kernel_families(&filter, cores, runs);
 }
 
+/// A random symmetric CPU matrix with f32 scales (group 128), for the Rust API tables.
+fn cpu_matrix(n: usize, k: usize, rng: &mut Rng) -> q4vk::cpu::matrix::CpuMatrix {
+    use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
+    use std::borrow::Cow;
+    let shape = Q4Shape::new(n as u64, k as u64, 128, 0).unwrap();
+    let data = Q4Data {
+        shape,
+        weight: Cow::Owned(
+            (0..shape.weight_bytes())
+                .map(|_| rng.next() as u8)
+                .collect(),
+        ),
+        scale_type: ScaleType::F32,
+        scales: Cow::Owned(
+            (0..shape.scale_count())
+                .flat_map(|_| ((rng.next() % 1000) as f32 * 1e-5).to_le_bytes())
+                .collect(),
+        ),
+        zeros: Cow::Owned(Vec::new()),
+    };
+    q4vk::cpu::matrix::CpuMatrix::new(&data).unwrap()
+}
+
+/// The best kernel family at m = 1 to 64 on one hot matrix, all cores: time, time per
+/// token, and the cost of each token beyond the first, `(t(m) − t(1)) / (m − 1)`.
+fn many_tokens(filter: &Option<String>, cores: usize, runs: usize) {
+    use q4vk::cpu::gemv::gemv;
+    use q4vk::cpu::kernels::Isa;
+    let isa = Isa::detect();
+    println!("\nm = 1 to 64, {}, group 128, {cores} threads, hot\n", isa.name());
+    println!("| W [n × k] | m | µs | µs per token | µs per token beyond the first | × the m = 1 time |");
+    println!("|---|---|---|---|---|---|");
+    let mut rng = Rng(0xBADC0DE);
+    for (n, k) in [(4096usize, 4096usize), (11008, 4096), (4096, 11008)] {
+        if filter
+            .as_ref()
+            .is_some_and(|f| !format!("{n}x{k}").contains(f.as_str()))
+        {
+            continue;
+        }
+        let mat = cpu_matrix(n, k, &mut rng);
+        let mut first = 0.0;
+        for m in [1usize, 2, 4, 8, 16, 64] {
+            let x: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 13) as f32 * 0.1 - 0.6).collect();
+            let mut y = vec![0f32; m * n];
+            let t = time_it(runs, |_| gemv(&mat, &x, &mut y, m, cores, isa).unwrap());
+            let us = t.as_secs_f64() * 1e6;
+            if m == 1 {
+                first = us;
+            }
+            let extra = if m == 1 {
+                "—".to_string()
+            } else {
+                format!("{:.0}", (us - first) / (m - 1) as f64)
+            };
+            println!(
+                "| {n} × {k} | {m} | {us:.0} | {:.0} | {extra} | {:.2} |",
+                us / m as f64,
+                us / first
+            );
+        }
+    }
+}
+
 /// Every kernel family on the m = 1 shapes, hot and cold, all cores.
 fn kernel_families(filter: &Option<String>, cores: usize, runs: usize) {
     use q4vk::cpu::gemv::gemv;
     use q4vk::cpu::kernels::Isa;
-    use q4vk::cpu::matrix::CpuMatrix;
-    use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
-    use std::borrow::Cow;
     println!("\nKernel families, m = 1, group 128, {cores} threads\n");
     println!("| W [n × k] | kernel | hot µs | hot GB/s | cold µs | cold GB/s |");
     println!("|---|---|---|---|---|---|");
@@ -248,25 +312,7 @@ fn kernel_families(filter: &Option<String>, cores: usize, runs: usize) {
         {
             continue;
         }
-        let shape = Q4Shape::new(n as u64, k as u64, 128, 0).unwrap();
-        let make = |rng: &mut Rng| {
-            let data = Q4Data {
-                shape,
-                weight: Cow::Owned(
-                    (0..shape.weight_bytes())
-                        .map(|_| rng.next() as u8)
-                        .collect(),
-                ),
-                scale_type: ScaleType::F32,
-                scales: Cow::Owned(
-                    (0..shape.scale_count())
-                        .flat_map(|_| ((rng.next() % 1000) as f32 * 1e-5).to_le_bytes())
-                        .collect(),
-                ),
-                zeros: Cow::Owned(Vec::new()),
-            };
-            CpuMatrix::new(&data).unwrap()
-        };
+        let make = |rng: &mut Rng| cpu_matrix(n, k, rng);
         let first = make(&mut rng);
         let bytes = first.bytes();
         let copies = COLD_BYTES.div_ceil(bytes).max(2);
@@ -291,4 +337,5 @@ fn kernel_families(filter: &Option<String>, cores: usize, runs: usize) {
             println!("{row}");
         }
     }
+    many_tokens(filter, cores, runs);
 }

@@ -888,7 +888,7 @@ q4vk_status q4vk_q4_quantize(const struct q4vk_matrix_desc *desc,
 // of 32, 64, 128 or 256 inputs or one per row. Act-order GPTQ (`g_idx` putting a group's
 // inputs apart) is stored with its groups made contiguous and the input of each column
 // (4·k more bytes); its GEMV gathers x through that order and runs the SIMT kernels (also
-// on tensor-core contexts); CPU contexts answer `UNSUPPORTED` for it. `UNSUPPORTED` for
+// on tensor-core contexts); CPU contexts gather x once per call. `UNSUPPORTED` for
 // other group sizes; `q4vk_matrix_dequantize` takes all of them.
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),

@@ -114,10 +114,10 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
 }
 
 /// Rows of W that one pass decodes together.
-pub const TILE_ROWS: usize = 4;
+pub(crate) const TILE_ROWS: usize = 4;
 /// Most x rows one pass over a tile of rows multiplies (more x rows: more passes, each
 /// decoding the tile's codes again from L1).
-pub const MAX_TILE_X: usize = 4;
+pub(crate) const MAX_TILE_X: usize = 4;
 
 /// The driver of a kernel family, expanded inside its module, which defines: `V` (a
 /// vector of `LANES` f32), `PIECE` (code bytes one decode reads, `2·PIECE` weights in

@@ -550,7 +550,7 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
 /// of 32, 64, 128 or 256 inputs or one per row. Act-order GPTQ (`g_idx` putting a group's
 /// inputs apart) is stored with its groups made contiguous and the input of each column
 /// (4·k more bytes); its GEMV gathers x through that order and runs the SIMT kernels (also
-/// on tensor-core contexts); CPU contexts answer `UNSUPPORTED` for it. `UNSUPPORTED` for
+/// on tensor-core contexts); CPU contexts gather x once per call. `UNSUPPORTED` for
 /// other group sizes; `q4vk_matrix_dequantize` takes all of them.
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),
