@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Multiply-adds below which one more thread is not worth its start-up (about 20 µs).
 const MIN_WORK_PER_THREAD: usize = 1 << 18;
 /// Rows of W per unit of work that threads take from the shared counter.
-const CHUNK_ROWS: usize = 16 * TILE_ROWS;
+const CHUNK_ROWS: usize = 8 * TILE_ROWS;
 
 /// Copies `m` rows of x (`k` each) into `m` rows of `blocks·32` elements, zero-padded, each
 /// chunk of [`Isa::chunk`] elements reordered as the kernels of `isa` decode the codes
@@ -66,7 +66,10 @@ pub fn gemv(
     let run = |out: &mut [f32]| {
         // Threads take chunks of rows until none is left, so a thread that starts late
         // (spawning takes tens of µs) or is slowed by other work on the machine does less.
-        let chunks: Vec<_> = out.chunks_mut(CHUNK_ROWS * m).map(std::sync::Mutex::new).collect();
+        let chunks: Vec<_> = out
+            .chunks_mut(CHUNK_ROWS * m)
+            .map(std::sync::Mutex::new)
+            .collect();
         let next = AtomicUsize::new(0);
         let work = || loop {
             let chunk = next.fetch_add(1, Ordering::Relaxed);
@@ -151,7 +154,13 @@ mod tests {
     #[test]
     fn every_isa_matches_reference() {
         let mut seed = 5;
-        let shapes = [(3, 1, -1), (9, 33, 32), (40, 300, 128), (17, 1000, -1), (300, 1000, 64)];
+        let shapes = [
+            (3, 1, -1),
+            (9, 33, 32),
+            (40, 300, 128),
+            (17, 1000, -1),
+            (300, 1000, 64),
+        ];
         for isa in Isa::available() {
             for &(n, k, group) in &shapes {
                 for (kind, ordered) in [(0, true), (1, true), (2, true), (1, false), (2, false)] {
@@ -174,7 +183,9 @@ mod tests {
                         // The reference multiplies column j by input order[j].
                         let gathered: Vec<f32> = match &order {
                             None => x.clone(),
-                            Some(o) => (0..m * k).map(|i| x[i / k * k + o[i % k] as usize]).collect(),
+                            Some(o) => (0..m * k)
+                                .map(|i| x[i / k * k + o[i % k] as usize])
+                                .collect(),
                         };
                         let want = match &offsets {
                             None => reference::gemv(&d, &gathered, m),

@@ -100,17 +100,18 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
     assert!(rows.end <= mat.shape.n && out.len() == rows.len() * m && m >= 1);
     assert!(xp.len() == m * mat.blocks() * BLOCK && isa.supported());
     assert!(mat.codes.len() == mat.shape.n * mat.row_stride());
-    // SAFETY (every arm): the CPU runs the family (`isa.supported()`, asserted), and the
-    // sizes the drivers rely on are asserted above.
-    match isa {
+    let run = match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { avx512::rows(mat, xp, m, rows, out) },
+        Isa::Avx512 => avx512::rows,
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { avx2::rows(mat, xp, m, rows, out) },
+        Isa::Avx2 => avx2::rows,
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => unsafe { neon::rows(mat, xp, m, rows, out) },
-        _ => unsafe { scalar::rows(mat, xp, m, rows, out) },
-    }
+        Isa::Neon => neon::rows,
+        _ => scalar::rows,
+    };
+    // SAFETY: the CPU runs the family (`isa.supported()`, asserted), and the sizes the
+    // drivers rely on are asserted above.
+    unsafe { run(mat, xp, m, rows, out) }
 }
 
 /// Rows of W that one pass decodes together.
@@ -215,13 +216,12 @@ macro_rules! tiles {
                 let mut t0 = 0;
                 while t0 < m {
                     let t = (m - t0).min(super::MAX_TILE_X);
-                    // SAFETY: as this function's (t0 + t ≤ m).
-                    match t {
-                        $($t => unsafe {
-                            tile::<$t, $a>(mat, xp, padded, (first, last), t0, m, out)
-                        },)+
+                    let pass = match t {
+                        $($t => tile::<$t, $a>,)+
                         _ => unreachable!("x tiles have 1..=MAX_TILE_X rows"),
-                    }
+                    };
+                    // SAFETY: as this function's (t0 + t ≤ m).
+                    unsafe { pass(mat, xp, padded, (first, last), t0, m, out) }
                     t0 += t;
                 }
             }

@@ -38,7 +38,9 @@ impl CpuMatrix {
     pub fn imported((data, offsets, k_order): DeviceParts) -> Result<CpuMatrix> {
         let (n, k) = (data.shape.n, data.shape.k);
         if offsets.is_some_and(|o| o.len() != n * data.shape.groups()) {
-            return Err(invalid!("the per-group offsets do not match the matrix's groups"));
+            return Err(invalid!(
+                "the per-group offsets do not match the matrix's groups"
+            ));
         }
         if k_order.is_some_and(|o| o.len() != k || o.iter().any(|&i| i as usize >= k)) {
             return Err(invalid!("the column order is not {k} inputs below {k}"));
