@@ -163,10 +163,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut rng = Rng(0x9E3779B97F4A7C15);
     for (n, k) in [(4096usize, 4096usize), (11008, 4096), (4096, 11008)] {
-        if filter
-            .as_ref()
-            .is_some_and(|f| !format!("{n}x{k}").contains(f.as_str()))
-        {
+        if skipped(&filter, n, k) {
             continue;
         }
         for group in [128i32, 32] {
@@ -233,6 +230,13 @@ fn main() {
     kernel_families(&filter, cores, runs);
 }
 
+/// Whether the shape filter of the command line leaves out `n × k`.
+fn skipped(filter: &Option<String>, n: usize, k: usize) -> bool {
+    filter
+        .as_ref()
+        .is_some_and(|f| !format!("{n}x{k}").contains(f.as_str()))
+}
+
 /// A random symmetric CPU matrix with f32 scales (group 128), for the Rust API tables.
 fn cpu_matrix(n: usize, k: usize, rng: &mut Rng) -> q4vk::cpu::matrix::CpuMatrix {
     use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
@@ -262,21 +266,25 @@ fn many_tokens(filter: &Option<String>, cores: usize, runs: usize) {
     use q4vk::cpu::gemv::gemv;
     use q4vk::cpu::kernels::Isa;
     let isa = Isa::detect();
-    println!("\nm = 1 to 64, {}, group 128, {cores} threads, hot\n", isa.name());
-    println!("| W [n × k] | m | µs | µs per token | µs per token beyond the first | × the m = 1 time |");
+    println!(
+        "\nm = 1 to 64, {}, group 128, {cores} threads, hot\n",
+        isa.name()
+    );
+    println!(
+        "| W [n × k] | m | µs | µs per token | µs per token beyond the first | × the m = 1 time |"
+    );
     println!("|---|---|---|---|---|---|");
     let mut rng = Rng(0xBADC0DE);
     for (n, k) in [(4096usize, 4096usize), (11008, 4096), (4096, 11008)] {
-        if filter
-            .as_ref()
-            .is_some_and(|f| !format!("{n}x{k}").contains(f.as_str()))
-        {
+        if skipped(filter, n, k) {
             continue;
         }
         let mat = cpu_matrix(n, k, &mut rng);
         let mut first = 0.0;
         for m in [1usize, 2, 4, 8, 16, 64] {
-            let x: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 13) as f32 * 0.1 - 0.6).collect();
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7) % 13) as f32 * 0.1 - 0.6)
+                .collect();
             let mut y = vec![0f32; m * n];
             let t = time_it(runs, |_| gemv(&mat, &x, &mut y, m, cores, isa).unwrap());
             let us = t.as_secs_f64() * 1e6;
@@ -306,10 +314,7 @@ fn kernel_families(filter: &Option<String>, cores: usize, runs: usize) {
     println!("|---|---|---|---|---|---|");
     let mut rng = Rng(0xC0FFEE);
     for (n, k) in [(4096usize, 4096usize), (11008, 4096)] {
-        if filter
-            .as_ref()
-            .is_some_and(|f| !format!("{n}x{k}").contains(f.as_str()))
-        {
+        if skipped(filter, n, k) {
             continue;
         }
         let make = |rng: &mut Rng| cpu_matrix(n, k, rng);

@@ -120,16 +120,50 @@ pub(crate) const TILE_ROWS: usize = 4;
 /// decoding the tile's codes again from L1).
 pub(crate) const MAX_TILE_X: usize = 4;
 
-/// The driver of a kernel family, expanded inside its module, which defines: `V` (a
-/// vector of `LANES` f32), `PIECE` (code bytes one decode reads, `2·PIECE` weights in
-/// `P = 2·PIECE / LANES` vectors, in the order of x's chunks: low nibbles, then high ones),
-/// `Decoder` with `decoder(scale, bias)` (per row and group), `decode(codes, &Decoder)`,
-/// `load(x)`, `zero()`, `fma(a, b, c)` (`a·b + c`), `add` and `reduce` (sum of lanes).
-/// `$attr` are the family's `target_feature` attributes; `$t => $a` lists the x-tile
-/// sizes it runs with their accumulators per (row, x row) (2 for small tiles: more
-/// independent FMA chains).
+/// The driver of a kernel family, expanded inside its module, which defines `PIECE` (code
+/// bytes one decode reads: `2·PIECE` weights in `P = 2·PIECE / LANES` vectors, in the
+/// order of [`Isa::chunk_element`]), `Decoder` with `decoder(scale, bias)` (per row and
+/// group), `decode(codes, &Decoder)` and `reduce` (the sum of a vector's lanes). The
+/// macro's arguments: the family's `target_feature` attributes, its vector type and lane
+/// count, and the expressions of a zero vector, an unaligned load, `a·b + c` and `a + b`.
+/// x tiles of 1 or 2 rows keep 2 accumulators per (row, x row): more independent FMA
+/// chains.
 macro_rules! tiles {
-    ($(#[$attr:meta])*; $($t:literal => $a:literal),+) => {
+    (
+        $(#[$attr:meta])*;
+        $v:ty, $lanes:expr;
+        zero $zero:expr, load $load:expr, fma $fma:expr, add $add:expr
+    ) => {
+        type V = $v;
+        const LANES: usize = $lanes;
+
+        $(#[$attr])*
+        #[inline]
+        fn zero() -> V {
+            $zero
+        }
+
+        /// # Safety
+        /// The family's CPU features; `x` readable for `LANES` floats.
+        $(#[$attr])*
+        #[inline]
+        unsafe fn load(x: *const f32) -> V {
+            // SAFETY: contract.
+            unsafe { $load(x) }
+        }
+
+        $(#[$attr])*
+        #[inline]
+        fn fma(a: V, b: V, c: V) -> V {
+            $fma(a, b, c)
+        }
+
+        $(#[$attr])*
+        #[inline]
+        fn add(a: V, b: V) -> V {
+            $add(a, b)
+        }
+
         const P: usize = 2 * PIECE / LANES;
 
         /// Rows `first..last` (at most `TILE_ROWS`; a shorter tile repeats its last row and
@@ -217,7 +251,10 @@ macro_rules! tiles {
                 while t0 < m {
                     let t = (m - t0).min(super::MAX_TILE_X);
                     let pass = match t {
-                        $($t => tile::<$t, $a>,)+
+                        1 => tile::<1, 2>,
+                        2 => tile::<2, 2>,
+                        3 => tile::<3, 1>,
+                        4 => tile::<4, 1>,
                         _ => unreachable!("x tiles have 1..=MAX_TILE_X rows"),
                     };
                     // SAFETY: as this function's (t0 + t ≤ m).
@@ -233,8 +270,6 @@ mod scalar {
     //! Portable code: a "vector" is one f32.
     use super::{CpuMatrix, Range, BLOCK};
 
-    type V = f32;
-    const LANES: usize = 1;
     const PIECE: usize = 8;
     type Decoder = (f32, f32);
 
@@ -256,31 +291,17 @@ mod scalar {
         w
     }
 
-    /// # Safety
-    /// `x` readable.
-    #[inline]
-    unsafe fn load(x: *const f32) -> V {
-        // SAFETY: contract.
-        unsafe { *x }
-    }
-
-    fn zero() -> V {
-        0.0
-    }
-
-    fn fma(a: V, b: V, c: V) -> V {
-        a * b + c
-    }
-
-    fn add(a: V, b: V) -> V {
-        a + b
-    }
-
     fn reduce(v: V) -> f32 {
         v
     }
 
-    tiles!(; 1 => 2, 2 => 2, 3 => 1, 4 => 1);
+    /// `a·b + c`, rounded twice (a fused multiply-add without the instruction is a slow
+    /// library call).
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+
+    tiles!(; f32, 1; zero 0.0, load std::ptr::read, fma mul_add, add std::ops::Add::add);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -290,8 +311,6 @@ mod avx2 {
     use super::{CpuMatrix, Range, BLOCK};
     use std::arch::x86_64::*;
 
-    type V = __m256;
-    const LANES: usize = 8;
     const PIECE: usize = 8;
     type Decoder = (__m256, __m256);
 
@@ -313,33 +332,6 @@ mod avx2 {
         [_mm256_fmadd_ps(lo, s, b), _mm256_fmadd_ps(hi, s, b)]
     }
 
-    /// # Safety
-    /// AVX2; `x` readable for 8 floats.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn load(x: *const f32) -> V {
-        // SAFETY: contract.
-        unsafe { _mm256_loadu_ps(x) }
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn zero() -> V {
-        _mm256_setzero_ps()
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn fma(a: V, b: V, c: V) -> V {
-        _mm256_fmadd_ps(a, b, c)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn add(a: V, b: V) -> V {
-        _mm256_add_ps(a, b)
-    }
-
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     fn reduce(v: V) -> f32 {
@@ -349,7 +341,11 @@ mod avx2 {
         _mm_cvtss_f32(s)
     }
 
-    tiles!(#[target_feature(enable = "avx2,fma")]; 1 => 2, 2 => 2, 3 => 1, 4 => 1);
+    tiles!(
+        #[target_feature(enable = "avx2,fma")];
+        __m256, 8;
+        zero _mm256_setzero_ps(), load _mm256_loadu_ps, fma _mm256_fmadd_ps, add _mm256_add_ps
+    );
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -361,8 +357,6 @@ mod avx512 {
     use super::{CpuMatrix, Range, BLOCK};
     use std::arch::x86_64::*;
 
-    type V = __m512;
-    const LANES: usize = 16;
     const PIECE: usize = 16;
     type Decoder = __m512;
 
@@ -388,40 +382,17 @@ mod avx512 {
         ]
     }
 
-    /// # Safety
-    /// AVX-512F; `x` readable for 16 floats.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn load(x: *const f32) -> V {
-        // SAFETY: contract.
-        unsafe { _mm512_loadu_ps(x) }
-    }
-
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn zero() -> V {
-        _mm512_setzero_ps()
-    }
-
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn fma(a: V, b: V, c: V) -> V {
-        _mm512_fmadd_ps(a, b, c)
-    }
-
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn add(a: V, b: V) -> V {
-        _mm512_add_ps(a, b)
-    }
-
     #[target_feature(enable = "avx512f")]
     #[inline]
     fn reduce(v: V) -> f32 {
         _mm512_reduce_add_ps(v)
     }
 
-    tiles!(#[target_feature(enable = "avx512f")]; 1 => 2, 2 => 2, 3 => 1, 4 => 1);
+    tiles!(
+        #[target_feature(enable = "avx512f")];
+        __m512, 16;
+        zero _mm512_setzero_ps(), load _mm512_loadu_ps, fma _mm512_fmadd_ps, add _mm512_add_ps
+    );
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -431,8 +402,6 @@ mod neon {
     use super::{CpuMatrix, Range, BLOCK};
     use std::arch::aarch64::*;
 
-    type V = float32x4_t;
-    const LANES: usize = 4;
     const PIECE: usize = 8;
     type Decoder = (float32x4_t, float32x4_t);
 
@@ -460,38 +429,22 @@ mod neon {
         ]
     }
 
-    /// # Safety
-    /// NEON; `x` readable for 4 floats.
-    #[target_feature(enable = "neon")]
-    #[inline]
-    unsafe fn load(x: *const f32) -> V {
-        // SAFETY: contract.
-        unsafe { vld1q_f32(x) }
-    }
-
-    #[target_feature(enable = "neon")]
-    #[inline]
-    fn zero() -> V {
-        vdupq_n_f32(0.0)
-    }
-
-    #[target_feature(enable = "neon")]
-    #[inline]
-    fn fma(a: V, b: V, c: V) -> V {
-        vfmaq_f32(c, a, b)
-    }
-
-    #[target_feature(enable = "neon")]
-    #[inline]
-    fn add(a: V, b: V) -> V {
-        vaddq_f32(a, b)
-    }
-
     #[target_feature(enable = "neon")]
     #[inline]
     fn reduce(v: V) -> f32 {
         vaddvq_f32(v)
     }
 
-    tiles!(#[target_feature(enable = "neon")]; 1 => 2, 2 => 2, 3 => 1, 4 => 1);
+    /// `a·b + c`, in the argument order of the x86 FMA intrinsics.
+    #[target_feature(enable = "neon")]
+    #[inline]
+    fn fused(a: float32x4_t, b: float32x4_t, c: float32x4_t) -> float32x4_t {
+        vfmaq_f32(c, a, b)
+    }
+
+    tiles!(
+        #[target_feature(enable = "neon")];
+        float32x4_t, 4;
+        zero vdupq_n_f32(0.0), load vld1q_f32, fma fused, add vaddq_f32
+    );
 }
