@@ -297,7 +297,15 @@ pub fn imported_gemv_sweep(
             let x = random(m * k);
             let mut y = vec![f32::NAN; m * n];
             let status = unsafe {
-                q4vk_gemv(ctx, mat, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len(), m as u32)
+                q4vk_gemv(
+                    ctx,
+                    mat,
+                    x.as_ptr(),
+                    x.len(),
+                    y.as_mut_ptr(),
+                    y.len(),
+                    m as u32,
+                )
             };
             assert_eq!(status, Q4VK_OK, "{}: {}", c.name, last_error());
             assert!(y.iter().all(|v| v.is_finite()), "{}: y not written", c.name);
