@@ -267,7 +267,9 @@ macro_rules! tiles {
 }
 
 mod scalar {
-    //! Portable code: a "vector" is one f32.
+    //! Portable code: a "vector" is 8 f32 in an array (the compiler vectorizes the lane
+    //! loops for the target's baseline SIMD, e.g. SSE2); 8 code bytes give 8 low nibbles,
+    //! which meet x's 8 even elements of a 16-element chunk, and 8 high ones, its odd ones.
     use super::{CpuMatrix, Range, BLOCK};
 
     const PIECE: usize = 8;
@@ -281,27 +283,40 @@ mod scalar {
     /// `codes` readable for `PIECE` bytes.
     #[inline]
     unsafe fn decode(codes: *const u8, &(s, b): &Decoder) -> [V; P] {
-        let mut w = [0.0; P];
-        for j in 0..PIECE {
-            // SAFETY: j < PIECE (contract).
-            let byte = unsafe { *codes.add(j) };
-            w[j] = (byte & 15) as f32 * s + b;
-            w[PIECE + j] = (byte >> 4) as f32 * s + b;
-        }
-        w
+        // SAFETY: PIECE readable bytes (contract).
+        let bytes = unsafe { std::ptr::read(codes.cast::<[u8; PIECE]>()) };
+        [
+            bytes.map(|u| (u & 15) as f32 * s + b),
+            bytes.map(|u| (u >> 4) as f32 * s + b),
+        ]
     }
 
     fn reduce(v: V) -> f32 {
-        v
+        v.iter().sum()
     }
 
-    /// `a·b + c`, rounded twice (a fused multiply-add without the instruction is a slow
-    /// library call).
-    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
-        a * b + c
+    /// `a·b + c` lane by lane, rounded twice (a fused multiply-add without the instruction
+    /// is a slow library call).
+    #[inline]
+    fn mul_add(a: V, b: V, c: V) -> V {
+        std::array::from_fn(|i| a[i] * b[i] + c[i])
     }
 
-    tiles!(; f32, 1; zero 0.0, load std::ptr::read, fma mul_add, add std::ops::Add::add);
+    /// `a + b` lane by lane.
+    #[inline]
+    fn sum(a: V, b: V) -> V {
+        std::array::from_fn(|i| a[i] + b[i])
+    }
+
+    /// # Safety
+    /// `x` readable for 8 floats.
+    #[inline]
+    unsafe fn read(x: *const f32) -> V {
+        // SAFETY: contract ([f32; 8] has the alignment of f32).
+        unsafe { std::ptr::read(x.cast()) }
+    }
+
+    tiles!(; [f32; 8], 8; zero [0.0; 8], load read, fma mul_add, add sum);
 }
 
 #[cfg(target_arch = "x86_64")]
