@@ -114,7 +114,7 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
     unsafe { run(mat, xp, m, rows, out) }
 }
 
-/// Rows of W that one pass decodes together.
+/// Most rows of W that one pass decodes together (4, or 2 where registers are few).
 pub(crate) const TILE_ROWS: usize = 4;
 /// Most x rows one pass over a tile of rows multiplies (more x rows: more passes, each
 /// decoding the tile's codes again from L1).
@@ -131,11 +131,13 @@ pub(crate) const MAX_TILE_X: usize = 4;
 macro_rules! tiles {
     (
         $(#[$attr:meta])*;
-        $v:ty, $lanes:expr;
+        $v:ty, $lanes:expr, rows $rows:expr;
         zero $zero:expr, load $load:expr, fma $fma:expr, add $add:expr
     ) => {
         type V = $v;
         const LANES: usize = $lanes;
+        /// Rows of W one pass decodes together (a divisor of [`super::TILE_ROWS`]).
+        const R: usize = $rows;
 
         $(#[$attr])*
         #[inline]
@@ -166,7 +168,7 @@ macro_rules! tiles {
 
         const P: usize = 2 * PIECE / LANES;
 
-        /// Rows `first..last` (at most `TILE_ROWS`; a shorter tile repeats its last row and
+        /// Rows `first..last` (at most `R`; a shorter tile repeats its last row and
         /// drops the copies' results) times x rows `t0..t0 + T`; `out` holds `m` results
         /// per row from `first`.
         ///
@@ -185,7 +187,6 @@ macro_rules! tiles {
             m: usize,
             out: &mut [f32],
         ) {
-            const R: usize = super::TILE_ROWS;
             let (stride, groups) = (mat.row_stride(), mat.shape.groups());
             let pieces = stride / PIECE;
             let group_pieces = mat.group_blocks() * BLOCK / 2 / PIECE;
@@ -244,8 +245,8 @@ macro_rules! tiles {
             out: &mut [f32],
         ) {
             let padded = mat.blocks() * BLOCK;
-            for first in rows.clone().step_by(super::TILE_ROWS) {
-                let last = (first + super::TILE_ROWS).min(rows.end);
+            for first in rows.clone().step_by(R) {
+                let last = (first + R).min(rows.end);
                 let out = &mut out[(first - rows.start) * m..];
                 let mut t0 = 0;
                 while t0 < m {
@@ -316,7 +317,7 @@ mod scalar {
         unsafe { std::ptr::read(x.cast()) }
     }
 
-    tiles!(; [f32; 8], 8; zero [0.0; 8], load read, fma mul_add, add sum);
+    tiles!(; [f32; 8], 8, rows 4; zero [0.0; 8], load read, fma mul_add, add sum);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -358,7 +359,7 @@ mod avx2 {
 
     tiles!(
         #[target_feature(enable = "avx2,fma")];
-        __m256, 8;
+        __m256, 8, rows 2;
         zero _mm256_setzero_ps(), load _mm256_loadu_ps, fma _mm256_fmadd_ps, add _mm256_add_ps
     );
 }
@@ -405,7 +406,7 @@ mod avx512 {
 
     tiles!(
         #[target_feature(enable = "avx512f")];
-        __m512, 16;
+        __m512, 16, rows 4;
         zero _mm512_setzero_ps(), load _mm512_loadu_ps, fma _mm512_fmadd_ps, add _mm512_add_ps
     );
 }
@@ -459,7 +460,7 @@ mod neon {
 
     tiles!(
         #[target_feature(enable = "neon")];
-        float32x4_t, 4;
+        float32x4_t, 4, rows 4;
         zero vdupq_n_f32(0.0), load vld1q_f32, fma fused, add vaddq_f32
     );
 }
