@@ -5,8 +5,8 @@
 //!
 //! One driver ([`tiles!`]) serves every family: it walks [`TILE_ROWS`] rows of W at a time
 //! and, for each tile of up to [`MAX_TILE_X`] x rows, decodes a piece of every row's codes
-//! once (to weights `s·u + b` in f32: the group's scale and bias folded in, see
-//! [`CpuMatrix::bias`]) and multiplies it into every x row of the tile, so each decoded
+//! once (to f32 weights with the group's scale and zero point or offset folded in) and
+//! multiplies it into every x row of the tile, so each decoded
 //! vector meets several x vectors and each x vector several rows. The families differ only
 //! in the vector type and in how a piece of codes becomes vectors of weights.
 
@@ -114,6 +114,25 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
     unsafe { run(mat, xp, m, rows, out) }
 }
 
+/// How a matrix's groups turn codes into weights: `s·(u − 8)`, `s·(u − z)` or `s·u + o`;
+/// a const parameter of the drivers, so that the per-group work has no branch.
+const SYMMETRIC: u8 = 0;
+/// See [`SYMMETRIC`].
+const ZERO_POINTS: u8 = 1;
+/// See [`SYMMETRIC`].
+const OFFSETS: u8 = 2;
+
+/// The kind ([`SYMMETRIC`], [`ZERO_POINTS`] or [`OFFSETS`]) of `mat`.
+fn kind(mat: &CpuMatrix) -> u8 {
+    if !mat.offsets.is_empty() {
+        OFFSETS
+    } else if mat.shape.zero_points {
+        ZERO_POINTS
+    } else {
+        SYMMETRIC
+    }
+}
+
 /// Most rows of W that one pass decodes together (4, or 2 where registers are few).
 pub(crate) const TILE_ROWS: usize = 4;
 /// Most x rows one pass over a tile of rows multiplies (more x rows: more passes, each
@@ -122,8 +141,8 @@ pub(crate) const MAX_TILE_X: usize = 4;
 
 /// The driver of a kernel family, expanded inside its module, which defines `PIECE` (code
 /// bytes one decode reads: `2·PIECE` weights in `P = 2·PIECE / LANES` vectors, in the
-/// order of [`Isa::chunk_element`]), `Decoder` with `decoder(scale, bias)` (per row and
-/// group), `decode(codes, &Decoder)` and `reduce` (the sum of a vector's lanes). The
+/// order of [`Isa::chunk_element`]), `Decoder` with `decoder(s, z, o)` (per row and
+/// group: weights `s·(u − z) + o`), `decode(codes, &Decoder)` and `reduce` (the sum of a vector's lanes). The
 /// macro's arguments: the family's `target_feature` attributes, its vector type and lane
 /// count, and the expressions of a zero vector, an unaligned load, `a·b + c` and `a + b`.
 /// x tiles of 1 or 2 rows keep 2 accumulators per (row, x row): more independent FMA
@@ -178,7 +197,7 @@ macro_rules! tiles {
         $(#[$attr])*
         #[inline]
         #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-        unsafe fn tile<const T: usize, const A: usize>(
+        unsafe fn tile<const T: usize, const A: usize, const KIND: u8>(
             mat: &CpuMatrix,
             xp: &[f32],
             padded: usize,
@@ -200,10 +219,15 @@ macro_rules! tiles {
             let x = xp.as_ptr();
             let mut acc = [[[zero(); A]; T]; R];
             for g in 0..groups {
-                let mut dec = [decoder(0.0, 0.0); R];
+                let mut dec = [decoder(0.0, 0.0, 0.0); R];
                 for i in 0..R {
                     let gi = rows[i] * groups + g;
-                    dec[i] = decoder(mat.scales[gi], mat.bias(gi));
+                    let s = mat.scales[gi];
+                    dec[i] = match KIND {
+                        super::SYMMETRIC => decoder(s, 8.0, 0.0),
+                        super::ZERO_POINTS => decoder(s, mat.zeros[gi] as f32, 0.0),
+                        _ => decoder(s, 0.0, mat.offsets[gi]),
+                    };
                 }
                 for piece in g * group_pieces..((g + 1) * group_pieces).min(pieces) {
                     let mut w = [[zero(); P]; R];
@@ -244,6 +268,22 @@ macro_rules! tiles {
             rows: Range<usize>,
             out: &mut [f32],
         ) {
+            type Pass = unsafe fn(&CpuMatrix, &[f32], usize, (usize, usize), usize, usize, &mut [f32]);
+            /// The pass for x tiles of `t` rows.
+            fn pick<const KIND: u8>(t: usize) -> Pass {
+                match t {
+                    1 => tile::<1, 2, KIND>,
+                    2 => tile::<2, 2, KIND>,
+                    3 => tile::<3, 1, KIND>,
+                    4 => tile::<4, 1, KIND>,
+                    _ => unreachable!("x tiles have 1..=MAX_TILE_X rows"),
+                }
+            }
+            let pick = match super::kind(mat) {
+                super::SYMMETRIC => pick::<{ super::SYMMETRIC }>,
+                super::ZERO_POINTS => pick::<{ super::ZERO_POINTS }>,
+                _ => pick::<{ super::OFFSETS }>,
+            };
             let padded = mat.blocks() * BLOCK;
             for first in rows.clone().step_by(R) {
                 let last = (first + R).min(rows.end);
@@ -251,15 +291,8 @@ macro_rules! tiles {
                 let mut t0 = 0;
                 while t0 < m {
                     let t = (m - t0).min(super::MAX_TILE_X);
-                    let pass = match t {
-                        1 => tile::<1, 2>,
-                        2 => tile::<2, 2>,
-                        3 => tile::<3, 1>,
-                        4 => tile::<4, 1>,
-                        _ => unreachable!("x tiles have 1..=MAX_TILE_X rows"),
-                    };
                     // SAFETY: as this function's (t0 + t ≤ m).
-                    unsafe { pass(mat, xp, padded, (first, last), t0, m, out) }
+                    unsafe { pick(t)(mat, xp, padded, (first, last), t0, m, out) }
                     t0 += t;
                 }
             }
@@ -274,10 +307,11 @@ mod scalar {
     use super::{CpuMatrix, Range, BLOCK};
 
     const PIECE: usize = 8;
+    /// `(s, b)`: weights `s·u + b`.
     type Decoder = (f32, f32);
 
-    fn decoder(s: f32, b: f32) -> Decoder {
-        (s, b)
+    fn decoder(s: f32, z: f32, o: f32) -> Decoder {
+        (s, o - z * s)
     }
 
     /// # Safety
@@ -328,12 +362,13 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     const PIECE: usize = 8;
+    /// `(s, b)` in every lane: weights `s·u + b`.
     type Decoder = (__m256, __m256);
 
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    fn decoder(s: f32, b: f32) -> Decoder {
-        (_mm256_set1_ps(s), _mm256_set1_ps(b))
+    fn decoder(s: f32, z: f32, o: f32) -> Decoder {
+        (_mm256_set1_ps(s), _mm256_set1_ps(o - z * s))
     }
 
     /// # Safety
@@ -367,22 +402,24 @@ mod avx2 {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     //! AVX-512F: a block's 16 code bytes widen to 16 lanes; the weights are looked up in a
-    //! 16-entry table per row and group (`s·u + b`, u = 0..15) by the low nibble (the
+    //! 16-entry table per row and group (see `Decoder`) by the low nibble (the
     //! lookup reads an index's 4 low bits), which meets x's 16 even elements of the block,
     //! and by the high nibble, its 16 odd ones.
     use super::{CpuMatrix, Range, BLOCK};
     use std::arch::x86_64::*;
 
     const PIECE: usize = 16;
+    /// The 16 weights `s·(u − z) + o` (u = 0..15), rounded once: the lookup table.
     type Decoder = __m512;
 
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn decoder(s: f32, b: f32) -> Decoder {
+    fn decoder(s: f32, z: f32, o: f32) -> Decoder {
         let iota = _mm512_setr_ps(
             0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
         );
-        _mm512_fmadd_ps(iota, _mm512_set1_ps(s), _mm512_set1_ps(b))
+        let u_minus_z = _mm512_sub_ps(iota, _mm512_set1_ps(z));
+        _mm512_fmadd_ps(u_minus_z, _mm512_set1_ps(s), _mm512_set1_ps(o))
     }
 
     /// # Safety
@@ -419,12 +456,13 @@ mod neon {
     use std::arch::aarch64::*;
 
     const PIECE: usize = 8;
+    /// `(s, b)` in every lane: weights `s·u + b`.
     type Decoder = (float32x4_t, float32x4_t);
 
     #[target_feature(enable = "neon")]
     #[inline]
-    fn decoder(s: f32, b: f32) -> Decoder {
-        (vdupq_n_f32(s), vdupq_n_f32(b))
+    fn decoder(s: f32, z: f32, o: f32) -> Decoder {
+        (vdupq_n_f32(s), vdupq_n_f32(o - z * s))
     }
 
     /// # Safety

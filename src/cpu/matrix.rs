@@ -101,19 +101,6 @@ impl CpuMatrix {
         self.shape.group_size.div_ceil(BLOCK)
     }
 
-    /// The constant `b` of group `i` (row-major `[n][groups]`) in `w = s·u + b`: its
-    /// offset, or `−z·s` (exact for the symmetric `z = 8`; rounded once with zero points).
-    #[inline]
-    pub fn bias(&self, i: usize) -> f32 {
-        if !self.offsets.is_empty() {
-            self.offsets[i]
-        } else if self.shape.zero_points {
-            -(self.zeros[i] as f32) * self.scales[i]
-        } else {
-            -8.0 * self.scales[i]
-        }
-    }
-
     /// Bytes a GEMV streams from the matrix: codes, scales, zero points and offsets.
     pub fn bytes(&self) -> usize {
         self.codes.len() + 4 * self.scales.len() + self.zeros.len() + 4 * self.offsets.len()
