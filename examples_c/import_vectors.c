@@ -1,14 +1,15 @@
 /* import_vectors: imported 4-bit checkpoints from C. q4vk_matrix_dequantize on GGUF
  * (Q4_0, Q4_1, Q4_K), GPTQ (v1 with zero point 0, v2 act-order) and AWQ golden cases from
- * tests/data must equal the reference packages' f32 weights bit for bit; each case made a
- * matrix of a CPU context (Q4VK_CONTEXT_CPU: per-group offsets, x gathered for act-order)
- * must compute q4vk_gemv within 1e-5 (relative) of the f64 product of those weights, for
- * m = 1 and 8; then bad input
+ * tests/data must equal the reference packages' f32 weights bit for bit; every case of the
+ * three manifests made a matrix of a CPU context (Q4VK_CONTEXT_CPU: per-group offsets, x
+ * gathered for act-order) must compute q4vk_gemv within 1e-5 (relative) of the f64 product
+ * of the reference weights, for m = 1 and 8; then bad input
  * (wrong byte counts, k not a multiple of the block, g_idx out of range or too short,
  * zeros or g_idx given to a format without them, ...) must give the expected status and
  * a message naming the problem, and leave the poisoned output untouched.
  * Usage: import_vectors DATA_DIR (the repository's tests/data). */
 #define _POSIX_C_SOURCE 200809L
+#include "json.h"
 #include "q4vk.h"
 #include "util.h"
 
@@ -46,22 +47,26 @@ static void *load(const char *dir, const gold *g, const char *file, size_t *len)
     return read_file(path, len);
 }
 
-static int load_case(const char *dir, const gold *g, tensors *t) {
+/* Loads a case's tensors and, when `dequant` is set, its reference weights. */
+static int load_case(const char *dir, const gold *g, tensors *t, int dequant) {
     memset(t, 0, sizeof *t);
-    if (!strcmp(g->set, "gguf")) {
-        t->weight = load(dir, g, "quant.u8.bin", &t->weight_len);
+    int gguf = !strcmp(g->set, "gguf");
+    if (dequant) {
         t->dequant = load(dir, g, "dequant.f32.bin", &t->dequant_len);
-        return t->weight && t->dequant;
+        if (!t->dequant) return 0;
+    }
+    if (gguf) {
+        t->weight = load(dir, g, "quant.u8.bin", &t->weight_len);
+        return t->weight != NULL;
     }
     t->weight = load(dir, g, "qweight.i32.bin", &t->weight_len);
     t->scales = load(dir, g, "scales.f16.bin", &t->scales_len);
     t->zeros = load(dir, g, "qzeros.i32.bin", &t->zeros_len);
-    t->dequant = load(dir, g, "dequant.f32.bin", &t->dequant_len);
     if (g->source == Q4VK_SOURCE_GPTQ) {
         t->g_idx = load(dir, g, "g_idx.i32.bin", &t->g_idx_len);
         if (!t->g_idx) return 0;
     }
-    return t->weight && t->scales && t->zeros && t->dequant;
+    return t->weight && t->scales && t->zeros;
 }
 
 static void free_case(tensors *t) {
@@ -124,12 +129,20 @@ static int expect_refusal(const char *what, const q4vk_matrix_desc *d, size_t co
 }
 
 /* The case as a matrix of the CPU context `ctx`: q4vk_gemv for m = 1 and 8 against the f64
-   product of the reference weights. Returns the number of failures. */
+   product of the reference weights (the shipped file, or where the case ships only their
+   SHA-256, q4vk_matrix_dequantize's, which the Rust tests check against it). Returns the
+   number of failures. */
 static int cpu_gemv(q4vk_context *ctx, const gold *g, const tensors *t) {
     q4vk_matrix_desc d = desc_of(g, t);
-    q4vk_matrix *mat = NULL;
-    q4vk_status s = q4vk_matrix_create(ctx, &d, &mat);
     size_t n = (size_t)g->n, k = (size_t)g->k;
+    float *w = malloc(n * k * sizeof *w);
+    q4vk_status s = w ? Q4VK_OK : Q4VK_ERROR_OUT_OF_HOST_MEMORY;
+    if (w && t->dequant && t->dequant_len == n * k * sizeof *w)
+        memcpy(w, t->dequant, t->dequant_len);
+    else if (w)
+        s = q4vk_matrix_dequantize(&d, w, n * k * sizeof *w);
+    q4vk_matrix *mat = NULL;
+    if (s == Q4VK_OK) s = q4vk_matrix_create(ctx, &d, &mat);
     float *x = malloc(8 * k * sizeof *x), *y = malloc(8 * n * sizeof *y);
     int failures = 0;
     rng r = {0xc0de + n * k};
@@ -141,11 +154,7 @@ static int cpu_gemv(q4vk_context *ctx, const gold *g, const tensors *t) {
         for (size_t xr = 0; s == Q4VK_OK && xr < m; xr++) {
             for (size_t row = 0; row < n; row++) {
                 double want = 0;
-                for (size_t i = 0; i < k; i++) {
-                    float w;
-                    memcpy(&w, (const char *)t->dequant + 4 * (row * k + i), sizeof w);
-                    want += (double)w * (double)x[xr * k + i];
-                }
+                for (size_t i = 0; i < k; i++) want += (double)w[row * k + i] * (double)x[xr * k + i];
                 double got = y[xr * n + row];
                 diff += (got - want) * (got - want);
                 norm += want * want;
@@ -163,8 +172,62 @@ static int cpu_gemv(q4vk_context *ctx, const gold *g, const tensors *t) {
         failures += s != Q4VK_OK || !x || !y;
     }
     q4vk_matrix_destroy(mat);
+    free(w);
     free(x);
     free(y);
+    return failures;
+}
+
+/* cpu_gemv on every case of DIR/SET/cases.json; adds the cases run to *count. Returns the
+   number of failures. */
+static int cpu_gemv_set(q4vk_context *ctx, const char *dir, const char *set, int *count) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/cases.json", dir, set);
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    json *root = text ? json_parse(text, len) : NULL;
+    free(text);
+    const json *cases = json_get(root, "cases");
+    if (!cases || cases->type != JSON_ARRAY) {
+        printf("FAIL %s: not a manifest with a \"cases\" array\n", path);
+        json_free(root);
+        return 1;
+    }
+    int failures = 0, gguf = !strcmp(set, "gguf");
+    for (const json *c = cases->child; c; c = c->next) {
+        const json *name = json_get(c, "name");
+        const json *ref = json_get(json_get(json_get(c, "files"), gguf ? "dequantized" : "dequant"), "file");
+        gold g = {set, name && name->type == JSON_STRING ? name->str : "?", 0, 0, 0, 0, 1};
+        if (gguf) {
+            const json *qtype = json_get(c, "qtype"), *shape = json_get(c, "shape");
+            const char *q = qtype && qtype->type == JSON_STRING ? qtype->str : "";
+            g.source = !strcmp(q, "Q4_0") ? Q4VK_SOURCE_GGUF_Q4_0
+                       : !strcmp(q, "Q4_1") ? Q4VK_SOURCE_GGUF_Q4_1
+                                            : Q4VK_SOURCE_GGUF_Q4_K;
+            if (shape && shape->child && shape->child->next) {
+                g.n = (uint64_t)shape->child->num;
+                g.k = (uint64_t)shape->child->next->num;
+            }
+        } else {
+            const json *n = json_get(c, "n"), *k = json_get(c, "k"), *group = json_get(c, "group_size"),
+                       *version = json_get(c, "version");
+            g.source = !strcmp(set, "gptq") ? Q4VK_SOURCE_GPTQ : Q4VK_SOURCE_AWQ;
+            g.n = n ? (uint64_t)n->num : 0;
+            g.k = k ? (uint64_t)k->num : 0;
+            g.group_size = group ? (int32_t)group->num : 0;
+            g.gptq_format = version && version->type == JSON_STRING && !strcmp(version->str, "gptq_v2") ? 2 : 1;
+        }
+        tensors t;
+        if (!load_case(dir, &g, &t, ref && ref->type == JSON_STRING)) {
+            printf("FAIL CPU gemv %s: cannot load the case\n", g.name);
+            failures++;
+        } else {
+            failures += cpu_gemv(ctx, &g, &t);
+        }
+        free_case(&t);
+        ++*count;
+    }
+    json_free(root);
     return failures;
 }
 
@@ -176,7 +239,7 @@ int main(int argc, char **argv) {
     int failures = 0;
     tensors t[CASE_COUNT];
     for (int c = 0; c < CASE_COUNT; c++) {
-        if (!load_case(argv[1], &CASES[c], &t[c])) {
+        if (!load_case(argv[1], &CASES[c], &t[c], 1)) {
             printf("FAIL %s: cannot load the case\n", CASES[c].name);
             return 1;
         }
@@ -190,7 +253,7 @@ int main(int argc, char **argv) {
         float *out = poisoned(count);
         q4vk_status s = out ? q4vk_matrix_dequantize(&d, out, count * sizeof *out) : Q4VK_ERROR_OUT_OF_HOST_MEMORY;
         size_t differ = 0;
-        for (size_t i = 0; s == Q4VK_OK && i < count; i++) {
+        for (size_t i = 0; s == Q4VK_OK && t[c].dequant_len == 4 * count && i < count; i++) {
             uint32_t want;
             memcpy(&want, (const char *)t[c].dequant + 4 * i, sizeof want);
             differ += f32_bits(out[i]) != want;
@@ -216,8 +279,16 @@ int main(int argc, char **argv) {
         printf("FAIL: q4vk_context_create (CPU)\n");
         return 1;
     }
-    for (int c = 0; c < CASE_COUNT; c++) failures += cpu_gemv(ctx, &CASES[c], &t[c]);
+    int gemv_cases = 0;
+    failures += cpu_gemv_set(ctx, argv[1], "gguf", &gemv_cases);
+    failures += cpu_gemv_set(ctx, argv[1], "gptq", &gemv_cases);
+    failures += cpu_gemv_set(ctx, argv[1], "awq", &gemv_cases);
     q4vk_context_destroy(ctx);
+    /* 5 Q4_0 + 5 Q4_1 + 1 Q4_K + 12 GPTQ (3 act-order) + 7 AWQ. */
+    if (gemv_cases != 30) {
+        printf("FAIL CPU gemv: %d cases in the manifests, 30 expected\n", gemv_cases);
+        failures++;
+    }
 
     /* Bad input. */
     q4vk_matrix_desc d;
