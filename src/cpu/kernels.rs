@@ -3,12 +3,12 @@
 //! [`super::gemv::pack_x`] reorders it for their [`Isa::chunk`] and write, for each row of
 //! W in the span, its `m` results together.
 //!
-//! One driver ([`tiles!`]) serves every family: it walks [`TILE_ROWS`] rows of W at a time
-//! and, for each tile of up to [`MAX_TILE_X`] x rows, decodes a piece of every row's codes
-//! once (to f32 weights with the group's scale and zero point or offset folded in) and
-//! multiplies it into every x row of the tile, so each decoded
-//! vector meets several x vectors and each x vector several rows. The families differ only
-//! in the vector type and in how a piece of codes becomes vectors of weights.
+//! One driver (`tiles!`) serves every family: it walks up to `TILE_ROWS` rows of W at a
+//! time and, for each tile of up to `MAX_TILE_X` x rows, decodes a piece of every row's
+//! codes once (to f32 weights with the group's scale and zero point or offset folded in)
+//! and multiplies it into every x row of the tile, so each decoded vector meets several x
+//! vectors and each x vector several rows. The families differ only in the vector type and
+//! in how a piece of codes becomes vectors of weights.
 
 use super::matrix::{CpuMatrix, BLOCK};
 use std::ops::Range;
