@@ -236,6 +236,59 @@ impl CoopKey {
     }
 }
 
+/// Which SIMT GEMM pipeline (`shaders/gemm_q4.comp`, m > 8). The tile shape is
+/// [`GEMM_TILE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GemmKey {
+    /// Per-group zero points.
+    pub zeros: bool,
+    /// f32 scales.
+    pub scale_f32: bool,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// Per-group f32 offsets instead of zero points.
+    pub offsets: bool,
+    /// x gathered through the matrix's column-to-input order.
+    pub k_order: bool,
+}
+
+/// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemmTile {
+    /// Invocations along rows.
+    pub tx: u32,
+    /// Invocations along tokens.
+    pub ty: u32,
+    /// Rows per invocation.
+    pub rn: u32,
+    /// Tokens per invocation.
+    pub rm: u32,
+}
+
+impl GemmTile {
+    /// Rows per workgroup.
+    pub fn rows(&self) -> u32 {
+        self.tx * self.rn
+    }
+
+    /// Tokens (activation rows) per workgroup.
+    pub fn tokens(&self) -> u32 {
+        self.ty * self.rm
+    }
+}
+
+/// The SIMT GEMM's tile: 64 invocations (Vulkan's minimum workgroup limit is 128), 32 rows
+/// × 32 tokens, 4 × 4 outputs per invocation, 8 KiB of shared memory.
+pub const GEMM_TILE: GemmTile = GemmTile {
+    tx: 8,
+    ty: 8,
+    rn: 4,
+    rm: 4,
+};
+
+/// 32-bit words of the GEMM kernels' push block: [`Push`], then m.
+pub const GEMM_PUSH_WORDS: usize = 11;
+
 /// Bytes of the tensor-core kernel's shared memory for `tiles` × `subgroups` at `m`
 /// activation rows and blocks of `block` k: per subgroup, staged B (f16, 128 k × 8 columns
 /// per 4 activation rows), block factors and block sums (both padded ×4), final sums.
@@ -252,7 +305,8 @@ pub struct Pipelines {
     pub matrix_set: vk::DescriptorSetLayout,
     /// Set 1: x and y (a push-descriptor layout when the device has them).
     pub xy_set: vk::DescriptorSetLayout,
-    /// The pipeline layout (sets 0 and 1, 40 bytes of push constants).
+    /// The pipeline layout (sets 0 and 1, 44 bytes of push constants: [`Push`] and the
+    /// GEMM's m).
     pub layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
     /// The one kernel variant this context runs: portable (shared-memory reduction) or
@@ -261,10 +315,14 @@ pub struct Pipelines {
     pub portable: bool,
     module: vk::ShaderModule,
     coop_module: vk::ShaderModule,
+    /// The GEMM kernel's module, created with its first pipeline (contexts that never see
+    /// m > 8 never create it).
+    gemm_module: Mutex<vk::ShaderModule>,
     /// Workgroup shape.
     pub tuning: Tuning,
     pipelines: Mutex<HashMap<PipelineKey, vk::Pipeline>>,
     coop_pipelines: Mutex<HashMap<CoopKey, vk::Pipeline>>,
+    gemm_pipelines: Mutex<HashMap<GemmKey, vk::Pipeline>>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -310,9 +368,11 @@ impl Pipelines {
             portable,
             module: vk::ShaderModule::null(),
             coop_module: vk::ShaderModule::null(),
+            gemm_module: Mutex::new(vk::ShaderModule::null()),
             tuning,
             pipelines: Mutex::new(HashMap::new()),
             coop_pipelines: Mutex::new(HashMap::new()),
+            gemm_pipelines: Mutex::new(HashMap::new()),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -338,9 +398,10 @@ impl Pipelines {
                 )
                 .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
             let sets = [this.matrix_set, this.xy_set];
+            // The GEMV kernels read the first 40 bytes, the GEMM ones also m.
             let ranges = [vk::PushConstantRange::default()
                 .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                .size(std::mem::size_of::<Push>() as u32)];
+                .size(4 * GEMM_PUSH_WORDS as u32)];
             this.layout = d
                 .create_pipeline_layout(
                     &vk::PipelineLayoutCreateInfo::default()
@@ -449,6 +510,40 @@ impl Pipelines {
         Ok(pipeline)
     }
 
+    /// The SIMT GEMM pipeline for `key`, created (with the module, the first time) on first
+    /// use.
+    pub fn get_gemm(&self, key: GemmKey) -> Result<vk::Pipeline> {
+        let mut map = self
+            .gemm_pipelines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(&p) = map.get(&key) {
+            return Ok(p);
+        }
+        let module = {
+            let mut module = self.gemm_module.lock().unwrap_or_else(|p| p.into_inner());
+            if *module == vk::ShaderModule::null() {
+                *module = shader_module(&self.device.device, shaders::GEMM)?;
+            }
+            *module
+        };
+        let t = GEMM_TILE;
+        let values = [
+            t.tx * t.ty,
+            t.tx,
+            t.rn,
+            t.rm,
+            key.zeros as u32,
+            key.scale_f32 as u32,
+            key.x_f16 as u32,
+            key.offsets as u32,
+            key.k_order as u32,
+        ];
+        let pipeline = self.create(module, &values)?;
+        map.insert(key, pipeline);
+        Ok(pipeline)
+    }
+
     /// A compute pipeline of `module` with specialization constants 0.. = `values`.
     fn create(&self, module: vk::ShaderModule, values: &[u32]) -> Result<vk::Pipeline> {
         let data: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
@@ -501,26 +596,38 @@ pub fn cache_blob_matches(blob: &[u8], props: &vk::PhysicalDeviceProperties) -> 
 impl Drop for Pipelines {
     fn drop(&mut self) {
         let d = &self.device.device;
+        let pipelines = self
+            .pipelines
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, p)| p);
+        let coop = self
+            .coop_pipelines
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, p)| p);
+        let gemm = self
+            .gemm_pipelines
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, p)| p);
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not
         // outlive the context (contract).
         unsafe {
-            for (_, p) in self
-                .pipelines
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner())
-                .drain()
-            {
-                d.destroy_pipeline(p, None);
-            }
-            for (_, p) in self
-                .coop_pipelines
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner())
-                .drain()
-            {
+            for p in pipelines.chain(coop).chain(gemm) {
                 d.destroy_pipeline(p, None);
             }
             d.destroy_shader_module(self.module, None);
+            d.destroy_shader_module(
+                *self
+                    .gemm_module
+                    .get_mut()
+                    .unwrap_or_else(|p| p.into_inner()),
+                None,
+            );
             d.destroy_shader_module(self.coop_module, None);
             d.destroy_pipeline_cache(self.cache, None);
             d.destroy_pipeline_layout(self.layout, None);
