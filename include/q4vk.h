@@ -111,6 +111,10 @@
 // 32-bit words of the GEMM kernels' push block: [`Push`], then m.
 #define GEMM_PUSH_WORDS 11
 
+// Column stride (f16 elements) of the tensor-core kernels' staged B (`KPAD` of
+// `shaders/coop_common.glsl`): 128 k and a pad of 8.
+#define COOP_KPAD 136
+
 // Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation.
 typedef struct GemmTile GemmTile;
 

@@ -30,8 +30,9 @@ glslc $FLAGS gemm_q4.comp -o "$out/gemm_q4.spv"
 # the names ncnn's reflection reads (the push-constant block type `parameter`).
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT gemv_q4.comp -o "$out/gemv_q4_export_portable.spv"
 glslc $FLAGS -g -DEXPORT -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_subgroup.spv"
-# Tensor-core GEMV and its fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
+# Tensor-core GEMV, GEMM and their fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
 glslang -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv" >/dev/null
+glslang -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_q4_coop.spv" >/dev/null
 glslang -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv" >/dev/null
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"

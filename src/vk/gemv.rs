@@ -4,7 +4,9 @@
 use super::context::Context;
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
-use super::pipeline::{CoopKey, GemmKey, PipelineKey, Push, GEMM_PUSH_WORDS, GEMM_TILE};
+use super::pipeline::{
+    CoopGemmKey, CoopKey, GemmKey, PipelineKey, Push, GEMM_PUSH_WORDS, GEMM_TILE,
+};
 use super::xy_sets::{buffer_infos, writes};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
@@ -222,14 +224,11 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
             group_shift: mat.layout.group_shift,
         });
     };
+    let info = &ctx.device.info;
     if p.m > MAX_M {
-        return Err(Error::Unsupported(format!(
-            "m is {}; matrices in the tensor-core layout take m = 1..{MAX_M} (no tensor-core GEMM yet)",
-            p.m
-        )));
+        return coop_gemm_plan(ctx, mat, c, p);
     }
     let tiles = mat.shape.n.div_ceil(crate::layout::coop::TILE_ROWS);
-    let info = &ctx.device.info;
     let (t, s) = ctx.coop_tuning.unwrap_or_else(|| {
         super::coop::choose_shape(tiles, c.stages, p.m, c.block, info.max_shared)
     });
@@ -254,6 +253,47 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
         pipeline: ctx.pipelines.get_coop(key)?,
         rows_per_wg: 16 * t as u64,
         tokens_per_wg: p.m as u64,
+        chunks: c.stages,
+        groups: c.groups,
+        group_shift: c.group_shift,
+    })
+}
+
+/// The tensor-core GEMM's plan: 16 tokens per workgroup and, for f32 activations, 2 row
+/// tiles per subgroup and 4 subgroups (128 rows) up to m = 32, 8 subgroups (256 rows)
+/// beyond; for f16 activations 1 tile and 8 subgroups (the fastest of a sweep on an H200,
+/// bench/RESULTS.md), unless the context fixes the shape.
+fn coop_gemm_plan(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    c: &crate::layout::coop::CoopLayout,
+    p: &GemvParams,
+) -> Result<Plan> {
+    let (tiles, subgroups, tokens) = ctx.coop_gemm_tuning.unwrap_or(match (p.x_f16, p.m) {
+        (true, _) => (1, 8, 16),
+        (false, ..=32) => (2, 4, 16),
+        (false, _) => (2, 8, 16),
+    });
+    let key = CoopGemmKey {
+        tiles,
+        subgroups,
+        tokens,
+        zeros: mat.shape.zero_points,
+        x_f16: p.x_f16,
+        block: c.block,
+        offsets: mat.offsets,
+    };
+    let max_shared = ctx.device.info.max_shared;
+    if key.shared_bytes() > max_shared {
+        return Err(Error::Unsupported(format!(
+            "the tensor-core GEMM with {tokens} tokens per workgroup needs {} bytes of shared memory; the device has {max_shared}",
+            key.shared_bytes()
+        )));
+    }
+    Ok(Plan {
+        pipeline: ctx.pipelines.get_coop_gemm(key)?,
+        rows_per_wg: key.rows() as u64,
+        tokens_per_wg: tokens as u64,
         chunks: c.stages,
         groups: c.groups,
         group_shift: c.group_shift,
