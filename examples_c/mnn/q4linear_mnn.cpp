@@ -214,9 +214,11 @@ public:
     }
 };
 
-// MNN's Vulkan (buffer) backend has no creator of its own for OpType_Plugin; if one were
-// registered first, VulkanBackend::addCreator would keep it, so the check says so.
+// Registration, as MNN's own ops do it: from a static initializer. MNN's Vulkan (buffer)
+// backend has no creator of its own for OpType_Plugin; if one were registered first,
+// VulkanBackend::addCreator would keep it, so the check says so.
 const bool registered = [] {
+    MNN::plugin::InferShapeKernelRegister::add(OP_TYPE, [] { return new Q4LinearShape; });
     auto* creator = new Q4LinearCreator;
     VulkanBackend::addCreator(MNN::OpType_Plugin, creator);
     if (VulkanBackend::getCreator(MNN::OpType_Plugin) != creator)
@@ -225,8 +227,6 @@ const bool registered = [] {
 }();
 
 }  // namespace
-
-REGISTER_PLUGIN_OP(Q4Linear, Q4LinearShape);
 
 namespace q4linear_mnn {
 

@@ -22,11 +22,12 @@
 // Environment: Q4VK_MNN_VALIDATION=0 runs without the validation layer (default: required).
 #include <vulkan/vulkan.h>
 
-#define MNN_VULKAN  // MNNSharedContext.h declares MNNVulkanContext only under this macro
-#include <MNN/MNNSharedContext.h>
+#include <MNN/HalideRuntime.h>  // MNNSharedContext.h uses halide_type_t without including it
 #include <MNN/expr/Executor.hpp>
 #include <MNN/expr/ExecutorScope.hpp>
 #include <MNN/expr/ExprCreator.hpp>
+#define MNN_VULKAN  // MNNSharedContext.h declares MNNVulkanContext only under this macro
+#include <MNN/MNNSharedContext.h>
 
 #include <cmath>
 #include <cstdint>
@@ -121,10 +122,12 @@ struct HostVulkan {
     char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE] = {};
 
     bool create(bool validation) {
-        VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO};
+        VkApplicationInfo app{};
+        app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
         app.pApplicationName = "q4vk mnn";
         app.apiVersion = VK_API_VERSION_1_1;
-        VkDebugUtilsMessengerCreateInfoEXT mci = {VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+        VkDebugUtilsMessengerCreateInfoEXT mci{};
+        mci.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
         mci.messageSeverity =
             VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
         mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
@@ -132,7 +135,8 @@ struct HostVulkan {
         mci.pfnUserCallback = on_validation;
         const char* layer = "VK_LAYER_KHRONOS_validation";
         const char* debug_ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
-        VkInstanceCreateInfo ici = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+        VkInstanceCreateInfo ici{};
+        ici.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
         ici.pApplicationInfo = &app;
         if (validation) {  // the chained messenger also sees vkCreate/DestroyInstance
             ici.pNext = &mci;
@@ -178,11 +182,13 @@ struct HostVulkan {
             if (std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0)
                 device_exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
         const float priority = 1.0f;
-        VkDeviceQueueCreateInfo qci = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+        VkDeviceQueueCreateInfo qci{};
+        qci.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
         qci.queueFamilyIndex = family;
         qci.queueCount = 1;
         qci.pQueuePriorities = &priority;
-        VkDeviceCreateInfo dci = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+        VkDeviceCreateInfo dci{};
+        dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
         dci.queueCreateInfoCount = 1;
         dci.pQueueCreateInfos = &qci;
         dci.enabledExtensionCount = (uint32_t)device_exts.size();
