@@ -119,7 +119,7 @@ struct HostVulkan {
     VkQueue queue = VK_NULL_HANDLE;
     uint32_t family = 0;
     std::vector<const char*> device_exts;
-    char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE] = {};
+    VkPhysicalDeviceProperties props{};
 
     bool create(bool validation) {
         VkApplicationInfo app{};
@@ -158,17 +158,17 @@ struct HostVulkan {
         std::vector<VkPhysicalDevice> pds(count);
         vkEnumeratePhysicalDevices(instance, &count, pds.data());
         for (VkPhysicalDevice pd : pds) {  // the first Vulkan 1.1 device with a compute queue
-            VkPhysicalDeviceProperties props;
-            vkGetPhysicalDeviceProperties(pd, &props);
+            VkPhysicalDeviceProperties candidate;
+            vkGetPhysicalDeviceProperties(pd, &candidate);
             uint32_t nf = 0;
             vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, nullptr);
             std::vector<VkQueueFamilyProperties> fams(nf);
             vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, fams.data());
             for (uint32_t f = 0; f < nf && physical == VK_NULL_HANDLE; f++)
-                if ((fams[f].queueFlags & VK_QUEUE_COMPUTE_BIT) && props.apiVersion >= VK_API_VERSION_1_1) {
+                if ((fams[f].queueFlags & VK_QUEUE_COMPUTE_BIT) && candidate.apiVersion >= VK_API_VERSION_1_1) {
                     physical = pd;
                     family = f;
-                    std::memcpy(name, props.deviceName, sizeof name);
+                    props = candidate;
                 }
         }
         if (physical == VK_NULL_HANDLE) return std::fputs("FAIL: no Vulkan 1.1 device\n", stderr), false;
@@ -315,8 +315,11 @@ int main(int argc, char** argv) {
 
     HostVulkan vk;
     if (!vk.create(validation)) return vk.destroy(), 1;
-    std::printf("app device: %s (queue family %u, push descriptors %s), validation %s\n", vk.name, vk.family,
-                vk.device_exts.empty() ? "off" : "on", validation ? "on" : "OFF");
+    std::printf("app device: %s (queue family %u, push descriptors %s, nonCoherentAtomSize %llu, "
+                "minStorageBufferOffsetAlignment %llu), validation %s\n",
+                vk.props.deviceName, vk.family, vk.device_exts.empty() ? "off" : "on",
+                (unsigned long long)vk.props.limits.nonCoherentAtomSize,
+                (unsigned long long)vk.props.limits.minStorageBufferOffsetAlignment, validation ? "on" : "OFF");
 
     QueueGuard guard;
     q4vk_context_desc cd;
