@@ -194,16 +194,7 @@ public:
                       (size_t)p.n * (size_t)p.k, p.weight_count);
             return nullptr;
         }
-        q4vk_matrix_desc d;
-        q4vk_matrix_desc_default(&d);
-        d.source = Q4VK_SOURCE_FLOAT;
-        d.dtype = Q4VK_DTYPE_F32;
-        d.n = (uint64_t)p.n;
-        d.k = (uint64_t)p.k;
-        d.group_size = p.group_size;
-        d.zero_points = (uint32_t)p.zero_points;
-        d.weight = p.weight;
-        d.weight_bytes = p.weight_count * sizeof(float);
+        const q4vk_matrix_desc d = q4linear_mnn::weight_desc(p.weight, p.n, p.k, p.group_size, p.zero_points != 0);
         q4vk_matrix* mat = nullptr;
         const q4vk_status st = q4vk_matrix_create(ctx, &d, &mat);
         if (st != Q4VK_OK) {
@@ -238,6 +229,20 @@ void attach(void* device, q4vk_context* ctx) {
 void detach(void* device) {
     std::lock_guard<std::mutex> lock(registry_mutex());
     registry().erase(device);
+}
+
+q4vk_matrix_desc weight_desc(const float* w, int n, int k, int group_size, bool zero_points) {
+    q4vk_matrix_desc d;
+    q4vk_matrix_desc_default(&d);
+    d.source = Q4VK_SOURCE_FLOAT;
+    d.dtype = Q4VK_DTYPE_F32;
+    d.n = (uint64_t)n;
+    d.k = (uint64_t)k;
+    d.group_size = group_size;
+    d.zero_points = zero_points ? 1u : 0u;
+    d.weight = w;
+    d.weight_bytes = (size_t)n * (size_t)k * sizeof(float);
+    return d;
 }
 
 MNN::Express::VARP linear(MNN::Express::VARP x, const float* w, int n, int k, int group_size, bool zero_points) {

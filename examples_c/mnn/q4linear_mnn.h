@@ -45,6 +45,11 @@ void attach(void* device, q4vk_context* ctx);
 // Forgets the context attached to `device`. Thread-safe.
 void detach(void* device);
 
+// The q4vk matrix desc of fp32 weights w [n][k] (nn.Linear order) quantized by q4vk: what
+// the op's execution creates its matrix from (and what q4vk_matrix_dequantize turns into
+// the weights it computes with). `w` is referenced, not copied.
+q4vk_matrix_desc weight_desc(const float* w, int n, int k, int group_size, bool zero_points);
+
 // The Q4Linear op on x ([..., k], fp32) with fp32 weights w [n][k]: returns y [..., n].
 // `w` is copied into the op. Builds the expression only; MNN runs it when y is read.
 MNN::Express::VARP linear(MNN::Express::VARP x, const float* w, int n, int k, int group_size, bool zero_points);

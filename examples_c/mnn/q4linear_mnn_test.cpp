@@ -222,17 +222,7 @@ struct Weights {
         return q4vk_ok(q4vk_matrix_dequantize(&d, wdq.data(), wdq.size() * sizeof(float)), "q4vk_matrix_dequantize");
     }
     q4vk_matrix_desc desc(const Case& c) const {
-        q4vk_matrix_desc d;
-        q4vk_matrix_desc_default(&d);
-        d.source = Q4VK_SOURCE_FLOAT;
-        d.dtype = Q4VK_DTYPE_F32;
-        d.n = (uint64_t)c.n;
-        d.k = (uint64_t)c.k;
-        d.group_size = c.group_size;
-        d.zero_points = (uint32_t)c.zero_points;
-        d.weight = w.data();
-        d.weight_bytes = w.size() * sizeof(float);
-        return d;
+        return q4linear_mnn::weight_desc(w.data(), c.n, c.k, c.group_size, c.zero_points != 0);
     }
 };
 
