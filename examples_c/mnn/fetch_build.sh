@@ -53,7 +53,10 @@ GLSLANG_VERSION=13.1.1
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
-CACHE_ROOT=${Q4VK_CACHE:-$HOME/.cache/q4vk}
+CACHE_TAG=mnn
+CACHE_NICE=10
+# shellcheck source=../cache_build.sh
+. "$here/../cache_build.sh"
 TARBALL=$CACHE_ROOT/sdist/$MNN_TARBALL_NAME
 TARBALL_IN=${MNN_SRC_TARBALL:-$root/../shared/peers/mnn/$MNN_TARBALL_NAME}
 JOBS=${JOBS:-2}
@@ -76,34 +79,16 @@ CMAKE_OPTS=(
   --no-warn-unused-cli
 )
 
-log() { printf '[mnn] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-# The stamp identifies tarball + options + shader compiler; one directory per option set.
-STAMP_CONTENT="$MNN_TARBALL_SHA256 ${CMAKE_OPTS[*]} glslang $GLSLANG_VERSION spirv-opt off"
-ROOT=$CACHE_ROOT/mnn-$MNN_COMMIT-$(sha256sum <<<"$STAMP_CONTENT" | cut -c1-12)
-SRC=$ROOT/src
-BUILD=$ROOT/build
-PREFIX=$ROOT/install
-STAMP=$ROOT/install.stamp
-
-mkdir -p "$ROOT" "$(dirname "$TARBALL")"
-exec 9>"$ROOT/.lock"
-flock 9  # concurrent runs (several checkouts, CI jobs) share the cache
-
-if [[ "${MNN_FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$STAMP_CONTENT" \
-      && -f "$PREFIX/lib/libMNN.a" ]]; then
-  log "cached install: $PREFIX"
+# The stamp identifies tarball + options + shader compiler.
+if cache_open "mnn-$MNN_COMMIT" "$MNN_TARBALL_SHA256 ${CMAKE_OPTS[*]} glslang $GLSLANG_VERSION spirv-opt off" \
+    lib/libMNN.a "${MNN_FORCE:-0}"; then
   echo "$PREFIX"
   exit 0
 fi
-
-START=$SECONDS
-rm -f "$STAMP"
-sha_ok() { [[ -f "$1" ]] && [[ "$(sha256sum "$1" | cut -d' ' -f1)" == "$MNN_TARBALL_SHA256" ]]; }
-if ! sha_ok "$TARBALL"; then
+mkdir -p "$(dirname "$TARBALL")"
+if ! sha256_is "$TARBALL" "$MNN_TARBALL_SHA256"; then
   [[ -f "$TARBALL_IN" ]] || die "no MNN source: $TARBALL_IN does not exist (set MNN_SRC_TARBALL to $MNN_TARBALL_NAME: alibaba/MNN at $MNN_COMMIT)"
-  sha_ok "$TARBALL_IN" || die "sha256 mismatch for $TARBALL_IN (expected $MNN_TARBALL_SHA256)"
+  sha256_is "$TARBALL_IN" "$MNN_TARBALL_SHA256" || die "sha256 mismatch for $TARBALL_IN (expected $MNN_TARBALL_SHA256)"
   cp "$TARBALL_IN" "$TARBALL.tmp" && mv -f "$TARBALL.tmp" "$TARBALL"
 fi
 log "source tarball sha256 OK ($(stat -c %s "$TARBALL") bytes)"
@@ -112,21 +97,11 @@ LD_LIBRARY_PATH="$GLSLANG/lib" "$GLSLANG/bin/glslangValidator" --version 2>/dev/
   die "glslangValidator $GLSLANG_VERSION not found under $GLSLANG (run scripts/setup.sh)"
 command -v xxd >/dev/null || die "xxd not found (apt-get install xxd): makeshader.py needs it"
 
-STAGE=$ROOT/stage
-rm -rf "$SRC" "$BUILD" "$STAGE"
+rm -rf "$SRC" "$BUILD"
 mkdir -p "$SRC"
 tar -xJf "$TARBALL" -C "$SRC" --strip-components=1
 [[ -f "$SRC/CMakeLists.txt" && -f "$SRC/source/backend/vulkan/buffer/compiler/makeshader.py" ]] ||
   die "unexpected source layout"
-
-BUILD_LOG=$ROOT/build.log
-: >"$BUILD_LOG"
-run_logged() {
-  if ! nice -n 10 "$@" >>"$BUILD_LOG" 2>&1; then
-    tail -n 60 "$BUILD_LOG" >&2
-    die "failed: $* (full log: $BUILD_LOG)"
-  fi
-}
 
 # AllShader.cpp/.h and VulkanShaderMap.cpp of the buffer mode, from MNN's GLSL. makeshader.py
 # does not stop when glslangValidator fails, so its output is checked for errors and for one
@@ -148,16 +123,8 @@ log "  $arrays shader variants in $((SECONDS - shader_start)) s"
 
 log "configuring (log: $BUILD_LOG)"
 run_logged cmake -S "$SRC" -B "$BUILD" -DCMAKE_INSTALL_PREFIX="$PREFIX" "${CMAKE_OPTS[@]}"
-log "building libMNN.a with $JOBS jobs (nice 10)"
+log "building libMNN.a with $JOBS jobs (nice $CACHE_NICE)"
 run_logged cmake --build "$BUILD" --parallel "$JOBS" --target MNN
-log "installing to $PREFIX"
-DESTDIR=$STAGE run_logged cmake --install "$BUILD"
-[[ -f "$STAGE$PREFIX/lib/libMNN.a" ]] || die "install incomplete: no libMNN.a"
-rm -rf "$PREFIX"
-mv "$STAGE$PREFIX" "$PREFIX"
-rm -rf "$STAGE" "$BUILD"  # src/ stays: its internal headers are what a Vulkan op includes
-
-printf '%s' "$STAMP_CONTENT" >"$STAMP"
-ELAPSED=$((SECONDS - START))
-log "done in ${ELAPSED}s ($((ELAPSED / 60))m$((ELAPSED % 60))s); libMNN.a $(du -h "$PREFIX/lib/libMNN.a" | cut -f1)"
+cache_install lib/libMNN.a  # src/ stays: its internal headers are what a Vulkan op includes
+cache_close "libMNN.a $(du -h "$PREFIX/lib/libMNN.a" | cut -f1)"
 echo "$PREFIX"
