@@ -18,7 +18,7 @@
 // app's queue lock) and must match too. Teardown releases MNN, q4vk and the device with
 // the validation layer still on, which reports any Vulkan object left alive.
 //
-//   q4linear_mnn_test [m ...]      default m = 1 3 8; exit 0 = every check passed
+//   q4linear_mnn_test [m ...]      default m = 1 3 8 9 64; exit 0 = every check passed
 // Environment: Q4VK_MNN_VALIDATION=0 runs without the validation layer (default: required).
 #include <vulkan/vulkan.h>
 
@@ -297,7 +297,7 @@ bool run_case(const Case& c, const std::vector<int>& ms, uint32_t seed, q4vk_con
 int main(int argc, char** argv) {
     std::vector<int> ms;
     for (int i = 1; i < argc; i++) ms.push_back(std::atoi(argv[i]));
-    if (ms.empty()) ms = {1, 3, 8};
+    if (ms.empty()) ms = {1, 3, 8, 9, 64};  // GEMV kernels up to 8, the prefill GEMM above
     for (int m : ms)
         if (m < 1) return std::fprintf(stderr, "usage: q4linear_mnn_test [m ...] (m >= 1)\n"), 2;
     const char* env = std::getenv("Q4VK_MNN_VALIDATION");

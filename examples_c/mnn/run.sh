@@ -13,8 +13,8 @@
 #   Q4VK_CACHE           cache root for MNN (default $HOME/.cache/q4vk)
 #   MNN_SRC_TARBALL      MNN's source tarball, read on the first run (see fetch_build.sh)
 #   MNN_Q4_BUILD         build directory (default build/mnn/build)
-#   Q4VK_MNN_M           the m (rows of x) to test (default "1 3 8": q4vk_cmd_gemv takes m ≤ 8;
-#                        add prefill sizes such as 9 and 64 once it takes larger m)
+#   Q4VK_MNN_M           the m (rows of x) to test (default "1 3 8 9 64": the GEMV kernels
+#                        for m ≤ 8, the prefill GEMM above)
 #   Q4VK_MNN_VALIDATION  0 runs without the validation layer (default 1: required)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,5 +41,5 @@ nice -n 10 cmake --build "$build" --parallel "$(nproc)" --target q4linear_mnn_te
 
 echo "== q4linear_mnn_test (Q4Linear vs MNN MatMul, Vulkan, shared context)"
 # shellcheck disable=SC2086 # the m list is split on purpose
-Q4VK_MNN_VALIDATION=${Q4VK_MNN_VALIDATION:-1} "$build/q4linear_mnn_test" ${Q4VK_MNN_M:-1 3 8}
+Q4VK_MNN_VALIDATION=${Q4VK_MNN_VALIDATION:-1} "$build/q4linear_mnn_test" ${Q4VK_MNN_M:-1 3 8 9 64}
 echo "run.sh: passed in $((SECONDS - start)) s"
