@@ -61,7 +61,7 @@ const MNN::Attribute* find_attr(const MNN::Plugin* plugin, const char* key) {
     return nullptr;
 }
 
-// The op's parameters, read and checked once for shape inference and for the creator.
+// The op's attributes as the creator reads them (shape inference needs only n and k).
 struct Params {
     int n = 0, k = 0, group_size = 128, zero_points = 0;
     const float* weight = nullptr;
