@@ -125,6 +125,10 @@ log "configuring (log: $BUILD_LOG)"
 run_logged cmake -S "$SRC" -B "$BUILD" -DCMAKE_INSTALL_PREFIX="$PREFIX" "${CMAKE_OPTS[@]}"
 log "building libMNN.a with $JOBS jobs (nice $CACHE_NICE)"
 run_logged cmake --build "$BUILD" --parallel "$JOBS" --target MNN
-cache_install lib/libMNN.a  # src/ stays: its internal headers are what a Vulkan op includes
+cache_install lib/libMNN.a
+# src/ stays: its internal headers are what a Vulkan op includes. What no op includes goes:
+# the other backends (CUDA alone is 74 MB), tools, tests, protobuf.
+find "$SRC/source/backend" -mindepth 1 -maxdepth 1 ! -name vulkan ! -name cpu -exec rm -rf {} +
+rm -rf "$SRC/tools" "$SRC/test" "$SRC/3rd_party/protobuf"
 cache_close "libMNN.a $(du -h "$PREFIX/lib/libMNN.a" | cut -f1)"
 echo "$PREFIX"
