@@ -5,6 +5,7 @@
 // typeinfo, which an -fno-rtti MNN does not emit.
 #include "q4linear_mnn.h"
 
+#include <MNN/plugin/PluginKernel.hpp>
 #include <MNN/plugin/PluginShapeInference.hpp>
 
 #include <cstdio>
@@ -116,6 +117,22 @@ public:
     }
 };
 
+// ---- the CPU "kernel": a clean refusal ------------------------------------------------
+
+// When the Vulkan creator refuses the op, MNN falls back to its CPU backend, whose plugin
+// execution dereferences the CPU kernel registered for the type without checking that one
+// exists (CPUPlugin's constructor). This one makes that fallback fail with a message.
+class Q4LinearNoCpu : public MNN::plugin::CPUComputeKernel {
+public:
+    bool init(MNN::plugin::CPUKernelContext*) override { return true; }
+    bool resize(MNN::plugin::CPUKernelContext*) override {
+        MNN_ERROR("Q4Linear: no CPU kernel; the op runs on MNN's Vulkan backend, on a device with an attached "
+                  "q4vk context (see the Vulkan backend's message above)\n");
+        return false;
+    }
+    bool compute(MNN::plugin::CPUKernelContext*) override { return false; }
+};
+
 // ---- the Vulkan execution -----------------------------------------------------------
 
 uint64_t handle_bits(VkBuffer b) {
@@ -210,6 +227,7 @@ public:
 // VulkanBackend::addCreator would keep it, so the check says so.
 const bool registered = [] {
     MNN::plugin::InferShapeKernelRegister::add(OP_TYPE, [] { return new Q4LinearShape; });
+    MNN::plugin::ComputeKernelRegistry<MNN::plugin::CPUComputeKernel>::add(OP_TYPE, [] { return new Q4LinearNoCpu; });
     auto* creator = new Q4LinearCreator;
     VulkanBackend::addCreator(MNN::OpType_Plugin, creator);
     if (VulkanBackend::getCreator(MNN::OpType_Plugin) != creator)

@@ -6,7 +6,8 @@
 // MNN::plugin::InferShapeKernel registered by name, its Vulkan execution a
 // VulkanBackend::Creator registered for OpType_Plugin (as MNN's own Vulkan ops register for
 // their op types), an MNN::VulkanBasicExecution whose onEncode records the GEMV. There is
-// no CPU kernel: a graph that reaches it runs it on the Vulkan backend or fails.
+// no CPU kernel (the one registered refuses with a message): a graph that reaches the op
+// runs it on the Vulkan backend or fails.
 //
 // Attributes (MNN::Attribute in the op's Plugin parameter):
 //   "n", "k"        output and input features (i)

@@ -15,8 +15,10 @@
 // first run and again after x is rewritten (MNN resubmits the command buffers it recorded).
 // Q4Linear has no CPU kernel, so a result proves it ran on the Vulkan backend. The same
 // weights also go through q4vk_gemv (q4vk's own submit on the app's queue, inside the
-// app's queue lock) and must match too. Teardown releases MNN, q4vk and the device with
-// the validation layer still on, which reports any Vulkan object left alive.
+// app's queue lock) and must match too. On executors with MNN's own device (no shared
+// context), at normal and high precision, the op must be refused cleanly. Teardown
+// releases MNN, q4vk and the device with the validation layer still on, which reports any
+// Vulkan object left alive.
 //
 //   q4linear_mnn_test [m ...]      default m = 1 3 8 9 64; exit 0 = every check passed
 // Environment: Q4VK_MNN_VALIDATION=0 runs without the validation layer (default: required).
@@ -292,6 +294,29 @@ bool run_case(const Case& c, const std::vector<int>& ms, uint32_t seed, q4vk_con
     return ok;
 }
 
+// MNN's own device (no shared context): q4vk cannot adopt it, so no context is attached
+// and the op must be refused cleanly (Vulkan creator, then MNN's CPU fallback), not run
+// on a device of q4vk's own and not crash. Precision_Normal on a device with fp16 storage
+// is refused for that first (MNN then stores fp16 tensors), Precision_High for the context.
+bool own_device_refused(MNN::BackendConfig::PrecisionMode precision) {
+    MNN::BackendConfig config;
+    config.precision = precision;
+    std::shared_ptr<MNN::Express::Executor> executor =
+        MNN::Express::Executor::newExecutor(MNN_FORWARD_VULKAN, config, 1);
+    if (!executor) return std::fputs("FAIL: MNN has no Vulkan executor of its own\n", stderr), false;
+    MNN::Express::ExecutorScope scope(executor);
+    const int n = 8, k = 32;
+    std::vector<float> w((size_t)n * k, 0.5f);
+    VARP x = MNN::Express::_Input({1, k}, MNN::Express::NCHW);
+    std::fill(x->writeMap<float>(), x->writeMap<float>() + k, 1.0f);
+    VARP y = q4linear_mnn::linear(x, w.data(), n, k, -1, false);
+    const bool refused = y->readMap<float>() == nullptr;
+    std::printf("[%s] MNN's own device, %s precision: Q4Linear %s\n", refused ? " OK " : "FAIL",
+                precision == MNN::BackendConfig::Precision_High ? "high" : "normal",
+                refused ? "refused (message above)" : "ran: it must not");
+    return refused;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -359,6 +384,8 @@ int main(int argc, char** argv) {
             }
         }
     }  // MNN's executor, runtime and every execution (and its q4vk matrix) are released here
+    for (auto precision : {MNN::BackendConfig::Precision_Normal, MNN::BackendConfig::Precision_High})
+        if (!own_device_refused(precision)) failed++;
 
     q4linear_mnn::detach(vk.device);
     q4vk_context_destroy(ctx);
