@@ -163,7 +163,8 @@ public:
         const size_t m = (size_t)x->elementSize() / (size_t)k_;
         auto* vk = static_cast<VulkanBackend*>(backend());
         // (VkBuffer, bytes MNN reserved (rounded up to 4 elements), byte offset in the buffer):
-        // tensors share MNN's pooled VkBuffers, so the offset is rarely 0.
+        // tensors share MNN's pooled VkBuffers (x and y are often in the same one), so the
+        // offset is often not 0.
         const MNN::VULKAN_TENSOR xb = vk->getBuffer(x);
         const MNN::VULKAN_TENSOR yb = vk->getBuffer(y);
         q4vk_gemv_args a;
