@@ -21,7 +21,9 @@
 // Vulkan object left alive.
 //
 //   q4linear_mnn_test [m ...]      default m = 1 3 8 9 64; exit 0 = every check passed
-// Environment: Q4VK_MNN_VALIDATION=0 runs without the validation layer (default: required).
+// Environment: Q4VK_MNN_VALIDATION=0 runs without the validation layer (default: required);
+// Q4VK_MNN_PUSH_DESCRIPTORS=0 leaves VK_KHR_push_descriptor off on the device (default: on
+// when offered), so q4vk takes x/y descriptor sets from its ring instead.
 #include <vulkan/vulkan.h>
 
 #include <MNN/HalideRuntime.h>  // MNNSharedContext.h uses halide_type_t without including it
@@ -123,7 +125,7 @@ struct HostVulkan {
     std::vector<const char*> device_exts;
     VkPhysicalDeviceProperties props{};
 
-    bool create(bool validation) {
+    bool create(bool validation, bool push_descriptors) {
         VkApplicationInfo app{};
         app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
         app.pApplicationName = "q4vk mnn";
@@ -181,7 +183,7 @@ struct HostVulkan {
         std::vector<VkExtensionProperties> exts(next);
         vkEnumerateDeviceExtensionProperties(physical, nullptr, &next, exts.data());
         for (const VkExtensionProperties& e : exts)
-            if (std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0)
+            if (push_descriptors && std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0)
                 device_exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
         const float priority = 1.0f;
         VkDeviceQueueCreateInfo qci{};
@@ -327,9 +329,11 @@ int main(int argc, char** argv) {
         if (m < 1) return std::fprintf(stderr, "usage: q4linear_mnn_test [m ...] (m >= 1)\n"), 2;
     const char* env = std::getenv("Q4VK_MNN_VALIDATION");
     const bool validation = env == nullptr || std::strcmp(env, "0") != 0;
+    env = std::getenv("Q4VK_MNN_PUSH_DESCRIPTORS");
+    const bool push_descriptors = env == nullptr || std::strcmp(env, "0") != 0;
 
     HostVulkan vk;
-    if (!vk.create(validation)) return vk.destroy(), 1;
+    if (!vk.create(validation, push_descriptors)) return vk.destroy(), 1;
     std::printf("app device: %s (queue family %u, push descriptors %s, nonCoherentAtomSize %llu, "
                 "minStorageBufferOffsetAlignment %llu), validation %s\n",
                 vk.props.deviceName, vk.family, vk.device_exts.empty() ? "off" : "on",

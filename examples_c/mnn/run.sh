@@ -16,6 +16,8 @@
 #   Q4VK_MNN_M           the m (rows of x) to test (default "1 3 8 9 64": the GEMV kernels
 #                        for m ≤ 8, the prefill GEMM above)
 #   Q4VK_MNN_VALIDATION  0 runs without the validation layer (default 1: required)
+# The test runs twice: with VK_KHR_push_descriptor enabled on the device (when offered) and
+# without it (q4vk's descriptor-set ring), since MNN resubmits what it recorded.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -39,7 +41,10 @@ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMNN_PREFIX="$mnn_prefi
     -DCMAKE_PREFIX_PATH="$q4vk_prefix" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 nice -n 10 cmake --build "$build" --parallel "$(nproc)" --target q4linear_mnn_test
 
-echo "== q4linear_mnn_test (Q4Linear vs MNN MatMul, Vulkan, shared context)"
-# shellcheck disable=SC2086 # the m list is split on purpose
-Q4VK_MNN_VALIDATION=${Q4VK_MNN_VALIDATION:-1} "$build/q4linear_mnn_test" ${Q4VK_MNN_M:-1 3 8 9 64}
+for push in 1 0; do
+    echo "== q4linear_mnn_test (Q4Linear vs MNN MatMul, Vulkan, shared context; push descriptors $push)"
+    # shellcheck disable=SC2086 # the m list is split on purpose
+    Q4VK_MNN_VALIDATION=${Q4VK_MNN_VALIDATION:-1} Q4VK_MNN_PUSH_DESCRIPTORS=$push \
+        "$build/q4linear_mnn_test" ${Q4VK_MNN_M:-1 3 8 9 64}
+done
 echo "run.sh: passed in $((SECONDS - start)) s"
