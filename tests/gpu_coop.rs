@@ -36,11 +36,20 @@ fn gemm_context(
     coop_tuning: Option<(u32, u32)>,
     coop_gemm_tuning: Option<(u32, u32, u32)>,
 ) -> Context {
+    gemm_context_from(coop_tuning, coop_gemm_tuning, None)
+}
+
+fn gemm_context_from(
+    coop_tuning: Option<(u32, u32)>,
+    coop_gemm_tuning: Option<(u32, u32, u32)>,
+    gemm_from_m: Option<u32>,
+) -> Context {
     let config = ContextConfig {
         device_index: -1,
         validation: true,
         coop_tuning,
         coop_gemm_tuning,
+        gemm_from_m,
         ..Default::default()
     };
     Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1)).unwrap()
@@ -239,6 +248,19 @@ fn tensor_core_gemm_matches_reference() {
                     d.shape
                 );
             }
+        }
+    }
+    // The GEMM kernel at m = 2..8 (the default at m = 8 for tall matrices).
+    let ctx = gemm_context_from(None, None, Some(2));
+    for d in &data {
+        let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
+        assert!(gemv::runs_gemm(&ctx, &mat, 2));
+        for m in [2usize, 5, 8] {
+            let x: Vec<f32> = rng.vec(m * d.shape.k);
+            let mut y = vec![f32::NAN; m * d.shape.n];
+            gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+            let err = reference::relative_error(&y, &reference::gemv(d, &x, m));
+            assert!(err < 1e-5, "GEMM at m {m} {:?}: {err:e}", d.shape);
         }
     }
     for &(n, k, g) in &[(45usize, 300usize, 32i32), (130, 1024, 64)] {

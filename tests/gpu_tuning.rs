@@ -69,6 +69,7 @@ fn workgroup_shapes_of_both_variants() {
                 // tensor-core kernel's).
                 no_coop: true,
                 coop_gemm_tuning: None,
+                gemm_from_m: None,
                 coop_tuning: None,
             };
             let ctx = match Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1))

@@ -51,6 +51,9 @@ pub struct ContextConfig {
     /// (row tiles per subgroup, subgroups per workgroup, tokens per workgroup) of the
     /// tensor-core GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M`).
     pub coop_gemm_tuning: Option<(u32, u32, u32)>,
+    /// Run the GEMM kernels from this m on instead of from 9 (tuning experiments,
+    /// `q4vk-bench --gemm-from M`).
+    pub gemm_from_m: Option<u32>,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -111,6 +114,8 @@ pub struct Context {
     pub coop_tuning: Option<(u32, u32)>,
     /// Fixed (tiles, subgroups, tokens) of the tensor-core GEMM, else the default.
     pub coop_gemm_tuning: Option<(u32, u32, u32)>,
+    /// The GEMM kernels run from this m on (else from 9).
+    pub gemm_from_m: Option<u32>,
     /// Dispatcher limits.
     pub limits: Limits,
     /// The host's queue lock (adopted queue).
@@ -307,6 +312,7 @@ impl Context {
             coop,
             coop_tuning: config.coop_tuning,
             coop_gemm_tuning: config.coop_gemm_tuning,
+            gemm_from_m: config.gemm_from_m,
             limits,
             queue_lock,
             device,

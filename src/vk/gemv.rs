@@ -184,10 +184,23 @@ struct Plan {
     group_shift: u32,
 }
 
+/// Whether a call with `m` activation rows on `mat` runs a GEMM kernel: for m > [`MAX_M`];
+/// on the tensor-core layout also at m = 8 for tall matrices (n ≥ 10240, k ≤ 8192), where
+/// the tensor-core GEMM (8 tokens per workgroup) measured faster than the GEMV on an H200
+/// (28672 × 8192: 79.7 vs 139.5 µs; 11008 × 4096: 36.9 vs 39.9 µs) and slower on the other
+/// shapes and at m = 4 (bench/RESULTS.md); from `ContextConfig::gemm_from_m` when set.
+pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
+    if let Some(from) = ctx.gemm_from_m {
+        return m >= from;
+    }
+    m > MAX_M || (m == MAX_M && mat.coop.is_some() && mat.shape.n >= 10240 && mat.shape.k <= 8192)
+}
+
 /// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
-/// context's SIMT variant; for m > [`MAX_M`] the GEMM of the matrix's layout.
+/// context's SIMT variant; the GEMM of the matrix's layout where [`runs_gemm`] says so.
 fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
-    if p.m > MAX_M && mat.coop.is_none() {
+    let gemm = runs_gemm(ctx, mat, p.m);
+    if gemm && mat.coop.is_none() {
         let key = GemmKey {
             zeros: mat.shape.zero_points,
             scale_f32: mat.scale_f32,
@@ -225,7 +238,7 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
         });
     };
     let info = &ctx.device.info;
-    if p.m > MAX_M {
+    if gemm {
         return coop_gemm_plan(ctx, mat, c, p);
     }
     let tiles = mat.shape.n.div_ceil(crate::layout::coop::TILE_ROWS);
@@ -259,9 +272,10 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
     })
 }
 
-/// The tensor-core GEMM's plan: 16 tokens per workgroup and, for f32 activations, 2 row
-/// tiles per subgroup and 4 subgroups (128 rows) up to m = 32, 8 subgroups (256 rows)
-/// beyond; for f16 activations 1 tile and 8 subgroups (the fastest of a sweep on an H200,
+/// The tensor-core GEMM's plan: at m ≤ 8, 8 tokens per workgroup, 2 row tiles per subgroup
+/// and 4 subgroups (128 rows); beyond, 16 tokens per workgroup and, for f32 activations,
+/// 2 row tiles per subgroup and 4 subgroups up to m = 32, 8 subgroups (256 rows) beyond;
+/// for f16 activations 1 tile and 8 subgroups (the fastest of a sweep on an H200,
 /// bench/RESULTS.md), unless the context fixes the shape.
 fn coop_gemm_plan(
     ctx: &Context,
@@ -270,6 +284,7 @@ fn coop_gemm_plan(
     p: &GemvParams,
 ) -> Result<Plan> {
     let (tiles, subgroups, tokens) = ctx.coop_gemm_tuning.unwrap_or(match (p.x_f16, p.m) {
+        (_, ..=MAX_M) => (2, 4, 8),
         (true, _) => (1, 8, 16),
         (false, ..=32) => (2, 4, 16),
         (false, _) => (2, 8, 16),

@@ -58,6 +58,8 @@ struct Options {
     coop_gemm: Option<(u32, u32, u32)>,
     /// f16 activations (x rounded to f16 for the reference too).
     x_f16: bool,
+    /// The GEMM kernels from this m on.
+    gemm_from: Option<u32>,
     /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
     /// per-group f32 offsets (w = s·u + o).
     offsets: bool,
@@ -78,13 +80,13 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M] [--offsets] [--f16] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M] [--gemm-from M] [--offsets] [--f16] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
-    let (mut offsets, mut x_f16, mut coop_gemm) = (false, false, None);
+    let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, None, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -115,6 +117,7 @@ fn main() {
                 let v = numbers(args.next()).filter(|v| v.iter().all(|&m| m >= 1));
                 ms = Some(v.unwrap_or_else(|| usage()));
             }
+            "--gemm-from" => gemm_from = Some(number()),
             "--workgroup" => wg = Some(number()),
             "--rows" => rows = Some(number()),
             "--unroll" => unroll = Some(number()),
@@ -144,6 +147,7 @@ fn main() {
         no_coop,
         coop_gemm,
         x_f16,
+        gemm_from,
         offsets,
         tuning,
         unroll,
@@ -159,13 +163,9 @@ fn main() {
     }
 }
 
-/// The kernel path the context runs at `m` activation rows.
-fn path(ctx: &Context, m: u32) -> String {
-    let kind = if m > q4vk::vk::gemv::MAX_M {
-        " GEMM"
-    } else {
-        ""
-    };
+/// The kernel path the context ran (a GEMM kernel or not).
+fn path(ctx: &Context, gemm: bool) -> String {
+    let kind = if gemm { " GEMM" } else { "" };
     format!("{}{kind}", ctx.kernel_path())
 }
 
@@ -196,6 +196,7 @@ fn context(
             no_coop: opt.no_coop || env.no_coopmat,
             coop_tuning: opt.coop,
             coop_gemm_tuning: opt.coop_gemm,
+            gemm_from_m: opt.gemm_from,
             ..Default::default()
         },
         if std::env::var("Q4VK_BENCH_LOG").is_ok_and(|v| v == "1") {
@@ -290,7 +291,7 @@ fn run(opt: &Options) -> Result<()> {
             r.n,
             r.k,
             r.m,
-            path(&ctx, r.m),
+            path(&ctx, r.gemm),
             r.cold_us,
             rate(gbs(r.cold_us)),
             100.0 * gbs(r.cold_us) / copy,

@@ -23,10 +23,13 @@ pub(crate) struct Row {
     pub(crate) rel_err: f64,
     pub(crate) copy_now: f64,
     pub(crate) per_copy: Vec<f64>,
+    /// A GEMM kernel ran.
+    pub(crate) gemm: bool,
 }
 
 /// Cold and hot GEMV times of `data` (with per-group `offsets`, if any) at `m` activation
-/// rows `x` (µs), the bytes one GEMV must move, and the relative error of its result.
+/// rows `x` (µs), the bytes one GEMV must move, the relative error of its result, the
+/// cold time per copy, and whether a GEMM kernel ran.
 pub(crate) fn time_gemv(
     ctx: &Context,
     opt: &Options,
@@ -35,7 +38,7 @@ pub(crate) fn time_gemv(
     m: u32,
     reference: Option<&[f64]>,
     probe: &Copy,
-) -> Result<(f64, f64, f64, f64, Vec<f64>)> {
+) -> Result<(f64, f64, f64, f64, Vec<f64>, bool)> {
     let (n, k) = (data.shape.n, data.shape.k);
     let first = DeviceMatrix::new(ctx, data, offsets, None)?;
     let bytes_per = first.device_bytes();
@@ -106,7 +109,8 @@ pub(crate) fn time_gemv(
         gemv::record(ctx, cmd, &mats[0], xr, yr, &p)
     })?;
     let bytes = (bytes_per + xv.len() as u64 + 4 * mb * n as u64) as f64;
-    Ok((cold_us, hot_us, bytes, rel_err, per_copy))
+    let gemm = gemv::runs_gemm(ctx, &mats[0], m);
+    Ok((cold_us, hot_us, bytes, rel_err, per_copy, gemm))
 }
 
 /// y (`m` rows of `n`) of one recorded GEMV of `mat`, read back.
@@ -203,7 +207,7 @@ pub(crate) fn bench_shape(
         })
         .collect();
     let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
-    let (cold_us, hot_us, bytes, rel_err, per_copy) =
+    let (cold_us, hot_us, bytes, rel_err, per_copy, gemm) =
         time_gemv(ctx, opt, (data, offsets), &x, m, None, probe)?;
     let naive_us = if m == 1 {
         time_naive(ctx, opt, n, k, &x, seed, probe)?
@@ -221,5 +225,6 @@ pub(crate) fn bench_shape(
         rel_err,
         copy_now,
         per_copy,
+        gemm,
     })
 }
