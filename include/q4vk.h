@@ -825,8 +825,8 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // Statuses: `NULL_POINTER` (matrix, desc, info), `INVALID_ARGUMENT` (a struct_size, bad
 // matrix desc or `g_idx`, unknown variant/flags/export_flags, reserved0/1, strides,
 // subgroup_size), `BUFFER_TOO_SMALL` (spirv, `g_idx_bytes`), `UNSUPPORTED` (above; a CPU
-// context; groups the device layout does not index). Outputs written only on success. Pure (no Vulkan call);
-// thread-safe.
+// context; groups the device layout does not index). Outputs written only on success.
+// Pure (no Vulkan call); thread-safe.
 //
 // # Safety
 // `ctx` NULL or live; `matrix`, `desc` NULL or valid (the matrix's `g_idx` NULL or readable

@@ -72,13 +72,20 @@ fn export(
     let extended =
         e.struct_size as usize > v0_size && e.export_flags & Q4VK_KERNEL_EXPORT_EXTENDED != 0;
     assert_eq!(info.binding_count, if extended { 7 } else { 5 });
-    for (i, b) in info.bindings[..info.binding_count as usize].iter().enumerate() {
+    for (i, b) in info.bindings[..info.binding_count as usize]
+        .iter()
+        .enumerate()
+    {
         assert_eq!((b.binding, b.role), (i as u32, i as u32));
     }
     let specs = &info.specializations[..info.specialization_count as usize];
     let own = specs.len() - 3;
     for (i, s) in specs.iter().enumerate() {
-        let want = if i < own { i as u32 } else { 233 + (i - own) as u32 };
+        let want = if i < own {
+            i as u32
+        } else {
+            233 + (i - own) as u32
+        };
         assert_eq!(s.id, want);
     }
     (info, spirv)
@@ -328,14 +335,28 @@ fn v0_callers_get_the_v0_export() {
     assert_ne!(ext_spirv, spirv);
     assert_eq!(ext.push_constants, info.push_constants);
     // Q4_K through a v0 desc: refused, info untouched.
-    let q4k = cases.iter().find(|c| c.source == Q4VK_SOURCE_GGUF_Q4_K).unwrap();
+    let q4k = cases
+        .iter()
+        .find(|c| c.source == Q4VK_SOURCE_GGUF_Q4_K)
+        .unwrap();
     let mut info = new_info();
     info.binding_count = 77;
     let s = unsafe {
-        q4vk_kernel_export(std::ptr::null(), &q4k.desc(), &old, &mut info, std::ptr::null_mut(), 0)
+        q4vk_kernel_export(
+            std::ptr::null(),
+            &q4k.desc(),
+            &old,
+            &mut info,
+            std::ptr::null_mut(),
+            0,
+        )
     };
     assert_eq!(s, Q4VK_ERROR_UNSUPPORTED);
-    assert!(last_error().contains("Q4VK_KERNEL_EXPORT_EXTENDED"), "{}", last_error());
+    assert!(
+        last_error().contains("Q4VK_KERNEL_EXPORT_EXTENDED"),
+        "{}",
+        last_error()
+    );
     assert_eq!(info.binding_count, 77);
 }
 
@@ -368,7 +389,8 @@ fn all_three(d: &q4vk_matrix_desc, sizes: [usize; 5]) -> [q4vk_status; 3] {
     let mut info = new_info();
     info.binding_count = 77;
     let e = export_desc(1, true);
-    let s1 = unsafe { q4vk_kernel_export(std::ptr::null(), d, &e, &mut info, std::ptr::null_mut(), 0) };
+    let s1 =
+        unsafe { q4vk_kernel_export(std::ptr::null(), d, &e, &mut info, std::ptr::null_mut(), 0) };
     assert_eq!(info.binding_count, 77, "export wrote its info on error");
     let mut out = [9usize; 5];
     let [a, b, c, o, k] = &mut out;
@@ -384,7 +406,10 @@ fn extended_export_and_pack_refuse_bad_input() {
     let gguf = gguf_cases();
     let gptq = packed_cases("gptq");
     let q4_1 = gguf.iter().find(|c| c.name == "q4_1_mid_llm").unwrap();
-    let act = gptq.iter().find(|c| c.name == "gptq_v1_asym_g32_act_96x384").unwrap();
+    let act = gptq
+        .iter()
+        .find(|c| c.name == "gptq_v1_asym_g32_act_96x384")
+        .unwrap();
 
     // Unknown export_flags bits, reserved1.
     let d = q4_1.desc();
@@ -393,7 +418,9 @@ fn extended_export_and_pack_refuse_bad_input() {
         let mut e = export_desc(1, true);
         e.export_flags = flags;
         e.reserved1 = reserved1;
-        let s = unsafe { q4vk_kernel_export(std::ptr::null(), &d, &e, &mut info, std::ptr::null_mut(), 0) };
+        let s = unsafe {
+            q4vk_kernel_export(std::ptr::null(), &d, &e, &mut info, std::ptr::null_mut(), 0)
+        };
         assert_eq!(s, Q4VK_ERROR_INVALID_ARGUMENT, "{}", last_error());
         assert_eq!(info.binding_count, 0);
     }
@@ -420,7 +447,11 @@ fn extended_export_and_pack_refuse_bad_input() {
             )
         };
         assert_eq!(s, Q4VK_ERROR_UNSUPPORTED, "{}", c.name);
-        assert!(last_error().contains("q4vk_matrix_pack_extended"), "{}", last_error());
+        assert!(
+            last_error().contains("q4vk_matrix_pack_extended"),
+            "{}",
+            last_error()
+        );
         assert!([w, sc, zs].iter().flatten().all(|&b| b == POISON));
     }
 
@@ -433,10 +464,20 @@ fn extended_export_and_pack_refuse_bad_input() {
         for i in (0..5).filter(|&i| sizes[i] > 0) {
             let mut short = sizes.map(Some);
             short[i] = Some(sizes[i] - 1);
-            assert_eq!(pack_into(&d, short), (Q4VK_ERROR_BUFFER_TOO_SMALL, true), "{} output {i}", c.name);
+            assert_eq!(
+                pack_into(&d, short),
+                (Q4VK_ERROR_BUFFER_TOO_SMALL, true),
+                "{} output {i}",
+                c.name
+            );
             let mut null = sizes.map(Some);
             null[i] = None;
-            assert_eq!(pack_into(&d, null), (Q4VK_ERROR_NULL_POINTER, true), "{} output {i}", c.name);
+            assert_eq!(
+                pack_into(&d, null),
+                (Q4VK_ERROR_NULL_POINTER, true),
+                "{} output {i}",
+                c.name
+            );
         }
         assert_eq!(pack_into(&d, sizes.map(Some)).0, Q4VK_OK);
         // A NULL size out-parameter: the others are not written either.
@@ -455,7 +496,19 @@ fn extended_export_and_pack_refuse_bad_input() {
     let p = |at: usize| unsafe { base.add(at).cast::<std::ffi::c_void>() };
     let n = std::ptr::null_mut();
     let s = unsafe {
-        q4vk_matrix_pack_extended(&d, p(0), sizes[0], p(sizes[0]), sizes[1], n, 0, p(8), sizes[3], n, 0)
+        q4vk_matrix_pack_extended(
+            &d,
+            p(0),
+            sizes[0],
+            p(sizes[0]),
+            sizes[1],
+            n,
+            0,
+            p(8),
+            sizes[3],
+            n,
+            0,
+        )
     };
     assert_eq!(s, Q4VK_ERROR_INVALID_ARGUMENT, "{}", last_error());
     assert!(buf.iter().all(|&b| b == POISON));
@@ -491,12 +544,18 @@ fn extended_export_and_pack_refuse_bad_input() {
     let k = act.k as usize;
     let mut g_short = act.desc();
     g_short.g_idx_bytes = 4 * k - 4;
-    assert_eq!(all_three(&g_short, act_sizes), [Q4VK_ERROR_BUFFER_TOO_SMALL; 3]);
+    assert_eq!(
+        all_three(&g_short, act_sizes),
+        [Q4VK_ERROR_BUFFER_TOO_SMALL; 3]
+    );
     let mut bad = act.g_idx.clone();
     bad[4 * (k - 1)..].copy_from_slice(&1000i32.to_le_bytes());
     let mut g_range = act.desc();
     g_range.g_idx = bad.as_ptr().cast();
-    assert_eq!(all_three(&g_range, act_sizes), [Q4VK_ERROR_INVALID_ARGUMENT; 3]);
+    assert_eq!(
+        all_three(&g_range, act_sizes),
+        [Q4VK_ERROR_INVALID_ARGUMENT; 3]
+    );
     assert!(last_error().contains("g_idx"), "{}", last_error());
     let mut unequal = act.g_idx.clone();
     let first = unequal[..4].to_vec();
@@ -507,17 +566,29 @@ fn extended_export_and_pack_refuse_bad_input() {
     unequal[..4].copy_from_slice(&other);
     let mut g_unequal = act.desc();
     g_unequal.g_idx = unequal.as_ptr().cast();
-    assert_eq!(all_three(&g_unequal, act_sizes), [Q4VK_ERROR_INVALID_ARGUMENT; 3]);
-    let q4k = gguf.iter().find(|c| c.source == Q4VK_SOURCE_GGUF_Q4_K).unwrap();
+    assert_eq!(
+        all_three(&g_unequal, act_sizes),
+        [Q4VK_ERROR_INVALID_ARGUMENT; 3]
+    );
+    let q4k = gguf
+        .iter()
+        .find(|c| c.source == Q4VK_SOURCE_GGUF_Q4_K)
+        .unwrap();
     let (_, q4k_sizes) = extended_sizes(&q4k.desc());
     let mut partial = q4k.desc();
     partial.k += 32;
-    assert_eq!(all_three(&partial, q4k_sizes), [Q4VK_ERROR_INVALID_ARGUMENT; 3]);
+    assert_eq!(
+        all_three(&partial, q4k_sizes),
+        [Q4VK_ERROR_INVALID_ARGUMENT; 3]
+    );
     assert!(last_error().contains("multiple of 256"), "{}", last_error());
     let mut zeros = q4k.desc();
     let z = [0u8; 64];
     (zeros.zeros, zeros.zeros_bytes) = (z.as_ptr().cast(), z.len());
-    assert_eq!(all_three(&zeros, q4k_sizes), [Q4VK_ERROR_INVALID_ARGUMENT; 3]);
+    assert_eq!(
+        all_three(&zeros, q4k_sizes),
+        [Q4VK_ERROR_INVALID_ARGUMENT; 3]
+    );
     let mut g16 = act.desc();
     (g16.g_idx, g16.g_idx_bytes, g16.group_size) = (std::ptr::null(), 0, 16);
     assert_eq!(all_three(&g16, act_sizes), [Q4VK_ERROR_UNSUPPORTED; 3]);
@@ -529,5 +600,8 @@ fn extended_export_and_pack_refuse_bad_input() {
     let mut d_nan = q4_1.desc();
     d_nan.weight = nan.as_ptr().cast();
     let (_, q4_1_sizes) = extended_sizes(&d_nan);
-    assert_eq!(pack_into(&d_nan, q4_1_sizes.map(Some)), (Q4VK_ERROR_NON_FINITE, true));
+    assert_eq!(
+        pack_into(&d_nan, q4_1_sizes.map(Some)),
+        (Q4VK_ERROR_NON_FINITE, true)
+    );
 }

@@ -338,12 +338,12 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     let bindings = roles[..used]
         .iter()
         .enumerate()
-    .map(|(i, &(role, bytes))| ExportBinding {
-        binding: i as u32,
-        role,
-        bytes,
-    })
-    .collect();
+        .map(|(i, &(role, bytes))| ExportBinding {
+            binding: i as u32,
+            role,
+            bytes,
+        })
+        .collect();
     Ok(Export {
         subgroup: req.subgroup,
         spirv,
@@ -451,7 +451,11 @@ mod tests {
         assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
         req.extras.extended = true;
         let e = export(&req, &dev).unwrap();
-        let roles: Vec<_> = e.bindings.iter().map(|b| (b.binding, b.role, b.bytes)).collect();
+        let roles: Vec<_> = e
+            .bindings
+            .iter()
+            .map(|b| (b.binding, b.role, b.bytes))
+            .collect();
         assert_eq!(&roles[5..], &[(5, ROLE_OFFSETS, 80), (6, ROLE_K_ORDER, 0)]);
         assert_eq!(roles[2], (2, ROLE_ZEROS, 0));
         assert_eq!(&e.specs[8..10], &[(8, 1), (9, 0)]);
@@ -467,7 +471,10 @@ mod tests {
         req.extras = Extras::default();
         let e = export(&req, &dev).unwrap();
         assert_eq!(e.bindings.len(), 5);
-        assert_eq!(e.spirv, shaders::words(shaders::GEMV_EXPORT_PORTABLE).unwrap());
+        assert_eq!(
+            e.spirv,
+            shaders::words(shaders::GEMV_EXPORT_PORTABLE).unwrap()
+        );
     }
 
     #[test]
