@@ -48,55 +48,6 @@ fn q4_desc(data: &Q4Data) -> q4vk_matrix_desc {
     desc
 }
 
-/// Exports (size query, then copy) and checks the info's invariants.
-fn export(
-    ctx: *const q4vk::ffi::context::q4vk_context,
-    mat: &q4vk_matrix_desc,
-    e: &q4vk_kernel_export_desc,
-) -> (q4vk_kernel_info, Vec<u32>) {
-    let mut info = unsafe { std::mem::zeroed::<q4vk_kernel_info>() };
-    info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
-    let s = unsafe { q4vk_kernel_export(ctx, mat, e, &mut info, std::ptr::null_mut(), 0) };
-    assert_eq!(s, Q4VK_OK, "size query: {}", last_error());
-    let mut spirv = vec![0u32; info.spirv_words];
-    let mut too_small = info;
-    let s = unsafe {
-        q4vk_kernel_export(
-            ctx,
-            mat,
-            e,
-            &mut too_small,
-            spirv.as_mut_ptr(),
-            spirv.len() - 1,
-        )
-    };
-    assert_eq!(s, Q4VK_ERROR_BUFFER_TOO_SMALL);
-    let s = unsafe { q4vk_kernel_export(ctx, mat, e, &mut info, spirv.as_mut_ptr(), spirv.len()) };
-    assert_eq!(s, Q4VK_OK, "export: {}", last_error());
-    assert_eq!(spirv[0], 0x0723_0203);
-    assert_eq!(info.binding_count, 5);
-    assert_eq!(info.push_constant_count, 10);
-    for (i, b) in info.bindings[..5].iter().enumerate() {
-        assert_eq!((b.binding, b.role), (i as u32, i as u32));
-    }
-    // ncnn's convention: own ids 0..N-1 in order, then the local size on 233..235.
-    let specs = &info.specializations[..info.specialization_count as usize];
-    let own = specs.len() - 3;
-    for (i, s) in specs.iter().enumerate() {
-        let want = if i < own {
-            i as u32
-        } else {
-            233 + (i - own) as u32
-        };
-        assert_eq!(s.id, want);
-    }
-    assert_eq!(
-        specs[own..].iter().map(|s| s.value).collect::<Vec<_>>(),
-        info.local_size.to_vec()
-    );
-    (info, spirv)
-}
-
 /// Packs `mat` with q4vk_matrix_pack and checks the sizes against the export's.
 fn pack(mat: &q4vk_matrix_desc, info: &q4vk_kernel_info) -> [Vec<u8>; 3] {
     let (mut wb, mut sb, mut zb) = (0usize, 0usize, 0usize);

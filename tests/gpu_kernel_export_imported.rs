@@ -55,42 +55,6 @@ fn new_info() -> q4vk_kernel_info {
     info
 }
 
-/// Exports (size query, then copy) and checks the info's invariants: binding i has role i,
-/// 5 or 7 bindings, ncnn's specialization ids.
-fn export(
-    ctx: *const q4vk_context,
-    d: &q4vk_matrix_desc,
-    e: &q4vk_kernel_export_desc,
-) -> (q4vk_kernel_info, Vec<u32>) {
-    let mut info = new_info();
-    let s = unsafe { q4vk_kernel_export(ctx, d, e, &mut info, std::ptr::null_mut(), 0) };
-    assert_eq!(s, Q4VK_OK, "size query: {}", last_error());
-    let mut spirv = vec![0u32; info.spirv_words];
-    let s = unsafe { q4vk_kernel_export(ctx, d, e, &mut info, spirv.as_mut_ptr(), spirv.len()) };
-    assert_eq!(s, Q4VK_OK, "export: {}", last_error());
-    let v0_size = std::mem::offset_of!(q4vk_kernel_export_desc, export_flags);
-    let extended =
-        e.struct_size as usize > v0_size && e.export_flags & Q4VK_KERNEL_EXPORT_EXTENDED != 0;
-    assert_eq!(info.binding_count, if extended { 7 } else { 5 });
-    for (i, b) in info.bindings[..info.binding_count as usize]
-        .iter()
-        .enumerate()
-    {
-        assert_eq!((b.binding, b.role), (i as u32, i as u32));
-    }
-    let specs = &info.specializations[..info.specialization_count as usize];
-    let own = specs.len() - 3;
-    for (i, s) in specs.iter().enumerate() {
-        let want = if i < own {
-            i as u32
-        } else {
-            233 + (i - own) as u32
-        };
-        assert_eq!(s.id, want);
-    }
-    (info, spirv)
-}
-
 /// The five outputs of `q4vk_matrix_pack_extended` (weights, scales, zeros, offsets,
 /// column order): sizes from `q4vk_matrix_pack_extended_size`, equal to the `bytes` of the
 /// export's bindings 0, 1, 2, 5, 6; packed twice over different poisons with equal results,
@@ -191,19 +155,6 @@ fn run(
     assert_eq!(y.len() * k, x.len() * n);
     if let Some(i) = y.iter().position(|v| !v.is_finite()) {
         panic!("y[{i}] was not written");
-    }
-    y
-}
-
-/// f64 `y[m][n] = Σ_k x[m][k]·w[n][k]`.
-fn reference(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
-    let mut y = vec![0.0f64; m * n];
-    for mi in 0..m {
-        for row in 0..n {
-            y[mi * n + row] = (0..k)
-                .map(|kk| w[row * k + kk] as f64 * x[mi * k + kk] as f64)
-                .sum();
-        }
     }
     y
 }

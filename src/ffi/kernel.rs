@@ -201,15 +201,21 @@ pub unsafe extern "C" fn q4vk_kernel_export_desc_default(desc: *mut q4vk_kernel_
     });
 }
 
-/// The device shape of a desc for the v0 functions (`q4vk_matrix_pack_size`,
-/// `q4vk_matrix_pack`): `Unsupported` when the matrix needs the extended layout.
+/// Reads the desc of a pack function and its device shape; for the v0 functions
+/// (`extended` false: `q4vk_matrix_pack_size`, `q4vk_matrix_pack`) `Unsupported` when the
+/// matrix needs the extended layout.
 ///
 /// # Safety
-/// As [`device_shape`].
-unsafe fn v0_shape(d: &q4vk_matrix_desc) -> Result<DeviceShape> {
+/// `desc` NULL or readable for its `struct_size`, its `g_idx` as [`device_shape`] needs.
+unsafe fn pack_desc(
+    desc: *const q4vk_matrix_desc,
+    extended: bool,
+) -> Result<(q4vk_matrix_desc, DeviceShape)> {
     // SAFETY: forwarded from the caller's contract.
-    let s = unsafe { device_shape(d) }?;
-    if s.offsets || s.k_order {
+    let d = unsafe { read_struct(desc, "desc") }?;
+    // SAFETY: forwarded from the caller's contract.
+    let s = unsafe { device_shape(&d) }?;
+    if !extended && (s.offsets || s.k_order) {
         return Err(Error::Unsupported(format!(
             "the matrix has {}, which the v0 device layout cannot hold: use q4vk_matrix_pack_extended_size / q4vk_matrix_pack_extended (and Q4VK_KERNEL_EXPORT_EXTENDED)",
             if s.offsets {
@@ -219,7 +225,23 @@ unsafe fn v0_shape(d: &q4vk_matrix_desc) -> Result<DeviceShape> {
             }
         )));
     }
-    Ok(s)
+    Ok((d, s))
+}
+
+/// `InvalidArgument` when the flags field `what` has bits outside `known`.
+fn known_bits(value: u32, known: u32, what: &str) -> Result<()> {
+    match value & !known {
+        0 => Ok(()),
+        unknown => Err(invalid!("{what} has unknown bits {unknown:#x}")),
+    }
+}
+
+/// `InvalidArgument` unless the reserved field `what` is 0.
+fn reserved(value: u32, what: &str) -> Result<()> {
+    match value {
+        0 => Ok(()),
+        _ => Err(invalid!("{what} is {value}; it must be 0")),
+    }
 }
 
 fn to_usize(v: u64, what: &str) -> Result<usize> {
@@ -332,24 +354,14 @@ pub unsafe extern "C" fn q4vk_kernel_export(
         // SAFETY: g_idx NULL or readable for its size (the matrix desc's contract).
         let dev_shape = unsafe { device_shape(&d) }?;
         let (shape, scale) = (dev_shape.shape, dev_shape.scale);
-        if e.flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
-            return Err(invalid!(
-                "desc->flags has unknown bits {:#x}",
-                e.flags & !Q4VK_GEMV_F16_ACTIVATIONS
-            ));
-        }
-        if e.reserved0 != 0 {
-            return Err(invalid!("desc->reserved0 is {}; it must be 0", e.reserved0));
-        }
-        if e.export_flags & !Q4VK_KERNEL_EXPORT_EXTENDED != 0 {
-            return Err(invalid!(
-                "desc->export_flags has unknown bits {:#x}",
-                e.export_flags & !Q4VK_KERNEL_EXPORT_EXTENDED
-            ));
-        }
-        if e.reserved1 != 0 {
-            return Err(invalid!("desc->reserved1 is {}; it must be 0", e.reserved1));
-        }
+        known_bits(e.flags, Q4VK_GEMV_F16_ACTIVATIONS, "desc->flags")?;
+        reserved(e.reserved0, "desc->reserved0")?;
+        known_bits(
+            e.export_flags,
+            Q4VK_KERNEL_EXPORT_EXTENDED,
+            "desc->export_flags",
+        )?;
+        reserved(e.reserved1, "desc->reserved1")?;
         if e.variant > Q4VK_KERNEL_AUTO {
             return Err(invalid!(
                 "desc->variant is {}; expected Q4VK_KERNEL_PORTABLE (0), Q4VK_KERNEL_SUBGROUP (1) or Q4VK_KERNEL_AUTO (2)",
@@ -512,18 +524,13 @@ pub unsafe extern "C" fn q4vk_matrix_pack_size(
     zeros_bytes: *mut usize,
 ) -> q4vk_status {
     guard("q4vk_matrix_pack_size", || {
-        // SAFETY: NULL or readable for its `struct_size` (contract).
-        let d = unsafe { read_struct(desc, "desc") }?;
-        // SAFETY: g_idx NULL or readable for its size (contract).
-        let shape = unsafe { v0_shape(&d) }?;
-        let [w, s, z, _, _] = pack_sizes(&shape)?;
         let outs = [
-            (weights_bytes, w, "weights_bytes"),
-            (scales_bytes, s, "scales_bytes"),
-            (zeros_bytes, z, "zeros_bytes"),
+            (weights_bytes, "weights_bytes"),
+            (scales_bytes, "scales_bytes"),
+            (zeros_bytes, "zeros_bytes"),
         ];
-        // SAFETY: each NULL or writable (contract).
-        unsafe { write_sizes(&outs) }
+        // SAFETY: the desc and its g_idx readable, each output NULL or writable (contract).
+        unsafe { query_sizes(desc, false, &outs) }
     })
 }
 
@@ -550,20 +557,15 @@ pub unsafe extern "C" fn q4vk_matrix_pack_extended_size(
     k_order_bytes: *mut usize,
 ) -> q4vk_status {
     guard("q4vk_matrix_pack_extended_size", || {
-        // SAFETY: NULL or readable for its `struct_size` (contract).
-        let d = unsafe { read_struct(desc, "desc") }?;
-        // SAFETY: g_idx NULL or readable for its size (contract).
-        let shape = unsafe { device_shape(&d) }?;
-        let [w, s, z, o, k] = pack_sizes(&shape)?;
         let outs = [
-            (weights_bytes, w, "weights_bytes"),
-            (scales_bytes, s, "scales_bytes"),
-            (zeros_bytes, z, "zeros_bytes"),
-            (offsets_bytes, o, "offsets_bytes"),
-            (k_order_bytes, k, "k_order_bytes"),
+            (weights_bytes, "weights_bytes"),
+            (scales_bytes, "scales_bytes"),
+            (zeros_bytes, "zeros_bytes"),
+            (offsets_bytes, "offsets_bytes"),
+            (k_order_bytes, "k_order_bytes"),
         ];
-        // SAFETY: each NULL or writable (contract).
-        unsafe { write_sizes(&outs) }
+        // SAFETY: the desc and its g_idx readable, each output NULL or writable (contract).
+        unsafe { query_sizes(desc, true, &outs) }
     })
 }
 
@@ -585,15 +587,24 @@ fn pack_sizes(s: &DeviceShape) -> Result<[usize; 5]> {
     ])
 }
 
-/// Writes size out-parameters: all checked non-NULL first, so nothing is written when one is.
+/// The size queries: writes the first `outs.len()` of weights, scales, zeros, offsets and
+/// column order bytes of `desc` ([`pack_desc`]); every output is checked non-NULL first, so
+/// nothing is written when one is NULL or the desc is bad.
 ///
 /// # Safety
-/// Each pointer NULL or writable.
-unsafe fn write_sizes(outs: &[(*mut usize, usize, &str)]) -> Result<()> {
-    for &(ptr, _, arg) in outs {
+/// As [`pack_desc`]; each output NULL or writable.
+unsafe fn query_sizes(
+    desc: *const q4vk_matrix_desc,
+    extended: bool,
+    outs: &[(*mut usize, &str)],
+) -> Result<()> {
+    // SAFETY: forwarded from the caller's contract.
+    let (_, shape) = unsafe { pack_desc(desc, extended) }?;
+    let sizes = pack_sizes(&shape)?;
+    for &(ptr, arg) in outs {
         require(ptr, arg)?;
     }
-    for &(ptr, value, arg) in outs {
+    for (&(ptr, arg), &value) in outs.iter().zip(&sizes) {
         // SAFETY: writable (contract; checked non-NULL).
         unsafe { write_out(ptr, value, arg) }?;
     }
@@ -714,10 +725,8 @@ pub unsafe extern "C" fn q4vk_matrix_pack(
     zeros_bytes: usize,
 ) -> q4vk_status {
     guard("q4vk_matrix_pack", || {
-        // SAFETY: NULL or readable for its `struct_size` (contract).
-        let d = unsafe { read_struct(desc, "desc") }?;
-        // SAFETY: g_idx NULL or readable for its size (contract).
-        let shape = unsafe { v0_shape(&d) }?;
+        // SAFETY: NULL or readable for its `struct_size`, g_idx for its size (contract).
+        let (d, shape) = unsafe { pack_desc(desc, false) }?;
         let none = std::ptr::null_mut();
         let outs = [
             (weights, weights_bytes, "weights"),
@@ -770,10 +779,8 @@ pub unsafe extern "C" fn q4vk_matrix_pack_extended(
     k_order_bytes: usize,
 ) -> q4vk_status {
     guard("q4vk_matrix_pack_extended", || {
-        // SAFETY: NULL or readable for its `struct_size` (contract).
-        let d = unsafe { read_struct(desc, "desc") }?;
-        // SAFETY: g_idx NULL or readable for its size (contract).
-        let shape = unsafe { device_shape(&d) }?;
+        // SAFETY: NULL or readable for its `struct_size`, g_idx for its size (contract).
+        let (d, shape) = unsafe { pack_desc(desc, true) }?;
         let outs = [
             (weights, weights_bytes, "weights"),
             (scales, scales_bytes, "scales"),

@@ -3,8 +3,12 @@
 //! queue, host-visible buffers and a pipeline built from `q4vk_kernel_info` alone.
 #![allow(dead_code)]
 
+use crate::gpu_support::last_error;
 use ash::vk;
-use q4vk::ffi::kernel::q4vk_kernel_info;
+use q4vk::ffi::context::q4vk_context;
+use q4vk::ffi::kernel::*;
+use q4vk::ffi::matrix::q4vk_matrix_desc;
+use q4vk::ffi::status::*;
 use std::ffi::{c_void, CStr};
 use std::sync::Mutex;
 
@@ -369,4 +373,60 @@ pub fn assert_quiet() {
         m.len(),
         m[0]
     );
+}
+
+/// Exports (size query, a too-small copy, then the copy) and checks the info's invariants:
+/// SPIR-V magic, binding i has role i (5 bindings, 7 for the extended kernel), 10 push
+/// constants, ncnn's specialization ids with the local size on 233..235.
+pub fn export(
+    ctx: *const q4vk_context,
+    mat: &q4vk_matrix_desc,
+    e: &q4vk_kernel_export_desc,
+) -> (q4vk_kernel_info, Vec<u32>) {
+    let mut info = unsafe { std::mem::zeroed::<q4vk_kernel_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
+    let s = unsafe { q4vk_kernel_export(ctx, mat, e, &mut info, std::ptr::null_mut(), 0) };
+    assert_eq!(s, Q4VK_OK, "size query: {}", last_error());
+    let mut spirv = vec![0u32; info.spirv_words];
+    let mut too_small = info;
+    let s = unsafe {
+        q4vk_kernel_export(
+            ctx,
+            mat,
+            e,
+            &mut too_small,
+            spirv.as_mut_ptr(),
+            spirv.len() - 1,
+        )
+    };
+    assert_eq!(s, Q4VK_ERROR_BUFFER_TOO_SMALL);
+    let s = unsafe { q4vk_kernel_export(ctx, mat, e, &mut info, spirv.as_mut_ptr(), spirv.len()) };
+    assert_eq!(s, Q4VK_OK, "export: {}", last_error());
+    assert_eq!(spirv[0], 0x0723_0203);
+    // A v0 caller's desc ends before export_flags: the v0 kernel.
+    let v0_size = std::mem::offset_of!(q4vk_kernel_export_desc, export_flags);
+    let extended =
+        e.struct_size as usize > v0_size && e.export_flags & Q4VK_KERNEL_EXPORT_EXTENDED != 0;
+    let count = if extended { 7 } else { 5 };
+    assert_eq!(info.binding_count, count);
+    assert_eq!(info.push_constant_count, 10);
+    for (i, b) in info.bindings[..count as usize].iter().enumerate() {
+        assert_eq!((b.binding, b.role), (i as u32, i as u32));
+    }
+    // ncnn's convention: own ids 0..N-1 in order, then the local size on 233..235.
+    let specs = &info.specializations[..info.specialization_count as usize];
+    let own = specs.len() - 3;
+    for (i, s) in specs.iter().enumerate() {
+        let want = if i < own {
+            i as u32
+        } else {
+            233 + (i - own) as u32
+        };
+        assert_eq!(s.id, want);
+    }
+    assert_eq!(
+        specs[own..].iter().map(|s| s.value).collect::<Vec<_>>(),
+        info.local_size.to_vec()
+    );
+    (info, spirv)
 }
