@@ -113,6 +113,16 @@
 // The header's packed version; put it in `q4vk_context_desc.header_version`.
 #define Q4VK_HEADER_VERSION (((Q4VK_VERSION_MAJOR << 22) | (Q4VK_VERSION_MINOR << 12)) | Q4VK_VERSION_PATCH)
 
+// 32-bit words of the GEMM kernels' push block: [`Push`], then m.
+#define GEMM_PUSH_WORDS 11
+
+// Column stride (f16 elements) of the tensor-core kernels' staged B (`KPAD` of
+// `shaders/coop_common.glsl`): 128 k and a pad of 8.
+#define COOP_KPAD 136
+
+// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation.
+typedef struct GemmTile GemmTile;
+
 // A context (opaque): a Vulkan device, or the CPU (`Q4VK_CONTEXT_CPU`). Created by
 // `q4vk_context_create`, released by `q4vk_context_destroy`. Safe to use from several
 // threads at once: q4vk serializes its own submissions.
@@ -241,7 +251,9 @@ typedef struct q4vk_gemv_args {
   uint32_t struct_size;
   // `Q4VK_GEMV_*` bits; others are refused.
   uint32_t flags;
-  // Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1.
+  // Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m the GEMM
+  // (same matrix, no extra memory). Limits: x and y each within 2^32 elements and the
+  // device's `maxStorageBufferRange` (else `Q4VK_ERROR_UNSUPPORTED`).
   uint32_t m;
   // Must be 0.
   uint32_t reserved0;
@@ -580,6 +592,8 @@ typedef struct q4vk_weight_quantize_desc {
 // `weight_only_int4`: codes -7..7, stored +8, two per byte.
 #define Q4VK_ALGO_WEIGHT_ONLY_INT4 1
 
+
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -668,13 +682,17 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // call is checked before the staging buffers grow: a refused call leaves them as they
 // were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
 //
+// Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
+// tiled GEMM that reads the same matrix (no dequantized copy, no workspace); the result
+// is the same fp32-accurate sum either way.
+//
 // On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
 // (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
 // status is `OUT_OF_HOST_MEMORY` (a copy of x reordered for the kernel; for m > 1, a
 // scratch of m·n floats).
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-// another `VkDevice`), `UNSUPPORTED` (m > 8; a context without a queue; m·k or m·n floats
+// another `VkDevice`), `UNSUPPORTED` (m > 8 on a CPU context; a context without a queue; m·k or m·n floats
 // beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
 // with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
 // `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
@@ -692,7 +710,7 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
                       size_t y_len,
                       uint32_t m);
 
-// Records `y = W·x` (as `q4vk_gemv`, m = 1..8) into the host's `command_buffer`
+// Records `y = W·x` (as `q4vk_gemv`, any m ≥ 1) into the host's `command_buffer`
 // (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the
 // context's device: matrix buffers are `VK_SHARING_MODE_CONCURRENT` over all of the
 // device's queue families when it has more than one, so no ownership transfer is needed).
@@ -705,7 +723,7 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 // binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
 // `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
 // `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
-// part, descriptor set 0 (owned by the matrix, immutable) and 40
+// part, descriptor set 0 (owned by the matrix, immutable) and 44
 // bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
 // more if a part exceeds the workgroup-count limits).
 //
@@ -716,7 +734,7 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 //
 // Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
 // `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
-// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8; a CPU context), `VULKAN` (pipeline
+// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (x or y beyond the limits above; a CPU context), `VULKAN` (pipeline
 // creation).
 // Thread-safe for distinct command buffers (a command buffer itself is externally
 // synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the

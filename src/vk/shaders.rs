@@ -8,6 +8,10 @@ pub const GEMV_SUBGROUP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_subgr
 pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_portable.spv");
 /// Tensor-core GEMV (`VK_KHR_cooperative_matrix`, f16 16 × 8 × 16), `layout::coop` weights.
 pub const GEMV_COOP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_coop.spv");
+/// Fused GEMM for m > 8 on the SIMT layout (no subgroup operations).
+pub const GEMM: &[u8] = include_bytes!("../../shaders/spv/gemm_q4.spv");
+/// Tensor-core GEMM for m > 8 (`VK_KHR_cooperative_matrix`), `layout::coop` weights.
+pub const GEMM_COOP: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_coop.spv");
 /// Fragment-layout probe of the tensor-core path (`vk::coop::probe`).
 pub const COOP_PROBE: &[u8] = include_bytes!("../../shaders/spv/coop_probe.spv");
 /// Exported GEMV (`q4vk_kernel_export`), portable, SPIR-V 1.0, ncnn's conventions.
