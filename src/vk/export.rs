@@ -7,7 +7,7 @@
 //! bindings for per-group offsets and the column order of imported matrices.
 
 use super::device::DeviceInfo;
-use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent};
+use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
 use super::pipeline::{Push, Spec, Tuning, SPECS};
 use super::shaders;
 use crate::error::{Error, Result};
@@ -230,6 +230,12 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         x_bytes: xb,
         y_bytes: yb,
     } = xy_extent(n, k, &params, "desc->")?;
+    if req.m > MAX_M {
+        return Err(Error::Unsupported(format!(
+            "m is {}; the exported kernel is the GEMV, m = 1..{MAX_M} (the GEMM for larger m is not exported)",
+            req.m
+        )));
+    }
     let t = dev.tuning;
     let l = VkLayout::of(shape);
     let workgroup = t.workgroup_for(l.chunks);
