@@ -113,16 +113,6 @@
 // The header's packed version; put it in `q4vk_context_desc.header_version`.
 #define Q4VK_HEADER_VERSION (((Q4VK_VERSION_MAJOR << 22) | (Q4VK_VERSION_MINOR << 12)) | Q4VK_VERSION_PATCH)
 
-// 32-bit words of the GEMM kernels' push block: [`Push`], then m.
-#define GEMM_PUSH_WORDS 11
-
-// Column stride (f16 elements) of the tensor-core kernels' staged B (`KPAD` of
-// `shaders/coop_common.glsl`): 128 k and a pad of 8.
-#define COOP_KPAD 136
-
-// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation.
-typedef struct GemmTile GemmTile;
-
 // A context (opaque): a Vulkan device, or the CPU (`Q4VK_CONTEXT_CPU`). Created by
 // `q4vk_context_create`, released by `q4vk_context_destroy`. Safe to use from several
 // threads at once: q4vk serializes its own submissions.
