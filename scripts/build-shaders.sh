@@ -30,6 +30,10 @@ glslc $FLAGS gemm_q4.comp -o "$out/gemm_q4.spv"
 # the names ncnn's reflection reads (the push-constant block type `parameter`).
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT gemv_q4.comp -o "$out/gemv_q4_export_portable.spv"
 glslc $FLAGS -g -DEXPORT -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_subgroup.spv"
+# The extended export (Q4VK_KERNEL_EXPORT_EXTENDED): bindings 5 (per-group offsets) and 6
+# (column order) appended, for imported matrices (GGUF Q4_1/Q4_K, GPTQ act-order).
+glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemv_q4.comp -o "$out/gemv_q4_export_extended_portable.spv"
+glslc $FLAGS -g -DEXPORT -DEXTENDED -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_extended_subgroup.spv"
 # Tensor-core GEMV, GEMM and their fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
 glslang -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv" >/dev/null
 glslang -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_q4_coop.spv" >/dev/null

@@ -36,6 +36,8 @@ layout(local_size_x_id = 0) in;
 #define SPEC_SPLIT 8
 #define SPEC_HAS_OFFSETS 9
 #define SPEC_HAS_K_ORDER 10
+#define OFFSETS_BINDING 2
+#define K_ORDER_BINDING 3
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
@@ -48,15 +50,17 @@ layout(constant_id = SPEC_X_F16) const bool X_F16 = false;     // activations ar
 layout(constant_id = SPEC_SUBGROUP_SIZE) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
 layout(constant_id = SPEC_UNROLL) const uint UNROLL = 1;       // chunks per row per step
 layout(constant_id = SPEC_SPLIT) const uint SPLIT = 1;         // invocations sharing a chunk (divides ROWS)
-#ifdef EXPORT
+#if defined(EXPORT) && !defined(EXTENDED)
 const bool HAS_OFFSETS = false;
 const bool HAS_K_ORDER = false;
 #else
-// Per-group f32 offsets in binding 2 (w = s·u + b, no zero point: GGUF Q4_1 / Q4_K).
+// Per-group f32 offsets in binding OFFSETS_BINDING (w = s·u + b, no zero point: GGUF Q4_1 /
+// Q4_K).
 layout(constant_id = SPEC_HAS_OFFSETS) const bool HAS_OFFSETS = false;
-// Column k of the matrix holds input k_order[k] (binding 3; GPTQ act-order): x is gathered.
+// Column k of the matrix holds input k_order[k] (binding K_ORDER_BINDING; GPTQ act-order):
+// x is gathered.
 layout(constant_id = SPEC_HAS_K_ORDER) const bool HAS_K_ORDER = false;
-layout(set = 0, binding = 3) readonly buffer KOrder { uint k_order[]; };
+layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order[]; };
 #endif
 
 #include "q4_common.glsl"

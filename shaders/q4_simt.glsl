@@ -1,13 +1,17 @@
 // Access to a matrix part in the SIMT layout (`shaders/q4_common.glsl` describes it) and to
 // x and y, shared by the GEMV (`gemv_q4.comp`) and the GEMM (`gemm_q4.comp`). The including
 // shader defines HAS_ZEROS, SCALE_F32, X_F16, HAS_OFFSETS, HAS_K_ORDER (and k_order when it
-// can be true), XY_SET, X_BINDING and Y_BINDING, and includes q4_common.glsl first.
+// can be true), XY_SET, X_BINDING, Y_BINDING and optionally OFFSETS_BINDING (default 2), and
+// includes q4_common.glsl first.
 
 // Weights are read once: `coherent` keeps them out of the L1 (NVIDIA), which then holds x.
 layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { uint s[]; };
 layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
-layout(set = 0, binding = 2) readonly buffer Offsets { float group_offset[]; };
+#ifndef OFFSETS_BINDING
+#define OFFSETS_BINDING 2
+#endif
+layout(set = 0, binding = OFFSETS_BINDING) readonly buffer Offsets { float group_offset[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
@@ -37,7 +41,7 @@ float offset_at(uint i) {
 
 // The input feature of column kk.
 uint input_of(uint kk) {
-#ifdef EXPORT
+#if defined(EXPORT) && !defined(EXTENDED)
     return kk;
 #else
     return HAS_K_ORDER ? k_order[kk] : kk;

@@ -16,18 +16,6 @@ use q4vk::ffi::status::*;
 
 const TOL: f64 = 1e-5;
 
-fn reference(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
-    let mut y = vec![0.0f64; m * n];
-    for mi in 0..m {
-        for row in 0..n {
-            y[mi * n + row] = (0..k)
-                .map(|kk| w[row * k + kk] as f64 * x[mi * k + kk] as f64)
-                .sum();
-        }
-    }
-    y
-}
-
 fn sweep(portable: bool) {
     let gpu = Gpu::new(portable);
     let mut rng = Rng(if portable { 5 } else { 3 });

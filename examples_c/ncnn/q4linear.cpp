@@ -36,13 +36,21 @@ int Q4Linear::load_param(const ncnn::ParamDict& pd) {
     weight_format = pd.get(4, 0);
     variant = pd.get(5, 2);
     max_m = pd.get(6, MAX_M);
-    if (n <= 0 || k <= 0 || (zero_points != 0 && zero_points != 1) || (weight_format != 0 && weight_format != 1) ||
-        variant < 0 || variant > 2 || max_m < 1 || max_m > MAX_M) {
-        NCNN_LOGE("Q4Linear: bad params n=%d k=%d zero_points=%d format=%d variant=%d max_m=%d", n, k, zero_points,
-                  weight_format, variant, max_m);
+    source = pd.get(7, 0);
+    gptq_format = pd.get(8, 1);
+    for (int i = 0; i < 4; i++) imported_bytes[i] = pd.get(10 + i, 0);
+    const bool imported_ok = weight_format != 2 || (source >= (int)Q4VK_SOURCE_GGUF_Q4_0 &&
+                                                    source <= (int)Q4VK_SOURCE_AWQ && imported_bytes[0] > 0 &&
+                                                    imported_bytes[1] >= 0 && imported_bytes[2] >= 0 &&
+                                                    imported_bytes[3] >= 0);
+    if (n <= 0 || k <= 0 || (zero_points != 0 && zero_points != 1) || weight_format < 0 || weight_format > 2 ||
+        variant < 0 || variant > 2 || max_m < 1 || max_m > MAX_M || !imported_ok) {
+        NCNN_LOGE("Q4Linear: bad params n=%d k=%d zero_points=%d format=%d variant=%d max_m=%d source=%d", n, k,
+                  zero_points, weight_format, variant, max_m, source);
         return -1;
     }
-    // The group size is checked by q4vk (q4vk_matrix_pack_size) in load_model.
+    // The group size, gptq_format and the tensors' sizes are checked by q4vk
+    // (q4vk_matrix_pack_size / q4vk_matrix_pack_extended_size) in load_model.
     return 0;
 }
 
@@ -58,6 +66,17 @@ q4vk_matrix_desc Q4Linear::matrix_desc() const {
         d.dtype = Q4VK_DTYPE_F32;  // [n][k] row-major = ncnn InnerProduct's weight layout
         d.weight = weight_f32.data;
         d.weight_bytes = weight_f32.total() * weight_f32.elemsize;
+    } else if (weight_format == 2) {
+        d.source = (q4vk_matrix_source)source;
+        d.dtype = Q4VK_DTYPE_F16;  // GPTQ/AWQ scales as checkpoints store them
+        d.gptq_format = (uint32_t)gptq_format;
+        d.zero_points = 0;
+        const void** ptrs[4] = {&d.weight, &d.scales, &d.zeros, &d.g_idx};
+        size_t* sizes[4] = {&d.weight_bytes, &d.scales_bytes, &d.zeros_bytes, &d.g_idx_bytes};
+        for (int i = 0; i < 4; i++) {  // exact byte counts (the blobs are padded to words)
+            *ptrs[i] = imported_bytes[i] ? imported[i].data : nullptr;
+            *sizes[i] = imported_bytes[i] ? (size_t)imported_bytes[i] : 0;
+        }
     } else {
         d.source = Q4VK_SOURCE_Q4;
         d.dtype = Q4VK_DTYPE_F16;  // scale type
@@ -72,6 +91,23 @@ q4vk_matrix_desc Q4Linear::matrix_desc() const {
 }
 
 int Q4Linear::load_model(const ncnn::ModelBin& mb) {
+    if (weight_format == 2) {
+        // Raw 4-byte words (type 1: no tag), in the order weight, scales, zeros, g_idx.
+        for (int i = 0; i < 4; i++) {
+            if (!imported_bytes[i]) continue;
+            imported[i] = mb.load(words_of((size_t)imported_bytes[i]), 1);
+            if (imported[i].empty()) return -100;
+        }
+        // Validates the desc and g_idx (act-order or not) now.
+        q4vk_matrix_desc d = matrix_desc();
+        size_t sizes[5];
+        q4vk_status st = q4vk_matrix_pack_extended_size(&d, &sizes[0], &sizes[1], &sizes[2], &sizes[3], &sizes[4]);
+        if (st != Q4VK_OK) {
+            log_q4vk("q4vk_matrix_pack_extended_size", st);
+            return -1;
+        }
+        return 0;
+    }
     if (weight_format == 0) {
         weight_f32 = mb.load(n * k, 0);  // tagged blob: fp32 (or fp16/int8, ncnn converts)
         if (weight_f32.empty()) return -100;
@@ -130,11 +166,15 @@ int Q4Linear::create_pipeline(const ncnn::Option& opt) {
     }
     variant_used = (variant == 1 || (variant == 2 && sg_ok)) ? Q4VK_KERNEL_SUBGROUP : Q4VK_KERNEL_PORTABLE;
 
-    q4vk_matrix_desc d = matrix_desc();  // data pointers are not read by the export
+    // The export reads no data pointer but a GPTQ g_idx (loaded by now) to tell act-order
+    // apart. Imported checkpoints take the extended kernel (bindings 5 and 6: per-group
+    // offsets, column order); the other formats the v0 kernel.
+    q4vk_matrix_desc d = matrix_desc();
     std::vector<uint32_t> spv;
     for (int m = 1; m <= max_m; m++) {
         q4vk_kernel_export_desc e;
         q4vk_kernel_export_desc_default(&e);
+        if (weight_format == 2) e.export_flags = Q4VK_KERNEL_EXPORT_EXTENDED;
         e.variant = variant_used;
         e.m = (uint32_t)m;
         e.subgroup_size = variant_used == Q4VK_KERNEL_SUBGROUP ? sg : 0;
@@ -204,20 +244,31 @@ int Q4Linear::destroy_pipeline(const ncnn::Option& opt) {
 
 int Q4Linear::upload_model(ncnn::VkTransfer& cmd, const ncnn::Option& opt) {
     q4vk_matrix_desc d = matrix_desc();
-    size_t wb = 0, sb = 0, zb = 0;
-    q4vk_status st = q4vk_matrix_pack_size(&d, &wb, &sb, &zb);
+    // Device-layout bytes: weights, scales, zeros, and (format 2) offsets, column order.
+    size_t sizes[5] = {};
+    q4vk_status st = weight_format == 2
+                         ? q4vk_matrix_pack_extended_size(&d, &sizes[0], &sizes[1], &sizes[2], &sizes[3], &sizes[4])
+                         : q4vk_matrix_pack_size(&d, &sizes[0], &sizes[1], &sizes[2]);
     if (st != Q4VK_OK) {
-        log_q4vk("q4vk_matrix_pack_size", st);
+        log_q4vk("q4vk_matrix_pack(_extended)_size", st);
         return -1;
     }
     // The device layout as raw bytes: 1-D Mats with elemsize 1, so record_upload neither
-    // casts (it casts only 32-bit elements to fp16/bf16) nor repacks them.
-    ncnn::Mat w((int)wb, (size_t)1u), s((int)sb, (size_t)1u), z;
-    if (zb) z.create((int)zb, (size_t)1u);
-    if (w.empty() || s.empty() || (zb && z.empty())) return -100;
-    st = q4vk_matrix_pack(&d, w.data, wb, s.data, sb, zb ? z.data : nullptr, zb);
+    // casts (it casts only 32-bit elements to fp16/bf16) nor repacks them. A size of 0 (no
+    // zero points, offsets or column order) leaves its Mat empty.
+    ncnn::Mat host[5];
+    for (int i = 0; i < 5; i++) {
+        if (!sizes[i]) continue;
+        host[i].create((int)sizes[i], (size_t)1u);
+        if (host[i].empty()) return -100;
+    }
+    st = weight_format == 2 ? q4vk_matrix_pack_extended(&d, host[0].data, sizes[0], host[1].data, sizes[1],
+                                                        host[2].data, sizes[2], host[3].data, sizes[3],
+                                                        host[4].data, sizes[4])
+                            : q4vk_matrix_pack(&d, host[0].data, sizes[0], host[1].data, sizes[1], host[2].data,
+                                               sizes[2]);
     if (st != Q4VK_OK) {
-        log_q4vk("q4vk_matrix_pack", st);
+        log_q4vk("q4vk_matrix_pack(_extended)", st);
         return -1;
     }
     ncnn::Option raw = opt;  // ncnn's weight allocator (opt.blob_vkallocator in upload_model)
@@ -225,14 +276,15 @@ int Q4Linear::upload_model(ncnn::VkTransfer& cmd, const ncnn::Option& opt) {
     raw.use_fp16_storage = raw.use_fp16_packed = false;
     raw.use_bf16_storage = raw.use_bf16_packed = false;
     raw.use_int8_storage = false;
-    cmd.record_upload(w, w_gpu, raw);
-    cmd.record_upload(s, s_gpu, raw);
-    if (zb) cmd.record_upload(z, z_gpu, raw);  // symmetric: z_gpu stays empty -> ncnn binds a dummy
+    ncnn::VkMat* gpu[5] = {&w_gpu, &s_gpu, &z_gpu, &o_gpu, &k_gpu};
+    for (int i = 0; i < 5; i++)  // empty ones stay empty -> ncnn binds a dummy buffer
+        if (sizes[i]) cmd.record_upload(host[i], *gpu[i], raw);
     if (opt.lightmode) {
         weight_f32.release();
         q_weight.release();
         q_scales.release();
         q_zeros.release();
+        for (ncnn::Mat& m : imported) m.release();
     }
     return 0;
 }
@@ -270,6 +322,8 @@ int Q4Linear::forward(const ncnn::VkMat& bottom, ncnn::VkMat& top, ncnn::VkCompu
         case Q4VK_BINDING_ZEROS: b = &z_gpu; break;  // empty when symmetric (bytes 0)
         case Q4VK_BINDING_X: b = &bottom; break;
         case Q4VK_BINDING_Y: b = &top; break;
+        case Q4VK_BINDING_OFFSETS: b = &o_gpu; break;  // extended kernel; empty without offsets
+        case Q4VK_BINDING_K_ORDER: b = &k_gpu; break;  // extended kernel; empty in input order
         default: NCNN_LOGE("Q4Linear: unknown binding role %u", info.bindings[i].role); return -1;
         }
         if (info.bindings[i].bytes && (b->empty() || b->buffer_capacity() < info.bindings[i].bytes)) {

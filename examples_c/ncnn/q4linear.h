@@ -18,6 +18,12 @@
 //                     1: pre-quantized (q4vk_q4_quantize's outputs), each a raw blob of
 //                       4-byte words, zero-padded: packed nibbles n·ceil(k/2) bytes, f16
 //                       scales n·groups·2 bytes, zero points n·groups bytes (if 3=1)
+//                     2: an imported 4-bit checkpoint tensor, not requantized (source 7):
+//                       the tensors q4vk_matrix_desc takes for that source, each a raw
+//                       blob of 4-byte words, zero-padded, in the order weight, scales,
+//                       zeros, g_idx (those whose byte count 10..13 is not 0); run with
+//                       the extended kernel (Q4VK_KERNEL_EXPORT_EXTENDED +
+//                       q4vk_matrix_pack_extended: per-group offsets, column order)
 //   5 = variant      0 portable kernel (no subgroup operations; runs everywhere),
 //                    1 subgroup kernel (needs subgroup basic+arithmetic; subgroup size
 //                      taken from ncnn's GpuInfo),
@@ -25,6 +31,12 @@
 //                      portable                                             default 2
 //   6 = max_m        largest blob height (m) to support, 1..8: one pipeline per m, since
 //                    the exported kernel is specialized on m                default 8
+//   Format 2 only:
+//   7 = source       Q4VK_SOURCE_GGUF_Q4_0 (3), _Q4_1 (4), _Q4_K (5), Q4VK_SOURCE_GPTQ (6),
+//                    Q4VK_SOURCE_AWQ (7) (scales f16, as checkpoints store them; 2 = group
+//                    size for GPTQ/AWQ, ignored for GGUF)                  required
+//   8 = gptq_format  1 (zeros stored minus one) or 2 (GPTQModel's v2)      default 1
+//   10..13           bytes of weight, scales, zeros, g_idx (0: absent)     default 0
 //
 // Blobs: fp32, elempack 1 (set opt.use_fp16_storage/packed = false, keep packing off for
 // this layer, which is the default for custom layers). Input 1-D w = k (m = 1; output 1-D
@@ -64,13 +76,17 @@ private:
     q4vk_matrix_desc matrix_desc() const;  // shape + data pointers of the loaded weights
 
     int n = 0, k = 0, group_size = 128, zero_points = 0, weight_format = 0, variant = 2, max_m = 8;
+    int source = 0, gptq_format = 1;
+    int imported_bytes[4] = {};                   // format 2: weight, scales, zeros, g_idx
 
     // CPU data until upload_model (released afterwards with opt.lightmode).
     ncnn::Mat weight_f32;                         // format 0
     ncnn::Mat q_weight, q_scales, q_zeros;        // format 1 (raw words)
+    ncnn::Mat imported[4];                        // format 2 (raw words)
 
     // Device side, created with ncnn's allocators.
     ncnn::VkMat w_gpu, s_gpu, z_gpu;
+    ncnn::VkMat o_gpu, k_gpu;                     // format 2: offsets, column order (or empty)
 
     uint32_t variant_used = Q4VK_KERNEL_PORTABLE;
     ncnn::Pipeline* pipes[MAX_M] = {};

@@ -2,10 +2,12 @@
 //! buffers (ncnn's `VkCompute`) needs to run q4vk's GEMV with its own pipeline and
 //! buffers — SPIR-V (`shaders/spv/gemv_q4_export_*.spv`, ncnn's conventions, see
 //! `shaders/gemv_export.glsl`), bindings with their byte sizes, push constants,
-//! specialization constants, local size and group counts. Pure: no Vulkan call.
+//! specialization constants, local size and group counts. Pure: no Vulkan call. The
+//! extended kernel (`Q4VK_KERNEL_EXPORT_EXTENDED`, `gemv_q4_export_extended_*.spv`) appends
+//! bindings for per-group offsets and the column order of imported matrices.
 
 use super::device::DeviceInfo;
-use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent};
+use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
 use super::pipeline::{Push, Spec, Tuning, SPECS};
 use super::shaders;
 use crate::error::{Error, Result};
@@ -22,6 +24,10 @@ pub(crate) const ROLE_ZEROS: u32 = 2;
 pub(crate) const ROLE_X: u32 = 3;
 /// Output.
 pub(crate) const ROLE_Y: u32 = 4;
+/// Per-group f32 offsets (extended kernel; unread without them).
+pub(crate) const ROLE_OFFSETS: u32 = 5;
+/// Input of each column (extended kernel; unread without a column order).
+pub(crate) const ROLE_K_ORDER: u32 = 6;
 
 /// Local size x, y, z (ncnn's convention).
 pub const SPEC_LOCAL_SIZE: [u32; 3] = [233, 234, 235];
@@ -48,6 +54,20 @@ pub struct ExportRequest {
     pub y_stride: u64,
     /// Subgroup variant (else portable).
     pub subgroup: bool,
+    /// The extended kernel and what the matrix needs beyond the v0 layout.
+    pub extras: Extras,
+}
+
+/// The extended export and what of it a matrix needs (all false: the v0 kernel of a plain
+/// matrix).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// The host takes the extended kernel (bindings 5 and 6 appended).
+    pub extended: bool,
+    /// The matrix has per-group f32 offsets, `w = scale·u + offset` (binding 5).
+    pub offsets: bool,
+    /// The matrix's columns are inputs out of order (binding 6).
+    pub k_order: bool,
 }
 
 /// The device facts the export respects.
@@ -148,6 +168,24 @@ pub fn layout_bytes(shape: &Q4Shape, scale: ScaleType) -> Result<[u64; 3]> {
     ])
 }
 
+/// Bytes of the per-group f32 offsets and of the column order (u32 per column) of the
+/// extended layout; 0 where the matrix has none.
+pub fn extra_bytes(shape: &Q4Shape, extras: Extras) -> [u64; 2] {
+    let l = VkLayout::of(shape);
+    [
+        if extras.offsets {
+            l.scales_bytes(4, shape.n) as u64
+        } else {
+            0
+        },
+        if extras.k_order {
+            4 * shape.k as u64
+        } else {
+            0
+        },
+    ]
+}
+
 /// The SpecId decorations of a SPIR-V module, ascending.
 pub fn spec_ids(words: &[u32]) -> Vec<u32> {
     let mut ids = Vec::new();
@@ -169,6 +207,17 @@ pub fn spec_ids(words: &[u32]) -> Vec<u32> {
 pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     let shape = &req.shape;
     let (n, k) = (shape.n as u64, shape.k as u64);
+    let extras = req.extras;
+    if !extras.extended && (extras.offsets || extras.k_order) {
+        return Err(Error::Unsupported(format!(
+            "the matrix has {}; the v0 kernel has no binding for them: ask for the extended kernel (Q4VK_KERNEL_EXPORT_EXTENDED) and pack with q4vk_matrix_pack_extended",
+            if extras.offsets {
+                "per-group offsets (GGUF Q4_1/Q4_K)"
+            } else {
+                "a column order (GPTQ act-order)"
+            }
+        )));
+    }
     let params = GemvParams {
         m: req.m,
         x_f16: req.x_f16,
@@ -181,6 +230,12 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         x_bytes: xb,
         y_bytes: yb,
     } = xy_extent(n, k, &params, "desc->")?;
+    if req.m > MAX_M {
+        return Err(Error::Unsupported(format!(
+            "m is {}; the exported kernel is the GEMV, m = 1..{MAX_M} (the GEMM for larger m is not exported)",
+            req.m
+        )));
+    }
     let t = dev.tuning;
     let l = VkLayout::of(shape);
     let workgroup = t.workgroup_for(l.chunks);
@@ -199,6 +254,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         )));
     }
     let [wb, sb, zb] = layout_bytes(shape, req.scale)?;
+    let [ob, kb] = extra_bytes(shape, extras);
     // The kernel indexes weights (uvec4), scales, zeros, x and y with 32 bits.
     let indices = [n * l.chunks as u64, n * l.groups as u64, x_elems, y_elems];
     if indices.iter().any(|&i| i > u32::MAX as u64) || n > u32::MAX as u64 {
@@ -212,6 +268,8 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         ("zeros", zb),
         ("x", xb),
         ("y", yb),
+        ("offsets", ob),
+        ("column order", kb),
     ] {
         if bytes > dev.max_storage_range {
             return Err(Error::Unsupported(format!(
@@ -240,14 +298,18 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         wg_count: total as u32,
         wg_offset: 0,
     };
-    let spirv = shaders::words(if req.subgroup {
-        shaders::GEMV_EXPORT_SUBGROUP
-    } else {
-        shaders::GEMV_EXPORT_PORTABLE
+    let spirv = shaders::words(match (extras.extended, req.subgroup) {
+        (false, false) => shaders::GEMV_EXPORT_PORTABLE,
+        (false, true) => shaders::GEMV_EXPORT_SUBGROUP,
+        (true, false) => shaders::GEMV_EXPORT_EXTENDED_PORTABLE,
+        (true, true) => shaders::GEMV_EXPORT_EXTENDED_SUBGROUP,
     })?;
     let mut specs = Vec::new();
     for id in spec_ids(&spirv) {
-        let spec = SPECS.iter().find(|s| s.2 == Some(id)).map(|s| s.0);
+        let spec = SPECS
+            .iter()
+            .find(|s| (if extras.extended { s.3 } else { s.2 }) == Some(id))
+            .map(|s| s.0);
         let value = match (spec, id) {
             (Some(Spec::Rows), _) => tuning.rows,
             (Some(Spec::M), _) => req.m,
@@ -258,6 +320,8 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
             (Some(Spec::Unroll), _) => tuning.unroll,
             (Some(Spec::Split), _) => tuning.split,
             (Some(Spec::SubgroupSize), _) => tuning.subgroup,
+            (Some(Spec::HasOffsets), _) => extras.offsets as u32,
+            (Some(Spec::HasKOrder), _) => extras.k_order as u32,
             (None, 234 | 235) => 1,
             (_, other) => {
                 return Err(Error::Internal(format!(
@@ -267,21 +331,25 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         };
         specs.push((id, value));
     }
-    let bindings = [
+    let roles = [
         (ROLE_WEIGHTS, wb),
         (ROLE_SCALES, sb),
         (ROLE_ZEROS, zb),
         (ROLE_X, xb),
         (ROLE_Y, yb),
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, &(role, bytes))| ExportBinding {
-        binding: i as u32,
-        role,
-        bytes,
-    })
-    .collect();
+        (ROLE_OFFSETS, ob),
+        (ROLE_K_ORDER, kb),
+    ];
+    let used = if extras.extended { 7 } else { 5 };
+    let bindings = roles[..used]
+        .iter()
+        .enumerate()
+        .map(|(i, &(role, bytes))| ExportBinding {
+            binding: i as u32,
+            role,
+            bytes,
+        })
+        .collect();
     Ok(Export {
         subgroup: req.subgroup,
         spirv,
@@ -297,14 +365,19 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
 mod tests {
     use super::*;
 
+    /// The four exported builds.
+    const BUILDS: [&[u8]; 4] = [
+        shaders::GEMV_EXPORT_PORTABLE,
+        shaders::GEMV_EXPORT_SUBGROUP,
+        shaders::GEMV_EXPORT_EXTENDED_PORTABLE,
+        shaders::GEMV_EXPORT_EXTENDED_SUBGROUP,
+    ];
+
     /// ncnn's `Pipeline::create` maps entry i of its vector to constant id i and expects
     /// (own constants + 3) entries: the own ids must be 0..N-1, then 233..235.
     #[test]
     fn spec_ids_follow_ncnn() {
-        for (spv, own) in [
-            (shaders::GEMV_EXPORT_PORTABLE, 8),
-            (shaders::GEMV_EXPORT_SUBGROUP, 9),
-        ] {
+        for (spv, own) in BUILDS.into_iter().zip([8, 9, 10, 11]) {
             let ids = spec_ids(&shaders::words(spv).unwrap());
             let mut want: Vec<u32> = (0..own).collect();
             want.extend(SPEC_LOCAL_SIZE);
@@ -316,7 +389,7 @@ mod tests {
     /// `parameter`, so the names must survive compilation.
     #[test]
     fn push_block_is_named_parameter() {
-        for spv in [shaders::GEMV_EXPORT_PORTABLE, shaders::GEMV_EXPORT_SUBGROUP] {
+        for spv in BUILDS {
             assert!(spv.windows(10).any(|w| w == b"parameter\0"));
         }
     }
@@ -326,7 +399,7 @@ mod tests {
     /// kernel must not use them (it reads WORKGROUP instead).
     #[test]
     fn local_size_constants_are_unused() {
-        for spv in [shaders::GEMV_EXPORT_PORTABLE, shaders::GEMV_EXPORT_SUBGROUP] {
+        for spv in BUILDS {
             let w = shaders::words(spv).unwrap();
             let mut insts = Vec::new();
             let mut i = 5;
@@ -361,6 +434,55 @@ mod tests {
         }
     }
 
+    /// The extended kernel appends offsets (5) and column order (6) with their bytes and
+    /// specializes on them; the v0 kernel refuses matrices that need them.
+    #[test]
+    fn extended_export_appends_offsets_and_order() {
+        let shape = Q4Shape::new(10, 64, 32, 0).unwrap();
+        let mut req = ExportRequest {
+            shape,
+            scale: ScaleType::F32,
+            m: 1,
+            x_f16: false,
+            x_stride: 64,
+            y_stride: 10,
+            subgroup: false,
+            extras: Extras {
+                extended: false,
+                offsets: true,
+                k_order: false,
+            },
+        };
+        let dev = ExportDevice::unknown(default_tuning(false, 1, 1));
+        assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
+        req.extras.extended = true;
+        let e = export(&req, &dev).unwrap();
+        let roles: Vec<_> = e
+            .bindings
+            .iter()
+            .map(|b| (b.binding, b.role, b.bytes))
+            .collect();
+        assert_eq!(&roles[5..], &[(5, ROLE_OFFSETS, 80), (6, ROLE_K_ORDER, 0)]);
+        assert_eq!(roles[2], (2, ROLE_ZEROS, 0));
+        assert_eq!(&e.specs[8..10], &[(8, 1), (9, 0)]);
+        req.extras = Extras {
+            extended: true,
+            offsets: false,
+            k_order: true,
+        };
+        let e = export(&req, &dev).unwrap();
+        assert_eq!(e.bindings[6].bytes, 256);
+        assert_eq!(e.bindings[5].bytes, 0);
+        assert_eq!(&e.specs[8..10], &[(8, 0), (9, 1)]);
+        req.extras = Extras::default();
+        let e = export(&req, &dev).unwrap();
+        assert_eq!(e.bindings.len(), 5);
+        assert_eq!(
+            e.spirv,
+            shaders::words(shaders::GEMV_EXPORT_PORTABLE).unwrap()
+        );
+    }
+
     #[test]
     fn groups_go_2d_past_the_limit() {
         let shape = Q4Shape::new(1000, 64, 32, 1).unwrap();
@@ -372,6 +494,7 @@ mod tests {
             x_stride: 64,
             y_stride: 1000,
             subgroup: false,
+            extras: Extras::default(),
         };
         let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
         dev.max_groups = [100, 100];

@@ -172,20 +172,21 @@ pub enum Spec {
 
 /// The one table of the SIMT kernel's specialization ids: (constant, id in q4vk's own
 /// build (`local_size_x_id` 0, then `SPEC_*` of `shaders/gemv_q4.comp`), id in the exported
-/// build (`shaders/gemv_export.glsl`: ncnn wants the kernel's own ids contiguous from 0,
-/// with the subgroup size last as the portable variant lacks it); `None`: not exported).
-pub const SPECS: [(Spec, u32, Option<u32>); 11] = [
-    (Spec::Workgroup, 0, Some(5)),
-    (Spec::Rows, 1, Some(0)),
-    (Spec::M, 2, Some(1)),
-    (Spec::HasZeros, 3, Some(2)),
-    (Spec::ScaleF32, 4, Some(3)),
-    (Spec::XF16, 5, Some(4)),
-    (Spec::SubgroupSize, 6, Some(8)),
-    (Spec::Unroll, 7, Some(6)),
-    (Spec::Split, 8, Some(7)),
-    (Spec::HasOffsets, 9, None),
-    (Spec::HasKOrder, 10, None),
+/// build and id in the extended exported build (`shaders/gemv_export.glsl`: ncnn wants the
+/// kernel's own ids contiguous from 0, with the subgroup size last as the portable variant
+/// lacks it); `None`: not in that build).
+pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 11] = [
+    (Spec::Workgroup, 0, Some(5), Some(5)),
+    (Spec::Rows, 1, Some(0), Some(0)),
+    (Spec::M, 2, Some(1), Some(1)),
+    (Spec::HasZeros, 3, Some(2), Some(2)),
+    (Spec::ScaleF32, 4, Some(3), Some(3)),
+    (Spec::XF16, 5, Some(4), Some(4)),
+    (Spec::SubgroupSize, 6, Some(8), Some(10)),
+    (Spec::Unroll, 7, Some(6), Some(6)),
+    (Spec::Split, 8, Some(7), Some(7)),
+    (Spec::HasOffsets, 9, None, Some(8)),
+    (Spec::HasKOrder, 10, None, Some(9)),
 ];
 
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
@@ -515,7 +516,7 @@ impl Pipelines {
             Spec::HasKOrder => key.k_order as u32,
         };
         let mut values = [0u32; SPECS.len()];
-        for (spec, id, _) in SPECS {
+        for (spec, id, _, _) in SPECS {
             values[id as usize] = value(spec);
         }
         let pipeline = self.create(self.module, &values)?;

@@ -20,6 +20,13 @@ pub const GEMV_EXPORT_PORTABLE: &[u8] =
 /// Exported GEMV with the subgroup reduction (SPIR-V 1.3).
 pub const GEMV_EXPORT_SUBGROUP: &[u8] =
     include_bytes!("../../shaders/spv/gemv_q4_export_subgroup.spv");
+/// Extended exported GEMV (`Q4VK_KERNEL_EXPORT_EXTENDED`: per-group offsets and column
+/// order in bindings 5 and 6), portable, SPIR-V 1.0.
+pub const GEMV_EXPORT_EXTENDED_PORTABLE: &[u8] =
+    include_bytes!("../../shaders/spv/gemv_q4_export_extended_portable.spv");
+/// Extended exported GEMV with the subgroup reduction (SPIR-V 1.3).
+pub const GEMV_EXPORT_EXTENDED_SUBGROUP: &[u8] =
+    include_bytes!("../../shaders/spv/gemv_q4_export_extended_subgroup.spv");
 /// Benchmark baseline: one invocation per row (binding 0 words, 1 scale+zero, 2 x, 3 y).
 pub const NAIVE: &[u8] = include_bytes!("../../shaders/spv/naive_q4.spv");
 /// Benchmark ceiling: uvec4 copy (binding 0 source, 1 destination).

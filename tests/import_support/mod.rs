@@ -237,3 +237,16 @@ pub fn dequantize(d: &q4vk_matrix_desc) -> (u32, Vec<f32>) {
 pub fn f32_bytes(w: &[f32]) -> Vec<u8> {
     w.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
+
+/// The f64 GEMV `y[m][n] = Σ_k x[m][k]·w[n][k]` of weights `w` `[n][k]`.
+pub fn reference(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
+    let mut y = vec![0.0f64; m * n];
+    for mi in 0..m {
+        for row in 0..n {
+            y[mi * n + row] = (0..k)
+                .map(|kk| w[row * k + kk] as f64 * x[mi * k + kk] as f64)
+                .sum();
+        }
+    }
+    y
+}
