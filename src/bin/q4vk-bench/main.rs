@@ -63,6 +63,8 @@ struct Options {
     /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
     /// per-group f32 offsets (w = s·u + o).
     offsets: bool,
+    /// Matrices with a column order (GPTQ act-order: x gathered through a permutation).
+    act_order: bool,
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
@@ -80,13 +82,14 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M] [--gemm-from M] [--offsets] [--f16] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M] [--gemm-from M] [--offsets] [--act-order] [--f16] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, None, None);
+    let mut act_order = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -100,6 +103,7 @@ fn main() {
             "--coop-sweep" => coop_sweep = true,
             "--no-coop" => no_coop = true,
             "--offsets" => offsets = true,
+            "--act-order" => act_order = true,
             "--f16" => x_f16 = true,
             "--coop" => {
                 coop = match numbers(args.next()).as_deref() {
@@ -149,6 +153,7 @@ fn main() {
         x_f16,
         gemm_from,
         offsets,
+        act_order,
         tuning,
         unroll,
         split,

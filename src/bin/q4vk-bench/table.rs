@@ -40,12 +40,13 @@ pub(crate) fn time_gemv(
     probe: &Copy,
 ) -> Result<(f64, f64, f64, f64, Vec<f64>, bool)> {
     let (n, k) = (data.shape.n, data.shape.k);
-    let first = DeviceMatrix::new(ctx, data, offsets, None)?;
+    let k_order = opt.act_order.then(|| column_order(k));
+    let first = DeviceMatrix::new(ctx, data, offsets, k_order.as_deref())?;
     let bytes_per = first.device_bytes();
     let copies = (opt.cold_bytes.div_ceil(bytes_per) + 1) as usize;
     let mut mats = vec![first];
     for _ in 1..copies {
-        mats.push(DeviceMatrix::new(ctx, data, offsets, None)?);
+        mats.push(DeviceMatrix::new(ctx, data, offsets, k_order.as_deref())?);
     }
     // f16 activations: x holds f16 values (rounded by the caller), uploaded as f16.
     let xv: Vec<u8> = if opt.x_f16 {
@@ -88,7 +89,14 @@ pub(crate) fn time_gemv(
             .flat_map(|&t| v[t * len..(t + 1) * len].iter().copied())
             .collect()
     };
-    let (xs, ys) = (pick(x, k), pick(&y, n));
+    let (mut xs, ys) = (pick(x, k), pick(&y, n));
+    if let Some(order) = &k_order {
+        // Column j of the matrix meets input order[j].
+        xs = xs
+            .chunks_exact(k)
+            .flat_map(|row| order.iter().map(|&i| row[i as usize]))
+            .collect();
+    }
     let rel_err = match (reference, offsets) {
         (Some(r), _) => reference::relative_error(&y, r),
         (None, None) => reference::relative_error(&ys, &reference::gemv(data, &xs, tokens.len())),
@@ -111,6 +119,19 @@ pub(crate) fn time_gemv(
     let bytes = (bytes_per + xv.len() as u64 + 4 * mb * n as u64) as f64;
     let gemm = gemv::runs_gemm(ctx, &mats[0], m);
     Ok((cold_us, hot_us, bytes, rel_err, per_copy, gemm))
+}
+
+/// A fixed pseudo-random permutation of `0..k` (an act-order matrix's column order).
+fn column_order(k: usize) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..k as u32).collect();
+    let mut state = 0x2545F4914F6CDD1Du64;
+    for i in (1..k).rev() {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        order.swap(i, (state >> 33) as usize % (i + 1));
+    }
+    order
 }
 
 /// y (`m` rows of `n`) of one recorded GEMV of `mat`, read back.
