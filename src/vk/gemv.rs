@@ -200,38 +200,34 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
 /// context's SIMT variant; the GEMM of the matrix's layout where [`runs_gemm`] says so.
 fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
     let gemm = runs_gemm(ctx, mat, p.m);
-    if gemm && mat.coop.is_none() {
-        let key = GemmKey {
-            zeros: mat.shape.zero_points,
-            scale_f32: mat.scale_f32,
-            x_f16: p.x_f16,
-            offsets: mat.offsets,
-            k_order: mat.k_order.is_some(),
-        };
-        return Ok(Plan {
-            pipeline: ctx.pipelines.get_gemm(key)?,
-            rows_per_wg: GEMM_TILE.rows() as u64,
-            tokens_per_wg: GEMM_TILE.tokens() as u64,
-            chunks: mat.layout.chunks,
-            groups: mat.layout.groups,
-            group_shift: mat.layout.group_shift,
-        });
-    }
     let Some(c) = &mat.coop else {
-        let key = PipelineKey {
-            portable: ctx.portable,
-            workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
-            m: p.m,
-            zeros: mat.shape.zero_points,
-            scale_f32: mat.scale_f32,
-            x_f16: p.x_f16,
-            offsets: mat.offsets,
-            k_order: mat.k_order.is_some(),
+        let (pipeline, rows, tokens) = if gemm {
+            let key = GemmKey {
+                zeros: mat.shape.zero_points,
+                scale_f32: mat.scale_f32,
+                x_f16: p.x_f16,
+                offsets: mat.offsets,
+                k_order: mat.k_order.is_some(),
+            };
+            let t = GEMM_TILE;
+            (ctx.pipelines.get_gemm(key)?, t.rows(), t.tokens())
+        } else {
+            let key = PipelineKey {
+                portable: ctx.portable,
+                workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
+                m: p.m,
+                zeros: mat.shape.zero_points,
+                scale_f32: mat.scale_f32,
+                x_f16: p.x_f16,
+                offsets: mat.offsets,
+                k_order: mat.k_order.is_some(),
+            };
+            (ctx.pipelines.get(key)?, ctx.pipelines.tuning.rows, p.m)
         };
         return Ok(Plan {
-            pipeline: ctx.pipelines.get(key)?,
-            rows_per_wg: ctx.pipelines.tuning.rows as u64,
-            tokens_per_wg: p.m as u64,
+            pipeline,
+            rows_per_wg: rows as u64,
+            tokens_per_wg: tokens as u64,
             chunks: mat.layout.chunks,
             groups: mat.layout.groups,
             group_shift: mat.layout.group_shift,
