@@ -34,6 +34,10 @@ glslc $FLAGS -g -DEXPORT -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_subgrou
 # (column order) appended, for imported matrices (GGUF Q4_1/Q4_K, GPTQ act-order).
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemv_q4.comp -o "$out/gemv_q4_export_extended_portable.spv"
 glslc $FLAGS -g -DEXPORT -DEXTENDED -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_extended_subgroup.spv"
+# The exported GEMM (m > 8; no subgroup operations, so one SPIR-V 1.0 build per kernel
+# flavour), same conventions.
+glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT gemm_q4.comp -o "$out/gemm_q4_export.spv"
+glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemm_q4.comp -o "$out/gemm_q4_export_extended.spv"
 # Tensor-core GEMV, GEMM and their fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
 glslang -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv" >/dev/null
 glslang -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_q4_coop.spv" >/dev/null

@@ -15,28 +15,59 @@
 #extension GL_EXT_control_flow_attributes : require
 #define GEMM
 
+#ifdef EXPORT
+// The exported GEMM (`q4vk_kernel_export` at m > 8, compiled with -DEXPORT [-DEXTENDED]):
+// the bindings, push block name and local-size ids of the exported GEMV
+// (`gemv_export.glsl`: set 0 = weights 0, scales 1, zeros 2, x 3, y 4, and with EXTENDED
+// offsets 5, column order 6; the block type named `parameter`; the local size on 233..235,
+// which a host may rewrite). The own constants keep this kernel's ids 0..6 (0..8 with
+// EXTENDED), WORKGROUP on id 0 as a plain constant that must equal local_size_x.
+layout(local_size_x_id = 233, local_size_y_id = 234, local_size_z_id = 235) in;
+layout(constant_id = 0) const uint WORKGROUP = 64;             // TX * TY invocations
+#define XY_SET 0
+#define X_BINDING 3
+#define Y_BINDING 4
+#define Push parameter
+#ifdef EXTENDED
+#define OFFSETS_BINDING 5
+#define K_ORDER_BINDING 6
+#endif
+#else
 layout(local_size_x_id = 0) in;                                // TX * TY invocations
+#define K_ORDER_BINDING 3
+#endif
 layout(constant_id = 1) const uint TX = 8;                      // invocations along rows
 layout(constant_id = 2) const uint RN = 4;                      // rows per invocation
 layout(constant_id = 3) const uint RM = 4;                      // tokens per invocation
 layout(constant_id = 4) const bool HAS_ZEROS = false;           // per-group zero points (else 8)
 layout(constant_id = 5) const bool SCALE_F32 = false;           // scales stored as f32 (else f16)
 layout(constant_id = 6) const bool X_F16 = false;               // activations are f16 (else f32)
-// Per-group f32 offsets in binding 2 (w = s·u + b, no zero point: GGUF Q4_1 / Q4_K).
+#if defined(EXPORT) && !defined(EXTENDED)
+const bool HAS_OFFSETS = false;
+const bool HAS_K_ORDER = false;
+#else
+// Per-group f32 offsets in binding 2 (EXTENDED export: 5) (w = s·u + b, no zero point: GGUF
+// Q4_1 / Q4_K).
 layout(constant_id = 7) const bool HAS_OFFSETS = false;
-// Column k of the matrix holds input k_order[k] (binding 3; GPTQ act-order): x is gathered.
+// Column k of the matrix holds input k_order[k] (binding K_ORDER_BINDING; GPTQ act-order):
+// x is gathered.
 layout(constant_id = 8) const bool HAS_K_ORDER = false;
-layout(set = 0, binding = 3) readonly buffer KOrder { uint k_order[]; };
+layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order[]; };
+#endif
+#ifndef EXPORT
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
+#endif
 
 #include "q4_common.glsl"
 #include "q4_simt.glsl"
 
 layout(set = 0, binding = 0) coherent readonly buffer WeightWords { uint w1[]; };
 
+#ifndef EXPORT
 const uint WORKGROUP = gl_WorkGroupSize.x;
+#endif
 const uint TY = WORKGROUP / TX;
 const uint TN = TX * RN; // rows per workgroup
 const uint TM = TY * RM; // tokens per workgroup

@@ -418,7 +418,11 @@ pub unsafe extern "C" fn q4vk_kernel_export(
                 }
                 let tuning = export::default_tuning(subgroup, sg, sg);
                 let tuning = export::round_to_subgroup(tuning, sg);
-                (subgroup, ExportDevice::unknown(tuning))
+                let dev = ExportDevice {
+                    subgroup_size: sg,
+                    ..ExportDevice::unknown(tuning)
+                };
+                (subgroup, dev)
             }
         };
         let req = ExportRequest {

@@ -8,7 +8,7 @@
 
 use super::device::DeviceInfo;
 use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
-use super::pipeline::{Push, Spec, Tuning, SPECS};
+use super::pipeline::{GemmKey, Push, Spec, Tuning, GEMM_TILE, SPECS};
 use super::shaders;
 use crate::error::{Error, Result};
 use crate::layout::vk::VkLayout;
@@ -83,6 +83,9 @@ pub struct ExportDevice {
     pub max_shared: u32,
     /// Largest 1-D workgroup.
     pub max_workgroup: u32,
+    /// The subgroup size the host rounds local sizes up to a multiple of (ncnn does), a
+    /// power of two, or 0 for unknown: the GEMM's workgroup is at least this.
+    pub subgroup_size: u32,
 }
 
 /// Default workgroup shape of a variant on a device of unknown vendor: the choice a
@@ -112,6 +115,7 @@ impl ExportDevice {
             max_groups: [MIN_MAX_GROUPS; 2],
             max_shared: MIN_MAX_SHARED,
             max_workgroup: MIN_MAX_INVOCATIONS,
+            subgroup_size: 0,
         }
     }
 
@@ -123,6 +127,7 @@ impl ExportDevice {
             max_groups: info.max_groups,
             max_shared: info.max_shared,
             max_workgroup: info.max_workgroup,
+            subgroup_size: info.subgroup_size,
         }
     }
 }
@@ -203,7 +208,127 @@ pub fn spec_ids(words: &[u32]) -> Vec<u32> {
     ids
 }
 
-/// Builds the export for `req` on `dev`.
+/// What the exported GEMV (m ≤ 8) and GEMM (m > 8) differ in.
+struct Kernel {
+    /// The variant exported (the GEMM has no subgroup operations: always portable).
+    subgroup: bool,
+    /// Embedded SPIR-V.
+    spirv: &'static [u8],
+    /// Invocations per workgroup (local_size_x).
+    workgroup: u32,
+    /// Output rows per workgroup.
+    rows: u64,
+    /// Activation rows (tokens) per workgroup.
+    tokens: u64,
+    /// Value of the kernel's own specialization id (not 233..235).
+    spec: Box<dyn Fn(u32) -> Option<u32>>,
+}
+
+/// The GEMV of `req.m` ≤ [`MAX_M`] rows with the device's workgroup choice.
+fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result<Kernel> {
+    let t = dev.tuning;
+    let workgroup = t.workgroup_for(chunks);
+    let tuning = Tuning { workgroup, ..t };
+    if workgroup > dev.max_workgroup {
+        return Err(Error::Unsupported(format!(
+            "the exported kernel needs a workgroup of {workgroup}; the device allows {}",
+            dev.max_workgroup
+        )));
+    }
+    let shared = tuning.shared_bytes(!req.subgroup, req.m);
+    if shared > dev.max_shared {
+        return Err(Error::Unsupported(format!(
+            "the exported kernel needs {shared} bytes of shared memory at m = {}; the device has {}",
+            req.m, dev.max_shared
+        )));
+    }
+    let (shape, scale, extras) = (req.shape, req.scale, req.extras);
+    let (m, x_f16) = (req.m, req.x_f16);
+    let spec = move |id: u32| {
+        let spec = SPECS
+            .iter()
+            .find(|s| (if extras.extended { s.3 } else { s.2 }) == Some(id))?
+            .0;
+        Some(match spec {
+            Spec::Rows => tuning.rows,
+            Spec::M => m,
+            Spec::HasZeros => shape.zero_points as u32,
+            Spec::ScaleF32 => (scale == ScaleType::F32) as u32,
+            Spec::XF16 => x_f16 as u32,
+            Spec::Workgroup => workgroup,
+            Spec::Unroll => tuning.unroll,
+            Spec::Split => tuning.split,
+            Spec::SubgroupSize => tuning.subgroup,
+            Spec::HasOffsets => extras.offsets as u32,
+            Spec::HasKOrder => extras.k_order as u32,
+        })
+    };
+    Ok(Kernel {
+        subgroup: req.subgroup,
+        spirv: match (extras.extended, req.subgroup) {
+            (false, false) => shaders::GEMV_EXPORT_PORTABLE,
+            (false, true) => shaders::GEMV_EXPORT_SUBGROUP,
+            (true, false) => shaders::GEMV_EXPORT_EXTENDED_PORTABLE,
+            (true, true) => shaders::GEMV_EXPORT_EXTENDED_SUBGROUP,
+        },
+        workgroup,
+        rows: tuning.rows as u64,
+        tokens: req.m as u64,
+        spec: Box::new(spec),
+    })
+}
+
+/// The SIMT GEMM (`shaders/gemm_q4.comp`) for m > [`MAX_M`]: [`GEMM_TILE`]'s tile, with
+/// the workgroup grown along tokens to the device's subgroup size where that is larger
+/// (hosts such as ncnn round local sizes up to a multiple of it).
+fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
+    let t = GEMM_TILE;
+    let workgroup = (t.tx * t.ty).max(dev.subgroup_size);
+    let ty = workgroup / t.tx;
+    let (rows, tokens) = (t.tx * t.rn, ty * t.rm);
+    if workgroup % t.tx != 0 {
+        return Err(Error::Unsupported(format!(
+            "the exported GEMM's workgroup must be a multiple of {} and of the subgroup size {}",
+            t.tx, dev.subgroup_size
+        )));
+    }
+    if workgroup > dev.max_workgroup {
+        return Err(Error::Unsupported(format!(
+            "the exported GEMM needs a workgroup of {workgroup}; the device allows {}",
+            dev.max_workgroup
+        )));
+    }
+    // tile_w and tile_x: 32 k of f32 per row and per token.
+    let shared = 4 * 32 * (rows + tokens);
+    if shared > dev.max_shared {
+        return Err(Error::Unsupported(format!(
+            "the exported GEMM needs {shared} bytes of shared memory; the device has {}",
+            dev.max_shared
+        )));
+    }
+    let key = GemmKey {
+        zeros: req.shape.zero_points,
+        scale_f32: req.scale == ScaleType::F32,
+        x_f16: req.x_f16,
+        offsets: req.extras.offsets,
+        k_order: req.extras.k_order,
+    };
+    let values = key.spec_values(workgroup);
+    Ok(Kernel {
+        subgroup: false,
+        spirv: if req.extras.extended {
+            shaders::GEMM_EXPORT_EXTENDED
+        } else {
+            shaders::GEMM_EXPORT
+        },
+        workgroup,
+        rows: rows as u64,
+        tokens: tokens as u64,
+        spec: Box::new(move |id| values.get(id as usize).copied()),
+    })
+}
+
+/// Builds the export for `req` on `dev`: the GEMV for m ≤ [`MAX_M`], the GEMM beyond.
 pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     let shape = &req.shape;
     let (n, k) = (shape.n as u64, shape.k as u64);
@@ -230,33 +355,17 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         x_bytes: xb,
         y_bytes: yb,
     } = xy_extent(n, k, &params, "desc->")?;
-    if req.m > MAX_M {
-        return Err(Error::Unsupported(format!(
-            "m is {}; the exported kernel is the GEMV, m = 1..{MAX_M} (the GEMM for larger m is not exported)",
-            req.m
-        )));
-    }
-    let t = dev.tuning;
     let l = VkLayout::of(shape);
-    let workgroup = t.workgroup_for(l.chunks);
-    let tuning = Tuning { workgroup, ..t };
-    if workgroup > dev.max_workgroup {
-        return Err(Error::Unsupported(format!(
-            "the exported kernel needs a workgroup of {workgroup}; the device allows {}",
-            dev.max_workgroup
-        )));
-    }
-    let shared = tuning.shared_bytes(!req.subgroup, req.m);
-    if shared > dev.max_shared {
-        return Err(Error::Unsupported(format!(
-            "the exported kernel needs {shared} bytes of shared memory at m = {}; the device has {}",
-            req.m, dev.max_shared
-        )));
-    }
+    let kernel = if req.m > MAX_M {
+        gemm_kernel(req, dev)?
+    } else {
+        gemv_kernel(req, dev, l.chunks)?
+    };
     let [wb, sb, zb] = layout_bytes(shape, req.scale)?;
     let [ob, kb] = extra_bytes(shape, extras);
-    // The kernel indexes weights (uvec4), scales, zeros, x and y with 32 bits.
-    let indices = [n * l.chunks as u64, n * l.groups as u64, x_elems, y_elems];
+    // The kernels index weights (uvec4; the GEMM u32 words), scales, zeros, x and y with
+    // 32 bits.
+    let indices = [4 * n * l.chunks as u64, n * l.groups as u64, x_elems, y_elems];
     if indices.iter().any(|&i| i > u32::MAX as u64) || n > u32::MAX as u64 {
         return Err(Error::Unsupported(
             "the matrix or x/y need more than 2^32 elements in one buffer; the exported kernel indexes with 32 bits and takes one buffer per role (q4vk_matrix_create splits such matrices; the export cannot)".into(),
@@ -278,7 +387,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
             )));
         }
     }
-    let total = n.div_ceil(tuning.rows as u64);
+    let total = n.div_ceil(kernel.rows) * (req.m as u64).div_ceil(kernel.tokens);
     let [max_x, max_y] = dev.max_groups.map(u64::from);
     let (count, gx, gy) = dispatch_grid(total, [max_x, max_y]);
     if count < total {
@@ -298,37 +407,24 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         wg_count: total as u32,
         wg_offset: 0,
     };
-    let spirv = shaders::words(match (extras.extended, req.subgroup) {
-        (false, false) => shaders::GEMV_EXPORT_PORTABLE,
-        (false, true) => shaders::GEMV_EXPORT_SUBGROUP,
-        (true, false) => shaders::GEMV_EXPORT_EXTENDED_PORTABLE,
-        (true, true) => shaders::GEMV_EXPORT_EXTENDED_SUBGROUP,
-    })?;
+    let mut push = push.words().to_vec();
+    if req.m > MAX_M {
+        // The GEMM's block has m after the GEMV's ten words (`#define GEMM`).
+        push.push(req.m);
+    }
+    let spirv = shaders::words(kernel.spirv)?;
     let mut specs = Vec::new();
     for id in spec_ids(&spirv) {
-        let spec = SPECS
-            .iter()
-            .find(|s| (if extras.extended { s.3 } else { s.2 }) == Some(id))
-            .map(|s| s.0);
-        let value = match (spec, id) {
-            (Some(Spec::Rows), _) => tuning.rows,
-            (Some(Spec::M), _) => req.m,
-            (Some(Spec::HasZeros), _) => shape.zero_points as u32,
-            (Some(Spec::ScaleF32), _) => (req.scale == ScaleType::F32) as u32,
-            (Some(Spec::XF16), _) => req.x_f16 as u32,
-            (Some(Spec::Workgroup), _) | (None, 233) => workgroup,
-            (Some(Spec::Unroll), _) => tuning.unroll,
-            (Some(Spec::Split), _) => tuning.split,
-            (Some(Spec::SubgroupSize), _) => tuning.subgroup,
-            (Some(Spec::HasOffsets), _) => extras.offsets as u32,
-            (Some(Spec::HasKOrder), _) => extras.k_order as u32,
-            (None, 234 | 235) => 1,
-            (_, other) => {
-                return Err(Error::Internal(format!(
-                    "the exported SPIR-V has an unknown specialization id {other}"
-                )))
-            }
+        let value = match id {
+            233 => Some(kernel.workgroup),
+            234 | 235 => Some(1),
+            own => (kernel.spec)(own),
         };
+        let value = value.ok_or_else(|| {
+            Error::Internal(format!(
+                "the exported SPIR-V has an unknown specialization id {id}"
+            ))
+        })?;
         specs.push((id, value));
     }
     let roles = [
@@ -351,12 +447,12 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         })
         .collect();
     Ok(Export {
-        subgroup: req.subgroup,
+        subgroup: kernel.subgroup,
         spirv,
         bindings,
-        push: push.words().to_vec(),
+        push,
         specs,
-        local_size: [workgroup, 1, 1],
+        local_size: [kernel.workgroup, 1, 1],
         groups: [gx as u32, gy as u32, 1],
     })
 }
@@ -365,19 +461,21 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
 mod tests {
     use super::*;
 
-    /// The four exported builds.
-    const BUILDS: [&[u8]; 4] = [
+    /// The six exported builds.
+    const BUILDS: [&[u8]; 6] = [
         shaders::GEMV_EXPORT_PORTABLE,
         shaders::GEMV_EXPORT_SUBGROUP,
         shaders::GEMV_EXPORT_EXTENDED_PORTABLE,
         shaders::GEMV_EXPORT_EXTENDED_SUBGROUP,
+        shaders::GEMM_EXPORT,
+        shaders::GEMM_EXPORT_EXTENDED,
     ];
 
     /// ncnn's `Pipeline::create` maps entry i of its vector to constant id i and expects
     /// (own constants + 3) entries: the own ids must be 0..N-1, then 233..235.
     #[test]
     fn spec_ids_follow_ncnn() {
-        for (spv, own) in BUILDS.into_iter().zip([8, 9, 10, 11]) {
+        for (spv, own) in BUILDS.into_iter().zip([8, 9, 10, 11, 7, 9]) {
             let ids = spec_ids(&shaders::words(spv).unwrap());
             let mut want: Vec<u32> = (0..own).collect();
             want.extend(SPEC_LOCAL_SIZE);
@@ -502,6 +600,59 @@ mod tests {
         assert_eq!(e.groups, [100, 3, 1]);
         assert_eq!(e.push[8], 250);
         dev.max_groups = [10, 10];
+        assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
+    }
+
+    /// m > 8 exports the GEMM: SPIR-V 1.0 whatever the variant, m as push word 10, one
+    /// workgroup per 64 rows x 32 tokens (tokens grown with a larger subgroup size), ids
+    /// 0..6 (0..8 extended) as q4vk's own GEMM pipeline, the grid checked.
+    #[test]
+    fn gemm_export_for_larger_m() {
+        let shape = Q4Shape::new(130, 100, 32, 1).unwrap();
+        let mut req = ExportRequest {
+            shape,
+            scale: ScaleType::F16,
+            m: 65,
+            x_f16: true,
+            x_stride: 101,
+            y_stride: 130,
+            subgroup: true,
+            extras: Extras::default(),
+        };
+        let mut dev = ExportDevice::unknown(default_tuning(true, 32, 32));
+        let e = export(&req, &dev).unwrap();
+        assert!(!e.subgroup);
+        assert_eq!(e.spirv, shaders::words(shaders::GEMM_EXPORT).unwrap());
+        assert_eq!(e.spirv[1], 0x0001_0000, "SPIR-V 1.0");
+        assert_eq!(e.push.len(), 11);
+        assert_eq!((e.push[8], e.push[10]), (3 * 3, 65));
+        assert_eq!(e.groups, [9, 1, 1]);
+        assert_eq!(e.local_size, [64, 1, 1]);
+        let own: Vec<u32> = e.specs[..7].iter().map(|s| s.1).collect();
+        assert_eq!(own, [64, 8, 8, 4, 1, 0, 1]);
+        assert_eq!(&e.specs[7..], &[(233, 64), (234, 1), (235, 1)]);
+        // x: 64 rows of 101 then 100, f16 in whole words; y: 65 rows of 130.
+        assert_eq!(e.bindings[3].bytes, 4 * (64 * 101u64 + 100).div_ceil(2));
+        assert_eq!(e.bindings[4].bytes, 4 * 65 * 130);
+        // A host that rounds to 128-wide subgroups: 16 x 8 invocations, 64 tokens each.
+        dev.subgroup_size = 128;
+        let e = export(&req, &dev).unwrap();
+        assert_eq!((e.local_size[0], e.specs[0].1, e.push[8]), (128, 128, 3 * 2));
+        dev.subgroup_size = 0;
+        req.extras = Extras {
+            extended: true,
+            offsets: false,
+            k_order: true,
+        };
+        let e = export(&req, &dev).unwrap();
+        assert_eq!(e.spirv, shaders::words(shaders::GEMM_EXPORT_EXTENDED).unwrap());
+        assert_eq!(&e.specs[7..9], &[(7, 0), (8, 1)]);
+        assert_eq!(e.bindings.len(), 7);
+        dev.max_groups = [4, 2];
+        assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
+        dev.max_groups = [4, 3];
+        assert_eq!(export(&req, &dev).unwrap().groups, [4, 3, 1]);
+        dev.max_shared = 8192;
         assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
     }
 }

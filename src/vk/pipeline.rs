@@ -253,6 +253,26 @@ pub struct GemmKey {
     pub k_order: bool,
 }
 
+impl GemmKey {
+    /// The specialization constants of `shaders/gemm_q4.comp` by id (0..8), with
+    /// `workgroup` invocations of [`GEMM_TILE`]'s rows and tokens per invocation (ids 0..8
+    /// in q4vk's build and in the exported ones; the v0 export has ids 0..6 only).
+    pub fn spec_values(&self, workgroup: u32) -> [u32; 9] {
+        let t = GEMM_TILE;
+        [
+            workgroup,
+            t.tx,
+            t.rn,
+            t.rm,
+            self.zeros as u32,
+            self.scale_f32 as u32,
+            self.x_f16 as u32,
+            self.offsets as u32,
+            self.k_order as u32,
+        ]
+    }
+}
+
 /// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GemmTile {
@@ -278,8 +298,8 @@ impl GemmTile {
     }
 }
 
-/// The SIMT GEMM's tile: 64 invocations (Vulkan's minimum workgroup limit is 128), 32 rows
-/// × 32 tokens, 4 × 4 outputs per invocation, 8 KiB of shared memory.
+/// The SIMT GEMM's tile: 64 invocations (Vulkan's minimum workgroup limit is 128), 64 rows
+/// × 32 tokens, 8 × 4 outputs per invocation, 12 KiB of shared memory.
 pub const GEMM_TILE: GemmTile = GemmTile {
     tx: 8,
     ty: 8,
@@ -561,18 +581,7 @@ impl Pipelines {
         }
         let module = self.lazy_module(&self.gemm_module, shaders::GEMM)?;
         let t = GEMM_TILE;
-        let values = [
-            t.tx * t.ty,
-            t.tx,
-            t.rn,
-            t.rm,
-            key.zeros as u32,
-            key.scale_f32 as u32,
-            key.x_f16 as u32,
-            key.offsets as u32,
-            key.k_order as u32,
-        ];
-        let pipeline = self.create(module, &values)?;
+        let pipeline = self.create(module, &key.spec_values(t.tx * t.ty))?;
         map.insert(key, pipeline);
         Ok(pipeline)
     }

@@ -27,6 +27,12 @@ pub const GEMV_EXPORT_EXTENDED_PORTABLE: &[u8] =
 /// Extended exported GEMV with the subgroup reduction (SPIR-V 1.3).
 pub const GEMV_EXPORT_EXTENDED_SUBGROUP: &[u8] =
     include_bytes!("../../shaders/spv/gemv_q4_export_extended_subgroup.spv");
+/// Exported GEMM (`q4vk_kernel_export` at m > 8), SPIR-V 1.0, ncnn's conventions; no
+/// subgroup operations, so it serves every variant.
+pub const GEMM_EXPORT: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_export.spv");
+/// Extended exported GEMM (bindings 5 and 6 as [`GEMV_EXPORT_EXTENDED_PORTABLE`]).
+pub const GEMM_EXPORT_EXTENDED: &[u8] =
+    include_bytes!("../../shaders/spv/gemm_q4_export_extended.spv");
 /// Benchmark baseline: one invocation per row (binding 0 words, 1 scale+zero, 2 x, 3 y).
 pub const NAIVE: &[u8] = include_bytes!("../../shaders/spv/naive_q4.spv");
 /// Benchmark ceiling: uvec4 copy (binding 0 source, 1 destination).
