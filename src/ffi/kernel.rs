@@ -1,4 +1,4 @@
-//! Kernel export: q4vk's GEMV for hosts that record their own command buffers with their
+//! Kernel export: q4vk's GEMV and SIMT GEMM for hosts that record their own command buffers with their
 //! own pipelines and buffers (ncnn's `VkCompute`), and the device-layout bytes of a matrix
 //! for the host to upload with its own allocator.
 
@@ -23,7 +23,10 @@ pub type q4vk_kernel_variant = u32;
 pub const Q4VK_KERNEL_PORTABLE: q4vk_kernel_variant = 0;
 /// Subgroup reduction, SPIR-V 1.3 (Vulkan 1.1; subgroup basic + arithmetic in compute).
 /// With a context: refused with `Q4VK_ERROR_UNSUPPORTED` when the device lacks them.
-/// Without: `desc->subgroup_size` must say the device's subgroup size.
+/// Without: `desc->subgroup_size` must say the device's subgroup size. At m > 8 the
+/// exported kernel is the GEMM, which has no subgroup operations: every variant (checked as
+/// above) exports the same SPIR-V 1.0 GEMM, reported as `Q4VK_KERNEL_PORTABLE`; the subgroup
+/// size only makes its local size a multiple of it.
 pub const Q4VK_KERNEL_SUBGROUP: q4vk_kernel_variant = 1;
 /// The context's choice (subgroup unless the device lacks it or the context is portable);
 /// without a context, `Q4VK_KERNEL_PORTABLE`.
@@ -74,8 +77,9 @@ pub struct q4vk_kernel_export_desc {
     pub variant: q4vk_kernel_variant,
     /// `Q4VK_GEMV_*` bits (`Q4VK_GEMV_F16_ACTIVATIONS`); others are refused. Default 0.
     pub flags: u32,
-    /// Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1. The exported
-    /// kernel is specialized for this m (ncnn: the input blob's height).
+    /// Activation rows, ≥ 1; default 1. 1..8: the GEMV, specialized for this m (one
+    /// pipeline per m; ncnn: the input blob's height). Above 8: the GEMM, which reads m from
+    /// push constant 10, so one pipeline serves every m > 8 (see `q4vk_kernel_info`).
     pub m: u32,
     /// Without a context: the device's subgroup size (ncnn: `GpuInfo::subgroup_size()`).
     /// Required for `Q4VK_KERNEL_SUBGROUP`: the smallest subgroup size the device may run
@@ -138,7 +142,8 @@ pub struct q4vk_kernel_specialization {
 pub struct q4vk_kernel_info {
     /// Set by the caller: `sizeof(q4vk_kernel_info)`.
     pub struct_size: u32,
-    /// The variant exported (`Q4VK_KERNEL_PORTABLE` or `Q4VK_KERNEL_SUBGROUP`).
+    /// The variant exported (`Q4VK_KERNEL_PORTABLE` or `Q4VK_KERNEL_SUBGROUP`; always
+    /// `Q4VK_KERNEL_PORTABLE` at m > 8, the GEMM).
     pub variant: q4vk_kernel_variant,
     /// Entry point name, NUL-terminated ("main").
     pub entry_point: [libc::c_char; 16],
@@ -147,7 +152,8 @@ pub struct q4vk_kernel_info {
     /// Entries of `bindings` used (5: weights, scales, zeros, x, y at bindings 0..4; the
     /// extended kernel 7: offsets and column order at 5 and 6).
     pub binding_count: u32,
-    /// Entries of `push_constants` used (10).
+    /// Entries of `push_constants` used: 10 (40 bytes) for the GEMV (m ≤ 8), 11 (44 bytes)
+    /// for the GEMM (m > 8).
     pub push_constant_count: u32,
     /// Entries of `specializations` used.
     pub specialization_count: u32,
@@ -163,10 +169,22 @@ pub struct q4vk_kernel_info {
     /// (stage COMPUTE, offset 0, `4·push_constant_count` bytes); the block is named
     /// `parameter` (ncnn: one `vk_constant_type` each, in this order). In order: rows (n),
     /// row_base (0), chunks (ceil(k/32)), k, groups (scale groups per row), group_shift,
-    /// x_row_stride, y_row_stride, wg_count (total workgroups), wg_offset (0).
+    /// x_row_stride, y_row_stride, wg_count (total workgroups), wg_offset (0); the GEMM
+    /// (m > 8) then m (word 10).
+    ///
+    /// The GEMM's SPIR-V, specializations and local size do not depend on m: one pipeline
+    /// serves every m > 8. Per m only word 8 (wg_count), word 10 (m), `group_count` and the
+    /// bytes of x and y change: export again with that m (pure and cheap; `spirv` NULL), or
+    /// compute them: a workgroup computes `TX·RN` rows × `(local_size[0] / TX)·RM` tokens
+    /// (TX, RN, RM: the values of specialization ids 1, 2, 3), `wg_count = ceil(n / rows) ·
+    /// ceil(m / tokens)`, `group_count = {gx, ceil(wg_count / gx), 1}` with `gx =
+    /// min(wg_count, maxComputeWorkGroupCount[0])` (the kernel skips the surplus of the
+    /// last row; `group_count[1]` must stay within `maxComputeWorkGroupCount[1]`).
     pub push_constants: [u32; 16],
     /// Specialization constants by ascending id: the kernel's own on ids 0..N-1 (ncnn:
-    /// vector entry i = constant id i), then the local size on 233, 234, 235.
+    /// vector entry i = constant id i), then the local size on 233, 234, 235. The GEMM's
+    /// own: 0 workgroup size (= local_size[0]), 1 TX, 2 RN, 3 RM, 4 zero points, 5 f32
+    /// scales, 6 f16 activations, and in the extended kernel 7 offsets, 8 column order.
     pub specializations: [q4vk_kernel_specialization; 16],
 }
 
@@ -248,10 +266,10 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
     usize::try_from(v).map_err(|_| invalid!("{what} ({v} bytes) exceeds this platform's size_t"))
 }
 
-/// Describes the exported GEMV kernel for the matrix `matrix` (shape, scheme and source as
-/// `q4vk_matrix_create` takes them; its data pointers are not read and may be NULL, except
-/// a GPTQ `g_idx`, read to tell act-order apart) and `desc` (m, activation type, variant,
-/// v0 or extended kernel), and copies its SPIR-V into `spirv`.
+/// Describes the exported GEMV (m ≤ 8) or GEMM (m > 8) for the matrix `matrix` (shape,
+/// scheme and source as `q4vk_matrix_create` takes them; its data pointers are not read and
+/// may be NULL, except a GPTQ `g_idx`, read to tell act-order apart) and `desc` (m,
+/// activation type, variant, v0 or extended kernel), and copies its SPIR-V into `spirv`.
 ///
 /// The kernel computes all of `y[m][n] = sum_k x[m][k]·W[n][k]` in one dispatch, with the
 /// matrix in the device layout `q4vk_matrix_pack` (v0 kernel) or
@@ -300,8 +318,18 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
 /// Refused with `Q4VK_ERROR_UNSUPPORTED` (the message says why) when the export cannot
 /// express the case: a weights/scales/zeros/x/y buffer beyond `maxStorageBufferRange` or
 /// 2^32 elements (`q4vk_matrix_create` splits such a matrix into several buffers; the
-/// exported kernel takes one per role), m > 8, the subgroup variant on a device without
-/// subgroup arithmetic, a grid beyond the device's workgroup counts.
+/// exported kernel takes one per role), the subgroup variant on a device without
+/// subgroup arithmetic, a grid beyond the device's workgroup counts, a workgroup or shared
+/// memory beyond the device's limits.
+///
+/// m > 8 (prefill) exports the GEMM, a register-tiled kernel without subgroup operations
+/// (`shaders/gemm_q4.comp`, the one `q4vk_gemv` runs on devices without cooperative
+/// matrices; not the tensor-core GEMM): SPIR-V 1.0 for every variant, the same bindings
+/// and the same v0/extended choice, 11 push constants (m last), 7 own specialization
+/// constants (9 extended), local size 64 (or the subgroup size where larger: 64 rows ×
+/// 32 tokens per workgroup, more tokens with a wider one; 12..16 KiB of shared memory).
+/// Its pipeline serves every m > 8 (`q4vk_kernel_info.push_constants` says what changes
+/// per m).
 ///
 /// Barriers are the host's: x written before the dispatch, y read after, as for
 /// `q4vk_cmd_gemv`. The SPIR-V keeps its debug names (ncnn's reflection needs the
@@ -311,7 +339,8 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
 /// `examples_c/ncnn/q4linear.cpp` (`docs/integrations.md` walks through it). In outline:
 ///
 /// ```c
-/// // create_pipeline: one pipeline per m (the kernel is specialized on m)
+/// // create_pipeline: one pipeline per m = 1..8 (the GEMV is specialized on m), and one
+/// // for every m > 8 (the GEMM: export it once at e.g. m = 9)
 /// e.m = m; e.variant = Q4VK_KERNEL_PORTABLE;      // or SUBGROUP + e.subgroup_size =
 ///                                                 //   vkdev->info.subgroup_size()
 /// q4vk_kernel_export(NULL, &W, &e, &info, NULL, 0);                // size query

@@ -4,7 +4,9 @@
 //! `shaders/gemv_export.glsl`), bindings with their byte sizes, push constants,
 //! specialization constants, local size and group counts. Pure: no Vulkan call. The
 //! extended kernel (`Q4VK_KERNEL_EXPORT_EXTENDED`, `gemv_q4_export_extended_*.spv`) appends
-//! bindings for per-group offsets and the column order of imported matrices.
+//! bindings for per-group offsets and the column order of imported matrices. For m > 8 the
+//! export is the SIMT GEMM (`gemm_q4_export{,_extended}.spv`, same conventions, m as an
+//! eleventh push constant).
 
 use super::device::DeviceInfo;
 use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
@@ -654,5 +656,45 @@ mod tests {
         assert_eq!(export(&req, &dev).unwrap().groups, [4, 3, 1]);
         dev.max_shared = 8192;
         assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
+    }
+
+    /// What q4vk_kernel_info documents for reusing one GEMM pipeline at another m: only
+    /// push words 8 and 10, the group counts and the x/y bytes change, as computed there.
+    #[test]
+    fn gemm_export_per_m_follows_the_documented_rule() {
+        let shape = Q4Shape::new(1000, 96, 32, 0).unwrap();
+        for sg in [0, 128] {
+            let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
+            dev.subgroup_size = sg;
+            dev.max_groups = [20, 65535];
+            let req = |m: u32| ExportRequest {
+                shape,
+                scale: ScaleType::F16,
+                m,
+                x_f16: false,
+                x_stride: 96,
+                y_stride: 1000,
+                subgroup: false,
+                extras: Extras::default(),
+            };
+            let base = export(&req(9), &dev).unwrap();
+            let spec = |id: u32| base.specs.iter().find(|s| s.0 == id).unwrap().1;
+            let rows = (spec(1) * spec(2)) as u64;
+            let tokens = (base.local_size[0] / spec(1) * spec(3)) as u64;
+            for m in [9u32, 33, 64, 200, 1000] {
+                let e = export(&req(m), &dev).unwrap();
+                assert_eq!((&e.spirv, &e.specs), (&base.spirv, &base.specs));
+                assert_eq!(e.local_size, base.local_size);
+                let wg = 1000u64.div_ceil(rows) * (m as u64).div_ceil(tokens);
+                let gx = wg.min(20);
+                let mut push = base.push.clone();
+                push[8] = wg as u32;
+                push[10] = m;
+                assert_eq!(e.push, push, "m {m} sg {sg}");
+                assert_eq!(e.groups, [gx as u32, wg.div_ceil(gx) as u32, 1]);
+                let xy: Vec<u64> = e.bindings[3..5].iter().map(|b| b.bytes).collect();
+                assert_eq!(xy, [4 * 96 * m as u64, 4 * 1000 * m as u64]);
+            }
+        }
     }
 }
