@@ -465,6 +465,75 @@ fn exported_kernel_takes_float_and_paddle_sources() {
     assert_quiet();
 }
 
+/// m > 8 exports the GEMM (SPIR-V 1.0, m in push word 10, portable whatever the variant):
+/// m = 9, 33, 64 on odd shapes, zero points on and off, f16 and f32 scales and activations,
+/// padded strides, without a context, through the context and as the subgroup variant.
+#[test]
+fn exported_gemm_runs_on_a_raw_vulkan_host() {
+    let cases = [
+        raw((129, 1000), 128, true, false, 9, 0, true, false),
+        raw((65, 333), 32, false, true, 33, 1, false, true),
+        raw((200, 257), -1, true, false, 64, 2, true, true),
+        raw((33, 96), 256, false, false, 64, 0, false, false),
+    ];
+    let host = Host::new();
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(909);
+    for c in &cases {
+        let (n, k, m) = (c.n, c.k, c.m);
+        let data = random_q4(&mut rng, n, k, c.group, c.zeros, c.f32_scales);
+        let desc = q4_desc(&data);
+        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+        unsafe { q4vk_kernel_export_desc_default(&mut e) };
+        e.m = m as u32;
+        let ctx = match c.mode {
+            0 => std::ptr::null(),
+            1 => {
+                e.variant = Q4VK_KERNEL_AUTO;
+                gpu.ctx as *const _
+            }
+            _ => {
+                e.variant = Q4VK_KERNEL_SUBGROUP;
+                e.subgroup_size = host.subgroup_size;
+                std::ptr::null()
+            }
+        };
+        let strides = if c.strided { (k + 3, n + 5) } else { (k, n) };
+        if c.strided {
+            e.x_row_stride = strides.0 as u64;
+            e.y_row_stride = strides.1 as u64;
+        }
+        if c.x_f16 {
+            e.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+        }
+        let (info, spirv) = export(ctx, &desc, &e);
+        assert!(info.local_size[0] >= 64 && info.local_size[0] % host.subgroup_size == 0);
+        let packed = pack(&desc, &info);
+        let mut x = rng.vec(m * k);
+        if c.x_f16 {
+            for v in &mut x {
+                *v = half::f16::from_f32(*v).to_f32();
+            }
+        }
+        let r = Run {
+            m,
+            k,
+            n,
+            strides,
+            x_f16: c.x_f16,
+        };
+        let y = run_case(&host, &info, &spirv, &packed, &x, r);
+        let what = format!(
+            "GEMM n {n} k {k} g {} zeros {} f32s {} m {m} mode {} strided {} f16x {}",
+            c.group, c.zeros, c.f32_scales, c.mode, c.strided, c.x_f16
+        );
+        check(&y, &data, &x, m, &what);
+    }
+    drop(gpu);
+    drop(host);
+    assert_quiet();
+}
+
 /// A grid wider than maxComputeWorkGroupCount[0] goes 2-D; the kernel skips the surplus
 /// workgroups (dispatch computed with lowered limits through the Rust core).
 #[test]
@@ -535,8 +604,14 @@ fn export_refusals() {
     assert_eq!(info.binding_count, 0);
     info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
     let mut bad = e;
-    bad.m = 9;
+    // x spans more than 2^32 elements: the GEMM indexes with 32 bits.
+    bad.m = 1 << 27;
     assert_eq!(call(&bad, &mut info), Q4VK_ERROR_UNSUPPORTED);
+    assert!(last_error().contains("2^32"), "{}", last_error());
+    bad = e;
+    bad.m = 64;
+    bad.variant = Q4VK_KERNEL_SUBGROUP; // the GEMM too checks the variant's subgroup size
+    assert_eq!(call(&bad, &mut info), Q4VK_ERROR_INVALID_ARGUMENT);
     bad = e;
     bad.m = 0;
     assert_eq!(call(&bad, &mut info), Q4VK_ERROR_INVALID_ARGUMENT);

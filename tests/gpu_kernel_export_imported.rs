@@ -3,7 +3,8 @@
 //! `Q4VK_KERNEL_EXPORT_EXTENDED` and packed with `q4vk_matrix_pack_extended`, runs on a raw
 //! Vulkan host (validation layer on, zero messages) that uses only what the export and the
 //! pack return, and matches the f64 GEMV of `q4vk_matrix_dequantize`'s weights within 1e-5
-//! (m = 1 and 8, portable and subgroup kernels, with and without a context); the v0 export
+//! (m = 1 and 8, portable and subgroup kernels, with and without a context; m = 33, the
+//! GEMM); the v0 export
 //! and pack run the sources that need neither offsets nor a column order, and stay what they
 //! were for v0 callers; bad input gets a clear status and nothing is written.
 
@@ -178,7 +179,7 @@ fn extended_export_runs_every_imported_case() {
         let d = c.desc();
         let w = weights(c);
         let (n, k) = (c.n as usize, c.k as usize);
-        for (mi, m) in [1usize, 8].into_iter().enumerate() {
+        for (mi, m) in [1usize, 8, 33].into_iter().enumerate() {
             // Portable and subgroup kernels without a context in turn (each case meets
             // both), and every third case's m = 1 through the context's choice.
             let mut e = export_desc(m as u32, true);
@@ -206,8 +207,8 @@ fn extended_export_runs_every_imported_case() {
             runs += 1;
         }
     }
-    // 30 cases × 2; 6 GGUF with offsets (5 Q4_1, 1 Q4_K) and 3 act-order GPTQ, twice each.
-    assert_eq!((runs, with_offsets, with_order), (60, 12, 6));
+    // 30 cases × 3; 6 GGUF with offsets (5 Q4_1, 1 Q4_K) and 3 act-order GPTQ, 3 times each.
+    assert_eq!((runs, with_offsets, with_order), (90, 18, 9));
     drop(host);
     assert_quiet();
     gpu.assert_quiet();

@@ -377,7 +377,8 @@ pub fn assert_quiet() {
 
 /// Exports (size query, a too-small copy, then the copy) and checks the info's invariants:
 /// SPIR-V magic, binding i has role i (5 bindings, 7 for the extended kernel), 10 push
-/// constants, ncnn's specialization ids with the local size on 233..235.
+/// constants (the GEMM at m > 8: 11, m last, and the portable variant), ncnn's
+/// specialization ids with the local size on 233..235.
 pub fn export(
     ctx: *const q4vk_context,
     mat: &q4vk_matrix_desc,
@@ -409,7 +410,14 @@ pub fn export(
         e.struct_size as usize > v0_size && e.export_flags & Q4VK_KERNEL_EXPORT_EXTENDED != 0;
     let count = if extended { 7 } else { 5 };
     assert_eq!(info.binding_count, count);
-    assert_eq!(info.push_constant_count, 10);
+    if e.m > 8 {
+        assert_eq!(info.push_constant_count, 11);
+        assert_eq!(info.push_constants[10], e.m);
+        assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
+        assert_eq!(spirv[1], 0x0001_0000, "the GEMM is SPIR-V 1.0");
+    } else {
+        assert_eq!(info.push_constant_count, 10);
+    }
     for (i, b) in info.bindings[..count as usize].iter().enumerate() {
         assert_eq!((b.binding, b.role), (i as u32, i as u32));
     }
