@@ -288,7 +288,7 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
     let workgroup = (t.tx * t.ty).max(dev.subgroup_size);
     let ty = workgroup / t.tx;
     let (rows, tokens) = (t.tx * t.rn, ty * t.rm);
-    if workgroup % t.tx != 0 {
+    if !workgroup.is_multiple_of(t.tx) {
         return Err(Error::Unsupported(format!(
             "the exported GEMM's workgroup must be a multiple of {} and of the subgroup size {}",
             t.tx, dev.subgroup_size
@@ -367,7 +367,12 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     let [ob, kb] = extra_bytes(shape, extras);
     // The kernels index weights (uvec4; the GEMM u32 words), scales, zeros, x and y with
     // 32 bits.
-    let indices = [4 * n * l.chunks as u64, n * l.groups as u64, x_elems, y_elems];
+    let indices = [
+        4 * n * l.chunks as u64,
+        n * l.groups as u64,
+        x_elems,
+        y_elems,
+    ];
     if indices.iter().any(|&i| i > u32::MAX as u64) || n > u32::MAX as u64 {
         return Err(Error::Unsupported(
             "the matrix or x/y need more than 2^32 elements in one buffer; the exported kernel indexes with 32 bits and takes one buffer per role (q4vk_matrix_create splits such matrices; the export cannot)".into(),
@@ -639,7 +644,10 @@ mod tests {
         // A host that rounds to 128-wide subgroups: 16 x 8 invocations, 64 tokens each.
         dev.subgroup_size = 128;
         let e = export(&req, &dev).unwrap();
-        assert_eq!((e.local_size[0], e.specs[0].1, e.push[8]), (128, 128, 3 * 2));
+        assert_eq!(
+            (e.local_size[0], e.specs[0].1, e.push[8]),
+            (128, 128, 3 * 2)
+        );
         dev.subgroup_size = 0;
         req.extras = Extras {
             extended: true,
@@ -647,7 +655,10 @@ mod tests {
             k_order: true,
         };
         let e = export(&req, &dev).unwrap();
-        assert_eq!(e.spirv, shaders::words(shaders::GEMM_EXPORT_EXTENDED).unwrap());
+        assert_eq!(
+            e.spirv,
+            shaders::words(shaders::GEMM_EXPORT_EXTENDED).unwrap()
+        );
         assert_eq!(&e.specs[7..9], &[(7, 0), (8, 1)]);
         assert_eq!(e.bindings.len(), 7);
         dev.max_groups = [4, 2];
