@@ -225,6 +225,59 @@ const RAW_CASES: [RawCase; 9] = [
     raw((7, 33), 128, true, true, 4, 2, true, false),
 ];
 
+/// Exports `c` (without a context, through `gpu`'s or as the subgroup variant by `c.mode`),
+/// runs it on `host` and checks y against the reference; returns the info.
+fn run_raw(host: &Host, gpu: &Gpu, rng: &mut Rng, c: &RawCase) -> q4vk_kernel_info {
+    let (n, k, m) = (c.n, c.k, c.m);
+    let data = random_q4(rng, n, k, c.group, c.zeros, c.f32_scales);
+    let desc = q4_desc(&data);
+    let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+    unsafe { q4vk_kernel_export_desc_default(&mut e) };
+    e.m = m as u32;
+    let ctx = match c.mode {
+        0 => std::ptr::null(),
+        1 => {
+            e.variant = Q4VK_KERNEL_AUTO;
+            gpu.ctx as *const _
+        }
+        _ => {
+            e.variant = Q4VK_KERNEL_SUBGROUP;
+            e.subgroup_size = host.subgroup_size;
+            std::ptr::null()
+        }
+    };
+    let strides = if c.strided { (k + 3, n + 5) } else { (k, n) };
+    if c.strided {
+        e.x_row_stride = strides.0 as u64;
+        e.y_row_stride = strides.1 as u64;
+    }
+    if c.x_f16 {
+        e.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+    }
+    let (info, spirv) = export(ctx, &desc, &e);
+    let packed = pack(&desc, &info);
+    let mut x = rng.vec(m * k);
+    if c.x_f16 {
+        for v in &mut x {
+            *v = half::f16::from_f32(*v).to_f32();
+        }
+    }
+    let r = Run {
+        m,
+        k,
+        n,
+        strides,
+        x_f16: c.x_f16,
+    };
+    let y = run_case(host, &info, &spirv, &packed, &x, r);
+    let what = format!(
+        "n {n} k {k} g {} zeros {} f32s {} m {m} mode {} strided {} f16x {}",
+        c.group, c.zeros, c.f32_scales, c.mode, c.strided, c.x_f16
+    );
+    check(&y, &data, &x, m, &what);
+    info
+}
+
 /// The exported kernel on a raw Vulkan host ([`RAW_CASES`]), checked against the reference.
 #[test]
 fn exported_kernel_runs_on_a_raw_vulkan_host() {
@@ -233,68 +286,40 @@ fn exported_kernel_runs_on_a_raw_vulkan_host() {
     let mut rng = Rng(2024);
     let mut ms = [false; 8];
     for c in &RAW_CASES {
-        let (n, k, m) = (c.n, c.k, c.m);
-        let data = random_q4(&mut rng, n, k, c.group, c.zeros, c.f32_scales);
-        let desc = q4_desc(&data);
-        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
-        unsafe { q4vk_kernel_export_desc_default(&mut e) };
-        e.m = m as u32;
-        let ctx = match c.mode {
-            0 => std::ptr::null(),
-            1 => {
-                e.variant = Q4VK_KERNEL_AUTO;
-                gpu.ctx as *const _
-            }
-            _ => {
-                e.variant = Q4VK_KERNEL_SUBGROUP;
-                e.subgroup_size = host.subgroup_size;
-                std::ptr::null()
-            }
-        };
-        let strides = if c.strided { (k + 3, n + 5) } else { (k, n) };
-        if c.strided {
-            e.x_row_stride = strides.0 as u64;
-            e.y_row_stride = strides.1 as u64;
-        }
-        if c.x_f16 {
-            e.flags = Q4VK_GEMV_F16_ACTIVATIONS;
-        }
-        let (info, spirv) = export(ctx, &desc, &e);
+        let info = run_raw(&host, &gpu, &mut rng, c);
         if c.mode == 0 {
             assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
         }
         if c.mode == 2 {
             assert_eq!(info.variant, Q4VK_KERNEL_SUBGROUP);
         }
-        let packed = pack(&desc, &info);
-        let mut x = rng.vec(m * k);
-        if c.x_f16 {
-            for v in &mut x {
-                *v = half::f16::from_f32(*v).to_f32();
-            }
-        }
-        let y = run_case(
-            &host,
-            &info,
-            &spirv,
-            &packed,
-            &x,
-            Run {
-                m,
-                k,
-                n,
-                strides,
-                x_f16: c.x_f16,
-            },
-        );
-        let what = format!(
-            "n {n} k {k} g {} zeros {} f32s {} m {m} mode {} strided {} f16x {}",
-            c.group, c.zeros, c.f32_scales, c.mode, c.strided, c.x_f16
-        );
-        check(&y, &data, &x, m, &what);
-        ms[m - 1] = true;
+        ms[c.m - 1] = true;
     }
     assert!(ms.iter().all(|&seen| seen), "every m in 1..=8 is covered");
+    drop(gpu);
+    drop(host);
+    assert_quiet();
+}
+
+/// m > 8 exports the GEMM (SPIR-V 1.0, m in push word 10, portable whatever the variant:
+/// `export` checks those): m = 9, 33, 64 on odd shapes, zero points on and off, f16 and f32
+/// scales and activations, padded strides, without a context, through the context and as
+/// the subgroup variant.
+#[test]
+fn exported_gemm_runs_on_a_raw_vulkan_host() {
+    let cases = [
+        raw((129, 1000), 128, true, false, 9, 0, true, false),
+        raw((65, 333), 32, false, true, 33, 1, false, true),
+        raw((200, 257), -1, true, false, 64, 2, true, true),
+        raw((33, 96), 256, false, false, 64, 0, false, false),
+    ];
+    let host = Host::new();
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(909);
+    for c in &cases {
+        let info = run_raw(&host, &gpu, &mut rng, c);
+        assert!(info.local_size[0] >= 64 && info.local_size[0] % host.subgroup_size == 0);
+    }
     drop(gpu);
     drop(host);
     assert_quiet();
@@ -461,75 +486,6 @@ fn exported_kernel_takes_float_and_paddle_sources() {
             );
         }
     }
-    drop(host);
-    assert_quiet();
-}
-
-/// m > 8 exports the GEMM (SPIR-V 1.0, m in push word 10, portable whatever the variant):
-/// m = 9, 33, 64 on odd shapes, zero points on and off, f16 and f32 scales and activations,
-/// padded strides, without a context, through the context and as the subgroup variant.
-#[test]
-fn exported_gemm_runs_on_a_raw_vulkan_host() {
-    let cases = [
-        raw((129, 1000), 128, true, false, 9, 0, true, false),
-        raw((65, 333), 32, false, true, 33, 1, false, true),
-        raw((200, 257), -1, true, false, 64, 2, true, true),
-        raw((33, 96), 256, false, false, 64, 0, false, false),
-    ];
-    let host = Host::new();
-    let gpu = Gpu::new(false);
-    let mut rng = Rng(909);
-    for c in &cases {
-        let (n, k, m) = (c.n, c.k, c.m);
-        let data = random_q4(&mut rng, n, k, c.group, c.zeros, c.f32_scales);
-        let desc = q4_desc(&data);
-        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
-        unsafe { q4vk_kernel_export_desc_default(&mut e) };
-        e.m = m as u32;
-        let ctx = match c.mode {
-            0 => std::ptr::null(),
-            1 => {
-                e.variant = Q4VK_KERNEL_AUTO;
-                gpu.ctx as *const _
-            }
-            _ => {
-                e.variant = Q4VK_KERNEL_SUBGROUP;
-                e.subgroup_size = host.subgroup_size;
-                std::ptr::null()
-            }
-        };
-        let strides = if c.strided { (k + 3, n + 5) } else { (k, n) };
-        if c.strided {
-            e.x_row_stride = strides.0 as u64;
-            e.y_row_stride = strides.1 as u64;
-        }
-        if c.x_f16 {
-            e.flags = Q4VK_GEMV_F16_ACTIVATIONS;
-        }
-        let (info, spirv) = export(ctx, &desc, &e);
-        assert!(info.local_size[0] >= 64 && info.local_size[0] % host.subgroup_size == 0);
-        let packed = pack(&desc, &info);
-        let mut x = rng.vec(m * k);
-        if c.x_f16 {
-            for v in &mut x {
-                *v = half::f16::from_f32(*v).to_f32();
-            }
-        }
-        let r = Run {
-            m,
-            k,
-            n,
-            strides,
-            x_f16: c.x_f16,
-        };
-        let y = run_case(&host, &info, &spirv, &packed, &x, r);
-        let what = format!(
-            "GEMM n {n} k {k} g {} zeros {} f32s {} m {m} mode {} strided {} f16x {}",
-            c.group, c.zeros, c.f32_scales, c.mode, c.strided, c.x_f16
-        );
-        check(&y, &data, &x, m, &what);
-    }
-    drop(gpu);
     drop(host);
     assert_quiet();
 }
