@@ -318,7 +318,7 @@ fn exported_gemm_runs_on_a_raw_vulkan_host() {
     let mut rng = Rng(909);
     for c in &cases {
         let info = run_raw(&host, &gpu, &mut rng, c);
-        assert!(info.local_size[0] >= 64 && info.local_size[0] % host.subgroup_size == 0);
+        assert!(info.local_size[0] >= 64 && info.local_size[0].is_multiple_of(host.subgroup_size));
     }
     drop(gpu);
     drop(host);
