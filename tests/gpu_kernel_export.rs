@@ -490,7 +490,7 @@ fn exported_kernel_takes_float_and_paddle_sources() {
     assert_quiet();
 }
 
-/// A grid wider than maxComputeWorkGroupCount[0] goes 2-D; the kernel skips the surplus
+/// A grid wider than maxComputeWorkGroupCount[0] goes 2-D; the GEMV and the GEMM skip the surplus
 /// workgroups (dispatch computed with lowered limits through the Rust core).
 #[test]
 fn exported_kernel_two_dimensional_grid() {
@@ -500,46 +500,44 @@ fn exported_kernel_two_dimensional_grid() {
     let (n, k) = (1001usize, 64usize);
     let data = random_q4(&mut rng, n, k, 32, true, false);
     let desc = q4_desc(&data);
-    let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
-    unsafe { q4vk_kernel_export_desc_default(&mut e) };
-    e.m = 3;
-    let (mut info, _) = export(std::ptr::null(), &desc, &e);
-    let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
-    dev.max_groups = [7, 65535];
-    let x2 = core_export(
-        &ExportRequest {
-            shape: data.shape,
-            scale: ScaleType::F16,
-            m: 3,
-            x_f16: false,
-            x_stride: k as u64,
-            y_stride: n as u64,
-            subgroup: false,
-            extras: Default::default(),
-        },
-        &dev,
-    )
-    .unwrap();
-    assert_eq!(x2.groups, [7, 36, 1]);
-    info.group_count = x2.groups;
-    info.push_constants[..10].copy_from_slice(&x2.push);
-    let packed = pack(&desc, &info);
-    let x = rng.vec(3 * k);
-    let y = run_case(
-        &host,
-        &info,
-        &x2.spirv,
-        &packed,
-        &x,
-        Run {
-            m: 3,
+    // The GEMV at m = 3 (251 workgroups of 4 rows) and the GEMM at m = 40 (16 row tiles x 2
+    // token tiles).
+    for (m, groups) in [(3usize, [7, 36, 1]), (40, [7, 5, 1])] {
+        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+        unsafe { q4vk_kernel_export_desc_default(&mut e) };
+        e.m = m as u32;
+        let (mut info, _) = export(std::ptr::null(), &desc, &e);
+        let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
+        dev.max_groups = [7, 65535];
+        let x2 = core_export(
+            &ExportRequest {
+                shape: data.shape,
+                scale: ScaleType::F16,
+                m: m as u32,
+                x_f16: false,
+                x_stride: k as u64,
+                y_stride: n as u64,
+                subgroup: false,
+                extras: Default::default(),
+            },
+            &dev,
+        )
+        .unwrap();
+        assert_eq!(x2.groups, groups);
+        info.group_count = x2.groups;
+        info.push_constants[..x2.push.len()].copy_from_slice(&x2.push);
+        let packed = pack(&desc, &info);
+        let x = rng.vec(m * k);
+        let r = Run {
+            m,
             k,
             n,
             strides: (k, n),
             x_f16: false,
-        },
-    );
-    check(&y, &data, &x, 3, "2-D grid");
+        };
+        let y = run_case(&host, &info, &x2.spirv, &packed, &x, r);
+        check(&y, &data, &x, m, &format!("2-D grid m {m}"));
+    }
     drop(host);
     assert_quiet();
 }
