@@ -490,8 +490,8 @@ fn exported_kernel_takes_float_and_paddle_sources() {
     assert_quiet();
 }
 
-/// A grid wider than maxComputeWorkGroupCount[0] goes 2-D; the GEMV and the GEMM skip the surplus
-/// workgroups (dispatch computed with lowered limits through the Rust core).
+/// A grid wider than maxComputeWorkGroupCount[0] goes 2-D; the GEMV and the GEMM skip the
+/// surplus workgroups (dispatch computed with lowered limits through the Rust core).
 #[test]
 fn exported_kernel_two_dimensional_grid() {
     use q4vk::vk::export::{default_tuning, export as core_export, ExportDevice, ExportRequest};
