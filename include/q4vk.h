@@ -451,7 +451,7 @@ typedef struct q4vk_kernel_info {
   uint32_t push_constants[16];
   // Specialization constants by ascending id: the kernel's own on ids 0..N-1 (ncnn:
   // vector entry i = constant id i), then the local size on 233, 234, 235. The GEMM's
-  // own: 0 workgroup size (= local_size[0]), 1 TX, 2 RN, 3 RM, 4 zero points, 5 f32
+  // own: 0 workgroup size (= `local_size[0]`), 1 TX, 2 RN, 3 RM, 4 zero points, 5 f32
   // scales, 6 f16 activations, and in the extended kernel 7 offsets, 8 column order.
   struct q4vk_kernel_specialization specializations[16];
 } q4vk_kernel_info;
