@@ -19,8 +19,8 @@
 // opt.use_vulkan_compute = true (fp32 storage), feeds x with m = 1..8 rows (the exported
 // GEMV, one pipeline per m) and m = 9, 64, 200 (the exported GEMM, one pipeline for all)
 // (2-D blob w = k, h = m; and m = 1 also as a 1-D blob) and checks
-// ‖y_q4 − y_ip‖ / ‖y_ip‖ < 1e-5 for every Q4Linear branch. Q4Linear has no CPU forward, so a result proves the Vulkan
-// path ran.
+// ‖y_q4 − y_ip‖ / ‖y_ip‖ < 1e-5 for every Q4Linear branch. Q4Linear has no CPU forward, so
+// a result proves the Vulkan path ran.
 //
 //   q4linear_test WORKDIR DATADIR   exit 0 = all cases pass (DATADIR: the repository's
 //                                   tests/data)
