@@ -76,12 +76,14 @@ SIG(q4vk_weight_unpermute, q4vk_status (*)(const q4vk_weight_quantize_desc *, co
 // Kernel export (C++ hosts such as an ncnn layer): layout and signatures.
 static_assert(std::is_standard_layout<q4vk_kernel_info>::value, "standard layout");
 static_assert(std::is_trivially_copyable<q4vk_kernel_info>::value, "trivially copyable");
-static_assert(sizeof(q4vk_kernel_export_desc) == 40, "q4vk_kernel_export_desc size");
+static_assert(sizeof(q4vk_kernel_export_desc) == 48, "q4vk_kernel_export_desc size");
 static_assert(sizeof(q4vk_kernel_binding) == 16, "q4vk_kernel_binding size");
 static_assert(sizeof(q4vk_kernel_specialization) == 8, "q4vk_kernel_specialization size");
 static_assert(sizeof(q4vk_kernel_info) == 392, "q4vk_kernel_info size");
 FIELD(q4vk_kernel_export_desc, m, 12, uint32_t);
 FIELD(q4vk_kernel_export_desc, y_row_stride, 32, uint64_t);
+FIELD(q4vk_kernel_export_desc, export_flags, 40, uint32_t);
+FIELD(q4vk_kernel_export_desc, reserved1, 44, uint32_t);
 FIELD(q4vk_kernel_info, spirv_words, 24, size_t);
 FIELD(q4vk_kernel_info, specializations, 264, q4vk_kernel_specialization[16]);
 SIG(q4vk_kernel_export, q4vk_status (*)(const q4vk_context *, const q4vk_matrix_desc *,
@@ -90,6 +92,10 @@ SIG(q4vk_kernel_export, q4vk_status (*)(const q4vk_context *, const q4vk_matrix_
 SIG(q4vk_matrix_pack_size, q4vk_status (*)(const q4vk_matrix_desc *, size_t *, size_t *, size_t *));
 SIG(q4vk_matrix_pack, q4vk_status (*)(const q4vk_matrix_desc *, void *, size_t, void *, size_t, void *,
                                       size_t));
+SIG(q4vk_matrix_pack_extended_size,
+    q4vk_status (*)(const q4vk_matrix_desc *, size_t *, size_t *, size_t *, size_t *, size_t *));
+SIG(q4vk_matrix_pack_extended, q4vk_status (*)(const q4vk_matrix_desc *, void *, size_t, void *, size_t, void *,
+                                               size_t, void *, size_t, void *, size_t));
 SIG(q4vk_matrix_dequantize, q4vk_status (*)(const q4vk_matrix_desc *, float *, size_t));
 static_assert(sizeof(q4vk_matrix_desc) == 120, "q4vk_matrix_desc size");
 FIELD(q4vk_matrix_desc, gptq_format, 112, uint32_t);

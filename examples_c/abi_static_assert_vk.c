@@ -79,7 +79,7 @@ FIELD(q4vk_gemv_args, y, 40, q4vk_buffer_ref);
 FIELD(q4vk_gemv_args, x_row_stride, 64, uint64_t);
 FIELD(q4vk_gemv_args, y_row_stride, 72, uint64_t);
 
-_Static_assert(sizeof(struct q4vk_kernel_export_desc) == 40, "q4vk_kernel_export_desc size");
+_Static_assert(sizeof(struct q4vk_kernel_export_desc) == 48, "q4vk_kernel_export_desc size");
 FIELD(q4vk_kernel_export_desc, struct_size, 0, uint32_t);
 FIELD(q4vk_kernel_export_desc, variant, 4, q4vk_kernel_variant);
 FIELD(q4vk_kernel_export_desc, flags, 8, uint32_t);
@@ -88,6 +88,8 @@ FIELD(q4vk_kernel_export_desc, subgroup_size, 16, uint32_t);
 FIELD(q4vk_kernel_export_desc, reserved0, 20, uint32_t);
 FIELD(q4vk_kernel_export_desc, x_row_stride, 24, uint64_t);
 FIELD(q4vk_kernel_export_desc, y_row_stride, 32, uint64_t);
+FIELD(q4vk_kernel_export_desc, export_flags, 40, uint32_t);
+FIELD(q4vk_kernel_export_desc, reserved1, 44, uint32_t);
 
 _Static_assert(sizeof(struct q4vk_kernel_binding) == 16, "q4vk_kernel_binding size");
 FIELD(q4vk_kernel_binding, binding, 0, uint32_t);
@@ -158,6 +160,10 @@ static q4vk_status (*const p_pack_size)(const q4vk_matrix_desc *, size_t *, size
     q4vk_matrix_pack_size;
 static q4vk_status (*const p_pack)(const q4vk_matrix_desc *, void *, size_t, void *, size_t, void *, size_t) =
     q4vk_matrix_pack;
+static q4vk_status (*const p_pack_ext_size)(const q4vk_matrix_desc *, size_t *, size_t *, size_t *, size_t *,
+                                            size_t *) = q4vk_matrix_pack_extended_size;
+static q4vk_status (*const p_pack_ext)(const q4vk_matrix_desc *, void *, size_t, void *, size_t, void *, size_t,
+                                       void *, size_t, void *, size_t) = q4vk_matrix_pack_extended;
 static q4vk_status (*const p_dequantize)(const q4vk_matrix_desc *, float *, size_t) = q4vk_matrix_dequantize;
 
 int main(void) {
@@ -192,11 +198,12 @@ int main(void) {
     memset(&ed, 0xA5, sizeof ed);
     p_export_desc_default(&ed);
     if (ed.struct_size != sizeof ed || ed.variant != Q4VK_KERNEL_PORTABLE || ed.flags != 0 || ed.m != 1 ||
-        ed.subgroup_size != 0 || ed.reserved0 != 0 || ed.x_row_stride || ed.y_row_stride) {
+        ed.subgroup_size != 0 || ed.reserved0 != 0 || ed.x_row_stride || ed.y_row_stride || ed.export_flags ||
+        ed.reserved1) {
         printf("FAIL: q4vk_kernel_export_desc_default\n");
         failures++;
     }
-    if (!p_kernel_export || !p_pack_size || !p_pack || !p_dequantize) failures++;
+    if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
         !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv || !p_cache_size || !p_cache_data)
         failures++;

@@ -2,9 +2,10 @@
  * validation layer when installed; any message fails the run), VkDevice, queue and
  * buffers through the Vulkan loader, hands them to q4vk_context_create, records
  * q4vk_cmd_gemv into its own command buffer, submits it, and checks y against an f64 CPU
- * reference of the dequantized weights. It also runs q4vk_gemv, which submits to the
- * host's queue inside the host's queue_lock/queue_unlock callbacks.
- * Exit status 0 on success. Usage: host_device [N K] */
+ * reference of the dequantized weights, at m = 1 (a GEMV kernel) and m = M (default 64: the
+ * prefill GEMM). It also runs q4vk_gemv, which submits to the host's queue inside the host's
+ * queue_lock/queue_unlock callbacks.
+ * Exit status 0 on success. Usage: host_device [N K [M]] */
 #define _POSIX_C_SOURCE 200809L
 #include "q4vk.h"
 
@@ -95,26 +96,29 @@ static void free_buffer(VkDevice dev, host_buffer *b) {
     vkFreeMemory(dev, b->memory, NULL);
 }
 
-/* f64 y = W x of the Q4 data q4vk_q4_quantize wrote (symmetric, f16 scales). */
+/* f64 y[m][n] = x[m][k] W^T of the Q4 data q4vk_q4_quantize wrote (symmetric, f16 scales). */
 static double rel_error(const float *y, const uint8_t *w, const uint16_t *s, const float *x, size_t n,
-                        size_t k, size_t group) {
+                        size_t k, size_t group, size_t m) {
     size_t groups = (k + group - 1) / group, row_bytes = (k + 1) / 2;
     double diff = 0, norm = 0;
-    for (size_t r = 0; r < n; r++) {
-        double acc = 0;
-        for (size_t i = 0; i < k; i++) {
-            uint8_t byte = w[r * row_bytes + i / 2];
-            int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
-            acc += (double)(u - 8) * (double)f16_to_f32(s[r * groups + i / group]) * (double)x[i];
+    for (size_t t = 0; t < m; t++)
+        for (size_t r = 0; r < n; r++) {
+            double acc = 0;
+            for (size_t i = 0; i < k; i++) {
+                uint8_t byte = w[r * row_bytes + i / 2];
+                int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
+                acc += (double)(u - 8) * (double)f16_to_f32(s[r * groups + i / group]) * (double)x[t * k + i];
+            }
+            double d = y[t * n + r] - acc;
+            diff += d * d;
+            norm += acc * acc;
         }
-        diff += (y[r] - acc) * (y[r] - acc);
-        norm += acc * acc;
-    }
     return sqrt(diff / norm);
 }
 
 int main(int argc, char **argv) {
     size_t n = argc > 2 ? (size_t)atol(argv[1]) : 301, k = argc > 2 ? (size_t)atol(argv[2]) : 1000;
+    size_t big_m = argc > 3 ? (size_t)atol(argv[3]) : 64;
     const size_t group = 128;
 
     /* ---- the host's own Vulkan objects ---- */
@@ -203,10 +207,10 @@ int main(int argc, char **argv) {
     q4vk_context_device_name(ctx, name, sizeof name);
 
     /* Weights: quantize on the CPU for the reference, and upload the same floats. */
-    float *w = malloc(n * k * sizeof *w), *x = malloc(k * sizeof *x);
+    float *w = malloc(n * k * sizeof *w), *x = malloc(big_m * k * sizeof *x);
     rng r = {42};
     for (size_t i = 0; i < n * k; i++) w[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
-    for (size_t i = 0; i < k; i++) x[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
+    for (size_t i = 0; i < big_m * k; i++) x[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
     q4vk_matrix_desc md;
     q4vk_matrix_desc_default(&md);
     md.n = n;
@@ -224,11 +228,13 @@ int main(int argc, char **argv) {
     CHECK_Q4(q4vk_matrix_create(ctx, &md, &mat));
 
     /* ---- record q4vk_cmd_gemv into the host's command buffer ---- */
-    host_buffer xb = make_buffer(pd, device, k * sizeof(float));
+    host_buffer xb = make_buffer(pd, device, big_m * k * sizeof(float));
     host_buffer yb = make_buffer(pd, device, n * sizeof(float));
-    memcpy(xb.mapped, x, k * sizeof(float));
-    float *y = yb.mapped;
+    host_buffer ymb = make_buffer(pd, device, big_m * n * sizeof(float));
+    memcpy(xb.mapped, x, big_m * k * sizeof(float));
+    float *y = yb.mapped, *ym = ymb.mapped;
     for (size_t i = 0; i < n; i++) y[i] = NAN;
+    for (size_t i = 0; i < big_m * n; i++) ym[i] = NAN;
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pci.queueFamilyIndex = family;
     VkCommandPool pool;
@@ -247,6 +253,12 @@ int main(int argc, char **argv) {
     args.x.range = k * sizeof(float);
     args.y.buffer = (uint64_t)yb.buffer;
     args.y.range = n * sizeof(float);
+    CHECK_Q4(q4vk_cmd_gemv(ctx, mat, cmd, &args));
+    /* The same call at m = big_m (the GEMM for m > 8) into its own y. */
+    args.m = (uint32_t)big_m;
+    args.x.range = big_m * k * sizeof(float);
+    args.y.buffer = (uint64_t)ymb.buffer;
+    args.y.range = big_m * n * sizeof(float);
     CHECK_Q4(q4vk_cmd_gemv(ctx, mat, cmd, &args));
     VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -272,19 +284,27 @@ int main(int argc, char **argv) {
             failures++;
             break;
         }
-    double err_cmd = rel_error(y, qw, qs, x, n, k, group);
+    for (size_t i = 0; i < big_m * n; i++)
+        if (!isfinite(ym[i])) {
+            printf("FAIL: y[%zu] of the m = %zu call not written\n", i, big_m);
+            failures++;
+            break;
+        }
+    double err_cmd = rel_error(y, qw, qs, x, n, k, group, 1);
+    double err_cmd_m = rel_error(ym, qw, qs, x, n, k, group, big_m);
 
     /* ---- q4vk_gemv submits to the same queue under the host's lock ---- */
     float *y2 = malloc(n * sizeof *y2);
     int locks_before = guard.locks;
     CHECK_Q4(q4vk_gemv(ctx, mat, x, k, y2, n, 1));
-    double err_sync = rel_error(y2, qw, qs, x, n, k, group);
+    double err_sync = rel_error(y2, qw, qs, x, n, k, group, 1);
     if (guard.locks <= locks_before) {
         printf("FAIL: q4vk_gemv did not call queue_lock\n");
         failures++;
     }
-    if (!(err_cmd < 1e-5) || !(err_sync < 1e-5)) {
-        printf("FAIL: relative error %.3g (cmd) %.3g (sync), bound 1e-5\n", err_cmd, err_sync);
+    if (!(err_cmd < 1e-5) || !(err_cmd_m < 1e-5) || !(err_sync < 1e-5)) {
+        printf("FAIL: relative error %.3g (cmd) %.3g (cmd, m = %zu) %.3g (sync), bound 1e-5\n", err_cmd, err_cmd_m,
+               big_m, err_sync);
         failures++;
     }
 
@@ -294,6 +314,7 @@ int main(int argc, char **argv) {
     vkDestroyFence(device, fence, NULL);
     vkDestroyCommandPool(device, pool, NULL);
     free_buffer(device, &xb);
+    free_buffer(device, &ymb);
     free_buffer(device, &yb);
     vkDestroyDevice(device, NULL);
     if (messenger) destroy_messenger(instance, messenger, NULL);
@@ -302,8 +323,10 @@ int main(int argc, char **argv) {
         printf("FAIL: %d validation/log message(s)\n", validation_messages);
         failures++;
     }
-    printf("%s: host device \"%s\", N %zu K %zu g%zu: rel err %.2e (cmd), %.2e (q4vk_gemv), validation %s\n",
-           failures ? "FAIL" : "ok", name, n, k, group, err_cmd, err_sync, validation ? "on" : "not installed");
+    printf("%s: host device \"%s\", N %zu K %zu g%zu: rel err %.2e (cmd), %.2e (cmd, m = %zu), %.2e (q4vk_gemv), "
+           "validation %s\n",
+           failures ? "FAIL" : "ok", name, n, k, group, err_cmd, err_cmd_m, big_m, err_sync,
+           validation ? "on" : "not installed");
     free(w);
     free(x);
     free(qw);

@@ -1,12 +1,15 @@
 /* import_vectors: imported 4-bit checkpoints from C. q4vk_matrix_dequantize on GGUF
  * (Q4_0, Q4_1, Q4_K), GPTQ (v1 with zero point 0, v2 act-order) and AWQ golden cases from
- * tests/data must equal the reference packages' f32 weights bit for bit; every case of the
- * three manifests made a matrix of a CPU context (Q4VK_CONTEXT_CPU: per-group offsets, x
- * gathered for act-order) must compute q4vk_gemv within 1e-5 (relative) of the f64 product
- * of the reference weights, for m = 1 and 8; then bad input
- * (wrong byte counts, k not a multiple of the block, g_idx out of range or too short,
- * zeros or g_idx given to a format without them, ...) must give the expected status and
- * a message naming the problem, and leave the poisoned output untouched.
+ * tests/data must equal the reference packages' f32 weights bit for bit. Each case also
+ * packs for the kernel export: q4vk_matrix_pack_size takes it unless it has offsets (Q4_1,
+ * Q4_K) or a column order (act-order), q4vk_matrix_pack_extended always, with the sizes of
+ * the extended export's bindings 0, 1, 2, 5, 6. Every case of the three manifests made a
+ * matrix of a CPU context (Q4VK_CONTEXT_CPU: per-group offsets, x gathered for act-order)
+ * must compute q4vk_gemv within 1e-5 (relative) of the f64 product of the reference
+ * weights, for m = 1 and 8. Then bad input (wrong byte counts, k not a multiple of the
+ * block, g_idx out of range or too short, zeros or g_idx given to a format without them,
+ * ...) must give the expected status and a message naming the problem, and leave the
+ * poisoned output untouched.
  * Usage: import_vectors DATA_DIR (the repository's tests/data). */
 #define _POSIX_C_SOURCE 200809L
 #include "json.h"
@@ -268,6 +271,40 @@ int main(int argc, char **argv) {
         }
         failures += !ok;
         free(out);
+    }
+
+    /* The kernel export's device layout: the v0 pack for sources without offsets or column
+       order, the extended pack for every one, sized as the extended export's bindings. */
+    for (int c = 0; c < CASE_COUNT; c++) {
+        const gold *g = &CASES[c];
+        q4vk_matrix_desc pd = desc_of(g, &t[c]);
+        const int extras = c == GGUF_Q4_1 || c == GGUF_Q4_K || c == GPTQ_ACT;
+        size_t v0[3] = {7, 7, 7}, ext[5] = {0, 0, 0, 0, 0};
+        q4vk_status s0 = q4vk_matrix_pack_size(&pd, &v0[0], &v0[1], &v0[2]);
+        q4vk_status s1 = q4vk_matrix_pack_extended_size(&pd, &ext[0], &ext[1], &ext[2], &ext[3], &ext[4]);
+        int ok = s1 == Q4VK_OK && (extras ? s0 == Q4VK_ERROR_UNSUPPORTED && v0[0] == 7
+                                          : s0 == Q4VK_OK && !memcmp(v0, ext, sizeof v0)) &&
+                 (ext[3] > 0) == (c == GGUF_Q4_1 || c == GGUF_Q4_K) && (ext[4] > 0) == (c == GPTQ_ACT);
+        q4vk_kernel_export_desc e;
+        q4vk_kernel_export_desc_default(&e);
+        e.export_flags = Q4VK_KERNEL_EXPORT_EXTENDED;
+        q4vk_kernel_info info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        ok = ok && q4vk_kernel_export(NULL, &pd, &e, &info, NULL, 0) == Q4VK_OK && info.binding_count == 7;
+        const int roles[5] = {Q4VK_BINDING_WEIGHTS, Q4VK_BINDING_SCALES, Q4VK_BINDING_ZEROS, Q4VK_BINDING_OFFSETS,
+                              Q4VK_BINDING_K_ORDER};
+        void *buf[5] = {NULL, NULL, NULL, NULL, NULL};
+        for (int i = 0; ok && i < 5; i++) {
+            ok = info.bindings[roles[i]].bytes == ext[i];
+            if (ext[i] && !(buf[i] = malloc(ext[i]))) ok = 0;
+        }
+        ok = ok && q4vk_matrix_pack_extended(&pd, buf[0], ext[0], buf[1], ext[1], buf[2], ext[2], buf[3], ext[3],
+                                             buf[4], ext[4]) == Q4VK_OK;
+        printf("%s pack (v0 %s, extended %zu/%zu/%zu/%zu/%zu bytes) %s\n", ok ? "ok  " : "FAIL",
+               s0 == Q4VK_OK ? "taken" : "refused", ext[0], ext[1], ext[2], ext[3], ext[4], g->name);
+        failures += !ok;
+        for (int i = 0; i < 5; i++) free(buf[i]);
     }
 
     /* GEMV on a CPU context (no Vulkan needed). */

@@ -87,6 +87,11 @@
 // pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
 #define Q4VK_GEMV_F16_ACTIVATIONS 1
 
+// `q4vk_kernel_export_desc.export_flags`: export the extended kernel, whose bindings 5
+// (`Q4VK_BINDING_OFFSETS`) and 6 (`Q4VK_BINDING_K_ORDER`) follow the v0 five, for every
+// source `q4vk_matrix_create` takes (with the device layout of `q4vk_matrix_pack_extended`).
+#define Q4VK_KERNEL_EXPORT_EXTENDED 1
+
 // Capacity of `q4vk_kernel_info.bindings`.
 #define Q4VK_KERNEL_MAX_BINDINGS 8
 
@@ -236,7 +241,9 @@ typedef struct q4vk_gemv_args {
   uint32_t struct_size;
   // `Q4VK_GEMV_*` bits; others are refused.
   uint32_t flags;
-  // Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1.
+  // Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m the GEMM
+  // (same matrix, no extra memory). Limits: x and y each within 2^32 elements and the
+  // device's `maxStorageBufferRange` (else `Q4VK_ERROR_UNSUPPORTED`).
   uint32_t m;
   // Must be 0.
   uint32_t reserved0;
@@ -263,8 +270,9 @@ typedef struct q4vk_kernel_export_desc {
   q4vk_kernel_variant variant;
   // `Q4VK_GEMV_*` bits (`Q4VK_GEMV_F16_ACTIVATIONS`); others are refused. Default 0.
   uint32_t flags;
-  // Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1. The exported
-  // kernel is specialized for this m (ncnn: the input blob's height).
+  // Activation rows, ≥ 1; default 1. 1..8: the GEMV, specialized for this m (one
+  // pipeline per m; ncnn: the input blob's height). Above 8: the GEMM, which reads m from
+  // push constant 10, so one pipeline serves every m > 8 (see `q4vk_kernel_info`).
   uint32_t m;
   // Without a context: the device's subgroup size (ncnn: `GpuInfo::subgroup_size()`).
   // Required for `Q4VK_KERNEL_SUBGROUP`: the smallest subgroup size the device may run
@@ -280,6 +288,13 @@ typedef struct q4vk_kernel_export_desc {
   uint64_t x_row_stride;
   // Elements between rows of y; 0 (default) = n.
   uint64_t y_row_stride;
+  // Appended after v0 (callers with the v0 `struct_size` read 0). `Q4VK_KERNEL_EXPORT_*`
+  // bits: `Q4VK_KERNEL_EXPORT_EXTENDED` for the extended kernel (7 bindings); 0 (default):
+  // the v0 kernel (5 bindings), which refuses matrices with per-group offsets or a column
+  // order. Others are refused.
+  uint32_t export_flags;
+  // Must be 0.
+  uint32_t reserved1;
 } q4vk_kernel_export_desc;
 
 // Where a matrix's data comes from (`Q4VK_SOURCE_*`).
@@ -395,15 +410,18 @@ typedef struct q4vk_kernel_specialization {
 typedef struct q4vk_kernel_info {
   // Set by the caller: `sizeof(q4vk_kernel_info)`.
   uint32_t struct_size;
-  // The variant exported (`Q4VK_KERNEL_PORTABLE` or `Q4VK_KERNEL_SUBGROUP`).
+  // The variant exported (`Q4VK_KERNEL_PORTABLE` or `Q4VK_KERNEL_SUBGROUP`; always
+  // `Q4VK_KERNEL_PORTABLE` at m > 8, the GEMM).
   q4vk_kernel_variant variant;
   // Entry point name, NUL-terminated ("main").
   char entry_point[16];
   // Length of the SPIR-V in 32-bit words (bytes = 4 × this).
   size_t spirv_words;
-  // Entries of `bindings` used (5: weights, scales, zeros, x, y at bindings 0..4).
+  // Entries of `bindings` used (5: weights, scales, zeros, x, y at bindings 0..4; the
+  // extended kernel 7: offsets and column order at 5 and 6).
   uint32_t binding_count;
-  // Entries of `push_constants` used (10).
+  // Entries of `push_constants` used: 10 (40 bytes) for the GEMV (m ≤ 8), 11 (44 bytes)
+  // for the GEMM (m > 8).
   uint32_t push_constant_count;
   // Entries of `specializations` used.
   uint32_t specialization_count;
@@ -419,10 +437,22 @@ typedef struct q4vk_kernel_info {
   // (stage COMPUTE, offset 0, `4·push_constant_count` bytes); the block is named
   // `parameter` (ncnn: one `vk_constant_type` each, in this order). In order: rows (n),
   // row_base (0), chunks (ceil(k/32)), k, groups (scale groups per row), group_shift,
-  // x_row_stride, y_row_stride, wg_count (total workgroups), wg_offset (0).
+  // x_row_stride, y_row_stride, wg_count (total workgroups), wg_offset (0); the GEMM
+  // (m > 8) then m (word 10).
+  //
+  // The GEMM's SPIR-V, specializations and local size do not depend on m: one pipeline
+  // serves every m > 8. Per m only word 8 (wg_count), word 10 (m), `group_count` and the
+  // bytes of x and y change: export again with that m (pure and cheap; `spirv` NULL), or
+  // compute them: a workgroup computes `TX·RN` rows × `(local_size[0] / TX)·RM` tokens
+  // (TX, RN, RM: the values of specialization ids 1, 2, 3), `wg_count = ceil(n / rows) ·
+  // ceil(m / tokens)`, `group_count = {gx, ceil(wg_count / gx), 1}` with `gx =
+  // min(wg_count, maxComputeWorkGroupCount[0])` (the kernel skips the surplus of the
+  // last row; `group_count[1]` must stay within `maxComputeWorkGroupCount[1]`).
   uint32_t push_constants[16];
   // Specialization constants by ascending id: the kernel's own on ids 0..N-1 (ncnn:
-  // vector entry i = constant id i), then the local size on 233, 234, 235.
+  // vector entry i = constant id i), then the local size on 233, 234, 235. The GEMM's
+  // own: 0 workgroup size (= `local_size[0]`), 1 TX, 2 RN, 3 RM, 4 zero points, 5 f32
+  // scales, 6 f16 activations, and in the extended kernel 7 offsets, 8 column order.
   struct q4vk_kernel_specialization specializations[16];
 } q4vk_kernel_info;
 
@@ -455,7 +485,10 @@ typedef struct q4vk_weight_quantize_desc {
 
 // Subgroup reduction, SPIR-V 1.3 (Vulkan 1.1; subgroup basic + arithmetic in compute).
 // With a context: refused with `Q4VK_ERROR_UNSUPPORTED` when the device lacks them.
-// Without: `desc->subgroup_size` must say the device's subgroup size.
+// Without: `desc->subgroup_size` must say the device's subgroup size. At m > 8 the
+// exported kernel is the GEMM, which has no subgroup operations: every variant (checked as
+// above) exports the same SPIR-V 1.0 GEMM, reported as `Q4VK_KERNEL_PORTABLE`; the subgroup
+// size only makes its local size a multiple of it.
 #define Q4VK_KERNEL_SUBGROUP 1
 
 // The context's choice (subgroup unless the device lacks it or the context is portable);
@@ -478,6 +511,16 @@ typedef struct q4vk_weight_quantize_desc {
 
 // Output `y[m][n]` (f32), written only at the m·n result elements. Binding 4.
 #define Q4VK_BINDING_Y 4
+
+// Per-group f32 offsets (`q4vk_matrix_pack_extended`'s `offsets`): `w = scale·u + offset`
+// for GGUF Q4_1 and Q4_K. Binding 5 of the extended kernel (`Q4VK_KERNEL_EXPORT_EXTENDED`).
+// Other matrices: `bytes` 0, not read (bind any valid buffer).
+#define Q4VK_BINDING_OFFSETS 5
+
+// Column order (`q4vk_matrix_pack_extended`'s `k_order`): the input feature of each column,
+// for GPTQ act-order. Binding 6 of the extended kernel. Other matrices: `bytes` 0, not read
+// (bind any valid buffer).
+#define Q4VK_BINDING_K_ORDER 6
 
 // Float weights; q4vk quantizes them exactly as `q4vk_q4_quantize` does.
 #define Q4VK_SOURCE_FLOAT 0
@@ -556,6 +599,8 @@ typedef struct q4vk_weight_quantize_desc {
 
 // `weight_only_int4`: codes -7..7, stored +8, two per byte.
 #define Q4VK_ALGO_WEIGHT_ONLY_INT4 1
+
+
 
 #ifdef __cplusplus
 extern "C" {
@@ -645,13 +690,17 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // call is checked before the staging buffers grow: a refused call leaves them as they
 // were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
 //
+// Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
+// tiled GEMM that reads the same matrix (no dequantized copy, no workspace); the result
+// is the same fp32-accurate sum either way.
+//
 // On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
 // (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
 // status is `OUT_OF_HOST_MEMORY` (a copy of x reordered for the kernel; for m > 1, a
 // scratch of m·n floats).
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-// another `VkDevice`), `UNSUPPORTED` (m > 8; a context without a queue; m·k or m·n floats
+// another `VkDevice`), `UNSUPPORTED` (m > 8 on a CPU context; a context without a queue; m·k or m·n floats
 // beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
 // with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
 // `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
@@ -669,7 +718,7 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
                       size_t y_len,
                       uint32_t m);
 
-// Records `y = W·x` (as `q4vk_gemv`, m = 1..8) into the host's `command_buffer`
+// Records `y = W·x` (as `q4vk_gemv`, any m ≥ 1) into the host's `command_buffer`
 // (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the
 // context's device: matrix buffers are `VK_SHARING_MODE_CONCURRENT` over all of the
 // device's queue families when it has more than one, so no ownership transfer is needed).
@@ -682,7 +731,7 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 // binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
 // `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
 // `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
-// part, descriptor set 0 (owned by the matrix, immutable) and 40
+// part, descriptor set 0 (owned by the matrix, immutable) and 44
 // bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
 // more if a part exceeds the workgroup-count limits).
 //
@@ -693,7 +742,7 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 //
 // Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
 // `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
-// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8; a CPU context), `VULKAN` (pipeline
+// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (x or y beyond the limits above; a CPU context), `VULKAN` (pipeline
 // creation).
 // Thread-safe for distinct command buffers (a command buffer itself is externally
 // synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
@@ -714,26 +763,49 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
                           void *command_buffer,
                           const struct q4vk_gemv_args *args);
 
-// Fills `desc` with the defaults: portable variant, m = 1, f32 activations, dense rows.
-// NULL is ignored.
+// Fills `desc` with the defaults: portable variant, m = 1, f32 activations, dense rows,
+// the v0 kernel (`export_flags` 0). NULL is ignored.
 //
 // # Safety
 // `desc` must be NULL or point to a writable `q4vk_kernel_export_desc`.
 void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 
-// Describes the exported GEMV kernel for the matrix `matrix` (shape, scheme and source as
-// `q4vk_matrix_create` takes them; its data pointers are not read and may be NULL) and
-// `desc` (m, activation type, variant), and copies its SPIR-V into `spirv`.
+// Describes the exported GEMV (m ≤ 8) or GEMM (m > 8) for the matrix `matrix` (shape,
+// scheme and source as `q4vk_matrix_create` takes them; its data pointers are not read and
+// may be NULL, except a GPTQ `g_idx`, read to tell act-order apart) and `desc` (m,
+// activation type, variant, v0 or extended kernel), and copies its SPIR-V into `spirv`.
 //
 // The kernel computes all of `y[m][n] = sum_k x[m][k]·W[n][k]` in one dispatch, with the
-// matrix in the device layout `q4vk_matrix_pack` writes. Everything is in `info`:
-// bindings (descriptor set 0, storage buffers: 0 weights, 1 scales, 2 zeros, 3 x, 4 y,
-// with the bytes each needs), push constants (32-bit words), specialization constants
-// (the kernel's own on ids 0..N-1, the local size on 233..235: ncnn's convention),
-// local size and workgroup counts. Build a compute pipeline from exactly that (one
-// set layout of 5 storage buffers, a push-constant range of `4·push_constant_count`
-// bytes, the SPIR-V, entry point `info.entry_point`, the specialization constants), bind
-// the five buffers, push the constants, `vkCmdDispatch(group_count)`.
+// matrix in the device layout `q4vk_matrix_pack` (v0 kernel) or
+// `q4vk_matrix_pack_extended` (extended kernel) writes. Everything is in `info`: bindings
+// (descriptor set 0, storage buffers, with the bytes each needs), push constants (32-bit
+// words), specialization constants (the kernel's own on ids 0..N-1, the local size on
+// 233..235: ncnn's convention), local size and workgroup counts. Build a compute pipeline
+// from exactly that (one set layout of `binding_count` storage buffers, a push-constant
+// range of `4·push_constant_count` bytes, the SPIR-V, entry point `info.entry_point`, the
+// specialization constants), bind the buffers, push the constants,
+// `vkCmdDispatch(group_count)`.
+//
+// Bindings (binding i has role i):
+//
+// | binding | role | v0 kernel | extended kernel (`Q4VK_KERNEL_EXPORT_EXTENDED`) |
+// |---|---|---|---|
+// | 0 | `Q4VK_BINDING_WEIGHTS` | pack's `weights` | pack_extended's `weights` |
+// | 1 | `Q4VK_BINDING_SCALES` | pack's `scales` | pack_extended's `scales` |
+// | 2 | `Q4VK_BINDING_ZEROS` | pack's `zeros` (bytes 0 when symmetric) | pack_extended's `zeros` (bytes 0 when symmetric or with offsets) |
+// | 3 | `Q4VK_BINDING_X` | x | x |
+// | 4 | `Q4VK_BINDING_Y` | y | y |
+// | 5 | `Q4VK_BINDING_OFFSETS` | — | pack_extended's `offsets` (bytes 0 without) |
+// | 6 | `Q4VK_BINDING_K_ORDER` | — | pack_extended's `k_order` (bytes 0 without) |
+//
+// A binding whose `bytes` is 0 is not read, but Vulkan needs a valid buffer there (any).
+// The v0 kernel (`desc->export_flags` 0, and v0 callers) takes every source whose matrix
+// has neither per-group offsets nor a column order (FLOAT, Q4, PADDLE, GGUF Q4_0, GPTQ
+// without act-order, AWQ) and is the same kernel as before the extended one existed; GGUF
+// Q4_1/Q4_K and act-order GPTQ need the extended kernel (`UNSUPPORTED` otherwise). The
+// extended kernel takes every source, also those the v0 kernel takes (its bindings 5 and 6
+// then unread), and specializes on ids 8 (offsets) and 9 (column order); the subgroup
+// size moves to id 10 there.
 //
 // Size query: with `spirv` NULL and `spirv_words` 0, only `info` is written (its
 // `spirv_words` says how many words to allocate); a second call copies the SPIR-V. A
@@ -750,8 +822,18 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // Refused with `Q4VK_ERROR_UNSUPPORTED` (the message says why) when the export cannot
 // express the case: a weights/scales/zeros/x/y buffer beyond `maxStorageBufferRange` or
 // 2^32 elements (`q4vk_matrix_create` splits such a matrix into several buffers; the
-// exported kernel takes one per role), m > 8, the subgroup variant on a device without
-// subgroup arithmetic, a grid beyond the device's workgroup counts.
+// exported kernel takes one per role), the subgroup variant on a device without
+// subgroup arithmetic, a grid beyond the device's workgroup counts, a workgroup or shared
+// memory beyond the device's limits.
+//
+// m > 8 (prefill) exports the GEMM, a register-tiled kernel without subgroup operations
+// (`shaders/gemm_q4.comp`, the one `q4vk_gemv` runs on devices without cooperative
+// matrices; not the tensor-core GEMM): SPIR-V 1.0 for every variant, the same bindings
+// and the same v0/extended choice, 11 push constants (m last), 7 own specialization
+// constants (9 extended), local size 64 (or the subgroup size where larger: 64 rows ×
+// 32 tokens per workgroup, more tokens with a wider one; 12..16 KiB of shared memory).
+// Its pipeline serves every m > 8 (`q4vk_kernel_info.push_constants` says what changes
+// per m).
 //
 // Barriers are the host's: x written before the dispatch, y read after, as for
 // `q4vk_cmd_gemv`. The SPIR-V keeps its debug names (ncnn's reflection needs the
@@ -761,7 +843,8 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // `examples_c/ncnn/q4linear.cpp` (`docs/integrations.md` walks through it). In outline:
 //
 // ```c
-// // create_pipeline: one pipeline per m (the kernel is specialized on m)
+// // create_pipeline: one pipeline per m = 1..8 (the GEMV is specialized on m), and one
+// // for every m > 8 (the GEMM: export it once at e.g. m = 9)
 // e.m = m; e.variant = Q4VK_KERNEL_PORTABLE;      // or SUBGROUP + e.subgroup_size =
 //                                                 //   vkdev->info.subgroup_size()
 // q4vk_kernel_export(NULL, &W, &e, &info, NULL, 0);                // size query
@@ -777,13 +860,15 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // ```
 //
 // Statuses: `NULL_POINTER` (matrix, desc, info), `INVALID_ARGUMENT` (a struct_size, bad
-// matrix desc, unknown variant/flags, reserved0, strides, subgroup_size), `BUFFER_TOO_SMALL`
-// (spirv), `UNSUPPORTED` (above; a CPU context). Outputs written only on success. Pure (no Vulkan call);
-// thread-safe.
+// matrix desc or `g_idx`, unknown variant/flags/export_flags, reserved0/1, strides,
+// subgroup_size), `BUFFER_TOO_SMALL` (spirv, `g_idx_bytes`), `UNSUPPORTED` (above; a CPU
+// context; groups the device layout does not index). Outputs written only on success.
+// Pure (no Vulkan call); thread-safe.
 //
 // # Safety
-// `ctx` NULL or live; `matrix`, `desc` NULL or valid; `info` NULL or writable for its
-// `struct_size` bytes; `spirv` NULL or writable for `spirv_words` words.
+// `ctx` NULL or live; `matrix`, `desc` NULL or valid (the matrix's `g_idx` NULL or readable
+// for `g_idx_bytes`); `info` NULL or writable for its `struct_size` bytes; `spirv` NULL or
+// writable for `spirv_words` words.
 q4vk_status q4vk_kernel_export(const struct q4vk_context *ctx,
                                const struct q4vk_matrix_desc *matrix,
                                const struct q4vk_kernel_export_desc *desc,
@@ -791,34 +876,59 @@ q4vk_status q4vk_kernel_export(const struct q4vk_context *ctx,
                                uint32_t *spirv,
                                size_t spirv_words);
 
-// Sizes of the device-layout buffers `q4vk_matrix_pack` writes for `desc` (any source;
-// data pointers not read): `weights_bytes = n·ceil(k/32)·16`, `scales_bytes =
+// Sizes of the device-layout buffers `q4vk_matrix_pack` writes for `desc` (data pointers
+// not read, except a GPTQ `g_idx`): `weights_bytes = n·ceil(k/32)·16`, `scales_bytes =
 // n·groups·(2 or 4)` rounded up to 4, `zeros_bytes = n·groups` rounded up to 4 (0 when
-// symmetric). Equal to the `bytes` of bindings 0..2 of `q4vk_kernel_export`. Pure.
-// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc, or sizes beyond size_t).
+// symmetric). Equal to the `bytes` of bindings 0..2 of `q4vk_kernel_export`. Every source
+// whose matrix the v0 kernel computes: FLOAT, Q4, PADDLE, GGUF Q4_0, GPTQ without act-order,
+// AWQ. Pure. Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc, or sizes beyond
+// size_t), `UNSUPPORTED` (a matrix with per-group offsets or a column order: GGUF Q4_1/Q4_K,
+// GPTQ act-order; see `q4vk_matrix_pack_extended_size`).
 //
 // # Safety
-// Pointers must be NULL or valid for their type.
+// Pointers must be NULL or valid for their type; the desc's `g_idx` NULL or readable for
+// `g_idx_bytes`.
 q4vk_status q4vk_matrix_pack_size(const struct q4vk_matrix_desc *desc,
                                   size_t *weights_bytes,
                                   size_t *scales_bytes,
                                   size_t *zeros_bytes);
 
+// Sizes of the buffers `q4vk_matrix_pack_extended` writes for `desc`, any source
+// `q4vk_matrix_create` takes (data pointers not read, except a GPTQ `g_idx`, read to tell
+// act-order apart): weights, scales and zeros as `q4vk_matrix_pack_size`; `offsets_bytes =
+// n·groups·4` for GGUF Q4_1 and Q4_K (else 0); `k_order_bytes = k·4` for GPTQ act-order
+// (else 0). Equal to the `bytes` of bindings 0, 1, 2, 5 and 6 of the extended kernel
+// (`Q4VK_KERNEL_EXPORT_EXTENDED`). Pure; thread-safe. Statuses: `NULL_POINTER`,
+// `INVALID_ARGUMENT` (bad desc or `g_idx`, sizes beyond size_t), `BUFFER_TOO_SMALL`
+// (`g_idx_bytes`), `UNSUPPORTED` (groups the device layout does not index, as
+// `q4vk_matrix_create`). Outputs written only on success.
+//
+// # Safety
+// Pointers must be NULL or valid for their type; the desc's `g_idx` NULL or readable for
+// `g_idx_bytes`.
+q4vk_status q4vk_matrix_pack_extended_size(const struct q4vk_matrix_desc *desc,
+                                           size_t *weights_bytes,
+                                           size_t *scales_bytes,
+                                           size_t *zeros_bytes,
+                                           size_t *offsets_bytes,
+                                           size_t *k_order_bytes);
+
 // Writes the device layout of the matrix `desc` describes — exactly the bytes
 // `q4vk_matrix_create` uploads for a matrix that fits one buffer per role — into caller
 // memory, for a host that uploads them with its own allocator and binds them to the
 // kernel of `q4vk_kernel_export` (weights → binding 0, scales → 1, zeros → 2). Sources as
-// `q4vk_matrix_create` (FLOAT is quantized as `q4vk_q4_quantize` does, Q4 copied, PADDLE
-// converted losslessly). Layout: weights `[n][ceil(k/32)]` 16-byte chunks, 32 codes per
-// chunk, k even in the low nibble, zero-padded past k; scales `[n][groups]` f16 (or f32
-// for f32/bf16 sources), zeros `[n][groups]` bytes; scales and zeros padded with zero
-// bytes to a multiple of 4.
+// `q4vk_matrix_pack_size` takes them (FLOAT is quantized as `q4vk_q4_quantize` does, Q4
+// copied, PADDLE converted losslessly, GGUF Q4_0 / GPTQ / AWQ imported as stored). Layout:
+// weights `[n][ceil(k/32)]` 16-byte chunks, 32 codes per chunk, k even in the low nibble,
+// zero-padded past k; scales `[n][groups]` f16 (or f32 for f32/bf16 sources); zeros
+// `[n][groups]` bytes; scales and zeros padded with zero bytes to a multiple of 4.
 //
 // Sizes from `q4vk_matrix_pack_size`; larger buffers are accepted (only the prefix is
 // written), smaller refused (`BUFFER_TOO_SMALL`). `zeros` may be NULL with `zeros_bytes`
 // 0 when symmetric. Statuses as `q4vk_matrix_create`'s CPU part: `NULL_POINTER`,
 // `INVALID_ARGUMENT` (bad desc, overlapping buffers, zero point > 15), `BUFFER_TOO_SMALL`,
-// `NON_FINITE`. Nothing is written on error. Uses all cores (FLOAT, PADDLE); thread-safe.
+// `NON_FINITE`, `UNSUPPORTED` (as `q4vk_matrix_pack_size`). Nothing is written on error.
+// Uses all cores (FLOAT, PADDLE); thread-safe.
 //
 // # Safety
 // `desc` NULL or valid with its data pointers valid for their sizes; each output NULL or
@@ -830,6 +940,40 @@ q4vk_status q4vk_matrix_pack(const struct q4vk_matrix_desc *desc,
                              size_t scales_bytes,
                              void *zeros,
                              size_t zeros_bytes);
+
+// Writes the extended device layout of the matrix `desc` describes, any source
+// `q4vk_matrix_create` takes, for the extended kernel (`Q4VK_KERNEL_EXPORT_EXTENDED`):
+// `weights` → binding 0, `scales` → 1, `zeros` → 2 (as `q4vk_matrix_pack` writes them),
+// `offsets` → 5, `k_order` → 6:
+//
+// * `offsets` (GGUF Q4_1 and Q4_K): f32 `[n][groups]`, `w = scale·u + offset` (Q4_1: its
+//   f16 minimum `m`; Q4_K: `−dmin·m`, exact in f32); such matrices have no zero points
+//   (`zeros_bytes` 0) and their codes are unsigned (u, not u − 8);
+// * `k_order` (GPTQ act-order): u32 `[k]`, the input feature of each column: the weights,
+//   scales and zeros are stored with each group's inputs contiguous (column j of the
+//   weights multiplies `x[k_order[j]]`).
+//
+// Sizes from `q4vk_matrix_pack_extended_size`; an output whose size is 0 may be NULL with 0
+// bytes; larger buffers are accepted (only the prefix is written), smaller refused
+// (`BUFFER_TOO_SMALL`). Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc or `g_idx`,
+// overlapping buffers, zero point > 15), `BUFFER_TOO_SMALL` (an input or output),
+// `NON_FINITE` (NaN/Inf weights, scales or minima), `UNSUPPORTED` (groups the device layout
+// does not index), `OUT_OF_HOST_MEMORY`. Nothing is written on error. Thread-safe.
+//
+// # Safety
+// `desc` NULL or valid with its data pointers valid for their sizes; each output NULL or
+// writable for its stated bytes.
+q4vk_status q4vk_matrix_pack_extended(const struct q4vk_matrix_desc *desc,
+                                      void *weights,
+                                      size_t weights_bytes,
+                                      void *scales,
+                                      size_t scales_bytes,
+                                      void *zeros,
+                                      size_t zeros_bytes,
+                                      void *offsets,
+                                      size_t offsets_bytes,
+                                      void *k_order,
+                                      size_t k_order_bytes);
 
 // Fills `desc` with the defaults: FLOAT source, group size 128, symmetric, F16, not
 // transposed, arch 80, n = k = 0, no data, no `g_idx`, `gptq_format` 1. NULL is ignored.

@@ -24,13 +24,23 @@ if ! glslang --version 2>/dev/null | grep -q "13.1.1"; then
 fi
 glslc $FLAGS -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_subgroup.spv"
 glslc $FLAGS gemv_q4.comp -o "$out/gemv_q4_portable.spv"
+glslc $FLAGS gemm_q4.comp -o "$out/gemm_q4.spv"
 # Kernel export (q4vk_kernel_export): ncnn's conventions (shaders/gemv_export.glsl); the
 # portable variant targets Vulkan 1.0 (SPIR-V 1.0) so any host device can take it; -g keeps
 # the names ncnn's reflection reads (the push-constant block type `parameter`).
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT gemv_q4.comp -o "$out/gemv_q4_export_portable.spv"
 glslc $FLAGS -g -DEXPORT -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_subgroup.spv"
-# Tensor-core GEMV and its fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
+# The extended export (Q4VK_KERNEL_EXPORT_EXTENDED): bindings 5 (per-group offsets) and 6
+# (column order) appended, for imported matrices (GGUF Q4_1/Q4_K, GPTQ act-order).
+glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemv_q4.comp -o "$out/gemv_q4_export_extended_portable.spv"
+glslc $FLAGS -g -DEXPORT -DEXTENDED -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_extended_subgroup.spv"
+# The exported GEMM (m > 8; no subgroup operations, so one SPIR-V 1.0 build per kernel
+# flavour), same conventions.
+glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT gemm_q4.comp -o "$out/gemm_q4_export.spv"
+glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemm_q4.comp -o "$out/gemm_q4_export_extended.spv"
+# Tensor-core GEMV, GEMM and their fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
 glslang -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv" >/dev/null
+glslang -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_q4_coop.spv" >/dev/null
 glslang -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv" >/dev/null
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"

@@ -2,8 +2,8 @@
 # Runs every C test: installs q4vk into build/c-test/install; a pkg-config consumer; the
 # CMake source build (examples_c/vendored/run.sh) and the release archive (scripts/package.sh);
 # then configures, builds and runs examples_c/ with CTest twice: a normal build, then one
-# with ASan + UBSan; then the JNI test (examples_c/jni/run.sh) and the ncnn custom layer
-# (examples_c/ncnn/run.sh).
+# with ASan + UBSan; then the JNI test (examples_c/jni/run.sh), the ncnn custom layer
+# (examples_c/ncnn/run.sh) and the MNN op (examples_c/mnn/run.sh).
 # Exits non-zero on any failure. Usage: scripts/test-c.sh [VECTORS_DIR]
 set -euo pipefail
 
@@ -82,9 +82,27 @@ echo
 echo "== ncnn custom layer (examples_c/ncnn/run.sh)"
 Q4VK_PREFIX="$prefix" NCNN_Q4_BUILD="$work/ncnn" "$root/examples_c/ncnn/run.sh" || status=1
 
+# MNN: the Q4Linear op (q4vk_cmd_gemv in MNN's command buffer, on the app's device shared
+# with MNN) against MNN's MatMul, validation on. MNN (Vulkan buffer mode, static, only the
+# library) is built once into ${Q4VK_CACHE:-$HOME/.cache/q4vk} and reused after that.
+# MNN's source has no package registry: it comes from MNN_SRC_TARBALL (default: the
+# tarball in ../shared/peers/mnn beside the checkout, as in CI) or q4vk's cache. Without
+# either, the MNN test is reported as not run, never as passed.
+echo
+echo "== MNN op (examples_c/mnn/run.sh)"
+mnn_tarball=mnn-4d40bdb-src.tar.xz
+mnn_done="MNN op"
+if [ -f "${MNN_SRC_TARBALL:-$root/../shared/peers/mnn/$mnn_tarball}" ] ||
+    [ -f "${Q4VK_CACHE:-$HOME/.cache/q4vk}/sdist/$mnn_tarball" ]; then
+    Q4VK_PREFIX="$prefix" MNN_Q4_BUILD="$work/mnn" "$root/examples_c/mnn/run.sh" || status=1
+else
+    echo "MNN op test NOT RUN: no MNN source ($mnn_tarball: set MNN_SRC_TARBALL to alibaba/MNN at 4d40bdb)"
+    mnn_done="MNN op NOT RUN: no MNN source"
+fi
+
 echo
 if [ "$status" -eq 0 ]; then
-    echo "test-c.sh: all C tests passed (default and ASan+UBSan builds, JNI, ncnn layer)"
+    echo "test-c.sh: all C tests passed (default and ASan+UBSan builds, JNI, ncnn layer; $mnn_done)"
 else
     echo "test-c.sh: FAILED (see above)"
 fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of q4vk: formatting and lints, the header drift and ABI checks, the Rust unit and
+# Runs every test of q4vk: formatting, lints and doc links, the header drift and ABI checks, the Rust unit and
 # integration tests (golden vectors; Vulkan tests on whatever device exists, lavapipe on
 # CPU-only machines, with the validation layer on), and the C consumer tests (CMake/CTest,
 # default and ASan+UBSan builds), the Rust tests under ASan/LSan with a valgrind leak count,
@@ -14,6 +14,8 @@ echo "== cargo fmt --check"
 cargo fmt --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --quiet --all-targets -- -D warnings
+echo "== cargo doc (broken intra-doc links fail)"
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --lib
 echo "== header drift"
 scripts/gen-header.sh --check
 echo "== C ABI against every released version (abi/), and the check's self-test"

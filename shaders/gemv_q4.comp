@@ -36,6 +36,8 @@ layout(local_size_x_id = 0) in;
 #define SPEC_SPLIT 8
 #define SPEC_HAS_OFFSETS 9
 #define SPEC_HAS_K_ORDER 10
+#define OFFSETS_BINDING 2
+#define K_ORDER_BINDING 3
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
@@ -48,28 +50,21 @@ layout(constant_id = SPEC_X_F16) const bool X_F16 = false;     // activations ar
 layout(constant_id = SPEC_SUBGROUP_SIZE) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
 layout(constant_id = SPEC_UNROLL) const uint UNROLL = 1;       // chunks per row per step
 layout(constant_id = SPEC_SPLIT) const uint SPLIT = 1;         // invocations sharing a chunk (divides ROWS)
-#ifdef EXPORT
+#if defined(EXPORT) && !defined(EXTENDED)
 const bool HAS_OFFSETS = false;
 const bool HAS_K_ORDER = false;
 #else
-// Per-group f32 offsets in binding 2 (w = s·u + b, no zero point: GGUF Q4_1 / Q4_K).
+// Per-group f32 offsets in binding OFFSETS_BINDING (w = s·u + b, no zero point: GGUF Q4_1 /
+// Q4_K).
 layout(constant_id = SPEC_HAS_OFFSETS) const bool HAS_OFFSETS = false;
-// Column k of the matrix holds input k_order[k] (binding 3; GPTQ act-order): x is gathered.
+// Column k of the matrix holds input k_order[k] (binding K_ORDER_BINDING; GPTQ act-order):
+// x is gathered.
 layout(constant_id = SPEC_HAS_K_ORDER) const bool HAS_K_ORDER = false;
-layout(set = 0, binding = 3) readonly buffer KOrder { uint k_order[]; };
+layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order[]; };
 #endif
 
 #include "q4_common.glsl"
-
-// Weights are read once: `coherent` keeps them out of the L1 (NVIDIA), which then holds x.
-layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
-layout(set = 0, binding = 1) readonly buffer Scales { uint s[]; };
-layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
-layout(set = 0, binding = 2) readonly buffer Offsets { float group_offset[]; };
-layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
-layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
-layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
-layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
+#include "q4_simt.glsl"
 
 const uint MR = M * ROWS;
 #ifdef SUBGROUP
@@ -78,54 +73,10 @@ shared float red[(WORKGROUP / SUBGROUP_SIZE) * MR];
 shared float red[WORKGROUP * MR];
 #endif
 
-float scale_at(uint i) {
-    if (SCALE_F32) {
-        return uintBitsToFloat(s[i]);
-    }
-    vec2 pair = unpackHalf2x16(s[i >> 1]);
-    return (i & 1u) == 0u ? pair.x : pair.y;
-}
-
-float zero_at(uint i) {
-    if (HAS_OFFSETS) {
-        return 0.0;
-    }
-    if (!HAS_ZEROS) {
-        return 8.0;
-    }
-    return float((z[i >> 2] >> (8u * (i & 3u))) & 0xFFu);
-}
-
-float offset_at(uint i) {
-    return HAS_OFFSETS ? group_offset[i] : 0.0;
-}
-
 // Sum of a chunk's 32 activations (the offsets' term b · Σx).
 float sum8(vec4 xv[8]) {
     vec4 t = (xv[0] + xv[1]) + (xv[2] + xv[3]) + ((xv[4] + xv[5]) + (xv[6] + xv[7]));
     return (t.x + t.y) + (t.z + t.w);
-}
-
-// One activation, 0 past K.
-// The input feature of column kk.
-uint input_of(uint kk) {
-#ifdef EXPORT
-    return kk;
-#else
-    return HAS_K_ORDER ? k_order[kk] : kk;
-#endif
-}
-
-float x_at(uint row_start, uint kk) {
-    if (kk >= p.k) {
-        return 0.0;
-    }
-    uint i = row_start + input_of(kk);
-    if (X_F16) {
-        vec2 pair = unpackHalf2x16(xh[i >> 1]);
-        return (i & 1u) == 0u ? pair.x : pair.y;
-    }
-    return x1[i];
 }
 
 // The 32 activations of chunk c of activation row mi.

@@ -60,37 +60,15 @@ const uint BLOCKS = 128u / BLOCK;       // blocks per stage
 // Push-constant fields as this kernel reads them: rows = rows of the part; chunks = stages
 // of 128 k per row tile; groups, group_shift as for the SIMT kernel.
 
-layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
-layout(set = 0, binding = 1) readonly buffer Scales { float s[]; };
-layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
-layout(set = 0, binding = 2) readonly buffer Offsets { float group_offset[]; };
-layout(set = 1, binding = 0) readonly buffer X1 { float x1[]; };
-layout(set = 1, binding = 0) readonly buffer XH { uint xh[]; };
-layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
+#include "coop_common.glsl"
 
 // Every shared array is a multiple of 16 bytes (block_scale holds four times the factors
 // it needs), so staged_b (read by coopMatLoad, which needs 16-byte alignment) stays
 // aligned wherever the compiler places it.
-shared float16_t staged_b[SUBGROUPS][128 * COLS];
+shared float16_t staged_b[SUBGROUPS][COLS * KPAD];
 shared float block_scale[SUBGROUPS][4 * BLOCKS * M];
 shared float block_sum[SUBGROUPS][4 * BLOCKS * M];
 shared float red[SUBGROUPS][TILES * 16 * M];
-
-#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>
-#define MatC coopmat<float, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
-
-float x_at(uint mi, uint kk) {
-    if (kk >= p.k) {
-        return 0.0;
-    }
-    uint i = mi * p.x_stride + kk;
-    if (X_F16) {
-        vec2 pair = unpackHalf2x16(xh[i >> 1]);
-        return (i & 1u) == 0u ? pair.x : pair.y;
-    }
-    return x1[i];
-}
 
 // Stages x[mi][k0 .. k0 + 128) of every activation row as f16 hi/lo columns of B, and the
 // per-block factors 2^e, in this subgroup's shared memory.
@@ -98,76 +76,24 @@ void stage_b(uint sg, uint lane, uint k0) {
     [[unroll]] for (uint mi = 0u; mi < M; mi++) {
         vec4 v = vec4(x_at(mi, k0 + 4u * lane), x_at(mi, k0 + 4u * lane + 1u),
                       x_at(mi, k0 + 4u * lane + 2u), x_at(mi, k0 + 4u * lane + 3u));
-        vec4 a = abs(v);
-        float mx = max(max(a.x, a.y), max(a.z, a.w));
-        // The block's BLOCK / 4 invocations are neighbours: a butterfly over them.
-        [[unroll]] for (uint d = 1u; d < BLOCK / 4u; d <<= 1) {
-            mx = max(mx, subgroupShuffleXor(mx, d));
-        }
-        // 2^shift puts mx in [2^14, 2^15); both factors stay normal f32 powers of two.
-        int e = int(bitfieldExtract(floatBitsToUint(mx), 23, 8)) - 127;
-        int shift = clamp(14 - e, -126, 126);
-        float up = uintBitsToFloat(uint(127 + shift) << 23);
-        // hi: x' truncated to 11 significant bits (exact in f16 from 2^-14 up), by integer
-        // ops a compiler cannot fold; lo = x' - hi, exact in f32 (13 bits), then rounded
-        // to f16. `precise`: no narrowing or reassociation of these steps.
-        precise vec4 scaled = v * up;
-        precise vec4 hi32 = uintBitsToFloat(floatBitsToUint(scaled) & 0xFFFFE000u);
-        precise vec4 lo32 = scaled - hi32;
-        f16vec4 hi = f16vec4(hi32);
-        f16vec4 lo = f16vec4(lo32);
+        f16vec4 hi, lo;
+        float factor = split_block(v, hi, lo);
         uint col = 8u * (mi / 4u) + 2u * (mi % 4u);
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            uint at = (4u * lane + i) * COLS + col;
+            uint at = col * KPAD + 4u * lane + i;
             staged_b[sg][at] = hi[i];
-            staged_b[sg][at + 1u] = lo[i];
+            staged_b[sg][at + KPAD] = lo[i];
         }
         if (HAS_OFFSETS) {
-            float sum = (v.x + v.y) + (v.z + v.w);
-            [[unroll]] for (uint d = 1u; d < BLOCK / 4u; d <<= 1) {
-                sum += subgroupShuffleXor(sum, d);
-            }
+            float sum = block_total(v);
             if (lane % (BLOCK / 4u) == 0u) {
                 block_sum[sg][(4u * lane / BLOCK) * M + mi] = sum;
             }
         }
         if (lane % (BLOCK / 4u) == 0u) {
-            block_scale[sg][(4u * lane / BLOCK) * M + mi] = uintBitsToFloat(uint(127 - shift) << 23);
+            block_scale[sg][(4u * lane / BLOCK) * M + mi] = factor;
         }
     }
-}
-
-// The eight codes of word q as u - z in A's element order (pairs: e0 e1 from nibbles 0, 4;
-// e2 e3 from 2, 6; e4 e5 from 1, 5; e6 e7 from 3, 7). The invocation's first row
-// (elements 0..3) sits in the low nibble of each byte and comes out as 1024 + u, its
-// second row (4..7) in the high nibble, as 1024 + 16 u; base0 = 1024 + z0 and
-// base1 = 64 + z1 (after the multiply by 1/16) take the zero points off.
-MatA decode(uint q, f16vec2 base0, f16vec2 base1) {
-    const f16vec2 SIXTEENTH = f16vec2(0.0625);
-    f16vec2 p0 = unpackFloat2x16((q & 0x000F000Fu) | 0x64006400u) - base0;
-    f16vec2 p1 = fma(unpackFloat2x16((q & 0x00F000F0u) | 0x64006400u), SIXTEENTH, -base1);
-    uint q8 = q >> 8;
-    f16vec2 p2 = unpackFloat2x16((q8 & 0x000F000Fu) | 0x64006400u) - base0;
-    f16vec2 p3 = fma(unpackFloat2x16((q8 & 0x00F000F0u) | 0x64006400u), SIXTEENTH, -base1);
-    MatA a;
-    a[0] = p0.x;
-    a[1] = p0.y;
-    a[2] = p2.x;
-    a[3] = p2.y;
-    a[4] = p1.x;
-    a[5] = p1.y;
-    a[6] = p3.x;
-    a[7] = p3.y;
-    return a;
-}
-
-// The zero point of scale slot i, or for matrices with offsets that offset (their codes
-// have no zero point: the decode subtracts 0).
-float zero_at(uint i) {
-    if (HAS_OFFSETS) {
-        return group_offset[i];
-    }
-    return float((z[i >> 2] >> (8u * (i & 3u))) & 0xFFu);
 }
 
 void main() {
@@ -187,7 +113,7 @@ void main() {
         tile[t] = min(tile0 + t, tiles - 1u);
     }
     // Columns of B past the activation rows stay 0.
-    for (uint i = lane; i < 128u * COLS; i += 32u) {
+    for (uint i = lane; i < COLS * KPAD; i += 32u) {
         staged_b[sg][i] = float16_t(0.0);
     }
 
@@ -206,17 +132,7 @@ void main() {
     uint stage = sg;
     uint first = min(stage, stages - 1u);
     [[unroll]] for (uint t = 0u; t < TILES; t++) {
-        uint base = ((tile[t] * stages + first) * 2u) * 32u + lane;
-        words[t][0] = w[base];
-        words[t][1] = w[base + 32u];
-        [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
-            uint g = ((first * 128u + b * BLOCK) >> 5) >> p.group_shift;
-            uint at = (tile[t] * p.groups + g) * 16u + g4;
-            sc[t][b][0] = s[at];
-            sc[t][b][1] = s[at + 8u];
-            zr[t][b][0] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at) : 8.0;
-            zr[t][b][1] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at + 8u) : 8.0;
-        }
+        load_stage(tile[t], stages, first, lane, words[t], sc[t], zr[t]);
     }
 
     for (; stage < stages; stage += SUBGROUPS) {
@@ -226,17 +142,7 @@ void main() {
         float next_sc[TILES][BLOCKS][2];
         float next_zr[TILES][BLOCKS][2];
         [[unroll]] for (uint t = 0u; t < TILES; t++) {
-            uint base = ((tile[t] * stages + next) * 2u) * 32u + lane;
-            next_words[t][0] = w[base];
-            next_words[t][1] = w[base + 32u];
-            [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
-                uint g = ((next * 128u + b * BLOCK) >> 5) >> p.group_shift;
-                uint at = (tile[t] * p.groups + g) * 16u + g4;
-                next_sc[t][b][0] = s[at];
-                next_sc[t][b][1] = s[at + 8u];
-                next_zr[t][b][0] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at) : 8.0;
-                next_zr[t][b][1] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at + 8u) : 8.0;
-            }
+            load_stage(tile[t], stages, next, lane, next_words[t], next_sc[t], next_zr[t]);
         }
 
         subgroupBarrier();
@@ -260,8 +166,8 @@ void main() {
             [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
                 MatB bm[HALVES];
                 [[unroll]] for (uint h = 0u; h < HALVES; h++) {
-                    coopMatLoad(bm[h], staged_b[sg], ks * 16u * COLS + 8u * h, COLS,
-                                gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatLoad(bm[h], staged_b[sg], 8u * h * KPAD + ks * 16u, KPAD,
+                                gl_CooperativeMatrixLayoutColumnMajor);
                 }
                 [[unroll]] for (uint t = 0u; t < TILES; t++) {
                     uint q = words[t][ks / 4u][ks % 4u];

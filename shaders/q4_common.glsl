@@ -24,6 +24,9 @@ layout(push_constant) uniform Push {
     uint y_stride;    // elements between rows of y
     uint wg_count;    // workgroups of this dispatch (it may be 2-D)
     uint wg_offset;   // first workgroup of this dispatch within the part
+#ifdef GEMM
+    uint m;           // activation rows (the GEMM kernels only; the GEMV's is a constant)
+#endif
 } p;
 
 // Exact (u0 - z, u1 - z, u2 - z, u3 - z) of the four nibbles of the low 16 bits of w: nibble

@@ -1,6 +1,6 @@
 //! Host allocations whose size comes from the caller: they fail with
 //! `Q4VK_ERROR_OUT_OF_HOST_MEMORY` instead of aborting the host process. Unit tests can make
-//! the n-th such allocation on a thread fail ([`fail_after`]) to prove every path recovers.
+//! the n-th such allocation on a thread fail (`fail_after`) to prove every path recovers.
 
 use crate::error::{Error, Result};
 

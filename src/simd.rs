@@ -1,6 +1,6 @@
 //! Picks the widest vector unit the CPU has for the hot loops. The library is built for
 //! the baseline target (SSE2 on x86-64) so it loads everywhere; hot loops also exist as
-//! copies compiled with AVX2/FMA/F16C (see [`multiversion!`]), chosen at run time, and a
+//! copies compiled with AVX2/FMA/F16C (see `multiversion!`), chosen at run time, and a
 //! few have hand-written AVX2 and AVX-512 kernels picked by [`Isa::best`].
 
 /// An instruction set a hand-written kernel exists for. Every kernel also has a portable

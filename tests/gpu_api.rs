@@ -76,10 +76,11 @@ fn cmd_gemv_with_strides_offsets_and_f16_activations() {
     for portable in [false, true] {
         let gpu = Gpu::new(portable);
         let mut rng = Rng(3);
-        let (n, k, m) = (45usize, 300usize, 3usize);
+        let (n, k) = (45usize, 300usize);
         let data = random_q4(&mut rng, n, k, 64, true, false);
         let mat = upload_q4(&gpu, &data);
-        for f16 in [false, true] {
+        // m = 3: a GEMV kernel; m = 40: the GEMM.
+        for (f16, m) in [(false, 3usize), (true, 3), (false, 40), (true, 40)] {
             let (xs, ys) = (k + 5, n + 3);
             let x: Vec<f32> = rng
                 .vec(m * k)
@@ -147,13 +148,14 @@ fn cmd_gemv_with_strides_offsets_and_f16_activations() {
                 }
             }
             let err = reference::relative_error(&packed, &reference::gemv(&data, &x, m));
-            assert!(err < 1e-5, "portable {portable} f16 {f16}: {err:e}");
+            assert!(err < 1e-5, "portable {portable} f16 {f16} m {m}: {err:e}");
         }
         // Errors: nothing recorded, specific status.
         let mut args = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
         unsafe { q4vk_gemv_args_default(&mut args) };
         assert_eq!(run_cmd(&gpu, mat, &args), Q4VK_ERROR_NULL_POINTER);
-        args.m = 9;
+        // x would span more than 2^32 elements.
+        args.m = u32::MAX;
         assert_eq!(run_cmd(&gpu, mat, &args), Q4VK_ERROR_UNSUPPORTED);
         args.m = 1;
         args.reserved0 = 1;
@@ -178,7 +180,8 @@ fn large_matrices_split_across_buffers_and_dispatches() {
         ctx.limits.staged_uploads = true;
     }
     let mat = upload_q4(&gpu, &data);
-    for m in [1usize, 4] {
+    // m = 40: the GEMM, over parts and dispatches too.
+    for m in [1usize, 4, 40] {
         let x = rng.vec(m * k);
         let err = check_gemv(&gpu, mat, &data, &x, m);
         assert!(err < 1e-5, "m {m}: {err:e}");
@@ -401,8 +404,8 @@ fn bad_calls_get_specific_statuses_and_write_nothing() {
         q4vk_gemv(gpu.ctx, mat, x, xl, y, yl, m)
     };
     assert_eq!(
-        call(9, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len()),
-        Q4VK_ERROR_UNSUPPORTED
+        call(9, x.as_ptr(), x.len(), y.as_mut_ptr(), 8 * 8),
+        Q4VK_ERROR_BUFFER_TOO_SMALL
     );
     assert_eq!(
         call(0, x.as_ptr(), x.len(), y.as_mut_ptr(), y.len()),

@@ -2,16 +2,19 @@
 //! device that offers it (NVIDIA): every (tiles, subgroups) shape of the kernel against the
 //! f64 reference, with matrices split into several parts, m = 1..8, odd shapes, every group
 //! size, zero points on and off. On a device without it (lavapipe in CI): the context must
-//! fall back to the SIMT kernels, and `Q4VK_CONTEXT_NO_COOPMAT` must always do so.
+//! fall back to the SIMT kernels, and `Q4VK_CONTEXT_NO_COOPMAT` must always do so. The
+//! tensor-core GEMM (m > 8, shaders/gemm_q4_coop.comp) likewise: every tile shape, f32 and
+//! f16 activations, zero points and offsets, partial tiles of rows and tokens.
 
 mod gpu_support;
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::vk::context::{Context, ContextConfig};
-use q4vk::vk::gemv::gemv_host;
+use q4vk::vk::gemv::{self, gemv_host, BufferRange, GemvParams};
 use q4vk::vk::log::Logger;
-use q4vk::vk::matrix::DeviceMatrix;
+use q4vk::vk::matrix::{upload, DeviceMatrix};
+use q4vk::vk::memory::{Buffer, MemoryKind};
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -26,10 +29,27 @@ unsafe extern "C" fn count(_: *mut c_void, _: u32, message: *const c_char) {
 }
 
 fn context(coop_tuning: Option<(u32, u32)>) -> Context {
+    gemm_context(coop_tuning, None)
+}
+
+fn gemm_context(
+    coop_tuning: Option<(u32, u32)>,
+    coop_gemm_tuning: Option<(u32, u32, u32)>,
+) -> Context {
+    gemm_context_from(coop_tuning, coop_gemm_tuning, None)
+}
+
+fn gemm_context_from(
+    coop_tuning: Option<(u32, u32)>,
+    coop_gemm_tuning: Option<(u32, u32, u32)>,
+    gemm_from_m: Option<u32>,
+) -> Context {
     let config = ContextConfig {
         device_index: -1,
         validation: true,
         coop_tuning,
+        coop_gemm_tuning,
+        gemm_from_m,
         ..Default::default()
     };
     Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1)).unwrap()
@@ -121,4 +141,145 @@ fn no_coopmat_flag_selects_the_simt_kernels() {
     let x = rng.vec(2 * 300);
     assert!(check_gemv(&gpu, mat, &data, &x, 2) < 1e-5);
     unsafe { q4vk::ffi::matrix::q4vk_matrix_destroy(mat) };
+}
+
+/// y of `mat` for `m` rows of f16 activations `x` (f16 values held as f32), recorded with
+/// `Q4VK_GEMV_F16_ACTIVATIONS`' parameters and read back (y poisoned with NaN first).
+fn gemv_f16(ctx: &Context, mat: &DeviceMatrix, x: &[f32], m: usize) -> Vec<f32> {
+    let (n, k) = (mat.shape.n, mat.shape.k);
+    let mut xv: Vec<u8> = x
+        .iter()
+        .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+        .collect();
+    xv.resize(xv.len().next_multiple_of(4), 0);
+    let xb = upload(ctx, &xv).unwrap();
+    let yb = Buffer::new(&ctx.device, 4 * (m * n) as u64, MemoryKind::Readback).unwrap();
+    let nan: Vec<u8> = (0..m * n).flat_map(|_| f32::NAN.to_le_bytes()).collect();
+    yb.write(0, &nan);
+    let range = |b: &Buffer, bytes: usize| BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: bytes as u64,
+    };
+    let p = GemvParams {
+        m: m as u32,
+        x_f16: true,
+        x_stride: k as u64,
+        y_stride: n as u64,
+    };
+    let mut exec = ctx.exec.lock().unwrap();
+    exec.submitter
+        .run(None, |cmd| {
+            gemv::record(
+                ctx,
+                cmd,
+                mat,
+                range(&xb, xv.len()),
+                range(&yb, 4 * m * n),
+                &p,
+            )?;
+            let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
+            unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
+            Ok(())
+        })
+        .unwrap();
+    let mut out = vec![0u8; 4 * m * n];
+    yb.read(0, &mut out);
+    out.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn tensor_core_gemm_matches_reference() {
+    if !context(None).coop {
+        eprintln!("no tensor-core path: the SIMT GEMM (gpu_gemm) is what runs");
+        return;
+    }
+    let mut rng = Rng(4242);
+    let cases = [
+        (61usize, 700usize, 32i32, true),
+        (9, 4096, -1, false),
+        (130, 96, 256, true),
+        (200, 384, 128, false),
+    ];
+    let data: Vec<_> = cases
+        .iter()
+        .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, n % 2 == 0))
+        .collect();
+    // (tiles, subgroups, tokens); None: the default per activation type.
+    let shapes = [
+        None,
+        Some((1, 1, 8)),
+        Some((1, 8, 16)),
+        Some((3, 2, 24)),
+        Some((2, 4, 128)),
+    ];
+    for shape in shapes {
+        let mut ctx = gemm_context(None, shape);
+        ctx.limits.max_part_bytes = 3 * 16 * 1024;
+        for d in &data {
+            let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
+            for m in [9usize, 40, 130] {
+                let x: Vec<f32> = rng.vec(m * d.shape.k);
+                let want = reference::gemv(d, &x, m);
+                let mut y = vec![f32::NAN; m * d.shape.n];
+                match gemv_host(&ctx, &mat, &x, &mut y, m as u32) {
+                    Ok(()) => {}
+                    // Refused only for lack of shared memory (the widest token tiles).
+                    Err(e) => {
+                        assert!(e.to_string().contains("shared memory"), "{e}");
+                        continue;
+                    }
+                }
+                assert!(y.iter().all(|v| v.is_finite()), "unwritten y {shape:?}");
+                let err = reference::relative_error(&y, &want);
+                assert!(err < 1e-5, "GEMM {shape:?} {:?} m {m}: {err:e}", d.shape);
+                let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+                let y = gemv_f16(&ctx, &mat, &xh, m);
+                assert!(
+                    y.iter().all(|v| v.is_finite()),
+                    "unwritten y (f16) {shape:?}"
+                );
+                let err = reference::relative_error(&y, &reference::gemv(d, &xh, m));
+                assert!(
+                    err < 1e-5,
+                    "GEMM f16 {shape:?} {:?} m {m}: {err:e}",
+                    d.shape
+                );
+            }
+        }
+    }
+    // The GEMM kernel at m = 2..8 (the default at m = 8 for tall matrices).
+    let ctx = gemm_context_from(None, None, Some(2));
+    for d in &data {
+        let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
+        assert!(gemv::runs_gemm(&ctx, &mat, 2));
+        for m in [2usize, 5, 8] {
+            let x: Vec<f32> = rng.vec(m * d.shape.k);
+            let mut y = vec![f32::NAN; m * d.shape.n];
+            gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+            let err = reference::relative_error(&y, &reference::gemv(d, &x, m));
+            assert!(err < 1e-5, "GEMM at m {m} {:?}: {err:e}", d.shape);
+        }
+    }
+    for &(n, k, g) in &[(45usize, 300usize, 32i32), (130, 1024, 64)] {
+        let d = random_q4(&mut rng, n, k, g, false, n % 2 == 0);
+        let offsets = rng.vec(d.shape.scale_count());
+        let ctx = context(None);
+        let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
+        let m = 37;
+        let x = rng.vec(m * k);
+        let mut y = vec![f32::NAN; m * n];
+        gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+        let want = reference::gemv_with_offsets(&d, &offsets, &x, m);
+        let err = reference::relative_error(&y, &want);
+        assert!(err < 1e-5, "GEMM offsets n {n} k {k} g {g}: {err:e}");
+        let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+        let y = gemv_f16(&ctx, &mat, &xh, m);
+        let want = reference::gemv_with_offsets(&d, &offsets, &xh, m);
+        let err = reference::relative_error(&y, &want);
+        assert!(err < 1e-5, "GEMM f16 offsets n {n} k {k} g {g}: {err:e}");
+    }
+    assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
 }

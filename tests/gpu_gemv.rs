@@ -9,30 +9,6 @@
 
 mod gpu_support;
 use gpu_support::*;
-use q4vk::ffi::matrix::q4vk_matrix_destroy;
-
-const TOL: f64 = 1e-5;
-
-/// One GEMV: `n` x `k` weights, `group` (-1 per channel), zero points, f32 scales, `m`.
-struct Case {
-    n: usize,
-    k: usize,
-    group: i32,
-    zeros: bool,
-    f32_scales: bool,
-    m: usize,
-}
-
-const fn case(n: usize, k: usize, group: i32, zeros: bool, f32_scales: bool, m: usize) -> Case {
-    Case {
-        n,
-        k,
-        group,
-        zeros,
-        f32_scales,
-        m,
-    }
-}
 
 const CASES: [Case; 8] = [
     // One chunk per row: the smallest workgroup; one output row.
@@ -58,25 +34,10 @@ fn sweep(portable: bool) {
     let mut rng = Rng(if portable { 11 } else { 7 });
     let mut ms = [false; 8];
     for c in &CASES {
-        let data = random_q4(&mut rng, c.n, c.k, c.group, c.zeros, c.f32_scales);
-        let mat = upload_q4(&gpu, &data);
-        let x = rng.vec(c.m * c.k);
-        let err = check_gemv(&gpu, mat, &data, &x, c.m);
-        assert!(
-            err < TOL,
-            "n {} k {} g {} zeros {} f32 scales {} m {}: rel err {err:e}",
-            c.n,
-            c.k,
-            c.group,
-            c.zeros,
-            c.f32_scales,
-            c.m
-        );
-        unsafe { q4vk_matrix_destroy(mat) };
         ms[c.m - 1] = true;
     }
     assert!(ms.iter().all(|&seen| seen), "every m in 1..=8 is covered");
-    gpu.assert_quiet();
+    run_cases(&gpu, &mut rng, &CASES);
 }
 
 #[test]

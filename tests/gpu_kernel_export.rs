@@ -5,8 +5,9 @@
 //! the device-layout bytes — dispatches, and checks y against the f64 reference.
 //! Zero validation messages, every y element written.
 
+mod export_host;
 mod gpu_support;
-use ash::vk;
+use export_host::*;
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::ffi::gemv::Q4VK_GEMV_F16_ACTIVATIONS;
@@ -15,373 +16,8 @@ use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use q4vk::ffi::weight::*;
 use q4vk::quant::q4::{Q4Data, ScaleType};
-use std::ffi::{c_void, CStr};
-use std::sync::Mutex;
 
 const TOL: f64 = 1e-5;
-
-static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-unsafe extern "system" fn on_message(
-    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
-    _types: vk::DebugUtilsMessageTypeFlagsEXT,
-    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
-    _user: *mut c_void,
-) -> vk::Bool32 {
-    if severity.intersects(
-        vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
-            | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
-    ) {
-        let text = CStr::from_ptr((*data).p_message)
-            .to_string_lossy()
-            .into_owned();
-        MESSAGES.lock().unwrap().push(text);
-    }
-    vk::FALSE
-}
-
-/// The host: what an engine such as ncnn owns.
-struct Host {
-    _entry: ash::Entry,
-    instance: ash::Instance,
-    debug: ash::ext::debug_utils::Instance,
-    messenger: vk::DebugUtilsMessengerEXT,
-    physical: vk::PhysicalDevice,
-    device: ash::Device,
-    queue: vk::Queue,
-    pool: vk::CommandPool,
-    memory: vk::PhysicalDeviceMemoryProperties,
-    subgroup_size: u32,
-}
-
-impl Host {
-    fn new() -> Host {
-        unsafe {
-            let entry = ash::Entry::load().expect("Vulkan loader");
-            let layer = c"VK_LAYER_KHRONOS_validation";
-            let has_layer = entry
-                .enumerate_instance_layer_properties()
-                .unwrap()
-                .iter()
-                .any(|l| l.layer_name_as_c_str() == Ok(layer));
-            assert!(has_layer, "VK_LAYER_KHRONOS_validation is not installed");
-            let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
-            let layers = [layer.as_ptr()];
-            let exts = [ash::ext::debug_utils::NAME.as_ptr()];
-            let instance = entry
-                .create_instance(
-                    &vk::InstanceCreateInfo::default()
-                        .application_info(&app)
-                        .enabled_layer_names(&layers)
-                        .enabled_extension_names(&exts),
-                    None,
-                )
-                .unwrap();
-            let debug = ash::ext::debug_utils::Instance::new(&entry, &instance);
-            let messenger = debug
-                .create_debug_utils_messenger(
-                    &vk::DebugUtilsMessengerCreateInfoEXT::default()
-                        .message_severity(
-                            vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
-                                | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
-                        )
-                        .message_type(
-                            vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
-                                | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                                | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
-                        )
-                        .pfn_user_callback(Some(on_message)),
-                    None,
-                )
-                .unwrap();
-            let physical = instance.enumerate_physical_devices().unwrap()[0];
-            let family = instance
-                .get_physical_device_queue_family_properties(physical)
-                .iter()
-                .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
-                .unwrap() as u32;
-            let prio = [1.0];
-            let qinfo = [vk::DeviceQueueCreateInfo::default()
-                .queue_family_index(family)
-                .queue_priorities(&prio)];
-            let device = instance
-                .create_device(
-                    physical,
-                    &vk::DeviceCreateInfo::default().queue_create_infos(&qinfo),
-                    None,
-                )
-                .unwrap();
-            let queue = device.get_device_queue(family, 0);
-            let pool = device
-                .create_command_pool(
-                    &vk::CommandPoolCreateInfo::default().queue_family_index(family),
-                    None,
-                )
-                .unwrap();
-            let memory = instance.get_physical_device_memory_properties(physical);
-            let mut sg = vk::PhysicalDeviceSubgroupProperties::default();
-            let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut sg);
-            instance.get_physical_device_properties2(physical, &mut props);
-            let subgroup_size = sg.subgroup_size;
-            Host {
-                _entry: entry,
-                instance,
-                debug,
-                messenger,
-                physical,
-                device,
-                queue,
-                pool,
-                memory,
-                subgroup_size,
-            }
-        }
-    }
-
-    /// A host-visible, coherent storage buffer holding `data` (at least 4 bytes).
-    fn buffer(&self, data: &[u8]) -> (vk::Buffer, vk::DeviceMemory, u64) {
-        let size = (data.len() as u64).max(4);
-        unsafe {
-            let d = &self.device;
-            let buffer = d
-                .create_buffer(
-                    &vk::BufferCreateInfo::default()
-                        .size(size)
-                        .usage(vk::BufferUsageFlags::STORAGE_BUFFER),
-                    None,
-                )
-                .unwrap();
-            let req = d.get_buffer_memory_requirements(buffer);
-            let want =
-                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-            let index = (0..self.memory.memory_type_count)
-                .find(|&i| {
-                    req.memory_type_bits & (1 << i) != 0
-                        && self.memory.memory_types[i as usize]
-                            .property_flags
-                            .contains(want)
-                })
-                .unwrap();
-            let memory = d
-                .allocate_memory(
-                    &vk::MemoryAllocateInfo::default()
-                        .allocation_size(req.size)
-                        .memory_type_index(index),
-                    None,
-                )
-                .unwrap();
-            d.bind_buffer_memory(buffer, memory, 0).unwrap();
-            let p = d
-                .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-                .unwrap()
-                .cast::<u8>();
-            std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len());
-            d.unmap_memory(memory);
-            (buffer, memory, size)
-        }
-    }
-
-    fn read(&self, memory: vk::DeviceMemory, len: usize) -> Vec<u8> {
-        unsafe {
-            let p = self
-                .device
-                .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-                .unwrap()
-                .cast::<u8>();
-            let out = std::slice::from_raw_parts(p, len).to_vec();
-            self.device.unmap_memory(memory);
-            out
-        }
-    }
-
-    /// Builds a pipeline from `info` + `spirv` alone, binds `buffers` (one per binding, in
-    /// binding order), pushes the constants, dispatches `info.group_count`, waits.
-    fn run(&self, info: &q4vk_kernel_info, spirv: &[u32], buffers: &[(vk::Buffer, u64)]) {
-        unsafe {
-            let d = &self.device;
-            let bindings: Vec<vk::DescriptorSetLayoutBinding> = info.bindings
-                [..info.binding_count as usize]
-                .iter()
-                .map(|b| {
-                    vk::DescriptorSetLayoutBinding::default()
-                        .binding(b.binding)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .descriptor_count(1)
-                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                })
-                .collect();
-            let set_layout = d
-                .create_descriptor_set_layout(
-                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
-                    None,
-                )
-                .unwrap();
-            let push_bytes = 4 * info.push_constant_count;
-            let ranges = [vk::PushConstantRange::default()
-                .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                .size(push_bytes)];
-            let set_layouts = [set_layout];
-            let layout = d
-                .create_pipeline_layout(
-                    &vk::PipelineLayoutCreateInfo::default()
-                        .set_layouts(&set_layouts)
-                        .push_constant_ranges(&ranges),
-                    None,
-                )
-                .unwrap();
-            let module = d
-                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(spirv), None)
-                .unwrap();
-            let specs = &info.specializations[..info.specialization_count as usize];
-            let entries: Vec<vk::SpecializationMapEntry> = specs
-                .iter()
-                .enumerate()
-                .map(|(i, s)| vk::SpecializationMapEntry {
-                    constant_id: s.id,
-                    offset: 4 * i as u32,
-                    size: 4,
-                })
-                .collect();
-            let data: Vec<u8> = specs.iter().flat_map(|s| s.value.to_ne_bytes()).collect();
-            let spec = vk::SpecializationInfo::default()
-                .map_entries(&entries)
-                .data(&data);
-            let name = CStr::from_ptr(info.entry_point.as_ptr());
-            let stage = vk::PipelineShaderStageCreateInfo::default()
-                .stage(vk::ShaderStageFlags::COMPUTE)
-                .module(module)
-                .name(name)
-                .specialization_info(&spec);
-            let pipeline = d
-                .create_compute_pipelines(
-                    vk::PipelineCache::null(),
-                    &[vk::ComputePipelineCreateInfo::default()
-                        .stage(stage)
-                        .layout(layout)],
-                    None,
-                )
-                .unwrap()[0];
-            let sizes = [vk::DescriptorPoolSize {
-                ty: vk::DescriptorType::STORAGE_BUFFER,
-                descriptor_count: info.binding_count,
-            }];
-            let dpool = d
-                .create_descriptor_pool(
-                    &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(1)
-                        .pool_sizes(&sizes),
-                    None,
-                )
-                .unwrap();
-            let set = d
-                .allocate_descriptor_sets(
-                    &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(dpool)
-                        .set_layouts(&set_layouts),
-                )
-                .unwrap()[0];
-            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
-                .iter()
-                .map(|&(buffer, range)| {
-                    [vk::DescriptorBufferInfo {
-                        buffer,
-                        offset: 0,
-                        range,
-                    }]
-                })
-                .collect();
-            let writes: Vec<vk::WriteDescriptorSet> = infos
-                .iter()
-                .enumerate()
-                .map(|(i, bi)| {
-                    vk::WriteDescriptorSet::default()
-                        .dst_set(set)
-                        .dst_binding(info.bindings[i].binding)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .buffer_info(bi)
-                })
-                .collect();
-            d.update_descriptor_sets(&writes, &[]);
-            let cmd = d
-                .allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default()
-                        .command_pool(self.pool)
-                        .command_buffer_count(1),
-                )
-                .unwrap()[0];
-            d.begin_command_buffer(
-                cmd,
-                &vk::CommandBufferBeginInfo::default()
-                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-            )
-            .unwrap();
-            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
-            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
-            let push: Vec<u8> = info.push_constants[..info.push_constant_count as usize]
-                .iter()
-                .flat_map(|w| w.to_ne_bytes())
-                .collect();
-            d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &push);
-            let g = info.group_count;
-            d.cmd_dispatch(cmd, g[0], g[1], g[2]);
-            let barrier = [vk::MemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-                .dst_access_mask(vk::AccessFlags::HOST_READ)];
-            d.cmd_pipeline_barrier(
-                cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            );
-            d.end_command_buffer(cmd).unwrap();
-            let fence = d
-                .create_fence(&vk::FenceCreateInfo::default(), None)
-                .unwrap();
-            let cmds = [cmd];
-            d.queue_submit(
-                self.queue,
-                &[vk::SubmitInfo::default().command_buffers(&cmds)],
-                fence,
-            )
-            .unwrap();
-            d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
-            d.destroy_fence(fence, None);
-            d.free_command_buffers(self.pool, &cmds);
-            d.destroy_descriptor_pool(dpool, None);
-            d.destroy_pipeline(pipeline, None);
-            d.destroy_shader_module(module, None);
-            d.destroy_pipeline_layout(layout, None);
-            d.destroy_descriptor_set_layout(set_layout, None);
-        }
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        unsafe {
-            self.device.device_wait_idle().unwrap();
-            self.device.destroy_command_pool(self.pool, None);
-            self.device.destroy_device(None);
-            self.debug
-                .destroy_debug_utils_messenger(self.messenger, None);
-            self.instance.destroy_instance(None);
-        }
-        let _ = self.physical;
-    }
-}
-
-fn assert_quiet() {
-    let m = MESSAGES.lock().unwrap().clone();
-    assert!(
-        m.is_empty(),
-        "{} validation message(s), first: {}",
-        m.len(),
-        m[0]
-    );
-}
 
 /// A Q4-source matrix desc for `data` (pointers into it).
 fn q4_desc(data: &Q4Data) -> q4vk_matrix_desc {
@@ -410,55 +46,6 @@ fn q4_desc(data: &Q4Data) -> q4vk_matrix_desc {
         desc.zeros_bytes = data.zeros.len();
     }
     desc
-}
-
-/// Exports (size query, then copy) and checks the info's invariants.
-fn export(
-    ctx: *const q4vk::ffi::context::q4vk_context,
-    mat: &q4vk_matrix_desc,
-    e: &q4vk_kernel_export_desc,
-) -> (q4vk_kernel_info, Vec<u32>) {
-    let mut info = unsafe { std::mem::zeroed::<q4vk_kernel_info>() };
-    info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
-    let s = unsafe { q4vk_kernel_export(ctx, mat, e, &mut info, std::ptr::null_mut(), 0) };
-    assert_eq!(s, Q4VK_OK, "size query: {}", last_error());
-    let mut spirv = vec![0u32; info.spirv_words];
-    let mut too_small = info;
-    let s = unsafe {
-        q4vk_kernel_export(
-            ctx,
-            mat,
-            e,
-            &mut too_small,
-            spirv.as_mut_ptr(),
-            spirv.len() - 1,
-        )
-    };
-    assert_eq!(s, Q4VK_ERROR_BUFFER_TOO_SMALL);
-    let s = unsafe { q4vk_kernel_export(ctx, mat, e, &mut info, spirv.as_mut_ptr(), spirv.len()) };
-    assert_eq!(s, Q4VK_OK, "export: {}", last_error());
-    assert_eq!(spirv[0], 0x0723_0203);
-    assert_eq!(info.binding_count, 5);
-    assert_eq!(info.push_constant_count, 10);
-    for (i, b) in info.bindings[..5].iter().enumerate() {
-        assert_eq!((b.binding, b.role), (i as u32, i as u32));
-    }
-    // ncnn's convention: own ids 0..N-1 in order, then the local size on 233..235.
-    let specs = &info.specializations[..info.specialization_count as usize];
-    let own = specs.len() - 3;
-    for (i, s) in specs.iter().enumerate() {
-        let want = if i < own {
-            i as u32
-        } else {
-            233 + (i - own) as u32
-        };
-        assert_eq!(s.id, want);
-    }
-    assert_eq!(
-        specs[own..].iter().map(|s| s.value).collect::<Vec<_>>(),
-        info.local_size.to_vec()
-    );
-    (info, spirv)
 }
 
 /// Packs `mat` with q4vk_matrix_pack and checks the sizes against the export's.
@@ -638,6 +225,59 @@ const RAW_CASES: [RawCase; 9] = [
     raw((7, 33), 128, true, true, 4, 2, true, false),
 ];
 
+/// Exports `c` (without a context, through `gpu`'s or as the subgroup variant by `c.mode`),
+/// runs it on `host` and checks y against the reference; returns the info.
+fn run_raw(host: &Host, gpu: &Gpu, rng: &mut Rng, c: &RawCase) -> q4vk_kernel_info {
+    let (n, k, m) = (c.n, c.k, c.m);
+    let data = random_q4(rng, n, k, c.group, c.zeros, c.f32_scales);
+    let desc = q4_desc(&data);
+    let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+    unsafe { q4vk_kernel_export_desc_default(&mut e) };
+    e.m = m as u32;
+    let ctx = match c.mode {
+        0 => std::ptr::null(),
+        1 => {
+            e.variant = Q4VK_KERNEL_AUTO;
+            gpu.ctx as *const _
+        }
+        _ => {
+            e.variant = Q4VK_KERNEL_SUBGROUP;
+            e.subgroup_size = host.subgroup_size;
+            std::ptr::null()
+        }
+    };
+    let strides = if c.strided { (k + 3, n + 5) } else { (k, n) };
+    if c.strided {
+        e.x_row_stride = strides.0 as u64;
+        e.y_row_stride = strides.1 as u64;
+    }
+    if c.x_f16 {
+        e.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+    }
+    let (info, spirv) = export(ctx, &desc, &e);
+    let packed = pack(&desc, &info);
+    let mut x = rng.vec(m * k);
+    if c.x_f16 {
+        for v in &mut x {
+            *v = half::f16::from_f32(*v).to_f32();
+        }
+    }
+    let r = Run {
+        m,
+        k,
+        n,
+        strides,
+        x_f16: c.x_f16,
+    };
+    let y = run_case(host, &info, &spirv, &packed, &x, r);
+    let what = format!(
+        "n {n} k {k} g {} zeros {} f32s {} m {m} mode {} strided {} f16x {}",
+        c.group, c.zeros, c.f32_scales, c.mode, c.strided, c.x_f16
+    );
+    check(&y, &data, &x, m, &what);
+    info
+}
+
 /// The exported kernel on a raw Vulkan host ([`RAW_CASES`]), checked against the reference.
 #[test]
 fn exported_kernel_runs_on_a_raw_vulkan_host() {
@@ -646,68 +286,40 @@ fn exported_kernel_runs_on_a_raw_vulkan_host() {
     let mut rng = Rng(2024);
     let mut ms = [false; 8];
     for c in &RAW_CASES {
-        let (n, k, m) = (c.n, c.k, c.m);
-        let data = random_q4(&mut rng, n, k, c.group, c.zeros, c.f32_scales);
-        let desc = q4_desc(&data);
-        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
-        unsafe { q4vk_kernel_export_desc_default(&mut e) };
-        e.m = m as u32;
-        let ctx = match c.mode {
-            0 => std::ptr::null(),
-            1 => {
-                e.variant = Q4VK_KERNEL_AUTO;
-                gpu.ctx as *const _
-            }
-            _ => {
-                e.variant = Q4VK_KERNEL_SUBGROUP;
-                e.subgroup_size = host.subgroup_size;
-                std::ptr::null()
-            }
-        };
-        let strides = if c.strided { (k + 3, n + 5) } else { (k, n) };
-        if c.strided {
-            e.x_row_stride = strides.0 as u64;
-            e.y_row_stride = strides.1 as u64;
-        }
-        if c.x_f16 {
-            e.flags = Q4VK_GEMV_F16_ACTIVATIONS;
-        }
-        let (info, spirv) = export(ctx, &desc, &e);
+        let info = run_raw(&host, &gpu, &mut rng, c);
         if c.mode == 0 {
             assert_eq!(info.variant, Q4VK_KERNEL_PORTABLE);
         }
         if c.mode == 2 {
             assert_eq!(info.variant, Q4VK_KERNEL_SUBGROUP);
         }
-        let packed = pack(&desc, &info);
-        let mut x = rng.vec(m * k);
-        if c.x_f16 {
-            for v in &mut x {
-                *v = half::f16::from_f32(*v).to_f32();
-            }
-        }
-        let y = run_case(
-            &host,
-            &info,
-            &spirv,
-            &packed,
-            &x,
-            Run {
-                m,
-                k,
-                n,
-                strides,
-                x_f16: c.x_f16,
-            },
-        );
-        let what = format!(
-            "n {n} k {k} g {} zeros {} f32s {} m {m} mode {} strided {} f16x {}",
-            c.group, c.zeros, c.f32_scales, c.mode, c.strided, c.x_f16
-        );
-        check(&y, &data, &x, m, &what);
-        ms[m - 1] = true;
+        ms[c.m - 1] = true;
     }
     assert!(ms.iter().all(|&seen| seen), "every m in 1..=8 is covered");
+    drop(gpu);
+    drop(host);
+    assert_quiet();
+}
+
+/// m > 8 exports the GEMM (SPIR-V 1.0, m in push word 10, portable whatever the variant:
+/// `export` checks those): m = 9, 33, 64 on odd shapes, zero points on and off, f16 and f32
+/// scales and activations, padded strides, without a context, through the context and as
+/// the subgroup variant.
+#[test]
+fn exported_gemm_runs_on_a_raw_vulkan_host() {
+    let cases = [
+        raw((129, 1000), 128, true, false, 9, 0, true, false),
+        raw((65, 333), 32, false, true, 33, 1, false, true),
+        raw((200, 257), -1, true, false, 64, 2, true, true),
+        raw((33, 96), 256, false, false, 64, 0, false, false),
+    ];
+    let host = Host::new();
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(909);
+    for c in &cases {
+        let info = run_raw(&host, &gpu, &mut rng, c);
+        assert!(info.local_size[0] >= 64 && info.local_size[0].is_multiple_of(host.subgroup_size));
+    }
     drop(gpu);
     drop(host);
     assert_quiet();
@@ -878,8 +490,8 @@ fn exported_kernel_takes_float_and_paddle_sources() {
     assert_quiet();
 }
 
-/// A grid wider than maxComputeWorkGroupCount[0] goes 2-D; the kernel skips the surplus
-/// workgroups (dispatch computed with lowered limits through the Rust core).
+/// A grid wider than maxComputeWorkGroupCount[0] goes 2-D; the GEMV and the GEMM skip the
+/// surplus workgroups (dispatch computed with lowered limits through the Rust core).
 #[test]
 fn exported_kernel_two_dimensional_grid() {
     use q4vk::vk::export::{default_tuning, export as core_export, ExportDevice, ExportRequest};
@@ -888,45 +500,44 @@ fn exported_kernel_two_dimensional_grid() {
     let (n, k) = (1001usize, 64usize);
     let data = random_q4(&mut rng, n, k, 32, true, false);
     let desc = q4_desc(&data);
-    let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
-    unsafe { q4vk_kernel_export_desc_default(&mut e) };
-    e.m = 3;
-    let (mut info, _) = export(std::ptr::null(), &desc, &e);
-    let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
-    dev.max_groups = [7, 65535];
-    let x2 = core_export(
-        &ExportRequest {
-            shape: data.shape,
-            scale: ScaleType::F16,
-            m: 3,
-            x_f16: false,
-            x_stride: k as u64,
-            y_stride: n as u64,
-            subgroup: false,
-        },
-        &dev,
-    )
-    .unwrap();
-    assert_eq!(x2.groups, [7, 36, 1]);
-    info.group_count = x2.groups;
-    info.push_constants[..10].copy_from_slice(&x2.push);
-    let packed = pack(&desc, &info);
-    let x = rng.vec(3 * k);
-    let y = run_case(
-        &host,
-        &info,
-        &x2.spirv,
-        &packed,
-        &x,
-        Run {
-            m: 3,
+    // The GEMV at m = 3 (251 workgroups of 4 rows) and the GEMM at m = 40 (16 row tiles x 2
+    // token tiles).
+    for (m, groups) in [(3usize, [7, 36, 1]), (40, [7, 5, 1])] {
+        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+        unsafe { q4vk_kernel_export_desc_default(&mut e) };
+        e.m = m as u32;
+        let (mut info, _) = export(std::ptr::null(), &desc, &e);
+        let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
+        dev.max_groups = [7, 65535];
+        let x2 = core_export(
+            &ExportRequest {
+                shape: data.shape,
+                scale: ScaleType::F16,
+                m: m as u32,
+                x_f16: false,
+                x_stride: k as u64,
+                y_stride: n as u64,
+                subgroup: false,
+                extras: Default::default(),
+            },
+            &dev,
+        )
+        .unwrap();
+        assert_eq!(x2.groups, groups);
+        info.group_count = x2.groups;
+        info.push_constants[..x2.push.len()].copy_from_slice(&x2.push);
+        let packed = pack(&desc, &info);
+        let x = rng.vec(m * k);
+        let r = Run {
+            m,
             k,
             n,
             strides: (k, n),
             x_f16: false,
-        },
-    );
-    check(&y, &data, &x, 3, "2-D grid");
+        };
+        let y = run_case(&host, &info, &x2.spirv, &packed, &x, r);
+        check(&y, &data, &x, m, &format!("2-D grid m {m}"));
+    }
     drop(host);
     assert_quiet();
 }
@@ -947,8 +558,14 @@ fn export_refusals() {
     assert_eq!(info.binding_count, 0);
     info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
     let mut bad = e;
-    bad.m = 9;
+    // x spans more than 2^32 elements: the GEMM indexes with 32 bits.
+    bad.m = 1 << 27;
     assert_eq!(call(&bad, &mut info), Q4VK_ERROR_UNSUPPORTED);
+    assert!(last_error().contains("2^32"), "{}", last_error());
+    bad = e;
+    bad.m = 64;
+    bad.variant = Q4VK_KERNEL_SUBGROUP; // the GEMM too checks the variant's subgroup size
+    assert_eq!(call(&bad, &mut info), Q4VK_ERROR_INVALID_ARGUMENT);
     bad = e;
     bad.m = 0;
     assert_eq!(call(&bad, &mut info), Q4VK_ERROR_INVALID_ARGUMENT);

@@ -68,6 +68,8 @@ fn workgroup_shapes_of_both_variants() {
                 // The SIMT kernels' shapes are under test here (tests/gpu_coop.rs has the
                 // tensor-core kernel's).
                 no_coop: true,
+                coop_gemm_tuning: None,
+                gemm_from_m: None,
                 coop_tuning: None,
             };
             let ctx = match Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1))

@@ -433,21 +433,36 @@ fn v0_sources_dequantize_as_the_gpu_sees_them() {
 }
 
 #[test]
-fn functions_of_contract_v0_refuse_imported_sources() {
-    // q4vk_q4_quantize_size and q4vk_matrix_pack_size take FLOAT, Q4 or PADDLE only (for
-    // now): an imported source is UNSUPPORTED, never mistaken for another source.
-    for c in [
-        &gguf_cases()[0],
-        &packed_cases("gptq")[0],
-        &packed_cases("awq")[0],
-    ] {
+fn functions_of_contract_v0_refuse_what_they_cannot_hold() {
+    // q4vk_q4_quantize_size takes FLOAT, Q4 or PADDLE only: an imported source is
+    // UNSUPPORTED, never mistaken for another source. q4vk_matrix_pack_size takes every
+    // source whose device layout needs no offsets (GGUF Q4_1/Q4_K) and no column order (GPTQ
+    // act-order); those are UNSUPPORTED there, nothing written, and the message names
+    // q4vk_matrix_pack_extended.
+    let mut cases = gguf_cases();
+    cases.extend(packed_cases("gptq"));
+    cases.extend(packed_cases("awq"));
+    let mut refused = 0;
+    for c in &cases {
         let d = c.desc();
         let (mut a, mut b, mut z) = (7usize, 7usize, 7usize);
         let s = unsafe { q4vk_q4_quantize_size(&d, &mut a, &mut b, &mut z) };
         assert_eq!(s, Q4VK_ERROR_UNSUPPORTED, "{}: {}", c.name, last_error());
         assert!(last_error().contains("q4vk_matrix_dequantize"));
         let s = unsafe { q4vk::ffi::kernel::q4vk_matrix_pack_size(&d, &mut a, &mut b, &mut z) };
-        assert_eq!(s, Q4VK_ERROR_UNSUPPORTED, "{}: {}", c.name, last_error());
-        assert_eq!((a, b, z), (7, 7, 7));
+        let extras = matches!(c.source, Q4VK_SOURCE_GGUF_Q4_1 | Q4VK_SOURCE_GGUF_Q4_K)
+            || c.name.contains("_act_");
+        if extras {
+            assert_eq!(s, Q4VK_ERROR_UNSUPPORTED, "{}: {}", c.name, last_error());
+            assert!(last_error().contains("q4vk_matrix_pack_extended"));
+            assert_eq!((a, b, z), (7, 7, 7));
+            refused += 1;
+        } else {
+            assert_eq!(s, Q4VK_OK, "{}: {}", c.name, last_error());
+            let rows = 16 * c.k.div_ceil(32) as usize;
+            assert_eq!(a, c.n as usize * rows, "{}", c.name);
+        }
     }
+    // 5 Q4_1 + 1 Q4_K + 3 GPTQ act-order.
+    assert_eq!(refused, 9);
 }

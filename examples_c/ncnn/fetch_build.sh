@@ -74,40 +74,25 @@ CMAKE_OPTS=(
   --no-warn-unused-cli
 )
 
-log() { printf '[ncnn] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-# Stamp content identifies sdist + options, so changing options here rebuilds.
-STAMP_CONTENT="$NCNN_SDIST_SHA256 ${CMAKE_OPTS[*]} layers: $NCNN_LAYERS"
-# One directory per option set: builds with other options (another checkout, an older
-# revision of this script) live beside this one instead of evicting it.
-ROOT=$CACHE_ROOT/ncnn-$NCNN_VERSION-$(sha256sum <<<"$STAMP_CONTENT" | cut -c1-12)
-SRC=$ROOT/src
-BUILD=$ROOT/build
-PREFIX=$ROOT/install
-STAMP=$ROOT/install.stamp
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE_TAG=ncnn
+CACHE_NICE=19
+# shellcheck source=../cache_build.sh
+. "$here/../cache_build.sh"
 
 emit() {
   echo "-Dncnn_DIR=$PREFIX/lib/cmake/ncnn"
   echo "$PREFIX"
 }
 
-mkdir -p "$ROOT" "$(dirname "$SDIST")"
-# Serialize concurrent runs (several engineers / CI jobs share the cache).
-exec 9>"$ROOT/.lock"
-flock 9
-
-if [[ "${NCNN_FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$STAMP_CONTENT" \
-      && -f "$PREFIX/lib/cmake/ncnn/ncnnConfig.cmake" ]]; then
-  log "cached install: $PREFIX"
+# The stamp identifies sdist + options, so changing options here rebuilds.
+if cache_open "ncnn-$NCNN_VERSION" "$NCNN_SDIST_SHA256 ${CMAKE_OPTS[*]} layers: $NCNN_LAYERS" \
+    lib/cmake/ncnn/ncnnConfig.cmake "${NCNN_FORCE:-0}"; then
   emit
   exit 0
 fi
-
-START=$SECONDS
-rm -f "$STAMP"
-
-sha_ok() { [[ -f "$1" ]] && [[ "$(sha256sum "$1" | cut -d' ' -f1)" == "$NCNN_SDIST_SHA256" ]]; }
+mkdir -p "$(dirname "$SDIST")"
+sha_ok() { sha256_is "$1" "$NCNN_SDIST_SHA256"; }
 
 if sha_ok "$SDIST"; then
   log "sdist cached: $SDIST"
@@ -141,9 +126,8 @@ fi
 log "sdist sha256 OK ($(stat -c %s "$SDIST") bytes)"
 
 # Partial work from an earlier interrupted run is thrown away. The old install
-# (if any) stays until the new one is complete, then is swapped (see below).
-STAGE=$ROOT/stage
-rm -rf "$SRC" "$BUILD" "$STAGE"
+# (if any) stays until the new one is complete, then is swapped (cache_install).
+rm -rf "$SRC" "$BUILD"
 mkdir -p "$SRC"
 tar -xzf "$SDIST" -C "$SRC" --strip-components=1
 [[ -f "$SRC/CMakeLists.txt" && -f "$SRC/glslang/CMakeLists.txt" ]] || die "unexpected sdist layout"
@@ -158,30 +142,11 @@ for layer in $declared; do
   [[ " $NCNN_LAYERS " == *" $layer "* ]] || LAYER_OPTS+=("-DWITH_LAYER_${layer,,}=OFF")
 done
 
-BUILD_LOG=$ROOT/build.log
-: >"$BUILD_LOG"
-run_logged() {
-  if ! nice -n 19 "$@" >>"$BUILD_LOG" 2>&1; then
-    tail -n 60 "$BUILD_LOG" >&2
-    die "failed: $* (full log: $BUILD_LOG)"
-  fi
-}
-
 log "configuring (log: $BUILD_LOG)"
 run_logged cmake -S "$SRC" -B "$BUILD" -DCMAKE_INSTALL_PREFIX="$PREFIX" "${CMAKE_OPTS[@]}" "${LAYER_OPTS[@]}"
-log "building with $JOBS jobs (nice 19)"
+log "building with $JOBS jobs (nice $CACHE_NICE)"
 run_logged cmake --build "$BUILD" --parallel "$JOBS"
-log "installing to $PREFIX"
-# Install into a DESTDIR stage (paths inside still say $PREFIX), then swap.
-DESTDIR=$STAGE run_logged cmake --install "$BUILD"
-[[ -f "$STAGE$PREFIX/lib/cmake/ncnn/ncnnConfig.cmake" ]] || die "install incomplete: no ncnnConfig.cmake"
-rm -rf "$PREFIX"
-mv "$STAGE$PREFIX" "$PREFIX"
-rm -rf "$STAGE"
-
-# Keep the sdist (and src, for reading shaders/headers); drop the build tree.
-rm -rf "$BUILD"
-printf '%s' "$STAMP_CONTENT" >"$STAMP"
-ELAPSED=$((SECONDS - START))
-log "done in ${ELAPSED}s ($((ELAPSED / 60))m$((ELAPSED % 60))s); install size $(du -sh "$PREFIX" | cut -f1)"
+# Keeps the sdist (and src, for reading shaders/headers); drops the build tree.
+cache_install lib/cmake/ncnn/ncnnConfig.cmake
+cache_close "install size $(du -sh "$PREFIX" | cut -f1)"
 emit

@@ -1,5 +1,6 @@
 // Q4Linear: an ncnn custom layer (Vulkan) for a 4-bit Linear, y[m][n] = x[m][k] · W[n][k]ᵀ,
-// running q4vk's exported fused int4-dequant GEMV kernel inside ncnn's own command buffer.
+// running q4vk's exported fused int4-dequant kernels inside ncnn's own command buffer: the
+// GEMV for m = 1..8 (decode) and the GEMM for m > 8 (prefill), on the same uploaded weights.
 //
 // Everything Vulkan is ncnn's: the pipeline is an ncnn::Pipeline made from the SPIR-V and
 // specialization constants q4vk_kernel_export returns, the weights are uploaded with ncnn's
@@ -18,13 +19,27 @@
 //                     1: pre-quantized (q4vk_q4_quantize's outputs), each a raw blob of
 //                       4-byte words, zero-padded: packed nibbles n·ceil(k/2) bytes, f16
 //                       scales n·groups·2 bytes, zero points n·groups bytes (if 3=1)
+//                     2: an imported 4-bit checkpoint tensor, not requantized (source 7):
+//                       the tensors q4vk_matrix_desc takes for that source, each a raw
+//                       blob of 4-byte words, zero-padded, in the order weight, scales,
+//                       zeros, g_idx (those whose byte count 10..13 is not 0); run with
+//                       the extended kernel (Q4VK_KERNEL_EXPORT_EXTENDED +
+//                       q4vk_matrix_pack_extended: per-group offsets, column order)
 //   5 = variant      0 portable kernel (no subgroup operations; runs everywhere),
 //                    1 subgroup kernel (needs subgroup basic+arithmetic; subgroup size
 //                      taken from ncnn's GpuInfo),
 //                    2 auto: subgroup when ncnn's GpuInfo reports the operations, else
 //                      portable                                             default 2
-//   6 = max_m        largest blob height (m) to support, 1..8: one pipeline per m, since
-//                    the exported kernel is specialized on m                default 8
+//   6 = max_m        largest blob height (m) to support; 0 = any. One GEMV pipeline per
+//                    m = 1..min(max_m, 8) (the exported GEMV is specialized on m) and,
+//                    when max_m is 0 or above 8, one GEMM pipeline for every m > 8 (m is
+//                    a push constant there)                                 default 0
+//   Format 2 only:
+//   7 = source       Q4VK_SOURCE_GGUF_Q4_0 (3), _Q4_1 (4), _Q4_K (5), Q4VK_SOURCE_GPTQ (6),
+//                    Q4VK_SOURCE_AWQ (7) (scales f16, as checkpoints store them; 2 = group
+//                    size for GPTQ/AWQ, ignored for GGUF)                  required
+//   8 = gptq_format  1 (zeros stored minus one) or 2 (GPTQModel's v2)      default 1
+//   10..13           bytes of weight, scales, zeros, g_idx (0: absent)     default 0
 //
 // Blobs: fp32, elempack 1 (set opt.use_fp16_storage/packed = false, keep packing off for
 // this layer, which is the default for custom layers). Input 1-D w = k (m = 1; output 1-D
@@ -58,23 +73,34 @@ public:
     // The variant the pipelines were created with (Q4VK_KERNEL_PORTABLE / _SUBGROUP).
     uint32_t exported_variant() const { return variant_used; }
 
-    static const int MAX_M = 8;
+    static const int MAX_M = 8;  // largest m of the GEMV; larger m runs the GEMM
 
 private:
     q4vk_matrix_desc matrix_desc() const;  // shape + data pointers of the loaded weights
+    // Exports the kernel for m (the GEMM when m > 8) and creates its ncnn pipeline.
+    int make_pipeline(const q4vk_matrix_desc& d, int m, uint32_t subgroup_size, q4vk_kernel_info& info,
+                      ncnn::Pipeline*& pipe);
+    // The GEMM's push constants 8 and 10 and group counts for m (q4vk.h's documented rule).
+    int gemm_dispatch(int m, std::vector<ncnn::vk_constant_type>& constants, uint32_t groups[3]) const;
 
-    int n = 0, k = 0, group_size = 128, zero_points = 0, weight_format = 0, variant = 2, max_m = 8;
+    int n = 0, k = 0, group_size = 128, zero_points = 0, weight_format = 0, variant = 2, max_m = 0;
+    int source = 0, gptq_format = 1;
+    int imported_bytes[4] = {};                   // format 2: weight, scales, zeros, g_idx
 
     // CPU data until upload_model (released afterwards with opt.lightmode).
     ncnn::Mat weight_f32;                         // format 0
     ncnn::Mat q_weight, q_scales, q_zeros;        // format 1 (raw words)
+    ncnn::Mat imported[4];                        // format 2 (raw words)
 
     // Device side, created with ncnn's allocators.
     ncnn::VkMat w_gpu, s_gpu, z_gpu;
+    ncnn::VkMat o_gpu, k_gpu;                     // format 2: offsets, column order (or empty)
 
     uint32_t variant_used = Q4VK_KERNEL_PORTABLE;
-    ncnn::Pipeline* pipes[MAX_M] = {};
+    ncnn::Pipeline* pipes[MAX_M] = {};           // GEMV, m = 1..8
     q4vk_kernel_info infos[MAX_M] = {};
+    ncnn::Pipeline* gemm_pipe = nullptr;          // GEMM, every m > 8
+    q4vk_kernel_info gemm_info = {};              // exported at m = 9; see forward()
 };
 
 ncnn::Layer* Q4Linear_layer_creator(void* userdata);

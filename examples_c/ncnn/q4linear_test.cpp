@@ -8,13 +8,22 @@
 //                       -> Q4Linear  (pre-quantized q4 weights from q4vk_q4_quantize)
 //                       -> InnerProduct (fp32, no bias, DEQUANTIZED weights s·(u − z))
 //
-// registers Q4Linear with Net::register_custom_layer, loads the files with
-// opt.use_vulkan_compute = true (fp32 storage), feeds x with m = 1..8 rows (2-D blob
-// w = k, h = m; and m = 1 also as a 1-D blob) and checks ‖y_q4 − y_ip‖ / ‖y_ip‖ < 1e-5
-// for every Q4Linear branch. Q4Linear has no CPU forward, so a result proves the Vulkan
-// path ran.
+// and, for imported checkpoints (golden cases of tests/data: GGUF Q4_0/Q4_1/Q4_K, GPTQ
+// with and without act-order, AWQ; the extended kernel: per-group offsets, column order),
 //
-//   q4linear_test WORKDIR          exit 0 = all cases pass
+//   Input data -> Split -> Q4Linear  (portable kernel, the checkpoint's tensors as stored)
+//                       -> Q4Linear  (subgroup kernel, same tensors)
+//                       -> InnerProduct (fp32, no bias, q4vk_matrix_dequantize's weights)
+//
+// registers Q4Linear with Net::register_custom_layer, loads the files with
+// opt.use_vulkan_compute = true (fp32 storage), feeds x with m = 1..8 rows (the exported
+// GEMV, one pipeline per m) and m = 9, 64, 200 (the exported GEMM, one pipeline for all)
+// (2-D blob w = k, h = m; and m = 1 also as a 1-D blob) and checks
+// ‖y_q4 − y_ip‖ / ‖y_ip‖ < 1e-5 for every Q4Linear branch. Q4Linear has no CPU forward, so
+// a result proves the Vulkan path ran.
+//
+//   q4linear_test WORKDIR DATADIR   exit 0 = all cases pass (DATADIR: the repository's
+//                                   tests/data)
 #include "q4linear.h"
 
 #include "mat.h"
@@ -24,12 +33,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace {
 
 const double TOL = 1e-5;
+// Heights fed to every net: 0 = a 1-D blob (one row); 1..8 run the GEMV, 9, 64, 200 the GEMM.
+const int MS[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 64, 200};
 
 struct Case {
     int n, k, group_size, zero_points;
@@ -143,10 +155,10 @@ double rel_err(const ncnn::Mat& y, const ncnn::Mat& ref) {
     return rr > 0 ? std::sqrt(dd / rr) : std::sqrt(dd);
 }
 
-bool run_case(const std::string& dir, const Case& c, uint32_t seed) {
-    std::vector<float> wdq;
-    if (!write_model(dir, c, seed, wdq)) return false;
-
+// Loads WORKDIR/q4.param + q4.bin, feeds x with every m of MS (0: a 1-D blob) and compares
+// every branch with y_ref (ncnn's InnerProduct); prints one line headed `label`.
+bool check_net(const std::string& dir, int n, int k, const std::vector<const char*>& branches, uint32_t seed,
+               const std::string& label) {
     ncnn::Net net;
     net.opt.use_vulkan_compute = true;  // before load_param
     fp32_only(net.opt);
@@ -156,17 +168,16 @@ bool run_case(const std::string& dir, const Case& c, uint32_t seed) {
     if (net.load_model((dir + "/q4.bin").c_str()) != 0) return std::puts("load_model failed"), false;
     if (!net.opt.use_vulkan_compute) return std::puts("ncnn dropped Vulkan (no device?)"), false;
 
-    const char* branches[3] = {"y_portable", "y_subgroup", "y_prequant"};
     const char* variant_name[2] = {"portable", "subgroup"};
     std::string variants;
     for (const ncnn::Layer* l : net.layers()) {
         const Q4Linear* q = dynamic_cast<const Q4Linear*>(l);
         if (q) variants += std::string(variants.empty() ? "" : "/") + variant_name[q->exported_variant() & 1];
     }
-    double worst[3] = {0, 0, 0};
+    std::vector<double> worst(branches.size(), 0.0), worst_gemm(branches.size(), 0.0);  // m <= 8, m > 8
     bool ok = true;
-    for (int m = 0; m <= 8; m++) {  // m = 0: a 1-D blob (one row)
-        ncnn::Mat x = m == 0 ? ncnn::Mat(c.k) : ncnn::Mat(c.k, m);
+    for (int m : MS) {
+        ncnn::Mat x = m == 0 ? ncnn::Mat(k) : ncnn::Mat(k, m);
         uint32_t xs = seed ^ (0x9e3779b9u * (uint32_t)(m + 1));
         for (size_t i = 0; i < x.total(); i++) x[i] = frand(xs);
 
@@ -175,12 +186,12 @@ bool run_case(const std::string& dir, const Case& c, uint32_t seed) {
         ncnn::Mat ref;
         if (ex.extract("y_ref", ref) != 0) return std::puts("extract y_ref failed"), false;
         const int rows = m == 0 ? 1 : m;
-        if (ref.w != c.n || ref.h != rows || ref.dims != (m == 0 ? 1 : 2)) {
-            std::printf("InnerProduct output dims %d w %d h %d, expected w %d h %d\n", ref.dims, ref.w, ref.h, c.n,
+        if (ref.w != n || ref.h != rows || ref.dims != (m == 0 ? 1 : 2)) {
+            std::printf("InnerProduct output dims %d w %d h %d, expected w %d h %d\n", ref.dims, ref.w, ref.h, n,
                         rows);
             return false;
         }
-        for (int b = 0; b < 3; b++) {
+        for (size_t b = 0; b < branches.size(); b++) {
             ncnn::Mat y;
             double e = INFINITY;
             if (ex.extract(branches[b], y) == 0) e = rel_err(y, ref);
@@ -188,20 +199,116 @@ bool run_case(const std::string& dir, const Case& c, uint32_t seed) {
                 std::printf("   %s m=%d%s: rel err %.3g\n", branches[b], rows, m == 0 ? " (1-D)" : "", e);
                 ok = false;
             }
-            worst[b] = std::fmax(worst[b], e);
+            double& w = rows > Q4Linear::MAX_M ? worst_gemm[b] : worst[b];
+            w = std::fmax(w, e);
         }
     }
-    std::printf("[%s] n=%-4d k=%-4d group=%-4d zero_points=%d m=1..8 (%s): max ||d||/||ref|| "
-                "portable %.2e  subgroup %.2e  prequant %.2e\n",
-                ok ? " OK " : "FAIL", c.n, c.k, c.group_size, c.zero_points, variants.c_str(), worst[0], worst[1],
-                worst[2]);
+    std::printf("[%s] %s m=1..8,9,64,200 (%s): max ||d||/||ref|| GEMV/GEMM", ok ? " OK " : "FAIL", label.c_str(),
+                variants.c_str());
+    for (size_t b = 0; b < branches.size(); b++)
+        std::printf("  %s %.2e/%.2e", branches[b] + 2, worst[b], worst_gemm[b]);
+    std::printf("\n");
     return ok;
+}
+
+bool run_case(const std::string& dir, const Case& c, uint32_t seed) {
+    std::vector<float> wdq;
+    if (!write_model(dir, c, seed, wdq)) return false;
+    char label[96];
+    std::snprintf(label, sizeof label, "n=%-4d k=%-4d group=%-4d zero_points=%d", c.n, c.k, c.group_size,
+                  c.zero_points);
+    return check_net(dir, c.n, c.k, {"y_portable", "y_subgroup", "y_prequant"}, seed, label);
+}
+
+// An imported golden case of tests/data: the tensors q4vk_matrix_desc takes for `source`.
+struct ImportedCase {
+    const char* set;  // gguf, gptq, awq
+    const char* name;
+    q4vk_matrix_source source;
+    int n, k, group_size, gptq_format;
+};
+
+bool read_file(const std::string& path, std::vector<uint8_t>& out) {
+    FILE* fp = std::fopen(path.c_str(), "rb");
+    if (!fp) return std::perror(path.c_str()), false;
+    out.clear();
+    uint8_t buf[65536];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, fp)) > 0) out.insert(out.end(), buf, buf + got);
+    std::fclose(fp);
+    return true;
+}
+
+// Writes the model of an imported case: two Q4Linear (format 2, portable and subgroup)
+// and InnerProduct on q4vk_matrix_dequantize's weights.
+bool write_imported_model(const std::string& dir, const std::string& data, const ImportedCase& c) {
+    // weight, scales, zeros, g_idx
+    std::vector<uint8_t> t[4];
+    const std::string base = data + "/" + c.set + "/" + c.name;
+    if (c.source <= Q4VK_SOURCE_GGUF_Q4_K) {
+        if (!read_file(data + "/gguf/" + c.name + ".quant.u8.bin", t[0])) return false;
+    } else {
+        const char* files[4] = {"qweight.i32.bin", "scales.f16.bin", "qzeros.i32.bin", "g_idx.i32.bin"};
+        for (int i = 0; i < (c.source == Q4VK_SOURCE_GPTQ ? 4 : 3); i++)
+            if (!read_file(base + "/" + files[i], t[i])) return false;
+    }
+    q4vk_matrix_desc d;
+    q4vk_matrix_desc_default(&d);
+    d.source = c.source;
+    d.n = (uint64_t)c.n;
+    d.k = (uint64_t)c.k;
+    d.group_size = c.group_size;
+    d.gptq_format = (uint32_t)c.gptq_format;
+    const void** ptrs[4] = {&d.weight, &d.scales, &d.zeros, &d.g_idx};
+    size_t* sizes[4] = {&d.weight_bytes, &d.scales_bytes, &d.zeros_bytes, &d.g_idx_bytes};
+    for (int i = 0; i < 4; i++) {
+        *ptrs[i] = t[i].empty() ? nullptr : t[i].data();
+        *sizes[i] = t[i].size();
+    }
+    std::vector<float> wdq((size_t)c.n * c.k);
+    if (q4vk_matrix_dequantize(&d, wdq.data(), wdq.size() * sizeof(float)) != Q4VK_OK)
+        return q4vk_fail("q4vk_matrix_dequantize"), false;
+
+    FILE* fp = std::fopen((dir + "/q4.param").c_str(), "wb");
+    if (!fp) return std::perror("q4.param"), false;
+    std::fprintf(fp, "7767517\n5 7\n");
+    std::fprintf(fp, "Input data 0 1 data\n");
+    std::fprintf(fp, "Split split 1 3 data d0 d1 d2\n");
+    const char* fmt = "Q4Linear %s 1 1 %s %s 0=%d 1=%d 2=%d 4=2 5=%d 7=%d 8=%d 10=%zu 11=%zu 12=%zu 13=%zu\n";
+    for (int v = 0; v < 2; v++)
+        std::fprintf(fp, fmt, v ? "q4_subgroup" : "q4_portable", v ? "d1" : "d0", v ? "y_subgroup" : "y_portable",
+                     c.n, c.k, c.group_size, v ? 2 : 0, (int)c.source, c.gptq_format, t[0].size(), t[1].size(),
+                     t[2].size(), t[3].size());
+    std::fprintf(fp, "InnerProduct fc 1 1 d2 y_ref 0=%d 1=0 2=%d\n", c.n, c.n * c.k);
+    std::fclose(fp);
+
+    fp = std::fopen((dir + "/q4.bin").c_str(), "wb");
+    if (!fp) return std::perror("q4.bin"), false;
+    for (int v = 0; v < 2; v++)  // untagged raw words, in the order weight, scales, zeros, g_idx
+        for (const std::vector<uint8_t>& blob : t)
+            if (!blob.empty()) put_words(fp, blob.data(), blob.size());
+    const uint32_t tag = 0;  // fc: fp32 dequantized weights [n][k]
+    std::fwrite(&tag, 4, 1, fp);
+    std::fwrite(wdq.data(), 4, wdq.size(), fp);
+    std::fclose(fp);
+    return true;
+}
+
+bool run_imported(const std::string& dir, const std::string& data, const ImportedCase& c, uint32_t seed) {
+    if (!write_imported_model(dir, data, c)) return false;
+    char label[96];
+    std::snprintf(label, sizeof label, "%-31s n=%-4d k=%-4d", c.name, c.n, c.k);
+    return check_net(dir, c.n, c.k, {"y_portable", "y_subgroup"}, seed, label);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::string dir = argc > 1 ? argv[1] : ".";
+    if (argc != 3) {
+        std::puts("usage: q4linear_test WORKDIR DATADIR (the repository's tests/data)");
+        return 2;
+    }
+    const std::string dir = argv[1], data = argv[2];
     if (ncnn::get_gpu_count() <= 0) {
         std::puts("FAIL: ncnn sees no Vulkan device");
         return 1;
@@ -227,8 +334,23 @@ int main(int argc, char** argv) {
         if (!run_case(dir, c, seed)) failed++;
         seed = seed * 747796405u + 2891336453u;
     }
+    // Imported checkpoints, with the extended kernel.
+    const ImportedCase imported[] = {
+        {"gguf", "q4_0_mid_llm", Q4VK_SOURCE_GGUF_Q4_0, 32, 256, 32, 1},
+        {"gguf", "q4_1_mid_llm", Q4VK_SOURCE_GGUF_Q4_1, 32, 256, 32, 1},         // offsets
+        {"gguf", "q4_k_dequant_random", Q4VK_SOURCE_GGUF_Q4_K, 4, 512, 32, 1},   // offsets, f32 scales
+        {"gptq", "gptq_v1_asym_g128_96x384", Q4VK_SOURCE_GPTQ, 96, 384, 128, 1},
+        {"gptq", "gptq_v1_asym_g32_act_96x384", Q4VK_SOURCE_GPTQ, 96, 384, 32, 1},       // act-order
+        {"gptq", "gptq_v2_asym_g32_act_96x384", Q4VK_SOURCE_GPTQ, 96, 384, 32, 2},       // act-order, v2
+        {"gptq", "gptq_v1_asym_g128_act_512x2048", Q4VK_SOURCE_GPTQ, 512, 2048, 128, 1},  // act-order
+        {"awq", "awq_g32_96x384", Q4VK_SOURCE_AWQ, 96, 384, 32, 1},
+    };
+    for (const ImportedCase& c : imported) {
+        if (!run_imported(dir, data, c, seed)) failed++;
+        seed = seed * 747796405u + 2891336453u;
+    }
+    const size_t total = sizeof cases / sizeof cases[0] + sizeof imported / sizeof imported[0];
     ncnn::destroy_gpu_instance();
-    std::printf("%s (%d of %zu cases failed)\n", failed ? "Q4LINEAR FAILED" : "Q4LINEAR PASSED", failed,
-                sizeof cases / sizeof cases[0]);
+    std::printf("%s (%d of %zu cases failed)\n", failed ? "Q4LINEAR FAILED" : "Q4LINEAR PASSED", failed, total);
     return failed ? 1 : 0;
 }

@@ -51,7 +51,7 @@ khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG
 khronos_validation.log_filename = $work/validation.log
 EOF
     VK_LAYER_SETTINGS_PATH="$work/vk_layer_settings.txt" VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation \
-        "$build/q4linear_test" "$work"
+        "$build/q4linear_test" "$work" "$root/tests/data"
     grep -q "Khronos Validation Layer Active" "$work/validation.log" 2>/dev/null ||
         { echo "FAIL: the validation layer did not load (vulkan-validationlayers installed?)" >&2; exit 1; }
     bad=$(grep "msgNum:" "$work/validation.log" | grep -vc "(INFO" || true)
@@ -62,6 +62,6 @@ EOF
     fi
     echo "   validation layer active: 0 errors, warnings or performance messages"
 else
-    "$build/q4linear_test" "$work"
+    "$build/q4linear_test" "$work" "$root/tests/data"
 fi
 echo "run.sh: passed in $((SECONDS - start)) s"

@@ -3,9 +3,12 @@
 //! buffer lengths and contents, and `g_idx` that is trivial, a permutation of groups, or
 //! random. Refusals must leave the poisoned output untouched; a success must write every
 //! weight. A GPTQ desc with `g_idx` must dequantize like the same desc without it when
-//! `g_idx` is `i / group_size`. Each successful desc then goes to `q4vk_matrix_create` on
-//! one Vulkan context: it is created or refused as UNSUPPORTED, and a created matrix's
-//! GEMV matches the dequantized weights.
+//! `g_idx` is `i / group_size`. Each successful desc is then packed with
+//! `q4vk_matrix_pack_extended` (refused as UNSUPPORTED, or every byte written, and the
+//! packed device layout, decoded on the CPU, gives exactly the dequantized weights; the
+//! extended export's binding sizes and the v0 size query agree with it), and goes to
+//! `q4vk_matrix_create` on one Vulkan context: it is created or refused as UNSUPPORTED, and
+//! a created matrix's GEMV matches the dequantized weights.
 #![no_main]
 
 mod input;
@@ -15,6 +18,7 @@ use libfuzzer_sys::fuzz_target;
 use q4vk::ffi::context::*;
 use q4vk::ffi::gemv::q4vk_gemv;
 use q4vk::ffi::import::q4vk_matrix_dequantize;
+use q4vk::ffi::kernel::*;
 use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use std::sync::OnceLock;
@@ -62,6 +66,102 @@ fn dequantize(d: &q4vk_matrix_desc) -> (q4vk_status, Vec<f32>) {
         assert!(out.iter().all(|v| v.to_bits() == POISON), "output written on status {status}");
     }
     (status, out)
+}
+
+/// The weights `[n][k]` (inputs in order) that the packed device layout stands for: code u
+/// of column j (nibble j of its row's chunks), scale s and zero point z or offset o of its
+/// group, input `k_order[j]`; `s·(u − z)` (z = 8 when symmetric) or `s·u + o`, in f32.
+fn unpack(d: &q4vk_matrix_desc, packed: &[Vec<u8>; 5]) -> Vec<f32> {
+    let (n, k) = (d.n as usize, d.k as usize);
+    let gs = match (d.source, d.group_size) {
+        (3..=5, _) => 32,
+        (_, g) if g > 0 => g as usize,
+        _ => k,
+    };
+    let groups = k.div_ceil(gs);
+    // FLOAT sources are quantized with f16 scales; Q4_K stores d·sc as f32; the others
+    // keep f16 scales and widen bf16/f32 ones to f32.
+    let f32_scales = match d.source {
+        0 | 3 | 4 => false,
+        5 => true,
+        _ => d.dtype != 1,
+    };
+    let [w, s, z, o, order] = packed;
+    let word = |b: &[u8], i: usize| u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
+    let row_bytes = 16 * k.div_ceil(32);
+    let mut out = vec![0f32; n * k];
+    for r in 0..n {
+        for j in 0..k {
+            let u = (w[r * row_bytes + j / 2] >> (4 * (j % 2))) & 0x0f;
+            let g = r * groups + j / gs;
+            let scale = if f32_scales {
+                f32::from_bits(word(s, g))
+            } else {
+                half::f16::from_le_bytes([s[2 * g], s[2 * g + 1]]).to_f32()
+            };
+            let v = if !o.is_empty() {
+                scale * u as f32 + f32::from_bits(word(o, g))
+            } else {
+                let zero = if z.is_empty() { 8 } else { z[g] };
+                scale * (u as f32 - zero as f32)
+            };
+            let input = if order.is_empty() { j } else { word(order, j) as usize };
+            out[r * k + input] = v;
+        }
+    }
+    out
+}
+
+/// Packs `d` (dequantized to `w`) with the extended functions and checks what they promise.
+fn check_pack(d: &q4vk_matrix_desc, w: &[f32]) {
+    let mut sizes = [usize::MAX; 5];
+    let [a, b, c, o, k] = &mut sizes;
+    let status = unsafe { q4vk_matrix_pack_extended_size(d, a, b, c, o, k) };
+    if status != Q4VK_OK {
+        assert_eq!(status, Q4VK_ERROR_UNSUPPORTED, "size query refused a desc dequantize took: {}", last_message());
+        assert_eq!(sizes, [usize::MAX; 5], "sizes written on status {status}");
+        return;
+    }
+    // The v0 size query: the same three sizes, or UNSUPPORTED for offsets / column order.
+    let mut v0 = [usize::MAX; 3];
+    let [a, b, c] = &mut v0;
+    let status = unsafe { q4vk_matrix_pack_size(d, a, b, c) };
+    if sizes[3] == 0 && sizes[4] == 0 {
+        assert_eq!((status, v0.as_slice()), (Q4VK_OK, &sizes[..3]), "{}", last_message());
+    } else {
+        assert_eq!((status, v0), (Q4VK_ERROR_UNSUPPORTED, [usize::MAX; 3]));
+    }
+    if sizes.iter().sum::<usize>() > 64 << 20 {
+        return;
+    }
+    // The extended export: its binding sizes are the pack's (or the shape is too large).
+    let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+    unsafe { q4vk_kernel_export_desc_default(&mut e) };
+    e.export_flags = Q4VK_KERNEL_EXPORT_EXTENDED;
+    let mut info = unsafe { std::mem::zeroed::<q4vk_kernel_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
+    let status = unsafe { q4vk_kernel_export(std::ptr::null(), d, &e, &mut info, std::ptr::null_mut(), 0) };
+    if status == Q4VK_OK {
+        let bytes = [0, 1, 2, 5, 6].map(|i| info.bindings[i].bytes as usize);
+        assert_eq!(bytes, sizes, "export and pack disagree");
+    } else {
+        assert_eq!(status, Q4VK_ERROR_UNSUPPORTED, "{}", last_message());
+    }
+    let mut packed = sizes.map(|len| vec![0xA5u8; len]);
+    let ptr = |v: &mut Vec<u8>| if v.is_empty() { std::ptr::null_mut() } else { v.as_mut_ptr().cast() };
+    let [pw, ps, pz, po, pk] = &mut packed;
+    let status = unsafe {
+        q4vk_matrix_pack_extended(
+            d, ptr(pw), pw.len(), ptr(ps), ps.len(), ptr(pz), pz.len(), ptr(po), po.len(), ptr(pk), pk.len(),
+        )
+    };
+    assert_eq!(status, Q4VK_OK, "pack refused what its size query took: {}", last_message());
+    let from_layout = unpack(d, &packed);
+    assert!(
+        from_layout.iter().zip(w).all(|(a, b)| a.to_bits() == b.to_bits()),
+        "the packed layout stands for other weights (source {})",
+        d.source
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -136,6 +236,9 @@ fuzz_target!(|data: &[u8]| {
         assert!(w.iter().zip(&w2).all(|(a, b)| a.to_bits() == b.to_bits()), "trivial g_idx changed the weights");
     }
 
+    if w.len() == n * k {
+        check_pack(&d, &w);
+    }
     if w.iter().any(|v| !v.is_finite()) {
         return; // no finite reference for the GEMV
     }

@@ -395,6 +395,8 @@ pub unsafe extern "C" fn q4vk_context_create(
             split: None,
             no_coop: d.flags & Q4VK_CONTEXT_NO_COOPMAT != 0 || env.no_coopmat,
             coop_tuning: None,
+            coop_gemm_tuning: None,
+            gemm_from_m: None,
         };
         let backend = match Context::new(config, logger) {
             Ok(c) => Backend::Vulkan(c),

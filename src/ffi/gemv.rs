@@ -46,7 +46,9 @@ pub struct q4vk_gemv_args {
     pub struct_size: u32,
     /// `Q4VK_GEMV_*` bits; others are refused.
     pub flags: u32,
-    /// Activation rows, 1..8 (more: `Q4VK_ERROR_UNSUPPORTED`); default 1.
+    /// Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m the GEMM
+    /// (same matrix, no extra memory). Limits: x and y each within 2^32 elements and the
+    /// device's `maxStorageBufferRange` (else `Q4VK_ERROR_UNSUPPORTED`).
     pub m: u32,
     /// Must be 0.
     pub reserved0: u32,
@@ -146,13 +148,17 @@ unsafe fn handles<'a>(ctx: *mut q4vk_context, mat: *const q4vk_matrix) -> Result
 /// call is checked before the staging buffers grow: a refused call leaves them as they
 /// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
 ///
+/// Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
+/// tiled GEMM that reads the same matrix (no dequantized copy, no workspace); the result
+/// is the same fp32-accurate sum either way.
+///
 /// On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
 /// (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
 /// status is `OUT_OF_HOST_MEMORY` (a copy of x reordered for the kernel; for m > 1, a
 /// scratch of m·n floats).
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-/// another `VkDevice`), `UNSUPPORTED` (m > 8; a context without a queue; m·k or m·n floats
+/// another `VkDevice`), `UNSUPPORTED` (m > 8 on a CPU context; a context without a queue; m·k or m·n floats
 /// beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
 /// with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
 /// `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
@@ -197,6 +203,10 @@ pub unsafe extern "C" fn q4vk_gemv(
         let (xs, ys) = unsafe { (in_slice(x, xn, "x")?, out_slice(y, yn, "y")?) };
         match pair {
             Pair::Vulkan(ctx, mat) => gemv::gemv_host(ctx, mat, xs, ys, m),
+            Pair::Cpu(_, _) if m > gemv::MAX_M => Err(Error::Unsupported(format!(
+                "m is {m}; the CPU context takes m = 1..{}",
+                gemv::MAX_M
+            ))),
             Pair::Cpu(ctx, mat) => {
                 crate::cpu::gemv::gemv(mat, xs, ys, m as usize, ctx.threads, ctx.isa)
             }
@@ -204,7 +214,7 @@ pub unsafe extern "C" fn q4vk_gemv(
     })
 }
 
-/// Records `y = W·x` (as `q4vk_gemv`, m = 1..8) into the host's `command_buffer`
+/// Records `y = W·x` (as `q4vk_gemv`, any m ≥ 1) into the host's `command_buffer`
 /// (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the
 /// context's device: matrix buffers are `VK_SHARING_MODE_CONCURRENT` over all of the
 /// device's queue families when it has more than one, so no ownership transfer is needed).
@@ -217,7 +227,7 @@ pub unsafe extern "C" fn q4vk_gemv(
 /// binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
 /// `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
 /// `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
-/// part, descriptor set 0 (owned by the matrix, immutable) and 40
+/// part, descriptor set 0 (owned by the matrix, immutable) and 44
 /// bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
 /// more if a part exceeds the workgroup-count limits).
 ///
@@ -228,7 +238,7 @@ pub unsafe extern "C" fn q4vk_gemv(
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
 /// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
-/// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (m > 8; a CPU context), `VULKAN` (pipeline
+/// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (x or y beyond the limits above; a CPU context), `VULKAN` (pipeline
 /// creation).
 /// Thread-safe for distinct command buffers (a command buffer itself is externally
 /// synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the

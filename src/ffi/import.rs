@@ -2,16 +2,17 @@
 //! `q4vk_matrix_desc`) and `q4vk_matrix_dequantize`, the f32 weights of any desc.
 
 use super::matrix::{
-    check_fields, q4_data, q4vk_matrix_desc, Q4VK_SOURCE_AWQ, Q4VK_SOURCE_GGUF_Q4_0,
+    check_fields, q4_data, q4vk_matrix_desc, SourceShape, Q4VK_SOURCE_AWQ, Q4VK_SOURCE_GGUF_Q4_0,
     Q4VK_SOURCE_GGUF_Q4_1, Q4VK_SOURCE_GGUF_Q4_K, Q4VK_SOURCE_GPTQ,
 };
 use super::panic::guard;
 use super::ptr::{check_disjoint, check_size, in_bytes, out_slice, read_struct, require};
 use super::status::q4vk_status;
 use crate::error::{invalid, Result};
-use crate::import::canonical::ImportedMatrix;
+use crate::import::canonical::{check_device_groups, ImportedMatrix};
 use crate::import::gptq::{GptqFormat, GptqTensors, PackedShape};
 use crate::import::{awq, dequant, gguf, gptq};
+use crate::quant::q4::{Q4Shape, ScaleType};
 use std::ffi::c_void;
 
 /// Borrows a required input buffer of at least `needed` bytes (its first `needed`).
@@ -41,12 +42,20 @@ fn unused(ptr: *const c_void, bytes: usize, arg: &str, source: &str) -> Result<(
     }
 }
 
-/// The matrix a desc describes, for every source: quantized (FLOAT), converted (Q4,
-/// PADDLE) or imported as stored (GGUF, GPTQ, AWQ). Checks every field and buffer size.
-///
-/// # Safety
-/// The desc's data pointers are NULL or readable for their `_bytes` (the desc's contract).
-pub(crate) unsafe fn matrix_data<'a>(d: &q4vk_matrix_desc) -> Result<ImportedMatrix<'a>> {
+/// A desc's source with its fields checked, before any of its data is read.
+enum Parsed {
+    /// GGUF blocks: the type, the imported shape and the tensor's bytes.
+    Gguf(gguf::GgufType, Q4Shape, usize),
+    /// GPTQ tensors and how their zero points are stored.
+    Gptq(PackedShape, GptqFormat),
+    /// AWQ tensors.
+    Awq(PackedShape),
+    /// FLOAT, Q4 or PADDLE (contract v0).
+    V0,
+}
+
+/// Checks every field of `d` (not its data) and parses its source.
+fn parse(d: &q4vk_matrix_desc) -> Result<Parsed> {
     check_fields(d)?;
     match d.source {
         Q4VK_SOURCE_GGUF_Q4_0 | Q4VK_SOURCE_GGUF_Q4_1 | Q4VK_SOURCE_GGUF_Q4_K => {
@@ -55,38 +64,67 @@ pub(crate) unsafe fn matrix_data<'a>(d: &q4vk_matrix_desc) -> Result<ImportedMat
                 Q4VK_SOURCE_GGUF_Q4_1 => gguf::GgufType::Q4_1,
                 _ => gguf::GgufType::Q4K,
             };
-            let (_, bytes) = ty.shape(d.n, d.k)?;
+            let (shape, bytes) = ty.shape(d.n, d.k)?;
             unused(d.scales, d.scales_bytes, "desc->scales", ty.name())?;
             unused(d.zeros, d.zeros_bytes, "desc->zeros", ty.name())?;
-            // SAFETY: readable for its `_bytes` (the desc's contract).
-            let tensor = unsafe { input(d.weight, d.weight_bytes, bytes, "desc->weight") }?;
-            gguf::decode(ty, d.n, d.k, tensor)
+            Ok(Parsed::Gguf(ty, shape, bytes))
         }
         Q4VK_SOURCE_GPTQ => {
             let shape = PackedShape::new(d.n, d.k, d.group_size, d.dtype, "GPTQ")?;
             let format = GptqFormat::from_c(d.gptq_format)?;
-            let k4 = 4 * shape.q4.k;
+            gptq::qweight_bytes(&shape)?;
+            Ok(Parsed::Gptq(shape, format))
+        }
+        Q4VK_SOURCE_AWQ => {
+            let shape = PackedShape::new(d.n, d.k, d.group_size, d.dtype, "AWQ")?;
+            awq::qweight_bytes(&shape)?;
+            Ok(Parsed::Awq(shape))
+        }
+        _ => Ok(Parsed::V0),
+    }
+}
+
+/// A GPTQ desc's `g_idx` (`4·k` bytes), or None when absent.
+///
+/// # Safety
+/// `d.g_idx` is NULL or readable for `d.g_idx_bytes` (the desc's contract).
+unsafe fn g_idx<'a>(d: &q4vk_matrix_desc, shape: &PackedShape) -> Result<Option<&'a [u8]>> {
+    if d.g_idx.is_null() && d.g_idx_bytes == 0 {
+        return Ok(None);
+    }
+    // SAFETY: readable for its `_bytes` (the desc's contract).
+    Ok(Some(unsafe {
+        input(d.g_idx, d.g_idx_bytes, 4 * shape.q4.k, "desc->g_idx")
+    }?))
+}
+
+/// The matrix a desc describes, for every source: quantized (FLOAT), converted (Q4,
+/// PADDLE) or imported as stored (GGUF, GPTQ, AWQ). Checks every field and buffer size.
+///
+/// # Safety
+/// The desc's data pointers are NULL or readable for their `_bytes` (the desc's contract).
+pub(crate) unsafe fn matrix_data<'a>(d: &q4vk_matrix_desc) -> Result<ImportedMatrix<'a>> {
+    match parse(d)? {
+        Parsed::Gguf(ty, _, bytes) => {
+            // SAFETY: readable for its `_bytes` (the desc's contract).
+            let tensor = unsafe { input(d.weight, d.weight_bytes, bytes, "desc->weight") }?;
+            gguf::decode(ty, d.n, d.k, tensor)
+        }
+        Parsed::Gptq(shape, format) => {
             let qweight_bytes = gptq::qweight_bytes(&shape)?;
             let scales_bytes = shape.scales_bytes()?;
-            let g_idx = if d.g_idx.is_null() && d.g_idx_bytes == 0 {
-                None
-            } else {
-                // SAFETY: readable for its `_bytes` (the desc's contract).
-                Some(unsafe { input(d.g_idx, d.g_idx_bytes, k4, "desc->g_idx") }?)
-            };
-            // SAFETY: the three inputs are readable for their `_bytes` (the desc's contract).
+            // SAFETY: the inputs are readable for their `_bytes` (the desc's contract).
             let t = unsafe {
                 GptqTensors {
+                    g_idx: g_idx(d, &shape)?,
                     qweight: input(d.weight, d.weight_bytes, qweight_bytes, "desc->weight")?,
                     scales: input(d.scales, d.scales_bytes, scales_bytes, "desc->scales")?,
                     qzeros: input(d.zeros, d.zeros_bytes, shape.qzeros_bytes(), "desc->zeros")?,
-                    g_idx,
                 }
             };
             gptq::decode(&shape, format, t)
         }
-        Q4VK_SOURCE_AWQ => {
-            let shape = PackedShape::new(d.n, d.k, d.group_size, d.dtype, "AWQ")?;
+        Parsed::Awq(shape) => {
             let qweight_bytes = awq::qweight_bytes(&shape)?;
             let scales_bytes = shape.scales_bytes()?;
             // SAFETY: the three inputs are readable for their `_bytes` (the desc's contract).
@@ -100,8 +138,54 @@ pub(crate) unsafe fn matrix_data<'a>(d: &q4vk_matrix_desc) -> Result<ImportedMat
             awq::decode(&shape, t)
         }
         // SAFETY: the desc's pointers are readable for their sizes (contract).
-        _ => Ok(ImportedMatrix::plain(unsafe { q4_data(d) }?)),
+        Parsed::V0 => Ok(ImportedMatrix::plain(unsafe { q4_data(d) }?)),
     }
+}
+
+/// What the device layout of a desc's matrix holds, known before its data is decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeviceShape {
+    /// Shape of the Q4 matrix (zero points or not).
+    pub shape: Q4Shape,
+    /// Stored scale type.
+    pub scale: ScaleType,
+    /// Per-group f32 offsets (GGUF Q4_1, Q4_K).
+    pub offsets: bool,
+    /// A column order (GPTQ act-order).
+    pub k_order: bool,
+}
+
+/// The [`DeviceShape`] of the matrix `q4vk_matrix_create` makes of `d`, from its fields
+/// alone, except GPTQ's `g_idx`, which is read (and checked) to tell act-order apart; the
+/// other data pointers are not read. `Unsupported` for groups the device layout does not
+/// index.
+///
+/// # Safety
+/// `d.g_idx` is NULL or readable for `d.g_idx_bytes` (the desc's contract).
+pub(crate) unsafe fn device_shape(d: &q4vk_matrix_desc) -> Result<DeviceShape> {
+    let (shape, scale, offsets, k_order) = match parse(d)? {
+        Parsed::Gguf(ty, shape, _) => (shape, ty.scale_type(), ty.has_offsets(), false),
+        Parsed::Gptq(shape, _) => {
+            // SAFETY: forwarded from the caller's contract.
+            let order = match unsafe { g_idx(d, &shape) }? {
+                Some(g) => gptq::k_order(&shape.q4, g)?.is_some(),
+                None => false,
+            };
+            (shape.q4, shape.scale_type(), false, order)
+        }
+        Parsed::Awq(shape) => (shape.q4, shape.scale_type(), false, false),
+        Parsed::V0 => {
+            let (shape, scale) = SourceShape::of(d)?.shape_and_scale();
+            (shape, scale, false, false)
+        }
+    };
+    check_device_groups(&shape)?;
+    Ok(DeviceShape {
+        shape,
+        scale,
+        offsets,
+        k_order,
+    })
 }
 
 /// Writes the f32 weights `[n][k]` (row-major, nn.Linear order, inputs in their original

@@ -41,15 +41,21 @@ impl<'a> ImportedMatrix<'a> {
     /// offsets, and a group size the kernels index (32, 64, 128, 256 or one per row).
     /// Otherwise `Unsupported`, naming what the device side lacks.
     pub fn device_parts(&self) -> Result<DeviceParts<'_, 'a>> {
-        let shape = &self.q4.shape;
-        if !shape.per_channel && !matches!(shape.group_size, 32 | 64 | 128 | 256) {
-            return Err(Error::Unsupported(format!(
-                "group size {}: the device layout takes groups of 32, 64, 128 or 256 inputs, or one per row",
-                shape.group_size
-            )));
-        }
+        check_device_groups(&self.q4.shape)?;
         Ok((&self.q4, self.offsets.as_deref(), self.k_order.as_deref()))
     }
+}
+
+/// `Unsupported` unless the device layouts index the groups of `shape`: 32, 64, 128 or
+/// 256 inputs, or one per row.
+pub fn check_device_groups(shape: &Q4Shape) -> Result<()> {
+    if !shape.per_channel && !matches!(shape.group_size, 32 | 64 | 128 | 256) {
+        return Err(Error::Unsupported(format!(
+            "group size {}: the device layout takes groups of 32, 64, 128 or 256 inputs, or one per row",
+            shape.group_size
+        )));
+    }
+    Ok(())
 }
 
 /// Validates `n` and `k` (at least 1; the f32 weights, `n·k·4` bytes, fit this platform's

@@ -50,6 +50,20 @@ impl GgufType {
         }
     }
 
+    /// The stored scale type of the imported matrix: f16 `d` (Q4_0, Q4_1), or the f32
+    /// product `d·sc` (Q4_K).
+    pub fn scale_type(self) -> ScaleType {
+        match self {
+            GgufType::Q4_0 | GgufType::Q4_1 => ScaleType::F16,
+            GgufType::Q4K => ScaleType::F32,
+        }
+    }
+
+    /// Whether the imported matrix has per-group offsets (a stored minimum: Q4_1, Q4_K).
+    pub fn has_offsets(self) -> bool {
+        self != GgufType::Q4_0
+    }
+
     /// The type's name in messages.
     pub fn name(self) -> &'static str {
         match self {
@@ -121,15 +135,12 @@ pub fn decode(ty: GgufType, n: u64, k: u64, tensor: &[u8]) -> Result<ImportedMat
     let groups = shape.groups();
     let mut codes = CodeRows::new(&shape)?;
     let (bb, per_row) = (ty.block_bytes(), shape.k / ty.block_elements());
-    let scale_type = if ty == GgufType::Q4K {
-        ScaleType::F32
-    } else {
-        ScaleType::F16
-    };
+    let scale_type = ty.scale_type();
     let mut scales = alloc::filled::<u8>(shape.scale_count() * scale_type.size(), "scales")?;
-    let mut offsets = match ty {
-        GgufType::Q4_0 => None,
-        _ => Some(alloc::filled::<f32>(shape.scale_count(), "offsets")?),
+    let mut offsets = if ty.has_offsets() {
+        Some(alloc::filled::<f32>(shape.scale_count(), "offsets")?)
+    } else {
+        None
     };
     for (b, block) in tensor.chunks_exact(bb).enumerate() {
         let (row, in_row) = (b / per_row, b % per_row);

@@ -82,6 +82,14 @@ impl PackedShape {
         })
     }
 
+    /// The stored scale type of the imported matrix: f16 kept, bf16 and f32 as f32.
+    pub fn scale_type(&self) -> ScaleType {
+        match self.scale_dtype {
+            Dtype::F16 => ScaleType::F16,
+            Dtype::Bf16 | Dtype::F32 => ScaleType::F32,
+        }
+    }
+
     /// Bytes of `scales` (`[groups][n]`).
     pub fn scales_bytes(&self) -> Result<usize> {
         bytes_of(self.q4.scale_count(), self.scale_dtype.size(), "scales")
@@ -128,10 +136,8 @@ pub fn word(bytes: &[u8], i: usize) -> u32 {
 pub fn transpose_scales(shape: &PackedShape, scales: &[u8]) -> Result<(ScaleType, Vec<u8>)> {
     let (n, groups) = (shape.q4.n, shape.q4.groups());
     let size = shape.scale_dtype.size();
-    let (scale_type, out_size) = match shape.scale_dtype {
-        Dtype::F16 => (ScaleType::F16, 2),
-        Dtype::Bf16 | Dtype::F32 => (ScaleType::F32, 4),
-    };
+    let scale_type = shape.scale_type();
+    let out_size = scale_type.size();
     let mut out = alloc::filled::<u8>(n * groups * out_size, "scales")?;
     for g in 0..groups {
         for o in 0..n {

@@ -5,7 +5,7 @@
 //! * weights: tiles of 16 rows; per tile, quads of 64 k (four k-steps of 16 k); per quad,
 //!   32 invocations × one uvec4 (component j: k-step j of the quad). The 32-bit word of
 //!   invocation L and k-step holds the eight codes of L's A fragment elements, element e in
-//!   nibble [`ELEMENT_NIBBLE`]`[e]`. One subgroup-wide uvec4 load fetches four k-steps of a
+//!   nibble `ELEMENT_NIBBLE[e]`. One subgroup-wide uvec4 load fetches four k-steps of a
 //!   tile, 512 contiguous bytes; K is padded to whole stages of 128 k (the kernel's step).
 //! * scales: f32, `[tile][group][16 rows]` (f16 scales widened: exact);
 //! * zero points: bytes, `[tile][group][16 rows]`, padded to 4 bytes (absent when

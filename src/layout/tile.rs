@@ -9,15 +9,15 @@ pub(crate) const TILE: usize = 64;
 pub(crate) const TILE_COLS: usize = 4096;
 
 /// Signed codes `q[k][n]` for the rectangle `k0..k0+rows` × `n0..n0+cols` of the code
-/// matrix, row-major with a row stride of [`TILE_COLS`].
+/// matrix, row-major with a row stride of `TILE_COLS`.
 pub struct CodeTile {
     /// First K index of the tile.
     pub k0: usize,
-    /// Rows in the tile (≤ [`TILE`]).
+    /// Rows in the tile (≤ `TILE`).
     pub rows: usize,
     /// First N index of the tile.
     pub n0: usize,
-    /// Columns in the tile (≤ [`TILE_COLS`]).
+    /// Columns in the tile (≤ `TILE_COLS`).
     pub cols: usize,
     /// The codes; element (r, c) at `r * TILE_COLS + c`.
     pub codes: Vec<i8>,

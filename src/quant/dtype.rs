@@ -68,7 +68,7 @@ impl Dtype {
 }
 
 /// Hot-loop access to one element type, implemented by zero-sized markers so loops are
-/// compiled once per type (dispatch with [`with_element!`]).
+/// compiled once per type (dispatch with `with_element!`).
 pub trait Element {
     /// The element type this marker stands for.
     const KIND: Dtype;

@@ -48,6 +48,12 @@ pub struct ContextConfig {
     /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel instead
     /// of the per-matrix choice (`q4vk-bench --coop T,S`).
     pub coop_tuning: Option<(u32, u32)>,
+    /// (row tiles per subgroup, subgroups per workgroup, tokens per workgroup) of the
+    /// tensor-core GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M`).
+    pub coop_gemm_tuning: Option<(u32, u32, u32)>,
+    /// Run the GEMM kernels from this m on instead of from 9 (tuning experiments,
+    /// `q4vk-bench --gemm-from M`).
+    pub gemm_from_m: Option<u32>,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -106,6 +112,10 @@ pub struct Context {
     pub coop: bool,
     /// Fixed (tiles, subgroups) of the tensor-core kernel, else chosen per matrix.
     pub coop_tuning: Option<(u32, u32)>,
+    /// Fixed (tiles, subgroups, tokens) of the tensor-core GEMM, else the default.
+    pub coop_gemm_tuning: Option<(u32, u32, u32)>,
+    /// The GEMM kernels run from this m on (else from 9).
+    pub gemm_from_m: Option<u32>,
     /// Dispatcher limits.
     pub limits: Limits,
     /// The host's queue lock (adopted queue).
@@ -263,6 +273,18 @@ impl Context {
                 ));
             }
         }
+        if let Some((tiles, subgroups, tokens)) = config.coop_gemm_tuning {
+            if !(1..=4).contains(&tiles)
+                || ![1, 2, 4, 8].contains(&subgroups)
+                || tokens % 8 != 0
+                || tokens % subgroups != 0
+                || !(8..=128).contains(&tokens)
+            {
+                return Err(crate::error::invalid!(
+                    "coop GEMM tuning ({tiles}, {subgroups}, {tokens}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups and 8..128 tokens in steps of 8 and of the subgroups"
+                ));
+            }
+        }
         if coop {
             logger.log(
                 LEVEL_INFO,
@@ -289,6 +311,8 @@ impl Context {
             portable,
             coop,
             coop_tuning: config.coop_tuning,
+            coop_gemm_tuning: config.coop_gemm_tuning,
+            gemm_from_m: config.gemm_from_m,
             limits,
             queue_lock,
             device,

@@ -2,11 +2,15 @@
 //! buffers (ncnn's `VkCompute`) needs to run q4vk's GEMV with its own pipeline and
 //! buffers — SPIR-V (`shaders/spv/gemv_q4_export_*.spv`, ncnn's conventions, see
 //! `shaders/gemv_export.glsl`), bindings with their byte sizes, push constants,
-//! specialization constants, local size and group counts. Pure: no Vulkan call.
+//! specialization constants, local size and group counts. Pure: no Vulkan call. The
+//! extended kernel (`Q4VK_KERNEL_EXPORT_EXTENDED`, `gemv_q4_export_extended_*.spv`) appends
+//! bindings for per-group offsets and the column order of imported matrices. For m > 8 the
+//! export is the SIMT GEMM (`gemm_q4_export{,_extended}.spv`, same conventions, m as an
+//! eleventh push constant).
 
 use super::device::DeviceInfo;
-use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent};
-use super::pipeline::{Push, Spec, Tuning, SPECS};
+use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
+use super::pipeline::{GemmKey, Push, Spec, Tuning, GEMM_TILE, SPECS};
 use super::shaders;
 use crate::error::{Error, Result};
 use crate::layout::vk::VkLayout;
@@ -22,6 +26,10 @@ pub(crate) const ROLE_ZEROS: u32 = 2;
 pub(crate) const ROLE_X: u32 = 3;
 /// Output.
 pub(crate) const ROLE_Y: u32 = 4;
+/// Per-group f32 offsets (extended kernel; unread without them).
+pub(crate) const ROLE_OFFSETS: u32 = 5;
+/// Input of each column (extended kernel; unread without a column order).
+pub(crate) const ROLE_K_ORDER: u32 = 6;
 
 /// Local size x, y, z (ncnn's convention).
 pub const SPEC_LOCAL_SIZE: [u32; 3] = [233, 234, 235];
@@ -48,6 +56,20 @@ pub struct ExportRequest {
     pub y_stride: u64,
     /// Subgroup variant (else portable).
     pub subgroup: bool,
+    /// The extended kernel and what the matrix needs beyond the v0 layout.
+    pub extras: Extras,
+}
+
+/// The extended export and what of it a matrix needs (all false: the v0 kernel of a plain
+/// matrix).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// The host takes the extended kernel (bindings 5 and 6 appended).
+    pub extended: bool,
+    /// The matrix has per-group f32 offsets, `w = scale·u + offset` (binding 5).
+    pub offsets: bool,
+    /// The matrix's columns are inputs out of order (binding 6).
+    pub k_order: bool,
 }
 
 /// The device facts the export respects.
@@ -63,6 +85,9 @@ pub struct ExportDevice {
     pub max_shared: u32,
     /// Largest 1-D workgroup.
     pub max_workgroup: u32,
+    /// The subgroup size the host rounds local sizes up to a multiple of (ncnn does), a
+    /// power of two, or 0 for unknown: the GEMM's workgroup is at least this.
+    pub subgroup_size: u32,
 }
 
 /// Default workgroup shape of a variant on a device of unknown vendor: the choice a
@@ -92,6 +117,7 @@ impl ExportDevice {
             max_groups: [MIN_MAX_GROUPS; 2],
             max_shared: MIN_MAX_SHARED,
             max_workgroup: MIN_MAX_INVOCATIONS,
+            subgroup_size: 0,
         }
     }
 
@@ -103,6 +129,7 @@ impl ExportDevice {
             max_groups: info.max_groups,
             max_shared: info.max_shared,
             max_workgroup: info.max_workgroup,
+            subgroup_size: info.subgroup_size,
         }
     }
 }
@@ -148,6 +175,24 @@ pub fn layout_bytes(shape: &Q4Shape, scale: ScaleType) -> Result<[u64; 3]> {
     ])
 }
 
+/// Bytes of the per-group f32 offsets and of the column order (u32 per column) of the
+/// extended layout; 0 where the matrix has none.
+pub fn extra_bytes(shape: &Q4Shape, extras: Extras) -> [u64; 2] {
+    let l = VkLayout::of(shape);
+    [
+        if extras.offsets {
+            l.scales_bytes(4, shape.n) as u64
+        } else {
+            0
+        },
+        if extras.k_order {
+            4 * shape.k as u64
+        } else {
+            0
+        },
+    ]
+}
+
 /// The SpecId decorations of a SPIR-V module, ascending.
 pub fn spec_ids(words: &[u32]) -> Vec<u32> {
     let mut ids = Vec::new();
@@ -165,25 +210,26 @@ pub fn spec_ids(words: &[u32]) -> Vec<u32> {
     ids
 }
 
-/// Builds the export for `req` on `dev`.
-pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
-    let shape = &req.shape;
-    let (n, k) = (shape.n as u64, shape.k as u64);
-    let params = GemvParams {
-        m: req.m,
-        x_f16: req.x_f16,
-        x_stride: req.x_stride,
-        y_stride: req.y_stride,
-    };
-    let XyExtent {
-        x_elems,
-        y_elems,
-        x_bytes: xb,
-        y_bytes: yb,
-    } = xy_extent(n, k, &params, "desc->")?;
+/// What the exported GEMV (m ≤ 8) and GEMM (m > 8) differ in.
+struct Kernel {
+    /// The variant exported (the GEMM has no subgroup operations: always portable).
+    subgroup: bool,
+    /// Embedded SPIR-V.
+    spirv: &'static [u8],
+    /// Invocations per workgroup (local_size_x).
+    workgroup: u32,
+    /// Output rows per workgroup.
+    rows: u64,
+    /// Activation rows (tokens) per workgroup.
+    tokens: u64,
+    /// Value of the kernel's own specialization id (not 233..235).
+    spec: Box<dyn Fn(u32) -> Option<u32>>,
+}
+
+/// The GEMV of `req.m` ≤ [`MAX_M`] rows with the device's workgroup choice.
+fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result<Kernel> {
     let t = dev.tuning;
-    let l = VkLayout::of(shape);
-    let workgroup = t.workgroup_for(l.chunks);
+    let workgroup = t.workgroup_for(chunks);
     let tuning = Tuning { workgroup, ..t };
     if workgroup > dev.max_workgroup {
         return Err(Error::Unsupported(format!(
@@ -198,9 +244,135 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
             req.m, dev.max_shared
         )));
     }
+    let (shape, scale, extras) = (req.shape, req.scale, req.extras);
+    let (m, x_f16) = (req.m, req.x_f16);
+    let spec = move |id: u32| {
+        let spec = SPECS
+            .iter()
+            .find(|s| (if extras.extended { s.3 } else { s.2 }) == Some(id))?
+            .0;
+        Some(match spec {
+            Spec::Rows => tuning.rows,
+            Spec::M => m,
+            Spec::HasZeros => shape.zero_points as u32,
+            Spec::ScaleF32 => (scale == ScaleType::F32) as u32,
+            Spec::XF16 => x_f16 as u32,
+            Spec::Workgroup => workgroup,
+            Spec::Unroll => tuning.unroll,
+            Spec::Split => tuning.split,
+            Spec::SubgroupSize => tuning.subgroup,
+            Spec::HasOffsets => extras.offsets as u32,
+            Spec::HasKOrder => extras.k_order as u32,
+        })
+    };
+    Ok(Kernel {
+        subgroup: req.subgroup,
+        spirv: match (extras.extended, req.subgroup) {
+            (false, false) => shaders::GEMV_EXPORT_PORTABLE,
+            (false, true) => shaders::GEMV_EXPORT_SUBGROUP,
+            (true, false) => shaders::GEMV_EXPORT_EXTENDED_PORTABLE,
+            (true, true) => shaders::GEMV_EXPORT_EXTENDED_SUBGROUP,
+        },
+        workgroup,
+        rows: tuning.rows as u64,
+        tokens: req.m as u64,
+        spec: Box::new(spec),
+    })
+}
+
+/// The SIMT GEMM (`shaders/gemm_q4.comp`) for m > [`MAX_M`]: [`GEMM_TILE`]'s tile, with
+/// the workgroup grown along tokens to the device's subgroup size where that is larger
+/// (hosts such as ncnn round local sizes up to a multiple of it).
+fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
+    let t = GEMM_TILE;
+    let workgroup = (t.tx * t.ty).max(dev.subgroup_size);
+    let ty = workgroup / t.tx;
+    let (rows, tokens) = (t.tx * t.rn, ty * t.rm);
+    if !workgroup.is_multiple_of(t.tx) {
+        return Err(Error::Unsupported(format!(
+            "the exported GEMM's workgroup must be a multiple of {} and of the subgroup size {}",
+            t.tx, dev.subgroup_size
+        )));
+    }
+    if workgroup > dev.max_workgroup {
+        return Err(Error::Unsupported(format!(
+            "the exported GEMM needs a workgroup of {workgroup}; the device allows {}",
+            dev.max_workgroup
+        )));
+    }
+    // tile_w and tile_x: 32 k of f32 per row and per token.
+    let shared = 4 * 32 * (rows + tokens);
+    if shared > dev.max_shared {
+        return Err(Error::Unsupported(format!(
+            "the exported GEMM needs {shared} bytes of shared memory; the device has {}",
+            dev.max_shared
+        )));
+    }
+    let key = GemmKey {
+        zeros: req.shape.zero_points,
+        scale_f32: req.scale == ScaleType::F32,
+        x_f16: req.x_f16,
+        offsets: req.extras.offsets,
+        k_order: req.extras.k_order,
+    };
+    let values = key.spec_values(workgroup);
+    Ok(Kernel {
+        subgroup: false,
+        spirv: if req.extras.extended {
+            shaders::GEMM_EXPORT_EXTENDED
+        } else {
+            shaders::GEMM_EXPORT
+        },
+        workgroup,
+        rows: rows as u64,
+        tokens: tokens as u64,
+        spec: Box::new(move |id| values.get(id as usize).copied()),
+    })
+}
+
+/// Builds the export for `req` on `dev`: the GEMV for m ≤ [`MAX_M`], the GEMM beyond.
+pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
+    let shape = &req.shape;
+    let (n, k) = (shape.n as u64, shape.k as u64);
+    let extras = req.extras;
+    if !extras.extended && (extras.offsets || extras.k_order) {
+        return Err(Error::Unsupported(format!(
+            "the matrix has {}; the v0 kernel has no binding for them: ask for the extended kernel (Q4VK_KERNEL_EXPORT_EXTENDED) and pack with q4vk_matrix_pack_extended",
+            if extras.offsets {
+                "per-group offsets (GGUF Q4_1/Q4_K)"
+            } else {
+                "a column order (GPTQ act-order)"
+            }
+        )));
+    }
+    let params = GemvParams {
+        m: req.m,
+        x_f16: req.x_f16,
+        x_stride: req.x_stride,
+        y_stride: req.y_stride,
+    };
+    let XyExtent {
+        x_elems,
+        y_elems,
+        x_bytes: xb,
+        y_bytes: yb,
+    } = xy_extent(n, k, &params, "desc->")?;
+    let l = VkLayout::of(shape);
+    let kernel = if req.m > MAX_M {
+        gemm_kernel(req, dev)?
+    } else {
+        gemv_kernel(req, dev, l.chunks)?
+    };
     let [wb, sb, zb] = layout_bytes(shape, req.scale)?;
-    // The kernel indexes weights (uvec4), scales, zeros, x and y with 32 bits.
-    let indices = [n * l.chunks as u64, n * l.groups as u64, x_elems, y_elems];
+    let [ob, kb] = extra_bytes(shape, extras);
+    // The kernels index weights (uvec4; the GEMM u32 words), scales, zeros, x and y with
+    // 32 bits.
+    let indices = [
+        4 * n * l.chunks as u64,
+        n * l.groups as u64,
+        x_elems,
+        y_elems,
+    ];
     if indices.iter().any(|&i| i > u32::MAX as u64) || n > u32::MAX as u64 {
         return Err(Error::Unsupported(
             "the matrix or x/y need more than 2^32 elements in one buffer; the exported kernel indexes with 32 bits and takes one buffer per role (q4vk_matrix_create splits such matrices; the export cannot)".into(),
@@ -212,6 +384,8 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         ("zeros", zb),
         ("x", xb),
         ("y", yb),
+        ("offsets", ob),
+        ("column order", kb),
     ] {
         if bytes > dev.max_storage_range {
             return Err(Error::Unsupported(format!(
@@ -220,7 +394,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
             )));
         }
     }
-    let total = n.div_ceil(tuning.rows as u64);
+    let total = n.div_ceil(kernel.rows) * (req.m as u64).div_ceil(kernel.tokens);
     let [max_x, max_y] = dev.max_groups.map(u64::from);
     let (count, gx, gy) = dispatch_grid(total, [max_x, max_y]);
     if count < total {
@@ -240,55 +414,52 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         wg_count: total as u32,
         wg_offset: 0,
     };
-    let spirv = shaders::words(if req.subgroup {
-        shaders::GEMV_EXPORT_SUBGROUP
-    } else {
-        shaders::GEMV_EXPORT_PORTABLE
-    })?;
+    let mut push = push.words().to_vec();
+    if req.m > MAX_M {
+        // The GEMM's block has m after the GEMV's ten words (`#define GEMM`).
+        push.push(req.m);
+    }
+    let spirv = shaders::words(kernel.spirv)?;
     let mut specs = Vec::new();
     for id in spec_ids(&spirv) {
-        let spec = SPECS.iter().find(|s| s.2 == Some(id)).map(|s| s.0);
-        let value = match (spec, id) {
-            (Some(Spec::Rows), _) => tuning.rows,
-            (Some(Spec::M), _) => req.m,
-            (Some(Spec::HasZeros), _) => shape.zero_points as u32,
-            (Some(Spec::ScaleF32), _) => (req.scale == ScaleType::F32) as u32,
-            (Some(Spec::XF16), _) => req.x_f16 as u32,
-            (Some(Spec::Workgroup), _) | (None, 233) => workgroup,
-            (Some(Spec::Unroll), _) => tuning.unroll,
-            (Some(Spec::Split), _) => tuning.split,
-            (Some(Spec::SubgroupSize), _) => tuning.subgroup,
-            (None, 234 | 235) => 1,
-            (_, other) => {
-                return Err(Error::Internal(format!(
-                    "the exported SPIR-V has an unknown specialization id {other}"
-                )))
-            }
+        let value = match id {
+            233 => Some(kernel.workgroup),
+            234 | 235 => Some(1),
+            own => (kernel.spec)(own),
         };
+        let value = value.ok_or_else(|| {
+            Error::Internal(format!(
+                "the exported SPIR-V has an unknown specialization id {id}"
+            ))
+        })?;
         specs.push((id, value));
     }
-    let bindings = [
+    let roles = [
         (ROLE_WEIGHTS, wb),
         (ROLE_SCALES, sb),
         (ROLE_ZEROS, zb),
         (ROLE_X, xb),
         (ROLE_Y, yb),
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, &(role, bytes))| ExportBinding {
-        binding: i as u32,
-        role,
-        bytes,
-    })
-    .collect();
+        (ROLE_OFFSETS, ob),
+        (ROLE_K_ORDER, kb),
+    ];
+    let used = if extras.extended { 7 } else { 5 };
+    let bindings = roles[..used]
+        .iter()
+        .enumerate()
+        .map(|(i, &(role, bytes))| ExportBinding {
+            binding: i as u32,
+            role,
+            bytes,
+        })
+        .collect();
     Ok(Export {
-        subgroup: req.subgroup,
+        subgroup: kernel.subgroup,
         spirv,
         bindings,
-        push: push.words().to_vec(),
+        push,
         specs,
-        local_size: [workgroup, 1, 1],
+        local_size: [kernel.workgroup, 1, 1],
         groups: [gx as u32, gy as u32, 1],
     })
 }
@@ -297,14 +468,21 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
 mod tests {
     use super::*;
 
+    /// The six exported builds.
+    const BUILDS: [&[u8]; 6] = [
+        shaders::GEMV_EXPORT_PORTABLE,
+        shaders::GEMV_EXPORT_SUBGROUP,
+        shaders::GEMV_EXPORT_EXTENDED_PORTABLE,
+        shaders::GEMV_EXPORT_EXTENDED_SUBGROUP,
+        shaders::GEMM_EXPORT,
+        shaders::GEMM_EXPORT_EXTENDED,
+    ];
+
     /// ncnn's `Pipeline::create` maps entry i of its vector to constant id i and expects
     /// (own constants + 3) entries: the own ids must be 0..N-1, then 233..235.
     #[test]
     fn spec_ids_follow_ncnn() {
-        for (spv, own) in [
-            (shaders::GEMV_EXPORT_PORTABLE, 8),
-            (shaders::GEMV_EXPORT_SUBGROUP, 9),
-        ] {
+        for (spv, own) in BUILDS.into_iter().zip([8, 9, 10, 11, 7, 9]) {
             let ids = spec_ids(&shaders::words(spv).unwrap());
             let mut want: Vec<u32> = (0..own).collect();
             want.extend(SPEC_LOCAL_SIZE);
@@ -316,7 +494,7 @@ mod tests {
     /// `parameter`, so the names must survive compilation.
     #[test]
     fn push_block_is_named_parameter() {
-        for spv in [shaders::GEMV_EXPORT_PORTABLE, shaders::GEMV_EXPORT_SUBGROUP] {
+        for spv in BUILDS {
             assert!(spv.windows(10).any(|w| w == b"parameter\0"));
         }
     }
@@ -326,7 +504,7 @@ mod tests {
     /// kernel must not use them (it reads WORKGROUP instead).
     #[test]
     fn local_size_constants_are_unused() {
-        for spv in [shaders::GEMV_EXPORT_PORTABLE, shaders::GEMV_EXPORT_SUBGROUP] {
+        for spv in BUILDS {
             let w = shaders::words(spv).unwrap();
             let mut insts = Vec::new();
             let mut i = 5;
@@ -361,6 +539,55 @@ mod tests {
         }
     }
 
+    /// The extended kernel appends offsets (5) and column order (6) with their bytes and
+    /// specializes on them; the v0 kernel refuses matrices that need them.
+    #[test]
+    fn extended_export_appends_offsets_and_order() {
+        let shape = Q4Shape::new(10, 64, 32, 0).unwrap();
+        let mut req = ExportRequest {
+            shape,
+            scale: ScaleType::F32,
+            m: 1,
+            x_f16: false,
+            x_stride: 64,
+            y_stride: 10,
+            subgroup: false,
+            extras: Extras {
+                extended: false,
+                offsets: true,
+                k_order: false,
+            },
+        };
+        let dev = ExportDevice::unknown(default_tuning(false, 1, 1));
+        assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
+        req.extras.extended = true;
+        let e = export(&req, &dev).unwrap();
+        let roles: Vec<_> = e
+            .bindings
+            .iter()
+            .map(|b| (b.binding, b.role, b.bytes))
+            .collect();
+        assert_eq!(&roles[5..], &[(5, ROLE_OFFSETS, 80), (6, ROLE_K_ORDER, 0)]);
+        assert_eq!(roles[2], (2, ROLE_ZEROS, 0));
+        assert_eq!(&e.specs[8..10], &[(8, 1), (9, 0)]);
+        req.extras = Extras {
+            extended: true,
+            offsets: false,
+            k_order: true,
+        };
+        let e = export(&req, &dev).unwrap();
+        assert_eq!(e.bindings[6].bytes, 256);
+        assert_eq!(e.bindings[5].bytes, 0);
+        assert_eq!(&e.specs[8..10], &[(8, 0), (9, 1)]);
+        req.extras = Extras::default();
+        let e = export(&req, &dev).unwrap();
+        assert_eq!(e.bindings.len(), 5);
+        assert_eq!(
+            e.spirv,
+            shaders::words(shaders::GEMV_EXPORT_PORTABLE).unwrap()
+        );
+    }
+
     #[test]
     fn groups_go_2d_past_the_limit() {
         let shape = Q4Shape::new(1000, 64, 32, 1).unwrap();
@@ -372,6 +599,7 @@ mod tests {
             x_stride: 64,
             y_stride: 1000,
             subgroup: false,
+            extras: Extras::default(),
         };
         let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
         dev.max_groups = [100, 100];
@@ -380,5 +608,104 @@ mod tests {
         assert_eq!(e.push[8], 250);
         dev.max_groups = [10, 10];
         assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
+    }
+
+    /// m > 8 exports the GEMM: SPIR-V 1.0 whatever the variant, m as push word 10, one
+    /// workgroup per 64 rows x 32 tokens (tokens grown with a larger subgroup size), ids
+    /// 0..6 (0..8 extended) as q4vk's own GEMM pipeline, the grid checked.
+    #[test]
+    fn gemm_export_for_larger_m() {
+        let shape = Q4Shape::new(130, 100, 32, 1).unwrap();
+        let mut req = ExportRequest {
+            shape,
+            scale: ScaleType::F16,
+            m: 65,
+            x_f16: true,
+            x_stride: 101,
+            y_stride: 130,
+            subgroup: true,
+            extras: Extras::default(),
+        };
+        let mut dev = ExportDevice::unknown(default_tuning(true, 32, 32));
+        let e = export(&req, &dev).unwrap();
+        assert!(!e.subgroup);
+        assert_eq!(e.spirv, shaders::words(shaders::GEMM_EXPORT).unwrap());
+        assert_eq!(e.spirv[1], 0x0001_0000, "SPIR-V 1.0");
+        assert_eq!(e.push.len(), 11);
+        assert_eq!((e.push[8], e.push[10]), (3 * 3, 65));
+        assert_eq!(e.groups, [9, 1, 1]);
+        assert_eq!(e.local_size, [64, 1, 1]);
+        let own: Vec<u32> = e.specs[..7].iter().map(|s| s.1).collect();
+        assert_eq!(own, [64, 8, 8, 4, 1, 0, 1]);
+        assert_eq!(&e.specs[7..], &[(233, 64), (234, 1), (235, 1)]);
+        // x: 64 rows of 101 then 100, f16 in whole words; y: 65 rows of 130.
+        assert_eq!(e.bindings[3].bytes, 4 * (64 * 101u64 + 100).div_ceil(2));
+        assert_eq!(e.bindings[4].bytes, 4 * 65 * 130);
+        // A host that rounds to 128-wide subgroups: 16 x 8 invocations, 64 tokens each.
+        dev.subgroup_size = 128;
+        let e = export(&req, &dev).unwrap();
+        assert_eq!(
+            (e.local_size[0], e.specs[0].1, e.push[8]),
+            (128, 128, 3 * 2)
+        );
+        dev.subgroup_size = 0;
+        req.extras = Extras {
+            extended: true,
+            offsets: false,
+            k_order: true,
+        };
+        let e = export(&req, &dev).unwrap();
+        assert_eq!(
+            e.spirv,
+            shaders::words(shaders::GEMM_EXPORT_EXTENDED).unwrap()
+        );
+        assert_eq!(&e.specs[7..9], &[(7, 0), (8, 1)]);
+        assert_eq!(e.bindings.len(), 7);
+        dev.max_groups = [4, 2];
+        assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
+        dev.max_groups = [4, 3];
+        assert_eq!(export(&req, &dev).unwrap().groups, [4, 3, 1]);
+        dev.max_shared = 8192;
+        assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
+    }
+
+    /// What q4vk_kernel_info documents for reusing one GEMM pipeline at another m: only
+    /// push words 8 and 10, the group counts and the x/y bytes change, as computed there.
+    #[test]
+    fn gemm_export_per_m_follows_the_documented_rule() {
+        let shape = Q4Shape::new(1000, 96, 32, 0).unwrap();
+        for sg in [0, 128] {
+            let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
+            dev.subgroup_size = sg;
+            dev.max_groups = [20, 65535];
+            let req = |m: u32| ExportRequest {
+                shape,
+                scale: ScaleType::F16,
+                m,
+                x_f16: false,
+                x_stride: 96,
+                y_stride: 1000,
+                subgroup: false,
+                extras: Extras::default(),
+            };
+            let base = export(&req(9), &dev).unwrap();
+            let spec = |id: u32| base.specs.iter().find(|s| s.0 == id).unwrap().1;
+            let rows = (spec(1) * spec(2)) as u64;
+            let tokens = (base.local_size[0] / spec(1) * spec(3)) as u64;
+            for m in [9u32, 33, 64, 200, 1000] {
+                let e = export(&req(m), &dev).unwrap();
+                assert_eq!((&e.spirv, &e.specs), (&base.spirv, &base.specs));
+                assert_eq!(e.local_size, base.local_size);
+                let wg = 1000u64.div_ceil(rows) * (m as u64).div_ceil(tokens);
+                let gx = wg.min(20);
+                let mut push = base.push.clone();
+                push[8] = wg as u32;
+                push[10] = m;
+                assert_eq!(e.push, push, "m {m} sg {sg}");
+                assert_eq!(e.groups, [gx as u32, wg.div_ceil(gx) as u32, 1]);
+                let xy: Vec<u64> = e.bindings[3..5].iter().map(|b| b.bytes).collect();
+                assert_eq!(xy, [4 * 96 * m as u64, 4 * 1000 * m as u64]);
+            }
+        }
     }
 }

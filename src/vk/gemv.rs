@@ -4,12 +4,15 @@
 use super::context::Context;
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
-use super::pipeline::{CoopKey, PipelineKey, Push};
+use super::pipeline::{
+    CoopGemmKey, CoopKey, GemmKey, PipelineKey, Push, GEMM_PUSH_WORDS, GEMM_TILE,
+};
 use super::xy_sets::{buffer_infos, writes};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
 
-/// Largest activation count (rows of x) the GEMV kernels take.
+/// Largest activation count (rows of x) the GEMV kernels take; larger m runs the GEMM
+/// kernels (same matrices, same bindings).
 pub const MAX_M: u32 = 8;
 
 /// A range of a `VkBuffer`.
@@ -26,7 +29,7 @@ pub struct BufferRange {
 /// Shape of one GEMV call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GemvParams {
-    /// Activation rows, 1..=8.
+    /// Activation rows, ≥ 1 (up to [`MAX_M`] the GEMV kernels, beyond the GEMM).
     pub m: u32,
     /// Activations are f16 (else f32).
     pub x_f16: bool,
@@ -36,15 +39,11 @@ pub struct GemvParams {
     pub y_stride: u64,
 }
 
-/// Checks the activation count: 0 is invalid, more than [`MAX_M`] unsupported.
+/// Checks the activation count: 0 is invalid. (The upper limits are those of x and y:
+/// [`xy_extent`], [`check_params`].)
 pub fn check_m(m: u32) -> Result<()> {
     if m == 0 {
         return Err(invalid!("m is 0; it must be at least 1"));
-    }
-    if m > MAX_M {
-        return Err(Error::Unsupported(format!(
-            "m is {m}; the GEMV kernels take m = 1..{MAX_M} (no GEMM path for larger batches yet)"
-        )));
     }
     Ok(())
 }
@@ -173,41 +172,72 @@ pub fn validate(
     Ok(())
 }
 
-/// The pipeline a GEMV of `mat` with `p` runs.
-/// How a GEMV of `mat` runs on `ctx`: the pipeline (created on first use), rows per
-/// workgroup and the push block's per-matrix fields.
+/// How a GEMV of `mat` runs on `ctx`: the pipeline (created on first use), rows and
+/// activation rows per workgroup and the push block's per-matrix fields.
 struct Plan {
     pipeline: vk::Pipeline,
     rows_per_wg: u64,
+    /// Activation rows per workgroup (the GEMV kernels take all m at once).
+    tokens_per_wg: u64,
     chunks: usize,
     groups: usize,
     group_shift: u32,
 }
 
+/// Whether a call with `m` activation rows on `mat` runs a GEMM kernel: for m > [`MAX_M`];
+/// on the tensor-core layout also at m = 8 for tall matrices (n ≥ 10240, k ≤ 8192), where
+/// the tensor-core GEMM (8 tokens per workgroup) measured faster than the GEMV on an H200
+/// (28672 × 8192: 79.7 vs 139.5 µs; 11008 × 4096: 36.9 vs 39.9 µs) and slower on the other
+/// shapes and at m = 4 (bench/RESULTS.md); from `ContextConfig::gemm_from_m` when set.
+pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
+    if let Some(from) = ctx.gemm_from_m {
+        return m >= from;
+    }
+    m > MAX_M || (m == MAX_M && mat.coop.is_some() && mat.shape.n >= 10240 && mat.shape.k <= 8192)
+}
+
 /// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
-/// context's SIMT variant.
+/// context's SIMT variant; the GEMM of the matrix's layout where [`runs_gemm`] says so.
 fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
+    let gemm = runs_gemm(ctx, mat, p.m);
     let Some(c) = &mat.coop else {
-        let key = PipelineKey {
-            portable: ctx.portable,
-            workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
-            m: p.m,
-            zeros: mat.shape.zero_points,
-            scale_f32: mat.scale_f32,
-            x_f16: p.x_f16,
-            offsets: mat.offsets,
-            k_order: mat.k_order.is_some(),
+        let (pipeline, rows, tokens) = if gemm {
+            let key = GemmKey {
+                zeros: mat.shape.zero_points,
+                scale_f32: mat.scale_f32,
+                x_f16: p.x_f16,
+                offsets: mat.offsets,
+                k_order: mat.k_order.is_some(),
+            };
+            let t = GEMM_TILE;
+            (ctx.pipelines.get_gemm(key)?, t.rows(), t.tokens())
+        } else {
+            let key = PipelineKey {
+                portable: ctx.portable,
+                workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
+                m: p.m,
+                zeros: mat.shape.zero_points,
+                scale_f32: mat.scale_f32,
+                x_f16: p.x_f16,
+                offsets: mat.offsets,
+                k_order: mat.k_order.is_some(),
+            };
+            (ctx.pipelines.get(key)?, ctx.pipelines.tuning.rows, p.m)
         };
         return Ok(Plan {
-            pipeline: ctx.pipelines.get(key)?,
-            rows_per_wg: ctx.pipelines.tuning.rows as u64,
+            pipeline,
+            rows_per_wg: rows as u64,
+            tokens_per_wg: tokens as u64,
             chunks: mat.layout.chunks,
             groups: mat.layout.groups,
             group_shift: mat.layout.group_shift,
         });
     };
-    let tiles = mat.shape.n.div_ceil(crate::layout::coop::TILE_ROWS);
     let info = &ctx.device.info;
+    if gemm {
+        return coop_gemm_plan(ctx, mat, c, p);
+    }
+    let tiles = mat.shape.n.div_ceil(crate::layout::coop::TILE_ROWS);
     let (t, s) = ctx.coop_tuning.unwrap_or_else(|| {
         super::coop::choose_shape(tiles, c.stages, p.m, c.block, info.max_shared)
     });
@@ -231,6 +261,50 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
     Ok(Plan {
         pipeline: ctx.pipelines.get_coop(key)?,
         rows_per_wg: 16 * t as u64,
+        tokens_per_wg: p.m as u64,
+        chunks: c.stages,
+        groups: c.groups,
+        group_shift: c.group_shift,
+    })
+}
+
+/// The tensor-core GEMM's plan: at m ≤ 8, 8 tokens per workgroup, 2 row tiles per subgroup
+/// and 4 subgroups (128 rows); beyond, 16 tokens per workgroup and, for f32 activations,
+/// 2 row tiles per subgroup and 4 subgroups up to m = 32, 8 subgroups (256 rows) beyond;
+/// for f16 activations 1 tile and 8 subgroups (the fastest of a sweep on an H200,
+/// bench/RESULTS.md), unless the context fixes the shape.
+fn coop_gemm_plan(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    c: &crate::layout::coop::CoopLayout,
+    p: &GemvParams,
+) -> Result<Plan> {
+    let (tiles, subgroups, tokens) = ctx.coop_gemm_tuning.unwrap_or(match (p.x_f16, p.m) {
+        (_, ..=MAX_M) => (2, 4, 8),
+        (true, _) => (1, 8, 16),
+        (false, ..=32) => (2, 4, 16),
+        (false, _) => (2, 8, 16),
+    });
+    let key = CoopGemmKey {
+        tiles,
+        subgroups,
+        tokens,
+        zeros: mat.shape.zero_points,
+        x_f16: p.x_f16,
+        block: c.block,
+        offsets: mat.offsets,
+    };
+    let max_shared = ctx.device.info.max_shared;
+    if key.shared_bytes() > max_shared {
+        return Err(Error::Unsupported(format!(
+            "the tensor-core GEMM with {tokens} tokens per workgroup needs {} bytes of shared memory; the device has {max_shared}",
+            key.shared_bytes()
+        )));
+    }
+    Ok(Plan {
+        pipeline: ctx.pipelines.get_coop_gemm(key)?,
+        rows_per_wg: key.rows() as u64,
+        tokens_per_wg: tokens as u64,
         chunks: c.stages,
         groups: c.groups,
         group_shift: c.group_shift,
@@ -252,6 +326,7 @@ pub fn record(
     let Plan {
         pipeline,
         rows_per_wg,
+        tokens_per_wg,
         chunks,
         groups,
         group_shift,
@@ -295,7 +370,8 @@ pub fn record(
                 &[part.set],
                 &[],
             );
-            let total = (part.rows as u64).div_ceil(rows_per_wg);
+            let total =
+                (part.rows as u64).div_ceil(rows_per_wg) * (p.m as u64).div_ceil(tokens_per_wg);
             let mut done = 0u64;
             while done < total {
                 let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
@@ -311,7 +387,11 @@ pub fn record(
                     wg_count: count as u32,
                     wg_offset: done as u32,
                 };
-                d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &push.bytes());
+                // The GEMV kernels read the block, the GEMM ones also m after it.
+                let mut bytes = [0u8; 4 * GEMM_PUSH_WORDS];
+                bytes[..40].copy_from_slice(&push.bytes());
+                bytes[40..].copy_from_slice(&p.m.to_ne_bytes());
+                d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
                 d.cmd_dispatch(cmd, gx as u32, gy as u32, 1);
                 done += count;
             }

@@ -172,20 +172,21 @@ pub enum Spec {
 
 /// The one table of the SIMT kernel's specialization ids: (constant, id in q4vk's own
 /// build (`local_size_x_id` 0, then `SPEC_*` of `shaders/gemv_q4.comp`), id in the exported
-/// build (`shaders/gemv_export.glsl`: ncnn wants the kernel's own ids contiguous from 0,
-/// with the subgroup size last as the portable variant lacks it); `None`: not exported).
-pub const SPECS: [(Spec, u32, Option<u32>); 11] = [
-    (Spec::Workgroup, 0, Some(5)),
-    (Spec::Rows, 1, Some(0)),
-    (Spec::M, 2, Some(1)),
-    (Spec::HasZeros, 3, Some(2)),
-    (Spec::ScaleF32, 4, Some(3)),
-    (Spec::XF16, 5, Some(4)),
-    (Spec::SubgroupSize, 6, Some(8)),
-    (Spec::Unroll, 7, Some(6)),
-    (Spec::Split, 8, Some(7)),
-    (Spec::HasOffsets, 9, None),
-    (Spec::HasKOrder, 10, None),
+/// build and id in the extended exported build (`shaders/gemv_export.glsl`: ncnn wants the
+/// kernel's own ids contiguous from 0, with the subgroup size last as the portable variant
+/// lacks it); `None`: not in that build).
+pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 11] = [
+    (Spec::Workgroup, 0, Some(5), Some(5)),
+    (Spec::Rows, 1, Some(0), Some(0)),
+    (Spec::M, 2, Some(1), Some(1)),
+    (Spec::HasZeros, 3, Some(2), Some(2)),
+    (Spec::ScaleF32, 4, Some(3), Some(3)),
+    (Spec::XF16, 5, Some(4), Some(4)),
+    (Spec::SubgroupSize, 6, Some(8), Some(10)),
+    (Spec::Unroll, 7, Some(6), Some(6)),
+    (Spec::Split, 8, Some(7), Some(7)),
+    (Spec::HasOffsets, 9, None, Some(8)),
+    (Spec::HasKOrder, 10, None, Some(9)),
 ];
 
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
@@ -236,12 +237,123 @@ impl CoopKey {
     }
 }
 
+/// Which SIMT GEMM pipeline (`shaders/gemm_q4.comp`, m > 8). The tile shape is
+/// [`GEMM_TILE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GemmKey {
+    /// Per-group zero points.
+    pub zeros: bool,
+    /// f32 scales.
+    pub scale_f32: bool,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// Per-group f32 offsets instead of zero points.
+    pub offsets: bool,
+    /// x gathered through the matrix's column-to-input order.
+    pub k_order: bool,
+}
+
+impl GemmKey {
+    /// The specialization constants of `shaders/gemm_q4.comp` by id (0..8), with
+    /// `workgroup` invocations of [`GEMM_TILE`]'s rows and tokens per invocation (ids 0..8
+    /// in q4vk's build and in the exported ones; the v0 export has ids 0..6 only).
+    pub fn spec_values(&self, workgroup: u32) -> [u32; 9] {
+        let t = GEMM_TILE;
+        [
+            workgroup,
+            t.tx,
+            t.rn,
+            t.rm,
+            self.zeros as u32,
+            self.scale_f32 as u32,
+            self.x_f16 as u32,
+            self.offsets as u32,
+            self.k_order as u32,
+        ]
+    }
+}
+
+/// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemmTile {
+    /// Invocations along rows.
+    pub tx: u32,
+    /// Invocations along tokens.
+    pub ty: u32,
+    /// Rows per invocation.
+    pub rn: u32,
+    /// Tokens per invocation.
+    pub rm: u32,
+}
+
+impl GemmTile {
+    /// Rows per workgroup.
+    pub fn rows(&self) -> u32 {
+        self.tx * self.rn
+    }
+
+    /// Tokens (activation rows) per workgroup.
+    pub fn tokens(&self) -> u32 {
+        self.ty * self.rm
+    }
+}
+
+/// The SIMT GEMM's tile: 64 invocations (Vulkan's minimum workgroup limit is 128), 64 rows
+/// × 32 tokens, 8 × 4 outputs per invocation, 12 KiB of shared memory.
+pub const GEMM_TILE: GemmTile = GemmTile {
+    tx: 8,
+    ty: 8,
+    rn: 8,
+    rm: 4,
+};
+
+/// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`, m > 8, specialization
+/// constants 0..6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CoopGemmKey {
+    /// Row tiles of 16 rows per subgroup.
+    pub tiles: u32,
+    /// Subgroups of 32 per workgroup, each with its own row tiles.
+    pub subgroups: u32,
+    /// Tokens (activation rows) per workgroup, a multiple of 8 and of `subgroups`.
+    pub tokens: u32,
+    /// Per-group zero points.
+    pub zeros: bool,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// k per block (32, 64 or 128).
+    pub block: u32,
+    /// Per-group f32 offsets instead of zero points.
+    pub offsets: bool,
+}
+
+impl CoopGemmKey {
+    /// Bytes of the kernel's shared memory: staged B (f16, 128 k × one column per token
+    /// for f16 activations, two for f32), block factors and sums.
+    pub fn shared_bytes(&self) -> u32 {
+        let cols = if self.x_f16 { 1 } else { 2 } * self.tokens;
+        2 * COOP_KPAD * cols + 2 * 4 * (128 / self.block) * self.tokens
+    }
+
+    /// Rows per workgroup.
+    pub fn rows(&self) -> u32 {
+        16 * self.tiles * self.subgroups
+    }
+}
+
+/// 32-bit words of the GEMM kernels' push block: [`Push`], then m.
+pub const GEMM_PUSH_WORDS: usize = 11;
+
+/// Column stride (f16 elements) of the tensor-core kernels' staged B (`KPAD` of
+/// `shaders/coop_common.glsl`): 128 k and a pad of 8.
+pub const COOP_KPAD: u32 = 136;
+
 /// Bytes of the tensor-core kernel's shared memory for `tiles` × `subgroups` at `m`
-/// activation rows and blocks of `block` k: per subgroup, staged B (f16, 128 k × 8 columns
-/// per 4 activation rows), block factors and block sums (both padded ×4), final sums.
+/// activation rows and blocks of `block` k: per subgroup, staged B (f16, [`COOP_KPAD`] ×
+/// 8 columns per 4 activation rows), block factors and block sums (both padded ×4), final sums.
 pub fn coop_shared_bytes(tiles: u32, subgroups: u32, m: u32, block: u32) -> u32 {
     let cols = 8 * m.div_ceil(4);
-    let per_subgroup = 2 * 128 * cols + 2 * 16 * (128 / block) * m + 4 * tiles * 16 * m;
+    let per_subgroup = 2 * COOP_KPAD * cols + 2 * 16 * (128 / block) * m + 4 * tiles * 16 * m;
     subgroups * per_subgroup
 }
 
@@ -252,7 +364,8 @@ pub struct Pipelines {
     pub matrix_set: vk::DescriptorSetLayout,
     /// Set 1: x and y (a push-descriptor layout when the device has them).
     pub xy_set: vk::DescriptorSetLayout,
-    /// The pipeline layout (sets 0 and 1, 40 bytes of push constants).
+    /// The pipeline layout (sets 0 and 1, 44 bytes of push constants: [`Push`] and the
+    /// GEMM's m).
     pub layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
     /// The one kernel variant this context runs: portable (shared-memory reduction) or
@@ -261,10 +374,16 @@ pub struct Pipelines {
     pub portable: bool,
     module: vk::ShaderModule,
     coop_module: vk::ShaderModule,
+    /// The GEMM kernels' modules (SIMT, tensor-core), each created with its first
+    /// pipeline: contexts that never see m > 8 never create them.
+    gemm_module: Mutex<vk::ShaderModule>,
+    coop_gemm_module: Mutex<vk::ShaderModule>,
     /// Workgroup shape.
     pub tuning: Tuning,
     pipelines: Mutex<HashMap<PipelineKey, vk::Pipeline>>,
     coop_pipelines: Mutex<HashMap<CoopKey, vk::Pipeline>>,
+    gemm_pipelines: Mutex<HashMap<GemmKey, vk::Pipeline>>,
+    coop_gemm_pipelines: Mutex<HashMap<CoopGemmKey, vk::Pipeline>>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -310,9 +429,13 @@ impl Pipelines {
             portable,
             module: vk::ShaderModule::null(),
             coop_module: vk::ShaderModule::null(),
+            gemm_module: Mutex::new(vk::ShaderModule::null()),
+            coop_gemm_module: Mutex::new(vk::ShaderModule::null()),
             tuning,
             pipelines: Mutex::new(HashMap::new()),
             coop_pipelines: Mutex::new(HashMap::new()),
+            gemm_pipelines: Mutex::new(HashMap::new()),
+            coop_gemm_pipelines: Mutex::new(HashMap::new()),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -338,9 +461,10 @@ impl Pipelines {
                 )
                 .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
             let sets = [this.matrix_set, this.xy_set];
+            // The GEMV kernels read the first 40 bytes, the GEMM ones also m.
             let ranges = [vk::PushConstantRange::default()
                 .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                .size(std::mem::size_of::<Push>() as u32)];
+                .size(4 * GEMM_PUSH_WORDS as u32)];
             this.layout = d
                 .create_pipeline_layout(
                     &vk::PipelineLayoutCreateInfo::default()
@@ -412,7 +536,7 @@ impl Pipelines {
             Spec::HasKOrder => key.k_order as u32,
         };
         let mut values = [0u32; SPECS.len()];
-        for (spec, id, _) in SPECS {
+        for (spec, id, _, _) in SPECS {
             values[id as usize] = value(spec);
         }
         let pipeline = self.create(self.module, &values)?;
@@ -423,11 +547,7 @@ impl Pipelines {
     /// The tensor-core pipeline for `key`, created on first use (contexts made with
     /// `coop` only).
     pub fn get_coop(&self, key: CoopKey) -> Result<vk::Pipeline> {
-        if self.coop_module == vk::ShaderModule::null() {
-            return Err(Error::Unsupported(
-                "the matrix is in the tensor-core layout (made by a context that uses cooperative matrices) and this context does not use them (Q4VK_CONTEXT_NO_COOPMAT, Q4VK_NO_COOPMAT=1, the portable kernels or an adopted device); create the matrix on this context".into(),
-            ));
-        }
+        self.check_coop()?;
         let mut map = self
             .coop_pipelines
             .lock()
@@ -447,6 +567,68 @@ impl Pipelines {
         let pipeline = self.create(self.coop_module, &values)?;
         map.insert(key, pipeline);
         Ok(pipeline)
+    }
+
+    /// The SIMT GEMM pipeline for `key`, created (with the module, the first time) on first
+    /// use.
+    pub fn get_gemm(&self, key: GemmKey) -> Result<vk::Pipeline> {
+        let mut map = self
+            .gemm_pipelines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(&p) = map.get(&key) {
+            return Ok(p);
+        }
+        let module = self.lazy_module(&self.gemm_module, shaders::GEMM)?;
+        let t = GEMM_TILE;
+        let pipeline = self.create(module, &key.spec_values(t.tx * t.ty))?;
+        map.insert(key, pipeline);
+        Ok(pipeline)
+    }
+
+    /// The tensor-core GEMM pipeline for `key`, created (with the module, the first time)
+    /// on first use (contexts made with `coop` only).
+    pub fn get_coop_gemm(&self, key: CoopGemmKey) -> Result<vk::Pipeline> {
+        self.check_coop()?;
+        let mut map = self
+            .coop_gemm_pipelines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(&p) = map.get(&key) {
+            return Ok(p);
+        }
+        let module = self.lazy_module(&self.coop_gemm_module, shaders::GEMM_COOP)?;
+        let values = [
+            32 * key.subgroups,
+            key.tiles,
+            key.tokens,
+            key.zeros as u32,
+            key.x_f16 as u32,
+            key.block,
+            key.offsets as u32,
+        ];
+        let pipeline = self.create(module, &values)?;
+        map.insert(key, pipeline);
+        Ok(pipeline)
+    }
+
+    /// Refuses the tensor-core kernels on a context that does not run them.
+    fn check_coop(&self) -> Result<()> {
+        if self.coop_module == vk::ShaderModule::null() {
+            return Err(Error::Unsupported(
+                "the matrix is in the tensor-core layout (made by a context that uses cooperative matrices) and this context does not use them (Q4VK_CONTEXT_NO_COOPMAT, Q4VK_NO_COOPMAT=1, the portable kernels or an adopted device); create the matrix on this context".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The module in `slot`, created from `spv` on first use.
+    fn lazy_module(&self, slot: &Mutex<vk::ShaderModule>, spv: &[u8]) -> Result<vk::ShaderModule> {
+        let mut module = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if *module == vk::ShaderModule::null() {
+            *module = shader_module(&self.device.device, spv)?;
+        }
+        Ok(*module)
     }
 
     /// A compute pipeline of `module` with specialization constants 0.. = `values`.
@@ -501,26 +683,44 @@ pub fn cache_blob_matches(blob: &[u8], props: &vk::PhysicalDeviceProperties) -> 
 impl Drop for Pipelines {
     fn drop(&mut self) {
         let d = &self.device.device;
+        let pipelines = self
+            .pipelines
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, p)| p);
+        let coop = self
+            .coop_pipelines
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, p)| p);
+        let gemm = self
+            .gemm_pipelines
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, p)| p);
+        let coop_gemm = self
+            .coop_gemm_pipelines
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, p)| p);
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not
         // outlive the context (contract).
         unsafe {
-            for (_, p) in self
-                .pipelines
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner())
-                .drain()
-            {
-                d.destroy_pipeline(p, None);
-            }
-            for (_, p) in self
-                .coop_pipelines
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner())
-                .drain()
-            {
+            for p in pipelines.chain(coop).chain(gemm).chain(coop_gemm) {
                 d.destroy_pipeline(p, None);
             }
             d.destroy_shader_module(self.module, None);
+            d.destroy_shader_module(
+                *self
+                    .gemm_module
+                    .get_mut()
+                    .unwrap_or_else(|p| p.into_inner()),
+                None,
+            );
             d.destroy_shader_module(self.coop_module, None);
             d.destroy_pipeline_cache(self.cache, None);
             d.destroy_pipeline_layout(self.layout, None);

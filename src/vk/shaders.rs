@@ -8,6 +8,10 @@ pub const GEMV_SUBGROUP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_subgr
 pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_portable.spv");
 /// Tensor-core GEMV (`VK_KHR_cooperative_matrix`, f16 16 × 8 × 16), `layout::coop` weights.
 pub const GEMV_COOP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_coop.spv");
+/// Fused GEMM for m > 8 on the SIMT layout (no subgroup operations).
+pub const GEMM: &[u8] = include_bytes!("../../shaders/spv/gemm_q4.spv");
+/// Tensor-core GEMM for m > 8 (`VK_KHR_cooperative_matrix`), `layout::coop` weights.
+pub const GEMM_COOP: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_coop.spv");
 /// Fragment-layout probe of the tensor-core path (`vk::coop::probe`).
 pub const COOP_PROBE: &[u8] = include_bytes!("../../shaders/spv/coop_probe.spv");
 /// Exported GEMV (`q4vk_kernel_export`), portable, SPIR-V 1.0, ncnn's conventions.
@@ -16,6 +20,19 @@ pub const GEMV_EXPORT_PORTABLE: &[u8] =
 /// Exported GEMV with the subgroup reduction (SPIR-V 1.3).
 pub const GEMV_EXPORT_SUBGROUP: &[u8] =
     include_bytes!("../../shaders/spv/gemv_q4_export_subgroup.spv");
+/// Extended exported GEMV (`Q4VK_KERNEL_EXPORT_EXTENDED`: per-group offsets and column
+/// order in bindings 5 and 6), portable, SPIR-V 1.0.
+pub const GEMV_EXPORT_EXTENDED_PORTABLE: &[u8] =
+    include_bytes!("../../shaders/spv/gemv_q4_export_extended_portable.spv");
+/// Extended exported GEMV with the subgroup reduction (SPIR-V 1.3).
+pub const GEMV_EXPORT_EXTENDED_SUBGROUP: &[u8] =
+    include_bytes!("../../shaders/spv/gemv_q4_export_extended_subgroup.spv");
+/// Exported GEMM (`q4vk_kernel_export` at m > 8), SPIR-V 1.0, ncnn's conventions; no
+/// subgroup operations, so it serves every variant.
+pub const GEMM_EXPORT: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_export.spv");
+/// Extended exported GEMM (bindings 5 and 6 as [`GEMV_EXPORT_EXTENDED_PORTABLE`]).
+pub const GEMM_EXPORT_EXTENDED: &[u8] =
+    include_bytes!("../../shaders/spv/gemm_q4_export_extended.spv");
 /// Benchmark baseline: one invocation per row (binding 0 words, 1 scale+zero, 2 x, 3 y).
 pub const NAIVE: &[u8] = include_bytes!("../../shaders/spv/naive_q4.spv");
 /// Benchmark ceiling: uvec4 copy (binding 0 source, 1 destination).

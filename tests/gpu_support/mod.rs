@@ -242,3 +242,48 @@ pub fn check_gemv(gpu: &Gpu, mat: *mut q4vk_matrix, data: &Q4Data, x: &[f32], m:
     }
     reference::relative_error(&y, &reference::gemv(data, x, m))
 }
+
+/// One GEMV/GEMM case: `n` x `k` weights, `group` (-1 per channel), zero points, f32 scales,
+/// `m` activation rows.
+pub struct Case {
+    pub n: usize,
+    pub k: usize,
+    pub group: i32,
+    pub zeros: bool,
+    pub f32_scales: bool,
+    pub m: usize,
+}
+
+pub const fn case(n: usize, k: usize, group: i32, zeros: bool, f32_scales: bool, m: usize) -> Case {
+    Case {
+        n,
+        k,
+        group,
+        zeros,
+        f32_scales,
+        m,
+    }
+}
+
+/// Runs every case through `q4vk_gemv` on `gpu` (random Q4 data and x from `rng`) and fails
+/// on a relative error of 1e-5 or more against the f64 reference.
+pub fn run_cases(gpu: &Gpu, rng: &mut Rng, cases: &[Case]) {
+    for c in cases {
+        let data = random_q4(rng, c.n, c.k, c.group, c.zeros, c.f32_scales);
+        let mat = upload_q4(gpu, &data);
+        let x = rng.vec(c.m * c.k);
+        let err = check_gemv(gpu, mat, &data, &x, c.m);
+        assert!(
+            err < 1e-5,
+            "n {} k {} g {} zeros {} f32 scales {} m {}: rel err {err:e}",
+            c.n,
+            c.k,
+            c.group,
+            c.zeros,
+            c.f32_scales,
+            c.m
+        );
+        unsafe { q4vk_matrix_destroy(mat) };
+    }
+    gpu.assert_quiet();
+}

@@ -237,19 +237,6 @@ pub fn dequantize(d: &q4vk_matrix_desc) -> (u32, Vec<f32>) {
     (status, out)
 }
 
-/// `y = W·x` in f64 for reference weights `w` (`[n][k]`) and `x` (`[m][k]`).
-pub fn weights_gemv(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
-    let mut y = vec![0.0f64; m * n];
-    for mi in 0..m {
-        for row in 0..n {
-            y[mi * n + row] = (0..k)
-                .map(|kk| w[row * k + kk] as f64 * x[mi * k + kk] as f64)
-                .sum();
-        }
-    }
-    y
-}
-
 /// Whether a GPTQ case's `g_idx` puts inputs of a group apart (act-order).
 pub fn is_act_order(c: &Case) -> bool {
     c.source == Q4VK_SOURCE_GPTQ
@@ -309,7 +296,7 @@ pub fn imported_gemv_sweep(
             };
             assert_eq!(status, Q4VK_OK, "{}: {}", c.name, last_error());
             assert!(y.iter().all(|v| v.is_finite()), "{}: y not written", c.name);
-            let err = relative_error(&y, &weights_gemv(&w, &x, n, k, m));
+            let err = relative_error(&y, &reference(&w, &x, n, k, m));
             assert!(err < 1e-5, "{} m {m}: rel err {err:e}", c.name);
         }
         unsafe { q4vk_matrix_destroy(mat) };
@@ -322,4 +309,17 @@ pub fn imported_gemv_sweep(
 /// The f32 bytes of `w`.
 pub fn f32_bytes(w: &[f32]) -> Vec<u8> {
     w.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The f64 GEMV `y[m][n] = Σ_k x[m][k]·w[n][k]` of weights `w` `[n][k]`.
+pub fn reference(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
+    let mut y = vec![0.0f64; m * n];
+    for mi in 0..m {
+        for row in 0..n {
+            y[mi * n + row] = (0..k)
+                .map(|kk| w[row * k + kk] as f64 * x[mi * k + kk] as f64)
+                .sum();
+        }
+    }
+    y
 }

@@ -54,9 +54,17 @@ struct Options {
     coop: Option<(u32, u32)>,
     /// SIMT kernels only.
     no_coop: bool,
+    /// Fixed (tiles, subgroups, tokens) of the tensor-core GEMM.
+    coop_gemm: Option<(u32, u32, u32)>,
+    /// f16 activations (x rounded to f16 for the reference too).
+    x_f16: bool,
+    /// The GEMM kernels from this m on.
+    gemm_from: Option<u32>,
     /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
     /// per-group f32 offsets (w = s·u + o).
     offsets: bool,
+    /// Matrices with a column order (GPTQ act-order: x gathered through a permutation).
+    act_order: bool,
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
@@ -67,15 +75,21 @@ struct Options {
     cold_bytes: u64,
 }
 
+/// A comma-separated list of numbers.
+fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
+    arg.and_then(|v| v.split(',').map(|i| i.parse().ok()).collect())
+}
+
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--offsets] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M] [--gemm-from M] [--offsets] [--act-order] [--f16] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
-    let mut offsets = false;
+    let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, None, None);
+    let mut act_order = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -89,23 +103,25 @@ fn main() {
             "--coop-sweep" => coop_sweep = true,
             "--no-coop" => no_coop = true,
             "--offsets" => offsets = true,
+            "--act-order" => act_order = true,
+            "--f16" => x_f16 = true,
             "--coop" => {
-                let v: Option<Vec<u32>> = args
-                    .next()
-                    .and_then(|v| v.split(',').map(|i| i.parse().ok()).collect());
-                coop = match v.as_deref() {
+                coop = match numbers(args.next()).as_deref() {
                     Some(&[t, s]) => Some((t, s)),
                     _ => usage(),
                 };
             }
+            "--coop-gemm" => {
+                coop_gemm = match numbers(args.next()).as_deref() {
+                    Some(&[t, s, m]) => Some((t, s, m)),
+                    _ => usage(),
+                };
+            }
             "--m" => {
-                let v: Option<Vec<u32>> = args.next().and_then(|v| {
-                    v.split(',')
-                        .map(|i| i.parse().ok().filter(|m| (1..=8).contains(m)))
-                        .collect()
-                });
+                let v = numbers(args.next()).filter(|v| v.iter().all(|&m| m >= 1));
                 ms = Some(v.unwrap_or_else(|| usage()));
             }
+            "--gemm-from" => gemm_from = Some(number()),
             "--workgroup" => wg = Some(number()),
             "--rows" => rows = Some(number()),
             "--unroll" => unroll = Some(number()),
@@ -133,7 +149,11 @@ fn main() {
         ms: ms.unwrap_or_else(|| if quick { vec![1, 8] } else { vec![1, 2, 4, 8] }),
         coop,
         no_coop,
+        coop_gemm,
+        x_f16,
+        gemm_from,
         offsets,
+        act_order,
         tuning,
         unroll,
         split,
@@ -146,6 +166,12 @@ fn main() {
         eprintln!("q4vk-bench: {e}");
         std::process::exit(1);
     }
+}
+
+/// The kernel path the context ran (a GEMM kernel or not).
+fn path(ctx: &Context, gemm: bool) -> String {
+    let kind = if gemm { " GEMM" } else { "" };
+    format!("{}{kind}", ctx.kernel_path())
 }
 
 /// GB/s with three significant digits for small values.
@@ -174,6 +200,8 @@ fn context(
             split,
             no_coop: opt.no_coop || env.no_coopmat,
             coop_tuning: opt.coop,
+            coop_gemm_tuning: opt.coop_gemm,
+            gemm_from_m: opt.gemm_from,
             ..Default::default()
         },
         if std::env::var("Q4VK_BENCH_LOG").is_ok_and(|v| v == "1") {
@@ -226,16 +254,19 @@ fn run(opt: &Options) -> Result<()> {
         rate(copy)
     );
     println!(
-        "mode: {}; group 128, symmetric, f16 scales, f32 activations; medians of timestamp pairs",
+        "mode: {}; group 128, symmetric, f16 scales, {} activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens",
         if opt.quick {
             "quick (N/4, K/4)"
         } else {
             "full"
-        }
+        },
+        if opt.x_f16 { "f16" } else { "f32" }
     );
     println!();
-    println!("| N × K | m | path | cold µs | cold GB/s | % of copy | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s | cold µs per copy: min – max (copies) |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| N × K | m | path | cold µs | cold GB/s | % of copy | cold TFLOP/s | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s | cold µs per copy: min – max (copies) |");
+    println!(
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
     let mut seed = 0x9E3779B97F4A7C15u64;
     let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
     let all: Vec<usize> = (0..SHAPES.len()).collect();
@@ -261,14 +292,15 @@ fn run(opt: &Options) -> Result<()> {
                 )
             };
             println!(
-            "| {} × {} | {} | {} | {:.1} | {} | {:.0}% | {:.1} | {} | {} | {} | {:.1e} | {} | {:.1} – {:.1} ({}) |",
+            "| {} × {} | {} | {} | {:.1} | {} | {:.0}% | {:.1} | {:.1} | {} | {} | {} | {:.1e} | {} | {:.1} – {:.1} ({}) |",
             r.n,
             r.k,
             r.m,
-            ctx.kernel_path(),
+            path(&ctx, r.gemm),
             r.cold_us,
             rate(gbs(r.cold_us)),
             100.0 * gbs(r.cold_us) / copy,
+            2.0 * r.m as f64 * r.n as f64 * r.k as f64 / r.cold_us / 1e6,
             r.hot_us,
             rate(gbs(r.hot_us)),
             naive,

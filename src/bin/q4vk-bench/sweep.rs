@@ -67,7 +67,7 @@ pub(crate) fn sweep(opt: &Options) -> Result<()> {
         let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
         print!("| {wg} | {rows} | {unroll} | {split} |");
         for (d, x, r, cold) in &cases {
-            let (c, h, _, e, _) = time_gemv(&ctx, opt, (d, None), x, 1, Some(r), &probe)?;
+            let (c, h, _, e, _, _) = time_gemv(&ctx, opt, (d, None), x, 1, Some(r), &probe)?;
             if e > 1e-5 {
                 print!(" wrong ({e:.1e}) |");
                 continue;
@@ -142,8 +142,8 @@ pub(crate) fn coop_sweep(opt: &Options) -> Result<()> {
         }
         for (d, m, x, r, cold) in &cases {
             match time_gemv(&ctx, opt, (d, None), x, *m, Some(r), &probe) {
-                Ok((_, _, _, e, _)) if e > 1e-5 => print!(" wrong ({e:.1e}) |"),
-                Ok((c, h, _, _, _)) => print!(" {:.1} |", if *cold { c } else { h }),
+                Ok((_, _, _, e, _, _)) if e > 1e-5 => print!(" wrong ({e:.1e}) |"),
+                Ok((c, h, _, _, _, _)) => print!(" {:.1} |", if *cold { c } else { h }),
                 Err(e) => print!(" {e} |"),
             }
         }

@@ -295,8 +295,8 @@ public final class Q4vkTest {
             expectIae("aligned", "x at an unaligned position",
                     () -> ctx.gemv(mat, odd, direct(4 * n), 1));
             expectStatus(Q4vk.ERROR_INVALID_ARGUMENT, "m", "m = 0", () -> ctx.gemv(mat, x, y, 0));
-            expectStatus(Q4vk.ERROR_UNSUPPORTED, "m", "m = 9",
-                    () -> ctx.gemv(mat, new float[9 * k], new float[9 * n], 9));
+            expectStatus(Q4vk.ERROR_BUFFER_TOO_SMALL, "y_len", "m = 9 with y for 8 rows",
+                    () -> ctx.gemv(mat, new float[9 * k], new float[8 * n], 9));
             expectStatus(Q4vk.ERROR_NULL_POINTER, "mat is NULL", "null matrix", () -> ctx.gemv(null, x, y, 1));
         }
         Q4vk.Matrix closed = ctx.matrix(w, n, k, 32, false);

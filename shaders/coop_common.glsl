@@ -1,0 +1,135 @@
+// Shared by the tensor-core GEMV (`gemv_q4_coop.comp`) and GEMM (`gemm_q4_coop.comp`): the
+// bindings of a matrix part in the tensor-core layout (`layout::coop`) and of x and y, the
+// fragment types, the exact decode of A and the exact two-part split of x. The including
+// shader defines HAS_ZEROS, X_F16, BLOCK, BLOCKS (= 128 / BLOCK) and HAS_OFFSETS and
+// includes q4_common.glsl first.
+
+layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
+layout(set = 0, binding = 1) readonly buffer Scales { float s[]; };
+layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
+layout(set = 0, binding = 2) readonly buffer Offsets { float group_offset[]; };
+layout(set = 1, binding = 0) readonly buffer X1 { float x1[]; };
+layout(set = 1, binding = 0) readonly buffer XH { uint xh[]; };
+layout(set = 1, binding = 0) readonly buffer X4 { vec4 x4[]; };
+layout(set = 1, binding = 0) readonly buffer XH4 { uvec2 xh4[]; };
+layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
+
+// Staged B is column-major (element (k, column) at column * KPAD + k), so an invocation's
+// four consecutive k of one column are one 8-byte store and a subgroup's stores of a
+// column are contiguous; the 8-half pad puts the eight 16-byte column segments a fragment
+// load reads at once in different banks.
+const uint KPAD = 136;
+
+#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>
+#define MatC coopmat<float, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
+
+// Activation kk of row mi, 0 past K.
+float x_at(uint mi, uint kk) {
+    if (kk >= p.k) {
+        return 0.0;
+    }
+    uint i = mi * p.x_stride + kk;
+    if (X_F16) {
+        vec2 pair = unpackHalf2x16(xh[i >> 1]);
+        return (i & 1u) == 0u ? pair.x : pair.y;
+    }
+    return x1[i];
+}
+
+// Activations kk .. kk + 3 of row mi (0 past K): one 16-byte (f32) or 8-byte (f16) load
+// where the row and K allow, else one at a time.
+vec4 x4_at(uint mi, uint kk) {
+    uint i = mi * p.x_stride + kk;
+    if (kk + 4u <= p.k && (i & 3u) == 0u) {
+        if (X_F16) {
+            uvec2 pairs = xh4[i >> 2];
+            return vec4(unpackHalf2x16(pairs.x), unpackHalf2x16(pairs.y));
+        }
+        return x4[i >> 2];
+    }
+    return vec4(x_at(mi, kk), x_at(mi, kk + 1u), x_at(mi, kk + 2u), x_at(mi, kk + 3u));
+}
+
+// Activations x' = 2^-e x of one block of BLOCK k, held four per invocation by its
+// BLOCK / 4 neighbouring invocations (a butterfly over them), split into two exact f16
+// parts: 2^-e puts the block's max |x| in [2^14, 2^15) (both 2^e and 2^-e normal f32 powers
+// of two); hi = x' truncated to 11 significant bits (exact in f16 from 2^-14 up), by integer
+// ops a compiler cannot fold; lo = x' - hi, exact in f32 (13 bits), then rounded to f16.
+// `precise`: no narrowing or reassociation of these steps. Returns 2^e, the block's factor.
+float split_block(vec4 v, out f16vec4 hi, out f16vec4 lo) {
+    vec4 a = abs(v);
+    float mx = max(max(a.x, a.y), max(a.z, a.w));
+    [[unroll]] for (uint d = 1u; d < BLOCK / 4u; d <<= 1) {
+        mx = max(mx, subgroupShuffleXor(mx, d));
+    }
+    int e = int(bitfieldExtract(floatBitsToUint(mx), 23, 8)) - 127;
+    int shift = clamp(14 - e, -126, 126);
+    float up = uintBitsToFloat(uint(127 + shift) << 23);
+    precise vec4 scaled = v * up;
+    precise vec4 hi32 = uintBitsToFloat(floatBitsToUint(scaled) & 0xFFFFE000u);
+    precise vec4 lo32 = scaled - hi32;
+    hi = f16vec4(hi32);
+    lo = f16vec4(lo32);
+    return uintBitsToFloat(uint(127 - shift) << 23);
+}
+
+// Sum of the block's activations (held as v by its BLOCK / 4 invocations), in f32.
+float block_total(vec4 v) {
+    float sum = (v.x + v.y) + (v.z + v.w);
+    [[unroll]] for (uint d = 1u; d < BLOCK / 4u; d <<= 1) {
+        sum += subgroupShuffleXor(sum, d);
+    }
+    return sum;
+}
+
+// The eight codes of word q as u - z in A's element order (pairs: e0 e1 from nibbles 0, 4;
+// e2 e3 from 2, 6; e4 e5 from 1, 5; e6 e7 from 3, 7). The invocation's first row
+// (elements 0..3) sits in the low nibble of each byte and comes out as 1024 + u, its
+// second row (4..7) in the high nibble, as 1024 + 16 u; base0 = 1024 + z0 and
+// base1 = 64 + z1 (after the multiply by 1/16) take the zero points off.
+MatA decode(uint q, f16vec2 base0, f16vec2 base1) {
+    const f16vec2 SIXTEENTH = f16vec2(0.0625);
+    f16vec2 p0 = unpackFloat2x16((q & 0x000F000Fu) | 0x64006400u) - base0;
+    f16vec2 p1 = fma(unpackFloat2x16((q & 0x00F000F0u) | 0x64006400u), SIXTEENTH, -base1);
+    uint q8 = q >> 8;
+    f16vec2 p2 = unpackFloat2x16((q8 & 0x000F000Fu) | 0x64006400u) - base0;
+    f16vec2 p3 = fma(unpackFloat2x16((q8 & 0x00F000F0u) | 0x64006400u), SIXTEENTH, -base1);
+    MatA a;
+    a[0] = p0.x;
+    a[1] = p0.y;
+    a[2] = p2.x;
+    a[3] = p2.y;
+    a[4] = p1.x;
+    a[5] = p1.y;
+    a[6] = p3.x;
+    a[7] = p3.y;
+    return a;
+}
+
+// The zero point of scale slot i, or for matrices with offsets that offset (their codes
+// have no zero point: the decode subtracts 0).
+float zero_at(uint i) {
+    if (HAS_OFFSETS) {
+        return group_offset[i];
+    }
+    return float((z[i >> 2] >> (8u * (i & 3u))) & 0xFFu);
+}
+
+// This invocation's share of row tile `tile` at stage `stage` (of `stages` per tile): its
+// two uvec4 of A words (eight k-steps of 16) and, per block, the scales and zero points (or
+// offsets) of its rows g4 and g4 + 8.
+void load_stage(uint tile, uint stages, uint stage, uint lane, out uvec4 words[2],
+                out float sc[BLOCKS][2], out float zr[BLOCKS][2]) {
+    uint base = ((tile * stages + stage) * 2u) * 32u + lane;
+    words[0] = w[base];
+    words[1] = w[base + 32u];
+    [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
+        uint g = ((stage * 128u + b * BLOCK) >> 5) >> p.group_shift;
+        uint at = (tile * p.groups + g) * 16u + lane / 4u;
+        sc[b][0] = s[at];
+        sc[b][1] = s[at + 8u];
+        zr[b][0] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at) : 8.0;
+        zr[b][1] = HAS_ZEROS || HAS_OFFSETS ? zero_at(at + 8u) : 8.0;
+    }
+}

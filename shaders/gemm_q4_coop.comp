@@ -1,0 +1,232 @@
+#version 450
+// Tensor-core GEMM for m > 8 (prefill) through VK_KHR_cooperative_matrix (f16 x f16 -> f32,
+// 16 x 8 x 16) on the tensor-core layout, exact by construction as the GEMV
+// (`gemv_q4_coop.comp`, whose header gives the fragment layout it assumes):
+//
+// * A (16 rows x 16 k) holds u - z, exact in f16, decoded from the invocation's own words
+//   (`decode`), once per k-step and row tile, and used against every token of the tile.
+// * B holds the tile's tokens: f16 activations as they are (one column per token: products
+//   with u - z are exact in f32, no scaling); f32 activations as two exact f16 parts of
+//   2^-e x per block (`split_block`; columns 2 t and 2 t + 1 of token t), summed after the
+//   block's products.
+// * The block sums are scaled in f32 by s (and 2^e) into fp32 accumulators; matrices with
+//   offsets add b · Σx per block.
+//
+// Work split: a workgroup owns SUBGROUPS x TILES row tiles (16 rows each) by TOKENS tokens.
+// Per stage of 128 k its subgroups stage the tokens' x into shared memory together (token
+// t by subgroup t % SUBGROUPS, four values per invocation), then each subgroup multiplies
+// its TILES row tiles against all of them. Each invocation loads the next stage's words
+// (and scales, zeros) and x while it computes the current one. Workgroups are numbered tokens fastest,
+// so the ones reading the same rows run together and find the weights in the L2.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
+#define GEMM
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint TILES = 2;         // row tiles of 16 rows per subgroup
+layout(constant_id = 2) const uint TOKENS = 32;       // tokens per workgroup (a multiple of 8)
+layout(constant_id = 3) const bool HAS_ZEROS = false; // per-group zero points (else 8)
+layout(constant_id = 4) const bool X_F16 = false;     // activations are f16 (else f32)
+layout(constant_id = 5) const uint BLOCK = 128;       // k per block: min(group, 128), >= 32
+// Per-group f32 offsets in binding 2 (w = s·u + b, no zero point: GGUF Q4_1 / Q4_K).
+layout(constant_id = 6) const bool HAS_OFFSETS = false;
+
+const uint SUBGROUPS = gl_WorkGroupSize.x / 32u;
+const uint PARTS = X_F16 ? 1u : 2u;    // columns of B per token
+const uint COLS = PARTS * TOKENS;      // columns of a staged B row
+const uint NB = COLS / 8u;             // B matrices per k-step
+const uint BLOCKS = 128u / BLOCK;      // blocks per stage
+const uint TPS = TOKENS / SUBGROUPS;   // tokens each subgroup stages (the host keeps it whole)
+
+#include "q4_common.glsl"
+// Push-constant fields as this kernel reads them: rows = rows of the part; chunks = stages
+// of 128 k per row tile; groups, group_shift as for the SIMT kernel; m = tokens.
+
+#include "coop_common.glsl"
+
+// Sizes are multiples of 16 bytes (TOKENS is a multiple of 8), so staged_b (read by
+// coopMatLoad, which needs 16-byte alignment) stays aligned wherever it is placed.
+shared float16_t staged_b[COLS * KPAD];
+shared float block_scale[BLOCKS * TOKENS];
+shared float block_sum[BLOCKS * TOKENS];
+
+// This subgroup's activations of stage `stage`: tokens sg + SUBGROUPS i, four k per
+// invocation (0 for tokens past m).
+void load_x(uint sg, uint lane, uint stage, uint tok0, out vec4 xv[TPS]) {
+    [[unroll]] for (uint i = 0u; i < TPS; i++) {
+        uint tok = tok0 + sg + SUBGROUPS * i;
+        xv[i] = tok < p.m ? x4_at(tok, stage * 128u + 4u * lane) : vec4(0.0);
+    }
+}
+
+// Stages this subgroup's tokens (loaded by load_x) as columns of B, with the per-block
+// factors (and sums of x).
+void stage_b(uint sg, uint lane, vec4 xv[TPS]) {
+    [[unroll]] for (uint i = 0u; i < TPS; i++) {
+        uint t = sg + SUBGROUPS * i;
+        vec4 v = xv[i];
+        float factor = 1.0;
+        if (X_F16) {
+            f16vec4 h = f16vec4(v);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                staged_b[t * KPAD + 4u * lane + j] = h[j];
+            }
+        } else {
+            f16vec4 hi, lo;
+            factor = split_block(v, hi, lo);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                uint at = 2u * t * KPAD + 4u * lane + j;
+                staged_b[at] = hi[j];
+                staged_b[at + KPAD] = lo[j];
+            }
+        }
+        float sum = HAS_OFFSETS ? block_total(v) : 0.0;
+        if (lane % (BLOCK / 4u) == 0u) {
+            uint at = (4u * lane / BLOCK) * TOKENS + t;
+            block_scale[at] = factor;
+            block_sum[at] = sum;
+        }
+    }
+}
+
+void main() {
+    uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (wg >= p.wg_count) {
+        return;
+    }
+    wg += p.wg_offset;
+    uint sg = gl_SubgroupID;
+    uint lane = gl_SubgroupInvocationID;
+    uint g4 = lane / 4u;
+    uint c4 = lane % 4u;
+    uint tiles = (p.rows + 15u) / 16u;
+    uint stages = p.chunks;
+    uint token_tiles = (p.m + TOKENS - 1u) / TOKENS;
+    uint tok0 = (wg % token_tiles) * TOKENS;
+    uint tile0 = (wg / token_tiles) * SUBGROUPS * TILES + sg * TILES;
+
+    uint tile[TILES];
+    [[unroll]] for (uint t = 0u; t < TILES; t++) {
+        tile[t] = min(tile0 + t, tiles - 1u);
+    }
+
+    // C element e of B matrix h: row g4 + 8 (e / 2), column 8 h + 2 c4 + e % 2. acc[t][h][e]
+    // sums element e (f32 activations: elements 0 and 2 hold hi + lo of token 4 h + c4).
+    float acc[TILES][NB][4];
+    [[unroll]] for (uint t = 0u; t < TILES; t++) {
+        [[unroll]] for (uint h = 0u; h < NB; h++) {
+            [[unroll]] for (uint e = 0u; e < 4u; e++) {
+                acc[t][h][e] = 0.0;
+            }
+        }
+    }
+
+    uvec4 words[TILES][2];
+    float sc[TILES][BLOCKS][2];
+    float zr[TILES][BLOCKS][2];
+    vec4 xv[TPS];
+    [[unroll]] for (uint t = 0u; t < TILES; t++) {
+        load_stage(tile[t], stages, 0u, lane, words[t], sc[t], zr[t]);
+    }
+    load_x(sg, lane, 0u, tok0, xv);
+
+    for (uint stage = 0u; stage < stages; stage++) {
+        // The next stage's words, scales and zero points, in flight while this one runs.
+        uint next = min(stage + 1u, stages - 1u);
+        uvec4 next_words[TILES][2];
+        float next_sc[TILES][BLOCKS][2];
+        float next_zr[TILES][BLOCKS][2];
+        vec4 next_xv[TPS];
+        [[unroll]] for (uint t = 0u; t < TILES; t++) {
+            load_stage(tile[t], stages, next, lane, next_words[t], next_sc[t], next_zr[t]);
+        }
+        load_x(sg, lane, next, tok0, next_xv);
+
+        barrier();
+        stage_b(sg, lane, xv);
+        barrier();
+
+        [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
+            MatC c[TILES][NB];
+            [[unroll]] for (uint t = 0u; t < TILES; t++) {
+                [[unroll]] for (uint h = 0u; h < NB; h++) {
+                    c[t][h] = MatC(0.0);
+                }
+            }
+            f16vec2 base0[TILES], base1[TILES];
+            [[unroll]] for (uint t = 0u; t < TILES; t++) {
+                // With offsets, zr holds them and the codes' zero point is 0.
+                base0[t] = f16vec2(float16_t(HAS_OFFSETS ? 1024.0 : 1024.0 + zr[t][b][0]));
+                base1[t] = f16vec2(float16_t(HAS_OFFSETS ? 64.0 : 64.0 + zr[t][b][1]));
+            }
+            [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
+                MatB bm[NB];
+                [[unroll]] for (uint h = 0u; h < NB; h++) {
+                    coopMatLoad(bm[h], staged_b, 8u * h * KPAD + ks * 16u, KPAD,
+                                gl_CooperativeMatrixLayoutColumnMajor);
+                }
+                [[unroll]] for (uint t = 0u; t < TILES; t++) {
+                    MatA a = decode(words[t][ks / 4u][ks % 4u], base0[t], base1[t]);
+                    [[unroll]] for (uint h = 0u; h < NB; h++) {
+                        c[t][h] = coopMatMulAdd(a, bm[h], c[t][h]);
+                    }
+                }
+            }
+            [[unroll]] for (uint h = 0u; h < NB; h++) {
+                [[unroll]] for (uint t = 0u; t < TILES; t++) {
+                    if (X_F16) {
+                        // Tokens 8 h + 2 c4 (elements 0, 2) and + 1 (elements 1, 3).
+                        uint tk = b * TOKENS + 8u * h + 2u * c4;
+                        [[unroll]] for (uint e = 0u; e < 4u; e++) {
+                            uint r = e / 2u;
+                            float v = fma(c[t][h][e], sc[t][b][r], acc[t][h][e]);
+                            acc[t][h][e] = HAS_OFFSETS ? fma(zr[t][b][r], block_sum[tk + e % 2u], v) : v;
+                        }
+                    } else {
+                        uint tk = b * TOKENS + 4u * h + c4;
+                        float f = block_scale[tk];
+                        [[unroll]] for (uint r = 0u; r < 2u; r++) {
+                            float v = fma(c[t][h][2u * r] + c[t][h][2u * r + 1u], sc[t][b][r] * f,
+                                          acc[t][h][2u * r]);
+                            acc[t][h][2u * r] = HAS_OFFSETS ? fma(zr[t][b][r], block_sum[tk], v) : v;
+                        }
+                    }
+                }
+            }
+        }
+
+        [[unroll]] for (uint i = 0u; i < TPS; i++) {
+            xv[i] = next_xv[i];
+        }
+        [[unroll]] for (uint t = 0u; t < TILES; t++) {
+            words[t] = next_words[t];
+            [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
+                sc[t][b] = next_sc[t][b];
+                zr[t][b] = next_zr[t][b];
+            }
+        }
+    }
+
+    [[unroll]] for (uint t = 0u; t < TILES; t++) {
+        if (tile0 + t >= tiles) {
+            continue;
+        }
+        [[unroll]] for (uint h = 0u; h < NB; h++) {
+            [[unroll]] for (uint e = 0u; e < 4u; e++) {
+                if (!X_F16 && e % 2u == 1u) {
+                    continue;
+                }
+                uint row = (tile0 + t) * 16u + g4 + 8u * (e / 2u);
+                uint tok = tok0 + (X_F16 ? 8u * h + 2u * c4 + e % 2u : 4u * h + c4);
+                if (row < p.rows && tok < p.m) {
+                    y[tok * p.y_stride + p.row_base + row] = acc[t][h][e];
+                }
+            }
+        }
+    }
+}
