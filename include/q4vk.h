@@ -700,7 +700,7 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // scratch of m·n floats).
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-// another `VkDevice`), `UNSUPPORTED` (m > 8 on a CPU context; a context without a queue; m·k or m·n floats
+// another `VkDevice`), `UNSUPPORTED` (a context without a queue; m·k or m·n floats
 // beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
 // with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
 // `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),

@@ -158,7 +158,7 @@ unsafe fn handles<'a>(ctx: *mut q4vk_context, mat: *const q4vk_matrix) -> Result
 /// scratch of m·n floats).
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-/// another `VkDevice`), `UNSUPPORTED` (m > 8 on a CPU context; a context without a queue; m·k or m·n floats
+/// another `VkDevice`), `UNSUPPORTED` (a context without a queue; m·k or m·n floats
 /// beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
 /// with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
 /// `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
@@ -203,10 +203,6 @@ pub unsafe extern "C" fn q4vk_gemv(
         let (xs, ys) = unsafe { (in_slice(x, xn, "x")?, out_slice(y, yn, "y")?) };
         match pair {
             Pair::Vulkan(ctx, mat) => gemv::gemv_host(ctx, mat, xs, ys, m),
-            Pair::Cpu(_, _) if m > gemv::MAX_M => Err(Error::Unsupported(format!(
-                "m is {m}; the CPU context takes m = 1..{}",
-                gemv::MAX_M
-            ))),
             Pair::Cpu(ctx, mat) => {
                 crate::cpu::gemv::gemv(mat, xs, ys, m as usize, ctx.threads, ctx.isa)
             }

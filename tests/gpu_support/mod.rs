@@ -287,3 +287,21 @@ pub fn run_cases(gpu: &Gpu, rng: &mut Rng, cases: &[Case]) {
     }
     gpu.assert_quiet();
 }
+
+/// GEMM cases (m > 8): partial and whole tiles of rows and tokens (the SIMT GEMM's tile is
+/// 64 rows × 32 tokens), every group size, zero points, f32 scales, odd n and k.
+pub const GEMM_CASES: [Case; 6] = [
+    // The smallest GEMM: one partial tile of tokens, one partial chunk, per-channel.
+    case(7, 33, -1, false, false, 9),
+    // Half a tile of tokens (tiles: 64 rows x 32 tokens), group 32, zeros.
+    case(33, 97, 32, true, false, 16),
+    // One row and one token past a tile (65 = 64 + 1, 33 = 32 + 1), f32 scales, group 64
+    // with a partial group.
+    case(65, 160, 64, false, true, 33),
+    // Two whole tiles of tokens, group 128 with a partial group, zeros and f32 scales.
+    case(31, 300, 128, true, true, 64),
+    // Three tiles of rows, the last with one row, group 256 with a partial group.
+    case(129, 513, 256, false, false, 128),
+    // Many tokens (partial last tile), odd k, per-channel zeros.
+    case(45, 255, -1, true, false, 300),
+];
