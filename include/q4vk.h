@@ -241,8 +241,8 @@ typedef struct q4vk_gemv_args {
   uint32_t struct_size;
   // `Q4VK_GEMV_*` bits; others are refused.
   uint32_t flags;
-  // Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m the GEMM
-  // (same matrix, no extra memory). Limits: x and y each within 2^32 elements and the
+  // Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m (and m = 8
+  // on tall tensor-core matrices) the GEMM (same matrix, no extra memory). Limits: x and y each within 2^32 elements and the
   // device's `maxStorageBufferRange` (else `Q4VK_ERROR_UNSUPPORTED`).
   uint32_t m;
   // Must be 0.
@@ -691,7 +691,7 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
 //
 // Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
-// tiled GEMM that reads the same matrix (no dequantized copy, no workspace); the result
+// tiled GEMM (also m = 8 on tall tensor-core matrices) that reads the same matrix (no dequantized copy, no workspace); the result
 // is the same fp32-accurate sum either way.
 //
 // On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
