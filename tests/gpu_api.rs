@@ -27,41 +27,10 @@ fn run_cmd(gpu: &Gpu, mat: *mut q4vk_matrix, args: &q4vk_gemv_args) -> q4vk_stat
                 None,
             )
             .unwrap();
-        let cmd = d
-            .allocate_command_buffers(
-                &vk::CommandBufferAllocateInfo::default()
-                    .command_pool(pool)
-                    .command_buffer_count(1),
-            )
-            .unwrap()[0];
-        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
-            .unwrap();
-        let status = q4vk_cmd_gemv(gpu.ctx, mat, cmd.as_raw() as *mut _, args);
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-            .dst_access_mask(vk::AccessFlags::HOST_READ)];
-        d.cmd_pipeline_barrier(
-            cmd,
-            vk::PipelineStageFlags::COMPUTE_SHADER,
-            vk::PipelineStageFlags::HOST,
-            vk::DependencyFlags::empty(),
-            &barrier,
-            &[],
-            &[],
-        );
-        d.end_command_buffer(cmd).unwrap();
-        let fence = d
-            .create_fence(&vk::FenceCreateInfo::default(), None)
-            .unwrap();
-        let cmds = [cmd];
-        d.queue_submit(
-            ctx.device.queue,
-            &[vk::SubmitInfo::default().command_buffers(&cmds)],
-            fence,
-        )
-        .unwrap();
-        d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
-        d.destroy_fence(fence, None);
+        let mut status = Q4VK_OK;
+        submit_and_wait(d, ctx.device.queue, pool, |cmd| {
+            status = q4vk_cmd_gemv(gpu.ctx, mat, cmd.as_raw() as *mut _, args);
+        });
         d.destroy_command_pool(pool, None);
         status
     }

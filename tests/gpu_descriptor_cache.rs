@@ -96,7 +96,7 @@ fn descriptor_sets_are_a_bounded_ring() {
         d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
             .unwrap();
     };
-    let record = |a: &q4vk_gemv_args| {
+    let record = |cmd: vk::CommandBuffer, a: &q4vk_gemv_args| {
         let status = unsafe { q4vk_cmd_gemv(gpu.ctx, mat, cmd.as_raw() as *mut _, a) };
         assert_eq!(status, Q4VK_OK, "q4vk_cmd_gemv: {}", last_error());
     };
@@ -104,7 +104,7 @@ fn descriptor_sets_are_a_bounded_ring() {
     for batch in 0..3 * ring / 256 {
         begin();
         for i in 0..256 {
-            record(&args_at((batch * 256 + i) % slots, i % slots));
+            record(cmd, &args_at((batch * 256 + i) % slots, i % slots));
         }
         unsafe { d.end_command_buffer(cmd).unwrap() };
     }
@@ -118,35 +118,12 @@ fn descriptor_sets_are_a_bounded_ring() {
         xb.write(3 * i * x_slot, &bytes);
     }
     yb.write(0, &vec![0xFFu8; slots * y_slot]); // NaN everywhere
-    begin();
-    for i in 0..4 {
-        record(&args_at(3 * i, 5 * i));
-    }
     unsafe {
-        d.cmd_pipeline_barrier(
-            cmd,
-            vk::PipelineStageFlags::COMPUTE_SHADER,
-            vk::PipelineStageFlags::HOST,
-            vk::DependencyFlags::empty(),
-            &[vk::MemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-                .dst_access_mask(vk::AccessFlags::HOST_READ)],
-            &[],
-            &[],
-        );
-        d.end_command_buffer(cmd).unwrap();
-        let fence = d
-            .create_fence(&vk::FenceCreateInfo::default(), None)
-            .unwrap();
-        let cmds = [cmd];
-        d.queue_submit(
-            ctx.device.queue,
-            &[vk::SubmitInfo::default().command_buffers(&cmds)],
-            fence,
-        )
-        .unwrap();
-        d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
-        d.destroy_fence(fence, None);
+        submit_and_wait(d, ctx.device.queue, pool, |c| {
+            for i in 0..4 {
+                record(c, &args_at(3 * i, 5 * i));
+            }
+        });
         d.destroy_command_pool(pool, None);
     }
     for (i, x) in xs.iter().enumerate() {

@@ -3,7 +3,7 @@
 //! queue, host-visible buffers and a pipeline built from `q4vk_kernel_info` alone.
 #![allow(dead_code)]
 
-use crate::gpu_support::last_error;
+use crate::gpu_support::{last_error, submit_and_wait};
 use ash::vk;
 use q4vk::ffi::context::q4vk_context;
 use q4vk::ffi::kernel::*;
@@ -294,54 +294,24 @@ impl Host {
                 })
                 .collect();
             d.update_descriptor_sets(&writes, &[]);
-            let cmd = d
-                .allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default()
-                        .command_pool(self.pool)
-                        .command_buffer_count(1),
-                )
-                .unwrap()[0];
-            d.begin_command_buffer(
-                cmd,
-                &vk::CommandBufferBeginInfo::default()
-                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-            )
-            .unwrap();
-            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
-            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
             let push: Vec<u8> = info.push_constants[..info.push_constant_count as usize]
                 .iter()
                 .flat_map(|w| w.to_ne_bytes())
                 .collect();
-            d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &push);
-            let g = info.group_count;
-            d.cmd_dispatch(cmd, g[0], g[1], g[2]);
-            let barrier = [vk::MemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-                .dst_access_mask(vk::AccessFlags::HOST_READ)];
-            d.cmd_pipeline_barrier(
-                cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            );
-            d.end_command_buffer(cmd).unwrap();
-            let fence = d
-                .create_fence(&vk::FenceCreateInfo::default(), None)
-                .unwrap();
-            let cmds = [cmd];
-            d.queue_submit(
-                self.queue,
-                &[vk::SubmitInfo::default().command_buffers(&cmds)],
-                fence,
-            )
-            .unwrap();
-            d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
-            d.destroy_fence(fence, None);
-            d.free_command_buffers(self.pool, &cmds);
+            submit_and_wait(d, self.queue, self.pool, |cmd| {
+                d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
+                d.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::COMPUTE,
+                    layout,
+                    0,
+                    &[set],
+                    &[],
+                );
+                d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &push);
+                let g = info.group_count;
+                d.cmd_dispatch(cmd, g[0], g[1], g[2]);
+            });
             d.destroy_descriptor_pool(dpool, None);
             d.destroy_pipeline(pipeline, None);
             d.destroy_shader_module(module, None);

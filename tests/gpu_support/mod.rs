@@ -3,6 +3,7 @@
 //! reference.
 #![allow(dead_code)]
 
+use ash::vk;
 use q4vk::cpu::reference;
 use q4vk::ffi::context::*;
 use q4vk::ffi::gemv::*;
@@ -305,3 +306,57 @@ pub const GEMM_CASES: [Case; 6] = [
     // Many tokens (partial last tile), odd k, per-channel zeros.
     case(45, 255, -1, true, false, 300),
 ];
+
+/// Records `record` into a one-time command buffer from `pool` followed by a compute-write →
+/// host-read barrier, submits it to `queue`, waits for it and frees it.
+///
+/// # Safety
+/// `device`, `queue` and `pool` are live and belong together; `pool` is not used by another
+/// thread meanwhile.
+pub unsafe fn submit_and_wait(
+    device: &ash::Device,
+    queue: vk::Queue,
+    pool: vk::CommandPool,
+    record: impl FnOnce(vk::CommandBuffer),
+) {
+    let d = device;
+    let cmd = d
+        .allocate_command_buffers(
+            &vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .command_buffer_count(1),
+        )
+        .unwrap()[0];
+    d.begin_command_buffer(
+        cmd,
+        &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+    )
+    .unwrap();
+    record(cmd);
+    let barrier = [vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+        .dst_access_mask(vk::AccessFlags::HOST_READ)];
+    d.cmd_pipeline_barrier(
+        cmd,
+        vk::PipelineStageFlags::COMPUTE_SHADER,
+        vk::PipelineStageFlags::HOST,
+        vk::DependencyFlags::empty(),
+        &barrier,
+        &[],
+        &[],
+    );
+    d.end_command_buffer(cmd).unwrap();
+    let fence = d
+        .create_fence(&vk::FenceCreateInfo::default(), None)
+        .unwrap();
+    let cmds = [cmd];
+    d.queue_submit(
+        queue,
+        &[vk::SubmitInfo::default().command_buffers(&cmds)],
+        fence,
+    )
+    .unwrap();
+    d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
+    d.destroy_fence(fence, None);
+    d.free_command_buffers(pool, &cmds);
+}
