@@ -1,9 +1,10 @@
 /* The main job end to end from C: quantize float weights to q4vk's Q4 format, upload them
  * to whatever Vulkan device exists (lavapipe on CPU-only machines), run the fused int4
- * GEMV, and print its error against an f64 reference of the dequantized weights and its
- * throughput. Times are end to end through q4vk_gemv (host copies and submit included);
- * q4vk-bench measures the kernel alone. Usage: gemv_demo [N K]...  (default 4096 4096
- * 11008 4096). Exit status 0 when every error is below 1e-5. */
+ * GEMV (m = 1) and GEMM (m = 64, prefill), and print the error against an f64 reference
+ * of the dequantized weights and the throughput. Times are end to end through q4vk_gemv
+ * (host copies and submit included); q4vk-bench measures the kernels alone. Usage:
+ * gemv_demo [N K]... (m = 1 each; default 4096 4096 and 11008 4096 at m = 1, 4096 4096 at
+ * m = 64). Exit status 0 when every error is below 1e-5. */
 #define _POSIX_C_SOURCE 200809L
 #include "q4vk.h"
 
@@ -24,13 +25,15 @@ static int compare(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int run(q4vk_context *ctx, size_t n, size_t k) {
+/* One row of the table: y[m][n] = x[m][k] W^T for random f16 W (m = 1: decode, a GEMV;
+ * m > 8: prefill, the GEMM). */
+static int run(q4vk_context *ctx, size_t n, size_t k, size_t m) {
     const size_t group = 128;
     uint16_t *w = malloc(n * k * sizeof *w);
-    float *x = malloc(k * sizeof *x), *y = malloc(n * sizeof *y);
+    float *x = malloc(m * k * sizeof *x), *y = malloc(m * n * sizeof *y);
     rng r = {0x5eed + n * 31 + k};
     for (size_t i = 0; i < n * k; i++) w[i] = f32_to_f16((float)(rng_normal(&r) * 0.02));
-    for (size_t i = 0; i < k; i++) x[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
+    for (size_t i = 0; i < m * k; i++) x[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
 
     q4vk_matrix_desc md;
     q4vk_matrix_desc_default(&md); /* FLOAT source, group 128, symmetric, f16 */
@@ -53,7 +56,7 @@ static int run(q4vk_context *ctx, size_t n, size_t k) {
     double times[RUNS];
     for (int i = 0; i < RUNS + 1; i++) {
         double t0 = now_seconds();
-        q4vk_status s = q4vk_gemv(ctx, mat, x, k, y, n, 1);
+        q4vk_status s = q4vk_gemv(ctx, mat, x, m * k, y, m * n, (uint32_t)m);
         double t = now_seconds() - t0;
         if (s != Q4VK_OK) {
             char msg[512];
@@ -66,19 +69,22 @@ static int run(q4vk_context *ctx, size_t n, size_t k) {
     qsort(times, RUNS, sizeof times[0], compare);
     size_t groups = (k + group - 1) / group, row_bytes = (k + 1) / 2;
     double diff = 0, norm = 0;
-    for (size_t row = 0; row < n; row++) {
-        double acc = 0;
-        for (size_t i = 0; i < k; i++) {
-            uint8_t byte = qw[row * row_bytes + i / 2];
-            int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
-            acc += (double)(u - 8) * (double)f16_to_f32(qs[row * groups + i / group]) * (double)x[i];
+    for (size_t t = 0; t < m; t++)
+        for (size_t row = 0; row < n; row++) {
+            double acc = 0;
+            for (size_t i = 0; i < k; i++) {
+                uint8_t byte = qw[row * row_bytes + i / 2];
+                int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
+                acc += (double)(u - 8) * (double)f16_to_f32(qs[row * groups + i / group]) * (double)x[t * k + i];
+            }
+            double d = y[t * n + row] - acc;
+            diff += d * d;
+            norm += acc * acc;
         }
-        diff += (y[row] - acc) * (y[row] - acc);
-        norm += acc * acc;
-    }
     double err = sqrt(diff / norm);
-    double bytes = (double)(wb + sb + 4 * k + 4 * n);
-    printf("| %zu x %zu | %.2e | %.3f | %.2f |\n", n, k, err, times[RUNS / 2] * 1e3, bytes / times[RUNS / 2] / 1e9);
+    double bytes = (double)(wb + sb + 4 * m * (k + n)), sec = times[RUNS / 2];
+    printf("| %zu x %zu | %zu | %.2e | %.3f | %.2f | %.1f |\n", n, k, m, err, sec * 1e3, bytes / sec / 1e9,
+           2.0 * (double)(m * n * k) / sec / 1e9);
     q4vk_matrix_destroy(mat);
     free(w);
     free(x);
@@ -102,14 +108,18 @@ int main(int argc, char **argv) {
     }
     char name[256];
     q4vk_context_device_name(ctx, name, sizeof name);
-    printf("device: %s; FLOAT f16 weights -> Q4 g128 -> q4vk_gemv (m = 1, end to end)\n\n", name);
-    printf("| N x K | rel. error vs f64 | ms (median of 5) | GB/s end to end |\n|---|---|---|---|\n");
+    printf("device: %s; FLOAT f16 weights -> Q4 g128 -> q4vk_gemv (end to end: m = 1 decode, m = 64 "
+           "prefill)\n\n",
+           name);
+    printf("| N x K | m | rel. error vs f64 | ms (median of 5) | GB/s end to end | GFLOP/s |\n"
+           "|---|---|---|---|---|---|\n");
     int failures = 0;
     if (argc > 2) {
-        for (int i = 1; i + 1 < argc; i += 2) failures += run(ctx, (size_t)atol(argv[i]), (size_t)atol(argv[i + 1]));
+        for (int i = 1; i + 1 < argc; i += 2) failures += run(ctx, (size_t)atol(argv[i]), (size_t)atol(argv[i + 1]), 1);
     } else {
-        failures += run(ctx, 4096, 4096);
-        failures += run(ctx, 11008, 4096);
+        failures += run(ctx, 4096, 4096, 1);
+        failures += run(ctx, 11008, 4096, 1);
+        failures += run(ctx, 4096, 4096, 64);
     }
     q4vk_context_destroy(ctx);
     return failures ? 1 : 0;
