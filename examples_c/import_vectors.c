@@ -6,7 +6,7 @@
  * the extended export's bindings 0, 1, 2, 5, 6. Every case of the three manifests made a
  * matrix of a CPU context (Q4VK_CONTEXT_CPU: per-group offsets, x gathered for act-order)
  * must compute q4vk_gemv within 1e-5 (relative) of the f64 product of the reference
- * weights, for m = 1 and 8. Then bad input (wrong byte counts, k not a multiple of the
+ * weights, for m = 1, 8 and 33. Then bad input (wrong byte counts, k not a multiple of the
  * block, g_idx out of range or too short, zeros or g_idx given to a format without them,
  * ...) must give the expected status and a message naming the problem, and leave the
  * poisoned output untouched.
@@ -131,7 +131,7 @@ static int expect_refusal(const char *what, const q4vk_matrix_desc *d, size_t co
     return !ok;
 }
 
-/* The case as a matrix of the CPU context `ctx`: q4vk_gemv for m = 1 and 8 against the f64
+/* The case as a matrix of the CPU context `ctx`: q4vk_gemv for m = 1, 8 and 33 against the f64
    product of the reference weights (the shipped file, or where the case ships only their
    SHA-256, q4vk_matrix_dequantize's, which the Rust tests check against it). Returns the
    number of failures. */
@@ -146,10 +146,12 @@ static int cpu_gemv(q4vk_context *ctx, const gold *g, const tensors *t) {
         s = q4vk_matrix_dequantize(&d, w, n * k * sizeof *w);
     q4vk_matrix *mat = NULL;
     if (s == Q4VK_OK) s = q4vk_matrix_create(ctx, &d, &mat);
-    float *x = malloc(8 * k * sizeof *x), *y = malloc(8 * n * sizeof *y);
+    static const uint32_t ms[] = {1, 8, 33};
+    float *x = malloc(33 * k * sizeof *x), *y = malloc(33 * n * sizeof *y);
     int failures = 0;
     rng r = {0xc0de + n * k};
-    for (uint32_t m = 1; s == Q4VK_OK && x && y && m <= 8; m += 7) {
+    for (size_t mi = 0; s == Q4VK_OK && x && y && mi < sizeof ms / sizeof ms[0]; mi++) {
+        uint32_t m = ms[mi];
         for (size_t i = 0; i < m * k; i++) x[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
         for (size_t i = 0; i < m * n; i++) y[i] = NAN;
         s = q4vk_gemv(ctx, mat, x, m * k, y, m * n, m);
