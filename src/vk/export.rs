@@ -10,7 +10,7 @@
 
 use super::device::DeviceInfo;
 use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
-use super::pipeline::{GemmKey, Push, Spec, Tuning, GEMM_TILE, SPECS};
+use super::pipeline::{GemmKey, Push, Spec, Tuning, GEMM_PUSH_WORDS, GEMM_TILE, SPECS};
 use super::shaders;
 use crate::error::{Error, Result};
 use crate::layout::vk::VkLayout;
@@ -414,11 +414,9 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         wg_count: total as u32,
         wg_offset: 0,
     };
-    let mut push = push.words().to_vec();
-    if req.m > MAX_M {
-        // The GEMM's block has m after the GEMV's ten words (`#define GEMM`).
-        push.push(req.m);
-    }
+    // The GEMM's block has m after the GEMV's ten words (`#define GEMM`).
+    let words = if req.m > MAX_M { GEMM_PUSH_WORDS } else { 10 };
+    let push = push.words_with_m(req.m)[..words].to_vec();
     let spirv = shaders::words(kernel.spirv)?;
     let mut specs = Vec::new();
     for id in spec_ids(&spirv) {

@@ -4,9 +4,7 @@
 use super::context::Context;
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
-use super::pipeline::{
-    CoopGemmKey, CoopKey, GemmKey, PipelineKey, Push, GEMM_PUSH_WORDS, GEMM_TILE,
-};
+use super::pipeline::{CoopGemmKey, CoopKey, GemmKey, PipelineKey, Push, GEMM_TILE};
 use super::xy_sets::{buffer_infos, writes};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
@@ -387,10 +385,7 @@ pub fn record(
                     wg_count: count as u32,
                     wg_offset: done as u32,
                 };
-                // The GEMV kernels read the block, the GEMM ones also m after it.
-                let mut bytes = [0u8; 4 * GEMM_PUSH_WORDS];
-                bytes[..40].copy_from_slice(&push.bytes());
-                bytes[40..].copy_from_slice(&p.m.to_ne_bytes());
+                let bytes = push.bytes_with_m(p.m);
                 d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
                 d.cmd_dispatch(cmd, gx as u32, gy as u32, 1);
                 done += count;

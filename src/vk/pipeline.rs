@@ -7,6 +7,7 @@ use super::shaders;
 use crate::error::{Error, Result};
 use ash::vk;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 /// The push-constant block of `shaders/q4_common.glsl`, field for field.
@@ -36,12 +37,21 @@ pub struct Push {
 }
 
 impl Push {
-    /// The block as bytes for `vkCmdPushConstants`.
-    pub fn bytes(&self) -> [u8; 40] {
-        let mut out = [0u8; 40];
-        for (dst, w) in out.chunks_exact_mut(4).zip(self.words()) {
+    /// The block followed by `m` (the GEMM kernels' 11th word) as bytes for
+    /// `vkCmdPushConstants`: the pipeline layout's whole range (the GEMV kernels read the
+    /// first 40 bytes).
+    pub fn bytes_with_m(&self, m: u32) -> [u8; 4 * GEMM_PUSH_WORDS] {
+        let mut out = [0u8; 4 * GEMM_PUSH_WORDS];
+        for (dst, w) in out.chunks_exact_mut(4).zip(self.words_with_m(m)) {
             dst.copy_from_slice(&w.to_ne_bytes());
         }
+        out
+    }
+
+    /// The block followed by `m`, as 32-bit words (the GEMM kernels' block).
+    pub fn words_with_m(&self, m: u32) -> [u32; GEMM_PUSH_WORDS] {
+        let mut out = [m; GEMM_PUSH_WORDS];
+        out[..10].copy_from_slice(&self.words());
         out
     }
 
@@ -231,6 +241,19 @@ pub struct CoopKey {
 }
 
 impl CoopKey {
+    /// The specialization constants of `shaders/gemv_q4_coop.comp` by id (0..6).
+    fn spec_values(&self) -> [u32; 7] {
+        [
+            32 * self.subgroups,
+            self.tiles,
+            self.m,
+            self.zeros as u32,
+            self.x_f16 as u32,
+            self.block,
+            self.offsets as u32,
+        ]
+    }
+
     /// Bytes of the kernel's shared memory ([`coop_shared_bytes`]).
     pub fn shared_bytes(&self) -> u32 {
         coop_shared_bytes(self.tiles, self.subgroups, self.m, self.block)
@@ -328,6 +351,19 @@ pub struct CoopGemmKey {
 }
 
 impl CoopGemmKey {
+    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..6).
+    fn spec_values(&self) -> [u32; 7] {
+        [
+            32 * self.subgroups,
+            self.tiles,
+            self.tokens,
+            self.zeros as u32,
+            self.x_f16 as u32,
+            self.block,
+            self.offsets as u32,
+        ]
+    }
+
     /// Bytes of the kernel's shared memory: staged B (f16, 128 k × one column per token
     /// for f16 activations, two for f32), block factors and sums.
     pub fn shared_bytes(&self) -> u32 {
@@ -357,6 +393,37 @@ pub fn coop_shared_bytes(tiles: u32, subgroups: u32, m: u32, block: u32) -> u32 
     subgroups * per_subgroup
 }
 
+/// The pipelines of one kernel, created on first use per key (under the set's lock, so
+/// at most once per key).
+struct PipelineSet<K>(Mutex<HashMap<K, vk::Pipeline>>);
+
+impl<K: Eq + Hash> PipelineSet<K> {
+    fn new() -> Self {
+        PipelineSet(Mutex::new(HashMap::new()))
+    }
+
+    /// The pipeline for `key`, made by `create` the first time.
+    fn get_or_create(
+        &self,
+        key: K,
+        create: impl FnOnce() -> Result<vk::Pipeline>,
+    ) -> Result<vk::Pipeline> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&p) = map.get(&key) {
+            return Ok(p);
+        }
+        let pipeline = create()?;
+        map.insert(key, pipeline);
+        Ok(pipeline)
+    }
+
+    /// Every pipeline created, removed from the set (for destruction).
+    fn take_all(&mut self) -> Vec<vk::Pipeline> {
+        let map = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
+        map.drain().map(|(_, p)| p).collect()
+    }
+}
+
 /// Layouts, cache and lazily created pipelines of one context.
 pub struct Pipelines {
     device: Arc<Device>,
@@ -380,10 +447,10 @@ pub struct Pipelines {
     coop_gemm_module: Mutex<vk::ShaderModule>,
     /// Workgroup shape.
     pub tuning: Tuning,
-    pipelines: Mutex<HashMap<PipelineKey, vk::Pipeline>>,
-    coop_pipelines: Mutex<HashMap<CoopKey, vk::Pipeline>>,
-    gemm_pipelines: Mutex<HashMap<GemmKey, vk::Pipeline>>,
-    coop_gemm_pipelines: Mutex<HashMap<CoopGemmKey, vk::Pipeline>>,
+    pipelines: PipelineSet<PipelineKey>,
+    coop_pipelines: PipelineSet<CoopKey>,
+    gemm_pipelines: PipelineSet<GemmKey>,
+    coop_gemm_pipelines: PipelineSet<CoopGemmKey>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -432,10 +499,10 @@ impl Pipelines {
             gemm_module: Mutex::new(vk::ShaderModule::null()),
             coop_gemm_module: Mutex::new(vk::ShaderModule::null()),
             tuning,
-            pipelines: Mutex::new(HashMap::new()),
-            coop_pipelines: Mutex::new(HashMap::new()),
-            gemm_pipelines: Mutex::new(HashMap::new()),
-            coop_gemm_pipelines: Mutex::new(HashMap::new()),
+            pipelines: PipelineSet::new(),
+            coop_pipelines: PipelineSet::new(),
+            gemm_pipelines: PipelineSet::new(),
+            coop_gemm_pipelines: PipelineSet::new(),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -517,10 +584,6 @@ impl Pipelines {
                 key.portable, self.portable
             )));
         }
-        let mut map = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(&p) = map.get(&key) {
-            return Ok(p);
-        }
         let t = self.tuning;
         let value = |spec: Spec| match spec {
             Spec::Workgroup => key.workgroup,
@@ -539,77 +602,36 @@ impl Pipelines {
         for (spec, id, _, _) in SPECS {
             values[id as usize] = value(spec);
         }
-        let pipeline = self.create(self.module, &values)?;
-        map.insert(key, pipeline);
-        Ok(pipeline)
+        self.pipelines
+            .get_or_create(key, || self.create(self.module, &values))
     }
 
     /// The tensor-core pipeline for `key`, created on first use (contexts made with
     /// `coop` only).
     pub fn get_coop(&self, key: CoopKey) -> Result<vk::Pipeline> {
         self.check_coop()?;
-        let mut map = self
-            .coop_pipelines
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(&p) = map.get(&key) {
-            return Ok(p);
-        }
-        let values = [
-            32 * key.subgroups,
-            key.tiles,
-            key.m,
-            key.zeros as u32,
-            key.x_f16 as u32,
-            key.block,
-            key.offsets as u32,
-        ];
-        let pipeline = self.create(self.coop_module, &values)?;
-        map.insert(key, pipeline);
-        Ok(pipeline)
+        self.coop_pipelines
+            .get_or_create(key, || self.create(self.coop_module, &key.spec_values()))
     }
 
     /// The SIMT GEMM pipeline for `key`, created (with the module, the first time) on first
     /// use.
     pub fn get_gemm(&self, key: GemmKey) -> Result<vk::Pipeline> {
-        let mut map = self
-            .gemm_pipelines
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(&p) = map.get(&key) {
-            return Ok(p);
-        }
-        let module = self.lazy_module(&self.gemm_module, shaders::GEMM)?;
-        let t = GEMM_TILE;
-        let pipeline = self.create(module, &key.spec_values(t.tx * t.ty))?;
-        map.insert(key, pipeline);
-        Ok(pipeline)
+        self.gemm_pipelines.get_or_create(key, || {
+            let module = self.lazy_module(&self.gemm_module, shaders::GEMM)?;
+            let t = GEMM_TILE;
+            self.create(module, &key.spec_values(t.tx * t.ty))
+        })
     }
 
     /// The tensor-core GEMM pipeline for `key`, created (with the module, the first time)
     /// on first use (contexts made with `coop` only).
     pub fn get_coop_gemm(&self, key: CoopGemmKey) -> Result<vk::Pipeline> {
         self.check_coop()?;
-        let mut map = self
-            .coop_gemm_pipelines
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(&p) = map.get(&key) {
-            return Ok(p);
-        }
-        let module = self.lazy_module(&self.coop_gemm_module, shaders::GEMM_COOP)?;
-        let values = [
-            32 * key.subgroups,
-            key.tiles,
-            key.tokens,
-            key.zeros as u32,
-            key.x_f16 as u32,
-            key.block,
-            key.offsets as u32,
-        ];
-        let pipeline = self.create(module, &values)?;
-        map.insert(key, pipeline);
-        Ok(pipeline)
+        self.coop_gemm_pipelines.get_or_create(key, || {
+            let module = self.lazy_module(&self.coop_gemm_module, shaders::GEMM_COOP)?;
+            self.create(module, &key.spec_values())
+        })
     }
 
     /// Refuses the tensor-core kernels on a context that does not run them.
@@ -683,44 +705,22 @@ pub fn cache_blob_matches(blob: &[u8], props: &vk::PhysicalDeviceProperties) -> 
 impl Drop for Pipelines {
     fn drop(&mut self) {
         let d = &self.device.device;
-        let pipelines = self
-            .pipelines
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, p)| p);
-        let coop = self
-            .coop_pipelines
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, p)| p);
-        let gemm = self
-            .gemm_pipelines
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, p)| p);
-        let coop_gemm = self
-            .coop_gemm_pipelines
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, p)| p);
+        let mut all = self.pipelines.take_all();
+        all.extend(self.coop_pipelines.take_all());
+        all.extend(self.gemm_pipelines.take_all());
+        all.extend(self.coop_gemm_pipelines.take_all());
+        let lazy = [&mut self.gemm_module, &mut self.coop_gemm_module]
+            .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()));
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not
         // outlive the context (contract).
         unsafe {
-            for p in pipelines.chain(coop).chain(gemm).chain(coop_gemm) {
+            for p in all {
                 d.destroy_pipeline(p, None);
             }
+            for module in lazy {
+                d.destroy_shader_module(module, None);
+            }
             d.destroy_shader_module(self.module, None);
-            d.destroy_shader_module(
-                *self
-                    .gemm_module
-                    .get_mut()
-                    .unwrap_or_else(|p| p.into_inner()),
-                None,
-            );
             d.destroy_shader_module(self.coop_module, None);
             d.destroy_pipeline_cache(self.cache, None);
             d.destroy_pipeline_layout(self.layout, None);
@@ -758,7 +758,7 @@ mod tests {
             wg_offset: 10,
             ..Default::default()
         };
-        let b = p.bytes();
+        let b = p.bytes_with_m(3);
         assert_eq!(&b[0..4], &1u32.to_ne_bytes());
         assert_eq!(&b[36..40], &10u32.to_ne_bytes());
         assert_eq!(std::mem::offset_of!(Push, wg_offset), 36);
