@@ -452,7 +452,6 @@ int main(int argc, char **argv) {
         CHECK_VK(vkResetFences(device, 1, &fence));
 
         /* f64 reference of the chain: xs = a*x0 + b; y = dequant(W) xs; ref = c*y + d. */
-        size_t groups = (k + group - 1) / group, row_bytes = (k + 1) / 2;
         double *xs = malloc(k * sizeof *xs);
         double diff = 0, norm = 0;
         int unwritten = 0;
@@ -460,11 +459,7 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < k; i++) xs[i] = (double)a * x0[row * k + i] + (double)b;
             for (size_t j = 0; j < n; j++) {
                 double acc = 0;
-                for (size_t i = 0; i < k; i++) {
-                    uint8_t byte = qw[j * row_bytes + i / 2];
-                    int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
-                    acc += (double)(u - 8) * (double)f16_to_f32(qs[j * groups + i / group]) * xs[i];
-                }
+                for (size_t i = 0; i < k; i++) acc += q4_weight(qw, qs, k, group, j, i) * xs[i];
                 double ref = (double)c * acc + (double)d, got = out[row * n + j];
                 if (!isfinite(got)) unwritten++;
                 diff += (got - ref) * (got - ref);

@@ -67,21 +67,7 @@ static int run(q4vk_context *ctx, size_t n, size_t k, size_t m) {
         if (i > 0) times[i - 1] = t; /* the first run creates the pipeline and staging */
     }
     qsort(times, RUNS, sizeof times[0], compare);
-    size_t groups = (k + group - 1) / group, row_bytes = (k + 1) / 2;
-    double diff = 0, norm = 0;
-    for (size_t t = 0; t < m; t++)
-        for (size_t row = 0; row < n; row++) {
-            double acc = 0;
-            for (size_t i = 0; i < k; i++) {
-                uint8_t byte = qw[row * row_bytes + i / 2];
-                int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
-                acc += (double)(u - 8) * (double)f16_to_f32(qs[row * groups + i / group]) * (double)x[t * k + i];
-            }
-            double d = y[t * n + row] - acc;
-            diff += d * d;
-            norm += acc * acc;
-        }
-    double err = sqrt(diff / norm);
+    double err = q4_rel_error(y, qw, qs, x, n, k, group, m);
     double bytes = (double)(wb + sb + 4 * m * (k + n)), sec = times[RUNS / 2];
     printf("| %zu x %zu | %zu | %.2e | %.3f | %.2f | %.1f |\n", n, k, m, err, sec * 1e3, bytes / sec / 1e9,
            2.0 * (double)(m * n * k) / sec / 1e9);

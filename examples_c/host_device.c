@@ -96,26 +96,6 @@ static void free_buffer(VkDevice dev, host_buffer *b) {
     vkFreeMemory(dev, b->memory, NULL);
 }
 
-/* f64 y[m][n] = x[m][k] W^T of the Q4 data q4vk_q4_quantize wrote (symmetric, f16 scales). */
-static double rel_error(const float *y, const uint8_t *w, const uint16_t *s, const float *x, size_t n,
-                        size_t k, size_t group, size_t m) {
-    size_t groups = (k + group - 1) / group, row_bytes = (k + 1) / 2;
-    double diff = 0, norm = 0;
-    for (size_t t = 0; t < m; t++)
-        for (size_t r = 0; r < n; r++) {
-            double acc = 0;
-            for (size_t i = 0; i < k; i++) {
-                uint8_t byte = w[r * row_bytes + i / 2];
-                int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
-                acc += (double)(u - 8) * (double)f16_to_f32(s[r * groups + i / group]) * (double)x[t * k + i];
-            }
-            double d = y[t * n + r] - acc;
-            diff += d * d;
-            norm += acc * acc;
-        }
-    return sqrt(diff / norm);
-}
-
 int main(int argc, char **argv) {
     size_t n = argc > 2 ? (size_t)atol(argv[1]) : 301, k = argc > 2 ? (size_t)atol(argv[2]) : 1000;
     size_t big_m = argc > 3 ? (size_t)atol(argv[3]) : 64;
@@ -290,14 +270,14 @@ int main(int argc, char **argv) {
             failures++;
             break;
         }
-    double err_cmd = rel_error(y, qw, qs, x, n, k, group, 1);
-    double err_cmd_m = rel_error(ym, qw, qs, x, n, k, group, big_m);
+    double err_cmd = q4_rel_error(y, qw, qs, x, n, k, group, 1);
+    double err_cmd_m = q4_rel_error(ym, qw, qs, x, n, k, group, big_m);
 
     /* ---- q4vk_gemv submits to the same queue under the host's lock ---- */
     float *y2 = malloc(n * sizeof *y2);
     int locks_before = guard.locks;
     CHECK_Q4(q4vk_gemv(ctx, mat, x, k, y2, n, 1));
-    double err_sync = rel_error(y2, qw, qs, x, n, k, group, 1);
+    double err_sync = q4_rel_error(y2, qw, qs, x, n, k, group, 1);
     if (guard.locks <= locks_before) {
         printf("FAIL: q4vk_gemv did not call queue_lock\n");
         failures++;

@@ -95,6 +95,30 @@ static inline double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Weight (row, i) of the symmetric Q4 data q4vk_q4_quantize writes (n x k codes, two per
+ * byte, even i in the low nibble; f16 scales per `group` along K), dequantized in f64. */
+static inline double q4_weight(const uint8_t *w, const uint16_t *s, size_t k, size_t group, size_t row,
+                               size_t i) {
+    uint8_t byte = w[row * ((k + 1) / 2) + i / 2];
+    int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
+    return (double)(u - 8) * (double)f16_to_f32(s[row * ((k + group - 1) / group) + i / group]);
+}
+
+/* ||y - ref|| / ||ref|| for y[m][n] against the f64 product x[m][k] W^T of such Q4 data. */
+static inline double q4_rel_error(const float *y, const uint8_t *w, const uint16_t *s, const float *x, size_t n,
+                                  size_t k, size_t group, size_t m) {
+    double diff = 0, norm = 0;
+    for (size_t t = 0; t < m; t++)
+        for (size_t r = 0; r < n; r++) {
+            double acc = 0;
+            for (size_t i = 0; i < k; i++) acc += q4_weight(w, s, k, group, r, i) * (double)x[t * k + i];
+            double d = y[t * n + r] - acc;
+            diff += d * d;
+            norm += acc * acc;
+        }
+    return sqrt(diff / norm);
+}
+
 /* Reads a whole file; returns NULL (and prints why) on failure. */
 static inline void *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");

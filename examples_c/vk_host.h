@@ -264,19 +264,7 @@ static vk_host_weights vk_host_weights_make(size_t n, size_t k, uint64_t seed) {
 
 /* Relative L2 error of y against the f64 product of the Q4 weights and x. */
 static double vk_host_weights_error(const vk_host_weights *t, const float *y) {
-    size_t groups = (t->k + 127) / 128, row_bytes = (t->k + 1) / 2;
-    double diff = 0, norm = 0;
-    for (size_t r = 0; r < t->n; r++) {
-        double acc = 0;
-        for (size_t i = 0; i < t->k; i++) {
-            uint8_t byte = t->q[r * row_bytes + i / 2];
-            int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
-            acc += (double)(u - 8) * (double)f16_to_f32(t->s[r * groups + i / 128]) * (double)t->x[i];
-        }
-        diff += (y[r] - acc) * (y[r] - acc);
-        norm += acc * acc;
-    }
-    return sqrt(diff / norm);
+    return q4_rel_error(y, t->q, t->s, t->x, t->n, t->k, 128, 1);
 }
 
 static void vk_host_weights_free(vk_host_weights *t) {
