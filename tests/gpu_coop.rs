@@ -29,17 +29,12 @@ unsafe extern "C" fn count(_: *mut c_void, _: u32, message: *const c_char) {
 }
 
 fn context(coop_tuning: Option<(u32, u32)>) -> Context {
-    gemm_context(coop_tuning, None)
+    gemm_context(coop_tuning, None, None)
 }
 
+/// A validated context with the tensor-core GEMV shape, GEMM shape and GEMM threshold
+/// fixed where given.
 fn gemm_context(
-    coop_tuning: Option<(u32, u32)>,
-    coop_gemm_tuning: Option<(u32, u32, u32)>,
-) -> Context {
-    gemm_context_from(coop_tuning, coop_gemm_tuning, None)
-}
-
-fn gemm_context_from(
     coop_tuning: Option<(u32, u32)>,
     coop_gemm_tuning: Option<(u32, u32, u32)>,
     gemm_from_m: Option<u32>,
@@ -216,7 +211,7 @@ fn tensor_core_gemm_matches_reference() {
         Some((2, 4, 128)),
     ];
     for shape in shapes {
-        let mut ctx = gemm_context(None, shape);
+        let mut ctx = gemm_context(None, shape, None);
         ctx.limits.max_part_bytes = 3 * 16 * 1024;
         for d in &data {
             let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
@@ -251,7 +246,7 @@ fn tensor_core_gemm_matches_reference() {
         }
     }
     // The GEMM kernel at m = 2..8 (the default at m = 8 for tall matrices).
-    let ctx = gemm_context_from(None, None, Some(2));
+    let ctx = gemm_context(None, None, Some(2));
     for d in &data {
         let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
         assert!(gemv::runs_gemm(&ctx, &mat, 2));
