@@ -12,12 +12,16 @@
 // * The block sums are scaled in f32 by s (and 2^e) into fp32 accumulators; matrices with
 //   offsets add b · Σx per block.
 //
-// Work split: a workgroup owns SUBGROUPS x TILES row tiles (16 rows each) by TOKENS tokens.
-// Per stage of 128 k its subgroups stage the tokens' x into shared memory together (token
-// t by subgroup t % SUBGROUPS, four values per invocation), then each subgroup multiplies
-// its TILES row tiles against all of them. Each invocation loads the next stage's words
-// (and scales, zeros) and x while it computes the current one. Workgroups are numbered tokens fastest,
-// so the ones reading the same rows run together and find the weights in the L2.
+// Work split: a workgroup owns (SUBGROUPS / KSPLIT) x TILES row tiles (16 rows each) by
+// TOKENS tokens. Its subgroups form KSPLIT K groups that take interleaved stages of 128 k of
+// those rows (so short matrices still give every SM work); each K group stages its tokens'
+// x into its own shared B per stage (token t by subgroup t % (SUBGROUPS / KSPLIT), four
+// values per invocation), then each of its subgroups multiplies its TILES row tiles against
+// all of them. Every K group runs the same number of steps (the barriers are
+// workgroup-wide). Each invocation loads the next stage's words (and scales, zeros) and x
+// while it computes the current one. At the end K groups 1.. hand their sums to group 0
+// through shared memory. Workgroups are numbered tokens fastest, so the ones reading the
+// same rows run together and find the weights in the L2.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -35,13 +39,17 @@ layout(constant_id = 4) const bool X_F16 = false;     // activations are f16 (el
 layout(constant_id = 5) const uint BLOCK = 128;       // k per block: min(group, 128), >= 32
 // Per-group f32 offsets in binding 2 (w = s·u + b, no zero point: GGUF Q4_1 / Q4_K).
 layout(constant_id = 6) const bool HAS_OFFSETS = false;
+// Groups of subgroups splitting the stages (K) of the same rows (divides the subgroups).
+layout(constant_id = 7) const uint KSPLIT = 1;
 
 const uint SUBGROUPS = gl_WorkGroupSize.x / 32u;
+const uint SG = SUBGROUPS / KSPLIT;    // subgroups per K group, each with its own row tiles
+const uint ROW_TILES = SG * TILES;     // row tiles per workgroup
 const uint PARTS = X_F16 ? 1u : 2u;    // columns of B per token
 const uint COLS = PARTS * TOKENS;      // columns of a staged B row
 const uint NB = COLS / 8u;             // B matrices per k-step
 const uint BLOCKS = 128u / BLOCK;      // blocks per stage
-const uint TPS = TOKENS / SUBGROUPS;   // tokens each subgroup stages (the host keeps it whole)
+const uint TPS = TOKENS / SG;          // tokens each subgroup stages (the host keeps it whole)
 
 #include "q4_common.glsl"
 // Push-constant fields as this kernel reads them: rows = rows of the part; chunks = stages
@@ -49,49 +57,62 @@ const uint TPS = TOKENS / SUBGROUPS;   // tokens each subgroup stages (the host 
 
 #include "coop_common.glsl"
 
-// Sizes are multiples of 16 bytes (TOKENS is a multiple of 8), so staged_b (read by
-// coopMatLoad, which needs 16-byte alignment) stays aligned wherever it is placed.
-shared float16_t staged_b[COLS * KPAD];
-shared float block_scale[BLOCKS * TOKENS];
-shared float block_sum[BLOCKS * TOKENS];
+// Every shared array is a multiple of 16 bytes (TOKENS is a multiple of 8), so staged_b
+// (read by coopMatLoad, which needs 16-byte alignment) stays aligned wherever it is placed.
+// One B per K group.
+shared float16_t staged_b[KSPLIT][COLS * KPAD];
+shared float block_scale[KSPLIT][BLOCKS * TOKENS];
+shared float block_sum[KSPLIT][BLOCKS * TOKENS];
+// The sums of K groups 1.. for group 0 to add: [group - 1][row of the workgroup][token]
+// (4 unused floats without a split: every shared array stays a multiple of 16 bytes).
+shared float red[KSPLIT == 1u ? 4u : (KSPLIT - 1u) * ROW_TILES * 16u * TOKENS];
 
-// This subgroup's activations of stage `stage`: tokens sg + SUBGROUPS i, four k per
-// invocation (0 for tokens past m).
-void load_x(uint sg, uint lane, uint stage, uint tok0, out vec4 xv[TPS]) {
+// This subgroup's activations of stage `stage`: tokens sub + SG i of the workgroup's tile,
+// four k per invocation (0 for tokens past m).
+void load_x(uint sub, uint lane, uint stage, uint tok0, out vec4 xv[TPS]) {
     [[unroll]] for (uint i = 0u; i < TPS; i++) {
-        uint tok = tok0 + sg + SUBGROUPS * i;
+        uint tok = tok0 + sub + SG * i;
         xv[i] = tok < p.m ? x4_at(tok, stage * 128u + 4u * lane) : vec4(0.0);
     }
 }
 
-// Stages this subgroup's tokens (loaded by load_x) as columns of B, with the per-block
-// factors (and sums of x).
-void stage_b(uint sg, uint lane, vec4 xv[TPS]) {
+// Stages this subgroup's tokens (loaded by load_x) as columns of K group kg's B, with the
+// per-block factors (and sums of x).
+void stage_b(uint kg, uint sub, uint lane, vec4 xv[TPS]) {
     [[unroll]] for (uint i = 0u; i < TPS; i++) {
-        uint t = sg + SUBGROUPS * i;
+        uint t = sub + SG * i;
         vec4 v = xv[i];
         float factor = 1.0;
         if (X_F16) {
             f16vec4 h = f16vec4(v);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                staged_b[t * KPAD + 4u * lane + j] = h[j];
+                staged_b[kg][t * KPAD + 4u * lane + j] = h[j];
             }
         } else {
             f16vec4 hi, lo;
             factor = split_block(v, hi, lo);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 uint at = 2u * t * KPAD + 4u * lane + j;
-                staged_b[at] = hi[j];
-                staged_b[at + KPAD] = lo[j];
+                staged_b[kg][at] = hi[j];
+                staged_b[kg][at + KPAD] = lo[j];
             }
         }
         float sum = HAS_OFFSETS ? block_total(v) : 0.0;
         if (lane % (BLOCK / 4u) == 0u) {
             uint at = (4u * lane / BLOCK) * TOKENS + t;
-            block_scale[at] = factor;
-            block_sum[at] = sum;
+            block_scale[kg][at] = factor;
+            block_sum[kg][at] = sum;
         }
     }
+}
+
+// Row (within the workgroup) and token (within its tile) of accumulator element e of B
+// matrix h in row tile t of subgroup `sub` (C element e: row g4 + 8 (e / 2), column
+// 8 h + 2 c4 + e % 2; for f32 activations columns 2 t' and 2 t' + 1 are token t').
+uvec2 acc_place(uint sub, uint t, uint h, uint e, uint g4, uint c4) {
+    uint row = (sub * TILES + t) * 16u + g4 + 8u * (e / 2u);
+    uint tok = X_F16 ? 8u * h + 2u * c4 + e % 2u : 4u * h + c4;
+    return uvec2(row, tok);
 }
 
 void main() {
@@ -101,6 +122,8 @@ void main() {
     }
     wg += p.wg_offset;
     uint sg = gl_SubgroupID;
+    uint kg = sg / SG;  // K group: stages kg, kg + KSPLIT, ...
+    uint sub = sg % SG; // its row tiles within the K group
     uint lane = gl_SubgroupInvocationID;
     uint g4 = lane / 4u;
     uint c4 = lane % 4u;
@@ -108,15 +131,16 @@ void main() {
     uint stages = p.chunks;
     uint token_tiles = (p.m + TOKENS - 1u) / TOKENS;
     uint tok0 = (wg % token_tiles) * TOKENS;
-    uint tile0 = (wg / token_tiles) * SUBGROUPS * TILES + sg * TILES;
+    uint wg_tile0 = (wg / token_tiles) * ROW_TILES;
+    uint tile0 = wg_tile0 + sub * TILES;
 
     uint tile[TILES];
     [[unroll]] for (uint t = 0u; t < TILES; t++) {
         tile[t] = min(tile0 + t, tiles - 1u);
     }
 
-    // C element e of B matrix h: row g4 + 8 (e / 2), column 8 h + 2 c4 + e % 2. acc[t][h][e]
-    // sums element e (f32 activations: elements 0 and 2 hold hi + lo of token 4 h + c4).
+    // acc[t][h][e] sums C element e of B matrix h (acc_place; f32 activations: elements 0
+    // and 2 hold hi + lo).
     float acc[TILES][NB][4];
     [[unroll]] for (uint t = 0u; t < TILES; t++) {
         [[unroll]] for (uint h = 0u; h < NB; h++) {
@@ -126,74 +150,85 @@ void main() {
         }
     }
 
+    // Every K group runs the same number of steps (barriers are workgroup-wide); a group
+    // past the last stage loads the last one again and skips its products.
+    uint steps = (stages + KSPLIT - 1u) / KSPLIT;
+    uint first = min(kg, stages - 1u);
+    vec4 xv[TPS];
     uvec4 words[TILES][2];
     float sc[TILES][BLOCKS][2];
     float zr[TILES][BLOCKS][2];
-    vec4 xv[TPS];
     [[unroll]] for (uint t = 0u; t < TILES; t++) {
-        load_stage(tile[t], stages, 0u, lane, words[t], sc[t], zr[t]);
+        load_stage(tile[t], stages, first, lane, words[t], sc[t], zr[t]);
     }
-    load_x(sg, lane, 0u, tok0, xv);
+    load_x(sub, lane, first, tok0, xv);
 
-    for (uint stage = 0u; stage < stages; stage++) {
-        // The next stage's words, scales and zero points, in flight while this one runs.
-        uint next = min(stage + 1u, stages - 1u);
+    for (uint step = 0u; step < steps; step++) {
+        uint stage = step * KSPLIT + kg;
+        // The next stage's words, scales and zero points, and x, in flight while this one
+        // runs.
+        uint next = min(stage + KSPLIT, stages - 1u);
+        vec4 next_xv[TPS];
         uvec4 next_words[TILES][2];
         float next_sc[TILES][BLOCKS][2];
         float next_zr[TILES][BLOCKS][2];
-        vec4 next_xv[TPS];
         [[unroll]] for (uint t = 0u; t < TILES; t++) {
             load_stage(tile[t], stages, next, lane, next_words[t], next_sc[t], next_zr[t]);
         }
-        load_x(sg, lane, next, tok0, next_xv);
+        load_x(sub, lane, next, tok0, next_xv);
 
         barrier();
-        stage_b(sg, lane, xv);
+        stage_b(kg, sub, lane, xv);
         barrier();
 
-        [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
-            MatC c[TILES][NB];
-            [[unroll]] for (uint t = 0u; t < TILES; t++) {
-                [[unroll]] for (uint h = 0u; h < NB; h++) {
-                    c[t][h] = MatC(0.0);
-                }
-            }
-            f16vec2 base0[TILES], base1[TILES];
-            [[unroll]] for (uint t = 0u; t < TILES; t++) {
-                // With offsets, zr holds them and the codes' zero point is 0.
-                base0[t] = f16vec2(float16_t(HAS_OFFSETS ? 1024.0 : 1024.0 + zr[t][b][0]));
-                base1[t] = f16vec2(float16_t(HAS_OFFSETS ? 64.0 : 64.0 + zr[t][b][1]));
-            }
-            [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
-                MatB bm[NB];
-                [[unroll]] for (uint h = 0u; h < NB; h++) {
-                    coopMatLoad(bm[h], staged_b, 8u * h * KPAD + ks * 16u, KPAD,
-                                gl_CooperativeMatrixLayoutColumnMajor);
-                }
+        // Only K groups can run past the last stage (KSPLIT = 1 folds this away).
+        if (KSPLIT == 1u || stage < stages) {
+            [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
+                MatC c[TILES][NB];
                 [[unroll]] for (uint t = 0u; t < TILES; t++) {
-                    MatA a = decode(words[t][ks / 4u][ks % 4u], base0[t], base1[t]);
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
-                        c[t][h] = coopMatMulAdd(a, bm[h], c[t][h]);
+                        c[t][h] = MatC(0.0);
                     }
                 }
-            }
-            [[unroll]] for (uint h = 0u; h < NB; h++) {
+                f16vec2 base0[TILES], base1[TILES];
                 [[unroll]] for (uint t = 0u; t < TILES; t++) {
-                    if (X_F16) {
-                        // Tokens 8 h + 2 c4 (elements 0, 2) and + 1 (elements 1, 3).
-                        uint tk = b * TOKENS + 8u * h + 2u * c4;
-                        [[unroll]] for (uint e = 0u; e < 4u; e++) {
-                            uint r = e / 2u;
-                            float v = fma(c[t][h][e], sc[t][b][r], acc[t][h][e]);
-                            acc[t][h][e] = HAS_OFFSETS ? fma(zr[t][b][r], block_sum[tk + e % 2u], v) : v;
+                    // With offsets, zr holds them and the codes' zero point is 0.
+                    base0[t] = f16vec2(float16_t(HAS_OFFSETS ? 1024.0 : 1024.0 + zr[t][b][0]));
+                    base1[t] = f16vec2(float16_t(HAS_OFFSETS ? 64.0 : 64.0 + zr[t][b][1]));
+                }
+                [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
+                    MatB bm[NB];
+                    [[unroll]] for (uint h = 0u; h < NB; h++) {
+                        coopMatLoad(bm[h], staged_b[kg], 8u * h * KPAD + ks * 16u, KPAD,
+                                    gl_CooperativeMatrixLayoutColumnMajor);
+                    }
+                    [[unroll]] for (uint t = 0u; t < TILES; t++) {
+                        MatA a = decode(words[t][ks / 4u][ks % 4u], base0[t], base1[t]);
+                        [[unroll]] for (uint h = 0u; h < NB; h++) {
+                            c[t][h] = coopMatMulAdd(a, bm[h], c[t][h]);
                         }
-                    } else {
-                        uint tk = b * TOKENS + 4u * h + c4;
-                        float f = block_scale[tk];
-                        [[unroll]] for (uint r = 0u; r < 2u; r++) {
-                            float v = fma(c[t][h][2u * r] + c[t][h][2u * r + 1u], sc[t][b][r] * f,
-                                          acc[t][h][2u * r]);
-                            acc[t][h][2u * r] = HAS_OFFSETS ? fma(zr[t][b][r], block_sum[tk], v) : v;
+                    }
+                }
+                [[unroll]] for (uint h = 0u; h < NB; h++) {
+                    [[unroll]] for (uint t = 0u; t < TILES; t++) {
+                        if (X_F16) {
+                            // Tokens 8 h + 2 c4 (elements 0, 2) and + 1 (elements 1, 3).
+                            uint tk = b * TOKENS + 8u * h + 2u * c4;
+                            [[unroll]] for (uint e = 0u; e < 4u; e++) {
+                                uint r = e / 2u;
+                                float v = fma(c[t][h][e], sc[t][b][r], acc[t][h][e]);
+                                acc[t][h][e] = HAS_OFFSETS
+                                    ? fma(zr[t][b][r], block_sum[kg][tk + e % 2u], v) : v;
+                            }
+                        } else {
+                            uint tk = b * TOKENS + 4u * h + c4;
+                            float f = block_scale[kg][tk];
+                            [[unroll]] for (uint r = 0u; r < 2u; r++) {
+                                float v = fma(c[t][h][2u * r] + c[t][h][2u * r + 1u],
+                                              sc[t][b][r] * f, acc[t][h][2u * r]);
+                                acc[t][h][2u * r] = HAS_OFFSETS
+                                    ? fma(zr[t][b][r], block_sum[kg][tk], v) : v;
+                            }
                         }
                     }
                 }
@@ -212,6 +247,36 @@ void main() {
         }
     }
 
+    // K groups 1.. hand their sums to group 0, which adds them and writes y.
+    if (KSPLIT > 1u) {
+        if (kg > 0u) {
+            [[unroll]] for (uint t = 0u; t < TILES; t++) {
+                [[unroll]] for (uint h = 0u; h < NB; h++) {
+                    [[unroll]] for (uint e = 0u; e < 4u; e++) {
+                        uvec2 at = acc_place(sub, t, h, e, g4, c4);
+                        if (X_F16 || e % 2u == 0u) {
+                            red[((kg - 1u) * ROW_TILES * 16u + at.x) * TOKENS + at.y] = acc[t][h][e];
+                        }
+                    }
+                }
+            }
+        }
+        barrier();
+        if (kg > 0u) {
+            return;
+        }
+        [[unroll]] for (uint t = 0u; t < TILES; t++) {
+            [[unroll]] for (uint h = 0u; h < NB; h++) {
+                [[unroll]] for (uint e = 0u; e < 4u; e++) {
+                    uvec2 at = acc_place(sub, t, h, e, g4, c4);
+                    for (uint q = 1u; q < KSPLIT; q++) {
+                        acc[t][h][e] += red[((q - 1u) * ROW_TILES * 16u + at.x) * TOKENS + at.y];
+                    }
+                }
+            }
+        }
+    }
+
     [[unroll]] for (uint t = 0u; t < TILES; t++) {
         if (tile0 + t >= tiles) {
             continue;
@@ -221,8 +286,9 @@ void main() {
                 if (!X_F16 && e % 2u == 1u) {
                     continue;
                 }
-                uint row = (tile0 + t) * 16u + g4 + 8u * (e / 2u);
-                uint tok = tok0 + (X_F16 ? 8u * h + 2u * c4 + e % 2u : 4u * h + c4);
+                uvec2 at = acc_place(sub, t, h, e, g4, c4);
+                uint row = wg_tile0 * 16u + at.x;
+                uint tok = tok0 + at.y;
                 if (row < p.rows && tok < p.m) {
                     y[tok * p.y_stride + p.row_base + row] = acc[t][h][e];
                 }

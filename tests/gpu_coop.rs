@@ -36,7 +36,7 @@ fn context(coop_tuning: Option<(u32, u32)>) -> Context {
 /// fixed where given.
 fn gemm_context(
     coop_tuning: Option<(u32, u32)>,
-    coop_gemm_tuning: Option<(u32, u32, u32)>,
+    coop_gemm_tuning: Option<(u32, u32, u32, u32)>,
     gemm_from_m: Option<u32>,
 ) -> Context {
     let config = ContextConfig {
@@ -202,13 +202,18 @@ fn tensor_core_gemm_matches_reference() {
         .iter()
         .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, n % 2 == 0))
         .collect();
-    // (tiles, subgroups, tokens); None: the default per activation type.
+    // (tiles, subgroups, tokens, K groups); None: the default per activation type.
     let shapes = [
         None,
-        Some((1, 1, 8)),
-        Some((1, 8, 16)),
-        Some((3, 2, 24)),
-        Some((2, 4, 128)),
+        Some((1, 1, 8, 1)),
+        Some((1, 8, 16, 1)),
+        Some((3, 2, 24, 1)),
+        Some((2, 4, 128, 1)),
+        Some((4, 4, 16, 1)),
+        Some((2, 8, 16, 2)),
+        Some((1, 4, 16, 2)),
+        Some((2, 4, 8, 4)),
+        Some((2, 8, 16, 4)),
     ];
     for shape in shapes {
         let mut ctx = gemm_context(None, shape, None);

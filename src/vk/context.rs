@@ -48,9 +48,9 @@ pub struct ContextConfig {
     /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel instead
     /// of the per-matrix choice (`q4vk-bench --coop T,S`).
     pub coop_tuning: Option<(u32, u32)>,
-    /// (row tiles per subgroup, subgroups per workgroup, tokens per workgroup) of the
-    /// tensor-core GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M`).
-    pub coop_gemm_tuning: Option<(u32, u32, u32)>,
+    /// (row tiles per subgroup, subgroups per workgroup, tokens per workgroup, K groups) of
+    /// the tensor-core GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M[,K]`).
+    pub coop_gemm_tuning: Option<(u32, u32, u32, u32)>,
     /// Run the GEMM kernels from this m on instead of from 9 (tuning experiments,
     /// `q4vk-bench --gemm-from M`).
     pub gemm_from_m: Option<u32>,
@@ -112,8 +112,8 @@ pub struct Context {
     pub coop: bool,
     /// Fixed (tiles, subgroups) of the tensor-core kernel, else chosen per matrix.
     pub coop_tuning: Option<(u32, u32)>,
-    /// Fixed (tiles, subgroups, tokens) of the tensor-core GEMM, else the default.
-    pub coop_gemm_tuning: Option<(u32, u32, u32)>,
+    /// Fixed (tiles, subgroups, tokens, K groups) of the tensor-core GEMM, else the default.
+    pub coop_gemm_tuning: Option<(u32, u32, u32, u32)>,
     /// The GEMM kernels run from this m on (else from 9).
     pub gemm_from_m: Option<u32>,
     /// Dispatcher limits.
@@ -273,15 +273,17 @@ impl Context {
                 ));
             }
         }
-        if let Some((tiles, subgroups, tokens)) = config.coop_gemm_tuning {
+        if let Some((tiles, subgroups, tokens, ksplit)) = config.coop_gemm_tuning {
             if !(1..=4).contains(&tiles)
                 || ![1, 2, 4, 8].contains(&subgroups)
                 || tokens % 8 != 0
                 || tokens % subgroups != 0
                 || !(8..=128).contains(&tokens)
+                || ksplit == 0
+                || subgroups % ksplit != 0
             {
                 return Err(crate::error::invalid!(
-                    "coop GEMM tuning ({tiles}, {subgroups}, {tokens}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups and 8..128 tokens in steps of 8 and of the subgroups"
+                    "coop GEMM tuning ({tiles}, {subgroups}, {tokens}, {ksplit}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..128 tokens in steps of 8 and of the subgroups, K groups dividing the subgroups"
                 ));
             }
         }

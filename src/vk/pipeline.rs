@@ -348,11 +348,13 @@ pub struct CoopGemmKey {
     pub block: u32,
     /// Per-group f32 offsets instead of zero points.
     pub offsets: bool,
+    /// Groups of subgroups splitting K (divides `subgroups`).
+    pub ksplit: u32,
 }
 
 impl CoopGemmKey {
-    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..6).
-    fn spec_values(&self) -> [u32; 7] {
+    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..7).
+    fn spec_values(&self) -> [u32; 8] {
         [
             32 * self.subgroups,
             self.tiles,
@@ -361,19 +363,26 @@ impl CoopGemmKey {
             self.x_f16 as u32,
             self.block,
             self.offsets as u32,
+            self.ksplit,
         ]
     }
 
-    /// Bytes of the kernel's shared memory: staged B (f16, 128 k × one column per token
-    /// for f16 activations, two for f32), block factors and sums.
+    /// Bytes of the kernel's shared memory: per K group staged B (f16, [`COOP_KPAD`] × one
+    /// column per token for f16 activations, two for f32) with its block factors and sums;
+    /// and the sums K groups 1.. hand to group 0.
     pub fn shared_bytes(&self) -> u32 {
         let cols = if self.x_f16 { 1 } else { 2 } * self.tokens;
-        2 * COOP_KPAD * cols + 2 * 4 * (128 / self.block) * self.tokens
+        let per_group = 2 * COOP_KPAD * cols + 2 * 4 * (128 / self.block) * self.tokens;
+        let red = match self.ksplit {
+            1 => 16,
+            k => 4 * (k - 1) * self.rows() * self.tokens,
+        };
+        self.ksplit * per_group + red
     }
 
     /// Rows per workgroup.
     pub fn rows(&self) -> u32 {
-        16 * self.tiles * self.subgroups
+        16 * self.tiles * self.subgroups / self.ksplit
     }
 }
 

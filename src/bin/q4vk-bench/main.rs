@@ -54,8 +54,8 @@ struct Options {
     coop: Option<(u32, u32)>,
     /// SIMT kernels only.
     no_coop: bool,
-    /// Fixed (tiles, subgroups, tokens) of the tensor-core GEMM.
-    coop_gemm: Option<(u32, u32, u32)>,
+    /// Fixed (tiles, subgroups, tokens, K groups) of the tensor-core GEMM.
+    coop_gemm: Option<(u32, u32, u32, u32)>,
     /// f16 activations (x rounded to f16 for the reference too).
     x_f16: bool,
     /// The GEMM kernels from this m on.
@@ -82,7 +82,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M] [--gemm-from M] [--offsets] [--act-order] [--f16] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M[,K]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -113,7 +113,8 @@ fn main() {
             }
             "--coop-gemm" => {
                 coop_gemm = match numbers(args.next()).as_deref() {
-                    Some(&[t, s, m]) => Some((t, s, m)),
+                    Some(&[t, s, m]) => Some((t, s, m, 1)),
+                    Some(&[t, s, m, k]) => Some((t, s, m, k)),
                     _ => usage(),
                 };
             }
