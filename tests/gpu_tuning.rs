@@ -3,7 +3,8 @@
 //! must give the reference result, with no validation message; a shape is refused only for
 //! lack of shared memory. Each shape runs one GEMV (one pipeline compile): m = 1, or m = 5
 //! where m x rows exceeds the workgroup (the kernel's strided store loop); the matrices take
-//! turns. Batch sizes are covered per variant in `gpu_gemv.rs`.
+//! turns. Batch sizes are covered per variant in `gpu_gemv.rs`. Also: the pipelines'
+//! compiler statistics (`q4vk-bench --stats`) where the device offers them.
 
 mod gpu_support;
 use gpu_support::*;
@@ -71,6 +72,7 @@ fn workgroup_shapes_of_both_variants() {
                 coop_gemm_tuning: None,
                 gemm_from_m: None,
                 coop_tuning: None,
+                pipeline_statistics: false,
             };
             let ctx = match Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1))
             {
@@ -103,4 +105,45 @@ fn workgroup_shapes_of_both_variants() {
     }
     assert_eq!(ran, 10, "configurations the device accepts");
     assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
+}
+
+#[test]
+fn pipeline_statistics_where_offered() {
+    let mut rng = Rng(77);
+    let d = random_q4(&mut rng, 40, 256, 128, false, false);
+    for asked in [false, true] {
+        let config = ContextConfig {
+            device_index: -1,
+            validation: true,
+            pipeline_statistics: asked,
+            ..Default::default()
+        };
+        let ctx = Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1)).unwrap();
+        let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+        let x = rng.vec(d.shape.k);
+        let mut y = vec![f32::NAN; d.shape.n];
+        gemv_host(&ctx, &mat, &x, &mut y, 1).unwrap();
+        let err = reference::relative_error(&y, &reference::gemv(&d, &x, 1));
+        assert!(err < 1e-5, "statistics {asked}: {err:e}");
+        match ctx.pipelines.statistics() {
+            Ok(list) => {
+                assert!(asked && ctx.device.statistics.is_some());
+                assert!(!list.is_empty(), "the GEMV's pipeline is listed");
+                for (key, executables) in &list {
+                    assert!(!executables.is_empty(), "{key}: no executable");
+                    assert!(
+                        executables.iter().all(|e| !e.statistics.is_empty()),
+                        "{key}: an executable without statistics"
+                    );
+                }
+            }
+            Err(e) => {
+                // Not asked for, or the device does not offer the extension (lavapipe of
+                // Debian 12 does not).
+                assert!(!asked || ctx.device.statistics.is_none(), "{e}");
+                assert!(e.to_string().contains("not enabled"), "{e}");
+            }
+        }
+    }
+    assert_eq!(MESSAGES.load(Ordering::SeqCst), 0);
 }

@@ -2,7 +2,7 @@
 //! Safe to share between threads: submissions and staging sit behind one mutex, the
 //! pipeline map and the x/y descriptor cache behind their own.
 
-use super::device::Device;
+use super::device::{Device, DeviceOptions};
 use super::gemv::{Staging, MAX_M};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
@@ -54,6 +54,10 @@ pub struct ContextConfig {
     /// Run the GEMM kernels from this m on instead of from 9 (tuning experiments,
     /// `q4vk-bench --gemm-from M`).
     pub gemm_from_m: Option<u32>,
+    /// Own device: capture the compiler statistics of every pipeline where the device
+    /// offers `VK_KHR_pipeline_executable_properties` (`Pipelines::statistics`,
+    /// `q4vk-bench --stats`).
+    pub pipeline_statistics: bool,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -138,8 +142,11 @@ impl Context {
                     Arc::new(Device::create(
                         instance,
                         config.device_index,
-                        config.no_push_descriptors,
-                        want_coop,
+                        DeviceOptions {
+                            no_push: config.no_push_descriptors,
+                            want_coop,
+                            want_statistics: config.pipeline_statistics,
+                        },
                         &logger,
                     )?),
                     None,

@@ -8,6 +8,17 @@ use ash::vk;
 use std::ffi::CStr;
 use std::sync::Arc;
 
+/// What q4vk's own device enables beyond the basics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeviceOptions {
+    /// Do not enable `VK_KHR_push_descriptor`.
+    pub no_push: bool,
+    /// Enable what the tensor-core kernel needs, where the device offers all of it.
+    pub want_coop: bool,
+    /// Enable `VK_KHR_pipeline_executable_properties` where offered (`vk::stats`).
+    pub want_statistics: bool,
+}
+
 /// What the kernels and the dispatcher need to know about a physical device.
 #[derive(Debug, Clone)]
 pub struct DeviceInfo {
@@ -77,6 +88,8 @@ pub struct Device {
     pub timestamps: bool,
     /// The tensor-core kernel's extensions and features are enabled (`vk::coop`).
     pub coop_enabled: bool,
+    /// `VK_KHR_pipeline_executable_properties` functions when enabled (`vk::stats`).
+    pub statistics: Option<ash::khr::pipeline_executable_properties::Device>,
     owned: bool,
 }
 
@@ -177,16 +190,20 @@ impl Device {
 
     /// Creates q4vk's own device: the best Vulkan 1.1 device with a compute queue
     /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list;
-    /// `VK_KHR_push_descriptor` is enabled where offered unless `no_push`. With
-    /// `want_coop`, enables what the tensor-core kernel needs where the device offers all
-    /// of it (`vk::coop::device_offers`).
+    /// `VK_KHR_push_descriptor` is enabled where offered unless `options.no_push`; the
+    /// tensor-core kernel's needs (`vk::coop::device_offers`) and pipeline statistics where
+    /// the options ask and the device offers them.
     pub fn create(
         instance: Arc<Instance>,
         index: i32,
-        no_push: bool,
-        want_coop: bool,
+        options: DeviceOptions,
         logger: &Logger,
     ) -> Result<Device> {
+        let DeviceOptions {
+            no_push,
+            want_coop,
+            want_statistics,
+        } = options;
         let vki = &instance.instance;
         // SAFETY: queries and creation with valid create infos.
         unsafe {
@@ -240,7 +257,12 @@ impl Device {
             if coop {
                 extensions.extend(super::coop::EXTENSIONS.iter().map(|n| n.as_ptr()));
             }
+            let statistics = want_statistics && super::stats::offered(&available);
+            if statistics {
+                extensions.push(super::stats::EXTENSION.as_ptr());
+            }
             let mut features = super::coop::EnabledFeatures::all_on();
+            let mut statistics_feature = super::stats::feature();
             let priority = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default()
                 .queue_family_index(family)
@@ -254,12 +276,17 @@ impl Device {
                     .push_next(&mut features.model)
                     .push_next(&mut features.f16);
             }
+            if statistics {
+                info = info.push_next(&mut statistics_feature);
+            }
             let device = vki
                 .create_device(physical, &info, None)
                 .map_err(|e| Error::vk("vkCreateDevice", e))?;
             let queue = device.get_device_queue(family, 0);
             let push_descriptor =
                 push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
+            let statistics = statistics
+                .then(|| ash::khr::pipeline_executable_properties::Device::new(vki, &device));
             let info = query_info(vki, physical);
             let queue_families = vki
                 .get_physical_device_queue_family_properties(physical)
@@ -267,8 +294,8 @@ impl Device {
             logger.log(
                 LEVEL_INFO,
                 &format!(
-                    "device {}: subgroup size {}, subgroup arithmetic {}, push descriptors {}, cooperative matrices {}",
-                    info.name, info.subgroup_size, info.subgroup_arithmetic, push, coop
+                    "device {}: subgroup size {}, subgroup arithmetic {}, push descriptors {}, cooperative matrices {}, pipeline statistics {}",
+                    info.name, info.subgroup_size, info.subgroup_arithmetic, push, coop, statistics.is_some()
                 ),
             );
             Ok(Device {
@@ -282,6 +309,7 @@ impl Device {
                 info,
                 timestamps,
                 coop_enabled: coop,
+                statistics,
                 owned: true,
             })
         }
@@ -336,6 +364,7 @@ impl Device {
             queue_families: families.len() as u32,
             push_descriptor,
             coop_enabled: false,
+            statistics: None,
             owned: false,
         })
     }

@@ -17,5 +17,6 @@ pub mod matrix;
 pub mod memory;
 pub mod pipeline;
 pub mod shaders;
+pub mod stats;
 pub mod submit;
 pub mod xy_sets;

@@ -426,6 +426,15 @@ impl<K: Eq + Hash> PipelineSet<K> {
         Ok(pipeline)
     }
 
+    /// Every pipeline created so far with its key, as `Debug` text.
+    fn listed(&self) -> Vec<(String, vk::Pipeline)>
+    where
+        K: std::fmt::Debug,
+    {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.iter().map(|(k, &p)| (format!("{k:?}"), p)).collect()
+    }
+
     /// Every pipeline created, removed from the set (for destruction).
     fn take_all(&mut self) -> Vec<vk::Pipeline> {
         let map = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
@@ -680,7 +689,13 @@ impl Pipelines {
             .module(module)
             .name(c"main")
             .specialization_info(&spec);
+        let flags = if self.device.statistics.is_some() {
+            vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
+        } else {
+            vk::PipelineCreateFlags::empty()
+        };
         let info = [vk::ComputePipelineCreateInfo::default()
+            .flags(flags)
             .stage(stage)
             .layout(self.layout)];
         // SAFETY: valid module, layout and specialization.
@@ -709,6 +724,21 @@ pub fn cache_blob_matches(blob: &[u8], props: &vk::PhysicalDeviceProperties) -> 
         && word(8) == props.vendor_id
         && word(12) == props.device_id
         && blob[16..32] == props.pipeline_cache_uuid
+}
+
+impl Pipelines {
+    /// The compiler statistics of every pipeline this context created so far, by key
+    /// (`vk::stats`; an error where statistics were not enabled).
+    pub fn statistics(&self) -> Result<Vec<(String, Vec<super::stats::Executable>)>> {
+        let mut all = self.pipelines.listed();
+        all.extend(self.coop_pipelines.listed());
+        all.extend(self.gemm_pipelines.listed());
+        all.extend(self.coop_gemm_pipelines.listed());
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.into_iter()
+            .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
+            .collect()
+    }
 }
 
 impl Drop for Pipelines {

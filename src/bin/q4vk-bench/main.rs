@@ -5,7 +5,9 @@
 //! markdown table; `--m 1,8` picks the activation counts, `--no-coop` forces the SIMT
 //! kernels, `--coop T,S` fixes the tensor-core kernel's tiles and subgroups, and
 //! `--coop-sweep` times it over a grid of those (bench/RESULTS.md); `Q4VK_BENCH_LOG=1`
-//! prints the context's log.
+//! prints the context's log; `--stats` ends the table with the compiler statistics
+//! (registers, spills, as the driver reports them through
+//! `VK_KHR_pipeline_executable_properties`) of every pipeline the run created.
 //!
 //! `q4vk-bench` runs the target shapes of `bench/RESULTS.md` (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
@@ -65,6 +67,8 @@ struct Options {
     offsets: bool,
     /// Matrices with a column order (GPTQ act-order: x gathered through a permutation).
     act_order: bool,
+    /// Print the pipelines' compiler statistics after the table.
+    stats: bool,
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
@@ -82,14 +86,14 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M[,K]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M[,K]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, None, None);
-    let mut act_order = false;
+    let (mut act_order, mut stats) = (false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -104,6 +108,7 @@ fn main() {
             "--no-coop" => no_coop = true,
             "--offsets" => offsets = true,
             "--act-order" => act_order = true,
+            "--stats" => stats = true,
             "--f16" => x_f16 = true,
             "--coop" => {
                 coop = match numbers(args.next()).as_deref() {
@@ -155,6 +160,7 @@ fn main() {
         gemm_from,
         offsets,
         act_order,
+        stats,
         tuning,
         unroll,
         split,
@@ -203,6 +209,7 @@ fn context(
             coop_tuning: opt.coop,
             coop_gemm_tuning: opt.coop_gemm,
             gemm_from_m: opt.gemm_from,
+            pipeline_statistics: opt.stats,
             ..Default::default()
         },
         if std::env::var("Q4VK_BENCH_LOG").is_ok_and(|v| v == "1") {
@@ -312,6 +319,25 @@ fn run(opt: &Options) -> Result<()> {
             r.per_copy.iter().copied().fold(0.0, f64::max),
             r.per_copy.len()
         );
+        }
+    }
+    if opt.stats {
+        print_statistics(&ctx)?;
+    }
+    Ok(())
+}
+
+/// The compiler statistics of every pipeline the run created, one line per executable.
+fn print_statistics(ctx: &Context) -> Result<()> {
+    println!();
+    println!("pipeline statistics (VK_KHR_pipeline_executable_properties):");
+    if ctx.device.statistics.is_none() {
+        println!("- not offered by this device");
+        return Ok(());
+    }
+    for (key, executables) in ctx.pipelines.statistics()? {
+        for e in executables {
+            println!("- {key} [{}]: {}", e.name, e.statistics.join(", "));
         }
     }
     Ok(())
