@@ -12,6 +12,7 @@ use crate::cpu::context::CpuContext;
 use crate::error::{invalid, Error, Result};
 use crate::parallel::resolve_threads;
 use crate::vk::context::{Adoption, Context, ContextConfig};
+use crate::vk::coop::HostFeatures;
 use crate::vk::log::Logger;
 use crate::vk::submit::QueueLock;
 use ash::vk::{self, Handle};
@@ -85,9 +86,12 @@ pub struct q4vk_context(pub(crate) Backend);
 /// device, and destroys those). The host keeps them alive until `q4vk_context_destroy`
 /// has returned for every context adopting them and `q4vk_matrix_destroy` for every matrix
 /// created on the device: destroy q4vk's objects (in any order), then the `VkDevice`.
-/// Several contexts may adopt one device and share its matrices. q4vk's kernels need no
-/// optional device feature, so `enabled_features` is not read; `VK_KHR_push_descriptor` is
-/// used only if it is in `enabled_extensions`.
+/// Several contexts may adopt one device and share its matrices (a matrix made by a context
+/// that runs the tensor-core kernels needs a context that runs them too: contexts adopting
+/// one device with the same features and flags do). The tensor-core kernels run where the
+/// host enabled their features (`enabled_features`, `enabled_extensions`) and the device has
+/// what they need, unless `Q4VK_CONTEXT_NO_COOPMAT`; `VK_KHR_push_descriptor` is used only
+/// if it is in `enabled_extensions`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct q4vk_context_desc {
@@ -125,8 +129,14 @@ pub struct q4vk_context_desc {
     /// `q4vk_cmd_gemv` (then `q4vk_gemv` returns `Q4VK_ERROR_UNSUPPORTED`, and matrices
     /// need host-visible device memory).
     pub queue: *mut c_void,
-    /// `VkPhysicalDeviceFeatures2` chain the host enabled; NULL = none beyond core. Not read
-    /// by this version (its kernels need no optional feature).
+    /// The feature chain the host enabled (its `VkPhysicalDeviceFeatures2` and the structs
+    /// chained to it); NULL = none beyond core. Read for the tensor-core kernels: where it
+    /// enables cooperativeMatrix (`VkPhysicalDeviceCooperativeMatrixFeaturesKHR`),
+    /// vulkanMemoryModel and shaderFloat16 (their own structs or
+    /// `VkPhysicalDeviceVulkan12Features`), `VK_KHR_cooperative_matrix` is in
+    /// `enabled_extensions` and the device offers an f16 16 × 8 × 16 shape with 32-wide
+    /// subgroups, new matrices use them (checked by a probe dispatch on `queue` at
+    /// creation; without a queue they are not used). Other structs are skipped.
     pub enabled_features: *const c_void,
     /// Device extensions the host enabled (`enabled_extension_count` NUL-terminated names).
     pub enabled_extensions: *const *const c_char,
@@ -290,6 +300,8 @@ unsafe fn adoption_of(d: &q4vk_context_desc) -> Result<Option<Adoption>> {
         queue: vk::Queue::from_raw(d.queue as u64),
         queue_family: d.queue_family_index,
         extensions,
+        // SAFETY: NULL or the host's enabled-feature chain (contract of the field).
+        features: unsafe { HostFeatures::from_chain(d.enabled_features) },
         lock,
     }))
 }

@@ -77,6 +77,8 @@ pub struct Adoption {
     pub queue_family: u32,
     /// Device extensions the host enabled.
     pub extensions: Vec<CString>,
+    /// The tensor-core kernels' features, as the host's feature chain enabled them.
+    pub features: super::coop::HostFeatures,
     /// Host lock around q4vk's submits to the queue.
     pub lock: Option<QueueLock>,
 }
@@ -168,6 +170,7 @@ impl Context {
                         a.queue,
                         a.queue_family,
                         &names,
+                        want_coop && a.features.run_coop(&names),
                     )?
                 };
                 (Arc::new(device), a.lock)

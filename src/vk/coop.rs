@@ -108,6 +108,80 @@ impl EnabledFeatures {
     }
 }
 
+/// The kernel's features as a host enabled them on a device q4vk adopts, read from the
+/// host's `VkPhysicalDeviceFeatures2` chain (`q4vk_context_desc.enabled_features`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostFeatures {
+    /// `VkPhysicalDeviceCooperativeMatrixFeaturesKHR::cooperativeMatrix`.
+    pub cooperative_matrix: bool,
+    /// vulkanMemoryModel (its own struct or `VkPhysicalDeviceVulkan12Features`).
+    pub vulkan_memory_model: bool,
+    /// shaderFloat16 (`VkPhysicalDeviceShaderFloat16Int8Features` or
+    /// `VkPhysicalDeviceVulkan12Features`).
+    pub shader_float16: bool,
+}
+
+/// Structures read from a host's chain at most (a longer chain is cut there: a guard
+/// against a malformed, cyclic chain).
+const MAX_CHAIN: usize = 256;
+
+impl HostFeatures {
+    /// Reads the chain at `chain` (NULL: nothing enabled beyond core): every structure the
+    /// kernel's features can be enabled in; others are skipped.
+    ///
+    /// # Safety
+    /// `chain` is NULL or a valid Vulkan structure chain (`sType`, `pNext` first) whose
+    /// structures of the types read are complete.
+    pub unsafe fn from_chain(chain: *const std::ffi::c_void) -> HostFeatures {
+        let mut found = HostFeatures::default();
+        let mut at = chain.cast::<vk::BaseInStructure>();
+        for _ in 0..MAX_CHAIN {
+            // SAFETY: NULL or a structure of the chain (caller's contract).
+            let Some(base) = (unsafe { at.as_ref() }) else {
+                break;
+            };
+            // The structure as the type its `sType` names (caller's contract).
+            let cast = at.cast::<u8>();
+            match base.s_type {
+                vk::StructureType::PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR => {
+                    // SAFETY: see `cast`.
+                    let s =
+                        unsafe { &*cast.cast::<vk::PhysicalDeviceCooperativeMatrixFeaturesKHR>() };
+                    found.cooperative_matrix |= s.cooperative_matrix != 0;
+                }
+                vk::StructureType::PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES => {
+                    // SAFETY: see `cast`.
+                    let s = unsafe { &*cast.cast::<vk::PhysicalDeviceVulkanMemoryModelFeatures>() };
+                    found.vulkan_memory_model |= s.vulkan_memory_model != 0;
+                }
+                vk::StructureType::PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES => {
+                    // SAFETY: see `cast`.
+                    let s = unsafe { &*cast.cast::<vk::PhysicalDeviceShaderFloat16Int8Features>() };
+                    found.shader_float16 |= s.shader_float16 != 0;
+                }
+                vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES => {
+                    // SAFETY: see `cast`.
+                    let s = unsafe { &*cast.cast::<vk::PhysicalDeviceVulkan12Features>() };
+                    found.vulkan_memory_model |= s.vulkan_memory_model != 0;
+                    found.shader_float16 |= s.shader_float16 != 0;
+                }
+                _ => {}
+            }
+            at = base.p_next;
+        }
+        found
+    }
+
+    /// Whether the host enabled everything the tensor-core kernels need: the three
+    /// features and, among `extensions`, `VK_KHR_cooperative_matrix`.
+    pub fn run_coop(&self, extensions: &[&CStr]) -> bool {
+        self.cooperative_matrix
+            && self.vulkan_memory_model
+            && self.shader_float16
+            && extensions.contains(&ash::khr::cooperative_matrix::NAME)
+    }
+}
+
 /// Row tiles from which a matrix counts as tall (N ≥ 16384): four tiles per subgroup
 /// then keep the most bytes in flight per subgroup and still give enough subgroups.
 const TALL_TILES: usize = 1024;
@@ -239,5 +313,62 @@ mod tests {
         let mut wrong_length = good.clone();
         wrong_length[512] = 16.0;
         assert!(!mapping_matches(&wrong_length));
+    }
+
+    fn features(chain: *const std::ffi::c_void) -> HostFeatures {
+        // SAFETY: chains of live, complete structs built by the tests.
+        unsafe { HostFeatures::from_chain(chain) }
+    }
+
+    #[test]
+    fn host_features_are_read_from_every_struct_that_can_enable_them() {
+        assert_eq!(features(std::ptr::null()), HostFeatures::default());
+        // Separate structs behind VkPhysicalDeviceFeatures2, with an unrelated one between.
+        let mut coop =
+            vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
+        let mut other =
+            vk::PhysicalDevice16BitStorageFeatures::default().storage_buffer16_bit_access(true);
+        let mut model =
+            vk::PhysicalDeviceVulkanMemoryModelFeatures::default().vulkan_memory_model(true);
+        let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default().shader_float16(true);
+        let all = vk::PhysicalDeviceFeatures2::default()
+            .push_next(&mut coop)
+            .push_next(&mut other)
+            .push_next(&mut model)
+            .push_next(&mut f16);
+        let found = features((&all as *const vk::PhysicalDeviceFeatures2).cast());
+        assert_eq!(
+            found,
+            HostFeatures {
+                cooperative_matrix: true,
+                vulkan_memory_model: true,
+                shader_float16: true
+            }
+        );
+        let ext = [ash::khr::cooperative_matrix::NAME];
+        assert!(found.run_coop(&ext));
+        assert!(!found.run_coop(&[ash::khr::push_descriptor::NAME]));
+        // The Vulkan 1.2 struct enables the memory model and f16; a feature off stays off.
+        let mut coop_off = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+        let mut v12 = vk::PhysicalDeviceVulkan12Features::default()
+            .vulkan_memory_model(true)
+            .shader_float16(true);
+        let chain = vk::PhysicalDeviceFeatures2::default()
+            .push_next(&mut coop_off)
+            .push_next(&mut v12);
+        let found = features((&chain as *const vk::PhysicalDeviceFeatures2).cast());
+        assert!(!found.cooperative_matrix && found.vulkan_memory_model && found.shader_float16);
+        assert!(!found.run_coop(&ext));
+    }
+
+    #[test]
+    fn a_cyclic_host_chain_is_cut() {
+        let mut coop =
+            vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
+        let at: *mut vk::PhysicalDeviceCooperativeMatrixFeaturesKHR = &mut coop;
+        coop.p_next = at.cast();
+        let found =
+            features((&coop as *const vk::PhysicalDeviceCooperativeMatrixFeaturesKHR).cast());
+        assert!(found.cooperative_matrix && !found.vulkan_memory_model);
     }
 }

@@ -316,7 +316,9 @@ impl Device {
     }
 
     /// Borrows the host's device. `extensions` are the device extensions the host
-    /// enabled (push descriptors are used only if listed).
+    /// enabled (push descriptors are used only if listed); `host_enabled_coop`: the host
+    /// enabled what the tensor-core kernels need (`coop::HostFeatures::run_coop`), which
+    /// are then used where the device offers their shape.
     ///
     /// # Safety
     /// The handles must be valid, belong to `instance`, and outlive the returned value.
@@ -327,6 +329,7 @@ impl Device {
         queue: vk::Queue,
         queue_family: u32,
         extensions: &[&CStr],
+        host_enabled_coop: bool,
     ) -> Result<Device> {
         let vki = &instance.instance;
         // SAFETY: a valid physical device of this instance (caller's contract).
@@ -353,6 +356,14 @@ impl Device {
         let device = unsafe { ash::Device::load(vki.fp_v1_0(), device) };
         let push = extensions.contains(&ash::khr::push_descriptor::NAME);
         let push_descriptor = push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
+        // The tensor-core kernels run where the host enabled their features and the device
+        // has what they need (shape, 32-wide subgroups).
+        let coop = host_enabled_coop && {
+            // SAFETY: as above.
+            let available = unsafe { vki.enumerate_device_extension_properties(physical) }
+                .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
+            super::coop::device_offers(&instance.entry, vki, physical, &available)
+        };
         Ok(Device {
             info: query_info(vki, physical),
             timestamps: family.timestamp_valid_bits > 0,
@@ -363,7 +374,7 @@ impl Device {
             queue_family,
             queue_families: families.len() as u32,
             push_descriptor,
-            coop_enabled: false,
+            coop_enabled: coop,
             statistics: None,
             owned: false,
         })
