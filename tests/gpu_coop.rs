@@ -12,21 +12,8 @@ use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::gemv::{self, gemv_host, BufferRange, GemvParams};
-use q4vk::vk::log::Logger;
 use q4vk::vk::matrix::{upload, DeviceMatrix};
 use q4vk::vk::memory::{Buffer, MemoryKind};
-use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-static MESSAGES: AtomicUsize = AtomicUsize::new(0);
-
-unsafe extern "C" fn count(_: *mut c_void, _: u32, message: *const c_char) {
-    let text = CStr::from_ptr(message).to_string_lossy();
-    eprintln!("{text}");
-    if fails_test(&text) {
-        MESSAGES.fetch_add(1, Ordering::SeqCst);
-    }
-}
 
 fn context(coop_tuning: Option<(u32, u32)>) -> Context {
     gemm_context(coop_tuning, None, None)
@@ -47,7 +34,7 @@ fn gemm_context(
         gemm_from_m,
         ..Default::default()
     };
-    Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1)).unwrap()
+    Context::new(config, counting_logger()).unwrap()
 }
 
 #[test]
@@ -123,7 +110,7 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
             assert!(err < 1e-5, "offsets n {n} k {k} g {g} m {m}: {err:e}");
         }
     }
-    assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
+    assert_nothing_logged();
 }
 
 #[test]
@@ -281,5 +268,5 @@ fn tensor_core_gemm_matches_reference() {
         let err = reference::relative_error(&y, &want);
         assert!(err < 1e-5, "GEMM f16 offsets n {n} k {k} g {g}: {err:e}");
     }
-    assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
+    assert_nothing_logged();
 }

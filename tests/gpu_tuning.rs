@@ -11,17 +11,7 @@ use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::gemv::gemv_host;
-use q4vk::vk::log::Logger;
 use q4vk::vk::matrix::DeviceMatrix;
-use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-static MESSAGES: AtomicUsize = AtomicUsize::new(0);
-
-unsafe extern "C" fn count(_: *mut c_void, _: u32, message: *const c_char) {
-    eprintln!("{}", CStr::from_ptr(message).to_string_lossy());
-    MESSAGES.fetch_add(1, Ordering::SeqCst);
-}
 
 #[test]
 fn workgroup_shapes_of_both_variants() {
@@ -74,8 +64,7 @@ fn workgroup_shapes_of_both_variants() {
                 coop_tuning: None,
                 pipeline_statistics: false,
             };
-            let ctx = match Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1))
-            {
+            let ctx = match Context::new(config, counting_logger()) {
                 Ok(ctx) => ctx,
                 // Refused only for lack of shared memory (the largest shapes).
                 Err(e) => {
@@ -104,7 +93,7 @@ fn workgroup_shapes_of_both_variants() {
         }
     }
     assert_eq!(ran, 10, "configurations the device accepts");
-    assert_eq!(MESSAGES.load(Ordering::SeqCst), 0, "validation messages");
+    assert_nothing_logged();
 }
 
 #[test]
@@ -118,7 +107,7 @@ fn pipeline_statistics_where_offered() {
             pipeline_statistics: asked,
             ..Default::default()
         };
-        let ctx = Context::new(config, Logger::new(Some(count), std::ptr::null_mut(), 1)).unwrap();
+        let ctx = Context::new(config, counting_logger()).unwrap();
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
         let x = rng.vec(d.shape.k);
         let mut y = vec![f32::NAN; d.shape.n];
@@ -145,5 +134,5 @@ fn pipeline_statistics_where_offered() {
             }
         }
     }
-    assert_eq!(MESSAGES.load(Ordering::SeqCst), 0);
+    assert_nothing_logged();
 }

@@ -12,6 +12,7 @@ use q4vk::ffi::status::Q4VK_OK;
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use std::borrow::Cow;
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Messages the log callback received at WARN or ERROR.
@@ -36,6 +37,33 @@ unsafe extern "C" fn collect(user: *mut c_void, level: u32, message: *const c_ch
             .unwrap_or_else(|e| e.into_inner())
             .push(text);
     }
+}
+
+/// WARN/ERROR messages that fail a test (`fails_test`), from every logger made by
+/// `counting_logger` in this test binary.
+pub static LOGGED: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn count_logged(_: *mut c_void, _: u32, message: *const c_char) {
+    let text = CStr::from_ptr(message).to_string_lossy();
+    eprintln!("{text}");
+    if fails_test(&text) {
+        LOGGED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A logger for contexts of the Rust core: delivers WARN and ERROR, prints them and counts
+/// those that fail a test into [`LOGGED`].
+pub fn counting_logger() -> q4vk::vk::log::Logger {
+    q4vk::vk::log::Logger::new(Some(count_logged), std::ptr::null_mut(), Q4VK_LOG_WARN)
+}
+
+/// Asserts that no logger of [`counting_logger`] has received a message that fails a test.
+pub fn assert_nothing_logged() {
+    assert_eq!(
+        LOGGED.load(Ordering::SeqCst),
+        0,
+        "validation or q4vk warnings"
+    );
 }
 
 /// A context with validation on; fails (never skips) when no device exists.
