@@ -51,6 +51,9 @@ fi
 for component in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
 done
+# The Android type check of scripts/test.sh (the standard library for the target only).
+rustup target list --installed 2>/dev/null | grep -q "^aarch64-linux-android$" ||
+    rustup target add aarch64-linux-android
 
 if ! cbindgen --version 2>/dev/null | grep -q " $cbindgen_version\$"; then
     echo "== cargo install cbindgen $cbindgen_version"

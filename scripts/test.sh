@@ -40,6 +40,10 @@ for flag in '-Wl,-z,max-page-size=16384' '-Wl,-soname,libq4vk.so' '-Wl,--version
         { echo "build.rs does not emit $flag for Android" >&2; exit 1; }
 done
 echo "   ok: max-page-size=16384, SONAME libq4vk.so, version script"
+echo "== Android type check and lint (aarch64-linux-android: NEON kernels, the loader's libvulkan.so path)"
+# No NDK here, so nothing links: clippy compiles the library for the target (a c_char is
+# u8 there, NEON replaces the x86 kernels) and fails on any warning.
+cargo clippy --release --lib --target aarch64-linux-android -- -D warnings
 echo "== C tests"
 scripts/test-c.sh
 echo "== sanitizers (Rust tests under ASan/LSan, valgrind leak count)"

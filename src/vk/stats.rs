@@ -54,20 +54,17 @@ pub fn of_pipeline(device: &Device, pipeline: vk::Pipeline) -> Result<Vec<Execut
             let stats = unsafe { ext.get_pipeline_executable_statistics(&which) }
                 .map_err(|e| Error::vk("vkGetPipelineExecutableStatisticsKHR", e))?;
             Ok(Executable {
-                name: text(&props.name),
+                name: text(props.name_as_c_str()),
                 statistics: stats.iter().map(statistic).collect(),
             })
         })
         .collect()
 }
 
-fn text(chars: &[std::ffi::c_char]) -> String {
-    let bytes: Vec<u8> = chars
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+/// A driver's fixed-size name as text (lossy; empty if it lacks its NUL).
+fn text(name: std::result::Result<&std::ffi::CStr, std::ffi::FromBytesUntilNulError>) -> String {
+    name.map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn statistic(s: &vk::PipelineExecutableStatisticKHR) -> String {
@@ -81,5 +78,5 @@ fn statistic(s: &vk::PipelineExecutableStatisticKHR) -> String {
             _ => "?".into(),
         }
     };
-    format!("{} = {value}", text(&s.name))
+    format!("{} = {value}", text(s.name_as_c_str()))
 }
