@@ -11,9 +11,8 @@ use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::vk::context::{Context, ContextConfig};
-use q4vk::vk::gemv::{self, gemv_host, BufferRange, GemvParams};
-use q4vk::vk::matrix::{upload, DeviceMatrix};
-use q4vk::vk::memory::{Buffer, MemoryKind};
+use q4vk::vk::gemv::{self, gemv_host};
+use q4vk::vk::matrix::DeviceMatrix;
 
 fn context(coop_tuning: Option<(u32, u32)>) -> Context {
     gemm_context(coop_tuning, None, None)
@@ -126,50 +125,14 @@ fn no_coopmat_flag_selects_the_simt_kernels() {
 }
 
 /// y of `mat` for `m` rows of f16 activations `x` (f16 values held as f32), recorded with
-/// `Q4VK_GEMV_F16_ACTIVATIONS`' parameters and read back (y poisoned with NaN first).
+/// `Q4VK_GEMV_F16_ACTIVATIONS`' parameters and read back.
 fn gemv_f16(ctx: &Context, mat: &DeviceMatrix, x: &[f32], m: usize) -> Vec<f32> {
-    let (n, k) = (mat.shape.n, mat.shape.k);
     let mut xv: Vec<u8> = x
         .iter()
         .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
         .collect();
     xv.resize(xv.len().next_multiple_of(4), 0);
-    let xb = upload(ctx, &xv).unwrap();
-    let yb = Buffer::new(&ctx.device, 4 * (m * n) as u64, MemoryKind::Readback).unwrap();
-    let nan: Vec<u8> = (0..m * n).flat_map(|_| f32::NAN.to_le_bytes()).collect();
-    yb.write(0, &nan);
-    let range = |b: &Buffer, bytes: usize| BufferRange {
-        buffer: b.buffer,
-        offset: 0,
-        range: bytes as u64,
-    };
-    let p = GemvParams {
-        m: m as u32,
-        x_f16: true,
-        x_stride: k as u64,
-        y_stride: n as u64,
-    };
-    let mut exec = ctx.exec.lock().unwrap();
-    exec.submitter
-        .run(None, |cmd| {
-            gemv::record(
-                ctx,
-                cmd,
-                mat,
-                range(&xb, xv.len()),
-                range(&yb, 4 * m * n),
-                &p,
-            )?;
-            let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
-            unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
-            Ok(())
-        })
-        .unwrap();
-    let mut out = vec![0u8; 4 * m * n];
-    yb.read(0, &mut out);
-    out.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+    record_gemv(ctx, mat, &xv, m, true)
 }
 
 #[test]

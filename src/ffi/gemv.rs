@@ -299,6 +299,8 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
             } else {
                 a.y_row_stride
             },
+            // The kernels gather x through a column order from the host's buffer.
+            x_gathered: false,
         };
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params)

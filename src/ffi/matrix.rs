@@ -549,9 +549,11 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
 /// offset: `w = scale·u + offset`, 4 more bytes per group of 32), GPTQ and AWQ with groups
 /// of 32, 64, 128 or 256 inputs or one per row. Act-order GPTQ (`g_idx` putting a group's
 /// inputs apart) is stored with its groups made contiguous and the input of each column
-/// (4·k more bytes); its GEMV gathers x through that order and runs the SIMT kernels (also
-/// on tensor-core contexts); CPU contexts gather x once per call. `UNSUPPORTED` for
-/// other group sizes; `q4vk_matrix_dequantize` takes all of them.
+/// (4·k more bytes), in the SIMT layout also on tensor-core contexts: `q4vk_gemv` gathers x
+/// through that order once per call on the host and runs the plain SIMT kernels,
+/// `q4vk_cmd_gemv`'s kernels gather x from the host's buffer; CPU contexts gather x once
+/// per call. `UNSUPPORTED` for other group sizes; `q4vk_matrix_dequantize` takes all of
+/// them.
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),
 /// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (see above;

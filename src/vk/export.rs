@@ -350,6 +350,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         x_f16: req.x_f16,
         x_stride: req.x_stride,
         y_stride: req.y_stride,
+        x_gathered: false,
     };
     let XyExtent {
         x_elems,

@@ -35,6 +35,9 @@ pub struct GemvParams {
     pub x_stride: u64,
     /// Elements between rows of y (≥ n).
     pub y_stride: u64,
+    /// x is already in the matrix's column order (`q4vk_gemv` gathered it on the host): the
+    /// kernels read it as a plain matrix's, without gathering.
+    pub x_gathered: bool,
 }
 
 /// Checks the activation count: 0 is invalid. (The upper limits are those of x and y:
@@ -205,7 +208,7 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
                 scale_f32: mat.scale_f32,
                 x_f16: p.x_f16,
                 offsets: mat.offsets,
-                k_order: mat.k_order.is_some(),
+                k_order: mat.k_order.is_some() && !p.x_gathered,
             };
             let t = GEMM_TILE;
             (ctx.pipelines.get_gemm(key)?, t.rows(), t.tokens())
@@ -218,7 +221,7 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
                 scale_f32: mat.scale_f32,
                 x_f16: p.x_f16,
                 offsets: mat.offsets,
-                k_order: mat.k_order.is_some(),
+                k_order: mat.k_order.is_some() && !p.x_gathered,
             };
             (ctx.pipelines.get(key)?, ctx.pipelines.tuning.rows, p.m)
         };
@@ -445,6 +448,7 @@ pub fn gemv_host(
         x_f16: false,
         x_stride: k as u64,
         y_stride: n as u64,
+        x_gathered: mat.k_order.is_some(),
     };
     // Everything that can refuse the call runs before the staging buffers grow.
     check_params(ctx, mat, &p)?;
@@ -465,6 +469,15 @@ pub fn gemv_host(
         exec.staging.x.as_ref().expect("x"),
         exec.staging.y.as_ref().expect("y"),
     );
+    // A matrix with a column order gets x in that order, gathered here once per call.
+    let gathered = match &mat.k_order {
+        Some(order) => Some(crate::alloc::collect(
+            (0..xn).map(|i| x[i - i % k + order.inputs[i % k] as usize]),
+            "x in the matrix's column order",
+        )?),
+        None => None,
+    };
+    let x = gathered.as_deref().unwrap_or(x);
     // SAFETY: f32 slice viewed as bytes.
     let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn) };
     xb.write(0, xs);

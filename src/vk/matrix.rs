@@ -23,6 +23,16 @@ pub struct Part {
     _buffers: Vec<Buffer>,
 }
 
+/// The input of each column of a matrix whose columns are not in input order: on the
+/// device for the kernels that gather x (binding 3 of every part: `q4vk_cmd_gemv`), and on
+/// the host, where `q4vk_gemv` gathers x once per call and runs the plain kernels.
+pub struct ColumnOrder {
+    /// `inputs` as u32 on the device.
+    pub buffer: Buffer,
+    /// Column j multiplies input `inputs[j]`.
+    pub inputs: Vec<u32>,
+}
+
 /// An immutable Q4 matrix in device memory; shareable between threads.
 pub struct DeviceMatrix {
     /// Shape and scheme.
@@ -31,8 +41,8 @@ pub struct DeviceMatrix {
     pub scale_f32: bool,
     /// Binding 2 holds per-group f32 offsets (`w = scale·u + offset`) instead of zero points.
     pub offsets: bool,
-    /// The input of each column (binding 3 of every part), when not in order.
-    pub k_order: Option<Buffer>,
+    /// The input of each column, when not in order (GPTQ act-order).
+    pub k_order: Option<ColumnOrder>,
     /// GPU layout geometry (SIMT kernels).
     pub layout: VkLayout,
     /// The tensor-core layout, when the matrix was made for that kernel (then the parts
@@ -164,7 +174,10 @@ impl DeviceMatrix {
         }
         if let Some(order) = k_order {
             let bytes: Vec<u8> = order.iter().flat_map(|i| i.to_le_bytes()).collect();
-            this.k_order = Some(upload(ctx, &bytes)?);
+            this.k_order = Some(ColumnOrder {
+                buffer: upload(ctx, &bytes)?,
+                inputs: crate::alloc::collect(order.iter().copied(), "the column order")?,
+            });
         }
         for p in 0..part_count {
             let rows = p * rows_per_part..((p + 1) * rows_per_part).min(shape.n);
@@ -217,7 +230,7 @@ impl DeviceMatrix {
             // Symmetric matrices bind the scales again as the (unread) zero buffer, and
             // matrices with inputs in order as the (unread) column order.
             let zero_buffer = zeros.as_ref().unwrap_or(&scales);
-            let order_buffer = this.k_order.as_ref().unwrap_or(&scales);
+            let order_buffer = this.k_order.as_ref().map_or(&scales, |o| &o.buffer);
             // SAFETY: the pool and layout are the context's; the pool has room for one set
             // per part.
             let set = unsafe {

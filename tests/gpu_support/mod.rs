@@ -388,3 +388,56 @@ pub unsafe fn submit_and_wait(
     d.destroy_fence(fence, None);
     d.free_command_buffers(pool, &cmds);
 }
+
+/// y of `mat` for `m` rows of activations `x_bytes` (f32, or f16 with `x_f16`; dense rows),
+/// recorded through `gemv::record` (the path of `q4vk_cmd_gemv`: a column order is gathered
+/// by the kernels) into a NaN-poisoned buffer and read back.
+pub fn record_gemv(
+    ctx: &q4vk::vk::context::Context,
+    mat: &q4vk::vk::matrix::DeviceMatrix,
+    x_bytes: &[u8],
+    m: usize,
+    x_f16: bool,
+) -> Vec<f32> {
+    use q4vk::vk::gemv::{self, BufferRange, GemvParams};
+    use q4vk::vk::memory::{Buffer, MemoryKind};
+    let (n, k) = (mat.shape.n, mat.shape.k);
+    let xb = q4vk::vk::matrix::upload(ctx, x_bytes).unwrap();
+    let yb = Buffer::new(&ctx.device, 4 * (m * n) as u64, MemoryKind::Readback).unwrap();
+    let nan: Vec<u8> = (0..m * n).flat_map(|_| f32::NAN.to_le_bytes()).collect();
+    yb.write(0, &nan);
+    let range = |b: &Buffer, bytes: usize| BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: bytes as u64,
+    };
+    let p = GemvParams {
+        m: m as u32,
+        x_f16,
+        x_stride: k as u64,
+        y_stride: n as u64,
+        x_gathered: false,
+    };
+    let mut exec = ctx.exec.lock().unwrap();
+    exec.submitter
+        .run(None, |cmd| {
+            gemv::record(
+                ctx,
+                cmd,
+                mat,
+                range(&xb, x_bytes.len()),
+                range(&yb, 4 * m * n),
+                &p,
+            )?;
+            let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
+            // SAFETY: recording into the context's own command buffer.
+            unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
+            Ok(())
+        })
+        .unwrap();
+    let mut out = vec![0u8; 4 * m * n];
+    yb.read(0, &mut out);
+    out.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}

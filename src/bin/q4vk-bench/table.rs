@@ -74,6 +74,9 @@ pub(crate) fn time_gemv(
         x_f16: opt.x_f16,
         x_stride: k as u64,
         y_stride: n as u64,
+        // --act-order times the kernels that gather x (q4vk_cmd_gemv's; q4vk_gemv gathers
+        // on the host and runs the plain kernel).
+        x_gathered: false,
     };
     // Correctness of what is timed: y of the recorded kernel, read back, against the f64
     // reference (for m > 8, of three tokens: the first, the middle and the last).
