@@ -292,7 +292,7 @@ fn coop_gemm_plan(
         (false, ..=32) => (2, 4, 16, 1),
         (false, _) => (2, 8, 16, 1),
     });
-    let key = CoopGemmKey {
+    let mut key = CoopGemmKey {
         tiles,
         subgroups,
         tokens,
@@ -303,6 +303,11 @@ fn coop_gemm_plan(
         ksplit,
     };
     let max_shared = ctx.device.info.max_shared;
+    // Each K group has its own staged B: the default takes fewer groups where the device's
+    // shared memory is smaller than the H200's 48 KiB.
+    while ctx.coop_gemm_tuning.is_none() && key.shared_bytes() > max_shared && key.ksplit > 1 {
+        key.ksplit /= 2;
+    }
     if key.shared_bytes() > max_shared {
         return Err(Error::Unsupported(format!(
             "the tensor-core GEMM with {tokens} tokens per workgroup needs {} bytes of shared memory; the device has {max_shared}",
