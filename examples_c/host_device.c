@@ -158,7 +158,14 @@ int main(int argc, char **argv) {
     qci.queueFamilyIndex = family;
     qci.queueCount = 1;
     qci.pQueuePriorities = &priority;
+    /* As an engine does: enable the optional features it uses (here 16-bit storage, where
+     * offered) through a VkPhysicalDeviceFeatures2 chain, and lend q4vk that chain. */
+    VkPhysicalDevice16BitStorageFeatures storage16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    features.pNext = &storage16;
+    vkGetPhysicalDeviceFeatures2(pd, &features);
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    dci.pNext = &features;
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
     VkDevice device;
@@ -178,6 +185,7 @@ int main(int argc, char **argv) {
     cd.queue = queue;
     cd.queue_family_index = family;
     cd.api_version = VK_API_VERSION_1_1;
+    cd.enabled_features = &features;
     cd.queue_lock = lock_queue;
     cd.queue_unlock = unlock_queue;
     cd.queue_lock_user = &guard;
