@@ -132,7 +132,35 @@ pub struct Context {
     pub logger: Arc<Logger>,
 }
 
+/// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
+fn check_coop_gemm_tuning(tuning: Option<(u32, u32, u32, u32)>) -> Result<()> {
+    let Some((tiles, subgroups, tokens, ksplit)) = tuning else {
+        return Ok(());
+    };
+    if !(1..=4).contains(&tiles)
+        || ![1, 2, 4, 8].contains(&subgroups)
+        || tokens % 8 != 0
+        || tokens % subgroups != 0
+        || !(8..=128).contains(&tokens)
+        || ksplit == 0
+        || subgroups % ksplit != 0
+    {
+        return Err(crate::error::invalid!(
+            "coop GEMM tuning ({tiles}, {subgroups}, {tokens}, {ksplit}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..128 tokens in steps of 8 and of the subgroups, K groups dividing the subgroups"
+        ));
+    }
+    Ok(())
+}
+
 impl Context {
+    /// Fixes the tensor-core GEMM's shape for later calls (`None`: the default), checked as
+    /// at creation; tuning sweeps time several shapes on the same matrices this way.
+    pub fn set_coop_gemm_tuning(&mut self, tuning: Option<(u32, u32, u32, u32)>) -> Result<()> {
+        check_coop_gemm_tuning(tuning)?;
+        self.coop_gemm_tuning = tuning;
+        Ok(())
+    }
+
     /// Creates a context as `config` says.
     pub fn new(config: ContextConfig, logger: Logger) -> Result<Context> {
         let logger = Arc::new(logger);
@@ -283,20 +311,7 @@ impl Context {
                 ));
             }
         }
-        if let Some((tiles, subgroups, tokens, ksplit)) = config.coop_gemm_tuning {
-            if !(1..=4).contains(&tiles)
-                || ![1, 2, 4, 8].contains(&subgroups)
-                || tokens % 8 != 0
-                || tokens % subgroups != 0
-                || !(8..=128).contains(&tokens)
-                || ksplit == 0
-                || subgroups % ksplit != 0
-            {
-                return Err(crate::error::invalid!(
-                    "coop GEMM tuning ({tiles}, {subgroups}, {tokens}, {ksplit}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..128 tokens in steps of 8 and of the subgroups, K groups dividing the subgroups"
-                ));
-            }
-        }
+        check_coop_gemm_tuning(config.coop_gemm_tuning)?;
         if coop {
             logger.log(
                 LEVEL_INFO,

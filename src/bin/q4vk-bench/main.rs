@@ -56,8 +56,9 @@ struct Options {
     coop: Option<(u32, u32)>,
     /// SIMT kernels only.
     no_coop: bool,
-    /// Fixed (tiles, subgroups, tokens, K groups) of the tensor-core GEMM.
-    coop_gemm: Option<(u32, u32, u32, u32)>,
+    /// Shapes (tiles, subgroups, tokens, K groups) of the tensor-core GEMM to time on the
+    /// same matrices, one row each (`None`: the default); one `None` unless given.
+    coop_gemm: Vec<Option<(u32, u32, u32, u32)>>,
     /// f16 activations (x rounded to f16 for the reference too).
     x_f16: bool,
     /// The GEMM kernels from this m on.
@@ -86,13 +87,13 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M[,K]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
-    let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, None, None);
+    let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
     let (mut act_order, mut stats) = (false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -117,11 +118,17 @@ fn main() {
                 };
             }
             "--coop-gemm" => {
-                coop_gemm = match numbers(args.next()).as_deref() {
-                    Some(&[t, s, m]) => Some((t, s, m, 1)),
-                    Some(&[t, s, m, k]) => Some((t, s, m, k)),
-                    _ => usage(),
-                };
+                // Shapes separated by '/', each T,S,M[,K] or "default".
+                let list = args.next().unwrap_or_else(|| usage());
+                coop_gemm = list
+                    .split('/')
+                    .map(|v| match numbers(Some(v.to_string())).as_deref() {
+                        _ if v == "default" => None,
+                        Some(&[t, s, m]) => Some((t, s, m, 1)),
+                        Some(&[t, s, m, k]) => Some((t, s, m, k)),
+                        _ => usage(),
+                    })
+                    .collect();
             }
             "--m" => {
                 let v = numbers(args.next()).filter(|v| v.iter().all(|&m| m >= 1));
@@ -175,9 +182,14 @@ fn main() {
     }
 }
 
-/// The kernel path the context ran (a GEMM kernel or not).
-fn path(ctx: &Context, gemm: bool) -> String {
-    let kind = if gemm { " GEMM" } else { "" };
+/// The kernel path the context ran (a GEMM kernel or not, and the tensor-core GEMM's
+/// shape where the run fixed it).
+fn path(ctx: &Context, gemm: bool, coop_gemm: Option<(u32, u32, u32, u32)>) -> String {
+    let kind = match (gemm, coop_gemm) {
+        (true, Some((t, s, m, k))) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
+        (true, _) => " GEMM".to_string(),
+        (false, _) => String::new(),
+    };
     format!("{}{kind}", ctx.kernel_path())
 }
 
@@ -207,7 +219,7 @@ fn context(
             split,
             no_coop: opt.no_coop || env.no_coopmat,
             coop_tuning: opt.coop,
-            coop_gemm_tuning: opt.coop_gemm,
+            coop_gemm_tuning: opt.coop_gemm[0],
             gemm_from_m: opt.gemm_from,
             pipeline_statistics: opt.stats,
             ..Default::default()
@@ -240,7 +252,7 @@ fn run(opt: &Options) -> Result<()> {
     if opt.coop_sweep {
         return coop_sweep(opt);
     }
-    let ctx = context(opt, opt.tuning, opt.unroll, opt.split)?;
+    let mut ctx = context(opt, opt.tuning, opt.unroll, opt.split)?;
     if !ctx.device.timestamps {
         return Err(Error::Unsupported(
             "the compute queue has no timestamps".into(),
@@ -288,23 +300,32 @@ fn run(opt: &Options) -> Result<()> {
             (random_matrix(n, k, &mut seed), None)
         };
         for &m in &opt.ms {
-            let r = bench_shape(&ctx, opt, &data, offsets.as_deref(), m, &mut seed, &probe)?;
-            let gbs = |us: f64| r.bytes / us / 1e3;
-            // The naive baseline runs at m = 1 only.
-            let (naive, speedup) = if r.naive_us.is_nan() {
-                ("—".to_string(), "—".to_string())
-            } else {
-                (
-                    format!("{:.1}", r.naive_us),
-                    format!("{:.1}×", r.naive_us / r.cold_us),
-                )
-            };
-            println!(
+            let rows = bench_shape(
+                &mut ctx,
+                opt,
+                &data,
+                offsets.as_deref(),
+                m,
+                &mut seed,
+                &probe,
+            )?;
+            for r in rows {
+                let gbs = |us: f64| r.bytes / us / 1e3;
+                // The naive baseline runs at m = 1 only.
+                let (naive, speedup) = if r.naive_us.is_nan() {
+                    ("—".to_string(), "—".to_string())
+                } else {
+                    (
+                        format!("{:.1}", r.naive_us),
+                        format!("{:.1}×", r.naive_us / r.cold_us),
+                    )
+                };
+                println!(
             "| {} × {} | {} | {} | {:.1} | {} | {:.0}% | {:.1} | {:.1} | {} | {} | {} | {:.1e} | {} | {:.1} – {:.1} ({}) |",
             r.n,
             r.k,
             r.m,
-            path(&ctx, r.gemm),
+            path(&ctx, r.gemm, r.coop_gemm),
             r.cold_us,
             rate(gbs(r.cold_us)),
             100.0 * gbs(r.cold_us) / copy,
@@ -319,6 +340,7 @@ fn run(opt: &Options) -> Result<()> {
             r.per_copy.iter().copied().fold(0.0, f64::max),
             r.per_copy.len()
         );
+            }
         }
     }
     if opt.stats {

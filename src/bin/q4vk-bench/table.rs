@@ -25,20 +25,37 @@ pub(crate) struct Row {
     pub(crate) per_copy: Vec<f64>,
     /// A GEMM kernel ran.
     pub(crate) gemm: bool,
+    /// The tensor-core GEMM's shape the row fixed (`None`: the default).
+    pub(crate) coop_gemm: Option<(u32, u32, u32, u32)>,
 }
 
-/// Cold and hot GEMV times of `data` (with per-group `offsets`, if any) at `m` activation
-/// rows `x` (µs), the bytes one GEMV must move, the relative error of its result, the
-/// cold time per copy, and whether a GEMM kernel ran.
-pub(crate) fn time_gemv(
+/// What one row times: rotated copies of a matrix, x and y on the device, the parameters,
+/// and the f64 reference of the tokens whose result is checked.
+pub(crate) struct Prepared {
+    mats: Vec<DeviceMatrix>,
+    x: BufferRange,
+    y: BufferRange,
+    p: GemvParams,
+    /// Bytes one GEMV must move: the matrix, x and y.
+    bytes: u64,
+    /// Checked tokens (all for m ≤ 8; the first, middle and last beyond).
+    tokens: Vec<usize>,
+    /// Their reference results (`tokens.len()` rows of n), or the caller's full reference.
+    want: Vec<f64>,
+    _buffers: (Buffer, Buffer),
+}
+
+/// Uploads the rotated copies of `data` (with per-group `offsets`, if any) and `m`
+/// activation rows `x`, and computes the reference result (unless the caller's `reference`
+/// of all rows is given).
+pub(crate) fn prepare(
     ctx: &Context,
     opt: &Options,
     (data, offsets): (&Q4Data, Option<&[f32]>),
     x: &[f32],
     m: u32,
     reference: Option<&[f64]>,
-    probe: &Copy,
-) -> Result<(f64, f64, f64, f64, Vec<f64>, bool)> {
+) -> Result<Prepared> {
     let (n, k) = (data.shape.n, data.shape.k);
     let k_order = opt.act_order.then(|| column_order(k));
     let first = DeviceMatrix::new(ctx, data, offsets, k_order.as_deref())?;
@@ -59,15 +76,10 @@ pub(crate) fn time_gemv(
     let xb = upload(ctx, &xv)?;
     let mb = m as u64;
     let yb = Buffer::new(&ctx.device, 4 * mb * n as u64, MemoryKind::Device)?;
-    let xr = BufferRange {
-        buffer: xb.buffer,
+    let range = |b: &Buffer, bytes: u64| BufferRange {
+        buffer: b.buffer,
         offset: 0,
-        range: xv.len() as u64,
-    };
-    let yr = BufferRange {
-        buffer: yb.buffer,
-        offset: 0,
-        range: 4 * mb * n as u64,
+        range: bytes,
     };
     let p = GemvParams {
         m,
@@ -78,50 +90,94 @@ pub(crate) fn time_gemv(
         // on the host and runs the plain kernel).
         x_gathered: false,
     };
-    // Correctness of what is timed: y of the recorded kernel, read back, against the f64
-    // reference (for m > 8, of three tokens: the first, the middle and the last).
-    let y = run_once(ctx, &mats[0], xr, &p, n)?;
     let tokens: Vec<usize> = if m > 8 {
         vec![0, m as usize / 2, m as usize - 1]
     } else {
         (0..m as usize).collect()
     };
-    let pick = |v: &[f32], len: usize| -> Vec<f32> {
-        tokens
-            .iter()
-            .flat_map(|&t| v[t * len..(t + 1) * len].iter().copied())
-            .collect()
+    let want = match reference {
+        Some(r) => r.to_vec(),
+        None => {
+            let mut xs: Vec<f32> = tokens
+                .iter()
+                .flat_map(|&t| x[t * k..(t + 1) * k].iter().copied())
+                .collect();
+            if let Some(order) = &k_order {
+                // Column j of the matrix meets input order[j].
+                xs = xs
+                    .chunks_exact(k)
+                    .flat_map(|row| order.iter().map(|&i| row[i as usize]))
+                    .collect();
+            }
+            match offsets {
+                None => reference::gemv(data, &xs, tokens.len()),
+                Some(o) => reference::gemv_with_offsets(data, o, &xs, tokens.len()),
+            }
+        }
     };
-    let (mut xs, ys) = (pick(x, k), pick(&y, n));
-    if let Some(order) = &k_order {
-        // Column j of the matrix meets input order[j].
-        xs = xs
-            .chunks_exact(k)
-            .flat_map(|row| order.iter().map(|&i| row[i as usize]))
+    Ok(Prepared {
+        mats,
+        x: range(&xb, xv.len() as u64),
+        y: range(&yb, 4 * mb * n as u64),
+        p,
+        bytes: bytes_per + xv.len() as u64 + 4 * mb * n as u64,
+        tokens,
+        want,
+        _buffers: (xb, yb),
+    })
+}
+
+impl Prepared {
+    /// Cold and hot times (µs) with the context's current kernel choice, the bytes one GEMV
+    /// must move, the relative error of its result (read back from a recorded run), the cold
+    /// time per copy, and whether a GEMM kernel ran.
+    pub(crate) fn time(
+        &self,
+        ctx: &Context,
+        opt: &Options,
+        probe: &Copy,
+    ) -> Result<(f64, f64, f64, f64, Vec<f64>, bool)> {
+        let (mats, p) = (&self.mats, &self.p);
+        let n = mats[0].shape.n;
+        let copies = mats.len();
+        let y = run_once(ctx, &mats[0], self.x, p, n)?;
+        let got: Vec<f32> = if self.want.len() == y.len() {
+            y
+        } else {
+            self.tokens
+                .iter()
+                .flat_map(|&t| y[t * n..(t + 1) * n].iter().copied())
+                .collect()
+        };
+        let rel_err = reference::relative_error(&got, &self.want);
+        let warm = Some((probe, opt.warm));
+        let (xr, yr) = (self.x, self.y);
+        let cold = time_each(ctx, opt.iters.max(copies), warm, |cmd, i| {
+            gemv::record(ctx, cmd, &mats[i % copies], xr, yr, p)
+        })?;
+        let per_copy: Vec<f64> = (0..copies)
+            .map(|c| median(cold.iter().skip(c).step_by(copies).copied().collect()))
             .collect();
+        let cold_us = median(cold);
+        let hot_us = time_runs(ctx, opt.iters, warm, |cmd, _| {
+            gemv::record(ctx, cmd, &mats[0], xr, yr, p)
+        })?;
+        let gemm = gemv::runs_gemm(ctx, &mats[0], p.m);
+        Ok((cold_us, hot_us, self.bytes as f64, rel_err, per_copy, gemm))
     }
-    let rel_err = match (reference, offsets) {
-        (Some(r), _) => reference::relative_error(&y, r),
-        (None, None) => reference::relative_error(&ys, &reference::gemv(data, &xs, tokens.len())),
-        (None, Some(o)) => reference::relative_error(
-            &ys,
-            &reference::gemv_with_offsets(data, o, &xs, tokens.len()),
-        ),
-    };
-    let warm = Some((probe, opt.warm));
-    let cold = time_each(ctx, opt.iters.max(copies), warm, |cmd, i| {
-        gemv::record(ctx, cmd, &mats[i % copies], xr, yr, &p)
-    })?;
-    let per_copy: Vec<f64> = (0..copies)
-        .map(|c| median(cold.iter().skip(c).step_by(copies).copied().collect()))
-        .collect();
-    let cold_us = median(cold);
-    let hot_us = time_runs(ctx, opt.iters, warm, |cmd, _| {
-        gemv::record(ctx, cmd, &mats[0], xr, yr, &p)
-    })?;
-    let bytes = (bytes_per + xv.len() as u64 + 4 * mb * n as u64) as f64;
-    let gemm = gemv::runs_gemm(ctx, &mats[0], m);
-    Ok((cold_us, hot_us, bytes, rel_err, per_copy, gemm))
+}
+
+/// [`prepare`], then [`Prepared::time`].
+pub(crate) fn time_gemv(
+    ctx: &Context,
+    opt: &Options,
+    matrix: (&Q4Data, Option<&[f32]>),
+    x: &[f32],
+    m: u32,
+    reference: Option<&[f64]>,
+    probe: &Copy,
+) -> Result<(f64, f64, f64, f64, Vec<f64>, bool)> {
+    prepare(ctx, opt, matrix, x, m, reference)?.time(ctx, opt, probe)
 }
 
 /// A fixed pseudo-random permutation of `0..k` (an act-order matrix's column order).
@@ -209,16 +265,18 @@ pub(crate) fn time_naive(
     })
 }
 
-/// One table row: `data` at `m` activation rows (the naive kernel at m = 1 only).
+/// The rows of one shape at `m` activation rows: one per tensor-core GEMM shape of
+/// `opt.coop_gemm` where a GEMM runs (else one), timed on the same uploaded matrices (the
+/// naive kernel's time at m = 1).
 pub(crate) fn bench_shape(
-    ctx: &Context,
+    ctx: &mut Context,
     opt: &Options,
     data: &Q4Data,
     offsets: Option<&[f32]>,
     m: u32,
     seed: &mut u64,
     probe: &Copy,
-) -> Result<Row> {
+) -> Result<Vec<Row>> {
     let (n, k) = (data.shape.n, data.shape.k);
     let x: Vec<f32> = activations(m as usize * k)
         .into_iter()
@@ -230,25 +288,35 @@ pub(crate) fn bench_shape(
             }
         })
         .collect();
-    let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
-    let (cold_us, hot_us, bytes, rel_err, per_copy, gemm) =
-        time_gemv(ctx, opt, (data, offsets), &x, m, None, probe)?;
+    let prepared = prepare(ctx, opt, (data, offsets), &x, m, None)?;
     let naive_us = if m == 1 {
         time_naive(ctx, opt, n, k, &x, seed, probe)?
     } else {
         f64::NAN
     };
-    Ok(Row {
-        n,
-        k,
-        m,
-        cold_us,
-        hot_us,
-        bytes,
-        naive_us,
-        rel_err,
-        copy_now,
-        per_copy,
-        gemm,
-    })
+    let mut rows = Vec::new();
+    for (i, &coop_gemm) in opt.coop_gemm.iter().enumerate() {
+        // The GEMM's shapes change nothing where a GEMV kernel runs.
+        if i > 0 && !gemv::runs_gemm(ctx, &prepared.mats[0], m) {
+            break;
+        }
+        ctx.set_coop_gemm_tuning(coop_gemm)?;
+        let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
+        let (cold_us, hot_us, bytes, rel_err, per_copy, gemm) = prepared.time(ctx, opt, probe)?;
+        rows.push(Row {
+            n,
+            k,
+            m,
+            cold_us,
+            hot_us,
+            bytes,
+            naive_us,
+            rel_err,
+            copy_now,
+            per_copy,
+            gemm,
+            coop_gemm,
+        });
+    }
+    Ok(rows)
 }
