@@ -132,6 +132,20 @@ pub struct Context {
     pub logger: Arc<Logger>,
 }
 
+/// Checks a fixed shape of the tensor-core GEMV (`ContextConfig::coop_tuning`).
+fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
+    match tuning {
+        Some((tiles, subgroups))
+            if !(1..=4).contains(&tiles) || ![1, 2, 4, 8, 16].contains(&subgroups) =>
+        {
+            Err(crate::error::invalid!(
+                "coop tuning ({tiles}, {subgroups}): expected 1..4 tiles and 1, 2, 4, 8 or 16 subgroups"
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
 fn check_coop_gemm_tuning(tuning: Option<(u32, u32, u32, u32)>) -> Result<()> {
     let Some((tiles, subgroups, tokens, ksplit)) = tuning else {
@@ -153,6 +167,14 @@ fn check_coop_gemm_tuning(tuning: Option<(u32, u32, u32, u32)>) -> Result<()> {
 }
 
 impl Context {
+    /// Fixes the tensor-core GEMV's shape for later calls (`None`: chosen per matrix),
+    /// checked as at creation (tuning sweeps on the same matrices).
+    pub fn set_coop_tuning(&mut self, tuning: Option<(u32, u32)>) -> Result<()> {
+        check_coop_tuning(tuning)?;
+        self.coop_tuning = tuning;
+        Ok(())
+    }
+
     /// Fixes the tensor-core GEMM's shape for later calls (`None`: the default), checked as
     /// at creation; tuning sweeps time several shapes on the same matrices this way.
     pub fn set_coop_gemm_tuning(&mut self, tuning: Option<(u32, u32, u32, u32)>) -> Result<()> {
@@ -304,13 +326,7 @@ impl Context {
             }
             probed.is_ok()
         };
-        if let Some((tiles, subgroups)) = config.coop_tuning {
-            if !(1..=4).contains(&tiles) || ![1, 2, 4, 8, 16].contains(&subgroups) {
-                return Err(crate::error::invalid!(
-                    "coop tuning ({tiles}, {subgroups}): expected 1..4 tiles and 1, 2, 4, 8 or 16 subgroups"
-                ));
-            }
-        }
+        check_coop_tuning(config.coop_tuning)?;
         check_coop_gemm_tuning(config.coop_gemm_tuning)?;
         if coop {
             logger.log(

@@ -93,55 +93,50 @@ pub(crate) const COOP_GRID: [(u32, u32); 10] = [
     (4, 8),
 ];
 
-/// One case of `--coop-sweep`: matrix, m, x, the f64 reference, cold (else hot).
-pub(crate) type SweepCase = (Q4Data<'static>, u32, Vec<f32>, Vec<f64>, bool);
-
 /// Times the tensor-core kernel over [`COOP_GRID`] on the target cases (m = 1, and m = 8
-/// on 28672 × 8192 cold), each in a fresh context; the per-matrix default first.
+/// on 28672 × 8192 cold), the per-matrix default first; every case is uploaded once and
+/// timed at each shape of the grid in turn.
 pub(crate) fn coop_sweep(opt: &Options) -> Result<()> {
     let div = if opt.quick { 4 } else { 1 };
     let mut seed = 0x51u64;
-    let cases: Vec<SweepCase> = [
+    let mut ctx = context(opt, None, None, None)?;
+    if !ctx.coop {
+        return Err(Error::Unsupported(
+            "this device has no tensor-core path".into(),
+        ));
+    }
+    let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
+    let mut cases = Vec::new();
+    print!("| tiles | subgroups |");
+    for (n, k, m, cold) in [
         (28672, 8192, 1, true),
         (8192, 28672, 1, true),
         (11008, 4096, 1, false),
         (4096, 11008, 1, false),
         (28672, 8192, 8, true),
-    ]
-    .into_iter()
-    .map(|(n, k, m, cold)| {
+    ] {
         let data = random_matrix(n / div, k / div, &mut seed);
         let x = activations(m as usize * data.shape.k);
         let r = reference::gemv(&data, &x, m as usize);
-        (data, m, x, r, cold)
-    })
-    .collect();
-    print!("| tiles | subgroups |");
-    for (d, m, _, _, cold) in &cases {
-        let mode = if *cold { "cold" } else { "hot" };
-        print!(" {} × {} m={m} {mode} µs |", d.shape.n, d.shape.k);
+        print!(
+            " {} × {} m={m} {} µs |",
+            data.shape.n,
+            data.shape.k,
+            if cold { "cold" } else { "hot" }
+        );
+        cases.push((prepare(&ctx, opt, (&data, None), &x, m, Some(&r))?, cold));
     }
     println!();
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     let grid = std::iter::once(None).chain(COOP_GRID.iter().map(|&g| Some(g)));
     for g in grid {
-        let o = Options {
-            coop: g,
-            ..opt.clone()
-        };
-        let ctx = context(&o, None, None, None)?;
-        if !ctx.coop {
-            return Err(Error::Unsupported(
-                "this device has no tensor-core path".into(),
-            ));
-        }
-        let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
+        ctx.set_coop_tuning(g)?;
         match g {
             Some((t, s)) => print!("| {t} | {s} |"),
             None => print!("| default | default |"),
         }
-        for (d, m, x, r, cold) in &cases {
-            match time_gemv(&ctx, opt, (d, None), x, *m, Some(r), &probe) {
+        for (case, cold) in &cases {
+            match case.time(&ctx, opt, &probe) {
                 Ok((_, _, _, e, _, _)) if e > 1e-5 => print!(" wrong ({e:.1e}) |"),
                 Ok((c, h, _, _, _, _)) => print!(" {:.1} |", if *cold { c } else { h }),
                 Err(e) => print!(" {e} |"),
