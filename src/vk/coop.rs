@@ -108,6 +108,24 @@ impl EnabledFeatures {
     }
 }
 
+/// (row tiles per subgroup, subgroups, tokens per workgroup, K groups) of the tensor-core
+/// GEMM for `n` rows at `m` tokens, from sweeps on an H200 (bench/RESULTS.md): at m ≤ 8, 8
+/// tokens, 2 tiles × 4 subgroups (128 rows); beyond, 16 tokens and, where workgroups of 256
+/// rows would number ≤ 32 (≤ 64) — short matrices at small m, whose few workgroups leave
+/// SMs idle — 2 tiles × 8 subgroups in 4 (2) K groups; else f32 activations 2 tiles × 4
+/// subgroups up to m = 32 and × 8 (256 rows) beyond, f16 activations 1 tile × 8.
+pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) {
+    let wide = (n as u64).div_ceil(256) * (m as u64).div_ceil(16);
+    match (x_f16, m) {
+        (_, ..=super::gemv::MAX_M) => (2, 4, 8, 1),
+        _ if wide <= 32 => (2, 8, 16, 4),
+        _ if wide <= 64 => (2, 8, 16, 2),
+        (true, _) => (1, 8, 16, 1),
+        (false, ..=32) => (2, 4, 16, 1),
+        (false, _) => (2, 8, 16, 1),
+    }
+}
+
 /// The kernel's features as a host enabled them on a device q4vk adopts, read from the
 /// host's `VkPhysicalDeviceFeatures2` chain (`q4vk_context_desc.enabled_features`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -370,5 +388,41 @@ mod tests {
         let found =
             features((&coop as *const vk::PhysicalDeviceCooperativeMatrixFeaturesKHR).cast());
         assert!(found.cooperative_matrix && !found.vulkan_memory_model);
+    }
+
+    #[test]
+    fn gemm_shapes_split_k_only_where_workgroups_are_few() {
+        // 4096 rows: 16 workgroups of 256 rows per 16 tokens.
+        assert_eq!(choose_gemm_shape(4096, 16, false), (2, 8, 16, 4));
+        assert_eq!(choose_gemm_shape(4096, 64, false), (2, 8, 16, 2));
+        assert_eq!(choose_gemm_shape(4096, 512, false), (2, 8, 16, 1));
+        assert_eq!(choose_gemm_shape(8192, 16, true), (2, 8, 16, 4));
+        assert_eq!(choose_gemm_shape(8192, 64, true), (1, 8, 16, 1));
+        assert_eq!(choose_gemm_shape(28672, 16, false), (2, 4, 16, 1));
+        assert_eq!(choose_gemm_shape(28672, 64, false), (2, 8, 16, 1));
+        // m ≤ 8 (the GEMM at m = 8 on tall matrices): 8 tokens, never split.
+        assert_eq!(choose_gemm_shape(4096, 8, false), (2, 4, 8, 1));
+    }
+
+    #[test]
+    fn k_groups_shrink_to_the_shared_memory() {
+        let key = |ksplit, x_f16| crate::vk::pipeline::CoopGemmKey {
+            tiles: 2,
+            subgroups: 8,
+            tokens: 16,
+            zeros: false,
+            x_f16,
+            block: 128,
+            offsets: false,
+            ksplit,
+        };
+        // f32, 4 groups: 4 staged B of 32 columns (8.8 KB each) and 3 × 64 × 16 sums.
+        assert!(key(4, false).shared_bytes() <= 48 * 1024);
+        assert_eq!(key(4, false).fitted(48 * 1024).ksplit, 4);
+        assert_eq!(key(4, false).fitted(32 * 1024).ksplit, 2);
+        assert_eq!(key(4, false).fitted(16 * 1024).ksplit, 1);
+        assert_eq!(key(4, true).fitted(32 * 1024).ksplit, 4);
+        // Nothing to take away from a shape without groups, even where it does not fit.
+        assert_eq!(key(1, false).fitted(1024).ksplit, 1);
     }
 }

@@ -269,30 +269,19 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
     })
 }
 
-/// The tensor-core GEMM's plan: at m ≤ 8, 8 tokens per workgroup, 2 row tiles per subgroup
-/// and 4 subgroups (128 rows); beyond, 16 tokens per workgroup and, where workgroups of 256
-/// rows would number ≤ 32 (≤ 64), 2 tiles × 8 subgroups in 4 (2) K groups; else, for f32
-/// activations, 2 row tiles per subgroup and 4 subgroups up to m = 32, 8 subgroups (256
-/// rows) beyond; for f16 activations 1 tile and 8 subgroups (the fastest of sweeps on an
-/// H200, bench/RESULTS.md), unless the context fixes the shape.
+/// The tensor-core GEMM's plan: the shape the context fixes, else
+/// [`super::coop::choose_gemm_shape`]'s with as many K groups as the device's shared memory
+/// holds.
 fn coop_gemm_plan(
     ctx: &Context,
     mat: &DeviceMatrix,
     c: &crate::layout::coop::CoopLayout,
     p: &GemvParams,
 ) -> Result<Plan> {
-    // Workgroups of 256 rows × 16 tokens: where they would be few (short matrices, few
-    // tokens), SMs idle, and K groups (4 or 2 per workgroup) make up for it.
-    let wide = (mat.shape.n as u64).div_ceil(256) * (p.m as u64).div_ceil(16);
-    let (tiles, subgroups, tokens, ksplit) = ctx.coop_gemm_tuning.unwrap_or(match (p.x_f16, p.m) {
-        (_, ..=MAX_M) => (2, 4, 8, 1),
-        _ if wide <= 32 => (2, 8, 16, 4),
-        _ if wide <= 64 => (2, 8, 16, 2),
-        (true, _) => (1, 8, 16, 1),
-        (false, ..=32) => (2, 4, 16, 1),
-        (false, _) => (2, 8, 16, 1),
-    });
-    let mut key = CoopGemmKey {
+    let (tiles, subgroups, tokens, ksplit) = ctx
+        .coop_gemm_tuning
+        .unwrap_or_else(|| super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16));
+    let key = CoopGemmKey {
         tiles,
         subgroups,
         tokens,
@@ -303,11 +292,10 @@ fn coop_gemm_plan(
         ksplit,
     };
     let max_shared = ctx.device.info.max_shared;
-    // Each K group has its own staged B: the default takes fewer groups where the device's
-    // shared memory is smaller than the H200's 48 KiB.
-    while ctx.coop_gemm_tuning.is_none() && key.shared_bytes() > max_shared && key.ksplit > 1 {
-        key.ksplit /= 2;
-    }
+    let key = match ctx.coop_gemm_tuning {
+        Some(_) => key,
+        None => key.fitted(max_shared),
+    };
     if key.shared_bytes() > max_shared {
         return Err(Error::Unsupported(format!(
             "the tensor-core GEMM with {tokens} tokens per workgroup needs {} bytes of shared memory; the device has {max_shared}",

@@ -384,6 +384,15 @@ impl CoopGemmKey {
     pub fn rows(&self) -> u32 {
         16 * self.tiles * self.subgroups / self.ksplit
     }
+
+    /// This shape with its K groups halved until their staged B fit `max_shared` bytes
+    /// (each K group has its own; the 4-group f32 shape needs 47 KiB).
+    pub fn fitted(mut self, max_shared: u32) -> CoopGemmKey {
+        while self.shared_bytes() > max_shared && self.ksplit > 1 {
+            self.ksplit /= 2;
+        }
+        self
+    }
 }
 
 /// 32-bit words of the GEMM kernels' push block: [`Push`], then m.
