@@ -3,11 +3,14 @@
 //! (gathered through the matrix's column order, if it has one); scoped threads take chunks
 //! of W's rows from a shared counter.
 
+#[cfg(target_arch = "x86_64")]
+use super::digits::Digits;
 use super::kernels::{self, Isa, TILE_ROWS};
 use super::matrix::{CpuMatrix, BLOCK};
 use crate::alloc;
 use crate::error::Result;
 use crate::parallel::spawn_or_run;
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Multiply-adds below which one more thread is not worth its start-up (about 20 µs).
@@ -60,46 +63,65 @@ pub fn gemv(
 ) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
     assert!(m >= 1 && x.len() >= m * k && y.len() >= m * n);
-    let xp = pack_x(x, m, k, mat.blocks(), isa, &mat.k_order)?;
     let work = n * mat.blocks() * BLOCK * m;
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
-    let run = |out: &mut [f32]| {
-        // Threads take chunks of rows until none is left, so a thread that starts late
-        // (spawning takes tens of µs) or is slowed by other work on the machine does less.
-        let chunks: Vec<_> = out
-            .chunks_mut(CHUNK_ROWS * m)
-            .map(std::sync::Mutex::new)
-            .collect();
-        let next = AtomicUsize::new(0);
-        let work = || loop {
-            let chunk = next.fetch_add(1, Ordering::Relaxed);
-            let Some(slot) = chunks.get(chunk) else { break };
-            let mut slice = slot.lock().unwrap_or_else(|e| e.into_inner());
-            let first = chunk * CHUNK_ROWS;
-            kernels::rows(isa, mat, &xp, m, first..first + slice.len() / m, &mut slice);
-        };
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (1..threads).map(|_| spawn_or_run(scope, work)).collect();
-            work();
-            // Join explicitly: the scope alone waits only for the closures to return.
-            for worker in workers {
-                worker.join();
-            }
-        });
-    };
+    #[cfg(target_arch = "x86_64")]
+    if m == 1 && isa == Isa::Avx512Vnni {
+        let order = &mat.k_order;
+        if let Some(xd) = Digits::new(x, k, mat.shape.group_size, order)? {
+            spread(threads, 1, &mut y[..n], |rows, out| {
+                super::vnni::rows(mat, &xd, rows, out)
+            });
+            return Ok(());
+        }
+    }
+    let xp = pack_x(x, m, k, mat.blocks(), isa, &mat.k_order)?;
+    let kernel = |rows, out: &mut [f32]| kernels::rows(isa, mat, &xp, m, rows, out);
     if m == 1 {
-        run(&mut y[..n]);
+        spread(threads, 1, &mut y[..n], kernel);
         return Ok(());
     }
     // The kernels write each row of W's m results together: [n][m], transposed after.
     let mut scratch = alloc::filled::<f32>(n * m, "the GEMV's row-major results")?;
-    run(&mut scratch);
+    spread(threads, m, &mut scratch, kernel);
     for (row, values) in scratch.chunks_exact(m).enumerate() {
         for (i, &v) in values.iter().enumerate() {
             y[i * n + row] = v;
         }
     }
     Ok(())
+}
+
+/// Runs `kernel(rows, out)` over all rows of `out` (`m` results per row) on up to
+/// `threads` threads (the calling one included), which take chunks of
+/// [`CHUNK_ROWS`] rows until none is left, so a thread that starts late (spawning takes
+/// tens of µs) or is slowed by other work on the machine does less.
+fn spread(
+    threads: usize,
+    m: usize,
+    out: &mut [f32],
+    kernel: impl Fn(Range<usize>, &mut [f32]) + Sync,
+) {
+    let chunks: Vec<_> = out
+        .chunks_mut(CHUNK_ROWS * m)
+        .map(std::sync::Mutex::new)
+        .collect();
+    let next = AtomicUsize::new(0);
+    let work = || loop {
+        let chunk = next.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = chunks.get(chunk) else { break };
+        let mut slice = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let first = chunk * CHUNK_ROWS;
+        kernel(first..first + slice.len() / m, &mut slice);
+    };
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (1..threads).map(|_| spawn_or_run(scope, work)).collect();
+        work();
+        // Join explicitly: the scope alone waits only for the closures to return.
+        for worker in workers {
+            worker.join();
+        }
+    });
 }
 
 #[cfg(test)]

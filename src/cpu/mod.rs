@@ -2,7 +2,10 @@
 //! against, and the CPU context's matrices and multi-threaded SIMD GEMV.
 
 pub mod context;
+pub mod digits;
 pub mod gemv;
 pub mod kernels;
 pub mod matrix;
 pub mod reference;
+#[cfg(target_arch = "x86_64")]
+pub mod vnni;
