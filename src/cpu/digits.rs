@@ -2,7 +2,7 @@
 //! ([`super::vnni`]): per block of 32 columns, `x ≈ 2^(e−21)·(D0·2^16 + D1·2^8 + D2)`
 //! with `e = ⌊log2 max|x|⌋` of the block, `D0 ∈ [−64, 64]`, `D1, D2 ∈ [−128, 127]`.
 //!
-//! The split rounds `x·2^(21−e)` (below 2^22 in magnitude, computed exactly in f64) to
+//! The split rounds `x·2^(21−e)` (at most 2^22 in magnitude; two exact f32 products) to
 //! the nearest integer once, so each element is within `2^(e−22)`, i.e. 2^-22 of its
 //! block's largest magnitude, of the value the digits encode; the digits themselves are
 //! an exact base-256 expansion of that integer. A block of zeros has zero digits and
@@ -15,10 +15,11 @@
 //! columns `8i..8i + 8` of the piece, all in block `i / 4`, and takes that block's
 //! `2^(e−21−E)`, where `2^E` is the largest block's `2^e` (results are multiplied by
 //! `2^E` at the end, so no scale overflows and only blocks below 2^-128 of the largest
-//! underflow).
+//! underflow). Built with AVX-512 (F, BW, VL), the CPUs the VNNI kernel runs on.
 
 use crate::alloc;
 use crate::error::Result;
+use std::arch::x86_64::*;
 
 /// Columns per piece (the codes of one 64-byte load).
 pub const PIECE: usize = 128;
@@ -29,8 +30,7 @@ pub const LANES: usize = 16;
 /// Columns per block (one x scale).
 const BLOCK: usize = 32;
 
-/// One row of x in digits, with its per-group sums, for a matrix of `groups` groups of
-/// `group_size` columns.
+/// One row of x in digits, with its per-group sums.
 pub struct Digits {
     /// `[pieces][PIECE_BYTES]` signed digits (see the module docs for the order).
     pub bytes: Vec<i8>,
@@ -47,72 +47,68 @@ fn pow2(e: i32) -> f64 {
     f64::from_bits(((1023 + e) as u64) << 52)
 }
 
-/// `⌊log2 |v|⌋` of a finite non-zero f32 (subnormals included).
+/// `⌊log2 v⌋` of a finite positive f32 (subnormals included).
 fn exponent(v: f32) -> i32 {
     ((f64::from(v).to_bits() >> 52) & 0x7ff) as i32 - 1023
 }
 
-/// The three digits `(D0, D1, D2)` of an integer `q` with `|q| ≤ 2^22`: `q = D0·2^16 +
-/// D1·2^8 + D2`, `D1, D2 ∈ [−128, 127]`, so `|D0| ≤ 64`.
-fn split(q: i32) -> [i8; 3] {
-    let d2 = ((q + 128) & 255) - 128;
-    let q1 = (q - d2) >> 8;
-    let d1 = ((q1 + 128) & 255) - 128;
-    let d0 = (q1 - d1) >> 8;
-    [d0 as i8, d1 as i8, d2 as i8]
+/// The three digits `(D0, D1, D2)` of integers `q` with `|q| ≤ 2^22` (16 lanes):
+/// `q = D0·2^16 + D1·2^8 + D2`, `D1, D2 ∈ [−128, 127]`, so `|D0| ≤ 64`.
+#[target_feature(enable = "avx512f")]
+fn split(q: __m512i) -> [__m512i; 3] {
+    let (bias, low) = (_mm512_set1_epi32(128), _mm512_set1_epi32(255));
+    let digit =
+        |v: __m512i| _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(v, bias), low), bias);
+    let d2 = digit(q);
+    let q1 = _mm512_srai_epi32::<8>(_mm512_sub_epi32(q, d2));
+    let d1 = digit(q1);
+    [_mm512_srai_epi32::<8>(_mm512_sub_epi32(q1, d1)), d1, d2]
 }
 
 impl Digits {
     /// The digits of `x` (`k` columns; column `j` takes input `order[j]` when `order` is
     /// not empty), padded with zeros to `pieces·128` columns, and the sums of its groups of
-    /// `group_size` columns (the last may be shorter). `None` when x has an infinite or
-    /// NaN element (the f32 kernels keep their policy for those). Allocation failures
-    /// are `OutOfHostMemory`.
+    /// `group_size` (a multiple of 32, or `k`) columns, the last maybe shorter. `None` when
+    /// x has an infinite or NaN element (the f32 kernels keep their policy for those).
+    /// Allocation failures are `OutOfHostMemory`. The CPU must have AVX-512 F, BW and VL
+    /// (asserted).
     pub fn new(x: &[f32], k: usize, group_size: usize, order: &[u32]) -> Result<Option<Digits>> {
+        assert!(
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
+        );
+        assert!(group_size.is_multiple_of(BLOCK) || group_size == k);
         let x = &x[..k];
-        if !x.iter().all(|v| v.is_finite()) {
-            return Ok(None);
-        }
-        let at = |j: usize| match (j < k, order.is_empty()) {
-            (false, _) => 0.0,
-            (true, true) => x[j],
-            (true, false) => x[order[j] as usize],
-        };
         let pieces = k.div_ceil(PIECE);
-        let blocks = pieces * (PIECE / BLOCK);
-        let mut block_exp = alloc::filled::<i32>(blocks, "the activations' block exponents")?;
-        let mut top = i32::MIN;
-        for (b, e) in block_exp.iter_mut().enumerate() {
-            let max = (b * BLOCK..(b + 1) * BLOCK).fold(0f32, |m, j| m.max(at(j).abs()));
-            *e = if max == 0.0 { i32::MIN } else { exponent(max) };
-            top = top.max(*e);
+        let mut cols = alloc::filled::<f32>(pieces * PIECE, "the activations in column order")?;
+        match order.is_empty() {
+            true => cols[..k].copy_from_slice(x),
+            false => cols.iter_mut().zip(order).for_each(|(c, &i)| *c = x[i as usize]),
         }
-        let top = if top == i32::MIN { 0 } else { top };
+        let blocks = cols.len() / BLOCK;
+        let mut sums = alloc::filled::<f64>(blocks, "the activations' block sums")?;
+        let mut exps = alloc::filled::<i32>(blocks, "the activations' block exponents")?;
         let mut bytes = alloc::filled::<i8>(pieces * PIECE_BYTES, "the activations' digits")?;
         let mut scales = alloc::filled::<f32>(pieces * LANES, "the activations' scales")?;
-        for (b, &e) in block_exp.iter().enumerate() {
-            if e == i32::MIN {
-                continue;
-            }
-            let (piece, first) = (b / 4, b % 4 * BLOCK);
-            let dst = &mut bytes[piece * PIECE_BYTES..][..PIECE_BYTES];
-            let unit = pow2(21 - e);
-            for c in first..first + BLOCK {
-                let q = (f64::from(at(piece * PIECE + c)) * unit).round() as i32;
-                for (d, digit) in split(q).into_iter().enumerate() {
-                    dst[d * 128 + (c % 2) * 64 + c / 2] = digit;
-                }
-            }
-            let lane = (pow2(e - 21 - top)) as f32;
-            scales[piece * LANES + b % 4 * 4..][..4].fill(lane);
+        // SAFETY: the CPU features are asserted above; the slices are sized for the blocks.
+        if !unsafe { blocks_of(&cols, &mut bytes, &mut sums, &mut exps) } {
+            return Ok(None);
         }
-        let groups = k.div_ceil(group_size);
+        let top = exps.iter().copied().max().filter(|&e| e > i32::MIN);
+        let top = top.unwrap_or(0);
+        for (b, &e) in exps.iter().enumerate() {
+            if e > i32::MIN {
+                let lane = pow2(e - 21 - top) as f32;
+                scales[b / 4 * LANES + b % 4 * 4..][..4].fill(lane);
+            }
+        }
         let inverse = pow2(-top);
+        let group_blocks = group_size.div_ceil(BLOCK);
         let sums = alloc::collect(
-            (0..groups).map(|g| {
-                let cols = g * group_size..((g + 1) * group_size).min(k);
-                (cols.map(|j| f64::from(at(j))).sum::<f64>() * inverse) as f32
-            }),
+            sums.chunks(group_blocks)
+                .take(k.div_ceil(group_size))
+                .map(|g| (g.iter().sum::<f64>() * inverse) as f32),
             "the activations' group sums",
         )?;
         Ok(Some(Digits {
@@ -140,19 +136,86 @@ impl Digits {
     }
 }
 
+/// The digits (into `bytes`), f64 sums and exponents `e` of every block of 32 columns
+/// of `cols` (`i32::MIN` for a block of zeros, whose digits stay 0); false, leaving the
+/// rest unwritten, at the first block with an infinite or NaN element.
+///
+/// # Safety
+/// AVX-512 F, BW and VL; `bytes`, `sums` and `exps` sized for the blocks of `cols`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn blocks_of(cols: &[f32], bytes: &mut [i8], sums: &mut [f64], exps: &mut [i32]) -> bool {
+    // Even columns of the block (from its two halves of 16), then odd ones.
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    let blocks = cols.chunks_exact(BLOCK).zip(sums.iter_mut().zip(exps.iter_mut()));
+    for (b, (block, (sum, exp))) in blocks.enumerate() {
+        // SAFETY: 32 floats in the block.
+        let [v0, v1] = [0, 16].map(|at| unsafe { _mm512_loadu_ps(block.as_ptr().add(at)) });
+        let magnitude = [_mm512_abs_ps(v0), _mm512_abs_ps(v1)];
+        let infinity = _mm512_set1_ps(f32::INFINITY);
+        // Not below infinity: infinite, or NaN (unordered).
+        let bad = magnitude.map(|m| _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(m, infinity));
+        if bad[0] | bad[1] != 0 {
+            return false;
+        }
+        let wide = [v0, v1].map(|v| {
+            let high = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v));
+            let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+            _mm512_add_pd(lo, _mm512_cvtps_pd(_mm256_castpd_ps(high)))
+        });
+        *sum = _mm512_reduce_add_pd(_mm512_add_pd(wide[0], wide[1]));
+        let max = _mm512_reduce_max_ps(_mm512_max_ps(magnitude[0], magnitude[1]));
+        if max == 0.0 {
+            *exp = i32::MIN;
+            continue;
+        }
+        let e = exponent(max);
+        *exp = e;
+        // x·2^(21−e) in two exact products (2^(21−e) alone may exceed f32's range).
+        let first = (21 - e).min(120);
+        let a = _mm512_set1_ps(pow2(first) as f32);
+        let c = _mm512_set1_ps(pow2(21 - e - first) as f32);
+        let (piece, at) = (b / 4, b % 4 * (BLOCK / 2));
+        for (parity, idx) in [even, odd].into_iter().enumerate() {
+            let v = _mm512_permutex2var_ps(v0, idx, v1);
+            // Rounded to nearest (the default rounding mode); exact, being below 2^23.
+            let q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_mul_ps(v, a), c));
+            for (d, digits) in split(q).into_iter().enumerate() {
+                let to = piece * PIECE_BYTES + d * 128 + parity * 64 + at;
+                // SAFETY: the 16 bytes at `to` lie in the piece's digits.
+                let dst = unsafe { bytes.as_mut_ptr().add(to) };
+                unsafe { _mm_storeu_si128(dst.cast(), _mm512_cvtepi32_epi8(digits)) };
+            }
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn split_is_exact_and_in_range() {
-        for q in (-(1 << 22)..=(1 << 22)).step_by(97).chain([-(1 << 22), 1 << 22, 0, -1]) {
-            let [d0, d1, d2] = split(q);
-            assert!((-64..=64).contains(&d0), "{q}: {d0}");
-            let back = i32::from(d0) * 65536 + i32::from(d1) * 256 + i32::from(d2);
-            assert_eq!(back, q);
+        assert!(is_x86_feature_detected!("avx512f"), "the digits need AVX-512");
+        let edges = [-(1 << 22), 1 << 22, 0, -1];
+        let values: Vec<i32> = (-(1 << 22)..=(1 << 22)).step_by(97).chain(edges).collect();
+        for q in values.chunks(16) {
+            let mut lanes = [0i32; 16];
+            lanes[..q.len()].copy_from_slice(q);
+            // SAFETY: AVX-512 F (asserted); 16 lanes read; __m512i and [i32; 16] have one size.
+            let digits: [[i32; 16]; 3] = unsafe {
+                split(_mm512_loadu_si512(lanes.as_ptr().cast())).map(|d| std::mem::transmute(d))
+            };
+            for (i, &q) in q.iter().enumerate() {
+                let [d0, d1, d2] = digits.map(|d| d[i]);
+                assert!((-64..=64).contains(&d0) && (-128..=127).contains(&d1), "{q}");
+                assert!((-128..=127).contains(&d2), "{q}");
+                assert_eq!(d0 * 65536 + d1 * 256 + d2, q);
+            }
         }
     }
+
 
     /// Every element is within 2^-22 of its block's largest magnitude of the value its
     /// digits encode, for blocks spanning f32's whole range (subnormals, one huge element,

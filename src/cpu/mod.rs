@@ -2,6 +2,7 @@
 //! against, and the CPU context's matrices and multi-threaded SIMD GEMV.
 
 pub mod context;
+#[cfg(target_arch = "x86_64")]
 pub mod digits;
 pub mod gemv;
 pub mod kernels;
