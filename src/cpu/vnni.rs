@@ -119,6 +119,8 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
             let s = if SPREAD == ONE_GROUP {
                 _mm512_set1_ps(scales[first_group])
             } else {
+                let ahead = scales.as_ptr().wrapping_add(TILE_ROWS * groups + first_group);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
                 // Groups first_group.. of this piece: 4 / SPREAD of them, fewer at the end.
                 let count = (groups - first_group).min(4 / SPREAD);
                 // SAFETY: `count` scales from first_group lie in the row's scales.
