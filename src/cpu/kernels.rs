@@ -125,7 +125,8 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
     unsafe { run(mat, xp, m, rows, out) }
 }
 
-/// How a matrix's groups turn codes into weights: `s·(u − 8)`, `s·(u − z)` or `s·u + o`;
+/// How a matrix's groups turn codes into weights: `s·(u − 8)`, `s·(u − z)` or
+/// `s·(u − z) + o`;
 /// a const parameter of the drivers, so that the per-group work has no branch.
 pub(crate) const SYMMETRIC: u8 = 0;
 /// See [`SYMMETRIC`].
@@ -237,7 +238,7 @@ macro_rules! tiles {
                     dec[i] = match KIND {
                         super::SYMMETRIC => decoder(s, 8.0, 0.0),
                         super::ZERO_POINTS => decoder(s, mat.zeros[gi] as f32, 0.0),
-                        _ => decoder(s, 0.0, mat.offsets[gi]),
+                        _ => decoder(s, mat.zeros[gi] as f32, mat.offsets[gi]),
                     };
                 }
                 for piece in g * group_pieces..((g + 1) * group_pieces).min(pieces) {

@@ -40,7 +40,10 @@ pub fn rows(mat: &CpuMatrix, xd: &Digits, rows: Range<usize>, out: &mut [f32]) {
     assert!(rows.end <= mat.shape.n && out.len() == rows.len() && supported());
     assert!(mat.codes.len() == mat.shape.n * mat.row_stride());
     assert!(xd.pieces() == mat.shape.k.div_ceil(PIECE));
-    assert!(xd.sums.len() == mat.shape.groups());
+    assert!(xd.sums.len() == mat.shape.groups() && xd.lane_sums.len() == xd.pieces() * LANES);
+    let groups = mat.shape.n * mat.shape.groups();
+    assert!(kind(mat) == SYMMETRIC || mat.zeros.len() == groups);
+    assert!(kind(mat) != OFFSETS || mat.offsets.len() == groups);
     let blocks = mat.group_blocks();
     let spread = if mat.shape.groups() == 1 || blocks.is_multiple_of(4) {
         ONE_GROUP
@@ -91,12 +94,15 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
         // The piece's code bytes: 64, fewer in a row's last piece (its blocks).
         let bytes = (stride - piece * 64).min(64);
         let mask = u64::MAX >> (64 - bytes);
-        // SAFETY: the digits hold PIECE_BYTES per piece and LANES scales per piece.
-        let (x, lane_scales) = unsafe {
+        // SAFETY: the digits hold PIECE_BYTES per piece, LANES scales and lane sums per
+        // piece.
+        let (x, lane_scales, lane_sums) = unsafe {
             let d = xd.bytes.as_ptr().add(piece * PIECE_BYTES).cast::<__m512i>();
             let x: [__m512i; 6] = std::array::from_fn(|i| _mm512_loadu_si512(d.add(i)));
-            (x, _mm512_loadu_ps(xd.scales.as_ptr().add(piece * LANES)))
+            let sums = _mm512_loadu_si512(xd.lane_sums.as_ptr().add(piece * LANES).cast());
+            (x, _mm512_loadu_ps(xd.scales.as_ptr().add(piece * LANES)), sums)
         };
+        let eight_sums = _mm512_slli_epi32::<3>(lane_sums);
         let first_group = piece * (PIECE / BLOCK) / group_blocks;
         for (r, acc) in rows.iter().zip(acc.iter_mut()) {
             let at = mat.codes.as_ptr().wrapping_add(r * stride + piece * 64);
@@ -115,25 +121,30 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
             sum = _mm512_slli_epi32::<8>(sum);
             sum = _mm512_dpbusd_epi32(sum, lo, x[4]);
             sum = _mm512_dpbusd_epi32(sum, hi, x[5]);
-            let scales = &mat.scales[r * groups..(r + 1) * groups];
-            let s = if SPREAD == ONE_GROUP {
-                _mm512_set1_ps(scales[first_group])
+            // Groups first_group.. of the piece: 4 / SPREAD of them, fewer at the end.
+            let (at, count) = (r * groups + first_group, (groups - first_group).min(4 / SPREAD.max(1)));
+            let mask = (1u16 << count) - 1;
+            // Σ (u − z)·q per lane, exact: |Σ u·q| and |z·Σ q| are below 8·15·2^22 < 2^29.
+            let sum = if KIND == SYMMETRIC {
+                _mm512_sub_epi32(sum, eight_sums)
             } else {
-                let ahead = scales.as_ptr().wrapping_add(TILE_ROWS * groups + first_group);
-                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
-                // Groups first_group.. of this piece: 4 / SPREAD of them, fewer at the end.
-                let count = (groups - first_group).min(4 / SPREAD);
-                // SAFETY: `count` scales from first_group lie in the row's scales.
-                let v = unsafe {
-                    _mm_maskz_loadu_ps((1 << count) - 1, scales.as_ptr().add(first_group))
-                };
-                // Lane i sums columns of block i / 4 of the piece.
-                let lane_group = if SPREAD == 1 {
-                    _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)
+                let z = if SPREAD == ONE_GROUP {
+                    _mm512_set1_epi32(i32::from(mat.zeros[at]))
                 } else {
-                    _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
+                    // SAFETY: `count` zero points from `at` lie in row r's.
+                    let z = unsafe { _mm_maskz_loadu_epi8(mask, mat.zeros.as_ptr().add(at).cast()) };
+                    spread::<SPREAD>(_mm512_cvtepu8_epi32(z))
                 };
-                _mm512_permutexvar_ps(lane_group, _mm512_castps128_ps512(v))
+                _mm512_sub_epi32(sum, _mm512_mullo_epi32(z, lane_sums))
+            };
+            let s = if SPREAD == ONE_GROUP {
+                _mm512_set1_ps(mat.scales[at])
+            } else {
+                let ahead = mat.scales.as_ptr().wrapping_add(at + TILE_ROWS * groups);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                // SAFETY: `count` scales from `at` lie in row r's.
+                let v = unsafe { _mm_maskz_loadu_ps(mask as u8, mat.scales.as_ptr().add(at)) };
+                _mm512_castsi512_ps(spread::<SPREAD>(_mm512_castsi128_si512(_mm_castps_si128(v))))
             };
             *acc = _mm512_fmadd_ps(
                 _mm512_cvtepi32_ps(sum),
@@ -144,49 +155,45 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
     }
     let mut y = [0f32; TILE_ROWS];
     for ((r, acc), y) in rows.iter().zip(acc).zip(y.iter_mut()) {
-        // SAFETY: the CPU features (this function's).
-        let corr = unsafe { correction::<KIND>(mat, xd, *r) };
-        let sum = f64::from(_mm512_reduce_add_ps(acc)) - f64::from(corr);
+        let mut sum = f64::from(_mm512_reduce_add_ps(acc));
+        if KIND == OFFSETS {
+            // SAFETY: the CPU features (this function's); r < n.
+            sum += f64::from(unsafe { offset_terms(mat, xd, *r) });
+        }
         *y = (sum * f64::from_bits(((1023 + xd.exponent) as u64) << 52)) as f32;
     }
     y
 }
 
-/// What the zero points or offsets of row `r` subtract from `Σ s·u·x` (in units of
-/// `2^E`): `Σ_groups s·z·Σx` (z = 8 when symmetric), or `−Σ_groups o·Σx`.
+/// `Σ_groups o·Σx` of row `r` (in units of `2^E`): the offsets' part of its result.
 ///
 /// # Safety
-/// AVX-512 F, BW and VL; `r` < n.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-unsafe fn correction<const KIND: u8>(mat: &CpuMatrix, xd: &Digits, r: usize) -> f32 {
+/// AVX-512 F; `r` < n; the matrix has offsets.
+#[target_feature(enable = "avx512f")]
+unsafe fn offset_terms(mat: &CpuMatrix, xd: &Digits, r: usize) -> f32 {
     let groups = mat.shape.groups();
     let mut acc = _mm512_setzero_ps();
     for g in (0..groups).step_by(16) {
         let mask = (u32::MAX >> (32 - (groups - g).min(16))) as u16;
-        let at = r * groups + g;
-        // SAFETY: the masked lanes lie in row r's groups (of scales, zero points,
-        // offsets) and in the sums (`groups` of them).
+        // SAFETY: the masked lanes lie in row r's offsets and in the sums (`groups`).
         unsafe {
             let sums = _mm512_maskz_loadu_ps(mask, xd.sums.as_ptr().add(g));
-            let c = match KIND {
-                SYMMETRIC => _mm512_mul_ps(
-                    _mm512_maskz_loadu_ps(mask, mat.scales.as_ptr().add(at)),
-                    _mm512_set1_ps(8.0),
-                ),
-                ZERO_POINTS => {
-                    let z = _mm_maskz_loadu_epi8(mask, mat.zeros.as_ptr().add(at).cast());
-                    _mm512_mul_ps(
-                        _mm512_maskz_loadu_ps(mask, mat.scales.as_ptr().add(at)),
-                        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(z)),
-                    )
-                }
-                _ => _mm512_sub_ps(
-                    _mm512_setzero_ps(),
-                    _mm512_maskz_loadu_ps(mask, mat.offsets.as_ptr().add(at)),
-                ),
-            };
-            acc = _mm512_fmadd_ps(c, sums, acc);
+            let o = _mm512_maskz_loadu_ps(mask, mat.offsets.as_ptr().add(r * groups + g));
+            acc = _mm512_fmadd_ps(o, sums, acc);
         }
     }
     _mm512_reduce_add_ps(acc)
+}
+
+/// The values of a piece's groups (lanes 0.. of `v`: 4 groups of one block each when
+/// `SPREAD` is 1, 2 of two blocks when 2) in the lanes of their blocks: lane i sums
+/// columns of the piece's block i / 4.
+#[target_feature(enable = "avx512f")]
+fn spread<const SPREAD: usize>(v: __m512i) -> __m512i {
+    let lane_group = if SPREAD == 1 {
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)
+    } else {
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
+    };
+    _mm512_permutexvar_epi32(lane_group, v)
 }
