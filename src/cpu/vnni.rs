@@ -5,15 +5,16 @@
 //! Per row and piece of 128 columns: one 64-byte load of codes, a mask for the low
 //! nibbles (the even columns) and a shift and mask for the high ones (the odd columns),
 //! and per digit two dot products into one accumulator that is shifted left by 8 before
-//! the next digit, so it ends as `Σ u·(D0·2^16 + D1·2^8 + D2)` per lane (each lane sums 8
-//! columns of one block: at most `8·15·64 = 7680` for D0, `< 2^23` after the shifts
-//! and the D1 products, `< 2^30` at the end, so no overflow). The lane sums become f32
-//! and are multiplied into an f32 accumulator by the block's x scale times the group's
-//! weight scale, and the same bytes of the next tile's rows are prefetched (without,
-//! tiles of 4 rows of 4096 columns stream at half the speed from DRAM: each row is too
-//! short for the hardware prefetcher). The zero point (or offset) comes out of the loop:
-//! `Σ s·(u − z)·x = Σ s·u·x − Σ_groups s·z·Σx` (`+ o·Σx` with offsets), with the groups'
-//! `Σx` computed once per call.
+//! the next digit, so it ends as `Σ u·q` per lane, `q = D0·2^16 + D1·2^8 + D2` (each lane
+//! sums 8 columns of one block; at most `8·15·128 = 15360` after D0, `< 2^22` after the
+//! first shift and the D1 products, `< 2^30` at the end, so no overflow). The zero point
+//! comes off exactly in the same lanes: `Σ (u − z)·q = Σ u·q − z·Σ q` with x's lane sums
+//! `Σ q` (both terms below `8·15·2^23 < 2^30`). The lane results become f32 and are
+//! multiplied into an f32 accumulator by the block's x scale times the group's weight
+//! scale; a matrix with offsets (`s·(u − z) + o`) adds `Σ_groups o·Σx` at the row's end
+//! (the groups' `Σx` computed once per call). The same bytes of the next tile's rows are
+//! prefetched: without, tiles of 4 rows of 4096 columns stream at half the speed from
+//! DRAM (each row is too short for the hardware prefetcher).
 
 use super::digits::{Digits, LANES, PIECE, PIECE_BYTES};
 use super::kernels::{kind, OFFSETS, SYMMETRIC, TILE_ROWS, ZERO_POINTS};
