@@ -25,11 +25,11 @@ use crate::error::Result;
 use std::arch::x86_64::*;
 
 /// Columns per piece (the codes of one 64-byte load).
-pub const PIECE: usize = 128;
+pub(crate) const PIECE: usize = 128;
 /// Digit bytes per piece: 3 digits × (even, odd) × 64.
-pub const PIECE_BYTES: usize = 6 * 64;
+pub(crate) const PIECE_BYTES: usize = 6 * 64;
 /// Lane scales (and lane sums) per piece.
-pub const LANES: usize = 16;
+pub(crate) const LANES: usize = 16;
 /// Columns per block (one x scale).
 const BLOCK: usize = 32;
 /// What a block's largest magnitude becomes, in units of `t·2^16`: below 127.5 with
