@@ -89,7 +89,10 @@ impl Digits {
         let mut cols = alloc::filled::<f32>(pieces * PIECE, "the activations in column order")?;
         match order.is_empty() {
             true => cols[..k].copy_from_slice(x),
-            false => cols.iter_mut().zip(order).for_each(|(c, &i)| *c = x[i as usize]),
+            false => cols
+                .iter_mut()
+                .zip(order)
+                .for_each(|(c, &i)| *c = x[i as usize]),
         }
         let blocks = cols.len() / BLOCK;
         let mut sums = alloc::filled::<f64>(blocks, "the activations' block sums")?;
@@ -156,7 +159,8 @@ impl Digits {
                 let high = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v));
                 let halves = [_mm512_castps512_ps256(v), _mm256_castpd_ps(high)];
                 // Rounded to nearest (the default rounding mode), in f64.
-                let [lo, hi] = halves.map(|h| _mm512_cvtpd_epi32(_mm512_mul_pd(_mm512_cvtps_pd(h), scale)));
+                let [lo, hi] =
+                    halves.map(|h| _mm512_cvtpd_epi32(_mm512_mul_pd(_mm512_cvtps_pd(h), scale)));
                 let q = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
                 pairs = _mm512_add_epi32(pairs, q);
                 for (d, digits) in split(q).into_iter().enumerate() {
@@ -170,7 +174,10 @@ impl Digits {
             // SAFETY: __m512i and [i32; 16] have one size, every bit pattern valid in both.
             let pairs: [i32; 16] = unsafe { std::mem::transmute(pairs) };
             let lanes = piece * LANES + b % 4 * 4..piece * LANES + b % 4 * 4 + 4;
-            for (lane, four) in self.lane_sums[lanes.clone()].iter_mut().zip(pairs.chunks_exact(4)) {
+            for (lane, four) in self.lane_sums[lanes.clone()]
+                .iter_mut()
+                .zip(pairs.chunks_exact(4))
+            {
                 *lane = four.iter().sum();
             }
             self.scales[lanes].fill(t);
@@ -224,7 +231,10 @@ mod tests {
 
     #[test]
     fn split_is_exact_and_in_range() {
-        assert!(is_x86_feature_detected!("avx512f"), "the digits need AVX-512");
+        assert!(
+            is_x86_feature_detected!("avx512f"),
+            "the digits need AVX-512"
+        );
         let (low, high) = (-128 * 65793, 127 * 65793);
         let edges = [low, high, 0, -1, 1];
         let values: Vec<i32> = (low..=high).step_by(97).chain(edges).collect();
@@ -304,7 +314,10 @@ mod tests {
                 for (g, &got) in d.sums.iter().enumerate() {
                     let sum: f64 = (g * 64..(g * 64 + 64).min(k)).map(input).sum();
                     let got = f64::from(got) * pow2(d.exponent);
-                    assert!((got - sum).abs() <= sum.abs() * 1e-7, "case {case} group {g}");
+                    assert!(
+                        (got - sum).abs() <= sum.abs() * 1e-7,
+                        "case {case} group {g}"
+                    );
                 }
             }
         }

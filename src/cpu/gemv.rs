@@ -1,7 +1,9 @@
 //! GEMV on a [`CpuMatrix`]: `y[m][n] = sum_k x[m][k] · w[n][k]` for any m ≥ 1, fp32
 //! accumulation. x is copied once per call into the order the kernels decode codes in
-//! (gathered through the matrix's column order, if it has one); scoped threads take chunks
-//! of W's rows from a shared counter.
+//! (gathered through the matrix's column order, if it has one), or, at m = 1 on
+//! [`Isa::Avx512Vnni`], into 8-bit digits for the integer kernel (the f32 kernels measured
+//! faster from m = 2: they decode each piece of W once for up to 4 x rows); scoped threads
+//! take chunks of W's rows from a shared counter.
 
 #[cfg(target_arch = "x86_64")]
 use super::digits::Digits;
@@ -51,8 +53,8 @@ pub fn pack_x(
 
 /// `y` (`m·n`, row-major) for `x` (`m·k`, row-major), any `m ≥ 1`, with up to `threads`
 /// threads and the kernels of `isa`. Writes all of `y[..m·n]` on success, nothing on error
-/// (the only errors are `OutOfHostMemory` for the reordered x and, when m > 1, a
-/// row-major scratch of `m·n` floats).
+/// (the only errors are `OutOfHostMemory` for the reordered x or its digits and, when
+/// m > 1, a row-major scratch of `m·n` floats).
 pub fn gemv(
     mat: &CpuMatrix,
     x: &[f32],
@@ -180,7 +182,12 @@ mod tests {
     }
 
     impl Case {
-        fn new((n, k, group): (usize, usize, i32), kind: u8, ordered: bool, seed: &mut u64) -> Case {
+        fn new(
+            (n, k, group): (usize, usize, i32),
+            kind: u8,
+            ordered: bool,
+            seed: &mut u64,
+        ) -> Case {
             let data = data(n, k, group, kind == 1, seed);
             let offsets = (kind == 2).then(|| {
                 (0..data.shape.scale_count())
@@ -190,7 +197,12 @@ mod tests {
             let order = (!ordered).then(|| permutation(k, seed));
             let parts = (&data, offsets.as_deref(), order.as_deref());
             let mat = CpuMatrix::imported(parts).unwrap();
-            Case { data, offsets, order, mat }
+            Case {
+                data,
+                offsets,
+                order,
+                mat,
+            }
         }
 
         /// The f64 reference for `m` rows of x (column j multiplies input order[j]).
@@ -198,7 +210,9 @@ mod tests {
             let k = self.data.shape.k;
             let gathered: Vec<f32> = match &self.order {
                 None => x.to_vec(),
-                Some(o) => (0..m * k).map(|i| x[i / k * k + o[i % k] as usize]).collect(),
+                Some(o) => (0..m * k)
+                    .map(|i| x[i / k * k + o[i % k] as usize])
+                    .collect(),
             };
             match &self.offsets {
                 None => reference::gemv(&self.data, &gathered, m),
@@ -312,7 +326,10 @@ mod tests {
                 let mut y = vec![0f32; 20];
                 gemv(&case.mat, &x, &mut y, 1, 1, isa).unwrap();
                 for (a, b) in y.iter().zip(&f32_path) {
-                    assert!(a == b || a.is_nan() && b.is_nan(), "{isa:?} {bad}: {a} vs {b}");
+                    assert!(
+                        a == b || a.is_nan() && b.is_nan(),
+                        "{isa:?} {bad}: {a} vs {b}"
+                    );
                 }
                 assert!(y.iter().all(|v| !v.is_finite()), "{isa:?} {bad}: {y:?}");
             }

@@ -70,10 +70,16 @@ impl Isa {
 
     /// Every family this CPU runs, scalar first.
     pub fn available() -> Vec<Isa> {
-        [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Neon]
-            .into_iter()
-            .filter(|isa| isa.supported())
-            .collect()
+        [
+            Isa::Scalar,
+            Isa::Avx2,
+            Isa::Avx512,
+            Isa::Avx512Vnni,
+            Isa::Neon,
+        ]
+        .into_iter()
+        .filter(|isa| isa.supported())
+        .collect()
     }
 
     /// Elements of x per reordered chunk (see [`super::gemv::pack_x`]): the weights one

@@ -53,7 +53,8 @@ impl CpuMatrix {
             let z = |(&s, &o): (&f32, &f32)| (-o / s).round().clamp(0.0, 15.0) as u8;
             let pairs = || mat.scales.iter().zip(offsets);
             mat.zeros = alloc::collect(pairs().map(z), "the matrix's zero points")?;
-            let rest = pairs().map(|p| (f64::from(*p.1) + f64::from(*p.0) * f64::from(z(p))) as f32);
+            let rest =
+                pairs().map(|p| (f64::from(*p.1) + f64::from(*p.0) * f64::from(z(p))) as f32);
             mat.offsets = alloc::collect(rest, "the matrix's offsets")?;
         }
         if let Some(order) = k_order {

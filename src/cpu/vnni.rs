@@ -101,7 +101,11 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
             let d = xd.bytes.as_ptr().add(piece * PIECE_BYTES).cast::<__m512i>();
             let x: [__m512i; 6] = std::array::from_fn(|i| _mm512_loadu_si512(d.add(i)));
             let sums = _mm512_loadu_si512(xd.lane_sums.as_ptr().add(piece * LANES).cast());
-            (x, _mm512_loadu_ps(xd.scales.as_ptr().add(piece * LANES)), sums)
+            (
+                x,
+                _mm512_loadu_ps(xd.scales.as_ptr().add(piece * LANES)),
+                sums,
+            )
         };
         let eight_sums = _mm512_slli_epi32::<3>(lane_sums);
         let first_group = piece * (PIECE / BLOCK) / group_blocks;
@@ -123,7 +127,10 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
             sum = _mm512_dpbusd_epi32(sum, lo, x[4]);
             sum = _mm512_dpbusd_epi32(sum, hi, x[5]);
             // Groups first_group.. of the piece: 4 / SPREAD of them, fewer at the end.
-            let (at, count) = (r * groups + first_group, (groups - first_group).min(4 / SPREAD.max(1)));
+            let (at, count) = (
+                r * groups + first_group,
+                (groups - first_group).min(4 / SPREAD.max(1)),
+            );
             let mask = (1u16 << count) - 1;
             // Σ (u − z)·q per lane, exact: |Σ u·q| and |z·Σ q| are below 8·15·2^22 < 2^29.
             let sum = if KIND == SYMMETRIC {
@@ -133,7 +140,8 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
                     _mm512_set1_epi32(i32::from(mat.zeros[at]))
                 } else {
                     // SAFETY: `count` zero points from `at` lie in row r's.
-                    let z = unsafe { _mm_maskz_loadu_epi8(mask, mat.zeros.as_ptr().add(at).cast()) };
+                    let z =
+                        unsafe { _mm_maskz_loadu_epi8(mask, mat.zeros.as_ptr().add(at).cast()) };
                     spread::<SPREAD>(_mm512_cvtepu8_epi32(z))
                 };
                 _mm512_sub_epi32(sum, _mm512_mullo_epi32(z, lane_sums))
@@ -145,13 +153,11 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
                 _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
                 // SAFETY: `count` scales from `at` lie in row r's.
                 let v = unsafe { _mm_maskz_loadu_ps(mask as u8, mat.scales.as_ptr().add(at)) };
-                _mm512_castsi512_ps(spread::<SPREAD>(_mm512_castsi128_si512(_mm_castps_si128(v))))
+                _mm512_castsi512_ps(spread::<SPREAD>(_mm512_castsi128_si512(_mm_castps_si128(
+                    v,
+                ))))
             };
-            *acc = _mm512_fmadd_ps(
-                _mm512_cvtepi32_ps(sum),
-                _mm512_mul_ps(lane_scales, s),
-                *acc,
-            );
+            *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(lane_scales, s), *acc);
         }
     }
     let mut y = [0f32; TILE_ROWS];
