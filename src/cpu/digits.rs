@@ -165,9 +165,9 @@ impl Digits {
                 pairs = _mm512_add_epi32(pairs, q);
                 for (d, digits) in split(q).into_iter().enumerate() {
                     let to = piece * PIECE_BYTES + d * 128 + parity * 64 + at;
+                    let narrow = _mm512_cvtepi32_epi8(digits);
                     // SAFETY: the 16 bytes at `to` lie in the piece's digits.
-                    let dst = unsafe { self.bytes.as_mut_ptr().add(to) };
-                    unsafe { _mm_storeu_si128(dst.cast(), _mm512_cvtepi32_epi8(digits)) };
+                    unsafe { _mm_storeu_si128(self.bytes.as_mut_ptr().add(to).cast(), narrow) };
                 }
             }
             // Lane i of the block sums columns 8i..8i + 8: pairs 4i..4i + 4.

@@ -293,7 +293,11 @@ mod tests {
         (0..len)
             .map(|j| {
                 let v = (lcg(seed) % 2001) as f32 * 1e-3 - 1.0;
-                let sign = if lcg(seed) % 2 == 0 { 1.0 } else { -1.0 };
+                let sign = if lcg(seed).is_multiple_of(2) {
+                    1.0
+                } else {
+                    -1.0
+                };
                 match pattern {
                     0 if j % 32 == 7 => 1e30 * sign,
                     1 if j % 32 == (j / 32) % 32 => 3e4 * sign,
