@@ -46,23 +46,23 @@ pub fn rows(mat: &CpuMatrix, xd: &Digits, rows: Range<usize>, out: &mut [f32]) {
     assert!(kind(mat) == SYMMETRIC || mat.zeros.len() == groups);
     assert!(kind(mat) != OFFSETS || mat.offsets.len() == groups);
     let blocks = mat.group_blocks();
-    let spread = if mat.shape.groups() == 1 || blocks.is_multiple_of(4) {
+    let layout = if mat.shape.groups() == 1 || blocks.is_multiple_of(4) {
         ONE_GROUP
     } else {
         blocks
     };
     type Tile = unsafe fn(&CpuMatrix, &Digits, [usize; TILE_ROWS]) -> [f32; TILE_ROWS];
-    fn pick<const KIND: u8>(spread: usize) -> Tile {
-        match spread {
+    fn pick<const KIND: u8>(layout: usize) -> Tile {
+        match layout {
             ONE_GROUP => tile::<KIND, ONE_GROUP>,
             1 => tile::<KIND, 1>,
             _ => tile::<KIND, 2>,
         }
     }
     let tile = match kind(mat) {
-        SYMMETRIC => pick::<SYMMETRIC>(spread),
-        ZERO_POINTS => pick::<ZERO_POINTS>(spread),
-        _ => pick::<OFFSETS>(spread),
+        SYMMETRIC => pick::<SYMMETRIC>(layout),
+        ZERO_POINTS => pick::<ZERO_POINTS>(layout),
+        _ => pick::<OFFSETS>(layout),
     };
     for first in rows.clone().step_by(TILE_ROWS) {
         let last = (first + TILE_ROWS).min(rows.end);
@@ -132,7 +132,7 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
                 (groups - first_group).min(4 / SPREAD.max(1)),
             );
             let mask = (1u16 << count) - 1;
-            // Σ (u − z)·q per lane, exact: |Σ u·q| and |z·Σ q| are below 8·15·2^22 < 2^29.
+            // Σ (u − z)·q per lane, exact: |Σ u·q| and |z·Σ q| are below 8·15·2^23 < 2^30.
             let sum = if KIND == SYMMETRIC {
                 _mm512_sub_epi32(sum, eight_sums)
             } else {
