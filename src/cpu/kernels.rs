@@ -22,6 +22,10 @@ pub enum Isa {
     Avx2,
     /// x86-64 AVX-512 (foundation instructions only).
     Avx512,
+    /// x86-64 AVX-512 with VNNI (and BW, VL): at m = 1 integer dot products of the codes
+    /// and x in 8-bit digits ([`super::vnni`]), else (and for x with an infinite or NaN
+    /// element) the [`Isa::Avx512`] kernels.
+    Avx512Vnni,
     /// aarch64 Advanced SIMD.
     Neon,
 }
@@ -29,6 +33,10 @@ pub enum Isa {
 impl Isa {
     /// The fastest family this CPU runs.
     pub fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        if super::vnni::supported() {
+            return Isa::Avx512Vnni;
+        }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx512f") {
             return Isa::Avx512;
@@ -52,6 +60,8 @@ impl Isa {
             Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => is_x86_feature_detected!("avx512f"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => super::vnni::supported(),
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
             _ => false,
@@ -60,17 +70,23 @@ impl Isa {
 
     /// Every family this CPU runs, scalar first.
     pub fn available() -> Vec<Isa> {
-        [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon]
-            .into_iter()
-            .filter(|isa| isa.supported())
-            .collect()
+        [
+            Isa::Scalar,
+            Isa::Avx2,
+            Isa::Avx512,
+            Isa::Avx512Vnni,
+            Isa::Neon,
+        ]
+        .into_iter()
+        .filter(|isa| isa.supported())
+        .collect()
     }
 
     /// Elements of x per reordered chunk (see [`super::gemv::pack_x`]): the weights one
     /// decode of the family yields (from 8 or 16 code bytes).
     pub fn chunk(self) -> usize {
         match self {
-            Isa::Avx512 => 32,
+            Isa::Avx512 | Isa::Avx512Vnni => 32,
             _ => 16,
         }
     }
@@ -89,6 +105,7 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "AVX2+FMA",
             Isa::Avx512 => "AVX-512",
+            Isa::Avx512Vnni => "AVX-512 VNNI",
             Isa::Neon => "NEON",
         }
     }
@@ -102,7 +119,7 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
     assert!(mat.codes.len() == mat.shape.n * mat.row_stride());
     let run = match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => avx512::rows,
+        Isa::Avx512 | Isa::Avx512Vnni => avx512::rows,
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => avx2::rows,
         #[cfg(target_arch = "aarch64")]
@@ -114,16 +131,17 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
     unsafe { run(mat, xp, m, rows, out) }
 }
 
-/// How a matrix's groups turn codes into weights: `s·(u − 8)`, `s·(u − z)` or `s·u + o`;
+/// How a matrix's groups turn codes into weights: `s·(u − 8)`, `s·(u − z)` or
+/// `s·(u − z) + o`;
 /// a const parameter of the drivers, so that the per-group work has no branch.
-const SYMMETRIC: u8 = 0;
+pub(crate) const SYMMETRIC: u8 = 0;
 /// See [`SYMMETRIC`].
-const ZERO_POINTS: u8 = 1;
+pub(crate) const ZERO_POINTS: u8 = 1;
 /// See [`SYMMETRIC`].
-const OFFSETS: u8 = 2;
+pub(crate) const OFFSETS: u8 = 2;
 
 /// The kind ([`SYMMETRIC`], [`ZERO_POINTS`] or [`OFFSETS`]) of `mat`.
-fn kind(mat: &CpuMatrix) -> u8 {
+pub(crate) fn kind(mat: &CpuMatrix) -> u8 {
     if !mat.offsets.is_empty() {
         OFFSETS
     } else if mat.shape.zero_points {
@@ -226,7 +244,7 @@ macro_rules! tiles {
                     dec[i] = match KIND {
                         super::SYMMETRIC => decoder(s, 8.0, 0.0),
                         super::ZERO_POINTS => decoder(s, mat.zeros[gi] as f32, 0.0),
-                        _ => decoder(s, 0.0, mat.offsets[gi]),
+                        _ => decoder(s, mat.zeros[gi] as f32, mat.offsets[gi]),
                     };
                 }
                 for piece in g * group_pieces..((g + 1) * group_pieces).min(pieces) {

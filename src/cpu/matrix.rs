@@ -13,8 +13,8 @@ use crate::quant::q4::{Q4Data, Q4Shape};
 pub(crate) const BLOCK: usize = 32;
 
 /// An immutable Q4 matrix in host memory; shareable between threads. Weight `(row, j)` is
-/// `s·(u − z)` (`s·u + o` with offsets) for its group's scale `s`, zero point `z` (8 when
-/// symmetric) or offset `o`; column `j` holds input `k_order[j]` (`j` without an order).
+/// `s·(u − z)` (`s·(u − z) + o` with offsets) for its group's scale `s`, zero point `z` (8
+/// when symmetric) and offset `o`; column `j` holds input `k_order[j]` (`j` without an order).
 pub struct CpuMatrix {
     /// Shape and scheme.
     pub shape: Q4Shape,
@@ -22,10 +22,11 @@ pub struct CpuMatrix {
     pub codes: Vec<u8>,
     /// `[n][groups]` scales, widened to f32.
     pub scales: Vec<f32>,
-    /// `[n][groups]` zero points 0..15 (empty when symmetric: every zero point is 8).
+    /// `[n][groups]` zero points 0..15 (empty when symmetric: every zero point is 8; with
+    /// offsets, see `offsets`).
     pub zeros: Vec<u8>,
-    /// `[n][groups]` offsets (empty unless the source stores a float minimum per group:
-    /// GGUF Q4_1, Q4_K).
+    /// `[n][groups]` offsets (empty unless the source stores a float minimum `m` per group,
+    /// GGUF Q4_1 and Q4_K: then `m + s·z`, `z` being the zero point 0..15 nearest `−m/s`).
     pub offsets: Vec<f32>,
     /// The input feature of each column (`k` entries, a permutation of `0..k`; empty when
     /// columns are inputs in order).
@@ -47,7 +48,14 @@ impl CpuMatrix {
         }
         let mut mat = CpuMatrix::new(data)?;
         if let Some(offsets) = offsets {
-            mat.offsets = alloc::collect(offsets.iter().copied(), "the matrix's offsets")?;
+            // w = s·u + o as s·(u − z) + (o + s·z), z the code nearest −o/s: an integer
+            // zero point the integer kernel subtracts exactly, leaving a small offset.
+            let z = |(&s, &o): (&f32, &f32)| (-o / s).round().clamp(0.0, 15.0) as u8;
+            let pairs = || mat.scales.iter().zip(offsets);
+            mat.zeros = alloc::collect(pairs().map(z), "the matrix's zero points")?;
+            let rest =
+                pairs().map(|p| (f64::from(*p.1) + f64::from(*p.0) * f64::from(z(p))) as f32);
+            mat.offsets = alloc::collect(rest, "the matrix's offsets")?;
         }
         if let Some(order) = k_order {
             mat.k_order = alloc::collect(order.iter().copied(), "the matrix's column order")?;
