@@ -12,6 +12,21 @@
 // the K loop: subgroupAdd (+ shared memory across subgroups) (SUBGROUP), or a
 // shared-memory tree. On the H200 this kernel is bound by the dequant ALU work (see
 // bench/RESULTS.md), not by memory.
+//
+// What each variant assumes of the device (the mobile GPUs it is written for cannot be
+// measured here; the tested sizes are lavapipe's 8 and NVIDIA's 32):
+// * both: Vulkan 1.0 storage buffers and f32 arithmetic only. No 8- or 16-bit storage:
+//   codes are read as 32-bit words, f16 scales and activations as packed pairs through
+//   unpackHalf2x16; no int8 or f16 arithmetic (Mali before Valhall has no fast int8,
+//   many drivers no shaderFloat16). Weights and x are read as 16-byte vectors.
+// * SUBGROUP: subgroup arithmetic in compute shaders (subgroupAdd), any power-of-two
+//   subgroup size from 4 to 128 (Adreno runs 64 or 128 wide, Mali Valhall 16, Intel 8-32,
+//   AMD 32/64, NVIDIA 32, lavapipe 8 at 256 bits). The reduction slots are sized for the
+//   smallest subgroup the device may use (VK_EXT_subgroup_size_control's minimum), so a
+//   driver that picks another size per pipeline still stays within them.
+// * portable: nothing beyond the common part; the reduction is a shared-memory tree over
+//   the workgroup (Mali Midgard/Bifrost, older Adreno, drivers whose subgroup operations
+//   are missing or broken: Q4VK_CONTEXT_PORTABLE_KERNELS / Q4VK_PORTABLE=1).
 #extension GL_GOOGLE_include_directive : require
 // Every loop over specialization constants is unrolled: the per-row arrays must stay in
 // registers (a dynamically indexed array goes to local memory on NVIDIA).
