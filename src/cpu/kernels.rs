@@ -1,5 +1,6 @@
 //! The CPU GEMV kernels over rows of a [`CpuMatrix`]: AVX-512 and AVX2 + FMA (x86-64,
-//! chosen at run time), NEON (aarch64) and portable scalar code. All take x as
+//! chosen at run time), NEON (aarch64) and portable scalar code; [`integer_kernel`] names
+//! the m = 1 integer dot-product kernels of the families that have one. All take x as
 //! [`super::gemv::pack_x`] reorders it for their [`Isa::chunk`] and write, for each row of
 //! W in the span, its `m` results together.
 //!
@@ -10,6 +11,7 @@
 //! vectors and each x vector several rows. The families differ only in the vector type and
 //! in how a piece of codes becomes vectors of weights.
 
+use super::digits::Digits;
 use super::matrix::{CpuMatrix, BLOCK};
 use std::ops::Range;
 
@@ -28,6 +30,10 @@ pub enum Isa {
     Avx512Vnni,
     /// aarch64 Advanced SIMD.
     Neon,
+    /// aarch64 Advanced SIMD with the dot product (ARMv8.2 `SDOT`): at m = 1 integer dot
+    /// products of the codes and x in 8-bit digits (`sdot`), else (and for x with an
+    /// infinite or NaN element) the [`Isa::Neon`] kernels.
+    NeonDot,
 }
 
 impl Isa {
@@ -44,6 +50,10 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             return Isa::Avx2;
+        }
+        #[cfg(target_arch = "aarch64")]
+        if super::sdot::supported() {
+            return Isa::NeonDot;
         }
         #[cfg(target_arch = "aarch64")]
         if std::arch::is_aarch64_feature_detected!("neon") {
@@ -64,6 +74,8 @@ impl Isa {
             Isa::Avx512Vnni => super::vnni::supported(),
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::NeonDot => super::sdot::supported(),
             _ => false,
         }
     }
@@ -76,6 +88,7 @@ impl Isa {
             Isa::Avx512,
             Isa::Avx512Vnni,
             Isa::Neon,
+            Isa::NeonDot,
         ]
         .into_iter()
         .filter(|isa| isa.supported())
@@ -107,6 +120,7 @@ impl Isa {
             Isa::Avx512 => "AVX-512",
             Isa::Avx512Vnni => "AVX-512 VNNI",
             Isa::Neon => "NEON",
+            Isa::NeonDot => "NEON dotprod",
         }
     }
 }
@@ -123,12 +137,27 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => avx2::rows,
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => neon::rows,
+        Isa::Neon | Isa::NeonDot => neon::rows,
         _ => scalar::rows,
     };
     // SAFETY: the CPU runs the family (`isa.supported()`, asserted), and the sizes the
     // drivers rely on are asserted above.
     unsafe { run(mat, xp, m, rows, out) }
+}
+
+/// An m = 1 kernel over x in digits: rows `rows` of W, one result per row in `out`.
+pub type IntegerKernel = fn(&CpuMatrix, &Digits, Range<usize>, &mut [f32]);
+
+/// The integer dot-product kernel of `isa` (which must be one of [`Isa::available`]) for
+/// m = 1, if the family has one.
+pub fn integer_kernel(isa: Isa) -> Option<IntegerKernel> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => Some(super::vnni::rows),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonDot => Some(super::sdot::rows),
+        _ => None,
+    }
 }
 
 /// How a matrix's groups turn codes into weights: `s·(u − 8)`, `s·(u − z)` or
