@@ -323,7 +323,10 @@ mod tests {
     /// Integers across the digits' whole range, step 97, and its edges.
     fn integers() -> Vec<i32> {
         let (low, high) = (-128 * 65793, 127 * 65793);
-        (low..=high).step_by(97).chain([low, high, 0, -1, 1]).collect()
+        (low..=high)
+            .step_by(97)
+            .chain([low, high, 0, -1, 1])
+            .collect()
     }
 
     #[test]

@@ -70,7 +70,9 @@ pub fn gemv(
     if let Some(integer) = kernels::integer_kernel(isa).filter(|_| m == 1) {
         let order = &mat.k_order;
         if let Some(xd) = Digits::new(x, k, mat.shape.group_size, order)? {
-            spread(threads, 1, &mut y[..n], |rows, out| integer(mat, &xd, rows, out));
+            spread(threads, 1, &mut y[..n], |rows, out| {
+                integer(mat, &xd, rows, out)
+            });
             return Ok(());
         }
     }

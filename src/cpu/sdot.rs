@@ -152,7 +152,9 @@ unsafe fn tile<const KIND: u8>(
         if KIND == OFFSETS {
             let offsets = &mat.offsets[r * groups..(r + 1) * groups];
             let terms = offsets.iter().zip(&xd.sums);
-            sum += terms.map(|(&o, &s)| f64::from(o) * f64::from(s)).sum::<f64>();
+            sum += terms
+                .map(|(&o, &s)| f64::from(o) * f64::from(s))
+                .sum::<f64>();
         }
         *y = (sum * f64::from_bits(((1023 + xd.exponent) as u64) << 52)) as f32;
     }
