@@ -25,7 +25,7 @@ pub enum Isa {
     /// x86-64 AVX-512 (foundation instructions only).
     Avx512,
     /// x86-64 AVX-512 with VNNI (and BW, VL): at m = 1 integer dot products of the codes
-    /// and x in 8-bit digits ([`super::vnni`]), else (and for x with an infinite or NaN
+    /// and x in 8-bit digits (`vnni`), else (and for x with an infinite or NaN
     /// element) the [`Isa::Avx512`] kernels.
     Avx512Vnni,
     /// aarch64 Advanced SIMD.
