@@ -169,6 +169,11 @@ impl Digits {
         self.scales.len() / LANES
     }
 
+    /// A result in f32 from its value in units of `2^E` (a sum over these digits).
+    pub fn result(&self, sum: f64) -> f32 {
+        (sum * pow2(self.exponent)) as f32
+    }
+
     /// The digits, lane scales and lane sums of every block of `cols` whose largest
     /// magnitude (`maxima`) is not 0, element by element (what the AVX-512 `split_blocks`
     /// writes).

@@ -160,6 +160,36 @@ pub fn integer_kernel(isa: Isa) -> Option<IntegerKernel> {
     }
 }
 
+/// Checks the arguments of an [`IntegerKernel`] (panics on a mismatch): the rows lie in
+/// W and `out` has one value per row, `xd` is a row of x for W's columns and groups, and
+/// W has its scales, zero points and offsets.
+pub(crate) fn check_integer_args(mat: &CpuMatrix, xd: &Digits, rows: &Range<usize>, out: &[f32]) {
+    assert!(rows.end <= mat.shape.n && out.len() == rows.len());
+    assert!(mat.codes.len() == mat.shape.n * mat.row_stride());
+    assert!(xd.pieces() == mat.shape.k.div_ceil(super::digits::PIECE));
+    let lanes = xd.pieces() * super::digits::LANES;
+    assert!(xd.sums.len() == mat.shape.groups() && xd.lane_sums.len() == lanes);
+    let groups = mat.shape.n * mat.shape.groups();
+    assert!(mat.scales.len() == groups);
+    assert!(kind(mat) == SYMMETRIC || mat.zeros.len() == groups);
+    assert!(kind(mat) != OFFSETS || mat.offsets.len() == groups);
+}
+
+/// Runs `tile` over rows `rows` of W, [`TILE_ROWS`] at a time, and writes its results to
+/// `out` (one per row). A short tile repeats its last row and drops the copies' results.
+pub(crate) fn by_tiles(
+    rows: Range<usize>,
+    out: &mut [f32],
+    mut tile: impl FnMut([usize; TILE_ROWS]) -> [f32; TILE_ROWS],
+) {
+    for first in rows.clone().step_by(TILE_ROWS) {
+        let last = (first + TILE_ROWS).min(rows.end);
+        let y = tile(std::array::from_fn(|i| (first + i).min(last - 1)));
+        let at = first - rows.start;
+        out[at..at + (last - first)].copy_from_slice(&y[..last - first]);
+    }
+}
+
 /// How a matrix's groups turn codes into weights: `s·(u − 8)`, `s·(u − z)` or
 /// `s·(u − z) + o`;
 /// a const parameter of the drivers, so that the per-group work has no branch.

@@ -28,7 +28,9 @@
 //! assembly: its intrinsic (`vdotq_s32`) is not stable Rust yet.
 
 use super::digits::{Digits, LANES, PIECE, PIECE_BYTES};
-use super::kernels::{kind, OFFSETS, SYMMETRIC, TILE_ROWS, ZERO_POINTS};
+use super::kernels::{
+    by_tiles, check_integer_args, kind, OFFSETS, SYMMETRIC, TILE_ROWS, ZERO_POINTS,
+};
 use super::matrix::{CpuMatrix, BLOCK};
 use std::arch::aarch64::*;
 use std::arch::asm;
@@ -51,31 +53,17 @@ pub fn supported() -> bool {
 /// the kernel ([`supported`], asserted); `xd` must be the digits of a row of `k` inputs
 /// with the matrix's group size.
 pub fn rows(mat: &CpuMatrix, xd: &Digits, rows: Range<usize>, out: &mut [f32]) {
-    assert!(rows.end <= mat.shape.n && out.len() == rows.len() && supported());
-    assert!(mat.row_stride() == mat.blocks() * BLOCK_BYTES);
-    assert!(mat.codes.len() == mat.shape.n * mat.row_stride());
-    assert!(xd.pieces() == mat.shape.k.div_ceil(PIECE));
-    assert!(xd.sums.len() == mat.shape.groups() && xd.lane_sums.len() == xd.pieces() * LANES);
-    let groups = mat.shape.n * mat.shape.groups();
-    assert!(mat.scales.len() == groups);
-    assert!(kind(mat) == SYMMETRIC || mat.zeros.len() == groups);
-    assert!(kind(mat) != OFFSETS || mat.offsets.len() == groups);
+    check_integer_args(mat, xd, &rows, out);
+    assert!(supported() && mat.row_stride() == mat.blocks() * BLOCK_BYTES);
     type Tile = unsafe fn(&CpuMatrix, &Digits, [usize; TILE_ROWS]) -> [f32; TILE_ROWS];
     let tile: Tile = match kind(mat) {
         SYMMETRIC => tile::<SYMMETRIC>,
         ZERO_POINTS => tile::<ZERO_POINTS>,
         _ => tile::<OFFSETS>,
     };
-    for first in rows.clone().step_by(TILE_ROWS) {
-        let last = (first + TILE_ROWS).min(rows.end);
-        // A short tile repeats its last row and drops the copies' results.
-        let picked = std::array::from_fn(|i| (first + i).min(last - 1));
-        // SAFETY: the CPU runs the kernel and the sizes `tile` relies on are asserted
-        // above (every picked row < n).
-        let y = unsafe { tile(mat, xd, picked) };
-        let at = first - rows.start;
-        out[at..at + (last - first)].copy_from_slice(&y[..last - first]);
-    }
+    // SAFETY: the CPU runs the kernel and the sizes `tile` relies on are checked above
+    // (`by_tiles` picks rows < n).
+    by_tiles(rows, out, |picked| unsafe { tile(mat, xd, picked) });
 }
 
 /// `acc + Σ a·b` over each 32-bit lane's 4 bytes (`SDOT`).
@@ -99,7 +87,7 @@ fn sdot(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
 /// The results of 4 rows of W (`rows`, each < n).
 ///
 /// # Safety
-/// Advanced SIMD and the dot product; the sizes [`rows`] asserts.
+/// Advanced SIMD and the dot product; the sizes [`rows`] checks.
 #[target_feature(enable = "neon,dotprod")]
 unsafe fn tile<const KIND: u8>(
     mat: &CpuMatrix,
@@ -156,7 +144,7 @@ unsafe fn tile<const KIND: u8>(
                 .map(|(&o, &s)| f64::from(o) * f64::from(s))
                 .sum::<f64>();
         }
-        *y = (sum * f64::from_bits(((1023 + xd.exponent) as u64) << 52)) as f32;
+        *y = xd.result(sum);
     }
     y
 }
