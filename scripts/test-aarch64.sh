@@ -2,9 +2,10 @@
 # Runs the CPU tests built for aarch64 (the NEON kernels) under qemu-user on this machine:
 # the library's unit tests and tests/cpu_context.rs, release build, minus the two that need
 # a Vulkan device (the aarch64 binaries find no loader here; both run natively in
-# scripts/test.sh). Each binary runs twice: on qemu's `max` CPU (ARMv8.x with the dot
-# product and i8mm extensions) and on a Cortex-A53 (ARMv8.0: NEON without the dot product),
-# so both of the NEON paths run. Linker and runner come from environment variables set
+# scripts/test.sh), on qemu's `max` CPU (ARMv8.x with the dot product: the kernel tests run
+# the f32 NEON kernels and the SDOT ones); then the unit tests again on a Cortex-A53
+# (ARMv8.0: NEON without the dot product), where the detection must fall back to the f32
+# NEON kernels (tests/cpu_context.rs adds nothing there but 15 s). Linker and runner come from environment variables set
 # here, for this target only; no cargo configuration outside the command is changed.
 # Needs qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (scripts/setup.sh) and
 # the aarch64-unknown-linux-gnu Rust target; fails when any is missing.
@@ -34,10 +35,12 @@ vulkan_tests=(vk::submit::tests::failed_wait_makes_the_context_lost matrices_do_
 skips=()
 for t in "${vulkan_tests[@]}"; do skips+=(--skip "$t"); done
 
-for cpu in max cortex-a53; do
-    echo "== aarch64 tests under qemu-aarch64 -cpu $cpu"
+for run in "max --lib --test cpu_context" "cortex-a53 --lib"; do
+    read -r cpu targets <<<"$run"
+    echo "== aarch64 tests ($targets) under qemu-aarch64 -cpu $cpu"
     # QEMU_CPU picks the CPU model the runner emulates; Q4VK_TEST_AARCH64_CPU tells the
     # detection test which kernel family that CPU must get.
+    # shellcheck disable=SC2086 # $targets is a list of cargo arguments
     QEMU_CPU="$cpu" Q4VK_TEST_AARCH64_CPU="$cpu" cargo test --quiet --release \
-        --target aarch64-unknown-linux-gnu --lib --test cpu_context -- --exact "${skips[@]}"
+        --target aarch64-unknown-linux-gnu $targets -- --exact "${skips[@]}"
 done
