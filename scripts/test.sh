@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of q4vk: formatting, lints and doc links, the header drift and ABI checks, the Rust unit and
 # integration tests (golden vectors; Vulkan tests on whatever device exists, lavapipe on
-# CPU-only machines, with the validation layer on), and the C consumer tests (CMake/CTest,
+# CPU-only machines, with the validation layer on), the CPU tests built for aarch64 under
+# qemu-user (NEON kernels, with and without the dot product), and the C consumer tests (CMake/CTest,
 # default and ASan+UBSan builds), the Rust tests under ASan/LSan with a valgrind leak count,
 # and a 30-second smoke run of every fuzz target. Installs missing prerequisites first
 # (scripts/setup.sh).
@@ -44,6 +45,8 @@ echo "== Android type check and lint (aarch64-linux-android: NEON kernels, the l
 # No NDK here, so nothing links: clippy compiles the library for the target (a c_char is
 # u8 there, NEON replaces the x86 kernels) and fails on any warning.
 cargo clippy --release --lib --target aarch64-linux-android -- -D warnings
+echo "== aarch64 CPU tests under qemu (NEON kernels)"
+scripts/test-aarch64.sh
 echo "== C tests"
 scripts/test-c.sh
 echo "== sanitizers (Rust tests under ASan/LSan, valgrind leak count)"

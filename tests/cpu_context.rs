@@ -141,6 +141,8 @@ fn device_name_says_cpu_and_threads() {
     } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         assert!(na.contains("AVX2+FMA"), "{na}");
     }
+    #[cfg(target_arch = "aarch64")]
+    assert!(na.contains("NEON"), "{na}");
     // Larger than the core count: clamped.
     let many = cpu(100_000);
     assert_eq!(name(many.ctx), na);

@@ -448,7 +448,7 @@ fn context_errors() {
     );
     assert!(ctx.is_null());
     let gpu = Gpu::new(false);
-    let mut name = [0i8; 256];
+    let mut name = [0 as std::ffi::c_char; 256];
     let len = unsafe { q4vk_context_device_name(gpu.ctx, name.as_mut_ptr(), name.len()) };
     assert!(len > 0);
 }

@@ -1,11 +1,11 @@
 //! GEMV on a [`CpuMatrix`]: `y[m][n] = sum_k x[m][k] · w[n][k]` for any m ≥ 1, fp32
 //! accumulation. x is copied once per call into the order the kernels decode codes in
 //! (gathered through the matrix's column order, if it has one), or, at m = 1 on
-//! [`Isa::Avx512Vnni`], into 8-bit digits for the integer kernel (the f32 kernels measured
-//! faster from m = 2: they decode each piece of W once for up to 4 x rows); scoped threads
-//! take chunks of W's rows from a shared counter.
+//! [`Isa::Avx512Vnni`] and [`Isa::NeonDot`], into 8-bit digits for the integer kernel
+//! ([`kernels::integer_kernel`]; on x86-64 the f32 kernels measured faster from m = 2:
+//! they decode each piece of W once for up to 4 x rows; aarch64 follows, unmeasured);
+//! scoped threads take chunks of W's rows from a shared counter.
 
-#[cfg(target_arch = "x86_64")]
 use super::digits::Digits;
 use super::kernels::{self, Isa, TILE_ROWS};
 use super::matrix::{CpuMatrix, BLOCK};
@@ -67,12 +67,11 @@ pub fn gemv(
     assert!(m >= 1 && x.len() >= m * k && y.len() >= m * n);
     let work = n * mat.blocks() * BLOCK * m;
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
-    #[cfg(target_arch = "x86_64")]
-    if m == 1 && isa == Isa::Avx512Vnni {
+    if let Some(integer) = kernels::integer_kernel(isa).filter(|_| m == 1) {
         let order = &mat.k_order;
         if let Some(xd) = Digits::new(x, k, mat.shape.group_size, order)? {
             spread(threads, 1, &mut y[..n], |rows, out| {
-                super::vnni::rows(mat, &xd, rows, out)
+                integer(mat, &xd, rows, out)
             });
             return Ok(());
         }

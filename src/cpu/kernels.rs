@@ -1,5 +1,6 @@
 //! The CPU GEMV kernels over rows of a [`CpuMatrix`]: AVX-512 and AVX2 + FMA (x86-64,
-//! chosen at run time), NEON (aarch64) and portable scalar code. All take x as
+//! chosen at run time), NEON (aarch64) and portable scalar code; [`integer_kernel`] names
+//! the m = 1 integer dot-product kernels of the families that have one. All take x as
 //! [`super::gemv::pack_x`] reorders it for their [`Isa::chunk`] and write, for each row of
 //! W in the span, its `m` results together.
 //!
@@ -10,6 +11,7 @@
 //! vectors and each x vector several rows. The families differ only in the vector type and
 //! in how a piece of codes becomes vectors of weights.
 
+use super::digits::Digits;
 use super::matrix::{CpuMatrix, BLOCK};
 use std::ops::Range;
 
@@ -23,11 +25,15 @@ pub enum Isa {
     /// x86-64 AVX-512 (foundation instructions only).
     Avx512,
     /// x86-64 AVX-512 with VNNI (and BW, VL): at m = 1 integer dot products of the codes
-    /// and x in 8-bit digits ([`super::vnni`]), else (and for x with an infinite or NaN
+    /// and x in 8-bit digits (`vnni`), else (and for x with an infinite or NaN
     /// element) the [`Isa::Avx512`] kernels.
     Avx512Vnni,
     /// aarch64 Advanced SIMD.
     Neon,
+    /// aarch64 Advanced SIMD with the dot product (ARMv8.2 `SDOT`): at m = 1 integer dot
+    /// products of the codes and x in 8-bit digits (`sdot`), else (and for x with an
+    /// infinite or NaN element) the [`Isa::Neon`] kernels.
+    NeonDot,
 }
 
 impl Isa {
@@ -44,6 +50,10 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             return Isa::Avx2;
+        }
+        #[cfg(target_arch = "aarch64")]
+        if super::sdot::supported() {
+            return Isa::NeonDot;
         }
         #[cfg(target_arch = "aarch64")]
         if std::arch::is_aarch64_feature_detected!("neon") {
@@ -64,6 +74,8 @@ impl Isa {
             Isa::Avx512Vnni => super::vnni::supported(),
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::NeonDot => super::sdot::supported(),
             _ => false,
         }
     }
@@ -76,6 +88,7 @@ impl Isa {
             Isa::Avx512,
             Isa::Avx512Vnni,
             Isa::Neon,
+            Isa::NeonDot,
         ]
         .into_iter()
         .filter(|isa| isa.supported())
@@ -107,6 +120,7 @@ impl Isa {
             Isa::Avx512 => "AVX-512",
             Isa::Avx512Vnni => "AVX-512 VNNI",
             Isa::Neon => "NEON",
+            Isa::NeonDot => "NEON dotprod",
         }
     }
 }
@@ -123,12 +137,57 @@ pub fn rows(isa: Isa, mat: &CpuMatrix, xp: &[f32], m: usize, rows: Range<usize>,
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => avx2::rows,
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon => neon::rows,
+        Isa::Neon | Isa::NeonDot => neon::rows,
         _ => scalar::rows,
     };
     // SAFETY: the CPU runs the family (`isa.supported()`, asserted), and the sizes the
     // drivers rely on are asserted above.
     unsafe { run(mat, xp, m, rows, out) }
+}
+
+/// An m = 1 kernel over x in digits: rows `rows` of W, one result per row in `out`.
+pub type IntegerKernel = fn(&CpuMatrix, &Digits, Range<usize>, &mut [f32]);
+
+/// The integer dot-product kernel of `isa` (which must be one of [`Isa::available`]) for
+/// m = 1, if the family has one.
+pub fn integer_kernel(isa: Isa) -> Option<IntegerKernel> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => Some(super::vnni::rows),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonDot => Some(super::sdot::rows),
+        _ => None,
+    }
+}
+
+/// Checks the arguments of an [`IntegerKernel`] (panics on a mismatch): the rows lie in
+/// W and `out` has one value per row, `xd` is a row of x for W's columns and groups, and
+/// W has its scales, zero points and offsets.
+pub(crate) fn check_integer_args(mat: &CpuMatrix, xd: &Digits, rows: &Range<usize>, out: &[f32]) {
+    assert!(rows.end <= mat.shape.n && out.len() == rows.len());
+    assert!(mat.codes.len() == mat.shape.n * mat.row_stride());
+    assert!(xd.pieces() == mat.shape.k.div_ceil(super::digits::PIECE));
+    let lanes = xd.pieces() * super::digits::LANES;
+    assert!(xd.sums.len() == mat.shape.groups() && xd.lane_sums.len() == lanes);
+    let groups = mat.shape.n * mat.shape.groups();
+    assert!(mat.scales.len() == groups);
+    assert!(kind(mat) == SYMMETRIC || mat.zeros.len() == groups);
+    assert!(kind(mat) != OFFSETS || mat.offsets.len() == groups);
+}
+
+/// Runs `tile` over rows `rows` of W, [`TILE_ROWS`] at a time, and writes its results to
+/// `out` (one per row). A short tile repeats its last row and drops the copies' results.
+pub(crate) fn by_tiles(
+    rows: Range<usize>,
+    out: &mut [f32],
+    mut tile: impl FnMut([usize; TILE_ROWS]) -> [f32; TILE_ROWS],
+) {
+    for first in rows.clone().step_by(TILE_ROWS) {
+        let last = (first + TILE_ROWS).min(rows.end);
+        let y = tile(std::array::from_fn(|i| (first + i).min(last - 1)));
+        let at = first - rows.start;
+        out[at..at + (last - first)].copy_from_slice(&y[..last - first]);
+    }
 }
 
 /// How a matrix's groups turn codes into weights: `s·(u − 8)`, `s·(u − z)` or

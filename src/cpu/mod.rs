@@ -2,11 +2,12 @@
 //! against, and the CPU context's matrices and multi-threaded SIMD GEMV.
 
 pub mod context;
-#[cfg(target_arch = "x86_64")]
 pub mod digits;
 pub mod gemv;
 pub mod kernels;
 pub mod matrix;
 pub mod reference;
+#[cfg(target_arch = "aarch64")]
+pub mod sdot;
 #[cfg(target_arch = "x86_64")]
 pub mod vnni;

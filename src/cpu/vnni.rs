@@ -17,7 +17,9 @@
 //! DRAM (each row is too short for the hardware prefetcher).
 
 use super::digits::{Digits, LANES, PIECE, PIECE_BYTES};
-use super::kernels::{kind, OFFSETS, SYMMETRIC, TILE_ROWS, ZERO_POINTS};
+use super::kernels::{
+    by_tiles, check_integer_args, kind, OFFSETS, SYMMETRIC, TILE_ROWS, ZERO_POINTS,
+};
 use super::matrix::{CpuMatrix, BLOCK};
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -38,13 +40,8 @@ const ONE_GROUP: usize = 0;
 /// the kernel ([`supported`], asserted); `xd` must be the digits of a row of `k` inputs
 /// with the matrix's group size.
 pub fn rows(mat: &CpuMatrix, xd: &Digits, rows: Range<usize>, out: &mut [f32]) {
-    assert!(rows.end <= mat.shape.n && out.len() == rows.len() && supported());
-    assert!(mat.codes.len() == mat.shape.n * mat.row_stride());
-    assert!(xd.pieces() == mat.shape.k.div_ceil(PIECE));
-    assert!(xd.sums.len() == mat.shape.groups() && xd.lane_sums.len() == xd.pieces() * LANES);
-    let groups = mat.shape.n * mat.shape.groups();
-    assert!(kind(mat) == SYMMETRIC || mat.zeros.len() == groups);
-    assert!(kind(mat) != OFFSETS || mat.offsets.len() == groups);
+    check_integer_args(mat, xd, &rows, out);
+    assert!(supported());
     let blocks = mat.group_blocks();
     let layout = if mat.shape.groups() == 1 || blocks.is_multiple_of(4) {
         ONE_GROUP
@@ -64,16 +61,9 @@ pub fn rows(mat: &CpuMatrix, xd: &Digits, rows: Range<usize>, out: &mut [f32]) {
         ZERO_POINTS => pick::<ZERO_POINTS>(layout),
         _ => pick::<OFFSETS>(layout),
     };
-    for first in rows.clone().step_by(TILE_ROWS) {
-        let last = (first + TILE_ROWS).min(rows.end);
-        // A short tile repeats its last row and drops the copies' results.
-        let picked = std::array::from_fn(|i| (first + i).min(last - 1));
-        // SAFETY: the CPU runs the kernel and the sizes `tile` relies on are asserted
-        // above (every picked row < n).
-        let y = unsafe { tile(mat, xd, picked) };
-        let at = first - rows.start;
-        out[at..at + (last - first)].copy_from_slice(&y[..last - first]);
-    }
+    // SAFETY: the CPU runs the kernel and the sizes `tile` relies on are checked above
+    // (`by_tiles` picks rows < n).
+    by_tiles(rows, out, |picked| unsafe { tile(mat, xd, picked) });
 }
 
 /// The results of 4 rows of W (`rows`, each < n). `SPREAD`: [`ONE_GROUP`], or blocks per
@@ -167,7 +157,7 @@ unsafe fn tile<const KIND: u8, const SPREAD: usize>(
             // SAFETY: the CPU features (this function's); r < n.
             sum += f64::from(unsafe { offset_terms(mat, xd, *r) });
         }
-        *y = (sum * f64::from_bits(((1023 + xd.exponent) as u64) << 52)) as f32;
+        *y = xd.result(sum);
     }
     y
 }
