@@ -488,18 +488,7 @@ fn one_context_many_threads() {
                 let mut rng = Rng(1000 + t);
                 for m in 1..=4usize {
                     let x = rng.vec(m * 512);
-                    let mut y = vec![f32::NAN; m * 130];
-                    let status = unsafe {
-                        q4vk_gemv(
-                            ctx as *mut _,
-                            mat as *const _,
-                            x.as_ptr(),
-                            x.len(),
-                            y.as_mut_ptr(),
-                            y.len(),
-                            m as u32,
-                        )
-                    };
+                    let (status, y) = gemv_c(ctx as *mut _, mat as *const _, &x, 130, m);
                     assert_eq!(status, Q4VK_OK);
                     let err = reference::relative_error(&y, &reference::gemv(data, &x, m));
                     assert!(err < 1e-5, "thread {t} m {m}: {err:e}");

@@ -36,6 +36,17 @@ fn gemm_context(
     Context::new(config, counting_logger()).unwrap()
 }
 
+/// A random matrix per (n, k, group, zero points) case, f32 scales on even n.
+fn random_cases(
+    rng: &mut Rng,
+    cases: &[(usize, usize, i32, bool)],
+) -> Vec<q4vk::quant::q4::Q4Data<'static>> {
+    cases
+        .iter()
+        .map(|&(n, k, g, z)| random_q4(rng, n, k, g, z, n % 2 == 0))
+        .collect()
+}
+
 #[test]
 fn tensor_core_shapes_match_reference_or_fall_back() {
     let probe = context(None);
@@ -61,10 +72,7 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
         (33, 1000, 64, false),
         (200, 384, 128, true),
     ];
-    let data: Vec<_> = cases
-        .iter()
-        .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, n % 2 == 0))
-        .collect();
+    let data = random_cases(&mut rng, &cases);
     for tuning in [(1, 1), (1, 4), (2, 2), (2, 8), (4, 4), (4, 16), (3, 2)] {
         let mut ctx = context(Some(tuning));
         // Parts of a few tiles each, so the dispatcher's part loop runs too.
@@ -148,10 +156,7 @@ fn tensor_core_gemm_matches_reference() {
         (130, 96, 256, true),
         (200, 384, 128, false),
     ];
-    let data: Vec<_> = cases
-        .iter()
-        .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, n % 2 == 0))
-        .collect();
+    let data = random_cases(&mut rng, &cases);
     // (tiles, subgroups, tokens, K groups); None: the default per activation type.
     let shapes = [
         None,

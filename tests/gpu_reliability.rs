@@ -5,7 +5,6 @@
 mod gpu_support;
 
 use gpu_support::*;
-use q4vk::ffi::gemv::q4vk_gemv;
 use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
@@ -153,18 +152,7 @@ fn gemv_is_bitwise_deterministic() {
         let x = rng.vec(m * 1000);
         let mut first: Option<Vec<u32>> = None;
         for _ in 0..5 {
-            let mut y = vec![f32::NAN; m * 300];
-            let status = unsafe {
-                q4vk_gemv(
-                    gpu.ctx,
-                    mat,
-                    x.as_ptr(),
-                    x.len(),
-                    y.as_mut_ptr(),
-                    y.len(),
-                    m as u32,
-                )
-            };
+            let (status, y) = gemv_c(gpu.ctx, mat, &x, 300, m);
             assert_eq!(status, Q4VK_OK);
             let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
             match &first {

@@ -458,22 +458,24 @@ pub fn gemv_host(
         4 * yn as u64,
         MemoryKind::Readback,
     )?;
+    let xb = exec.staging.x.as_mut().expect("x");
+    // SAFETY: f32 slice viewed as bytes.
+    let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn) };
+    xb.fill(4 * xn, |staged| match &mat.k_order {
+        // A matrix with a column order gets x in that order, gathered straight into the
+        // staging buffer once per call.
+        Some(order) => {
+            for (i, v) in staged.chunks_exact_mut(4).enumerate() {
+                let input = i - i % k + order.inputs[i % k] as usize;
+                v.copy_from_slice(&x[input].to_ne_bytes());
+            }
+        }
+        None => staged.copy_from_slice(xs),
+    });
     let (xb, yb) = (
         exec.staging.x.as_ref().expect("x"),
         exec.staging.y.as_ref().expect("y"),
     );
-    // A matrix with a column order gets x in that order, gathered here once per call.
-    let gathered = match &mat.k_order {
-        Some(order) => Some(crate::alloc::collect(
-            (0..xn).map(|i| x[i - i % k + order.inputs[i % k] as usize]),
-            "x in the matrix's column order",
-        )?),
-        None => None,
-    };
-    let x = gathered.as_deref().unwrap_or(x);
-    // SAFETY: f32 slice viewed as bytes.
-    let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn) };
-    xb.write(0, xs);
     let xr = BufferRange {
         buffer: xb.buffer,
         offset: 0,

@@ -8,7 +8,7 @@ use q4vk::cpu::reference;
 use q4vk::ffi::context::*;
 use q4vk::ffi::gemv::*;
 use q4vk::ffi::matrix::*;
-use q4vk::ffi::status::Q4VK_OK;
+use q4vk::ffi::status::{q4vk_status, Q4VK_OK};
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use std::borrow::Cow;
 use std::ffi::{c_char, c_void, CStr};
@@ -246,14 +246,20 @@ pub fn upload_q4(gpu: &Gpu, data: &Q4Data) -> *mut q4vk_matrix {
     mat
 }
 
-/// Runs q4vk_gemv with y poisoned by NaN and returns the relative error against the f64
-/// reference (every element must have been written).
-pub fn check_gemv(gpu: &Gpu, mat: *mut q4vk_matrix, data: &Q4Data, x: &[f32], m: usize) -> f64 {
-    let n = data.shape.n;
+/// `q4vk_gemv` of `mat` (`n` rows) on `m` activation rows `x` into a y poisoned with NaN:
+/// its status and y.
+pub fn gemv_c(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    x: &[f32],
+    n: usize,
+    m: usize,
+) -> (q4vk_status, Vec<f32>) {
     let mut y = vec![f32::NAN; m * n];
+    // SAFETY: a live context and matrix (the caller's), x and y valid for their lengths.
     let status = unsafe {
         q4vk_gemv(
-            gpu.ctx,
+            ctx,
             mat,
             x.as_ptr(),
             x.len(),
@@ -262,6 +268,14 @@ pub fn check_gemv(gpu: &Gpu, mat: *mut q4vk_matrix, data: &Q4Data, x: &[f32], m:
             m as u32,
         )
     };
+    (status, y)
+}
+
+/// Runs q4vk_gemv with y poisoned by NaN and returns the relative error against the f64
+/// reference (every element must have been written).
+pub fn check_gemv(gpu: &Gpu, mat: *mut q4vk_matrix, data: &Q4Data, x: &[f32], m: usize) -> f64 {
+    let n = data.shape.n;
+    let (status, y) = gemv_c(gpu.ctx, mat, x, n, m);
     assert_eq!(status, Q4VK_OK, "q4vk_gemv: {}", last_error());
     if let Some(i) = y.iter().position(|v| !v.is_finite()) {
         panic!(
