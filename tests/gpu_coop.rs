@@ -36,6 +36,24 @@ fn gemm_context(
     Context::new(config, counting_logger()).unwrap()
 }
 
+/// y of `gemv_host` (poisoned with NaN first) on `m` rows `x`, or `None` where the fixed
+/// shape is refused, which may only be for lack of shared memory (the largest shapes).
+fn gemv_unless_too_wide(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    x: &[f32],
+    m: usize,
+) -> Option<Vec<f32>> {
+    let mut y = vec![f32::NAN; m * mat.shape.n];
+    match gemv_host(ctx, mat, x, &mut y, m as u32) {
+        Ok(()) => Some(y),
+        Err(e) => {
+            assert!(e.to_string().contains("shared memory"), "{e}");
+            None
+        }
+    }
+}
+
 /// A random matrix per (n, k, group, zero points) case, f32 scales on even n.
 fn random_cases(
     rng: &mut Rng,
@@ -82,15 +100,9 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
             assert!(mat.coop.is_some());
             for m in [1usize, 3, 4, 5, 8] {
                 let x = rng.vec(m * d.shape.k);
-                let mut y = vec![f32::NAN; m * d.shape.n];
-                match gemv_host(&ctx, &mat, &x, &mut y, m as u32) {
-                    Ok(()) => {}
-                    // Refused only for lack of shared memory (the largest shapes).
-                    Err(e) => {
-                        assert!(e.to_string().contains("shared memory"), "{e}");
-                        continue;
-                    }
-                }
+                let Some(y) = gemv_unless_too_wide(&ctx, &mat, &x, m) else {
+                    continue;
+                };
                 assert!(y.iter().all(|v| v.is_finite()), "unwritten y {tuning:?}");
                 let err = reference::relative_error(&y, &reference::gemv(d, &x, m));
                 assert!(
@@ -178,15 +190,9 @@ fn tensor_core_gemm_matches_reference() {
             for m in [9usize, 40, 130] {
                 let x: Vec<f32> = rng.vec(m * d.shape.k);
                 let want = reference::gemv(d, &x, m);
-                let mut y = vec![f32::NAN; m * d.shape.n];
-                match gemv_host(&ctx, &mat, &x, &mut y, m as u32) {
-                    Ok(()) => {}
-                    // Refused only for lack of shared memory (the widest token tiles).
-                    Err(e) => {
-                        assert!(e.to_string().contains("shared memory"), "{e}");
-                        continue;
-                    }
-                }
+                let Some(y) = gemv_unless_too_wide(&ctx, &mat, &x, m) else {
+                    continue;
+                };
                 assert!(y.iter().all(|v| v.is_finite()), "unwritten y {shape:?}");
                 let err = reference::relative_error(&y, &want);
                 assert!(err < 1e-5, "GEMM {shape:?} {:?} m {m}: {err:e}", d.shape);
