@@ -14,11 +14,18 @@ layout(set = 1, binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(set = 1, binding = 0) readonly buffer XH4 { uvec2 xh4[]; };
 layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
 
-// Staged B is column-major (element (k, column) at column * KPAD + k), so an invocation's
-// four consecutive k of one column are one 8-byte store and a subgroup's stores of a
-// column are contiguous; the 8-half pad puts the eight 16-byte column segments a fragment
-// load reads at once in different banks.
+// Staged B is column-major (element (k, column) at column * KPAD + k), held as uvec2 (four
+// f16 each, KPAD4 per column) so that an invocation's four consecutive k of one column are
+// one explicit 8-byte store and a subgroup's stores of a column are contiguous; the 8-half
+// pad puts the eight 16-byte column segments a fragment load reads at once in different
+// banks. coopMatLoad reads it as f16 with offsets and stride in uvec2 units.
 const uint KPAD = 136;
+const uint KPAD4 = KPAD / 4u;
+
+// Four f16 as one uvec2 (the first in the low half of x).
+uvec2 pack4(f16vec4 v) {
+    return uvec2(packFloat2x16(v.xy), packFloat2x16(v.zw));
+}
 
 #define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>

@@ -60,7 +60,7 @@ const uint TPS = TOKENS / SG;          // tokens each subgroup stages (the host 
 // Every shared array is a multiple of 16 bytes (TOKENS is a multiple of 8), so staged_b
 // (read by coopMatLoad, which needs 16-byte alignment) stays aligned wherever it is placed.
 // One B per K group.
-shared float16_t staged_b[KSPLIT][COLS * KPAD];
+shared uvec2 staged_b[KSPLIT][COLS * KPAD4];
 shared float block_scale[KSPLIT][BLOCKS * TOKENS];
 shared float block_sum[KSPLIT][BLOCKS * TOKENS];
 // The sums of K groups 1.. for group 0 to add: [group - 1][row of the workgroup][token]
@@ -84,18 +84,13 @@ void stage_b(uint kg, uint sub, uint lane, vec4 xv[TPS]) {
         vec4 v = xv[i];
         float factor = 1.0;
         if (X_F16) {
-            f16vec4 h = f16vec4(v);
-            [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                staged_b[kg][t * KPAD + 4u * lane + j] = h[j];
-            }
+            staged_b[kg][t * KPAD4 + lane] = pack4(f16vec4(v));
         } else {
             f16vec4 hi, lo;
             factor = split_block(v, hi, lo);
-            [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                uint at = 2u * t * KPAD + 4u * lane + j;
-                staged_b[kg][at] = hi[j];
-                staged_b[kg][at + KPAD] = lo[j];
-            }
+            uint at = 2u * t * KPAD4 + lane;
+            staged_b[kg][at] = pack4(hi);
+            staged_b[kg][at + KPAD4] = pack4(lo);
         }
         float sum = HAS_OFFSETS ? block_total(v) : 0.0;
         if (lane % (BLOCK / 4u) == 0u) {
@@ -199,7 +194,7 @@ void main() {
                 [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
                     MatB bm[NB];
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
-                        coopMatLoad(bm[h], staged_b[kg], 8u * h * KPAD + ks * 16u, KPAD,
+                        coopMatLoad(bm[h], staged_b[kg], 8u * h * KPAD4 + ks * 4u, KPAD4,
                                     gl_CooperativeMatrixLayoutColumnMajor);
                     }
                     [[unroll]] for (uint t = 0u; t < TILES; t++) {

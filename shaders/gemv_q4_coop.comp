@@ -65,7 +65,7 @@ const uint BLOCKS = 128u / BLOCK;       // blocks per stage
 // Every shared array is a multiple of 16 bytes (block_scale holds four times the factors
 // it needs), so staged_b (read by coopMatLoad, which needs 16-byte alignment) stays
 // aligned wherever the compiler places it.
-shared float16_t staged_b[SUBGROUPS][COLS * KPAD];
+shared uvec2 staged_b[SUBGROUPS][COLS * KPAD4];
 shared float block_scale[SUBGROUPS][4 * BLOCKS * M];
 shared float block_sum[SUBGROUPS][4 * BLOCKS * M];
 shared float red[SUBGROUPS][TILES * 16 * M];
@@ -79,11 +79,9 @@ void stage_b(uint sg, uint lane, uint k0) {
         f16vec4 hi, lo;
         float factor = split_block(v, hi, lo);
         uint col = 8u * (mi / 4u) + 2u * (mi % 4u);
-        [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            uint at = col * KPAD + 4u * lane + i;
-            staged_b[sg][at] = hi[i];
-            staged_b[sg][at + KPAD] = lo[i];
-        }
+        uint at = col * KPAD4 + lane;
+        staged_b[sg][at] = pack4(hi);
+        staged_b[sg][at + KPAD4] = pack4(lo);
         if (HAS_OFFSETS) {
             float sum = block_total(v);
             if (lane % (BLOCK / 4u) == 0u) {
@@ -113,8 +111,8 @@ void main() {
         tile[t] = min(tile0 + t, tiles - 1u);
     }
     // Columns of B past the activation rows stay 0.
-    for (uint i = lane; i < COLS * KPAD; i += 32u) {
-        staged_b[sg][i] = float16_t(0.0);
+    for (uint i = lane; i < COLS * KPAD4; i += 32u) {
+        staged_b[sg][i] = uvec2(0u);
     }
 
     float acc[TILES][2][HALVES];
@@ -166,7 +164,7 @@ void main() {
             [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
                 MatB bm[HALVES];
                 [[unroll]] for (uint h = 0u; h < HALVES; h++) {
-                    coopMatLoad(bm[h], staged_b[sg], 8u * h * KPAD + ks * 16u, KPAD,
+                    coopMatLoad(bm[h], staged_b[sg], 8u * h * KPAD4 + ks * 4u, KPAD4,
                                 gl_CooperativeMatrixLayoutColumnMajor);
                 }
                 [[unroll]] for (uint t = 0u; t < TILES; t++) {
