@@ -23,11 +23,8 @@ done
 rustup target list --installed | grep -q '^aarch64-unknown-linux-gnu$' ||
     { echo "NOT RUN: rustup target add aarch64-unknown-linux-gnu" >&2; exit 1; }
 
-# GNU ld refuses the cdylib's two anonymous version scripts (rustc's and
-# src/ffi/exports.map); link with the LLVM linker the toolchain ships, as the x86-64 build does.
-gcc_ld="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/gcc-ld"
+# Linked by GNU ld (the cross gcc's default), as aarch64 Linux users link.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
-export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-Clink-arg=-fuse-ld=lld -Clink-arg=-B$gcc_ld"
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L $sysroot_libc"
 
 # The tests that create a Vulkan context.
