@@ -21,7 +21,8 @@
 //! ("copy now"), to show the state a row started from.
 //!
 //! Cold: enough copies of the weights rotate that every timed run reads data no run of
-//! the last ≥ 256 MB (quick: 32 MB) touched. Hot: the same copy every run.
+//! the last ≥ 256 MB (quick: 32 MB) touched; of two such series the one with the lower
+//! median counts. Hot: the same copy every run.
 
 mod data;
 mod sweep;
