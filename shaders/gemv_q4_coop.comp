@@ -26,7 +26,8 @@
 // Work split: a subgroup owns TILES row tiles of 16 rows; the SUBGROUPS subgroups of a
 // workgroup take interleaved stages of 128 k of the same tiles and add their sums through
 // shared memory at the end. Each invocation loads two uvec4 (8 k-steps) per tile and stage,
-// the next stage's words (and scales, zeros) while it computes the current one.
+// and four x per activation row (one vec4 where aligned), the next stage's (and its scales,
+// zeros) while it computes the current one.
 //
 // Fragment layout assumed (and checked by shaders/coop_probe.comp at context creation;
 // devices whose mapping differs get the SIMT kernel): for invocation L, g = L / 4,
@@ -70,12 +71,18 @@ shared float block_scale[SUBGROUPS][4 * BLOCKS * M];
 shared float block_sum[SUBGROUPS][4 * BLOCKS * M];
 shared float red[SUBGROUPS][TILES * 16 * M];
 
-// Stages x[mi][k0 .. k0 + 128) of every activation row as f16 hi/lo columns of B, and the
-// per-block factors 2^e, in this subgroup's shared memory.
-void stage_b(uint sg, uint lane, uint k0) {
+// This invocation's four activations of stage `stage` for every activation row.
+void load_x(uint lane, uint stage, out vec4 xv[M]) {
     [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-        vec4 v = vec4(x_at(mi, k0 + 4u * lane), x_at(mi, k0 + 4u * lane + 1u),
-                      x_at(mi, k0 + 4u * lane + 2u), x_at(mi, k0 + 4u * lane + 3u));
+        xv[mi] = x4_at(mi, stage * 128u + 4u * lane);
+    }
+}
+
+// Stages the activations xv (load_x) of every activation row as f16 hi/lo columns of B,
+// and the per-block factors 2^e, in this subgroup's shared memory.
+void stage_b(uint sg, uint lane, vec4 xv[M]) {
+    [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+        vec4 v = xv[mi];
         f16vec4 hi, lo;
         float factor = split_block(v, hi, lo);
         uint col = 8u * (mi / 4u) + 2u * (mi % 4u);
@@ -132,9 +139,11 @@ void main() {
     [[unroll]] for (uint t = 0u; t < TILES; t++) {
         load_stage(tile[t], stages, first, lane, words[t], sc[t], zr[t]);
     }
+    vec4 xv[M];
+    load_x(lane, first, xv);
 
     for (; stage < stages; stage += SUBGROUPS) {
-        // The next stage's words, scales and zero points, in flight while this one runs.
+        // The next stage's words, scales, zero points and x, in flight while this one runs.
         uint next = min(stage + SUBGROUPS, stages - 1u);
         uvec4 next_words[TILES][2];
         float next_sc[TILES][BLOCKS][2];
@@ -143,8 +152,11 @@ void main() {
             load_stage(tile[t], stages, next, lane, next_words[t], next_sc[t], next_zr[t]);
         }
 
+        vec4 next_xv[M];
+        load_x(lane, next, next_xv);
+
         subgroupBarrier();
-        stage_b(sg, lane, stage * 128u);
+        stage_b(sg, lane, xv);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
 
@@ -197,6 +209,9 @@ void main() {
                 sc[t][b] = next_sc[t][b];
                 zr[t][b] = next_zr[t][b];
             }
+        }
+        [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+            xv[mi] = next_xv[mi];
         }
     }
 

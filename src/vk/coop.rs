@@ -110,14 +110,14 @@ impl EnabledFeatures {
 
 /// (row tiles per subgroup, subgroups, tokens per workgroup, K groups) of the tensor-core
 /// GEMM for `n` rows at `m` tokens, from sweeps on an H200 (bench/RESULTS.md): at m ≤ 8, 8
-/// tokens, 2 tiles × 4 subgroups (128 rows); beyond, 16 tokens and, where workgroups of 256
+/// tokens, 1 tile × 8 subgroups (128 rows); beyond, 16 tokens and, where workgroups of 256
 /// rows would number ≤ 32 (≤ 64) — short matrices at small m, whose few workgroups leave
 /// SMs idle — 2 tiles × 8 subgroups in 4 (2) K groups; else f32 activations 2 tiles × 4
 /// subgroups up to m = 32 and × 8 (256 rows) beyond, f16 activations 1 tile × 8.
 pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) {
     let wide = (n as u64).div_ceil(256) * (m as u64).div_ceil(16);
     match (x_f16, m) {
-        (_, ..=super::gemv::MAX_M) => (2, 4, 8, 1),
+        (_, ..=super::gemv::MAX_M) => (1, 8, 8, 1),
         _ if wide <= 32 => (2, 8, 16, 4),
         _ if wide <= 64 => (2, 8, 16, 2),
         (true, _) => (1, 8, 16, 1),
@@ -401,7 +401,7 @@ mod tests {
         assert_eq!(choose_gemm_shape(28672, 16, false), (2, 4, 16, 1));
         assert_eq!(choose_gemm_shape(28672, 64, false), (2, 8, 16, 1));
         // m ≤ 8 (the GEMM at m = 8 on tall matrices): 8 tokens, never split.
-        assert_eq!(choose_gemm_shape(4096, 8, false), (2, 4, 8, 1));
+        assert_eq!(choose_gemm_shape(4096, 8, false), (1, 8, 8, 1));
     }
 
     #[test]
