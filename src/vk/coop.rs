@@ -200,27 +200,15 @@ impl HostFeatures {
     }
 }
 
-/// Row tiles from which a matrix counts as tall (N ≥ 16384): four tiles per subgroup
-/// then keep the most bytes in flight per subgroup and still give enough subgroups.
-const TALL_TILES: usize = 1024;
-
 /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel for a
-/// matrix of `tiles` row tiles and `stages` stages at `m` activation rows, from the H200
-/// sweep (`q4vk-bench --coop-sweep`, bench/RESULTS.md): (4, 4) for tall matrices and for
-/// m > 4 (each staged x block then serves 64 rows), else (2, 8); never more subgroups
-/// than stages, never more shared memory than `max_shared` (halving subgroups, then tiles).
-pub fn choose_shape(
-    tiles: usize,
-    stages: usize,
-    m: u32,
-    block: u32,
-    max_shared: u32,
-) -> (u32, u32) {
-    let (mut t, mut s) = if m > 4 || tiles >= TALL_TILES {
-        (4u32, 4u32)
-    } else {
-        (2, 8)
-    };
+/// matrix of `stages` stages of 128 k at `m` activation rows, from the H200
+/// sweeps (`q4vk-bench --coop-sweep`, `--coop T,S`; bench/RESULTS.md): (4, 4) for m > 4
+/// (each staged x block then serves 64 rows), else (2, 8) (with x prefetched, also on tall
+/// matrices: 28672 × 8192 m = 1, 2, 4 43.2 / 47.8 / 56.7 µs against 44.1 / 49.0 / 64.0 at
+/// (4, 4)); never more subgroups than stages, never more shared memory than `max_shared`
+/// (halving subgroups, then tiles).
+pub fn choose_shape(stages: usize, m: u32, block: u32, max_shared: u32) -> (u32, u32) {
+    let (mut t, mut s) = if m > 4 { (4u32, 4u32) } else { (2, 8) };
     while s > 1 && s as usize > stages {
         s /= 2;
     }
@@ -402,6 +390,18 @@ mod tests {
         assert_eq!(choose_gemm_shape(28672, 64, false), (2, 8, 16, 1));
         // m ≤ 8 (the GEMM at m = 8 on tall matrices): 8 tokens, never split.
         assert_eq!(choose_gemm_shape(4096, 8, false), (1, 8, 8, 1));
+    }
+
+    #[test]
+    fn gemv_shape_follows_m_stages_and_shared_memory() {
+        assert_eq!(choose_shape(64, 1, 128, 48 * 1024), (2, 8));
+        assert_eq!(choose_shape(64, 4, 128, 48 * 1024), (2, 8));
+        assert_eq!(choose_shape(64, 8, 128, 48 * 1024), (4, 4));
+        // Never more subgroups than stages.
+        assert_eq!(choose_shape(3, 1, 128, 48 * 1024), (2, 2));
+        // Halved to fit the shared memory: subgroups first, then tiles.
+        let (t, s) = choose_shape(64, 8, 128, 16 * 1024);
+        assert!(coop_shared_bytes(t, s, 8, 128) <= 16 * 1024 && t == 4 && s < 4);
     }
 
     #[test]

@@ -238,10 +238,9 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
     if gemm {
         return coop_gemm_plan(ctx, mat, c, p);
     }
-    let tiles = mat.shape.n.div_ceil(crate::layout::coop::TILE_ROWS);
-    let (t, s) = ctx.coop_tuning.unwrap_or_else(|| {
-        super::coop::choose_shape(tiles, c.stages, p.m, c.block, info.max_shared)
-    });
+    let (t, s) = ctx
+        .coop_tuning
+        .unwrap_or_else(|| super::coop::choose_shape(c.stages, p.m, c.block, info.max_shared));
     let key = CoopKey {
         tiles: t,
         subgroups: s,
