@@ -27,6 +27,16 @@
 // * portable: nothing beyond the common part; the reduction is a shared-memory tree over
 //   the workgroup (Mali Midgard/Bifrost, older Adreno, drivers whose subgroup operations
 //   are missing or broken: Q4VK_CONTEXT_PORTABLE_KERNELS / Q4VK_PORTABLE=1).
+// * DOT (with SUBGROUP; `vk::int_dot`): x arrives as three signed 8-bit digits per element
+//   (built on the host by `q4vk_gemv`), and each 32-code chunk is 24 packed 4 x 8-bit dot
+//   products (VK_KHR_shader_integer_dot_product, Vulkan 1.3 core) instead of 32 FMAs plus
+//   the decode. Exact: per chunk and digit the sum of (u - z) times the digit is an exact
+//   int32; the three become one f32 with one rounding; x's digits are within 2^-23.99 of
+//   the chunk's largest |x|. Binding X holds, per activation row (x_stride uvec4 apart), a
+//   uvec4 header (x.x: the row's exponent E) and per chunk 7 uvec4: the digits D0 (x 2^16),
+//   D1 (x 2^8), D2, two uvec4 each - word j's even columns (k = 8j, 8j + 2, 8j + 4,
+//   8j + 6, one byte each, as in the low nibbles of code word j), then its odd ones - and
+//   (chunk scale t as f32 bits, sum of D0, of D1, of D2). y = 2^E sum s t value.
 #extension GL_GOOGLE_include_directive : require
 // Every loop over specialization constants is unrolled: the per-row arrays must stay in
 // registers (a dynamically indexed array goes to local memory on NVIDIA).
@@ -34,6 +44,12 @@
 #ifdef SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#ifdef DOT
+#extension GL_EXT_spirv_intrinsics : require
+// OpSDotKHR on packed 4 x 8-bit operands (PackedVectorFormat4x8Bit = 0).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4(int a, int b, spirv_literal int packed_format);
 #endif
 
 #ifdef EXPORT
@@ -80,6 +96,9 @@ layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order
 
 #include "q4_common.glsl"
 #include "q4_simt.glsl"
+#ifdef DOT
+layout(set = XY_SET, binding = X_BINDING) readonly buffer XD { uvec4 xd[]; };
+#endif
 
 const uint MR = M * ROWS;
 #ifdef SUBGROUP
@@ -119,6 +138,30 @@ void load_x(uint mi, uint c, out vec4 xv[8]) {
     }
 }
 
+#ifdef DOT
+// s (sum over the chunk of (u - z) q) + o (sum of q), q = D0 2^16 + D1 2^8 + D2 the
+// chunk's x in digits `d` (sums `dsum`), codes w, zero point z (0 with offsets), scale s,
+// offset o: per digit an exact int32 (|.| <= 32 * 15 * 128), then one f32.
+float chunk_dot(uvec4 w, uvec4 d[6], ivec3 dsum, int z, float s, float o) {
+    ivec3 e = ivec3(0);
+    [[unroll]] for (uint j = 0u; j < 4u; j++) {
+        int even = int(w[j] & 0x0F0F0F0Fu);
+        int odd = int((w[j] >> 4) & 0x0F0F0F0Fu);
+        [[unroll]] for (uint l = 0u; l < 3u; l++) {
+            uvec4 v = d[2u * l + j / 2u];
+            e[l] += sdot4(even, int(v[2u * (j % 2u)]), 0) + sdot4(odd, int(v[2u * (j % 2u) + 1u]), 0);
+        }
+    }
+    e -= z * dsum;
+    float value = (float(e.x) * 256.0 + float(e.y)) * 256.0 + float(e.z);
+    if (HAS_OFFSETS) {
+        float q = (float(dsum.x) * 256.0 + float(dsum.y)) * 256.0 + float(dsum.z);
+        return fma(s, value, o * q);
+    }
+    return s * value;
+}
+#endif
+
 const uint RPI = ROWS / SPLIT; // rows per invocation
 const uint UR = UNROLL * RPI;
 const uint MRI = M * RPI;
@@ -155,6 +198,9 @@ void main() {
         uvec4 wv[UR];
         float sc[UR];
         vec4 off[UR];
+#ifdef DOT
+        int zi[UR];
+#endif
         float ob[UR];
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
             uint c = min(c0 + u * STRIDE, last_chunk);
@@ -163,7 +209,11 @@ void main() {
                 uint row = min(row0 + r * SPLIT + j, last_row);
                 wv[u * RPI + r] = w[row * p.chunks + c];
                 sc[u * RPI + r] = scale_at(row * p.groups + g);
-                off[u * RPI + r] = nibble_offset(zero_at(row * p.groups + g));
+                float z = zero_at(row * p.groups + g);
+                off[u * RPI + r] = nibble_offset(z);
+#ifdef DOT
+                zi[u * RPI + r] = int(z);
+#endif
                 ob[u * RPI + r] = offset_at(row * p.groups + g);
             }
         }
@@ -171,6 +221,23 @@ void main() {
             uint cu = c0 + u * STRIDE;
             bool live = cu < p.chunks;
             uint c = min(cu, last_chunk);
+#ifdef DOT
+            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                uint at = mi * p.x_stride + 1u + 7u * c;
+                uvec4 d[6];
+                [[unroll]] for (uint i = 0u; i < 6u; i++) {
+                    d[i] = xd[at + i];
+                }
+                uvec4 meta = xd[at + 6u];
+                float t = uintBitsToFloat(meta.x);
+                ivec3 dsum = ivec3(meta.yzw);
+                [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                    uint i = u * RPI + r;
+                    acc[mi * RPI + r] += live ? chunk_dot(wv[i], d, dsum, zi[i], sc[i], ob[i]) * t
+                                              : 0.0;
+                }
+            }
+#else
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 vec4 xv[8];
                 load_x(mi, c, xv);
@@ -185,8 +252,18 @@ void main() {
                     acc[mi * RPI + r] += live ? v : 0.0;
                 }
             }
+#endif
         }
     }
+#ifdef DOT
+    // The accumulators are in units of 2^E of their activation row.
+    [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+        int e = int(xd[mi * p.x_stride].x);
+        [[unroll]] for (uint r = 0u; r < RPI; r++) {
+            acc[mi * RPI + r] = ldexp(acc[mi * RPI + r], e);
+        }
+    }
+#endif
 
 #ifdef SUBGROUP
     if (gl_NumSubgroups == 1u) {

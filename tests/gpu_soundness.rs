@@ -32,6 +32,7 @@ fn a_context_creates_only_the_module_it_uses() {
             x_f16: false,
             offsets: false,
             k_order: false,
+            dot: false,
         };
         ctx.pipelines
             .get(key(ctx.portable))

@@ -63,6 +63,7 @@ fn workgroup_shapes_of_both_variants() {
                 gemm_from_m: None,
                 coop_tuning: None,
                 pipeline_statistics: false,
+                ..Default::default()
             };
             let ctx = match Context::new(config, counting_logger()) {
                 Ok(ctx) => ctx,

@@ -56,14 +56,14 @@ pub struct Digits {
 }
 
 /// `2^e` in f64 (e within ±1022).
-fn pow2(e: i32) -> f64 {
+pub(crate) fn pow2(e: i32) -> f64 {
     f64::from_bits(((1023 + e) as u64) << 52)
 }
 
 /// The three digits `(D0, D1, D2)` of an integer `q`: `q = D0·2^16 + D1·2^8 + D2` with
 /// `D1, D2 ∈ [−128, 127]`; `D0 ∈ [−128, 127]` when `q` lies in
 /// `−128·(2^16 + 2^8 + 1) ..= 127·(2^16 + 2^8 + 1)` (the vector `split`, one lane).
-fn split_one(q: i32) -> [i32; 3] {
+pub(crate) fn split_one(q: i32) -> [i32; 3] {
     let digit = |v: i32| ((v + 128) & 255) - 128;
     let d2 = digit(q);
     let q1 = (q - d2) >> 8;
@@ -71,9 +71,18 @@ fn split_one(q: i32) -> [i32; 3] {
     [(q1 - d1) >> 8, d1, d2]
 }
 
+/// `E` for a row of x whose largest magnitude is `largest` (finite): the exponent of the
+/// power of two at or below it (0 for a row of zeros).
+pub(crate) fn row_exponent(largest: f32) -> i32 {
+    match largest {
+        0.0 => 0,
+        v => ((f64::from(v).to_bits() >> 52) & 0x7ff) as i32 - 1023,
+    }
+}
+
 /// The block scale `t` for a block whose largest magnitude is `max` (not 0), with
 /// `unit = 2^-E`.
-fn block_scale(max: f32, unit: f64) -> f32 {
+pub(crate) fn block_scale(max: f32, unit: f64) -> f32 {
     ((f64::from(max) * unit / (TOP * 65536.0)) as f32).max(f32::MIN_POSITIVE)
 }
 
@@ -135,11 +144,7 @@ impl Digits {
         if !finite {
             return Ok(None);
         }
-        let largest = maxima.iter().fold(0f32, |m, &v| m.max(v));
-        let exponent = match largest {
-            0.0 => 0,
-            v => ((f64::from(v).to_bits() >> 52) & 0x7ff) as i32 - 1023,
-        };
+        let exponent = row_exponent(maxima.iter().fold(0f32, |m, &v| m.max(v)));
         let mut d = Digits {
             bytes: alloc::filled(pieces * PIECE_BYTES, "the activations' digits")?,
             scales: alloc::filled(pieces * LANES, "the activations' scales")?,

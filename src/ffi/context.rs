@@ -223,6 +223,9 @@ pub struct KillSwitches {
     pub no_push_descriptors: bool,
     /// `Q4VK_NO_COOPMAT=1`: the SIMT kernels instead of the tensor-core one.
     pub no_coopmat: bool,
+    /// `Q4VK_INTDOT=1`: not a kill switch but an opt-in, to the integer dot-product GEMV
+    /// (`ContextConfig::int_dot`), until it has been timed on GPUs.
+    pub int_dot: bool,
 }
 
 /// The kill switches, read from the environment here only (at context creation; the core
@@ -234,6 +237,7 @@ pub fn kill_switches() -> KillSwitches {
         portable: on("Q4VK_PORTABLE"),
         no_push_descriptors: on("Q4VK_NO_PUSH_DESCRIPTORS"),
         no_coopmat: on("Q4VK_NO_COOPMAT"),
+        int_dot: on("Q4VK_INTDOT"),
     }
 }
 
@@ -408,6 +412,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             unroll: None,
             split: None,
             no_coop: d.flags & Q4VK_CONTEXT_NO_COOPMAT != 0 || env.no_coopmat,
+            int_dot: env.int_dot,
             coop_tuning: None,
             coop_gemm_tuning: None,
             gemm_from_m: None,

@@ -301,6 +301,7 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
             },
             // The kernels gather x through a column order from the host's buffer.
             x_gathered: false,
+            x_digits: false,
         };
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params)

@@ -45,6 +45,10 @@ pub struct ContextConfig {
     pub split: Option<u32>,
     /// Never use the tensor-core kernel (`Q4VK_CONTEXT_NO_COOPMAT`, `Q4VK_NO_COOPMAT=1`).
     pub no_coop: bool,
+    /// Opt in to the integer dot-product GEMV for `q4vk_gemv` on SIMT matrices where the
+    /// device has `VK_KHR_shader_integer_dot_product` (`Q4VK_INTDOT=1`; `vk::int_dot`).
+    /// Off by default: correct (tested on lavapipe) but not yet timed on a GPU.
+    pub int_dot: bool,
     /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel instead
     /// of the per-matrix choice (`q4vk-bench --coop T,S`).
     pub coop_tuning: Option<(u32, u32)>,
@@ -116,6 +120,9 @@ pub struct Context {
     pub portable: bool,
     /// Using the tensor-core kernel (`vk::coop`) for matrices created on this context.
     pub coop: bool,
+    /// `q4vk_gemv` (`gemv::gemv_host`) runs the SIMT GEMV on x in 8-bit digits with packed
+    /// integer dot products (`vk::int_dot`).
+    pub int_dot: bool,
     /// Fixed (tiles, subgroups) of the tensor-core kernel, else chosen per matrix.
     pub coop_tuning: Option<(u32, u32)>,
     /// Fixed (tiles, subgroups, tokens, K groups) of the tensor-core GEMM, else the default.
@@ -334,7 +341,21 @@ impl Context {
                 "tensor-core GEMV (VK_KHR_cooperative_matrix) for new matrices",
             );
         }
-        let pipelines = Pipelines::new(&device, tuning, portable, coop, &config.pipeline_cache)?;
+        let int_dot = !portable && config.int_dot && device.int_dot.is_some();
+        if int_dot {
+            logger.log(
+                LEVEL_INFO,
+                "integer dot-product GEMV (x in 8-bit digits) for q4vk_gemv on SIMT matrices",
+            );
+        }
+        let pipelines = Pipelines::new(
+            &device,
+            tuning,
+            portable,
+            coop,
+            int_dot,
+            &config.pipeline_cache,
+        )?;
         let limits = Limits {
             max_part_bytes: info.max_storage_range.min(info.max_allocation).min(1 << 31) / 16 * 16,
             max_groups: info.max_groups,
@@ -353,6 +374,7 @@ impl Context {
             pipelines,
             portable,
             coop,
+            int_dot,
             coop_tuning: config.coop_tuning,
             coop_gemm_tuning: config.coop_gemm_tuning,
             gemm_from_m: config.gemm_from_m,

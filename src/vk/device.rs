@@ -88,6 +88,9 @@ pub struct Device {
     pub timestamps: bool,
     /// The tensor-core kernel's extensions and features are enabled (`vk::coop`).
     pub coop_enabled: bool,
+    /// `shaderIntegerDotProduct` is enabled (`vk::int_dot`): whether the driver reports
+    /// packed signed 8-bit dot products accelerated.
+    pub int_dot: Option<bool>,
     /// `VK_KHR_pipeline_executable_properties` functions when enabled (`vk::stats`).
     pub statistics: Option<ash::khr::pipeline_executable_properties::Device>,
     owned: bool,
@@ -261,6 +264,11 @@ impl Device {
             if statistics {
                 extensions.push(super::stats::EXTENSION.as_ptr());
             }
+            let int_dot = super::int_dot::offered(vki, physical, &available);
+            if int_dot.is_some() {
+                extensions.push(super::int_dot::EXTENSION.as_ptr());
+            }
+            let mut int_dot_feature = super::int_dot::feature();
             let mut features = super::coop::EnabledFeatures::all_on();
             let mut statistics_feature = super::stats::feature();
             let priority = [1.0f32];
@@ -279,6 +287,9 @@ impl Device {
             if statistics {
                 info = info.push_next(&mut statistics_feature);
             }
+            if int_dot.is_some() {
+                info = info.push_next(&mut int_dot_feature);
+            }
             let device = vki
                 .create_device(physical, &info, None)
                 .map_err(|e| Error::vk("vkCreateDevice", e))?;
@@ -294,8 +305,13 @@ impl Device {
             logger.log(
                 LEVEL_INFO,
                 &format!(
-                    "device {}: subgroup size {}, subgroup arithmetic {}, push descriptors {}, cooperative matrices {}, pipeline statistics {}",
-                    info.name, info.subgroup_size, info.subgroup_arithmetic, push, coop, statistics.is_some()
+                    "device {}: subgroup size {}, subgroup arithmetic {}, push descriptors {}, cooperative matrices {}, pipeline statistics {}, integer dot products {}",
+                    info.name, info.subgroup_size, info.subgroup_arithmetic, push, coop, statistics.is_some(),
+                    match int_dot {
+                        Some(true) => "accelerated",
+                        Some(_) => "not accelerated",
+                        None => "no",
+                    }
                 ),
             );
             Ok(Device {
@@ -309,6 +325,7 @@ impl Device {
                 info,
                 timestamps,
                 coop_enabled: coop,
+                int_dot,
                 statistics,
                 owned: true,
             })
@@ -375,6 +392,8 @@ impl Device {
             queue_families: families.len() as u32,
             push_descriptor,
             coop_enabled: coop,
+            // Not read from the host's features yet: q4vk_gemv keeps the f32 kernels.
+            int_dot: None,
             statistics: None,
             owned: false,
         })

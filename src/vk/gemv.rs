@@ -38,6 +38,9 @@ pub struct GemvParams {
     /// x is already in the matrix's column order (`q4vk_gemv` gathered it on the host): the
     /// kernels read it as a plain matrix's, without gathering.
     pub x_gathered: bool,
+    /// x holds 8-bit digits (`vk::int_dot`, built by `q4vk_gemv` in column order; SIMT
+    /// matrices, m ≤ [`MAX_M`], contexts with `int_dot`); `x_stride` counts uvec4 then.
+    pub x_digits: bool,
 }
 
 /// Checks the activation count: 0 is invalid. (The upper limits are those of x and y:
@@ -92,10 +95,20 @@ pub struct XyExtent {
 /// the kernel export).
 pub fn xy_extent(n: u64, k: u64, p: &GemvParams, prefix: &str) -> Result<XyExtent> {
     check_m(p.m)?;
-    if p.x_stride < k {
+    let x_row = if p.x_digits {
+        super::int_dot::row_vectors(k as usize) as u64
+    } else {
+        k
+    };
+    if p.x_stride < x_row {
         return Err(invalid!(
-            "{prefix}x_row_stride is {}, smaller than k = {k}",
-            p.x_stride
+            "{prefix}x_row_stride is {}, smaller than {} = {x_row}",
+            p.x_stride,
+            if p.x_digits {
+                "a row of x in digits"
+            } else {
+                "k"
+            }
         ));
     }
     if p.y_stride < n {
@@ -107,7 +120,7 @@ pub fn xy_extent(n: u64, k: u64, p: &GemvParams, prefix: &str) -> Result<XyExten
     let m = p.m as u64;
     let x_elems = (m - 1)
         .checked_mul(p.x_stride)
-        .and_then(|v| v.checked_add(k))
+        .and_then(|v| v.checked_add(x_row))
         .ok_or_else(|| invalid!("{prefix}x_row_stride * m overflows"))?;
     let y_elems = (m - 1)
         .checked_mul(p.y_stride)
@@ -118,7 +131,9 @@ pub fn xy_extent(n: u64, k: u64, p: &GemvParams, prefix: &str) -> Result<XyExten
             "x or y spans more than 2^32 elements; the kernels index them with 32 bits".into(),
         ));
     }
-    let x_bytes = if p.x_f16 {
+    let x_bytes = if p.x_digits {
+        16 * x_elems
+    } else if p.x_f16 {
         4 * x_elems.div_ceil(2)
     } else {
         4 * x_elems
@@ -222,6 +237,7 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
                 x_f16: p.x_f16,
                 offsets: mat.offsets,
                 k_order: mat.k_order.is_some() && !p.x_gathered,
+                dot: p.x_digits,
             };
             (ctx.pipelines.get(key)?, ctx.pipelines.tuning.rows, p.m)
         };
@@ -426,7 +442,10 @@ fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind
 }
 
 /// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
-/// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success).
+/// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success). On a
+/// context with `int_dot`, a SIMT matrix without a column order at m ≤ [`MAX_M`] gets x
+/// split into 8-bit digits while it is staged (`vk::int_dot`), unless x has an infinite or
+/// NaN element.
 pub fn gemv_host(
     ctx: &Context,
     mat: &DeviceMatrix,
@@ -435,22 +454,43 @@ pub fn gemv_host(
     m: u32,
 ) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
-    let p = GemvParams {
+    let mut p = GemvParams {
         m,
         x_f16: false,
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: mat.k_order.is_some(),
+        x_digits: false,
     };
     // Everything that can refuse the call runs before the staging buffers grow.
     check_params(ctx, mat, &p)?;
     plan(ctx, mat, &p)?;
+    let row_vectors = super::int_dot::row_vectors(k);
+    let digits = GemvParams {
+        x_stride: row_vectors as u64,
+        x_digits: true,
+        ..p
+    };
+    let try_digits = ctx.int_dot
+        && mat.coop.is_none()
+        && mat.k_order.is_none()
+        && !runs_gemm(ctx, mat, m)
+        && check_params(ctx, mat, &digits).is_ok();
+    if try_digits {
+        plan(ctx, mat, &digits)?;
+    }
     let (xn, yn) = (m as usize * k, m as usize * n);
+    let digit_bytes = if try_digits {
+        16 * m as usize * row_vectors
+    } else {
+        0
+    };
     let mut exec = ctx.exec.lock().unwrap_or_else(|e| e.into_inner());
     let exec = &mut *exec;
     // After a failed wait the device may still read the staging buffers: touch nothing.
     exec.submitter.check_usable()?;
-    ensure(ctx, &mut exec.staging.x, 4 * xn as u64, MemoryKind::Upload)?;
+    let x_bytes = (4 * xn).max(digit_bytes);
+    ensure(ctx, &mut exec.staging.x, x_bytes as u64, MemoryKind::Upload)?;
     ensure(
         ctx,
         &mut exec.staging.y,
@@ -458,19 +498,35 @@ pub fn gemv_host(
         MemoryKind::Readback,
     )?;
     let xb = exec.staging.x.as_mut().expect("x");
-    // SAFETY: f32 slice viewed as bytes.
-    let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn) };
-    xb.fill(4 * xn, |staged| match &mat.k_order {
-        // A matrix with a column order gets x in that order, gathered straight into the
-        // staging buffer once per call.
-        Some(order) => {
-            for (i, v) in staged.chunks_exact_mut(4).enumerate() {
-                let input = i - i % k + order.inputs[i % k] as usize;
-                v.copy_from_slice(&x[input].to_ne_bytes());
+    if try_digits {
+        xb.fill(digit_bytes, |staged| {
+            let rows = staged
+                .chunks_exact_mut(16 * row_vectors)
+                .zip(x.chunks_exact(k));
+            // All rows or none: a row with an infinite or NaN element keeps the f32 kernel.
+            if rows
+                .take(m as usize)
+                .all(|(to, row)| super::int_dot::encode_row(row, to))
+            {
+                p = digits;
             }
-        }
-        None => staged.copy_from_slice(xs),
-    });
+        });
+    }
+    if !p.x_digits {
+        // SAFETY: f32 slice viewed as bytes.
+        let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn) };
+        xb.fill(4 * xn, |staged| match &mat.k_order {
+            // A matrix with a column order gets x in that order, gathered straight into the
+            // staging buffer once per call.
+            Some(order) => {
+                for (i, v) in staged.chunks_exact_mut(4).enumerate() {
+                    let input = i - i % k + order.inputs[i % k] as usize;
+                    v.copy_from_slice(&x[input].to_ne_bytes());
+                }
+            }
+            None => staged.copy_from_slice(xs),
+        });
+    }
     let (xb, yb) = (
         exec.staging.x.as_ref().expect("x"),
         exec.staging.y.as_ref().expect("y"),
@@ -478,7 +534,7 @@ pub fn gemv_host(
     let xr = BufferRange {
         buffer: xb.buffer,
         offset: 0,
-        range: 4 * xn as u64,
+        range: if p.x_digits { digit_bytes } else { 4 * xn } as u64,
     };
     let yr = BufferRange {
         buffer: yb.buffer,

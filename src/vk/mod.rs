@@ -11,6 +11,7 @@ pub mod device;
 pub mod export;
 pub mod gemv;
 pub mod instance;
+pub mod int_dot;
 pub mod kernel;
 pub mod log;
 pub mod matrix;

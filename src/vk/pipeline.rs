@@ -218,6 +218,8 @@ pub struct PipelineKey {
     pub offsets: bool,
     /// x gathered through the matrix's column-to-input order.
     pub k_order: bool,
+    /// x in 8-bit digits, packed integer dot products (`vk::int_dot`; subgroup kernels).
+    pub dot: bool,
 }
 
 /// Which tensor-core GEMV pipeline (`shaders/gemv_q4_coop.comp`, specialization
@@ -468,6 +470,8 @@ pub struct Pipelines {
     pub portable: bool,
     module: vk::ShaderModule,
     coop_module: vk::ShaderModule,
+    /// The integer dot-product GEMV's module (contexts that use it only).
+    dot_module: vk::ShaderModule,
     /// The GEMM kernels' modules (SIMT, tensor-core), each created with its first
     /// pipeline: contexts that never see m > 8 never create them.
     gemm_module: Mutex<vk::ShaderModule>,
@@ -505,12 +509,14 @@ pub fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModul
 impl Pipelines {
     /// Creates the layouts, the cache (seeded with `initial_cache` when it is a blob of
     /// this device, see [`cache_blob_matches`]), the shader module of the portable or the
-    /// subgroup kernel and, with `coop`, the tensor-core one.
+    /// subgroup kernel and, with `coop`, the tensor-core one, with `dot` the integer
+    /// dot-product one.
     pub fn new(
         device: &Arc<Device>,
         tuning: Tuning,
         portable: bool,
         coop: bool,
+        dot: bool,
         initial_cache: &[u8],
     ) -> Result<Pipelines> {
         let d = &device.device;
@@ -523,6 +529,7 @@ impl Pipelines {
             portable,
             module: vk::ShaderModule::null(),
             coop_module: vk::ShaderModule::null(),
+            dot_module: vk::ShaderModule::null(),
             gemm_module: Mutex::new(vk::ShaderModule::null()),
             coop_gemm_module: Mutex::new(vk::ShaderModule::null()),
             tuning,
@@ -591,6 +598,9 @@ impl Pipelines {
             if coop {
                 this.coop_module = shader_module(d, shaders::GEMV_COOP)?;
             }
+            if dot {
+                this.dot_module = shader_module(d, shaders::GEMV_DOT)?;
+            }
         }
         Ok(this)
     }
@@ -629,8 +639,19 @@ impl Pipelines {
         for (spec, id, _, _) in SPECS {
             values[id as usize] = value(spec);
         }
+        let module = match key.dot {
+            false => self.module,
+            true if self.dot_module != vk::ShaderModule::null() && !self.portable => {
+                self.dot_module
+            }
+            true => {
+                return Err(Error::Internal(
+                    "integer dot-product pipeline requested from a context without it".into(),
+                ))
+            }
+        };
         self.pipelines
-            .get_or_create(key, || self.create(self.module, &values))
+            .get_or_create(key, || self.create(module, &values))
     }
 
     /// The tensor-core pipeline for `key`, created on first use (contexts made with
@@ -770,6 +791,7 @@ impl Drop for Pipelines {
             }
             d.destroy_shader_module(self.module, None);
             d.destroy_shader_module(self.coop_module, None);
+            d.destroy_shader_module(self.dot_module, None);
             d.destroy_pipeline_cache(self.cache, None);
             d.destroy_pipeline_layout(self.layout, None);
             d.destroy_descriptor_set_layout(self.xy_set, None);

@@ -6,6 +6,9 @@ use crate::error::{Error, Result};
 pub const GEMV_SUBGROUP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_subgroup.spv");
 /// Fused GEMV with a shared-memory reduction only (no subgroup ops, no 8/16-bit storage).
 pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_portable.spv");
+/// Fused GEMV on x in 8-bit digits with packed integer dot products (`vk::int_dot`),
+/// subgroup reduction.
+pub const GEMV_DOT: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_dot.spv");
 /// Tensor-core GEMV (`VK_KHR_cooperative_matrix`, f16 16 × 8 × 16), `layout::coop` weights.
 pub const GEMV_COOP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_coop.spv");
 /// Fused GEMM for m > 8 on the SIMT layout (no subgroup operations).

@@ -431,6 +431,7 @@ pub fn record_gemv(
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: false,
+        x_digits: false,
     };
     let mut exec = ctx.exec.lock().unwrap();
     exec.submitter

@@ -3,7 +3,9 @@
 //! kernel (m = 1), all measured in the same run with timestamp queries, with the kernel
 //! path the context chose (tensor cores "coopmat", "subgroup" or "portable"). Prints a
 //! markdown table; `--m 1,8` picks the activation counts, `--no-coop` forces the SIMT
-//! kernels, `--coop T,S` fixes the tensor-core kernel's tiles and subgroups, and
+//! kernels (with `--int-dot` or `Q4VK_INTDOT=1` on x in 8-bit digits, path "int8-dot",
+//! where the device has packed integer dot products; the digits are made once per row,
+//! untimed, as `q4vk_gemv` makes them per call), `--coop T,S` fixes the tensor-core kernel's tiles and subgroups, and
 //! `--coop-sweep` times it over a grid of those (bench/RESULTS.md); `Q4VK_BENCH_LOG=1`
 //! prints the context's log; `--stats` ends the table with the compiler statistics
 //! (registers, spills, as the driver reports them through
@@ -57,6 +59,8 @@ struct Options {
     coop: Option<(u32, u32)>,
     /// SIMT kernels only.
     no_coop: bool,
+    /// The integer dot-product GEMV for the SIMT kernels (`Q4VK_INTDOT=1` too).
+    int_dot: bool,
     /// Shapes (tiles, subgroups, tokens, K groups) of the tensor-core GEMM to time on the
     /// same matrices, one row each (`None`: the default); one `None` unless given.
     coop_gemm: Vec<Option<(u32, u32, u32, u32)>>,
@@ -88,14 +92,14 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
-    let (mut act_order, mut stats) = (false, false);
+    let (mut act_order, mut stats, mut int_dot) = (false, false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -108,6 +112,7 @@ fn main() {
             "--sweep" => sweep = true,
             "--coop-sweep" => coop_sweep = true,
             "--no-coop" => no_coop = true,
+            "--int-dot" => int_dot = true,
             "--offsets" => offsets = true,
             "--act-order" => act_order = true,
             "--stats" => stats = true,
@@ -163,6 +168,7 @@ fn main() {
         ms: ms.unwrap_or_else(|| if quick { vec![1, 8] } else { vec![1, 2, 4, 8] }),
         coop,
         no_coop,
+        int_dot,
         coop_gemm,
         x_f16,
         gemm_from,
@@ -185,10 +191,18 @@ fn main() {
 
 /// The kernel path the context ran (a GEMM kernel or not, and the tensor-core GEMM's
 /// shape where the run fixed it).
-fn path(ctx: &Context, gemm: bool, coop_gemm: Option<(u32, u32, u32, u32)>) -> String {
+fn path(
+    ctx: &Context,
+    opt: &Options,
+    gemm: bool,
+    coop_gemm: Option<(u32, u32, u32, u32)>,
+) -> String {
     let kind = match (gemm, coop_gemm) {
         (true, Some((t, s, m, k))) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
         (true, _) => " GEMM".to_string(),
+        (false, _) if ctx.int_dot && !ctx.coop && !opt.x_f16 && !opt.act_order => {
+            " int8-dot".to_string()
+        }
         (false, _) => String::new(),
     };
     format!("{}{kind}", ctx.kernel_path())
@@ -219,6 +233,7 @@ fn context(
             unroll,
             split,
             no_coop: opt.no_coop || env.no_coopmat,
+            int_dot: opt.int_dot || env.int_dot,
             coop_tuning: opt.coop,
             coop_gemm_tuning: opt.coop_gemm[0],
             gemm_from_m: opt.gemm_from,
@@ -326,7 +341,7 @@ fn run(opt: &Options) -> Result<()> {
             r.n,
             r.k,
             r.m,
-            path(&ctx, r.gemm, r.coop_gemm),
+            path(&ctx, opt, r.gemm, r.coop_gemm),
             r.cold_us,
             rate(gbs(r.cold_us)),
             100.0 * gbs(r.cold_us) / copy,

@@ -65,8 +65,26 @@ pub(crate) fn prepare(
     for _ in 1..copies {
         mats.push(DeviceMatrix::new(ctx, data, offsets, k_order.as_deref())?);
     }
+    // x in 8-bit digits where q4vk_gemv would split it (encoded here once, untimed).
+    let digits = ctx.int_dot
+        && first_is_simt(&mats)
+        && k_order.is_none()
+        && !opt.x_f16
+        && !gemv::runs_gemm(ctx, &mats[0], m);
+    let row_vectors = q4vk::vk::int_dot::row_vectors(k);
     // f16 activations: x holds f16 values (rounded by the caller), uploaded as f16.
-    let xv: Vec<u8> = if opt.x_f16 {
+    let xv: Vec<u8> = if digits {
+        let mut out = vec![0u8; 16 * row_vectors * m as usize];
+        for (to, row) in out
+            .chunks_exact_mut(16 * row_vectors)
+            .zip(x.chunks_exact(k))
+        {
+            if !q4vk::vk::int_dot::encode_row(row, to) {
+                return Err(Error::Unsupported("x has a non-finite element".into()));
+            }
+        }
+        out
+    } else if opt.x_f16 {
         x.iter()
             .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
             .collect()
@@ -84,11 +102,12 @@ pub(crate) fn prepare(
     let p = GemvParams {
         m,
         x_f16: opt.x_f16,
-        x_stride: k as u64,
+        x_stride: if digits { row_vectors } else { k } as u64,
         y_stride: n as u64,
         // --act-order times the kernels that gather x (q4vk_cmd_gemv's; q4vk_gemv gathers
         // on the host and runs the plain kernel).
         x_gathered: false,
+        x_digits: digits,
     };
     let tokens: Vec<usize> = if m > 8 {
         vec![0, m as usize / 2, m as usize - 1]
@@ -187,6 +206,11 @@ pub(crate) fn time_gemv(
     probe: &Copy,
 ) -> Result<(f64, f64, f64, f64, Vec<f64>, bool)> {
     prepare(ctx, opt, matrix, x, m, reference)?.time(ctx, opt, probe)
+}
+
+/// Whether the matrices are in the SIMT layout (not the tensor-core one).
+fn first_is_simt(mats: &[DeviceMatrix]) -> bool {
+    mats[0].coop.is_none()
 }
 
 /// A fixed pseudo-random permutation of `0..k` (an act-order matrix's column order).
