@@ -1,7 +1,7 @@
 //! GEMV on a [`CpuMatrix`]: `y[m][n] = sum_k x[m][k] · w[n][k]` for any m ≥ 1, fp32
 //! accumulation. x is copied once per call into the order the kernels decode codes in
 //! (gathered through the matrix's column order, if it has one), or, at m = 1 on
-//! [`Isa::Avx512Vnni`] and [`Isa::NeonDot`], into 8-bit digits for the integer kernel
+//! [`Isa::Avx512Vnni`], [`Isa::Avx2`] and [`Isa::NeonDot`], into 8-bit digits for the integer kernel
 //! ([`kernels::integer_kernel`]; on x86-64 the f32 kernels measured faster from m = 2:
 //! they decode each piece of W once for up to 4 x rows; aarch64 follows, unmeasured);
 //! scoped threads take chunks of W's rows from a shared counter.

@@ -20,7 +20,8 @@ use std::ops::Range;
 pub enum Isa {
     /// Portable Rust, no vector intrinsics.
     Scalar,
-    /// x86-64 AVX2 + FMA.
+    /// x86-64 AVX2 + FMA: at m = 1 integer dot products of the codes and x in 8-bit
+    /// digits (`avx2dot`), else (and for x with an infinite or NaN element) f32 kernels.
     Avx2,
     /// x86-64 AVX-512 (foundation instructions only).
     Avx512,
@@ -154,6 +155,8 @@ pub fn integer_kernel(isa: Isa) -> Option<IntegerKernel> {
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => Some(super::vnni::rows),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => Some(super::avx2dot::rows),
         #[cfg(target_arch = "aarch64")]
         Isa::NeonDot => Some(super::sdot::rows),
         _ => None,

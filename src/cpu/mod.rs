@@ -1,6 +1,8 @@
 //! CPU computations on quantized matrices: the f64 reference GEMV the GPU is tested
 //! against, and the CPU context's matrices and multi-threaded SIMD GEMV.
 
+#[cfg(target_arch = "x86_64")]
+pub mod avx2dot;
 pub mod context;
 pub mod digits;
 pub mod gemv;

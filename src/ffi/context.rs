@@ -54,7 +54,7 @@ pub const Q4VK_CONTEXT_NO_COOPMAT: u32 = 0x4;
 /// A CPU context: no Vulkan is loaded; matrices live in host memory (4-bit codes, f32
 /// scales, zero points) and `q4vk_gemv` runs a multi-threaded SIMD kernel (AVX-512, AVX2 +
 /// FMA or NEON, the best the CPU has, else portable code) with fp32 accumulation, to the
-/// same accuracy as the GPU kernels (with AVX-512 VNNI, or NEON with the ARMv8.2 dot
+/// same accuracy as the GPU kernels (with AVX-512 VNNI, AVX2, or NEON with the ARMv8.2 dot
 /// product, m = 1 runs integer dot products of the codes and x split into three 8-bit
 /// digits per element, each within 2^-23.99 of the largest magnitude of its block of 32). `q4vk_context_device_name` names the CPU context's
 /// kernel and threads, e.g. `CPU (AVX2+FMA, 2 threads)`. `q4vk_cmd_gemv`, `q4vk_kernel_export` and the pipeline-cache
