@@ -8,9 +8,7 @@
 //! point are those of [`super::vnni`].
 
 use super::digits::{Digits, LANES, PIECE, PIECE_BYTES};
-use super::kernels::{
-    by_tiles, check_integer_args, kind, OFFSETS, SYMMETRIC, TILE_ROWS, ZERO_POINTS,
-};
+use super::kernels::{integer_rows, OFFSETS, SYMMETRIC, TILE_ROWS, ZERO_POINTS};
 use super::matrix::{CpuMatrix, BLOCK};
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -24,17 +22,10 @@ pub fn supported() -> bool {
 /// the kernel ([`supported`], asserted); `xd` must be the digits of a row of `k` inputs
 /// with the matrix's group size.
 pub fn rows(mat: &CpuMatrix, xd: &Digits, rows: Range<usize>, out: &mut [f32]) {
-    check_integer_args(mat, xd, &rows, out);
     assert!(supported());
-    type Tile = unsafe fn(&CpuMatrix, &Digits, [usize; TILE_ROWS]) -> [f32; TILE_ROWS];
-    let tile: Tile = match kind(mat) {
-        SYMMETRIC => tile::<SYMMETRIC>,
-        ZERO_POINTS => tile::<ZERO_POINTS>,
-        _ => tile::<OFFSETS>,
-    };
-    // SAFETY: the CPU runs the kernel and the sizes `tile` relies on are checked above
-    // (`by_tiles` picks rows < n).
-    by_tiles(rows, out, |picked| unsafe { tile(mat, xd, picked) });
+    let tiles = [tile::<SYMMETRIC>, tile::<ZERO_POINTS>, tile::<OFFSETS>];
+    // SAFETY: the CPU runs the kernel; the tiles need only the checked sizes.
+    unsafe { integer_rows(mat, xd, rows, out, tiles) }
 }
 
 /// Four signed byte products of `codes` (unsigned) and `digits` summed per 32-bit lane.

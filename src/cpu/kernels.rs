@@ -178,6 +178,29 @@ pub(crate) fn check_integer_args(mat: &CpuMatrix, xd: &Digits, rows: &Range<usiz
     assert!(kind(mat) != OFFSETS || mat.offsets.len() == groups);
 }
 
+/// A tile of an integer kernel: the results of [`TILE_ROWS`] rows of W (each < n).
+pub(crate) type IntegerTile =
+    unsafe fn(&CpuMatrix, &Digits, [usize; TILE_ROWS]) -> [f32; TILE_ROWS];
+
+/// Runs the tile for W's kind (`tiles`: symmetric, zero points, offsets) over rows `rows`,
+/// one result per row in `out`, after [`check_integer_args`].
+///
+/// # Safety
+/// The CPU has the features the tiles are compiled for, and they rely on no more than the
+/// sizes [`check_integer_args`] asserts.
+pub(crate) unsafe fn integer_rows(
+    mat: &CpuMatrix,
+    xd: &Digits,
+    rows: Range<usize>,
+    out: &mut [f32],
+    tiles: [IntegerTile; 3],
+) {
+    check_integer_args(mat, xd, &rows, out);
+    let tile = tiles[kind(mat) as usize];
+    // SAFETY: the caller's contract (`by_tiles` picks rows < n).
+    by_tiles(rows, out, |picked| unsafe { tile(mat, xd, picked) });
+}
+
 /// Runs `tile` over rows `rows` of W, [`TILE_ROWS`] at a time, and writes its results to
 /// `out` (one per row). A short tile repeats its last row and drops the copies' results.
 pub(crate) fn by_tiles(

@@ -28,9 +28,7 @@
 //! assembly: its intrinsic (`vdotq_s32`) is not stable Rust yet.
 
 use super::digits::{Digits, LANES, PIECE, PIECE_BYTES};
-use super::kernels::{
-    by_tiles, check_integer_args, kind, OFFSETS, SYMMETRIC, TILE_ROWS, ZERO_POINTS,
-};
+use super::kernels::{integer_rows, OFFSETS, SYMMETRIC, TILE_ROWS, ZERO_POINTS};
 use super::matrix::{CpuMatrix, BLOCK};
 use std::arch::aarch64::*;
 use std::arch::asm;
@@ -53,17 +51,10 @@ pub fn supported() -> bool {
 /// the kernel ([`supported`], asserted); `xd` must be the digits of a row of `k` inputs
 /// with the matrix's group size.
 pub fn rows(mat: &CpuMatrix, xd: &Digits, rows: Range<usize>, out: &mut [f32]) {
-    check_integer_args(mat, xd, &rows, out);
     assert!(supported() && mat.row_stride() == mat.blocks() * BLOCK_BYTES);
-    type Tile = unsafe fn(&CpuMatrix, &Digits, [usize; TILE_ROWS]) -> [f32; TILE_ROWS];
-    let tile: Tile = match kind(mat) {
-        SYMMETRIC => tile::<SYMMETRIC>,
-        ZERO_POINTS => tile::<ZERO_POINTS>,
-        _ => tile::<OFFSETS>,
-    };
-    // SAFETY: the CPU runs the kernel and the sizes `tile` relies on are checked above
-    // (`by_tiles` picks rows < n).
-    by_tiles(rows, out, |picked| unsafe { tile(mat, xd, picked) });
+    let tiles = [tile::<SYMMETRIC>, tile::<ZERO_POINTS>, tile::<OFFSETS>];
+    // SAFETY: the CPU runs the kernel; the tiles need only the checked sizes.
+    unsafe { integer_rows(mat, xd, rows, out, tiles) }
 }
 
 /// `acc + Σ a·b` over each 32-bit lane's 4 bytes (`SDOT`).
