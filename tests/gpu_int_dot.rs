@@ -2,8 +2,8 @@
 //! opted in with `ContextConfig::int_dot`) on the system's Vulkan device (lavapipe in CI,
 //! which has `shaderIntegerDotProduct`), validation on: `q4vk_gemv`'s path (`gemv_host`)
 //! matches the f64 reference within 1e-5 at m = 1..8 for every group size, zero points on
-//! and off, f16 and f32 scales, per-group offsets, odd K, and x with a huge, a tiny and an
-//! all-zero block; x with an infinite element keeps the f32 kernel, as does a context that
+//! and off, f16 and f32 scales, per-group offsets, a column order (act-order), odd K, and
+//! x with a huge, a tiny and an all-zero block; x with an infinite element keeps the f32 kernel, as does a context that
 //! did not opt in.
 
 mod gpu_support;
@@ -90,6 +90,31 @@ fn digits_gemv_with_offsets_matches_the_reference() {
             let err = reference::relative_error(&y, &want);
             assert!(err < 1e-5, "offsets {n}x{k} m {m}: {err:e}");
         }
+    }
+    assert_nothing_logged();
+}
+
+#[test]
+fn digits_gemv_with_a_column_order_matches_the_reference() {
+    let ctx = context(true);
+    assert!(ctx.int_dot);
+    let mut rng = Rng(0x0DE5);
+    let (n, k) = (33usize, 232usize);
+    let d = random_q4(&mut rng, n, k, 32, true, false);
+    let order: Vec<u32> = (0..k).map(|j| (j * 97 % k) as u32).collect();
+    let mat = DeviceMatrix::new(&ctx, &d, None, Some(&order)).unwrap();
+    for m in [1usize, 5] {
+        let x = activations(&mut rng, m, k);
+        // Column j of the matrix meets input order[j].
+        let xo: Vec<f32> = x
+            .chunks_exact(k)
+            .flat_map(|row| order.iter().map(|&i| row[i as usize]))
+            .collect();
+        let want = reference::gemv(&d, &xo, m);
+        let mut y = vec![f32::NAN; m * n];
+        gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+        let err = reference::relative_error(&y, &want);
+        assert!(err < 1e-5, "act-order m {m}: {err:e}");
     }
     assert_nothing_logged();
 }

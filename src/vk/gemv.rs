@@ -443,8 +443,8 @@ fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind
 
 /// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
 /// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success). On a
-/// context with `int_dot`, a SIMT matrix without a column order at m ≤ [`MAX_M`] gets x
-/// split into 8-bit digits while it is staged (`vk::int_dot`), unless x has an infinite or
+/// context with `int_dot`, a SIMT matrix at m ≤ [`MAX_M`] gets x split into 8-bit digits
+/// (in its column order) while it is staged (`vk::int_dot`), unless x has an infinite or
 /// NaN element.
 pub fn gemv_host(
     ctx: &Context,
@@ -473,7 +473,6 @@ pub fn gemv_host(
     };
     let try_digits = ctx.int_dot
         && mat.coop.is_none()
-        && mat.k_order.is_none()
         && !runs_gemm(ctx, mat, m)
         && check_params(ctx, mat, &digits).is_ok();
     if try_digits {
@@ -504,9 +503,10 @@ pub fn gemv_host(
                 .chunks_exact_mut(16 * row_vectors)
                 .zip(x.chunks_exact(k));
             // All rows or none: a row with an infinite or NaN element keeps the f32 kernel.
+            let order = mat.k_order.as_ref().map(|o| o.inputs.as_slice());
             if rows
                 .take(m as usize)
-                .all(|(to, row)| super::int_dot::encode_row(row, to))
+                .all(|(to, row)| super::int_dot::encode_row(row, order, to))
             {
                 p = digits;
             }

@@ -64,11 +64,13 @@ pub fn row_vectors(k: usize) -> usize {
     1 + CHUNK_VECTORS * k.div_ceil(CHUNK)
 }
 
-/// Writes the row `x` (its `k` columns) in digits into `out` (`16·row_vectors(k)`
-/// bytes, native byte order); `false`, leaving `out` unspecified, when x has an infinite
-/// or NaN element (the f32 kernel keeps its policy for those).
-pub fn encode_row(x: &[f32], out: &mut [u8]) -> bool {
+/// Writes a row of x in digits into `out` (`16·row_vectors(k)` bytes, native byte order):
+/// its `k` columns are `x` in order, or with `order` column `j` is `x[order[j]]` (a
+/// matrix's column order, GPTQ act-order). `false`, leaving `out` unspecified, when x has
+/// an infinite or NaN element (the f32 kernel keeps its policy for those).
+pub fn encode_row(x: &[f32], order: Option<&[u32]>, out: &mut [u8]) -> bool {
     let k = x.len();
+    assert!(order.is_none_or(|o| o.len() == k));
     assert_eq!(out.len(), 16 * row_vectors(k));
     let mut largest = 0f32;
     for v in x {
@@ -77,16 +79,25 @@ pub fn encode_row(x: &[f32], out: &mut [u8]) -> bool {
         }
         largest = largest.max(v.abs());
     }
+    let column = |j: usize| match order {
+        Some(o) => x[o[j] as usize],
+        None => x[j],
+    };
     let exponent = row_exponent(largest);
     let unit = pow2(-exponent);
     let (header, chunks) = out.split_at_mut(16);
     header.fill(0);
     header[..4].copy_from_slice(&exponent.to_ne_bytes());
-    for (chunk, to) in x
-        .chunks(CHUNK)
+    for (first, to) in (0..k)
+        .step_by(CHUNK)
         .zip(chunks.chunks_exact_mut(16 * CHUNK_VECTORS))
     {
         let mut words = [0u32; 4 * CHUNK_VECTORS];
+        // The chunk's columns, zeros past K.
+        let mut chunk = [0f32; CHUNK];
+        for (c, j) in chunk.iter_mut().zip(first..k.min(first + CHUNK)) {
+            *c = column(j);
+        }
         let max = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
         if max != 0.0 {
             let t = block_scale(max, unit);
@@ -143,7 +154,7 @@ mod tests {
         x[40] = -7.5e-6;
         x[64..96].fill(0.0);
         let mut out = vec![0u8; 16 * row_vectors(x.len())];
-        assert!(encode_row(&x, &mut out));
+        assert!(encode_row(&x, None, &mut out));
         let e = i32::from_ne_bytes(out[..4].try_into().unwrap());
         for (c, &v) in x.iter().enumerate() {
             let chunk = &x[c / CHUNK * CHUNK..(c / CHUNK * CHUNK + CHUNK).min(x.len())];
@@ -171,7 +182,19 @@ mod tests {
     #[test]
     fn non_finite_x_is_refused() {
         let mut out = vec![0u8; 16 * row_vectors(3)];
-        assert!(!encode_row(&[1.0, f32::INFINITY, 0.0], &mut out));
-        assert!(!encode_row(&[f32::NAN, 1.0, 0.0], &mut out));
+        assert!(!encode_row(&[1.0, f32::INFINITY, 0.0], None, &mut out));
+        assert!(!encode_row(&[f32::NAN, 1.0, 0.0], None, &mut out));
+    }
+
+    #[test]
+    fn a_column_order_encodes_the_gathered_row() {
+        let x: Vec<f32> = (0..70).map(|i| (i as f32 - 30.0) * 0.37).collect();
+        let order: Vec<u32> = (0..70).map(|j| (j * 29 % 70) as u32).collect();
+        let gathered: Vec<f32> = order.iter().map(|&i| x[i as usize]).collect();
+        let mut a = vec![0u8; 16 * row_vectors(70)];
+        let mut b = a.clone();
+        assert!(encode_row(&x, Some(&order), &mut a));
+        assert!(encode_row(&gathered, None, &mut b));
+        assert_eq!(a, b);
     }
 }

@@ -79,7 +79,7 @@ pub(crate) fn prepare(
             .chunks_exact_mut(16 * row_vectors)
             .zip(x.chunks_exact(k))
         {
-            if !q4vk::vk::int_dot::encode_row(row, to) {
+            if !q4vk::vk::int_dot::encode_row(row, None, to) {
                 return Err(Error::Unsupported("x has a non-finite element".into()));
             }
         }
