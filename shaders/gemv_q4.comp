@@ -33,7 +33,8 @@
 //   the decode. Exact: per chunk and digit the sum of (u - z) times the digit is an exact
 //   int32; the three become one f32 with one rounding; x's digits are within 2^-23.99 of
 //   the chunk's largest |x|. Binding X holds, per activation row (x_stride uvec4 apart), a
-//   uvec4 header (x.x: the row's exponent E) and per chunk 7 uvec4: the digits D0 (x 2^16),
+//   uvec4 header (x.x: the row's exponent E) and per chunk 7 uvec4 (chunks below about
+//   2^-100 of the row's largest |x| lose precision: their scale t is clamped): the digits D0 (x 2^16),
 //   D1 (x 2^8), D2, two uvec4 each - word j's even columns (k = 8j, 8j + 2, 8j + 4,
 //   8j + 6, one byte each, as in the low nibbles of code word j), then its odd ones - and
 //   (chunk scale t as f32 bits, sum of D0, of D1, of D2). y = 2^E sum s t value.
@@ -139,10 +140,11 @@ void load_x(uint mi, uint c, out vec4 xv[8]) {
 }
 
 #ifdef DOT
-// s (sum over the chunk of (u - z) q) + o (sum of q), q = D0 2^16 + D1 2^8 + D2 the
-// chunk's x in digits `d` (sums `dsum`), codes w, zero point z (0 with offsets), scale s,
-// offset o: per digit an exact int32 (|.| <= 32 * 15 * 128), then one f32.
-float chunk_dot(uvec4 w, uvec4 d[6], ivec3 dsum, int z, float s, float o) {
+// s (sum over the chunk of (u - z) q t) + o (sum of q t), q = D0 2^16 + D1 2^8 + D2 the
+// chunk's x in digits `d` (sums `dsum`, scale t), codes w, zero point z (0 with offsets),
+// scale s, offset o: per digit an exact int32 (|.| <= 32 * 15 * 128), then one f32,
+// multiplied by t before s or o (|value t| <= ~960: no overflow where s x has none).
+float chunk_dot(uvec4 w, uvec4 d[6], ivec3 dsum, float t, int z, float s, float o) {
     ivec3 e = ivec3(0);
     [[unroll]] for (uint j = 0u; j < 4u; j++) {
         int even = int(w[j] & 0x0F0F0F0Fu);
@@ -156,9 +158,9 @@ float chunk_dot(uvec4 w, uvec4 d[6], ivec3 dsum, int z, float s, float o) {
     float value = (float(e.x) * 256.0 + float(e.y)) * 256.0 + float(e.z);
     if (HAS_OFFSETS) {
         float q = (float(dsum.x) * 256.0 + float(dsum.y)) * 256.0 + float(dsum.z);
-        return fma(s, value, o * q);
+        return fma(s, value * t, o * (q * t));
     }
-    return s * value;
+    return s * (value * t);
 }
 #endif
 
@@ -233,8 +235,8 @@ void main() {
                 ivec3 dsum = ivec3(meta.yzw);
                 [[unroll]] for (uint r = 0u; r < RPI; r++) {
                     uint i = u * RPI + r;
-                    acc[mi * RPI + r] += live ? chunk_dot(wv[i], d, dsum, zi[i], sc[i], ob[i]) * t
-                                              : 0.0;
+                    acc[mi * RPI + r] +=
+                        live ? chunk_dot(wv[i], d, dsum, t, zi[i], sc[i], ob[i]) : 0.0;
                 }
             }
 #else
@@ -256,11 +258,15 @@ void main() {
         }
     }
 #ifdef DOT
-    // The accumulators are in units of 2^E of their activation row.
+    // The accumulators are in units of 2^E of their activation row: times 2^(E/2) and
+    // 2^(E - E/2), two exact powers of two, so a y beyond f32's range becomes inf (ldexp's
+    // result would be undefined there).
     [[unroll]] for (uint mi = 0u; mi < M; mi++) {
         int e = int(xd[mi * p.x_stride].x);
+        float first = exp2(float(e / 2));
+        float second = exp2(float(e - e / 2));
         [[unroll]] for (uint r = 0u; r < RPI; r++) {
-            acc[mi * RPI + r] = ldexp(acc[mi * RPI + r], e);
+            acc[mi * RPI + r] = acc[mi * RPI + r] * first * second;
         }
     }
 #endif

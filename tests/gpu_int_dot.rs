@@ -3,8 +3,8 @@
 //! which has `shaderIntegerDotProduct`), validation on: `q4vk_gemv`'s path (`gemv_host`)
 //! matches the f64 reference within 1e-5 at m = 1..8 for every group size, zero points on
 //! and off, f16 and f32 scales, per-group offsets, a column order (act-order), odd K, and
-//! x with a huge, a tiny and an all-zero block; x with an infinite element keeps the f32 kernel, as does a context that
-//! did not opt in.
+//! x with a huge, a tiny and an all-zero block; x with an infinite element keeps the f32
+//! kernel, as does a context that did not opt in; a short x or y is refused.
 
 mod gpu_support;
 use gpu_support::*;
@@ -141,5 +141,30 @@ fn non_finite_x_and_contexts_without_it_keep_the_f32_kernel() {
         b.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
     );
     assert!(a[n..].iter().any(|v| !v.is_finite()));
+    assert_nothing_logged();
+}
+
+#[test]
+fn a_short_x_or_y_is_refused_on_either_path() {
+    let mut rng = Rng(0x5407);
+    let (n, k) = (16usize, 96usize);
+    let d = random_q4(&mut rng, n, k, 32, false, false);
+    for int_dot in [true, false] {
+        let ctx = context(int_dot);
+        let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+        let x = rng.vec(2 * k);
+        let mut y = vec![0f32; 2 * n];
+        let short_x = gemv_host(&ctx, &mat, &x[..k], &mut y, 2);
+        assert!(matches!(
+            short_x,
+            Err(q4vk::error::Error::BufferTooSmall(_))
+        ));
+        let short_y = gemv_host(&ctx, &mat, &x, &mut y[..n], 2);
+        assert!(matches!(
+            short_y,
+            Err(q4vk::error::Error::BufferTooSmall(_))
+        ));
+        assert!(y.iter().all(|&v| v == 0.0), "written on error");
+    }
     assert_nothing_logged();
 }

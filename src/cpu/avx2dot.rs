@@ -1,5 +1,6 @@
 //! The m = 1 GEMV as integer dot products on x86-64 CPUs with AVX2 but without AVX-512
-//! VNNI (most laptop and desktop CPUs): the scheme of [`super::vnni`] (codes as unsigned
+//! (most laptop and desktop CPUs; AVX-512 CPUs without VNNI keep the AVX-512 f32 kernels):
+//! the scheme of [`super::vnni`] (codes as unsigned
 //! nibbles, x in three signed 8-bit digits, [`Digits`]) on 256-bit vectors, each 64-byte
 //! piece of a row as two halves of 32 code bytes (lanes 0–7 and 8–15 of the piece's 16
 //! lanes). `vpmaddubsw` multiplies codes and digits into pairs of 16-bit sums (at most

@@ -170,6 +170,7 @@ pub(crate) fn check_integer_args(mat: &CpuMatrix, xd: &Digits, rows: &Range<usiz
     assert!(rows.end <= mat.shape.n && out.len() == rows.len());
     assert!(mat.codes.len() == mat.shape.n * mat.row_stride());
     assert!(xd.pieces() == mat.shape.k.div_ceil(super::digits::PIECE));
+    assert!(xd.bytes.len() == xd.pieces() * super::digits::PIECE_BYTES);
     let lanes = xd.pieces() * super::digits::LANES;
     assert!(xd.sums.len() == mat.shape.groups() && xd.lane_sums.len() == lanes);
     let groups = mat.shape.n * mat.shape.groups();

@@ -216,6 +216,12 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
 /// context's SIMT variant; the GEMM of the matrix's layout where [`runs_gemm`] says so.
 fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
     let gemm = runs_gemm(ctx, mat, p.m);
+    let gathered = mat.k_order.is_none() || p.x_gathered;
+    if p.x_digits && (gemm || mat.coop.is_some() || p.x_f16 || !gathered || !ctx.int_dot) {
+        return Err(Error::Internal(
+            "x in digits is for the integer dot-product GEMV only: a SIMT matrix at m <= 8, f32 x in column order, a context with int_dot".into(),
+        ));
+    }
     let Some(c) = &mat.coop else {
         let (pipeline, rows, tokens) = if gemm {
             let key = GemmKey {
@@ -454,6 +460,14 @@ pub fn gemv_host(
     m: u32,
 ) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
+    let (xn, yn) = (m as usize * k, m as usize * n);
+    if x.len() < xn || y.len() < yn {
+        return Err(Error::BufferTooSmall(format!(
+            "x holds {} floats and y {}; m = {m} needs {xn} and {yn}",
+            x.len(),
+            y.len()
+        )));
+    }
     let mut p = GemvParams {
         m,
         x_f16: false,
@@ -471,14 +485,13 @@ pub fn gemv_host(
         x_digits: true,
         ..p
     };
+    // The digits' kernel where it can run; a refusal (its pipeline included) keeps the f32
+    // one.
     let try_digits = ctx.int_dot
         && mat.coop.is_none()
         && !runs_gemm(ctx, mat, m)
-        && check_params(ctx, mat, &digits).is_ok();
-    if try_digits {
-        plan(ctx, mat, &digits)?;
-    }
-    let (xn, yn) = (m as usize * k, m as usize * n);
+        && check_params(ctx, mat, &digits).is_ok()
+        && plan(ctx, mat, &digits).is_ok();
     let digit_bytes = if try_digits {
         16 * m as usize * row_vectors
     } else {

@@ -5,7 +5,8 @@
 //! The digits are those of the CPU context's integer path (`cpu::digits`): per row of x
 //! an exponent `E` (of the power of two at or below its largest magnitude), per chunk of
 //! 32 columns a scale `t` and integers `q = round(x·2^-E / t)` within `2^-23.99` of the
-//! chunk's largest magnitude, split into three signed bytes `q = D0·2^16 + D1·2^8 + D2`.
+//! chunk's largest magnitude (chunks below about `2^-100` of the row's largest lose
+//! precision: `t` is clamped to f32's smallest normal), split into three signed bytes `q = D0·2^16 + D1·2^8 + D2`.
 //! Layout (uvec4 units, [`row_vectors`] per activation row): a header `(E, 0, 0, 0)`,
 //! then per chunk 7 uvec4: for each digit two, the first `(even w0, odd w0, even w1,
 //! odd w1)`, the second the same for words 2 and 3 of the chunk's codes (`even wj`: the
