@@ -38,6 +38,22 @@ fn activations(rng: &mut Rng, m: usize, k: usize) -> Vec<f32> {
     x
 }
 
+/// Runs `q4vk_gemv`'s path at `m` and checks every output against `want` (1e-5).
+fn assert_gemv_matches(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    x: &[f32],
+    m: usize,
+    want: &[f64],
+    what: &str,
+) {
+    let mut y = vec![f32::NAN; want.len()];
+    gemv_host(ctx, mat, x, &mut y, m as u32).unwrap();
+    assert!(y.iter().all(|v| v.is_finite()), "{what}: unwritten y");
+    let err = reference::relative_error(&y, want);
+    assert!(err < 1e-5, "{what} m {m}: {err:e}");
+}
+
 #[test]
 fn digits_gemv_matches_the_reference() {
     let ctx = context(true);
@@ -60,14 +76,8 @@ fn digits_gemv_matches_the_reference() {
         for m in 1..=8usize {
             let x = activations(&mut rng, m, k);
             let want = reference::gemv(&d, &x, m);
-            let mut y = vec![f32::NAN; m * n];
-            gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
-            assert!(y.iter().all(|v| v.is_finite()), "unwritten y");
-            let err = reference::relative_error(&y, &want);
-            assert!(
-                err < 1e-5,
-                "{n}x{k} g{g} z{z} f32 scales {f32s} m {m}: {err:e}"
-            );
+            let what = format!("{n}x{k} g{g} z{z} f32 scales {f32s}");
+            assert_gemv_matches(&ctx, &mat, &x, m, &want, &what);
         }
     }
     assert_nothing_logged();
@@ -85,10 +95,7 @@ fn digits_gemv_with_offsets_matches_the_reference() {
         for m in [1usize, 3, 8] {
             let x = activations(&mut rng, m, k);
             let want = reference::gemv_with_offsets(&d, &offsets, &x, m);
-            let mut y = vec![f32::NAN; m * n];
-            gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
-            let err = reference::relative_error(&y, &want);
-            assert!(err < 1e-5, "offsets {n}x{k} m {m}: {err:e}");
+            assert_gemv_matches(&ctx, &mat, &x, m, &want, &format!("offsets {n}x{k}"));
         }
     }
     assert_nothing_logged();
@@ -111,10 +118,7 @@ fn digits_gemv_with_a_column_order_matches_the_reference() {
             .flat_map(|row| order.iter().map(|&i| row[i as usize]))
             .collect();
         let want = reference::gemv(&d, &xo, m);
-        let mut y = vec![f32::NAN; m * n];
-        gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
-        let err = reference::relative_error(&y, &want);
-        assert!(err < 1e-5, "act-order m {m}: {err:e}");
+        assert_gemv_matches(&ctx, &mat, &x, m, &want, "act-order");
     }
     assert_nothing_logged();
 }
