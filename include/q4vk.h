@@ -200,7 +200,11 @@ typedef struct q4vk_context_desc {
   // `VkPhysicalDeviceVulkan12Features`), `VK_KHR_cooperative_matrix` is in
   // `enabled_extensions` and the device offers an f16 16 × 8 × 16 shape with 32-wide
   // subgroups, new matrices use them (checked by a probe dispatch on `queue` at
-  // creation; without a queue they are not used). Other structs are skipped.
+  // creation; without a queue they are not used). Read too for the opt-in integer
+  // dot-product kernel of `q4vk_gemv` (`Q4VK_INTDOT=1`): shaderIntegerDotProduct in
+  // `VkPhysicalDeviceShaderIntegerDotProductFeatures` or `VkPhysicalDeviceVulkan13Features`,
+  // with `VK_KHR_shader_integer_dot_product` in `enabled_extensions` or Vulkan 1.3 in use
+  // (`api_version` and the device's). Other structs are skipped.
   const void *enabled_features;
   // Device extensions the host enabled (`enabled_extension_count` NUL-terminated names).
   const char *const *enabled_extensions;

@@ -4,7 +4,9 @@
 //! shape, so the SIMT kernels), reads those features from the host's chain, and matches
 //! the f64 reference at m = 1, 8 and 40 (GEMV and GEMM) either way. The "host" is q4vk's
 //! own instance (validation layer on, its messages counted) and device, made with or
-//! without the kernels' features; a second context adopts their raw handles.
+//! without the kernels' features; a second context adopts their raw handles. Likewise the
+//! opt-in integer dot-product kernel: used on an adopted device exactly when the host's
+//! chain enabled shaderIntegerDotProduct and its extension is listed.
 
 mod gpu_support;
 use ash::vk;
@@ -15,26 +17,34 @@ use q4vk::vk::coop::{self, HostFeatures};
 use q4vk::vk::device::{Device, DeviceOptions};
 use q4vk::vk::gemv::gemv_host;
 use q4vk::vk::instance::Instance;
+use q4vk::vk::int_dot;
 use q4vk::vk::matrix::DeviceMatrix;
 use std::ffi::CString;
 use std::sync::Arc;
 
 /// A context adopting `host`'s device, told what the host enabled the way a C host tells
-/// it: extension names and the enabled-feature chain.
-fn adopt(host: &Device) -> Context {
+/// it: extension names and the enabled-feature chain (the tensor-core features where the
+/// host enabled them; integer dot products when `tell_int_dot`), opted in to the integer
+/// dot-product kernel.
+fn adopt(host: &Device, tell_int_dot: bool) -> Context {
     let enabled = host.coop_enabled;
-    let extensions: Vec<CString> = if enabled {
+    let mut extensions: Vec<CString> = if enabled {
         coop::EXTENSIONS.iter().map(|n| (*n).to_owned()).collect()
     } else {
         Vec::new()
     };
     let mut features = coop::EnabledFeatures::all_on();
+    let mut dot = int_dot::feature();
     let mut chain = vk::PhysicalDeviceFeatures2::default();
     if enabled {
         chain = chain
             .push_next(&mut features.coop)
             .push_next(&mut features.model)
             .push_next(&mut features.f16);
+    }
+    if tell_int_dot {
+        extensions.push(int_dot::EXTENSION.to_owned());
+        chain = chain.push_next(&mut dot);
     }
     // SAFETY: a chain of live, complete structs.
     let features =
@@ -48,10 +58,12 @@ fn adopt(host: &Device) -> Context {
         queue_family: host.queue_family,
         extensions,
         features,
+        api_version: vk::API_VERSION_1_1,
         lock: None,
     };
     let config = ContextConfig {
         adopt: Some(adopt),
+        int_dot: true,
         ..Default::default()
     };
     Context::new(config, counting_logger()).unwrap()
@@ -70,7 +82,7 @@ fn adopted_devices_run_the_tensor_core_kernels_where_the_host_enabled_them() {
         };
         let host = Device::create(instance, -1, options, &counting_logger()).unwrap();
         offered |= host.coop_enabled;
-        let ctx = adopt(&host);
+        let ctx = adopt(&host, false);
         assert_eq!(ctx.coop, host.coop_enabled, "want_coop {want_coop}");
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
         assert_eq!(mat.coop.is_some(), ctx.coop);
@@ -87,5 +99,37 @@ fn adopted_devices_run_the_tensor_core_kernels_where_the_host_enabled_them() {
         drop(ctx);
     }
     eprintln!("tensor-core kernels offered by this device: {offered}");
+    assert_nothing_logged();
+}
+
+#[test]
+fn adopted_devices_run_the_integer_dot_product_kernel_where_the_host_enabled_it() {
+    let mut rng = Rng(0xD07);
+    let d = random_q4(&mut rng, 70, 300, 32, true, false);
+    let instance = Arc::new(Instance::create(true, Arc::new(counting_logger())).unwrap());
+    let options = DeviceOptions {
+        want_coop: false,
+        ..Default::default()
+    };
+    // q4vk's own device enables the extension and feature where the device has them.
+    let host = Device::create(instance, -1, options, &counting_logger()).unwrap();
+    assert!(
+        host.int_dot.is_some(),
+        "the device has no VK_KHR_shader_integer_dot_product"
+    );
+    for tell in [false, true] {
+        let ctx = adopt(&host, tell);
+        assert_eq!(ctx.int_dot, tell);
+        let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+        for m in [1usize, 8] {
+            let x = rng.vec(m * d.shape.k);
+            let mut y = vec![f32::NAN; m * d.shape.n];
+            gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+            let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
+            assert!(err < 1e-5, "told {tell} m {m}: {err:e}");
+        }
+        drop(mat);
+        drop(ctx);
+    }
     assert_nothing_logged();
 }

@@ -138,7 +138,11 @@ pub struct q4vk_context_desc {
     /// `VkPhysicalDeviceVulkan12Features`), `VK_KHR_cooperative_matrix` is in
     /// `enabled_extensions` and the device offers an f16 16 × 8 × 16 shape with 32-wide
     /// subgroups, new matrices use them (checked by a probe dispatch on `queue` at
-    /// creation; without a queue they are not used). Other structs are skipped.
+    /// creation; without a queue they are not used). Read too for the opt-in integer
+    /// dot-product kernel of `q4vk_gemv` (`Q4VK_INTDOT=1`): shaderIntegerDotProduct in
+    /// `VkPhysicalDeviceShaderIntegerDotProductFeatures` or `VkPhysicalDeviceVulkan13Features`,
+    /// with `VK_KHR_shader_integer_dot_product` in `enabled_extensions` or Vulkan 1.3 in use
+    /// (`api_version` and the device's). Other structs are skipped.
     pub enabled_features: *const c_void,
     /// Device extensions the host enabled (`enabled_extension_count` NUL-terminated names).
     pub enabled_extensions: *const *const c_char,
@@ -308,6 +312,7 @@ unsafe fn adoption_of(d: &q4vk_context_desc) -> Result<Option<Adoption>> {
         extensions,
         // SAFETY: NULL or the host's enabled-feature chain (contract of the field).
         features: unsafe { HostFeatures::from_chain(d.enabled_features) },
+        api_version: d.api_version,
         lock,
     }))
 }

@@ -2,7 +2,7 @@
 //! Safe to share between threads: submissions and staging sit behind one mutex, the
 //! pipeline map and the x/y descriptor cache behind their own.
 
-use super::device::{Device, DeviceOptions};
+use super::device::{Device, DeviceOptions, HostEnabled};
 use super::gemv::{Staging, MAX_M};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
@@ -81,8 +81,10 @@ pub struct Adoption {
     pub queue_family: u32,
     /// Device extensions the host enabled.
     pub extensions: Vec<CString>,
-    /// The tensor-core kernels' features, as the host's feature chain enabled them.
+    /// The optional kernels' features, as the host's feature chain enabled them.
     pub features: super::coop::HostFeatures,
+    /// The host's `VkApplicationInfo.apiVersion`.
+    pub api_version: u32,
     /// Host lock around q4vk's submits to the queue.
     pub lock: Option<QueueLock>,
 }
@@ -218,6 +220,16 @@ impl Context {
                 });
                 let names: Vec<&std::ffi::CStr> =
                     a.extensions.iter().map(|c| c.as_c_str()).collect();
+                // SAFETY: a valid physical device of the host's instance (contract).
+                let device_api = unsafe {
+                    instance
+                        .instance
+                        .get_physical_device_properties(a.physical)
+                        .api_version
+                };
+                let int_dot = a
+                    .features
+                    .run_int_dot(&names, a.api_version.min(device_api));
                 // SAFETY: as above; the handles belong to that instance (contract).
                 let device = unsafe {
                     Device::adopt(
@@ -227,7 +239,10 @@ impl Context {
                         a.queue,
                         a.queue_family,
                         &names,
-                        want_coop && a.features.run_coop(&names),
+                        HostEnabled {
+                            coop: want_coop && a.features.run_coop(&names),
+                            int_dot,
+                        },
                     )?
                 };
                 (Arc::new(device), a.lock)

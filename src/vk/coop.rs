@@ -126,8 +126,9 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
     }
 }
 
-/// The kernel's features as a host enabled them on a device q4vk adopts, read from the
-/// host's `VkPhysicalDeviceFeatures2` chain (`q4vk_context_desc.enabled_features`).
+/// The optional kernels' features (tensor cores; packed integer dot products,
+/// `vk::int_dot`) as a host enabled them on a device q4vk adopts, read from the host's
+/// `VkPhysicalDeviceFeatures2` chain (`q4vk_context_desc.enabled_features`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HostFeatures {
     /// `VkPhysicalDeviceCooperativeMatrixFeaturesKHR::cooperativeMatrix`.
@@ -137,6 +138,9 @@ pub struct HostFeatures {
     /// shaderFloat16 (`VkPhysicalDeviceShaderFloat16Int8Features` or
     /// `VkPhysicalDeviceVulkan12Features`).
     pub shader_float16: bool,
+    /// shaderIntegerDotProduct (`VkPhysicalDeviceShaderIntegerDotProductFeatures` or
+    /// `VkPhysicalDeviceVulkan13Features`).
+    pub shader_integer_dot_product: bool,
 }
 
 /// Structures read from a host's chain at most (a longer chain is cut there: a guard
@@ -183,11 +187,33 @@ impl HostFeatures {
                     found.vulkan_memory_model |= s.vulkan_memory_model != 0;
                     found.shader_float16 |= s.shader_float16 != 0;
                 }
+                vk::StructureType::PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES => {
+                    // SAFETY: see `cast`.
+                    let s = unsafe {
+                        &*cast.cast::<vk::PhysicalDeviceShaderIntegerDotProductFeatures>()
+                    };
+                    found.shader_integer_dot_product |= s.shader_integer_dot_product != 0;
+                }
+                vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_3_FEATURES => {
+                    // SAFETY: see `cast`.
+                    let s = unsafe { &*cast.cast::<vk::PhysicalDeviceVulkan13Features>() };
+                    found.shader_integer_dot_product |= s.shader_integer_dot_product != 0;
+                }
                 _ => {}
             }
             at = base.p_next;
         }
         found
+    }
+
+    /// Whether the host enabled what the integer dot-product kernel needs:
+    /// shaderIntegerDotProduct, and `VK_KHR_shader_integer_dot_product` among `extensions`
+    /// or Vulkan 1.3 as the version in use (`api_version`: the lower of the host's
+    /// `apiVersion` and the device's).
+    pub fn run_int_dot(&self, extensions: &[&CStr], api_version: u32) -> bool {
+        self.shader_integer_dot_product
+            && (extensions.contains(&super::int_dot::EXTENSION)
+                || api_version >= vk::API_VERSION_1_3)
     }
 
     /// Whether the host enabled everything the tensor-core kernels need: the three
@@ -348,7 +374,8 @@ mod tests {
             HostFeatures {
                 cooperative_matrix: true,
                 vulkan_memory_model: true,
-                shader_float16: true
+                shader_float16: true,
+                shader_integer_dot_product: false,
             }
         );
         let ext = [ash::khr::cooperative_matrix::NAME];
@@ -365,6 +392,22 @@ mod tests {
         let found = features((&chain as *const vk::PhysicalDeviceFeatures2).cast());
         assert!(!found.cooperative_matrix && found.vulkan_memory_model && found.shader_float16);
         assert!(!found.run_coop(&ext));
+        // Integer dot products: their own struct or the Vulkan 1.3 one, and the extension
+        // or Vulkan 1.3 in use.
+        let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
+            .shader_integer_dot_product(true);
+        let chain = vk::PhysicalDeviceFeatures2::default().push_next(&mut dot);
+        let found = features((&chain as *const vk::PhysicalDeviceFeatures2).cast());
+        let dot_ext = [super::super::int_dot::EXTENSION];
+        assert!(found.run_int_dot(&dot_ext, vk::API_VERSION_1_1));
+        assert!(found.run_int_dot(&[], vk::API_VERSION_1_3));
+        assert!(!found.run_int_dot(&[], vk::API_VERSION_1_2));
+        let mut v13 =
+            vk::PhysicalDeviceVulkan13Features::default().shader_integer_dot_product(true);
+        let chain = vk::PhysicalDeviceFeatures2::default().push_next(&mut v13);
+        let found = features((&chain as *const vk::PhysicalDeviceFeatures2).cast());
+        assert!(found.shader_integer_dot_product && !found.shader_float16);
+        assert!(!HostFeatures::default().run_int_dot(&dot_ext, vk::API_VERSION_1_3));
     }
 
     #[test]

@@ -65,6 +65,15 @@ impl DeviceInfo {
     }
 }
 
+/// What a host enabled, on a device q4vk adopts, of what q4vk's optional kernels need.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostEnabled {
+    /// The tensor-core kernels' extension and features (`coop::HostFeatures::run_coop`).
+    pub coop: bool,
+    /// The integer dot-product kernel's (`coop::HostFeatures::run_int_dot`).
+    pub int_dot: bool,
+}
+
 /// A loaded device and the queue q4vk uses. Destroys the device on drop only if q4vk
 /// created it.
 pub struct Device {
@@ -333,9 +342,9 @@ impl Device {
     }
 
     /// Borrows the host's device. `extensions` are the device extensions the host
-    /// enabled (push descriptors are used only if listed); `host_enabled_coop`: the host
-    /// enabled what the tensor-core kernels need (`coop::HostFeatures::run_coop`), which
-    /// are then used where the device offers their shape.
+    /// enabled (push descriptors are used only if listed); `enabled`: what the host enabled
+    /// of the optional kernels' needs (the tensor-core kernels are then used where the
+    /// device offers their shape).
     ///
     /// # Safety
     /// The handles must be valid, belong to `instance`, and outlive the returned value.
@@ -346,7 +355,7 @@ impl Device {
         queue: vk::Queue,
         queue_family: u32,
         extensions: &[&CStr],
-        host_enabled_coop: bool,
+        enabled: HostEnabled,
     ) -> Result<Device> {
         let vki = &instance.instance;
         // SAFETY: a valid physical device of this instance (caller's contract).
@@ -375,7 +384,7 @@ impl Device {
         let push_descriptor = push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
         // The tensor-core kernels run where the host enabled their features and the device
         // has what they need (shape, 32-wide subgroups).
-        let coop = host_enabled_coop && {
+        let coop = enabled.coop && {
             // SAFETY: as above.
             let available = unsafe { vki.enumerate_device_extension_properties(physical) }
                 .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
@@ -392,8 +401,10 @@ impl Device {
             queue_families: families.len() as u32,
             push_descriptor,
             coop_enabled: coop,
-            // Not read from the host's features yet: q4vk_gemv keeps the f32 kernels.
-            int_dot: None,
+            // SAFETY: the host enabled the extension or uses Vulkan 1.3 (its contract).
+            int_dot: enabled
+                .int_dot
+                .then(|| unsafe { super::int_dot::accelerated(vki, physical) }),
             statistics: None,
             owned: false,
         })

@@ -48,11 +48,21 @@ pub fn offered(
     if feature.shader_integer_dot_product == 0 {
         return None;
     }
+    // SAFETY: as above.
+    Some(unsafe { accelerated(vki, physical) })
+}
+
+/// `integerDotProduct4x8BitPackedSignedAccelerated` of `physical`.
+///
+/// # Safety
+/// `physical` is a valid physical device of `vki`'s instance that has the extension (or
+/// Vulkan 1.3).
+pub unsafe fn accelerated(vki: &ash::Instance, physical: vk::PhysicalDevice) -> bool {
     let mut props = vk::PhysicalDeviceShaderIntegerDotProductProperties::default();
     let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut props);
-    // SAFETY: as above.
+    // SAFETY: the caller's contract.
     unsafe { vki.get_physical_device_properties2(physical, &mut props2) };
-    Some(props.integer_dot_product4x8_bit_packed_signed_accelerated != 0)
+    props.integer_dot_product4x8_bit_packed_signed_accelerated != 0
 }
 
 /// The feature to chain into `VkDeviceCreateInfo`.
