@@ -217,27 +217,27 @@ pub unsafe extern "C" fn q4vk_context_desc_default(desc: *mut q4vk_context_desc)
     });
 }
 
-/// The kill switches of the environment (triage of driver bugs; each forces the next path
-/// down).
+/// The context switches of the environment: kill switches (triage of driver bugs; each
+/// forces the next path down) and one opt-in.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct KillSwitches {
+pub struct EnvSwitches {
     /// `Q4VK_PORTABLE=1`: the portable kernels.
     pub portable: bool,
     /// `Q4VK_NO_PUSH_DESCRIPTORS=1`: q4vk's own device without `VK_KHR_push_descriptor`.
     pub no_push_descriptors: bool,
     /// `Q4VK_NO_COOPMAT=1`: the SIMT kernels instead of the tensor-core one.
     pub no_coopmat: bool,
-    /// `Q4VK_INTDOT=1`: not a kill switch but an opt-in, to the integer dot-product GEMV
+    /// `Q4VK_INTDOT=1`: the opt-in to the integer dot-product GEMV
     /// (`ContextConfig::int_dot`), until it has been timed on GPUs.
     pub int_dot: bool,
 }
 
-/// The kill switches, read from the environment here only (at context creation; the core
-/// never reads the environment). Not part of the C API; tools that create contexts
-/// directly (`q4vk-bench`) call it too.
-pub fn kill_switches() -> KillSwitches {
+/// The environment's switches, read here only (at context creation; the core never reads
+/// the environment). Not part of the C API; tools that create contexts directly
+/// (`q4vk-bench`) call it too.
+pub fn env_switches() -> EnvSwitches {
     let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
-    KillSwitches {
+    EnvSwitches {
         portable: on("Q4VK_PORTABLE"),
         no_push_descriptors: on("Q4VK_NO_PUSH_DESCRIPTORS"),
         no_coopmat: on("Q4VK_NO_COOPMAT"),
@@ -405,7 +405,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             }?;
             crate::alloc::collect(blob.iter().copied(), "the pipeline-cache blob")?
         };
-        let env = kill_switches();
+        let env = env_switches();
         let config = ContextConfig {
             device_index: d.device_index,
             validation: d.flags & Q4VK_CONTEXT_VALIDATION != 0,

@@ -512,15 +512,9 @@ pub fn gemv_host(
     let xb = exec.staging.x.as_mut().expect("x");
     if try_digits {
         xb.fill(digit_bytes, |staged| {
-            let rows = staged
-                .chunks_exact_mut(16 * row_vectors)
-                .zip(x.chunks_exact(k));
             // All rows or none: a row with an infinite or NaN element keeps the f32 kernel.
             let order = mat.k_order.as_ref().map(|o| o.inputs.as_slice());
-            if rows
-                .take(m as usize)
-                .all(|(to, row)| super::int_dot::encode_row(row, order, to))
-            {
+            if super::int_dot::encode(x, k, m as usize, order, staged) {
                 p = digits;
             }
         });

@@ -75,6 +75,16 @@ pub fn row_vectors(k: usize) -> usize {
     1 + CHUNK_VECTORS * k.div_ceil(CHUNK)
 }
 
+/// Writes the first `m` rows of x (`k` columns each, `x.len() ≥ m·k`) in digits into `out`
+/// (`m` rows of [`row_vectors`]`(k)` uvec4), each through [`encode_row`]; `false` as soon
+/// as a row has an infinite or NaN element (`out` is then unspecified).
+pub fn encode(x: &[f32], k: usize, m: usize, order: Option<&[u32]>, out: &mut [u8]) -> bool {
+    assert!(x.len() >= m * k && out.len() == 16 * row_vectors(k) * m);
+    out.chunks_exact_mut(16 * row_vectors(k))
+        .zip(x.chunks_exact(k))
+        .all(|(to, row)| encode_row(row, order, to))
+}
+
 /// Writes a row of x in digits into `out` (`16·row_vectors(k)` bytes, native byte order):
 /// its `k` columns are `x` in order, or with `order` column `j` is `x[order[j]]` (a
 /// matrix's column order, GPTQ act-order). `false`, leaving `out` unspecified, when x has

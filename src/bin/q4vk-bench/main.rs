@@ -223,7 +223,7 @@ fn context(
     unroll: Option<u32>,
     split: Option<u32>,
 ) -> Result<Context> {
-    let env = q4vk::ffi::context::kill_switches();
+    let env = q4vk::ffi::context::env_switches();
     Context::new(
         ContextConfig {
             device_index: -1,

@@ -67,7 +67,7 @@ pub(crate) fn prepare(
     }
     // x in 8-bit digits where q4vk_gemv would split it (encoded here once, untimed).
     let digits = ctx.int_dot
-        && first_is_simt(&mats)
+        && mats[0].coop.is_none()
         && k_order.is_none()
         && !opt.x_f16
         && !gemv::runs_gemm(ctx, &mats[0], m);
@@ -75,13 +75,8 @@ pub(crate) fn prepare(
     // f16 activations: x holds f16 values (rounded by the caller), uploaded as f16.
     let xv: Vec<u8> = if digits {
         let mut out = vec![0u8; 16 * row_vectors * m as usize];
-        for (to, row) in out
-            .chunks_exact_mut(16 * row_vectors)
-            .zip(x.chunks_exact(k))
-        {
-            if !q4vk::vk::int_dot::encode_row(row, None, to) {
-                return Err(Error::Unsupported("x has a non-finite element".into()));
-            }
+        if !q4vk::vk::int_dot::encode(x, k, m as usize, None, &mut out) {
+            return Err(Error::Unsupported("x has a non-finite element".into()));
         }
         out
     } else if opt.x_f16 {
@@ -174,19 +169,20 @@ impl Prepared {
         // Two cold series, the one with the lower median kept: on the H200 a whole series
         // sometimes runs ~3 × slower, every copy alike, while the hot series of the same row
         // is the kernel's (bench/RESULTS.md, "cold outliers").
-        let mut cold = Vec::new();
+        let mut cold = (f64::INFINITY, Vec::new());
         for _ in 0..2 {
             let series = time_each(ctx, opt.iters.max(copies), warm, |cmd, i| {
                 gemv::record(ctx, cmd, &mats[i % copies], xr, yr, p)
             })?;
-            if cold.is_empty() || median(series.clone()) < median(cold.clone()) {
-                cold = series;
+            let at = median(series.clone());
+            if at < cold.0 {
+                cold = (at, series);
             }
         }
+        let (cold_us, cold) = cold;
         let per_copy: Vec<f64> = (0..copies)
             .map(|c| median(cold.iter().skip(c).step_by(copies).copied().collect()))
             .collect();
-        let cold_us = median(cold);
         let hot_us = time_runs(ctx, opt.iters, warm, |cmd, _| {
             gemv::record(ctx, cmd, &mats[0], xr, yr, p)
         })?;
@@ -206,11 +202,6 @@ pub(crate) fn time_gemv(
     probe: &Copy,
 ) -> Result<(f64, f64, f64, f64, Vec<f64>, bool)> {
     prepare(ctx, opt, matrix, x, m, reference)?.time(ctx, opt, probe)
-}
-
-/// Whether the matrices are in the SIMT layout (not the tensor-core one).
-fn first_is_simt(mats: &[DeviceMatrix]) -> bool {
-    mats[0].coop.is_none()
 }
 
 /// A fixed pseudo-random permutation of `0..k` (an act-order matrix's column order).
