@@ -69,7 +69,9 @@ FIELD(q4vk_buffer_ref, buffer, 0, uint64_t);
 FIELD(q4vk_buffer_ref, offset, 8, uint64_t);
 FIELD(q4vk_buffer_ref, range, 16, uint64_t);
 
-_Static_assert(sizeof(struct q4vk_gemv_args) == 80, "q4vk_gemv_args size");
+/* v0 ended at y_row_stride (80 bytes, still accepted as struct_size); workspace was
+   appended after it. */
+_Static_assert(sizeof(struct q4vk_gemv_args) == 104, "q4vk_gemv_args size");
 FIELD(q4vk_gemv_args, struct_size, 0, uint32_t);
 FIELD(q4vk_gemv_args, flags, 4, uint32_t);
 FIELD(q4vk_gemv_args, m, 8, uint32_t);
@@ -78,6 +80,7 @@ FIELD(q4vk_gemv_args, x, 16, q4vk_buffer_ref);
 FIELD(q4vk_gemv_args, y, 40, q4vk_buffer_ref);
 FIELD(q4vk_gemv_args, x_row_stride, 64, uint64_t);
 FIELD(q4vk_gemv_args, y_row_stride, 72, uint64_t);
+FIELD(q4vk_gemv_args, workspace, 80, q4vk_buffer_ref);
 
 _Static_assert(sizeof(struct q4vk_kernel_export_desc) == 48, "q4vk_kernel_export_desc size");
 FIELD(q4vk_kernel_export_desc, struct_size, 0, uint32_t);
@@ -126,7 +129,10 @@ _Static_assert(Q4VK_BINDING_WEIGHTS == 0 && Q4VK_BINDING_SCALES == 1 && Q4VK_BIN
                    Q4VK_BINDING_X == 3 && Q4VK_BINDING_Y == 4, "binding roles");
 
 _Static_assert(Q4VK_LOG_ERROR == 0 && Q4VK_LOG_WARN == 1 && Q4VK_LOG_INFO == 2 && Q4VK_LOG_DEBUG == 3, "log levels");
-_Static_assert(Q4VK_CONTEXT_VALIDATION == 0x1u && Q4VK_CONTEXT_PORTABLE_KERNELS == 0x2u, "context flags");
+_Static_assert(Q4VK_CONTEXT_VALIDATION == 0x1u && Q4VK_CONTEXT_PORTABLE_KERNELS == 0x2u &&
+                   Q4VK_CONTEXT_NO_COOPMAT == 0x4u && Q4VK_CONTEXT_CPU == 0x8u &&
+                   Q4VK_CONTEXT_CPU_FALLBACK == 0x10u && Q4VK_CONTEXT_NO_INTDOT == 0x20u,
+               "context flags");
 _Static_assert(Q4VK_SOURCE_FLOAT == 0 && Q4VK_SOURCE_Q4 == 1 && Q4VK_SOURCE_PADDLE == 2, "sources");
 _Static_assert(Q4VK_SOURCE_GGUF_Q4_0 == 3 && Q4VK_SOURCE_GGUF_Q4_1 == 4 && Q4VK_SOURCE_GGUF_Q4_K == 5 &&
                    Q4VK_SOURCE_GPTQ == 6 && Q4VK_SOURCE_AWQ == 7,
@@ -152,6 +158,8 @@ static q4vk_status (*const p_gemv)(q4vk_context *, const q4vk_matrix *, const fl
 static void (*const p_gemv_args_default)(q4vk_gemv_args *) = q4vk_gemv_args_default;
 static q4vk_status (*const p_cmd_gemv)(q4vk_context *, const q4vk_matrix *, void *, const q4vk_gemv_args *) =
     q4vk_cmd_gemv;
+static q4vk_status (*const p_workspace_size)(q4vk_context *, const q4vk_matrix *, uint32_t, uint32_t,
+                                             uint64_t *) = q4vk_gemv_workspace_size;
 static void (*const p_export_desc_default)(q4vk_kernel_export_desc *) = q4vk_kernel_export_desc_default;
 static q4vk_status (*const p_kernel_export)(const q4vk_context *, const q4vk_matrix_desc *,
                                             const q4vk_kernel_export_desc *, q4vk_kernel_info *, uint32_t *,
@@ -190,7 +198,8 @@ int main(void) {
     memset(&ga, 0xA5, sizeof ga);
     p_gemv_args_default(&ga);
     if (ga.struct_size != sizeof ga || ga.flags != 0 || ga.m != 1 || ga.reserved0 != 0 || ga.x.buffer ||
-        ga.x_row_stride || ga.y_row_stride) {
+        ga.x_row_stride || ga.y_row_stride || ga.workspace.buffer || ga.workspace.offset ||
+        ga.workspace.range) {
         printf("FAIL: q4vk_gemv_args_default\n");
         failures++;
     }
@@ -205,7 +214,8 @@ int main(void) {
     }
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
-        !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv || !p_cache_size || !p_cache_data)
+        !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv || !p_workspace_size || !p_cache_size ||
+        !p_cache_data)
         failures++;
     printf("%s: C11 layout of the Vulkan section of q4vk.h\n", failures ? "FAIL" : "ok");
     return failures ? 1 : 0;

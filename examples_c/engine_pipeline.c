@@ -11,8 +11,13 @@
  * q4vk_cmd_gemv the engine rebinds its pipeline, its descriptor set and its push
  * constants, since q4vk leaves its own bound (see q4vk_cmd_gemv in q4vk.h). `out` is
  * checked against an f64 CPU reference of the whole chain, for m = 1 and m = 4 on shapes
- * with odd n and k not a multiple of the group.
- * Exit status 0 on success. Usage: engine_pipeline [ENGINE_OPS_SPV] */
+ * with odd n and k not a multiple of the group. Where the device has packed 8-bit dot
+ * products the engine enables them and tells q4vk (extension + feature chain), asks
+ * q4vk_gemv_workspace_size and passes a workspace of that size: then q4vk_cmd_gemv records
+ * its digits pre-pass, a barrier and the integer dot-product GEMV (by default where the
+ * driver reports them accelerated; Q4VK_INTDOT=1 forces it). --expect-int-dot fails the run
+ * unless every case got a workspace.
+ * Exit status 0 on success. Usage: engine_pipeline [ENGINE_OPS_SPV] [--expect-int-dot] */
 #define _POSIX_C_SOURCE 200809L
 #include "q4vk.h"
 
@@ -139,12 +144,19 @@ typedef struct {
 
 /* Everything a case allocates on the device, kept until the end of the run. */
 typedef struct {
-    engine_buffer x0, x, y, out;
+    engine_buffer x0, x, y, out, workspace;
     q4vk_matrix *mat;
 } case_objects;
 
 int main(int argc, char **argv) {
-    const char *spv_path = argc > 1 ? argv[1] : ENGINE_OPS_SPV;
+    const char *spv_path = ENGINE_OPS_SPV;
+    int expect_int_dot = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--expect-int-dot") == 0)
+            expect_int_dot = 1;
+        else
+            spv_path = argv[i];
+    }
     const size_t group = 128;
     const gemv_case cases[] = {{301, 1000, 1}, {301, 1000, 4}, {77, 333, 1}, {77, 333, 4}};
     enum { NCASES = sizeof cases / sizeof cases[0] };
@@ -239,9 +251,34 @@ int main(int argc, char **argv) {
     qci.queueFamilyIndex = family;
     qci.queueCount = 1;
     qci.pQueuePriorities = &priority;
+    /* Packed 8-bit dot products, where the device has them: the extension and its feature,
+     * enabled here and passed on to q4vk. */
+    const char *dot_ext = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    uint32_t ext_count = 0;
+    CHECK_VK(vkEnumerateDeviceExtensionProperties(pd, NULL, &ext_count, NULL));
+    VkExtensionProperties *exts = calloc(ext_count ? ext_count : 1, sizeof *exts);
+    CHECK_VK(vkEnumerateDeviceExtensionProperties(pd, NULL, &ext_count, exts));
+    int has_dot_ext = 0;
+    for (uint32_t i = 0; i < ext_count; i++)
+        if (strcmp(exts[i].extensionName, dot_ext) == 0) has_dot_ext = 1;
+    free(exts);
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot_feature = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    features.pNext = &dot_feature;
+    vkGetPhysicalDeviceFeatures2(pd, &features);
+    int int_dot = has_dot_ext && dot_feature.shaderIntegerDotProduct;
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
+    if (int_dot) {
+        dot_feature.pNext = NULL;
+        features.pNext = &dot_feature;
+        memset(&features.features, 0, sizeof features.features);
+        dci.pNext = &features;
+        dci.enabledExtensionCount = 1;
+        dci.ppEnabledExtensionNames = &dot_ext;
+    }
     VkDevice device;
     CHECK_VK(vkCreateDevice(pd, &dci, NULL, &device));
     VkQueue queue;
@@ -335,6 +372,11 @@ int main(int argc, char **argv) {
     cd.queue = queue; /* single-threaded engine: no queue_lock needed */
     cd.queue_family_index = family;
     cd.api_version = VK_API_VERSION_1_1;
+    if (int_dot) {
+        cd.enabled_features = &features;
+        cd.enabled_extensions = &dot_ext;
+        cd.enabled_extension_count = 1;
+    }
     q4vk_context *ctx = NULL;
     CHECK_Q4(q4vk_context_create(&cd, &ctx));
     char name[256];
@@ -371,6 +413,15 @@ int main(int argc, char **argv) {
         o->x = make_buffer(pd, device, m * k * sizeof(float), 0);
         o->y = make_buffer(pd, device, m * n * sizeof(float), 0);
         o->out = make_buffer(pd, device, m * n * sizeof(float), 1);
+        /* The workspace q4vk_cmd_gemv can use for this matrix and m (0: none). */
+        uint64_t workspace = 0;
+        CHECK_Q4(q4vk_gemv_workspace_size(ctx, o->mat, (uint32_t)m, 0, &workspace));
+        o->workspace = (engine_buffer){VK_NULL_HANDLE, VK_NULL_HANDLE, NULL};
+        if (workspace) o->workspace = make_buffer(pd, device, workspace, 0);
+        if (expect_int_dot && !workspace) {
+            printf("FAIL: no workspace for m %zu N %zu K %zu (integer dot products not used)\n", m, n, k);
+            failures++;
+        }
         memcpy(o->x0.mapped, x0, m * k * sizeof(float));
         float *out = o->out.mapped;
         for (size_t i = 0; i < m * n; i++) out[i] = NAN;
@@ -424,6 +475,8 @@ int main(int argc, char **argv) {
         args.x.range = m * k * sizeof(float);
         args.y.buffer = (uint64_t)o->y.buffer;
         args.y.range = m * n * sizeof(float);
+        args.workspace.buffer = (uint64_t)o->workspace.buffer;
+        args.workspace.range = workspace;
         CHECK_Q4(q4vk_cmd_gemv(ctx, o->mat, cmd, &args));
         /* y: compute shader write -> compute shader read (q4vk_cmd_gemv's "after"). */
         vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
@@ -469,8 +522,10 @@ int main(int argc, char **argv) {
         double err = sqrt(diff / norm);
         int ok = unwritten == 0 && err < 1e-5;
         if (!ok) failures++;
-        printf("%s: m %zu N %zu K %zu g%zu: engine(a) -> q4vk_cmd_gemv -> engine(b), rel err %.2e%s\n",
-               ok ? "ok" : "FAIL", m, n, k, group, err, unwritten ? " (out not written)" : "");
+        printf("%s: m %zu N %zu K %zu g%zu: engine(a) -> q4vk_cmd_gemv (workspace %llu bytes) -> engine(b), "
+               "rel err %.2e%s\n",
+               ok ? "ok" : "FAIL", m, n, k, group, (unsigned long long)workspace, err,
+               unwritten ? " (out not written)" : "");
         free(xs);
         free(w);
         free(x0);
@@ -486,6 +541,7 @@ int main(int argc, char **argv) {
         free_buffer(device, &objs[ci].x);
         free_buffer(device, &objs[ci].y);
         free_buffer(device, &objs[ci].out);
+        free_buffer(device, &objs[ci].workspace);
     }
     vkDestroyFence(device, fence, NULL);
     vkDestroyCommandPool(device, cmd_pool, NULL);

@@ -81,6 +81,18 @@
 // `Q4VK_CONTEXT_CPU`: `Q4VK_ERROR_INVALID_ARGUMENT`.
 #define Q4VK_CONTEXT_CPU_FALLBACK 16
 
+// `q4vk_context_desc.flags`: never run the integer dot-product GEMV, only the f32 SIMT
+// kernels; as the environment variable `Q4VK_NO_INTDOT=1` does. Without it, a context
+// runs that kernel for SIMT matrices at m ≤ 8 (`q4vk_gemv`, and `q4vk_cmd_gemv` given a
+// workspace) where the device has `shaderIntegerDotProduct`
+// (`VK_KHR_shader_integer_dot_product`; an adopted device: enabled by the host) and
+// reports `integerDotProduct4x8BitPackedSignedAccelerated`. x is split on the device into
+// three signed 8-bit digits per element, each within 2^-22 of the largest magnitude of
+// its block of 32 (at every magnitude, subnormals included), and each block of 32 codes is
+// 24 packed dot products, exact in int32. (`Q4VK_INTDOT=1` runs it on devices that do
+// not report acceleration too.)
+#define Q4VK_CONTEXT_NO_INTDOT 32
+
 // Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` write x and y into on a
 // device without `VK_KHR_push_descriptor` (see `q4vk_cmd_gemv`).
 #define Q4VK_CMD_GEMV_SET_RING 4096
@@ -200,8 +212,8 @@ typedef struct q4vk_context_desc {
   // `VkPhysicalDeviceVulkan12Features`), `VK_KHR_cooperative_matrix` is in
   // `enabled_extensions` and the device offers an f16 16 × 8 × 16 shape with 32-wide
   // subgroups, new matrices use them (checked by a probe dispatch on `queue` at
-  // creation; without a queue they are not used). Read too for the opt-in integer
-  // dot-product kernel of `q4vk_gemv` (`Q4VK_INTDOT=1`): shaderIntegerDotProduct in
+  // creation; without a queue they are not used). Read too for the integer dot-product
+  // kernel (`Q4VK_CONTEXT_NO_INTDOT`): shaderIntegerDotProduct in
   // `VkPhysicalDeviceShaderIntegerDotProductFeatures` or `VkPhysicalDeviceVulkan13Features`,
   // with `VK_KHR_shader_integer_dot_product` in `enabled_extensions` or Vulkan 1.3 in use
   // (`api_version` and the device's). Other structs are skipped.
@@ -272,6 +284,13 @@ typedef struct q4vk_gemv_args {
   uint64_t x_row_stride;
   // Elements between rows of y; 0 = n.
   uint64_t y_row_stride;
+  // Optional (appended after `y_row_stride`; older callers read as null): device memory
+  // the call may use for x in 8-bit digits, at least `q4vk_gemv_workspace_size` bytes,
+  // apart from x and y. With it, where that size is not 0, `q4vk_cmd_gemv` runs the
+  // integer dot-product GEMV (a pre-pass writes the digits here, then a barrier, then
+  // the kernel); without it, the f32 kernel. Its contents before and after the call mean
+  // nothing; command buffers executing at the same time need distinct workspaces.
+  struct q4vk_buffer_ref workspace;
 } q4vk_gemv_args;
 
 // Which exported kernel (`Q4VK_KERNEL_*`).
@@ -691,8 +710,8 @@ q4vk_status q4vk_context_pipeline_cache_data(const struct q4vk_context *ctx,
                                              size_t data_bytes,
                                              size_t *written);
 
-// Fills `args` with the defaults: no flags, m = 1, null buffers, strides 0 (packed).
-// NULL is ignored.
+// Fills `args` with the defaults: no flags, m = 1, null buffers (no workspace), strides 0
+// (packed). NULL is ignored.
 //
 // # Safety
 // `args` must be NULL or point to a writable `q4vk_gemv_args`.
@@ -703,7 +722,9 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // enough), runs on q4vk's queue, waits, copies y back. `x_len`/`y_len` are element counts
 // (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success. The
 // call is checked before the staging buffers grow: a refused call leaves them as they
-// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
+// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring, two when it runs the integer
+// dot-product GEMV (see `q4vk_cmd_gemv`); holds a device-local workspace for that kernel
+// too (grown and reused like the staging).
 //
 // Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
 // tiled GEMM (also m = 8 on tall tensor-core matrices) that reads the same matrix (no dequantized copy, no workspace); the result
@@ -750,25 +771,40 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 // bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
 // more if a part exceeds the workgroup-count limits).
 //
-// Barriers: none are recorded. The caller makes x's writes available and visible to
+// With a workspace (`args->workspace`) where `q4vk_gemv_workspace_size` is not 0 (the
+// integer dot-product GEMV; SIMT matrices at m ≤ 8 on a device that reports 8-bit dot
+// products accelerated): first a `vkCmdPipelineBarrier` (global memory barrier) from
+// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |
+// VK_ACCESS_SHADER_WRITE_BIT` to the same stage / `VK_ACCESS_SHADER_WRITE_BIT`, so an
+// earlier call's GEMV in this command buffer has finished reading a workspace it shares;
+// the digits pre-pass (its own pipeline; set 1 = x and the first
+// `q4vk_gemv_workspace_size` bytes of the workspace; set 0 of the matrix's first part;
+// the push constants; one `vkCmdDispatch`); a `vkCmdPipelineBarrier` from the compute
+// stage / `VK_ACCESS_SHADER_WRITE_BIT` to the compute stage / `VK_ACCESS_SHADER_READ_BIT`;
+// then the GEMV as above, on the digits (set 1 = the workspace and y). Results: within
+// 1e-5 of the exact sum as every kernel's; a row of x with an infinite or NaN element
+// gives a non-finite result in all of its y (NaN where the driver keeps infinities and
+// NaNs, which Vulkan leaves to it; the f32 kernel's results are the IEEE ones there).
+//
+// Barriers: none other are recorded. The caller makes x's writes available and visible to
 // `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT` before, orders any
 // earlier access to y before this write, and synchronizes later reads of y against
 // `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_WRITE_BIT`.
 //
 // Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
 // `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
-// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (x or y beyond the limits above; a CPU context), `VULKAN` (pipeline
-// creation).
+// `BUFFER_TOO_SMALL` (a range, the workspace's included), `UNSUPPORTED` (x or y beyond the
+// limits above; a CPU context), `VULKAN` (pipeline creation).
 // Thread-safe for distinct command buffers (a command buffer itself is externally
 // synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
 // command buffer's execution.
 //
-// Without `VK_KHR_push_descriptor` (the ring): a set is rewritten by the
-// `Q4VK_CMD_GEMV_SET_RING`-th GEMV (`q4vk_cmd_gemv` or `q4vk_gemv`) after the one that
-// wrote it. So a command buffer holds at most `Q4VK_CMD_GEMV_SET_RING` calls, and must
-// have finished executing (or been reset or freed) before `Q4VK_CMD_GEMV_SET_RING`
-// further GEMVs are made on the context; a command buffer resubmitted later must be
-// re-recorded. Nothing else is required of the host's buffers: no set outlives that
+// Without `VK_KHR_push_descriptor` (the ring): each GEMV (`q4vk_cmd_gemv` or
+// `q4vk_gemv`) takes the ring's next set, a GEMV with the digits pre-pass two; a set is
+// rewritten `Q4VK_CMD_GEMV_SET_RING` sets later. So a command buffer holds calls taking at
+// most `Q4VK_CMD_GEMV_SET_RING` sets, and must have finished executing (or been reset or
+// freed) before further GEMVs on the context take `Q4VK_CMD_GEMV_SET_RING` sets; a command
+// buffer resubmitted later must be re-recorded. Nothing else is required of the host's buffers: no set outlives that
 // window, so destroying a buffer and reusing its handle is safe.
 //
 // # Safety
@@ -777,6 +813,24 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
                           const struct q4vk_matrix *mat,
                           void *command_buffer,
                           const struct q4vk_gemv_args *args);
+
+// Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with
+// `flags` (`Q4VK_GEMV_*`) on `mat`: the bytes of x in 8-bit digits (112 · m · ceil(k /
+// 32)) where the call would run the integer dot-product GEMV, else 0 (no workspace is
+// used). The answer depends on the context (its device and
+// `Q4VK_CONTEXT_NO_INTDOT`), the matrix and m only; it does not change over the
+// context's life.
+//
+// Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
+// matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.
+//
+// # Safety
+// Handles NULL or live; `bytes` NULL or writable.
+q4vk_status q4vk_gemv_workspace_size(struct q4vk_context *ctx,
+                                     const struct q4vk_matrix *mat,
+                                     uint32_t m,
+                                     uint32_t flags,
+                                     uint64_t *bytes);
 
 // Fills `desc` with the defaults: portable variant, m = 1, f32 activations, dense rows,
 // the v0 kernel (`export_flags` 0). NULL is ignored.

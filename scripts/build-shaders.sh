@@ -26,6 +26,8 @@ glslc $FLAGS -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_subgroup.spv"
 glslc $FLAGS gemv_q4.comp -o "$out/gemv_q4_portable.spv"
 # x in 8-bit digits, packed integer dot products (VK_KHR_shader_integer_dot_product).
 glslc $FLAGS -DSUBGROUP -DDOT gemv_q4.comp -o "$out/gemv_q4_dot.spv"
+# Its pre-pass: x in those digits, on the device.
+glslc $FLAGS x_digits.comp -o "$out/x_digits.spv"
 glslc $FLAGS gemm_q4.comp -o "$out/gemm_q4.spv"
 # Kernel export (q4vk_kernel_export): ncnn's conventions (shaders/gemv_export.glsl); the
 # portable variant targets Vulkan 1.0 (SPIR-V 1.0) so any host device can take it; -g keeps

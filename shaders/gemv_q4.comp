@@ -28,16 +28,17 @@
 //   the workgroup (Mali Midgard/Bifrost, older Adreno, drivers whose subgroup operations
 //   are missing or broken: Q4VK_CONTEXT_PORTABLE_KERNELS / Q4VK_PORTABLE=1).
 // * DOT (with SUBGROUP; `vk::int_dot`): x arrives as three signed 8-bit digits per element
-//   (built on the host by `q4vk_gemv`), and each 32-code chunk is 24 packed 4 x 8-bit dot
-//   products (VK_KHR_shader_integer_dot_product, Vulkan 1.3 core) instead of 32 FMAs plus
-//   the decode. Exact: per chunk and digit the sum of (u - z) times the digit is an exact
-//   int32; the three become one f32 with one rounding; x's digits are within 2^-23.99 of
-//   the chunk's largest |x|. Binding X holds, per activation row (x_stride uvec4 apart), a
-//   uvec4 header (x.x: the row's exponent E) and per chunk 7 uvec4 (chunks below about
-//   2^-100 of the row's largest |x| lose precision: their scale t is clamped): the digits D0 (x 2^16),
-//   D1 (x 2^8), D2, two uvec4 each - word j's even columns (k = 8j, 8j + 2, 8j + 4,
-//   8j + 6, one byte each, as in the low nibbles of code word j), then its odd ones - and
-//   (chunk scale t as f32 bits, sum of D0, of D1, of D2). y = 2^E sum s t value.
+//   (written by the pre-pass `x_digits.comp`), and each 32-code chunk is 24 packed 4 x 8-bit
+//   dot products (VK_KHR_shader_integer_dot_product, Vulkan 1.3 core) instead of 32 FMAs
+//   plus the decode. Exact: per chunk and digit the sum of (u - z) times the digit is an
+//   exact int32; the three become one f32 with one rounding, scaled by the chunk's power of
+//   two 2^tau as two exact factors 2^(tau/2) and 2^(tau - tau/2) (tau may lie beyond f32's
+//   exponent range; an infinite or NaN chunk has tau = 256, so 0 times inf gives NaN); x's
+//   digits are within 2^-22 of the chunk's largest |x|. Binding X holds, per activation row
+//   (x_stride uvec4 apart), 7 uvec4 per chunk: the digits D0 (x 2^16), D1 (x 2^8), D2, two
+//   uvec4 each - word j's even columns (k = 8j, 8j + 2, 8j + 4, 8j + 6, one byte each, as
+//   in the low nibbles of code word j), then its odd ones - and (tau, sum of D0, of D1, of
+//   D2). y = sum s 2^tau value.
 #extension GL_GOOGLE_include_directive : require
 // Every loop over specialization constants is unrolled: the per-row arrays must stay in
 // registers (a dynamically indexed array goes to local memory on NVIDIA).
@@ -141,10 +142,10 @@ void load_x(uint mi, uint c, out vec4 xv[8]) {
 
 #ifdef DOT
 // s (sum over the chunk of (u - z) q t) + o (sum of q t), q = D0 2^16 + D1 2^8 + D2 the
-// chunk's x in digits `d` (sums `dsum`, scale t), codes w, zero point z (0 with offsets),
-// scale s, offset o: per digit an exact int32 (|.| <= 32 * 15 * 128), then one f32,
-// multiplied by t before s or o (|value t| <= ~960: no overflow where s x has none).
-float chunk_dot(uvec4 w, uvec4 d[6], ivec3 dsum, float t, int z, float s, float o) {
+// chunk's x in digits `d` (sums `dsum`, scale t = t1 t2), codes w, zero point z (0 with
+// offsets), scale s, offset o: per digit an exact int32 (|.| <= 32 * 15 * 128), then one
+// f32, multiplied by t before s or o (|value t| <= ~960 |x|: no overflow where s x has none).
+float chunk_dot(uvec4 w, uvec4 d[6], ivec3 dsum, float t1, float t2, int z, float s, float o) {
     ivec3 e = ivec3(0);
     [[unroll]] for (uint j = 0u; j < 4u; j++) {
         int even = int(w[j] & 0x0F0F0F0Fu);
@@ -158,9 +159,14 @@ float chunk_dot(uvec4 w, uvec4 d[6], ivec3 dsum, float t, int z, float s, float 
     float value = (float(e.x) * 256.0 + float(e.y)) * 256.0 + float(e.z);
     if (HAS_OFFSETS) {
         float q = (float(dsum.x) * 256.0 + float(dsum.y)) * 256.0 + float(dsum.z);
-        return fma(s, value * t, o * (q * t));
+        return fma(s, (value * t1) * t2, o * ((q * t1) * t2));
     }
-    return s * (value * t);
+    return s * ((value * t1) * t2);
+}
+
+// 2^e for |e| <= 128 (2^128: inf), from the bits.
+float pow2(int e) {
+    return uintBitsToFloat(uint(e + 127) << 23);
 }
 #endif
 
@@ -225,18 +231,20 @@ void main() {
             uint c = min(cu, last_chunk);
 #ifdef DOT
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                uint at = mi * p.x_stride + 1u + 7u * c;
+                uint at = mi * p.x_stride + 7u * c;
                 uvec4 d[6];
                 [[unroll]] for (uint i = 0u; i < 6u; i++) {
                     d[i] = xd[at + i];
                 }
                 uvec4 meta = xd[at + 6u];
-                float t = uintBitsToFloat(meta.x);
+                int tau = int(meta.x);
+                float t1 = pow2(tau / 2);
+                float t2 = pow2(tau - tau / 2);
                 ivec3 dsum = ivec3(meta.yzw);
                 [[unroll]] for (uint r = 0u; r < RPI; r++) {
                     uint i = u * RPI + r;
                     acc[mi * RPI + r] +=
-                        live ? chunk_dot(wv[i], d, dsum, t, zi[i], sc[i], ob[i]) : 0.0;
+                        live ? chunk_dot(wv[i], d, dsum, t1, t2, zi[i], sc[i], ob[i]) : 0.0;
                 }
             }
 #else
@@ -257,19 +265,6 @@ void main() {
 #endif
         }
     }
-#ifdef DOT
-    // The accumulators are in units of 2^E of their activation row: times 2^(E/2) and
-    // 2^(E - E/2), two exact powers of two, so a y beyond f32's range becomes inf (ldexp's
-    // result would be undefined there).
-    [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-        int e = int(xd[mi * p.x_stride].x);
-        float first = exp2(float(e / 2));
-        float second = exp2(float(e - e / 2));
-        [[unroll]] for (uint r = 0u; r < RPI; r++) {
-            acc[mi * RPI + r] = acc[mi * RPI + r] * first * second;
-        }
-    }
-#endif
 
 #ifdef SUBGROUP
     if (gl_NumSubgroups == 1u) {

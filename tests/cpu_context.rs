@@ -296,6 +296,12 @@ fn vulkan_only_calls_are_unsupported() {
         Q4VK_ERROR_UNSUPPORTED
     );
     assert!(last_error().contains("CPU"), "{}", last_error());
+    let mut workspace = 77u64;
+    assert_eq!(
+        unsafe { q4vk_gemv_workspace_size(ctx.ctx, mat, 1, 0, &mut workspace) },
+        Q4VK_ERROR_UNSUPPORTED
+    );
+    assert_eq!(workspace, 77);
     let mut bytes = 77usize;
     assert_eq!(
         unsafe { q4vk_context_pipeline_cache_size(ctx.ctx, &mut bytes) },
@@ -441,7 +447,7 @@ fn context_desc_checks() {
         assert_eq!(got, Some(Q4VK_ERROR_INVALID_ARGUMENT), "flags {flags:#x}");
         assert!(last_error().contains("adopts"), "{}", last_error());
     }
-    assert_eq!(err(&|d| d.flags = 0x20), Some(Q4VK_ERROR_INVALID_ARGUMENT));
+    assert_eq!(err(&|d| d.flags = 0x40), Some(Q4VK_ERROR_INVALID_ARGUMENT));
     // A caller whose desc ends before cpu_threads gets all cores.
     let old = Gpu::with(false, |d| {
         d.flags = Q4VK_CONTEXT_CPU;

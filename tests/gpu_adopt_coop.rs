@@ -12,7 +12,7 @@ mod gpu_support;
 use ash::vk;
 use gpu_support::*;
 use q4vk::cpu::reference;
-use q4vk::vk::context::{Adoption, Context, ContextConfig};
+use q4vk::vk::context::{Adoption, Context, ContextConfig, IntDot};
 use q4vk::vk::coop::{self, HostFeatures};
 use q4vk::vk::device::{Device, DeviceOptions};
 use q4vk::vk::gemv::gemv_host;
@@ -63,7 +63,7 @@ fn adopt(host: &Device, tell_int_dot: bool) -> Context {
     };
     let config = ContextConfig {
         adopt: Some(adopt),
-        int_dot: true,
+        int_dot: IntDot::Forced,
         ..Default::default()
     };
     Context::new(config, counting_logger()).unwrap()

@@ -419,6 +419,47 @@ fn bad_calls_get_specific_statuses_and_write_nothing() {
 }
 
 #[test]
+fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
+    let mut rng = Rng(0x5E5);
+    let data = random_q4(&mut rng, 40, 100, 32, true, false);
+    // Without the integer dot-product GEMV (the flag; lavapipe also does not report it
+    // accelerated, so the default agrees): no workspace at any m.
+    for flags in [0, Q4VK_CONTEXT_NO_INTDOT] {
+        let gpu = Gpu::with(false, |d| d.flags |= flags).unwrap();
+        let mat = upload_q4(&gpu, &data);
+        // The kernel runs on SIMT matrices (a tensor-core context makes none) at m <= 8.
+        let ctx = gpu.context();
+        let expected = |m: u32| match ctx.int_dot && !ctx.coop && m <= 8 {
+            true => 112 * u64::from(m) * 4,
+            false => 0,
+        };
+        for m in [1u32, 8, 9] {
+            let mut bytes = u64::MAX;
+            let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m, 0, &mut bytes) };
+            assert_eq!(status, Q4VK_OK);
+            assert_eq!(bytes, expected(m), "flags {flags:#x} m {m}");
+        }
+        if flags != 0 {
+            assert!(!gpu.context().int_dot);
+        }
+        let mut bytes = 5u64;
+        let call = |m: u32, f: u32, out: *mut u64| unsafe {
+            q4vk_gemv_workspace_size(gpu.ctx, mat, m, f, out)
+        };
+        assert_eq!(call(0, 0, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
+        assert_eq!(call(1, 0x2, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
+        assert_eq!(call(1, 0, std::ptr::null_mut()), Q4VK_ERROR_NULL_POINTER);
+        assert_eq!(
+            unsafe { q4vk_gemv_workspace_size(std::ptr::null_mut(), mat, 1, 0, &mut bytes) },
+            Q4VK_ERROR_NULL_POINTER
+        );
+        assert_eq!(bytes, 5, "written on error");
+        unsafe { q4vk_matrix_destroy(mat) };
+        gpu.assert_quiet();
+    }
+}
+
+#[test]
 fn context_errors() {
     let mut desc = unsafe { std::mem::zeroed::<q4vk_context_desc>() };
     unsafe { q4vk_context_desc_default(&mut desc) };

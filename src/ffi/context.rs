@@ -11,7 +11,7 @@ use super::version::check_header_version;
 use crate::cpu::context::CpuContext;
 use crate::error::{invalid, Error, Result};
 use crate::parallel::resolve_threads;
-use crate::vk::context::{Adoption, Context, ContextConfig};
+use crate::vk::context::{Adoption, Context, ContextConfig, IntDot};
 use crate::vk::coop::HostFeatures;
 use crate::vk::log::Logger;
 use crate::vk::submit::QueueLock;
@@ -68,6 +68,17 @@ pub const Q4VK_CONTEXT_CPU: u32 = 0x8;
 /// (a CPU context's name begins with `CPU (`). With an adopted device or with
 /// `Q4VK_CONTEXT_CPU`: `Q4VK_ERROR_INVALID_ARGUMENT`.
 pub const Q4VK_CONTEXT_CPU_FALLBACK: u32 = 0x10;
+/// `q4vk_context_desc.flags`: never run the integer dot-product GEMV, only the f32 SIMT
+/// kernels; as the environment variable `Q4VK_NO_INTDOT=1` does. Without it, a context
+/// runs that kernel for SIMT matrices at m ≤ 8 (`q4vk_gemv`, and `q4vk_cmd_gemv` given a
+/// workspace) where the device has `shaderIntegerDotProduct`
+/// (`VK_KHR_shader_integer_dot_product`; an adopted device: enabled by the host) and
+/// reports `integerDotProduct4x8BitPackedSignedAccelerated`. x is split on the device into
+/// three signed 8-bit digits per element, each within 2^-22 of the largest magnitude of
+/// its block of 32 (at every magnitude, subnormals included), and each block of 32 codes is
+/// 24 packed dot products, exact in int32. (`Q4VK_INTDOT=1` runs it on devices that do
+/// not report acceleration too.)
+pub const Q4VK_CONTEXT_NO_INTDOT: u32 = 0x20;
 
 /// A context (opaque): a Vulkan device, or the CPU (`Q4VK_CONTEXT_CPU`). Created by
 /// `q4vk_context_create`, released by `q4vk_context_destroy`. Safe to use from several
@@ -138,8 +149,8 @@ pub struct q4vk_context_desc {
     /// `VkPhysicalDeviceVulkan12Features`), `VK_KHR_cooperative_matrix` is in
     /// `enabled_extensions` and the device offers an f16 16 × 8 × 16 shape with 32-wide
     /// subgroups, new matrices use them (checked by a probe dispatch on `queue` at
-    /// creation; without a queue they are not used). Read too for the opt-in integer
-    /// dot-product kernel of `q4vk_gemv` (`Q4VK_INTDOT=1`): shaderIntegerDotProduct in
+    /// creation; without a queue they are not used). Read too for the integer dot-product
+    /// kernel (`Q4VK_CONTEXT_NO_INTDOT`): shaderIntegerDotProduct in
     /// `VkPhysicalDeviceShaderIntegerDotProductFeatures` or `VkPhysicalDeviceVulkan13Features`,
     /// with `VK_KHR_shader_integer_dot_product` in `enabled_extensions` or Vulkan 1.3 in use
     /// (`api_version` and the device's). Other structs are skipped.
@@ -218,7 +229,7 @@ pub unsafe extern "C" fn q4vk_context_desc_default(desc: *mut q4vk_context_desc)
 }
 
 /// The context switches of the environment: kill switches (triage of driver bugs; each
-/// forces the next path down) and one opt-in.
+/// forces the next path down) and one forcing switch.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EnvSwitches {
     /// `Q4VK_PORTABLE=1`: the portable kernels.
@@ -227,9 +238,9 @@ pub struct EnvSwitches {
     pub no_push_descriptors: bool,
     /// `Q4VK_NO_COOPMAT=1`: the SIMT kernels instead of the tensor-core one.
     pub no_coopmat: bool,
-    /// `Q4VK_INTDOT=1`: the opt-in to the integer dot-product GEMV
-    /// (`ContextConfig::int_dot`), until it has been timed on GPUs.
-    pub int_dot: bool,
+    /// The integer dot-product GEMV (`ContextConfig::int_dot`): `Q4VK_NO_INTDOT=1` never,
+    /// `Q4VK_INTDOT=1` also where the device does not report it accelerated, else `Auto`.
+    pub int_dot: IntDot,
 }
 
 /// The environment's switches, read here only (at context creation; the core never reads
@@ -241,7 +252,11 @@ pub fn env_switches() -> EnvSwitches {
         portable: on("Q4VK_PORTABLE"),
         no_push_descriptors: on("Q4VK_NO_PUSH_DESCRIPTORS"),
         no_coopmat: on("Q4VK_NO_COOPMAT"),
-        int_dot: on("Q4VK_INTDOT"),
+        int_dot: match (on("Q4VK_NO_INTDOT"), on("Q4VK_INTDOT")) {
+            (true, _) => IntDot::Off,
+            (false, true) => IntDot::Forced,
+            (false, false) => IntDot::Auto,
+        },
     }
 }
 
@@ -345,7 +360,8 @@ pub unsafe extern "C" fn q4vk_context_create(
             | Q4VK_CONTEXT_PORTABLE_KERNELS
             | Q4VK_CONTEXT_NO_COOPMAT
             | Q4VK_CONTEXT_CPU
-            | Q4VK_CONTEXT_CPU_FALLBACK;
+            | Q4VK_CONTEXT_CPU_FALLBACK
+            | Q4VK_CONTEXT_NO_INTDOT;
         if d.flags & !known != 0 {
             return Err(invalid!(
                 "desc->flags has unknown bits {:#x}",
@@ -417,7 +433,10 @@ pub unsafe extern "C" fn q4vk_context_create(
             unroll: None,
             split: None,
             no_coop: d.flags & Q4VK_CONTEXT_NO_COOPMAT != 0 || env.no_coopmat,
-            int_dot: env.int_dot,
+            int_dot: match (d.flags & Q4VK_CONTEXT_NO_INTDOT != 0, env.int_dot) {
+                (true, _) => IntDot::Off,
+                (false, int_dot) => int_dot,
+            },
             coop_tuning: None,
             coop_gemm_tuning: None,
             gemm_from_m: None,

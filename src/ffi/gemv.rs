@@ -62,16 +62,24 @@ pub struct q4vk_gemv_args {
     pub x_row_stride: u64,
     /// Elements between rows of y; 0 = n.
     pub y_row_stride: u64,
+    /// Optional (appended after `y_row_stride`; older callers read as null): device memory
+    /// the call may use for x in 8-bit digits, at least `q4vk_gemv_workspace_size` bytes,
+    /// apart from x and y. With it, where that size is not 0, `q4vk_cmd_gemv` runs the
+    /// integer dot-product GEMV (a pre-pass writes the digits here, then a barrier, then
+    /// the kernel); without it, the f32 kernel. Its contents before and after the call mean
+    /// nothing; command buffers executing at the same time need distinct workspaces.
+    pub workspace: q4vk_buffer_ref,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers only.
 unsafe impl VersionedStruct for q4vk_gemv_args {
-    const V0_SIZE: usize = std::mem::size_of::<q4vk_gemv_args>();
+    // The v0 args ended at `y_row_stride`; `workspace` was appended.
+    const V0_SIZE: usize = std::mem::offset_of!(q4vk_gemv_args, workspace);
     const NAME: &'static str = "q4vk_gemv_args";
 }
 
-/// Fills `args` with the defaults: no flags, m = 1, null buffers, strides 0 (packed).
-/// NULL is ignored.
+/// Fills `args` with the defaults: no flags, m = 1, null buffers (no workspace), strides 0
+/// (packed). NULL is ignored.
 ///
 /// # Safety
 /// `args` must be NULL or point to a writable `q4vk_gemv_args`.
@@ -91,6 +99,7 @@ pub unsafe extern "C" fn q4vk_gemv_args_default(args: *mut q4vk_gemv_args) {
         y: empty,
         x_row_stride: 0,
         y_row_stride: 0,
+        workspace: empty,
     };
     let _ = guard("q4vk_gemv_args_default", || {
         // SAFETY: `args` is NULL (skipped) or writable (caller's contract).
@@ -146,7 +155,9 @@ unsafe fn handles<'a>(ctx: *mut q4vk_context, mat: *const q4vk_matrix) -> Result
 /// enough), runs on q4vk's queue, waits, copies y back. `x_len`/`y_len` are element counts
 /// (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success. The
 /// call is checked before the staging buffers grow: a refused call leaves them as they
-/// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring (see `q4vk_cmd_gemv`).
+/// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring, two when it runs the integer
+/// dot-product GEMV (see `q4vk_cmd_gemv`); holds a device-local workspace for that kernel
+/// too (grown and reused like the staging).
 ///
 /// Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
 /// tiled GEMM (also m = 8 on tall tensor-core matrices) that reads the same matrix (no dequantized copy, no workspace); the result
@@ -227,25 +238,40 @@ pub unsafe extern "C" fn q4vk_gemv(
 /// bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
 /// more if a part exceeds the workgroup-count limits).
 ///
-/// Barriers: none are recorded. The caller makes x's writes available and visible to
+/// With a workspace (`args->workspace`) where `q4vk_gemv_workspace_size` is not 0 (the
+/// integer dot-product GEMV; SIMT matrices at m ≤ 8 on a device that reports 8-bit dot
+/// products accelerated): first a `vkCmdPipelineBarrier` (global memory barrier) from
+/// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |
+/// VK_ACCESS_SHADER_WRITE_BIT` to the same stage / `VK_ACCESS_SHADER_WRITE_BIT`, so an
+/// earlier call's GEMV in this command buffer has finished reading a workspace it shares;
+/// the digits pre-pass (its own pipeline; set 1 = x and the first
+/// `q4vk_gemv_workspace_size` bytes of the workspace; set 0 of the matrix's first part;
+/// the push constants; one `vkCmdDispatch`); a `vkCmdPipelineBarrier` from the compute
+/// stage / `VK_ACCESS_SHADER_WRITE_BIT` to the compute stage / `VK_ACCESS_SHADER_READ_BIT`;
+/// then the GEMV as above, on the digits (set 1 = the workspace and y). Results: within
+/// 1e-5 of the exact sum as every kernel's; a row of x with an infinite or NaN element
+/// gives a non-finite result in all of its y (NaN where the driver keeps infinities and
+/// NaNs, which Vulkan leaves to it; the f32 kernel's results are the IEEE ones there).
+///
+/// Barriers: none other are recorded. The caller makes x's writes available and visible to
 /// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT` before, orders any
 /// earlier access to y before this write, and synchronizes later reads of y against
 /// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_WRITE_BIT`.
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
 /// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
-/// `BUFFER_TOO_SMALL` (a range), `UNSUPPORTED` (x or y beyond the limits above; a CPU context), `VULKAN` (pipeline
-/// creation).
+/// `BUFFER_TOO_SMALL` (a range, the workspace's included), `UNSUPPORTED` (x or y beyond the
+/// limits above; a CPU context), `VULKAN` (pipeline creation).
 /// Thread-safe for distinct command buffers (a command buffer itself is externally
 /// synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
 /// command buffer's execution.
 ///
-/// Without `VK_KHR_push_descriptor` (the ring): a set is rewritten by the
-/// `Q4VK_CMD_GEMV_SET_RING`-th GEMV (`q4vk_cmd_gemv` or `q4vk_gemv`) after the one that
-/// wrote it. So a command buffer holds at most `Q4VK_CMD_GEMV_SET_RING` calls, and must
-/// have finished executing (or been reset or freed) before `Q4VK_CMD_GEMV_SET_RING`
-/// further GEMVs are made on the context; a command buffer resubmitted later must be
-/// re-recorded. Nothing else is required of the host's buffers: no set outlives that
+/// Without `VK_KHR_push_descriptor` (the ring): each GEMV (`q4vk_cmd_gemv` or
+/// `q4vk_gemv`) takes the ring's next set, a GEMV with the digits pre-pass two; a set is
+/// rewritten `Q4VK_CMD_GEMV_SET_RING` sets later. So a command buffer holds calls taking at
+/// most `Q4VK_CMD_GEMV_SET_RING` sets, and must have finished executing (or been reset or
+/// freed) before further GEMVs on the context take `Q4VK_CMD_GEMV_SET_RING` sets; a command
+/// buffer resubmitted later must be re-recorded. Nothing else is required of the host's buffers: no set outlives that
 /// window, so destroying a buffer and reusing its handle is safe.
 ///
 /// # Safety
@@ -301,10 +327,62 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
             },
             // The kernels gather x through a column order from the host's buffer.
             x_gathered: false,
-            x_digits: false,
         };
+        let workspace = (a.workspace.buffer != 0).then(|| range(a.workspace));
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
-        gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params)
+        gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params, workspace)
+    })
+}
+
+/// Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with
+/// `flags` (`Q4VK_GEMV_*`) on `mat`: the bytes of x in 8-bit digits (112 · m · ceil(k /
+/// 32)) where the call would run the integer dot-product GEMV, else 0 (no workspace is
+/// used). The answer depends on the context (its device and
+/// `Q4VK_CONTEXT_NO_INTDOT`), the matrix and m only; it does not change over the
+/// context's life.
+///
+/// Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
+/// matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.
+///
+/// # Safety
+/// Handles NULL or live; `bytes` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_gemv_workspace_size(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    m: u32,
+    flags: u32,
+    bytes: *mut u64,
+) -> q4vk_status {
+    guard("q4vk_gemv_workspace_size", || {
+        // SAFETY: NULL or live handles (contract).
+        let (ctx, mat) = match unsafe { handles(ctx, mat) }? {
+            Pair::Vulkan(ctx, mat) => (ctx, mat),
+            Pair::Cpu(ctx, _) => {
+                return Err(Error::Unsupported(format!(
+                    "the workspace is q4vk_cmd_gemv's, which records into a Vulkan command buffer; ctx runs on the CPU ({})",
+                    ctx.device_name()
+                )))
+            }
+        };
+        require(bytes, "bytes")?;
+        if flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
+            return Err(invalid!(
+                "flags has unknown bits {:#x}",
+                flags & !Q4VK_GEMV_F16_ACTIVATIONS
+            ));
+        }
+        check_m(m)?;
+        let params = GemvParams {
+            m,
+            x_f16: flags & Q4VK_GEMV_F16_ACTIVATIONS != 0,
+            x_stride: mat.shape.k as u64,
+            y_stride: mat.shape.n as u64,
+            x_gathered: false,
+        };
+        let need = gemv::workspace_bytes(ctx, mat, &params);
+        // SAFETY: non-NULL (checked) and writable (contract).
+        unsafe { super::ptr::write_out(bytes, need, "bytes") }
     })
 }
 

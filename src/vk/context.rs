@@ -45,10 +45,9 @@ pub struct ContextConfig {
     pub split: Option<u32>,
     /// Never use the tensor-core kernel (`Q4VK_CONTEXT_NO_COOPMAT`, `Q4VK_NO_COOPMAT=1`).
     pub no_coop: bool,
-    /// Opt in to the integer dot-product GEMV for `q4vk_gemv` on SIMT matrices where the
-    /// device has `VK_KHR_shader_integer_dot_product` (`Q4VK_INTDOT=1`; `vk::int_dot`).
-    /// Off by default: correct (tested on lavapipe) but not yet timed on a GPU.
-    pub int_dot: bool,
+    /// When the SIMT GEMV runs on x in 8-bit digits with packed integer dot products
+    /// (`vk::int_dot`).
+    pub int_dot: IntDot,
     /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel instead
     /// of the per-matrix choice (`q4vk-bench --coop T,S`).
     pub coop_tuning: Option<(u32, u32)>,
@@ -62,6 +61,22 @@ pub struct ContextConfig {
     /// offers `VK_KHR_pipeline_executable_properties` (`Pipelines::statistics`,
     /// `q4vk-bench --stats`).
     pub pipeline_statistics: bool,
+}
+
+/// When a context runs the integer dot-product GEMV (`vk::int_dot`) for SIMT matrices at
+/// m ≤ 8.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IntDot {
+    /// Where the device has `shaderIntegerDotProduct` and reports packed signed 8-bit dot
+    /// products accelerated (on an H200, its pre-pass included, 1.05 to 1.87 × the f32
+    /// kernel, except 0.90 × at 4096 × 4096 m = 1: bench/RESULTS.md).
+    #[default]
+    Auto,
+    /// Never: the f32 kernel (`Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_NO_INTDOT=1`).
+    Off,
+    /// Wherever the device has `shaderIntegerDotProduct`, accelerated or not (tests on
+    /// lavapipe, comparisons; `Q4VK_INTDOT=1`).
+    Forced,
 }
 
 /// The host's Vulkan objects a context borrows.
@@ -122,8 +137,9 @@ pub struct Context {
     pub portable: bool,
     /// Using the tensor-core kernel (`vk::coop`) for matrices created on this context.
     pub coop: bool,
-    /// `q4vk_gemv` (`gemv::gemv_host`) runs the SIMT GEMV on x in 8-bit digits with packed
-    /// integer dot products (`vk::int_dot`).
+    /// The SIMT GEMV runs on x in 8-bit digits with packed integer dot products
+    /// (`vk::int_dot`), after a pre-pass that writes them into a workspace (`q4vk_gemv`'s
+    /// own, or the one a `q4vk_cmd_gemv` caller passes).
     pub int_dot: bool,
     /// Fixed (tiles, subgroups) of the tensor-core kernel, else chosen per matrix.
     pub coop_tuning: Option<(u32, u32)>,
@@ -356,11 +372,16 @@ impl Context {
                 "tensor-core GEMV (VK_KHR_cooperative_matrix) for new matrices",
             );
         }
-        let int_dot = !portable && config.int_dot && device.int_dot.is_some();
+        let int_dot = !portable
+            && match (config.int_dot, device.int_dot) {
+                (IntDot::Off, _) | (_, None) => false,
+                (IntDot::Auto, Some(accelerated)) => accelerated,
+                (IntDot::Forced, Some(_)) => true,
+            };
         if int_dot {
             logger.log(
                 LEVEL_INFO,
-                "integer dot-product GEMV (x in 8-bit digits) for q4vk_gemv on SIMT matrices",
+                "integer dot-product GEMV (x in 8-bit digits) for SIMT matrices at m <= 8",
             );
         }
         let pipelines = Pipelines::new(

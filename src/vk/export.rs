@@ -351,7 +351,6 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         x_stride: req.x_stride,
         y_stride: req.y_stride,
         x_gathered: false,
-        x_digits: false,
     };
     let XyExtent {
         x_elems,

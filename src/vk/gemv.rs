@@ -4,7 +4,9 @@
 use super::context::Context;
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
-use super::pipeline::{CoopGemmKey, CoopKey, GemmKey, PipelineKey, Push, GEMM_TILE};
+use super::pipeline::{
+    CoopGemmKey, CoopKey, DigitsKey, GemmKey, PipelineKey, Push, DIGITS_WORKGROUP, GEMM_TILE,
+};
 use super::xy_sets::{buffer_infos, writes};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
@@ -38,9 +40,6 @@ pub struct GemvParams {
     /// x is already in the matrix's column order (`q4vk_gemv` gathered it on the host): the
     /// kernels read it as a plain matrix's, without gathering.
     pub x_gathered: bool,
-    /// x holds 8-bit digits (`vk::int_dot`, built by `q4vk_gemv` in column order; SIMT
-    /// matrices, m ≤ [`MAX_M`], contexts with `int_dot`); `x_stride` counts uvec4 then.
-    pub x_digits: bool,
 }
 
 /// Checks the activation count: 0 is invalid. (The upper limits are those of x and y:
@@ -95,20 +94,10 @@ pub struct XyExtent {
 /// the kernel export).
 pub fn xy_extent(n: u64, k: u64, p: &GemvParams, prefix: &str) -> Result<XyExtent> {
     check_m(p.m)?;
-    let x_row = if p.x_digits {
-        super::int_dot::row_vectors(k as usize) as u64
-    } else {
-        k
-    };
-    if p.x_stride < x_row {
+    if p.x_stride < k {
         return Err(invalid!(
-            "{prefix}x_row_stride is {}, smaller than {} = {x_row}",
-            p.x_stride,
-            if p.x_digits {
-                "a row of x in digits"
-            } else {
-                "k"
-            }
+            "{prefix}x_row_stride is {}, smaller than k = {k}",
+            p.x_stride
         ));
     }
     if p.y_stride < n {
@@ -120,7 +109,7 @@ pub fn xy_extent(n: u64, k: u64, p: &GemvParams, prefix: &str) -> Result<XyExten
     let m = p.m as u64;
     let x_elems = (m - 1)
         .checked_mul(p.x_stride)
-        .and_then(|v| v.checked_add(x_row))
+        .and_then(|v| v.checked_add(k))
         .ok_or_else(|| invalid!("{prefix}x_row_stride * m overflows"))?;
     let y_elems = (m - 1)
         .checked_mul(p.y_stride)
@@ -131,9 +120,7 @@ pub fn xy_extent(n: u64, k: u64, p: &GemvParams, prefix: &str) -> Result<XyExten
             "x or y spans more than 2^32 elements; the kernels index them with 32 bits".into(),
         ));
     }
-    let x_bytes = if p.x_digits {
-        16 * x_elems
-    } else if p.x_f16 {
+    let x_bytes = if p.x_f16 {
         4 * x_elems.div_ceil(2)
     } else {
         4 * x_elems
@@ -212,14 +199,76 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     m > MAX_M || (m == MAX_M && mat.coop.is_some() && mat.shape.n >= 10240 && mat.shape.k <= 8192)
 }
 
+/// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
+/// (`vk::int_dot`) when given a workspace: SIMT matrices at the GEMV's m on contexts that
+/// use it.
+pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
+    // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
+    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
+    let fits = (mat.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
+        && u64::from(m) <= max_y
+        && digits_bytes(mat, m) <= ctx.device.info.max_storage_range;
+    ctx.int_dot && mat.coop.is_none() && !runs_gemm(ctx, mat, m) && fits
+}
+
+/// Chunks of 32 columns per workgroup of the digits pre-pass (four invocations each).
+const DIGITS_CHUNKS_PER_WG: u64 = DIGITS_WORKGROUP as u64 / 4;
+
+/// Bytes of `m` rows of x in digits for `mat`.
+fn digits_bytes(mat: &DeviceMatrix, m: u32) -> u64 {
+    16 * u64::from(m) * super::int_dot::row_vectors(mat.shape.k) as u64
+}
+
+/// Bytes of the workspace a call with `p` on `mat` needs for x in 8-bit digits (the integer
+/// dot-product GEMV), or 0 where the call runs another kernel.
+pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
+    if runs_int_dot(ctx, mat, p.m) {
+        digits_bytes(mat, p.m)
+    } else {
+        0
+    }
+}
+
+/// What a call's integer dot-product path needs, resolved before anything is recorded.
+struct DotPlan {
+    /// The pre-pass's pipeline.
+    digits: vk::Pipeline,
+    /// The GEMV's plan on the digits.
+    gemv: Plan,
+    /// uvec4 per row of digits.
+    row_vectors: u64,
+    /// Workspace bytes.
+    need: u64,
+}
+
+/// The integer dot-product path of a call with `p` on `mat`, or `None` where it runs
+/// another kernel; its pipelines are created here (an error: they cannot be).
+fn dot_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Option<DotPlan>> {
+    let need = workspace_bytes(ctx, mat, p);
+    if need == 0 {
+        return Ok(None);
+    }
+    let digits = ctx.pipelines.get_digits(DigitsKey {
+        x_f16: p.x_f16,
+        k_order: mat.k_order.is_some() && !p.x_gathered,
+    })?;
+    Ok(Some(DotPlan {
+        digits,
+        gemv: plan(ctx, mat, p, true)?,
+        row_vectors: super::int_dot::row_vectors(mat.shape.k) as u64,
+        need,
+    }))
+}
+
 /// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
-/// context's SIMT variant; the GEMM of the matrix's layout where [`runs_gemm`] says so.
-fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
+/// context's SIMT variant (with `dot`, the integer dot-product one on x in digits, packed
+/// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
+/// says so.
+fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> Result<Plan> {
     let gemm = runs_gemm(ctx, mat, p.m);
-    let gathered = mat.k_order.is_none() || p.x_gathered;
-    if p.x_digits && (gemm || mat.coop.is_some() || p.x_f16 || !gathered || !ctx.int_dot) {
+    if dot && !runs_int_dot(ctx, mat, p.m) {
         return Err(Error::Internal(
-            "x in digits is for the integer dot-product GEMV only: a SIMT matrix at m <= 8, f32 x in column order, a context with int_dot".into(),
+            "the integer dot-product GEMV runs SIMT matrices at m <= 8 on contexts with int_dot only".into(),
         ));
     }
     let Some(c) = &mat.coop else {
@@ -240,10 +289,11 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
                 m: p.m,
                 zeros: mat.shape.zero_points,
                 scale_f32: mat.scale_f32,
-                x_f16: p.x_f16,
+                // The digits are f32-free and in column order (the pre-pass gathers).
+                x_f16: p.x_f16 && !dot,
                 offsets: mat.offsets,
-                k_order: mat.k_order.is_some() && !p.x_gathered,
-                dot: p.x_digits,
+                k_order: mat.k_order.is_some() && !p.x_gathered && !dot,
+                dot,
             };
             (ctx.pipelines.get(key)?, ctx.pipelines.tuning.rows, p.m)
         };
@@ -333,9 +383,12 @@ fn coop_gemm_plan(
     })
 }
 
-/// Records `y = W x` into `cmd` (validated first; nothing is recorded on error). Binds
-/// the GEMV pipeline, set 1 (x, y: pushed or cached), then per part set 0 and the push
-/// constants, and dispatches. No barriers.
+/// Records `y = W x` into `cmd` (validated first; nothing is recorded on error). Where the
+/// call runs the integer dot-product GEMV ([`workspace_bytes`] > 0) and `workspace` is
+/// given, first a compute-to-compute barrier (earlier readers of the workspace finish), the
+/// digits pre-pass (x into the workspace's first [`workspace_bytes`]) and another barrier;
+/// otherwise the workspace is not used. Then binds the GEMV pipeline, set 1 (x, y: pushed
+/// or cached), per part set 0 and the push constants, and dispatches. No barrier after.
 pub fn record(
     ctx: &Context,
     cmd: vk::CommandBuffer,
@@ -343,47 +396,207 @@ pub fn record(
     x: BufferRange,
     y: BufferRange,
     p: &GemvParams,
+    workspace: Option<BufferRange>,
 ) -> Result<()> {
     validate(ctx, mat, &x, &y, p)?;
-    let Plan {
-        pipeline,
-        rows_per_wg,
-        tokens_per_wg,
-        chunks,
-        groups,
-        group_shift,
-    } = plan(ctx, mat, p)?;
-    let cached_set = match &ctx.xy_sets {
-        Some(sets) => Some(sets.lock().unwrap_or_else(|e| e.into_inner()).next(
-            ctx.pipelines.xy_set,
-            x,
-            y,
-        )?),
+    let dot = match workspace {
+        Some(_) => dot_plan(ctx, mat, p)?,
         None => None,
     };
+    let (Some(dot), Some(ws)) = (dot, workspace) else {
+        let plan = plan(ctx, mat, p, false)?;
+        let xy = XyBinding::of(ctx, x, y)?;
+        record_gemv(ctx, cmd, mat, &plan, &xy, p, p.x_stride);
+        return Ok(());
+    };
+    validate_workspace(ctx, &ws, dot.need, &x, &y)?;
+    // Only the bytes the kernels use are bound.
+    let ws = BufferRange {
+        range: dot.need,
+        ..ws
+    };
+    let (to_digits, from_digits) = (XyBinding::of(ctx, x, ws)?, XyBinding::of(ctx, ws, y)?);
+    let d = &ctx.device.device;
+    let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
+    // SAFETY: cmd is recording (caller's contract).
+    unsafe {
+        // An earlier call's GEMV may still read this workspace: it finishes first.
+        super::submit::record_barrier(
+            d,
+            cmd,
+            (
+                stage,
+                vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+            ),
+            (stage, vk::AccessFlags::SHADER_WRITE),
+        )
+    };
+    record_digits(ctx, cmd, mat, dot.digits, &to_digits, p, dot.row_vectors);
+    // SAFETY: as above.
+    unsafe {
+        super::submit::record_barrier(
+            d,
+            cmd,
+            (stage, vk::AccessFlags::SHADER_WRITE),
+            (stage, vk::AccessFlags::SHADER_READ),
+        )
+    };
+    record_gemv(ctx, cmd, mat, &dot.gemv, &from_digits, p, dot.row_vectors);
+    Ok(())
+}
+
+/// Checks the workspace of the digits pre-pass: `need` bytes, aligned, apart from x and y.
+fn validate_workspace(
+    ctx: &Context,
+    ws: &BufferRange,
+    need: u64,
+    x: &BufferRange,
+    y: &BufferRange,
+) -> Result<()> {
+    let info = &ctx.device.info;
+    if ws.buffer == vk::Buffer::null() {
+        return Err(Error::NullPointer(
+            "args->workspace.buffer is VK_NULL_HANDLE".into(),
+        ));
+    }
+    if ws.range < need {
+        return Err(Error::BufferTooSmall(format!(
+            "args->workspace.range is {} bytes, {need} needed",
+            ws.range
+        )));
+    }
+    if !ws.offset.is_multiple_of(info.storage_alignment) {
+        return Err(invalid!(
+            "args->workspace.offset {} is not a multiple of minStorageBufferOffsetAlignment ({})",
+            ws.offset,
+            info.storage_alignment
+        ));
+    }
+    for (name, b) in [("x", x), ("y", y)] {
+        if ws.buffer == b.buffer && ws.offset < b.offset + b.range && b.offset < ws.offset + need {
+            return Err(invalid!("args->workspace overlaps args->{name}"));
+        }
+    }
+    Ok(())
+}
+
+/// How set 1 of the GEMV layout (x, y) gets bound: a set of the ring, or pushed.
+enum XyBinding {
+    Set(vk::DescriptorSet),
+    Push(BufferRange, BufferRange),
+}
+
+impl XyBinding {
+    /// The binding of `x` and `y` (a set taken from the ring now, so that recording cannot
+    /// fail later).
+    fn of(ctx: &Context, x: BufferRange, y: BufferRange) -> Result<XyBinding> {
+        match (&ctx.xy_sets, &ctx.device.push_descriptor) {
+            (Some(sets), _) => Ok(XyBinding::Set(
+                sets.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .next(ctx.pipelines.xy_set, x, y)?,
+            )),
+            (None, Some(_)) => Ok(XyBinding::Push(x, y)),
+            (None, None) => Err(Error::Internal("no way to bind x and y".into())),
+        }
+    }
+
+    /// Records the binding into `cmd`.
+    ///
+    /// # Safety
+    /// `cmd` is recording.
+    unsafe fn record(&self, ctx: &Context, cmd: vk::CommandBuffer) {
+        let d = &ctx.device.device;
+        let layout = ctx.pipelines.layout;
+        let bind = vk::PipelineBindPoint::COMPUTE;
+        match (self, &ctx.device.push_descriptor) {
+            // SAFETY: the caller's contract; the set lives until the ring comes round.
+            (XyBinding::Set(set), _) => unsafe {
+                d.cmd_bind_descriptor_sets(cmd, bind, layout, 1, &[*set], &[])
+            },
+            (XyBinding::Push(x, y), Some(push)) => {
+                let infos = buffer_infos(*x, *y);
+                let w = writes(&infos, vk::DescriptorSet::null());
+                // SAFETY: the caller's contract; set 1 is a push-descriptor set.
+                unsafe { push.cmd_push_descriptor_set(cmd, bind, layout, 1, &w) };
+            }
+            (XyBinding::Push(..), None) => {
+                unreachable!("XyBinding::of pushes only with push descriptors")
+            }
+        }
+    }
+}
+
+/// Records the digits pre-pass (`xy`: x and the workspace): x (`p.x_stride` elements
+/// apart) into the workspace, rows of
+/// `row_vectors` uvec4, gathered through the matrix's column order (set 0 of its first
+/// part, whose binding 3 every part shares).
+fn record_digits(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    pipeline: vk::Pipeline,
+    xy: &XyBinding,
+    p: &GemvParams,
+    row_vectors: u64,
+) {
+    let d = &ctx.device.device;
+    let layout = ctx.pipelines.layout;
+    let chunks = mat.shape.k.div_ceil(32) as u32;
+    let push = Push {
+        rows: 0,
+        row_base: 0,
+        chunks,
+        k: mat.shape.k as u32,
+        groups: 0,
+        group_shift: 0,
+        x_stride: p.x_stride as u32,
+        y_stride: row_vectors as u32,
+        wg_count: 0,
+        wg_offset: 0,
+    };
+    // SAFETY: cmd is recording (caller's contract); every handle is valid.
+    unsafe {
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
+        xy.record(ctx, cmd);
+        d.cmd_bind_descriptor_sets(
+            cmd,
+            vk::PipelineBindPoint::COMPUTE,
+            layout,
+            0,
+            &[mat.parts[0].set],
+            &[],
+        );
+        let bytes = push.bytes_with_m(p.m);
+        d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+        d.cmd_dispatch(cmd, chunks.div_ceil(DIGITS_WORKGROUP / 4), p.m, 1);
+    }
+}
+
+/// Records the GEMV (or GEMM) of `plan` on `xy` (x `x_stride` apart: elements, or uvec4
+/// for digits).
+fn record_gemv(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    plan: &Plan,
+    xy: &XyBinding,
+    p: &GemvParams,
+    x_stride: u64,
+) {
     let d = &ctx.device.device;
     let layout = ctx.pipelines.layout;
     let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
     // SAFETY: cmd is in the recording state (caller's contract); every handle is valid.
     unsafe {
-        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
-        match (cached_set, &ctx.device.push_descriptor) {
-            (Some(set), _) => d.cmd_bind_descriptor_sets(
-                cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                layout,
-                1,
-                &[set],
-                &[],
-            ),
-            (None, Some(push)) => {
-                let infos = buffer_infos(x, y);
-                let w = writes(&infos, vk::DescriptorSet::null());
-                push.cmd_push_descriptor_set(cmd, vk::PipelineBindPoint::COMPUTE, layout, 1, &w);
-            }
-            (None, None) => return Err(Error::Internal("no way to bind x and y".into())),
-        }
-        for part in &mat.parts {
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, plan.pipeline);
+        xy.record(ctx, cmd);
+    }
+    for part in &mat.parts {
+        let total = (part.rows as u64).div_ceil(plan.rows_per_wg)
+            * (p.m as u64).div_ceil(plan.tokens_per_wg);
+        // SAFETY: as above.
+        unsafe {
             d.cmd_bind_descriptor_sets(
                 cmd,
                 vk::PipelineBindPoint::COMPUTE,
@@ -391,45 +604,47 @@ pub fn record(
                 0,
                 &[part.set],
                 &[],
-            );
-            let total =
-                (part.rows as u64).div_ceil(rows_per_wg) * (p.m as u64).div_ceil(tokens_per_wg);
-            let mut done = 0u64;
-            while done < total {
-                let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
-                let push = Push {
-                    rows: part.rows as u32,
-                    row_base: part.first_row as u32,
-                    chunks: chunks as u32,
-                    k: mat.shape.k as u32,
-                    groups: groups as u32,
-                    group_shift,
-                    x_stride: p.x_stride as u32,
-                    y_stride: p.y_stride as u32,
-                    wg_count: count as u32,
-                    wg_offset: done as u32,
-                };
-                let bytes = push.bytes_with_m(p.m);
+            )
+        };
+        let mut done = 0u64;
+        while done < total {
+            let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
+            let push = Push {
+                rows: part.rows as u32,
+                row_base: part.first_row as u32,
+                chunks: plan.chunks as u32,
+                k: mat.shape.k as u32,
+                groups: plan.groups as u32,
+                group_shift: plan.group_shift,
+                x_stride: x_stride as u32,
+                y_stride: p.y_stride as u32,
+                wg_count: count as u32,
+                wg_offset: done as u32,
+            };
+            let bytes = push.bytes_with_m(p.m);
+            // SAFETY: as above.
+            unsafe {
                 d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
                 d.cmd_dispatch(cmd, gx as u32, gy as u32, 1);
-                done += count;
             }
+            done += count;
         }
     }
-    Ok(())
 }
 
-/// Host-visible buffers for `q4vk_gemv`, grown on demand and reused.
+/// Buffers of `q4vk_gemv`, grown on demand and reused: host-visible x and y, and the
+/// device-local workspace of the integer dot-product GEMV.
 #[derive(Default)]
 pub struct Staging {
     x: Option<Buffer>,
     y: Option<Buffer>,
+    workspace: Option<Buffer>,
 }
 
 impl Staging {
-    /// Bytes of staging memory held (x and y).
+    /// Bytes held (x, y and the workspace).
     pub fn bytes(&self) -> u64 {
-        [&self.x, &self.y]
+        [&self.x, &self.y, &self.workspace]
             .iter()
             .flat_map(|b| b.as_ref())
             .map(|b| b.size)
@@ -447,11 +662,22 @@ fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind
     Ok(())
 }
 
+/// The range of the first `bytes` of `buffer`.
+fn head(buffer: &Buffer, bytes: u64) -> BufferRange {
+    BufferRange {
+        buffer: buffer.buffer,
+        offset: 0,
+        range: bytes,
+    }
+}
+
 /// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
-/// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success). On a
-/// context with `int_dot`, a SIMT matrix at m ≤ [`MAX_M`] gets x split into 8-bit digits
-/// (in its column order) while it is staged (`vk::int_dot`), unless x has an infinite or
-/// NaN element.
+/// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success). Where the
+/// call runs the integer dot-product GEMV ([`runs_int_dot`]), x is finite and its
+/// pipelines exist, the digits pre-pass writes x's digits into q4vk's workspace first;
+/// otherwise (x with an infinite or NaN element included) the f32 kernels run on x,
+/// gathered into the matrix's column order on the host. Every check runs before the
+/// buffers grow.
 pub fn gemv_host(
     ctx: &Context,
     mat: &DeviceMatrix,
@@ -468,89 +694,69 @@ pub fn gemv_host(
             y.len()
         )));
     }
-    let mut p = GemvParams {
+    let x = &x[..xn];
+    let gathered = GemvParams {
         m,
         x_f16: false,
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: mat.k_order.is_some(),
-        x_digits: false,
     };
-    // Everything that can refuse the call runs before the staging buffers grow.
-    check_params(ctx, mat, &p)?;
-    plan(ctx, mat, &p)?;
-    let row_vectors = super::int_dot::row_vectors(k);
+    // Everything that can refuse the call runs before the buffers grow.
+    check_params(ctx, mat, &gathered)?;
+    // The digits' kernel where it runs (the pre-pass gathers x); x with an infinite or NaN
+    // element keeps the f32 kernel, whose results for it are the IEEE ones.
     let digits = GemvParams {
-        x_stride: row_vectors as u64,
-        x_digits: true,
-        ..p
+        x_gathered: false,
+        ..gathered
     };
-    // The digits' kernel where it can run; a refusal (its pipeline included) keeps the f32
-    // one.
-    let try_digits = ctx.int_dot
-        && mat.coop.is_none()
-        && !runs_gemm(ctx, mat, m)
-        && check_params(ctx, mat, &digits).is_ok()
-        && plan(ctx, mat, &digits).is_ok();
-    let digit_bytes = if try_digits {
-        16 * m as usize * row_vectors
-    } else {
-        0
+    // A refused digits path (its pipelines) keeps the f32 kernel too.
+    let dot = match x.iter().all(|v| v.is_finite()) {
+        true => dot_plan(ctx, mat, &digits).ok().flatten(),
+        false => None,
     };
+    let workspace = dot.as_ref().map_or(0, |d| d.need);
+    let p = if workspace > 0 { digits } else { gathered };
+    if workspace == 0 {
+        plan(ctx, mat, &p, false)?;
+    }
     let mut exec = ctx.exec.lock().unwrap_or_else(|e| e.into_inner());
     let exec = &mut *exec;
-    // After a failed wait the device may still read the staging buffers: touch nothing.
+    // After a failed wait the device may still read the buffers: touch nothing.
     exec.submitter.check_usable()?;
-    let x_bytes = (4 * xn).max(digit_bytes);
-    ensure(ctx, &mut exec.staging.x, x_bytes as u64, MemoryKind::Upload)?;
-    ensure(
-        ctx,
-        &mut exec.staging.y,
-        4 * yn as u64,
-        MemoryKind::Readback,
-    )?;
-    let xb = exec.staging.x.as_mut().expect("x");
-    if try_digits {
-        xb.fill(digit_bytes, |staged| {
-            // All rows or none: a row with an infinite or NaN element keeps the f32 kernel.
-            let order = mat.k_order.as_ref().map(|o| o.inputs.as_slice());
-            if super::int_dot::encode(x, k, m as usize, order, staged) {
-                p = digits;
-            }
-        });
+    let staging = &mut exec.staging;
+    ensure(ctx, &mut staging.x, 4 * xn as u64, MemoryKind::Upload)?;
+    ensure(ctx, &mut staging.y, 4 * yn as u64, MemoryKind::Readback)?;
+    if workspace > 0 {
+        ensure(ctx, &mut staging.workspace, workspace, MemoryKind::Device)?;
     }
-    if !p.x_digits {
-        // SAFETY: f32 slice viewed as bytes.
-        let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn) };
-        xb.fill(4 * xn, |staged| match &mat.k_order {
-            // A matrix with a column order gets x in that order, gathered straight into the
-            // staging buffer once per call.
-            Some(order) => {
-                for (i, v) in staged.chunks_exact_mut(4).enumerate() {
-                    let input = i - i % k + order.inputs[i % k] as usize;
-                    v.copy_from_slice(&x[input].to_ne_bytes());
-                }
+    let xb = staging.x.as_mut().expect("x");
+    xb.fill(4 * xn, |staged| match (&mat.k_order, p.x_gathered) {
+        // A matrix with a column order gets x in that order for the f32 kernel, gathered
+        // straight into the staging buffer once per call.
+        (Some(order), true) => {
+            for (i, v) in staged.chunks_exact_mut(4).enumerate() {
+                let input = i - i % k + order.inputs[i % k] as usize;
+                v.copy_from_slice(&x[input].to_ne_bytes());
             }
-            None => staged.copy_from_slice(xs),
-        });
-    }
-    let (xb, yb) = (
-        exec.staging.x.as_ref().expect("x"),
-        exec.staging.y.as_ref().expect("y"),
-    );
-    let xr = BufferRange {
-        buffer: xb.buffer,
-        offset: 0,
-        range: if p.x_digits { digit_bytes } else { 4 * xn } as u64,
-    };
-    let yr = BufferRange {
-        buffer: yb.buffer,
-        offset: 0,
-        range: 4 * yn as u64,
-    };
+        }
+        _ => {
+            for (v, value) in staged.chunks_exact_mut(4).zip(x) {
+                v.copy_from_slice(&value.to_ne_bytes());
+            }
+        }
+    });
+    let xr = head(staging.x.as_ref().expect("x"), 4 * xn as u64);
+    let yb = staging.y.as_ref().expect("y");
+    let yr = head(yb, 4 * yn as u64);
+    let ws = staging
+        .workspace
+        .as_ref()
+        .filter(|_| workspace > 0)
+        .map(|b| head(b, workspace));
     let lock = ctx.queue_lock;
     exec.submitter.run(lock.as_ref(), |cmd| {
-        record(ctx, cmd, mat, xr, yr, &p)?;
+        record(ctx, cmd, mat, xr, yr, &p, ws)?;
         let [src, dst] = super::submit::SHADER_TO_HOST;
         // SAFETY: recording into q4vk's own command buffer.
         unsafe { super::submit::record_barrier(&ctx.device.device, cmd, src, dst) };

@@ -298,6 +298,27 @@ impl GemmKey {
     }
 }
 
+/// Invocations per workgroup of the digits pre-pass (`shaders/x_digits.comp`), four per
+/// chunk of 32 columns: Vulkan's guaranteed minimum of `maxComputeWorkGroupInvocations`.
+pub const DIGITS_WORKGROUP: u32 = 128;
+
+/// Which pipeline of the digits pre-pass (`shaders/x_digits.comp`), which writes x in
+/// 8-bit digits for the integer dot-product GEMV (`vk::int_dot`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DigitsKey {
+    /// f16 activations.
+    pub x_f16: bool,
+    /// x gathered through the matrix's column-to-input order.
+    pub k_order: bool,
+}
+
+impl DigitsKey {
+    /// The specialization constants by id (0..3).
+    fn spec_values(&self) -> [u32; 3] {
+        [DIGITS_WORKGROUP, self.x_f16 as u32, self.k_order as u32]
+    }
+}
+
 /// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GemmTile {
@@ -476,12 +497,15 @@ pub struct Pipelines {
     /// pipeline: contexts that never see m > 8 never create them.
     gemm_module: Mutex<vk::ShaderModule>,
     coop_gemm_module: Mutex<vk::ShaderModule>,
+    /// The digits pre-pass's module, created with its first pipeline.
+    digits_module: Mutex<vk::ShaderModule>,
     /// Workgroup shape.
     pub tuning: Tuning,
     pipelines: PipelineSet<PipelineKey>,
     coop_pipelines: PipelineSet<CoopKey>,
     gemm_pipelines: PipelineSet<GemmKey>,
     coop_gemm_pipelines: PipelineSet<CoopGemmKey>,
+    digits_pipelines: PipelineSet<DigitsKey>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -532,11 +556,13 @@ impl Pipelines {
             dot_module: vk::ShaderModule::null(),
             gemm_module: Mutex::new(vk::ShaderModule::null()),
             coop_gemm_module: Mutex::new(vk::ShaderModule::null()),
+            digits_module: Mutex::new(vk::ShaderModule::null()),
             tuning,
             pipelines: PipelineSet::new(),
             coop_pipelines: PipelineSet::new(),
             gemm_pipelines: PipelineSet::new(),
             coop_gemm_pipelines: PipelineSet::new(),
+            digits_pipelines: PipelineSet::new(),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -682,6 +708,21 @@ impl Pipelines {
         })
     }
 
+    /// The digits pre-pass's pipeline for `key`, created (with the module, the first time)
+    /// on first use (contexts that run the integer dot-product GEMV only).
+    pub fn get_digits(&self, key: DigitsKey) -> Result<vk::Pipeline> {
+        if self.dot_module == vk::ShaderModule::null() {
+            return Err(Error::Internal(
+                "digits pre-pass requested from a context without the integer dot-product GEMV"
+                    .into(),
+            ));
+        }
+        self.digits_pipelines.get_or_create(key, || {
+            let module = self.lazy_module(&self.digits_module, shaders::X_DIGITS)?;
+            self.create(module, &key.spec_values())
+        })
+    }
+
     /// Refuses the tensor-core kernels on a context that does not run them.
     fn check_coop(&self) -> Result<()> {
         if self.coop_module == vk::ShaderModule::null() {
@@ -764,6 +805,7 @@ impl Pipelines {
         all.extend(self.coop_pipelines.listed());
         all.extend(self.gemm_pipelines.listed());
         all.extend(self.coop_gemm_pipelines.listed());
+        all.extend(self.digits_pipelines.listed());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
@@ -778,8 +820,13 @@ impl Drop for Pipelines {
         all.extend(self.coop_pipelines.take_all());
         all.extend(self.gemm_pipelines.take_all());
         all.extend(self.coop_gemm_pipelines.take_all());
-        let lazy = [&mut self.gemm_module, &mut self.coop_gemm_module]
-            .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()));
+        all.extend(self.digits_pipelines.take_all());
+        let lazy = [
+            &mut self.gemm_module,
+            &mut self.coop_gemm_module,
+            &mut self.digits_module,
+        ]
+        .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()));
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not
         // outlive the context (contract).
         unsafe {

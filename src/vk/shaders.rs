@@ -9,6 +9,8 @@ pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_porta
 /// Fused GEMV on x in 8-bit digits with packed integer dot products (`vk::int_dot`),
 /// subgroup reduction.
 pub const GEMV_DOT: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_dot.spv");
+/// The digits pre-pass of [`GEMV_DOT`]: x in 8-bit digits (`vk::int_dot`).
+pub const X_DIGITS: &[u8] = include_bytes!("../../shaders/spv/x_digits.spv");
 /// Tensor-core GEMV (`VK_KHR_cooperative_matrix`, f16 16 × 8 × 16), `layout::coop` weights.
 pub const GEMV_COOP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_coop.spv");
 /// Fused GEMM for m > 8 on the SIMT layout (no subgroup operations).

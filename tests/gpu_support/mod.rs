@@ -405,7 +405,8 @@ pub unsafe fn submit_and_wait(
 
 /// y of `mat` for `m` rows of activations `x_bytes` (f32, or f16 with `x_f16`; dense rows),
 /// recorded through `gemv::record` (the path of `q4vk_cmd_gemv`: a column order is gathered
-/// by the kernels) into a NaN-poisoned buffer and read back.
+/// by the kernels; a workspace where the call can use one, NaN-poisoned too) into a
+/// NaN-poisoned buffer and read back.
 pub fn record_gemv(
     ctx: &q4vk::vk::context::Context,
     mat: &q4vk::vk::matrix::DeviceMatrix,
@@ -431,8 +432,11 @@ pub fn record_gemv(
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: false,
-        x_digits: false,
     };
+    let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
+    let wb = Buffer::new(&ctx.device, ws_bytes.max(16) as u64, MemoryKind::Readback).unwrap();
+    wb.write(0, &vec![0xFF; ws_bytes.max(16)]);
+    let workspace = (ws_bytes > 0).then(|| range(&wb, ws_bytes));
     let mut exec = ctx.exec.lock().unwrap();
     exec.submitter
         .run(None, |cmd| {
@@ -443,6 +447,7 @@ pub fn record_gemv(
                 range(&xb, x_bytes.len()),
                 range(&yb, 4 * m * n),
                 &p,
+                workspace,
             )?;
             let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
             // SAFETY: recording into the context's own command buffer.

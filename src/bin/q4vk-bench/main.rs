@@ -3,9 +3,10 @@
 //! kernel (m = 1), all measured in the same run with timestamp queries, with the kernel
 //! path the context chose (tensor cores "coopmat", "subgroup" or "portable"). Prints a
 //! markdown table; `--m 1,8` picks the activation counts, `--no-coop` forces the SIMT
-//! kernels (with `--int-dot` or `Q4VK_INTDOT=1` on x in 8-bit digits, path "int8-dot",
-//! where the device has packed integer dot products; the digits are made once per row,
-//! untimed, as `q4vk_gemv` makes them per call), `--coop T,S` fixes the tensor-core kernel's tiles and subgroups, and
+//! kernels (path "int8-dot" where they run on x in 8-bit digits: by default where the
+//! device reports packed 8-bit dot products accelerated, with `--int-dot` or
+//! `Q4VK_INTDOT=1` wherever it has them, never with `--no-int-dot`; the digits pre-pass is
+//! timed with the kernel), `--coop T,S` fixes the tensor-core kernel's tiles and subgroups, and
 //! `--coop-sweep` times it over a grid of those (bench/RESULTS.md); `Q4VK_BENCH_LOG=1`
 //! prints the context's log; `--stats` ends the table with the compiler statistics
 //! (registers, spills, as the driver reports them through
@@ -33,7 +34,7 @@ mod timing;
 
 use data::*;
 use q4vk::error::{Error, Result};
-use q4vk::vk::context::{Context, ContextConfig};
+use q4vk::vk::context::{Context, ContextConfig, IntDot};
 use q4vk::vk::log::Logger;
 use sweep::*;
 use table::*;
@@ -59,8 +60,9 @@ struct Options {
     coop: Option<(u32, u32)>,
     /// SIMT kernels only.
     no_coop: bool,
-    /// The integer dot-product GEMV for the SIMT kernels (`Q4VK_INTDOT=1` too).
-    int_dot: bool,
+    /// The integer dot-product GEMV for the SIMT kernels: forced (`--int-dot`), off
+    /// (`--no-int-dot`), else the environment's choice.
+    int_dot: Option<bool>,
     /// Shapes (tiles, subgroups, tokens, K groups) of the tensor-core GEMM to time on the
     /// same matrices, one row each (`None`: the default); one `None` unless given.
     coop_gemm: Vec<Option<(u32, u32, u32, u32)>>,
@@ -92,14 +94,14 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
-    let (mut act_order, mut stats, mut int_dot) = (false, false, false);
+    let (mut act_order, mut stats, mut int_dot) = (false, false, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -112,7 +114,8 @@ fn main() {
             "--sweep" => sweep = true,
             "--coop-sweep" => coop_sweep = true,
             "--no-coop" => no_coop = true,
-            "--int-dot" => int_dot = true,
+            "--int-dot" => int_dot = Some(true),
+            "--no-int-dot" => int_dot = Some(false),
             "--offsets" => offsets = true,
             "--act-order" => act_order = true,
             "--stats" => stats = true,
@@ -191,18 +194,11 @@ fn main() {
 
 /// The kernel path the context ran (a GEMM kernel or not, and the tensor-core GEMM's
 /// shape where the run fixed it).
-fn path(
-    ctx: &Context,
-    opt: &Options,
-    gemm: bool,
-    coop_gemm: Option<(u32, u32, u32, u32)>,
-) -> String {
+fn path(ctx: &Context, gemm: bool, coop_gemm: Option<(u32, u32, u32, u32)>) -> String {
     let kind = match (gemm, coop_gemm) {
         (true, Some((t, s, m, k))) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
         (true, _) => " GEMM".to_string(),
-        (false, _) if ctx.int_dot && !ctx.coop && !opt.x_f16 && !opt.act_order => {
-            " int8-dot".to_string()
-        }
+        (false, _) if ctx.int_dot && !ctx.coop => " int8-dot".to_string(),
         (false, _) => String::new(),
     };
     format!("{}{kind}", ctx.kernel_path())
@@ -233,7 +229,11 @@ fn context(
             unroll,
             split,
             no_coop: opt.no_coop || env.no_coopmat,
-            int_dot: opt.int_dot || env.int_dot,
+            int_dot: match opt.int_dot {
+                Some(true) => IntDot::Forced,
+                Some(false) => IntDot::Off,
+                None => env.int_dot,
+            },
             coop_tuning: opt.coop,
             coop_gemm_tuning: opt.coop_gemm[0],
             gemm_from_m: opt.gemm_from,
@@ -341,7 +341,7 @@ fn run(opt: &Options) -> Result<()> {
             r.n,
             r.k,
             r.m,
-            path(&ctx, opt, r.gemm, r.coop_gemm),
+            path(&ctx, r.gemm, r.coop_gemm),
             r.cold_us,
             rate(gbs(r.cold_us)),
             100.0 * gbs(r.cold_us) / copy,

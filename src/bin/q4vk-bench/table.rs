@@ -36,13 +36,15 @@ pub(crate) struct Prepared {
     x: BufferRange,
     y: BufferRange,
     p: GemvParams,
+    /// The digits' workspace of the integer dot-product GEMV, where it runs.
+    workspace: Option<BufferRange>,
     /// Bytes one GEMV must move: the matrix, x and y.
     bytes: u64,
     /// Checked tokens (all for m ≤ 8; the first, middle and last beyond).
     tokens: Vec<usize>,
     /// Their reference results (`tokens.len()` rows of n), or the caller's full reference.
     want: Vec<f64>,
-    _buffers: (Buffer, Buffer),
+    _buffers: (Buffer, Buffer, Buffer),
 }
 
 /// Uploads the rotated copies of `data` (with per-group `offsets`, if any) and `m`
@@ -65,21 +67,8 @@ pub(crate) fn prepare(
     for _ in 1..copies {
         mats.push(DeviceMatrix::new(ctx, data, offsets, k_order.as_deref())?);
     }
-    // x in 8-bit digits where q4vk_gemv would split it (encoded here once, untimed).
-    let digits = ctx.int_dot
-        && mats[0].coop.is_none()
-        && k_order.is_none()
-        && !opt.x_f16
-        && !gemv::runs_gemm(ctx, &mats[0], m);
-    let row_vectors = q4vk::vk::int_dot::row_vectors(k);
     // f16 activations: x holds f16 values (rounded by the caller), uploaded as f16.
-    let xv: Vec<u8> = if digits {
-        let mut out = vec![0u8; 16 * row_vectors * m as usize];
-        if !q4vk::vk::int_dot::encode(x, k, m as usize, None, &mut out) {
-            return Err(Error::Unsupported("x has a non-finite element".into()));
-        }
-        out
-    } else if opt.x_f16 {
+    let xv: Vec<u8> = if opt.x_f16 {
         x.iter()
             .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
             .collect()
@@ -97,13 +86,17 @@ pub(crate) fn prepare(
     let p = GemvParams {
         m,
         x_f16: opt.x_f16,
-        x_stride: if digits { row_vectors } else { k } as u64,
+        x_stride: k as u64,
         y_stride: n as u64,
         // --act-order times the kernels that gather x (q4vk_cmd_gemv's; q4vk_gemv gathers
         // on the host and runs the plain kernel).
         x_gathered: false,
-        x_digits: digits,
     };
+    // The integer dot-product GEMV's workspace where the call runs it (its pre-pass is
+    // timed with it, as q4vk_cmd_gemv records both).
+    let workspace_bytes = gemv::workspace_bytes(ctx, &mats[0], &p);
+    let wb = Buffer::new(&ctx.device, workspace_bytes.max(16), MemoryKind::Device)?;
+    let workspace = (workspace_bytes > 0).then(|| range(&wb, workspace_bytes));
     let tokens: Vec<usize> = if m > 8 {
         vec![0, m as usize / 2, m as usize - 1]
     } else {
@@ -134,10 +127,11 @@ pub(crate) fn prepare(
         x: range(&xb, xv.len() as u64),
         y: range(&yb, 4 * mb * n as u64),
         p,
+        workspace,
         bytes: bytes_per + xv.len() as u64 + 4 * mb * n as u64,
         tokens,
         want,
-        _buffers: (xb, yb),
+        _buffers: (xb, yb, wb),
     })
 }
 
@@ -154,7 +148,8 @@ impl Prepared {
         let (mats, p) = (&self.mats, &self.p);
         let n = mats[0].shape.n;
         let copies = mats.len();
-        let y = run_once(ctx, &mats[0], self.x, p, n)?;
+        let ws = self.workspace;
+        let y = run_once(ctx, &mats[0], self.x, p, ws, n)?;
         let got: Vec<f32> = if self.want.len() == y.len() {
             y
         } else {
@@ -172,7 +167,7 @@ impl Prepared {
         let mut cold = (f64::INFINITY, Vec::new());
         for _ in 0..2 {
             let series = time_each(ctx, opt.iters.max(copies), warm, |cmd, i| {
-                gemv::record(ctx, cmd, &mats[i % copies], xr, yr, p)
+                gemv::record(ctx, cmd, &mats[i % copies], xr, yr, p, ws)
             })?;
             let at = median(series.clone());
             if at < cold.0 {
@@ -184,7 +179,7 @@ impl Prepared {
             .map(|c| median(cold.iter().skip(c).step_by(copies).copied().collect()))
             .collect();
         let hot_us = time_runs(ctx, opt.iters, warm, |cmd, _| {
-            gemv::record(ctx, cmd, &mats[0], xr, yr, p)
+            gemv::record(ctx, cmd, &mats[0], xr, yr, p, ws)
         })?;
         let gemm = gemv::runs_gemm(ctx, &mats[0], p.m);
         Ok((cold_us, hot_us, self.bytes as f64, rel_err, per_copy, gemm))
@@ -223,6 +218,7 @@ fn run_once(
     mat: &DeviceMatrix,
     x: BufferRange,
     p: &GemvParams,
+    workspace: Option<BufferRange>,
     n: usize,
 ) -> Result<Vec<f32>> {
     let len = p.m as usize * n;
@@ -234,7 +230,7 @@ fn run_once(
         range: 4 * len as u64,
     };
     time_runs(ctx, 1, None, |cmd, _| {
-        gemv::record(ctx, cmd, mat, x, y, p)?;
+        gemv::record(ctx, cmd, mat, x, y, p, workspace)?;
         let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
         // SAFETY: `cmd` is recording.
         unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
