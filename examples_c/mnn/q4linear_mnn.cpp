@@ -18,6 +18,7 @@
 #include "MNN_generated.h"
 #include "VulkanBackend.hpp"
 #include "VulkanBasicExecution.hpp"
+#include "component/VulkanBuffer.hpp"
 #include "core/TensorUtils.hpp"
 
 namespace {
@@ -143,7 +144,10 @@ uint64_t handle_bits(VkBuffer b) {
 // recorded a barrier making x's writes visible to compute-shader reads (VulkanBasicExecution-
 // Direct/InDirect::onResize: barrierSource on every input); the next op's wrapper does the
 // same for y. MNN rebinds its own pipeline and descriptor sets for every op, so the state
-// q4vk_cmd_gemv leaves bound needs no restoring.
+// q4vk_cmd_gemv leaves bound needs no restoring. Where q4vk runs the integer dot-product GEMV
+// for this matrix and m (q4vk_gemv_workspace_size > 0), the execution owns the workspace it
+// passes: a buffer of MNN's memory pool, kept (grown, never shrunk) as long as the command
+// buffers that use it.
 class Q4LinearExecution : public MNN::VulkanBasicExecution {
 public:
     Q4LinearExecution(Backend* bn, q4vk_context* ctx, q4vk_matrix* mat, int n, int k)
@@ -172,7 +176,18 @@ public:
         a.m = (uint32_t)m;
         a.x = q4vk_buffer_ref{handle_bits(std::get<0>(xb)), std::get<2>(xb), m * (size_t)k_ * sizeof(float)};
         a.y = q4vk_buffer_ref{handle_bits(std::get<0>(yb)), std::get<2>(yb), m * (size_t)n_ * sizeof(float)};
-        const q4vk_status st = q4vk_cmd_gemv(ctx_, mat_, cmd->get(), &a);
+        uint64_t workspace = 0;
+        q4vk_status st = q4vk_gemv_workspace_size(ctx_, mat_, a.m, 0, &workspace);
+        if (st != Q4VK_OK) {
+            MNN_ERROR("Q4Linear: q4vk_gemv_workspace_size (m = %zu): %s\n", m, q4vk_error(st).c_str());
+            return MNN::NOT_SUPPORT;
+        }
+        if (workspace > 0) {
+            if (workspace_ == nullptr || workspace_->size() < workspace)
+                workspace_ = std::make_shared<MNN::VulkanBuffer>(vk->getMemoryPool(), false, (size_t)workspace);
+            a.workspace = q4vk_buffer_ref{handle_bits(workspace_->buffer()), 0, workspace};
+        }
+        st = q4vk_cmd_gemv(ctx_, mat_, cmd->get(), &a);
         if (st != Q4VK_OK) {
             MNN_ERROR("Q4Linear: q4vk_cmd_gemv (m = %zu): %s\n", m, q4vk_error(st).c_str());
             return MNN::NOT_SUPPORT;
@@ -184,6 +199,7 @@ private:
     q4vk_context* ctx_;
     q4vk_matrix* mat_;
     int n_, k_;
+    std::shared_ptr<MNN::VulkanBuffer> workspace_;
 };
 
 class Q4LinearCreator : public VulkanBackend::Creator {

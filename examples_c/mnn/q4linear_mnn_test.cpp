@@ -124,6 +124,11 @@ struct HostVulkan {
     uint32_t family = 0;
     std::vector<const char*> device_exts;
     VkPhysicalDeviceProperties props{};
+    // Packed 8-bit dot products, enabled where offered and passed on to q4vk (its integer
+    // dot-product GEMV; the feature chain must outlive q4vk_context_create).
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot_feature{};
+    VkPhysicalDeviceFeatures2 features{};
+    bool int_dot = false;
 
     bool create(bool validation, bool push_descriptors) {
         VkApplicationInfo app{};
@@ -182,9 +187,19 @@ struct HostVulkan {
         vkEnumerateDeviceExtensionProperties(physical, nullptr, &next, nullptr);
         std::vector<VkExtensionProperties> exts(next);
         vkEnumerateDeviceExtensionProperties(physical, nullptr, &next, exts.data());
-        for (const VkExtensionProperties& e : exts)
+        bool dot_ext = false;
+        for (const VkExtensionProperties& e : exts) {
             if (push_descriptors && std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0)
                 device_exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+            if (std::strcmp(e.extensionName, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME) == 0) dot_ext = true;
+        }
+        dot_feature.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
+        features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+        features.pNext = &dot_feature;
+        vkGetPhysicalDeviceFeatures2(physical, &features);
+        int_dot = dot_ext && dot_feature.shaderIntegerDotProduct;
+        if (int_dot) device_exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+        features.features = VkPhysicalDeviceFeatures{};  // only the dot products beyond core
         const float priority = 1.0f;
         VkDeviceQueueCreateInfo qci{};
         qci.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
@@ -197,6 +212,7 @@ struct HostVulkan {
         dci.pQueueCreateInfos = &qci;
         dci.enabledExtensionCount = (uint32_t)device_exts.size();
         dci.ppEnabledExtensionNames = device_exts.data();
+        if (int_dot) dci.pNext = &features;
         if (!vk_ok(vkCreateDevice(physical, &dci, nullptr, &device), "vkCreateDevice")) return false;
         vkGetDeviceQueue(device, family, 0, &queue);
         return true;
@@ -354,12 +370,35 @@ int main(int argc, char** argv) {
     cd.api_version = VK_API_VERSION_1_1;
     cd.enabled_extensions = vk.device_exts.data();
     cd.enabled_extension_count = (uint32_t)vk.device_exts.size();
+    cd.enabled_features = vk.int_dot ? &vk.features : nullptr;
     cd.queue_lock = lock_queue;
     cd.queue_unlock = unlock_queue;
     cd.queue_lock_user = &guard;
     q4vk_context* ctx = nullptr;
     if (!q4vk_ok(q4vk_context_create(&cd, &ctx), "q4vk_context_create")) return vk.destroy(), 1;
     q4linear_mnn::attach(vk.device, ctx);
+    // Q4VK_MNN_EXPECT_INT_DOT=1 (run.sh, with Q4VK_INTDOT=1): the op must get a workspace,
+    // i.e. run the integer dot-product GEMV, or the run fails.
+    const char* expect_int_dot = std::getenv("Q4VK_MNN_EXPECT_INT_DOT");
+    if (expect_int_dot != nullptr && std::strcmp(expect_int_dot, "1") == 0) {
+        const int n = 8, k = 64;
+        std::vector<float> w((size_t)n * k, 0.5f);
+        const q4vk_matrix_desc d = q4linear_mnn::weight_desc(w.data(), n, k, 32, false);
+        q4vk_matrix* probe = nullptr;
+        uint64_t workspace = 0;
+        if (!q4vk_ok(q4vk_matrix_create(ctx, &d, &probe), "q4vk_matrix_create (probe)") ||
+            !q4vk_ok(q4vk_gemv_workspace_size(ctx, probe, 1, 0, &workspace), "q4vk_gemv_workspace_size") ||
+            workspace == 0) {
+            std::fputs("FAIL: Q4VK_MNN_EXPECT_INT_DOT=1 but q4vk asks for no workspace (integer dot products off)\n",
+                       stderr);
+            q4vk_matrix_destroy(probe);
+            q4vk_context_destroy(ctx);
+            return vk.destroy(), 1;
+        }
+        q4vk_matrix_destroy(probe);
+        std::printf("integer dot-product GEMV: %llu-byte workspace at m = 1, k = %d\n",
+                    (unsigned long long)workspace, k);
+    }
 
     const Case cases[] = {
         {37, 100, 32, 0},    // odd n, k = 3·32 + 4

@@ -16,8 +16,10 @@
 #   Q4VK_MNN_M           the m (rows of x) to test (default "1 3 8 9 64": the GEMV kernels
 #                        for m ≤ 8, the prefill GEMM above)
 #   Q4VK_MNN_VALIDATION  0 runs without the validation layer (default 1: required)
-# The test runs twice: with VK_KHR_push_descriptor enabled on the device (when offered) and
-# without it (q4vk's descriptor-set ring), since MNN resubmits what it recorded.
+# The test runs three times: with VK_KHR_push_descriptor enabled on the device (when offered)
+# and without it (q4vk's descriptor-set ring), since MNN resubmits what it recorded; then with
+# the integer dot-product GEMV forced (Q4VK_INTDOT=1: lavapipe has the dot products but does
+# not report them accelerated), where the op passes q4vk a workspace from MNN's memory pool.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -47,4 +49,8 @@ for push in 1 0; do
     Q4VK_MNN_VALIDATION=${Q4VK_MNN_VALIDATION:-1} Q4VK_MNN_PUSH_DESCRIPTORS=$push \
         "$build/q4linear_mnn_test" ${Q4VK_MNN_M:-1 3 8 9 64}
 done
+echo "== q4linear_mnn_test with the integer dot-product GEMV forced (a workspace from MNN's pool)"
+# shellcheck disable=SC2086 # the m list is split on purpose
+Q4VK_MNN_VALIDATION=${Q4VK_MNN_VALIDATION:-1} Q4VK_MNN_PUSH_DESCRIPTORS=1 Q4VK_INTDOT=1 \
+    Q4VK_MNN_EXPECT_INT_DOT=1 "$build/q4linear_mnn_test" ${Q4VK_MNN_M:-1 3 8 9 64}
 echo "run.sh: passed in $((SECONDS - start)) s"
