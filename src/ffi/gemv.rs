@@ -150,6 +150,35 @@ unsafe fn handles<'a>(ctx: *mut q4vk_context, mat: *const q4vk_matrix) -> Result
     Ok(Pair::Vulkan(ctx, mat))
 }
 
+/// The Vulkan context and matrix behind two handles, for `call` (`q4vk_cmd_gemv` or its
+/// workspace query): a CPU context is `Unsupported`.
+///
+/// # Safety
+/// As [`handles`].
+unsafe fn vulkan_pair<'a>(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    call: &str,
+) -> Result<(&'a Context, &'a DeviceMatrix)> {
+    // SAFETY: the caller's contract.
+    match unsafe { handles(ctx, mat) }? {
+        Pair::Vulkan(ctx, mat) => Ok((ctx, mat)),
+        Pair::Cpu(ctx, _) => Err(Error::Unsupported(format!(
+            "{call} needs a Vulkan context (q4vk_cmd_gemv records into a Vulkan command buffer); ctx runs on the CPU ({}): use q4vk_gemv",
+            ctx.device_name()
+        ))),
+    }
+}
+
+/// Refuses `Q4VK_GEMV_*` bits this library does not know (`what`: the argument's name).
+fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
+    let unknown = flags & !Q4VK_GEMV_F16_ACTIVATIONS;
+    if unknown != 0 {
+        return Err(invalid!("{what} has unknown bits {unknown:#x}"));
+    }
+    Ok(())
+}
+
 /// `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory, synchronous: copies x to a
 /// staging buffer reused across calls (grown, never shrunk; no allocation once it is large
 /// enough), runs on q4vk's queue, waits, copies y back. `x_len`/`y_len` are element counts
@@ -285,24 +314,11 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
 ) -> q4vk_status {
     guard("q4vk_cmd_gemv", || {
         // SAFETY: NULL or live handles (contract).
-        let (ctx, mat) = match unsafe { handles(ctx, mat) }? {
-            Pair::Vulkan(ctx, mat) => (ctx, mat),
-            Pair::Cpu(ctx, _) => {
-                return Err(Error::Unsupported(format!(
-                    "q4vk_cmd_gemv records into a Vulkan command buffer; ctx runs on the CPU ({}): use q4vk_gemv",
-                    ctx.device_name()
-                )))
-            }
-        };
+        let (ctx, mat) = unsafe { vulkan_pair(ctx, mat, "q4vk_cmd_gemv") }?;
         require(command_buffer, "command_buffer")?;
         // SAFETY: NULL or readable for its `struct_size` (contract).
         let a = unsafe { read_struct(args, "args") }?;
-        if a.flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
-            return Err(invalid!(
-                "args->flags has unknown bits {:#x}",
-                a.flags & !Q4VK_GEMV_F16_ACTIVATIONS
-            ));
-        }
+        check_gemv_flags(a.flags, "args->flags")?;
         if a.reserved0 != 0 {
             return Err(invalid!("args->reserved0 is {}; it must be 0", a.reserved0));
         }
@@ -356,22 +372,9 @@ pub unsafe extern "C" fn q4vk_gemv_workspace_size(
 ) -> q4vk_status {
     guard("q4vk_gemv_workspace_size", || {
         // SAFETY: NULL or live handles (contract).
-        let (ctx, mat) = match unsafe { handles(ctx, mat) }? {
-            Pair::Vulkan(ctx, mat) => (ctx, mat),
-            Pair::Cpu(ctx, _) => {
-                return Err(Error::Unsupported(format!(
-                    "the workspace is q4vk_cmd_gemv's, which records into a Vulkan command buffer; ctx runs on the CPU ({})",
-                    ctx.device_name()
-                )))
-            }
-        };
+        let (ctx, mat) = unsafe { vulkan_pair(ctx, mat, "q4vk_gemv_workspace_size") }?;
         require(bytes, "bytes")?;
-        if flags & !Q4VK_GEMV_F16_ACTIVATIONS != 0 {
-            return Err(invalid!(
-                "flags has unknown bits {:#x}",
-                flags & !Q4VK_GEMV_F16_ACTIVATIONS
-            ));
-        }
+        check_gemv_flags(flags, "flags")?;
         check_m(m)?;
         let params = GemvParams {
             m,
