@@ -265,9 +265,12 @@ int main(int argc, char **argv) {
     VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot_feature = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
     VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    features.pNext = &dot_feature;
-    vkGetPhysicalDeviceFeatures2(pd, &features);
-    int int_dot = has_dot_ext && dot_feature.shaderIntegerDotProduct;
+    int int_dot = 0;
+    if (has_dot_ext) { /* the feature struct is the extension's: query it only where listed */
+        features.pNext = &dot_feature;
+        vkGetPhysicalDeviceFeatures2(pd, &features);
+        int_dot = dot_feature.shaderIntegerDotProduct == VK_TRUE;
+    }
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
@@ -467,7 +470,8 @@ int main(int argc, char **argv) {
         vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                              &to_compute, 0, NULL, 0, NULL);
 
-        /* y = W x: binds q4vk's pipeline, its sets 0 and 1 and 40 bytes of push constants. */
+        /* y = W x: binds q4vk's pipeline, its sets 0 and 1 and 44 bytes of push constants
+         * (with a workspace: also a barrier, the digits pre-pass and a second barrier). */
         q4vk_gemv_args args;
         q4vk_gemv_args_default(&args);
         args.m = (uint32_t)m;

@@ -68,8 +68,9 @@
 // same accuracy as the GPU kernels (with AVX-512 VNNI, AVX2, or NEON with the ARMv8.2 dot
 // product, m = 1 runs integer dot products of the codes and x split into three 8-bit
 // digits per element, each within 2^-23.99 of the largest magnitude of its block of 32). `q4vk_context_device_name` names the CPU context's
-// kernel and threads, e.g. `CPU (AVX2+FMA, 2 threads)`. `q4vk_cmd_gemv`, `q4vk_kernel_export` and the pipeline-cache
-// functions answer `Q4VK_ERROR_UNSUPPORTED` on it. Threads: `cpu_threads`. With an adopted
+// kernel and threads, e.g. `CPU (AVX2+FMA, 2 threads)`. `q4vk_cmd_gemv`,
+// `q4vk_gemv_workspace_size`, `q4vk_kernel_export` and the pipeline-cache functions answer
+// `Q4VK_ERROR_UNSUPPORTED` on it. Threads: `cpu_threads`. With an adopted
 // device: `Q4VK_ERROR_INVALID_ARGUMENT`. `device_index` and the Vulkan-only flags are
 // ignored.
 #define Q4VK_CONTEXT_CPU 8
@@ -789,7 +790,10 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 // Barriers: none other are recorded. The caller makes x's writes available and visible to
 // `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT` before, orders any
 // earlier access to y before this write, and synchronizes later reads of y against
-// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_WRITE_BIT`.
+// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_WRITE_BIT`. A workspace is
+// the caller's memory too: accesses to it other than q4vk's GEMVs (a transfer, memory
+// aliased or pooled for other work) are ordered before the call against the compute
+// stage's writes and after it against the compute stage's reads and writes.
 //
 // Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
 // `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),

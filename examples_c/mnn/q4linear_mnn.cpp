@@ -146,8 +146,11 @@ uint64_t handle_bits(VkBuffer b) {
 // same for y. MNN rebinds its own pipeline and descriptor sets for every op, so the state
 // q4vk_cmd_gemv leaves bound needs no restoring. Where q4vk runs the integer dot-product GEMV
 // for this matrix and m (q4vk_gemv_workspace_size > 0), the execution owns the workspace it
-// passes: a buffer of MNN's memory pool, kept (grown, never shrunk) as long as the command
-// buffers that use it.
+// passes: a buffer of MNN's memory pool, grown (never shrunk) when a larger m needs more.
+// Growing frees the old buffer while the command buffer recorded before may still name it;
+// that is safe because MNN 3.x waits for every submission (VulkanBackend::_finish) and
+// re-encodes every op after a resize before it submits again. (MNN's VulkanBuffer reports a
+// failed allocation only in its log.)
 class Q4LinearExecution : public MNN::VulkanBasicExecution {
 public:
     Q4LinearExecution(Backend* bn, q4vk_context* ctx, q4vk_matrix* mat, int n, int k)

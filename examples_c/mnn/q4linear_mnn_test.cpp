@@ -195,9 +195,11 @@ struct HostVulkan {
         }
         dot_feature.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
         features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-        features.pNext = &dot_feature;
-        vkGetPhysicalDeviceFeatures2(physical, &features);
-        int_dot = dot_ext && dot_feature.shaderIntegerDotProduct;
+        if (dot_ext) {  // the feature struct is the extension's: query it only where listed
+            features.pNext = &dot_feature;
+            vkGetPhysicalDeviceFeatures2(physical, &features);
+            int_dot = dot_feature.shaderIntegerDotProduct == VK_TRUE;
+        }
         if (int_dot) device_exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
         features.features = VkPhysicalDeviceFeatures{};  // only the dot products beyond core
         const float priority = 1.0f;

@@ -56,14 +56,14 @@ pub struct Digits {
 }
 
 /// `2^e` in f64 (e within ±1022).
-pub(crate) fn pow2(e: i32) -> f64 {
+fn pow2(e: i32) -> f64 {
     f64::from_bits(((1023 + e) as u64) << 52)
 }
 
 /// The three digits `(D0, D1, D2)` of an integer `q`: `q = D0·2^16 + D1·2^8 + D2` with
 /// `D1, D2 ∈ [−128, 127]`; `D0 ∈ [−128, 127]` when `q` lies in
 /// `−128·(2^16 + 2^8 + 1) ..= 127·(2^16 + 2^8 + 1)` (the vector `split`, one lane).
-pub(crate) fn split_one(q: i32) -> [i32; 3] {
+fn split_one(q: i32) -> [i32; 3] {
     let digit = |v: i32| ((v + 128) & 255) - 128;
     let d2 = digit(q);
     let q1 = (q - d2) >> 8;
@@ -73,7 +73,7 @@ pub(crate) fn split_one(q: i32) -> [i32; 3] {
 
 /// `E` for a row of x whose largest magnitude is `largest` (finite): the exponent of the
 /// power of two at or below it (0 for a row of zeros).
-pub(crate) fn row_exponent(largest: f32) -> i32 {
+fn row_exponent(largest: f32) -> i32 {
     match largest {
         0.0 => 0,
         v => ((f64::from(v).to_bits() >> 52) & 0x7ff) as i32 - 1023,
@@ -82,7 +82,7 @@ pub(crate) fn row_exponent(largest: f32) -> i32 {
 
 /// The block scale `t` for a block whose largest magnitude is `max` (not 0), with
 /// `unit = 2^-E`.
-pub(crate) fn block_scale(max: f32, unit: f64) -> f32 {
+fn block_scale(max: f32, unit: f64) -> f32 {
     ((f64::from(max) * unit / (TOP * 65536.0)) as f32).max(f32::MIN_POSITIVE)
 }
 

@@ -57,8 +57,9 @@ pub const Q4VK_CONTEXT_NO_COOPMAT: u32 = 0x4;
 /// same accuracy as the GPU kernels (with AVX-512 VNNI, AVX2, or NEON with the ARMv8.2 dot
 /// product, m = 1 runs integer dot products of the codes and x split into three 8-bit
 /// digits per element, each within 2^-23.99 of the largest magnitude of its block of 32). `q4vk_context_device_name` names the CPU context's
-/// kernel and threads, e.g. `CPU (AVX2+FMA, 2 threads)`. `q4vk_cmd_gemv`, `q4vk_kernel_export` and the pipeline-cache
-/// functions answer `Q4VK_ERROR_UNSUPPORTED` on it. Threads: `cpu_threads`. With an adopted
+/// kernel and threads, e.g. `CPU (AVX2+FMA, 2 threads)`. `q4vk_cmd_gemv`,
+/// `q4vk_gemv_workspace_size`, `q4vk_kernel_export` and the pipeline-cache functions answer
+/// `Q4VK_ERROR_UNSUPPORTED` on it. Threads: `cpu_threads`. With an adopted
 /// device: `Q4VK_ERROR_INVALID_ARGUMENT`. `device_index` and the Vulkan-only flags are
 /// ignored.
 pub const Q4VK_CONTEXT_CPU: u32 = 0x8;

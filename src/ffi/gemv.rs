@@ -285,7 +285,10 @@ pub unsafe extern "C" fn q4vk_gemv(
 /// Barriers: none other are recorded. The caller makes x's writes available and visible to
 /// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT` before, orders any
 /// earlier access to y before this write, and synchronizes later reads of y against
-/// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_WRITE_BIT`.
+/// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_WRITE_BIT`. A workspace is
+/// the caller's memory too: accesses to it other than q4vk's GEMVs (a transfer, memory
+/// aliased or pooled for other work) are ordered before the call against the compute
+/// stage's writes and after it against the compute stage's reads and writes.
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
 /// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),

@@ -169,10 +169,16 @@ pub fn validate(
             ));
         }
     }
-    if x.buffer == y.buffer && x.offset < y.offset + y.range && y.offset < x.offset + x.range {
+    if x.buffer == y.buffer && overlap((x.offset, x.range), (y.offset, y.range)) {
         return Err(invalid!("args->x and args->y overlap"));
     }
     Ok(())
+}
+
+/// Whether two byte ranges (offset, length) of one buffer overlap (ends past 2^64 saturate:
+/// a hostile offset cannot wrap around).
+fn overlap((a, a_len): (u64, u64), (b, b_len): (u64, u64)) -> bool {
+    a < b.saturating_add(b_len) && b < a.saturating_add(a_len)
 }
 
 /// How a GEMV of `mat` runs on `ctx`: the pipeline (created on first use), rows and
@@ -205,10 +211,12 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
 pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
     let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
-    let fits = (mat.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
-        && u64::from(m) <= max_y
-        && digits_bytes(mat, m) <= ctx.device.info.max_storage_range;
-    ctx.int_dot && mat.coop.is_none() && !runs_gemm(ctx, mat, m) && fits
+    let fits = || {
+        (mat.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
+            && u64::from(m) <= max_y
+            && digits_bytes(mat, m) <= ctx.device.info.max_storage_range
+    };
+    ctx.int_dot && mat.coop.is_none() && !runs_gemm(ctx, mat, m) && fits()
 }
 
 /// Chunks of 32 columns per workgroup of the digits pre-pass (four invocations each).
@@ -388,7 +396,7 @@ fn coop_gemm_plan(
 /// given, first a compute-to-compute barrier (earlier readers of the workspace finish), the
 /// digits pre-pass (x into the workspace's first [`workspace_bytes`]) and another barrier;
 /// otherwise the workspace is not used. Then binds the GEMV pipeline, set 1 (x, y: pushed
-/// or cached), per part set 0 and the push constants, and dispatches. No barrier after.
+/// or from the ring), per part set 0 and the push constants, and dispatches. No barrier after.
 pub fn record(
     ctx: &Context,
     cmd: vk::CommandBuffer,
@@ -473,7 +481,7 @@ fn validate_workspace(
         ));
     }
     for (name, b) in [("x", x), ("y", y)] {
-        if ws.buffer == b.buffer && ws.offset < b.offset + b.range && b.offset < ws.offset + need {
+        if ws.buffer == b.buffer && overlap((ws.offset, need), (b.offset, b.range)) {
             return Err(invalid!("args->workspace overlaps args->{name}"));
         }
     }

@@ -1,8 +1,9 @@
 //! Descriptor sets for x and y on devices without `VK_KHR_push_descriptor`: a ring of at
-//! most `RING` sets per context. Each GEMV writes the next set of the ring, so memory is
-//! bounded and no set ever names a buffer handle the host may since have destroyed and
-//! reused. A set is rewritten only after `RING` further GEMVs on the context; the host's
-//! side of that rule is stated on `q4vk_cmd_gemv`.
+//! most `RING` sets per context. Each GEMV writes the next set of the ring (one with the
+//! digits pre-pass writes two), so memory is bounded and no set ever names a buffer handle
+//! the host may since have destroyed and reused. A set is rewritten only after `RING`
+//! further sets were taken on the context; the host's side of that rule is stated on
+//! `q4vk_cmd_gemv`.
 
 use super::device::Device;
 use super::gemv::BufferRange;
@@ -51,8 +52,8 @@ impl XySets {
             self.allocate(layout)?;
         }
         let set = self.sets[self.next];
-        // SAFETY: a set of this device; the last GEMV that bound it was recorded RING calls
-        // ago, so no pending command buffer uses it (the contract of q4vk_cmd_gemv).
+        // SAFETY: a set of this device; the last GEMV that bound it took it RING sets ago, so
+        // no pending command buffer uses it (the contract of q4vk_cmd_gemv).
         unsafe {
             let infos = buffer_infos(x, y);
             self.device

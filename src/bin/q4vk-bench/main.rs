@@ -192,13 +192,13 @@ fn main() {
     }
 }
 
-/// The kernel path the context ran (a GEMM kernel or not, and the tensor-core GEMM's
-/// shape where the run fixed it).
-fn path(ctx: &Context, gemm: bool, coop_gemm: Option<(u32, u32, u32, u32)>) -> String {
-    let kind = match (gemm, coop_gemm) {
+/// The kernel path a row ran (a GEMM kernel, the tensor-core GEMM's shape where the run
+/// fixed it, or the integer dot-product GEMV).
+fn path(ctx: &Context, r: &Row) -> String {
+    let kind = match (r.gemm, r.coop_gemm) {
         (true, Some((t, s, m, k))) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
         (true, _) => " GEMM".to_string(),
-        (false, _) if ctx.int_dot && !ctx.coop => " int8-dot".to_string(),
+        (false, _) if r.int_dot => " int8-dot".to_string(),
         (false, _) => String::new(),
     };
     format!("{}{kind}", ctx.kernel_path())
@@ -341,7 +341,7 @@ fn run(opt: &Options) -> Result<()> {
             r.n,
             r.k,
             r.m,
-            path(&ctx, r.gemm, r.coop_gemm),
+            path(&ctx, &r),
             r.cold_us,
             rate(gbs(r.cold_us)),
             100.0 * gbs(r.cold_us) / copy,

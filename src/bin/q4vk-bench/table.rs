@@ -25,6 +25,8 @@ pub(crate) struct Row {
     pub(crate) per_copy: Vec<f64>,
     /// A GEMM kernel ran.
     pub(crate) gemm: bool,
+    /// The integer dot-product GEMV ran (with its pre-pass).
+    pub(crate) int_dot: bool,
     /// The tensor-core GEMM's shape the row fixed (`None`: the default).
     pub(crate) coop_gemm: Option<(u32, u32, u32, u32)>,
 }
@@ -335,6 +337,7 @@ pub(crate) fn bench_shape(
             copy_now,
             per_copy,
             gemm,
+            int_dot: prepared.workspace.is_some(),
             coop_gemm,
         });
     }
