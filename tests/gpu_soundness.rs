@@ -59,7 +59,7 @@ fn oversized_gemv_is_refused_before_staging_grows() {
     let small = random_q4(&mut rng, 16, 64, 32, false, false);
     let small_mat = upload_q4(&gpu, &small);
     assert!(check_gemv(&gpu, small_mat, &small, &rng.vec(64), 1) < 1e-5);
-    let staged = ctx.exec.lock().unwrap().staging.bytes();
+    let staged = ctx.exec.lock().unwrap().buffers.bytes();
     // One row of k inputs with m = 8: 8·k floats of x exceed the limit.
     let m = 8usize;
     let k = ((max / (4 * m as u64)) as usize + 256).next_multiple_of(128);
@@ -90,7 +90,7 @@ fn oversized_gemv_is_refused_before_staging_grows() {
     assert!(message.contains("maxStorageBufferRange"), "{message}");
     assert!(!message.contains("args->"), "{message}");
     assert!(y.iter().all(|v| v.is_nan()), "y written on failure");
-    assert_eq!(ctx.exec.lock().unwrap().staging.bytes(), staged);
+    assert_eq!(ctx.exec.lock().unwrap().buffers.bytes(), staged);
     unsafe {
         q4vk_matrix_destroy(big_mat);
         q4vk_matrix_destroy(small_mat);

@@ -3,7 +3,7 @@
 //! pipeline map and the x/y descriptor cache behind their own.
 
 use super::device::{Device, DeviceOptions, HostEnabled};
-use super::gemv::{Staging, MAX_M};
+use super::gemv::{GemvBuffers, MAX_M};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
 use super::pipeline::{Pipelines, Tuning};
@@ -121,8 +121,8 @@ pub struct Limits {
 pub struct Exec {
     /// One-shot submission.
     pub submitter: Submitter,
-    /// Staging of `q4vk_gemv`.
-    pub staging: Staging,
+    /// Buffers of `q4vk_gemv` (staging and the integer dot-product GEMV's workspace).
+    pub buffers: GemvBuffers,
 }
 
 /// A Vulkan context.
@@ -404,7 +404,7 @@ impl Context {
         Ok(Context {
             exec: Mutex::new(Exec {
                 submitter,
-                staging: Staging::default(),
+                buffers: GemvBuffers::default(),
             }),
             xy_sets,
             pipelines,

@@ -643,13 +643,13 @@ fn record_gemv(
 /// Buffers of `q4vk_gemv`, grown on demand and reused: host-visible x and y, and the
 /// device-local workspace of the integer dot-product GEMV.
 #[derive(Default)]
-pub struct Staging {
+pub struct GemvBuffers {
     x: Option<Buffer>,
     y: Option<Buffer>,
     workspace: Option<Buffer>,
 }
 
-impl Staging {
+impl GemvBuffers {
     /// Bytes held (x, y and the workspace).
     pub fn bytes(&self) -> u64 {
         [&self.x, &self.y, &self.workspace]
@@ -732,13 +732,13 @@ pub fn gemv_host(
     let exec = &mut *exec;
     // After a failed wait the device may still read the buffers: touch nothing.
     exec.submitter.check_usable()?;
-    let staging = &mut exec.staging;
-    ensure(ctx, &mut staging.x, 4 * xn as u64, MemoryKind::Upload)?;
-    ensure(ctx, &mut staging.y, 4 * yn as u64, MemoryKind::Readback)?;
+    let buffers = &mut exec.buffers;
+    ensure(ctx, &mut buffers.x, 4 * xn as u64, MemoryKind::Upload)?;
+    ensure(ctx, &mut buffers.y, 4 * yn as u64, MemoryKind::Readback)?;
     if workspace > 0 {
-        ensure(ctx, &mut staging.workspace, workspace, MemoryKind::Device)?;
+        ensure(ctx, &mut buffers.workspace, workspace, MemoryKind::Device)?;
     }
-    let xb = staging.x.as_mut().expect("x");
+    let xb = buffers.x.as_mut().expect("x");
     xb.fill(4 * xn, |staged| match (&mat.k_order, p.x_gathered) {
         // A matrix with a column order gets x in that order for the f32 kernel, gathered
         // straight into the staging buffer once per call.
@@ -754,10 +754,10 @@ pub fn gemv_host(
             }
         }
     });
-    let xr = head(staging.x.as_ref().expect("x"), 4 * xn as u64);
-    let yb = staging.y.as_ref().expect("y");
+    let xr = head(buffers.x.as_ref().expect("x"), 4 * xn as u64);
+    let yb = buffers.y.as_ref().expect("y");
     let yr = head(yb, 4 * yn as u64);
-    let ws = staging
+    let ws = buffers
         .workspace
         .as_ref()
         .filter(|_| workspace > 0)
