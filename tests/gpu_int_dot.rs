@@ -614,3 +614,28 @@ fn auto_follows_the_devices_acceleration() {
     assert_eq!(ctx.int_dot, ctx.device.int_dot == Some(true));
     eprintln!("accelerated 8-bit dot products: {:?}", ctx.device.int_dot);
 }
+
+#[test]
+fn the_pre_pass_spans_workgroups_and_tiny_rows() {
+    let ctx = context(IntDot::Forced);
+    let mut rng = Rng(0x71D7);
+    // k = 5000: 157 chunks over 5 workgroups of 32; k = 1 and 33: one partial chunk, and
+    // a full one beside one column.
+    for &(n, k, m) in &[(12usize, 5000usize, 3usize), (5, 1, 2), (7, 33, 8)] {
+        let d = random_q4(&mut rng, n, k, -1, true, false);
+        let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+        let x = rng.vec(m * k);
+        let (y, words) = record_with_workspace(&ctx, &mat, &f32_bytes(&x), m, false);
+        let per_row = 4 * row_vectors(k);
+        for (r, row) in x.chunks_exact(k).enumerate() {
+            assert_eq!(
+                words[r * per_row..(r + 1) * per_row],
+                model_digits(row)[..],
+                "k {k} row {r}"
+            );
+        }
+        let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
+        assert!(err < 1e-5, "k {k}: {err:e}");
+    }
+    assert_nothing_logged();
+}
