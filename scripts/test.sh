@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of q4vk: formatting, lints and doc links, the header drift and ABI checks, the Rust unit and
 # integration tests (golden vectors; Vulkan tests on whatever device exists, lavapipe on
-# CPU-only machines, with the validation layer on), the CPU tests built for aarch64 under
+# CPU-only machines, with the validation layer on; the Vulkan tests a second time with the
+# integer dot-product GEMV forced), the CPU tests built for aarch64 under
 # qemu-user (NEON kernels, with and without the dot product), and the C consumer tests (CMake/CTest,
 # default and ASan+UBSan builds), the Rust tests under ASan/LSan with a valgrind leak count,
 # and a 30-second smoke run of every fuzz target. Installs missing prerequisites first
@@ -31,6 +32,11 @@ if [ -x scripts/build-shaders.sh ]; then
 fi
 echo "== cargo test"
 cargo test --release
+echo "== GPU tests again with the integer dot-product GEMV forced (Q4VK_INTDOT=1: lavapipe has"
+echo "   the dot products but does not report them accelerated; the default on devices that do)"
+gpu_tests=$(cd tests && ls gpu_*.rs | sed 's/\.rs$//; s/^/--test /')
+# shellcheck disable=SC2086 # one --test per file
+Q4VK_INTDOT=1 cargo test --release --quiet $gpu_tests
 echo "== Android link flags (build.rs run as for target_os = android)"
 # No NDK here: run the compiled build script as cargo would for an Android target and
 # check the 16 KB page alignment flag (Android 15) and the SONAME (the exports are rustc's
