@@ -218,6 +218,33 @@ fn f32_bytes(x: &[f32]) -> Vec<u8> {
     x.iter().flat_map(|v| v.to_ne_bytes()).collect()
 }
 
+/// x rounded to f16: its bytes (padded to whole 32-bit words, as the kernels read them)
+/// and its values widened back to f32 (what the digits and the reference see).
+fn f16_x(x: &[f32]) -> (Vec<u8>, Vec<f32>) {
+    let xh: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let mut bytes: Vec<u8> = xh.iter().flat_map(|v| v.to_le_bytes()).collect();
+    bytes.resize(bytes.len().next_multiple_of(4), 0);
+    (bytes, xh.iter().map(|v| v.to_f32()).collect())
+}
+
+/// Asserts that the workspace `words` hold the model's digits of every row of `x` (rows of
+/// `k`, in the matrix's column order).
+fn assert_model_digits(words: &[u32], x: &[f32], k: usize, what: &str) {
+    let per_row = 4 * row_vectors(k);
+    assert_eq!(
+        words.len(),
+        per_row * (x.len() / k),
+        "{what}: workspace words"
+    );
+    for (r, row) in x.chunks_exact(k).enumerate() {
+        assert_eq!(
+            words[r * per_row..(r + 1) * per_row],
+            model_digits(row)[..],
+            "{what}: row {r}"
+        );
+    }
+}
+
 #[test]
 fn the_pre_pass_writes_the_models_digits() {
     let ctx = context(IntDot::Forced);
@@ -249,20 +276,11 @@ fn the_pre_pass_writes_the_models_digits() {
     x[2 * k..3 * k].fill(0.0);
     x[3 * k + 17] = f32::MAX;
     let (_, words) = record_with_workspace(&ctx, &mat, &f32_bytes(&x), 4, false);
-    let per_row = 4 * row_vectors(k);
-    for (r, row) in x.chunks_exact(k).enumerate() {
-        assert_eq!(
-            words[r * per_row..(r + 1) * per_row],
-            model_digits(row)[..],
-            "row {r}"
-        );
-    }
+    assert_model_digits(&words, &x, k, "f32");
     // f16 x: the digits of its f32 values.
-    let xh: Vec<half::f16> = x[..k].iter().map(|&v| half::f16::from_f32(v)).collect();
-    let bytes: Vec<u8> = xh.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let (bytes, widened) = f16_x(&x[..k]);
     let (_, words) = record_with_workspace(&ctx, &mat, &bytes, 1, true);
-    let widened: Vec<f32> = xh.iter().map(|v| v.to_f32()).collect();
-    assert_eq!(words, model_digits(&widened));
+    assert_model_digits(&words, &widened, k, "f16");
     assert_nothing_logged();
 }
 
@@ -278,27 +296,11 @@ fn the_pre_pass_reads_unaligned_rows_one_by_one() {
     // The largest magnitude of rows 1 and 2 in their last, scalar-read elements.
     x[2 * k - 1] = -7.0e4;
     x[3 * k - 2] = 6.5e4;
-    let per_row = 4 * row_vectors(k);
     let (_, words) = record_with_workspace(&ctx, &mat, &f32_bytes(&x), m, false);
-    for (r, row) in x.chunks_exact(k).enumerate() {
-        assert_eq!(
-            words[r * per_row..(r + 1) * per_row],
-            model_digits(row)[..],
-            "f32 row {r}"
-        );
-    }
-    let xh: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
-    let mut bytes: Vec<u8> = xh.iter().flat_map(|v| v.to_le_bytes()).collect();
-    bytes.resize(bytes.len().next_multiple_of(4), 0);
+    assert_model_digits(&words, &x, k, "f32");
+    let (bytes, widened) = f16_x(&x);
     let (_, words) = record_with_workspace(&ctx, &mat, &bytes, m, true);
-    let widened: Vec<f32> = xh.iter().map(|v| v.to_f32()).collect();
-    for (r, row) in widened.chunks_exact(k).enumerate() {
-        assert_eq!(
-            words[r * per_row..(r + 1) * per_row],
-            model_digits(row)[..],
-            "f16 row {r}"
-        );
-    }
+    assert_model_digits(&words, &widened, k, "f16");
     assert_nothing_logged();
 }
 
@@ -316,10 +318,7 @@ fn the_pre_pass_gathers_through_a_column_order() {
         .chunks_exact(k)
         .flat_map(|row| order.iter().map(|&i| row[i as usize]))
         .collect();
-    let per_row = 4 * row_vectors(k);
-    for (r, row) in gathered.chunks_exact(k).enumerate() {
-        assert_eq!(words[r * per_row..(r + 1) * per_row], model_digits(row)[..]);
-    }
+    assert_model_digits(&words, &gathered, k, "act-order");
     let err = reference::relative_error(&y, &reference::gemv(&d, &gathered, 2));
     assert!(err < 1e-5, "{err:e}");
     assert_nothing_logged();
@@ -461,11 +460,8 @@ fn the_recorded_path_with_a_workspace_matches_the_reference() {
             let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
             assert!(err < 1e-5, "{n}x{k} m {m}: {err:e}");
             // f16 x: against the reference of its f32 values.
-            let xh: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
-            let mut bytes: Vec<u8> = xh.iter().flat_map(|v| v.to_le_bytes()).collect();
-            bytes.resize(bytes.len().next_multiple_of(4), 0);
+            let (bytes, widened) = f16_x(&x);
             let (y, _) = record_with_workspace(&ctx, &mat, &bytes, m, true);
-            let widened: Vec<f32> = xh.iter().map(|v| v.to_f32()).collect();
             let err = reference::relative_error(&y, &reference::gemv(&d, &widened, m));
             assert!(err < 1e-5, "f16 x {n}x{k} m {m}: {err:e}");
         }
@@ -626,14 +622,7 @@ fn the_pre_pass_spans_workgroups_and_tiny_rows() {
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
         let x = rng.vec(m * k);
         let (y, words) = record_with_workspace(&ctx, &mat, &f32_bytes(&x), m, false);
-        let per_row = 4 * row_vectors(k);
-        for (r, row) in x.chunks_exact(k).enumerate() {
-            assert_eq!(
-                words[r * per_row..(r + 1) * per_row],
-                model_digits(row)[..],
-                "k {k} row {r}"
-            );
-        }
+        assert_model_digits(&words, &x, k, &format!("k {k}"));
         let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
         assert!(err < 1e-5, "k {k}: {err:e}");
     }
