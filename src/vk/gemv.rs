@@ -748,11 +748,10 @@ pub fn gemv_host(
                 v.copy_from_slice(&x[input].to_ne_bytes());
             }
         }
-        _ => {
-            for (v, value) in staged.chunks_exact_mut(4).zip(x) {
-                v.copy_from_slice(&value.to_ne_bytes());
-            }
-        }
+        // SAFETY: f32 slice viewed as bytes; one copy.
+        _ => staged.copy_from_slice(unsafe {
+            std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn)
+        }),
     });
     let xr = head(buffers.x.as_ref().expect("x"), 4 * xn as u64);
     let yb = buffers.y.as_ref().expect("y");
