@@ -286,11 +286,13 @@ typedef struct q4vk_gemv_args {
   // Elements between rows of y; 0 = n.
   uint64_t y_row_stride;
   // Optional (appended after `y_row_stride`; older callers read as null): device memory
-  // the call may use for x in 8-bit digits, at least `q4vk_gemv_workspace_size` bytes,
-  // apart from x and y. With it, where that size is not 0, `q4vk_cmd_gemv` runs the
-  // integer dot-product GEMV (a pre-pass writes the digits here, then a barrier, then
-  // the kernel); without it, the f32 kernel. Its contents before and after the call mean
-  // nothing; command buffers executing at the same time need distinct workspaces.
+  // the call may use for a pre-pass over x, at least `q4vk_gemv_workspace_size` bytes,
+  // apart from x and y. With it, where that size is not 0, `q4vk_cmd_gemv` records the
+  // pre-pass (x in 8-bit digits for the integer dot-product GEMV, or x as the
+  // tensor-core GEMM's f16 fragments for f16 activations at m > 8), a barrier, then the
+  // kernel on the workspace; without it, the kernels that read x themselves (same
+  // accuracy, slower). Its contents before and after the call mean nothing; command
+  // buffers executing at the same time need distinct workspaces.
   struct q4vk_buffer_ref workspace;
 } q4vk_gemv_args;
 
@@ -723,13 +725,13 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // enough), runs on q4vk's queue, waits, copies y back. `x_len`/`y_len` are element counts
 // (≥ m·k, ≥ m·n); only the first m·n elements of y are written, and only on success. The
 // call is checked before the staging buffers grow: a refused call leaves them as they
-// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring, two when it runs the integer
-// dot-product GEMV (see `q4vk_cmd_gemv`); holds a device-local workspace for that kernel
-// too (grown and reused like the staging).
+// were. Uses one set of the `Q4VK_CMD_GEMV_SET_RING` ring, two when the call has a
+// pre-pass (see `q4vk_cmd_gemv`); holds a device-local workspace for the pre-passes too
+// (grown and reused like the staging).
 //
 // Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
-// tiled GEMM (also m = 8 on tall tensor-core matrices) that reads the same matrix (no dequantized copy, no workspace); the result
-// is the same fp32-accurate sum either way.
+// tiled GEMM (also m = 8 on tall tensor-core matrices) that reads the same matrix (no
+// dequantized copy); the result is the same fp32-accurate sum either way.
 //
 // On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
 // (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
@@ -773,19 +775,21 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
 // more if a part exceeds the workgroup-count limits).
 //
 // With a workspace (`args->workspace`) where `q4vk_gemv_workspace_size` is not 0 (the
-// integer dot-product GEMV; SIMT matrices at m ≤ 8 on a device that reports 8-bit dot
-// products accelerated): first a `vkCmdPipelineBarrier` (global memory barrier) from
+// integer dot-product GEMV: SIMT matrices at m ≤ 8 on a device that reports 8-bit dot
+// products accelerated; the tensor-core GEMM on a pre-split x: tensor-core matrices, f16
+// activations, m > 8): first a `vkCmdPipelineBarrier` (global memory barrier) from
 // `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |
 // VK_ACCESS_SHADER_WRITE_BIT` to the same stage / `VK_ACCESS_SHADER_WRITE_BIT`, so an
 // earlier call's GEMV in this command buffer has finished reading a workspace it shares;
-// the digits pre-pass (its own pipeline; set 1 = x and the first
-// `q4vk_gemv_workspace_size` bytes of the workspace; set 0 of the matrix's first part;
-// the push constants; one `vkCmdDispatch`); a `vkCmdPipelineBarrier` from the compute
-// stage / `VK_ACCESS_SHADER_WRITE_BIT` to the compute stage / `VK_ACCESS_SHADER_READ_BIT`;
-// then the GEMV as above, on the digits (set 1 = the workspace and y). Results: within
-// 1e-5 of the exact sum as every kernel's; a row of x with an infinite or NaN element
-// gives a non-finite result in all of its y (NaN where the driver keeps infinities and
-// NaNs, which Vulkan leaves to it; the f32 kernel's results are the IEEE ones there).
+// the pre-pass (its own pipeline; set 1 = x and the first `q4vk_gemv_workspace_size`
+// bytes of the workspace; for the digits set 0 of the matrix's first part; the push
+// constants; one `vkCmdDispatch`); a `vkCmdPipelineBarrier` from the compute stage /
+// `VK_ACCESS_SHADER_WRITE_BIT` to the compute stage / `VK_ACCESS_SHADER_READ_BIT`; then
+// the kernel as above, on the workspace (set 1 = the workspace and y). Results: within
+// 1e-5 of the exact sum as every kernel's; with the digits, a row of x with an infinite
+// or NaN element gives a non-finite result in all of its y (NaN where the driver keeps
+// infinities and NaNs, which Vulkan leaves to it; the f32 kernel's results are the IEEE
+// ones there).
 //
 // Barriers: none other are recorded. The caller makes x's writes available and visible to
 // `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT` before, orders any
@@ -819,11 +823,13 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
                           const struct q4vk_gemv_args *args);
 
 // Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with
-// `flags` (`Q4VK_GEMV_*`) on `mat`: the bytes of x in 8-bit digits (112 · m · ceil(k /
-// 32)) where the call would run the integer dot-product GEMV, else 0 (no workspace is
-// used). The answer depends on the context (its device and
-// `Q4VK_CONTEXT_NO_INTDOT`), the matrix and m only; it does not change over the
-// context's life.
+// `flags` (`Q4VK_GEMV_*`) on `mat`: where the call would run the integer dot-product GEMV,
+// the bytes of x in 8-bit digits (112 · m · ceil(k / 32)); where it would run the
+// tensor-core GEMM with f16 activations (m > 8), the bytes of x as that kernel's f16
+// fragments with per-block factors and sums (about 2 · m · k, m and k rounded up to the
+// kernel's tiles); else 0 (no workspace is used). The answer depends on the context (its
+// device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the
+// flags only; it does not change over the context's life.
 //
 // Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
 // matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.

@@ -1,17 +1,15 @@
 // Shared by the tensor-core GEMV (`gemv_q4_coop.comp`) and GEMM (`gemm_q4_coop.comp`): the
-// bindings of a matrix part in the tensor-core layout (`layout::coop`) and of x and y, the
-// fragment types, the exact decode of A and the exact two-part split of x. The including
-// shader defines HAS_ZEROS, X_F16, BLOCK, BLOCKS (= 128 / BLOCK) and HAS_OFFSETS and
-// includes q4_common.glsl first.
+// bindings of a matrix part in the tensor-core layout (`layout::coop`) and of y, the
+// fragment types, the exact decode of A and the exact two-part split of a block of x
+// (x's bindings and loads: `x_parts.glsl`). The including shader defines HAS_ZEROS, X_F16,
+// BLOCK, BLOCKS (= 128 / BLOCK) and HAS_OFFSETS and includes q4_common.glsl first.
+
+#include "x_parts.glsl"
 
 layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { float s[]; };
 layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
 layout(set = 0, binding = 2) readonly buffer Offsets { float group_offset[]; };
-layout(set = 1, binding = 0) readonly buffer X1 { float x1[]; };
-layout(set = 1, binding = 0) readonly buffer XH { uint xh[]; };
-layout(set = 1, binding = 0) readonly buffer X4 { vec4 x4[]; };
-layout(set = 1, binding = 0) readonly buffer XH4 { uvec2 xh4[]; };
 layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
 
 // Staged B is column-major (element (k, column) at column * KPAD + k), held as uvec2 (four
@@ -31,54 +29,20 @@ uvec2 pack4(f16vec4 v) {
 #define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>
 #define MatC coopmat<float, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
 
-// Activation kk of row mi, 0 past K.
-float x_at(uint mi, uint kk) {
-    if (kk >= p.k) {
-        return 0.0;
-    }
-    uint i = mi * p.x_stride + kk;
-    if (X_F16) {
-        vec2 pair = unpackHalf2x16(xh[i >> 1]);
-        return (i & 1u) == 0u ? pair.x : pair.y;
-    }
-    return x1[i];
-}
-
-// Activations kk .. kk + 3 of row mi (0 past K): one 16-byte (f32) or 8-byte (f16) load
-// where the row and K allow, else one at a time.
-vec4 x4_at(uint mi, uint kk) {
-    uint i = mi * p.x_stride + kk;
-    if (kk + 4u <= p.k && (i & 3u) == 0u) {
-        if (X_F16) {
-            uvec2 pairs = xh4[i >> 2];
-            return vec4(unpackHalf2x16(pairs.x), unpackHalf2x16(pairs.y));
-        }
-        return x4[i >> 2];
-    }
-    return vec4(x_at(mi, kk), x_at(mi, kk + 1u), x_at(mi, kk + 2u), x_at(mi, kk + 3u));
-}
-
 // Activations x' = 2^-e x of one block of BLOCK k, held four per invocation by its
 // BLOCK / 4 neighbouring invocations (a butterfly over them), split into two exact f16
-// parts: 2^-e puts the block's max |x| in [2^14, 2^15) (both 2^e and 2^-e normal f32 powers
-// of two); hi = x' truncated to 11 significant bits (exact in f16 from 2^-14 up), by integer
-// ops a compiler cannot fold; lo = x' - hi, exact in f32 (13 bits), then rounded to f16.
-// `precise`: no narrowing or reassociation of these steps. Returns 2^e, the block's factor.
+// parts (`split_scaled`). Returns 2^e, the block's factor.
 float split_block(vec4 v, out f16vec4 hi, out f16vec4 lo) {
     vec4 a = abs(v);
     float mx = max(max(a.x, a.y), max(a.z, a.w));
     [[unroll]] for (uint d = 1u; d < BLOCK / 4u; d <<= 1) {
         mx = max(mx, subgroupShuffleXor(mx, d));
     }
-    int e = int(bitfieldExtract(floatBitsToUint(mx), 23, 8)) - 127;
-    int shift = clamp(14 - e, -126, 126);
-    float up = uintBitsToFloat(uint(127 + shift) << 23);
-    precise vec4 scaled = v * up;
-    precise vec4 hi32 = uintBitsToFloat(floatBitsToUint(scaled) & 0xFFFFE000u);
-    precise vec4 lo32 = scaled - hi32;
+    vec4 hi32, lo32;
+    float factor = split_scaled(v, floatBitsToUint(mx), hi32, lo32);
     hi = f16vec4(hi32);
     lo = f16vec4(lo32);
-    return uintBitsToFloat(uint(127 - shift) << 23);
+    return factor;
 }
 
 // Sum of the block's activations (held as v by its BLOCK / 4 invocations), in f32.

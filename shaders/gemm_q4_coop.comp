@@ -22,6 +22,12 @@
 // while it computes the current one. At the end K groups 1.. hand their sums to group 0
 // through shared memory. Workgroups are numbered tokens fastest, so the ones reading the
 // same rows run together and find the weights in the L2.
+//
+// With X_SPLIT, binding 0 of set 1 is not x but the workspace its pre-pass wrote
+// (`x_split.comp`: every token's B fragments, already split and in fragment order, with
+// the block factors and sums): each invocation loads its share of a fragment with one
+// 8-byte load (the L1 serves the workgroup's other subgroups), so there is no staging, no
+// barrier and no shared B.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -41,6 +47,8 @@ layout(constant_id = 5) const uint BLOCK = 128;       // k per block: min(group,
 layout(constant_id = 6) const bool HAS_OFFSETS = false;
 // Groups of subgroups splitting the stages (K) of the same rows (divides the subgroups).
 layout(constant_id = 7) const uint KSPLIT = 1;
+// x pre-split by `x_split.comp` into the workspace bound as x (else x itself, staged here).
+layout(constant_id = 8) const bool X_SPLIT = false;
 
 const uint SUBGROUPS = gl_WorkGroupSize.x / 32u;
 const uint SG = SUBGROUPS / KSPLIT;    // subgroups per K group, each with its own row tiles
@@ -57,12 +65,17 @@ const uint TPS = TOKENS / SG;          // tokens each subgroup stages (the host 
 
 #include "coop_common.glsl"
 
+// The pre-split workspace (X_SPLIT): B fragments, an invocation's four f16 per uvec2 (x1
+// reads its factors and sums).
+layout(set = 1, binding = 0) readonly buffer XB { uvec2 xb[]; };
+
 // Every shared array is a multiple of 16 bytes (TOKENS is a multiple of 8), so staged_b
 // (read by coopMatLoad, which needs 16-byte alignment) stays aligned wherever it is placed.
 // One B per K group.
-shared uvec2 staged_b[KSPLIT][COLS * KPAD4];
-shared float block_scale[KSPLIT][BLOCKS * TOKENS];
-shared float block_sum[KSPLIT][BLOCKS * TOKENS];
+// With X_SPLIT none of B's arrays is used (four elements each keep them declared).
+shared uvec2 staged_b[KSPLIT][X_SPLIT ? 4u : COLS * KPAD4];
+shared float block_scale[KSPLIT][X_SPLIT ? 4u : BLOCKS * TOKENS];
+shared float block_sum[KSPLIT][X_SPLIT ? 4u : BLOCKS * TOKENS];
 // The sums of K groups 1.. for group 0 to add: [group - 1][row of the workgroup][token]
 // (4 unused floats without a split: every shared array stays a multiple of 16 bytes).
 shared float red[KSPLIT == 1u ? 4u : (KSPLIT - 1u) * ROW_TILES * 16u * TOKENS];
@@ -99,6 +112,32 @@ void stage_b(uint kg, uint sub, uint lane, vec4 xv[TPS]) {
             block_sum[kg][at] = sum;
         }
     }
+}
+
+// Tokens of the pre-split workspace (m rounded up to TOKENS) and its K (128 k per stage).
+uint split_tokens() {
+    return (p.m + TOKENS - 1u) / TOKENS * TOKENS;
+}
+
+// The factor 2^e of block b of stage `stage` for token tk (within the tile from tok0): from
+// shared memory, or (X_SPLIT) the workspace's F.
+float factor_of(uint kg, uint stage, uint b, uint tok0, uint tk) {
+    if (!X_SPLIT) {
+        return block_scale[kg][b * TOKENS + tk];
+    }
+    uint nb = p.chunks * BLOCKS;
+    uint factors = PARTS * split_tokens() * p.chunks * 64u;
+    return x1[factors + (tok0 + tk) * nb + stage * BLOCKS + b];
+}
+
+// The sum of x over that block (matrices with offsets), likewise (the workspace's S).
+float sum_of(uint kg, uint stage, uint b, uint tok0, uint tk) {
+    if (!X_SPLIT) {
+        return block_sum[kg][b * TOKENS + tk];
+    }
+    uint nb = p.chunks * BLOCKS;
+    uint sums = PARTS * split_tokens() * p.chunks * 64u + split_tokens() * nb;
+    return x1[sums + (tok0 + tk) * nb + stage * BLOCKS + b];
 }
 
 // Row (within the workgroup) and token (within its tile) of accumulator element e of B
@@ -156,7 +195,9 @@ void main() {
     [[unroll]] for (uint t = 0u; t < TILES; t++) {
         load_stage(tile[t], stages, first, lane, words[t], sc[t], zr[t]);
     }
-    load_x(sub, lane, first, tok0, xv);
+    if (!X_SPLIT) {
+        load_x(sub, lane, first, tok0, xv);
+    }
 
     for (uint step = 0u; step < steps; step++) {
         uint stage = step * KSPLIT + kg;
@@ -170,14 +211,31 @@ void main() {
         [[unroll]] for (uint t = 0u; t < TILES; t++) {
             load_stage(tile[t], stages, next, lane, next_words[t], next_sc[t], next_zr[t]);
         }
-        load_x(sub, lane, next, tok0, next_xv);
-
-        barrier();
-        stage_b(kg, sub, lane, xv);
-        barrier();
+        if (!X_SPLIT) {
+            load_x(sub, lane, next, tok0, next_xv);
+            barrier();
+            stage_b(kg, sub, lane, xv);
+            barrier();
+        }
 
         // Only K groups can run past the last stage (KSPLIT = 1 folds this away).
         if (KSPLIT == 1u || stage < stages) {
+            // X_SPLIT: this stage's block factors (f32 x) and sums (offsets) from the
+            // workspace, loaded now so that the block's products hide their latency
+            // (element [b][h][i]: token 4 h + c4, or for f16 x 8 h + 2 c4 + i).
+            float fx[BLOCKS][NB];
+            float sx[BLOCKS][NB][2];
+            if (X_SPLIT) {
+                [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
+                    [[unroll]] for (uint h = 0u; h < NB; h++) {
+                        uint tk = X_F16 ? 8u * h + 2u * c4 : 4u * h + c4;
+                        fx[b][h] = X_F16 ? 1.0 : factor_of(kg, stage, b, tok0, tk);
+                        [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                            sx[b][h][i] = HAS_OFFSETS ? sum_of(kg, stage, b, tok0, tk + i) : 0.0;
+                        }
+                    }
+                }
+            }
             [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
                 MatC c[TILES][NB];
                 [[unroll]] for (uint t = 0u; t < TILES; t++) {
@@ -194,8 +252,20 @@ void main() {
                 [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
                     MatB bm[NB];
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
-                        coopMatLoad(bm[h], staged_b[kg], 8u * h * KPAD4 + ks * 4u, KPAD4,
-                                    gl_CooperativeMatrixLayoutColumnMajor);
+                        if (X_SPLIT) {
+                            // Fragment (columns / 8, k-step): 8 k-steps per stage.
+                            uint g = PARTS * tok0 / 8u + h;
+                            uvec2 q = xb[((g * p.chunks + stage) * 8u + ks) * 32u + lane];
+                            f16vec2 e01 = unpackFloat2x16(q.x);
+                            f16vec2 e23 = unpackFloat2x16(q.y);
+                            bm[h][0] = e01.x;
+                            bm[h][1] = e01.y;
+                            bm[h][2] = e23.x;
+                            bm[h][3] = e23.y;
+                        } else {
+                            coopMatLoad(bm[h], staged_b[kg], 8u * h * KPAD4 + ks * 4u, KPAD4,
+                                        gl_CooperativeMatrixLayoutColumnMajor);
+                        }
                     }
                     [[unroll]] for (uint t = 0u; t < TILES; t++) {
                         MatA a = decode(words[t][ks / 4u][ks % 4u], base0[t], base1[t]);
@@ -208,21 +278,22 @@ void main() {
                     [[unroll]] for (uint t = 0u; t < TILES; t++) {
                         if (X_F16) {
                             // Tokens 8 h + 2 c4 (elements 0, 2) and + 1 (elements 1, 3).
-                            uint tk = b * TOKENS + 8u * h + 2u * c4;
+                            uint tk = 8u * h + 2u * c4;
                             [[unroll]] for (uint e = 0u; e < 4u; e++) {
                                 uint r = e / 2u;
                                 float v = fma(c[t][h][e], sc[t][b][r], acc[t][h][e]);
-                                acc[t][h][e] = HAS_OFFSETS
-                                    ? fma(zr[t][b][r], block_sum[kg][tk + e % 2u], v) : v;
+                                float sum = X_SPLIT ? sx[b][h][e % 2u]
+                                                    : sum_of(kg, stage, b, tok0, tk + e % 2u);
+                                acc[t][h][e] = HAS_OFFSETS ? fma(zr[t][b][r], sum, v) : v;
                             }
                         } else {
-                            uint tk = b * TOKENS + 4u * h + c4;
-                            float f = block_scale[kg][tk];
+                            uint tk = 4u * h + c4;
+                            float f = X_SPLIT ? fx[b][h] : factor_of(kg, stage, b, tok0, tk);
+                            float sum = X_SPLIT ? sx[b][h][0] : sum_of(kg, stage, b, tok0, tk);
                             [[unroll]] for (uint r = 0u; r < 2u; r++) {
                                 float v = fma(c[t][h][2u * r] + c[t][h][2u * r + 1u],
                                               sc[t][b][r] * f, acc[t][h][2u * r]);
-                                acc[t][h][2u * r] = HAS_OFFSETS
-                                    ? fma(zr[t][b][r], block_sum[kg][tk], v) : v;
+                                acc[t][h][2u * r] = HAS_OFFSETS ? fma(zr[t][b][r], sum, v) : v;
                             }
                         }
                     }
@@ -230,8 +301,10 @@ void main() {
             }
         }
 
-        [[unroll]] for (uint i = 0u; i < TPS; i++) {
-            xv[i] = next_xv[i];
+        if (!X_SPLIT) {
+            [[unroll]] for (uint i = 0u; i < TPS; i++) {
+                xv[i] = next_xv[i];
+            }
         }
         [[unroll]] for (uint t = 0u; t < TILES; t++) {
             words[t] = next_words[t];

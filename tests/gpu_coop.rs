@@ -147,12 +147,17 @@ fn no_coopmat_flag_selects_the_simt_kernels() {
 /// y of `mat` for `m` rows of f16 activations `x` (f16 values held as f32), recorded with
 /// `Q4VK_GEMV_F16_ACTIVATIONS`' parameters and read back.
 fn gemv_f16(ctx: &Context, mat: &DeviceMatrix, x: &[f32], m: usize) -> Vec<f32> {
+    record_gemv(ctx, mat, &f16_le_bytes(x), m, true)
+}
+
+/// f16 values held as f32, as f16 bytes padded to whole 32-bit words.
+fn f16_le_bytes(x: &[f32]) -> Vec<u8> {
     let mut xv: Vec<u8> = x
         .iter()
         .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
         .collect();
     xv.resize(xv.len().next_multiple_of(4), 0);
-    record_gemv(ctx, mat, &xv, m, true)
+    xv
 }
 
 #[test]
@@ -197,17 +202,28 @@ fn tensor_core_gemm_matches_reference() {
                 let err = reference::relative_error(&y, &want);
                 assert!(err < 1e-5, "GEMM {shape:?} {:?} m {m}: {err:e}", d.shape);
                 let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
-                let y = gemv_f16(&ctx, &mat, &xh, m);
-                assert!(
-                    y.iter().all(|v| v.is_finite()),
-                    "unwritten y (f16) {shape:?}"
-                );
-                let err = reference::relative_error(&y, &reference::gemv(d, &xh, m));
-                assert!(
-                    err < 1e-5,
-                    "GEMM f16 {shape:?} {:?} m {m}: {err:e}",
-                    d.shape
-                );
+                let want_h = reference::gemv(d, &xh, m);
+                let f32_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let f16_bytes = f16_le_bytes(&xh);
+                // Pre-split x (a workspace) and x staged by each workgroup (none), both types.
+                for (bytes, x_f16, want) in
+                    [(&f32_bytes, false, &want), (&f16_bytes, true, &want_h)]
+                {
+                    for split in [true, false] {
+                        let y = match try_record_gemv(&ctx, &mat, bytes, m, x_f16, split) {
+                            Ok(y) => y,
+                            Err(e) if !split && e.to_string().contains("shared memory") => continue,
+                            Err(e) => panic!("{shape:?} f16 {x_f16} split {split}: {e}"),
+                        };
+                        let what = format!(
+                            "GEMM {shape:?} {:?} m {m} f16 {x_f16} split {split}",
+                            d.shape
+                        );
+                        assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
+                        let err = reference::relative_error(&y, want);
+                        assert!(err < 1e-5, "{what}: {err:e}");
+                    }
+                }
             }
         }
     }
@@ -236,6 +252,11 @@ fn tensor_core_gemm_matches_reference() {
         let want = reference::gemv_with_offsets(&d, &offsets, &x, m);
         let err = reference::relative_error(&y, &want);
         assert!(err < 1e-5, "GEMM offsets n {n} k {k} g {g}: {err:e}");
+        // x staged by each workgroup (no workspace).
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let y = record_gemv_with(&ctx, &mat, &bytes, m, false, false);
+        let err = reference::relative_error(&y, &want);
+        assert!(err < 1e-5, "GEMM offsets staged n {n} k {k} g {g}: {err:e}");
         let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
         let y = gemv_f16(&ctx, &mat, &xh, m);
         let want = reference::gemv_with_offsets(&d, &offsets, &xh, m);

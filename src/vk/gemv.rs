@@ -5,8 +5,10 @@ use super::context::Context;
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
 use super::pipeline::{
-    CoopGemmKey, CoopKey, DigitsKey, GemmKey, PipelineKey, Push, DIGITS_WORKGROUP, GEMM_TILE,
+    CoopGemmKey, CoopKey, DigitsKey, GemmKey, PipelineKey, Push, SplitKey, DIGITS_WORKGROUP,
+    GEMM_TILE,
 };
+use super::x_split::SplitGeometry;
 use super::xy_sets::{buffer_infos, writes};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
@@ -227,45 +229,178 @@ fn digits_bytes(mat: &DeviceMatrix, m: u32) -> u64 {
     16 * u64::from(m) * super::int_dot::row_vectors(mat.shape.k) as u64
 }
 
-/// Bytes of the workspace a call with `p` on `mat` needs for x in 8-bit digits (the integer
-/// dot-product GEMV), or 0 where the call runs another kernel.
+/// The tensor-core GEMM's shape for a call with `p` on `mat` (`x_split`: on a pre-split x),
+/// `None` where the call runs another kernel: the shape the context fixes, else
+/// [`super::coop::choose_gemm_shape`]'s with as many K groups as the shared memory holds.
+fn coop_gemm_key(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    x_split: bool,
+) -> Option<CoopGemmKey> {
+    let c = mat.coop.as_ref().filter(|_| runs_gemm(ctx, mat, p.m))?;
+    let (tiles, subgroups, tokens, ksplit) =
+        ctx.coop_gemm_tuning.unwrap_or_else(|| match x_split {
+            true => super::coop::choose_split_gemm_shape(mat.shape.n, p.m),
+            false => super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16),
+        });
+    let key = CoopGemmKey {
+        tiles,
+        subgroups,
+        tokens,
+        zeros: mat.shape.zero_points,
+        x_f16: p.x_f16,
+        block: c.block,
+        offsets: mat.offsets,
+        ksplit,
+        x_split,
+    };
+    Some(match ctx.coop_gemm_tuning {
+        Some(_) => key,
+        None => key.fitted(ctx.device.info.max_shared),
+    })
+}
+
+/// The pre-split x of the tensor-core GEMM (`vk::x_split`) for a call with `p` on `mat`, or
+/// `None` where the call runs another kernel or the pre-pass's grid or the workspace exceed
+/// the device's limits.
+fn split_geometry(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Option<SplitGeometry> {
+    // f16 activations beyond the GEMV's m only: f32 ones measured no faster on an H200 (x's
+    // two parts double the fragments each invocation loads), and at m ≤ 8 the pre-pass
+    // would cost more than it saves (bench/RESULTS.md).
+    if !p.x_f16 || p.m <= MAX_M {
+        return None;
+    }
+    let key = coop_gemm_key(ctx, mat, p, true)?;
+    let c = mat.coop.as_ref()?;
+    let g = SplitGeometry {
+        stages: c.stages as u32,
+        block: c.block,
+        tokens: p.m.checked_next_multiple_of(key.tokens)?,
+        x_f16: p.x_f16,
+    };
+    g.fits(ctx).then_some(g)
+}
+
+/// Bytes of the workspace a call with `p` on `mat` uses: x in 8-bit digits for the integer
+/// dot-product GEMV, or x split into f16 parts for the tensor-core GEMM; 0 where the call
+/// runs a kernel that reads x itself.
 pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
     if runs_int_dot(ctx, mat, p.m) {
-        digits_bytes(mat, p.m)
-    } else {
-        0
+        return digits_bytes(mat, p.m);
     }
+    split_geometry(ctx, mat, p).map_or(0, |g| g.bytes())
 }
 
-/// What a call's integer dot-product path needs, resolved before anything is recorded.
-struct DotPlan {
-    /// The pre-pass's pipeline.
-    digits: vk::Pipeline,
-    /// The GEMV's plan on the digits.
-    gemv: Plan,
-    /// uvec4 per row of digits.
-    row_vectors: u64,
+/// A call's pre-pass (into the workspace) and the kernel that reads its output, resolved
+/// before anything is recorded.
+struct PrepassPlan {
+    /// The pre-pass.
+    prepass: Prepass,
+    /// The kernel's plan, and the stride it reads its x (the workspace) with.
+    main: Plan,
+    main_x_stride: u64,
     /// Workspace bytes.
     need: u64,
+    /// The pre-pass writes x's 8-bit digits (which need finite x; else it splits x).
+    digits: bool,
 }
 
-/// The integer dot-product path of a call with `p` on `mat`, or `None` where it runs
-/// another kernel; its pipelines are created here (an error: they cannot be).
-fn dot_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Option<DotPlan>> {
-    let need = workspace_bytes(ctx, mat, p);
-    if need == 0 {
-        return Ok(None);
+/// One dispatch of a pre-pass: pipeline, grid, push block, and the matrix set it reads (the
+/// digits pre-pass gathers x through the column order, binding 3 of set 0).
+struct Prepass {
+    pipeline: vk::Pipeline,
+    grid: [u32; 2],
+    push: Push,
+    matrix_set: Option<vk::DescriptorSet>,
+}
+
+/// The pre-pass path of a call with `p` on `mat` (the digits of the integer dot-product
+/// GEMV, or the split of the tensor-core GEMM), or `None` where the call runs a kernel that
+/// reads x itself; its pipelines are created here (an error: they cannot be).
+fn prepass_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Option<PrepassPlan>> {
+    let k = mat.shape.k as u32;
+    if runs_int_dot(ctx, mat, p.m) {
+        let chunks = k.div_ceil(32);
+        let row_vectors = super::int_dot::row_vectors(mat.shape.k) as u64;
+        let pipeline = ctx.pipelines.get_digits(DigitsKey {
+            x_f16: p.x_f16,
+            k_order: mat.k_order.is_some() && !p.x_gathered,
+        })?;
+        return Ok(Some(PrepassPlan {
+            prepass: Prepass {
+                pipeline,
+                grid: [chunks.div_ceil(DIGITS_WORKGROUP / 4), p.m],
+                push: Push {
+                    chunks,
+                    k,
+                    x_stride: p.x_stride as u32,
+                    y_stride: row_vectors as u32,
+                    ..Default::default()
+                },
+                matrix_set: Some(mat.parts[0].set),
+            },
+            main: plan(ctx, mat, p, true)?,
+            main_x_stride: row_vectors,
+            need: digits_bytes(mat, p.m),
+            digits: true,
+        }));
     }
-    let digits = ctx.pipelines.get_digits(DigitsKey {
-        x_f16: p.x_f16,
-        k_order: mat.k_order.is_some() && !p.x_gathered,
-    })?;
-    Ok(Some(DotPlan {
-        digits,
-        gemv: plan(ctx, mat, p, true)?,
-        row_vectors: super::int_dot::row_vectors(mat.shape.k) as u64,
-        need,
+    let (Some(g), Some(key), Some(c)) = (
+        split_geometry(ctx, mat, p),
+        coop_gemm_key(ctx, mat, p, true),
+        mat.coop.as_ref(),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(PrepassPlan {
+        prepass: split_prepass(ctx, &g, k, p)?,
+        main: coop_gemm_plan(ctx, c, key)?,
+        main_x_stride: 0,
+        need: g.bytes(),
+        digits: false,
     }))
+}
+
+/// The split pre-pass's dispatch for `g`, on x of `k` columns as `p` describes it.
+fn split_prepass(ctx: &Context, g: &SplitGeometry, k: u32, p: &GemvParams) -> Result<Prepass> {
+    let pipeline = ctx.pipelines.get_split(SplitKey {
+        x_f16: g.x_f16,
+        block: g.block,
+    })?;
+    Ok(Prepass {
+        pipeline,
+        grid: g.grid(),
+        push: g.push(k, p.x_stride as u32),
+        matrix_set: None,
+    })
+}
+
+/// Records the tensor-core GEMM's split pre-pass alone (no barrier): `p.m` rows of x (`k`
+/// columns, `p.x_stride` apart, f16 as `g.x_f16`) into `workspace` in the layout of `g`
+/// (`vk::x_split`). It needs no optional device feature; `record` runs it before the GEMM,
+/// tests run it on its own.
+pub fn record_x_split(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    x: BufferRange,
+    workspace: BufferRange,
+    p: &GemvParams,
+    k: u32,
+    g: &SplitGeometry,
+) -> Result<()> {
+    if p.x_f16 != g.x_f16 || p.m > g.tokens || workspace.range < g.bytes() || !g.fits(ctx) {
+        return Err(invalid!(
+            "the split pre-pass of {} rows ({} x) does not fit {g:?} in {} bytes",
+            p.m,
+            if p.x_f16 { "f16" } else { "f32" },
+            workspace.range
+        ));
+    }
+    let prepass = split_prepass(ctx, g, k, p)?;
+    let xy = XyBinding::of(ctx, x, workspace)?;
+    record_prepass(ctx, cmd, &prepass, &xy, p.m);
+    Ok(())
 }
 
 /// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
@@ -316,7 +451,9 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> Result<
     };
     let info = &ctx.device.info;
     if gemm {
-        return coop_gemm_plan(ctx, mat, c, p);
+        let key = coop_gemm_key(ctx, mat, p, false)
+            .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
+        return coop_gemm_plan(ctx, c, key);
     }
     let (t, s) = ctx
         .coop_tuning
@@ -348,43 +485,25 @@ fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> Result<
     })
 }
 
-/// The tensor-core GEMM's plan: the shape the context fixes, else
-/// [`super::coop::choose_gemm_shape`]'s with as many K groups as the device's shared memory
-/// holds.
+/// The tensor-core GEMM's plan for `key` ([`coop_gemm_key`]): `Unsupported` where its shared
+/// memory exceeds the device's.
 fn coop_gemm_plan(
     ctx: &Context,
-    mat: &DeviceMatrix,
     c: &crate::layout::coop::CoopLayout,
-    p: &GemvParams,
+    key: CoopGemmKey,
 ) -> Result<Plan> {
-    let (tiles, subgroups, tokens, ksplit) = ctx
-        .coop_gemm_tuning
-        .unwrap_or_else(|| super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16));
-    let key = CoopGemmKey {
-        tiles,
-        subgroups,
-        tokens,
-        zeros: mat.shape.zero_points,
-        x_f16: p.x_f16,
-        block: c.block,
-        offsets: mat.offsets,
-        ksplit,
-    };
     let max_shared = ctx.device.info.max_shared;
-    let key = match ctx.coop_gemm_tuning {
-        Some(_) => key,
-        None => key.fitted(max_shared),
-    };
     if key.shared_bytes() > max_shared {
         return Err(Error::Unsupported(format!(
-            "the tensor-core GEMM with {tokens} tokens per workgroup needs {} bytes of shared memory; the device has {max_shared}",
+            "the tensor-core GEMM with {} tokens per workgroup needs {} bytes of shared memory; the device has {max_shared}",
+            key.tokens,
             key.shared_bytes()
         )));
     }
     Ok(Plan {
         pipeline: ctx.pipelines.get_coop_gemm(key)?,
         rows_per_wg: key.rows() as u64,
-        tokens_per_wg: tokens as u64,
+        tokens_per_wg: key.tokens as u64,
         chunks: c.stages,
         groups: c.groups,
         group_shift: c.group_shift,
@@ -392,10 +511,11 @@ fn coop_gemm_plan(
 }
 
 /// Records `y = W x` into `cmd` (validated first; nothing is recorded on error). Where the
-/// call runs the integer dot-product GEMV ([`workspace_bytes`] > 0) and `workspace` is
-/// given, first a compute-to-compute barrier (earlier readers of the workspace finish), the
-/// digits pre-pass (x into the workspace's first [`workspace_bytes`]) and another barrier;
-/// otherwise the workspace is not used. Then binds the GEMV pipeline, set 1 (x, y: pushed
+/// call has a pre-pass ([`workspace_bytes`] > 0: x's digits for the integer dot-product
+/// GEMV, x's f16 parts for the tensor-core GEMM) and `workspace` is given, first a
+/// compute-to-compute barrier (earlier readers of the workspace finish), the pre-pass (x
+/// into the workspace's first [`workspace_bytes`]) and another barrier, then the kernel on
+/// the workspace; otherwise the workspace is not used. Then binds the GEMV pipeline, set 1 (x, y: pushed
 /// or from the ring), per part set 0 and the push constants, and dispatches. No barrier after.
 pub fn record(
     ctx: &Context,
@@ -407,23 +527,23 @@ pub fn record(
     workspace: Option<BufferRange>,
 ) -> Result<()> {
     validate(ctx, mat, &x, &y, p)?;
-    let dot = match workspace {
-        Some(_) => dot_plan(ctx, mat, p)?,
+    let pre = match workspace {
+        Some(_) => prepass_plan(ctx, mat, p)?,
         None => None,
     };
-    let (Some(dot), Some(ws)) = (dot, workspace) else {
+    let (Some(pre), Some(ws)) = (pre, workspace) else {
         let plan = plan(ctx, mat, p, false)?;
         let xy = XyBinding::of(ctx, x, y)?;
         record_gemv(ctx, cmd, mat, &plan, &xy, p, p.x_stride);
         return Ok(());
     };
-    validate_workspace(ctx, &ws, dot.need, &x, &y)?;
+    validate_workspace(ctx, &ws, pre.need, &x, &y)?;
     // Only the bytes the kernels use are bound.
     let ws = BufferRange {
-        range: dot.need,
+        range: pre.need,
         ..ws
     };
-    let (to_digits, from_digits) = (XyBinding::of(ctx, x, ws)?, XyBinding::of(ctx, ws, y)?);
+    let (into_ws, from_ws) = (XyBinding::of(ctx, x, ws)?, XyBinding::of(ctx, ws, y)?);
     let d = &ctx.device.device;
     let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
     // SAFETY: cmd is recording (caller's contract).
@@ -439,7 +559,7 @@ pub fn record(
             (stage, vk::AccessFlags::SHADER_WRITE),
         )
     };
-    record_digits(ctx, cmd, mat, dot.digits, &to_digits, p, dot.row_vectors);
+    record_prepass(ctx, cmd, &pre.prepass, &into_ws, p.m);
     // SAFETY: as above.
     unsafe {
         super::submit::record_barrier(
@@ -449,11 +569,11 @@ pub fn record(
             (stage, vk::AccessFlags::SHADER_READ),
         )
     };
-    record_gemv(ctx, cmd, mat, &dot.gemv, &from_digits, p, dot.row_vectors);
+    record_gemv(ctx, cmd, mat, &pre.main, &from_ws, p, pre.main_x_stride);
     Ok(())
 }
 
-/// Checks the workspace of the digits pre-pass: `need` bytes, aligned, apart from x and y.
+/// Checks the workspace of a pre-pass: `need` bytes, aligned, apart from x and y.
 fn validate_workspace(
     ctx: &Context,
     ws: &BufferRange,
@@ -535,54 +655,26 @@ impl XyBinding {
     }
 }
 
-/// Records the digits pre-pass (`xy`: x and the workspace): x (`p.x_stride` elements
-/// apart) into the workspace, rows of
-/// `row_vectors` uvec4, gathered through the matrix's column order (set 0 of its first
-/// part, whose binding 3 every part shares).
-fn record_digits(
-    ctx: &Context,
-    cmd: vk::CommandBuffer,
-    mat: &DeviceMatrix,
-    pipeline: vk::Pipeline,
-    xy: &XyBinding,
-    p: &GemvParams,
-    row_vectors: u64,
-) {
+/// Records the pre-pass `pre` (`xy`: x and the workspace).
+fn record_prepass(ctx: &Context, cmd: vk::CommandBuffer, pre: &Prepass, xy: &XyBinding, m: u32) {
     let d = &ctx.device.device;
     let layout = ctx.pipelines.layout;
-    let chunks = mat.shape.k.div_ceil(32) as u32;
-    let push = Push {
-        rows: 0,
-        row_base: 0,
-        chunks,
-        k: mat.shape.k as u32,
-        groups: 0,
-        group_shift: 0,
-        x_stride: p.x_stride as u32,
-        y_stride: row_vectors as u32,
-        wg_count: 0,
-        wg_offset: 0,
-    };
+    let bind = vk::PipelineBindPoint::COMPUTE;
     // SAFETY: cmd is recording (caller's contract); every handle is valid.
     unsafe {
-        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
+        d.cmd_bind_pipeline(cmd, bind, pre.pipeline);
         xy.record(ctx, cmd);
-        d.cmd_bind_descriptor_sets(
-            cmd,
-            vk::PipelineBindPoint::COMPUTE,
-            layout,
-            0,
-            &[mat.parts[0].set],
-            &[],
-        );
-        let bytes = push.bytes_with_m(p.m);
+        if let Some(set) = pre.matrix_set {
+            d.cmd_bind_descriptor_sets(cmd, bind, layout, 0, &[set], &[]);
+        }
+        let bytes = pre.push.bytes_with_m(m);
         d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
-        d.cmd_dispatch(cmd, chunks.div_ceil(DIGITS_WORKGROUP / 4), p.m, 1);
+        d.cmd_dispatch(cmd, pre.grid[0], pre.grid[1], 1);
     }
 }
 
-/// Records the GEMV (or GEMM) of `plan` on `xy` (x `x_stride` apart: elements, or uvec4
-/// for digits).
+/// Records the GEMV (or GEMM) of `plan` on `xy` (x `x_stride` apart: elements, uvec4 for
+/// digits; unused for a pre-split x).
 fn record_gemv(
     ctx: &Context,
     cmd: vk::CommandBuffer,
@@ -641,7 +733,7 @@ fn record_gemv(
 }
 
 /// Buffers of `q4vk_gemv`, grown on demand and reused: host-visible x and y, and the
-/// device-local workspace of the integer dot-product GEMV.
+/// device-local workspace of the pre-passes.
 #[derive(Default)]
 pub struct GemvBuffers {
     x: Option<Buffer>,
@@ -681,11 +773,11 @@ fn head(buffer: &Buffer, bytes: u64) -> BufferRange {
 
 /// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
 /// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success). Where the
-/// call runs the integer dot-product GEMV ([`runs_int_dot`]), x is finite and its
-/// pipelines exist, the digits pre-pass writes x's digits into q4vk's workspace first;
-/// otherwise (x with an infinite or NaN element included) the f32 kernels run on x,
-/// gathered into the matrix's column order on the host. Every check runs before the
-/// buffers grow.
+/// call has a pre-pass ([`workspace_bytes`]) and its pipelines exist, the pre-pass writes
+/// x's digits (the integer dot-product GEMV; finite x only) or x's f16 parts (the
+/// tensor-core GEMM) into q4vk's workspace first; otherwise (x with an infinite or NaN
+/// element included, for the digits) the kernels run on x, gathered into the matrix's
+/// column order on the host. Every check runs before the buffers grow.
 pub fn gemv_host(
     ctx: &Context,
     mat: &DeviceMatrix,
@@ -712,19 +804,20 @@ pub fn gemv_host(
     };
     // Everything that can refuse the call runs before the buffers grow.
     check_params(ctx, mat, &gathered)?;
-    // The digits' kernel where it runs (the pre-pass gathers x); x with an infinite or NaN
-    // element keeps the f32 kernel, whose results for it are the IEEE ones.
-    let digits = GemvParams {
+    // A pre-pass reads x in input order (the digits pre-pass gathers it). x with an infinite
+    // or NaN element keeps the f32 kernel rather than the digits, so that its results are
+    // the IEEE ones; a refused pre-pass (its pipelines) keeps the kernel on x too.
+    let ungathered = GemvParams {
         x_gathered: false,
         ..gathered
     };
-    // A refused digits path (its pipelines) keeps the f32 kernel too.
-    let dot = match x.iter().all(|v| v.is_finite()) {
-        true => dot_plan(ctx, mat, &digits).ok().flatten(),
-        false => None,
-    };
-    let workspace = dot.as_ref().map_or(0, |d| d.need);
-    let p = if workspace > 0 { digits } else { gathered };
+    let finite = || x.iter().all(|v| v.is_finite());
+    let pre = prepass_plan(ctx, mat, &ungathered)
+        .ok()
+        .flatten()
+        .filter(|pre| !pre.digits || finite());
+    let workspace = pre.as_ref().map_or(0, |pre| pre.need);
+    let p = if workspace > 0 { ungathered } else { gathered };
     if workspace == 0 {
         plan(ctx, mat, &p, false)?;
     }

@@ -319,6 +319,26 @@ impl DigitsKey {
     }
 }
 
+/// Invocations per workgroup of the tensor-core GEMM's split pre-pass
+/// (`shaders/x_split.comp`), four columns each.
+pub const SPLIT_WORKGROUP: u32 = 128;
+
+/// Which pipeline of the tensor-core GEMM's split pre-pass (`shaders/x_split.comp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SplitKey {
+    /// f16 activations (copied; f32 ones are split into two f16 parts).
+    pub x_f16: bool,
+    /// k per block (32, 64 or 128): the blocks whose factors and sums it writes.
+    pub block: u32,
+}
+
+impl SplitKey {
+    /// The specialization constants by id (0..2).
+    fn spec_values(&self) -> [u32; 3] {
+        [SPLIT_WORKGROUP, self.x_f16 as u32, self.block]
+    }
+}
+
 /// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GemmTile {
@@ -373,11 +393,14 @@ pub struct CoopGemmKey {
     pub offsets: bool,
     /// Groups of subgroups splitting K (divides `subgroups`).
     pub ksplit: u32,
+    /// x pre-split into a workspace by `shaders/x_split.comp` ([`SplitKey`]): B fragments
+    /// are loaded from there, nothing is staged in shared memory.
+    pub x_split: bool,
 }
 
 impl CoopGemmKey {
-    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..7).
-    fn spec_values(&self) -> [u32; 8] {
+    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..8).
+    fn spec_values(&self) -> [u32; 9] {
         [
             32 * self.subgroups,
             self.tiles,
@@ -387,15 +410,19 @@ impl CoopGemmKey {
             self.block,
             self.offsets as u32,
             self.ksplit,
+            self.x_split as u32,
         ]
     }
 
     /// Bytes of the kernel's shared memory: per K group staged B (f16, [`COOP_KPAD`] × one
-    /// column per token for f16 activations, two for f32) with its block factors and sums;
-    /// and the sums K groups 1.. hand to group 0.
+    /// column per token for f16 activations, two for f32) with its block factors and sums
+    /// (with `x_split` four elements of each); and the sums K groups 1.. hand to group 0.
     pub fn shared_bytes(&self) -> u32 {
         let cols = if self.x_f16 { 1 } else { 2 } * self.tokens;
-        let per_group = 2 * COOP_KPAD * cols + 2 * 4 * (128 / self.block) * self.tokens;
+        let per_group = match self.x_split {
+            true => 8 * 4 + 2 * 4 * 4,
+            false => 2 * COOP_KPAD * cols + 2 * 4 * (128 / self.block) * self.tokens,
+        };
         let red = match self.ksplit {
             1 => 16,
             k => 4 * (k - 1) * self.rows() * self.tokens,
@@ -499,6 +526,8 @@ pub struct Pipelines {
     coop_gemm_module: Mutex<vk::ShaderModule>,
     /// The digits pre-pass's module, created with its first pipeline.
     digits_module: Mutex<vk::ShaderModule>,
+    /// The tensor-core GEMM's split pre-pass's module, likewise.
+    split_module: Mutex<vk::ShaderModule>,
     /// Workgroup shape.
     pub tuning: Tuning,
     pipelines: PipelineSet<PipelineKey>,
@@ -506,6 +535,7 @@ pub struct Pipelines {
     gemm_pipelines: PipelineSet<GemmKey>,
     coop_gemm_pipelines: PipelineSet<CoopGemmKey>,
     digits_pipelines: PipelineSet<DigitsKey>,
+    split_pipelines: PipelineSet<SplitKey>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -557,12 +587,14 @@ impl Pipelines {
             gemm_module: Mutex::new(vk::ShaderModule::null()),
             coop_gemm_module: Mutex::new(vk::ShaderModule::null()),
             digits_module: Mutex::new(vk::ShaderModule::null()),
+            split_module: Mutex::new(vk::ShaderModule::null()),
             tuning,
             pipelines: PipelineSet::new(),
             coop_pipelines: PipelineSet::new(),
             gemm_pipelines: PipelineSet::new(),
             coop_gemm_pipelines: PipelineSet::new(),
             digits_pipelines: PipelineSet::new(),
+            split_pipelines: PipelineSet::new(),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -723,6 +755,16 @@ impl Pipelines {
         })
     }
 
+    /// The tensor-core GEMM's split pre-pass's pipeline for `key`, created (with the
+    /// module, the first time) on first use. It needs no optional feature: tests run it on
+    /// any device.
+    pub fn get_split(&self, key: SplitKey) -> Result<vk::Pipeline> {
+        self.split_pipelines.get_or_create(key, || {
+            let module = self.lazy_module(&self.split_module, shaders::X_SPLIT)?;
+            self.create(module, &key.spec_values())
+        })
+    }
+
     /// Refuses the tensor-core kernels on a context that does not run them.
     fn check_coop(&self) -> Result<()> {
         if self.coop_module == vk::ShaderModule::null() {
@@ -806,6 +848,7 @@ impl Pipelines {
         all.extend(self.gemm_pipelines.listed());
         all.extend(self.coop_gemm_pipelines.listed());
         all.extend(self.digits_pipelines.listed());
+        all.extend(self.split_pipelines.listed());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
@@ -821,10 +864,12 @@ impl Drop for Pipelines {
         all.extend(self.gemm_pipelines.take_all());
         all.extend(self.coop_gemm_pipelines.take_all());
         all.extend(self.digits_pipelines.take_all());
+        all.extend(self.split_pipelines.take_all());
         let lazy = [
             &mut self.gemm_module,
             &mut self.coop_gemm_module,
             &mut self.digits_module,
+            &mut self.split_module,
         ]
         .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()));
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not

@@ -414,6 +414,31 @@ pub fn record_gemv(
     m: usize,
     x_f16: bool,
 ) -> Vec<f32> {
+    record_gemv_with(ctx, mat, x_bytes, m, x_f16, true)
+}
+
+/// [`record_gemv`], with a workspace only where `use_workspace` (else the kernels that read
+/// x themselves run).
+pub fn record_gemv_with(
+    ctx: &q4vk::vk::context::Context,
+    mat: &q4vk::vk::matrix::DeviceMatrix,
+    x_bytes: &[u8],
+    m: usize,
+    x_f16: bool,
+    use_workspace: bool,
+) -> Vec<f32> {
+    try_record_gemv(ctx, mat, x_bytes, m, x_f16, use_workspace).unwrap()
+}
+
+/// [`record_gemv_with`], returning what `gemv::record` refused.
+pub fn try_record_gemv(
+    ctx: &q4vk::vk::context::Context,
+    mat: &q4vk::vk::matrix::DeviceMatrix,
+    x_bytes: &[u8],
+    m: usize,
+    x_f16: bool,
+    use_workspace: bool,
+) -> Result<Vec<f32>, q4vk::error::Error> {
     use q4vk::vk::gemv::{self, BufferRange, GemvParams};
     use q4vk::vk::memory::{Buffer, MemoryKind};
     let (n, k) = (mat.shape.n, mat.shape.k);
@@ -436,28 +461,27 @@ pub fn record_gemv(
     let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
     let wb = Buffer::new(&ctx.device, ws_bytes.max(16) as u64, MemoryKind::Readback).unwrap();
     wb.write(0, &vec![0xFF; ws_bytes.max(16)]);
-    let workspace = (ws_bytes > 0).then(|| range(&wb, ws_bytes));
+    let workspace = (use_workspace && ws_bytes > 0).then(|| range(&wb, ws_bytes));
     let mut exec = ctx.exec.lock().unwrap();
-    exec.submitter
-        .run(None, |cmd| {
-            gemv::record(
-                ctx,
-                cmd,
-                mat,
-                range(&xb, x_bytes.len()),
-                range(&yb, 4 * m * n),
-                &p,
-                workspace,
-            )?;
-            let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
-            // SAFETY: recording into the context's own command buffer.
-            unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
-            Ok(())
-        })
-        .unwrap();
+    exec.submitter.run(None, |cmd| {
+        gemv::record(
+            ctx,
+            cmd,
+            mat,
+            range(&xb, x_bytes.len()),
+            range(&yb, 4 * m * n),
+            &p,
+            workspace,
+        )?;
+        let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
+        // SAFETY: recording into the context's own command buffer.
+        unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
+        Ok(())
+    })?;
     let mut out = vec![0u8; 4 * m * n];
     yb.read(0, &mut out);
-    out.chunks_exact(4)
+    Ok(out
+        .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+        .collect())
 }

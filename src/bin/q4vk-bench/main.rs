@@ -77,6 +77,8 @@ struct Options {
     act_order: bool,
     /// Print the pipelines' compiler statistics after the table.
     stats: bool,
+    /// No workspace: the kernels that read x themselves, without a pre-pass.
+    no_workspace: bool,
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
@@ -94,7 +96,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -102,6 +104,7 @@ fn main() {
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
+    let mut no_workspace = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -119,6 +122,7 @@ fn main() {
             "--offsets" => offsets = true,
             "--act-order" => act_order = true,
             "--stats" => stats = true,
+            "--no-workspace" => no_workspace = true,
             "--f16" => x_f16 = true,
             "--coop" => {
                 coop = match numbers(args.next()).as_deref() {
@@ -178,6 +182,7 @@ fn main() {
         offsets,
         act_order,
         stats,
+        no_workspace,
         tuning,
         unroll,
         split,
@@ -198,10 +203,11 @@ fn path(ctx: &Context, r: &Row) -> String {
     let kind = match (r.gemm, r.coop_gemm) {
         (true, Some((t, s, m, k))) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
         (true, _) => " GEMM".to_string(),
-        (false, _) if r.int_dot => " int8-dot".to_string(),
+        (false, _) if r.prepass => " int8-dot".to_string(),
         (false, _) => String::new(),
     };
-    format!("{}{kind}", ctx.kernel_path())
+    let split = if r.gemm && r.prepass { " split-x" } else { "" };
+    format!("{}{kind}{split}", ctx.kernel_path())
 }
 
 /// GB/s with three significant digits for small values.

@@ -25,8 +25,9 @@ pub(crate) struct Row {
     pub(crate) per_copy: Vec<f64>,
     /// A GEMM kernel ran.
     pub(crate) gemm: bool,
-    /// The integer dot-product GEMV ran (with its pre-pass).
-    pub(crate) int_dot: bool,
+    /// A pre-pass ran before the kernel (x's digits for the integer dot-product GEMV, x's
+    /// f16 parts for the tensor-core GEMM), timed with it.
+    pub(crate) prepass: bool,
     /// The tensor-core GEMM's shape the row fixed (`None`: the default).
     pub(crate) coop_gemm: Option<(u32, u32, u32, u32)>,
 }
@@ -38,15 +39,16 @@ pub(crate) struct Prepared {
     x: BufferRange,
     y: BufferRange,
     p: GemvParams,
-    /// The digits' workspace of the integer dot-product GEMV, where it runs.
+    /// The workspace of the call's pre-pass, where it has one (`set_workspace`).
     workspace: Option<BufferRange>,
+    workspace_buffer: Option<Buffer>,
     /// Bytes one GEMV must move: the matrix, x and y.
     bytes: u64,
     /// Checked tokens (all for m ≤ 8; the first, middle and last beyond).
     tokens: Vec<usize>,
     /// Their reference results (`tokens.len()` rows of n), or the caller's full reference.
     want: Vec<f64>,
-    _buffers: (Buffer, Buffer, Buffer),
+    _buffers: (Buffer, Buffer),
 }
 
 /// Uploads the rotated copies of `data` (with per-group `offsets`, if any) and `m`
@@ -94,11 +96,6 @@ pub(crate) fn prepare(
         // on the host and runs the plain kernel).
         x_gathered: false,
     };
-    // The integer dot-product GEMV's workspace where the call runs it (its pre-pass is
-    // timed with it, as q4vk_cmd_gemv records both).
-    let workspace_bytes = gemv::workspace_bytes(ctx, &mats[0], &p);
-    let wb = Buffer::new(&ctx.device, workspace_bytes.max(16), MemoryKind::Device)?;
-    let workspace = (workspace_bytes > 0).then(|| range(&wb, workspace_bytes));
     let tokens: Vec<usize> = if m > 8 {
         vec![0, m as usize / 2, m as usize - 1]
     } else {
@@ -129,15 +126,35 @@ pub(crate) fn prepare(
         x: range(&xb, xv.len() as u64),
         y: range(&yb, 4 * mb * n as u64),
         p,
-        workspace,
+        workspace: None,
+        workspace_buffer: None,
         bytes: bytes_per + xv.len() as u64 + 4 * mb * n as u64,
         tokens,
         want,
-        _buffers: (xb, yb, wb),
+        _buffers: (xb, yb),
     })
 }
 
 impl Prepared {
+    /// Gives the call the workspace its pre-pass needs on the context's current kernel
+    /// shapes (timed with it, as `q4vk_cmd_gemv` records both), or none with `--no-workspace`
+    /// (the kernels that read x themselves run).
+    fn set_workspace(&mut self, ctx: &Context, opt: &Options) -> Result<()> {
+        let bytes = gemv::workspace_bytes(ctx, &self.mats[0], &self.p);
+        self.workspace = None;
+        self.workspace_buffer = None;
+        if bytes > 0 && !opt.no_workspace {
+            let b = Buffer::new(&ctx.device, bytes, MemoryKind::Device)?;
+            self.workspace = Some(BufferRange {
+                buffer: b.buffer,
+                offset: 0,
+                range: bytes,
+            });
+            self.workspace_buffer = Some(b);
+        }
+        Ok(())
+    }
+
     /// Cold and hot times (µs) with the context's current kernel choice, the bytes one GEMV
     /// must move, the relative error of its result (read back from a recorded run), the cold
     /// time per copy, and whether a GEMM kernel ran.
@@ -310,7 +327,7 @@ pub(crate) fn bench_shape(
             }
         })
         .collect();
-    let prepared = prepare(ctx, opt, (data, offsets), &x, m, None)?;
+    let mut prepared = prepare(ctx, opt, (data, offsets), &x, m, None)?;
     let naive_us = if m == 1 {
         time_naive(ctx, opt, n, k, &x, seed, probe)?
     } else {
@@ -323,6 +340,7 @@ pub(crate) fn bench_shape(
             break;
         }
         ctx.set_coop_gemm_tuning(coop_gemm)?;
+        prepared.set_workspace(ctx, opt)?;
         let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
         let (cold_us, hot_us, bytes, rel_err, per_copy, gemm) = prepared.time(ctx, opt, probe)?;
         rows.push(Row {
@@ -337,7 +355,7 @@ pub(crate) fn bench_shape(
             copy_now,
             per_copy,
             gemm,
-            int_dot: prepared.workspace.is_some(),
+            prepass: prepared.workspace.is_some(),
             coop_gemm,
         });
     }

@@ -1,0 +1,101 @@
+//! The tensor-core GEMM's pre-split x (`shaders/x_split.comp`, recorded by
+//! `vk::gemv::record` into a workspace before `shaders/gemm_q4_coop.comp` built with
+//! `X_SPLIT`): x written once per call as the GEMM's B fragments, so that the GEMM's
+//! workgroups load them (one 8-byte load per invocation and fragment) instead of each
+//! converting and staging x through shared memory behind barriers. Used for f16 activations
+//! at m > 8, where it measured 1.3–1.9 × faster on an H200 (bench/RESULTS.md).
+//!
+//! Layout ([`SplitGeometry`]; kpad = 128 · stages, K padded to the tensor-core layout;
+//! tokens = m rounded up to the GEMM's tokens per workgroup; `parts` = 1 for f16 x, 2 for
+//! f32 x):
+//! * B: `parts · tokens` columns of kpad f16, column `parts · t + j` part `j` of token `t`
+//!   (f16 x as it is; f32 x as the hi and lo f16 parts of `2^-e x` per block of `block` k,
+//!   the exact split the staging kernels make), zero past K and for tokens ≥ m. Stored as
+//!   16 × 8 fragments: fragment `(g, s)` (columns `8g ..`, k `16s ..`) at uvec2
+//!   `(g · kpad/16 + s) · 32 + lane`, the lane's four elements
+//!   ([`crate::layout::coop::b_element`]) in order.
+//! * F at [`SplitGeometry::factors_offset`]: f32 `[tokens][kpad / block]`, each block's
+//!   factor `2^e` (1 for f16 x).
+//! * S at [`SplitGeometry::sums_offset`]: f32 `[tokens][kpad / block]`, each block's sum of
+//!   x in f32 (read by matrices with per-group offsets).
+
+use super::context::Context;
+use super::pipeline::{Push, SPLIT_WORKGROUP};
+
+/// Geometry of one pre-split x.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitGeometry {
+    /// Stages of 128 k of the matrix's tensor-core layout (kpad = 128 · stages ≥ K).
+    pub stages: u32,
+    /// k per block with its own factor and sum (32, 64 or 128: the layout's block).
+    pub block: u32,
+    /// Tokens held: m rounded up to the GEMM's tokens per workgroup.
+    pub tokens: u32,
+    /// f16 activations (one column per token; f32 ones have two).
+    pub x_f16: bool,
+}
+
+impl SplitGeometry {
+    /// Columns of B per token.
+    pub fn parts(&self) -> u64 {
+        if self.x_f16 {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// K padded to whole stages.
+    pub fn kpad(&self) -> u64 {
+        128 * u64::from(self.stages)
+    }
+
+    /// Blocks per token.
+    pub fn blocks(&self) -> u64 {
+        self.kpad() / u64::from(self.block)
+    }
+
+    /// Byte offset of the block factors (the bytes of B).
+    pub fn factors_offset(&self) -> u64 {
+        2 * self.parts() * u64::from(self.tokens) * self.kpad()
+    }
+
+    /// Byte offset of the block sums.
+    pub fn sums_offset(&self) -> u64 {
+        self.factors_offset() + 4 * u64::from(self.tokens) * self.blocks()
+    }
+
+    /// Bytes of the whole workspace.
+    pub fn bytes(&self) -> u64 {
+        self.sums_offset() + 4 * u64::from(self.tokens) * self.blocks()
+    }
+
+    /// Whether the pre-pass's grid and the workspace fit the device's limits.
+    pub fn fits(&self, ctx: &Context) -> bool {
+        let [max_x, max_y] = ctx.limits.max_groups;
+        self.grid()[0] <= max_x
+            && self.tokens <= max_y
+            && self.bytes() <= ctx.device.info.max_storage_range
+    }
+
+    /// The pre-pass's grid: workgroups of [`SPLIT_WORKGROUP`] invocations, four columns
+    /// each, along kpad; one row of them per token.
+    pub(crate) fn grid(&self) -> [u32; 2] {
+        [
+            (128 * self.stages).div_ceil(4 * SPLIT_WORKGROUP),
+            self.tokens,
+        ]
+    }
+
+    /// The pre-pass's push block (its fields as `shaders/x_split.comp` reads them) for x of
+    /// `k` columns, `x_stride` elements apart.
+    pub(crate) fn push(&self, k: u32, x_stride: u32) -> Push {
+        Push {
+            rows: self.tokens,
+            chunks: self.stages,
+            k,
+            x_stride,
+            ..Default::default()
+        }
+    }
+}

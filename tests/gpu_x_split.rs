@@ -1,0 +1,240 @@
+//! The tensor-core GEMM's split pre-pass (`shaders/x_split.comp`, `vk::x_split`) on the
+//! system's Vulkan device (lavapipe in CI: the pre-pass needs no optional feature, while
+//! the GEMM that reads it runs only where cooperative matrices exist, and is checked there
+//! by `gpu_coop`), validation on: the workspace holds, bit for bit, the B fragments, block
+//! factors and block sums of a model of the algorithm, for f32 and f16 x, blocks of 32, 64
+//! and 128, K ending inside a stage, fewer rows than tokens held (zero columns), a row
+//! stride above K, and blocks of huge, tiny and zero values; bad calls are refused.
+
+mod gpu_support;
+use gpu_support::*;
+use q4vk::layout::coop::b_element;
+use q4vk::vk::context::{Context, ContextConfig};
+use q4vk::vk::gemv::{record_x_split, BufferRange, GemvParams};
+use q4vk::vk::matrix::upload;
+use q4vk::vk::memory::{Buffer, MemoryKind};
+use q4vk::vk::x_split::SplitGeometry;
+
+fn context() -> Context {
+    let config = ContextConfig {
+        device_index: -1,
+        validation: true,
+        ..Default::default()
+    };
+    Context::new(config, counting_logger()).unwrap()
+}
+
+/// What the pre-pass must write for `m` rows of `x` (`k` columns, `stride` apart), as the
+/// workspace's 32-bit words: B's halves in fragment order, then the factors and sums.
+fn model(x: &[f32], m: usize, k: usize, stride: usize, g: &SplitGeometry) -> Vec<u32> {
+    let (kpad, block, tokens) = (g.kpad() as usize, g.block as usize, g.tokens as usize);
+    let parts = g.parts() as usize;
+    // Column-major B (column parts · t + j), then the fragment order.
+    let mut columns = vec![0u16; parts * tokens * kpad];
+    let mut factors = vec![0f32; tokens * kpad / block];
+    let mut sums = vec![0f32; tokens * kpad / block];
+    for t in 0..tokens {
+        for b in 0..kpad / block {
+            let v: Vec<f32> = (b * block..(b + 1) * block)
+                .map(|kk| match t < m && kk < k {
+                    true => x[t * stride + kk],
+                    false => 0.0,
+                })
+                .collect();
+            let largest = v.iter().map(|v| v.to_bits() & 0x7FFF_FFFF).max().unwrap();
+            let at = t * kpad / block + b;
+            sums[at] = v
+                .chunks_exact(4)
+                .map(|q| (q[0] + q[1]) + (q[2] + q[3]))
+                .fold(0.0, |s, p| s + p);
+            let column = |j: usize| (parts * t + j) * kpad + b * block;
+            if g.x_f16 {
+                factors[at] = 1.0;
+                for (i, &vi) in v.iter().enumerate() {
+                    columns[column(0) + i] = half::f16::from_f32(vi).to_bits();
+                }
+                continue;
+            }
+            let e = ((largest >> 23) & 0xFF) as i32 - 127;
+            let shift = (14 - e).clamp(-126, 126);
+            let up = f32::from_bits(((127 + shift) as u32) << 23);
+            factors[at] = f32::from_bits(((127 - shift) as u32) << 23);
+            for (i, &vi) in v.iter().enumerate() {
+                let scaled = vi * up;
+                let hi = f32::from_bits(scaled.to_bits() & 0xFFFF_E000);
+                columns[column(0) + i] = half::f16::from_f32(hi).to_bits();
+                columns[column(1) + i] = half::f16::from_f32(scaled - hi).to_bits();
+            }
+        }
+    }
+    let mut halves = vec![0u16; columns.len()];
+    for group in 0..parts * tokens / 8 {
+        for step in 0..kpad / 16 {
+            for lane in 0..32 {
+                for e in 0..4 {
+                    let (kk, n) = b_element(lane, e);
+                    let at = ((group * kpad / 16 + step) * 32 + lane) * 4 + e;
+                    halves[at] = columns[(8 * group + n) * kpad + 16 * step + kk];
+                }
+            }
+        }
+    }
+    let mut words: Vec<u32> = halves
+        .chunks_exact(2)
+        .map(|h| h[0] as u32 | (h[1] as u32) << 16)
+        .collect();
+    words.extend(factors.iter().chain(&sums).map(|v| v.to_bits()));
+    words
+}
+
+/// Runs the pre-pass on `x` (f16 bytes with `g.x_f16`) into a poisoned workspace of
+/// `ws_bytes` and returns its words, or what `record_x_split` refused.
+fn run(
+    ctx: &Context,
+    x_bytes: &[u8],
+    p: &GemvParams,
+    k: u32,
+    g: &SplitGeometry,
+    ws_bytes: u64,
+) -> Result<Vec<u32>, q4vk::error::Error> {
+    let xb = upload(ctx, x_bytes).unwrap();
+    let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Readback).unwrap();
+    wb.write(0, &vec![0xFF; ws_bytes as usize]);
+    let range = |b: &Buffer, bytes: u64| BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: bytes,
+    };
+    let mut exec = ctx.exec.lock().unwrap();
+    exec.submitter.run(None, |cmd| {
+        record_x_split(
+            ctx,
+            cmd,
+            range(&xb, x_bytes.len() as u64),
+            range(&wb, ws_bytes),
+            p,
+            k,
+            g,
+        )?;
+        let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
+        // SAFETY: recording into the context's own command buffer.
+        unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
+        Ok(())
+    })?;
+    let mut out = vec![0u8; ws_bytes as usize];
+    wb.read(0, &mut out);
+    Ok(out
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect())
+}
+
+/// `m` rows of `k` activations `stride` apart: a huge block, a tiny one and a zero one where
+/// K has room, f16-exact values for f16 x.
+fn activations(rng: &mut Rng, m: usize, k: usize, stride: usize, x_f16: bool) -> Vec<f32> {
+    let mut x = rng.vec(m * stride);
+    for row in x.chunks_exact_mut(stride) {
+        if k >= 256 {
+            let (huge, tiny) = if x_f16 {
+                (3.0e3, 1.0e-3)
+            } else {
+                (1.0e30, 1.0e-35)
+            };
+            row[..32].iter_mut().for_each(|v| *v *= huge);
+            row[64..96].iter_mut().for_each(|v| *v *= tiny);
+            row[128..192].fill(0.0);
+        }
+    }
+    if x_f16 {
+        x.iter_mut()
+            .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+    }
+    x
+}
+
+fn bytes_of(x: &[f32], x_f16: bool) -> Vec<u8> {
+    let mut out: Vec<u8> = match x_f16 {
+        true => x
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect(),
+        false => x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    out.resize(out.len().next_multiple_of(4), 0);
+    out
+}
+
+#[test]
+fn workspace_matches_the_model() {
+    let ctx = context();
+    let mut rng = Rng(0x5A17);
+    // (m, tokens, k, stride, block)
+    let cases = [
+        (13usize, 16u32, 300usize, 310usize, 128u32),
+        (8, 8, 256, 256, 64),
+        (9, 32, 1000, 1003, 32),
+        (40, 48, 128, 130, 128),
+    ];
+    for x_f16 in [false, true] {
+        for &(m, tokens, k, stride, block) in &cases {
+            let g = SplitGeometry {
+                stages: k.div_ceil(128) as u32,
+                block,
+                tokens,
+                x_f16,
+            };
+            let x = activations(&mut rng, m, k, stride, x_f16);
+            let p = GemvParams {
+                m: m as u32,
+                x_f16,
+                x_stride: stride as u64,
+                y_stride: 1,
+                x_gathered: false,
+            };
+            let got = run(&ctx, &bytes_of(&x, x_f16), &p, k as u32, &g, g.bytes()).unwrap();
+            let want = model(&x, m, k, stride, &g);
+            assert_eq!(got.len(), want.len());
+            let b_words = (g.factors_offset() / 4) as usize;
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                let what = match i < b_words {
+                    true => "B",
+                    false if i < (g.sums_offset() / 4) as usize => "factor",
+                    false => "sum",
+                };
+                assert_eq!(
+                    a, b,
+                    "{what} word {i}: f16 {x_f16} m {m} k {k} block {block}"
+                );
+            }
+        }
+    }
+    assert_nothing_logged();
+}
+
+#[test]
+fn bad_calls_are_refused() {
+    let ctx = context();
+    let g = SplitGeometry {
+        stages: 2,
+        block: 128,
+        tokens: 16,
+        x_f16: false,
+    };
+    let x = bytes_of(&vec![1.0; 20 * 256], false);
+    let p = |m: u32, x_f16: bool| GemvParams {
+        m,
+        x_f16,
+        x_stride: 256,
+        y_stride: 1,
+        x_gathered: false,
+    };
+    let refused = |p: GemvParams, ws: u64| {
+        let e = run(&ctx, &x, &p, 256, &g, ws).unwrap_err();
+        assert!(e.to_string().contains("split pre-pass"), "{e}");
+    };
+    refused(p(17, false), g.bytes());
+    refused(p(16, true), g.bytes());
+    refused(p(16, false), g.bytes() - 4);
+    assert!(run(&ctx, &x, &p(16, false), 256, &g, g.bytes()).is_ok());
+    assert_nothing_logged();
+}
