@@ -137,7 +137,7 @@ _Static_assert(Q4VK_SOURCE_FLOAT == 0 && Q4VK_SOURCE_Q4 == 1 && Q4VK_SOURCE_PADD
 _Static_assert(Q4VK_SOURCE_GGUF_Q4_0 == 3 && Q4VK_SOURCE_GGUF_Q4_1 == 4 && Q4VK_SOURCE_GGUF_Q4_K == 5 &&
                    Q4VK_SOURCE_GPTQ == 6 && Q4VK_SOURCE_AWQ == 7,
                "imported sources");
-_Static_assert(Q4VK_GEMV_F16_ACTIVATIONS == 0x1u, "gemv flags");
+_Static_assert(Q4VK_GEMV_F16_ACTIVATIONS == 0x1u && Q4VK_GEMV_ROUND_X_TO_F16 == 0x2u, "gemv flags");
 
 static void (*const p_context_desc_default)(q4vk_context_desc *) = q4vk_context_desc_default;
 static q4vk_status (*const p_context_create)(const q4vk_context_desc *, q4vk_context **) = q4vk_context_create;

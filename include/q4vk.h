@@ -102,6 +102,17 @@
 // pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
 #define Q4VK_GEMV_F16_ACTIVATIONS 1
 
+// Opt-in, less exact: f32 activations may be rounded to f16 where that makes the call
+// faster. Today that is the tensor-core GEMM (m > 8, tensor-core matrices) given a
+// workspace (`q4vk_gemv_workspace_size` with this flag): its pre-pass rounds `2^-e x` per
+// block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
+// value overflows or flushes for being far from 1), and the GEMM runs as with f16
+// activations, about 2 × faster than on exact f32 x. The result is then that of x rounded
+// (relative error up to 2^-11 per element; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md)
+// instead of fp32-accurate. Everywhere else (other kernels, no workspace, f16 x) the flag
+// changes nothing.
+#define Q4VK_GEMV_ROUND_X_TO_F16 2
+
 // `q4vk_kernel_export_desc.export_flags`: export the extended kernel, whose bindings 5
 // (`Q4VK_BINDING_OFFSETS`) and 6 (`Q4VK_BINDING_K_ORDER`) follow the v0 five, for every
 // source `q4vk_matrix_create` takes (with the device layout of `q4vk_matrix_pack_extended`).

@@ -49,6 +49,9 @@ layout(constant_id = 6) const bool HAS_OFFSETS = false;
 layout(constant_id = 7) const uint KSPLIT = 1;
 // x pre-split by `x_split.comp` into the workspace bound as x (else x itself, staged here).
 layout(constant_id = 8) const bool X_SPLIT = false;
+// With X_SPLIT and X_F16: the workspace holds f32 x rounded to one f16 part per token,
+// scaled by 2^-e per block (Q4VK_GEMV_ROUND_X_TO_F16): the block factors apply.
+layout(constant_id = 9) const bool X_ROUNDED = false;
 
 const uint SUBGROUPS = gl_WorkGroupSize.x / 32u;
 const uint SG = SUBGROUPS / KSPLIT;    // subgroups per K group, each with its own row tiles
@@ -220,17 +223,18 @@ void main() {
 
         // Only K groups can run past the last stage (KSPLIT = 1 folds this away).
         if (KSPLIT == 1u || stage < stages) {
-            // X_SPLIT: this stage's block factors (f32 x) and sums (offsets) from the
-            // workspace, loaded now so that the block's products hide their latency
-            // (element [b][h][i]: token 4 h + c4, or for f16 x 8 h + 2 c4 + i).
-            float fx[BLOCKS][NB];
+            // X_SPLIT: this stage's block factors (f32 x, rounded x) and sums (offsets)
+            // from the workspace, loaded now so that the block's products hide their
+            // latency (element [b][h][i]: token 4 h + c4, or for f16 x 8 h + 2 c4 + i).
+            float fx[BLOCKS][NB][2];
             float sx[BLOCKS][NB][2];
             if (X_SPLIT) {
                 [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
                         uint tk = X_F16 ? 8u * h + 2u * c4 : 4u * h + c4;
-                        fx[b][h] = X_F16 ? 1.0 : factor_of(kg, stage, b, tok0, tk);
                         [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                            bool scaled = !X_F16 || X_ROUNDED;
+                            fx[b][h][i] = scaled ? factor_of(kg, stage, b, tok0, tk + i) : 1.0;
                             sx[b][h][i] = HAS_OFFSETS ? sum_of(kg, stage, b, tok0, tk + i) : 0.0;
                         }
                     }
@@ -281,14 +285,16 @@ void main() {
                             uint tk = 8u * h + 2u * c4;
                             [[unroll]] for (uint e = 0u; e < 4u; e++) {
                                 uint r = e / 2u;
-                                float v = fma(c[t][h][e], sc[t][b][r], acc[t][h][e]);
+                                float scale = X_SPLIT && X_ROUNDED
+                                    ? sc[t][b][r] * fx[b][h][e % 2u] : sc[t][b][r];
+                                float v = fma(c[t][h][e], scale, acc[t][h][e]);
                                 float sum = X_SPLIT ? sx[b][h][e % 2u]
                                                     : sum_of(kg, stage, b, tok0, tk + e % 2u);
                                 acc[t][h][e] = HAS_OFFSETS ? fma(zr[t][b][r], sum, v) : v;
                             }
                         } else {
                             uint tk = 4u * h + c4;
-                            float f = X_SPLIT ? fx[b][h] : factor_of(kg, stage, b, tok0, tk);
+                            float f = X_SPLIT ? fx[b][h][0] : factor_of(kg, stage, b, tok0, tk);
                             float sum = X_SPLIT ? sx[b][h][0] : sum_of(kg, stage, b, tok0, tk);
                             [[unroll]] for (uint r = 0u; r < 2u; r++) {
                                 float v = fma(c[t][h][2u * r] + c[t][h][2u * r + 1u],

@@ -8,7 +8,9 @@
 //
 //   B  f16, PARTS mpad columns of kpad: column PARTS t + j is part j of token t: f32 x as
 //      the hi (j = 0) and lo (j = 1) parts of 2^-e x per block (`split_scaled`, the split
-//      the staging kernels make), f16 x as it is (PARTS = 1). Stored as the GEMM's B
+//      the staging kernels make), f16 x as it is (PARTS = 1), or with ROUNDED f32 x as
+//      2^-e x rounded to f16 (PARTS = 1; the block's largest |x| then lies in
+//      [2^14, 2^15], so nothing overflows and the rounding is relative). Stored as the GEMM's B
 //      fragments (16 k x 8 columns, `layout::coop::b_element`): fragment (g, s) = columns
 //      8 g .. 8 g + 7, k 16 s .. 16 s + 15, at uvec2 (g kpad / 16 + s) 32 + lane, the
 //      lane's four elements in order; so each invocation of the GEMM loads its share of a
@@ -29,6 +31,8 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool X_F16 = false; // activations are f16 (else f32)
 layout(constant_id = 2) const uint BLOCK = 128;   // k per block: 32, 64 or 128
+// f32 x rounded to one f16 part per token (Q4VK_GEMV_ROUND_X_TO_F16) instead of two exact.
+layout(constant_id = 3) const bool ROUNDED = false;
 #define WORKGROUP gl_WorkGroupSize.x
 
 #include "q4_common.glsl"
@@ -37,7 +41,7 @@ layout(constant_id = 2) const uint BLOCK = 128;   // k per block: 32, 64 or 128
 layout(set = 1, binding = 1) writeonly buffer OutB { uint out_b[]; };
 layout(set = 1, binding = 1) writeonly buffer OutF { float out_f[]; };
 
-const uint PARTS = X_F16 ? 1u : 2u;
+const uint PARTS = X_F16 || ROUNDED ? 1u : 2u;
 
 // Per invocation: the largest magnitude bits and the sum of its four activations.
 shared uint part_largest[WORKGROUP];
@@ -84,8 +88,13 @@ void main() {
     } else {
         vec4 hi, lo;
         factor = split_scaled(v, largest, hi, lo);
-        store_b(2u * t, kk, kpad, hi);
-        store_b(2u * t + 1u, kk, kpad, lo);
+        if (ROUNDED) {
+            // hi + lo is 2^-e x exactly (f32); packHalf2x16 rounds it.
+            store_b(t, kk, kpad, hi + lo);
+        } else {
+            store_b(2u * t, kk, kpad, hi);
+            store_b(2u * t + 1u, kk, kpad, lo);
+        }
     }
     if (lid == first) {
         uint nb = kpad / BLOCK;

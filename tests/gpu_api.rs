@@ -438,6 +438,15 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
             let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m, 0, &mut bytes) };
             assert_eq!(status, Q4VK_OK);
             assert_eq!(bytes, expected(m), "flags {flags:#x} m {m}");
+            // Letting f32 x round to f16 adds a workspace only where the tensor-core GEMM
+            // runs on a pre-split x (m > 8 on tensor-core contexts).
+            let round = Q4VK_GEMV_ROUND_X_TO_F16;
+            let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m, round, &mut bytes) };
+            assert_eq!(status, Q4VK_OK);
+            match ctx.coop && m > 8 {
+                true => assert!(bytes > 0, "rounded x, m {m}"),
+                false => assert_eq!(bytes, expected(m), "rounded x, flags {flags:#x} m {m}"),
+            }
         }
         if flags != 0 {
             assert!(!gpu.context().int_dot);
@@ -447,7 +456,7 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
             q4vk_gemv_workspace_size(gpu.ctx, mat, m, f, out)
         };
         assert_eq!(call(0, 0, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
-        assert_eq!(call(1, 0x2, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
+        assert_eq!(call(1, 0x4, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
         assert_eq!(call(1, 0, std::ptr::null_mut()), Q4VK_ERROR_NULL_POINTER);
         assert_eq!(
             unsafe { q4vk_gemv_workspace_size(std::ptr::null_mut(), mat, 1, 0, &mut bytes) },

@@ -150,6 +150,25 @@ fn gemv_f16(ctx: &Context, mat: &DeviceMatrix, x: &[f32], m: usize) -> Vec<f32> 
     record_gemv(ctx, mat, &f16_le_bytes(x), m, true)
 }
 
+/// Rows of `k` activations as `Q4VK_GEMV_ROUND_X_TO_F16` rounds them (`vk::x_split`): per
+/// block of `block` columns, 2^-e x (the block's largest |x| in [2^14, 2^15)) rounded to
+/// f16, times 2^e.
+fn rounded_x(x: &[f32], k: usize, block: usize) -> Vec<f32> {
+    let mut out = x.to_vec();
+    for row in out.chunks_exact_mut(k) {
+        for b in row.chunks_mut(block) {
+            let largest = b.iter().map(|v| v.to_bits() & 0x7FFF_FFFF).max().unwrap();
+            let e = ((largest >> 23) & 0xFF) as i32 - 127;
+            let shift = (14 - e).clamp(-126, 126);
+            let up = f32::from_bits(((127 + shift) as u32) << 23);
+            let down = f32::from_bits(((127 - shift) as u32) << 23);
+            b.iter_mut()
+                .for_each(|v| *v = half::f16::from_f32(*v * up).to_f32() * down);
+        }
+    }
+    out
+}
+
 /// f16 values held as f32, as f16 bytes padded to whole 32-bit words.
 fn f16_le_bytes(x: &[f32]) -> Vec<u8> {
     let mut xv: Vec<u8> = x
@@ -224,6 +243,18 @@ fn tensor_core_gemm_matches_reference() {
                         assert!(err < 1e-5, "{what}: {err:e}");
                     }
                 }
+                // f32 x rounded to f16 (Q4VK_GEMV_ROUND_X_TO_F16) on a pre-split x: the
+                // exact result of the rounded x, and within 1e-3 of the unrounded one.
+                let block = mat.coop.as_ref().unwrap().block as usize;
+                let rounded = rounded_x(&x, d.shape.k, block);
+                let y =
+                    try_record_gemv_rounding(&ctx, &mat, &f32_bytes, m, false, true, true).unwrap();
+                let what = format!("GEMM {shape:?} {:?} m {m} rounded x", d.shape);
+                assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
+                let err = reference::relative_error(&y, &reference::gemv(d, &rounded, m));
+                assert!(err < 1e-5, "{what}: {err:e} against the rounded x");
+                let err = reference::relative_error(&y, &want);
+                assert!(err < 1e-3, "{what}: {err:e} against x");
             }
         }
     }

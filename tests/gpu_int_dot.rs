@@ -149,6 +149,7 @@ fn record_call(
         x_stride: x_stride as u64,
         y_stride: n as u64,
         x_gathered: false,
+        x_round_f16: false,
     };
     let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
     if workspace.is_some() {
@@ -499,6 +500,7 @@ fn a_bad_workspace_is_refused_and_none_keeps_the_f32_kernel() {
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: false,
+        x_round_f16: false,
     };
     let need = gemv::workspace_bytes(&ctx, &mat, &p);
     // x, y and the workspace each 1024-byte aligned in one buffer.

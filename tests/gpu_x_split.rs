@@ -2,7 +2,8 @@
 //! system's Vulkan device (lavapipe in CI: the pre-pass needs no optional feature, while
 //! the GEMM that reads it runs only where cooperative matrices exist, and is checked there
 //! by `gpu_coop`), validation on: the workspace holds, bit for bit, the B fragments, block
-//! factors and block sums of a model of the algorithm, for f32 and f16 x, blocks of 32, 64
+//! factors and block sums of a model of the algorithm, for f32 x (exact two parts, and
+//! rounded to one f16 part for `Q4VK_GEMV_ROUND_X_TO_F16`) and f16 x, blocks of 32, 64
 //! and 128, K ending inside a stage, fewer rows than tokens held (zero columns), a row
 //! stride above K, and blocks of huge, tiny and zero values; bad calls are refused.
 
@@ -62,8 +63,14 @@ fn model(x: &[f32], m: usize, k: usize, stride: usize, g: &SplitGeometry) -> Vec
             for (i, &vi) in v.iter().enumerate() {
                 let scaled = vi * up;
                 let hi = f32::from_bits(scaled.to_bits() & 0xFFFF_E000);
+                let lo = scaled - hi;
+                if g.rounded {
+                    // The two exact parts summed (the scaled value; -0 comes out +0), rounded.
+                    columns[column(0) + i] = half::f16::from_f32(hi + lo).to_bits();
+                    continue;
+                }
                 columns[column(0) + i] = half::f16::from_f32(hi).to_bits();
-                columns[column(1) + i] = half::f16::from_f32(scaled - hi).to_bits();
+                columns[column(1) + i] = half::f16::from_f32(lo).to_bits();
             }
         }
     }
@@ -175,13 +182,15 @@ fn workspace_matches_the_model() {
         (9, 32, 1000, 1003, 32),
         (40, 48, 128, 130, 128),
     ];
-    for x_f16 in [false, true] {
+    // (f16 x, f32 x rounded to f16)
+    for (x_f16, rounded) in [(false, false), (false, true), (true, false)] {
         for &(m, tokens, k, stride, block) in &cases {
             let g = SplitGeometry {
                 stages: k.div_ceil(128) as u32,
                 block,
                 tokens,
                 x_f16,
+                rounded,
             };
             let x = activations(&mut rng, m, k, stride, x_f16);
             let p = GemvParams {
@@ -190,6 +199,7 @@ fn workspace_matches_the_model() {
                 x_stride: stride as u64,
                 y_stride: 1,
                 x_gathered: false,
+                x_round_f16: rounded,
             };
             let got = run(&ctx, &bytes_of(&x, x_f16), &p, k as u32, &g, g.bytes()).unwrap();
             let want = model(&x, m, k, stride, &g);
@@ -203,7 +213,7 @@ fn workspace_matches_the_model() {
                 };
                 assert_eq!(
                     a, b,
-                    "{what} word {i}: f16 {x_f16} m {m} k {k} block {block}"
+                    "{what} word {i}: f16 {x_f16} rounded {rounded} m {m} k {k} block {block}"
                 );
             }
         }
@@ -219,6 +229,7 @@ fn bad_calls_are_refused() {
         block: 128,
         tokens: 16,
         x_f16: false,
+        rounded: false,
     };
     let x = bytes_of(&vec![1.0; 20 * 256], false);
     let p = |m: u32, x_f16: bool| GemvParams {
@@ -227,6 +238,7 @@ fn bad_calls_are_refused() {
         x_stride: 256,
         y_stride: 1,
         x_gathered: false,
+        x_round_f16: false,
     };
     let refused = |p: GemvParams, ws: u64| {
         let e = run(&ctx, &x, &p, 256, &g, ws).unwrap_err();
@@ -235,6 +247,14 @@ fn bad_calls_are_refused() {
     refused(p(17, false), g.bytes());
     refused(p(16, true), g.bytes());
     refused(p(16, false), g.bytes() - 4);
+    // Rounding asked of a geometry of two exact parts.
+    refused(
+        GemvParams {
+            x_round_f16: true,
+            ..p(16, false)
+        },
+        g.bytes(),
+    );
     assert!(run(&ctx, &x, &p(16, false), 256, &g, g.bytes()).is_ok());
     assert_nothing_logged();
 }

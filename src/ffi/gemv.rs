@@ -38,6 +38,17 @@ pub const Q4VK_CMD_GEMV_SET_RING: u32 = 4096;
 /// pairs from 32-bit words). Error bound: as f32 relative to the f16 inputs.
 pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
 
+/// Opt-in, less exact: f32 activations may be rounded to f16 where that makes the call
+/// faster. Today that is the tensor-core GEMM (m > 8, tensor-core matrices) given a
+/// workspace (`q4vk_gemv_workspace_size` with this flag): its pre-pass rounds `2^-e x` per
+/// block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
+/// value overflows or flushes for being far from 1), and the GEMM runs as with f16
+/// activations, about 2 × faster than on exact f32 x. The result is then that of x rounded
+/// (relative error up to 2^-11 per element; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md)
+/// instead of fp32-accurate. Everywhere else (other kernels, no workspace, f16 x) the flag
+/// changes nothing.
+pub const Q4VK_GEMV_ROUND_X_TO_F16: u32 = 0x2;
+
 /// Arguments of `q4vk_cmd_gemv`. Initialize with `q4vk_gemv_args_default`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -174,7 +185,7 @@ unsafe fn vulkan_pair<'a>(
 
 /// Refuses `Q4VK_GEMV_*` bits this library does not know (`what`: the argument's name).
 fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
-    let unknown = flags & !Q4VK_GEMV_F16_ACTIVATIONS;
+    let unknown = flags & !(Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_ROUND_X_TO_F16);
     if unknown != 0 {
         return Err(invalid!("{what} has unknown bits {unknown:#x}"));
     }
@@ -350,6 +361,7 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
             },
             // The kernels gather x through a column order from the host's buffer.
             x_gathered: false,
+            x_round_f16: a.flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
         };
         let workspace = (a.workspace.buffer != 0).then(|| range(a.workspace));
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
@@ -391,6 +403,7 @@ pub unsafe extern "C" fn q4vk_gemv_workspace_size(
             x_stride: mat.shape.k as u64,
             y_stride: mat.shape.n as u64,
             x_gathered: false,
+            x_round_f16: flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
         };
         let need = gemv::workspace_bytes(ctx, mat, &params);
         // SAFETY: non-NULL (checked) and writable (contract).

@@ -477,6 +477,7 @@ mod tests {
             offsets: false,
             ksplit,
             x_split: false,
+            x_rounded: false,
         };
         // f32, 4 groups: 4 staged B of 32 columns (8.8 KB each) and 3 × 64 × 16 sums.
         assert!(key(4, false).shared_bytes() <= 48 * 1024);

@@ -351,6 +351,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         x_stride: req.x_stride,
         y_stride: req.y_stride,
         x_gathered: false,
+        x_round_f16: false,
     };
     let XyExtent {
         x_elems,

@@ -42,6 +42,9 @@ pub struct GemvParams {
     /// x is already in the matrix's column order (`q4vk_gemv` gathered it on the host): the
     /// kernels read it as a plain matrix's, without gathering.
     pub x_gathered: bool,
+    /// f32 x may be rounded to f16 where that makes the call faster
+    /// (`Q4VK_GEMV_ROUND_X_TO_F16`): the tensor-core GEMM on a pre-split x with a workspace.
+    pub x_round_f16: bool,
 }
 
 /// Checks the activation count: 0 is invalid. (The upper limits are those of x and y:
@@ -239,6 +242,8 @@ fn coop_gemm_key(
     x_split: bool,
 ) -> Option<CoopGemmKey> {
     let c = mat.coop.as_ref().filter(|_| runs_gemm(ctx, mat, p.m))?;
+    // Rounded f32 x runs as f16 x (one part per token) whose blocks carry factors.
+    let rounded = x_split && rounds_x(p);
     let (tiles, subgroups, tokens, ksplit) =
         ctx.coop_gemm_tuning.unwrap_or_else(|| match x_split {
             true => super::coop::choose_split_gemm_shape(mat.shape.n, p.m),
@@ -249,11 +254,12 @@ fn coop_gemm_key(
         subgroups,
         tokens,
         zeros: mat.shape.zero_points,
-        x_f16: p.x_f16,
+        x_f16: p.x_f16 || rounded,
         block: c.block,
         offsets: mat.offsets,
         ksplit,
         x_split,
+        x_rounded: rounded,
     };
     Some(match ctx.coop_gemm_tuning {
         Some(_) => key,
@@ -261,14 +267,20 @@ fn coop_gemm_key(
     })
 }
 
+/// Whether a call's f32 x is rounded to f16 where it runs on a pre-split x.
+fn rounds_x(p: &GemvParams) -> bool {
+    p.x_round_f16 && !p.x_f16
+}
+
 /// The pre-split x of the tensor-core GEMM (`vk::x_split`) for a call with `p` on `mat`, or
 /// `None` where the call runs another kernel or the pre-pass's grid or the workspace exceed
 /// the device's limits.
 fn split_geometry(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Option<SplitGeometry> {
-    // f16 activations beyond the GEMV's m only: f32 ones measured no faster on an H200 (x's
-    // two parts double the fragments each invocation loads), and at m ≤ 8 the pre-pass
-    // would cost more than it saves (bench/RESULTS.md).
-    if !p.x_f16 || p.m <= MAX_M {
+    // f16 activations (or f32 ones the caller lets round to f16) beyond the GEMV's m only:
+    // exact f32 ones measured no faster on an H200 (x's two parts double the fragments each
+    // invocation loads), and at m ≤ 8 the pre-pass would cost more than it saves
+    // (bench/RESULTS.md).
+    if !(p.x_f16 || rounds_x(p)) || p.m <= MAX_M {
         return None;
     }
     let key = coop_gemm_key(ctx, mat, p, true)?;
@@ -278,6 +290,7 @@ fn split_geometry(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Option<S
         block: c.block,
         tokens: p.m.checked_next_multiple_of(key.tokens)?,
         x_f16: p.x_f16,
+        rounded: rounds_x(p),
     };
     g.fits(ctx).then_some(g)
 }
@@ -367,6 +380,7 @@ fn split_prepass(ctx: &Context, g: &SplitGeometry, k: u32, p: &GemvParams) -> Re
     let pipeline = ctx.pipelines.get_split(SplitKey {
         x_f16: g.x_f16,
         block: g.block,
+        rounded: g.rounded,
     })?;
     Ok(Prepass {
         pipeline,
@@ -389,7 +403,8 @@ pub fn record_x_split(
     k: u32,
     g: &SplitGeometry,
 ) -> Result<()> {
-    if p.x_f16 != g.x_f16 || p.m > g.tokens || workspace.range < g.bytes() || !g.fits(ctx) {
+    let kind_matches = p.x_f16 == g.x_f16 && g.rounded == rounds_x(p);
+    if !kind_matches || p.m > g.tokens || workspace.range < g.bytes() || !g.fits(ctx) {
         return Err(invalid!(
             "the split pre-pass of {} rows ({} x) does not fit {g:?} in {} bytes",
             p.m,
@@ -801,6 +816,7 @@ pub fn gemv_host(
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: mat.k_order.is_some(),
+        x_round_f16: false,
     };
     // Everything that can refuse the call runs before the buffers grow.
     check_params(ctx, mat, &gathered)?;
@@ -809,6 +825,7 @@ pub fn gemv_host(
     // the IEEE ones; a refused pre-pass (its pipelines) keeps the kernel on x too.
     let ungathered = GemvParams {
         x_gathered: false,
+        x_round_f16: false,
         ..gathered
     };
     let finite = || x.iter().all(|v| v.is_finite());

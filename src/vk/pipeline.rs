@@ -330,12 +330,19 @@ pub struct SplitKey {
     pub x_f16: bool,
     /// k per block (32, 64 or 128): the blocks whose factors and sums it writes.
     pub block: u32,
+    /// f32 activations rounded to one f16 part (`Q4VK_GEMV_ROUND_X_TO_F16`).
+    pub rounded: bool,
 }
 
 impl SplitKey {
-    /// The specialization constants by id (0..2).
-    fn spec_values(&self) -> [u32; 3] {
-        [SPLIT_WORKGROUP, self.x_f16 as u32, self.block]
+    /// The specialization constants by id (0..3).
+    fn spec_values(&self) -> [u32; 4] {
+        [
+            SPLIT_WORKGROUP,
+            self.x_f16 as u32,
+            self.block,
+            self.rounded as u32,
+        ]
     }
 }
 
@@ -396,11 +403,13 @@ pub struct CoopGemmKey {
     /// x pre-split into a workspace by `shaders/x_split.comp` ([`SplitKey`]): B fragments
     /// are loaded from there, nothing is staged in shared memory.
     pub x_split: bool,
+    /// With `x_split` and `x_f16`: f32 x rounded to f16 per block (the factors apply).
+    pub x_rounded: bool,
 }
 
 impl CoopGemmKey {
-    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..8).
-    fn spec_values(&self) -> [u32; 9] {
+    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..9).
+    fn spec_values(&self) -> [u32; 10] {
         [
             32 * self.subgroups,
             self.tiles,
@@ -411,6 +420,7 @@ impl CoopGemmKey {
             self.offsets as u32,
             self.ksplit,
             self.x_split as u32,
+            self.x_rounded as u32,
         ]
     }
 

@@ -6,11 +6,13 @@
 //! at m > 8, where it measured 1.3–1.9 × faster on an H200 (bench/RESULTS.md).
 //!
 //! Layout ([`SplitGeometry`]; kpad = 128 · stages, K padded to the tensor-core layout;
-//! tokens = m rounded up to the GEMM's tokens per workgroup; `parts` = 1 for f16 x, 2 for
-//! f32 x):
+//! tokens = m rounded up to the GEMM's tokens per workgroup; `parts` = 1 for f16 x and for
+//! rounded f32 x, 2 for f32 x):
 //! * B: `parts · tokens` columns of kpad f16, column `parts · t + j` part `j` of token `t`
 //!   (f16 x as it is; f32 x as the hi and lo f16 parts of `2^-e x` per block of `block` k,
-//!   the exact split the staging kernels make), zero past K and for tokens ≥ m. Stored as
+//!   the exact split the staging kernels make; with `Q4VK_GEMV_ROUND_X_TO_F16`, f32 x as
+//!   `2^-e x` rounded to f16, the block's largest magnitude in [2^14, 2^15]: a relative
+//!   rounding that cannot overflow), zero past K and for tokens ≥ m. Stored as
 //!   16 × 8 fragments: fragment `(g, s)` (columns `8g ..`, k `16s ..`) at uvec2
 //!   `(g · kpad/16 + s) · 32 + lane`, the lane's four elements
 //!   ([`crate::layout::coop::b_element`]) in order.
@@ -33,12 +35,14 @@ pub struct SplitGeometry {
     pub tokens: u32,
     /// f16 activations (one column per token; f32 ones have two).
     pub x_f16: bool,
+    /// f32 activations rounded to one f16 column per token (`Q4VK_GEMV_ROUND_X_TO_F16`).
+    pub rounded: bool,
 }
 
 impl SplitGeometry {
     /// Columns of B per token.
     pub fn parts(&self) -> u64 {
-        if self.x_f16 {
+        if self.x_f16 || self.rounded {
             1
         } else {
             2

@@ -439,6 +439,19 @@ pub fn try_record_gemv(
     x_f16: bool,
     use_workspace: bool,
 ) -> Result<Vec<f32>, q4vk::error::Error> {
+    try_record_gemv_rounding(ctx, mat, x_bytes, m, x_f16, false, use_workspace)
+}
+
+/// [`try_record_gemv`] with `Q4VK_GEMV_ROUND_X_TO_F16`'s parameter `x_round_f16`.
+pub fn try_record_gemv_rounding(
+    ctx: &q4vk::vk::context::Context,
+    mat: &q4vk::vk::matrix::DeviceMatrix,
+    x_bytes: &[u8],
+    m: usize,
+    x_f16: bool,
+    x_round_f16: bool,
+    use_workspace: bool,
+) -> Result<Vec<f32>, q4vk::error::Error> {
     use q4vk::vk::gemv::{self, BufferRange, GemvParams};
     use q4vk::vk::memory::{Buffer, MemoryKind};
     let (n, k) = (mat.shape.n, mat.shape.k);
@@ -457,6 +470,7 @@ pub fn try_record_gemv(
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: false,
+        x_round_f16,
     };
     let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
     let wb = Buffer::new(&ctx.device, ws_bytes.max(16) as u64, MemoryKind::Readback).unwrap();

@@ -10,7 +10,10 @@
 //! `--coop-sweep` times it over a grid of those (bench/RESULTS.md); `Q4VK_BENCH_LOG=1`
 //! prints the context's log; `--stats` ends the table with the compiler statistics
 //! (registers, spills, as the driver reports them through
-//! `VK_KHR_pipeline_executable_properties`) of every pipeline the run created.
+//! `VK_KHR_pipeline_executable_properties`) of every pipeline the run created. Calls get
+//! the workspace their pre-pass needs (path "split-x": the tensor-core GEMM on x pre-split
+//! by `x_split.comp`, timed with it) unless `--no-workspace`; `--round-x-f16` sets
+//! `Q4VK_GEMV_ROUND_X_TO_F16` (rel. err. still against the exact x).
 //!
 //! `q4vk-bench` runs the target shapes of `bench/RESULTS.md` (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
@@ -79,6 +82,8 @@ struct Options {
     stats: bool,
     /// No workspace: the kernels that read x themselves, without a pre-pass.
     no_workspace: bool,
+    /// `Q4VK_GEMV_ROUND_X_TO_F16`: f32 x may be rounded to f16 (rel. err. against exact x).
+    round_x_f16: bool,
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
@@ -96,7 +101,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -104,7 +109,7 @@ fn main() {
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
-    let mut no_workspace = false;
+    let (mut no_workspace, mut round_x_f16) = (false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -123,6 +128,7 @@ fn main() {
             "--act-order" => act_order = true,
             "--stats" => stats = true,
             "--no-workspace" => no_workspace = true,
+            "--round-x-f16" => round_x_f16 = true,
             "--f16" => x_f16 = true,
             "--coop" => {
                 coop = match numbers(args.next()).as_deref() {
@@ -183,6 +189,7 @@ fn main() {
         act_order,
         stats,
         no_workspace,
+        round_x_f16,
         tuning,
         unroll,
         split,
@@ -206,7 +213,11 @@ fn path(ctx: &Context, r: &Row) -> String {
         (false, _) if r.prepass => " int8-dot".to_string(),
         (false, _) => String::new(),
     };
-    let split = if r.gemm && r.prepass { " split-x" } else { "" };
+    let split = match (r.gemm && r.prepass, r.rounded) {
+        (true, true) => " split-x rounded",
+        (true, false) => " split-x",
+        _ => "",
+    };
     format!("{}{kind}{split}", ctx.kernel_path())
 }
 

@@ -28,6 +28,8 @@ pub(crate) struct Row {
     /// A pre-pass ran before the kernel (x's digits for the integer dot-product GEMV, x's
     /// f16 parts for the tensor-core GEMM), timed with it.
     pub(crate) prepass: bool,
+    /// x was rounded to f16 (`--round-x-f16`, where a pre-split x ran).
+    pub(crate) rounded: bool,
     /// The tensor-core GEMM's shape the row fixed (`None`: the default).
     pub(crate) coop_gemm: Option<(u32, u32, u32, u32)>,
 }
@@ -95,6 +97,7 @@ pub(crate) fn prepare(
         // --act-order times the kernels that gather x (q4vk_cmd_gemv's; q4vk_gemv gathers
         // on the host and runs the plain kernel).
         x_gathered: false,
+        x_round_f16: opt.round_x_f16,
     };
     let tokens: Vec<usize> = if m > 8 {
         vec![0, m as usize / 2, m as usize - 1]
@@ -356,6 +359,7 @@ pub(crate) fn bench_shape(
             per_copy,
             gemm,
             prepass: prepared.workspace.is_some(),
+            rounded: opt.round_x_f16 && !opt.x_f16 && prepared.workspace.is_some() && gemm,
             coop_gemm,
         });
     }
