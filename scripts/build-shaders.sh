@@ -28,8 +28,8 @@ glslc $FLAGS gemv_q4.comp -o "$out/gemv_q4_portable.spv"
 glslc $FLAGS -DSUBGROUP -DDOT gemv_q4.comp -o "$out/gemv_q4_dot.spv"
 # Its pre-pass: x in those digits, on the device.
 glslc $FLAGS x_digits.comp -o "$out/x_digits.spv"
-# The tensor-core GEMM's pre-pass: x split into exact f16 parts once per call, into a workspace.
-glslc $FLAGS x_split.comp -o "$out/x_split.spv"
+# The tensor-core GEMM's pre-pass: x as its f16 B fragments once per call, into a workspace.
+glslc $FLAGS x_fragments.comp -o "$out/x_fragments.spv"
 glslc $FLAGS gemm_q4.comp -o "$out/gemm_q4.spv"
 # Kernel export (q4vk_kernel_export): ncnn's conventions (shaders/gemv_export.glsl); the
 # portable variant targets Vulkan 1.0 (SPIR-V 1.0) so any host device can take it; -g keeps

@@ -23,11 +23,11 @@
 // through shared memory. Workgroups are numbered tokens fastest, so the ones reading the
 // same rows run together and find the weights in the L2.
 //
-// With X_SPLIT, binding 0 of set 1 is not x but the workspace its pre-pass wrote
-// (`x_split.comp`: every token's B fragments, already split and in fragment order, with
-// the block factors and sums): each invocation loads its share of a fragment with one
-// 8-byte load (the L1 serves the workgroup's other subgroups), so there is no staging, no
-// barrier and no shared B.
+// With X_FRAGMENTS (and X_F16: one f16 column per token; the host builds no other X_FRAGMENTS
+// pipeline), binding 0 of set 1 is not x but the workspace its pre-pass wrote
+// (`x_fragments.comp`: every token's B fragments in fragment order, with the block factors and
+// sums): each invocation loads its share of a fragment with one 8-byte load (the L1 serves
+// the workgroup's other subgroups), so there is no staging, no barrier and no shared B.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -47,10 +47,10 @@ layout(constant_id = 5) const uint BLOCK = 128;       // k per block: min(group,
 layout(constant_id = 6) const bool HAS_OFFSETS = false;
 // Groups of subgroups splitting the stages (K) of the same rows (divides the subgroups).
 layout(constant_id = 7) const uint KSPLIT = 1;
-// x pre-split by `x_split.comp` into the workspace bound as x (else x itself, staged here).
-layout(constant_id = 8) const bool X_SPLIT = false;
-// With X_SPLIT and X_F16: the workspace holds f32 x rounded to one f16 part per token,
-// scaled by 2^-e per block (Q4VK_GEMV_ROUND_X_TO_F16): the block factors apply.
+// x written by `x_fragments.comp` into the workspace bound as x (else x itself, staged here).
+layout(constant_id = 8) const bool X_FRAGMENTS = false;
+// With X_FRAGMENTS only: the workspace holds f32 x rounded to f16, scaled by 2^-e per block
+// (Q4VK_GEMV_ROUND_X_TO_F16): the block factors apply.
 layout(constant_id = 9) const bool X_ROUNDED = false;
 
 const uint SUBGROUPS = gl_WorkGroupSize.x / 32u;
@@ -68,17 +68,17 @@ const uint TPS = TOKENS / SG;          // tokens each subgroup stages (the host 
 
 #include "coop_common.glsl"
 
-// The pre-split workspace (X_SPLIT): B fragments, an invocation's four f16 per uvec2 (x1
-// reads its factors and sums).
+// The workspace (X_FRAGMENTS): B fragments, an invocation's four f16 per uvec2 (x1 reads its
+// factors and sums).
 layout(set = 1, binding = 0) readonly buffer XB { uvec2 xb[]; };
 
 // Every shared array is a multiple of 16 bytes (TOKENS is a multiple of 8), so staged_b
 // (read by coopMatLoad, which needs 16-byte alignment) stays aligned wherever it is placed.
 // One B per K group.
-// With X_SPLIT none of B's arrays is used (four elements each keep them declared).
-shared uvec2 staged_b[KSPLIT][X_SPLIT ? 4u : COLS * KPAD4];
-shared float block_scale[KSPLIT][X_SPLIT ? 4u : BLOCKS * TOKENS];
-shared float block_sum[KSPLIT][X_SPLIT ? 4u : BLOCKS * TOKENS];
+// With X_FRAGMENTS none of B's arrays is used (four elements each keep them declared).
+shared uvec2 staged_b[KSPLIT][X_FRAGMENTS ? 4u : COLS * KPAD4];
+shared float block_scale[KSPLIT][X_FRAGMENTS ? 4u : BLOCKS * TOKENS];
+shared float block_sum[KSPLIT][X_FRAGMENTS ? 4u : BLOCKS * TOKENS];
 // The sums of K groups 1.. for group 0 to add: [group - 1][row of the workgroup][token]
 // (4 unused floats without a split: every shared array stays a multiple of 16 bytes).
 shared float red[KSPLIT == 1u ? 4u : (KSPLIT - 1u) * ROW_TILES * 16u * TOKENS];
@@ -117,29 +117,29 @@ void stage_b(uint kg, uint sub, uint lane, vec4 xv[TPS]) {
     }
 }
 
-// Tokens of the pre-split workspace (m rounded up to TOKENS) and its K (128 k per stage).
-uint split_tokens() {
+// Tokens of the workspace (X_FRAGMENTS): m rounded up to TOKENS.
+uint fragment_tokens() {
     return (p.m + TOKENS - 1u) / TOKENS * TOKENS;
 }
 
 // The factor 2^e of block b of stage `stage` for token tk (within the tile from tok0): from
-// shared memory, or (X_SPLIT) the workspace's F.
+// shared memory, or (X_FRAGMENTS) the workspace's F.
 float factor_of(uint kg, uint stage, uint b, uint tok0, uint tk) {
-    if (!X_SPLIT) {
+    if (!X_FRAGMENTS) {
         return block_scale[kg][b * TOKENS + tk];
     }
     uint nb = p.chunks * BLOCKS;
-    uint factors = PARTS * split_tokens() * p.chunks * 64u;
+    uint factors = fragment_tokens() * p.chunks * 64u;
     return x1[factors + (tok0 + tk) * nb + stage * BLOCKS + b];
 }
 
 // The sum of x over that block (matrices with offsets), likewise (the workspace's S).
 float sum_of(uint kg, uint stage, uint b, uint tok0, uint tk) {
-    if (!X_SPLIT) {
+    if (!X_FRAGMENTS) {
         return block_sum[kg][b * TOKENS + tk];
     }
     uint nb = p.chunks * BLOCKS;
-    uint sums = PARTS * split_tokens() * p.chunks * 64u + split_tokens() * nb;
+    uint sums = fragment_tokens() * p.chunks * 64u + fragment_tokens() * nb;
     return x1[sums + (tok0 + tk) * nb + stage * BLOCKS + b];
 }
 
@@ -198,7 +198,7 @@ void main() {
     [[unroll]] for (uint t = 0u; t < TILES; t++) {
         load_stage(tile[t], stages, first, lane, words[t], sc[t], zr[t]);
     }
-    if (!X_SPLIT) {
+    if (!X_FRAGMENTS) {
         load_x(sub, lane, first, tok0, xv);
     }
 
@@ -214,7 +214,7 @@ void main() {
         [[unroll]] for (uint t = 0u; t < TILES; t++) {
             load_stage(tile[t], stages, next, lane, next_words[t], next_sc[t], next_zr[t]);
         }
-        if (!X_SPLIT) {
+        if (!X_FRAGMENTS) {
             load_x(sub, lane, next, tok0, next_xv);
             barrier();
             stage_b(kg, sub, lane, xv);
@@ -223,19 +223,18 @@ void main() {
 
         // Only K groups can run past the last stage (KSPLIT = 1 folds this away).
         if (KSPLIT == 1u || stage < stages) {
-            // X_SPLIT: this stage's block factors (f32 x, rounded x) and sums (offsets)
-            // from the workspace, loaded now so that the block's products hide their
-            // latency (element [b][h][i]: token 4 h + c4, or for f16 x 8 h + 2 c4 + i).
+            // X_FRAGMENTS: this stage's block factors (rounded x) and sums (offsets) from the
+            // workspace, loaded now so that the block's products hide their latency
+            // (element [b][h][i]: token 8 h + 2 c4 + i).
             float fx[BLOCKS][NB][2];
             float sx[BLOCKS][NB][2];
-            if (X_SPLIT) {
+            if (X_FRAGMENTS) {
                 [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
-                        uint tk = X_F16 ? 8u * h + 2u * c4 : 4u * h + c4;
                         [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                            bool scaled = !X_F16 || X_ROUNDED;
-                            fx[b][h][i] = scaled ? factor_of(kg, stage, b, tok0, tk + i) : 1.0;
-                            sx[b][h][i] = HAS_OFFSETS ? sum_of(kg, stage, b, tok0, tk + i) : 0.0;
+                            uint tk = 8u * h + 2u * c4 + i;
+                            fx[b][h][i] = X_ROUNDED ? factor_of(kg, stage, b, tok0, tk) : 1.0;
+                            sx[b][h][i] = HAS_OFFSETS ? sum_of(kg, stage, b, tok0, tk) : 0.0;
                         }
                     }
                 }
@@ -256,9 +255,9 @@ void main() {
                 [[unroll]] for (uint ks = b * (BLOCK / 16u); ks < (b + 1u) * (BLOCK / 16u); ks++) {
                     MatB bm[NB];
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
-                        if (X_SPLIT) {
+                        if (X_FRAGMENTS) {
                             // Fragment (columns / 8, k-step): 8 k-steps per stage.
-                            uint g = PARTS * tok0 / 8u + h;
+                            uint g = tok0 / 8u + h;
                             uvec2 q = xb[((g * p.chunks + stage) * 8u + ks) * 32u + lane];
                             f16vec2 e01 = unpackFloat2x16(q.x);
                             f16vec2 e23 = unpackFloat2x16(q.y);
@@ -285,17 +284,17 @@ void main() {
                             uint tk = 8u * h + 2u * c4;
                             [[unroll]] for (uint e = 0u; e < 4u; e++) {
                                 uint r = e / 2u;
-                                float scale = X_SPLIT && X_ROUNDED
-                                    ? sc[t][b][r] * fx[b][h][e % 2u] : sc[t][b][r];
+                                float scale = X_ROUNDED ? sc[t][b][r] * fx[b][h][e % 2u]
+                                                        : sc[t][b][r];
                                 float v = fma(c[t][h][e], scale, acc[t][h][e]);
-                                float sum = X_SPLIT ? sx[b][h][e % 2u]
+                                float sum = X_FRAGMENTS ? sx[b][h][e % 2u]
                                                     : sum_of(kg, stage, b, tok0, tk + e % 2u);
                                 acc[t][h][e] = HAS_OFFSETS ? fma(zr[t][b][r], sum, v) : v;
                             }
                         } else {
                             uint tk = 4u * h + c4;
-                            float f = X_SPLIT ? fx[b][h][0] : factor_of(kg, stage, b, tok0, tk);
-                            float sum = X_SPLIT ? sx[b][h][0] : sum_of(kg, stage, b, tok0, tk);
+                            float f = factor_of(kg, stage, b, tok0, tk);
+                            float sum = sum_of(kg, stage, b, tok0, tk);
                             [[unroll]] for (uint r = 0u; r < 2u; r++) {
                                 float v = fma(c[t][h][2u * r] + c[t][h][2u * r + 1u],
                                               sc[t][b][r] * f, acc[t][h][2u * r]);
@@ -307,7 +306,7 @@ void main() {
             }
         }
 
-        if (!X_SPLIT) {
+        if (!X_FRAGMENTS) {
             [[unroll]] for (uint i = 0u; i < TPS; i++) {
                 xv[i] = next_xv[i];
             }

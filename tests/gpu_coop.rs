@@ -4,7 +4,9 @@
 //! size, zero points on and off. On a device without it (lavapipe in CI): the context must
 //! fall back to the SIMT kernels, and `Q4VK_CONTEXT_NO_COOPMAT` must always do so. The
 //! tensor-core GEMM (m > 8, shaders/gemm_q4_coop.comp) likewise: every tile shape, f32 and
-//! f16 activations, zero points and offsets, partial tiles of rows and tokens.
+//! f16 activations (f16 in fragments from a workspace and staged without one; f32 rounded
+//! to f16 with `Q4VK_GEMV_ROUND_X_TO_F16`), zero points and offsets, partial tiles of rows
+//! and tokens.
 
 mod gpu_support;
 use gpu_support::*;
@@ -144,26 +146,23 @@ fn no_coopmat_flag_selects_the_simt_kernels() {
     unsafe { q4vk::ffi::matrix::q4vk_matrix_destroy(mat) };
 }
 
-/// y of `mat` for `m` rows of f16 activations `x` (f16 values held as f32), recorded with
-/// `Q4VK_GEMV_F16_ACTIVATIONS`' parameters and read back.
-fn gemv_f16(ctx: &Context, mat: &DeviceMatrix, x: &[f32], m: usize) -> Vec<f32> {
-    record_gemv(ctx, mat, &f16_le_bytes(x), m, true)
-}
+/// f32 x that `Q4VK_GEMV_ROUND_X_TO_F16` lets round to f16.
+const ROUNDED: Recording = Recording {
+    x_f16: false,
+    x_round_f16: true,
+    no_workspace: false,
+};
 
-/// Rows of `k` activations as `Q4VK_GEMV_ROUND_X_TO_F16` rounds them (`vk::x_split`): per
-/// block of `block` columns, 2^-e x (the block's largest |x| in [2^14, 2^15)) rounded to
-/// f16, times 2^e.
+/// Rows of `k` activations as `Q4VK_GEMV_ROUND_X_TO_F16` rounds them, per block of
+/// `block` columns ([`round_block_to_f16`]), as f32 values.
 fn rounded_x(x: &[f32], k: usize, block: usize) -> Vec<f32> {
     let mut out = x.to_vec();
     for row in out.chunks_exact_mut(k) {
         for b in row.chunks_mut(block) {
-            let largest = b.iter().map(|v| v.to_bits() & 0x7FFF_FFFF).max().unwrap();
-            let e = ((largest >> 23) & 0xFF) as i32 - 127;
-            let shift = (14 - e).clamp(-126, 126);
-            let up = f32::from_bits(((127 + shift) as u32) << 23);
-            let down = f32::from_bits(((127 - shift) as u32) << 23);
-            b.iter_mut()
-                .for_each(|v| *v = half::f16::from_f32(*v * up).to_f32() * down);
+            let (factor, halves) = round_block_to_f16(b);
+            for (v, h) in b.iter_mut().zip(halves) {
+                *v = half::f16::from_bits(h).to_f32() * factor;
+            }
         }
     }
     out
@@ -224,31 +223,31 @@ fn tensor_core_gemm_matches_reference() {
                 let want_h = reference::gemv(d, &xh, m);
                 let f32_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
                 let f16_bytes = f16_le_bytes(&xh);
-                // Pre-split x (a workspace) and x staged by each workgroup (none), both types.
-                for (bytes, x_f16, want) in
-                    [(&f32_bytes, false, &want), (&f16_bytes, true, &want_h)]
-                {
-                    for split in [true, false] {
-                        let y = match try_record_gemv(&ctx, &mat, bytes, m, x_f16, split) {
-                            Ok(y) => y,
-                            Err(e) if !split && e.to_string().contains("shared memory") => continue,
-                            Err(e) => panic!("{shape:?} f16 {x_f16} split {split}: {e}"),
-                        };
-                        let what = format!(
-                            "GEMM {shape:?} {:?} m {m} f16 {x_f16} split {split}",
-                            d.shape
-                        );
-                        assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
-                        let err = reference::relative_error(&y, want);
-                        assert!(err < 1e-5, "{what}: {err:e}");
-                    }
+                // f16 x in fragments (a workspace) and staged by each workgroup (none).
+                for fragments in [true, false] {
+                    let how = Recording {
+                        x_f16: true,
+                        no_workspace: !fragments,
+                        ..Default::default()
+                    };
+                    let y = match try_record_gemv(&ctx, &mat, &f16_bytes, m, how) {
+                        Ok(y) => y,
+                        Err(e) if !fragments && e.to_string().contains("shared memory") => continue,
+                        Err(e) => panic!("{shape:?} f16 fragments {fragments}: {e}"),
+                    };
+                    let what = format!(
+                        "GEMM {shape:?} {:?} m {m} f16 fragments {fragments}",
+                        d.shape
+                    );
+                    assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
+                    let err = reference::relative_error(&y, &want_h);
+                    assert!(err < 1e-5, "{what}: {err:e}");
                 }
-                // f32 x rounded to f16 (Q4VK_GEMV_ROUND_X_TO_F16) on a pre-split x: the
-                // exact result of the rounded x, and within 1e-3 of the unrounded one.
+                // f32 x rounded to f16 (Q4VK_GEMV_ROUND_X_TO_F16) in fragments: the exact
+                // result of the rounded x, and within 1e-3 of the unrounded one.
                 let block = mat.coop.as_ref().unwrap().block as usize;
                 let rounded = rounded_x(&x, d.shape.k, block);
-                let y =
-                    try_record_gemv_rounding(&ctx, &mat, &f32_bytes, m, false, true, true).unwrap();
+                let y = try_record_gemv(&ctx, &mat, &f32_bytes, m, ROUNDED).unwrap();
                 let what = format!("GEMM {shape:?} {:?} m {m} rounded x", d.shape);
                 assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
                 let err = reference::relative_error(&y, &reference::gemv(d, &rounded, m));
@@ -283,16 +282,30 @@ fn tensor_core_gemm_matches_reference() {
         let want = reference::gemv_with_offsets(&d, &offsets, &x, m);
         let err = reference::relative_error(&y, &want);
         assert!(err < 1e-5, "GEMM offsets n {n} k {k} g {g}: {err:e}");
-        // x staged by each workgroup (no workspace).
+        // f32 x rounded to f16 in fragments (the offsets meet the exact block sums).
         let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let y = record_gemv_with(&ctx, &mat, &bytes, m, false, false);
+        let y = try_record_gemv(&ctx, &mat, &bytes, m, ROUNDED).unwrap();
         let err = reference::relative_error(&y, &want);
-        assert!(err < 1e-5, "GEMM offsets staged n {n} k {k} g {g}: {err:e}");
+        assert!(
+            err < 1e-3,
+            "GEMM rounded x offsets n {n} k {k} g {g}: {err:e}"
+        );
+        // f16 x in fragments (a workspace) and staged by each workgroup (none).
         let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
-        let y = gemv_f16(&ctx, &mat, &xh, m);
         let want = reference::gemv_with_offsets(&d, &offsets, &xh, m);
-        let err = reference::relative_error(&y, &want);
-        assert!(err < 1e-5, "GEMM f16 offsets n {n} k {k} g {g}: {err:e}");
+        for fragments in [true, false] {
+            let how = Recording {
+                x_f16: true,
+                no_workspace: !fragments,
+                ..Default::default()
+            };
+            let y = try_record_gemv(&ctx, &mat, &f16_le_bytes(&xh), m, how).unwrap();
+            let err = reference::relative_error(&y, &want);
+            assert!(
+                err < 1e-5,
+                "GEMM f16 offsets n {n} k {k} g {g} fragments {fragments}: {err:e}"
+            );
+        }
     }
     assert_nothing_logged();
 }

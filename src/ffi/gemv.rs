@@ -43,7 +43,7 @@ pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
 /// workspace (`q4vk_gemv_workspace_size` with this flag): its pre-pass rounds `2^-e x` per
 /// block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
 /// value overflows or flushes for being far from 1), and the GEMM runs as with f16
-/// activations, about 2 × faster than on exact f32 x. The result is then that of x rounded
+/// activations, 1.7 × faster than on exact f32 x on an H200. The result is then that of x rounded
 /// (relative error up to 2^-11 per element; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md)
 /// instead of fp32-accurate. Everywhere else (other kernels, no workspace, f16 x) the flag
 /// changes nothing.
@@ -77,10 +77,11 @@ pub struct q4vk_gemv_args {
     /// the call may use for a pre-pass over x, at least `q4vk_gemv_workspace_size` bytes,
     /// apart from x and y. With it, where that size is not 0, `q4vk_cmd_gemv` records the
     /// pre-pass (x in 8-bit digits for the integer dot-product GEMV, or x as the
-    /// tensor-core GEMM's f16 fragments for f16 activations at m > 8), a barrier, then the
-    /// kernel on the workspace; without it, the kernels that read x themselves (same
-    /// accuracy, slower). Its contents before and after the call mean nothing; command
-    /// buffers executing at the same time need distinct workspaces.
+    /// tensor-core GEMM's f16 fragments for f16 activations at m > 8, and for f32 ones with
+    /// `Q4VK_GEMV_ROUND_X_TO_F16`), a barrier, then the kernel on the workspace; without
+    /// it, the kernels that read x themselves (slower; as accurate, and exact f32 even with
+    /// `Q4VK_GEMV_ROUND_X_TO_F16`). Its contents before and after the call mean nothing;
+    /// command buffers executing at the same time need distinct workspaces.
     pub workspace: q4vk_buffer_ref,
 }
 
@@ -282,8 +283,9 @@ pub unsafe extern "C" fn q4vk_gemv(
 ///
 /// With a workspace (`args->workspace`) where `q4vk_gemv_workspace_size` is not 0 (the
 /// integer dot-product GEMV: SIMT matrices at m ≤ 8 on a device that reports 8-bit dot
-/// products accelerated; the tensor-core GEMM on a pre-split x: tensor-core matrices, f16
-/// activations, m > 8): first a `vkCmdPipelineBarrier` (global memory barrier) from
+/// products accelerated; the tensor-core GEMM on x in fragments: tensor-core matrices, m > 8,
+/// f16 activations or f32 ones with `Q4VK_GEMV_ROUND_X_TO_F16`): first a
+/// `vkCmdPipelineBarrier` (global memory barrier) from
 /// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |
 /// VK_ACCESS_SHADER_WRITE_BIT` to the same stage / `VK_ACCESS_SHADER_WRITE_BIT`, so an
 /// earlier call's GEMV in this command buffer has finished reading a workspace it shares;
@@ -292,7 +294,8 @@ pub unsafe extern "C" fn q4vk_gemv(
 /// constants; one `vkCmdDispatch`); a `vkCmdPipelineBarrier` from the compute stage /
 /// `VK_ACCESS_SHADER_WRITE_BIT` to the compute stage / `VK_ACCESS_SHADER_READ_BIT`; then
 /// the kernel as above, on the workspace (set 1 = the workspace and y). Results: within
-/// 1e-5 of the exact sum as every kernel's; with the digits, a row of x with an infinite
+/// 1e-5 of the exact sum as every kernel's (with `Q4VK_GEMV_ROUND_X_TO_F16`, of the sum on
+/// x rounded to f16; see there); with the digits, a row of x with an infinite
 /// or NaN element gives a non-finite result in all of its y (NaN where the driver keeps
 /// infinities and NaNs, which Vulkan leaves to it; the f32 kernel's results are the IEEE
 /// ones there).
@@ -372,7 +375,8 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
 /// Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with
 /// `flags` (`Q4VK_GEMV_*`) on `mat`: where the call would run the integer dot-product GEMV,
 /// the bytes of x in 8-bit digits (112 · m · ceil(k / 32)); where it would run the
-/// tensor-core GEMM with f16 activations (m > 8), the bytes of x as that kernel's f16
+/// tensor-core GEMM on x in fragments (m > 8; f16 activations, or f32 ones with
+/// `Q4VK_GEMV_ROUND_X_TO_F16`), the bytes of x as that kernel's f16
 /// fragments with per-block factors and sums (about 2 · m · k, m and k rounded up to the
 /// kernel's tiles); else 0 (no workspace is used). The answer depends on the context (its
 /// device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the

@@ -126,11 +126,11 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
     }
 }
 
-/// The tensor-core GEMM's shape on a pre-split x (`x_split`; f16 activations, m > 8), from
+/// The tensor-core GEMM's shape on x in fragments (`x_fragments`; f16 activations, m > 8), from
 /// sweeps on an H200 (bench/RESULTS.md): 32 tokens per workgroup (16 up to m = 16). Where
 /// the call has fewer than 1024 tasks of 32 rows × 32 tokens (too few to fill the GPU),
 /// 2 row tiles × 8 subgroups in 4 K groups; else 4 row tiles × 4 subgroups, no K split.
-pub fn choose_split_gemm_shape(n: usize, m: u32) -> (u32, u32, u32, u32) {
+pub fn choose_fragments_gemm_shape(n: usize, m: u32) -> (u32, u32, u32, u32) {
     let tokens = if m <= 16 { 16 } else { 32 };
     let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
     match tasks {
@@ -446,11 +446,11 @@ mod tests {
         assert_eq!(choose_gemm_shape(28672, 64, false), (2, 8, 16, 1));
         // m ≤ 8 (the GEMM at m = 8 on tall matrices): 8 tokens, never split.
         assert_eq!(choose_gemm_shape(4096, 8, false), (1, 8, 8, 1));
-        // Pre-split x (f16): K groups only where few tasks would leave SMs idle.
-        assert_eq!(choose_split_gemm_shape(4096, 64), (2, 8, 32, 4));
-        assert_eq!(choose_split_gemm_shape(28672, 16), (2, 8, 16, 4));
-        assert_eq!(choose_split_gemm_shape(28672, 64), (4, 4, 32, 1));
-        assert_eq!(choose_split_gemm_shape(8192, 512), (4, 4, 32, 1));
+        // x in fragments (f16): K groups only where few tasks would leave SMs idle.
+        assert_eq!(choose_fragments_gemm_shape(4096, 64), (2, 8, 32, 4));
+        assert_eq!(choose_fragments_gemm_shape(28672, 16), (2, 8, 16, 4));
+        assert_eq!(choose_fragments_gemm_shape(28672, 64), (4, 4, 32, 1));
+        assert_eq!(choose_fragments_gemm_shape(8192, 512), (4, 4, 32, 1));
     }
 
     #[test]
@@ -476,7 +476,7 @@ mod tests {
             block: 128,
             offsets: false,
             ksplit,
-            x_split: false,
+            x_fragments: false,
             x_rounded: false,
         };
         // f32, 4 groups: 4 staged B of 32 columns (8.8 KB each) and 3 × 64 × 16 sums.

@@ -5,10 +5,10 @@ use super::context::Context;
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
 use super::pipeline::{
-    CoopGemmKey, CoopKey, DigitsKey, GemmKey, PipelineKey, Push, SplitKey, DIGITS_WORKGROUP,
+    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Push, DIGITS_WORKGROUP,
     GEMM_TILE,
 };
-use super::x_split::SplitGeometry;
+use super::x_fragments::FragmentGeometry;
 use super::xy_sets::{buffer_infos, writes};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
@@ -43,7 +43,8 @@ pub struct GemvParams {
     /// kernels read it as a plain matrix's, without gathering.
     pub x_gathered: bool,
     /// f32 x may be rounded to f16 where that makes the call faster
-    /// (`Q4VK_GEMV_ROUND_X_TO_F16`): the tensor-core GEMM on a pre-split x with a workspace.
+    /// (`Q4VK_GEMV_ROUND_X_TO_F16`): the tensor-core GEMM on x in fragments, with a
+    /// workspace.
     pub x_round_f16: bool,
 }
 
@@ -232,21 +233,21 @@ fn digits_bytes(mat: &DeviceMatrix, m: u32) -> u64 {
     16 * u64::from(m) * super::int_dot::row_vectors(mat.shape.k) as u64
 }
 
-/// The tensor-core GEMM's shape for a call with `p` on `mat` (`x_split`: on a pre-split x),
+/// The tensor-core GEMM's shape for a call with `p` on `mat` (`x_fragments`: on x in fragments),
 /// `None` where the call runs another kernel: the shape the context fixes, else
 /// [`super::coop::choose_gemm_shape`]'s with as many K groups as the shared memory holds.
 fn coop_gemm_key(
     ctx: &Context,
     mat: &DeviceMatrix,
     p: &GemvParams,
-    x_split: bool,
+    x_fragments: bool,
 ) -> Option<CoopGemmKey> {
     let c = mat.coop.as_ref().filter(|_| runs_gemm(ctx, mat, p.m))?;
-    // Rounded f32 x runs as f16 x (one part per token) whose blocks carry factors.
-    let rounded = x_split && rounds_x(p);
+    // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
+    let rounded = x_fragments && rounds_x(p);
     let (tiles, subgroups, tokens, ksplit) =
-        ctx.coop_gemm_tuning.unwrap_or_else(|| match x_split {
-            true => super::coop::choose_split_gemm_shape(mat.shape.n, p.m),
+        ctx.coop_gemm_tuning.unwrap_or_else(|| match x_fragments {
+            true => super::coop::choose_fragments_gemm_shape(mat.shape.n, p.m),
             false => super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16),
         });
     let key = CoopGemmKey {
@@ -258,7 +259,7 @@ fn coop_gemm_key(
         block: c.block,
         offsets: mat.offsets,
         ksplit,
-        x_split,
+        x_fragments,
         x_rounded: rounded,
     };
     Some(match ctx.coop_gemm_tuning {
@@ -267,15 +268,19 @@ fn coop_gemm_key(
     })
 }
 
-/// Whether a call's f32 x is rounded to f16 where it runs on a pre-split x.
+/// Whether a call's f32 x is rounded to f16 where it runs on x in fragments.
 fn rounds_x(p: &GemvParams) -> bool {
     p.x_round_f16 && !p.x_f16
 }
 
-/// The pre-split x of the tensor-core GEMM (`vk::x_split`) for a call with `p` on `mat`, or
+/// x in fragments for the tensor-core GEMM (`vk::x_fragments`) for a call with `p` on `mat`, or
 /// `None` where the call runs another kernel or the pre-pass's grid or the workspace exceed
 /// the device's limits.
-fn split_geometry(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Option<SplitGeometry> {
+fn fragment_geometry(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+) -> Option<FragmentGeometry> {
     // f16 activations (or f32 ones the caller lets round to f16) beyond the GEMV's m only:
     // exact f32 ones measured no faster on an H200 (x's two parts double the fragments each
     // invocation loads), and at m ≤ 8 the pre-pass would cost more than it saves
@@ -285,24 +290,23 @@ fn split_geometry(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Option<S
     }
     let key = coop_gemm_key(ctx, mat, p, true)?;
     let c = mat.coop.as_ref()?;
-    let g = SplitGeometry {
+    let g = FragmentGeometry {
         stages: c.stages as u32,
         block: c.block,
         tokens: p.m.checked_next_multiple_of(key.tokens)?,
         x_f16: p.x_f16,
-        rounded: rounds_x(p),
     };
     g.fits(ctx).then_some(g)
 }
 
 /// Bytes of the workspace a call with `p` on `mat` uses: x in 8-bit digits for the integer
-/// dot-product GEMV, or x split into f16 parts for the tensor-core GEMM; 0 where the call
+/// dot-product GEMV, or x as the tensor-core GEMM's f16 fragments; 0 where the call
 /// runs a kernel that reads x itself.
 pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
     if runs_int_dot(ctx, mat, p.m) {
         return digits_bytes(mat, p.m);
     }
-    split_geometry(ctx, mat, p).map_or(0, |g| g.bytes())
+    fragment_geometry(ctx, mat, p).map_or(0, |g| g.bytes())
 }
 
 /// A call's pre-pass (into the workspace) and the kernel that reads its output, resolved
@@ -315,8 +319,6 @@ struct PrepassPlan {
     main_x_stride: u64,
     /// Workspace bytes.
     need: u64,
-    /// The pre-pass writes x's 8-bit digits (which need finite x; else it splits x).
-    digits: bool,
 }
 
 /// One dispatch of a pre-pass: pipeline, grid, push block, and the matrix set it reads (the
@@ -329,7 +331,7 @@ struct Prepass {
 }
 
 /// The pre-pass path of a call with `p` on `mat` (the digits of the integer dot-product
-/// GEMV, or the split of the tensor-core GEMM), or `None` where the call runs a kernel that
+/// GEMV, or x in fragments for the tensor-core GEMM), or `None` where the call runs a kernel that
 /// reads x itself; its pipelines are created here (an error: they cannot be).
 fn prepass_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Option<PrepassPlan>> {
     let k = mat.shape.k as u32;
@@ -356,31 +358,33 @@ fn prepass_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Opt
             main: plan(ctx, mat, p, true)?,
             main_x_stride: row_vectors,
             need: digits_bytes(mat, p.m),
-            digits: true,
         }));
     }
     let (Some(g), Some(key), Some(c)) = (
-        split_geometry(ctx, mat, p),
+        fragment_geometry(ctx, mat, p),
         coop_gemm_key(ctx, mat, p, true),
         mat.coop.as_ref(),
     ) else {
         return Ok(None);
     };
     Ok(Some(PrepassPlan {
-        prepass: split_prepass(ctx, &g, k, p)?,
+        prepass: fragments_prepass(ctx, &g, k, p)?,
         main: coop_gemm_plan(ctx, c, key)?,
         main_x_stride: 0,
         need: g.bytes(),
-        digits: false,
     }))
 }
 
-/// The split pre-pass's dispatch for `g`, on x of `k` columns as `p` describes it.
-fn split_prepass(ctx: &Context, g: &SplitGeometry, k: u32, p: &GemvParams) -> Result<Prepass> {
-    let pipeline = ctx.pipelines.get_split(SplitKey {
+/// The fragments pre-pass's dispatch for `g`, on x of `k` columns as `p` describes it.
+fn fragments_prepass(
+    ctx: &Context,
+    g: &FragmentGeometry,
+    k: u32,
+    p: &GemvParams,
+) -> Result<Prepass> {
+    let pipeline = ctx.pipelines.get_fragments(FragmentsKey {
         x_f16: g.x_f16,
         block: g.block,
-        rounded: g.rounded,
     })?;
     Ok(Prepass {
         pipeline,
@@ -390,29 +394,45 @@ fn split_prepass(ctx: &Context, g: &SplitGeometry, k: u32, p: &GemvParams) -> Re
     })
 }
 
-/// Records the tensor-core GEMM's split pre-pass alone (no barrier): `p.m` rows of x (`k`
-/// columns, `p.x_stride` apart, f16 as `g.x_f16`) into `workspace` in the layout of `g`
-/// (`vk::x_split`). It needs no optional device feature; `record` runs it before the GEMM,
+/// Records the tensor-core GEMM's fragments pre-pass alone (no barrier): `p.m` rows of x
+/// (`k` columns, `p.x_stride` apart; f16 as `g.x_f16`, else f32 with `p.x_round_f16`) into
+/// `workspace` in the layout of `g` (`vk::x_fragments`), checked first as `record` checks
+/// its buffers. It needs no optional device feature; `record` runs it before the GEMM,
 /// tests run it on its own.
-pub fn record_x_split(
+pub fn record_x_fragments(
     ctx: &Context,
     cmd: vk::CommandBuffer,
     x: BufferRange,
     workspace: BufferRange,
     p: &GemvParams,
     k: u32,
-    g: &SplitGeometry,
+    g: &FragmentGeometry,
 ) -> Result<()> {
-    let kind_matches = p.x_f16 == g.x_f16 && g.rounded == rounds_x(p);
-    if !kind_matches || p.m > g.tokens || workspace.range < g.bytes() || !g.fits(ctx) {
+    let kind_matches = p.x_f16 == g.x_f16 && (p.x_f16 || p.x_round_f16);
+    let k_fits = u64::from(k) <= g.kpad();
+    if !kind_matches || !k_fits || p.m > g.tokens || !g.is_valid() || !g.fits(ctx) {
         return Err(invalid!(
-            "the split pre-pass of {} rows ({} x) does not fit {g:?} in {} bytes",
+            "the fragments pre-pass of {} rows of k = {k} ({} x) does not fit {g:?}",
             p.m,
-            if p.x_f16 { "f16" } else { "f32" },
-            workspace.range
+            if p.x_f16 {
+                "f16"
+            } else {
+                "f32 x not to be rounded, or f32"
+            },
         ));
     }
-    let prepass = split_prepass(ctx, g, k, p)?;
+    let x_bytes = xy_extent(1, u64::from(k), p, "")?.x_bytes;
+    if x.buffer == vk::Buffer::null() {
+        return Err(Error::NullPointer("x.buffer is VK_NULL_HANDLE".into()));
+    }
+    if x.range < x_bytes {
+        return Err(Error::BufferTooSmall(format!(
+            "x.range is {} bytes, {x_bytes} needed",
+            x.range
+        )));
+    }
+    validate_workspace(ctx, &workspace, g.bytes(), &x, &x)?;
+    let prepass = fragments_prepass(ctx, g, k, p)?;
     let xy = XyBinding::of(ctx, x, workspace)?;
     record_prepass(ctx, cmd, &prepass, &xy, p.m);
     Ok(())
@@ -788,11 +808,12 @@ fn head(buffer: &Buffer, bytes: u64) -> BufferRange {
 
 /// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
 /// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success). Where the
-/// call has a pre-pass ([`workspace_bytes`]) and its pipelines exist, the pre-pass writes
-/// x's digits (the integer dot-product GEMV; finite x only) or x's f16 parts (the
-/// tensor-core GEMM) into q4vk's workspace first; otherwise (x with an infinite or NaN
-/// element included, for the digits) the kernels run on x, gathered into the matrix's
-/// column order on the host. Every check runs before the buffers grow.
+/// call runs the integer dot-product GEMV ([`workspace_bytes`]), x is finite and its
+/// pipelines exist, the digits pre-pass writes x's digits into q4vk's workspace first;
+/// otherwise (x with an infinite or NaN element included) the kernels run on x, gathered
+/// into the matrix's column order on the host. (x is exact f32: the tensor-core GEMM on x in
+/// fragments, for f16 or rounded x, does not run here.) Every check runs before the
+/// buffers grow.
 pub fn gemv_host(
     ctx: &Context,
     mat: &DeviceMatrix,
@@ -820,19 +841,18 @@ pub fn gemv_host(
     };
     // Everything that can refuse the call runs before the buffers grow.
     check_params(ctx, mat, &gathered)?;
-    // A pre-pass reads x in input order (the digits pre-pass gathers it). x with an infinite
-    // or NaN element keeps the f32 kernel rather than the digits, so that its results are
-    // the IEEE ones; a refused pre-pass (its pipelines) keeps the kernel on x too.
+    // The digits pre-pass (the only one f32 x without rounding has) reads x in input order
+    // and gathers it. x with an infinite or NaN element keeps the f32 kernel rather than the
+    // digits, so that its results are the IEEE ones; a refused pre-pass (its pipelines)
+    // keeps the kernel on x too.
     let ungathered = GemvParams {
         x_gathered: false,
-        x_round_f16: false,
         ..gathered
     };
-    let finite = || x.iter().all(|v| v.is_finite());
-    let pre = prepass_plan(ctx, mat, &ungathered)
-        .ok()
-        .flatten()
-        .filter(|pre| !pre.digits || finite());
+    let pre = match x.iter().all(|v| v.is_finite()) {
+        true => prepass_plan(ctx, mat, &ungathered).ok().flatten(),
+        false => None,
+    };
     let workspace = pre.as_ref().map_or(0, |pre| pre.need);
     let p = if workspace > 0 { ungathered } else { gathered };
     if workspace == 0 {

@@ -20,5 +20,5 @@ pub mod pipeline;
 pub mod shaders;
 pub mod stats;
 pub mod submit;
-pub mod x_split;
+pub mod x_fragments;
 pub mod xy_sets;

@@ -319,30 +319,23 @@ impl DigitsKey {
     }
 }
 
-/// Invocations per workgroup of the tensor-core GEMM's split pre-pass
-/// (`shaders/x_split.comp`), four columns each.
-pub const SPLIT_WORKGROUP: u32 = 128;
+/// Invocations per workgroup of the tensor-core GEMM's fragments pre-pass
+/// (`shaders/x_fragments.comp`), four columns each.
+pub const FRAGMENTS_WORKGROUP: u32 = 128;
 
-/// Which pipeline of the tensor-core GEMM's split pre-pass (`shaders/x_split.comp`).
+/// Which pipeline of the tensor-core GEMM's fragments pre-pass (`shaders/x_fragments.comp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SplitKey {
-    /// f16 activations (copied; f32 ones are split into two f16 parts).
+pub struct FragmentsKey {
+    /// f16 activations (copied; f32 ones are rounded to f16 per block).
     pub x_f16: bool,
     /// k per block (32, 64 or 128): the blocks whose factors and sums it writes.
     pub block: u32,
-    /// f32 activations rounded to one f16 part (`Q4VK_GEMV_ROUND_X_TO_F16`).
-    pub rounded: bool,
 }
 
-impl SplitKey {
-    /// The specialization constants by id (0..3).
-    fn spec_values(&self) -> [u32; 4] {
-        [
-            SPLIT_WORKGROUP,
-            self.x_f16 as u32,
-            self.block,
-            self.rounded as u32,
-        ]
+impl FragmentsKey {
+    /// The specialization constants by id (0..2).
+    fn spec_values(&self) -> [u32; 3] {
+        [FRAGMENTS_WORKGROUP, self.x_f16 as u32, self.block]
     }
 }
 
@@ -400,10 +393,11 @@ pub struct CoopGemmKey {
     pub offsets: bool,
     /// Groups of subgroups splitting K (divides `subgroups`).
     pub ksplit: u32,
-    /// x pre-split into a workspace by `shaders/x_split.comp` ([`SplitKey`]): B fragments
-    /// are loaded from there, nothing is staged in shared memory.
-    pub x_split: bool,
-    /// With `x_split` and `x_f16`: f32 x rounded to f16 per block (the factors apply).
+    /// x written as B fragments into a workspace by `shaders/x_fragments.comp`
+    /// ([`FragmentsKey`]; with `x_f16` only): they are loaded from there, nothing is staged
+    /// in shared memory.
+    pub x_fragments: bool,
+    /// With `x_fragments`: f32 x rounded to f16 per block (the block factors apply).
     pub x_rounded: bool,
 }
 
@@ -419,17 +413,17 @@ impl CoopGemmKey {
             self.block,
             self.offsets as u32,
             self.ksplit,
-            self.x_split as u32,
+            self.x_fragments as u32,
             self.x_rounded as u32,
         ]
     }
 
     /// Bytes of the kernel's shared memory: per K group staged B (f16, [`COOP_KPAD`] × one
     /// column per token for f16 activations, two for f32) with its block factors and sums
-    /// (with `x_split` four elements of each); and the sums K groups 1.. hand to group 0.
+    /// (with `x_fragments` four elements of each); and the sums K groups 1.. hand to group 0.
     pub fn shared_bytes(&self) -> u32 {
         let cols = if self.x_f16 { 1 } else { 2 } * self.tokens;
-        let per_group = match self.x_split {
+        let per_group = match self.x_fragments {
             true => 8 * 4 + 2 * 4 * 4,
             false => 2 * COOP_KPAD * cols + 2 * 4 * (128 / self.block) * self.tokens,
         };
@@ -536,8 +530,8 @@ pub struct Pipelines {
     coop_gemm_module: Mutex<vk::ShaderModule>,
     /// The digits pre-pass's module, created with its first pipeline.
     digits_module: Mutex<vk::ShaderModule>,
-    /// The tensor-core GEMM's split pre-pass's module, likewise.
-    split_module: Mutex<vk::ShaderModule>,
+    /// The tensor-core GEMM's fragments pre-pass's module, likewise.
+    fragments_module: Mutex<vk::ShaderModule>,
     /// Workgroup shape.
     pub tuning: Tuning,
     pipelines: PipelineSet<PipelineKey>,
@@ -545,7 +539,7 @@ pub struct Pipelines {
     gemm_pipelines: PipelineSet<GemmKey>,
     coop_gemm_pipelines: PipelineSet<CoopGemmKey>,
     digits_pipelines: PipelineSet<DigitsKey>,
-    split_pipelines: PipelineSet<SplitKey>,
+    fragments_pipelines: PipelineSet<FragmentsKey>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -597,14 +591,14 @@ impl Pipelines {
             gemm_module: Mutex::new(vk::ShaderModule::null()),
             coop_gemm_module: Mutex::new(vk::ShaderModule::null()),
             digits_module: Mutex::new(vk::ShaderModule::null()),
-            split_module: Mutex::new(vk::ShaderModule::null()),
+            fragments_module: Mutex::new(vk::ShaderModule::null()),
             tuning,
             pipelines: PipelineSet::new(),
             coop_pipelines: PipelineSet::new(),
             gemm_pipelines: PipelineSet::new(),
             coop_gemm_pipelines: PipelineSet::new(),
             digits_pipelines: PipelineSet::new(),
-            split_pipelines: PipelineSet::new(),
+            fragments_pipelines: PipelineSet::new(),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -765,12 +759,12 @@ impl Pipelines {
         })
     }
 
-    /// The tensor-core GEMM's split pre-pass's pipeline for `key`, created (with the
+    /// The tensor-core GEMM's fragments pre-pass's pipeline for `key`, created (with the
     /// module, the first time) on first use. It needs no optional feature: tests run it on
     /// any device.
-    pub fn get_split(&self, key: SplitKey) -> Result<vk::Pipeline> {
-        self.split_pipelines.get_or_create(key, || {
-            let module = self.lazy_module(&self.split_module, shaders::X_SPLIT)?;
+    pub fn get_fragments(&self, key: FragmentsKey) -> Result<vk::Pipeline> {
+        self.fragments_pipelines.get_or_create(key, || {
+            let module = self.lazy_module(&self.fragments_module, shaders::X_FRAGMENTS)?;
             self.create(module, &key.spec_values())
         })
     }
@@ -858,7 +852,7 @@ impl Pipelines {
         all.extend(self.gemm_pipelines.listed());
         all.extend(self.coop_gemm_pipelines.listed());
         all.extend(self.digits_pipelines.listed());
-        all.extend(self.split_pipelines.listed());
+        all.extend(self.fragments_pipelines.listed());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
@@ -874,12 +868,12 @@ impl Drop for Pipelines {
         all.extend(self.gemm_pipelines.take_all());
         all.extend(self.coop_gemm_pipelines.take_all());
         all.extend(self.digits_pipelines.take_all());
-        all.extend(self.split_pipelines.take_all());
+        all.extend(self.fragments_pipelines.take_all());
         let lazy = [
             &mut self.gemm_module,
             &mut self.coop_gemm_module,
             &mut self.digits_module,
-            &mut self.split_module,
+            &mut self.fragments_module,
         ]
         .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()));
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not

@@ -11,8 +11,8 @@ pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_porta
 pub const GEMV_DOT: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_dot.spv");
 /// The digits pre-pass of [`GEMV_DOT`]: x in 8-bit digits (`vk::int_dot`).
 pub const X_DIGITS: &[u8] = include_bytes!("../../shaders/spv/x_digits.spv");
-/// The split pre-pass of [`GEMM_COOP`] on a workspace: x in exact f16 parts, once per call.
-pub const X_SPLIT: &[u8] = include_bytes!("../../shaders/spv/x_split.spv");
+/// The pre-pass of [`GEMM_COOP`] on a workspace: x as its f16 B fragments, once per call.
+pub const X_FRAGMENTS: &[u8] = include_bytes!("../../shaders/spv/x_fragments.spv");
 /// Tensor-core GEMV (`VK_KHR_cooperative_matrix`, f16 16 × 8 × 16), `layout::coop` weights.
 pub const GEMV_COOP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_coop.spv");
 /// Fused GEMM for m > 8 on the SIMT layout (no subgroup operations).

@@ -414,43 +414,31 @@ pub fn record_gemv(
     m: usize,
     x_f16: bool,
 ) -> Vec<f32> {
-    record_gemv_with(ctx, mat, x_bytes, m, x_f16, true)
+    let how = Recording {
+        x_f16,
+        ..Default::default()
+    };
+    try_record_gemv(ctx, mat, x_bytes, m, how).unwrap()
 }
 
-/// [`record_gemv`], with a workspace only where `use_workspace` (else the kernels that read
-/// x themselves run).
-pub fn record_gemv_with(
-    ctx: &q4vk::vk::context::Context,
-    mat: &q4vk::vk::matrix::DeviceMatrix,
-    x_bytes: &[u8],
-    m: usize,
-    x_f16: bool,
-    use_workspace: bool,
-) -> Vec<f32> {
-    try_record_gemv(ctx, mat, x_bytes, m, x_f16, use_workspace).unwrap()
+/// How [`try_record_gemv`] runs a call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Recording {
+    /// `Q4VK_GEMV_F16_ACTIVATIONS`.
+    pub x_f16: bool,
+    /// `Q4VK_GEMV_ROUND_X_TO_F16`.
+    pub x_round_f16: bool,
+    /// No workspace even where the call could use one (the kernels that read x run).
+    pub no_workspace: bool,
 }
 
-/// [`record_gemv_with`], returning what `gemv::record` refused.
+/// [`record_gemv`] as `how` says, returning what `gemv::record` refused.
 pub fn try_record_gemv(
     ctx: &q4vk::vk::context::Context,
     mat: &q4vk::vk::matrix::DeviceMatrix,
     x_bytes: &[u8],
     m: usize,
-    x_f16: bool,
-    use_workspace: bool,
-) -> Result<Vec<f32>, q4vk::error::Error> {
-    try_record_gemv_rounding(ctx, mat, x_bytes, m, x_f16, false, use_workspace)
-}
-
-/// [`try_record_gemv`] with `Q4VK_GEMV_ROUND_X_TO_F16`'s parameter `x_round_f16`.
-pub fn try_record_gemv_rounding(
-    ctx: &q4vk::vk::context::Context,
-    mat: &q4vk::vk::matrix::DeviceMatrix,
-    x_bytes: &[u8],
-    m: usize,
-    x_f16: bool,
-    x_round_f16: bool,
-    use_workspace: bool,
+    how: Recording,
 ) -> Result<Vec<f32>, q4vk::error::Error> {
     use q4vk::vk::gemv::{self, BufferRange, GemvParams};
     use q4vk::vk::memory::{Buffer, MemoryKind};
@@ -466,16 +454,16 @@ pub fn try_record_gemv_rounding(
     };
     let p = GemvParams {
         m: m as u32,
-        x_f16,
+        x_f16: how.x_f16,
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: false,
-        x_round_f16,
+        x_round_f16: how.x_round_f16,
     };
     let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
     let wb = Buffer::new(&ctx.device, ws_bytes.max(16) as u64, MemoryKind::Readback).unwrap();
     wb.write(0, &vec![0xFF; ws_bytes.max(16)]);
-    let workspace = (use_workspace && ws_bytes > 0).then(|| range(&wb, ws_bytes));
+    let workspace = (!how.no_workspace && ws_bytes > 0).then(|| range(&wb, ws_bytes));
     let mut exec = ctx.exec.lock().unwrap();
     exec.submitter.run(None, |cmd| {
         gemv::record(
@@ -498,4 +486,29 @@ pub fn try_record_gemv_rounding(
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
         .collect())
+}
+
+/// One block of f32 activations as `Q4VK_GEMV_ROUND_X_TO_F16` rounds them
+/// (`vk::x_fragments`): the factor 2^e that puts the block's largest |x| in [2^14, 2^15)
+/// and the f16 bits of 2^-e x, rounded to nearest (the device adds the exact hi and lo
+/// parts of 2^-e x first, so -0 comes out +0).
+pub fn round_block_to_f16(block: &[f32]) -> (f32, Vec<u16>) {
+    let largest = block
+        .iter()
+        .map(|v| v.to_bits() & 0x7FFF_FFFF)
+        .max()
+        .unwrap_or(0);
+    let e = ((largest >> 23) & 0xFF) as i32 - 127;
+    let shift = (14 - e).clamp(-126, 126);
+    let up = f32::from_bits(((127 + shift) as u32) << 23);
+    let factor = f32::from_bits(((127 - shift) as u32) << 23);
+    let halves = block
+        .iter()
+        .map(|&v| {
+            let scaled = v * up;
+            let hi = f32::from_bits(scaled.to_bits() & 0xFFFF_E000);
+            half::f16::from_f32(hi + (scaled - hi)).to_bits()
+        })
+        .collect();
+    (factor, halves)
 }

@@ -11,8 +11,8 @@
 //! prints the context's log; `--stats` ends the table with the compiler statistics
 //! (registers, spills, as the driver reports them through
 //! `VK_KHR_pipeline_executable_properties`) of every pipeline the run created. Calls get
-//! the workspace their pre-pass needs (path "split-x": the tensor-core GEMM on x pre-split
-//! by `x_split.comp`, timed with it) unless `--no-workspace`; `--round-x-f16` sets
+//! the workspace their pre-pass needs (path "x-fragments": the tensor-core GEMM on x written
+//! as its fragments by `x_fragments.comp`, timed with it) unless `--no-workspace`; `--round-x-f16` sets
 //! `Q4VK_GEMV_ROUND_X_TO_F16` (rel. err. still against the exact x).
 //!
 //! `q4vk-bench` runs the target shapes of `bench/RESULTS.md` (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
@@ -214,8 +214,8 @@ fn path(ctx: &Context, r: &Row) -> String {
         (false, _) => String::new(),
     };
     let split = match (r.gemm && r.prepass, r.rounded) {
-        (true, true) => " split-x rounded",
-        (true, false) => " split-x",
+        (true, true) => " x-fragments rounded",
+        (true, false) => " x-fragments",
         _ => "",
     };
     format!("{}{kind}{split}", ctx.kernel_path())

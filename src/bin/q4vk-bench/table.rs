@@ -28,7 +28,7 @@ pub(crate) struct Row {
     /// A pre-pass ran before the kernel (x's digits for the integer dot-product GEMV, x's
     /// f16 parts for the tensor-core GEMM), timed with it.
     pub(crate) prepass: bool,
-    /// x was rounded to f16 (`--round-x-f16`, where a pre-split x ran).
+    /// x was rounded to f16 (`--round-x-f16`, where the GEMM on x in fragments ran).
     pub(crate) rounded: bool,
     /// The tensor-core GEMM's shape the row fixed (`None`: the default).
     pub(crate) coop_gemm: Option<(u32, u32, u32, u32)>,
@@ -54,8 +54,8 @@ pub(crate) struct Prepared {
 }
 
 /// Uploads the rotated copies of `data` (with per-group `offsets`, if any) and `m`
-/// activation rows `x`, and computes the reference result (unless the caller's `reference`
-/// of all rows is given).
+/// activation rows `x`, computes the reference result (unless the caller's `reference` of
+/// all rows is given) and gives the call its workspace (`Prepared::set_workspace`).
 pub(crate) fn prepare(
     ctx: &Context,
     opt: &Options,
@@ -124,7 +124,7 @@ pub(crate) fn prepare(
             }
         }
     };
-    Ok(Prepared {
+    let mut prepared = Prepared {
         mats,
         x: range(&xb, xv.len() as u64),
         y: range(&yb, 4 * mb * n as u64),
@@ -135,13 +135,16 @@ pub(crate) fn prepare(
         tokens,
         want,
         _buffers: (xb, yb),
-    })
+    };
+    prepared.set_workspace(ctx, opt)?;
+    Ok(prepared)
 }
 
 impl Prepared {
     /// Gives the call the workspace its pre-pass needs on the context's current kernel
     /// shapes (timed with it, as `q4vk_cmd_gemv` records both), or none with `--no-workspace`
-    /// (the kernels that read x themselves run).
+    /// (the kernels that read x themselves run). `prepare` calls it; a caller that changes
+    /// the context's shapes afterwards calls it again.
     fn set_workspace(&mut self, ctx: &Context, opt: &Options) -> Result<()> {
         let bytes = gemv::workspace_bytes(ctx, &self.mats[0], &self.p);
         self.workspace = None;

@@ -1,20 +1,20 @@
-//! The tensor-core GEMM's split pre-pass (`shaders/x_split.comp`, `vk::x_split`) on the
-//! system's Vulkan device (lavapipe in CI: the pre-pass needs no optional feature, while
-//! the GEMM that reads it runs only where cooperative matrices exist, and is checked there
-//! by `gpu_coop`), validation on: the workspace holds, bit for bit, the B fragments, block
-//! factors and block sums of a model of the algorithm, for f32 x (exact two parts, and
-//! rounded to one f16 part for `Q4VK_GEMV_ROUND_X_TO_F16`) and f16 x, blocks of 32, 64
-//! and 128, K ending inside a stage, fewer rows than tokens held (zero columns), a row
-//! stride above K, and blocks of huge, tiny and zero values; bad calls are refused.
+//! The tensor-core GEMM's fragments pre-pass (`shaders/x_fragments.comp`,
+//! `vk::x_fragments`) on the system's Vulkan device (lavapipe in CI: the pre-pass needs no
+//! optional feature, while the GEMM that reads it runs only where cooperative matrices
+//! exist, and is checked there by `gpu_coop`), validation on: the workspace holds, bit for
+//! bit, the B fragments, block factors and block sums of a model of the algorithm, for f16
+//! x and for f32 x rounded to f16 (`Q4VK_GEMV_ROUND_X_TO_F16`), blocks of 32, 64 and 128, K
+//! ending inside a stage, fewer rows than tokens held (zero columns), a row stride above K,
+//! and blocks of huge, tiny and zero values; bad calls are refused.
 
 mod gpu_support;
 use gpu_support::*;
 use q4vk::layout::coop::b_element;
 use q4vk::vk::context::{Context, ContextConfig};
-use q4vk::vk::gemv::{record_x_split, BufferRange, GemvParams};
+use q4vk::vk::gemv::{record_x_fragments, BufferRange, GemvParams};
 use q4vk::vk::matrix::upload;
 use q4vk::vk::memory::{Buffer, MemoryKind};
-use q4vk::vk::x_split::SplitGeometry;
+use q4vk::vk::x_fragments::FragmentGeometry;
 
 fn context() -> Context {
     let config = ContextConfig {
@@ -27,11 +27,10 @@ fn context() -> Context {
 
 /// What the pre-pass must write for `m` rows of `x` (`k` columns, `stride` apart), as the
 /// workspace's 32-bit words: B's halves in fragment order, then the factors and sums.
-fn model(x: &[f32], m: usize, k: usize, stride: usize, g: &SplitGeometry) -> Vec<u32> {
+fn model(x: &[f32], m: usize, k: usize, stride: usize, g: &FragmentGeometry) -> Vec<u32> {
     let (kpad, block, tokens) = (g.kpad() as usize, g.block as usize, g.tokens as usize);
-    let parts = g.parts() as usize;
-    // Column-major B (column parts · t + j), then the fragment order.
-    let mut columns = vec![0u16; parts * tokens * kpad];
+    // Column-major B (column t: token t), then the fragment order.
+    let mut columns = vec![0u16; tokens * kpad];
     let mut factors = vec![0f32; tokens * kpad / block];
     let mut sums = vec![0f32; tokens * kpad / block];
     for t in 0..tokens {
@@ -42,40 +41,26 @@ fn model(x: &[f32], m: usize, k: usize, stride: usize, g: &SplitGeometry) -> Vec
                     false => 0.0,
                 })
                 .collect();
-            let largest = v.iter().map(|v| v.to_bits() & 0x7FFF_FFFF).max().unwrap();
             let at = t * kpad / block + b;
             sums[at] = v
                 .chunks_exact(4)
                 .map(|q| (q[0] + q[1]) + (q[2] + q[3]))
                 .fold(0.0, |s, p| s + p);
-            let column = |j: usize| (parts * t + j) * kpad + b * block;
-            if g.x_f16 {
-                factors[at] = 1.0;
-                for (i, &vi) in v.iter().enumerate() {
-                    columns[column(0) + i] = half::f16::from_f32(vi).to_bits();
-                }
-                continue;
-            }
-            let e = ((largest >> 23) & 0xFF) as i32 - 127;
-            let shift = (14 - e).clamp(-126, 126);
-            let up = f32::from_bits(((127 + shift) as u32) << 23);
-            factors[at] = f32::from_bits(((127 - shift) as u32) << 23);
-            for (i, &vi) in v.iter().enumerate() {
-                let scaled = vi * up;
-                let hi = f32::from_bits(scaled.to_bits() & 0xFFFF_E000);
-                let lo = scaled - hi;
-                if g.rounded {
-                    // The two exact parts summed (the scaled value; -0 comes out +0), rounded.
-                    columns[column(0) + i] = half::f16::from_f32(hi + lo).to_bits();
-                    continue;
-                }
-                columns[column(0) + i] = half::f16::from_f32(hi).to_bits();
-                columns[column(1) + i] = half::f16::from_f32(lo).to_bits();
-            }
+            let (factor, halves) = match g.x_f16 {
+                true => (
+                    1.0,
+                    v.iter()
+                        .map(|&vi| half::f16::from_f32(vi).to_bits())
+                        .collect(),
+                ),
+                false => round_block_to_f16(&v),
+            };
+            factors[at] = factor;
+            columns[t * kpad + b * block..][..block].copy_from_slice(&halves);
         }
     }
     let mut halves = vec![0u16; columns.len()];
-    for group in 0..parts * tokens / 8 {
+    for group in 0..tokens / 8 {
         for step in 0..kpad / 16 {
             for lane in 0..32 {
                 for e in 0..4 {
@@ -95,13 +80,13 @@ fn model(x: &[f32], m: usize, k: usize, stride: usize, g: &SplitGeometry) -> Vec
 }
 
 /// Runs the pre-pass on `x` (f16 bytes with `g.x_f16`) into a poisoned workspace of
-/// `ws_bytes` and returns its words, or what `record_x_split` refused.
+/// `ws_bytes` and returns its words, or what `record_x_fragments` refused.
 fn run(
     ctx: &Context,
     x_bytes: &[u8],
     p: &GemvParams,
     k: u32,
-    g: &SplitGeometry,
+    g: &FragmentGeometry,
     ws_bytes: u64,
 ) -> Result<Vec<u32>, q4vk::error::Error> {
     let xb = upload(ctx, x_bytes).unwrap();
@@ -114,7 +99,7 @@ fn run(
     };
     let mut exec = ctx.exec.lock().unwrap();
     exec.submitter.run(None, |cmd| {
-        record_x_split(
+        record_x_fragments(
             ctx,
             cmd,
             range(&xb, x_bytes.len() as u64),
@@ -182,15 +167,13 @@ fn workspace_matches_the_model() {
         (9, 32, 1000, 1003, 32),
         (40, 48, 128, 130, 128),
     ];
-    // (f16 x, f32 x rounded to f16)
-    for (x_f16, rounded) in [(false, false), (false, true), (true, false)] {
+    for x_f16 in [false, true] {
         for &(m, tokens, k, stride, block) in &cases {
-            let g = SplitGeometry {
+            let g = FragmentGeometry {
                 stages: k.div_ceil(128) as u32,
                 block,
                 tokens,
                 x_f16,
-                rounded,
             };
             let x = activations(&mut rng, m, k, stride, x_f16);
             let p = GemvParams {
@@ -199,7 +182,7 @@ fn workspace_matches_the_model() {
                 x_stride: stride as u64,
                 y_stride: 1,
                 x_gathered: false,
-                x_round_f16: rounded,
+                x_round_f16: !x_f16,
             };
             let got = run(&ctx, &bytes_of(&x, x_f16), &p, k as u32, &g, g.bytes()).unwrap();
             let want = model(&x, m, k, stride, &g);
@@ -213,7 +196,7 @@ fn workspace_matches_the_model() {
                 };
                 assert_eq!(
                     a, b,
-                    "{what} word {i}: f16 {x_f16} rounded {rounded} m {m} k {k} block {block}"
+                    "{what} word {i}: f16 {x_f16} m {m} k {k} block {block}"
                 );
             }
         }
@@ -223,38 +206,43 @@ fn workspace_matches_the_model() {
 
 #[test]
 fn bad_calls_are_refused() {
+    use q4vk::error::Error;
     let ctx = context();
-    let g = SplitGeometry {
+    let g = FragmentGeometry {
         stages: 2,
         block: 128,
         tokens: 16,
         x_f16: false,
-        rounded: false,
     };
-    let x = bytes_of(&vec![1.0; 20 * 256], false);
-    let p = |m: u32, x_f16: bool| GemvParams {
+    let x = bytes_of(&vec![1.0; 16 * 256], false);
+    let p = |m: u32, x_f16: bool, x_round_f16: bool| GemvParams {
         m,
         x_f16,
         x_stride: 256,
         y_stride: 1,
         x_gathered: false,
-        x_round_f16: false,
+        x_round_f16,
     };
-    let refused = |p: GemvParams, ws: u64| {
-        let e = run(&ctx, &x, &p, 256, &g, ws).unwrap_err();
-        assert!(e.to_string().contains("split pre-pass"), "{e}");
+    let run_with =
+        |x: &[u8], p: GemvParams, k: u32, g: &FragmentGeometry, ws: u64| run(&ctx, x, &p, k, g, ws);
+    let invalid = |r: Result<Vec<u32>, Error>| {
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     };
-    refused(p(17, false), g.bytes());
-    refused(p(16, true), g.bytes());
-    refused(p(16, false), g.bytes() - 4);
-    // Rounding asked of a geometry of two exact parts.
-    refused(
-        GemvParams {
-            x_round_f16: true,
-            ..p(16, false)
-        },
-        g.bytes(),
-    );
-    assert!(run(&ctx, &x, &p(16, false), 256, &g, g.bytes()).is_ok());
+    // f32 x the call does not let round; f16 x for an f32 geometry; more rows than tokens;
+    // K beyond the stages; tokens not whole fragments; a block the kernels do not take.
+    invalid(run_with(&x, p(16, false, false), 256, &g, g.bytes()));
+    invalid(run_with(&x, p(16, true, false), 256, &g, g.bytes()));
+    invalid(run_with(&x, p(17, false, true), 256, &g, g.bytes()));
+    invalid(run_with(&x, p(16, false, true), 257, &g, g.bytes()));
+    let odd = FragmentGeometry { tokens: 12, ..g };
+    invalid(run_with(&x, p(12, false, true), 256, &odd, odd.bytes()));
+    let block = FragmentGeometry { block: 48, ..g };
+    invalid(run_with(&x, p(16, false, true), 256, &block, block.bytes()));
+    // A short workspace or x.
+    let short = run_with(&x, p(16, false, true), 256, &g, g.bytes() - 4);
+    assert!(matches!(short, Err(Error::BufferTooSmall(_))), "{short:?}");
+    let short = run_with(&x[..x.len() - 4], p(16, false, true), 256, &g, g.bytes());
+    assert!(matches!(short, Err(Error::BufferTooSmall(_))), "{short:?}");
+    assert!(run_with(&x, p(16, false, true), 256, &g, g.bytes()).is_ok());
     assert_nothing_logged();
 }

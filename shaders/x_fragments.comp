@@ -1,20 +1,19 @@
 #version 450
 // The pre-pass of the tensor-core GEMM on a workspace (`gemm_q4_coop.comp` built with
-// X_SPLIT), which `q4vk_gemv` and, given a workspace, `q4vk_cmd_gemv` record before it: x
-// (binding 0 of set 1) into the workspace (binding 1), once per call, so that the GEMM's
-// workgroups load their B fragments straight from there instead of each splitting and
-// staging x again. With kpad = 128 p.chunks (K padded to the tensor-core layout's stages),
-// mpad = p.rows (m rounded up to the GEMM's tokens per workgroup) and nb = kpad / BLOCK:
+// X_FRAGMENTS), which `q4vk_cmd_gemv` records before it when given a workspace: x (binding 0
+// of set 1) into the workspace (binding 1), once per call, so that the GEMM's workgroups
+// load their B fragments straight from there instead of each converting and staging x
+// again. One f16 column per token: f16 x as it is, f32 x (Q4VK_GEMV_ROUND_X_TO_F16) as
+// 2^-e x per block rounded to f16 (the block's largest |x| scaled into [2^14, 2^15), so
+// nothing overflows and the rounding is relative). With kpad = 128 p.chunks (K padded to
+// the tensor-core layout's stages), mpad = p.rows (m rounded up to the GEMM's tokens per
+// workgroup, a multiple of 8) and nb = kpad / BLOCK:
 //
-//   B  f16, PARTS mpad columns of kpad: column PARTS t + j is part j of token t: f32 x as
-//      the hi (j = 0) and lo (j = 1) parts of 2^-e x per block (`split_scaled`, the split
-//      the staging kernels make), f16 x as it is (PARTS = 1), or with ROUNDED f32 x as
-//      2^-e x rounded to f16 (PARTS = 1; the block's largest |x| then lies in
-//      [2^14, 2^15], so nothing overflows and the rounding is relative). Stored as the GEMM's B
-//      fragments (16 k x 8 columns, `layout::coop::b_element`): fragment (g, s) = columns
-//      8 g .. 8 g + 7, k 16 s .. 16 s + 15, at uvec2 (g kpad / 16 + s) 32 + lane, the
-//      lane's four elements in order; so each invocation of the GEMM loads its share of a
-//      fragment with one 8-byte load, a subgroup's 256 contiguous bytes;
+//   B  f16, mpad columns of kpad, stored as the GEMM's B fragments (16 k x 8 columns,
+//      `layout::coop::b_element`): fragment (g, s) = columns 8 g .. 8 g + 7, k
+//      16 s .. 16 s + 15, at uvec2 (g kpad / 16 + s) 32 + lane, the lane's four elements
+//      in order; so each invocation of the GEMM loads its share of a fragment with one
+//      8-byte load, a subgroup's 256 contiguous bytes;
 //   F  f32 [mpad][nb]: each block's factor 2^e (1 for f16 x);
 //   S  f32 [mpad][nb]: each block's sum of x in f32 (read by matrices with offsets only).
 //
@@ -31,8 +30,6 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool X_F16 = false; // activations are f16 (else f32)
 layout(constant_id = 2) const uint BLOCK = 128;   // k per block: 32, 64 or 128
-// f32 x rounded to one f16 part per token (Q4VK_GEMV_ROUND_X_TO_F16) instead of two exact.
-layout(constant_id = 3) const bool ROUNDED = false;
 #define WORKGROUP gl_WorkGroupSize.x
 
 #include "q4_common.glsl"
@@ -40,8 +37,6 @@ layout(constant_id = 3) const bool ROUNDED = false;
 
 layout(set = 1, binding = 1) writeonly buffer OutB { uint out_b[]; };
 layout(set = 1, binding = 1) writeonly buffer OutF { float out_f[]; };
-
-const uint PARTS = X_F16 || ROUNDED ? 1u : 2u;
 
 // Per invocation: the largest magnitude bits and the sum of its four activations.
 shared uint part_largest[WORKGROUP];
@@ -86,19 +81,14 @@ void main() {
     if (X_F16) {
         store_b(t, kk, kpad, v);
     } else {
+        // hi + lo is 2^-e x exactly (f32; -0 comes out +0); packHalf2x16 rounds it.
         vec4 hi, lo;
         factor = split_scaled(v, largest, hi, lo);
-        if (ROUNDED) {
-            // hi + lo is 2^-e x exactly (f32); packHalf2x16 rounds it.
-            store_b(t, kk, kpad, hi + lo);
-        } else {
-            store_b(2u * t, kk, kpad, hi);
-            store_b(2u * t + 1u, kk, kpad, lo);
-        }
+        store_b(t, kk, kpad, hi + lo);
     }
     if (lid == first) {
         uint nb = kpad / BLOCK;
-        uint factors = PARTS * mpad * (kpad / 2u);
+        uint factors = mpad * (kpad / 2u);
         uint block = t * nb + kk / BLOCK;
         out_f[factors + block] = factor;
         out_f[factors + mpad * nb + block] = sum;

@@ -1,0 +1,100 @@
+//! x as the tensor-core GEMM's B fragments (`shaders/x_fragments.comp`, recorded by
+//! `vk::gemv::record` into a workspace before `shaders/gemm_q4_coop.comp` built with
+//! `X_FRAGMENTS`): x written once per call in the order the GEMM's invocations hold it, so
+//! that they load it (one 8-byte load per invocation and fragment) instead of each
+//! workgroup converting and staging x through shared memory behind barriers. Used for f16
+//! activations at m > 8, where it measured 1.2–1.9 × faster on an H200, and for f32 ones
+//! that `Q4VK_GEMV_ROUND_X_TO_F16` lets round to f16 (bench/RESULTS.md). Exact f32
+//! activations (two f16 parts per token) measured no faster this way and keep the staging
+//! kernel.
+//!
+//! Layout ([`FragmentGeometry`]; kpad = 128 · stages, K padded to the tensor-core layout;
+//! tokens = m rounded up to the GEMM's tokens per workgroup, a multiple of 8):
+//! * B: `tokens` columns of kpad f16, column `t` token `t` (f16 x as it is; f32 x as `2^-e x`
+//!   per block of `block` k rounded to f16, the block's largest magnitude scaled into
+//!   [2^14, 2^15): a relative rounding that cannot overflow), zero past K and for tokens
+//!   ≥ m. Stored as 16 × 8 fragments: fragment `(g, s)` (columns `8g ..`, k `16s ..`) at
+//!   uvec2 `(g · kpad/16 + s) · 32 + lane`, the lane's four elements
+//!   ([`crate::layout::coop::b_element`]) in order.
+//! * F at [`FragmentGeometry::factors_offset`]: f32 `[tokens][kpad / block]`, each block's
+//!   factor `2^e` (1 for f16 x).
+//! * S at [`FragmentGeometry::sums_offset`]: f32 `[tokens][kpad / block]`, each block's sum of
+//!   x in f32 (read by matrices with per-group offsets).
+
+use super::context::Context;
+use super::pipeline::{Push, FRAGMENTS_WORKGROUP};
+
+/// Geometry of one x in fragments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FragmentGeometry {
+    /// Stages of 128 k of the matrix's tensor-core layout (kpad = 128 · stages ≥ K).
+    pub stages: u32,
+    /// k per block with its own factor and sum (32, 64 or 128: the layout's block).
+    pub block: u32,
+    /// Tokens held: m rounded up to the GEMM's tokens per workgroup (a multiple of 8).
+    pub tokens: u32,
+    /// f16 activations (else f32 ones, rounded to f16 per block).
+    pub x_f16: bool,
+}
+
+impl FragmentGeometry {
+    /// K padded to whole stages.
+    pub fn kpad(&self) -> u64 {
+        128 * u64::from(self.stages)
+    }
+
+    /// Blocks per token.
+    pub fn blocks(&self) -> u64 {
+        self.kpad() / u64::from(self.block)
+    }
+
+    /// Byte offset of the block factors (the bytes of B).
+    pub fn factors_offset(&self) -> u64 {
+        2 * u64::from(self.tokens) * self.kpad()
+    }
+
+    /// Byte offset of the block sums.
+    pub fn sums_offset(&self) -> u64 {
+        self.factors_offset() + 4 * u64::from(self.tokens) * self.blocks()
+    }
+
+    /// Bytes of the whole workspace.
+    pub fn bytes(&self) -> u64 {
+        self.sums_offset() + 4 * u64::from(self.tokens) * self.blocks()
+    }
+
+    /// Whether the geometry is one the kernels take: blocks of 32, 64 or 128 k, whole
+    /// fragments of 8 tokens, at least one stage.
+    pub fn is_valid(&self) -> bool {
+        [32, 64, 128].contains(&self.block) && self.tokens.is_multiple_of(8) && self.stages > 0
+    }
+
+    /// Whether the pre-pass's grid and the workspace fit the device's limits.
+    pub fn fits(&self, ctx: &Context) -> bool {
+        let [max_x, max_y] = ctx.limits.max_groups;
+        self.grid()[0] <= max_x
+            && self.tokens <= max_y
+            && self.bytes() <= ctx.device.info.max_storage_range
+    }
+
+    /// The pre-pass's grid: workgroups of [`FRAGMENTS_WORKGROUP`] invocations, four columns
+    /// each, along kpad; one row of them per token.
+    pub(crate) fn grid(&self) -> [u32; 2] {
+        [
+            (128 * self.stages).div_ceil(4 * FRAGMENTS_WORKGROUP),
+            self.tokens,
+        ]
+    }
+
+    /// The pre-pass's push block (its fields as `shaders/x_fragments.comp` reads them) for x of
+    /// `k` columns, `x_stride` elements apart.
+    pub(crate) fn push(&self, k: u32, x_stride: u32) -> Push {
+        Push {
+            rows: self.tokens,
+            chunks: self.stages,
+            k,
+            x_stride,
+            ..Default::default()
+        }
+    }
+}
