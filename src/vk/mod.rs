@@ -10,6 +10,8 @@ pub mod coop;
 pub mod device;
 pub mod export;
 pub mod gemv;
+mod gemv_host;
+mod gemv_plan;
 pub mod instance;
 pub mod int_dot;
 pub mod kernel;

@@ -1,0 +1,147 @@
+//! `q4vk_gemv`: the synchronous GEMV on host memory, with staging buffers (and the
+//! pre-passes' workspace) reused across calls.
+
+use super::context::Context;
+use super::gemv::{check_params, record, BufferRange, GemvParams};
+use super::gemv_plan::{plan, prepass_plan};
+use super::matrix::DeviceMatrix;
+use super::memory::{Buffer, MemoryKind};
+use crate::error::{Error, Result};
+
+/// Buffers of `q4vk_gemv`, grown on demand and reused: host-visible x and y, and the
+/// device-local workspace of the pre-passes.
+#[derive(Default)]
+pub struct GemvBuffers {
+    x: Option<Buffer>,
+    y: Option<Buffer>,
+    workspace: Option<Buffer>,
+}
+
+impl GemvBuffers {
+    /// Bytes held (x, y and the workspace).
+    pub fn bytes(&self) -> u64 {
+        [&self.x, &self.y, &self.workspace]
+            .iter()
+            .flat_map(|b| b.as_ref())
+            .map(|b| b.size)
+            .sum()
+    }
+}
+
+fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind) -> Result<()> {
+    if slot.as_ref().is_some_and(|b| b.size >= bytes) {
+        return Ok(());
+    }
+    // Release the old buffer first: a lower peak than holding both.
+    *slot = None;
+    *slot = Some(Buffer::new(&ctx.device, bytes.next_multiple_of(256), kind)?);
+    Ok(())
+}
+
+/// The range of the first `bytes` of `buffer`.
+fn head(buffer: &Buffer, bytes: u64) -> BufferRange {
+    BufferRange {
+        buffer: buffer.buffer,
+        offset: 0,
+        range: bytes,
+    }
+}
+
+/// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
+/// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success). Where the
+/// call runs the integer dot-product GEMV ([`super::gemv_plan::workspace_bytes`]), x is finite and its
+/// pipelines exist, the digits pre-pass writes x's digits into q4vk's workspace first;
+/// otherwise (x with an infinite or NaN element included) the kernels run on x, gathered
+/// into the matrix's column order on the host. (x is exact f32: the tensor-core GEMM on x in
+/// fragments, for f16 or rounded x, does not run here.) Every check runs before the
+/// buffers grow.
+pub fn gemv_host(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    x: &[f32],
+    y: &mut [f32],
+    m: u32,
+) -> Result<()> {
+    let (n, k) = (mat.shape.n, mat.shape.k);
+    let (xn, yn) = (m as usize * k, m as usize * n);
+    if x.len() < xn || y.len() < yn {
+        return Err(Error::BufferTooSmall(format!(
+            "x holds {} floats and y {}; m = {m} needs {xn} and {yn}",
+            x.len(),
+            y.len()
+        )));
+    }
+    let x = &x[..xn];
+    let gathered = GemvParams {
+        m,
+        x_f16: false,
+        x_stride: k as u64,
+        y_stride: n as u64,
+        x_gathered: mat.k_order.is_some(),
+        x_round_f16: false,
+    };
+    // Everything that can refuse the call runs before the buffers grow.
+    check_params(ctx, mat, &gathered)?;
+    // The digits pre-pass (the only one f32 x without rounding has) reads x in input order
+    // and gathers it. x with an infinite or NaN element keeps the f32 kernel rather than the
+    // digits, so that its results are the IEEE ones; a refused pre-pass (its pipelines)
+    // keeps the kernel on x too.
+    let ungathered = GemvParams {
+        x_gathered: false,
+        ..gathered
+    };
+    let pre = match x.iter().all(|v| v.is_finite()) {
+        true => prepass_plan(ctx, mat, &ungathered).ok().flatten(),
+        false => None,
+    };
+    let workspace = pre.as_ref().map_or(0, |pre| pre.need);
+    let p = if workspace > 0 { ungathered } else { gathered };
+    if workspace == 0 {
+        plan(ctx, mat, &p, false)?;
+    }
+    let mut exec = ctx.exec.lock().unwrap_or_else(|e| e.into_inner());
+    let exec = &mut *exec;
+    // After a failed wait the device may still read the buffers: touch nothing.
+    exec.submitter.check_usable()?;
+    let buffers = &mut exec.buffers;
+    ensure(ctx, &mut buffers.x, 4 * xn as u64, MemoryKind::Upload)?;
+    ensure(ctx, &mut buffers.y, 4 * yn as u64, MemoryKind::Readback)?;
+    if workspace > 0 {
+        ensure(ctx, &mut buffers.workspace, workspace, MemoryKind::Device)?;
+    }
+    let xb = buffers.x.as_mut().expect("x");
+    xb.fill(4 * xn, |staged| match (&mat.k_order, p.x_gathered) {
+        // A matrix with a column order gets x in that order for the f32 kernel, gathered
+        // straight into the staging buffer once per call.
+        (Some(order), true) => {
+            for (i, v) in staged.chunks_exact_mut(4).enumerate() {
+                let input = i - i % k + order.inputs[i % k] as usize;
+                v.copy_from_slice(&x[input].to_ne_bytes());
+            }
+        }
+        // SAFETY: f32 slice viewed as bytes; one copy.
+        _ => staged.copy_from_slice(unsafe {
+            std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn)
+        }),
+    });
+    let xr = head(buffers.x.as_ref().expect("x"), 4 * xn as u64);
+    let yb = buffers.y.as_ref().expect("y");
+    let yr = head(yb, 4 * yn as u64);
+    let ws = buffers
+        .workspace
+        .as_ref()
+        .filter(|_| workspace > 0)
+        .map(|b| head(b, workspace));
+    let lock = ctx.queue_lock;
+    exec.submitter.run(lock.as_ref(), |cmd| {
+        record(ctx, cmd, mat, xr, yr, &p, ws)?;
+        let [src, dst] = super::submit::SHADER_TO_HOST;
+        // SAFETY: recording into q4vk's own command buffer.
+        unsafe { super::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
+        Ok(())
+    })?;
+    // SAFETY: f32 slice viewed as bytes; the device finished (fence waited).
+    let ys = unsafe { std::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<u8>(), 4 * yn) };
+    yb.read(0, ys);
+    Ok(())
+}

@@ -1,0 +1,333 @@
+//! Which kernel a GEMV call runs, and with which pipeline and shape: the GEMV kernels or a
+//! GEMM (`runs_gemm`), the tensor-core or SIMT layout's, the integer dot-product GEMV on x in
+//! digits or the tensor-core GEMM on x in fragments (each behind a pre-pass into a
+//! workspace, `prepass_plan`), and the workspace a call can use (`workspace_bytes`).
+
+use super::context::Context;
+use super::gemv::{GemvParams, MAX_M};
+use super::matrix::DeviceMatrix;
+use super::pipeline::{
+    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Push, DIGITS_WORKGROUP,
+    GEMM_TILE,
+};
+use super::x_fragments::FragmentGeometry;
+use crate::error::{Error, Result};
+use ash::vk;
+
+/// How a GEMV of `mat` runs on `ctx`: the pipeline (created on first use), rows and
+/// activation rows per workgroup and the push block's per-matrix fields.
+pub(super) struct Plan {
+    pub(super) pipeline: vk::Pipeline,
+    pub(super) rows_per_wg: u64,
+    /// Activation rows per workgroup (the GEMV kernels take all m at once).
+    pub(super) tokens_per_wg: u64,
+    pub(super) chunks: usize,
+    pub(super) groups: usize,
+    pub(super) group_shift: u32,
+}
+
+/// Whether a call with `m` activation rows on `mat` runs a GEMM kernel: for m > [`MAX_M`];
+/// on the tensor-core layout also at m = 8 for tall matrices (n ≥ 10240, k ≤ 8192), where
+/// the tensor-core GEMM (8 tokens per workgroup) measured faster than the GEMV on an H200
+/// (28672 × 8192: 79.7 vs 139.5 µs; 11008 × 4096: 36.9 vs 39.9 µs) and slower on the other
+/// shapes and at m = 4 (bench/RESULTS.md); from `ContextConfig::gemm_from_m` when set.
+pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
+    if let Some(from) = ctx.gemm_from_m {
+        return m >= from;
+    }
+    m > MAX_M || (m == MAX_M && mat.coop.is_some() && mat.shape.n >= 10240 && mat.shape.k <= 8192)
+}
+
+/// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
+/// (`vk::int_dot`) when given a workspace: SIMT matrices at the GEMV's m on contexts that
+/// use it.
+pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
+    // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
+    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
+    let fits = || {
+        (mat.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
+            && u64::from(m) <= max_y
+            && digits_bytes(mat, m) <= ctx.device.info.max_storage_range
+    };
+    ctx.int_dot && mat.coop.is_none() && !runs_gemm(ctx, mat, m) && fits()
+}
+
+/// Chunks of 32 columns per workgroup of the digits pre-pass (four invocations each).
+const DIGITS_CHUNKS_PER_WG: u64 = DIGITS_WORKGROUP as u64 / 4;
+
+/// Bytes of `m` rows of x in digits for `mat`.
+fn digits_bytes(mat: &DeviceMatrix, m: u32) -> u64 {
+    16 * u64::from(m) * super::int_dot::row_vectors(mat.shape.k) as u64
+}
+
+/// The tensor-core GEMM's shape for a call with `p` on `mat` (`x_fragments`: on x in fragments),
+/// `None` where the call runs another kernel: the shape the context fixes, else
+/// [`super::coop::choose_gemm_shape`]'s with as many K groups as the shared memory holds.
+fn coop_gemm_key(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    x_fragments: bool,
+) -> Option<CoopGemmKey> {
+    let c = mat.coop.as_ref().filter(|_| runs_gemm(ctx, mat, p.m))?;
+    // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
+    let rounded = x_fragments && rounds_x(p);
+    let (tiles, subgroups, tokens, ksplit) =
+        ctx.coop_gemm_tuning.unwrap_or_else(|| match x_fragments {
+            true => super::coop::choose_fragments_gemm_shape(mat.shape.n, p.m),
+            false => super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16),
+        });
+    let key = CoopGemmKey {
+        tiles,
+        subgroups,
+        tokens,
+        zeros: mat.shape.zero_points,
+        x_f16: p.x_f16 || rounded,
+        block: c.block,
+        offsets: mat.offsets,
+        ksplit,
+        x_fragments,
+        x_rounded: rounded,
+    };
+    Some(match ctx.coop_gemm_tuning {
+        Some(_) => key,
+        None => key.fitted(ctx.device.info.max_shared),
+    })
+}
+
+/// Whether a call's f32 x is rounded to f16 where it runs on x in fragments.
+fn rounds_x(p: &GemvParams) -> bool {
+    p.x_round_f16 && !p.x_f16
+}
+
+/// x in fragments for the tensor-core GEMM (`vk::x_fragments`) for a call with `p` on `mat`, or
+/// `None` where the call runs another kernel or the pre-pass's grid or the workspace exceed
+/// the device's limits.
+fn fragment_geometry(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+) -> Option<FragmentGeometry> {
+    // f16 activations (or f32 ones the caller lets round to f16) beyond the GEMV's m only:
+    // exact f32 ones measured no faster on an H200 (x's two parts double the fragments each
+    // invocation loads), and at m ≤ 8 the pre-pass would cost more than it saves
+    // (bench/RESULTS.md).
+    if !(p.x_f16 || rounds_x(p)) || p.m <= MAX_M {
+        return None;
+    }
+    let key = coop_gemm_key(ctx, mat, p, true)?;
+    let c = mat.coop.as_ref()?;
+    let g = FragmentGeometry {
+        stages: c.stages as u32,
+        block: c.block,
+        tokens: p.m.checked_next_multiple_of(key.tokens)?,
+        x_f16: p.x_f16,
+    };
+    g.fits(ctx).then_some(g)
+}
+
+/// Bytes of the workspace a call with `p` on `mat` uses: x in 8-bit digits for the integer
+/// dot-product GEMV, or x as the tensor-core GEMM's f16 fragments; 0 where the call
+/// runs a kernel that reads x itself.
+pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
+    if runs_int_dot(ctx, mat, p.m) {
+        return digits_bytes(mat, p.m);
+    }
+    fragment_geometry(ctx, mat, p).map_or(0, |g| g.bytes())
+}
+
+/// A call's pre-pass (into the workspace) and the kernel that reads its output, resolved
+/// before anything is recorded.
+pub(super) struct PrepassPlan {
+    /// The pre-pass.
+    pub(super) prepass: Prepass,
+    /// The kernel's plan, and the stride it reads its x (the workspace) with.
+    pub(super) main: Plan,
+    pub(super) main_x_stride: u64,
+    /// Workspace bytes.
+    pub(super) need: u64,
+}
+
+/// One dispatch of a pre-pass: pipeline, grid, push block, and the matrix set it reads (the
+/// digits pre-pass gathers x through the column order, binding 3 of set 0).
+pub(super) struct Prepass {
+    pub(super) pipeline: vk::Pipeline,
+    pub(super) grid: [u32; 2],
+    pub(super) push: Push,
+    pub(super) matrix_set: Option<vk::DescriptorSet>,
+}
+
+/// The pre-pass path of a call with `p` on `mat` (the digits of the integer dot-product
+/// GEMV, or x in fragments for the tensor-core GEMM), or `None` where the call runs a kernel that
+/// reads x itself; its pipelines are created here (an error: they cannot be).
+pub(super) fn prepass_plan(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+) -> Result<Option<PrepassPlan>> {
+    let k = mat.shape.k as u32;
+    if runs_int_dot(ctx, mat, p.m) {
+        let chunks = k.div_ceil(32);
+        let row_vectors = super::int_dot::row_vectors(mat.shape.k) as u64;
+        let pipeline = ctx.pipelines.get_digits(DigitsKey {
+            x_f16: p.x_f16,
+            k_order: mat.k_order.is_some() && !p.x_gathered,
+        })?;
+        return Ok(Some(PrepassPlan {
+            prepass: Prepass {
+                pipeline,
+                grid: [chunks.div_ceil(DIGITS_WORKGROUP / 4), p.m],
+                push: Push {
+                    chunks,
+                    k,
+                    x_stride: p.x_stride as u32,
+                    y_stride: row_vectors as u32,
+                    ..Default::default()
+                },
+                matrix_set: Some(mat.parts[0].set),
+            },
+            main: plan(ctx, mat, p, true)?,
+            main_x_stride: row_vectors,
+            need: digits_bytes(mat, p.m),
+        }));
+    }
+    let (Some(g), Some(key), Some(c)) = (
+        fragment_geometry(ctx, mat, p),
+        coop_gemm_key(ctx, mat, p, true),
+        mat.coop.as_ref(),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(PrepassPlan {
+        prepass: fragments_prepass(ctx, &g, k, p)?,
+        main: coop_gemm_plan(ctx, c, key)?,
+        main_x_stride: 0,
+        need: g.bytes(),
+    }))
+}
+
+/// The fragments pre-pass's dispatch for `g`, on x of `k` columns as `p` describes it.
+pub(super) fn fragments_prepass(
+    ctx: &Context,
+    g: &FragmentGeometry,
+    k: u32,
+    p: &GemvParams,
+) -> Result<Prepass> {
+    let pipeline = ctx.pipelines.get_fragments(FragmentsKey {
+        x_f16: g.x_f16,
+        block: g.block,
+    })?;
+    Ok(Prepass {
+        pipeline,
+        grid: g.grid(),
+        push: g.push(k, p.x_stride as u32),
+        matrix_set: None,
+    })
+}
+
+/// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
+/// context's SIMT variant (with `dot`, the integer dot-product one on x in digits, packed
+/// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
+/// says so.
+pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> Result<Plan> {
+    let gemm = runs_gemm(ctx, mat, p.m);
+    if dot && !runs_int_dot(ctx, mat, p.m) {
+        return Err(Error::Internal(
+            "the integer dot-product GEMV runs SIMT matrices at m <= 8 on contexts with int_dot only".into(),
+        ));
+    }
+    let Some(c) = &mat.coop else {
+        let (pipeline, rows, tokens) = if gemm {
+            let key = GemmKey {
+                zeros: mat.shape.zero_points,
+                scale_f32: mat.scale_f32,
+                x_f16: p.x_f16,
+                offsets: mat.offsets,
+                k_order: mat.k_order.is_some() && !p.x_gathered,
+            };
+            let t = GEMM_TILE;
+            (ctx.pipelines.get_gemm(key)?, t.rows(), t.tokens())
+        } else {
+            let key = PipelineKey {
+                portable: ctx.portable,
+                workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
+                m: p.m,
+                zeros: mat.shape.zero_points,
+                scale_f32: mat.scale_f32,
+                // The digits are f32-free and in column order (the pre-pass gathers).
+                x_f16: p.x_f16 && !dot,
+                offsets: mat.offsets,
+                k_order: mat.k_order.is_some() && !p.x_gathered && !dot,
+                dot,
+            };
+            (ctx.pipelines.get(key)?, ctx.pipelines.tuning.rows, p.m)
+        };
+        return Ok(Plan {
+            pipeline,
+            rows_per_wg: rows as u64,
+            tokens_per_wg: tokens as u64,
+            chunks: mat.layout.chunks,
+            groups: mat.layout.groups,
+            group_shift: mat.layout.group_shift,
+        });
+    };
+    let info = &ctx.device.info;
+    if gemm {
+        let key = coop_gemm_key(ctx, mat, p, false)
+            .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
+        return coop_gemm_plan(ctx, c, key);
+    }
+    let (t, s) = ctx
+        .coop_tuning
+        .unwrap_or_else(|| super::coop::choose_shape(c.stages, p.m, c.block, info.max_shared));
+    let key = CoopKey {
+        tiles: t,
+        subgroups: s,
+        m: p.m,
+        zeros: mat.shape.zero_points,
+        x_f16: p.x_f16,
+        block: c.block,
+        offsets: mat.offsets,
+    };
+    if key.shared_bytes() > info.max_shared {
+        return Err(Error::Unsupported(format!(
+            "the tensor-core kernel with {t} tiles x {s} subgroups needs {} bytes of shared memory at m = {}; the device has {}",
+            key.shared_bytes(),
+            p.m,
+            info.max_shared
+        )));
+    }
+    Ok(Plan {
+        pipeline: ctx.pipelines.get_coop(key)?,
+        rows_per_wg: 16 * t as u64,
+        tokens_per_wg: p.m as u64,
+        chunks: c.stages,
+        groups: c.groups,
+        group_shift: c.group_shift,
+    })
+}
+
+/// The tensor-core GEMM's plan for `key` ([`coop_gemm_key`]): `Unsupported` where its shared
+/// memory exceeds the device's.
+fn coop_gemm_plan(
+    ctx: &Context,
+    c: &crate::layout::coop::CoopLayout,
+    key: CoopGemmKey,
+) -> Result<Plan> {
+    let max_shared = ctx.device.info.max_shared;
+    if key.shared_bytes() > max_shared {
+        return Err(Error::Unsupported(format!(
+            "the tensor-core GEMM with {} tokens per workgroup needs {} bytes of shared memory; the device has {max_shared}",
+            key.tokens,
+            key.shared_bytes()
+        )));
+    }
+    Ok(Plan {
+        pipeline: ctx.pipelines.get_coop_gemm(key)?,
+        rows_per_wg: key.rows() as u64,
+        tokens_per_wg: key.tokens as u64,
+        chunks: c.stages,
+        groups: c.groups,
+        group_shift: c.group_shift,
+    })
+}
