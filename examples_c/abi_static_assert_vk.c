@@ -137,7 +137,9 @@ _Static_assert(Q4VK_SOURCE_FLOAT == 0 && Q4VK_SOURCE_Q4 == 1 && Q4VK_SOURCE_PADD
 _Static_assert(Q4VK_SOURCE_GGUF_Q4_0 == 3 && Q4VK_SOURCE_GGUF_Q4_1 == 4 && Q4VK_SOURCE_GGUF_Q4_K == 5 &&
                    Q4VK_SOURCE_GPTQ == 6 && Q4VK_SOURCE_AWQ == 7,
                "imported sources");
-_Static_assert(Q4VK_GEMV_F16_ACTIVATIONS == 0x1u && Q4VK_GEMV_ROUND_X_TO_F16 == 0x2u, "gemv flags");
+_Static_assert(Q4VK_GEMV_F16_ACTIVATIONS == 0x1u && Q4VK_GEMV_ROUND_X_TO_F16 == 0x2u &&
+                   Q4VK_GEMV_REUSE_WORKSPACE == 0x4u,
+               "gemv flags");
 
 static void (*const p_context_desc_default)(q4vk_context_desc *) = q4vk_context_desc_default;
 static q4vk_status (*const p_context_create)(const q4vk_context_desc *, q4vk_context **) = q4vk_context_create;
@@ -160,6 +162,8 @@ static q4vk_status (*const p_cmd_gemv)(q4vk_context *, const q4vk_matrix *, void
     q4vk_cmd_gemv;
 static q4vk_status (*const p_workspace_size)(q4vk_context *, const q4vk_matrix *, uint32_t, uint32_t,
                                              uint64_t *) = q4vk_gemv_workspace_size;
+static q4vk_status (*const p_workspace_key)(q4vk_context *, const q4vk_matrix *, uint32_t, uint32_t,
+                                            uint64_t *) = q4vk_gemv_workspace_key;
 static void (*const p_export_desc_default)(q4vk_kernel_export_desc *) = q4vk_kernel_export_desc_default;
 static q4vk_status (*const p_kernel_export)(const q4vk_context *, const q4vk_matrix_desc *,
                                             const q4vk_kernel_export_desc *, q4vk_kernel_info *, uint32_t *,
@@ -214,8 +218,8 @@ int main(void) {
     }
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
-        !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv || !p_workspace_size || !p_cache_size ||
-        !p_cache_data)
+        !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv || !p_workspace_size || !p_workspace_key ||
+        !p_cache_size || !p_cache_data)
         failures++;
     printf("%s: C11 layout of the Vulkan section of q4vk.h\n", failures ? "FAIL" : "ok");
     return failures ? 1 : 0;

@@ -113,6 +113,20 @@
 // changes nothing.
 #define Q4VK_GEMV_ROUND_X_TO_F16 2
 
+// For `q4vk_cmd_gemv` with a workspace: the workspace already holds what this call's
+// pre-pass would write, so the call records the kernel on it and nothing else (no
+// pre-pass, no barriers). For matrices that share x (Q, K and V; gate and up): the first
+// call runs the pre-pass, the others pass this flag and skip its cost. The caller
+// guarantees that an earlier `q4vk_cmd_gemv` without this flag wrote the workspace from
+// the same x (unchanged since, same m, row stride and other flags) for a matrix whose
+// `q4vk_gemv_workspace_key` equals this matrix's, and that its recording is ordered before
+// this call's kernel (earlier in the same command buffer needs nothing more: that call's
+// barrier after its pre-pass covers every later compute read), and that nothing wrote the
+// workspace since. Where the call has no pre-pass (a key of 0) or no workspace is given,
+// the flag changes nothing. Not checkable by q4vk: a workspace that does not hold that
+// output gives wrong results (never a fault: every read stays within the workspace).
+#define Q4VK_GEMV_REUSE_WORKSPACE 4
+
 // `q4vk_kernel_export_desc.export_flags`: export the extended kernel, whose bindings 5
 // (`Q4VK_BINDING_OFFSETS`) and 6 (`Q4VK_BINDING_K_ORDER`) follow the v0 five, for every
 // source `q4vk_matrix_create` takes (with the device layout of `q4vk_matrix_pack_extended`).
@@ -856,6 +870,25 @@ q4vk_status q4vk_gemv_workspace_size(struct q4vk_context *ctx,
                                      uint32_t m,
                                      uint32_t flags,
                                      uint64_t *bytes);
+
+// Stores in `*key` what the workspace of a `q4vk_cmd_gemv` with `m` activation rows and
+// `flags` on `mat` holds after its pre-pass, as a number: two matrices with equal, non-zero
+// keys have their pre-pass write the same bytes from the same x (the same K, activation
+// type, column order and kernel tiles), so calls on them can share one pre-pass through
+// `Q4VK_GEMV_REUSE_WORKSPACE`. 0 where the call has no pre-pass
+// (`q4vk_gemv_workspace_size` 0). Stable over the context's life; not meaningful across
+// contexts.
+//
+// Statuses: `NULL_POINTER` (ctx, mat, key), `INVALID_ARGUMENT` (m = 0, unknown flags, a
+// matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.
+//
+// # Safety
+// Handles NULL or live; `key` NULL or writable.
+q4vk_status q4vk_gemv_workspace_key(struct q4vk_context *ctx,
+                                    const struct q4vk_matrix *mat,
+                                    uint32_t m,
+                                    uint32_t flags,
+                                    uint64_t *key);
 
 // Fills `desc` with the defaults: portable variant, m = 1, f32 activations, dense rows,
 // the v0 kernel (`export_flags` 0). NULL is ignored.

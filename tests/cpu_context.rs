@@ -302,6 +302,11 @@ fn vulkan_only_calls_are_unsupported() {
         Q4VK_ERROR_UNSUPPORTED
     );
     assert_eq!(workspace, 77);
+    assert_eq!(
+        unsafe { q4vk_gemv_workspace_key(ctx.ctx, mat, 1, 0, &mut workspace) },
+        Q4VK_ERROR_UNSUPPORTED
+    );
+    assert_eq!(workspace, 77);
     let mut bytes = 77usize;
     assert_eq!(
         unsafe { q4vk_context_pipeline_cache_size(ctx.ctx, &mut bytes) },

@@ -438,6 +438,11 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
             let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m, 0, &mut bytes) };
             assert_eq!(status, Q4VK_OK);
             assert_eq!(bytes, expected(m), "flags {flags:#x} m {m}");
+            // A key where the call has a pre-pass, 0 where it has none.
+            let mut key = u64::MAX;
+            let status = unsafe { q4vk_gemv_workspace_key(gpu.ctx, mat, m, 0, &mut key) };
+            assert_eq!(status, Q4VK_OK);
+            assert_eq!(key == 0, bytes == 0, "key {key:#x}, {bytes} bytes, m {m}");
             // Letting f32 x round to f16 adds a workspace only where the tensor-core GEMM
             // runs on a pre-split x (m > 8 on tensor-core contexts).
             let round = Q4VK_GEMV_ROUND_X_TO_F16;
@@ -456,13 +461,24 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
             q4vk_gemv_workspace_size(gpu.ctx, mat, m, f, out)
         };
         assert_eq!(call(0, 0, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
-        assert_eq!(call(1, 0x4, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
+        assert_eq!(call(1, 0x8, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
         assert_eq!(call(1, 0, std::ptr::null_mut()), Q4VK_ERROR_NULL_POINTER);
         assert_eq!(
             unsafe { q4vk_gemv_workspace_size(std::ptr::null_mut(), mat, 1, 0, &mut bytes) },
             Q4VK_ERROR_NULL_POINTER
         );
         assert_eq!(bytes, 5, "written on error");
+        let key = |m: u32, f: u32, out: *mut u64| unsafe {
+            q4vk_gemv_workspace_key(gpu.ctx, mat, m, f, out)
+        };
+        assert_eq!(key(0, 0, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
+        assert_eq!(key(1, 0x8, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
+        assert_eq!(key(1, 0, std::ptr::null_mut()), Q4VK_ERROR_NULL_POINTER);
+        assert_eq!(
+            unsafe { q4vk_gemv_workspace_key(gpu.ctx, std::ptr::null(), 1, 0, &mut bytes) },
+            Q4VK_ERROR_NULL_POINTER
+        );
+        assert_eq!(bytes, 5, "key written on error");
         unsafe { q4vk_matrix_destroy(mat) };
         gpu.assert_quiet();
     }

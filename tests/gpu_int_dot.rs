@@ -150,6 +150,7 @@ fn record_call(
         y_stride: n as u64,
         x_gathered: false,
         x_round_f16: false,
+        workspace_filled: false,
     };
     let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
     if workspace.is_some() {
@@ -501,6 +502,7 @@ fn a_bad_workspace_is_refused_and_none_keeps_the_f32_kernel() {
         y_stride: n as u64,
         x_gathered: false,
         x_round_f16: false,
+        workspace_filled: false,
     };
     let need = gemv::workspace_bytes(&ctx, &mat, &p);
     // x, y and the workspace each 1024-byte aligned in one buffer.
@@ -628,5 +630,108 @@ fn the_pre_pass_spans_workgroups_and_tiny_rows() {
         let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
         assert!(err < 1e-5, "k {k}: {err:e}");
     }
+    assert_nothing_logged();
+}
+
+#[test]
+fn matrices_sharing_x_share_one_pre_pass() {
+    let ctx = context(IntDot::Forced);
+    let mut rng = Rng(0x5EED);
+    let (m, k) = (3usize, 300usize);
+    let a = random_q4(&mut rng, 40, k, 32, true, false);
+    let b = random_q4(&mut rng, 70, k, 64, false, true);
+    let d = random_q4(&mut rng, 40, 256, 32, true, false);
+    let order: Vec<u32> = (0..k as u32).rev().collect();
+    let ma = DeviceMatrix::new(&ctx, &a, None, None).unwrap();
+    let mb = DeviceMatrix::new(&ctx, &b, None, None).unwrap();
+    let mc = DeviceMatrix::new(&ctx, &a, None, Some(&order)).unwrap();
+    let md = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+    let p = |mat: &DeviceMatrix, m: usize, x_f16: bool, filled: bool| GemvParams {
+        m: m as u32,
+        x_f16,
+        x_stride: k as u64,
+        y_stride: mat.shape.n as u64,
+        x_gathered: false,
+        x_round_f16: false,
+        workspace_filled: filled,
+    };
+    let key = |mat: &DeviceMatrix, m: usize, x_f16: bool| {
+        gemv::workspace_key(&ctx, mat, &p(mat, m, x_f16, false))
+    };
+    // Equal for the same K, x type and column order whatever the rows and groups; else not.
+    assert_ne!(key(&ma, m, false), 0);
+    assert_eq!(key(&ma, m, false), key(&mb, m, false));
+    assert_ne!(key(&ma, m, false), key(&mc, m, false), "column order");
+    assert_ne!(key(&ma, m, false), key(&md, m, false), "K");
+    assert_ne!(key(&ma, m, false), key(&ma, m, true), "x type");
+    assert_eq!(key(&ma, 9, false), 0, "the GEMM has no pre-pass here");
+
+    let x = rng.vec(m * k);
+    let xb = upload(
+        &ctx,
+        &x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let need = gemv::workspace_bytes(&ctx, &ma, &p(&ma, m, false, false));
+    assert_eq!(
+        need,
+        gemv::workspace_bytes(&ctx, &mb, &p(&mb, m, false, false))
+    );
+    let wb = Buffer::new(&ctx.device, need, MemoryKind::Readback).unwrap();
+    let ya = Buffer::new(&ctx.device, 4 * (m * 40) as u64, MemoryKind::Readback).unwrap();
+    let yb = Buffer::new(&ctx.device, 4 * (m * 70) as u64, MemoryKind::Readback).unwrap();
+    let range = |b: &Buffer| BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: b.size,
+    };
+    let read = |b: &Buffer, len: usize| -> Vec<f32> {
+        let mut bytes = vec![0u8; 4 * len];
+        b.read(0, &mut bytes);
+        bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let run = |record_a: bool| {
+        ctx.submit(|cmd| {
+            if record_a {
+                gemv::record(
+                    &ctx,
+                    cmd,
+                    &ma,
+                    range(&xb),
+                    range(&ya),
+                    &p(&ma, m, false, false),
+                    Some(range(&wb)),
+                )?;
+            }
+            gemv::record(
+                &ctx,
+                cmd,
+                &mb,
+                range(&xb),
+                range(&yb),
+                &p(&mb, m, false, true),
+                Some(range(&wb)),
+            )?;
+            let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
+            // SAFETY: recording into the context's own command buffer.
+            unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
+            Ok(())
+        })
+        .unwrap()
+    };
+    // One command buffer: A's call writes the digits, B's reuses them.
+    run(true);
+    let err = reference::relative_error(&read(&ya, m * 40), &reference::gemv(&a, &x, m));
+    assert!(err < 1e-5, "A: {err:e}");
+    let err = reference::relative_error(&read(&yb, m * 70), &reference::gemv(&b, &x, m));
+    assert!(err < 1e-5, "B on A's pre-pass: {err:e}");
+    // The flag is honoured: on a workspace no pre-pass wrote, B's call computes nothing of x.
+    wb.write(0, &vec![0u8; need as usize]);
+    run(false);
+    let err = reference::relative_error(&read(&yb, m * 70), &reference::gemv(&b, &x, m));
+    assert!(err > 0.5, "B ran a pre-pass of its own: {err:e}");
     assert_nothing_logged();
 }

@@ -183,6 +183,7 @@ fn workspace_matches_the_model() {
                 y_stride: 1,
                 x_gathered: false,
                 x_round_f16: !x_f16,
+                workspace_filled: false,
             };
             let got = run(&ctx, &bytes_of(&x, x_f16), &p, k as u32, &g, g.bytes()).unwrap();
             let want = model(&x, m, k, stride, &g);
@@ -222,6 +223,7 @@ fn bad_calls_are_refused() {
         y_stride: 1,
         x_gathered: false,
         x_round_f16,
+        workspace_filled: false,
     };
     let run_with =
         |x: &[u8], p: GemvParams, k: u32, g: &FragmentGeometry, ws: u64| run(&ctx, x, &p, k, g, ws);

@@ -49,6 +49,20 @@ pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
 /// changes nothing.
 pub const Q4VK_GEMV_ROUND_X_TO_F16: u32 = 0x2;
 
+/// For `q4vk_cmd_gemv` with a workspace: the workspace already holds what this call's
+/// pre-pass would write, so the call records the kernel on it and nothing else (no
+/// pre-pass, no barriers). For matrices that share x (Q, K and V; gate and up): the first
+/// call runs the pre-pass, the others pass this flag and skip its cost. The caller
+/// guarantees that an earlier `q4vk_cmd_gemv` without this flag wrote the workspace from
+/// the same x (unchanged since, same m, row stride and other flags) for a matrix whose
+/// `q4vk_gemv_workspace_key` equals this matrix's, and that its recording is ordered before
+/// this call's kernel (earlier in the same command buffer needs nothing more: that call's
+/// barrier after its pre-pass covers every later compute read), and that nothing wrote the
+/// workspace since. Where the call has no pre-pass (a key of 0) or no workspace is given,
+/// the flag changes nothing. Not checkable by q4vk: a workspace that does not hold that
+/// output gives wrong results (never a fault: every read stays within the workspace).
+pub const Q4VK_GEMV_REUSE_WORKSPACE: u32 = 0x4;
+
 /// Arguments of `q4vk_cmd_gemv`. Initialize with `q4vk_gemv_args_default`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -186,7 +200,8 @@ unsafe fn vulkan_pair<'a>(
 
 /// Refuses `Q4VK_GEMV_*` bits this library does not know (`what`: the argument's name).
 fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
-    let unknown = flags & !(Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_ROUND_X_TO_F16);
+    let known = Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_ROUND_X_TO_F16 | Q4VK_GEMV_REUSE_WORKSPACE;
+    let unknown = flags & !known;
     if unknown != 0 {
         return Err(invalid!("{what} has unknown bits {unknown:#x}"));
     }
@@ -365,6 +380,7 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
             // The kernels gather x through a column order from the host's buffer.
             x_gathered: false,
             x_round_f16: a.flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
+            workspace_filled: a.flags & Q4VK_GEMV_REUSE_WORKSPACE != 0,
         };
         let workspace = (a.workspace.buffer != 0).then(|| range(a.workspace));
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
@@ -395,10 +411,32 @@ pub unsafe extern "C" fn q4vk_gemv_workspace_size(
     flags: u32,
     bytes: *mut u64,
 ) -> q4vk_status {
-    guard("q4vk_gemv_workspace_size", || {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        workspace_query(
+            "q4vk_gemv_workspace_size",
+            (ctx, mat, m, flags),
+            (bytes, "bytes"),
+            gemv::workspace_bytes,
+        )
+    }
+}
+
+/// A workspace query (`q4vk_gemv_workspace_size`, `q4vk_gemv_workspace_key`) named `name`:
+/// checks the call and stores `answer` for `m` dense rows with `flags` in `*out`.
+///
+/// # Safety
+/// Handles NULL or live; `out` NULL or writable.
+unsafe fn workspace_query(
+    name: &'static str,
+    (ctx, mat, m, flags): (*mut q4vk_context, *const q4vk_matrix, u32, u32),
+    (out, out_name): (*mut u64, &'static str),
+    answer: fn(&crate::vk::context::Context, &crate::vk::matrix::DeviceMatrix, &GemvParams) -> u64,
+) -> q4vk_status {
+    guard(name, || {
         // SAFETY: NULL or live handles (contract).
-        let (ctx, mat) = unsafe { vulkan_pair(ctx, mat, "q4vk_gemv_workspace_size") }?;
-        require(bytes, "bytes")?;
+        let (ctx, mat) = unsafe { vulkan_pair(ctx, mat, name) }?;
+        require(out, out_name)?;
         check_gemv_flags(flags, "flags")?;
         check_m(m)?;
         let params = GemvParams {
@@ -408,11 +446,44 @@ pub unsafe extern "C" fn q4vk_gemv_workspace_size(
             y_stride: mat.shape.n as u64,
             x_gathered: false,
             x_round_f16: flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
+            workspace_filled: flags & Q4VK_GEMV_REUSE_WORKSPACE != 0,
         };
-        let need = gemv::workspace_bytes(ctx, mat, &params);
+        let value = answer(ctx, mat, &params);
         // SAFETY: non-NULL (checked) and writable (contract).
-        unsafe { super::ptr::write_out(bytes, need, "bytes") }
+        unsafe { super::ptr::write_out(out, value, out_name) }
     })
+}
+
+/// Stores in `*key` what the workspace of a `q4vk_cmd_gemv` with `m` activation rows and
+/// `flags` on `mat` holds after its pre-pass, as a number: two matrices with equal, non-zero
+/// keys have their pre-pass write the same bytes from the same x (the same K, activation
+/// type, column order and kernel tiles), so calls on them can share one pre-pass through
+/// `Q4VK_GEMV_REUSE_WORKSPACE`. 0 where the call has no pre-pass
+/// (`q4vk_gemv_workspace_size` 0). Stable over the context's life; not meaningful across
+/// contexts.
+///
+/// Statuses: `NULL_POINTER` (ctx, mat, key), `INVALID_ARGUMENT` (m = 0, unknown flags, a
+/// matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.
+///
+/// # Safety
+/// Handles NULL or live; `key` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_gemv_workspace_key(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    m: u32,
+    flags: u32,
+    key: *mut u64,
+) -> q4vk_status {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        workspace_query(
+            "q4vk_gemv_workspace_key",
+            (ctx, mat, m, flags),
+            (key, "key"),
+            gemv::workspace_key,
+        )
+    }
 }
 
 #[cfg(test)]

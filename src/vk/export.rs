@@ -352,6 +352,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         y_stride: req.y_stride,
         x_gathered: false,
         x_round_f16: false,
+        workspace_filled: false,
     };
     let XyExtent {
         x_elems,

@@ -12,7 +12,7 @@ use crate::error::{invalid, Error, Result};
 use ash::vk;
 
 pub use super::gemv_host::{gemv_host, GemvBuffers};
-pub use super::gemv_plan::{runs_gemm, runs_int_dot, workspace_bytes};
+pub use super::gemv_plan::{runs_gemm, runs_int_dot, workspace_bytes, workspace_key};
 
 /// Largest activation count (rows of x) the GEMV kernels take; larger m runs the GEMM
 /// kernels (same matrices, same bindings).
@@ -47,6 +47,9 @@ pub struct GemvParams {
     /// (`Q4VK_GEMV_ROUND_X_TO_F16`): the tensor-core GEMM on x in fragments, with a
     /// workspace.
     pub x_round_f16: bool,
+    /// The workspace already holds what this call's pre-pass would write
+    /// (`Q4VK_GEMV_REUSE_WORKSPACE`): `record` records the kernel on it and nothing else.
+    pub workspace_filled: bool,
 }
 
 /// Checks the activation count: 0 is invalid. (The upper limits are those of x and y:
@@ -234,11 +237,12 @@ pub fn record_x_fragments(
 
 /// Records `y = W x` into `cmd` (validated first; nothing is recorded on error). Where the
 /// call has a pre-pass ([`workspace_bytes`] > 0: x's digits for the integer dot-product
-/// GEMV, x's f16 parts for the tensor-core GEMM) and `workspace` is given, first a
+/// GEMV, x as the tensor-core GEMM's f16 fragments) and `workspace` is given, first a
 /// compute-to-compute barrier (earlier readers of the workspace finish), the pre-pass (x
 /// into the workspace's first [`workspace_bytes`]) and another barrier, then the kernel on
-/// the workspace; otherwise the workspace is not used. Then binds the GEMV pipeline, set 1 (x, y: pushed
-/// or from the ring), per part set 0 and the push constants, and dispatches. No barrier after.
+/// the workspace (with `p.workspace_filled`, the kernel on the workspace alone); otherwise
+/// the workspace is not used. Then binds the GEMV pipeline, set 1 (x, y: pushed or from the
+/// ring), per part set 0 and the push constants, and dispatches. No barrier after.
 pub fn record(
     ctx: &Context,
     cmd: vk::CommandBuffer,
@@ -265,6 +269,13 @@ pub fn record(
         range: pre.need,
         ..ws
     };
+    if p.workspace_filled {
+        // An earlier call's pre-pass wrote it, and its barrier made it visible (caller's
+        // contract): the kernel alone.
+        let from_ws = XyBinding::of(ctx, ws, y)?;
+        record_gemv(ctx, cmd, mat, &pre.main, &from_ws, p, pre.main_x_stride);
+        return Ok(());
+    }
     let (into_ws, from_ws) = (XyBinding::of(ctx, x, ws)?, XyBinding::of(ctx, ws, y)?);
     let d = &ctx.device.device;
     let stage = vk::PipelineStageFlags::COMPUTE_SHADER;

@@ -79,6 +79,7 @@ pub fn gemv_host(
         y_stride: n as u64,
         x_gathered: mat.k_order.is_some(),
         x_round_f16: false,
+        workspace_filled: false,
     };
     // Everything that can refuse the call runs before the buffers grow.
     check_params(ctx, mat, &gathered)?;

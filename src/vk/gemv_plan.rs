@@ -136,6 +136,36 @@ pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64
     fragment_geometry(ctx, mat, p).map_or(0, |g| g.bytes())
 }
 
+/// What a call's pre-pass writes into its workspace, as a key (`q4vk_gemv_workspace_key`):
+/// calls whose keys are equal and non-zero write the same bytes from the same x (the same
+/// pre-pass, K, activation type, column order and tiles); 0 where the call has no pre-pass.
+pub fn workspace_key(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
+    // FNV-1a over the fields that decide the bytes.
+    let mut key = 0xcbf2_9ce4_8422_2325u64;
+    let mut add = |v: u64| {
+        for b in v.to_le_bytes() {
+            key = (key ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    add(mat.shape.k as u64);
+    add(u64::from(p.x_f16));
+    if runs_int_dot(ctx, mat, p.m) {
+        add(1);
+        // The digits are written in the matrix's column order.
+        if let Some(order) = mat.k_order.as_ref().filter(|_| !p.x_gathered) {
+            order.inputs.iter().for_each(|&i| add(u64::from(i)));
+        }
+    } else if let Some(g) = fragment_geometry(ctx, mat, p) {
+        add(2);
+        for v in [g.stages, g.block, g.tokens] {
+            add(u64::from(v));
+        }
+    } else {
+        return 0;
+    }
+    key.max(1)
+}
+
 /// A call's pre-pass (into the workspace) and the kernel that reads its output, resolved
 /// before anything is recorded.
 pub(super) struct PrepassPlan {

@@ -459,6 +459,7 @@ pub fn try_record_gemv(
         y_stride: n as u64,
         x_gathered: false,
         x_round_f16: how.x_round_f16,
+        workspace_filled: false,
     };
     let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
     let wb = Buffer::new(&ctx.device, ws_bytes.max(16) as u64, MemoryKind::Readback).unwrap();

@@ -98,6 +98,7 @@ pub(crate) fn prepare(
         // on the host and runs the plain kernel).
         x_gathered: false,
         x_round_f16: opt.round_x_f16,
+        workspace_filled: false,
     };
     let tokens: Vec<usize> = if m > 8 {
         vec![0, m as usize / 2, m as usize - 1]
