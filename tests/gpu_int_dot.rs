@@ -667,11 +667,7 @@ fn matrices_sharing_x_share_one_pre_pass() {
     assert_eq!(key(&ma, 9, false), 0, "the GEMM has no pre-pass here");
 
     let x = rng.vec(m * k);
-    let xb = upload(
-        &ctx,
-        &x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
-    )
-    .unwrap();
+    let xb = upload(&ctx, &f32_bytes(&x)).unwrap();
     let need = gemv::workspace_bytes(&ctx, &ma, &p(&ma, m, false, false));
     assert_eq!(
         need,

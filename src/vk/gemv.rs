@@ -152,35 +152,50 @@ pub fn validate(
     p: &GemvParams,
 ) -> Result<()> {
     let (x_bytes, y_bytes) = check_params(ctx, mat, p)?;
-    for (name, b, need) in [("x", x, x_bytes), ("y", y, y_bytes)] {
-        if b.buffer == vk::Buffer::null() {
-            return Err(Error::NullPointer(format!(
-                "args->{name}.buffer is VK_NULL_HANDLE"
-            )));
-        }
-        if b.range < need {
-            return Err(Error::BufferTooSmall(format!(
-                "args->{name}.range is {} bytes, {need} needed",
-                b.range
-            )));
-        }
-        if b.offset % ctx.device.info.storage_alignment != 0 {
-            return Err(invalid!(
-                "args->{name}.offset {} is not a multiple of minStorageBufferOffsetAlignment ({})",
-                b.offset,
-                ctx.device.info.storage_alignment
-            ));
-        }
-        if b.range > ctx.device.info.max_storage_range {
-            return Err(invalid!(
-                "args->{name}.range {} exceeds maxStorageBufferRange ({})",
-                b.range,
-                ctx.device.info.max_storage_range
-            ));
-        }
-    }
+    check_buffer(ctx, "x", x, x_bytes)?;
+    check_buffer(ctx, "y", y, y_bytes)?;
     if x.buffer == y.buffer && overlap((x.offset, x.range), (y.offset, y.range)) {
         return Err(invalid!("args->x and args->y overlap"));
+    }
+    Ok(())
+}
+
+/// Checks one buffer of a call (`args->{name}`) as [`check_binding`] does, and its range
+/// within `maxStorageBufferRange` (x and y are bound whole).
+fn check_buffer(ctx: &Context, name: &str, b: &BufferRange, need: u64) -> Result<()> {
+    check_binding(ctx, name, b, need)?;
+    let info = &ctx.device.info;
+    if b.range > info.max_storage_range {
+        return Err(invalid!(
+            "args->{name}.range {} exceeds maxStorageBufferRange ({})",
+            b.range,
+            info.max_storage_range
+        ));
+    }
+    Ok(())
+}
+
+/// Checks one buffer of a call (`args->{name}`): not null, at least `need` bytes, its offset
+/// aligned for storage buffers.
+fn check_binding(ctx: &Context, name: &str, b: &BufferRange, need: u64) -> Result<()> {
+    let info = &ctx.device.info;
+    if b.buffer == vk::Buffer::null() {
+        return Err(Error::NullPointer(format!(
+            "args->{name}.buffer is VK_NULL_HANDLE"
+        )));
+    }
+    if b.range < need {
+        return Err(Error::BufferTooSmall(format!(
+            "args->{name}.range is {} bytes, {need} needed",
+            b.range
+        )));
+    }
+    if !b.offset.is_multiple_of(info.storage_alignment) {
+        return Err(invalid!(
+            "args->{name}.offset {} is not a multiple of minStorageBufferOffsetAlignment ({})",
+            b.offset,
+            info.storage_alignment
+        ));
     }
     Ok(())
 }
@@ -218,16 +233,7 @@ pub fn record_x_fragments(
             },
         ));
     }
-    let x_bytes = xy_extent(1, u64::from(k), p, "")?.x_bytes;
-    if x.buffer == vk::Buffer::null() {
-        return Err(Error::NullPointer("x.buffer is VK_NULL_HANDLE".into()));
-    }
-    if x.range < x_bytes {
-        return Err(Error::BufferTooSmall(format!(
-            "x.range is {} bytes, {x_bytes} needed",
-            x.range
-        )));
-    }
+    check_buffer(ctx, "x", &x, xy_extent(1, u64::from(k), p, "")?.x_bytes)?;
     validate_workspace(ctx, &workspace, g.bytes(), &x, &x)?;
     let prepass = fragments_prepass(ctx, g, k, p)?;
     let xy = XyBinding::of(ctx, x, workspace)?;
@@ -269,14 +275,29 @@ pub fn record(
         range: pre.need,
         ..ws
     };
-    if p.workspace_filled {
-        // An earlier call's pre-pass wrote it, and its barrier made it visible (caller's
-        // contract): the kernel alone.
-        let from_ws = XyBinding::of(ctx, ws, y)?;
-        record_gemv(ctx, cmd, mat, &pre.main, &from_ws, p, pre.main_x_stride);
-        return Ok(());
+    // With `workspace_filled` an earlier call's pre-pass wrote the workspace and its barrier
+    // made it visible (caller's contract): the kernel alone.
+    let into_ws = match p.workspace_filled {
+        true => None,
+        false => Some(XyBinding::of(ctx, x, ws)?),
+    };
+    let from_ws = XyBinding::of(ctx, ws, y)?;
+    if let Some(into_ws) = into_ws {
+        record_prepass_between_barriers(ctx, cmd, &pre.prepass, &into_ws, p.m);
     }
-    let (into_ws, from_ws) = (XyBinding::of(ctx, x, ws)?, XyBinding::of(ctx, ws, y)?);
+    record_gemv(ctx, cmd, mat, &pre.main, &from_ws, p, pre.main_x_stride);
+    Ok(())
+}
+
+/// Records `pre` (`xy`: x and the workspace) between a barrier that lets earlier readers
+/// of the workspace finish and one that makes its writes visible to later compute reads.
+fn record_prepass_between_barriers(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    pre: &Prepass,
+    xy: &XyBinding,
+    m: u32,
+) {
     let d = &ctx.device.device;
     let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
     // SAFETY: cmd is recording (caller's contract).
@@ -292,7 +313,7 @@ pub fn record(
             (stage, vk::AccessFlags::SHADER_WRITE),
         )
     };
-    record_prepass(ctx, cmd, &pre.prepass, &into_ws, p.m);
+    record_prepass(ctx, cmd, pre, xy, m);
     // SAFETY: as above.
     unsafe {
         super::submit::record_barrier(
@@ -302,11 +323,10 @@ pub fn record(
             (stage, vk::AccessFlags::SHADER_READ),
         )
     };
-    record_gemv(ctx, cmd, mat, &pre.main, &from_ws, p, pre.main_x_stride);
-    Ok(())
 }
 
-/// Checks the workspace of a pre-pass: `need` bytes, aligned, apart from x and y.
+/// Checks the workspace of a pre-pass: `need` bytes, aligned, apart from x and y (only its
+/// first `need` bytes are bound, so a longer range is fine).
 fn validate_workspace(
     ctx: &Context,
     ws: &BufferRange,
@@ -314,25 +334,7 @@ fn validate_workspace(
     x: &BufferRange,
     y: &BufferRange,
 ) -> Result<()> {
-    let info = &ctx.device.info;
-    if ws.buffer == vk::Buffer::null() {
-        return Err(Error::NullPointer(
-            "args->workspace.buffer is VK_NULL_HANDLE".into(),
-        ));
-    }
-    if ws.range < need {
-        return Err(Error::BufferTooSmall(format!(
-            "args->workspace.range is {} bytes, {need} needed",
-            ws.range
-        )));
-    }
-    if !ws.offset.is_multiple_of(info.storage_alignment) {
-        return Err(invalid!(
-            "args->workspace.offset {} is not a multiple of minStorageBufferOffsetAlignment ({})",
-            ws.offset,
-            info.storage_alignment
-        ));
-    }
+    check_binding(ctx, "workspace", ws, need)?;
     for (name, b) in [("x", x), ("y", y)] {
         if ws.buffer == b.buffer && overlap((ws.offset, need), (b.offset, b.range)) {
             return Err(invalid!("args->workspace overlaps args->{name}"));

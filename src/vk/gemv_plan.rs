@@ -100,14 +100,14 @@ fn rounds_x(p: &GemvParams) -> bool {
     p.x_round_f16 && !p.x_f16
 }
 
-/// x in fragments for the tensor-core GEMM (`vk::x_fragments`) for a call with `p` on `mat`, or
-/// `None` where the call runs another kernel or the pre-pass's grid or the workspace exceed
-/// the device's limits.
+/// x in fragments for the tensor-core GEMM (`vk::x_fragments`) for a call with `p` on `mat`,
+/// with the GEMM's shape on it, or `None` where the call runs another kernel or the
+/// pre-pass's grid or the workspace exceed the device's limits.
 fn fragment_geometry(
     ctx: &Context,
     mat: &DeviceMatrix,
     p: &GemvParams,
-) -> Option<FragmentGeometry> {
+) -> Option<(FragmentGeometry, CoopGemmKey)> {
     // f16 activations (or f32 ones the caller lets round to f16) beyond the GEMV's m only:
     // exact f32 ones measured no faster on an H200 (x's two parts double the fragments each
     // invocation loads), and at m ≤ 8 the pre-pass would cost more than it saves
@@ -123,7 +123,7 @@ fn fragment_geometry(
         tokens: p.m.checked_next_multiple_of(key.tokens)?,
         x_f16: p.x_f16,
     };
-    g.fits(ctx).then_some(g)
+    g.fits(ctx).then_some((g, key))
 }
 
 /// Bytes of the workspace a call with `p` on `mat` uses: x in 8-bit digits for the integer
@@ -133,7 +133,7 @@ pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64
     if runs_int_dot(ctx, mat, p.m) {
         return digits_bytes(mat, p.m);
     }
-    fragment_geometry(ctx, mat, p).map_or(0, |g| g.bytes())
+    fragment_geometry(ctx, mat, p).map_or(0, |(g, _)| g.bytes())
 }
 
 /// What a call's pre-pass writes into its workspace, as a key (`q4vk_gemv_workspace_key`):
@@ -155,7 +155,7 @@ pub fn workspace_key(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
         if let Some(order) = mat.k_order.as_ref().filter(|_| !p.x_gathered) {
             order.inputs.iter().for_each(|&i| add(u64::from(i)));
         }
-    } else if let Some(g) = fragment_geometry(ctx, mat, p) {
+    } else if let Some((g, _)) = fragment_geometry(ctx, mat, p) {
         add(2);
         for v in [g.stages, g.block, g.tokens] {
             add(u64::from(v));
@@ -221,11 +221,7 @@ pub(super) fn prepass_plan(
             need: digits_bytes(mat, p.m),
         }));
     }
-    let (Some(g), Some(key), Some(c)) = (
-        fragment_geometry(ctx, mat, p),
-        coop_gemm_key(ctx, mat, p, true),
-        mat.coop.as_ref(),
-    ) else {
+    let (Some((g, key)), Some(c)) = (fragment_geometry(ctx, mat, p), mat.coop.as_ref()) else {
         return Ok(None);
     };
     Ok(Some(PrepassPlan {
