@@ -332,7 +332,8 @@ pub unsafe extern "C" fn q4vk_gemv(
 /// command buffer's execution.
 ///
 /// Without `VK_KHR_push_descriptor` (the ring): each GEMV (`q4vk_cmd_gemv` or
-/// `q4vk_gemv`) takes the ring's next set, a GEMV with the digits pre-pass two; a set is
+/// `q4vk_gemv`) takes the ring's next set, a GEMV that records a pre-pass two (one with
+/// `Q4VK_GEMV_REUSE_WORKSPACE`, which records none); a set is
 /// rewritten `Q4VK_CMD_GEMV_SET_RING` sets later. So a command buffer holds calls taking at
 /// most `Q4VK_CMD_GEMV_SET_RING` sets, and must have finished executing (or been reset or
 /// freed) before further GEMVs on the context take `Q4VK_CMD_GEMV_SET_RING` sets; a command

@@ -1,6 +1,6 @@
 //! Descriptor sets for x and y on devices without `VK_KHR_push_descriptor`: a ring of at
-//! most `RING` sets per context. Each GEMV writes the next set of the ring (one with the
-//! digits pre-pass writes two), so memory is bounded and no set ever names a buffer handle
+//! most `RING` sets per context. Each GEMV writes the next set of the ring (one that records
+//! a pre-pass writes two), so memory is bounded and no set ever names a buffer handle
 //! the host may since have destroyed and reused. A set is rewritten only after `RING`
 //! further sets were taken on the context; the host's side of that rule is stated on
 //! `q4vk_cmd_gemv`.
