@@ -48,6 +48,8 @@ glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemm_q4.comp -o "
 glslang -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv" >/dev/null
 glslang -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_q4_coop.spv" >/dev/null
 glslang -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv" >/dev/null
+# q4vk-bench's ceiling of the tensor cores' rate (registers only).
+glslang -V --quiet --target-env vulkan1.1 mma_peak.comp -o "$out/mma_peak.spv" >/dev/null
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"
 if [ "$out" != "spv" ]; then

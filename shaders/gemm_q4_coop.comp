@@ -26,8 +26,9 @@
 // With X_FRAGMENTS (and X_F16: one f16 column per token; the host builds no other X_FRAGMENTS
 // pipeline), binding 0 of set 1 is not x but the workspace its pre-pass wrote
 // (`x_fragments.comp`: every token's B fragments in fragment order, with the block factors and
-// sums): each invocation loads its share of a fragment with one 8-byte load (the L1 serves
-// the workgroup's other subgroups), so there is no staging, no barrier and no shared B.
+// sums): each invocation loads its share of two k-steps' fragment with one 16-byte load (the
+// L1 serves the workgroup's other subgroups), so there is no staging, no barrier and no
+// shared B. The loads run B_AHEAD k-steps ahead of their products (a ring per invocation).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -52,6 +53,8 @@ layout(constant_id = 8) const bool X_FRAGMENTS = false;
 // With X_FRAGMENTS only: the workspace holds f32 x rounded to f16, scaled by 2^-e per block
 // (Q4VK_GEMV_ROUND_X_TO_F16): the block factors apply.
 layout(constant_id = 9) const bool X_ROUNDED = false;
+// With X_FRAGMENTS only: k-steps of B fragments loaded ahead of their use (2, 4 or 8).
+layout(constant_id = 10) const uint B_AHEAD = 2;
 
 const uint SUBGROUPS = gl_WorkGroupSize.x / 32u;
 const uint SG = SUBGROUPS / KSPLIT;    // subgroups per K group, each with its own row tiles
@@ -68,9 +71,9 @@ const uint TPS = TOKENS / SG;          // tokens each subgroup stages (the host 
 
 #include "coop_common.glsl"
 
-// The workspace (X_FRAGMENTS): B fragments, an invocation's four f16 per uvec2 (x1 reads its
-// factors and sums).
-layout(set = 1, binding = 0) readonly buffer XB { uvec2 xb[]; };
+// The workspace (X_FRAGMENTS): B fragments in pairs of k-steps, an invocation's four f16 of
+// each per uvec4 (x1 reads its factors and sums).
+layout(set = 1, binding = 0) readonly buffer XB { uvec4 xb[]; };
 
 // Every shared array is a multiple of 16 bytes (TOKENS is a multiple of 8), so staged_b
 // (read by coopMatLoad, which needs 16-byte alignment) stays aligned wherever it is placed.
@@ -115,6 +118,27 @@ void stage_b(uint kg, uint sub, uint lane, vec4 xv[TPS]) {
             block_sum[kg][at] = sum;
         }
     }
+}
+
+// Pair j (k-steps 2 j, 2 j + 1) of B fragment h (columns 8 h.. of the tile from tok0) of
+// stage `stage` from the workspace (X_FRAGMENTS): the invocation's four f16 of each, one
+// 16-byte load.
+uvec4 fragment_pair(uint tok0, uint h, uint stage, uint j, uint lane) {
+    uint g = tok0 / 8u + h;
+    return xb[((g * p.chunks + stage) * 4u + j) * 32u + lane];
+}
+
+// The fragment of k-step `odd` (0 or 1) of a pair.
+MatB fragment_of(uvec4 pair, uint odd) {
+    uvec2 q = odd == 0u ? pair.xy : pair.zw;
+    f16vec2 e01 = unpackFloat2x16(q.x);
+    f16vec2 e23 = unpackFloat2x16(q.y);
+    MatB b;
+    b[0] = e01.x;
+    b[1] = e01.y;
+    b[2] = e23.x;
+    b[3] = e23.y;
+    return b;
 }
 
 // Tokens of the workspace (X_FRAGMENTS): m rounded up to TOKENS.
@@ -201,6 +225,18 @@ void main() {
     if (!X_FRAGMENTS) {
         load_x(sub, lane, first, tok0, xv);
     }
+    // X_FRAGMENTS: the B fragment pairs of the next B_AHEAD k-steps, in flight (pair j of a
+    // stage in slot j % PAIRS_AHEAD), and the pair of the current k-step.
+    const uint PAIRS_AHEAD = X_FRAGMENTS ? B_AHEAD / 2u : 1u;
+    uvec4 ring[PAIRS_AHEAD][NB];
+    uvec4 pair[NB];
+    if (X_FRAGMENTS) {
+        [[unroll]] for (uint d = 0u; d < PAIRS_AHEAD; d++) {
+            [[unroll]] for (uint h = 0u; h < NB; h++) {
+                ring[d][h] = fragment_pair(tok0, h, first, d, lane);
+            }
+        }
+    }
 
     for (uint step = 0u; step < steps; step++) {
         uint stage = step * KSPLIT + kg;
@@ -256,15 +292,17 @@ void main() {
                     MatB bm[NB];
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
                         if (X_FRAGMENTS) {
-                            // Fragment (columns / 8, k-step): 8 k-steps per stage.
-                            uint g = tok0 / 8u + h;
-                            uvec2 q = xb[((g * p.chunks + stage) * 8u + ks) * 32u + lane];
-                            f16vec2 e01 = unpackFloat2x16(q.x);
-                            f16vec2 e23 = unpackFloat2x16(q.y);
-                            bm[h][0] = e01.x;
-                            bm[h][1] = e01.y;
-                            bm[h][2] = e23.x;
-                            bm[h][3] = e23.y;
+                            // An even k-step takes its pair from the ring, whose slot then
+                            // takes the pair B_AHEAD k-steps on (in the next stage past
+                            // the fourth).
+                            if (ks % 2u == 0u) {
+                                uint slot = (ks / 2u) % PAIRS_AHEAD;
+                                uint ahead = ks / 2u + PAIRS_AHEAD;
+                                pair[h] = ring[slot][h];
+                                ring[slot][h] = fragment_pair(tok0, h, ahead < 4u ? stage : next,
+                                                              ahead % 4u, lane);
+                            }
+                            bm[h] = fragment_of(pair[h], ks % 2u);
                         } else {
                             coopMatLoad(bm[h], staged_b[kg], 8u * h * KPAD4 + ks * 4u, KPAD4,
                                         gl_CooperativeMatrixLayoutColumnMajor);

@@ -10,10 +10,11 @@
 // workgroup, a multiple of 8) and nb = kpad / BLOCK:
 //
 //   B  f16, mpad columns of kpad, stored as the GEMM's B fragments (16 k x 8 columns,
-//      `layout::coop::b_element`): fragment (g, s) = columns 8 g .. 8 g + 7, k
-//      16 s .. 16 s + 15, at uvec2 (g kpad / 16 + s) 32 + lane, the lane's four elements
-//      in order; so each invocation of the GEMM loads its share of a fragment with one
-//      8-byte load, a subgroup's 256 contiguous bytes;
+//      `layout::coop::b_element`) in pairs of k-steps: fragments (g, s) and (g, s + 1), s
+//      even (columns 8 g .. 8 g + 7, k 16 s .. 16 s + 31), at uvec4 (g kpad / 32 + s / 2)
+//      32 + lane, the lane's four elements of (g, s) in order, then those of (g, s + 1); so
+//      each invocation of the GEMM loads its share of two fragments with one 16-byte load,
+//      a subgroup's 512 contiguous bytes;
 //   F  f32 [mpad][nb]: each block's factor 2^e (1 for f16 x);
 //   S  f32 [mpad][nb]: each block's sum of x in f32 (read by matrices with offsets only).
 //
@@ -43,10 +44,12 @@ shared uint part_largest[WORKGROUP];
 shared float part_sum[WORKGROUP];
 
 // The 32-bit word of B holding column col's halves k, k + 1 (k even): element e = k % 2 +
-// 2 ((k % 16) / 8) of lane 4 (col % 8) + (k % 8) / 2 in fragment (col / 8, k / 16).
+// 2 ((k % 16) / 8) of lane 4 (col % 8) + (k % 8) / 2 in fragment (col / 8, k / 16), the
+// (k % 32) / 16-th of its pair.
 uint b_word(uint col, uint k, uint kpad) {
     uint lane = (col % 8u) * 4u + (k % 8u) / 2u;
-    return (((col / 8u) * (kpad / 16u) + k / 16u) * 32u + lane) * 2u + (k % 16u) / 8u;
+    uint pair = (col / 8u) * (kpad / 32u) + k / 32u;
+    return ((pair * 32u + lane) * 2u + (k % 32u) / 16u) * 2u + (k % 16u) / 8u;
 }
 
 // Columns k .. k + 3 of column col as two words of B.

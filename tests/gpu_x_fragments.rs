@@ -65,7 +65,8 @@ fn model(x: &[f32], m: usize, k: usize, stride: usize, g: &FragmentGeometry) -> 
             for lane in 0..32 {
                 for e in 0..4 {
                     let (kk, n) = b_element(lane, e);
-                    let at = ((group * kpad / 16 + step) * 32 + lane) * 4 + e;
+                    let pair = group * kpad / 32 + step / 2;
+                    let at = ((pair * 32 + lane) * 2 + step % 2) * 4 + e;
                     halves[at] = columns[(8 * group + n) * kpad + 16 * step + kk];
                 }
             }

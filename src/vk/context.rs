@@ -51,9 +51,10 @@ pub struct ContextConfig {
     /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel instead
     /// of the per-matrix choice (`q4vk-bench --coop T,S`).
     pub coop_tuning: Option<(u32, u32)>,
-    /// (row tiles per subgroup, subgroups per workgroup, tokens per workgroup, K groups) of
-    /// the tensor-core GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M[,K]`).
-    pub coop_gemm_tuning: Option<(u32, u32, u32, u32)>,
+    /// (row tiles per subgroup, subgroups per workgroup, tokens per workgroup, K groups,
+    /// k-steps of B loaded ahead on x in fragments: 0 for the default) of the tensor-core
+    /// GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M[,K[,A]]`).
+    pub coop_gemm_tuning: Option<(u32, u32, u32, u32, u32)>,
     /// Run the GEMM kernels from this m on instead of from 9 (tuning experiments,
     /// `q4vk-bench --gemm-from M`).
     pub gemm_from_m: Option<u32>,
@@ -143,8 +144,9 @@ pub struct Context {
     pub int_dot: bool,
     /// Fixed (tiles, subgroups) of the tensor-core kernel, else chosen per matrix.
     pub coop_tuning: Option<(u32, u32)>,
-    /// Fixed (tiles, subgroups, tokens, K groups) of the tensor-core GEMM, else the default.
-    pub coop_gemm_tuning: Option<(u32, u32, u32, u32)>,
+    /// Fixed (tiles, subgroups, tokens, K groups, k-steps of B ahead or 0) of the tensor-core
+    /// GEMM, else the default.
+    pub coop_gemm_tuning: Option<(u32, u32, u32, u32, u32)>,
     /// The GEMM kernels run from this m on (else from 9).
     pub gemm_from_m: Option<u32>,
     /// Dispatcher limits.
@@ -172,8 +174,8 @@ fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
 }
 
 /// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
-fn check_coop_gemm_tuning(tuning: Option<(u32, u32, u32, u32)>) -> Result<()> {
-    let Some((tiles, subgroups, tokens, ksplit)) = tuning else {
+fn check_coop_gemm_tuning(tuning: Option<(u32, u32, u32, u32, u32)>) -> Result<()> {
+    let Some((tiles, subgroups, tokens, ksplit, ahead)) = tuning else {
         return Ok(());
     };
     if !(1..=4).contains(&tiles)
@@ -183,9 +185,10 @@ fn check_coop_gemm_tuning(tuning: Option<(u32, u32, u32, u32)>) -> Result<()> {
         || !(8..=128).contains(&tokens)
         || ksplit == 0
         || subgroups % ksplit != 0
+        || ![0, 2, 4, 8].contains(&ahead)
     {
         return Err(crate::error::invalid!(
-            "coop GEMM tuning ({tiles}, {subgroups}, {tokens}, {ksplit}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..128 tokens in steps of 8 and of the subgroups, K groups dividing the subgroups"
+            "coop GEMM tuning ({tiles}, {subgroups}, {tokens}, {ksplit}, {ahead}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..128 tokens in steps of 8 and of the subgroups, K groups dividing the subgroups, 0, 2, 4 or 8 k-steps ahead"
         ));
     }
     Ok(())
@@ -202,7 +205,7 @@ impl Context {
 
     /// Fixes the tensor-core GEMM's shape for later calls (`None`: the default), checked as
     /// at creation; tuning sweeps time several shapes on the same matrices this way.
-    pub fn set_coop_gemm_tuning(&mut self, tuning: Option<(u32, u32, u32, u32)>) -> Result<()> {
+    pub fn set_coop_gemm_tuning(&mut self, tuning: Option<(u32, u32, u32, u32, u32)>) -> Result<()> {
         check_coop_gemm_tuning(tuning)?;
         self.coop_gemm_tuning = tuning;
         Ok(())

@@ -139,6 +139,17 @@ pub fn choose_fragments_gemm_shape(n: usize, m: u32) -> (u32, u32, u32, u32) {
     }
 }
 
+/// k-steps of B fragments the tensor-core GEMM on x in fragments loads ahead of their
+/// products, for a shape of `ksplit` K groups, from an H200 sweep of 1, 2 and 4
+/// (bench/RESULTS.md): 4 with K groups (their shapes have registers to spare; 8192 × 28672
+/// m = 64 205 → 177 µs), else 2 (4 × 4 × 32: 2–3% faster than 1, 4 is slower).
+pub fn choose_fragments_lookahead(ksplit: u32) -> u32 {
+    match ksplit {
+        1 => 2,
+        _ => 4,
+    }
+}
+
 /// The optional kernels' features (tensor cores; packed integer dot products,
 /// `vk::int_dot`) as a host enabled them on a device q4vk adopts, read from the host's
 /// `VkPhysicalDeviceFeatures2` chain (`q4vk_context_desc.enabled_features`).
@@ -451,6 +462,8 @@ mod tests {
         assert_eq!(choose_fragments_gemm_shape(28672, 16), (2, 8, 16, 4));
         assert_eq!(choose_fragments_gemm_shape(28672, 64), (4, 4, 32, 1));
         assert_eq!(choose_fragments_gemm_shape(8192, 512), (4, 4, 32, 1));
+        assert_eq!(choose_fragments_lookahead(4), 4);
+        assert_eq!(choose_fragments_lookahead(1), 2);
     }
 
     #[test]
@@ -478,6 +491,7 @@ mod tests {
             ksplit,
             x_fragments: false,
             x_rounded: false,
+            b_ahead: 2,
         };
         // f32, 4 groups: 4 staged B of 32 columns (8.8 KB each) and 3 × 64 × 16 sums.
         assert!(key(4, false).shared_bytes() <= 48 * 1024);

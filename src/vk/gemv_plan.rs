@@ -72,10 +72,13 @@ fn coop_gemm_key(
     let c = mat.coop.as_ref().filter(|_| runs_gemm(ctx, mat, p.m))?;
     // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
     let rounded = x_fragments && rounds_x(p);
-    let (tiles, subgroups, tokens, ksplit) =
-        ctx.coop_gemm_tuning.unwrap_or_else(|| match x_fragments {
-            true => super::coop::choose_fragments_gemm_shape(mat.shape.n, p.m),
-            false => super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16),
+    let (tiles, subgroups, tokens, ksplit, ahead) =
+        ctx.coop_gemm_tuning.unwrap_or_else(|| {
+            let (t, s, m, k) = match x_fragments {
+                true => super::coop::choose_fragments_gemm_shape(mat.shape.n, p.m),
+                false => super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16),
+            };
+            (t, s, m, k, 0)
         });
     let key = CoopGemmKey {
         tiles,
@@ -88,6 +91,11 @@ fn coop_gemm_key(
         ksplit,
         x_fragments,
         x_rounded: rounded,
+        b_ahead: match (x_fragments, ahead) {
+            (false, _) => 2,
+            (true, 0) => super::coop::choose_fragments_lookahead(ksplit),
+            (true, a) => a,
+        },
     };
     Some(match ctx.coop_gemm_tuning {
         Some(_) => key,

@@ -374,7 +374,7 @@ pub const GEMM_TILE: GemmTile = GemmTile {
 };
 
 /// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`, m > 8, specialization
-/// constants 0..6).
+/// constants 0..10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CoopGemmKey {
     /// Row tiles of 16 rows per subgroup.
@@ -399,11 +399,14 @@ pub struct CoopGemmKey {
     pub x_fragments: bool,
     /// With `x_fragments`: f32 x rounded to f16 per block (the block factors apply).
     pub x_rounded: bool,
+    /// With `x_fragments`: k-steps of B fragments each invocation loads ahead of their
+    /// products (2, 4 or 8; 2 otherwise, where it is unused).
+    pub b_ahead: u32,
 }
 
 impl CoopGemmKey {
-    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..9).
-    fn spec_values(&self) -> [u32; 10] {
+    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..10).
+    fn spec_values(&self) -> [u32; 11] {
         [
             32 * self.subgroups,
             self.tiles,
@@ -415,6 +418,7 @@ impl CoopGemmKey {
             self.ksplit,
             self.x_fragments as u32,
             self.x_rounded as u32,
+            self.b_ahead,
         ]
     }
 

@@ -1,7 +1,7 @@
 //! x as the tensor-core GEMM's B fragments (`shaders/x_fragments.comp`, recorded by
 //! `vk::gemv::record` into a workspace before `shaders/gemm_q4_coop.comp` built with
 //! `X_FRAGMENTS`): x written once per call in the order the GEMM's invocations hold it, so
-//! that they load it (one 8-byte load per invocation and fragment) instead of each
+//! that they load it (one 16-byte load per invocation and two fragments) instead of each
 //! workgroup converting and staging x through shared memory behind barriers. Used for f16
 //! activations at m > 8, where it measured 1.2–1.9 × faster on an H200, and for f32 ones
 //! that `Q4VK_GEMV_ROUND_X_TO_F16` lets round to f16 (bench/RESULTS.md). Exact f32
@@ -13,9 +13,10 @@
 //! * B: `tokens` columns of kpad f16, column `t` token `t` (f16 x as it is; f32 x as `2^-e x`
 //!   per block of `block` k rounded to f16, the block's largest magnitude scaled into
 //!   [2^14, 2^15): a relative rounding that cannot overflow), zero past K and for tokens
-//!   ≥ m. Stored as 16 × 8 fragments: fragment `(g, s)` (columns `8g ..`, k `16s ..`) at
-//!   uvec2 `(g · kpad/16 + s) · 32 + lane`, the lane's four elements
-//!   ([`crate::layout::coop::b_element`]) in order.
+//!   ≥ m. Stored as 16 × 8 fragments in pairs of k-steps: fragments `(g, s)` and
+//!   `(g, s + 1)`, s even (columns `8g ..`, k `16s ..`), at uvec4 `(g · kpad/32 + s/2) · 32 +
+//!   lane`, the lane's four elements ([`crate::layout::coop::b_element`]) of `(g, s)` in
+//!   order, then those of `(g, s + 1)`: one 16-byte load per invocation and two k-steps.
 //! * F at [`FragmentGeometry::factors_offset`]: f32 `[tokens][kpad / block]`, each block's
 //!   factor `2^e` (1 for f16 x).
 //! * S at [`FragmentGeometry::sums_offset`]: f32 `[tokens][kpad / block]`, each block's sum of

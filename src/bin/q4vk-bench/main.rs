@@ -68,7 +68,7 @@ struct Options {
     int_dot: Option<bool>,
     /// Shapes (tiles, subgroups, tokens, K groups) of the tensor-core GEMM to time on the
     /// same matrices, one row each (`None`: the default); one `None` unless given.
-    coop_gemm: Vec<Option<(u32, u32, u32, u32)>>,
+    coop_gemm: Vec<Option<(u32, u32, u32, u32, u32)>>,
     /// f16 activations (x rounded to f16 for the reference too).
     x_f16: bool,
     /// The GEMM kernels from this m on.
@@ -101,7 +101,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K][/T,S,M[,K]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A]][/T,S,M[,K[,A]]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -137,14 +137,15 @@ fn main() {
                 };
             }
             "--coop-gemm" => {
-                // Shapes separated by '/', each T,S,M[,K] or "default".
+                // Shapes separated by '/', each T,S,M[,K[,A]] or "default".
                 let list = args.next().unwrap_or_else(|| usage());
                 coop_gemm = list
                     .split('/')
                     .map(|v| match numbers(Some(v.to_string())).as_deref() {
                         _ if v == "default" => None,
-                        Some(&[t, s, m]) => Some((t, s, m, 1)),
-                        Some(&[t, s, m, k]) => Some((t, s, m, k)),
+                        Some(&[t, s, m]) => Some((t, s, m, 1, 0)),
+                        Some(&[t, s, m, k]) => Some((t, s, m, k, 0)),
+                        Some(&[t, s, m, k, a]) => Some((t, s, m, k, a)),
                         _ => usage(),
                     })
                     .collect();
@@ -208,7 +209,8 @@ fn main() {
 /// fixed it, or the integer dot-product GEMV).
 fn path(ctx: &Context, r: &Row) -> String {
     let kind = match (r.gemm, r.coop_gemm) {
-        (true, Some((t, s, m, k))) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
+        (true, Some((t, s, m, k, 0))) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
+        (true, Some((t, s, m, k, a))) if ctx.coop => format!(" GEMM {t},{s},{m},{k},{a}"),
         (true, _) => " GEMM".to_string(),
         (false, _) if r.prepass => " int8-dot".to_string(),
         (false, _) => String::new(),
@@ -306,6 +308,11 @@ fn run(opt: &Options) -> Result<()> {
         "compute-shader copy (uvec4, read + write): {} GB/s",
         rate(copy)
     );
+    if let Some(tflops) = mma_rate(&ctx, opt)? {
+        println!(
+            "tensor-core MMA rate (16 × 8 × 16 f16 → f32, operands in registers): {tflops:.1} TFLOP/s"
+        );
+    }
     println!(
         "mode: {}; group 128, symmetric, f16 scales, {} activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens",
         if opt.quick {

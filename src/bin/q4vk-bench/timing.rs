@@ -154,3 +154,32 @@ pub(crate) fn copy_bandwidth(ctx: &Context, opt: &Options) -> Result<f64> {
     let size = if opt.quick { 64u64 << 20 } else { 1u64 << 30 };
     Copy::new(ctx, size)?.bandwidth(ctx, opt.iters, opt.warm / 4)
 }
+
+/// The tensor cores' rate (TFLOP/s) through the cooperative-matrix MMA the GEMM issues
+/// (`shaders/mma_peak.comp`: 16 × 8 × 16 f16 → f32, operands in registers, no memory
+/// traffic), median of `iters` dispatches; `None` where the device runs no tensor-core kernel.
+pub(crate) fn mma_rate(ctx: &Context, opt: &Options) -> Result<Option<f64>> {
+    if !ctx.device.coop_enabled {
+        return Ok(None);
+    }
+    const GROUPS: u32 = 8192;
+    const INVOCATIONS: u64 = 128;
+    const CHAINS: u64 = 8;
+    const ROUNDS: u32 = 256;
+    let out = Buffer::new(
+        &ctx.device,
+        u64::from(GROUPS) * INVOCATIONS * CHAINS * 4,
+        MemoryKind::Device,
+    )?;
+    let kernel = Kernel::new(&ctx.device, shaders::MMA_PEAK, 1, 4, 1)?;
+    let set = kernel.set(&[&out])?;
+    let us = time_runs(ctx, opt.iters, None, |cmd, _| {
+        // SAFETY: `cmd` is recording (the bench's own submission); kernel and buffer
+        // outlive it.
+        unsafe { kernel.record(cmd, set, &ROUNDS.to_ne_bytes(), GROUPS) };
+        Ok(())
+    })?;
+    let subgroups = u64::from(GROUPS) * INVOCATIONS / 32;
+    let mmas = subgroups * CHAINS * u64::from(ROUNDS);
+    Ok(Some(mmas as f64 * (2 * 16 * 8 * 16) as f64 / us / 1e6))
+}
