@@ -23,10 +23,10 @@
 // through shared memory. Workgroups are numbered tokens fastest, so the ones reading the
 // same rows run together and find the weights in the L2.
 //
-// With X_FRAGMENTS (and X_F16: one f16 column per token; the host builds no other X_FRAGMENTS
-// pipeline), binding 0 of set 1 is not x but the workspace its pre-pass wrote
-// (`x_fragments.comp`: every token's B fragments in fragment order, with the block factors and
-// sums): each invocation loads its share of two k-steps' fragment with one 16-byte load (the
+// With X_FRAGMENTS, binding 0 of set 1 is not x but the workspace its pre-pass wrote
+// (`x_fragments.comp`: every token's B columns in fragment order, as B holds them here —
+// f16 x one column, f32 x its two exact parts — or, X_ROUNDED, f32 x rounded to f16 in one
+// column; with the block factors and sums): each invocation loads its share of two k-steps' fragment with one 16-byte load (the
 // L1 serves the workgroup's other subgroups), so there is no staging, no barrier and no
 // shared B. The loads run B_AHEAD k-steps ahead of their products (a ring per invocation).
 #extension GL_GOOGLE_include_directive : require
@@ -124,7 +124,7 @@ void stage_b(uint kg, uint sub, uint lane, vec4 xv[TPS]) {
 // stage `stage` from the workspace (X_FRAGMENTS): the invocation's four f16 of each, one
 // 16-byte load.
 uvec4 fragment_pair(uint tok0, uint h, uint stage, uint j, uint lane) {
-    uint g = tok0 / 8u + h;
+    uint g = PARTS * tok0 / 8u + h;
     return xb[((g * p.chunks + stage) * 4u + j) * 32u + lane];
 }
 
@@ -146,6 +146,12 @@ uint fragment_tokens() {
     return (p.m + TOKENS - 1u) / TOKENS * TOKENS;
 }
 
+// The workspace's block factors (F), after its B: PARTS columns of 128 p.chunks f16 per
+// token, as 32-bit words.
+uint fragment_factors() {
+    return PARTS * fragment_tokens() * p.chunks * 64u;
+}
+
 // The factor 2^e of block b of stage `stage` for token tk (within the tile from tok0): from
 // shared memory, or (X_FRAGMENTS) the workspace's F.
 float factor_of(uint kg, uint stage, uint b, uint tok0, uint tk) {
@@ -153,8 +159,7 @@ float factor_of(uint kg, uint stage, uint b, uint tok0, uint tk) {
         return block_scale[kg][b * TOKENS + tk];
     }
     uint nb = p.chunks * BLOCKS;
-    uint factors = fragment_tokens() * p.chunks * 64u;
-    return x1[factors + (tok0 + tk) * nb + stage * BLOCKS + b];
+    return x1[fragment_factors() + (tok0 + tk) * nb + stage * BLOCKS + b];
 }
 
 // The sum of x over that block (matrices with offsets), likewise (the workspace's S).
@@ -163,7 +168,7 @@ float sum_of(uint kg, uint stage, uint b, uint tok0, uint tk) {
         return block_sum[kg][b * TOKENS + tk];
     }
     uint nb = p.chunks * BLOCKS;
-    uint sums = fragment_tokens() * p.chunks * 64u + fragment_tokens() * nb;
+    uint sums = fragment_factors() + fragment_tokens() * nb;
     return x1[sums + (tok0 + tk) * nb + stage * BLOCKS + b];
 }
 
@@ -259,17 +264,19 @@ void main() {
 
         // Only K groups can run past the last stage (KSPLIT = 1 folds this away).
         if (KSPLIT == 1u || stage < stages) {
-            // X_FRAGMENTS: this stage's block factors (rounded x) and sums (offsets) from the
+            // X_FRAGMENTS: this stage's block factors (f32 x) and sums (offsets) from the
             // workspace, loaded now so that the block's products hide their latency
-            // (element [b][h][i]: token 8 h + 2 c4 + i).
+            // (element [b][h][i]: f16 columns token 8 h + 2 c4 + i; two parts token
+            // 4 h + c4, i = 0).
             float fx[BLOCKS][NB][2];
             float sx[BLOCKS][NB][2];
             if (X_FRAGMENTS) {
                 [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
                         [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                            uint tk = 8u * h + 2u * c4 + i;
-                            fx[b][h][i] = X_ROUNDED ? factor_of(kg, stage, b, tok0, tk) : 1.0;
+                            uint tk = X_F16 ? 8u * h + 2u * c4 + i : 4u * h + c4;
+                            bool factors = X_ROUNDED || !X_F16;
+                            fx[b][h][i] = factors ? factor_of(kg, stage, b, tok0, tk) : 1.0;
                             sx[b][h][i] = HAS_OFFSETS ? sum_of(kg, stage, b, tok0, tk) : 0.0;
                         }
                     }
@@ -331,8 +338,8 @@ void main() {
                             }
                         } else {
                             uint tk = 4u * h + c4;
-                            float f = factor_of(kg, stage, b, tok0, tk);
-                            float sum = sum_of(kg, stage, b, tok0, tk);
+                            float f = X_FRAGMENTS ? fx[b][h][0] : factor_of(kg, stage, b, tok0, tk);
+                            float sum = X_FRAGMENTS ? sx[b][h][0] : sum_of(kg, stage, b, tok0, tk);
                             [[unroll]] for (uint r = 0u; r < 2u; r++) {
                                 float v = fma(c[t][h][2u * r] + c[t][h][2u * r + 1u],
                                               sc[t][b][r] * f, acc[t][h][2u * r]);

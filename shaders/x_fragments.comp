@@ -3,13 +3,15 @@
 // X_FRAGMENTS), which `q4vk_cmd_gemv` records before it when given a workspace: x (binding 0
 // of set 1) into the workspace (binding 1), once per call, so that the GEMM's workgroups
 // load their B fragments straight from there instead of each converting and staging x
-// again. One f16 column per token: f16 x as it is, f32 x (Q4VK_GEMV_ROUND_X_TO_F16) as
-// 2^-e x per block rounded to f16 (the block's largest |x| scaled into [2^14, 2^15), so
-// nothing overflows and the rounding is relative). With kpad = 128 p.chunks (K padded to
-// the tensor-core layout's stages), mpad = p.rows (m rounded up to the GEMM's tokens per
-// workgroup, a multiple of 8) and nb = kpad / BLOCK:
+// again. f16 x is one f16 column per token, as it is; f32 x is 2^-e x per block (the
+// block's largest |x| scaled into [2^14, 2^15), so nothing overflows), either as its two
+// exact parts (`split_scaled`: hi in column 2 t, lo in 2 t + 1; PARTS = 2, the default for
+// f32) or rounded to f16 in one column (Q4VK_GEMV_ROUND_X_TO_F16: a relative rounding).
+// With kpad = 128 p.chunks (K padded to the tensor-core layout's stages), mpad = p.rows (m
+// rounded up to the GEMM's tokens per workgroup, a multiple of 8), cols = PARTS mpad and
+// nb = kpad / BLOCK:
 //
-//   B  f16, mpad columns of kpad, stored as the GEMM's B fragments (16 k x 8 columns,
+//   B  f16, cols columns of kpad, stored as the GEMM's B fragments (16 k x 8 columns,
 //      `layout::coop::b_element`) in pairs of k-steps: fragments (g, s) and (g, s + 1), s
 //      even (columns 8 g .. 8 g + 7, k 16 s .. 16 s + 31), at uvec4 (g kpad / 32 + s / 2)
 //      32 + lane, the lane's four elements of (g, s) in order, then those of (g, s + 1); so
@@ -31,6 +33,8 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool X_F16 = false; // activations are f16 (else f32)
 layout(constant_id = 2) const uint BLOCK = 128;   // k per block: 32, 64 or 128
+// B columns per token: 2 for f32 x as its exact parts, else 1 (f16 x; f32 x rounded).
+layout(constant_id = 3) const uint PARTS = 1;
 #define WORKGROUP gl_WorkGroupSize.x
 
 #include "q4_common.glsl"
@@ -84,14 +88,20 @@ void main() {
     if (X_F16) {
         store_b(t, kk, kpad, v);
     } else {
-        // hi + lo is 2^-e x exactly (f32; -0 comes out +0); packHalf2x16 rounds it.
         vec4 hi, lo;
         factor = split_scaled(v, largest, hi, lo);
-        store_b(t, kk, kpad, hi + lo);
+        if (PARTS == 2u) {
+            // hi is exact in f16; packHalf2x16 rounds lo to f16, as the staging GEMM does.
+            store_b(2u * t, kk, kpad, hi);
+            store_b(2u * t + 1u, kk, kpad, lo);
+        } else {
+            // hi + lo is 2^-e x exactly (f32; -0 comes out +0); packHalf2x16 rounds it.
+            store_b(t, kk, kpad, hi + lo);
+        }
     }
     if (lid == first) {
         uint nb = kpad / BLOCK;
-        uint factors = mpad * (kpad / 2u);
+        uint factors = PARTS * mpad * (kpad / 2u);
         uint block = t * nb + kk / BLOCK;
         out_f[factors + block] = factor;
         out_f[factors + mpad * nb + block] = sum;

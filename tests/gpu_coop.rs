@@ -4,9 +4,9 @@
 //! size, zero points on and off. On a device without it (lavapipe in CI): the context must
 //! fall back to the SIMT kernels, and `Q4VK_CONTEXT_NO_COOPMAT` must always do so. The
 //! tensor-core GEMM (m > 8, shaders/gemm_q4_coop.comp) likewise: every tile shape, f32 and
-//! f16 activations (f16 in fragments from a workspace and staged without one; f32 rounded
-//! to f16 with `Q4VK_GEMV_ROUND_X_TO_F16`), zero points and offsets, partial tiles of rows
-//! and tokens.
+//! f16 activations in fragments from a workspace and staged without one, f32 rounded to f16
+//! with `Q4VK_GEMV_ROUND_X_TO_F16`, zero points and offsets, partial tiles of rows and
+//! tokens.
 
 mod gpu_support;
 use gpu_support::*;
@@ -31,7 +31,7 @@ fn gemm_context(
         device_index: -1,
         validation: true,
         coop_tuning,
-        coop_gemm_tuning,
+        coop_gemm_tuning: coop_gemm_tuning.map(|(t, s, m, k)| (t, s, m, k, 0)),
         gemm_from_m,
         ..Default::default()
     };
@@ -222,6 +222,24 @@ fn tensor_core_gemm_matches_reference() {
                 let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
                 let want_h = reference::gemv(d, &xh, m);
                 let f32_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+                // f32 x staged by each workgroup (no workspace; gemv_host ran it in two
+                // parts in fragments).
+                let staged = Recording {
+                    no_workspace: true,
+                    ..Default::default()
+                };
+                match try_record_gemv(&ctx, &mat, &f32_bytes, m, staged) {
+                    Ok(y) => {
+                        let err = reference::relative_error(&y, &want);
+                        assert!(
+                            err < 1e-5,
+                            "GEMM {shape:?} {:?} m {m} f32 staged: {err:e}",
+                            d.shape
+                        );
+                    }
+                    Err(e) if e.to_string().contains("shared memory") => {}
+                    Err(e) => panic!("{shape:?} f32 staged: {e}"),
+                }
                 let f16_bytes = f16_le_bytes(&xh);
                 // f16 x in fragments (a workspace) and staged by each workgroup (none).
                 for fragments in [true, false] {

@@ -3,7 +3,8 @@
 //! optional feature, while the GEMM that reads it runs only where cooperative matrices
 //! exist, and is checked there by `gpu_coop`), validation on: the workspace holds, bit for
 //! bit, the B fragments, block factors and block sums of a model of the algorithm, for f16
-//! x and for f32 x rounded to f16 (`Q4VK_GEMV_ROUND_X_TO_F16`), blocks of 32, 64 and 128, K
+//! x, f32 x in two exact parts and f32 x rounded to f16 (`Q4VK_GEMV_ROUND_X_TO_F16`),
+//! blocks of 32, 64 and 128, K
 //! ending inside a stage, fewer rows than tokens held (zero columns), a row stride above K,
 //! and blocks of huge, tiny and zero values; bad calls are refused.
 
@@ -29,8 +30,10 @@ fn context() -> Context {
 /// workspace's 32-bit words: B's halves in fragment order, then the factors and sums.
 fn model(x: &[f32], m: usize, k: usize, stride: usize, g: &FragmentGeometry) -> Vec<u32> {
     let (kpad, block, tokens) = (g.kpad() as usize, g.block as usize, g.tokens as usize);
-    // Column-major B (column t: token t), then the fragment order.
-    let mut columns = vec![0u16; tokens * kpad];
+    let parts = g.parts as usize;
+    // Column-major B (token t: column t, or columns 2 t (hi) and 2 t + 1 (lo)), then the
+    // fragment order.
+    let mut columns = vec![0u16; parts * tokens * kpad];
     let mut factors = vec![0f32; tokens * kpad / block];
     let mut sums = vec![0f32; tokens * kpad / block];
     for t in 0..tokens {
@@ -46,21 +49,35 @@ fn model(x: &[f32], m: usize, k: usize, stride: usize, g: &FragmentGeometry) -> 
                 .chunks_exact(4)
                 .map(|q| (q[0] + q[1]) + (q[2] + q[3]))
                 .fold(0.0, |s, p| s + p);
-            let (factor, halves) = match g.x_f16 {
-                true => (
-                    1.0,
-                    v.iter()
-                        .map(|&vi| half::f16::from_f32(vi).to_bits())
-                        .collect(),
-                ),
-                false => round_block_to_f16(&v),
+            let mut column = |c: usize, halves: &[u16]| {
+                columns[c * kpad + b * block..][..block].copy_from_slice(halves);
             };
-            factors[at] = factor;
-            columns[t * kpad + b * block..][..block].copy_from_slice(&halves);
+            factors[at] = match (g.x_f16, parts) {
+                (true, _) => {
+                    let halves: Vec<u16> = v
+                        .iter()
+                        .map(|&vi| half::f16::from_f32(vi).to_bits())
+                        .collect();
+                    column(t, &halves);
+                    1.0
+                }
+                (false, 1) => {
+                    let (factor, halves) = round_block_to_f16(&v);
+                    column(t, &halves);
+                    factor
+                }
+                (false, _) => {
+                    let (factor, pairs) = split_block_to_f16(&v);
+                    let (hi, lo): (Vec<u16>, Vec<u16>) = pairs.into_iter().unzip();
+                    column(2 * t, &hi);
+                    column(2 * t + 1, &lo);
+                    factor
+                }
+            };
         }
     }
     let mut halves = vec![0u16; columns.len()];
-    for group in 0..tokens / 8 {
+    for group in 0..parts * tokens / 8 {
         for step in 0..kpad / 16 {
             for lane in 0..32 {
                 for e in 0..4 {
@@ -168,13 +185,15 @@ fn workspace_matches_the_model() {
         (9, 32, 1000, 1003, 32),
         (40, 48, 128, 130, 128),
     ];
-    for x_f16 in [false, true] {
+    // f32 in two parts, f32 rounded to f16, f16.
+    for (x_f16, parts) in [(false, 2), (false, 1), (true, 1)] {
         for &(m, tokens, k, stride, block) in &cases {
             let g = FragmentGeometry {
                 stages: k.div_ceil(128) as u32,
                 block,
                 tokens,
                 x_f16,
+                parts,
             };
             let x = activations(&mut rng, m, k, stride, x_f16);
             let p = GemvParams {
@@ -183,7 +202,7 @@ fn workspace_matches_the_model() {
                 x_stride: stride as u64,
                 y_stride: 1,
                 x_gathered: false,
-                x_round_f16: !x_f16,
+                x_round_f16: !x_f16 && parts == 1,
                 workspace_filled: false,
             };
             let got = run(&ctx, &bytes_of(&x, x_f16), &p, k as u32, &g, g.bytes()).unwrap();
@@ -198,7 +217,7 @@ fn workspace_matches_the_model() {
                 };
                 assert_eq!(
                     a, b,
-                    "{what} word {i}: f16 {x_f16} m {m} k {k} block {block}"
+                    "{what} word {i}: f16 {x_f16} parts {parts} m {m} k {k} block {block}"
                 );
             }
         }
@@ -215,6 +234,7 @@ fn bad_calls_are_refused() {
         block: 128,
         tokens: 16,
         x_f16: false,
+        parts: 1,
     };
     let x = bytes_of(&vec![1.0; 16 * 256], false);
     let p = |m: u32, x_f16: bool, x_round_f16: bool| GemvParams {
@@ -231,10 +251,21 @@ fn bad_calls_are_refused() {
     let invalid = |r: Result<Vec<u32>, Error>| {
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     };
-    // f32 x the call does not let round; f16 x for an f32 geometry; more rows than tokens;
-    // K beyond the stages; tokens not whole fragments; a block the kernels do not take.
+    // f32 x the call does not let round (for a rounded geometry, and the reverse); f16 x for
+    // an f32 geometry, or in two parts; more rows than tokens; K beyond the stages; tokens
+    // not whole fragments; a block the kernels do not take.
     invalid(run_with(&x, p(16, false, false), 256, &g, g.bytes()));
+    let two = FragmentGeometry { parts: 2, ..g };
+    invalid(run_with(&x, p(16, false, true), 256, &two, two.bytes()));
     invalid(run_with(&x, p(16, true, false), 256, &g, g.bytes()));
+    let f16_two = FragmentGeometry { x_f16: true, ..two };
+    invalid(run_with(
+        &x,
+        p(16, true, false),
+        256,
+        &f16_two,
+        f16_two.bytes(),
+    ));
     invalid(run_with(&x, p(17, false, true), 256, &g, g.bytes()));
     invalid(run_with(&x, p(16, false, true), 257, &g, g.bytes()));
     let odd = FragmentGeometry { tokens: 12, ..g };

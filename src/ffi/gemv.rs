@@ -43,7 +43,8 @@ pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
 /// workspace (`q4vk_gemv_workspace_size` with this flag): its pre-pass rounds `2^-e x` per
 /// block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
 /// value overflows or flushes for being far from 1), and the GEMM runs as with f16
-/// activations, 1.7 × faster than on exact f32 x on an H200. The result is then that of x rounded
+/// activations, on one f16 column per token instead of exact f32 x's two (up to 1.6 ×
+/// faster on an H200: bench/RESULTS.md). The result is then that of x rounded
 /// (relative error up to 2^-11 per element; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md)
 /// instead of fp32-accurate. Everywhere else (other kernels, no workspace, f16 x) the flag
 /// changes nothing.
@@ -91,9 +92,10 @@ pub struct q4vk_gemv_args {
     /// the call may use for a pre-pass over x, at least `q4vk_gemv_workspace_size` bytes,
     /// apart from x and y. With it, where that size is not 0, `q4vk_cmd_gemv` records the
     /// pre-pass (x in 8-bit digits for the integer dot-product GEMV, or x as the
-    /// tensor-core GEMM's f16 fragments for f16 activations at m > 8, and for f32 ones with
-    /// `Q4VK_GEMV_ROUND_X_TO_F16`), a barrier, then the kernel on the workspace; without
-    /// it, the kernels that read x themselves (slower; as accurate, and exact f32 even with
+    /// tensor-core GEMM's f16 fragments where that GEMM runs: f16 activations as they are,
+    /// f32 ones as two exact f16 parts, or rounded to f16 with `Q4VK_GEMV_ROUND_X_TO_F16`),
+    /// a barrier, then the kernel on the workspace; without it, the kernels that read x
+    /// themselves (slower; as accurate, and exact f32 even with
     /// `Q4VK_GEMV_ROUND_X_TO_F16`). Its contents before and after the call mean nothing;
     /// command buffers executing at the same time need distinct workspaces.
     pub workspace: q4vk_buffer_ref,
@@ -298,8 +300,8 @@ pub unsafe extern "C" fn q4vk_gemv(
 ///
 /// With a workspace (`args->workspace`) where `q4vk_gemv_workspace_size` is not 0 (the
 /// integer dot-product GEMV: SIMT matrices at m ≤ 8 on a device that reports 8-bit dot
-/// products accelerated; the tensor-core GEMM on x in fragments: tensor-core matrices, m > 8,
-/// f16 activations or f32 ones with `Q4VK_GEMV_ROUND_X_TO_F16`): first a
+/// products accelerated; the tensor-core GEMM on x in fragments: tensor-core matrices at
+/// m > 8, and at m = 8 where the GEMM runs there): first a
 /// `vkCmdPipelineBarrier` (global memory barrier) from
 /// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |
 /// VK_ACCESS_SHADER_WRITE_BIT` to the same stage / `VK_ACCESS_SHADER_WRITE_BIT`, so an
@@ -392,10 +394,11 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
 /// Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with
 /// `flags` (`Q4VK_GEMV_*`) on `mat`: where the call would run the integer dot-product GEMV,
 /// the bytes of x in 8-bit digits (112 · m · ceil(k / 32)); where it would run the
-/// tensor-core GEMM on x in fragments (m > 8; f16 activations, or f32 ones with
-/// `Q4VK_GEMV_ROUND_X_TO_F16`), the bytes of x as that kernel's f16
-/// fragments with per-block factors and sums (about 2 · m · k, m and k rounded up to the
-/// kernel's tiles); else 0 (no workspace is used). The answer depends on the context (its
+/// tensor-core GEMM on x in fragments (tensor-core matrices at m > 8, and at m = 8 where
+/// the GEMM runs there), the bytes of x as that kernel's f16 fragments with per-block
+/// factors and sums (about 2 · m · k for f16 activations and for f32 ones with
+/// `Q4VK_GEMV_ROUND_X_TO_F16`, 4 · m · k for exact f32 ones in two parts; m and k rounded
+/// up to the kernel's tiles); else 0 (no workspace is used). The answer depends on the context (its
 /// device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the
 /// flags only; it does not change over the context's life.
 ///

@@ -54,7 +54,7 @@ pub struct ContextConfig {
     /// (row tiles per subgroup, subgroups per workgroup, tokens per workgroup, K groups,
     /// k-steps of B loaded ahead on x in fragments: 0 for the default) of the tensor-core
     /// GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M[,K[,A]]`).
-    pub coop_gemm_tuning: Option<(u32, u32, u32, u32, u32)>,
+    pub coop_gemm_tuning: Option<CoopGemmTuning>,
     /// Run the GEMM kernels from this m on instead of from 9 (tuning experiments,
     /// `q4vk-bench --gemm-from M`).
     pub gemm_from_m: Option<u32>,
@@ -146,7 +146,7 @@ pub struct Context {
     pub coop_tuning: Option<(u32, u32)>,
     /// Fixed (tiles, subgroups, tokens, K groups, k-steps of B ahead or 0) of the tensor-core
     /// GEMM, else the default.
-    pub coop_gemm_tuning: Option<(u32, u32, u32, u32, u32)>,
+    pub coop_gemm_tuning: Option<CoopGemmTuning>,
     /// The GEMM kernels run from this m on (else from 9).
     pub gemm_from_m: Option<u32>,
     /// Dispatcher limits.
@@ -158,6 +158,11 @@ pub struct Context {
     /// Log sink.
     pub logger: Arc<Logger>,
 }
+
+/// A fixed shape of the tensor-core GEMM: (row tiles per subgroup, subgroups per
+/// workgroup, tokens per workgroup, K groups, k-steps of B loaded ahead on x in fragments
+/// or 0 for the default).
+pub type CoopGemmTuning = (u32, u32, u32, u32, u32);
 
 /// Checks a fixed shape of the tensor-core GEMV (`ContextConfig::coop_tuning`).
 fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
@@ -174,7 +179,7 @@ fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
 }
 
 /// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
-fn check_coop_gemm_tuning(tuning: Option<(u32, u32, u32, u32, u32)>) -> Result<()> {
+fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
     let Some((tiles, subgroups, tokens, ksplit, ahead)) = tuning else {
         return Ok(());
     };
@@ -205,7 +210,7 @@ impl Context {
 
     /// Fixes the tensor-core GEMM's shape for later calls (`None`: the default), checked as
     /// at creation; tuning sweeps time several shapes on the same matrices this way.
-    pub fn set_coop_gemm_tuning(&mut self, tuning: Option<(u32, u32, u32, u32, u32)>) -> Result<()> {
+    pub fn set_coop_gemm_tuning(&mut self, tuning: Option<CoopGemmTuning>) -> Result<()> {
         check_coop_gemm_tuning(tuning)?;
         self.coop_gemm_tuning = tuning;
         Ok(())

@@ -126,15 +126,18 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
     }
 }
 
-/// The tensor-core GEMM's shape on x in fragments (`x_fragments`; f16 activations, m > 8), from
-/// sweeps on an H200 (bench/RESULTS.md): 32 tokens per workgroup (16 up to m = 16). Where
-/// the call has fewer than 1024 tasks of 32 rows × 32 tokens (too few to fill the GPU),
-/// 2 row tiles × 8 subgroups in 4 K groups; else 4 row tiles × 4 subgroups, no K split.
-pub fn choose_fragments_gemm_shape(n: usize, m: u32) -> (u32, u32, u32, u32) {
-    let tokens = if m <= 16 { 16 } else { 32 };
+/// The tensor-core GEMM's shape on x in fragments (`x_fragments`) with `parts` B columns
+/// per token, from sweeps on an H200 (bench/RESULTS.md): 32 columns per workgroup (16 up to
+/// m = 16), so 32 tokens of f16 x and 16 of f32 x in two parts. Where the call has fewer
+/// than 1024 tasks of 32 rows × 32 tokens (too few to fill the GPU), 2 row tiles × 8
+/// subgroups in 4 K groups; else 4 row tiles × 4 subgroups, no K split — for f32 x in two
+/// parts up to 4096 tasks 2 × 4 (28672 × 8192 m = 64: 251 µs against 317).
+pub fn choose_fragments_gemm_shape(n: usize, m: u32, parts: u32) -> (u32, u32, u32, u32) {
+    let tokens = if m <= 16 { 16 } else { 32 } / parts;
     let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
-    match tasks {
-        ..1024 => (2, 8, tokens, 4),
+    match (tasks, parts) {
+        (..1024, _) => (2, 8, tokens, 4),
+        (..4096, 2) => (2, 4, tokens, 1),
         _ => (4, 4, tokens, 1),
     }
 }
@@ -458,10 +461,16 @@ mod tests {
         // m ≤ 8 (the GEMM at m = 8 on tall matrices): 8 tokens, never split.
         assert_eq!(choose_gemm_shape(4096, 8, false), (1, 8, 8, 1));
         // x in fragments (f16): K groups only where few tasks would leave SMs idle.
-        assert_eq!(choose_fragments_gemm_shape(4096, 64), (2, 8, 32, 4));
-        assert_eq!(choose_fragments_gemm_shape(28672, 16), (2, 8, 16, 4));
-        assert_eq!(choose_fragments_gemm_shape(28672, 64), (4, 4, 32, 1));
-        assert_eq!(choose_fragments_gemm_shape(8192, 512), (4, 4, 32, 1));
+        assert_eq!(choose_fragments_gemm_shape(4096, 64, 1), (2, 8, 32, 4));
+        assert_eq!(choose_fragments_gemm_shape(28672, 16, 1), (2, 8, 16, 4));
+        assert_eq!(choose_fragments_gemm_shape(28672, 64, 1), (4, 4, 32, 1));
+        assert_eq!(choose_fragments_gemm_shape(8192, 512, 1), (4, 4, 32, 1));
+        // f32 x in two parts: half the tokens, the same columns; 2 tiles up to 4096 tasks.
+        assert_eq!(choose_fragments_gemm_shape(28672, 64, 2), (2, 4, 16, 1));
+        assert_eq!(choose_fragments_gemm_shape(4096, 512, 2), (2, 4, 16, 1));
+        assert_eq!(choose_fragments_gemm_shape(28672, 512, 2), (4, 4, 16, 1));
+        assert_eq!(choose_fragments_gemm_shape(8192, 64, 2), (2, 8, 16, 4));
+        assert_eq!(choose_fragments_gemm_shape(28672, 8, 2), (2, 8, 8, 4));
         assert_eq!(choose_fragments_lookahead(4), 4);
         assert_eq!(choose_fragments_lookahead(1), 2);
     }

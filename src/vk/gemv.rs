@@ -207,7 +207,8 @@ fn overlap((a, a_len): (u64, u64), (b, b_len): (u64, u64)) -> bool {
 }
 
 /// Records the tensor-core GEMM's fragments pre-pass alone (no barrier): `p.m` rows of x
-/// (`k` columns, `p.x_stride` apart; f16 as `g.x_f16`, else f32 with `p.x_round_f16`) into
+/// (`k` columns, `p.x_stride` apart; f16 as `g.x_f16`, else f32, rounded to f16 with
+/// `p.x_round_f16` (`g.parts` 1), else in two parts (`g.parts` 2)) into
 /// `workspace` in the layout of `g` (`vk::x_fragments`), checked first as `record` checks
 /// its buffers. It needs no optional device feature; `record` runs it before the GEMM,
 /// tests run it on its own.
@@ -220,17 +221,17 @@ pub fn record_x_fragments(
     k: u32,
     g: &FragmentGeometry,
 ) -> Result<()> {
-    let kind_matches = p.x_f16 == g.x_f16 && (p.x_f16 || p.x_round_f16);
+    let (parts, kind) = match (p.x_f16, p.x_round_f16) {
+        (true, _) => (1, "f16"),
+        (false, true) => (1, "f32 rounded to f16"),
+        (false, false) => (2, "f32 in two parts"),
+    };
+    let kind_matches = p.x_f16 == g.x_f16 && g.parts == parts;
     let k_fits = u64::from(k) <= g.kpad();
     if !kind_matches || !k_fits || p.m > g.tokens || !g.is_valid() || !g.fits(ctx) {
         return Err(invalid!(
-            "the fragments pre-pass of {} rows of k = {k} ({} x) does not fit {g:?}",
+            "the fragments pre-pass of {} rows of k = {k} ({kind} x) does not fit {g:?}",
             p.m,
-            if p.x_f16 {
-                "f16"
-            } else {
-                "f32 x not to be rounded, or f32"
-            },
         ));
     }
     check_buffer(ctx, "x", &x, xy_extent(1, u64::from(k), p, "")?.x_bytes)?;

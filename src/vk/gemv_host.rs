@@ -52,9 +52,9 @@ fn head(buffer: &Buffer, bytes: u64) -> BufferRange {
 /// call runs the integer dot-product GEMV ([`super::gemv_plan::workspace_bytes`]), x is finite and its
 /// pipelines exist, the digits pre-pass writes x's digits into q4vk's workspace first;
 /// otherwise (x with an infinite or NaN element included) the kernels run on x, gathered
-/// into the matrix's column order on the host. (x is exact f32: the tensor-core GEMM on x in
-/// fragments, for f16 or rounded x, does not run here.) Every check runs before the
-/// buffers grow.
+/// into the matrix's column order on the host. Likewise the tensor-core GEMM's pre-pass
+/// (m > 8) writes x's two exact f16 parts into that workspace (`vk::x_fragments`). Every
+/// check runs before the buffers grow.
 pub fn gemv_host(
     ctx: &Context,
     mat: &DeviceMatrix,
@@ -83,10 +83,11 @@ pub fn gemv_host(
     };
     // Everything that can refuse the call runs before the buffers grow.
     check_params(ctx, mat, &gathered)?;
-    // The digits pre-pass (the only one f32 x without rounding has) reads x in input order
-    // and gathers it. x with an infinite or NaN element keeps the f32 kernel rather than the
-    // digits, so that its results are the IEEE ones; a refused pre-pass (its pipelines)
-    // keeps the kernel on x too.
+    // The digits pre-pass reads x in input order and gathers it (matrices with a column
+    // order are never in the tensor-core layout, whose pre-pass does not gather). x with an
+    // infinite or NaN element keeps the kernels on x rather than a pre-pass, so that its
+    // results are those of the f32 kernels; a refused pre-pass (its pipelines) keeps the
+    // kernel on x too.
     let ungathered = GemvParams {
         x_gathered: false,
         ..gathered

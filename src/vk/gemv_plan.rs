@@ -72,14 +72,13 @@ fn coop_gemm_key(
     let c = mat.coop.as_ref().filter(|_| runs_gemm(ctx, mat, p.m))?;
     // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
     let rounded = x_fragments && rounds_x(p);
-    let (tiles, subgroups, tokens, ksplit, ahead) =
-        ctx.coop_gemm_tuning.unwrap_or_else(|| {
-            let (t, s, m, k) = match x_fragments {
-                true => super::coop::choose_fragments_gemm_shape(mat.shape.n, p.m),
-                false => super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16),
-            };
-            (t, s, m, k, 0)
-        });
+    let (tiles, subgroups, tokens, ksplit, ahead) = ctx.coop_gemm_tuning.unwrap_or_else(|| {
+        let (t, s, m, k) = match x_fragments {
+            true => super::coop::choose_fragments_gemm_shape(mat.shape.n, p.m, fragment_parts(p)),
+            false => super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16),
+        };
+        (t, s, m, k, 0)
+    });
     let key = CoopGemmKey {
         tiles,
         subgroups,
@@ -108,6 +107,14 @@ fn rounds_x(p: &GemvParams) -> bool {
     p.x_round_f16 && !p.x_f16
 }
 
+/// B columns per token of a call's x in fragments: 2 for f32 x as its two exact parts.
+fn fragment_parts(p: &GemvParams) -> u32 {
+    match p.x_f16 || rounds_x(p) {
+        true => 1,
+        false => 2,
+    }
+}
+
 /// x in fragments for the tensor-core GEMM (`vk::x_fragments`) for a call with `p` on `mat`,
 /// with the GEMM's shape on it, or `None` where the call runs another kernel or the
 /// pre-pass's grid or the workspace exceed the device's limits.
@@ -116,13 +123,7 @@ fn fragment_geometry(
     mat: &DeviceMatrix,
     p: &GemvParams,
 ) -> Option<(FragmentGeometry, CoopGemmKey)> {
-    // f16 activations (or f32 ones the caller lets round to f16) beyond the GEMV's m only:
-    // exact f32 ones measured no faster on an H200 (x's two parts double the fragments each
-    // invocation loads), and at m ≤ 8 the pre-pass would cost more than it saves
-    // (bench/RESULTS.md).
-    if !(p.x_f16 || rounds_x(p)) || p.m <= MAX_M {
-        return None;
-    }
+    // Wherever the tensor-core GEMM runs (m > 8; m = 8 on tall matrices).
     let key = coop_gemm_key(ctx, mat, p, true)?;
     let c = mat.coop.as_ref()?;
     let g = FragmentGeometry {
@@ -130,6 +131,7 @@ fn fragment_geometry(
         block: c.block,
         tokens: p.m.checked_next_multiple_of(key.tokens)?,
         x_f16: p.x_f16,
+        parts: fragment_parts(p),
     };
     g.fits(ctx).then_some((g, key))
 }
@@ -165,7 +167,7 @@ pub fn workspace_key(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
         }
     } else if let Some((g, _)) = fragment_geometry(ctx, mat, p) {
         add(2);
-        for v in [g.stages, g.block, g.tokens] {
+        for v in [g.stages, g.block, g.tokens, g.parts] {
             add(u64::from(v));
         }
     } else {
@@ -250,6 +252,7 @@ pub(super) fn fragments_prepass(
     let pipeline = ctx.pipelines.get_fragments(FragmentsKey {
         x_f16: g.x_f16,
         block: g.block,
+        parts: g.parts,
     })?;
     Ok(Prepass {
         pipeline,

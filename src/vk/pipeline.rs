@@ -326,16 +326,24 @@ pub const FRAGMENTS_WORKGROUP: u32 = 128;
 /// Which pipeline of the tensor-core GEMM's fragments pre-pass (`shaders/x_fragments.comp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FragmentsKey {
-    /// f16 activations (copied; f32 ones are rounded to f16 per block).
+    /// f16 activations (copied; f32 ones are split or rounded per block).
     pub x_f16: bool,
     /// k per block (32, 64 or 128): the blocks whose factors and sums it writes.
     pub block: u32,
+    /// B columns per token: 2 for f32 x as its two exact f16 parts, 1 for f16 x and f32 x
+    /// rounded to f16.
+    pub parts: u32,
 }
 
 impl FragmentsKey {
-    /// The specialization constants by id (0..2).
-    fn spec_values(&self) -> [u32; 3] {
-        [FRAGMENTS_WORKGROUP, self.x_f16 as u32, self.block]
+    /// The specialization constants by id (0..3).
+    fn spec_values(&self) -> [u32; 4] {
+        [
+            FRAGMENTS_WORKGROUP,
+            self.x_f16 as u32,
+            self.block,
+            self.parts,
+        ]
     }
 }
 
@@ -394,8 +402,8 @@ pub struct CoopGemmKey {
     /// Groups of subgroups splitting K (divides `subgroups`).
     pub ksplit: u32,
     /// x written as B fragments into a workspace by `shaders/x_fragments.comp`
-    /// ([`FragmentsKey`]; with `x_f16` only): they are loaded from there, nothing is staged
-    /// in shared memory.
+    /// ([`FragmentsKey`]; f16 x, f32 x as its two exact parts, or with `x_rounded`): they
+    /// are loaded from there, nothing is staged in shared memory.
     pub x_fragments: bool,
     /// With `x_fragments`: f32 x rounded to f16 per block (the block factors apply).
     pub x_rounded: bool,

@@ -2,18 +2,19 @@
 //! `vk::gemv::record` into a workspace before `shaders/gemm_q4_coop.comp` built with
 //! `X_FRAGMENTS`): x written once per call in the order the GEMM's invocations hold it, so
 //! that they load it (one 16-byte load per invocation and two fragments) instead of each
-//! workgroup converting and staging x through shared memory behind barriers. Used for f16
-//! activations at m > 8, where it measured 1.2–1.9 × faster on an H200, and for f32 ones
-//! that `Q4VK_GEMV_ROUND_X_TO_F16` lets round to f16 (bench/RESULTS.md). Exact f32
-//! activations (two f16 parts per token) measured no faster this way and keep the staging
-//! kernel.
+//! workgroup converting and staging x through shared memory behind barriers. Used at m > 8
+//! for f16 activations, f32 ones as their two exact f16 parts, and f32 ones that
+//! `Q4VK_GEMV_ROUND_X_TO_F16` lets round to f16 (bench/RESULTS.md has the H200 figures).
 //!
 //! Layout ([`FragmentGeometry`]; kpad = 128 · stages, K padded to the tensor-core layout;
-//! tokens = m rounded up to the GEMM's tokens per workgroup, a multiple of 8):
-//! * B: `tokens` columns of kpad f16, column `t` token `t` (f16 x as it is; f32 x as `2^-e x`
-//!   per block of `block` k rounded to f16, the block's largest magnitude scaled into
-//!   [2^14, 2^15): a relative rounding that cannot overflow), zero past K and for tokens
-//!   ≥ m. Stored as 16 × 8 fragments in pairs of k-steps: fragments `(g, s)` and
+//! tokens = m rounded up to the GEMM's tokens per workgroup, a multiple of 8; parts = B
+//! columns per token):
+//! * B: `parts · tokens` columns of kpad f16, zero past K and for tokens ≥ m: f16 x as it is,
+//!   column `t` token `t`; f32 x as `2^-e x` per block of `block` k (the block's largest
+//!   magnitude scaled into [2^14, 2^15): nothing overflows), either as its two exact parts
+//!   (hi: 11 significant bits, exact in f16, in column `2t`; lo = the rest rounded to f16, in
+//!   `2t + 1`; parts = 2) or rounded to f16 in column `t` (a relative rounding; parts = 1).
+//!   Stored as 16 × 8 fragments in pairs of k-steps: fragments `(g, s)` and
 //!   `(g, s + 1)`, s even (columns `8g ..`, k `16s ..`), at uvec4 `(g · kpad/32 + s/2) · 32 +
 //!   lane`, the lane's four elements ([`crate::layout::coop::b_element`]) of `(g, s)` in
 //!   order, then those of `(g, s + 1)`: one 16-byte load per invocation and two k-steps.
@@ -34,8 +35,11 @@ pub struct FragmentGeometry {
     pub block: u32,
     /// Tokens held: m rounded up to the GEMM's tokens per workgroup (a multiple of 8).
     pub tokens: u32,
-    /// f16 activations (else f32 ones, rounded to f16 per block).
+    /// f16 activations (else f32 ones, split or rounded per block).
     pub x_f16: bool,
+    /// B columns per token: 2 for f32 x as its two exact f16 parts, 1 for f16 x and f32 x
+    /// rounded to f16 (`Q4VK_GEMV_ROUND_X_TO_F16`).
+    pub parts: u32,
 }
 
 impl FragmentGeometry {
@@ -51,7 +55,7 @@ impl FragmentGeometry {
 
     /// Byte offset of the block factors (the bytes of B).
     pub fn factors_offset(&self) -> u64 {
-        2 * u64::from(self.tokens) * self.kpad()
+        2 * u64::from(self.parts * self.tokens) * self.kpad()
     }
 
     /// Byte offset of the block sums.
@@ -67,7 +71,10 @@ impl FragmentGeometry {
     /// Whether the geometry is one the kernels take: blocks of 32, 64 or 128 k, whole
     /// fragments of 8 tokens, at least one stage.
     pub fn is_valid(&self) -> bool {
-        [32, 64, 128].contains(&self.block) && self.tokens.is_multiple_of(8) && self.stages > 0
+        [32, 64, 128].contains(&self.block)
+            && self.tokens.is_multiple_of(8)
+            && self.stages > 0
+            && (self.parts == 1 || (self.parts == 2 && !self.x_f16))
     }
 
     /// Whether the pre-pass's grid and the workspace fit the device's limits.

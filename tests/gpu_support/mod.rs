@@ -489,11 +489,10 @@ pub fn try_record_gemv(
         .collect())
 }
 
-/// One block of f32 activations as `Q4VK_GEMV_ROUND_X_TO_F16` rounds them
-/// (`vk::x_fragments`): the factor 2^e that puts the block's largest |x| in [2^14, 2^15)
-/// and the f16 bits of 2^-e x, rounded to nearest (the device adds the exact hi and lo
-/// parts of 2^-e x first, so -0 comes out +0).
-pub fn round_block_to_f16(block: &[f32]) -> (f32, Vec<u16>) {
+/// One block of f32 activations as the tensor-core kernels split them (`split_scaled`):
+/// the factor 2^e that puts the block's largest |x| in [2^14, 2^15) and, per value, 2^-e x
+/// as hi (truncated to 11 significant bits) and lo = the exact rest, both f32.
+fn split_block(block: &[f32]) -> (f32, Vec<(f32, f32)>) {
     let largest = block
         .iter()
         .map(|v| v.to_bits() & 0x7FFF_FFFF)
@@ -503,12 +502,40 @@ pub fn round_block_to_f16(block: &[f32]) -> (f32, Vec<u16>) {
     let shift = (14 - e).clamp(-126, 126);
     let up = f32::from_bits(((127 + shift) as u32) << 23);
     let factor = f32::from_bits(((127 - shift) as u32) << 23);
-    let halves = block
+    let parts = block
         .iter()
         .map(|&v| {
             let scaled = v * up;
             let hi = f32::from_bits(scaled.to_bits() & 0xFFFF_E000);
-            half::f16::from_f32(hi + (scaled - hi)).to_bits()
+            (hi, scaled - hi)
+        })
+        .collect();
+    (factor, parts)
+}
+
+/// One block of f32 activations as `Q4VK_GEMV_ROUND_X_TO_F16` rounds them
+/// (`vk::x_fragments`): the factor 2^e that puts the block's largest |x| in [2^14, 2^15)
+/// and the f16 bits of 2^-e x, rounded to nearest (the device adds the exact hi and lo
+/// parts of 2^-e x first, so -0 comes out +0).
+pub fn round_block_to_f16(block: &[f32]) -> (f32, Vec<u16>) {
+    let (factor, parts) = split_block(block);
+    let halves = parts
+        .iter()
+        .map(|&(hi, lo)| half::f16::from_f32(hi + lo).to_bits())
+        .collect();
+    (factor, halves)
+}
+
+/// One block of f32 activations as the tensor-core GEMM's exact two-part form holds them
+/// (`vk::x_fragments`, two columns per token): the factor 2^e and, per value, the f16 bits
+/// of hi (exact) and of lo rounded to nearest.
+pub fn split_block_to_f16(block: &[f32]) -> (f32, Vec<(u16, u16)>) {
+    let (factor, parts) = split_block(block);
+    let halves = parts
+        .iter()
+        .map(|&(hi, lo)| {
+            let bits = |v: f32| half::f16::from_f32(v).to_bits();
+            (bits(hi), bits(lo))
         })
         .collect();
     (factor, halves)

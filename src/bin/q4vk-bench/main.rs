@@ -37,7 +37,7 @@ mod timing;
 
 use data::*;
 use q4vk::error::{Error, Result};
-use q4vk::vk::context::{Context, ContextConfig, IntDot};
+use q4vk::vk::context::{Context, ContextConfig, CoopGemmTuning, IntDot};
 use q4vk::vk::log::Logger;
 use sweep::*;
 use table::*;
@@ -68,7 +68,7 @@ struct Options {
     int_dot: Option<bool>,
     /// Shapes (tiles, subgroups, tokens, K groups) of the tensor-core GEMM to time on the
     /// same matrices, one row each (`None`: the default); one `None` unless given.
-    coop_gemm: Vec<Option<(u32, u32, u32, u32, u32)>>,
+    coop_gemm: Vec<Option<CoopGemmTuning>>,
     /// f16 activations (x rounded to f16 for the reference too).
     x_f16: bool,
     /// The GEMM kernels from this m on.

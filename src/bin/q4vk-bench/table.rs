@@ -31,7 +31,7 @@ pub(crate) struct Row {
     /// x was rounded to f16 (`--round-x-f16`, where the GEMM on x in fragments ran).
     pub(crate) rounded: bool,
     /// The tensor-core GEMM's shape the row fixed (`None`: the default).
-    pub(crate) coop_gemm: Option<(u32, u32, u32, u32, u32)>,
+    pub(crate) coop_gemm: Option<CoopGemmTuning>,
 }
 
 /// What one row times: rotated copies of a matrix, x and y on the device, the parameters,
