@@ -13,7 +13,10 @@
 //! `VK_KHR_pipeline_executable_properties`) of every pipeline the run created. Calls get
 //! the workspace their pre-pass needs (path "x-fragments": the tensor-core GEMM on x written
 //! as its fragments by `x_fragments.comp`, timed with it) unless `--no-workspace`; `--round-x-f16` sets
-//! `Q4VK_GEMV_ROUND_X_TO_F16` (rel. err. still against the exact x).
+//! `Q4VK_GEMV_ROUND_X_TO_F16` (rel. err. still against the exact x); `--reuse-workspace`
+//! times the kernel alone on a workspace an untimed call filled
+//! (`Q4VK_GEMV_REUSE_WORKSPACE`: a matrix that shares x with an earlier call; path
+//! "reused").
 //!
 //! `q4vk-bench` runs the target shapes of `bench/RESULTS.md` (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
@@ -84,6 +87,9 @@ struct Options {
     no_workspace: bool,
     /// `Q4VK_GEMV_ROUND_X_TO_F16`: f32 x may be rounded to f16 (rel. err. against exact x).
     round_x_f16: bool,
+    /// `Q4VK_GEMV_REUSE_WORKSPACE`: time the kernel alone on a workspace an untimed call
+    /// filled (what a matrix sharing x with an earlier call costs).
+    reuse_workspace: bool,
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
@@ -101,7 +107,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A]][/T,S,M[,K[,A]]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A]][/T,S,M[,K[,A]]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -109,7 +115,7 @@ fn main() {
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
-    let (mut no_workspace, mut round_x_f16) = (false, false);
+    let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -129,6 +135,7 @@ fn main() {
             "--stats" => stats = true,
             "--no-workspace" => no_workspace = true,
             "--round-x-f16" => round_x_f16 = true,
+            "--reuse-workspace" => reuse_workspace = true,
             "--f16" => x_f16 = true,
             "--coop" => {
                 coop = match numbers(args.next()).as_deref() {
@@ -191,6 +198,7 @@ fn main() {
         stats,
         no_workspace,
         round_x_f16,
+        reuse_workspace,
         tuning,
         unroll,
         split,
@@ -220,7 +228,8 @@ fn path(ctx: &Context, r: &Row) -> String {
         (true, false) => " x-fragments",
         _ => "",
     };
-    format!("{}{kind}{split}", ctx.kernel_path())
+    let reused = if r.reused { " reused" } else { "" };
+    format!("{}{kind}{split}{reused}", ctx.kernel_path())
 }
 
 /// GB/s with three significant digits for small values.

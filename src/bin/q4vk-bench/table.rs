@@ -30,6 +30,9 @@ pub(crate) struct Row {
     pub(crate) prepass: bool,
     /// x was rounded to f16 (`--round-x-f16`, where the GEMM on x in fragments ran).
     pub(crate) rounded: bool,
+    /// The kernel alone was timed, on a workspace an untimed call filled
+    /// (`--reuse-workspace`, where a pre-pass runs).
+    pub(crate) reused: bool,
     /// The tensor-core GEMM's shape the row fixed (`None`: the default).
     pub(crate) coop_gemm: Option<CoopGemmTuning>,
 }
@@ -187,6 +190,13 @@ impl Prepared {
         let rel_err = reference::relative_error(&got, &self.want);
         let warm = Some((probe, opt.warm));
         let (xr, yr) = (self.x, self.y);
+        // With --reuse-workspace the runs record the kernel alone: `run_once` above filled
+        // the workspace from the same x.
+        let timed = GemvParams {
+            workspace_filled: opt.reuse_workspace && ws.is_some(),
+            ..*p
+        };
+        let p = &timed;
         // Two cold series, the one with the lower median kept: on the H200 a whole series
         // sometimes runs ~3 × slower, every copy alike, while the hot series of the same row
         // is the kernel's (bench/RESULTS.md, "cold outliers").
@@ -364,6 +374,7 @@ pub(crate) fn bench_shape(
             gemm,
             prepass: prepared.workspace.is_some(),
             rounded: opt.round_x_f16 && !opt.x_f16 && prepared.workspace.is_some() && gemm,
+            reused: opt.reuse_workspace && prepared.workspace.is_some(),
             coop_gemm,
         });
     }
