@@ -26,9 +26,10 @@
 // With X_FRAGMENTS, binding 0 of set 1 is not x but the workspace its pre-pass wrote
 // (`x_fragments.comp`: every token's B columns in fragment order, as B holds them here —
 // f16 x one column, f32 x its two exact parts — or, X_ROUNDED, f32 x rounded to f16 in one
-// column; with the block factors and sums): each invocation loads its share of two k-steps' fragment with one 16-byte load (the
-// L1 serves the workgroup's other subgroups), so there is no staging, no barrier and no
-// shared B. The loads run B_AHEAD k-steps ahead of their products (a ring per invocation).
+// column; with the block factors and sums): each invocation loads its share of two
+// k-steps' fragments with one 16-byte load (the L1 serves the workgroup's other
+// subgroups), so there is no staging, no barrier and no shared B. The loads run B_AHEAD
+// k-steps ahead of their products (a ring per invocation).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require

@@ -143,9 +143,10 @@ pub fn choose_fragments_gemm_shape(n: usize, m: u32, parts: u32) -> (u32, u32, u
 }
 
 /// k-steps of B fragments the tensor-core GEMM on x in fragments loads ahead of their
-/// products, for a shape of `ksplit` K groups, from an H200 sweep of 1, 2 and 4
-/// (bench/RESULTS.md): 4 with K groups (their shapes have registers to spare; 8192 × 28672
-/// m = 64 205 → 177 µs), else 2 (4 × 4 × 32: 2–3% faster than 1, 4 is slower).
+/// products, for a shape of `ksplit` K groups, from H200 sweeps (bench/RESULTS.md): 4 with
+/// K groups (their shapes have registers to spare: 8192 × 28672 m = 64 205 → 177 µs over
+/// loading each fragment where used; 8 measured no faster), else 2 (4 × 4 × 32: 4 is
+/// slower, 28672 × 8192 m = 64 130.5 vs 133.3 µs).
 pub fn choose_fragments_lookahead(ksplit: u32) -> u32 {
     match ksplit {
         1 => 2,
