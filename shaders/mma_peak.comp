@@ -22,8 +22,9 @@ layout(push_constant) uniform Push { uint iters; } p;
 const uint CHAINS = 8;
 
 void main() {
-    // Operands the compiler cannot know (from the push constant, uniform as a splat must be).
-    float16_t v = float16_t(p.iters & 7u);
+    // Non-zero operands the compiler cannot know (from the push constant, uniform as a
+    // splat must be).
+    float16_t v = float16_t((p.iters & 7u) + 1u);
     MatA a = MatA(v * float16_t(1.0 / 64.0));
     MatB b[2];
     b[0] = MatB(v);

@@ -5,8 +5,8 @@
 // load their B fragments straight from there instead of each converting and staging x
 // again. f16 x is one f16 column per token, as it is; f32 x is 2^-e x per block (the
 // block's largest |x| scaled into [2^14, 2^15), so nothing overflows), either as its two
-// exact parts (`split_scaled`: hi in column 2 t, lo in 2 t + 1; PARTS = 2, the default for
-// f32) or rounded to f16 in one column (Q4VK_GEMV_ROUND_X_TO_F16: a relative rounding).
+// exact parts (`split_scaled`: hi in column 2 t, lo in 2 t + 1; PARTS = 2, what the host
+// builds for f32 x unless asked to round) or rounded to f16 in one column (Q4VK_GEMV_ROUND_X_TO_F16: a relative rounding).
 // With kpad = 128 p.chunks (K padded to the tensor-core layout's stages), mpad = p.rows (m
 // rounded up to the GEMM's tokens per workgroup, a multiple of 8), cols = PARTS mpad and
 // nb = kpad / BLOCK:

@@ -1,7 +1,8 @@
 // x as the tensor-core kernels and the GEMM's fragments pre-pass (`x_fragments.comp`) read
 // it: binding 0 of set 1, f32 or f16 (packed two per 32-bit word), p.x_stride elements
 // between rows; and the exact two-part f16 split of f32 activations that both use (the
-// pre-pass rounds the two parts' sum to f16). The including
+// pre-pass stores both parts, or with Q4VK_GEMV_ROUND_X_TO_F16 their sum rounded to f16).
+// The including
 // shader defines X_F16 and includes q4_common.glsl first.
 
 layout(set = 1, binding = 0) readonly buffer X1 { float x1[]; };

@@ -458,6 +458,14 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
                 true => assert!(bytes > 0 && bytes < exact, "rounded x, m {m}"),
                 false => assert_eq!(bytes, expected(m), "rounded x, flags {flags:#x} m {m}"),
             }
+            // Rounded and exact x in fragments are different bytes: different keys.
+            let mut rounded_key = u64::MAX;
+            let status =
+                unsafe { q4vk_gemv_workspace_key(gpu.ctx, mat, m, round, &mut rounded_key) };
+            assert_eq!(status, Q4VK_OK);
+            if fragments {
+                assert!(rounded_key != 0 && rounded_key != key, "m {m}");
+            }
         }
         if flags != 0 {
             assert!(!gpu.context().int_dot);

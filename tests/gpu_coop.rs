@@ -12,7 +12,7 @@ mod gpu_support;
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
-use q4vk::vk::context::{Context, ContextConfig};
+use q4vk::vk::context::{Context, ContextConfig, CoopGemmTuning};
 use q4vk::vk::gemv::{self, gemv_host};
 use q4vk::vk::matrix::DeviceMatrix;
 
@@ -24,14 +24,14 @@ fn context(coop_tuning: Option<(u32, u32)>) -> Context {
 /// fixed where given.
 fn gemm_context(
     coop_tuning: Option<(u32, u32)>,
-    coop_gemm_tuning: Option<(u32, u32, u32, u32)>,
+    coop_gemm_tuning: Option<CoopGemmTuning>,
     gemm_from_m: Option<u32>,
 ) -> Context {
     let config = ContextConfig {
         device_index: -1,
         validation: true,
         coop_tuning,
-        coop_gemm_tuning: coop_gemm_tuning.map(|(t, s, m, k)| (t, s, m, k, 0)),
+        coop_gemm_tuning,
         gemm_from_m,
         ..Default::default()
     };
@@ -192,18 +192,19 @@ fn tensor_core_gemm_matches_reference() {
         (200, 384, 128, false),
     ];
     let data = random_cases(&mut rng, &cases);
-    // (tiles, subgroups, tokens, K groups); None: the default per activation type.
+    // (tiles, subgroups, tokens, K groups, k-steps of B ahead on x in fragments or 0 for
+    // the default); None: the default per activation type.
     let shapes = [
         None,
-        Some((1, 1, 8, 1)),
-        Some((1, 8, 16, 1)),
-        Some((3, 2, 24, 1)),
-        Some((2, 4, 128, 1)),
-        Some((4, 4, 16, 1)),
-        Some((2, 8, 16, 2)),
-        Some((1, 4, 16, 2)),
-        Some((2, 4, 8, 4)),
-        Some((2, 8, 16, 4)),
+        Some((1, 1, 8, 1, 0)),
+        Some((1, 8, 16, 1, 8)),
+        Some((3, 2, 24, 1, 0)),
+        Some((2, 4, 128, 1, 0)),
+        Some((4, 4, 16, 1, 4)),
+        Some((2, 8, 16, 2, 0)),
+        Some((1, 4, 16, 2, 0)),
+        Some((2, 4, 8, 4, 2)),
+        Some((2, 8, 16, 4, 8)),
     ];
     for shape in shapes {
         let mut ctx = gemm_context(None, shape, None);

@@ -39,7 +39,8 @@ pub const Q4VK_CMD_GEMV_SET_RING: u32 = 4096;
 pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
 
 /// Opt-in, less exact: f32 activations may be rounded to f16 where that makes the call
-/// faster. Today that is the tensor-core GEMM (m > 8, tensor-core matrices) given a
+/// faster. Today that is the tensor-core GEMM (tensor-core matrices at m > 8, and at m = 8
+/// where the GEMM runs there) given a
 /// workspace (`q4vk_gemv_workspace_size` with this flag): its pre-pass rounds `2^-e x` per
 /// block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
 /// value overflows or flushes for being far from 1), and the GEMM runs as with f16

@@ -53,7 +53,7 @@ fn head(buffer: &Buffer, bytes: u64) -> BufferRange {
 /// pipelines exist, the digits pre-pass writes x's digits into q4vk's workspace first;
 /// otherwise (x with an infinite or NaN element included) the kernels run on x, gathered
 /// into the matrix's column order on the host. Likewise the tensor-core GEMM's pre-pass
-/// (m > 8) writes x's two exact f16 parts into that workspace (`vk::x_fragments`). Every
+/// (where that GEMM runs) writes x's two exact f16 parts into that workspace (`vk::x_fragments`). Every
 /// check runs before the buffers grow.
 pub fn gemv_host(
     ctx: &Context,

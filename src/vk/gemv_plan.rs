@@ -90,16 +90,19 @@ fn coop_gemm_key(
         ksplit,
         x_fragments,
         x_rounded: rounded,
-        b_ahead: match (x_fragments, ahead) {
-            (false, _) => 2,
-            (true, 0) => super::coop::choose_fragments_lookahead(ksplit),
-            (true, a) => a,
-        },
+        b_ahead: 2,
     };
-    Some(match ctx.coop_gemm_tuning {
+    let mut key = match ctx.coop_gemm_tuning {
         Some(_) => key,
         None => key.fitted(ctx.device.info.max_shared),
-    })
+    };
+    // The look-ahead of the K groups the shape ends up with.
+    key.b_ahead = match (x_fragments, ahead) {
+        (false, _) => 2,
+        (true, 0) => super::coop::choose_fragments_lookahead(key.ksplit),
+        (true, a) => a,
+    };
+    Some(key)
 }
 
 /// Whether a call's f32 x is rounded to f16 where it runs on x in fragments.

@@ -69,8 +69,9 @@ struct Options {
     /// The integer dot-product GEMV for the SIMT kernels: forced (`--int-dot`), off
     /// (`--no-int-dot`), else the environment's choice.
     int_dot: Option<bool>,
-    /// Shapes (tiles, subgroups, tokens, K groups) of the tensor-core GEMM to time on the
-    /// same matrices, one row each (`None`: the default); one `None` unless given.
+    /// Shapes (tiles, subgroups, tokens, K groups, k-steps of B ahead or 0) of the
+    /// tensor-core GEMM to time on the same matrices, one row each (`None`: the default);
+    /// one `None` unless given.
     coop_gemm: Vec<Option<CoopGemmTuning>>,
     /// f16 activations (x rounded to f16 for the reference too).
     x_f16: bool,
