@@ -274,7 +274,7 @@ void main() {
             if (X_FRAGMENTS) {
                 [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
-                        [[unroll]] for (uint i = 0u; i < (X_F16 ? 2u : 1u); i++) {
+                        [[unroll]] for (uint i = 0u; i < 2u; i++) {
                             uint tk = X_F16 ? 8u * h + 2u * c4 + i : 4u * h + c4;
                             bool factors = X_ROUNDED || !X_F16;
                             fx[b][h][i] = factors ? factor_of(kg, stage, b, tok0, tk) : 1.0;
