@@ -18,6 +18,14 @@ glslang_prefix="${Q4VK_CACHE:-$HOME/.cache/q4vk}/tools/glslang-13.1.1/cmeel.pref
 glslang() {
     LD_LIBRARY_PATH="$glslang_prefix/lib" "$glslang_prefix/bin/glslangValidator" "$@"
 }
+# glslangValidator prints the file name on success and its errors on stdout: keep it quiet
+# unless the compile fails.
+glslang_quiet() {
+    if ! log="$(glslang "$@")"; then
+        echo "$log" >&2
+        exit 1
+    fi
+}
 if ! glslang --version 2>/dev/null | grep -q "13.1.1"; then
     echo "glslangValidator 13.1.1 not found under $glslang_prefix: run scripts/setup.sh" >&2
     exit 1
@@ -45,11 +53,11 @@ glslc $FLAGS -g -DEXPORT -DEXTENDED -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_exp
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT gemm_q4.comp -o "$out/gemm_q4_export.spv"
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemm_q4.comp -o "$out/gemm_q4_export_extended.spv"
 # Tensor-core GEMV, GEMM and their fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
-glslang -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv" >/dev/null
-glslang -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_q4_coop.spv" >/dev/null
-glslang -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv" >/dev/null
+glslang_quiet -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv"
+glslang_quiet -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_q4_coop.spv"
+glslang_quiet -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv"
 # q4vk-bench's ceiling of the tensor cores' rate (registers only).
-glslang -V --quiet --target-env vulkan1.1 mma_peak.comp -o "$out/mma_peak.spv" >/dev/null
+glslang_quiet -V --quiet --target-env vulkan1.1 mma_peak.comp -o "$out/mma_peak.spv"
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"
 if [ "$out" != "spv" ]; then
