@@ -200,6 +200,27 @@ unsafe fn vulkan_pair<'a>(
     }
 }
 
+/// The parameters of a `q4vk_cmd_gemv` with `m` rows and `flags` (`Q4VK_GEMV_*`, checked) on
+/// `mat`, x and y rows `strides` elements apart (0: dense). x is in input order: the
+/// kernels gather it through a column order from the host's buffer.
+fn gemv_params(
+    mat: &crate::vk::matrix::DeviceMatrix,
+    m: u32,
+    flags: u32,
+    (x_stride, y_stride): (u64, u64),
+) -> GemvParams {
+    let dense = |stride: u64, len: usize| if stride == 0 { len as u64 } else { stride };
+    GemvParams {
+        m,
+        x_f16: flags & Q4VK_GEMV_F16_ACTIVATIONS != 0,
+        x_stride: dense(x_stride, mat.shape.k),
+        y_stride: dense(y_stride, mat.shape.n),
+        x_gathered: false,
+        x_round_f16: flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
+        workspace_filled: flags & Q4VK_GEMV_REUSE_WORKSPACE != 0,
+    }
+}
+
 /// Refuses `Q4VK_GEMV_*` bits this library does not know (`what`: the argument's name).
 fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
     let known = Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_ROUND_X_TO_F16 | Q4VK_GEMV_REUSE_WORKSPACE;
@@ -367,24 +388,7 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
             offset: r.offset,
             range: r.range,
         };
-        let params = GemvParams {
-            m: a.m,
-            x_f16: a.flags & Q4VK_GEMV_F16_ACTIVATIONS != 0,
-            x_stride: if a.x_row_stride == 0 {
-                mat.shape.k as u64
-            } else {
-                a.x_row_stride
-            },
-            y_stride: if a.y_row_stride == 0 {
-                mat.shape.n as u64
-            } else {
-                a.y_row_stride
-            },
-            // The kernels gather x through a column order from the host's buffer.
-            x_gathered: false,
-            x_round_f16: a.flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
-            workspace_filled: a.flags & Q4VK_GEMV_REUSE_WORKSPACE != 0,
-        };
+        let params = gemv_params(mat, a.m, a.flags, (a.x_row_stride, a.y_row_stride));
         let workspace = (a.workspace.buffer != 0).then(|| range(a.workspace));
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params, workspace)
@@ -443,15 +447,7 @@ unsafe fn workspace_query(
         require(out, out_name)?;
         check_gemv_flags(flags, "flags")?;
         check_m(m)?;
-        let params = GemvParams {
-            m,
-            x_f16: flags & Q4VK_GEMV_F16_ACTIVATIONS != 0,
-            x_stride: mat.shape.k as u64,
-            y_stride: mat.shape.n as u64,
-            x_gathered: false,
-            x_round_f16: flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
-            workspace_filled: flags & Q4VK_GEMV_REUSE_WORKSPACE != 0,
-        };
+        let params = gemv_params(mat, m, flags, (0, 0));
         let value = answer(ctx, mat, &params);
         // SAFETY: non-NULL (checked) and writable (contract).
         unsafe { super::ptr::write_out(out, value, out_name) }

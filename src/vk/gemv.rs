@@ -3,7 +3,7 @@
 //! kernel (`vk::gemv_plan` chooses them; `vk::gemv_host` is the host-memory GEMV).
 
 use super::context::Context;
-use super::gemv_plan::{fragments_prepass, plan, prepass_plan, Plan, Prepass};
+use super::gemv_plan::{fragments_prepass, plan, prepass_plan, Plan, Prepass, PrepassPlan};
 use super::matrix::DeviceMatrix;
 use super::pipeline::Push;
 use super::x_fragments::FragmentGeometry;
@@ -260,15 +260,60 @@ pub fn record(
     workspace: Option<BufferRange>,
 ) -> Result<()> {
     validate(ctx, mat, &x, &y, p)?;
+    let call = resolve(ctx, mat, p, workspace.is_some())?;
+    record_resolved(ctx, cmd, mat, (x, y), p, workspace, &call)
+}
+
+/// A call's kernels, resolved (pipelines created) before anything is recorded: the kernel
+/// on x itself, or a pre-pass into the workspace and the kernel on that.
+pub(super) enum CallPlan {
+    /// The kernel reads x itself.
+    OnX(Plan),
+    /// A pre-pass writes x into the workspace, the kernel reads that.
+    Prepass(PrepassPlan),
+}
+
+/// The kernels of a call with `p` on `mat`: with a workspace (`workspace`) the pre-pass
+/// path where the call has one, else the kernel on x.
+pub(super) fn resolve(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    workspace: bool,
+) -> Result<CallPlan> {
     let pre = match workspace {
-        Some(_) => prepass_plan(ctx, mat, p)?,
-        None => None,
+        true => prepass_plan(ctx, mat, p)?,
+        false => None,
     };
-    let (Some(pre), Some(ws)) = (pre, workspace) else {
-        let plan = plan(ctx, mat, p, false)?;
-        let xy = XyBinding::of(ctx, x, y)?;
-        record_gemv(ctx, cmd, mat, &plan, &xy, p, p.x_stride);
-        return Ok(());
+    Ok(match pre {
+        Some(pre) => CallPlan::Prepass(pre),
+        None => CallPlan::OnX(plan(ctx, mat, p, false)?),
+    })
+}
+
+/// Records the call `call` resolved for `p` (x and y checked by the caller; the workspace,
+/// where the pre-pass path runs, is checked here).
+pub(super) fn record_resolved(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    (x, y): (BufferRange, BufferRange),
+    p: &GemvParams,
+    workspace: Option<BufferRange>,
+    call: &CallPlan,
+) -> Result<()> {
+    let (pre, ws) = match (call, workspace) {
+        (CallPlan::OnX(plan), _) => {
+            let xy = XyBinding::of(ctx, x, y)?;
+            record_gemv(ctx, cmd, mat, plan, &xy, p, p.x_stride);
+            return Ok(());
+        }
+        (CallPlan::Prepass(pre), Some(ws)) => (pre, ws),
+        (CallPlan::Prepass(_), None) => {
+            return Err(Error::Internal(
+                "a pre-pass path resolved for a call without a workspace".into(),
+            ))
+        }
     };
     validate_workspace(ctx, &ws, pre.need, &x, &y)?;
     // Only the bytes the kernels use are bound.

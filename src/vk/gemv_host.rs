@@ -2,7 +2,7 @@
 //! pre-passes' workspace) reused across calls.
 
 use super::context::Context;
-use super::gemv::{check_params, record, BufferRange, GemvParams};
+use super::gemv::{check_params, record_resolved, BufferRange, CallPlan, GemvParams};
 use super::gemv_plan::{plan, prepass_plan};
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
@@ -96,11 +96,15 @@ pub fn gemv_host(
         true => prepass_plan(ctx, mat, &ungathered).ok().flatten(),
         false => None,
     };
-    let workspace = pre.as_ref().map_or(0, |pre| pre.need);
-    let p = if workspace > 0 { ungathered } else { gathered };
-    if workspace == 0 {
-        plan(ctx, mat, &p, false)?;
-    }
+    // Resolved once: the recording below uses this plan.
+    let (p, call) = match pre {
+        Some(pre) => (ungathered, CallPlan::Prepass(pre)),
+        None => (gathered, CallPlan::OnX(plan(ctx, mat, &gathered, false)?)),
+    };
+    let workspace = match &call {
+        CallPlan::Prepass(pre) => pre.need,
+        CallPlan::OnX(_) => 0,
+    };
     let mut exec = ctx.exec.lock().unwrap_or_else(|e| e.into_inner());
     let exec = &mut *exec;
     // After a failed wait the device may still read the buffers: touch nothing.
@@ -136,7 +140,7 @@ pub fn gemv_host(
         .map(|b| head(b, workspace));
     let lock = ctx.queue_lock;
     exec.submitter.run(lock.as_ref(), |cmd| {
-        record(ctx, cmd, mat, xr, yr, &p, ws)?;
+        record_resolved(ctx, cmd, mat, (xr, yr), &p, ws, &call)?;
         let [src, dst] = super::submit::SHADER_TO_HOST;
         // SAFETY: recording into q4vk's own command buffer.
         unsafe { super::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
