@@ -60,6 +60,7 @@ glslang_quiet -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_pr
 glslang_quiet -V --quiet --target-env vulkan1.1 mma_peak.comp -o "$out/mma_peak.spv"
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"
+glslc $FLAGS read.comp -o "$out/read.spv"
 if [ "$out" != "spv" ]; then
     for f in "$out"/*.spv; do
         if ! cmp -s "$f" "spv/$(basename "$f")"; then

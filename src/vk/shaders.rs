@@ -44,6 +44,8 @@ pub const GEMM_EXPORT_EXTENDED: &[u8] =
 pub const NAIVE: &[u8] = include_bytes!("../../shaders/spv/naive_q4.spv");
 /// Benchmark ceiling: uvec4 copy (binding 0 source, 1 destination).
 pub const COPY: &[u8] = include_bytes!("../../shaders/spv/copy.spv");
+/// Benchmark ceiling: reads device memory and writes nothing (`q4vk-bench`).
+pub const READ: &[u8] = include_bytes!("../../shaders/spv/read.spv");
 /// Benchmark ceiling: the tensor cores' MMA rate, operands in registers (binding 0 output;
 /// push constant: rounds; needs the tensor-core extensions).
 pub const MMA_PEAK: &[u8] = include_bytes!("../../shaders/spv/mma_peak.spv");

@@ -303,7 +303,7 @@ fn run(opt: &Options) -> Result<()> {
             "the compute queue has no timestamps".into(),
         ));
     }
-    let copy = copy_bandwidth(&ctx, opt)?;
+    let (copy, reads) = copy_and_read_bandwidth(&ctx, opt)?;
     let t = ctx.pipelines.tuning;
     println!(
         "device: {} (path: {}; SIMT kernels: workgroup {}, {} rows/workgroup, unroll {}, split {})",
@@ -317,6 +317,20 @@ fn run(opt: &Options) -> Result<()> {
     println!(
         "compute-shader copy (uvec4, read + write): {} GB/s",
         rate(copy)
+    );
+    let reads: Vec<String> = reads
+        .iter()
+        .map(|(groups, gbs)| {
+            format!(
+                "{} GB/s ({:.0}% of copy) at {groups} workgroups",
+                rate(*gbs),
+                100.0 * gbs / copy
+            )
+        })
+        .collect();
+    println!(
+        "read-only kernel (uvec4, 4 loads in flight per invocation): {}",
+        reads.join(", ")
     );
     if let Some(tflops) = mma_rate(&ctx, opt)? {
         println!(

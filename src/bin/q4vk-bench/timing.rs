@@ -150,10 +150,42 @@ impl Copy {
     }
 }
 
-pub(crate) fn copy_bandwidth(ctx: &Context, opt: &Options) -> Result<f64> {
+/// The copy's bandwidth (read + write, GB/s) and, beside it, what a kernel that only reads
+/// pulls from the same source buffer: `(workgroups, GB/s)` per grid of
+/// [`READ_GRIDS`] (`shaders/read.comp`, four uvec4 loads in flight per invocation).
+pub(crate) fn copy_and_read_bandwidth(
+    ctx: &Context,
+    opt: &Options,
+) -> Result<(f64, Vec<(u32, f64)>)> {
     let size = if opt.quick { 64u64 << 20 } else { 1u64 << 30 };
-    Copy::new(ctx, size)?.bandwidth(ctx, opt.iters, opt.warm / 4)
+    let copy = Copy::new(ctx, size)?;
+    let copy_rate = copy.bandwidth(ctx, opt.iters, opt.warm / 4)?;
+    let kernel = Kernel::new(&ctx.device, shaders::READ, 2, 4, 1)?;
+    let set = kernel.set(&[&copy._buffers[0], &copy._buffers[1]])?;
+    let count = (copy.size / 16) as u32;
+    let mut reads = Vec::new();
+    for groups in READ_GRIDS {
+        // Whole rounds of four loads per invocation only (the shader stops before a partial
+        // one): the bytes it reads.
+        let round = 4 * 256 * u64::from(groups);
+        let bytes = u64::from(count) / round * round * 16;
+        if bytes == 0 {
+            continue;
+        }
+        let us = time_runs(ctx, opt.iters, Some((&copy, opt.warm / 4)), |cmd, _| {
+            // SAFETY: `cmd` is recording (the bench's own submission); kernel and buffers
+            // outlive it.
+            unsafe { kernel.record(cmd, set, &count.to_ne_bytes(), groups) };
+            Ok(())
+        })?;
+        reads.push((groups, bytes as f64 / us / 1e3));
+    }
+    Ok((copy_rate, reads))
 }
+
+/// Workgroups (of 256) of the read-only ceiling: many short ones, as the copy, down to a
+/// few per SM of a large GPU looping over the buffer.
+const READ_GRIDS: [u32; 4] = [32768, 8192, 2048, 1024];
 
 /// The tensor cores' rate (TFLOP/s) through the cooperative-matrix MMA the GEMM issues
 /// (`shaders/mma_peak.comp`: 16 × 8 × 16 f16 → f32, operands in registers, no memory
