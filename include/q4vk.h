@@ -296,7 +296,8 @@ typedef struct q4vk_gemv_args {
   // `Q4VK_GEMV_*` bits; others are refused.
   uint32_t flags;
   // Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m (and m = 8
-  // on tall tensor-core matrices) the GEMM (same matrix, no extra memory). Limits: x and y each within 2^32 elements and the
+  // on tall tensor-core matrices, or on any tensor-core matrix when the call has a
+  // workspace) the GEMM (same matrix, no extra memory). Limits: x and y each within 2^32 elements and the
   // device's `maxStorageBufferRange` (else `Q4VK_ERROR_UNSUPPORTED`).
   uint32_t m;
   // Must be 0.
@@ -758,7 +759,7 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // (grown and reused like the staging).
 //
 // Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
-// tiled GEMM (also m = 8 on tall tensor-core matrices) that reads the same matrix (no
+// tiled GEMM (also m = 8 on tensor-core matrices, this call having a workspace) that reads the same matrix (no
 // dequantized copy); the result is the same fp32-accurate sum either way.
 //
 // On a CPU context: runs on up to `cpu_threads` threads started and joined by the call

@@ -424,7 +424,7 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
     let data = random_q4(&mut rng, 40, 100, 32, true, false);
     // Without the integer dot-product GEMV (the flag; lavapipe also does not report it
     // accelerated, so the default agrees): no workspace at any m, but where the tensor-core
-    // GEMM runs on x in fragments (m > 8 on tensor-core contexts).
+    // GEMM runs on x in fragments (m ≥ 8 on tensor-core contexts).
     for flags in [0, Q4VK_CONTEXT_NO_INTDOT] {
         let gpu = Gpu::with(false, |d| d.flags |= flags).unwrap();
         let mat = upload_q4(&gpu, &data);
@@ -438,7 +438,7 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
             let mut bytes = u64::MAX;
             let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m, 0, &mut bytes) };
             assert_eq!(status, Q4VK_OK);
-            let fragments = ctx.coop && m > 8;
+            let fragments = ctx.coop && m >= 8;
             match fragments {
                 true => assert!(bytes > 0, "x in fragments, m {m}"),
                 false => assert_eq!(bytes, expected(m), "flags {flags:#x} m {m}"),

@@ -12,7 +12,9 @@ use crate::error::{invalid, Error, Result};
 use ash::vk;
 
 pub use super::gemv_host::{gemv_host, GemvBuffers};
-pub use super::gemv_plan::{runs_gemm, runs_int_dot, workspace_bytes, workspace_key};
+pub use super::gemv_plan::{
+    call_runs_gemm, runs_gemm, runs_int_dot, workspace_bytes, workspace_key,
+};
 
 /// Largest activation count (rows of x) the GEMV kernels take; larger m runs the GEMM
 /// kernels (same matrices, same bindings).

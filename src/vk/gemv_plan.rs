@@ -38,6 +38,23 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     m > MAX_M || (m == MAX_M && mat.coop.is_some() && mat.shape.n >= 10240 && mat.shape.k <= 8192)
 }
 
+/// Whether a call with `m` activation rows on `mat` that has a workspace runs the
+/// tensor-core GEMM on x in fragments: wherever [`runs_gemm`] says so, and at m = 8 on every
+/// tensor-core matrix, where with its pre-pass it measured 2–11% faster than the GEMV on an
+/// H200 (4096 × 11008: 36.3 vs 41.0 µs; 8192 × 28672: 90.8 vs 96.0; 4096²: 18.7 vs 19.0;
+/// bench/RESULTS.md); without the pre-pass it is slower there, so calls without a
+/// workspace keep [`runs_gemm`]'s rule.
+fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
+    runs_gemm(ctx, mat, m) || (ctx.gemm_from_m.is_none() && m == MAX_M && mat.coop.is_some())
+}
+
+/// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace (`workspace`) or
+/// not: [`runs_gemm`]'s rule, and with a workspace also wherever the tensor-core GEMM runs
+/// on x in fragments (m = 8 on every tensor-core matrix).
+pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspace: bool) -> bool {
+    runs_gemm(ctx, mat, p.m) || (workspace && fragment_geometry(ctx, mat, p).is_some())
+}
+
 /// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
 /// (`vk::int_dot`) when given a workspace: SIMT matrices at the GEMV's m on contexts that
 /// use it.
@@ -69,7 +86,10 @@ fn coop_gemm_key(
     p: &GemvParams,
     x_fragments: bool,
 ) -> Option<CoopGemmKey> {
-    let c = mat.coop.as_ref().filter(|_| runs_gemm(ctx, mat, p.m))?;
+    let c = mat.coop.as_ref().filter(|_| match x_fragments {
+        true => runs_gemm_on_fragments(ctx, mat, p.m),
+        false => runs_gemm(ctx, mat, p.m),
+    })?;
     // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
     let rounded = x_fragments && rounds_x(p);
     let (tiles, subgroups, tokens, ksplit, ahead) = ctx.coop_gemm_tuning.unwrap_or_else(|| {
@@ -126,7 +146,7 @@ fn fragment_geometry(
     mat: &DeviceMatrix,
     p: &GemvParams,
 ) -> Option<(FragmentGeometry, CoopGemmKey)> {
-    // Wherever the tensor-core GEMM runs (m > 8; m = 8 on tall matrices).
+    // Wherever the tensor-core GEMM runs on a workspace (m ≥ 8).
     let key = coop_gemm_key(ctx, mat, p, true)?;
     let c = mat.coop.as_ref()?;
     let g = FragmentGeometry {

@@ -217,7 +217,7 @@ impl Prepared {
         let hot_us = time_runs(ctx, opt.iters, warm, |cmd, _| {
             gemv::record(ctx, cmd, &mats[0], xr, yr, p, ws)
         })?;
-        let gemm = gemv::runs_gemm(ctx, &mats[0], p.m);
+        let gemm = gemv::call_runs_gemm(ctx, &mats[0], p, ws.is_some());
         Ok((cold_us, hot_us, self.bytes as f64, rel_err, per_copy, gemm))
     }
 }
@@ -353,7 +353,7 @@ pub(crate) fn bench_shape(
     let mut rows = Vec::new();
     for (i, &coop_gemm) in opt.coop_gemm.iter().enumerate() {
         // The GEMM's shapes change nothing where a GEMV kernel runs.
-        if i > 0 && !gemv::runs_gemm(ctx, &prepared.mats[0], m) {
+        if i > 0 && !gemv::call_runs_gemm(ctx, &prepared.mats[0], &prepared.p, !opt.no_workspace) {
             break;
         }
         ctx.set_coop_gemm_tuning(coop_gemm)?;
