@@ -40,10 +40,13 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
 
 /// Whether a call with `m` activation rows on `mat` that has a workspace runs the
 /// tensor-core GEMM on x in fragments: wherever [`runs_gemm`] says so, and at m = 8 on every
-/// tensor-core matrix, where with its pre-pass it measured 2–11% faster than the GEMV on an
-/// H200 (4096 × 11008: 36.3 vs 41.0 µs; 8192 × 28672: 90.8 vs 96.0; 4096²: 18.7 vs 19.0;
-/// bench/RESULTS.md); without the pre-pass it is slower there, so calls without a
-/// workspace keep [`runs_gemm`]'s rule.
+/// tensor-core matrix. There, with its pre-pass, it measured faster than the GEMV on an
+/// H200 (bench/RESULTS.md): f32 x 1–12% (4096 × 11008: 36.0 vs 40.9 µs; 8192 × 28672: 90.5
+/// vs 95.2; 4096²: 18.8 vs 19.1); f16 x, whose GEMM reads as many B columns (16 tokens of
+/// one part against 8 of two) and ran as fast as f32 x's where both were timed (11008 × 4096
+/// 22.7 µs each), against an f16 GEMV of 31.3 / 76.3 / 250.5 µs on those shapes. Without
+/// the pre-pass the GEMM is slower there, so calls without a workspace keep [`runs_gemm`]'s
+/// rule.
 fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     runs_gemm(ctx, mat, m) || (ctx.gemm_from_m.is_none() && m == MAX_M && mat.coop.is_some())
 }
