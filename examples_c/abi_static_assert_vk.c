@@ -82,6 +82,16 @@ FIELD(q4vk_gemv_args, x_row_stride, 64, uint64_t);
 FIELD(q4vk_gemv_args, y_row_stride, 72, uint64_t);
 FIELD(q4vk_gemv_args, workspace, 80, q4vk_buffer_ref);
 
+_Static_assert(sizeof(struct q4vk_gemv_host_args) == 48, "q4vk_gemv_host_args size");
+FIELD(q4vk_gemv_host_args, struct_size, 0, uint32_t);
+FIELD(q4vk_gemv_host_args, flags, 4, uint32_t);
+FIELD(q4vk_gemv_host_args, m, 8, uint32_t);
+FIELD(q4vk_gemv_host_args, reserved0, 12, uint32_t);
+FIELD(q4vk_gemv_host_args, x, 16, const void *);
+FIELD(q4vk_gemv_host_args, x_bytes, 24, size_t);
+FIELD(q4vk_gemv_host_args, y, 32, float *);
+FIELD(q4vk_gemv_host_args, y_len, 40, size_t);
+
 _Static_assert(sizeof(struct q4vk_kernel_export_desc) == 48, "q4vk_kernel_export_desc size");
 FIELD(q4vk_kernel_export_desc, struct_size, 0, uint32_t);
 FIELD(q4vk_kernel_export_desc, variant, 4, q4vk_kernel_variant);
@@ -158,6 +168,9 @@ static void (*const p_matrix_destroy)(q4vk_matrix *) = q4vk_matrix_destroy;
 static q4vk_status (*const p_gemv)(q4vk_context *, const q4vk_matrix *, const float *, size_t, float *, size_t,
                                    uint32_t) = q4vk_gemv;
 static void (*const p_gemv_args_default)(q4vk_gemv_args *) = q4vk_gemv_args_default;
+static void (*const p_gemv_host_args_default)(q4vk_gemv_host_args *) = q4vk_gemv_host_args_default;
+static q4vk_status (*const p_gemv_host)(q4vk_context *, const q4vk_matrix *, const q4vk_gemv_host_args *) =
+    q4vk_gemv_host;
 static q4vk_status (*const p_cmd_gemv)(q4vk_context *, const q4vk_matrix *, void *, const q4vk_gemv_args *) =
     q4vk_cmd_gemv;
 static q4vk_status (*const p_workspace_size)(q4vk_context *, const q4vk_matrix *, uint32_t, uint32_t,
@@ -207,6 +220,14 @@ int main(void) {
         printf("FAIL: q4vk_gemv_args_default\n");
         failures++;
     }
+    q4vk_gemv_host_args ha;
+    memset(&ha, 0xA5, sizeof ha);
+    p_gemv_host_args_default(&ha);
+    if (ha.struct_size != sizeof ha || ha.flags != 0 || ha.m != 1 || ha.reserved0 != 0 || ha.x || ha.x_bytes ||
+        ha.y || ha.y_len) {
+        printf("FAIL: q4vk_gemv_host_args_default\n");
+        failures++;
+    }
     q4vk_kernel_export_desc ed;
     memset(&ed, 0xA5, sizeof ed);
     p_export_desc_default(&ed);
@@ -218,7 +239,8 @@ int main(void) {
     }
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
-        !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_cmd_gemv || !p_workspace_size || !p_workspace_key ||
+        !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_gemv_host || !p_cmd_gemv || !p_workspace_size ||
+        !p_workspace_key ||
         !p_cache_size || !p_cache_data)
         failures++;
     printf("%s: C11 layout of the Vulkan section of q4vk.h\n", failures ? "FAIL" : "ok");

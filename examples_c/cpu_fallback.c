@@ -2,7 +2,8 @@
  * with VK_DRIVER_FILES and VK_ICD_FILENAMES naming a file that does not exist, so the
  * loader finds no driver. The context must still be created (on the CPU, as its device
  * name and an INFO log say), a FLOAT matrix must be created on it, and q4vk_gemv must
- * match an f64 reference of the quantized weights (relative error < 1e-5) for m = 1..8.
+ * match an f64 reference of the quantized weights (relative error < 1e-5) for m = 1..8,
+ * and q4vk_gemv_host likewise on f16 activations (m = 3).
  * q4vk_cmd_gemv must answer Q4VK_ERROR_UNSUPPORTED. Exit status 0 on success. */
 #define _POSIX_C_SOURCE 200809L
 #include "q4vk.h"
@@ -98,6 +99,45 @@ int main(void) {
         double err = sqrt(diff / norm);
         printf("m = %u: relative error %.3g\n", m, err);
         if (!(err < 1e-5)) bad = 1;
+    }
+    /* f16 activations through q4vk_gemv_host (widened exactly on the CPU), m = 3. */
+    {
+        const uint32_t m = 3;
+        uint16_t *xh = malloc(m * k * sizeof *xh);
+        float *xw = malloc(m * k * sizeof *xw);
+        for (size_t i = 0; i < m * k; i++) {
+            xh[i] = f32_to_f16(x[i]);
+            xw[i] = f16_to_f32(xh[i]);
+        }
+        q4vk_gemv_host_args ha;
+        q4vk_gemv_host_args_default(&ha);
+        ha.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+        ha.m = m;
+        ha.x = xh;
+        ha.x_bytes = m * k * sizeof *xh;
+        ha.y = y;
+        ha.y_len = m * n;
+        for (size_t i = 0; i < m * n; i++) y[i] = NAN;
+        if (q4vk_gemv_host(ctx, mat, &ha) != Q4VK_OK) return fail("q4vk_gemv_host");
+        double diff = 0, norm = 0;
+        for (size_t t = 0; t < m; t++) {
+            for (size_t row = 0; row < n; row++) {
+                double acc = 0;
+                for (size_t i = 0; i < k; i++) {
+                    uint8_t byte = qw[row * row_bytes + i / 2];
+                    int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
+                    size_t g = row * groups + i / group;
+                    acc += (double)(u - qz[g]) * (double)f16_to_f32(qs[g]) * (double)xw[t * k + i];
+                }
+                double d = y[t * n + row] - acc;
+                diff += d * d;
+                norm += acc * acc;
+            }
+        }
+        double err = sqrt(diff / norm);
+        printf("f16 x, m = %u: relative error %.3g\n", m, err);
+        if (!(err < 1e-5)) bad = 1;
+        free(xh), free(xw);
     }
     q4vk_gemv_args args;
     q4vk_gemv_args_default(&args);

@@ -3,8 +3,8 @@
  * buffers through the Vulkan loader, hands them to q4vk_context_create, records
  * q4vk_cmd_gemv into its own command buffer, submits it, and checks y against an f64 CPU
  * reference of the dequantized weights, at m = 1 (a GEMV kernel) and m = M (default 64: the
- * prefill GEMM). It also runs q4vk_gemv, which submits to the host's queue inside the host's
- * queue_lock/queue_unlock callbacks.
+ * prefill GEMM). It also runs q4vk_gemv (and q4vk_gemv_host on f16 activations), which
+ * submit to the host's queue inside the host's queue_lock/queue_unlock callbacks.
  * Exit status 0 on success. Usage: host_device [N K [M]] */
 #define _POSIX_C_SOURCE 200809L
 #include "q4vk.h"
@@ -290,9 +290,29 @@ int main(int argc, char **argv) {
         printf("FAIL: q4vk_gemv did not call queue_lock\n");
         failures++;
     }
-    if (!(err_cmd < 1e-5) || !(err_cmd_m < 1e-5) || !(err_sync < 1e-5)) {
-        printf("FAIL: relative error %.3g (cmd) %.3g (cmd, m = %zu) %.3g (sync), bound 1e-5\n", err_cmd, err_cmd_m,
-               big_m, err_sync);
+    /* ---- q4vk_gemv_host with f16 activations (x rounded to f16 here, so the reference is
+       exact for them) ---- */
+    uint16_t *xh = malloc(k * sizeof *xh);
+    float *xw = malloc(k * sizeof *xw);
+    for (size_t i = 0; i < k; i++) {
+        xh[i] = f32_to_f16(x[i]);
+        xw[i] = f16_to_f32(xh[i]);
+    }
+    q4vk_gemv_host_args ha;
+    q4vk_gemv_host_args_default(&ha);
+    ha.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+    ha.x = xh;
+    ha.x_bytes = k * sizeof *xh;
+    ha.y = y2;
+    ha.y_len = n;
+    for (size_t i = 0; i < n; i++) y2[i] = NAN;
+    CHECK_Q4(q4vk_gemv_host(ctx, mat, &ha));
+    double err_f16 = q4_rel_error(y2, qw, qs, xw, n, k, group, 1);
+    free(xh);
+    free(xw);
+    if (!(err_cmd < 1e-5) || !(err_cmd_m < 1e-5) || !(err_sync < 1e-5) || !(err_f16 < 1e-5)) {
+        printf("FAIL: relative error %.3g (cmd) %.3g (cmd, m = %zu) %.3g (sync) %.3g (sync, f16 x), bound 1e-5\n",
+               err_cmd, err_cmd_m, big_m, err_sync, err_f16);
         failures++;
     }
 

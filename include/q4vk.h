@@ -325,6 +325,28 @@ typedef struct q4vk_gemv_args {
   struct q4vk_buffer_ref workspace;
 } q4vk_gemv_args;
 
+// Arguments of `q4vk_gemv_host`. Initialize with `q4vk_gemv_host_args_default`.
+typedef struct q4vk_gemv_host_args {
+  // `sizeof(q4vk_gemv_host_args)`; smaller is refused, larger accepted.
+  uint32_t struct_size;
+  // `Q4VK_GEMV_F16_ACTIVATIONS` and `Q4VK_GEMV_ROUND_X_TO_F16`; other bits are refused,
+  // `Q4VK_GEMV_REUSE_WORKSPACE` too (the call fills its own workspace).
+  uint32_t flags;
+  // Activation rows, ≥ 1; default 1 (which kernel runs: see `q4vk_gemv`).
+  uint32_t m;
+  // Must be 0.
+  uint32_t reserved0;
+  // x: m dense rows of k values, f32, or with `Q4VK_GEMV_F16_ACTIVATIONS` f16 (IEEE
+  // binary16 bit patterns), in the host's byte order; any alignment.
+  const void *x;
+  // Bytes readable at `x`: at least 4·m·k (f32) or 2·m·k (f16).
+  size_t x_bytes;
+  // y: m dense rows of n floats; only the first m·n are written, and only on success.
+  float *y;
+  // Floats writable at `y`: at least m·n.
+  size_t y_len;
+} q4vk_gemv_host_args;
+
 // Which exported kernel (`Q4VK_KERNEL_*`).
 typedef uint32_t q4vk_kernel_variant;
 
@@ -760,8 +782,8 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 //
 // Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
 // tiled GEMM (also m = 8 on tensor-core matrices, on this call's own workspace) that
-// reads the same matrix (no
-// dequantized copy); the result is the same fp32-accurate sum either way.
+// reads the same matrix (no dequantized copy); the result is the same fp32-accurate sum
+// either way.
 //
 // On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
 // (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
@@ -786,6 +808,34 @@ q4vk_status q4vk_gemv(struct q4vk_context *ctx,
                       float *y,
                       size_t y_len,
                       uint32_t m);
+
+// Fills `args` with the defaults: no flags, m = 1, NULL x and y, lengths 0. NULL is
+// ignored.
+//
+// # Safety
+// `args` must be NULL or point to a writable `q4vk_gemv_host_args`.
+void q4vk_gemv_host_args_default(struct q4vk_gemv_host_args *args);
+
+// `q4vk_gemv` with flags: `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory,
+// synchronous, on f32 or f16 activations (`Q4VK_GEMV_F16_ACTIVATIONS`), f32 ones rounded
+// to f16 where that is faster if `Q4VK_GEMV_ROUND_X_TO_F16` allows it (the tensor-core
+// GEMM on this call's own workspace). Buffers, kernels, threading and statuses as
+// `q4vk_gemv`; f16 x is copied as it is (half the staging bytes of f32).
+//
+// On a CPU context: x is copied as f32 values (f16 widened, exact) into a scratch of m·k
+// floats (`OUT_OF_HOST_MEMORY` if it cannot be allocated), and `Q4VK_GEMV_ROUND_X_TO_F16`
+// changes nothing (the CPU kernels have no faster rounded path).
+//
+// Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than
+// `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, or `reserved0` not 0;
+// `BUFFER_TOO_SMALL` for `x_bytes` or `y_len` short of m·k values or m·n floats.
+//
+// # Safety
+// `ctx`, `mat` NULL or live; `args` NULL or readable for its `struct_size` bytes; `x`
+// NULL or readable for `x_bytes` bytes; `y` NULL or writable for `y_len` floats.
+q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
+                           const struct q4vk_matrix *mat,
+                           const struct q4vk_gemv_host_args *args);
 
 // Records `y = W·x` (as `q4vk_gemv`, any m ≥ 1) into the host's `command_buffer`
 // (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the

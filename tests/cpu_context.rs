@@ -500,3 +500,55 @@ fn matrices_do_not_cross_context_kinds() {
         q4vk_matrix_destroy(gm);
     }
 }
+
+#[test]
+fn gemv_host_takes_f16_activations_and_ignores_rounding() {
+    let ctx = cpu(2);
+    let mut rng = Rng(0x70);
+    let (n, k) = (33usize, 257usize);
+    let data = random_q4(&mut rng, n, k, 64, true, false);
+    let mat = upload_q4(&ctx, &data);
+    for m in [1usize, 5, 12] {
+        let x = rng.vec(m * k);
+        let halves: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+        let widened: Vec<f32> = halves.iter().map(|h| h.to_f32()).collect();
+        // f16 bytes one byte into a buffer: any alignment is taken.
+        let mut held = vec![0u8; 1 + 2 * m * k];
+        for (i, h) in halves.iter().enumerate() {
+            held[1 + 2 * i..3 + 2 * i].copy_from_slice(&h.to_ne_bytes());
+        }
+        let mut y = vec![f32::NAN; m * n];
+        let mut args = unsafe {
+            let mut a = std::mem::zeroed();
+            q4vk_gemv_host_args_default(&mut a);
+            a
+        };
+        args.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+        args.m = m as u32;
+        args.x = held[1..].as_ptr().cast();
+        args.x_bytes = 2 * m * k;
+        args.y = y.as_mut_ptr();
+        args.y_len = y.len();
+        let status = unsafe { q4vk_gemv_host(ctx.ctx, mat, &args) };
+        assert_eq!(status, Q4VK_OK, "m {m}: {}", last_error());
+        let err = q4vk::cpu::reference::relative_error(
+            &y,
+            &q4vk::cpu::reference::gemv(&data, &widened, m),
+        );
+        assert!(err < TOL, "f16 x, m {m}: {err:e}");
+        // f32 x with the rounding flag: the CPU kernels are exact, so q4vk_gemv's result.
+        let (status, want) = gemv_c(ctx.ctx, mat, &x, n, m);
+        assert_eq!(status, Q4VK_OK);
+        args.flags = Q4VK_GEMV_ROUND_X_TO_F16;
+        args.x = x.as_ptr().cast();
+        args.x_bytes = 4 * m * k;
+        let status = unsafe { q4vk_gemv_host(ctx.ctx, mat, &args) };
+        assert_eq!(status, Q4VK_OK, "m {m}: {}", last_error());
+        assert_eq!(
+            y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "rounded x on the CPU, m {m}"
+        );
+    }
+    unsafe { q4vk_matrix_destroy(mat) };
+}

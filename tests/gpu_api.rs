@@ -582,3 +582,223 @@ fn one_context_many_threads() {
     });
     unsafe { q4vk_matrix_destroy(mat as *mut _) };
 }
+
+/// `q4vk_gemv_host` of `mat` (`n` rows) on `m` rows of x given as bytes (`flags` say f32 or
+/// f16), starting one byte into a buffer when `unaligned`, into a NaN-poisoned y.
+fn gemv_host_c(
+    gpu: &Gpu,
+    mat: *const q4vk_matrix,
+    x: &[u8],
+    flags: u32,
+    (n, m): (usize, usize),
+    unaligned: bool,
+) -> (q4vk_status, Vec<f32>) {
+    let shift = usize::from(unaligned);
+    let mut held = vec![0u8; x.len() + shift];
+    held[shift..].copy_from_slice(x);
+    let mut y = vec![f32::NAN; m * n];
+    let mut args = unsafe {
+        let mut a = std::mem::zeroed();
+        q4vk_gemv_host_args_default(&mut a);
+        a
+    };
+    args.flags = flags;
+    args.m = m as u32;
+    args.x = held[shift..].as_ptr().cast();
+    args.x_bytes = x.len();
+    args.y = y.as_mut_ptr();
+    args.y_len = y.len();
+    let status = unsafe { q4vk_gemv_host(gpu.ctx, mat, &args) };
+    (status, y)
+}
+
+#[test]
+fn gemv_host_runs_f16_and_f32_activations_from_any_alignment() {
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(0x6E);
+    let (n, k) = (45usize, 300usize);
+    let data = random_q4(&mut rng, n, k, 64, true, false);
+    let mat = upload_q4(&gpu, &data);
+    // m = 1, 3: GEMV kernels; m = 8: the GEMM on tensor-core contexts; m = 40: the GEMM.
+    for m in [1usize, 3, 8, 40] {
+        let x: Vec<f32> = rng.vec(m * k);
+        let halves: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+        let widened: Vec<f32> = halves.iter().map(|h| h.to_f32()).collect();
+        let f16_bytes: Vec<u8> = halves.iter().flat_map(|h| h.to_ne_bytes()).collect();
+        let f32_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        for unaligned in [false, true] {
+            let (status, y) = gemv_host_c(
+                &gpu,
+                mat,
+                &f16_bytes,
+                Q4VK_GEMV_F16_ACTIVATIONS,
+                (n, m),
+                unaligned,
+            );
+            assert_eq!(status, Q4VK_OK, "f16 m {m}: {}", last_error());
+            let err = reference::relative_error(&y, &reference::gemv(&data, &widened, m));
+            assert!(err < 1e-5, "f16 x, m {m}, unaligned {unaligned}: {err:e}");
+            let (status, y) = gemv_host_c(&gpu, mat, &f32_bytes, 0, (n, m), unaligned);
+            assert_eq!(status, Q4VK_OK, "f32 m {m}: {}", last_error());
+            // Without flags it is q4vk_gemv, bit for bit.
+            let (status, want) = gemv_c(gpu.ctx, mat, &x, n, m);
+            assert_eq!(status, Q4VK_OK);
+            assert_eq!(
+                y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "f32 x, m {m}"
+            );
+        }
+        // Rounding f32 x to f16 where that is faster: within f16's error where the
+        // tensor-core GEMM runs, exactly q4vk_gemv's result elsewhere.
+        let (status, y) = gemv_host_c(
+            &gpu,
+            mat,
+            &f32_bytes,
+            Q4VK_GEMV_ROUND_X_TO_F16,
+            (n, m),
+            false,
+        );
+        assert_eq!(status, Q4VK_OK, "rounded m {m}: {}", last_error());
+        let err = reference::relative_error(&y, &reference::gemv(&data, &x, m));
+        match gpu.context().coop && m >= 8 {
+            true => assert!(err < 2e-3, "rounded x, m {m}: {err:e}"),
+            false => assert!(
+                err < 1e-5,
+                "rounded x without a rounding kernel, m {m}: {err:e}"
+            ),
+        }
+    }
+    unsafe { q4vk_matrix_destroy(mat) };
+}
+
+#[test]
+fn gemv_host_refuses_bad_args_and_writes_nothing() {
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(0x6F);
+    let (n, k, m) = (20usize, 64usize, 2usize);
+    let data = random_q4(&mut rng, n, k, 32, false, false);
+    let mat = upload_q4(&gpu, &data);
+    let x: Vec<u8> = rng
+        .vec(m * k)
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
+    let mut y = vec![f32::NAN; m * n];
+    let base = unsafe {
+        let mut a = std::mem::zeroed();
+        q4vk_gemv_host_args_default(&mut a);
+        a
+    };
+    let good = q4vk_gemv_host_args {
+        m: m as u32,
+        x: x.as_ptr().cast(),
+        x_bytes: x.len(),
+        y: y.as_mut_ptr(),
+        y_len: m * n,
+        ..base
+    };
+    let f16 = Q4VK_GEMV_F16_ACTIVATIONS;
+    let cases: Vec<(&str, q4vk_gemv_host_args, q4vk_status)> = vec![
+        (
+            "struct_size",
+            q4vk_gemv_host_args {
+                struct_size: 40,
+                ..good
+            },
+            Q4VK_ERROR_INVALID_ARGUMENT,
+        ),
+        (
+            "unknown flag",
+            q4vk_gemv_host_args {
+                flags: 0x100,
+                ..good
+            },
+            Q4VK_ERROR_INVALID_ARGUMENT,
+        ),
+        (
+            "reuse flag",
+            q4vk_gemv_host_args {
+                flags: Q4VK_GEMV_REUSE_WORKSPACE,
+                ..good
+            },
+            Q4VK_ERROR_INVALID_ARGUMENT,
+        ),
+        (
+            "reserved0",
+            q4vk_gemv_host_args {
+                reserved0: 1,
+                ..good
+            },
+            Q4VK_ERROR_INVALID_ARGUMENT,
+        ),
+        (
+            "m = 0",
+            q4vk_gemv_host_args { m: 0, ..good },
+            Q4VK_ERROR_INVALID_ARGUMENT,
+        ),
+        (
+            "NULL x",
+            q4vk_gemv_host_args {
+                x: std::ptr::null(),
+                ..good
+            },
+            Q4VK_ERROR_NULL_POINTER,
+        ),
+        (
+            "NULL y",
+            q4vk_gemv_host_args {
+                y: std::ptr::null_mut(),
+                ..good
+            },
+            Q4VK_ERROR_NULL_POINTER,
+        ),
+        (
+            "short f32 x",
+            q4vk_gemv_host_args {
+                x_bytes: x.len() - 1,
+                ..good
+            },
+            Q4VK_ERROR_BUFFER_TOO_SMALL,
+        ),
+        (
+            "short f16 x",
+            q4vk_gemv_host_args {
+                flags: f16,
+                x_bytes: x.len() / 2 - 1,
+                ..good
+            },
+            Q4VK_ERROR_BUFFER_TOO_SMALL,
+        ),
+        (
+            "short y",
+            q4vk_gemv_host_args {
+                y_len: m * n - 1,
+                ..good
+            },
+            Q4VK_ERROR_BUFFER_TOO_SMALL,
+        ),
+        (
+            "x overlapping y",
+            q4vk_gemv_host_args {
+                x: y.as_ptr().cast(),
+                x_bytes: 4 * m * k,
+                ..good
+            },
+            Q4VK_ERROR_INVALID_ARGUMENT,
+        ),
+    ];
+    for (what, args, want) in cases {
+        let status = unsafe { q4vk_gemv_host(gpu.ctx, mat, &args) };
+        assert_eq!(status, want, "{what}: {}", last_error());
+        assert!(!last_error().is_empty(), "{what}: no message");
+        assert!(y.iter().all(|v| v.is_nan()), "{what}: y written");
+    }
+    let status = unsafe { q4vk_gemv_host(gpu.ctx, mat, std::ptr::null()) };
+    assert_eq!(status, Q4VK_ERROR_NULL_POINTER);
+    // The good call succeeds and writes every element.
+    let status = unsafe { q4vk_gemv_host(gpu.ctx, mat, &good) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    assert!(y.iter().all(|v| v.is_finite()));
+    unsafe { q4vk_matrix_destroy(mat) };
+}

@@ -5,12 +5,12 @@ use super::context::q4vk_context;
 use super::matrix::q4vk_matrix;
 use super::panic::guard;
 use super::ptr::{
-    check_disjoint, handle, in_slice, out_slice, read_struct, require, VersionedStruct,
+    check_disjoint, handle, in_bytes, in_slice, out_slice, read_struct, require, VersionedStruct,
 };
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
 use crate::vk::context::Context;
-use crate::vk::gemv::{self, check_m, BufferRange, GemvParams};
+use crate::vk::gemv::{self, check_m, BufferRange, GemvParams, HostX};
 use crate::vk::matrix::DeviceMatrix;
 use ash::vk::{self, Handle};
 use std::ffi::c_void;
@@ -243,8 +243,8 @@ fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
 ///
 /// Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
 /// tiled GEMM (also m = 8 on tensor-core matrices, on this call's own workspace) that
-/// reads the same matrix (no
-/// dequantized copy); the result is the same fp32-accurate sum either way.
+/// reads the same matrix (no dequantized copy); the result is the same fp32-accurate sum
+/// either way.
 ///
 /// On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
 /// (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
@@ -299,6 +299,151 @@ pub unsafe extern "C" fn q4vk_gemv(
             Pair::Vulkan(ctx, mat) => gemv::gemv_host(ctx, mat, xs, ys, m),
             Pair::Cpu(ctx, mat) => {
                 crate::cpu::gemv::gemv(mat, xs, ys, m as usize, ctx.threads, ctx.isa)
+            }
+        }
+    })
+}
+
+/// Arguments of `q4vk_gemv_host`. Initialize with `q4vk_gemv_host_args_default`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_gemv_host_args {
+    /// `sizeof(q4vk_gemv_host_args)`; smaller is refused, larger accepted.
+    pub struct_size: u32,
+    /// `Q4VK_GEMV_F16_ACTIVATIONS` and `Q4VK_GEMV_ROUND_X_TO_F16`; other bits are refused,
+    /// `Q4VK_GEMV_REUSE_WORKSPACE` too (the call fills its own workspace).
+    pub flags: u32,
+    /// Activation rows, ≥ 1; default 1 (which kernel runs: see `q4vk_gemv`).
+    pub m: u32,
+    /// Must be 0.
+    pub reserved0: u32,
+    /// x: m dense rows of k values, f32, or with `Q4VK_GEMV_F16_ACTIVATIONS` f16 (IEEE
+    /// binary16 bit patterns), in the host's byte order; any alignment.
+    pub x: *const c_void,
+    /// Bytes readable at `x`: at least 4·m·k (f32) or 2·m·k (f16).
+    pub x_bytes: usize,
+    /// y: m dense rows of n floats; only the first m·n are written, and only on success.
+    pub y: *mut f32,
+    /// Floats writable at `y`: at least m·n.
+    pub y_len: usize,
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers and raw pointers only.
+unsafe impl VersionedStruct for q4vk_gemv_host_args {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_gemv_host_args>();
+    const NAME: &'static str = "q4vk_gemv_host_args";
+}
+
+/// Fills `args` with the defaults: no flags, m = 1, NULL x and y, lengths 0. NULL is
+/// ignored.
+///
+/// # Safety
+/// `args` must be NULL or point to a writable `q4vk_gemv_host_args`.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_args) {
+    let value = q4vk_gemv_host_args {
+        struct_size: std::mem::size_of::<q4vk_gemv_host_args>() as u32,
+        flags: 0,
+        m: 1,
+        reserved0: 0,
+        x: std::ptr::null(),
+        x_bytes: 0,
+        y: std::ptr::null_mut(),
+        y_len: 0,
+    };
+    let _ = guard("q4vk_gemv_host_args_default", || {
+        // SAFETY: NULL or writable (contract).
+        if let Some(a) = unsafe { args.as_mut() } {
+            *a = value;
+        }
+        Ok(())
+    });
+}
+
+/// `q4vk_gemv` with flags: `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory,
+/// synchronous, on f32 or f16 activations (`Q4VK_GEMV_F16_ACTIVATIONS`), f32 ones rounded
+/// to f16 where that is faster if `Q4VK_GEMV_ROUND_X_TO_F16` allows it (the tensor-core
+/// GEMM on this call's own workspace). Buffers, kernels, threading and statuses as
+/// `q4vk_gemv`; f16 x is copied as it is (half the staging bytes of f32).
+///
+/// On a CPU context: x is copied as f32 values (f16 widened, exact) into a scratch of m·k
+/// floats (`OUT_OF_HOST_MEMORY` if it cannot be allocated), and `Q4VK_GEMV_ROUND_X_TO_F16`
+/// changes nothing (the CPU kernels have no faster rounded path).
+///
+/// Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than
+/// `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, or `reserved0` not 0;
+/// `BUFFER_TOO_SMALL` for `x_bytes` or `y_len` short of m·k values or m·n floats.
+///
+/// # Safety
+/// `ctx`, `mat` NULL or live; `args` NULL or readable for its `struct_size` bytes; `x`
+/// NULL or readable for `x_bytes` bytes; `y` NULL or writable for `y_len` floats.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_gemv_host(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    args: *const q4vk_gemv_host_args,
+) -> q4vk_status {
+    guard("q4vk_gemv_host", || {
+        // SAFETY: NULL or live handles (contract).
+        let pair = unsafe { handles(ctx, mat) }?;
+        // SAFETY: NULL or readable for struct_size (contract).
+        let a = unsafe { read_struct(args, "args") }?;
+        check_gemv_flags(a.flags, "args->flags")?;
+        if a.flags & Q4VK_GEMV_REUSE_WORKSPACE != 0 {
+            return Err(invalid!(
+                "args->flags has Q4VK_GEMV_REUSE_WORKSPACE: q4vk_gemv_host fills its own workspace (the flag is for q4vk_cmd_gemv)"
+            ));
+        }
+        if a.reserved0 != 0 {
+            return Err(invalid!("args->reserved0 is {}, must be 0", a.reserved0));
+        }
+        let m = a.m;
+        check_m(m)?;
+        require(a.x, "args->x")?;
+        require(a.y, "args->y")?;
+        let f16 = a.flags & Q4VK_GEMV_F16_ACTIVATIONS != 0;
+        let shape = match pair {
+            Pair::Vulkan(_, mat) => mat.shape,
+            Pair::Cpu(_, mat) => mat.shape,
+        };
+        let es = if f16 { 2 } else { 4 };
+        let (xn, yn) = (m as usize * shape.k, m as usize * shape.n);
+        if a.x_bytes < es * xn {
+            return Err(Error::BufferTooSmall(format!(
+                "args->x_bytes is {}, {} needed ({xn} {} values, m = {m})",
+                a.x_bytes,
+                es * xn,
+                if f16 { "f16" } else { "f32" }
+            )));
+        }
+        if a.y_len < yn {
+            return Err(Error::BufferTooSmall(format!(
+                "args->y_len is {} floats, {yn} needed (m = {m})",
+                a.y_len
+            )));
+        }
+        check_disjoint(
+            &[("args->y", a.y as usize, 4 * yn)],
+            &[("args->x", a.x as usize, es * xn)],
+        )?;
+        // SAFETY: x readable for x_bytes ≥ es·xn bytes, y writable for y_len ≥ yn floats,
+        // disjoint (checked above; contract).
+        let (xb, ys) = unsafe {
+            (
+                in_bytes(a.x.cast::<u8>(), es * xn, "args->x")?,
+                out_slice(a.y, yn, "args->y")?,
+            )
+        };
+        let x = HostX { bytes: xb, f16 };
+        match pair {
+            Pair::Vulkan(ctx, mat) => {
+                let round = a.flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0;
+                gemv::gemv_host_with(ctx, mat, x, ys, m, round)
+            }
+            Pair::Cpu(ctx, mat) => {
+                // The CPU kernels take aligned f32: x as f32 values (f16 widened, exact).
+                let xs = crate::alloc::collect((0..xn).map(|i| x.value(i)), "x as f32")?;
+                crate::cpu::gemv::gemv(mat, &xs, ys, m as usize, ctx.threads, ctx.isa)
             }
         }
     })

@@ -11,7 +11,7 @@ use super::xy_sets::{buffer_infos, writes};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
 
-pub use super::gemv_host::{gemv_host, GemvBuffers};
+pub use super::gemv_host::{gemv_host, gemv_host_with, GemvBuffers, HostX};
 pub use super::gemv_plan::{
     call_runs_gemm, runs_gemm, runs_int_dot, workspace_bytes, workspace_key,
 };

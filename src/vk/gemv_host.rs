@@ -1,5 +1,5 @@
-//! `q4vk_gemv`: the synchronous GEMV on host memory, with staging buffers (and the
-//! pre-passes' workspace) reused across calls.
+//! `q4vk_gemv` and `q4vk_gemv_host`: the synchronous GEMV on host memory, with staging
+//! buffers (and the pre-passes' workspace) reused across calls.
 
 use super::context::Context;
 use super::gemv::{check_params, record_resolved, BufferRange, CallPlan, GemvParams};
@@ -38,6 +38,60 @@ fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind
     Ok(())
 }
 
+/// Activations in host memory: f32, or f16 (`f16`), as bytes in the host's byte order,
+/// dense rows of k.
+#[derive(Debug, Clone, Copy)]
+pub struct HostX<'a> {
+    /// The values' bytes.
+    pub bytes: &'a [u8],
+    /// f16 values (else f32).
+    pub f16: bool,
+}
+
+impl<'a> HostX<'a> {
+    /// f32 activations.
+    pub fn f32(x: &'a [f32]) -> HostX<'a> {
+        // SAFETY: an f32 slice viewed as its bytes (u8 has no alignment or validity needs).
+        let bytes = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * x.len()) };
+        HostX { bytes, f16: false }
+    }
+
+    /// Bytes per value.
+    pub fn element_bytes(&self) -> usize {
+        match self.f16 {
+            true => 2,
+            false => 4,
+        }
+    }
+
+    /// Values held.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / self.element_bytes()
+    }
+
+    /// Whether no value is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i`, exactly as f32.
+    pub fn value(&self, i: usize) -> f32 {
+        let at = i * self.element_bytes();
+        match self.f16 {
+            true => half::f16::from_ne_bytes([self.bytes[at], self.bytes[at + 1]]).to_f32(),
+            false => f32::from_ne_bytes(self.bytes[at..at + 4].try_into().expect("4 bytes")),
+        }
+    }
+
+    /// The first `len` values.
+    fn head(&self, len: usize) -> HostX<'a> {
+        HostX {
+            bytes: &self.bytes[..len * self.element_bytes()],
+            f16: self.f16,
+        }
+    }
+}
+
 /// The range of the first `bytes` of `buffer`.
 fn head(buffer: &Buffer, bytes: u64) -> BufferRange {
     BufferRange {
@@ -47,14 +101,8 @@ fn head(buffer: &Buffer, bytes: u64) -> BufferRange {
     }
 }
 
-/// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
-/// `m·k` floats, `y` at least `m·n` (only `m·n` are written, and only on success). Where the
-/// call runs the integer dot-product GEMV ([`super::gemv_plan::workspace_bytes`]), x is finite and its
-/// pipelines exist, the digits pre-pass writes x's digits into q4vk's workspace first;
-/// otherwise (x with an infinite or NaN element included) the kernels run on x, gathered
-/// into the matrix's column order on the host. Likewise the tensor-core GEMM's pre-pass
-/// (where that GEMM runs) writes x's two exact f16 parts into that workspace (`vk::x_fragments`). Every
-/// check runs before the buffers grow.
+/// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory and f32 x, synchronous: [`gemv_host_with`]
+/// on f32 activations, exact.
 pub fn gemv_host(
     ctx: &Context,
     mat: &DeviceMatrix,
@@ -62,23 +110,45 @@ pub fn gemv_host(
     y: &mut [f32],
     m: u32,
 ) -> Result<()> {
+    gemv_host_with(ctx, mat, HostX::f32(x), y, m, false)
+}
+
+/// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
+/// `m·k` values, `y` at least `m·n` (only `m·n` are written, and only on success); with
+/// `round_x_f16`, f32 x may be rounded to f16 where that is faster
+/// (`Q4VK_GEMV_ROUND_X_TO_F16`). Where the call runs the integer dot-product GEMV
+/// ([`super::gemv_plan::workspace_bytes`]), x is finite and its pipelines exist, the
+/// digits pre-pass writes x's digits into q4vk's workspace first; otherwise (x with an
+/// infinite or NaN element included) the kernels run on x, gathered into the matrix's
+/// column order on the host. Likewise the tensor-core GEMM's pre-pass (where that GEMM
+/// runs) writes x as its fragments into that workspace (`vk::x_fragments`). Every check
+/// runs before the buffers grow.
+pub fn gemv_host_with(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    x: HostX,
+    y: &mut [f32],
+    m: u32,
+    round_x_f16: bool,
+) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
     let (xn, yn) = (m as usize * k, m as usize * n);
     if x.len() < xn || y.len() < yn {
         return Err(Error::BufferTooSmall(format!(
-            "x holds {} floats and y {}; m = {m} needs {xn} and {yn}",
+            "x holds {} values and y {}; m = {m} needs {xn} and {yn}",
             x.len(),
             y.len()
         )));
     }
-    let x = &x[..xn];
+    let x = x.head(xn);
+    let es = x.element_bytes();
     let gathered = GemvParams {
         m,
-        x_f16: false,
+        x_f16: x.f16,
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: mat.k_order.is_some(),
-        x_round_f16: false,
+        x_round_f16: round_x_f16,
         workspace_filled: false,
     };
     // Everything that can refuse the call runs before the buffers grow.
@@ -92,7 +162,7 @@ pub fn gemv_host(
         x_gathered: false,
         ..gathered
     };
-    let pre = match x.iter().all(|v| v.is_finite()) {
+    let pre = match (0..xn).all(|i| x.value(i).is_finite()) {
         true => prepass_plan(ctx, mat, &ungathered).ok().flatten(),
         false => None,
     };
@@ -110,27 +180,24 @@ pub fn gemv_host(
     // After a failed wait the device may still read the buffers: touch nothing.
     exec.submitter.check_usable()?;
     let buffers = &mut exec.buffers;
-    ensure(ctx, &mut buffers.x, 4 * xn as u64, MemoryKind::Upload)?;
+    ensure(ctx, &mut buffers.x, (es * xn) as u64, MemoryKind::Upload)?;
     ensure(ctx, &mut buffers.y, 4 * yn as u64, MemoryKind::Readback)?;
     if workspace > 0 {
         ensure(ctx, &mut buffers.workspace, workspace, MemoryKind::Device)?;
     }
     let xb = buffers.x.as_mut().expect("x");
-    xb.fill(4 * xn, |staged| match (&mat.k_order, p.x_gathered) {
-        // A matrix with a column order gets x in that order for the f32 kernel, gathered
+    xb.fill(es * xn, |staged| match (&mat.k_order, p.x_gathered) {
+        // A matrix with a column order gets x in that order for the kernels on x, gathered
         // straight into the staging buffer once per call.
         (Some(order), true) => {
-            for (i, v) in staged.chunks_exact_mut(4).enumerate() {
+            for (i, v) in staged.chunks_exact_mut(es).enumerate() {
                 let input = i - i % k + order.inputs[i % k] as usize;
-                v.copy_from_slice(&x[input].to_ne_bytes());
+                v.copy_from_slice(&x.bytes[es * input..es * (input + 1)]);
             }
         }
-        // SAFETY: f32 slice viewed as bytes; one copy.
-        _ => staged.copy_from_slice(unsafe {
-            std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), 4 * xn)
-        }),
+        _ => staged.copy_from_slice(x.bytes),
     });
-    let xr = head(buffers.x.as_ref().expect("x"), 4 * xn as u64);
+    let xr = head(buffers.x.as_ref().expect("x"), (es * xn) as u64);
     let yb = buffers.y.as_ref().expect("y");
     let yr = head(yb, 4 * yn as u64);
     let ws = buffers
