@@ -1,7 +1,8 @@
 #version 450
 // Benchmark ceiling only: reads uvec4s and writes (almost) nothing, to measure what a kernel
 // that only reads can pull from device memory. Each invocation keeps four loads in flight
-// per iteration of a grid-stride loop and folds them with XOR; the single store is taken
+// per round of a grid-stride loop (count / (4 · invocations) whole rounds, the same for
+// every invocation) and folds them with XOR; the single store is taken
 // only if the fold equals a 128-bit value no real data produces, so the loads cannot be
 // removed and the bytes written are none.
 layout(local_size_x = 256) in;
@@ -12,7 +13,8 @@ layout(push_constant) uniform Push { uint count; } p;
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uvec4 fold = uvec4(0u);
-    for (uint i = gl_GlobalInvocationID.x; i + 3u * stride < p.count; i += 4u * stride) {
+    uint rounds = p.count / (4u * stride);
+    for (uint r = 0u, i = gl_GlobalInvocationID.x; r < rounds; r++, i += 4u * stride) {
         uvec4 a = src[i];
         uvec4 b = src[i + stride];
         uvec4 c = src[i + 2u * stride];

@@ -39,9 +39,9 @@ pub const Q4VK_CMD_GEMV_SET_RING: u32 = 4096;
 pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
 
 /// Opt-in, less exact: f32 activations may be rounded to f16 where that makes the call
-/// faster. Today that is the tensor-core GEMM (tensor-core matrices at m > 8, and at m = 8
-/// where the GEMM runs there) given a workspace (`q4vk_gemv_workspace_size` with this
-/// flag): its pre-pass rounds `2^-e x` per block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
+/// faster. Today that is the tensor-core GEMM at m > 8 (tensor-core matrices) given a
+/// workspace (`q4vk_gemv_workspace_size` with this flag; at m = 8 rounded x would fill as
+/// many of its columns as exact x, so the flag changes nothing there): its pre-pass rounds `2^-e x` per block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
 /// value overflows or flushes for being far from 1), and the GEMM runs as with f16
 /// activations, on one f16 column per token instead of exact f32 x's two (up to 1.6 ×
 /// faster on an H200: bench/RESULTS.md). The result is then that of x rounded
@@ -406,8 +406,18 @@ pub unsafe extern "C" fn q4vk_gemv_host(
             Pair::Vulkan(_, mat) => mat.shape,
             Pair::Cpu(_, mat) => mat.shape,
         };
-        let es = if f16 { 2 } else { 4 };
-        let (xn, yn) = (m as usize * shape.k, m as usize * shape.n);
+        let es: usize = if f16 { 2 } else { 4 };
+        let too_large = || {
+            Error::Unsupported(format!(
+                "m = {m} rows of a {} x {} matrix exceed this platform's address space",
+                shape.n, shape.k
+            ))
+        };
+        let xn = (m as usize).checked_mul(shape.k).ok_or_else(too_large)?;
+        let yn = (m as usize).checked_mul(shape.n).ok_or_else(too_large)?;
+        es.checked_mul(xn)
+            .and(4usize.checked_mul(yn))
+            .ok_or_else(too_large)?;
         if a.x_bytes < es * xn {
             return Err(Error::BufferTooSmall(format!(
                 "args->x_bytes is {}, {} needed ({xn} {} values, m = {m})",

@@ -151,8 +151,9 @@ pub fn gemv_host_with(
         x_round_f16: round_x_f16,
         workspace_filled: false,
     };
-    // Everything that can refuse the call runs before the buffers grow.
-    check_params(ctx, mat, &gathered)?;
+    // Everything that can refuse the call runs before the buffers grow. x's binding spans
+    // whole 32-bit words (the kernels read f16 x in pairs): `x_bytes` ≥ es·xn.
+    let (x_bytes, _) = check_params(ctx, mat, &gathered)?;
     // The digits pre-pass reads x in input order and gathers it (matrices with a column
     // order are never in the tensor-core layout, whose pre-pass does not gather). x with an
     // infinite or NaN element keeps the kernels on x rather than a pre-pass, so that its
@@ -180,24 +181,29 @@ pub fn gemv_host_with(
     // After a failed wait the device may still read the buffers: touch nothing.
     exec.submitter.check_usable()?;
     let buffers = &mut exec.buffers;
-    ensure(ctx, &mut buffers.x, (es * xn) as u64, MemoryKind::Upload)?;
+    ensure(ctx, &mut buffers.x, x_bytes, MemoryKind::Upload)?;
     ensure(ctx, &mut buffers.y, 4 * yn as u64, MemoryKind::Readback)?;
     if workspace > 0 {
         ensure(ctx, &mut buffers.workspace, workspace, MemoryKind::Device)?;
     }
     let xb = buffers.x.as_mut().expect("x");
-    xb.fill(es * xn, |staged| match (&mat.k_order, p.x_gathered) {
-        // A matrix with a column order gets x in that order for the kernels on x, gathered
-        // straight into the staging buffer once per call.
-        (Some(order), true) => {
-            for (i, v) in staged.chunks_exact_mut(es).enumerate() {
-                let input = i - i % k + order.inputs[i % k] as usize;
-                v.copy_from_slice(&x.bytes[es * input..es * (input + 1)]);
+    xb.fill(x_bytes as usize, |staged| {
+        let (values, pad) = staged.split_at_mut(es * xn);
+        match (&mat.k_order, p.x_gathered) {
+            // A matrix with a column order gets x in that order for the kernels on x,
+            // gathered straight into the staging buffer once per call.
+            (Some(order), true) => {
+                for (i, v) in values.chunks_exact_mut(es).enumerate() {
+                    let input = i - i % k + order.inputs[i % k] as usize;
+                    v.copy_from_slice(&x.bytes[es * input..es * (input + 1)]);
+                }
             }
+            _ => values.copy_from_slice(x.bytes),
         }
-        _ => staged.copy_from_slice(x.bytes),
+        // The half word past an odd count of f16 values, read with its pair and unused.
+        pad.fill(0);
     });
-    let xr = head(buffers.x.as_ref().expect("x"), (es * xn) as u64);
+    let xr = head(buffers.x.as_ref().expect("x"), x_bytes);
     let yb = buffers.y.as_ref().expect("y");
     let yr = head(yb, 4 * yn as u64);
     let ws = buffers

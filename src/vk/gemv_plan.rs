@@ -26,7 +26,8 @@ pub(super) struct Plan {
     pub(super) group_shift: u32,
 }
 
-/// Whether a call with `m` activation rows on `mat` runs a GEMM kernel: for m > [`MAX_M`];
+/// Whether a call with `m` activation rows on `mat` runs a GEMM kernel on x itself (no
+/// workspace; [`call_runs_gemm`] answers for any call): for m > [`MAX_M`];
 /// on the tensor-core layout also at m = 8 for tall matrices (n ≥ 10240, k ≤ 8192), where
 /// the tensor-core GEMM (8 tokens per workgroup) measured faster than the GEMV on an H200
 /// (28672 × 8192: 79.7 vs 139.5 µs; 11008 × 4096: 36.9 vs 39.9 µs) and slower on the other
@@ -128,9 +129,11 @@ fn coop_gemm_key(
     Some(key)
 }
 
-/// Whether a call's f32 x is rounded to f16 where it runs on x in fragments.
+/// Whether a call's f32 x is rounded to f16 where it runs on x in fragments: from m = 9.
+/// At m = 8 the GEMM's rounded x (16 tokens of one part) fills as many B columns as exact
+/// x (8 tokens of two parts), so rounding would cost accuracy and save nothing.
 fn rounds_x(p: &GemvParams) -> bool {
-    p.x_round_f16 && !p.x_f16
+    p.x_round_f16 && !p.x_f16 && p.m > MAX_M
 }
 
 /// B columns per token of a call's x in fragments: 2 for f32 x as its two exact parts.
@@ -149,7 +152,7 @@ fn fragment_geometry(
     mat: &DeviceMatrix,
     p: &GemvParams,
 ) -> Option<(FragmentGeometry, CoopGemmKey)> {
-    // Wherever the tensor-core GEMM runs on a workspace (m ≥ 8).
+    // Wherever the tensor-core GEMM runs on a workspace (`runs_gemm_on_fragments`).
     let key = coop_gemm_key(ctx, mat, p, true)?;
     let c = mat.coop.as_ref()?;
     let g = FragmentGeometry {

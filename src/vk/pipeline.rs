@@ -381,7 +381,7 @@ pub const GEMM_TILE: GemmTile = GemmTile {
     rm: 4,
 };
 
-/// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`, m > 8, specialization
+/// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`, m ≥ 8, specialization
 /// constants 0..10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CoopGemmKey {

@@ -165,8 +165,8 @@ pub(crate) fn copy_and_read_bandwidth(
     let count = (copy.size / 16) as u32;
     let mut reads = Vec::new();
     for groups in READ_GRIDS {
-        // Whole rounds of four loads per invocation only (the shader stops before a partial
-        // one): the bytes it reads.
+        // Whole rounds of four loads per invocation only (the shader runs count / round of
+        // them): the bytes it reads.
         let round = 4 * 256 * u64::from(groups);
         let bytes = u64::from(count) / round * round * 16;
         if bytes == 0 {
