@@ -24,6 +24,29 @@ static void on_log(void *user, uint32_t level, const char *message) {
     if (level == Q4VK_LOG_INFO && strstr(message, "using the CPU")) fell_back_logged = 1;
 }
 
+/* ||y - ref|| / ||ref|| for y[m][n] against the f64 product of x[m][k] and the asymmetric
+ * Q4 data (codes qw, f16 scales qs, zero points qz, groups of `group`). */
+static double rel_error(const float *y, const float *x, size_t m, size_t n, size_t k, size_t group,
+                        const uint8_t *qw, const uint16_t *qs, const uint8_t *qz) {
+    size_t groups = (k + group - 1) / group, row_bytes = (k + 1) / 2;
+    double diff = 0, norm = 0;
+    for (size_t t = 0; t < m; t++) {
+        for (size_t row = 0; row < n; row++) {
+            double acc = 0;
+            for (size_t i = 0; i < k; i++) {
+                uint8_t byte = qw[row * row_bytes + i / 2];
+                int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
+                size_t g = row * groups + i / group;
+                acc += (double)(u - qz[g]) * (double)f16_to_f32(qs[g]) * (double)x[t * k + i];
+            }
+            double d = y[t * n + row] - acc;
+            diff += d * d;
+            norm += acc * acc;
+        }
+    }
+    return sqrt(diff / norm);
+}
+
 static int fail(const char *what) {
     char msg[512];
     q4vk_last_error_message(msg, sizeof msg);
@@ -76,27 +99,11 @@ int main(void) {
     q4vk_matrix *mat = NULL;
     if (q4vk_matrix_create(ctx, &md, &mat) != Q4VK_OK) return fail("q4vk_matrix_create");
 
-    size_t groups = (k + group - 1) / group, row_bytes = (k + 1) / 2;
     int bad = 0;
     for (uint32_t m = 1; m <= 8; m++) {
         for (size_t i = 0; i < m * n; i++) y[i] = NAN;
         if (q4vk_gemv(ctx, mat, x, m * k, y, m * n, m) != Q4VK_OK) return fail("q4vk_gemv");
-        double diff = 0, norm = 0;
-        for (size_t row_x = 0; row_x < m; row_x++) {
-            for (size_t row = 0; row < n; row++) {
-                double acc = 0;
-                for (size_t i = 0; i < k; i++) {
-                    uint8_t byte = qw[row * row_bytes + i / 2];
-                    int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
-                    size_t g = row * groups + i / group;
-                    acc += (double)(u - qz[g]) * (double)f16_to_f32(qs[g]) * (double)x[row_x * k + i];
-                }
-                double got = y[row_x * n + row];
-                diff += (got - acc) * (got - acc);
-                norm += acc * acc;
-            }
-        }
-        double err = sqrt(diff / norm);
+        double err = rel_error(y, x, m, n, k, group, qw, qs, qz);
         printf("m = %u: relative error %.3g\n", m, err);
         if (!(err < 1e-5)) bad = 1;
     }
@@ -105,10 +112,7 @@ int main(void) {
         const uint32_t m = 3;
         uint16_t *xh = malloc(m * k * sizeof *xh);
         float *xw = malloc(m * k * sizeof *xw);
-        for (size_t i = 0; i < m * k; i++) {
-            xh[i] = f32_to_f16(x[i]);
-            xw[i] = f16_to_f32(xh[i]);
-        }
+        round_to_f16(x, m * k, xh, xw);
         q4vk_gemv_host_args ha;
         q4vk_gemv_host_args_default(&ha);
         ha.flags = Q4VK_GEMV_F16_ACTIVATIONS;
@@ -119,22 +123,7 @@ int main(void) {
         ha.y_len = m * n;
         for (size_t i = 0; i < m * n; i++) y[i] = NAN;
         if (q4vk_gemv_host(ctx, mat, &ha) != Q4VK_OK) return fail("q4vk_gemv_host");
-        double diff = 0, norm = 0;
-        for (size_t t = 0; t < m; t++) {
-            for (size_t row = 0; row < n; row++) {
-                double acc = 0;
-                for (size_t i = 0; i < k; i++) {
-                    uint8_t byte = qw[row * row_bytes + i / 2];
-                    int u = (i % 2 == 0) ? (byte & 15) : (byte >> 4);
-                    size_t g = row * groups + i / group;
-                    acc += (double)(u - qz[g]) * (double)f16_to_f32(qs[g]) * (double)xw[t * k + i];
-                }
-                double d = y[t * n + row] - acc;
-                diff += d * d;
-                norm += acc * acc;
-            }
-        }
-        double err = sqrt(diff / norm);
+        double err = rel_error(y, xw, m, n, k, group, qw, qs, qz);
         printf("f16 x, m = %u: relative error %.3g\n", m, err);
         if (!(err < 1e-5)) bad = 1;
         free(xh), free(xw);

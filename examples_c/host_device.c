@@ -294,10 +294,7 @@ int main(int argc, char **argv) {
        exact for them) ---- */
     uint16_t *xh = malloc(k * sizeof *xh);
     float *xw = malloc(k * sizeof *xw);
-    for (size_t i = 0; i < k; i++) {
-        xh[i] = f32_to_f16(x[i]);
-        xw[i] = f16_to_f32(xh[i]);
-    }
+    round_to_f16(x, k, xh, xw);
     q4vk_gemv_host_args ha;
     q4vk_gemv_host_args_default(&ha);
     ha.flags = Q4VK_GEMV_F16_ACTIVATIONS;

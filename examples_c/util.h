@@ -57,6 +57,14 @@ static inline uint16_t f32_to_f16(float f) {
     return (uint16_t)(sign | (ax >> 13));
 }
 
+/* x[0..len) rounded to f16: the bits into `halves` and their exact f32 values into `widened`. */
+static inline void round_to_f16(const float *x, size_t len, uint16_t *halves, float *widened) {
+    for (size_t i = 0; i < len; i++) {
+        halves[i] = f32_to_f16(x[i]);
+        widened[i] = f16_to_f32(halves[i]);
+    }
+}
+
 /* bfloat16 bits -> float (exact). */
 static inline float bf16_to_f32(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;

@@ -518,11 +518,7 @@ fn gemv_host_takes_f16_activations_and_ignores_rounding() {
             held[1 + 2 * i..3 + 2 * i].copy_from_slice(&h.to_ne_bytes());
         }
         let mut y = vec![f32::NAN; m * n];
-        let mut args = unsafe {
-            let mut a = std::mem::zeroed();
-            q4vk_gemv_host_args_default(&mut a);
-            a
-        };
+        let mut args = gemv_host_args();
         args.flags = Q4VK_GEMV_F16_ACTIVATIONS;
         args.m = m as u32;
         args.x = held[1..].as_ptr().cast();

@@ -598,11 +598,7 @@ fn gemv_host_c(
     let mut held = vec![0u8; x.len() + shift];
     held[shift..].copy_from_slice(x);
     let mut y = vec![f32::NAN; m * n];
-    let mut args = unsafe {
-        let mut a = std::mem::zeroed();
-        q4vk_gemv_host_args_default(&mut a);
-        a
-    };
+    let mut args = gemv_host_args();
     args.flags = flags;
     args.m = m as u32;
     args.x = held[shift..].as_ptr().cast();
@@ -693,11 +689,7 @@ fn gemv_host_refuses_bad_args_and_writes_nothing() {
         .flat_map(|v| v.to_ne_bytes())
         .collect();
     let mut y = vec![f32::NAN; m * n];
-    let base = unsafe {
-        let mut a = std::mem::zeroed();
-        q4vk_gemv_host_args_default(&mut a);
-        a
-    };
+    let base = gemv_host_args();
     let good = q4vk_gemv_host_args {
         m: m as u32,
         x: x.as_ptr().cast(),

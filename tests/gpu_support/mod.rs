@@ -271,6 +271,16 @@ pub fn gemv_c(
     (status, y)
 }
 
+/// `q4vk_gemv_host_args` as `q4vk_gemv_host_args_default` fills them.
+pub fn gemv_host_args() -> q4vk_gemv_host_args {
+    // SAFETY: zeroed is a valid value (integers and NULL pointers); the call overwrites it.
+    unsafe {
+        let mut a = std::mem::zeroed();
+        q4vk_gemv_host_args_default(&mut a);
+        a
+    }
+}
+
 /// Runs q4vk_gemv with y poisoned by NaN and returns the relative error against the f64
 /// reference (every element must have been written).
 pub fn check_gemv(gpu: &Gpu, mat: *mut q4vk_matrix, data: &Q4Data, x: &[f32], m: usize) -> f64 {
