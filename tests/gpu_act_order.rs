@@ -3,13 +3,13 @@
 //! `q4vk_gemv` path (x gathered on the host once per call, then the plain kernels) and
 //! the recorded path of `q4vk_cmd_gemv` (the kernels gather x from the host's buffer) both
 //! match the f64 reference at m = 1, 8 (GEMV) and 33 (GEMM), for a shuffled order, every
-//! group size and zero points on and off.
+//! group size and zero points on and off; the host gather of f16 x (`q4vk_gemv_host`) too.
 
 mod gpu_support;
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::vk::context::{Context, ContextConfig};
-use q4vk::vk::gemv::gemv_host;
+use q4vk::vk::gemv::{gemv_host, gemv_host_with, HostX};
 use q4vk::vk::matrix::DeviceMatrix;
 
 /// A shuffled permutation of 0..k (Fisher–Yates with the test's generator).
@@ -58,6 +58,24 @@ fn act_order_matrices_match_reference_on_both_paths() {
                 assert!(
                     err < 1e-5,
                     "host gather {portable} {n}x{k} g{g} m {m}: {err:e}"
+                );
+                // f16 x gathered on the host (two bytes per value).
+                let halves: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+                let hb: Vec<u8> = halves.iter().flat_map(|h| h.to_ne_bytes()).collect();
+                let ho: Vec<f32> = xo
+                    .iter()
+                    .map(|&v| half::f16::from_f32(v).to_f32())
+                    .collect();
+                let mut y = vec![f32::NAN; m * n];
+                let xh = HostX {
+                    bytes: &hb,
+                    f16: true,
+                };
+                gemv_host_with(&ctx, &mat, xh, &mut y, m as u32, false).unwrap();
+                let err = reference::relative_error(&y, &reference::gemv(&d, &ho, m));
+                assert!(
+                    err < 1e-5,
+                    "host gather f16 {portable} {n}x{k} g{g} m {m}: {err:e}"
                 );
                 let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
                 let y = record_gemv(&ctx, &mat, &xb, m, false);
