@@ -781,9 +781,9 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // (grown and reused like the staging).
 //
 // Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
-// tiled GEMM (also m = 8 on tensor-core matrices, on this call's own workspace) that
-// reads the same matrix (no dequantized copy); the result is the same fp32-accurate sum
-// either way.
+// tiled GEMM (also m = 8 on tensor-core matrices for finite x, on this call's own
+// workspace) that reads the same matrix (no dequantized copy); the result is the same
+// fp32-accurate sum either way.
 //
 // On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
 // (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
