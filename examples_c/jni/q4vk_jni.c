@@ -586,6 +586,37 @@ JNIEXPORT void JNICALL Java_org_q4vk_Q4vk_nGemvArrays(JNIEnv *env, jclass cls, j
     gemv(env, handle, mat, &xa, &ya, m, 1);
 }
 
+/* f16 activations (short[] of binary16 bits) into float[] y, through q4vk_gemv_host. */
+JNIEXPORT void JNICALL Java_org_q4vk_Q4vk_nGemvF16Arrays(JNIEnv *env, jclass cls, jlong handle, jlong mat,
+                                                         jshortArray x, jfloatArray y, jint m) {
+    (void)cls;
+    arg_t xa, ya;
+    if (inspect(env, x, "x", ELEM_SHORT, &xa) || inspect(env, y, "y", ELEM_FLOAT, &ya)) return;
+    if (m < 0) {
+        throw_iae(env, "m must not be negative");
+        return;
+    }
+    q4vk_status st = Q4VK_OK;
+    /* No JNI calls from here until both are released (critical arrays). */
+    int ok = !pin(env, &xa, 1);
+    ok = ok && !pin(env, &ya, 1);
+    if (ok) {
+        q4vk_gemv_host_args args;
+        q4vk_gemv_host_args_default(&args);
+        args.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+        args.m = (uint32_t)m;
+        args.x = xa.ptr;
+        args.x_bytes = xa.bytes;
+        args.y = (float *)ya.ptr;
+        args.y_len = ya.bytes / sizeof(float);
+        st = q4vk_gemv_host(q4ctx(handle), (const q4vk_matrix *)(intptr_t)mat, &args);
+    }
+    unpin(env, &ya, ok && st == Q4VK_OK ? 0 : JNI_ABORT);
+    unpin(env, &xa, JNI_ABORT);
+    if (!ok) return; /* OutOfMemoryError pending */
+    if (st != Q4VK_OK) throw_status(env, st);
+}
+
 JNIEXPORT void JNICALL Java_org_q4vk_Q4vk_nGemvBuffers(JNIEnv *env, jclass cls, jlong handle, jlong mat,
                                                        jobject x, jobject y, jint m) {
     (void)cls;

@@ -222,6 +222,11 @@ public final class Q4vk {
             nGemvArrays(handle.get(), w == null ? 0 : w.handle.get(), x, y, m);
         }
 
+        /** y[m][n] = x[m][k] · Wᵀ with f16 activations (IEEE binary16 bit patterns), synchronous. */
+        public void gemvF16(Matrix w, short[] x, float[] y, int m) {
+            nGemvF16Arrays(handle.get(), w == null ? 0 : w.handle.get(), x, y, m);
+        }
+
         /** As {@link #gemv(Matrix, float[], float[], int)} with direct buffers (position..limit). */
         public void gemv(Matrix w, FloatBuffer x, FloatBuffer y, int m) {
             checkBuffer(x, "x", false);
@@ -290,4 +295,5 @@ public final class Q4vk {
     private static native void nMatrixDestroy(long mat);
     private static native void nGemvArrays(long ctx, long mat, float[] x, float[] y, int m);
     private static native void nGemvBuffers(long ctx, long mat, Buffer x, Buffer y, int m);
+    private static native void nGemvF16Arrays(long ctx, long mat, short[] x, float[] y, int m);
 }

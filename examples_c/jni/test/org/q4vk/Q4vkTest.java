@@ -144,6 +144,19 @@ public final class Q4vkTest {
             yB.asFloatBuffer().get(yw);
             e = relErr(yw, 0, ref);
             check(e < 1e-5, tag + " ByteBuffer: rel err " + e);
+
+            // f16 activations: the reference of the values as rounded.
+            short[] xh = new short[m * k];
+            float[] xr = new float[m * k];
+            for (int i = 0; i < m * k; i++) {
+                xh[i] = f32ToF16(x[i]);
+                xr[i] = f16ToF32(xh[i]);
+            }
+            float[] yh = new float[m * n];
+            Arrays.fill(yh, Float.NaN);
+            ctx.gemvF16(mat, xh, yh, m);
+            e = relErr(yh, 0, reference(w, n, k, xr, m));
+            check(e < 1e-5, tag + " short[] f16 x: rel err " + e);
         }
     }
 
@@ -274,6 +287,8 @@ public final class Q4vkTest {
             check(untouched, "short x array: y not written");
             expectStatus(Q4vk.ERROR_BUFFER_TOO_SMALL, "y_len", "short y array",
                     () -> ctx.gemv(mat, x, new float[n - 1], 1));
+            expectStatus(Q4vk.ERROR_BUFFER_TOO_SMALL, "x_bytes", "short f16 x array",
+                    () -> ctx.gemvF16(mat, new short[k - 1], y, 1));
             ByteBuffer shortX = direct(4 * k - 4);
             expectStatus(Q4vk.ERROR_BUFFER_TOO_SMALL, "x_len", "short x ByteBuffer",
                     () -> ctx.gemv(mat, shortX, direct(4 * n), 1));
