@@ -57,7 +57,7 @@ impl<'a> HostX<'a> {
     }
 
     /// Bytes per value.
-    pub fn element_bytes(&self) -> usize {
+    fn element_bytes(&self) -> usize {
         match self.f16 {
             true => 2,
             false => 4,
@@ -65,13 +65,8 @@ impl<'a> HostX<'a> {
     }
 
     /// Values held.
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.bytes.len() / self.element_bytes()
-    }
-
-    /// Whether no value is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Value `i`, exactly as f32.
