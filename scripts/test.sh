@@ -37,6 +37,13 @@ echo "   the dot products but does not report them accelerated; the default on d
 gpu_tests=$(cd tests && ls gpu_*.rs | sed 's/\.rs$//; s/^/--test /')
 # shellcheck disable=SC2086 # one --test per file
 Q4VK_INTDOT=1 cargo test --release --quiet $gpu_tests
+echo "== SIMT GPU tests at other subgroup sizes: llvmpipe at 512 bits (subgroups of 16, Mali's)"
+echo "   and 128 bits (4); the runs above have 8"
+simt_tests="--test gpu_gemv --test gpu_gemm --test gpu_kernel_export --test gpu_int_dot --test gpu_act_order --test gpu_tuning"
+for width in 512 128; do
+    # shellcheck disable=SC2086 # one --test per file
+    LP_NATIVE_VECTOR_WIDTH=$width cargo test --release --quiet $simt_tests
+done
 echo "== Android link flags (build.rs run as for target_os = android)"
 # No NDK here: run the compiled build script as cargo would for an Android target and
 # check the 16 KB page alignment flag (Android 15) and the SONAME (the exports are rustc's

@@ -67,9 +67,17 @@ fn workgroup_shapes_of_both_variants() {
             };
             let ctx = match Context::new(config, counting_logger()) {
                 Ok(ctx) => ctx,
-                // Refused only for lack of shared memory (the largest shapes).
+                // Refused only for lack of shared memory: the bytes it names exceed the
+                // device's (which shapes fit depends on the subgroup size).
                 Err(e) => {
-                    assert!(e.to_string().contains("shared memory"), "{e}");
+                    let text = e.to_string();
+                    assert!(text.contains("shared memory"), "{text}");
+                    let numbers: Vec<u64> = text
+                        .split(|c: char| !c.is_ascii_digit())
+                        .filter_map(|w| w.parse().ok())
+                        .collect();
+                    let (need, have) = (numbers[numbers.len() - 3], numbers[numbers.len() - 1]);
+                    assert!(need > have, "refused with room: {text}");
                     continue;
                 }
             };
@@ -93,7 +101,8 @@ fn workgroup_shapes_of_both_variants() {
             );
         }
     }
-    assert_eq!(ran, 10, "configurations the device accepts");
+    // lavapipe (256 bits, subgroups of 8) takes 10 of the 14; wider subgroups, more.
+    assert!(ran >= 10, "configurations the device accepts: {ran}");
     assert_nothing_logged();
 }
 
