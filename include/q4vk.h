@@ -822,9 +822,10 @@ void q4vk_gemv_host_args_default(struct q4vk_gemv_host_args *args);
 // GEMM on this call's own workspace). Buffers, kernels, threading and statuses as
 // `q4vk_gemv`; f16 x is copied as it is (half the staging bytes of f32).
 //
-// On a CPU context: x is copied as f32 values (f16 widened, exact) into a scratch of m·k
-// floats (`OUT_OF_HOST_MEMORY` if it cannot be allocated), and `Q4VK_GEMV_ROUND_X_TO_F16`
-// changes nothing (the CPU kernels have no faster rounded path).
+// On a CPU context: f16 x, or f32 x not 4-byte aligned, is copied as f32 values (f16
+// widened, exact) into a scratch of m·k floats (`OUT_OF_HOST_MEMORY` if it cannot be
+// allocated), and `Q4VK_GEMV_ROUND_X_TO_F16` changes nothing (the CPU kernels have no faster
+// rounded path).
 //
 // Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than
 // `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, or `reserved0` not 0;

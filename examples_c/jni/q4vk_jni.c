@@ -559,7 +559,8 @@ JNIEXPORT void JNICALL Java_org_q4vk_Q4vk_nMatrixDestroy(JNIEnv *env, jclass cls
 
 /* ------------------------------------------------------------------ GEMV */
 
-static void gemv(JNIEnv *env, jlong handle, jlong mat, arg_t *x, arg_t *y, jint m, int critical) {
+/* y = x · Wᵀ: f32 x through q4vk_gemv, f16 x (f16: binary16 bits) through q4vk_gemv_host. */
+static void gemv(JNIEnv *env, jlong handle, jlong mat, arg_t *x, arg_t *y, jint m, int critical, int f16) {
     if (m < 0) {
         throw_iae(env, "m must not be negative");
         return;
@@ -568,9 +569,20 @@ static void gemv(JNIEnv *env, jlong handle, jlong mat, arg_t *x, arg_t *y, jint 
     /* No JNI calls from here until both are released (critical arrays). */
     int ok = !pin(env, x, critical);
     ok = ok && !pin(env, y, critical);
-    if (ok) {
-        st = q4vk_gemv(q4ctx(handle), (const q4vk_matrix *)(intptr_t)mat, (const float *)x->ptr,
-                       x->bytes / sizeof(float), (float *)y->ptr, y->bytes / sizeof(float), (uint32_t)m);
+    const q4vk_matrix *w = (const q4vk_matrix *)(intptr_t)mat;
+    if (ok && f16) {
+        q4vk_gemv_host_args args;
+        q4vk_gemv_host_args_default(&args);
+        args.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+        args.m = (uint32_t)m;
+        args.x = x->ptr;
+        args.x_bytes = x->bytes;
+        args.y = (float *)y->ptr;
+        args.y_len = y->bytes / sizeof(float);
+        st = q4vk_gemv_host(q4ctx(handle), w, &args);
+    } else if (ok) {
+        st = q4vk_gemv(q4ctx(handle), w, (const float *)x->ptr, x->bytes / sizeof(float), (float *)y->ptr,
+                       y->bytes / sizeof(float), (uint32_t)m);
     }
     unpin(env, y, ok && st == Q4VK_OK ? 0 : JNI_ABORT);
     unpin(env, x, JNI_ABORT);
@@ -583,38 +595,16 @@ JNIEXPORT void JNICALL Java_org_q4vk_Q4vk_nGemvArrays(JNIEnv *env, jclass cls, j
     (void)cls;
     arg_t xa, ya;
     if (inspect(env, x, "x", ELEM_FLOAT, &xa) || inspect(env, y, "y", ELEM_FLOAT, &ya)) return;
-    gemv(env, handle, mat, &xa, &ya, m, 1);
+    gemv(env, handle, mat, &xa, &ya, m, 1, 0);
 }
 
-/* f16 activations (short[] of binary16 bits) into float[] y, through q4vk_gemv_host. */
+/* f16 activations (short[] of binary16 bits) into float[] y. */
 JNIEXPORT void JNICALL Java_org_q4vk_Q4vk_nGemvF16Arrays(JNIEnv *env, jclass cls, jlong handle, jlong mat,
                                                          jshortArray x, jfloatArray y, jint m) {
     (void)cls;
     arg_t xa, ya;
     if (inspect(env, x, "x", ELEM_SHORT, &xa) || inspect(env, y, "y", ELEM_FLOAT, &ya)) return;
-    if (m < 0) {
-        throw_iae(env, "m must not be negative");
-        return;
-    }
-    q4vk_status st = Q4VK_OK;
-    /* No JNI calls from here until both are released (critical arrays). */
-    int ok = !pin(env, &xa, 1);
-    ok = ok && !pin(env, &ya, 1);
-    if (ok) {
-        q4vk_gemv_host_args args;
-        q4vk_gemv_host_args_default(&args);
-        args.flags = Q4VK_GEMV_F16_ACTIVATIONS;
-        args.m = (uint32_t)m;
-        args.x = xa.ptr;
-        args.x_bytes = xa.bytes;
-        args.y = (float *)ya.ptr;
-        args.y_len = ya.bytes / sizeof(float);
-        st = q4vk_gemv_host(q4ctx(handle), (const q4vk_matrix *)(intptr_t)mat, &args);
-    }
-    unpin(env, &ya, ok && st == Q4VK_OK ? 0 : JNI_ABORT);
-    unpin(env, &xa, JNI_ABORT);
-    if (!ok) return; /* OutOfMemoryError pending */
-    if (st != Q4VK_OK) throw_status(env, st);
+    gemv(env, handle, mat, &xa, &ya, m, 1, 1);
 }
 
 JNIEXPORT void JNICALL Java_org_q4vk_Q4vk_nGemvBuffers(JNIEnv *env, jclass cls, jlong handle, jlong mat,
@@ -626,5 +616,5 @@ JNIEXPORT void JNICALL Java_org_q4vk_Q4vk_nGemvBuffers(JNIEnv *env, jclass cls, 
         throw_iae(env, "x, y: buffer address + position must be 4-byte aligned for f32 data");
         return;
     }
-    gemv(env, handle, mat, &xa, &ya, m, 0);
+    gemv(env, handle, mat, &xa, &ya, m, 0, 0);
 }

@@ -149,6 +149,16 @@ enum Pair<'a> {
     ),
 }
 
+impl Pair<'_> {
+    /// The matrix's shape.
+    fn shape(&self) -> crate::quant::q4::Q4Shape {
+        match self {
+            Pair::Vulkan(_, mat) => mat.shape,
+            Pair::Cpu(_, mat) => mat.shape,
+        }
+    }
+}
+
 /// The context and matrix behind two handles, checked to be of one kind and, on Vulkan,
 /// to share a `VkDevice`.
 ///
@@ -205,7 +215,7 @@ unsafe fn vulkan_pair<'a>(
 /// `mat`, x and y rows `strides` elements apart (0: dense). x is in input order: the
 /// kernels gather it through a column order from the host's buffer.
 fn gemv_params(
-    mat: &crate::vk::matrix::DeviceMatrix,
+    mat: &DeviceMatrix,
     m: u32,
     flags: u32,
     (x_stride, y_stride): (u64, u64),
@@ -278,10 +288,7 @@ pub unsafe extern "C" fn q4vk_gemv(
         check_m(m)?;
         require(x, "x")?;
         require(y, "y")?;
-        let shape = match pair {
-            Pair::Vulkan(_, mat) => mat.shape,
-            Pair::Cpu(_, mat) => mat.shape,
-        };
+        let shape = pair.shape();
         let (xn, yn) = (m as usize * shape.k, m as usize * shape.n);
         // Element counts (check_size's message says bytes).
         for (arg, given, needed) in [("x_len", x_len, xn), ("y_len", y_len, yn)] {
@@ -366,9 +373,10 @@ pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_a
 /// GEMM on this call's own workspace). Buffers, kernels, threading and statuses as
 /// `q4vk_gemv`; f16 x is copied as it is (half the staging bytes of f32).
 ///
-/// On a CPU context: x is copied as f32 values (f16 widened, exact) into a scratch of m·k
-/// floats (`OUT_OF_HOST_MEMORY` if it cannot be allocated), and `Q4VK_GEMV_ROUND_X_TO_F16`
-/// changes nothing (the CPU kernels have no faster rounded path).
+/// On a CPU context: f16 x, or f32 x not 4-byte aligned, is copied as f32 values (f16
+/// widened, exact) into a scratch of m·k floats (`OUT_OF_HOST_MEMORY` if it cannot be
+/// allocated), and `Q4VK_GEMV_ROUND_X_TO_F16` changes nothing (the CPU kernels have no faster
+/// rounded path).
 ///
 /// Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than
 /// `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, or `reserved0` not 0;
@@ -402,10 +410,7 @@ pub unsafe extern "C" fn q4vk_gemv_host(
         require(a.x, "args->x")?;
         require(a.y, "args->y")?;
         let f16 = a.flags & Q4VK_GEMV_F16_ACTIVATIONS != 0;
-        let shape = match pair {
-            Pair::Vulkan(_, mat) => mat.shape,
-            Pair::Cpu(_, mat) => mat.shape,
-        };
+        let shape = pair.shape();
         let es: usize = if f16 { 2 } else { 4 };
         let too_large = || {
             Error::Unsupported(format!(
@@ -451,9 +456,17 @@ pub unsafe extern "C" fn q4vk_gemv_host(
                 gemv::gemv_host_with(ctx, mat, x, ys, m, round)
             }
             Pair::Cpu(ctx, mat) => {
-                // The CPU kernels take aligned f32: x as f32 values (f16 widened, exact).
-                let xs = crate::alloc::collect((0..xn).map(|i| x.value(i)), "x as f32")?;
-                crate::cpu::gemv::gemv(mat, &xs, ys, m as usize, ctx.threads, ctx.isa)
+                // The CPU kernels take aligned f32: x as it is where it is that, else a copy
+                // (f16 widened, exact).
+                let copy;
+                let xs = match x.as_f32() {
+                    Some(xs) => xs,
+                    None => {
+                        copy = crate::alloc::collect((0..xn).map(|i| x.value(i)), "x as f32")?;
+                        &copy
+                    }
+                };
+                crate::cpu::gemv::gemv(mat, xs, ys, m as usize, ctx.threads, ctx.isa)
             }
         }
     })

@@ -78,6 +78,24 @@ impl<'a> HostX<'a> {
         }
     }
 
+    /// f32 values held at a 4-byte aligned address, as such (`None` for f16 or unaligned).
+    pub fn as_f32(&self) -> Option<&'a [f32]> {
+        if self.f16 {
+            return None;
+        }
+        // SAFETY: every bit pattern is a valid f32; align_to returns only aligned middles.
+        let (head, values, tail) = unsafe { self.bytes.align_to::<f32>() };
+        (head.is_empty() && tail.is_empty()).then_some(values)
+    }
+
+    /// Whether every value is finite (f32 held aligned checked as floats in one pass).
+    fn all_finite(&self) -> bool {
+        match self.as_f32() {
+            Some(values) => values.iter().all(|v| v.is_finite()),
+            None => (0..self.len()).all(|i| self.value(i).is_finite()),
+        }
+    }
+
     /// The first `len` values.
     fn head(&self, len: usize) -> HostX<'a> {
         HostX {
@@ -158,7 +176,7 @@ pub fn gemv_host_with(
         x_gathered: false,
         ..gathered
     };
-    let pre = match (0..xn).all(|i| x.value(i).is_finite()) {
+    let pre = match x.all_finite() {
         true => prepass_plan(ctx, mat, &ungathered).ok().flatten(),
         false => None,
     };

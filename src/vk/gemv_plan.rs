@@ -132,7 +132,7 @@ fn coop_gemm_key(
 /// Whether a call's f32 x is rounded to f16 where it runs on x in fragments: from m = 9.
 /// At m = 8 the GEMM's rounded x (16 tokens of one part) fills as many B columns as exact
 /// x (8 tokens of two parts), so rounding would cost accuracy and save nothing.
-fn rounds_x(p: &GemvParams) -> bool {
+pub fn rounds_x(p: &GemvParams) -> bool {
     p.x_round_f16 && !p.x_f16 && p.m > MAX_M
 }
 

@@ -373,7 +373,7 @@ pub(crate) fn bench_shape(
             per_copy,
             gemm,
             prepass: prepared.workspace.is_some(),
-            rounded: opt.round_x_f16 && !opt.x_f16 && prepared.workspace.is_some() && gemm,
+            rounded: gemv::rounds_x(&prepared.p) && prepared.workspace.is_some() && gemm,
             reused: opt.reuse_workspace && prepared.workspace.is_some(),
             coop_gemm,
         });
