@@ -255,14 +255,34 @@ impl HostFeatures {
 }
 
 /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel for a
-/// matrix of `stages` stages of 128 k at `m` activation rows, from the H200
-/// sweeps (`q4vk-bench --coop-sweep`, `--coop T,S`; bench/RESULTS.md): (4, 4) for m > 4
-/// (each staged x block then serves 64 rows), else (2, 8) (with x prefetched, also on tall
-/// matrices: 28672 × 8192 m = 1, 2, 4 43.2 / 47.8 / 56.7 µs against 44.1 / 49.0 / 64.0 at
-/// (4, 4)); never more subgroups than stages, never more shared memory than `max_shared`
-/// (halving subgroups, then tiles).
-pub fn choose_shape(stages: usize, m: u32, block: u32, max_shared: u32) -> (u32, u32) {
+/// matrix of `rows` rows and `stages` stages of 128 k at `m` activation rows, on a device
+/// with `sm_count` SMs where known, from the H200 sweeps (`q4vk-bench --coop-sweep`,
+/// `--coop T,S`; bench/RESULTS.md): (4, 4) for m > 4 (each staged x block then serves 64
+/// rows), else 2 tiles (with x prefetched, also on tall matrices: 28672 × 8192 m = 1, 2, 4
+/// 43.2 / 47.8 / 56.7 µs against 44.1 / 49.0 / 64.0 at (4, 4)) in workgroups sized to the
+/// SMs: 8 subgroups; 16 where the 8-subgroup workgroups would leave SMs without one
+/// (4096 rows on 132 SMs: 4096 × 11008 m = 1 14.3 → 12.7 µs); 4 where they number
+/// ≥ 2.5 per SM (11008 × 4096 14.4 → 13.6, 28672 × 8192 42.9 → 41.3; 8192 rows, 1.9 per
+/// SM, stay at 8: 40.4 against 50.8). Never more subgroups than stages, never more shared
+/// memory than `max_shared` (halving subgroups, then tiles).
+pub fn choose_shape(
+    rows: usize,
+    stages: usize,
+    m: u32,
+    block: u32,
+    max_shared: u32,
+    sm_count: Option<u32>,
+) -> (u32, u32) {
     let (mut t, mut s) = if m > 4 { (4u32, 4u32) } else { (2, 8) };
+    if let (Some(sms), true) = (sm_count, m <= 4) {
+        let workgroups = rows.div_ceil(16 * t as usize) as u64;
+        let sms = sms as u64;
+        if workgroups < sms {
+            s = 16;
+        } else if 2 * workgroups >= 5 * sms {
+            s = 4;
+        }
+    }
     while s > 1 && s as usize > stages {
         s /= 2;
     }
@@ -478,13 +498,25 @@ mod tests {
 
     #[test]
     fn gemv_shape_follows_m_stages_and_shared_memory() {
-        assert_eq!(choose_shape(64, 1, 128, 48 * 1024), (2, 8));
-        assert_eq!(choose_shape(64, 4, 128, 48 * 1024), (2, 8));
-        assert_eq!(choose_shape(64, 8, 128, 48 * 1024), (4, 4));
+        const KB48: u32 = 48 * 1024;
+        assert_eq!(choose_shape(8192, 64, 1, 128, KB48, None), (2, 8));
+        assert_eq!(choose_shape(8192, 64, 4, 128, KB48, None), (2, 8));
+        assert_eq!(choose_shape(8192, 64, 8, 128, KB48, None), (4, 4));
+        // Workgroups sized to the SMs (132 on the H200) at m <= 4.
+        let h200 = Some(132);
+        assert_eq!(choose_shape(4096, 86, 1, 128, KB48, h200), (2, 16));
+        assert_eq!(choose_shape(8192, 224, 2, 128, KB48, h200), (2, 8));
+        assert_eq!(choose_shape(11008, 32, 1, 128, KB48, h200), (2, 4));
+        assert_eq!(choose_shape(28672, 64, 4, 128, KB48, h200), (2, 4));
+        assert_eq!(choose_shape(28672, 64, 8, 128, KB48, h200), (4, 4));
+        // 16 subgroups fit 48 KB up to m = 4; with less shared memory they halve.
+        assert_eq!(choose_shape(4096, 86, 4, 128, KB48, h200), (2, 16));
+        assert_eq!(choose_shape(4096, 86, 1, 128, 32 * 1024, h200), (2, 8));
         // Never more subgroups than stages.
-        assert_eq!(choose_shape(3, 1, 128, 48 * 1024), (2, 2));
+        assert_eq!(choose_shape(8192, 3, 1, 128, KB48, None), (2, 2));
+        assert_eq!(choose_shape(4096, 12, 1, 128, KB48, h200), (2, 8));
         // Halved to fit the shared memory: subgroups first, then tiles.
-        let (t, s) = choose_shape(64, 8, 128, 16 * 1024);
+        let (t, s) = choose_shape(8192, 64, 8, 128, 16 * 1024, None);
         assert!(coop_shared_bytes(t, s, 8, 128) <= 16 * 1024 && t == 4 && s < 4);
     }
 

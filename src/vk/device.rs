@@ -48,6 +48,9 @@ pub struct DeviceInfo {
     pub max_workgroup: u32,
     /// `timestampPeriod` (ns per tick) and whether compute queues support timestamps.
     pub timestamp_period: f32,
+    /// Streaming multiprocessors (`shaderSMCount` of `VK_NV_shader_sm_builtins`, queried
+    /// where the device lists that extension; it need not be enabled).
+    pub sm_count: Option<u32>,
     /// Memory types and heaps.
     pub memory: vk::PhysicalDeviceMemoryProperties,
 }
@@ -108,22 +111,31 @@ pub struct Device {
 fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceInfo {
     // SAFETY: a valid physical device of this instance (Vulkan 1.1 checked by the caller).
     let api = unsafe { instance.get_physical_device_properties(physical) }.api_version;
-    let size_control = api >= vk::API_VERSION_1_3
-        // SAFETY: as above.
-        || unsafe { instance.enumerate_device_extension_properties(physical) }
-            .unwrap_or_default()
+    // SAFETY: as above.
+    let extensions =
+        unsafe { instance.enumerate_device_extension_properties(physical) }.unwrap_or_default();
+    let lists = |name: &std::ffi::CStr| {
+        extensions
             .iter()
-            .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::subgroup_size_control::NAME));
+            .any(|e| e.extension_name_as_c_str() == Ok(name))
+    };
+    let size_control = api >= vk::API_VERSION_1_3 || lists(ash::ext::subgroup_size_control::NAME);
+    let sm_builtins = lists(ash::nv::shader_sm_builtins::NAME);
     let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
     let mut maint3 = vk::PhysicalDeviceMaintenance3Properties::default();
     let mut size = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+    let mut sms = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
     let mut props2 = vk::PhysicalDeviceProperties2::default()
         .push_next(&mut subgroup)
         .push_next(&mut maint3);
     if size_control {
         props2 = props2.push_next(&mut size);
     }
-    // SAFETY: as above; the size-control struct is chained only where the device has it.
+    if sm_builtins {
+        props2 = props2.push_next(&mut sms);
+    }
+    // SAFETY: as above; the size-control and SM structs are chained only where the device
+    // has their extensions.
     unsafe { instance.get_physical_device_properties2(physical, &mut props2) };
     let p = props2.properties;
     // Without full-subgroup guarantees a shader may run in smaller subgroups than the
@@ -159,6 +171,7 @@ fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceI
             .max_compute_work_group_invocations
             .min(p.limits.max_compute_work_group_size[0]),
         timestamp_period: p.limits.timestamp_period,
+        sm_count: (sm_builtins && sms.shader_sm_count > 0).then_some(sms.shader_sm_count),
         // SAFETY: as above.
         memory: unsafe { instance.get_physical_device_memory_properties(physical) },
     }

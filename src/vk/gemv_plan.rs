@@ -343,9 +343,16 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
             .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
         return coop_gemm_plan(ctx, c, key);
     }
-    let (t, s) = ctx
-        .coop_tuning
-        .unwrap_or_else(|| super::coop::choose_shape(c.stages, p.m, c.block, info.max_shared));
+    let (t, s) = ctx.coop_tuning.unwrap_or_else(|| {
+        super::coop::choose_shape(
+            mat.shape.n,
+            c.stages,
+            p.m,
+            c.block,
+            info.max_shared,
+            info.sm_count,
+        )
+    });
     let key = CoopKey {
         tiles: t,
         subgroups: s,
