@@ -257,14 +257,21 @@ impl HostFeatures {
 /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel for a
 /// matrix of `rows` rows and `stages` stages of 128 k at `m` activation rows, on a device
 /// with `sm_count` SMs where known, from the H200 sweeps (`q4vk-bench --coop-sweep`,
-/// `--coop T,S`; bench/RESULTS.md): (4, 4) for m > 4 (each staged x block then serves 64
-/// rows), else 2 tiles (with x prefetched, also on tall matrices: 28672 × 8192 m = 1, 2, 4
-/// 43.2 / 47.8 / 56.7 µs against 44.1 / 49.0 / 64.0 at (4, 4)) in workgroups sized to the
-/// SMs: 8 subgroups; 16 where the 8-subgroup workgroups would leave SMs without one
-/// (4096 rows on 132 SMs: 4096 × 11008 m = 1 14.3 → 12.7 µs); 4 where they number
-/// ≥ 2.5 per SM (11008 × 4096 14.4 → 13.6, 28672 × 8192 42.9 → 41.3; 8192 rows, 1.9 per
-/// SM, stay at 8: 40.4 against 50.8). Never more subgroups than stages, never more shared
-/// memory than `max_shared` (halving subgroups, then tiles).
+/// `--coop T,S`; bench/RESULTS.md):
+/// - m > 4: (4, 4), each staged x block serving 64 rows, where those workgroups fill the
+///   SMs (rows / 64 ≥ SMs) and m ≠ 7; else (2, 8). On the H200 (4, 4) is 1.6–2.2 × slower
+///   where it leaves SMs idle (4096 × 11008 m = 5 f32 43.4 against 19.5 µs, f16 66.3
+///   against 30.4) and slower at m = 7 on every shape but 8192 × 28672 f32 (28672 × 8192
+///   f16 146.8 against 124.1). Without an SM count: (4, 4).
+/// - m ≤ 4: 2 tiles (with x prefetched, also on tall matrices: 28672 × 8192 m = 1, 2, 4
+///   43.2 / 47.8 / 56.7 µs against 44.1 / 49.0 / 64.0 at (4, 4)) in workgroups sized to
+///   the SMs: 8 subgroups; 16 where the 8-subgroup workgroups would leave SMs without one
+///   (4096 rows on 132 SMs: 4096 × 11008 m = 1 14.3 → 12.7 µs); 4 where they number
+///   ≥ 2.5 per SM (11008 × 4096 14.4 → 13.6, 28672 × 8192 42.9 → 41.3; 8192 rows, 1.9 per
+///   SM, stay at 8: 40.4 against 50.8).
+///
+/// Never more subgroups than stages, never more shared memory than `max_shared` (halving
+/// subgroups, then tiles).
 pub fn choose_shape(
     rows: usize,
     stages: usize,
@@ -273,7 +280,11 @@ pub fn choose_shape(
     max_shared: u32,
     sm_count: Option<u32>,
 ) -> (u32, u32) {
-    let (mut t, mut s) = if m > 4 { (4u32, 4u32) } else { (2, 8) };
+    let (mut t, mut s) = match sm_count {
+        Some(sms) if m > 4 && (m == 7 || rows.div_ceil(64) < sms as usize) => (2u32, 8u32),
+        _ if m > 4 => (4, 4),
+        _ => (2, 8),
+    };
     if let (Some(sms), true) = (sm_count, m <= 4) {
         let workgroups = rows.div_ceil(16 * t as usize) as u64;
         let sms = sms as u64;
@@ -508,7 +519,12 @@ mod tests {
         assert_eq!(choose_shape(8192, 224, 2, 128, KB48, h200), (2, 8));
         assert_eq!(choose_shape(11008, 32, 1, 128, KB48, h200), (2, 4));
         assert_eq!(choose_shape(28672, 64, 4, 128, KB48, h200), (2, 4));
+        // m > 4: four tiles where their workgroups fill the SMs, but at m = 7.
         assert_eq!(choose_shape(28672, 64, 8, 128, KB48, h200), (4, 4));
+        assert_eq!(choose_shape(11008, 32, 5, 128, KB48, h200), (4, 4));
+        assert_eq!(choose_shape(28672, 64, 7, 128, KB48, h200), (2, 8));
+        assert_eq!(choose_shape(8192, 224, 8, 128, KB48, h200), (2, 8));
+        assert_eq!(choose_shape(4096, 32, 6, 128, KB48, h200), (2, 8));
         // 16 subgroups fit 48 KB up to m = 4; with less shared memory they halve.
         assert_eq!(choose_shape(4096, 86, 4, 128, KB48, h200), (2, 16));
         assert_eq!(choose_shape(4096, 86, 1, 128, 32 * 1024, h200), (2, 8));
