@@ -3,14 +3,17 @@
 // w = s * (u - z) (or s * u + b for matrices with per-group offsets).
 //
 // A workgroup owns a tile of TN = TX * RN rows by TM = TY * RM tokens (activation rows). Per
-// 32-k chunk it dequantizes the tile's weights once into shared memory (exact f32 s * (u - z),
-// each row's 16-byte chunk read by four neighbouring invocations) and stages the tokens' 32
-// activations there, then every invocation accumulates its RN x RM outputs (rows tx + TX i,
-// tokens ty + TY j: neighbouring invocations read neighbouring shared words) as outer
-// products: RN + RM shared loads per RN * RM FMAs. Each chunk's products are summed apart and
-// then added to the fp32 total (shorter f32 chains than one sum over K). Workgroups are
-// numbered tokens fastest, so the workgroups that read the same weight rows run together
-// and find them in the L2. No subgroup operations: one SPIR-V for every device.
+// 32-k chunk it dequantizes the tile's weights once into shared memory (exact f32 s * (u - z);
+// an invocation stages whole rows: one 16-byte chunk, one scale and zero point each) and
+// stages the tokens' 32 activations there (tokens fastest, so the stores of neighbouring
+// invocations fall in different banks). The next chunk's codes, factors and activations are
+// loaded into registers while the current one is multiplied. Every invocation accumulates
+// its RN x RM outputs as outer products: rows and tokens in groups of four neighbours (one
+// 16-byte shared load each; RN and RM are multiples of 4), the groups of neighbouring
+// invocations side by side. Each chunk's products are summed apart and then added to the
+// fp32 total (shorter f32 chains than one sum over K). Workgroups are numbered tokens
+// fastest, so the workgroups that read the same weight rows run together and find them in
+// the L2. No subgroup operations: one SPIR-V for every device.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define GEMM
@@ -63,8 +66,6 @@ layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order
 #include "q4_common.glsl"
 #include "q4_simt.glsl"
 
-layout(set = 0, binding = 0) coherent readonly buffer WeightWords { uint w1[]; };
-
 #ifndef EXPORT
 const uint WORKGROUP = gl_WorkGroupSize.x;
 #endif
@@ -72,8 +73,70 @@ const uint TY = WORKGROUP / TX;
 const uint TN = TX * RN; // rows per workgroup
 const uint TM = TY * RM; // tokens per workgroup
 
+// Each invocation stages WS rows' chunk (one uvec4 of codes, the scale and zero point or
+// offset) and XS activations per 32-k chunk.
+const uint WS = (TN + WORKGROUP - 1u) / WORKGROUP;
+const uint XS = (32u * TM + WORKGROUP - 1u) / WORKGROUP;
+
 shared float tile_w[32 * TN]; // [k][row]
 shared float tile_x[32 * TM]; // [k][token]
+
+// Row i of the invocation's RN (token j of its RM): groups of four neighbours, one 16-byte
+// shared load each, the groups of neighbouring invocations side by side.
+uint own_row(uint tx, uint i) {
+    return (i & 3u) + 4u * tx + 4u * TX * (i >> 2);
+}
+uint own_token(uint ty, uint j) {
+    return (j & 3u) + 4u * ty + 4u * TY * (j >> 2);
+}
+
+// What an invocation stages of one chunk, loaded a chunk ahead.
+uvec4 st_codes[WS];
+float st_scale[WS];
+float st_zero[WS]; // the offset, for matrices with offsets
+float st_x[XS];
+
+// Loads chunk c's share of invocation tid: the chunks of rows tid, tid + WORKGROUP, ... (rows
+// past the part repeat its last row; their outputs are not written) and the activations
+// tid, tid + WORKGROUP, ... of the tile's 32 k × TM tokens, tokens fastest (tokens past m and
+// columns past K read as 0: the latter meet the codes' zero padding).
+void load_chunk(uint c, uint tid, uint row0, uint tok0) {
+    uint g = c >> p.group_shift;
+    [[unroll]] for (uint q = 0u; q < WS; q++) {
+        uint row = min(row0 + min(tid + q * WORKGROUP, TN - 1u), p.rows - 1u);
+        uint slot = row * p.groups + g;
+        st_codes[q] = w[row * p.chunks + c];
+        st_scale[q] = scale_at(slot);
+        st_zero[q] = HAS_OFFSETS ? offset_at(slot) : zero_at(slot);
+    }
+    [[unroll]] for (uint q = 0u; q < XS; q++) {
+        uint e = tid + q * WORKGROUP;
+        uint tok = tok0 + e % TM;
+        st_x[q] = e < 32u * TM && tok < p.m ? x_at(tok * p.x_stride, 32u * c + e / TM) : 0.0;
+    }
+}
+
+// Writes a loaded chunk into the tiles: the codes as exact f32 s · (u − z) (s · u + b with
+// offsets), code k = 8 j + n of a chunk in nibble n of word j; neighbouring invocations
+// write neighbouring rows (tokens).
+void store_chunk(uint tid) {
+    [[unroll]] for (uint q = 0u; q < WS; q++) {
+        uint r = tid + q * WORKGROUP;
+        if (r < TN) {
+            [[unroll]] for (uint n = 0u; n < 32u; n++) {
+                float u = float((st_codes[q][n / 8u] >> (4u * (n % 8u))) & 0xFu);
+                tile_w[n * TN + r] = HAS_OFFSETS ? fma(st_scale[q], u, st_zero[q])
+                                                 : st_scale[q] * (u - st_zero[q]);
+            }
+        }
+    }
+    [[unroll]] for (uint q = 0u; q < XS; q++) {
+        uint e = tid + q * WORKGROUP;
+        if (e < 32u * TM) {
+            tile_x[e] = st_x[q];
+        }
+    }
+}
 
 void main() {
     uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -87,40 +150,20 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint tx = tid % TX;
     uint ty = tid / TX;
-    uint last_row = p.rows - 1u;
 
     float acc[RN * RM];
     [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
         acc[i] = 0.0;
     }
 
+    load_chunk(0u, tid, row0, tok0);
     for (uint c = 0u; c < p.chunks; c++) {
-        uint g = c >> p.group_shift;
-        // Word j of row r's chunk: codes k = 8 j .. 8 j + 7 (nibble n is k = 8 j + n). Rows
-        // past the part repeat its last row; their outputs are not written.
-        for (uint i = tid; i < 4u * TN; i += WORKGROUP) {
-            uint r = i / 4u;
-            uint j = i % 4u;
-            uint row = min(row0 + r, last_row);
-            uint word = w1[(row * p.chunks + c) * 4u + j];
-            uint slot = row * p.groups + g;
-            float sc = scale_at(slot);
-            float zr = zero_at(slot);
-            float off = offset_at(slot);
-            [[unroll]] for (uint n = 0u; n < 8u; n++) {
-                float u = float((word >> (4u * n)) & 0xFu);
-                tile_w[(8u * j + n) * TN + r] = HAS_OFFSETS ? fma(sc, u, off) : sc * (u - zr);
-            }
-        }
-        // Tokens past m read as 0 (their outputs are not written), as do columns past K
-        // (they meet the zero padding of the codes).
-        for (uint i = tid; i < 32u * TM; i += WORKGROUP) {
-            uint kk = i % 32u;
-            uint t = i / 32u;
-            uint tok = tok0 + t;
-            tile_x[kk * TM + t] = tok < p.m ? x_at(tok * p.x_stride, 32u * c + kk) : 0.0;
-        }
+        store_chunk(tid);
         barrier();
+        // The next chunk's loads are in flight while this one is multiplied.
+        if (c + 1u < p.chunks) {
+            load_chunk(c + 1u, tid, row0, tok0);
+        }
 
         float part[RN * RM];
         [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
@@ -130,10 +173,10 @@ void main() {
             float a[RN];
             float b[RM];
             [[unroll]] for (uint i = 0u; i < RN; i++) {
-                a[i] = tile_w[kk * TN + tx + TX * i];
+                a[i] = tile_w[kk * TN + own_row(tx, i)];
             }
             [[unroll]] for (uint j = 0u; j < RM; j++) {
-                b[j] = tile_x[kk * TM + ty + TY * j];
+                b[j] = tile_x[kk * TM + own_token(ty, j)];
             }
             [[unroll]] for (uint i = 0u; i < RN; i++) {
                 [[unroll]] for (uint j = 0u; j < RM; j++) {
@@ -148,9 +191,9 @@ void main() {
     }
 
     [[unroll]] for (uint i = 0u; i < RN; i++) {
-        uint row = row0 + tx + TX * i;
+        uint row = row0 + own_row(tx, i);
         [[unroll]] for (uint j = 0u; j < RM; j++) {
-            uint tok = tok0 + ty + TY * j;
+            uint tok = tok0 + own_token(ty, j);
             if (row < p.rows && tok < p.m) {
                 y[tok * p.y_stride + p.row_base + row] = acc[i * RM + j];
             }

@@ -309,6 +309,7 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
         )));
     }
     let key = GemmKey {
+        tile: t,
         zeros: req.shape.zero_points,
         scale_f32: req.scale == ScaleType::F32,
         x_f16: req.x_f16,

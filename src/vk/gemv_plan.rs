@@ -8,7 +8,6 @@ use super::gemv::{GemvParams, MAX_M};
 use super::matrix::DeviceMatrix;
 use super::pipeline::{
     CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Push, DIGITS_WORKGROUP,
-    GEMM_TILE,
 };
 use super::x_fragments::FragmentGeometry;
 use crate::error::{Error, Result};
@@ -305,13 +304,14 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
     let Some(c) = &mat.coop else {
         let (pipeline, rows, tokens) = if gemm {
             let key = GemmKey {
+                tile: super::pipeline::gemm_tile(p.m),
                 zeros: mat.shape.zero_points,
                 scale_f32: mat.scale_f32,
                 x_f16: p.x_f16,
                 offsets: mat.offsets,
                 k_order: mat.k_order.is_some() && !p.x_gathered,
             };
-            let t = GEMM_TILE;
+            let t = key.tile;
             (ctx.pipelines.get_gemm(key)?, t.rows(), t.tokens())
         } else {
             let key = PipelineKey {

@@ -262,10 +262,11 @@ impl CoopKey {
     }
 }
 
-/// Which SIMT GEMM pipeline (`shaders/gemm_q4.comp`, m > 8). The tile shape is
-/// [`GEMM_TILE`].
+/// Which SIMT GEMM pipeline (`shaders/gemm_q4.comp`, m > 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GemmKey {
+    /// The tile ([`gemm_tile`] for q4vk's calls, [`GEMM_TILE`] for the export).
+    pub tile: GemmTile,
     /// Per-group zero points.
     pub zeros: bool,
     /// f32 scales.
@@ -280,10 +281,10 @@ pub struct GemmKey {
 
 impl GemmKey {
     /// The specialization constants of `shaders/gemm_q4.comp` by id (0..8), with
-    /// `workgroup` invocations of [`GEMM_TILE`]'s rows and tokens per invocation (ids 0..8
-    /// in q4vk's build and in the exported ones; the v0 export has ids 0..6 only).
+    /// `workgroup` invocations of the tile's rows and tokens per invocation (ids 0..8 in
+    /// q4vk's build and in the exported ones; the v0 export has ids 0..6 only).
     pub fn spec_values(&self, workgroup: u32) -> [u32; 9] {
-        let t = GEMM_TILE;
+        let t = self.tile;
         [
             workgroup,
             t.tx,
@@ -347,8 +348,9 @@ impl FragmentsKey {
     }
 }
 
-/// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation
+/// (multiples of 4: the kernel reads them four at a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GemmTile {
     /// Invocations along rows.
     pub tx: u32,
@@ -380,6 +382,22 @@ pub const GEMM_TILE: GemmTile = GemmTile {
     rn: 8,
     rm: 4,
 };
+
+/// The SIMT GEMM's tile for m tokens: 64 invocations of 4 × 4 outputs, 64 rows × 16 tokens
+/// (8 KiB of shared memory), up to m = 16, where [`GEMM_TILE`]'s 32 tokens would leave half
+/// its products unused; else [`GEMM_TILE`].
+pub fn gemm_tile(m: u32) -> GemmTile {
+    if m <= 16 {
+        GemmTile {
+            tx: 16,
+            ty: 4,
+            rn: 4,
+            rm: 4,
+        }
+    } else {
+        GEMM_TILE
+    }
+}
 
 /// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`, m ≥ 8, specialization
 /// constants 0..10).
@@ -741,7 +759,7 @@ impl Pipelines {
     pub fn get_gemm(&self, key: GemmKey) -> Result<vk::Pipeline> {
         self.gemm_pipelines.get_or_create(key, || {
             let module = self.lazy_module(&self.gemm_module, shaders::GEMM)?;
-            let t = GEMM_TILE;
+            let t = key.tile;
             self.create(module, &key.spec_values(t.tx * t.ty))
         })
     }

@@ -343,11 +343,14 @@ pub fn run_cases(gpu: &Gpu, rng: &mut Rng, cases: &[Case]) {
 
 /// GEMM cases (m > 8): partial and whole tiles of rows and tokens (the SIMT GEMM's tile is
 /// 64 rows × 32 tokens), every group size, zero points, f32 scales, odd n and k.
-pub const GEMM_CASES: [Case; 6] = [
+pub const GEMM_CASES: [Case; 7] = [
     // The smallest GEMM: one partial tile of tokens, one partial chunk, per-channel.
     case(7, 33, -1, false, false, 9),
-    // Half a tile of tokens (tiles: 64 rows x 32 tokens), group 32, zeros.
+    // One whole tile of tokens (tiles up to m = 16: 64 rows x 16 tokens, beyond: 64 x 32),
+    // group 32, zeros.
     case(33, 97, 32, true, false, 16),
+    // One row past a tile of rows at m = 15, f32 scales, odd k over three chunks.
+    case(65, 95, 32, false, true, 15),
     // One row and one token past a tile (65 = 64 + 1, 33 = 32 + 1), f32 scales, group 64
     // with a partial group.
     case(65, 160, 64, false, true, 33),
