@@ -58,6 +58,24 @@ pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspa
     runs_gemm(ctx, mat, p.m) || (workspace && fragment_geometry(ctx, mat, p).is_some())
 }
 
+/// (row tiles per subgroup, subgroups per workgroup) of the tensor-core GEMV that a call
+/// with `p` on `mat` runs where it runs no GEMM: the context's fixed tuning, else
+/// [`super::coop::choose_shape`]'s; `None` for SIMT matrices.
+pub fn coop_gemv_shape(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Option<(u32, u32)> {
+    let c = mat.coop.as_ref()?;
+    let info = &ctx.device.info;
+    Some(ctx.coop_tuning.unwrap_or_else(|| {
+        super::coop::choose_shape(
+            mat.shape.n,
+            c.stages,
+            p.m,
+            c.block,
+            info.max_shared,
+            info.sm_count,
+        )
+    }))
+}
+
 /// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
 /// (`vk::int_dot`) when given a workspace: SIMT matrices at the GEMV's m on contexts that
 /// use it.
@@ -343,16 +361,8 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
             .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
         return coop_gemm_plan(ctx, c, key);
     }
-    let (t, s) = ctx.coop_tuning.unwrap_or_else(|| {
-        super::coop::choose_shape(
-            mat.shape.n,
-            c.stages,
-            p.m,
-            c.block,
-            info.max_shared,
-            info.sm_count,
-        )
-    });
+    let (t, s) = coop_gemv_shape(ctx, mat, p)
+        .ok_or_else(|| Error::Internal("no tensor-core GEMV shape".into()))?;
     let key = CoopKey {
         tiles: t,
         subgroups: s,

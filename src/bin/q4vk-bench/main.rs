@@ -1,7 +1,8 @@
 //! q4vk-bench: GPU timing of the fused int4 GEMV (m = 1, 2, 4, 8; g = 128, f32 activations)
 //! against this device's compute-shader copy bandwidth and a naive one-invocation-per-row
 //! kernel (m = 1), all measured in the same run with timestamp queries, with the kernel
-//! path the context chose (tensor cores "coopmat", "subgroup" or "portable"). Prints a
+//! path the context chose (tensor cores "coopmat", with the GEMV's row tiles × subgroups,
+//! "subgroup" or "portable"). Prints a
 //! markdown table; `--m 1,8` picks the activation counts, `--no-coop` forces the SIMT
 //! kernels (path "int8-dot" where they run on x in 8-bit digits: by default where the
 //! device reports packed 8-bit dot products accelerated, with `--int-dot` or
@@ -215,14 +216,17 @@ fn main() {
 }
 
 /// The kernel path a row ran (a GEMM kernel, the tensor-core GEMM's shape where the run
-/// fixed it, or the integer dot-product GEMV).
+/// fixed it, the integer dot-product GEMV, or the tensor-core GEMV's tiles × subgroups).
 fn path(ctx: &Context, r: &Row) -> String {
     let kind = match (r.gemm, r.coop_gemm) {
         (true, Some((t, s, m, k, 0))) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
         (true, Some((t, s, m, k, a))) if ctx.coop => format!(" GEMM {t},{s},{m},{k},{a}"),
         (true, _) => " GEMM".to_string(),
         (false, _) if r.prepass => " int8-dot".to_string(),
-        (false, _) => String::new(),
+        (false, _) => match r.gemv_shape {
+            Some((t, s)) => format!(" {t}×{s}"),
+            None => String::new(),
+        },
     };
     let split = match (r.gemm && r.prepass, r.rounded) {
         (true, true) => " x-fragments rounded",

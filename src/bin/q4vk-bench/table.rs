@@ -35,6 +35,8 @@ pub(crate) struct Row {
     pub(crate) reused: bool,
     /// The tensor-core GEMM's shape the row fixed (`None`: the default).
     pub(crate) coop_gemm: Option<CoopGemmTuning>,
+    /// The tensor-core GEMV's (row tiles, subgroups), where it ran.
+    pub(crate) gemv_shape: Option<(u32, u32)>,
 }
 
 /// What one row times: rotated copies of a matrix, x and y on the device, the parameters,
@@ -376,6 +378,11 @@ pub(crate) fn bench_shape(
             rounded: gemv::rounds_x(&prepared.p) && prepared.workspace.is_some() && gemm,
             reused: opt.reuse_workspace && prepared.workspace.is_some(),
             coop_gemm,
+            gemv_shape: if gemm {
+                None
+            } else {
+                gemv::coop_gemv_shape(ctx, &prepared.mats[0], &prepared.p)
+            },
         });
     }
     Ok(rows)
