@@ -7,6 +7,7 @@
 
 mod gpu_support;
 use gpu_support::*;
+use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
 
 fn sweep(portable: bool) {
     let gpu = Gpu::new(portable);
@@ -22,4 +23,33 @@ fn gemm_matches_reference_on_a_subgroup_context() {
 #[test]
 fn gemm_matches_reference_on_a_portable_context() {
     sweep(true);
+}
+
+/// Other tiles than the per-m choice (`q4vk-bench --gemm-tile` sweeps them; the kernel
+/// export grows the workgroup along tokens): two and a half rows staged per invocation,
+/// 256 invocations, 12 tokens per invocation over 16 invocations along tokens. A tile
+/// beyond the device's shared memory is refused per call, one that breaks the kernel's
+/// rules when set.
+#[test]
+fn gemm_matches_reference_at_other_tiles() {
+    use q4vk::vk::pipeline::GemmTile;
+    let mut gpu = Gpu::new(false);
+    let mut rng = Rng(29);
+    let tile = |tx, ty, rn, rm| Some(GemmTile { tx, ty, rn, rm });
+    for t in [tile(16, 4, 8, 8), tile(32, 8, 4, 4), tile(8, 16, 4, 12)] {
+        gpu.context_mut().set_gemm_tile(t).unwrap();
+        run_cases(&gpu, &mut rng, &GEMM_CASES);
+    }
+    assert!(gpu.context_mut().set_gemm_tile(tile(16, 4, 6, 8)).is_err());
+    assert!(gpu.context_mut().set_gemm_tile(tile(64, 32, 4, 4)).is_err());
+
+    gpu.context_mut()
+        .set_gemm_tile(tile(8, 128, 4, 16))
+        .unwrap();
+    let data = random_q4(&mut rng, 33, 97, 32, false, false);
+    let mat = upload_q4(&gpu, &data);
+    let x = rng.vec(9 * 97);
+    let (status, _) = gemv_c(gpu.ctx, mat, &x, 33, 9);
+    assert_eq!(status, Q4VK_ERROR_UNSUPPORTED);
+    assert!(last_error().contains("shared memory"), "{}", last_error());
 }

@@ -6,7 +6,7 @@ use super::device::{Device, DeviceOptions, HostEnabled};
 use super::gemv::{GemvBuffers, MAX_M};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
-use super::pipeline::{Pipelines, Tuning};
+use super::pipeline::{GemmTile, Pipelines, Tuning};
 use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
@@ -58,6 +58,9 @@ pub struct ContextConfig {
     /// Run the GEMM kernels from this m on instead of from 9 (tuning experiments,
     /// `q4vk-bench --gemm-from M`).
     pub gemm_from_m: Option<u32>,
+    /// The SIMT GEMM's tile instead of the per-m choice (`vk::pipeline::gemm_tile`; tuning
+    /// experiments, `q4vk-bench --gemm-tile TX,TY,RN,RM`).
+    pub gemm_tile: Option<GemmTile>,
     /// Own device: capture the compiler statistics of every pipeline where the device
     /// offers `VK_KHR_pipeline_executable_properties` (`Pipelines::statistics`,
     /// `q4vk-bench --stats`).
@@ -149,6 +152,8 @@ pub struct Context {
     pub coop_gemm_tuning: Option<CoopGemmTuning>,
     /// The GEMM kernels run from this m on (else from 9).
     pub gemm_from_m: Option<u32>,
+    /// Fixed tile of the SIMT GEMM, else chosen per m.
+    pub gemm_tile: Option<GemmTile>,
     /// Dispatcher limits.
     pub limits: Limits,
     /// The host's queue lock (adopted queue).
@@ -176,6 +181,30 @@ fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// Checks a fixed tile of the SIMT GEMM (`ContextConfig::gemm_tile`); the device's
+/// workgroup and shared-memory limits are checked per call.
+fn check_gemm_tile(tile: Option<GemmTile>) -> Result<()> {
+    let Some(t) = tile else {
+        return Ok(());
+    };
+    let per_invocation = |v: u32| v.is_multiple_of(4) && (4..=16).contains(&v);
+    if !per_invocation(t.rn)
+        || !per_invocation(t.rm)
+        || t.tx == 0
+        || t.ty == 0
+        || u64::from(t.tx) * u64::from(t.ty) > 1024
+    {
+        return Err(crate::error::invalid!(
+            "GEMM tile ({}, {}, {}, {}): expected 4, 8, 12 or 16 rows and tokens per invocation and at most 1024 invocations",
+            t.tx,
+            t.ty,
+            t.rn,
+            t.rm
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
@@ -213,6 +242,14 @@ impl Context {
     pub fn set_coop_gemm_tuning(&mut self, tuning: Option<CoopGemmTuning>) -> Result<()> {
         check_coop_gemm_tuning(tuning)?;
         self.coop_gemm_tuning = tuning;
+        Ok(())
+    }
+
+    /// Fixes the SIMT GEMM's tile for later calls (`None`: chosen per m), checked as at
+    /// creation; tuning sweeps and tests time or check several tiles on the same matrices.
+    pub fn set_gemm_tile(&mut self, tile: Option<GemmTile>) -> Result<()> {
+        check_gemm_tile(tile)?;
+        self.gemm_tile = tile;
         Ok(())
     }
 
@@ -374,6 +411,7 @@ impl Context {
         };
         check_coop_tuning(config.coop_tuning)?;
         check_coop_gemm_tuning(config.coop_gemm_tuning)?;
+        check_gemm_tile(config.gemm_tile)?;
         if coop {
             logger.log(
                 LEVEL_INFO,
@@ -422,6 +460,7 @@ impl Context {
             coop_tuning: config.coop_tuning,
             coop_gemm_tuning: config.coop_gemm_tuning,
             gemm_from_m: config.gemm_from_m,
+            gemm_tile: config.gemm_tile,
             limits,
             queue_lock,
             device,

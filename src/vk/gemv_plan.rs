@@ -308,6 +308,26 @@ pub(super) fn fragments_prepass(
     })
 }
 
+/// `Unsupported` where the SIMT GEMM's `tile` needs a larger workgroup or more shared memory
+/// than the device offers.
+fn check_gemm_tile_fits(ctx: &Context, t: super::pipeline::GemmTile) -> Result<()> {
+    let info = &ctx.device.info;
+    let shared = 4 * 32 * (t.rows() + t.tokens());
+    if t.tx * t.ty > info.max_workgroup || shared > info.max_shared {
+        return Err(Error::Unsupported(format!(
+            "the SIMT GEMM's tile ({}, {}, {}, {}) needs {} invocations and {shared} bytes of shared memory; the device allows {} and {}",
+            t.tx,
+            t.ty,
+            t.rn,
+            t.rm,
+            t.tx * t.ty,
+            info.max_workgroup,
+            info.max_shared
+        )));
+    }
+    Ok(())
+}
+
 /// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
 /// context's SIMT variant (with `dot`, the integer dot-product one on x in digits, packed
 /// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
@@ -321,8 +341,12 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
     }
     let Some(c) = &mat.coop else {
         let (pipeline, rows, tokens) = if gemm {
+            let tile = ctx
+                .gemm_tile
+                .unwrap_or_else(|| super::pipeline::gemm_tile(p.m));
+            check_gemm_tile_fits(ctx, tile)?;
             let key = GemmKey {
-                tile: super::pipeline::gemm_tile(p.m),
+                tile,
                 zeros: mat.shape.zero_points,
                 scale_f32: mat.scale_f32,
                 x_f16: p.x_f16,

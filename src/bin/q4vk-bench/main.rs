@@ -22,7 +22,8 @@
 //! `q4vk-bench` runs the target shapes of `bench/RESULTS.md` (a GPU with ≥ 2 GB free); `q4vk-bench --quick`
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
-//! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk; `--shapes 3,4` runs only those rows of the
+//! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk;
+//! `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile; `--shapes 3,4` runs only those rows of the
 //! table; `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
 //! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
 //! to pick the per-device defaults. Every timed series runs after ~1000 untimed 256 MB
@@ -43,6 +44,7 @@ use data::*;
 use q4vk::error::{Error, Result};
 use q4vk::vk::context::{Context, ContextConfig, CoopGemmTuning, IntDot};
 use q4vk::vk::log::Logger;
+use q4vk::vk::pipeline::GemmTile;
 use sweep::*;
 use table::*;
 use timing::*;
@@ -78,6 +80,8 @@ struct Options {
     x_f16: bool,
     /// The GEMM kernels from this m on.
     gemm_from: Option<u32>,
+    /// The SIMT GEMM's tile (`--gemm-tile`), else chosen per m.
+    gemm_tile: Option<GemmTile>,
     /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
     /// per-group f32 offsets (w = s·u + o).
     offsets: bool,
@@ -109,13 +113,14 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A]][/T,S,M[,K[,A]]|/default..]] [--gemm-from M] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A]][/T,S,M[,K[,A]]|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
+    let mut gemm_tile = None;
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let mut args = std::env::args().skip(1);
@@ -164,6 +169,12 @@ fn main() {
                 ms = Some(v.unwrap_or_else(|| usage()));
             }
             "--gemm-from" => gemm_from = Some(number()),
+            "--gemm-tile" => {
+                gemm_tile = match numbers(args.next()).as_deref() {
+                    Some(&[tx, ty, rn, rm]) => Some(GemmTile { tx, ty, rn, rm }),
+                    _ => usage(),
+                };
+            }
             "--workgroup" => wg = Some(number()),
             "--rows" => rows = Some(number()),
             "--unroll" => unroll = Some(number()),
@@ -195,6 +206,7 @@ fn main() {
         coop_gemm,
         x_f16,
         gemm_from,
+        gemm_tile,
         offsets,
         act_order,
         stats,
@@ -270,6 +282,7 @@ fn context(
             coop_tuning: opt.coop,
             coop_gemm_tuning: opt.coop_gemm[0],
             gemm_from_m: opt.gemm_from,
+            gemm_tile: opt.gemm_tile,
             pipeline_statistics: opt.stats,
             ..Default::default()
         },
