@@ -25,18 +25,26 @@ fn gemm_matches_reference_on_a_portable_context() {
     sweep(true);
 }
 
-/// Other tiles than the per-m choice (`q4vk-bench --gemm-tile` sweeps them; the kernel
-/// export grows the workgroup along tokens): two and a half rows staged per invocation,
-/// 256 invocations, 12 tokens per invocation over 16 invocations along tokens. A tile
-/// beyond the device's shared memory is refused per call, one that breaks the kernel's
-/// rules when set.
+/// Other tiles than the per-m choice (lavapipe takes the CPU tiles of
+/// `vk::pipeline::gemm_tile`): the two GPU tiles, two rows staged per invocation, 256
+/// invocations, 12 tokens per invocation over 16 invocations along tokens (the kernel export
+/// grows the workgroup along tokens; `q4vk-bench --gemm-tile` sweeps tiles). A tile beyond
+/// the device's shared memory is refused per call, one that breaks the kernel's rules when
+/// set.
 #[test]
 fn gemm_matches_reference_at_other_tiles() {
     use q4vk::vk::pipeline::GemmTile;
     let mut gpu = Gpu::new(false);
     let mut rng = Rng(29);
     let tile = |tx, ty, rn, rm| Some(GemmTile { tx, ty, rn, rm });
-    for t in [tile(16, 4, 8, 8), tile(32, 8, 4, 4), tile(8, 16, 4, 12)] {
+    let tiles = [
+        Some(q4vk::vk::pipeline::gemm_tile(9, false)),
+        Some(q4vk::vk::pipeline::gemm_tile(17, false)),
+        tile(16, 4, 8, 8),
+        tile(32, 8, 4, 4),
+        tile(8, 16, 4, 12),
+    ];
+    for t in tiles {
         gpu.context_mut().set_gemm_tile(t).unwrap();
         run_cases(&gpu, &mut rng, &GEMM_CASES);
     }

@@ -26,6 +26,8 @@ pub struct DeviceInfo {
     pub name: String,
     /// `vendorID` (0x10DE NVIDIA).
     pub vendor: u32,
+    /// A CPU implementation (`VK_PHYSICAL_DEVICE_TYPE_CPU`: lavapipe).
+    pub cpu: bool,
     /// Reported subgroup size.
     pub subgroup_size: u32,
     /// Smallest subgroup a shader may run with (`minSubgroupSize` where the device reports
@@ -152,6 +154,7 @@ fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceI
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
         vendor: p.vendor_id,
+        cpu: p.device_type == vk::PhysicalDeviceType::CPU,
         subgroup_size: subgroup.subgroup_size,
         min_subgroup_size: min_subgroup,
         subgroup_arithmetic: subgroup

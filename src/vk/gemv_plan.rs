@@ -343,7 +343,7 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
         let (pipeline, rows, tokens) = if gemm {
             let tile = ctx
                 .gemm_tile
-                .unwrap_or_else(|| super::pipeline::gemm_tile(p.m));
+                .unwrap_or_else(|| super::pipeline::gemm_tile(p.m, ctx.device.info.cpu));
             check_gemm_tile_fits(ctx, tile)?;
             let key = GemmKey {
                 tile,

@@ -383,19 +383,20 @@ pub const GEMM_TILE: GemmTile = GemmTile {
     rm: 4,
 };
 
-/// The SIMT GEMM's tile for m tokens: 64 invocations of 4 × 4 outputs, 64 rows × 16 tokens
-/// (8 KiB of shared memory), up to m = 16, where [`GEMM_TILE`]'s 32 tokens would leave half
-/// its products unused; else [`GEMM_TILE`].
-pub fn gemm_tile(m: u32) -> GemmTile {
-    if m <= 16 {
-        GemmTile {
-            tx: 16,
-            ty: 4,
-            rn: 4,
-            rm: 4,
-        }
-    } else {
-        GEMM_TILE
+/// The SIMT GEMM's tile for m tokens, on a CPU implementation (`cpu`: lavapipe) or a GPU.
+/// GPUs: 64 invocations; up to m = 16 64 rows × 16 tokens (4 × 4 outputs each, 8 KiB of
+/// shared memory), where [`GEMM_TILE`]'s 32 tokens would leave half its products unused;
+/// else [`GEMM_TILE`]. CPUs, which keep an invocation's tile in vector registers and
+/// caches, take larger ones: 8 rows × 4 tokens per invocation up to m = 16 (128 rows × 16
+/// tokens), else 8 × 8 in 128 invocations (128 rows × 64 tokens); lavapipe, 7168 × 2048:
+/// m = 16 244 → 207 ms, m = 300 3.45 → 2.03 s against the GPU tiles (bench/RESULTS.md).
+pub fn gemm_tile(m: u32, cpu: bool) -> GemmTile {
+    let tile = |tx, ty, rn, rm| GemmTile { tx, ty, rn, rm };
+    match (cpu, m <= 16) {
+        (false, true) => tile(16, 4, 4, 4),
+        (false, false) => GEMM_TILE,
+        (true, true) => tile(16, 4, 8, 4),
+        (true, false) => tile(16, 8, 8, 8),
     }
 }
 
