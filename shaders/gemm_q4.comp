@@ -96,18 +96,21 @@ float st_scale[WS];
 float st_zero[WS]; // the offset, for matrices with offsets
 float st_x[XS];
 
-// Loads chunk c's share of invocation tid: the chunks of rows tid, tid + WORKGROUP, ... (rows
-// past the part repeat its last row; their outputs are not written) and the activations
+// Loads chunk c's share of invocation tid: the chunks of rows tid, tid + WORKGROUP, ... below
+// TN (rows past the part repeat its last row; their outputs are not written) and the activations
 // tid, tid + WORKGROUP, ... of the tile's 32 k × TM tokens, tokens fastest (tokens past m and
 // columns past K read as 0: the latter meet the codes' zero padding).
 void load_chunk(uint c, uint tid, uint row0, uint tok0) {
     uint g = c >> p.group_shift;
     [[unroll]] for (uint q = 0u; q < WS; q++) {
-        uint row = min(row0 + min(tid + q * WORKGROUP, TN - 1u), p.rows - 1u);
-        uint slot = row * p.groups + g;
-        st_codes[q] = w[row * p.chunks + c];
-        st_scale[q] = scale_at(slot);
-        st_zero[q] = HAS_OFFSETS ? offset_at(slot) : zero_at(slot);
+        uint r = tid + q * WORKGROUP;
+        if (r < TN) {
+            uint row = min(row0 + r, p.rows - 1u);
+            uint slot = row * p.groups + g;
+            st_codes[q] = w[row * p.chunks + c];
+            st_scale[q] = scale_at(slot);
+            st_zero[q] = HAS_OFFSETS ? offset_at(slot) : zero_at(slot);
+        }
     }
     [[unroll]] for (uint q = 0u; q < XS; q++) {
         uint e = tid + q * WORKGROUP;

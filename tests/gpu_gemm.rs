@@ -26,11 +26,12 @@ fn gemm_matches_reference_on_a_portable_context() {
 }
 
 /// Other tiles than the per-m choice (lavapipe takes the CPU tiles of
-/// `vk::pipeline::gemm_tile`): the two GPU tiles, two rows staged per invocation, 256
-/// invocations, 12 tokens per invocation over 16 invocations along tokens (the kernel export
-/// grows the workgroup along tokens; `q4vk-bench --gemm-tile` sweeps tiles). A tile beyond
-/// the device's shared memory is refused per call, one that breaks the kernel's rules when
-/// set.
+/// `vk::pipeline::gemm_tile`): the two GPU tiles; the export's tile with its workgroup grown
+/// along tokens (to subgroups of 128 and 256); two rows staged per invocation, and one and a
+/// half; 256 invocations; 12 tokens per invocation over 16 invocations along tokens; a
+/// workgroup of 96 whose x staging ends in a partial round (`q4vk-bench --gemm-tile` sweeps
+/// tiles). A tile beyond the device's shared memory is refused per call, one that breaks the
+/// kernel's rules when set.
 #[test]
 fn gemm_matches_reference_at_other_tiles() {
     use q4vk::vk::pipeline::GemmTile;
@@ -40,9 +41,13 @@ fn gemm_matches_reference_at_other_tiles() {
     let tiles = [
         Some(q4vk::vk::pipeline::gemm_tile(9, false)),
         Some(q4vk::vk::pipeline::gemm_tile(17, false)),
+        tile(8, 16, 8, 4),
+        tile(8, 32, 8, 4),
         tile(16, 4, 8, 8),
+        tile(8, 8, 12, 4),
         tile(32, 8, 4, 4),
         tile(8, 16, 4, 12),
+        tile(12, 8, 4, 4),
     ];
     for t in tiles {
         gpu.context_mut().set_gemm_tile(t).unwrap();

@@ -152,8 +152,9 @@ pub struct Context {
     pub coop_gemm_tuning: Option<CoopGemmTuning>,
     /// The GEMM kernels run from this m on (else from 9).
     pub gemm_from_m: Option<u32>,
-    /// Fixed tile of the SIMT GEMM, else chosen per m.
-    pub gemm_tile: Option<GemmTile>,
+    /// Fixed tile of the SIMT GEMM, else chosen per m (set only through `new` and
+    /// [`Context::set_gemm_tile`], which check the kernel's rules).
+    pub(crate) gemm_tile: Option<GemmTile>,
     /// Dispatcher limits.
     pub limits: Limits,
     /// The host's queue lock (adopted queue).

@@ -369,8 +369,8 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     };
     let [wb, sb, zb] = layout_bytes(shape, req.scale)?;
     let [ob, kb] = extra_bytes(shape, extras);
-    // The kernels index weights (uvec4; the GEMM u32 words), scales, zeros, x and y with
-    // 32 bits.
+    // The kernels index weights (by uvec4; bounded here in 32-bit words), scales, zeros, x
+    // and y with 32 bits.
     let indices = [
         4 * n * l.chunks as u64,
         n * l.groups as u64,

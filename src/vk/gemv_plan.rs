@@ -7,7 +7,8 @@ use super::context::Context;
 use super::gemv::{GemvParams, MAX_M};
 use super::matrix::DeviceMatrix;
 use super::pipeline::{
-    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Push, DIGITS_WORKGROUP,
+    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, GemmTile, PipelineKey, Push,
+    DIGITS_WORKGROUP, GEMM_TILE,
 };
 use super::x_fragments::FragmentGeometry;
 use crate::error::{Error, Result};
@@ -308,24 +309,43 @@ pub(super) fn fragments_prepass(
     })
 }
 
-/// `Unsupported` where the SIMT GEMM's `tile` needs a larger workgroup or more shared memory
-/// than the device offers.
-fn check_gemm_tile_fits(ctx: &Context, t: super::pipeline::GemmTile) -> Result<()> {
+/// The SIMT GEMM's tile for a call at `m`: the context's fixed one, else
+/// [`super::pipeline::gemm_tile`]'s (or [`GEMM_TILE`] where that exceeds the device's
+/// workgroup or shared memory); `Unsupported` where the tile does not fit the device.
+fn simt_gemm_tile(ctx: &Context, m: u32) -> Result<GemmTile> {
     let info = &ctx.device.info;
-    let shared = 4 * 32 * (t.rows() + t.tokens());
-    if t.tx * t.ty > info.max_workgroup || shared > info.max_shared {
+    let invocations = |t: GemmTile| u64::from(t.tx) * u64::from(t.ty);
+    let shared = |t: GemmTile| 4 * 32 * (u64::from(t.rows()) + u64::from(t.tokens()));
+    let fits = |t: GemmTile| {
+        invocations(t) <= u64::from(info.max_workgroup) && shared(t) <= u64::from(info.max_shared)
+    };
+    let t = ctx.gemm_tile.unwrap_or_else(|| {
+        let chosen = super::pipeline::gemm_tile(m, info.cpu);
+        if fits(chosen) {
+            chosen
+        } else {
+            GEMM_TILE
+        }
+    });
+    let name = format!(
+        "the SIMT GEMM's tile ({}, {}, {}, {})",
+        t.tx, t.ty, t.rn, t.rm
+    );
+    if invocations(t) > u64::from(info.max_workgroup) {
         return Err(Error::Unsupported(format!(
-            "the SIMT GEMM's tile ({}, {}, {}, {}) needs {} invocations and {shared} bytes of shared memory; the device allows {} and {}",
-            t.tx,
-            t.ty,
-            t.rn,
-            t.rm,
-            t.tx * t.ty,
-            info.max_workgroup,
+            "{name} needs workgroups of {} invocations; the device allows {}",
+            invocations(t),
+            info.max_workgroup
+        )));
+    }
+    if shared(t) > u64::from(info.max_shared) {
+        return Err(Error::Unsupported(format!(
+            "{name} needs {} bytes of shared memory; the device has {}",
+            shared(t),
             info.max_shared
         )));
     }
-    Ok(())
+    Ok(t)
 }
 
 /// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
@@ -341,10 +361,7 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
     }
     let Some(c) = &mat.coop else {
         let (pipeline, rows, tokens) = if gemm {
-            let tile = ctx
-                .gemm_tile
-                .unwrap_or_else(|| super::pipeline::gemm_tile(p.m, ctx.device.info.cpu));
-            check_gemm_tile_fits(ctx, tile)?;
+            let tile = simt_gemm_tile(ctx, p.m)?;
             let key = GemmKey {
                 tile,
                 zeros: mat.shape.zero_points,

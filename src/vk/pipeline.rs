@@ -384,7 +384,7 @@ pub const GEMM_TILE: GemmTile = GemmTile {
 };
 
 /// The SIMT GEMM's tile for m tokens, on a CPU implementation (`cpu`: lavapipe) or a GPU.
-/// GPUs: 64 invocations; up to m = 16 64 rows × 16 tokens (4 × 4 outputs each, 8 KiB of
+/// GPUs: 64 invocations; up to m = 16 64 rows × 16 tokens (4 × 4 outputs each, 10 KiB of
 /// shared memory), where [`GEMM_TILE`]'s 32 tokens would leave half its products unused;
 /// else [`GEMM_TILE`]. CPUs, which keep an invocation's tile in vector registers and
 /// caches, take larger ones: 8 rows × 4 tokens per invocation up to m = 16 (128 rows × 16

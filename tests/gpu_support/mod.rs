@@ -341,8 +341,10 @@ pub fn run_cases(gpu: &Gpu, rng: &mut Rng, cases: &[Case]) {
     gpu.assert_quiet();
 }
 
-/// GEMM cases (m > 8): partial and whole tiles of rows and tokens (the SIMT GEMM's tile is
-/// 64 rows × 32 tokens), every group size, zero points, f32 scales, odd n and k.
+/// GEMM cases (m > 8): partial and whole tiles of rows and tokens (the comments count in the
+/// SIMT GEMM's GPU tiles, 64 rows × 16 tokens up to m = 16 and 64 × 32 beyond; CPU devices
+/// such as lavapipe take 128 × 16 and 128 × 64, and `gpu_gemm` also runs other tiles), every
+/// group size, zero points, f32 scales, odd n and k.
 pub const GEMM_CASES: [Case; 7] = [
     // The smallest GEMM: one partial tile of tokens, one partial chunk, per-channel.
     case(7, 33, -1, false, false, 9),
