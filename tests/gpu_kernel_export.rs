@@ -620,12 +620,21 @@ fn export_refusals() {
 }
 
 /// Without a context, a subgroup size given for the portable kernel makes the local size a
-/// multiple of it (ncnn would round it so), also for short rows; the result stays exact.
+/// multiple of it (ncnn would round it so), also for short rows and for the GEMM (m > 8);
+/// the result stays exact.
 #[test]
 fn exported_portable_kernel_rounds_to_subgroup() {
     let host = Host::new();
     let mut rng = Rng(77);
-    for (sg, k, m) in [(64u32, 33usize, 8usize), (128, 40, 1), (16, 1000, 5)] {
+    // m > 8: the GEMM, its workgroup grown along tokens to the subgroup (TY 16).
+    let cases = [
+        (64u32, 33usize, 8usize),
+        (128, 40, 1),
+        (16, 1000, 5),
+        (128, 97, 40),
+        (128, 65, 150),
+    ];
+    for (sg, k, m) in cases {
         let n = 19;
         let data = random_q4(&mut rng, n, k, 32, true, false);
         let desc = q4_desc(&data);
