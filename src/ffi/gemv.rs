@@ -411,7 +411,7 @@ pub unsafe extern "C" fn q4vk_gemv_host(
         require(a.y, "args->y")?;
         let f16 = a.flags & Q4VK_GEMV_F16_ACTIVATIONS != 0;
         let shape = pair.shape();
-        let es: usize = if f16 { 2 } else { 4 };
+        let es = HostX::bytes_per_value(f16);
         let too_large = || {
             Error::Unsupported(format!(
                 "m = {m} rows of a {} x {} matrix exceed this platform's address space",

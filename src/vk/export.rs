@@ -10,7 +10,7 @@
 
 use super::device::DeviceInfo;
 use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
-use super::pipeline::{GemmKey, Push, Spec, Tuning, GEMM_PUSH_WORDS, GEMM_TILE, SPECS};
+use super::pipeline::{GemmKey, GemmTile, Push, Spec, Tuning, GEMM_PUSH_WORDS, GEMM_TILE, SPECS};
 use super::shaders;
 use crate::error::{Error, Result};
 use crate::layout::vk::VkLayout;
@@ -285,9 +285,11 @@ fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result
 /// (hosts such as ncnn round local sizes up to a multiple of it).
 fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
     let t = GEMM_TILE;
-    let workgroup = (t.tx * t.ty).max(dev.subgroup_size);
-    let ty = workgroup / t.tx;
-    let (rows, tokens) = (t.tx * t.rn, ty * t.rm);
+    let workgroup = t.invocations().max(dev.subgroup_size);
+    let grown = GemmTile {
+        ty: workgroup / t.tx,
+        ..t
+    };
     if !workgroup.is_multiple_of(t.tx) {
         return Err(Error::Unsupported(format!(
             "the exported GEMM's workgroup must be a multiple of {} and of the subgroup size {}",
@@ -300,8 +302,7 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
             dev.max_workgroup
         )));
     }
-    // tile_w and tile_x: 32 k of f32 per row and per token.
-    let shared = 4 * 32 * (rows + tokens);
+    let shared = grown.shared_bytes();
     if shared > dev.max_shared {
         return Err(Error::Unsupported(format!(
             "the exported GEMM needs {shared} bytes of shared memory; the device has {}",
@@ -309,7 +310,7 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
         )));
     }
     let key = GemmKey {
-        tile: t,
+        tile: grown,
         zeros: req.shape.zero_points,
         scale_f32: req.scale == ScaleType::F32,
         x_f16: req.x_f16,
@@ -325,8 +326,8 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
             shaders::GEMM_EXPORT
         },
         workgroup,
-        rows: rows as u64,
-        tokens: tokens as u64,
+        rows: grown.rows() as u64,
+        tokens: grown.tokens() as u64,
         spec: Box::new(move |id| values.get(id as usize).copied()),
     })
 }

@@ -56,12 +56,17 @@ impl<'a> HostX<'a> {
         HostX { bytes, f16: false }
     }
 
-    /// Bytes per value.
-    fn element_bytes(&self) -> usize {
-        match self.f16 {
+    /// Bytes per value of f16 (`f16`) or f32 activations.
+    pub fn bytes_per_value(f16: bool) -> usize {
+        match f16 {
             true => 2,
             false => 4,
         }
+    }
+
+    /// Bytes per value.
+    fn element_bytes(&self) -> usize {
+        Self::bytes_per_value(self.f16)
     }
 
     /// Values held.

@@ -313,12 +313,11 @@ pub(super) fn fragments_prepass(
 /// [`super::pipeline::gemm_tile`]'s (or [`GEMM_TILE`] where that exceeds the device's
 /// workgroup or shared memory); `Unsupported` where the tile does not fit the device.
 fn simt_gemm_tile(ctx: &Context, m: u32) -> Result<GemmTile> {
+    // Tiles are checked when fixed (at most 1024 invocations, 16 rows and tokens each):
+    // these products fit 32 bits.
     let info = &ctx.device.info;
-    let invocations = |t: GemmTile| u64::from(t.tx) * u64::from(t.ty);
-    let shared = |t: GemmTile| 4 * 32 * (u64::from(t.rows()) + u64::from(t.tokens()));
-    let fits = |t: GemmTile| {
-        invocations(t) <= u64::from(info.max_workgroup) && shared(t) <= u64::from(info.max_shared)
-    };
+    let fits =
+        |t: GemmTile| t.invocations() <= info.max_workgroup && t.shared_bytes() <= info.max_shared;
     let t = ctx.gemm_tile.unwrap_or_else(|| {
         let chosen = super::pipeline::gemm_tile(m, info.cpu);
         if fits(chosen) {
@@ -331,17 +330,17 @@ fn simt_gemm_tile(ctx: &Context, m: u32) -> Result<GemmTile> {
         "the SIMT GEMM's tile ({}, {}, {}, {})",
         t.tx, t.ty, t.rn, t.rm
     );
-    if invocations(t) > u64::from(info.max_workgroup) {
+    if t.invocations() > info.max_workgroup {
         return Err(Error::Unsupported(format!(
             "{name} needs workgroups of {} invocations; the device allows {}",
-            invocations(t),
+            t.invocations(),
             info.max_workgroup
         )));
     }
-    if shared(t) > u64::from(info.max_shared) {
+    if t.shared_bytes() > info.max_shared {
         return Err(Error::Unsupported(format!(
             "{name} needs {} bytes of shared memory; the device has {}",
-            shared(t),
+            t.shared_bytes(),
             info.max_shared
         )));
     }

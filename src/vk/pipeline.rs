@@ -372,6 +372,16 @@ impl GemmTile {
     pub fn tokens(&self) -> u32 {
         self.ty * self.rm
     }
+
+    /// Invocations per workgroup.
+    pub fn invocations(&self) -> u32 {
+        self.tx * self.ty
+    }
+
+    /// Bytes of the kernel's shared memory: its tiles hold 32 k of f32 per row and per token.
+    pub fn shared_bytes(&self) -> u32 {
+        4 * 32 * (self.rows() + self.tokens())
+    }
 }
 
 /// The SIMT GEMM's tile: 64 invocations (Vulkan's minimum workgroup limit is 128), 64 rows
@@ -760,8 +770,7 @@ impl Pipelines {
     pub fn get_gemm(&self, key: GemmKey) -> Result<vk::Pipeline> {
         self.gemm_pipelines.get_or_create(key, || {
             let module = self.lazy_module(&self.gemm_module, shaders::GEMM)?;
-            let t = key.tile;
-            self.create(module, &key.spec_values(t.tx * t.ty))
+            self.create(module, &key.spec_values(key.tile.invocations()))
         })
     }
 
