@@ -2,15 +2,23 @@
 //! CI) with the validation layer on, against the f64 reference: m = 9 .. 300 on odd n and k
 //! (partial chunks, groups and tiles of rows and tokens), every group size, zero points on
 //! and off, f16 and f32 scales, on both context kinds (the GEMM kernel is the same SPIR-V;
-//! a portable context must take it too). f16 activations, strides and buffer offsets of
-//! the GEMM are covered by `gpu_api`'s recorded GEMV, imported sources by `gpu_import`.
+//! a portable context must take it too). The subgroup contexts are made with
+//! `Q4VK_CONTEXT_NO_COOPMAT`, so that devices with tensor cores run this kernel too (their
+//! tensor-core GEMM is `gpu_coop`'s). f16 activations, strides and buffer offsets of the GEMM
+//! are covered by `gpu_api`'s recorded GEMV, imported sources by `gpu_import`.
 
 mod gpu_support;
 use gpu_support::*;
+use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
 
+/// A context of the kind asked for that runs the SIMT GEMM whatever the device has.
+fn simt_gpu(portable: bool) -> Gpu {
+    Gpu::with(portable, |d| d.flags |= Q4VK_CONTEXT_NO_COOPMAT).unwrap()
+}
+
 fn sweep(portable: bool) {
-    let gpu = Gpu::new(portable);
+    let gpu = simt_gpu(portable);
     let mut rng = Rng(if portable { 23 } else { 19 });
     run_cases(&gpu, &mut rng, &GEMM_CASES);
 }
@@ -26,7 +34,8 @@ fn gemm_matches_reference_on_a_portable_context() {
 }
 
 /// Other tiles than the per-m choice (lavapipe takes the CPU tiles of
-/// `vk::pipeline::gemm_tile`): the two GPU tiles; the export's tile with its workgroup grown
+/// `vk::pipeline::gemm_tile`): the GPU tiles up to m = 32 (past it GPUs take lavapipe's
+/// tile for m > 16, which the sweeps above run); the export's tile with its workgroup grown
 /// along tokens (to subgroups of 128 and 256); two rows staged per invocation, and one and a
 /// half; 256 invocations; 12 tokens per invocation over 16 invocations along tokens; a
 /// workgroup of 96 whose x staging ends in a partial round (`q4vk-bench --gemm-tile` sweeps
@@ -35,7 +44,7 @@ fn gemm_matches_reference_on_a_portable_context() {
 #[test]
 fn gemm_matches_reference_at_other_tiles() {
     use q4vk::vk::pipeline::GemmTile;
-    let mut gpu = Gpu::new(false);
+    let mut gpu = simt_gpu(false);
     let mut rng = Rng(29);
     let tile = |tx, ty, rn, rm| Some(GemmTile { tx, ty, rn, rm });
     let tiles = [
