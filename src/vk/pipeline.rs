@@ -394,19 +394,24 @@ pub const GEMM_TILE: GemmTile = GemmTile {
 };
 
 /// The SIMT GEMM's tile for m tokens, on a CPU implementation (`cpu`: lavapipe) or a GPU.
-/// GPUs: 64 invocations; up to m = 16 64 rows × 16 tokens (4 × 4 outputs each, 10 KiB of
+/// GPUs: up to m = 16 64 rows × 16 tokens in 64 invocations (4 × 4 outputs each, 10 KiB of
 /// shared memory), where [`GEMM_TILE`]'s 32 tokens would leave half its products unused;
-/// else [`GEMM_TILE`]. CPUs, which keep an invocation's tile in vector registers and
-/// caches, take larger ones: 8 rows × 4 tokens per invocation up to m = 16 (128 rows × 16
-/// tokens), else 8 × 8 in 128 invocations (128 rows × 64 tokens); lavapipe, 7168 × 2048:
-/// m = 16 244 → 207 ms, m = 300 3.45 → 2.03 s against the GPU tiles (bench/RESULTS.md).
+/// up to m = 32 [`GEMM_TILE`]; past it 128 rows × 64 tokens in 128 invocations (8 × 8
+/// outputs each, 24 KiB), whose outputs per weight staged halve the shared-memory reads per
+/// product (H200, 28672 × 8192, m = 64: 2209 → 1520 µs; at m = 9 and 16 it is 2.5 × slower
+/// than the 16-token tile; bench/RESULTS.md). CPUs, which keep an invocation's tile in
+/// vector registers and caches, take larger ones: 8 rows × 4 tokens per invocation up to
+/// m = 16 (128 rows × 16 tokens), else 8 × 8 in 128 invocations (128 rows × 64 tokens);
+/// lavapipe, 7168 × 2048: m = 16 244 → 207 ms, m = 300 3.45 → 2.03 s against the GPU tiles.
+/// A tile beyond the device's limits falls back to [`GEMM_TILE`] (`simt_gemm_tile`).
 pub fn gemm_tile(m: u32, cpu: bool) -> GemmTile {
     let tile = |tx, ty, rn, rm| GemmTile { tx, ty, rn, rm };
-    match (cpu, m <= 16) {
-        (false, true) => tile(16, 4, 4, 4),
-        (false, false) => GEMM_TILE,
-        (true, true) => tile(16, 4, 8, 4),
-        (true, false) => tile(16, 8, 8, 8),
+    match (cpu, m) {
+        (false, ..=16) => tile(16, 4, 4, 4),
+        (false, 17..=32) => GEMM_TILE,
+        (false, _) => tile(16, 8, 8, 8),
+        (true, ..=16) => tile(16, 4, 8, 4),
+        (true, _) => tile(16, 8, 8, 8),
     }
 }
 
