@@ -13,7 +13,10 @@
 // invocations side by side. Each chunk's products are summed apart and then added to the
 // fp32 total (shorter f32 chains than one sum over K). Workgroups are numbered tokens
 // fastest, so the workgroups that read the same weight rows run together and find them in
-// the L2. No subgroup operations: one SPIR-V for every device.
+// the L2. Where the tiles are too few to fill the device, the workgroup holds KSPLIT groups of
+// TX * TY invocations (K groups) that take interleaved chunks of the same tile, each with its
+// own shared tiles, and add their sums through shared memory at the end. No subgroup
+// operations: one SPIR-V for every device.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define GEMM
@@ -57,6 +60,13 @@ layout(constant_id = 7) const bool HAS_OFFSETS = false;
 layout(constant_id = 8) const bool HAS_K_ORDER = false;
 layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order[]; };
 #endif
+#ifdef EXPORT
+const uint KSPLIT = 1u;
+#else
+// K groups per workgroup (the host keeps TM * (KSPLIT - 1) <= 32 * KSPLIT: their sums meet
+// in tile_w).
+layout(constant_id = 9) const uint KSPLIT = 1;
+#endif
 #ifndef EXPORT
 #define XY_SET 1
 #define X_BINDING 0
@@ -69,17 +79,18 @@ layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order
 #ifndef EXPORT
 const uint WORKGROUP = gl_WorkGroupSize.x;
 #endif
-const uint TY = WORKGROUP / TX;
+const uint GROUP = WORKGROUP / KSPLIT; // invocations per K group
+const uint TY = GROUP / TX;
 const uint TN = TX * RN; // rows per workgroup
 const uint TM = TY * RM; // tokens per workgroup
 
 // Each invocation stages WS rows' chunk (one uvec4 of codes, the scale and zero point or
-// offset) and XS activations per 32-k chunk.
-const uint WS = (TN + WORKGROUP - 1u) / WORKGROUP;
-const uint XS = (32u * TM + WORKGROUP - 1u) / WORKGROUP;
+// offset) and XS activations per 32-k chunk of its K group.
+const uint WS = (TN + GROUP - 1u) / GROUP;
+const uint XS = (32u * TM + GROUP - 1u) / GROUP;
 
-shared float tile_w[32 * TN]; // [k][row]
-shared float tile_x[32 * TM]; // [k][token]
+shared float tile_w[KSPLIT * 32 * TN]; // [K group][k][row]
+shared float tile_x[KSPLIT * 32 * TM]; // [K group][k][token]
 
 // Row i of the invocation's RN (token j of its RM): groups of four neighbours, one 16-byte
 // shared load each, the groups of neighbouring invocations side by side.
@@ -96,14 +107,14 @@ float st_scale[WS];
 float st_zero[WS]; // the offset, for matrices with offsets
 float st_x[XS];
 
-// Loads chunk c's share of invocation tid: the chunks of rows tid, tid + WORKGROUP, ... below
-// TN (rows past the part repeat its last row; their outputs are not written) and the activations
-// tid, tid + WORKGROUP, ... of the tile's 32 k × TM tokens, tokens fastest (tokens past m and
-// columns past K read as 0: the latter meet the codes' zero padding).
+// Loads chunk c's share of invocation tid of a K group: the chunks of rows tid, tid + GROUP,
+// ... below TN (rows past the part repeat its last row; their outputs are not written) and
+// the activations tid, tid + GROUP, ... of the tile's 32 k × TM tokens, tokens fastest
+// (tokens past m and columns past K read as 0: the latter meet the codes' zero padding).
 void load_chunk(uint c, uint tid, uint row0, uint tok0) {
     uint g = c >> p.group_shift;
     [[unroll]] for (uint q = 0u; q < WS; q++) {
-        uint r = tid + q * WORKGROUP;
+        uint r = tid + q * GROUP;
         if (r < TN) {
             uint row = min(row0 + r, p.rows - 1u);
             uint slot = row * p.groups + g;
@@ -113,30 +124,30 @@ void load_chunk(uint c, uint tid, uint row0, uint tok0) {
         }
     }
     [[unroll]] for (uint q = 0u; q < XS; q++) {
-        uint e = tid + q * WORKGROUP;
+        uint e = tid + q * GROUP;
         uint tok = tok0 + e % TM;
         st_x[q] = e < 32u * TM && tok < p.m ? x_at(tok * p.x_stride, 32u * c + e / TM) : 0.0;
     }
 }
 
-// Writes a loaded chunk into the tiles: the codes as exact f32 s · (u − z) (s · u + b with
-// offsets), code k = 8 j + n of a chunk in nibble n of word j; neighbouring invocations
-// write neighbouring rows (tokens).
-void store_chunk(uint tid) {
+// Writes a loaded chunk into K group kg's tiles: the codes as exact f32 s · (u − z)
+// (s · u + b with offsets), code k = 8 j + n of a chunk in nibble n of word j; neighbouring
+// invocations write neighbouring rows (tokens).
+void store_chunk(uint tid, uint kg) {
     [[unroll]] for (uint q = 0u; q < WS; q++) {
-        uint r = tid + q * WORKGROUP;
+        uint r = tid + q * GROUP;
         if (r < TN) {
             [[unroll]] for (uint n = 0u; n < 32u; n++) {
                 float u = float((st_codes[q][n / 8u] >> (4u * (n % 8u))) & 0xFu);
-                tile_w[n * TN + r] = HAS_OFFSETS ? fma(st_scale[q], u, st_zero[q])
+                tile_w[(kg * 32u + n) * TN + r] = HAS_OFFSETS ? fma(st_scale[q], u, st_zero[q])
                                                  : st_scale[q] * (u - st_zero[q]);
             }
         }
     }
     [[unroll]] for (uint q = 0u; q < XS; q++) {
-        uint e = tid + q * WORKGROUP;
+        uint e = tid + q * GROUP;
         if (e < 32u * TM) {
-            tile_x[e] = st_x[q];
+            tile_x[kg * 32u * TM + e] = st_x[q];
         }
     }
 }
@@ -150,7 +161,10 @@ void main() {
     uint token_tiles = (p.m + TM - 1u) / TM;
     uint row0 = (wg / token_tiles) * TN;
     uint tok0 = (wg % token_tiles) * TM;
-    uint tid = gl_LocalInvocationID.x;
+    // K group: chunks kg, kg + KSPLIT, ... (spelled out for one group, so that its indices
+    // fold to constants).
+    uint kg = KSPLIT == 1u ? 0u : gl_LocalInvocationID.x / GROUP;
+    uint tid = KSPLIT == 1u ? gl_LocalInvocationID.x : gl_LocalInvocationID.x % GROUP;
     uint tx = tid % TX;
     uint ty = tid / TX;
 
@@ -159,38 +173,71 @@ void main() {
         acc[i] = 0.0;
     }
 
-    load_chunk(0u, tid, row0, tok0);
-    for (uint c = 0u; c < p.chunks; c++) {
-        store_chunk(tid);
+    // Every K group runs the same number of steps (barriers are workgroup-wide); a group past
+    // the last chunk stages a valid one and skips its products.
+    uint steps = (p.chunks + KSPLIT - 1u) / KSPLIT;
+    load_chunk(min(kg, p.chunks - 1u), tid, row0, tok0);
+    for (uint s = 0u; s < steps; s++) {
+        uint c = s * KSPLIT + kg;
+        store_chunk(tid, kg);
         barrier();
         // The next chunk's loads are in flight while this one is multiplied.
-        if (c + 1u < p.chunks) {
-            load_chunk(c + 1u, tid, row0, tok0);
+        if (c + KSPLIT < p.chunks) {
+            load_chunk(c + KSPLIT, tid, row0, tok0);
         }
 
-        float part[RN * RM];
-        [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
-            part[i] = 0.0;
+        if (KSPLIT == 1u || c < p.chunks) {
+            float part[RN * RM];
+            [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
+                part[i] = 0.0;
+            }
+            uint w0 = kg * 32u * TN;
+            uint x0 = kg * 32u * TM;
+            [[unroll]] for (uint kk = 0u; kk < 32u; kk++) {
+                float a[RN];
+                float b[RM];
+                [[unroll]] for (uint i = 0u; i < RN; i++) {
+                    a[i] = tile_w[w0 + kk * TN + own_row(tx, i)];
+                }
+                [[unroll]] for (uint j = 0u; j < RM; j++) {
+                    b[j] = tile_x[x0 + kk * TM + own_token(ty, j)];
+                }
+                [[unroll]] for (uint i = 0u; i < RN; i++) {
+                    [[unroll]] for (uint j = 0u; j < RM; j++) {
+                        part[i * RM + j] = fma(a[i], b[j], part[i * RM + j]);
+                    }
+                }
+            }
+            [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
+                acc[i] += part[i];
+            }
         }
-        [[unroll]] for (uint kk = 0u; kk < 32u; kk++) {
-            float a[RN];
-            float b[RM];
-            [[unroll]] for (uint i = 0u; i < RN; i++) {
-                a[i] = tile_w[kk * TN + own_row(tx, i)];
-            }
-            [[unroll]] for (uint j = 0u; j < RM; j++) {
-                b[j] = tile_x[kk * TM + own_token(ty, j)];
-            }
+        barrier();
+    }
+
+    // K groups 1.. hand their sums to group 0 through tile_w (every group is past its last
+    // read of the tiles: the loop ends with a barrier), which adds them and writes y.
+    if (KSPLIT > 1u) {
+        if (kg > 0u) {
             [[unroll]] for (uint i = 0u; i < RN; i++) {
                 [[unroll]] for (uint j = 0u; j < RM; j++) {
-                    part[i * RM + j] = fma(a[i], b[j], part[i * RM + j]);
+                    uint at = own_row(tx, i) * TM + own_token(ty, j);
+                    tile_w[(kg - 1u) * TN * TM + at] = acc[i * RM + j];
                 }
             }
         }
-        [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
-            acc[i] += part[i];
-        }
         barrier();
+        if (kg > 0u) {
+            return;
+        }
+        for (uint q = 1u; q < KSPLIT; q++) {
+            [[unroll]] for (uint i = 0u; i < RN; i++) {
+                [[unroll]] for (uint j = 0u; j < RM; j++) {
+                    uint at = own_row(tx, i) * TM + own_token(ty, j);
+                    acc[i * RM + j] += tile_w[(q - 1u) * TN * TM + at];
+                }
+            }
+        }
     }
 
     [[unroll]] for (uint i = 0u; i < RN; i++) {

@@ -10,6 +10,7 @@
 mod gpu_support;
 use gpu_support::*;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
+use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
 
 /// A context of the kind asked for that runs the SIMT GEMM whatever the device has.
@@ -74,4 +75,43 @@ fn gemm_matches_reference_at_other_tiles() {
     let (status, _) = gemv_c(gpu.ctx, mat, &x, 33, 9);
     assert_eq!(status, Q4VK_ERROR_UNSUPPORTED);
     assert!(last_error().contains("shared memory"), "{}", last_error());
+    unsafe { q4vk_matrix_destroy(mat) };
+}
+
+/// K groups (several groups of a tile's invocations in one workgroup, taking interleaved
+/// chunks of K and adding their sums at the end; GPUs take them where the tiles are too
+/// few): 2, 3 and 4 groups on five tiles, including calls whose k has fewer chunks than
+/// groups (idle groups) and a tile of 64 tokens, whose sums fit the weight tiles for 2
+/// groups only. More groups than that tile allows are refused per call, more than 8 when
+/// set.
+#[test]
+fn gemm_matches_reference_with_k_groups() {
+    use q4vk::vk::pipeline::GemmTile;
+    let mut gpu = simt_gpu(false);
+    let mut rng = Rng(31);
+    let tile = |tx, ty, rn, rm| Some(GemmTile { tx, ty, rn, rm });
+    let runs = [
+        (tile(8, 4, 4, 4), 4),
+        (tile(16, 4, 4, 4), 3),
+        (tile(8, 8, 8, 4), 2),
+        (tile(12, 8, 4, 4), 2),
+        (tile(8, 8, 4, 8), 2),
+    ];
+    for (t, k) in runs {
+        gpu.context_mut().set_gemm_tile(t).unwrap();
+        gpu.context_mut().set_gemm_ksplit(Some(k)).unwrap();
+        run_cases(&gpu, &mut rng, &GEMM_CASES);
+    }
+    assert!(gpu.context_mut().set_gemm_ksplit(Some(0)).is_err());
+    assert!(gpu.context_mut().set_gemm_ksplit(Some(9)).is_err());
+
+    gpu.context_mut().set_gemm_tile(tile(8, 8, 4, 8)).unwrap();
+    gpu.context_mut().set_gemm_ksplit(Some(3)).unwrap();
+    let data = random_q4(&mut rng, 33, 97, 32, false, false);
+    let mat = upload_q4(&gpu, &data);
+    let x = rng.vec(9 * 97);
+    let (status, _) = gemv_c(gpu.ctx, mat, &x, 33, 9);
+    assert_eq!(status, Q4VK_ERROR_UNSUPPORTED);
+    assert!(last_error().contains("K groups"), "{}", last_error());
+    unsafe { q4vk_matrix_destroy(mat) };
 }

@@ -442,6 +442,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             coop_gemm_tuning: None,
             gemm_from_m: None,
             gemm_tile: None,
+            gemm_ksplit: None,
             pipeline_statistics: false,
         };
         let backend = match Context::new(config, logger) {

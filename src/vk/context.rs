@@ -61,6 +61,9 @@ pub struct ContextConfig {
     /// The SIMT GEMM's tile instead of the per-m choice (`vk::pipeline::gemm_tile`; tuning
     /// experiments, `q4vk-bench --gemm-tile TX,TY,RN,RM`).
     pub gemm_tile: Option<GemmTile>,
+    /// The SIMT GEMM's K groups per workgroup instead of the per-call choice
+    /// (`vk::gemv_plan`'s; tuning experiments, `q4vk-bench --gemm-ksplit K`).
+    pub gemm_ksplit: Option<u32>,
     /// Own device: capture the compiler statistics of every pipeline where the device
     /// offers `VK_KHR_pipeline_executable_properties` (`Pipelines::statistics`,
     /// `q4vk-bench --stats`).
@@ -155,6 +158,9 @@ pub struct Context {
     /// Fixed tile of the SIMT GEMM, else chosen per m (set only through `new` and
     /// [`Context::set_gemm_tile`], which check the kernel's rules).
     pub(crate) gemm_tile: Option<GemmTile>,
+    /// Fixed K groups of the SIMT GEMM, else chosen per call (set only through `new` and
+    /// [`Context::set_gemm_ksplit`], which check them).
+    pub(crate) gemm_ksplit: Option<u32>,
     /// Dispatcher limits.
     pub limits: Limits,
     /// The host's queue lock (adopted queue).
@@ -208,6 +214,20 @@ fn check_gemm_tile(tile: Option<GemmTile>) -> Result<()> {
     Ok(())
 }
 
+/// Largest count of K groups of the SIMT GEMM that `Context::set_gemm_ksplit` takes.
+const MAX_GEMM_KSPLIT: u32 = 8;
+
+/// Checks fixed K groups of the SIMT GEMM (`ContextConfig::gemm_ksplit`): 1 to
+/// [`MAX_GEMM_KSPLIT`]; the device's limits and the tile's are checked per call.
+fn check_gemm_ksplit(ksplit: Option<u32>) -> Result<()> {
+    match ksplit {
+        Some(k) if !(1..=MAX_GEMM_KSPLIT).contains(&k) => Err(crate::error::invalid!(
+            "GEMM K groups {k}: expected 1 to {MAX_GEMM_KSPLIT}"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
 fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
     let Some((tiles, subgroups, tokens, ksplit, ahead)) = tuning else {
@@ -251,6 +271,14 @@ impl Context {
     pub fn set_gemm_tile(&mut self, tile: Option<GemmTile>) -> Result<()> {
         check_gemm_tile(tile)?;
         self.gemm_tile = tile;
+        Ok(())
+    }
+
+    /// Fixes the SIMT GEMM's K groups for later calls (`None`: chosen per call), checked as
+    /// at creation.
+    pub fn set_gemm_ksplit(&mut self, ksplit: Option<u32>) -> Result<()> {
+        check_gemm_ksplit(ksplit)?;
+        self.gemm_ksplit = ksplit;
         Ok(())
     }
 
@@ -413,6 +441,7 @@ impl Context {
         check_coop_tuning(config.coop_tuning)?;
         check_coop_gemm_tuning(config.coop_gemm_tuning)?;
         check_gemm_tile(config.gemm_tile)?;
+        check_gemm_ksplit(config.gemm_ksplit)?;
         if coop {
             logger.log(
                 LEVEL_INFO,
@@ -462,6 +491,7 @@ impl Context {
             coop_gemm_tuning: config.coop_gemm_tuning,
             gemm_from_m: config.gemm_from_m,
             gemm_tile: config.gemm_tile,
+            gemm_ksplit: config.gemm_ksplit,
             limits,
             queue_lock,
             device,

@@ -316,6 +316,7 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
         x_f16: req.x_f16,
         offsets: req.extras.offsets,
         k_order: req.extras.k_order,
+        ksplit: 1,
     };
     let values = key.spec_values(workgroup);
     Ok(Kernel {

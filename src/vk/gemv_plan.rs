@@ -309,10 +309,25 @@ pub(super) fn fragments_prepass(
     })
 }
 
-/// The SIMT GEMM's tile for a call at `m`: the context's fixed one, else
-/// [`super::pipeline::gemm_tile`]'s (or [`GEMM_TILE`] where that exceeds the device's
-/// workgroup or shared memory); `Unsupported` where the tile does not fit the device.
-fn simt_gemm_tile(ctx: &Context, m: u32) -> Result<GemmTile> {
+/// Workgroups of a SIMT GEMM call with `tile` on `mat` at `m` tokens (row tiles of every
+/// part × token tiles).
+fn gemm_workgroups(mat: &DeviceMatrix, tile: GemmTile, m: u32) -> u64 {
+    let row_tiles: u64 = mat
+        .parts
+        .iter()
+        .map(|part| (part.rows as u64).div_ceil(u64::from(tile.rows())))
+        .sum();
+    row_tiles * u64::from(m.div_ceil(tile.tokens()))
+}
+
+/// The SIMT GEMM's tile for a call at `m` on `mat`: the context's fixed one, else
+/// [`super::pipeline::gemm_tile`]'s, or [`GEMM_TILE`] where that exceeds the device's
+/// workgroup or shared memory, or where a GPU's larger tile (past m = 32) would give the
+/// call fewer than half of [`gemm_groups_wanted`] workgroups (H200, m = 64, 128 × 64 tiles
+/// against `GEMM_TILE`: 28672 × 8192, 224 workgroups, 1520 against 2209 µs;
+/// 8192 × 28672, 64 workgroups, 4127 against 2175); `Unsupported` where the tile does not
+/// fit the device.
+fn simt_gemm_tile(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<GemmTile> {
     // Tiles are checked when fixed (at most 1024 invocations, 16 rows and tokens each):
     // these products fit 32 bits.
     let info = &ctx.device.info;
@@ -320,7 +335,10 @@ fn simt_gemm_tile(ctx: &Context, m: u32) -> Result<GemmTile> {
         |t: GemmTile| t.invocations() <= info.max_workgroup && t.shared_bytes() <= info.max_shared;
     let t = ctx.gemm_tile.unwrap_or_else(|| {
         let chosen = super::pipeline::gemm_tile(m, info.cpu);
-        if fits(chosen) {
+        let too_few = !info.cpu
+            && chosen.tokens() > GEMM_TILE.tokens()
+            && 2 * gemm_workgroups(mat, chosen, m) < gemm_groups_wanted(info.sm_count);
+        if fits(chosen) && !too_few {
             chosen
         } else {
             GEMM_TILE
@@ -347,6 +365,73 @@ fn simt_gemm_tile(ctx: &Context, m: u32) -> Result<GemmTile> {
     Ok(t)
 }
 
+/// Workgroups' worth of K groups a SIMT GEMM call should have in flight on a GPU: three
+/// per SM where the driver reports their count (`VK_NV_shader_sm_builtins`), else 384.
+fn gemm_groups_wanted(sm_count: Option<u32>) -> u64 {
+    sm_count.map_or(384, |n| 3 * u64::from(n))
+}
+
+/// The SIMT GEMM's K groups per workgroup for a call of `m` tokens with `tile` on `mat`:
+/// the context's fixed count, else 1 on CPU implementations (one thread runs a workgroup)
+/// and on GPUs the fewest of 1, 2, 4 that give the call [`gemm_groups_wanted`] workgroups'
+/// worth (K groups × workgroups), no more than a quarter of the chunks, and within the device's
+/// workgroup and shared-memory limits and the kernel's rule that the K groups' sums fit
+/// its weight tiles (tokens × (K groups − 1) ≤ 32 × K groups). A fixed count that breaks
+/// a limit: `Unsupported`. H200, 8192 × 28672 (128 workgroups at m = 9, 16: one of 64
+/// invocations per SM), 4 K groups against 1: m = 9 1259 → 551 µs, m = 16 1171 → 582; with
+/// the 128 × 64 tile at m = 64 (64 workgroups), 2 against 1: 4127 → 2398.
+fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -> Result<u32> {
+    let info = &ctx.device.info;
+    // Why k K groups of the tile do not fit, if they do not.
+    let misfit = |k: u32| {
+        if tile.invocations() * k > info.max_workgroup {
+            Some(format!(
+                "they need workgroups of {} invocations, the device allows {}",
+                tile.invocations() * k,
+                info.max_workgroup
+            ))
+        } else if tile.shared_bytes() * k > info.max_shared {
+            Some(format!(
+                "they need {} bytes of shared memory, the device has {}",
+                tile.shared_bytes() * k,
+                info.max_shared
+            ))
+        } else if tile.tokens() * (k - 1) > 32 * k {
+            Some(format!(
+                "the weight tiles hold the sums of its {} tokens for at most {} K groups",
+                tile.tokens(),
+                32 / (tile.tokens() - 32).max(1) + 1
+            ))
+        } else {
+            None
+        }
+    };
+    if let Some(k) = ctx.gemm_ksplit {
+        if let Some(why) = misfit(k) {
+            return Err(Error::Unsupported(format!(
+                "{k} K groups do not fit the SIMT GEMM's tile ({}, {}, {}, {}): {why}",
+                tile.tx, tile.ty, tile.rn, tile.rm
+            )));
+        }
+        return Ok(k);
+    }
+    if info.cpu {
+        return Ok(1);
+    }
+    let workgroups = gemm_workgroups(mat, tile, m);
+    let chunks = mat.layout.chunks as u64;
+    let wanted = gemm_groups_wanted(info.sm_count);
+    let mut k = 1;
+    while k < 4
+        && workgroups * u64::from(k) < wanted
+        && u64::from(2 * k) * 4 <= chunks
+        && misfit(2 * k).is_none()
+    {
+        k *= 2;
+    }
+    Ok(k)
+}
+
 /// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
 /// context's SIMT variant (with `dot`, the integer dot-product one on x in digits, packed
 /// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
@@ -360,7 +445,7 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
     }
     let Some(c) = &mat.coop else {
         let (pipeline, rows, tokens) = if gemm {
-            let tile = simt_gemm_tile(ctx, p.m)?;
+            let tile = simt_gemm_tile(ctx, mat, p.m)?;
             let key = GemmKey {
                 tile,
                 zeros: mat.shape.zero_points,
@@ -368,6 +453,7 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
                 x_f16: p.x_f16,
                 offsets: mat.offsets,
                 k_order: mat.k_order.is_some() && !p.x_gathered,
+                ksplit: simt_gemm_ksplit(ctx, mat, tile, p.m)?,
             };
             let t = key.tile;
             (ctx.pipelines.get_gemm(key)?, t.rows(), t.tokens())

@@ -277,9 +277,40 @@ pub struct GemmKey {
     pub offsets: bool,
     /// x gathered through the matrix's column-to-input order.
     pub k_order: bool,
+    /// K groups: groups of the tile's invocations in one workgroup that take interleaved
+    /// 32-k chunks of the same tile (1 for the export; q4vk's build only).
+    pub ksplit: u32,
 }
 
 impl GemmKey {
+    /// Invocations per workgroup: the tile's per K group.
+    pub fn invocations(&self) -> u32 {
+        self.tile.invocations() * self.ksplit
+    }
+
+    /// Bytes of shared memory: the tile's per K group.
+    pub fn shared_bytes(&self) -> u32 {
+        self.tile.shared_bytes() * self.ksplit
+    }
+
+    /// The specialization constants of q4vk's own build (ids 0..9): [`Self::spec_values`]
+    /// for the whole workgroup, then the K groups.
+    pub fn own_spec_values(&self) -> [u32; 10] {
+        let v = self.spec_values(self.invocations());
+        [
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            v[5],
+            v[6],
+            v[7],
+            v[8],
+            self.ksplit,
+        ]
+    }
+
     /// The specialization constants of `shaders/gemm_q4.comp` by id (0..8), with
     /// `workgroup` invocations of the tile's rows and tokens per invocation (ids 0..8 in
     /// q4vk's build and in the exported ones; the v0 export has ids 0..6 only).
@@ -399,7 +430,8 @@ pub const GEMM_TILE: GemmTile = GemmTile {
 /// up to m = 32 [`GEMM_TILE`]; past it 128 rows × 64 tokens in 128 invocations (8 × 8
 /// outputs each, 24 KiB), whose outputs per weight staged halve the shared-memory reads per
 /// product (H200, 28672 × 8192, m = 64: 2209 → 1520 µs; at m = 9 and 16 it is 2.5 × slower
-/// than the 16-token tile; bench/RESULTS.md). CPUs, which keep an invocation's tile in
+/// than the 16-token tile; bench/RESULTS.md; `vk::gemv_plan` keeps [`GEMM_TILE`] where the
+/// larger tile gives a call too few workgroups). CPUs, which keep an invocation's tile in
 /// vector registers and caches, take larger ones: 8 rows × 4 tokens per invocation up to
 /// m = 16 (128 rows × 16 tokens), else 8 × 8 in 128 invocations (128 rows × 64 tokens);
 /// lavapipe, 7168 × 2048: m = 16 244 → 207 ms, m = 300 3.45 → 2.03 s against the GPU tiles.
@@ -775,7 +807,7 @@ impl Pipelines {
     pub fn get_gemm(&self, key: GemmKey) -> Result<vk::Pipeline> {
         self.gemm_pipelines.get_or_create(key, || {
             let module = self.lazy_module(&self.gemm_module, shaders::GEMM)?;
-            self.create(module, &key.spec_values(key.tile.invocations()))
+            self.create(module, &key.own_spec_values())
         })
     }
 
