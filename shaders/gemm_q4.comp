@@ -39,7 +39,7 @@ layout(constant_id = 0) const uint WORKGROUP = 64;             // TX * TY invoca
 #define K_ORDER_BINDING 6
 #endif
 #else
-layout(local_size_x_id = 0) in;                                // TX * TY invocations
+layout(local_size_x_id = 0) in;                                // TX * TY * KSPLIT invocations
 #define K_ORDER_BINDING 3
 #endif
 layout(constant_id = 1) const uint TX = 8;                      // invocations along rows

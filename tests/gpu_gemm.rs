@@ -36,7 +36,8 @@ fn gemm_matches_reference_on_a_portable_context() {
 
 /// Other tiles than the per-m choice (lavapipe takes the CPU tiles of
 /// `vk::pipeline::gemm_tile`): the GPU tiles up to m = 32 (past it GPUs take lavapipe's
-/// tile for m > 16, which the sweeps above run); the export's tile with its workgroup grown
+/// tile for m > 16 where a call has enough workgroups, which these small matrices do not
+/// give: the sweeps above run it on lavapipe only); the export's tile with its workgroup grown
 /// along tokens (to subgroups of 128 and 256); two rows staged per invocation, and one and a
 /// half; 256 invocations; 12 tokens per invocation over 16 invocations along tokens; a
 /// workgroup of 96 whose x staging ends in a partial round (`q4vk-bench --gemm-tile` sweeps
@@ -82,8 +83,9 @@ fn gemm_matches_reference_at_other_tiles() {
 /// chunks of K and adding their sums at the end; GPUs take them where the tiles are too
 /// few): 2, 3 and 4 groups on five tiles, including calls whose k has fewer chunks than
 /// groups (idle groups) and a tile of 64 tokens, whose sums fit the weight tiles for 2
-/// groups only. More groups than that tile allows are refused per call, more than 8 when
-/// set.
+/// groups only (the 128 × 64 GPU tile with 2 groups needs 48 KiB of shared memory, more
+/// than lavapipe's 32). More groups than that tile allows are refused per call, more than 8
+/// when set.
 #[test]
 fn gemm_matches_reference_with_k_groups() {
     use q4vk::vk::pipeline::GemmTile;
@@ -105,13 +107,18 @@ fn gemm_matches_reference_with_k_groups() {
     assert!(gpu.context_mut().set_gemm_ksplit(Some(0)).is_err());
     assert!(gpu.context_mut().set_gemm_ksplit(Some(9)).is_err());
 
-    gpu.context_mut().set_gemm_tile(tile(8, 8, 4, 8)).unwrap();
+    // 16 rows × 64 tokens: 3 groups fit the shared memory (30 KiB) but not the rule.
+    gpu.context_mut().set_gemm_tile(tile(4, 8, 4, 8)).unwrap();
     gpu.context_mut().set_gemm_ksplit(Some(3)).unwrap();
     let data = random_q4(&mut rng, 33, 97, 32, false, false);
     let mat = upload_q4(&gpu, &data);
     let x = rng.vec(9 * 97);
     let (status, _) = gemv_c(gpu.ctx, mat, &x, 33, 9);
     assert_eq!(status, Q4VK_ERROR_UNSUPPORTED);
-    assert!(last_error().contains("K groups"), "{}", last_error());
+    assert!(
+        last_error().contains("at most 2 K groups"),
+        "{}",
+        last_error()
+    );
     unsafe { q4vk_matrix_destroy(mat) };
 }

@@ -377,9 +377,9 @@ fn gemm_groups_wanted(sm_count: Option<u32>) -> u64 {
 /// worth (K groups × workgroups), no more than a quarter of the chunks, and within the device's
 /// workgroup and shared-memory limits and the kernel's rule that the K groups' sums fit
 /// its weight tiles (tokens × (K groups − 1) ≤ 32 × K groups). A fixed count that breaks
-/// a limit: `Unsupported`. H200, 8192 × 28672 (128 workgroups at m = 9, 16: one of 64
-/// invocations per SM), 4 K groups against 1: m = 9 1259 → 551 µs, m = 16 1171 → 582; with
-/// the 128 × 64 tile at m = 64 (64 workgroups), 2 against 1: 4127 → 2398.
+/// a limit: `Unsupported` (the tile is chosen first: a fixed count above 2 refuses calls
+/// that get the 128 × 64 tile). H200, 8192 × 28672 (128 workgroups at m = 9, 16: one of 64
+/// invocations per SM), 4 K groups against 1: m = 9 1259 → 551 µs, m = 16 1171 → 582.
 fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -> Result<u32> {
     let info = &ctx.device.info;
     // Why k K groups of the tile do not fit, if they do not.
@@ -418,18 +418,26 @@ fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -
     if info.cpu {
         return Ok(1);
     }
-    let workgroups = gemm_workgroups(mat, tile, m);
-    let chunks = mat.layout.chunks as u64;
-    let wanted = gemm_groups_wanted(info.sm_count);
+    Ok(fewest_k_groups(
+        gemm_workgroups(mat, tile, m),
+        mat.layout.chunks as u64,
+        gemm_groups_wanted(info.sm_count),
+        |k| misfit(k).is_none(),
+    ))
+}
+
+/// The fewest K groups of 1, 2, 4 that give `workgroups` at least `wanted` workgroups'
+/// worth, with at least 4 of the `chunks` per group and only counts that `fits`.
+fn fewest_k_groups(workgroups: u64, chunks: u64, wanted: u64, fits: impl Fn(u32) -> bool) -> u32 {
     let mut k = 1;
     while k < 4
         && workgroups * u64::from(k) < wanted
         && u64::from(2 * k) * 4 <= chunks
-        && misfit(2 * k).is_none()
+        && fits(2 * k)
     {
         k *= 2;
     }
-    Ok(k)
+    k
 }
 
 /// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
@@ -539,4 +547,26 @@ fn coop_gemm_plan(
         groups: c.groups,
         group_shift: c.group_shift,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fewest_k_groups;
+
+    #[test]
+    fn k_groups_are_the_fewest_that_give_the_workgroups_wanted() {
+        let any = |_| true;
+        // H200 (396 wanted): 448 tiles need none, 128 need 4, 224 need 2.
+        assert_eq!(fewest_k_groups(448, 896, 396, any), 1);
+        assert_eq!(fewest_k_groups(128, 896, 396, any), 4);
+        assert_eq!(fewest_k_groups(224, 256, 396, any), 2);
+        // Never more than 4, however few the workgroups.
+        assert_eq!(fewest_k_groups(1, 896, 396, any), 4);
+        // At least 4 chunks per group: 8 chunks allow 2, 7 none.
+        assert_eq!(fewest_k_groups(1, 8, 396, any), 2);
+        assert_eq!(fewest_k_groups(1, 7, 396, any), 1);
+        // Counts that do not fit stop the doubling.
+        assert_eq!(fewest_k_groups(128, 896, 396, |k| k <= 2), 2);
+        assert_eq!(fewest_k_groups(128, 896, 396, |k| k < 2), 1);
+    }
 }

@@ -265,7 +265,9 @@ impl CoopKey {
 /// Which SIMT GEMM pipeline (`shaders/gemm_q4.comp`, m > 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GemmKey {
-    /// The tile ([`gemm_tile`] for q4vk's calls, [`GEMM_TILE`] for the export).
+    /// The tile: for q4vk's calls the context's fixed one or [`gemm_tile`]'s, which
+    /// `vk::gemv_plan` replaces by [`GEMM_TILE`] where it does not fit or gives too few
+    /// workgroups; [`GEMM_TILE`] grown along tokens for the export.
     pub tile: GemmTile,
     /// Per-group zero points.
     pub zeros: bool,
@@ -312,8 +314,9 @@ impl GemmKey {
     }
 
     /// The specialization constants of `shaders/gemm_q4.comp` by id (0..8), with
-    /// `workgroup` invocations of the tile's rows and tokens per invocation (ids 0..8 in
-    /// q4vk's build and in the exported ones; the v0 export has ids 0..6 only).
+    /// `workgroup` invocations of the tile's rows and tokens per invocation: the exported
+    /// builds' (the v0 export has ids 0..6 only); q4vk's own adds id 9
+    /// ([`Self::own_spec_values`]).
     pub fn spec_values(&self, workgroup: u32) -> [u32; 9] {
         let t = self.tile;
         [

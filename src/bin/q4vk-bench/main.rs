@@ -82,7 +82,8 @@ struct Options {
     gemm_from: Option<u32>,
     /// The SIMT GEMM's tile (`--gemm-tile`), else chosen per m.
     gemm_tile: Option<GemmTile>,
-    /// `--gemm-ksplit K`: the SIMT GEMM's K groups per workgroup.
+    /// `--gemm-ksplit K`: the SIMT GEMM's K groups per workgroup (calls whose tile does not
+    /// allow them are refused: more than 2 with the 128 × 64 tile past m = 32).
     gemm_ksplit: Option<u32>,
     /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
     /// per-group f32 offsets (w = s·u + o).
