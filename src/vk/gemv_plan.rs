@@ -373,7 +373,8 @@ fn gemm_groups_wanted(sm_count: Option<u32>) -> u64 {
 
 /// The SIMT GEMM's K groups per workgroup for a call of `m` tokens with `tile` on `mat`:
 /// the context's fixed count, else 1 on CPU implementations (one thread runs a workgroup)
-/// and on GPUs the fewest of 1, 2, 4 that give the call [`gemm_groups_wanted`] workgroups'
+/// and on GPUs whose driver does not report its SM count (only NVIDIA's was measured), and
+/// on the others the fewest of 1, 2, 4 that give the call [`gemm_groups_wanted`] workgroups'
 /// worth (K groups × workgroups), no more than a quarter of the chunks, and within the device's
 /// workgroup and shared-memory limits and the kernel's rule that the K groups' sums fit
 /// its weight tiles (tokens × (K groups − 1) ≤ 32 × K groups). A fixed count that breaks
@@ -415,7 +416,7 @@ fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -
         }
         return Ok(k);
     }
-    if info.cpu {
+    if info.cpu || info.sm_count.is_none() {
         return Ok(1);
     }
     Ok(fewest_k_groups(
