@@ -35,9 +35,8 @@ fn gemm_matches_reference_on_a_portable_context() {
 }
 
 /// Other tiles than the per-m choice (lavapipe takes the CPU tiles of
-/// `vk::pipeline::gemm_tile`): the GPU tiles up to m = 32 (past it GPUs take lavapipe's
-/// tile for m > 16 where a call has enough workgroups, which these small matrices do not
-/// give: the sweeps above run it on lavapipe only); the export's tile with its workgroup grown
+/// `vk::pipeline::gemm_tile`): the three GPU tiles (the third, past m = 32, only where a
+/// call has enough workgroups, which these small matrices do not give); the export's tile with its workgroup grown
 /// along tokens (to subgroups of 128 and 256); two rows staged per invocation, and one and a
 /// half; 256 invocations; 12 tokens per invocation over 16 invocations along tokens; a
 /// workgroup of 96 whose x staging ends in a partial round (`q4vk-bench --gemm-tile` sweeps
@@ -52,6 +51,7 @@ fn gemm_matches_reference_at_other_tiles() {
     let tiles = [
         Some(q4vk::vk::pipeline::gemm_tile(9, false)),
         Some(q4vk::vk::pipeline::gemm_tile(17, false)),
+        Some(q4vk::vk::pipeline::gemm_tile(33, false)),
         tile(8, 16, 8, 4),
         tile(8, 32, 8, 4),
         tile(16, 4, 8, 8),

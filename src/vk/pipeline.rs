@@ -435,9 +435,11 @@ pub const GEMM_TILE: GemmTile = GemmTile {
 /// product (H200, 28672 × 8192, m = 64: 2209 → 1520 µs; at m = 9 and 16 it is 2.5 × slower
 /// than the 16-token tile; bench/RESULTS.md; `vk::gemv_plan` keeps [`GEMM_TILE`] where the
 /// larger tile gives a call too few workgroups). CPUs, which keep an invocation's tile in
-/// vector registers and caches, take larger ones: 8 rows × 4 tokens per invocation up to
-/// m = 16 (128 rows × 16 tokens), else 8 × 8 in 128 invocations (128 rows × 64 tokens);
-/// lavapipe, 7168 × 2048: m = 16 244 → 207 ms, m = 300 3.45 → 2.03 s against the GPU tiles.
+/// vector registers and caches, take larger ones: 64 invocations of 12 rows (192 rows) by
+/// 4, 8, 12 or 16 tokens, the fewest that cover m (up to 64 tokens; 26–32 KiB of shared
+/// memory). Lavapipe, 7168 × 2048, against the previous 128 × 16 and 128 × 64 tiles (the
+/// second from m = 17 on): m = 9 204 → 180 ms, m = 17 505 → 215, m = 32 521 → 237,
+/// m = 33 497 → 292, m = 64 ~430 → ~310, m = 300 2.2–2.6 → 1.84 s (bench/RESULTS.md).
 /// A tile beyond the device's limits falls back to [`GEMM_TILE`] (`simt_gemm_tile`).
 pub fn gemm_tile(m: u32, cpu: bool) -> GemmTile {
     let tile = |tx, ty, rn, rm| GemmTile { tx, ty, rn, rm };
@@ -445,8 +447,7 @@ pub fn gemm_tile(m: u32, cpu: bool) -> GemmTile {
         (false, ..=16) => tile(16, 4, 4, 4),
         (false, 17..=32) => GEMM_TILE,
         (false, _) => tile(16, 8, 8, 8),
-        (true, ..=16) => tile(16, 4, 8, 4),
-        (true, _) => tile(16, 8, 8, 8),
+        (true, _) => tile(16, 4, 12, 4 * m.div_ceil(16).min(4)),
     }
 }
 

@@ -343,7 +343,7 @@ pub fn run_cases(gpu: &Gpu, rng: &mut Rng, cases: &[Case]) {
 
 /// GEMM cases (m > 8): partial and whole tiles of rows and tokens (the comments count in the
 /// SIMT GEMM's GPU tiles, 64 rows × 16 tokens up to m = 16 and 64 × 32 beyond; CPU devices
-/// such as lavapipe take 128 × 16 and 128 × 64, and `gpu_gemm` also runs other tiles), every
+/// such as lavapipe take 192 × 16 .. 192 × 64, and `gpu_gemm` also runs other tiles), every
 /// group size, zero points, f32 scales, odd n and k.
 pub const GEMM_CASES: [Case; 7] = [
     // The smallest GEMM: one partial tile of tokens, one partial chunk, per-channel.
@@ -358,8 +358,9 @@ pub const GEMM_CASES: [Case; 7] = [
     case(65, 160, 64, false, true, 33),
     // Two whole tiles of tokens, group 128 with a partial group, zeros and f32 scales.
     case(31, 300, 128, true, true, 64),
-    // Three tiles of rows, the last with one row, group 256 with a partial group.
-    case(129, 513, 256, false, false, 128),
+    // Tiles of rows whose last holds one row (four of 64 rows, two of the CPU's 192), group
+    // 256 with a partial group.
+    case(193, 513, 256, false, false, 128),
     // Many tokens (partial last tile), odd k, per-channel zeros.
     case(45, 255, -1, true, false, 300),
 ];
