@@ -365,8 +365,9 @@ fn simt_gemm_tile(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<GemmTile>
     Ok(t)
 }
 
-/// Workgroups' worth of K groups a SIMT GEMM call should have in flight on a GPU: three
-/// per SM where the driver reports their count (`VK_NV_shader_sm_builtins`), else 384.
+/// Workgroups (or workgroups' worth of K groups) a SIMT GEMM call should have in flight on
+/// a GPU: three per SM where the driver reports their count (`VK_NV_shader_sm_builtins`),
+/// else 384 (which only the tile choice uses: K groups need the count).
 fn gemm_groups_wanted(sm_count: Option<u32>) -> u64 {
     sm_count.map_or(384, |n| 3 * u64::from(n))
 }
