@@ -12,10 +12,16 @@ use gpu_support::*;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
+use q4vk::vk::pipeline::GemmTile;
 
 /// A context of the kind asked for that runs the SIMT GEMM whatever the device has.
 fn simt_gpu(portable: bool) -> Gpu {
     Gpu::with(portable, |d| d.flags |= Q4VK_CONTEXT_NO_COOPMAT).unwrap()
+}
+
+/// A fixed SIMT GEMM tile, as `Context::set_gemm_tile` takes it.
+fn tile(tx: u32, ty: u32, rn: u32, rm: u32) -> Option<GemmTile> {
+    Some(GemmTile { tx, ty, rn, rm })
 }
 
 fn sweep(portable: bool) {
@@ -44,10 +50,8 @@ fn gemm_matches_reference_on_a_portable_context() {
 /// kernel's rules when set.
 #[test]
 fn gemm_matches_reference_at_other_tiles() {
-    use q4vk::vk::pipeline::GemmTile;
     let mut gpu = simt_gpu(false);
     let mut rng = Rng(29);
-    let tile = |tx, ty, rn, rm| Some(GemmTile { tx, ty, rn, rm });
     let tiles = [
         Some(q4vk::vk::pipeline::gemm_tile(9, false)),
         Some(q4vk::vk::pipeline::gemm_tile(17, false)),
@@ -88,10 +92,8 @@ fn gemm_matches_reference_at_other_tiles() {
 /// when set.
 #[test]
 fn gemm_matches_reference_with_k_groups() {
-    use q4vk::vk::pipeline::GemmTile;
     let mut gpu = simt_gpu(false);
     let mut rng = Rng(31);
-    let tile = |tx, ty, rn, rm| Some(GemmTile { tx, ty, rn, rm });
     let runs = [
         (tile(8, 4, 4, 4), 4),
         (tile(16, 4, 4, 4), 3),

@@ -4,6 +4,7 @@
 //! workspace, `prepass_plan`), and the workspace a call can use (`workspace_bytes`).
 
 use super::context::Context;
+use super::device::DeviceInfo;
 use super::gemv::{GemvParams, MAX_M};
 use super::matrix::DeviceMatrix;
 use super::pipeline::{
@@ -320,6 +321,42 @@ fn gemm_workgroups(mat: &DeviceMatrix, tile: GemmTile, m: u32) -> u64 {
     row_tiles * u64::from(m.div_ceil(tile.tokens()))
 }
 
+/// Why `k` K groups of the SIMT GEMM's `tile` cannot run on the device of `info`, if they
+/// cannot: its workgroup or shared-memory limit, or (k > 1) the kernel's rule that the
+/// groups' sums fit its weight tiles (tokens × (k − 1) ≤ 32 k). Tiles are checked when fixed
+/// (at most 1024 invocations, 16 rows and tokens each) and K groups (at most 8): these
+/// products fit 32 bits.
+fn gemm_misfit(info: &DeviceInfo, tile: GemmTile, k: u32) -> Option<String> {
+    let (invocations, shared) = (tile.invocations() * k, tile.shared_bytes() * k);
+    if invocations > info.max_workgroup {
+        Some(format!(
+            "workgroups of {invocations} invocations; the device allows {}",
+            info.max_workgroup
+        ))
+    } else if shared > info.max_shared {
+        Some(format!(
+            "{shared} bytes of shared memory; the device has {}",
+            info.max_shared
+        ))
+    } else if tile.tokens() * (k - 1) > 32 * k {
+        Some(format!(
+            "its weight tiles to hold the sums of its {} tokens, which they do for at most {} K groups",
+            tile.tokens(),
+            32 / (tile.tokens() - 32).max(1) + 1
+        ))
+    } else {
+        None
+    }
+}
+
+/// The SIMT GEMM's tile (a, b, c, d), as messages name it.
+fn tile_name(t: GemmTile) -> String {
+    format!(
+        "the SIMT GEMM's tile ({}, {}, {}, {})",
+        t.tx, t.ty, t.rn, t.rm
+    )
+}
+
 /// The SIMT GEMM's tile for a call at `m` on `mat`: the context's fixed one, else
 /// [`super::pipeline::gemm_tile`]'s, or [`GEMM_TILE`] where that exceeds the device's
 /// workgroup or shared memory, or where a GPU's larger tile (past m = 32) would give the
@@ -328,41 +365,22 @@ fn gemm_workgroups(mat: &DeviceMatrix, tile: GemmTile, m: u32) -> u64 {
 /// 8192 × 28672, 64 workgroups, 4127 against 2175); `Unsupported` where the tile does not
 /// fit the device.
 fn simt_gemm_tile(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<GemmTile> {
-    // Tiles are checked when fixed (at most 1024 invocations, 16 rows and tokens each):
-    // these products fit 32 bits.
     let info = &ctx.device.info;
-    let fits =
-        |t: GemmTile| t.invocations() <= info.max_workgroup && t.shared_bytes() <= info.max_shared;
     let t = ctx.gemm_tile.unwrap_or_else(|| {
         let chosen = super::pipeline::gemm_tile(m, info.cpu);
         let too_few = !info.cpu
             && chosen.tokens() > GEMM_TILE.tokens()
             && 2 * gemm_workgroups(mat, chosen, m) < gemm_groups_wanted(info.sm_count);
-        if fits(chosen) && !too_few {
+        if gemm_misfit(info, chosen, 1).is_none() && !too_few {
             chosen
         } else {
             GEMM_TILE
         }
     });
-    let name = format!(
-        "the SIMT GEMM's tile ({}, {}, {}, {})",
-        t.tx, t.ty, t.rn, t.rm
-    );
-    if t.invocations() > info.max_workgroup {
-        return Err(Error::Unsupported(format!(
-            "{name} needs workgroups of {} invocations; the device allows {}",
-            t.invocations(),
-            info.max_workgroup
-        )));
+    match gemm_misfit(info, t, 1) {
+        Some(why) => Err(Error::Unsupported(format!("{} needs {why}", tile_name(t)))),
+        None => Ok(t),
     }
-    if t.shared_bytes() > info.max_shared {
-        return Err(Error::Unsupported(format!(
-            "{name} needs {} bytes of shared memory; the device has {}",
-            t.shared_bytes(),
-            info.max_shared
-        )));
-    }
-    Ok(t)
 }
 
 /// Workgroups (or workgroups' worth of K groups) a SIMT GEMM call should have in flight on
@@ -376,46 +394,21 @@ fn gemm_groups_wanted(sm_count: Option<u32>) -> u64 {
 /// the context's fixed count, else 1 on CPU implementations (one thread runs a workgroup)
 /// and on GPUs whose driver does not report its SM count (only NVIDIA's was measured), and
 /// on the others the fewest of 1, 2, 4 that give the call [`gemm_groups_wanted`] workgroups'
-/// worth (K groups × workgroups), no more than a quarter of the chunks, and within the device's
-/// workgroup and shared-memory limits and the kernel's rule that the K groups' sums fit
-/// its weight tiles (tokens × (K groups − 1) ≤ 32 × K groups). A fixed count that breaks
-/// a limit: `Unsupported` (the tile is chosen first: a fixed count above 2 refuses calls
-/// that get the 128 × 64 tile). H200, 8192 × 28672 (128 workgroups at m = 9, 16: one of 64
-/// invocations per SM), 4 K groups against 1: m = 9 1259 → 551 µs, m = 16 1171 → 582.
+/// worth (K groups × workgroups), no more than a quarter of the chunks, and that
+/// [`gemm_misfit`] lets run. A fixed count that does not fit: `Unsupported` (the tile is
+/// chosen first: a fixed count above 2 refuses calls that get the 128 × 64 tile). H200,
+/// 8192 × 28672 (128 workgroups at m = 9, 16: one of 64 invocations per SM), 4 K groups
+/// against 1: m = 9 1259 → 551 µs, m = 16 1171 → 582.
 fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -> Result<u32> {
     let info = &ctx.device.info;
-    // Why k K groups of the tile do not fit, if they do not.
-    let misfit = |k: u32| {
-        if tile.invocations() * k > info.max_workgroup {
-            Some(format!(
-                "they need workgroups of {} invocations, the device allows {}",
-                tile.invocations() * k,
-                info.max_workgroup
-            ))
-        } else if tile.shared_bytes() * k > info.max_shared {
-            Some(format!(
-                "they need {} bytes of shared memory, the device has {}",
-                tile.shared_bytes() * k,
-                info.max_shared
-            ))
-        } else if tile.tokens() * (k - 1) > 32 * k {
-            Some(format!(
-                "the weight tiles hold the sums of its {} tokens for at most {} K groups",
-                tile.tokens(),
-                32 / (tile.tokens() - 32).max(1) + 1
-            ))
-        } else {
-            None
-        }
-    };
     if let Some(k) = ctx.gemm_ksplit {
-        if let Some(why) = misfit(k) {
-            return Err(Error::Unsupported(format!(
-                "{k} K groups do not fit the SIMT GEMM's tile ({}, {}, {}, {}): {why}",
-                tile.tx, tile.ty, tile.rn, tile.rm
-            )));
-        }
-        return Ok(k);
+        return match gemm_misfit(info, tile, k) {
+            Some(why) => Err(Error::Unsupported(format!(
+                "{k} K groups of {} need {why}",
+                tile_name(tile)
+            ))),
+            None => Ok(k),
+        };
     }
     if info.cpu || info.sm_count.is_none() {
         return Ok(1);
@@ -424,7 +417,7 @@ fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -
         gemm_workgroups(mat, tile, m),
         mat.layout.chunks as u64,
         gemm_groups_wanted(info.sm_count),
-        |k| misfit(k).is_none(),
+        |k| gemm_misfit(info, tile, k).is_none(),
     ))
 }
 

@@ -285,32 +285,12 @@ pub struct GemmKey {
 }
 
 impl GemmKey {
-    /// Invocations per workgroup: the tile's per K group.
-    pub fn invocations(&self) -> u32 {
-        self.tile.invocations() * self.ksplit
-    }
-
-    /// Bytes of shared memory: the tile's per K group.
-    pub fn shared_bytes(&self) -> u32 {
-        self.tile.shared_bytes() * self.ksplit
-    }
-
     /// The specialization constants of q4vk's own build (ids 0..9): [`Self::spec_values`]
-    /// for the whole workgroup, then the K groups.
+    /// for the whole workgroup (the tile's invocations per K group), then the K groups.
     pub fn own_spec_values(&self) -> [u32; 10] {
-        let v = self.spec_values(self.invocations());
-        [
-            v[0],
-            v[1],
-            v[2],
-            v[3],
-            v[4],
-            v[5],
-            v[6],
-            v[7],
-            v[8],
-            self.ksplit,
-        ]
+        let mut v = [self.ksplit; 10];
+        v[..9].copy_from_slice(&self.spec_values(self.tile.invocations() * self.ksplit));
+        v
     }
 
     /// The specialization constants of `shaders/gemm_q4.comp` by id (0..8), with
