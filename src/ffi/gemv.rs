@@ -40,8 +40,8 @@ pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
 
 /// Opt-in, less exact: f32 activations may be rounded to f16 where that makes the call
 /// faster. Today that is the tensor-core GEMM at m > 8 (tensor-core matrices) given a
-/// workspace (`q4vk_gemv_workspace_size` with this flag; at m = 8 rounded x would fill as
-/// many of its columns as exact x, so the flag changes nothing there): its pre-pass rounds `2^-e x` per block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
+/// workspace (`q4vk_gemv_workspace_size` with this flag; at m ≤ 8 the flag changes
+/// nothing): its pre-pass rounds `2^-e x` per block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
 /// value overflows or flushes for being far from 1), and the GEMM runs as with f16
 /// activations, on one f16 column per token instead of exact f32 x's two (up to 1.6 ×
 /// faster on an H200: bench/RESULTS.md). The result is then that of x rounded

@@ -127,12 +127,28 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
 }
 
 /// The tensor-core GEMM's shape on x in fragments (`x_fragments`) with `parts` B columns
-/// per token, from sweeps on an H200 (bench/RESULTS.md): 32 columns per workgroup (16 up to
-/// m = 16), so 32 tokens of f16 x and 16 of f32 x in two parts. Where the call has fewer
-/// than 1024 tasks of 32 rows × 32 tokens (too few to fill the GPU), 2 row tiles × 8
-/// subgroups in 4 K groups; else 4 row tiles × 4 subgroups, no K split — for f32 x in two
-/// parts up to 4096 tasks 2 × 4 (28672 × 8192 m = 64: 251 µs against 317).
+/// per token, from sweeps on an H200 (bench/RESULTS.md).
+///
+/// At m ≤ 8 (the GEMV's m, where this GEMM runs instead of the GEMV): 8 tokens per
+/// workgroup (f16 x had 16, half of them empty columns) and K split 8 ways, since one token
+/// tile leaves few workgroups: f16 x 1 row tile × 8 subgroups (16 rows per workgroup), f32
+/// x in two parts 2 × 8 (32 rows). Against the shapes before (2 × 8 in 4 K groups, 16 f16
+/// tokens), one call: f32 x 4096² 18.4 → 14.4 µs, 4096 × 11008 35.3 → 22.8, 28672 × 8192
+/// 64.4 → 59.2, 8192 × 28672 88.9 → 56.8; f16 x 18.1 → 12.7, 33.2 → 19.6, 61.8 → 47.3,
+/// 74.8 → 47.6.
+///
+/// Beyond: 32 columns per workgroup (16 up to m = 16), so 32 tokens of f16 x and 16 of f32 x
+/// in two parts. Where the call has fewer than 1024 tasks of 32 rows × 32 tokens (too few
+/// to fill the GPU), 2 row tiles × 8 subgroups in 4 K groups; else 4 row tiles × 4
+/// subgroups, no K split — for f32 x in two parts up to 4096 tasks 2 × 4 (28672 × 8192
+/// m = 64: 251 µs against 317).
 pub fn choose_fragments_gemm_shape(n: usize, m: u32, parts: u32) -> (u32, u32, u32, u32) {
+    if m <= super::gemv::MAX_M {
+        return match parts {
+            1 => (1, 8, 8, 8),
+            _ => (2, 8, 8, 8),
+        };
+    }
     let tokens = if m <= 16 { 16 } else { 32 } / parts;
     let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
     match (tasks, parts) {
@@ -143,13 +159,17 @@ pub fn choose_fragments_gemm_shape(n: usize, m: u32, parts: u32) -> (u32, u32, u
 }
 
 /// k-steps of B fragments the tensor-core GEMM on x in fragments loads ahead of their
-/// products, for a shape of `ksplit` K groups, from H200 sweeps (bench/RESULTS.md): 4 with
-/// K groups (their shapes have registers to spare: 8192 × 28672 m = 64 205 → 177 µs over
-/// loading each fragment where used; 8 measured no faster), else 2 (4 × 4 × 32: 4 is
-/// slower, 28672 × 8192 m = 64 130.5 vs 133.3 µs).
-pub fn choose_fragments_lookahead(ksplit: u32) -> u32 {
+/// products, for a shape of `ksplit` K groups at `m` tokens of `parts` B columns each, from
+/// H200 sweeps (bench/RESULTS.md): with K groups 4, and 8 for f32 x at m ≤ 8 (its 2 × 8
+/// shape: 28672 × 8192 71.4 → 59.2 µs, 8192 × 28672 63.9 → 56.8; f16 x's 1 × 8 gained on
+/// the small shapes only, 2% at most, and lost 5–7% on the large ones). With K groups the
+/// shapes have registers to spare: 8192 × 28672 m = 64 205 → 177 µs over loading each
+/// fragment where used, 8 no faster. Without, 2 (4 × 4 × 32: 4 is slower, 28672 × 8192
+/// m = 64 130.5 vs 133.3 µs).
+pub fn choose_fragments_lookahead(ksplit: u32, m: u32, parts: u32) -> u32 {
     match ksplit {
         1 => 2,
+        _ if m <= super::gemv::MAX_M && parts == 2 => 8,
         _ => 4,
     }
 }
@@ -502,9 +522,13 @@ mod tests {
         assert_eq!(choose_fragments_gemm_shape(4096, 512, 2), (2, 4, 16, 1));
         assert_eq!(choose_fragments_gemm_shape(28672, 512, 2), (4, 4, 16, 1));
         assert_eq!(choose_fragments_gemm_shape(8192, 64, 2), (2, 8, 16, 4));
-        assert_eq!(choose_fragments_gemm_shape(28672, 8, 2), (2, 8, 8, 4));
-        assert_eq!(choose_fragments_lookahead(4), 4);
-        assert_eq!(choose_fragments_lookahead(1), 2);
+        // m ≤ 8: 8 tokens, K split 8 ways; f32 x 8 k-steps ahead.
+        assert_eq!(choose_fragments_gemm_shape(28672, 8, 2), (2, 8, 8, 8));
+        assert_eq!(choose_fragments_gemm_shape(4096, 8, 1), (1, 8, 8, 8));
+        assert_eq!(choose_fragments_lookahead(8, 8, 2), 8);
+        assert_eq!(choose_fragments_lookahead(8, 8, 1), 4);
+        assert_eq!(choose_fragments_lookahead(4, 64, 2), 4);
+        assert_eq!(choose_fragments_lookahead(1, 8, 2), 2);
     }
 
     #[test]

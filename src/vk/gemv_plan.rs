@@ -43,12 +43,11 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
 /// Whether a call with `m` activation rows on `mat` that has a workspace runs the
 /// tensor-core GEMM on x in fragments: wherever [`runs_gemm`] says so, and at m = 8 on every
 /// tensor-core matrix. There, with its pre-pass, it measured faster than the GEMV on an
-/// H200 (bench/RESULTS.md): f32 x 1–12% (4096 × 11008: 36.0 vs 40.9 µs; 8192 × 28672: 90.5
-/// vs 95.2; 4096²: 18.8 vs 19.1); f16 x, whose GEMM reads as many B columns (16 tokens of
-/// one part against 8 of two) and ran as fast as f32 x's where both were timed (11008 × 4096
-/// 22.7 µs each), against an f16 GEMV of 31.3 / 76.3 / 250.5 µs on those shapes. Without
-/// the pre-pass the GEMM is slower there, so calls without a workspace keep [`runs_gemm`]'s
-/// rule.
+/// H200 (bench/RESULTS.md), before its m = 8 shapes were retuned (which made it 5–41%
+/// faster again): f32 x 1–12% (4096 × 11008: 36.0 vs 40.9 µs; 8192 × 28672: 90.5 vs 95.2;
+/// 4096²: 18.8 vs 19.1); f16 x 22.7 µs on 11008 × 4096, against an f16 GEMV of 31.3 / 76.3 /
+/// 250.5 µs on those shapes. Without the pre-pass the GEMM is slower there, so calls without
+/// a workspace keep [`runs_gemm`]'s rule.
 fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     runs_gemm(ctx, mat, m) || (ctx.gemm_from_m.is_none() && m == MAX_M && mat.coop.is_some())
 }
@@ -142,15 +141,15 @@ fn coop_gemm_key(
     // The look-ahead of the K groups the shape ends up with.
     key.b_ahead = match (x_fragments, ahead) {
         (false, _) => 2,
-        (true, 0) => super::coop::choose_fragments_lookahead(key.ksplit),
+        (true, 0) => super::coop::choose_fragments_lookahead(key.ksplit, p.m, fragment_parts(p)),
         (true, a) => a,
     };
     Some(key)
 }
 
-/// Whether a call's f32 x is rounded to f16 where it runs on x in fragments: from m = 9.
-/// At m = 8 the GEMM's rounded x (16 tokens of one part) fills as many B columns as exact
-/// x (8 tokens of two parts), so rounding would cost accuracy and save nothing.
+/// Whether a call's f32 x is rounded to f16 where it runs on x in fragments: from m = 9,
+/// as the flag's contract says (at m = 8 exact x keeps the accuracy of the GEMV it
+/// replaces there).
 pub fn rounds_x(p: &GemvParams) -> bool {
     p.x_round_f16 && !p.x_f16 && p.m > MAX_M
 }
