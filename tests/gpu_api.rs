@@ -451,7 +451,7 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
             assert_eq!(key == 0, bytes == 0, "key {key:#x}, {bytes} bytes, m {m}");
             // Letting f32 x round to f16 halves that workspace (one f16 column per token
             // instead of two exact parts) and adds none elsewhere; at m = 8 x is not rounded
-            // (as many B columns either way): the same workspace and key.
+            // (the flag applies from m = 9): the same workspace and key.
             let round = Q4VK_GEMV_ROUND_X_TO_F16;
             let exact = bytes;
             let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m, round, &mut bytes) };

@@ -72,9 +72,10 @@ pub struct q4vk_gemv_args {
     pub struct_size: u32,
     /// `Q4VK_GEMV_*` bits; others are refused.
     pub flags: u32,
-    /// Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m (and m = 8
-    /// on tall tensor-core matrices, or on any tensor-core matrix when the call has a
-    /// workspace) the GEMM (same matrix, no extra memory). Limits: x and y each within 2^32 elements and the
+    /// Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m the GEMM
+    /// (same matrix, no extra memory); so do, on tensor-core matrices, m = 8 on tall ones,
+    /// and, when the call has a workspace, m = 8 on any and m = 5..7 for f16 activations or
+    /// matrices of at least 2^26 weights. Limits: x and y each within 2^32 elements and the
     /// device's `maxStorageBufferRange` (else `Q4VK_ERROR_UNSUPPORTED`).
     pub m: u32,
     /// Must be 0.
@@ -252,8 +253,8 @@ fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
 /// (grown and reused like the staging).
 ///
 /// Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
-/// tiled GEMM (also m = 8 on tensor-core matrices for finite x, on this call's own
-/// workspace) that reads the same matrix (no dequantized copy); the result is the same
+/// tiled GEMM (also, on tensor-core matrices for finite x, on this call's own workspace:
+/// m = 8, and m = 5..7 on matrices of at least 2^26 weights) that reads the same matrix (no dequantized copy); the result is the same
 /// fp32-accurate sum either way.
 ///
 /// On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
@@ -371,7 +372,8 @@ pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_a
 /// synchronous, on f32 or f16 activations (`Q4VK_GEMV_F16_ACTIVATIONS`), f32 ones rounded
 /// to f16 where that is faster if `Q4VK_GEMV_ROUND_X_TO_F16` allows it (the tensor-core
 /// GEMM on this call's own workspace). Buffers, kernels, threading and statuses as
-/// `q4vk_gemv`; f16 x is copied as it is (half the staging bytes of f32).
+/// `q4vk_gemv` (f16 x also runs the tensor-core GEMM at m = 5..7 on every tensor-core
+/// matrix, see `q4vk_gemv_args.m`); f16 x is copied as it is (half the staging bytes of f32).
 ///
 /// On a CPU context: f16 x, or f32 x not 4-byte aligned, is copied as f32 values (f16
 /// widened, exact) into a scratch of m·k floats (`OUT_OF_HOST_MEMORY` if it cannot be
@@ -492,7 +494,7 @@ pub unsafe extern "C" fn q4vk_gemv_host(
 /// With a workspace (`args->workspace`) where `q4vk_gemv_workspace_size` is not 0 (the
 /// integer dot-product GEMV: SIMT matrices at m ≤ 8 on a device that reports 8-bit dot
 /// products accelerated; the tensor-core GEMM on x in fragments: tensor-core matrices at
-/// m > 8, and at m = 8 where the GEMM runs there): first a
+/// m > 8, and at m ≤ 8 where the GEMM runs there, see `q4vk_gemv_args.m`): first a
 /// `vkCmdPipelineBarrier` (global memory barrier) from
 /// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |
 /// VK_ACCESS_SHADER_WRITE_BIT` to the same stage / `VK_ACCESS_SHADER_WRITE_BIT`, so an
@@ -568,8 +570,8 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
 /// Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with
 /// `flags` (`Q4VK_GEMV_*`) on `mat`: where the call would run the integer dot-product GEMV,
 /// the bytes of x in 8-bit digits (112 · m · ceil(k / 32)); where it would run the
-/// tensor-core GEMM on x in fragments (tensor-core matrices at m > 8, and at m = 8 where
-/// the GEMM runs there), the bytes of x as that kernel's f16 fragments with per-block
+/// tensor-core GEMM on x in fragments (tensor-core matrices at m > 8, and at m ≤ 8 where
+/// the GEMM runs there, see `q4vk_gemv_args.m`), the bytes of x as that kernel's f16 fragments with per-block
 /// factors and sums (about 2 · m · k for f16 activations and for f32 ones with
 /// `Q4VK_GEMV_ROUND_X_TO_F16`, 4 · m · k for exact f32 ones in two parts; m and k rounded
 /// up to the kernel's tiles); else 0 (no workspace is used). The answer depends on the context (its

@@ -40,21 +40,37 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     m > MAX_M || (m == MAX_M && mat.coop.is_some() && mat.shape.n >= 10240 && mat.shape.k <= 8192)
 }
 
-/// Whether a call with `m` activation rows on `mat` that has a workspace runs the
-/// tensor-core GEMM on x in fragments: wherever [`runs_gemm`] says so, and at m = 8 on every
-/// tensor-core matrix. There, with its pre-pass, it measured faster than the GEMV on an
-/// H200 (bench/RESULTS.md), before its m = 8 shapes were retuned (which made it 5–41%
-/// faster again): f32 x 1–12% (4096 × 11008: 36.0 vs 40.9 µs; 8192 × 28672: 90.5 vs 95.2;
-/// 4096²: 18.8 vs 19.1); f16 x 22.7 µs on 11008 × 4096, against an f16 GEMV of 31.3 / 76.3 /
-/// 250.5 µs on those shapes. Without the pre-pass the GEMM is slower there, so calls without
-/// a workspace keep [`runs_gemm`]'s rule.
-fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
-    runs_gemm(ctx, mat, m) || (ctx.gemm_from_m.is_none() && m == MAX_M && mat.coop.is_some())
+/// Whether a call with `p` on `mat` that has a workspace runs the tensor-core GEMM on x in
+/// fragments: wherever [`runs_gemm`] says so, and on every tensor-core matrix from
+/// [`fragments_from_m`] up to m = 8. Without the pre-pass the GEMM is slower there, so
+/// calls without a workspace keep [`runs_gemm`]'s rule.
+fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> bool {
+    runs_gemm(ctx, mat, p.m)
+        || (ctx.gemm_from_m.is_none()
+            && mat.coop.is_some()
+            && (fragments_from_m(mat.shape.n, mat.shape.k, p.x_f16)..=MAX_M).contains(&p.m))
+}
+
+/// The smallest m ≤ 8 at which the tensor-core GEMM on x in fragments replaces the GEMV
+/// (given a workspace) for an `n` × `k` matrix, from H200 timings (bench/RESULTS.md). Its 8-token tile costs
+/// about the same at m = 5..8 (the padding tokens are zero columns). f16 x: from m = 5,
+/// where the f16 GEMV is slow on every shape (m = 5 against the GEMM at m = 8: 4096²
+/// 14.9 / 12.7 µs, 4096 × 11008 30.4 / 19.6, 28672 × 8192 102.7 / 47.3, 8192 × 28672
+/// 167.4 / 47.6). f32 x: from m = 5 on matrices of at least 2^26 weights (28672 × 8192
+/// 67.6 / 59.2, 8192 × 28672 77.5 / 56.8); smaller ones keep the GEMV up to m = 7, which
+/// is as fast or faster there (4096² 12.0 against 14.4 at m = 7; 4096 × 11008 19.5
+/// against 22.8 at m = 5). The GEMV and GEMM figures come from two calls (the
+/// eleventh session's rule section says which).
+fn fragments_from_m(n: usize, k: usize, x_f16: bool) -> u32 {
+    match x_f16 || n as u64 * k as u64 >= 1 << 26 {
+        true => 5,
+        false => MAX_M,
+    }
 }
 
 /// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace (`workspace`) or
 /// not: [`runs_gemm`]'s rule, and with a workspace also wherever the tensor-core GEMM runs
-/// on x in fragments (m = 8 on every tensor-core matrix).
+/// on x in fragments (`runs_gemm_on_fragments`: up to m = 8 from m = 5 or 8).
 pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspace: bool) -> bool {
     runs_gemm(ctx, mat, p.m) || (workspace && fragment_geometry(ctx, mat, p).is_some())
 }
@@ -109,7 +125,7 @@ fn coop_gemm_key(
     x_fragments: bool,
 ) -> Option<CoopGemmKey> {
     let c = mat.coop.as_ref().filter(|_| match x_fragments {
-        true => runs_gemm_on_fragments(ctx, mat, p.m),
+        true => runs_gemm_on_fragments(ctx, mat, p),
         false => runs_gemm(ctx, mat, p.m),
     })?;
     // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
@@ -545,7 +561,16 @@ fn coop_gemm_plan(
 
 #[cfg(test)]
 mod tests {
-    use super::fewest_k_groups;
+    use super::{fewest_k_groups, fragments_from_m};
+
+    #[test]
+    fn fragments_gemm_replaces_the_gemv_from_m_5_for_f16_x_and_large_f32_matrices() {
+        assert_eq!(fragments_from_m(4096, 4096, true), 5);
+        assert_eq!(fragments_from_m(4096, 11008, false), 8);
+        assert_eq!(fragments_from_m(8192, 8192, false), 5);
+        assert_eq!(fragments_from_m(8192, 8191, false), 8);
+        assert_eq!(fragments_from_m(28672, 8192, false), 5);
+    }
 
     #[test]
     fn k_groups_are_the_fewest_that_give_the_workgroups_wanted() {
