@@ -6,7 +6,7 @@
 //! tensor-core GEMM (m > 8, shaders/gemm_q4_coop.comp) likewise: every tile shape, f32 and
 //! f16 activations in fragments from a workspace and staged without one, f32 rounded to f16
 //! with `Q4VK_GEMV_ROUND_X_TO_F16`, zero points and offsets, partial tiles of rows and
-//! tokens.
+//! tokens, and the m = 5..7 calls that run it on x in fragments instead of the GEMV.
 
 mod gpu_support;
 use gpu_support::*;
@@ -147,6 +147,74 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
             let err = reference::relative_error(&y, &want);
             assert!(err < 1e-5, "offsets n {n} k {k} g {g} m {m}: {err:e}");
         }
+    }
+    assert_nothing_logged();
+}
+
+/// The call's parameters for m rows of dense x (f16 or f32), as `try_record_gemv` makes them.
+fn dense_params(mat: &DeviceMatrix, m: usize, x_f16: bool) -> gemv::GemvParams {
+    gemv::GemvParams {
+        m: m as u32,
+        x_f16,
+        x_stride: mat.shape.k as u64,
+        y_stride: mat.shape.n as u64,
+        x_gathered: false,
+        x_round_f16: false,
+        workspace_filled: false,
+    }
+}
+
+#[test]
+fn fragments_gemm_runs_from_m_5_for_f16_x_and_large_f32_matrices() {
+    let ctx = context(None);
+    if !ctx.coop {
+        eprintln!("no tensor-core path: the GEMM on x in fragments does not run");
+        return;
+    }
+    let mut rng = Rng(5150);
+    // f16 x with a workspace: the GEMM (8-token tiles, most of them padding) from m = 5;
+    // small f32 matrices keep the GEMV below m = 8.
+    let cases = [
+        (61usize, 700usize, 32i32, true),
+        (130, 96, 256, false),
+        (33, 1000, 64, true),
+    ];
+    for d in &random_cases(&mut rng, &cases) {
+        let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
+        for m in [4usize, 5, 7] {
+            let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, true), true);
+            assert_eq!(gemm, m >= 5, "f16 x, m {m}");
+            assert!(!gemv::call_runs_gemm(
+                &ctx,
+                &mat,
+                &dense_params(&mat, m, false),
+                true
+            ));
+            let x: Vec<f32> = rng.vec(m * d.shape.k);
+            let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+            let how = Recording {
+                x_f16: true,
+                ..Default::default()
+            };
+            let y = try_record_gemv(&ctx, &mat, &f16_le_bytes(&xh), m, how).unwrap();
+            let what = format!("f16 x {:?} m {m}", d.shape);
+            assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
+            let err = reference::relative_error(&y, &reference::gemv(d, &xh, m));
+            assert!(err < 1e-5, "{what}: {err:e}");
+        }
+    }
+    // f32 x on a matrix of 2^26 weights: the GEMM from m = 5 too.
+    let d = random_q4(&mut rng, 8192, 8192, 128, false, false);
+    let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+    for m in [4usize, 6] {
+        let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, false), true);
+        assert_eq!(gemm, m >= 5, "f32 x 8192 x 8192, m {m}");
+        let x: Vec<f32> = rng.vec(m * 8192);
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let y = try_record_gemv(&ctx, &mat, &bytes, m, Recording::default()).unwrap();
+        assert!(y.iter().all(|v| v.is_finite()), "unwritten y, f32 m {m}");
+        let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
+        assert!(err < 1e-5, "f32 x 8192 x 8192 m {m}: {err:e}");
     }
     assert_nothing_logged();
 }
