@@ -327,7 +327,8 @@ fn run(opt: &Options) -> Result<()> {
             "the compute queue has no timestamps".into(),
         ));
     }
-    let (copy, reads) = copy_and_read_bandwidth(&ctx, opt)?;
+    let ceil = ceilings(&ctx, opt)?;
+    let copy = ceil.copy;
     let t = ctx.pipelines.tuning;
     println!(
         "device: {} (path: {}; SIMT kernels: workgroup {}, {} rows/workgroup, unroll {}, split {})",
@@ -342,7 +343,8 @@ fn run(opt: &Options) -> Result<()> {
         "compute-shader copy (uvec4, read + write): {} GB/s",
         rate(copy)
     );
-    let reads: Vec<String> = reads
+    let reads: Vec<String> = ceil
+        .reads
         .iter()
         .map(|(groups, gbs)| {
             format!(
@@ -355,6 +357,22 @@ fn run(opt: &Options) -> Result<()> {
     println!(
         "read-only kernel (uvec4, 4 loads in flight per invocation): {}",
         reads.join(", ")
+    );
+    let hot: Vec<String> = ceil
+        .hot_reads
+        .iter()
+        .map(|(bytes, us)| {
+            format!(
+                "{} MiB in {us:.1} µs ({} GB/s)",
+                bytes >> 20,
+                rate(*bytes as f64 / us / 1e3)
+            )
+        })
+        .collect();
+    println!(
+        "empty dispatch between timestamps: {:.1} µs; read-only kernel on the same bytes every run (hot): {}",
+        ceil.empty_dispatch,
+        hot.join(", ")
     );
     if let Some(tflops) = mma_rate(&ctx, opt)? {
         println!(

@@ -150,18 +150,38 @@ impl Copy {
     }
 }
 
-/// The copy's bandwidth (read + write, GB/s) and, beside it, what a kernel that only reads
-/// pulls from the same source buffer: `(workgroups, GB/s)` per grid of
-/// [`READ_GRIDS`] (`shaders/read.comp`, four uvec4 loads in flight per invocation).
-pub(crate) fn copy_and_read_bandwidth(
-    ctx: &Context,
-    opt: &Options,
-) -> Result<(f64, Vec<(u32, f64)>)> {
+/// What the device's memory and dispatches allow, measured beside the kernels.
+pub(crate) struct Ceilings {
+    /// The copy's bandwidth, bytes read + written (GB/s).
+    pub(crate) copy: f64,
+    /// What a kernel that only reads pulls from the same source buffer: `(workgroups,
+    /// GB/s)` per grid of [`READ_GRIDS`] (`shaders/read.comp`, four uvec4 loads in flight
+    /// per invocation).
+    pub(crate) reads: Vec<(u32, f64)>,
+    /// µs between the timestamps around a dispatch that does nothing (one workgroup of the
+    /// copy kernel with nothing to copy): the floor of every timed row.
+    pub(crate) empty_dispatch: f64,
+    /// `(bytes, µs)`: the read-only kernel over the first [`HOT_READS`] bytes of the
+    /// buffer, the same bytes every run (L2-resident where they fit), one round of four
+    /// loads per invocation: the ceiling of the hot column on matrices of that size.
+    pub(crate) hot_reads: Vec<(u64, f64)>,
+}
+
+/// [`Ceilings`] on a buffer of 1 GB (64 MB in quick mode).
+pub(crate) fn ceilings(ctx: &Context, opt: &Options) -> Result<Ceilings> {
     let size = if opt.quick { 64u64 << 20 } else { 1u64 << 30 };
     let copy = Copy::new(ctx, size)?;
     let copy_rate = copy.bandwidth(ctx, opt.iters, opt.warm / 4)?;
     let kernel = Kernel::new(&ctx.device, shaders::READ, 2, 4, 1)?;
     let set = kernel.set(&[&copy._buffers[0], &copy._buffers[1]])?;
+    let read = |count: u32, groups: u32| {
+        time_runs(ctx, opt.iters, Some((&copy, opt.warm / 4)), |cmd, _| {
+            // SAFETY: `cmd` is recording (the bench's own submission); kernel and buffers
+            // outlive it.
+            unsafe { kernel.record(cmd, set, &count.to_ne_bytes(), groups) };
+            Ok(())
+        })
+    };
     let count = (copy.size / 16) as u32;
     let mut reads = Vec::new();
     for groups in READ_GRIDS {
@@ -172,16 +192,33 @@ pub(crate) fn copy_and_read_bandwidth(
         if bytes == 0 {
             continue;
         }
-        let us = time_runs(ctx, opt.iters, Some((&copy, opt.warm / 4)), |cmd, _| {
-            // SAFETY: `cmd` is recording (the bench's own submission); kernel and buffers
-            // outlive it.
-            unsafe { kernel.record(cmd, set, &count.to_ne_bytes(), groups) };
-            Ok(())
-        })?;
-        reads.push((groups, bytes as f64 / us / 1e3));
+        reads.push((groups, bytes as f64 / read(count, groups)? / 1e3));
     }
-    Ok((copy_rate, reads))
+    let mut hot_reads = Vec::new();
+    for bytes in HOT_READS {
+        // One round per invocation: a workgroup per 16 KB.
+        let groups = (bytes / (16 * 1024)) as u32;
+        if bytes > copy.size || groups > ctx.limits.max_groups[0] {
+            continue;
+        }
+        hot_reads.push((bytes, read((bytes / 16) as u32, groups)?));
+    }
+    let empty_dispatch = time_runs(ctx, opt.iters, Some((&copy, opt.warm / 4)), |cmd, _| {
+        // SAFETY: as above; a count of 0 copies nothing.
+        unsafe { copy.kernel.record(cmd, copy.set, &0u32.to_ne_bytes(), 1) };
+        Ok(())
+    })?;
+    Ok(Ceilings {
+        copy: copy_rate,
+        reads,
+        empty_dispatch,
+        hot_reads,
+    })
 }
+
+/// Bytes of the hot read-only ceilings: about the weights of the bench's 4096 × 4096 and
+/// 11008 × 4096 / 4096 × 11008 matrices, which fit the L2 of large GPUs.
+const HOT_READS: [u64; 2] = [8 << 20, 22 << 20];
 
 /// Workgroups (of 256) of the read-only ceiling: many short ones, as the copy, down to a
 /// few per SM of a large GPU looping over the buffer.
