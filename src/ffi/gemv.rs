@@ -372,8 +372,8 @@ pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_a
 /// synchronous, on f32 or f16 activations (`Q4VK_GEMV_F16_ACTIVATIONS`), f32 ones rounded
 /// to f16 where that is faster if `Q4VK_GEMV_ROUND_X_TO_F16` allows it (the tensor-core
 /// GEMM on this call's own workspace). Buffers, kernels, threading and statuses as
-/// `q4vk_gemv` (f16 x also runs the tensor-core GEMM at m = 5..7 on every tensor-core
-/// matrix, see `q4vk_gemv_args.m`); f16 x is copied as it is (half the staging bytes of f32).
+/// `q4vk_gemv` (finite f16 x also runs the tensor-core GEMM at m = 5..7 on every
+/// tensor-core matrix, see `q4vk_gemv_args.m`); f16 x is copied as it is (half the staging bytes of f32).
 ///
 /// On a CPU context: f16 x, or f32 x not 4-byte aligned, is copied as f32 values (f16
 /// widened, exact) into a scratch of m·k floats (`OUT_OF_HOST_MEMORY` if it cannot be
@@ -572,7 +572,7 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
 /// the bytes of x in 8-bit digits (112 · m · ceil(k / 32)); where it would run the
 /// tensor-core GEMM on x in fragments (tensor-core matrices at m > 8, and at m ≤ 8 where
 /// the GEMM runs there, see `q4vk_gemv_args.m`), the bytes of x as that kernel's f16 fragments with per-block
-/// factors and sums (about 2 · m · k for f16 activations and for f32 ones with
+/// factors and sums (about 2 · m · k for f16 activations and, at m > 8, for f32 ones with
 /// `Q4VK_GEMV_ROUND_X_TO_F16`, 4 · m · k for exact f32 ones in two parts; m and k rounded
 /// up to the kernel's tiles); else 0 (no workspace is used). The answer depends on the context (its
 /// device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the

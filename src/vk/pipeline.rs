@@ -431,8 +431,8 @@ pub fn gemm_tile(m: u32, cpu: bool) -> GemmTile {
     }
 }
 
-/// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`, m ≥ 8, specialization
-/// constants 0..10).
+/// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`: m > 8, and m = 5..8 where
+/// `vk::gemv::call_runs_gemm` says so; specialization constants 0..10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CoopGemmKey {
     /// Row tiles of 16 rows per subgroup.
