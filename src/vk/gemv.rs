@@ -13,8 +13,8 @@ use ash::vk;
 
 pub use super::gemv_host::{gemv_host, gemv_host_with, GemvBuffers, HostX};
 pub use super::gemv_plan::{
-    call_runs_gemm, coop_gemv_shape, rounds_x, runs_gemm, runs_int_dot, workspace_bytes,
-    workspace_key,
+    call_runs_gemm, coop_gemm_shape, coop_gemv_shape, rounds_x, runs_gemm, runs_int_dot,
+    workspace_bytes, workspace_key,
 };
 
 /// Largest activation count (rows of x) the GEMV kernels take; larger m runs the GEMM

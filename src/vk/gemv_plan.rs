@@ -3,7 +3,7 @@
 //! digits or the tensor-core GEMM on x in fragments (each behind a pre-pass into a
 //! workspace, `prepass_plan`), and the workspace a call can use (`workspace_bytes`).
 
-use super::context::Context;
+use super::context::{Context, CoopGemmTuning};
 use super::device::DeviceInfo;
 use super::gemv::{GemvParams, MAX_M};
 use super::matrix::DeviceMatrix;
@@ -91,6 +91,27 @@ pub fn coop_gemv_shape(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Opt
             info.sm_count,
         )
     }))
+}
+
+/// (row tiles per subgroup, subgroups, tokens per workgroup, K groups, k-steps of B ahead)
+/// of the tensor-core GEMM that a call with `p` on `mat` runs, given a workspace
+/// (`workspace`) or not: the context's fixed tuning or the rules' choice, fitted to the
+/// device; `None` where the call runs another kernel.
+pub fn coop_gemm_shape(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    workspace: bool,
+) -> Option<CoopGemmTuning> {
+    let fragments = workspace && fragment_geometry(ctx, mat, p).is_some();
+    let key = coop_gemm_key(ctx, mat, p, fragments)?;
+    Some((
+        key.tiles,
+        key.subgroups,
+        key.tokens,
+        key.ksplit,
+        key.b_ahead,
+    ))
 }
 
 /// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV

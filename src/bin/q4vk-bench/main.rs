@@ -233,15 +233,17 @@ fn main() {
     }
 }
 
-/// The kernel path a row ran (a GEMM kernel, the tensor-core GEMM's shape where the run
-/// fixed it, the integer dot-product GEMV, or the tensor-core GEMV's tiles × subgroups).
+/// The kernel path a row ran (a GEMM kernel; the tensor-core GEMM's shape, as the run fixed
+/// it or, in brackets, as the rules chose it: tiles, subgroups, tokens, K groups, k-steps of
+/// B ahead; the integer dot-product GEMV; or the tensor-core GEMV's tiles × subgroups).
 fn path(ctx: &Context, r: &Row) -> String {
-    let kind = match (r.gemm, r.coop_gemm) {
-        (true, Some((t, s, m, k, 0))) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
-        (true, Some((t, s, m, k, a))) if ctx.coop => format!(" GEMM {t},{s},{m},{k},{a}"),
-        (true, _) => " GEMM".to_string(),
-        (false, _) if r.prepass => " int8-dot".to_string(),
-        (false, _) => match r.gemv_shape {
+    let kind = match (r.gemm, r.coop_gemm, r.gemm_shape) {
+        (true, Some((t, s, m, k, 0)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
+        (true, Some((t, s, m, k, a)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k},{a}"),
+        (true, None, Some((t, s, m, k, a))) => format!(" GEMM [{t},{s},{m},{k},{a}]"),
+        (true, _, _) => " GEMM".to_string(),
+        (false, _, _) if r.prepass => " int8-dot".to_string(),
+        (false, _, _) => match r.gemv_shape {
             Some((t, s)) => format!(" {t}×{s}"),
             None => String::new(),
         },

@@ -35,6 +35,8 @@ pub(crate) struct Row {
     pub(crate) reused: bool,
     /// The tensor-core GEMM's shape the row fixed (`None`: the default).
     pub(crate) coop_gemm: Option<CoopGemmTuning>,
+    /// The tensor-core GEMM's shape that ran (fixed or the rules'), where it ran.
+    pub(crate) gemm_shape: Option<CoopGemmTuning>,
     /// The tensor-core GEMV's (row tiles, subgroups), where it ran.
     pub(crate) gemv_shape: Option<(u32, u32)>,
 }
@@ -378,6 +380,13 @@ pub(crate) fn bench_shape(
             rounded: gemv::rounds_x(&prepared.p) && prepared.workspace.is_some() && gemm,
             reused: opt.reuse_workspace && prepared.workspace.is_some(),
             coop_gemm,
+            gemm_shape: gemv::coop_gemm_shape(
+                ctx,
+                &prepared.mats[0],
+                &prepared.p,
+                prepared.workspace.is_some(),
+            )
+            .filter(|_| gemm),
             gemv_shape: if gemm {
                 None
             } else {
