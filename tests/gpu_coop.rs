@@ -151,19 +151,6 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
     assert_nothing_logged();
 }
 
-/// The call's parameters for m rows of dense x (f16 or f32), as `try_record_gemv` makes them.
-fn dense_params(mat: &DeviceMatrix, m: usize, x_f16: bool) -> gemv::GemvParams {
-    gemv::GemvParams {
-        m: m as u32,
-        x_f16,
-        x_stride: mat.shape.k as u64,
-        y_stride: mat.shape.n as u64,
-        x_gathered: false,
-        x_round_f16: false,
-        workspace_filled: false,
-    }
-}
-
 #[test]
 fn fragments_gemm_runs_from_m_5_for_f16_x_and_large_f32_matrices() {
     let ctx = context(None);
@@ -172,6 +159,10 @@ fn fragments_gemm_runs_from_m_5_for_f16_x_and_large_f32_matrices() {
         return;
     }
     let mut rng = Rng(5150);
+    let f16 = Recording {
+        x_f16: true,
+        ..Default::default()
+    };
     // f16 x with a workspace: the GEMM (8-token tiles, most of them padding) from m = 5;
     // small f32 matrices keep the GEMV below m = 8.
     let cases = [
@@ -182,21 +173,13 @@ fn fragments_gemm_runs_from_m_5_for_f16_x_and_large_f32_matrices() {
     for d in &random_cases(&mut rng, &cases) {
         let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
         for m in [4usize, 5, 7] {
-            let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, true), true);
+            let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, f16), true);
             assert_eq!(gemm, m >= 5, "f16 x, m {m}");
-            assert!(!gemv::call_runs_gemm(
-                &ctx,
-                &mat,
-                &dense_params(&mat, m, false),
-                true
-            ));
+            let f32_params = dense_params(&mat, m, Recording::default());
+            assert!(!gemv::call_runs_gemm(&ctx, &mat, &f32_params, true));
             let x: Vec<f32> = rng.vec(m * d.shape.k);
             let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
-            let how = Recording {
-                x_f16: true,
-                ..Default::default()
-            };
-            let y = try_record_gemv(&ctx, &mat, &f16_le_bytes(&xh), m, how).unwrap();
+            let y = try_record_gemv(&ctx, &mat, &f16_le_bytes(&xh), m, f16).unwrap();
             let what = format!("f16 x {:?} m {m}", d.shape);
             assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
             let err = reference::relative_error(&y, &reference::gemv(d, &xh, m));
@@ -207,7 +190,12 @@ fn fragments_gemm_runs_from_m_5_for_f16_x_and_large_f32_matrices() {
     let d = random_q4(&mut rng, 8192, 8192, 128, false, false);
     let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
     for m in [4usize, 6] {
-        let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, false), true);
+        let gemm = gemv::call_runs_gemm(
+            &ctx,
+            &mat,
+            &dense_params(&mat, m, Recording::default()),
+            true,
+        );
         assert_eq!(gemm, m >= 5, "f32 x 8192 x 8192, m {m}");
         let x: Vec<f32> = rng.vec(m * 8192);
         let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();

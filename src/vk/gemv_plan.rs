@@ -103,8 +103,11 @@ pub fn coop_gemm_shape(
     p: &GemvParams,
     workspace: bool,
 ) -> Option<CoopGemmTuning> {
-    let fragments = workspace && fragment_geometry(ctx, mat, p).is_some();
-    let key = coop_gemm_key(ctx, mat, p, fragments)?;
+    // On x in fragments the geometry carries the key; else the GEMM on x itself, if any.
+    let key = match workspace.then(|| fragment_geometry(ctx, mat, p)).flatten() {
+        Some((_, key)) => key,
+        None => coop_gemm_key(ctx, mat, p, false)?,
+    };
     Some((
         key.tiles,
         key.subgroups,

@@ -448,6 +448,24 @@ pub struct Recording {
     pub no_workspace: bool,
 }
 
+/// The parameters of a call on `m` dense rows of x (k apart) into y (n apart), as `how`
+/// says (its `no_workspace` aside).
+pub fn dense_params(
+    mat: &q4vk::vk::matrix::DeviceMatrix,
+    m: usize,
+    how: Recording,
+) -> q4vk::vk::gemv::GemvParams {
+    q4vk::vk::gemv::GemvParams {
+        m: m as u32,
+        x_f16: how.x_f16,
+        x_stride: mat.shape.k as u64,
+        y_stride: mat.shape.n as u64,
+        x_gathered: false,
+        x_round_f16: how.x_round_f16,
+        workspace_filled: false,
+    }
+}
+
 /// [`record_gemv`] as `how` says, returning what `gemv::record` refused.
 pub fn try_record_gemv(
     ctx: &q4vk::vk::context::Context,
@@ -456,9 +474,9 @@ pub fn try_record_gemv(
     m: usize,
     how: Recording,
 ) -> Result<Vec<f32>, q4vk::error::Error> {
-    use q4vk::vk::gemv::{self, BufferRange, GemvParams};
+    use q4vk::vk::gemv::{self, BufferRange};
     use q4vk::vk::memory::{Buffer, MemoryKind};
-    let (n, k) = (mat.shape.n, mat.shape.k);
+    let n = mat.shape.n;
     let xb = q4vk::vk::matrix::upload(ctx, x_bytes).unwrap();
     let yb = Buffer::new(&ctx.device, 4 * (m * n) as u64, MemoryKind::Readback).unwrap();
     let nan: Vec<u8> = (0..m * n).flat_map(|_| f32::NAN.to_le_bytes()).collect();
@@ -468,15 +486,7 @@ pub fn try_record_gemv(
         offset: 0,
         range: bytes as u64,
     };
-    let p = GemvParams {
-        m: m as u32,
-        x_f16: how.x_f16,
-        x_stride: k as u64,
-        y_stride: n as u64,
-        x_gathered: false,
-        x_round_f16: how.x_round_f16,
-        workspace_filled: false,
-    };
+    let p = dense_params(mat, m, how);
     let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
     let wb = Buffer::new(&ctx.device, ws_bytes.max(16) as u64, MemoryKind::Readback).unwrap();
     wb.write(0, &vec![0xFF; ws_bytes.max(16)]);
