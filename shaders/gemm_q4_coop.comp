@@ -12,13 +12,15 @@
 // * The block sums are scaled in f32 by s (and 2^e) into fp32 accumulators; matrices with
 //   offsets add b · Σx per block.
 //
-// Work split: a workgroup owns (SUBGROUPS / KSPLIT) x TILES row tiles (16 rows each) by
-// TOKENS tokens. Its subgroups form KSPLIT K groups that take interleaved stages of 128 k of
-// those rows (so short matrices still give every SM work); each K group stages its tokens'
-// x into its own shared B per stage (token t by subgroup t % (SUBGROUPS / KSPLIT), four
-// values per invocation), then each of its subgroups multiplies its TILES row tiles against
-// all of them. Every K group runs the same number of steps (the barriers are
-// workgroup-wide). Each invocation loads the next stage's words (and scales, zeros) and x
+// Work split: a workgroup owns (SUBGROUPS / (KSPLIT TSPLIT)) x TILES row tiles (16 rows
+// each) by TOKENS tokens. Its subgroups form KSPLIT K groups that take interleaved stages of
+// 128 k of those rows (so short matrices still give every SM work); each K group stages its
+// tokens' x into its own shared B per stage (token t by subgroup t % (SUBGROUPS / KSPLIT),
+// four values per invocation). A K group's subgroups form TSPLIT token groups of
+// TOKENS / TSPLIT tokens; each subgroup of a token group multiplies its TILES row tiles
+// against that group's tokens (the token groups read the same weights, which the L1 serves
+// once, so the workgroup's tile grows along tokens at the same registers per invocation).
+// Every K group runs the same number of steps (the barriers are workgroup-wide). Each invocation loads the next stage's words (and scales, zeros) and x
 // while it computes the current one. At the end K groups 1.. hand their sums to group 0
 // through shared memory. Workgroups are numbered tokens fastest, so the ones reading the
 // same rows run together and find the weights in the L2.
@@ -56,13 +58,20 @@ layout(constant_id = 8) const bool X_FRAGMENTS = false;
 layout(constant_id = 9) const bool X_ROUNDED = false;
 // With X_FRAGMENTS only: k-steps of B fragments loaded ahead of their use (2, 4 or 8).
 layout(constant_id = 10) const uint B_AHEAD = 2;
+// Token groups: the subgroups of a K group split the workgroup's tokens this many ways, each
+// taking TOKENS / TSPLIT of them against its own row tiles, so the workgroup's tile grows
+// along tokens without more accumulators per invocation (the L1 serves the weights its
+// token groups share).
+layout(constant_id = 11) const uint TSPLIT = 1;
 
 const uint SUBGROUPS = gl_WorkGroupSize.x / 32u;
-const uint SG = SUBGROUPS / KSPLIT;    // subgroups per K group, each with its own row tiles
-const uint ROW_TILES = SG * TILES;     // row tiles per workgroup
+const uint SG = SUBGROUPS / KSPLIT;    // subgroups per K group
+const uint SGR = SG / TSPLIT;          // subgroups of a token group, each with its own row tiles
+const uint ROW_TILES = SGR * TILES;    // row tiles per workgroup
+const uint SG_TOKENS = TOKENS / TSPLIT; // tokens per token group
 const uint PARTS = X_F16 ? 1u : 2u;    // columns of B per token
 const uint COLS = PARTS * TOKENS;      // columns of a staged B row
-const uint NB = COLS / 8u;             // B matrices per k-step
+const uint NB = PARTS * SG_TOKENS / 8u; // B matrices per k-step of a subgroup
 const uint BLOCKS = 128u / BLOCK;      // blocks per stage
 const uint TPS = TOKENS / SG;          // tokens each subgroup stages (the host keeps it whole)
 
@@ -174,11 +183,12 @@ float sum_of(uint kg, uint stage, uint b, uint tok0, uint tk) {
 }
 
 // Row (within the workgroup) and token (within its tile) of accumulator element e of B
-// matrix h in row tile t of subgroup `sub` (C element e: row g4 + 8 (e / 2), column
-// 8 h + 2 c4 + e % 2; for f32 activations columns 2 t' and 2 t' + 1 are token t').
-uvec2 acc_place(uint sub, uint t, uint h, uint e, uint g4, uint c4) {
-    uint row = (sub * TILES + t) * 16u + g4 + 8u * (e / 2u);
-    uint tok = X_F16 ? 8u * h + 2u * c4 + e % 2u : 4u * h + c4;
+// matrix h in row tile t of the subgroup with row tiles rs and tokens from ts0 (C element
+// e: row g4 + 8 (e / 2), column 8 h + 2 c4 + e % 2; for f32 activations columns 2 t' and
+// 2 t' + 1 are token t').
+uvec2 acc_place(uint rs, uint ts0, uint t, uint h, uint e, uint g4, uint c4) {
+    uint row = (rs * TILES + t) * 16u + g4 + 8u * (e / 2u);
+    uint tok = ts0 + (X_F16 ? 8u * h + 2u * c4 + e % 2u : 4u * h + c4);
     return uvec2(row, tok);
 }
 
@@ -190,7 +200,10 @@ void main() {
     wg += p.wg_offset;
     uint sg = gl_SubgroupID;
     uint kg = sg / SG;  // K group: stages kg, kg + KSPLIT, ...
-    uint sub = sg % SG; // its row tiles within the K group
+    uint sub = sg % SG; // its tokens to stage within the K group
+    uint rs = sub % SGR; // its row tiles
+    uint ts0 = (sub / SGR) * SG_TOKENS; // its first token within the workgroup's tile
+    uint hb = PARTS * ts0 / 8u;         // its first B matrix within the workgroup's
     uint lane = gl_SubgroupInvocationID;
     uint g4 = lane / 4u;
     uint c4 = lane % 4u;
@@ -199,7 +212,7 @@ void main() {
     uint token_tiles = (p.m + TOKENS - 1u) / TOKENS;
     uint tok0 = (wg % token_tiles) * TOKENS;
     uint wg_tile0 = (wg / token_tiles) * ROW_TILES;
-    uint tile0 = wg_tile0 + sub * TILES;
+    uint tile0 = wg_tile0 + rs * TILES;
 
     uint tile[TILES];
     [[unroll]] for (uint t = 0u; t < TILES; t++) {
@@ -239,7 +252,7 @@ void main() {
     if (X_FRAGMENTS) {
         [[unroll]] for (uint d = 0u; d < PAIRS_AHEAD; d++) {
             [[unroll]] for (uint h = 0u; h < NB; h++) {
-                ring[d][h] = fragment_pair(tok0, h, first, d, lane);
+                ring[d][h] = fragment_pair(tok0, hb + h, first, d, lane);
             }
         }
     }
@@ -275,7 +288,7 @@ void main() {
                 [[unroll]] for (uint b = 0u; b < BLOCKS; b++) {
                     [[unroll]] for (uint h = 0u; h < NB; h++) {
                         [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                            uint tk = X_F16 ? 8u * h + 2u * c4 + i : 4u * h + c4;
+                            uint tk = ts0 + (X_F16 ? 8u * h + 2u * c4 + i : 4u * h + c4);
                             bool factors = X_ROUNDED || !X_F16;
                             fx[b][h][i] = factors ? factor_of(kg, stage, b, tok0, tk) : 1.0;
                             sx[b][h][i] = HAS_OFFSETS ? sum_of(kg, stage, b, tok0, tk) : 0.0;
@@ -307,12 +320,13 @@ void main() {
                                 uint slot = (ks / 2u) % PAIRS_AHEAD;
                                 uint ahead = ks / 2u + PAIRS_AHEAD;
                                 pair[h] = ring[slot][h];
-                                ring[slot][h] = fragment_pair(tok0, h, ahead < 4u ? stage : next,
+                                ring[slot][h] = fragment_pair(tok0, hb + h,
+                                                              ahead < 4u ? stage : next,
                                                               ahead % 4u, lane);
                             }
                             bm[h] = fragment_of(pair[h], ks % 2u);
                         } else {
-                            coopMatLoad(bm[h], staged_b[kg], 8u * h * KPAD4 + ks * 4u, KPAD4,
+                            coopMatLoad(bm[h], staged_b[kg], 8u * (hb + h) * KPAD4 + ks * 4u, KPAD4,
                                         gl_CooperativeMatrixLayoutColumnMajor);
                         }
                     }
@@ -327,7 +341,7 @@ void main() {
                     [[unroll]] for (uint t = 0u; t < TILES; t++) {
                         if (X_F16) {
                             // Tokens 8 h + 2 c4 (elements 0, 2) and + 1 (elements 1, 3).
-                            uint tk = 8u * h + 2u * c4;
+                            uint tk = ts0 + 8u * h + 2u * c4;
                             [[unroll]] for (uint e = 0u; e < 4u; e++) {
                                 uint r = e / 2u;
                                 float scale = X_ROUNDED ? sc[t][b][r] * fx[b][h][e % 2u]
@@ -338,7 +352,7 @@ void main() {
                                 acc[t][h][e] = HAS_OFFSETS ? fma(zr[t][b][r], sum, v) : v;
                             }
                         } else {
-                            uint tk = 4u * h + c4;
+                            uint tk = ts0 + 4u * h + c4;
                             float f = X_FRAGMENTS ? fx[b][h][0] : factor_of(kg, stage, b, tok0, tk);
                             float sum = X_FRAGMENTS ? sx[b][h][0] : sum_of(kg, stage, b, tok0, tk);
                             [[unroll]] for (uint r = 0u; r < 2u; r++) {
@@ -372,7 +386,7 @@ void main() {
             [[unroll]] for (uint t = 0u; t < TILES; t++) {
                 [[unroll]] for (uint h = 0u; h < NB; h++) {
                     [[unroll]] for (uint e = 0u; e < 4u; e++) {
-                        uvec2 at = acc_place(sub, t, h, e, g4, c4);
+                        uvec2 at = acc_place(rs, ts0, t, h, e, g4, c4);
                         if (X_F16 || e % 2u == 0u) {
                             red[((kg - 1u) * ROW_TILES * 16u + at.x) * TOKENS + at.y] = acc[t][h][e];
                         }
@@ -387,7 +401,7 @@ void main() {
         [[unroll]] for (uint t = 0u; t < TILES; t++) {
             [[unroll]] for (uint h = 0u; h < NB; h++) {
                 [[unroll]] for (uint e = 0u; e < 4u; e++) {
-                    uvec2 at = acc_place(sub, t, h, e, g4, c4);
+                    uvec2 at = acc_place(rs, ts0, t, h, e, g4, c4);
                     for (uint q = 1u; q < KSPLIT; q++) {
                         acc[t][h][e] += red[((q - 1u) * ROW_TILES * 16u + at.x) * TOKENS + at.y];
                     }
@@ -405,7 +419,7 @@ void main() {
                 if (!X_F16 && e % 2u == 1u) {
                     continue;
                 }
-                uvec2 at = acc_place(sub, t, h, e, g4, c4);
+                uvec2 at = acc_place(rs, ts0, t, h, e, g4, c4);
                 uint row = wg_tile0 * 16u + at.x;
                 uint tok = tok0 + at.y;
                 if (row < p.rows && tok < p.m) {

@@ -152,7 +152,7 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
 }
 
 #[test]
-fn fragments_gemm_runs_from_m_5_for_f16_x_and_large_f32_matrices() {
+fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
     let ctx = context(None);
     if !ctx.coop {
         eprintln!("no tensor-core path: the GEMM on x in fragments does not run");
@@ -163,8 +163,8 @@ fn fragments_gemm_runs_from_m_5_for_f16_x_and_large_f32_matrices() {
         x_f16: true,
         ..Default::default()
     };
-    // f16 x with a workspace: the GEMM (8-token tiles, most of them padding) from m = 5;
-    // small f32 matrices keep the GEMV below m = 8.
+    // f16 x with a workspace on small matrices: the GEMM (8-token tiles, most of them
+    // padding) from m = 5; f32 x keeps the GEMV below m = 8.
     let cases = [
         (61usize, 700usize, 32i32, true),
         (130, 96, 256, false),
@@ -186,23 +186,70 @@ fn fragments_gemm_runs_from_m_5_for_f16_x_and_large_f32_matrices() {
             assert!(err < 1e-5, "{what}: {err:e}");
         }
     }
-    // f32 x on a matrix of 2^26 weights: the GEMM from m = 5 too.
-    let d = random_q4(&mut rng, 8192, 8192, 128, false, false);
-    let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-    for m in [4usize, 6] {
-        let gemm = gemv::call_runs_gemm(
-            &ctx,
-            &mat,
-            &dense_params(&mat, m, Recording::default()),
-            true,
-        );
-        assert_eq!(gemm, m >= 5, "f32 x 8192 x 8192, m {m}");
-        let x: Vec<f32> = rng.vec(m * 8192);
-        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let y = try_record_gemv(&ctx, &mat, &bytes, m, Recording::default()).unwrap();
-        assert!(y.iter().all(|v| v.is_finite()), "unwritten y, f32 m {m}");
+    // Larger matrices, (rows, columns, m, activation type, whether the GEMM runs): 2^25
+    // weights take it from m = 4 for f16 x and from m = 7 for f32 x, 2^26 from m = 5 for
+    // f32 x.
+    let cases = [
+        (4096usize, 8192usize, 4usize, true, true),
+        (4096, 8192, 3, true, false),
+        (4096, 8192, 6, false, false),
+        (4096, 8192, 7, false, true),
+        (8192, 8192, 4, false, false),
+        (8192, 8192, 6, false, true),
+    ];
+    for (n, k, m, x_f16, want_gemm) in cases {
+        let d = random_q4(&mut rng, n, k, 128, false, false);
+        let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+        let how = Recording {
+            x_f16,
+            ..Default::default()
+        };
+        let what = format!("{n} x {k}, m {m}, f16 x {x_f16}");
+        let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, how), true);
+        assert_eq!(gemm, want_gemm, "{what}");
+        let mut x: Vec<f32> = rng.vec(m * k);
+        if x_f16 {
+            x.iter_mut()
+                .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+        }
+        let bytes: Vec<u8> = match x_f16 {
+            true => f16_le_bytes(&x),
+            false => x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let y = try_record_gemv(&ctx, &mat, &bytes, m, how).unwrap();
+        assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
         let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
-        assert!(err < 1e-5, "f32 x 8192 x 8192 m {m}: {err:e}");
+        assert!(err < 1e-5, "{what}: {err:e}");
+    }
+    assert_nothing_logged();
+}
+
+#[test]
+fn token_groups_run_by_default_from_m_512_for_f16_x() {
+    let ctx = context(None);
+    if !ctx.coop {
+        eprintln!("no tensor-core path: the tensor-core GEMM does not run");
+        return;
+    }
+    let mut rng = Rng(6061);
+    let d = random_q4(&mut rng, 4096, 1000, 64, true, false);
+    let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+    let f16 = Recording {
+        x_f16: true,
+        ..Default::default()
+    };
+    // 128 rows x 128 tokens per workgroup in 2 token groups at m = 512 (and m = 1000, whose
+    // last tile is part padding); 4 x 4 x 32 where 128-token tiles would pad m by more.
+    for (m, groups) in [(512usize, 2u32), (1000, 2), (530, 1)] {
+        let params = dense_params(&mat, m, f16);
+        let shape = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
+        assert_eq!(shape.5, groups, "m {m}: {shape:?}");
+        let x: Vec<f32> = rng.vec(m * d.shape.k);
+        let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+        let y = try_record_gemv(&ctx, &mat, &f16_le_bytes(&xh), m, f16).unwrap();
+        assert!(y.iter().all(|v| v.is_finite()), "unwritten y, m {m}");
+        let err = reference::relative_error(&y, &reference::gemv(&d, &xh, m));
+        assert!(err < 1e-5, "m {m}: {err:e}");
     }
     assert_nothing_logged();
 }
@@ -266,18 +313,22 @@ fn tensor_core_gemm_matches_reference() {
     ];
     let data = random_cases(&mut rng, &cases);
     // (tiles, subgroups, tokens, K groups, k-steps of B ahead on x in fragments or 0 for
-    // the default); None: the default per activation type.
+    // the default, token groups); None: the default per activation type.
     let shapes = [
         None,
-        Some((1, 1, 8, 1, 0)),
-        Some((1, 8, 16, 1, 8)),
-        Some((3, 2, 24, 1, 0)),
-        Some((2, 4, 128, 1, 0)),
-        Some((4, 4, 16, 1, 4)),
-        Some((2, 8, 16, 2, 0)),
-        Some((1, 4, 16, 2, 0)),
-        Some((2, 4, 8, 4, 2)),
-        Some((2, 8, 16, 4, 8)),
+        Some((1, 1, 8, 1, 0, 1)),
+        Some((1, 8, 16, 1, 8, 1)),
+        Some((3, 2, 24, 1, 0, 1)),
+        Some((2, 4, 128, 1, 0, 1)),
+        Some((4, 4, 16, 1, 4, 1)),
+        Some((2, 8, 16, 2, 0, 1)),
+        Some((1, 4, 16, 2, 0, 1)),
+        Some((2, 4, 8, 4, 2, 1)),
+        Some((2, 8, 16, 4, 8, 1)),
+        // Token groups: alone, with K groups, and 4 of them with one row subgroup each.
+        Some((2, 4, 64, 1, 2, 2)),
+        Some((1, 8, 32, 2, 4, 2)),
+        Some((4, 4, 64, 1, 2, 4)),
     ];
     for shape in shapes {
         let mut ctx = gemm_context(None, shape, None);

@@ -173,8 +173,8 @@ pub struct Context {
 
 /// A fixed shape of the tensor-core GEMM: (row tiles per subgroup, subgroups per
 /// workgroup, tokens per workgroup, K groups, k-steps of B loaded ahead on x in fragments
-/// or 0 for the default).
-pub type CoopGemmTuning = (u32, u32, u32, u32, u32);
+/// or 0 for the default, token groups per K group).
+pub type CoopGemmTuning = (u32, u32, u32, u32, u32, u32);
 
 /// Checks a fixed shape of the tensor-core GEMV (`ContextConfig::coop_tuning`).
 fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
@@ -230,20 +230,23 @@ fn check_gemm_ksplit(ksplit: Option<u32>) -> Result<()> {
 
 /// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
 fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
-    let Some((tiles, subgroups, tokens, ksplit, ahead)) = tuning else {
+    let Some((tiles, subgroups, tokens, ksplit, ahead, tsplit)) = tuning else {
         return Ok(());
     };
     if !(1..=4).contains(&tiles)
         || ![1, 2, 4, 8].contains(&subgroups)
         || tokens % 8 != 0
         || tokens % subgroups != 0
-        || !(8..=128).contains(&tokens)
+        || !(8..=256).contains(&tokens)
         || ksplit == 0
-        || subgroups % ksplit != 0
+        || tsplit == 0
+        || subgroups % (ksplit * tsplit) != 0
+        || tokens % (8 * tsplit) != 0
+        || tokens / tsplit > 128
         || ![0, 2, 4, 8].contains(&ahead)
     {
         return Err(crate::error::invalid!(
-            "coop GEMM tuning ({tiles}, {subgroups}, {tokens}, {ksplit}, {ahead}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..128 tokens in steps of 8 and of the subgroups, K groups dividing the subgroups, 0, 2, 4 or 8 k-steps ahead"
+            "coop GEMM tuning ({tiles}, {subgroups}, {tokens}, {ksplit}, {ahead}, {tsplit}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..256 tokens in steps of 8 and of the subgroups, K groups times token groups dividing the subgroups, up to 128 tokens per token group in steps of 8, 0, 2, 4 or 8 k-steps ahead"
         ));
     }
     Ok(())

@@ -126,8 +126,9 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
     }
 }
 
-/// The tensor-core GEMM's shape on x in fragments (`x_fragments`) with `parts` B columns
-/// per token, from sweeps on an H200 (bench/RESULTS.md).
+/// (row tiles per subgroup, subgroups, tokens per workgroup, K groups, token groups) of the
+/// tensor-core GEMM on x in fragments (`x_fragments`) for an `n` × `k` matrix at `m` tokens
+/// with `parts` B columns per token, from sweeps on an H200 (bench/RESULTS.md).
 ///
 /// At m ≤ 8 (the GEMV's m, where this GEMM runs instead of the GEMV): 8 tokens per
 /// workgroup (f16 x had 16, half of them empty columns) and K split 8 ways, since one token
@@ -142,19 +143,36 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
 /// to fill the GPU), 2 row tiles × 8 subgroups in 4 K groups; else 4 row tiles × 4
 /// subgroups, no K split — for f32 x in two parts up to 4096 tasks 2 × 4 (28672 × 8192
 /// m = 64: 251 µs against 317).
-pub fn choose_fragments_gemm_shape(n: usize, m: u32, parts: u32) -> (u32, u32, u32, u32) {
+///
+/// f16 x from m = 512 on K ≤ 16384 where workgroups of 128 rows × 128 tokens number at
+/// least 128 and pad m by at most 1/16: 2 row tiles × 8 subgroups in 2 token groups of 64 tokens (each subgroup 32 rows
+/// × 64 tokens; the L1 serves the weights to both token groups). At m = 512, one call:
+/// 4096² 74.6 → 69.0 µs, 11008 × 4096 195.9 → 181.9, 4096 × 11008 180.9 → 175.4, 28672 ×
+/// 8192 845.8 → 834.5; slower on 8192 × 28672 (872.6 → 902.2), at m = 256 on every shape
+/// (4096² 54.3 → 65.9) and for f32 x (its 2 × 8 × 64 in 2 groups: 4096² 149.5 → 178.3).
+pub fn choose_fragments_gemm_shape(
+    n: usize,
+    k: usize,
+    m: u32,
+    parts: u32,
+) -> (u32, u32, u32, u32, u32) {
     if m <= super::gemv::MAX_M {
         return match parts {
-            1 => (1, 8, 8, 8),
-            _ => (2, 8, 8, 8),
+            1 => (1, 8, 8, 8, 1),
+            _ => (2, 8, 8, 8, 1),
         };
+    }
+    let wide_tiles = (n as u64).div_ceil(128) * u64::from(m).div_ceil(128);
+    let little_padding = u64::from(m.next_multiple_of(128)) * 16 <= 17 * u64::from(m);
+    if parts == 1 && m >= 512 && k <= 16384 && wide_tiles >= 128 && little_padding {
+        return (2, 8, 128, 1, 2);
     }
     let tokens = if m <= 16 { 16 } else { 32 } / parts;
     let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
     match (tasks, parts) {
-        (..1024, _) => (2, 8, tokens, 4),
-        (..4096, 2) => (2, 4, tokens, 1),
-        _ => (4, 4, tokens, 1),
+        (..1024, _) => (2, 8, tokens, 4, 1),
+        (..4096, 2) => (2, 4, tokens, 1, 1),
+        _ => (4, 4, tokens, 1, 1),
     }
 }
 
@@ -513,18 +531,73 @@ mod tests {
         // m ≤ 8 (the GEMM at m = 8 on tall matrices): 8 tokens, never split.
         assert_eq!(choose_gemm_shape(4096, 8, false), (1, 8, 8, 1));
         // x in fragments (f16): K groups only where few tasks would leave SMs idle.
-        assert_eq!(choose_fragments_gemm_shape(4096, 64, 1), (2, 8, 32, 4));
-        assert_eq!(choose_fragments_gemm_shape(28672, 16, 1), (2, 8, 16, 4));
-        assert_eq!(choose_fragments_gemm_shape(28672, 64, 1), (4, 4, 32, 1));
-        assert_eq!(choose_fragments_gemm_shape(8192, 512, 1), (4, 4, 32, 1));
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 4096, 64, 1),
+            (2, 8, 32, 4, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 16, 1),
+            (2, 8, 16, 4, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 64, 1),
+            (4, 4, 32, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 256, 1),
+            (4, 4, 32, 1, 1)
+        );
+        // From m = 512 on K ≤ 16384, 2 token groups where 128 × 128 tiles fill the SMs.
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 4096, 512, 1),
+            (2, 8, 128, 1, 2)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 2048, 1),
+            (2, 8, 128, 1, 2)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(8192, 28672, 512, 1),
+            (4, 4, 32, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(2048, 4096, 512, 1),
+            (4, 4, 32, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 4096, 600, 1),
+            (4, 4, 32, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 4096, 1000, 1),
+            (2, 8, 128, 1, 2)
+        );
         // f32 x in two parts: half the tokens, the same columns; 2 tiles up to 4096 tasks.
-        assert_eq!(choose_fragments_gemm_shape(28672, 64, 2), (2, 4, 16, 1));
-        assert_eq!(choose_fragments_gemm_shape(4096, 512, 2), (2, 4, 16, 1));
-        assert_eq!(choose_fragments_gemm_shape(28672, 512, 2), (4, 4, 16, 1));
-        assert_eq!(choose_fragments_gemm_shape(8192, 64, 2), (2, 8, 16, 4));
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 64, 2),
+            (2, 4, 16, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 4096, 512, 2),
+            (2, 4, 16, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 512, 2),
+            (4, 4, 16, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(8192, 28672, 64, 2),
+            (2, 8, 16, 4, 1)
+        );
         // m ≤ 8: 8 tokens, K split 8 ways; f32 x 8 k-steps ahead.
-        assert_eq!(choose_fragments_gemm_shape(28672, 8, 2), (2, 8, 8, 8));
-        assert_eq!(choose_fragments_gemm_shape(4096, 8, 1), (1, 8, 8, 8));
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 8, 2),
+            (2, 8, 8, 8, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 4096, 8, 1),
+            (1, 8, 8, 8, 1)
+        );
         assert_eq!(choose_fragments_lookahead(8, 8, 2), 8);
         assert_eq!(choose_fragments_lookahead(8, 8, 1), 4);
         assert_eq!(choose_fragments_lookahead(4, 64, 2), 4);
@@ -574,6 +647,7 @@ mod tests {
             x_fragments: false,
             x_rounded: false,
             b_ahead: 2,
+            tsplit: 1,
         };
         // f32, 4 groups: 4 staged B of 32 columns (8.8 KB each) and 3 × 64 × 16 sums.
         assert!(key(4, false).shared_bytes() <= 48 * 1024);

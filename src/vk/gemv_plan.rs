@@ -52,25 +52,30 @@ fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> 
 }
 
 /// The smallest m ≤ 8 at which the tensor-core GEMM on x in fragments replaces the GEMV
-/// (given a workspace) for an `n` × `k` matrix, from H200 timings (bench/RESULTS.md). Its 8-token tile costs
-/// about the same at m = 5..8 (the padding tokens are zero columns). f16 x: from m = 5,
-/// where the f16 GEMV is slow on every shape (m = 5 against the GEMM at m = 8: 4096²
-/// 14.9 / 12.7 µs, 4096 × 11008 30.4 / 19.6, 28672 × 8192 102.7 / 47.3, 8192 × 28672
-/// 167.4 / 47.6). f32 x: from m = 5 on matrices of at least 2^26 weights (28672 × 8192
-/// 67.6 / 59.2, 8192 × 28672 77.5 / 56.8); smaller ones keep the GEMV up to m = 7, which
-/// is as fast or faster there (4096² 12.0 against 14.4 at m = 7; 4096 × 11008 19.5
-/// against 22.8 at m = 5). The GEMV and GEMM figures come from two calls (the
-/// eleventh session's rule section says which).
+/// (given a workspace) for an `n` × `k` matrix, from one H200 call that timed both at m = 4,
+/// 5 and 7 (bench/RESULTS.md). The GEMM's 8-token tile costs the same at m = 4..8 (the
+/// padding tokens are zero columns).
+/// - f16 x: from m = 4 on matrices of at least 2^25 weights (GEMV / GEMM at m = 4: 11008
+///   × 4096 20.6 / 18.9 µs, 4096 × 11008 20.3 / 19.6, 28672 × 8192 78.2 / 47.4, 8192 ×
+///   28672 74.8 / 48.0), else from m = 5 (4096²: 11.4 / 12.9 at m = 4, 15.0 / 12.9 at 5).
+/// - f32 x: from m = 5 on matrices of at least 2^26 weights (m = 5: 28672 × 8192 67.7 /
+///   59.5, 8192 × 28672 77.6 / 56.5); from m = 7 on at least 2^25 (m = 7: 11008 × 4096
+///   27.1 / 21.5, 4096 × 11008 23.1 / 23.2; m = 5: 20.8 / 21.6 and 23.0 / 22.9); else the
+///   GEMV up to m = 7 (4096²: 12.2 / 14.7 at m = 7).
 fn fragments_from_m(n: usize, k: usize, x_f16: bool) -> u32 {
-    match x_f16 || n as u64 * k as u64 >= 1 << 26 {
-        true => 5,
-        false => MAX_M,
+    let weights = n as u64 * k as u64;
+    match (x_f16, weights) {
+        (true, w) if w >= 1 << 25 => 4,
+        (true, _) => 5,
+        (false, w) if w >= 1 << 26 => 5,
+        (false, w) if w >= 1 << 25 => 7,
+        (false, _) => MAX_M,
     }
 }
 
 /// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace (`workspace`) or
 /// not: [`runs_gemm`]'s rule, and with a workspace also wherever the tensor-core GEMM runs
-/// on x in fragments (`runs_gemm_on_fragments`: up to m = 8 from m = 5 or 8).
+/// on x in fragments (`runs_gemm_on_fragments`: up to m = 8 from m = 4, 5, 7 or 8).
 pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspace: bool) -> bool {
     runs_gemm(ctx, mat, p.m) || (workspace && fragment_geometry(ctx, mat, p).is_some())
 }
@@ -114,6 +119,7 @@ pub fn coop_gemm_shape(
         key.tokens,
         key.ksplit,
         key.b_ahead,
+        key.tsplit,
     ))
 }
 
@@ -154,13 +160,18 @@ fn coop_gemm_key(
     })?;
     // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
     let rounded = x_fragments && rounds_x(p);
-    let (tiles, subgroups, tokens, ksplit, ahead) = ctx.coop_gemm_tuning.unwrap_or_else(|| {
-        let (t, s, m, k) = match x_fragments {
-            true => super::coop::choose_fragments_gemm_shape(mat.shape.n, p.m, fragment_parts(p)),
-            false => super::coop::choose_gemm_shape(mat.shape.n, p.m, p.x_f16),
-        };
-        (t, s, m, k, 0)
-    });
+    let (tiles, subgroups, tokens, ksplit, ahead, tsplit) =
+        ctx.coop_gemm_tuning.unwrap_or_else(|| {
+            let (n, k) = (mat.shape.n, mat.shape.k);
+            let (t, s, m, kg, g) = match x_fragments {
+                true => super::coop::choose_fragments_gemm_shape(n, k, p.m, fragment_parts(p)),
+                false => {
+                    let (t, s, m, kg) = super::coop::choose_gemm_shape(n, p.m, p.x_f16);
+                    (t, s, m, kg, 1)
+                }
+            };
+            (t, s, m, kg, 0, g)
+        });
     let key = CoopGemmKey {
         tiles,
         subgroups,
@@ -173,6 +184,7 @@ fn coop_gemm_key(
         x_fragments,
         x_rounded: rounded,
         b_ahead: 2,
+        tsplit,
     };
     let mut key = match ctx.coop_gemm_tuning {
         Some(_) => key,
@@ -588,11 +600,13 @@ mod tests {
     use super::{fewest_k_groups, fragments_from_m};
 
     #[test]
-    fn fragments_gemm_replaces_the_gemv_from_m_5_for_f16_x_and_large_f32_matrices() {
+    fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
         assert_eq!(fragments_from_m(4096, 4096, true), 5);
-        assert_eq!(fragments_from_m(4096, 11008, false), 8);
+        assert_eq!(fragments_from_m(4096, 8192, true), 4);
+        assert_eq!(fragments_from_m(4096, 11008, false), 7);
+        assert_eq!(fragments_from_m(4096, 8191, false), 8);
         assert_eq!(fragments_from_m(8192, 8192, false), 5);
-        assert_eq!(fragments_from_m(8192, 8191, false), 8);
+        assert_eq!(fragments_from_m(8192, 8191, false), 7);
         assert_eq!(fragments_from_m(28672, 8192, false), 5);
     }
 

@@ -431,15 +431,17 @@ pub fn gemm_tile(m: u32, cpu: bool) -> GemmTile {
     }
 }
 
-/// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`: m > 8, and m = 5..8 where
-/// `vk::gemv::call_runs_gemm` says so; specialization constants 0..10).
+/// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`: m > 8, and m = 4..8 where
+/// `vk::gemv::call_runs_gemm` says so; specialization constants 0..11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CoopGemmKey {
     /// Row tiles of 16 rows per subgroup.
     pub tiles: u32,
-    /// Subgroups of 32 per workgroup, each with its own row tiles.
+    /// Subgroups of 32 per workgroup: `ksplit` K groups of `tsplit` token groups, each
+    /// subgroup of a token group with its own row tiles.
     pub subgroups: u32,
-    /// Tokens (activation rows) per workgroup, a multiple of 8 and of `subgroups`.
+    /// Tokens (activation rows) per workgroup, a multiple of 8 and of `subgroups`; each
+    /// token group takes `tokens / tsplit` of them (a multiple of 8).
     pub tokens: u32,
     /// Per-group zero points.
     pub zeros: bool,
@@ -460,11 +462,14 @@ pub struct CoopGemmKey {
     /// With `x_fragments`: k-steps of B fragments each invocation loads ahead of their
     /// products (2, 4 or 8; 2 otherwise, where it is unused).
     pub b_ahead: u32,
+    /// Token groups per K group: its subgroups split the workgroup's tokens this many ways
+    /// (divides `subgroups / ksplit`).
+    pub tsplit: u32,
 }
 
 impl CoopGemmKey {
-    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..10).
-    fn spec_values(&self) -> [u32; 11] {
+    /// The specialization constants of `shaders/gemm_q4_coop.comp` by id (0..11).
+    fn spec_values(&self) -> [u32; 12] {
         [
             32 * self.subgroups,
             self.tiles,
@@ -477,6 +482,7 @@ impl CoopGemmKey {
             self.x_fragments as u32,
             self.x_rounded as u32,
             self.b_ahead,
+            self.tsplit,
         ]
     }
 
@@ -498,7 +504,7 @@ impl CoopGemmKey {
 
     /// Rows per workgroup.
     pub fn rows(&self) -> u32 {
-        16 * self.tiles * self.subgroups / self.ksplit
+        16 * self.tiles * self.subgroups / (self.ksplit * self.tsplit)
     }
 
     /// This shape with its K groups halved until their staged B fit `max_shared` bytes

@@ -116,7 +116,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A]][/T,S,M[,K[,A]]|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -161,9 +161,10 @@ fn main() {
                     .split('/')
                     .map(|v| match numbers(Some(v.to_string())).as_deref() {
                         _ if v == "default" => None,
-                        Some(&[t, s, m]) => Some((t, s, m, 1, 0)),
-                        Some(&[t, s, m, k]) => Some((t, s, m, k, 0)),
-                        Some(&[t, s, m, k, a]) => Some((t, s, m, k, a)),
+                        Some(&[t, s, m]) => Some((t, s, m, 1, 0, 1)),
+                        Some(&[t, s, m, k]) => Some((t, s, m, k, 0, 1)),
+                        Some(&[t, s, m, k, a]) => Some((t, s, m, k, a, 1)),
+                        Some(&[t, s, m, k, a, g]) => Some((t, s, m, k, a, g)),
                         _ => usage(),
                     })
                     .collect();
@@ -238,9 +239,9 @@ fn main() {
 /// B ahead; the integer dot-product GEMV; or the tensor-core GEMV's tiles × subgroups).
 fn path(ctx: &Context, r: &Row) -> String {
     let kind = match (r.gemm, r.coop_gemm, r.gemm_shape) {
-        (true, Some((t, s, m, k, 0)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
-        (true, Some((t, s, m, k, a)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k},{a}"),
-        (true, None, Some((t, s, m, k, a))) => format!(" GEMM [{t},{s},{m},{k},{a}]"),
+        (true, Some((t, s, m, k, 0, 1)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
+        (true, Some((t, s, m, k, a, g)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k},{a},{g}"),
+        (true, None, Some((t, s, m, k, a, g))) => format!(" GEMM [{t},{s},{m},{k},{a},{g}]"),
         (true, _, _) => " GEMM".to_string(),
         (false, _, _) if r.prepass => " int8-dot".to_string(),
         (false, _, _) => match r.gemv_shape {
