@@ -20,10 +20,11 @@
 // TOKENS / TSPLIT tokens; each subgroup of a token group multiplies its TILES row tiles
 // against that group's tokens (the token groups read the same weights, which the L1 serves
 // once, so the workgroup's tile grows along tokens at the same registers per invocation).
-// Every K group runs the same number of steps (the barriers are workgroup-wide). Each invocation loads the next stage's words (and scales, zeros) and x
-// while it computes the current one. At the end K groups 1.. hand their sums to group 0
-// through shared memory. Workgroups are numbered tokens fastest, so the ones reading the
-// same rows run together and find the weights in the L2.
+// Every K group runs the same number of steps (the barriers are workgroup-wide). Each
+// invocation loads the next stage's words (and scales, zeros) and x while it computes the
+// current one. At the end K groups 1.. hand their sums to group 0 through shared memory.
+// Workgroups are numbered tokens fastest, so the ones reading the same rows run together
+// and find the weights in the L2.
 //
 // With X_FRAGMENTS, binding 0 of set 1 is not x but the workspace its pre-pass wrote
 // (`x_fragments.comp`: every token's B columns in fragment order, as B holds them here —
