@@ -187,8 +187,8 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
         }
     }
     // Larger matrices, (rows, columns, m, activation type, whether the GEMM runs): 2^25
-    // weights take it from m = 4 for f16 x and from m = 7 for f32 x, 2^26 from m = 5 for
-    // f32 x.
+    // weights take it from m = 4 for f16 x and from m = 7 for f32 x, 2^26 from m = 3 for
+    // f16 x and m = 5 for f32 x.
     let cases = [
         (4096usize, 8192usize, 4usize, true, true),
         (4096, 8192, 3, true, false),
@@ -196,6 +196,8 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
         (4096, 8192, 7, false, true),
         (8192, 8192, 4, false, false),
         (8192, 8192, 6, false, true),
+        (8192, 8192, 2, true, false),
+        (8192, 8192, 3, true, true),
     ];
     for (n, k, m, x_f16, want_gemm) in cases {
         let d = random_q4(&mut rng, n, k, 128, false, false);

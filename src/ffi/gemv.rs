@@ -74,9 +74,10 @@ pub struct q4vk_gemv_args {
     pub flags: u32,
     /// Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m the GEMM
     /// (same matrix, no extra memory); so do, on tensor-core matrices, m = 8 on tall ones,
-    /// and, when the call has a workspace, m = 8 on any, m = 4..7 for f16 activations on
-    /// matrices of at least 2^25 weights (m = 5..7 on smaller ones), and for f32 activations
-    /// m = 5..7 on matrices of at least 2^26 weights, m = 7 on at least 2^25. Limits: x and y each within 2^32 elements and the
+    /// and, when the call has a workspace, m = 8 on any; for f16 activations m = 3..7 on
+    /// matrices of at least 2^26 weights, m = 4..7 on at least 2^25, m = 5..7 on smaller
+    /// ones; for f32 activations m = 5..7 on at least 2^26 weights, m = 7 on at least 2^25.
+    /// Limits: x and y each within 2^32 elements and the
     /// device's `maxStorageBufferRange` (else `Q4VK_ERROR_UNSUPPORTED`).
     pub m: u32,
     /// Must be 0.
@@ -375,8 +376,7 @@ pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_a
 /// to f16 where that is faster if `Q4VK_GEMV_ROUND_X_TO_F16` allows it (the tensor-core
 /// GEMM on this call's own workspace). Buffers, kernels, threading and statuses as
 /// `q4vk_gemv` (finite f16 x also runs the tensor-core GEMM at m = 5..7 on every
-/// tensor-core matrix, and at m = 4 on matrices of at least 2^25 weights, see
-/// `q4vk_gemv_args.m`); f16 x is copied as it is (half the staging bytes of f32).
+/// tensor-core matrix, and at m = 4 or 3 on larger ones, see `q4vk_gemv_args.m`); f16 x is copied as it is (half the staging bytes of f32).
 ///
 /// On a CPU context: f16 x, or f32 x not 4-byte aligned, is copied as f32 values (f16
 /// widened, exact) into a scratch of m·k floats (`OUT_OF_HOST_MEMORY` if it cannot be

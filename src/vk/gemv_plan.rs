@@ -52,12 +52,14 @@ fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> 
 }
 
 /// The smallest m ≤ 8 at which the tensor-core GEMM on x in fragments replaces the GEMV
-/// (given a workspace) for an `n` × `k` matrix, from one H200 call that timed both at m = 4,
-/// 5 and 7 (bench/RESULTS.md). The GEMM's 8-token tile costs the same at m = 4..8 (the
-/// padding tokens are zero columns).
-/// - f16 x: from m = 4 on matrices of at least 2^25 weights (GEMV / GEMM at m = 4: 11008
-///   × 4096 20.6 / 18.9 µs, 4096 × 11008 20.3 / 19.6, 28672 × 8192 78.2 / 47.4, 8192 ×
-///   28672 74.8 / 48.0), else from m = 5 (4096²: 11.4 / 12.9 at m = 4, 15.0 / 12.9 at 5).
+/// (given a workspace) for an `n` × `k` matrix, from H200 calls that timed both in one call
+/// at m = 4, 5 and 7, and for f16 x at m = 2 and 3 (bench/RESULTS.md). The GEMM's 8-token
+/// tile costs about the same at m = 2..8 (the padding tokens are zero columns).
+/// - f16 x: from m = 3 on matrices of at least 2^26 weights (GEMV / GEMM at m = 3: 28672 ×
+///   8192 73.0 / 50.5 µs, 8192 × 28672 65.5 / 51.0; at m = 2 56.8 / 50.6 and 50.6 / 50.8);
+///   from m = 4 on at least 2^25 (at m = 4: 11008 × 4096 20.6 / 18.9, 4096 × 11008
+///   20.3 / 19.6; at m = 3 20.4 / 19.4 and 18.7 / 20.6), else from m = 5 (4096²: 11.4 /
+///   12.9 at m = 4, 15.0 / 12.9 at 5).
 /// - f32 x: from m = 5 on matrices of at least 2^26 weights (m = 5: 28672 × 8192 67.7 /
 ///   59.5, 8192 × 28672 77.6 / 56.5); from m = 7 on at least 2^25 (m = 7: 11008 × 4096
 ///   27.1 / 21.5, 4096 × 11008 23.1 / 23.2; m = 5: 20.8 / 21.6 and 23.0 / 22.9); else the
@@ -65,6 +67,7 @@ fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> 
 fn fragments_from_m(n: usize, k: usize, x_f16: bool) -> u32 {
     let weights = n as u64 * k as u64;
     match (x_f16, weights) {
+        (true, w) if w >= 1 << 26 => 3,
         (true, w) if w >= 1 << 25 => 4,
         (true, _) => 5,
         (false, w) if w >= 1 << 26 => 5,
@@ -75,7 +78,7 @@ fn fragments_from_m(n: usize, k: usize, x_f16: bool) -> u32 {
 
 /// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace (`workspace`) or
 /// not: [`runs_gemm`]'s rule, and with a workspace also wherever the tensor-core GEMM runs
-/// on x in fragments (`runs_gemm_on_fragments`: up to m = 8 from m = 4, 5, 7 or 8).
+/// on x in fragments (`runs_gemm_on_fragments`: up to m = 8 from m = 3, 4, 5, 7 or 8).
 pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspace: bool) -> bool {
     runs_gemm(ctx, mat, p.m) || (workspace && fragment_geometry(ctx, mat, p).is_some())
 }
@@ -603,6 +606,7 @@ mod tests {
     fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
         assert_eq!(fragments_from_m(4096, 4096, true), 5);
         assert_eq!(fragments_from_m(4096, 8192, true), 4);
+        assert_eq!(fragments_from_m(8192, 8192, true), 3);
         assert_eq!(fragments_from_m(4096, 11008, false), 7);
         assert_eq!(fragments_from_m(4096, 8191, false), 8);
         assert_eq!(fragments_from_m(8192, 8192, false), 5);

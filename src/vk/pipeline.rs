@@ -431,7 +431,7 @@ pub fn gemm_tile(m: u32, cpu: bool) -> GemmTile {
     }
 }
 
-/// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`: m > 8, and m = 4..8 where
+/// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`: m > 8, and m = 3..8 where
 /// `vk::gemv::call_runs_gemm` says so; specialization constants 0..11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CoopGemmKey {
