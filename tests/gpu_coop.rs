@@ -12,6 +12,7 @@ mod gpu_support;
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
+use q4vk::quant::q4::Q4Data;
 use q4vk::vk::context::{Context, ContextConfig, CoopGemmTuning};
 use q4vk::vk::gemv::{self, gemv_host};
 use q4vk::vk::matrix::DeviceMatrix;
@@ -151,6 +152,22 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
     assert_nothing_logged();
 }
 
+/// Runs `m` rows of fresh f16 x on `mat` (with a workspace, y poisoned) and asserts that
+/// every element was written and matches the f64 reference of `d` within 1e-5.
+fn assert_f16_call_matches(ctx: &Context, mat: &DeviceMatrix, d: &Q4Data, m: usize, rng: &mut Rng) {
+    let x: Vec<f32> = rng.vec(m * d.shape.k);
+    let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+    let f16 = Recording {
+        x_f16: true,
+        ..Default::default()
+    };
+    let y = try_record_gemv(ctx, mat, &f16_le_bytes(&xh), m, f16).unwrap();
+    let what = format!("f16 x {:?} m {m}", d.shape);
+    assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
+    let err = reference::relative_error(&y, &reference::gemv(d, &xh, m));
+    assert!(err < 1e-5, "{what}: {err:e}");
+}
+
 #[test]
 fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
     let ctx = context(None);
@@ -177,13 +194,7 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
             assert_eq!(gemm, m >= 5, "f16 x, m {m}");
             let f32_params = dense_params(&mat, m, Recording::default());
             assert!(!gemv::call_runs_gemm(&ctx, &mat, &f32_params, true));
-            let x: Vec<f32> = rng.vec(m * d.shape.k);
-            let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
-            let y = try_record_gemv(&ctx, &mat, &f16_le_bytes(&xh), m, f16).unwrap();
-            let what = format!("f16 x {:?} m {m}", d.shape);
-            assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
-            let err = reference::relative_error(&y, &reference::gemv(d, &xh, m));
-            assert!(err < 1e-5, "{what}: {err:e}");
+            assert_f16_call_matches(&ctx, &mat, d, m, &mut rng);
         }
     }
     // Larger matrices, (rows, columns, m, activation type, whether the GEMM runs): 2^25
@@ -246,12 +257,7 @@ fn token_groups_run_by_default_from_m_512_for_f16_x() {
         let params = dense_params(&mat, m, f16);
         let shape = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
         assert_eq!(shape.5, groups, "m {m}: {shape:?}");
-        let x: Vec<f32> = rng.vec(m * d.shape.k);
-        let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
-        let y = try_record_gemv(&ctx, &mat, &f16_le_bytes(&xh), m, f16).unwrap();
-        assert!(y.iter().all(|v| v.is_finite()), "unwritten y, m {m}");
-        let err = reference::relative_error(&y, &reference::gemv(&d, &xh, m));
-        assert!(err < 1e-5, "m {m}: {err:e}");
+        assert_f16_call_matches(&ctx, &mat, &d, m, &mut rng);
     }
     assert_nothing_logged();
 }
