@@ -19,7 +19,8 @@
 // four values per invocation). A K group's subgroups form TSPLIT token groups of
 // TOKENS / TSPLIT tokens; each subgroup of a token group multiplies its TILES row tiles
 // against that group's tokens (the token groups read the same weights, which the L1 serves
-// once, so the workgroup's tile grows along tokens at the same registers per invocation).
+// once, so the workgroup's tile grows along tokens with the same accumulators per
+// invocation).
 // Every K group runs the same number of steps (the barriers are workgroup-wide). Each
 // invocation loads the next stage's words (and scales, zeros) and x while it computes the
 // current one. At the end K groups 1.. hand their sums to group 0 through shared memory.
@@ -204,7 +205,7 @@ void main() {
     uint sub = sg % SG; // its tokens to stage within the K group
     uint rs = sub % SGR; // its row tiles
     uint ts0 = (sub / SGR) * SG_TOKENS; // its first token within the workgroup's tile
-    uint hb = PARTS * ts0 / 8u;         // its first B matrix within the workgroup's
+    uint hb = PARTS * ts0 / 8u;         // its first B matrix among the workgroup's
     uint lane = gl_SubgroupInvocationID;
     uint g4 = lane / 4u;
     uint c4 = lane % 4u;
@@ -327,8 +328,8 @@ void main() {
                             }
                             bm[h] = fragment_of(pair[h], ks % 2u);
                         } else {
-                            coopMatLoad(bm[h], staged_b[kg], 8u * (hb + h) * KPAD4 + ks * 4u, KPAD4,
-                                        gl_CooperativeMatrixLayoutColumnMajor);
+                            coopMatLoad(bm[h], staged_b[kg], 8u * (hb + h) * KPAD4 + ks * 4u,
+                                        KPAD4, gl_CooperativeMatrixLayoutColumnMajor);
                         }
                     }
                     [[unroll]] for (uint t = 0u; t < TILES; t++) {

@@ -6,7 +6,8 @@
 //! tensor-core GEMM (m > 8, shaders/gemm_q4_coop.comp) likewise: every tile shape, f32 and
 //! f16 activations in fragments from a workspace and staged without one, f32 rounded to f16
 //! with `Q4VK_GEMV_ROUND_X_TO_F16`, zero points and offsets, partial tiles of rows and
-//! tokens, and the m = 5..7 calls that run it on x in fragments instead of the GEMV.
+//! tokens, token groups, the m = 2..7 calls that run it on x in fragments instead of the
+//! GEMV, and where token groups run by default.
 
 mod gpu_support;
 use gpu_support::*;

@@ -52,8 +52,8 @@ pub struct ContextConfig {
     /// of the per-matrix choice (`q4vk-bench --coop T,S`).
     pub coop_tuning: Option<(u32, u32)>,
     /// (row tiles per subgroup, subgroups per workgroup, tokens per workgroup, K groups,
-    /// k-steps of B loaded ahead on x in fragments: 0 for the default) of the tensor-core
-    /// GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M[,K[,A]]`).
+    /// k-steps of B loaded ahead on x in fragments: 0 for the default, token groups) of the
+    /// tensor-core GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M[,K[,A[,G]]]`).
     pub coop_gemm_tuning: Option<CoopGemmTuning>,
     /// Run the GEMM kernels from this m on instead of from 9 (tuning experiments,
     /// `q4vk-bench --gemm-from M`).
@@ -150,8 +150,8 @@ pub struct Context {
     pub int_dot: bool,
     /// Fixed (tiles, subgroups) of the tensor-core kernel, else chosen per matrix.
     pub coop_tuning: Option<(u32, u32)>,
-    /// Fixed (tiles, subgroups, tokens, K groups, k-steps of B ahead or 0) of the tensor-core
-    /// GEMM, else the default.
+    /// Fixed (tiles, subgroups, tokens, K groups, k-steps of B ahead or 0, token groups) of
+    /// the tensor-core GEMM, else the default.
     pub coop_gemm_tuning: Option<CoopGemmTuning>,
     /// The GEMM kernels run from this m on (else from 9).
     pub gemm_from_m: Option<u32>,
@@ -235,6 +235,8 @@ fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
     };
     if !(1..=4).contains(&tiles)
         || ![1, 2, 4, 8].contains(&subgroups)
+        || ksplit > subgroups
+        || tsplit > subgroups
         || tokens % 8 != 0
         || tokens % subgroups != 0
         || !(8..=256).contains(&tokens)
@@ -522,6 +524,37 @@ impl Context {
             "portable"
         } else {
             "subgroup"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_coop_gemm_tuning;
+
+    #[test]
+    fn coop_gemm_tunings_are_checked_before_any_pipeline() {
+        // (tiles, subgroups, tokens, K groups, k-steps ahead, token groups).
+        for ok in [
+            (4, 4, 32, 1, 2, 1),
+            (2, 8, 128, 1, 2, 2),
+            (1, 8, 32, 2, 4, 2),
+            (2, 4, 8, 4, 0, 1),
+        ] {
+            assert!(check_coop_gemm_tuning(Some(ok)).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            // Token groups that do not divide the K groups' subgroups, or leave a group
+            // fewer than 8 tokens or more than 128.
+            (2, 8, 128, 2, 2, 8),
+            (2, 8, 24, 1, 2, 2),
+            (2, 8, 256, 1, 2, 1),
+            (2, 4, 32, 1, 2, 0),
+            // Products past u32 (refused, not wrapped).
+            (1, 8, 8, 65536, 0, 65536),
+            (1, 8, 8, 8, 0, 1 << 29),
+        ] {
+            assert!(check_coop_gemm_tuning(Some(bad)).is_err(), "{bad:?}");
         }
     }
 }

@@ -144,12 +144,14 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
 /// subgroups, no K split — for f32 x in two parts up to 4096 tasks 2 × 4 (28672 × 8192
 /// m = 64: 251 µs against 317).
 ///
-/// f16 x from m = 512 on K ≤ 16384 where workgroups of 128 rows × 128 tokens number at
-/// least 128 and pad m by at most 1/16: 2 row tiles × 8 subgroups in 2 token groups of 64 tokens (each subgroup 32 rows
-/// × 64 tokens; the L1 serves the weights to both token groups). At m = 512, one call:
-/// 4096² 74.6 → 69.0 µs, 11008 × 4096 195.9 → 181.9, 4096 × 11008 180.9 → 175.4, 28672 ×
-/// 8192 845.8 → 834.5; slower on 8192 × 28672 (872.6 → 902.2), at m = 256 on every shape
-/// (4096² 54.3 → 65.9) and for f32 x (its 2 × 8 × 64 in 2 groups: 4096² 149.5 → 178.3).
+/// One column per token (f16 x, and f32 x rounded to f16, untimed) from m = 512 on
+/// K ≤ 16384 where workgroups of 128 rows × 128 tokens number at least 128 and pad m by at
+/// most 1/16: 2 row tiles × 8 subgroups in 2 token groups of 64 tokens (each subgroup 32
+/// rows × 64 tokens; the L1 serves the weights to both token groups). f16 x at m = 512, one
+/// call: 4096² 74.6 → 69.0 µs, 11008 × 4096 195.9 → 181.9, 4096 × 11008 180.9 → 175.4;
+/// 28672 × 8192 level (841.7 → 845.7 in one call, 845.8 → 834.5 in another); slower on
+/// 8192 × 28672 (872.6 → 902.2), at m = 256 on every shape (4096² 54.3 → 65.9) and for
+/// f32 x in two parts (its 2 × 8 × 64 in 2 groups: 4096² 149.5 → 178.3).
 pub fn choose_fragments_gemm_shape(
     n: usize,
     k: usize,

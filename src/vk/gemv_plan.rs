@@ -101,8 +101,8 @@ pub fn coop_gemv_shape(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Opt
     }))
 }
 
-/// (row tiles per subgroup, subgroups, tokens per workgroup, K groups, k-steps of B ahead)
-/// of the tensor-core GEMM that a call with `p` on `mat` runs, given a workspace
+/// (row tiles per subgroup, subgroups, tokens per workgroup, K groups, k-steps of B ahead,
+/// token groups) of the tensor-core GEMM that a call with `p` on `mat` runs, given a workspace
 /// (`workspace`) or not: the context's fixed tuning or the rules' choice, fitted to the
 /// device; `None` where the call runs another kernel.
 pub fn coop_gemm_shape(
@@ -607,6 +607,8 @@ mod tests {
         assert_eq!(fragments_from_m(4096, 4096, true), 5);
         assert_eq!(fragments_from_m(4096, 8192, true), 4);
         assert_eq!(fragments_from_m(8192, 8192, true), 3);
+        assert_eq!(fragments_from_m(8192, 8191, true), 4);
+        assert_eq!(fragments_from_m(4096, 8191, true), 5);
         assert_eq!(fragments_from_m(4096, 11008, false), 7);
         assert_eq!(fragments_from_m(4096, 8191, false), 8);
         assert_eq!(fragments_from_m(8192, 8192, false), 5);

@@ -72,8 +72,8 @@ struct Options {
     /// The integer dot-product GEMV for the SIMT kernels: forced (`--int-dot`), off
     /// (`--no-int-dot`), else the environment's choice.
     int_dot: Option<bool>,
-    /// Shapes (tiles, subgroups, tokens, K groups, k-steps of B ahead or 0) of the
-    /// tensor-core GEMM to time on the same matrices, one row each (`None`: the default);
+    /// Shapes (tiles, subgroups, tokens, K groups, k-steps of B ahead or 0, token groups)
+    /// of the tensor-core GEMM to time on the same matrices, one row each (`None`: the default);
     /// one `None` unless given.
     coop_gemm: Vec<Option<CoopGemmTuning>>,
     /// f16 activations (x rounded to f16 for the reference too).
@@ -155,7 +155,7 @@ fn main() {
                 };
             }
             "--coop-gemm" => {
-                // Shapes separated by '/', each T,S,M[,K[,A]] or "default".
+                // Shapes separated by '/', each T,S,M[,K[,A[,G]]] or "default".
                 let list = args.next().unwrap_or_else(|| usage());
                 coop_gemm = list
                     .split('/')
@@ -236,7 +236,7 @@ fn main() {
 
 /// The kernel path a row ran (a GEMM kernel; the tensor-core GEMM's shape, as the run fixed
 /// it or, in brackets, as the rules chose it: tiles, subgroups, tokens, K groups, k-steps of
-/// B ahead; the integer dot-product GEMV; or the tensor-core GEMV's tiles × subgroups).
+/// B ahead, token groups; the integer dot-product GEMV; or the tensor-core GEMV's tiles × subgroups).
 fn path(ctx: &Context, r: &Row) -> String {
     let kind = match (r.gemm, r.coop_gemm, r.gemm_shape) {
         (true, Some((t, s, m, k, 0, 1)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
