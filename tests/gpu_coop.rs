@@ -459,5 +459,34 @@ fn tensor_core_gemm_matches_reference() {
             );
         }
     }
+    // Offsets with token groups: each group's sums of x, for f32 x (two parts in fragments,
+    // and staged) and f16 x in fragments.
+    let ctx = gemm_context(None, Some((2, 4, 64, 1, 2, 2)), None);
+    let d = random_q4(&mut rng, 130, 1024, 64, false, false);
+    let offsets = rng.vec(d.shape.scale_count());
+    let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
+    let m = 100;
+    let x = rng.vec(m * 1024);
+    let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+    let f32_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let staged = Recording {
+        no_workspace: true,
+        ..Default::default()
+    };
+    let f16 = Recording {
+        x_f16: true,
+        ..Default::default()
+    };
+    let runs = [
+        (&f32_bytes, Recording::default(), &x),
+        (&f32_bytes, staged, &x),
+        (&f16_le_bytes(&xh), f16, &xh),
+    ];
+    for (bytes, how, xv) in runs {
+        let y = try_record_gemv(&ctx, &mat, bytes, m, how).unwrap();
+        assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {how:?}");
+        let err = reference::relative_error(&y, &reference::gemv_with_offsets(&d, &offsets, xv, m));
+        assert!(err < 1e-5, "token groups with offsets, {how:?}: {err:e}");
+    }
     assert_nothing_logged();
 }
