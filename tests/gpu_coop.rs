@@ -153,16 +153,23 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
     assert_nothing_logged();
 }
 
+/// A context on the tensor-core path, or `None` (after saying that `what` does not run)
+/// where the device has none.
+fn tensor_core_context(what: &str) -> Option<Context> {
+    let ctx = context(None);
+    if !ctx.coop {
+        eprintln!("no tensor-core path: {what} does not run");
+        return None;
+    }
+    Some(ctx)
+}
+
 /// Runs `m` rows of fresh f16 x on `mat` (with a workspace, y poisoned) and asserts that
 /// every element was written and matches the f64 reference of `d` within 1e-5.
 fn assert_f16_call_matches(ctx: &Context, mat: &DeviceMatrix, d: &Q4Data, m: usize, rng: &mut Rng) {
     let x: Vec<f32> = rng.vec(m * d.shape.k);
     let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
-    let f16 = Recording {
-        x_f16: true,
-        ..Default::default()
-    };
-    let y = try_record_gemv(ctx, mat, &f16_le_bytes(&xh), m, f16).unwrap();
+    let y = try_record_gemv(ctx, mat, &f16_le_bytes(&xh), m, F16_X).unwrap();
     let what = format!("f16 x {:?} m {m}", d.shape);
     assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
     let err = reference::relative_error(&y, &reference::gemv(d, &xh, m));
@@ -171,16 +178,10 @@ fn assert_f16_call_matches(ctx: &Context, mat: &DeviceMatrix, d: &Q4Data, m: usi
 
 #[test]
 fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
-    let ctx = context(None);
-    if !ctx.coop {
-        eprintln!("no tensor-core path: the GEMM on x in fragments does not run");
+    let Some(ctx) = tensor_core_context("the GEMM on x in fragments") else {
         return;
-    }
-    let mut rng = Rng(5150);
-    let f16 = Recording {
-        x_f16: true,
-        ..Default::default()
     };
+    let mut rng = Rng(5150);
     // f16 x with a workspace on small matrices: the GEMM (8-token tiles, most of them
     // padding) from m = 5; f32 x keeps the GEMV below m = 8.
     let cases = [
@@ -191,7 +192,7 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
     for d in &random_cases(&mut rng, &cases) {
         let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
         for m in [4usize, 5, 7] {
-            let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, f16), true);
+            let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, F16_X), true);
             assert_eq!(gemm, m >= 5, "f16 x, m {m}");
             let f32_params = dense_params(&mat, m, Recording::default());
             assert!(!gemv::call_runs_gemm(&ctx, &mat, &f32_params, true));
@@ -240,22 +241,16 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
 
 #[test]
 fn token_groups_run_by_default_from_m_512_for_f16_x() {
-    let ctx = context(None);
-    if !ctx.coop {
-        eprintln!("no tensor-core path: the tensor-core GEMM does not run");
+    let Some(ctx) = tensor_core_context("the tensor-core GEMM") else {
         return;
-    }
+    };
     let mut rng = Rng(6061);
     let d = random_q4(&mut rng, 4096, 1000, 64, true, false);
     let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-    let f16 = Recording {
-        x_f16: true,
-        ..Default::default()
-    };
     // 128 rows x 128 tokens per workgroup in 2 token groups at m = 512 (and m = 1000, whose
     // last tile is part padding); 4 x 4 x 32 where 128-token tiles would pad m by more.
     for (m, groups) in [(512usize, 2u32), (1000, 2), (530, 1)] {
-        let params = dense_params(&mat, m, f16);
+        let params = dense_params(&mat, m, F16_X);
         let shape = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
         assert_eq!(shape.5, groups, "m {m}: {shape:?}");
         assert_f16_call_matches(&ctx, &mat, &d, m, &mut rng);
@@ -280,6 +275,20 @@ const ROUNDED: Recording = Recording {
     x_f16: false,
     x_round_f16: true,
     no_workspace: false,
+};
+
+/// f16 x, with a workspace.
+const F16_X: Recording = Recording {
+    x_f16: true,
+    x_round_f16: false,
+    no_workspace: false,
+};
+
+/// f32 x without a workspace (each workgroup stages it).
+const STAGED: Recording = Recording {
+    x_f16: false,
+    x_round_f16: false,
+    no_workspace: true,
 };
 
 /// Rows of `k` activations as `Q4VK_GEMV_ROUND_X_TO_F16` rounds them, per block of
@@ -358,11 +367,7 @@ fn tensor_core_gemm_matches_reference() {
                 let f32_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
                 // f32 x staged by each workgroup (no workspace; gemv_host ran it in two
                 // parts in fragments).
-                let staged = Recording {
-                    no_workspace: true,
-                    ..Default::default()
-                };
-                match try_record_gemv(&ctx, &mat, &f32_bytes, m, staged) {
+                match try_record_gemv(&ctx, &mat, &f32_bytes, m, STAGED) {
                     Ok(y) => {
                         let err = reference::relative_error(&y, &want);
                         assert!(
@@ -469,18 +474,10 @@ fn tensor_core_gemm_matches_reference() {
     let x = rng.vec(m * 1024);
     let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
     let f32_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let staged = Recording {
-        no_workspace: true,
-        ..Default::default()
-    };
-    let f16 = Recording {
-        x_f16: true,
-        ..Default::default()
-    };
     let runs = [
         (&f32_bytes, Recording::default(), &x),
-        (&f32_bytes, staged, &x),
-        (&f16_le_bytes(&xh), f16, &xh),
+        (&f32_bytes, STAGED, &x),
+        (&f16_le_bytes(&xh), F16_X, &xh),
     ];
     for (bytes, how, xv) in runs {
         let y = try_record_gemv(&ctx, &mat, bytes, m, how).unwrap();
