@@ -117,7 +117,7 @@ float sum8(vec4 xv[8]) {
 
 // The 32 activations of chunk c of activation row mi.
 void load_x(uint mi, uint c, out vec4 xv[8]) {
-    uint row_start = mi * p.x_stride;
+    uint row_start = token_row(mi) * p.x_stride;
     uint k0 = c * 32u;
     if (!HAS_K_ORDER && k0 + 32u <= p.k && ((row_start & 3u) == 0u)) {
         if (X_F16) {
@@ -231,7 +231,7 @@ void main() {
             uint c = min(cu, last_chunk);
 #ifdef DOT
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                uint at = mi * p.x_stride + 7u * c;
+                uint at = token_row(mi) * p.x_stride + 7u * c;
                 uvec4 d[6];
                 [[unroll]] for (uint i = 0u; i < 6u; i++) {
                     d[i] = xd[at + i];
@@ -274,7 +274,7 @@ void main() {
             uint mi = i / ROWS;
             uint row = row0 + i % ROWS;
             if (subgroupElect() && row < p.rows) {
-                y[mi * p.y_stride + p.row_base + row] = v;
+                y[token_row(mi) * p.y_stride + p.row_base + row] = v;
             }
         }
         return;
@@ -295,7 +295,7 @@ void main() {
         uint mi = i / ROWS;
         uint row = row0 + i % ROWS;
         if (row < p.rows) {
-            y[mi * p.y_stride + p.row_base + row] = v;
+            y[token_row(mi) * p.y_stride + p.row_base + row] = v;
         }
     }
 #else
@@ -315,7 +315,7 @@ void main() {
         uint mi = i / ROWS;
         uint row = row0 + i % ROWS;
         if (row < p.rows) {
-            y[mi * p.y_stride + p.row_base + row] = red[i];
+            y[token_row(mi) * p.y_stride + p.row_base + row] = red[i];
         }
     }
 #endif

@@ -26,8 +26,21 @@ layout(push_constant) uniform Push {
     uint wg_offset;   // first workgroup of this dispatch within the part
 #ifdef GEMM
     uint m;           // activation rows (the GEMM kernels only; the GEMV's is a constant)
+#elif !defined(EXPORT)
+    uint gemm_m;      // the GEMM kernels' m (the GEMV's is a constant: unused)
+    uint token_base;  // first activation row of this dispatch: the SIMT GEMV runs m > 8 as
+                      // dispatches of up to 8 rows (the exported GEMV always starts at 0)
 #endif
 } p;
+
+// Activation row mi of this dispatch as a row of x and y.
+uint token_row(uint mi) {
+#if defined(GEMM) || defined(EXPORT)
+    return mi;
+#else
+    return p.token_base + mi;
+#endif
+}
 
 // Exact (u0 - z, u1 - z, u2 - z, u3 - z) of the four nibbles of the low 16 bits of w: nibble
 // j (bits 4j .. 4j+3), masked in place, is OR-ed into the mantissa of a float whose

@@ -12,11 +12,16 @@ use gpu_support::*;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
+use q4vk::vk::gemv::{runs_gemm, simt_gemv_up_to};
+use q4vk::vk::matrix::DeviceMatrix;
 use q4vk::vk::pipeline::GemmTile;
 
-/// A context of the kind asked for that runs the SIMT GEMM whatever the device has.
+/// A context of the kind asked for that runs the SIMT GEMM from m = 9 whatever the device
+/// has (by default the SIMT GEMV takes m up to `simt_gemv_up_to` in passes).
 fn simt_gpu(portable: bool) -> Gpu {
-    Gpu::with(portable, |d| d.flags |= Q4VK_CONTEXT_NO_COOPMAT).unwrap()
+    let mut gpu = Gpu::with(portable, |d| d.flags |= Q4VK_CONTEXT_NO_COOPMAT).unwrap();
+    gpu.context_mut().set_gemm_from_m(Some(9));
+    gpu
 }
 
 /// A fixed SIMT GEMM tile, as `Context::set_gemm_tile` takes it.
@@ -38,6 +43,30 @@ fn gemm_matches_reference_on_a_subgroup_context() {
 #[test]
 fn gemm_matches_reference_on_a_portable_context() {
     sweep(true);
+}
+
+/// The default rule: the SIMT GEMV takes m = 9 .. `simt_gemv_up_to` (11 on lavapipe) in
+/// passes of up to 8 activation rows (each pass its own dispatch from its first row; the
+/// last pass of the rows left), the GEMM beyond, on both context kinds; the cases' m = 9
+/// runs two passes (and on a GPU m = 15 and 16 too), the rest the GEMM; then every case in
+/// passes.
+#[test]
+fn gemv_in_passes_matches_reference_up_to_its_limit() {
+    for portable in [false, true] {
+        let mut gpu = Gpu::with(portable, |d| d.flags |= Q4VK_CONTEXT_NO_COOPMAT).unwrap();
+        let mut rng = Rng(if portable { 37 } else { 41 });
+        run_cases(&gpu, &mut rng, &GEMM_CASES);
+        // Every case in passes (m = 300: 38 of them).
+        gpu.context_mut().set_gemm_from_m(Some(301));
+        run_cases(&gpu, &mut rng, &GEMM_CASES);
+        gpu.context_mut().set_gemm_from_m(None);
+        let data = random_q4(&mut rng, 33, 97, 32, false, false);
+        let mat = DeviceMatrix::new(gpu.context(), &data, None, None).unwrap();
+        let up_to = simt_gemv_up_to(gpu.context().device.info.cpu);
+        for (m, gemm) in [(8, false), (9, false), (up_to, false), (up_to + 1, true)] {
+            assert_eq!(runs_gemm(gpu.context(), &mat, m), gemm, "m = {m}");
+        }
+    }
 }
 
 /// Other tiles than the per-m choice (lavapipe takes the CPU tiles of

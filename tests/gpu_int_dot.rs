@@ -4,8 +4,8 @@
 //! with `IntDot::Forced`), validation on: the pre-pass writes exactly the digits of a model
 //! of its algorithm (f32 and f16 x, a column order, subnormal, huge, tied and zero
 //! values); `q4vk_gemv`'s path (`gemv_host`) and `q4vk_cmd_gemv`'s (`gemv::record` with a
-//! workspace) match the f64 reference within 1e-5 at m = 1..8 for every group size, zero
-//! points on and off, f16 and f32 scales, per-group offsets, a column order (act-order),
+//! workspace) match the f64 reference within 1e-5 at m = 1..8, and past 8 in passes of 8
+//! rows (m = 9, 16, 21 and others), for every group size, zero points on and off, f16 and f32 scales, per-group offsets, a column order (act-order),
 //! odd K, f16 x, and x with a huge, a tiny and an all-zero block; x with an infinite
 //! element keeps the f32 kernel in `q4vk_gemv` and gives NaN rows with a workspace;
 //! contexts with `IntDot::Off` (and `Auto` on a device without acceleration) run the f32
@@ -21,12 +21,17 @@ use q4vk::vk::int_dot::{row_vectors, CHUNK, CHUNK_VECTORS};
 use q4vk::vk::matrix::{upload, DeviceMatrix};
 use q4vk::vk::memory::{Buffer, MemoryKind};
 
+/// The GEMM runs from this m on in these tests' contexts: below, the GEMV runs past m = 8
+/// in passes of 8 rows whatever the device's default (`vk::gemv::simt_gemv_up_to`).
+const GEMM_FROM: u32 = 24;
+
 fn context(int_dot: IntDot) -> Context {
     let config = ContextConfig {
         device_index: -1,
         validation: true,
         no_coop: true,
         int_dot,
+        gemm_from_m: Some(GEMM_FROM),
         ..Default::default()
     };
     Context::new(config, counting_logger()).unwrap()
@@ -345,7 +350,7 @@ fn digits_gemv_matches_the_reference() {
     for &(n, k, g, z, f32s) in &cases {
         let d = random_q4(&mut rng, n, k, g, z, f32s);
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-        for m in 1..=8usize {
+        for m in (1..=8usize).chain([9, 16, 21]) {
             let x = activations(&mut rng, m, k);
             let want = reference::gemv(&d, &x, m);
             let what = format!("{n}x{k} g{g} z{z} f32 scales {f32s}");
@@ -364,7 +369,7 @@ fn digits_gemv_with_offsets_matches_the_reference() {
         let d = random_q4(&mut rng, n, k, 32, false, true);
         let offsets: Vec<f32> = (0..n * k.div_ceil(32)).map(|_| rng.f32() * 0.05).collect();
         let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
-        for m in [1usize, 3, 8] {
+        for m in [1usize, 3, 8, 13] {
             let x = activations(&mut rng, m, k);
             let want = reference::gemv_with_offsets(&d, &offsets, &x, m);
             assert_gemv_matches(&ctx, &mat, &x, m, &want, &format!("offsets {n}x{k}"));
@@ -382,7 +387,7 @@ fn digits_gemv_with_a_column_order_matches_the_reference() {
     let d = random_q4(&mut rng, n, k, 32, true, false);
     let order: Vec<u32> = (0..k).map(|j| (j * 97 % k) as u32).collect();
     let mat = DeviceMatrix::new(&ctx, &d, None, Some(&order)).unwrap();
-    for m in [1usize, 5] {
+    for m in [1usize, 5, 11] {
         let x = activations(&mut rng, m, k);
         // Column j of the matrix meets input order[j].
         let xo: Vec<f32> = x
@@ -456,7 +461,7 @@ fn the_recorded_path_with_a_workspace_matches_the_reference() {
     ] {
         let d = random_q4(&mut rng, n, k, g, z, f32s);
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-        for m in 1..=8usize {
+        for m in (1..=8usize).chain([12, 19]) {
             let x = activations(&mut rng, m, k);
             let (y, _) = record_with_workspace(&ctx, &mat, &f32_bytes(&x), m, false);
             let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
@@ -664,7 +669,11 @@ fn matrices_sharing_x_share_one_pre_pass() {
     assert_ne!(key(&ma, m, false), key(&mc, m, false), "column order");
     assert_ne!(key(&ma, m, false), key(&md, m, false), "K");
     assert_ne!(key(&ma, m, false), key(&ma, m, true), "x type");
-    assert_eq!(key(&ma, 9, false), 0, "the GEMM has no pre-pass here");
+    assert_eq!(
+        key(&ma, GEMM_FROM as usize, false),
+        0,
+        "the GEMM has no pre-pass"
+    );
 
     let x = rng.vec(m * k);
     let xb = upload(&ctx, &f32_bytes(&x)).unwrap();

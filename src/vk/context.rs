@@ -55,8 +55,8 @@ pub struct ContextConfig {
     /// k-steps of B loaded ahead on x in fragments: 0 for the default, token groups) of the
     /// tensor-core GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M[,K[,A[,G]]]`).
     pub coop_gemm_tuning: Option<CoopGemmTuning>,
-    /// Run the GEMM kernels from this m on instead of from 9 (tuning experiments,
-    /// `q4vk-bench --gemm-from M`).
+    /// Run the GEMM kernels from this m on instead of by the default rule
+    /// (`vk::gemv::runs_gemm`; tuning experiments, `q4vk-bench --gemm-from M`).
     pub gemm_from_m: Option<u32>,
     /// The SIMT GEMM's tile instead of the per-m choice (`vk::pipeline::gemm_tile`; tuning
     /// experiments, `q4vk-bench --gemm-tile TX,TY,RN,RM`).
@@ -153,7 +153,7 @@ pub struct Context {
     /// Fixed (tiles, subgroups, tokens, K groups, k-steps of B ahead or 0, token groups) of
     /// the tensor-core GEMM, else the default.
     pub coop_gemm_tuning: Option<CoopGemmTuning>,
-    /// The GEMM kernels run from this m on (else from 9).
+    /// The GEMM kernels run from this m on (else by `vk::gemv::runs_gemm`'s rule).
     pub gemm_from_m: Option<u32>,
     /// Fixed tile of the SIMT GEMM, else chosen per m (set only through `new` and
     /// [`Context::set_gemm_tile`], which check the kernel's rules).
@@ -277,6 +277,12 @@ impl Context {
         check_gemm_tile(tile)?;
         self.gemm_tile = tile;
         Ok(())
+    }
+
+    /// Runs the GEMM kernels from `m` on for later calls (`None`: the default rule,
+    /// `vk::gemv::runs_gemm`); tests and tuning sweeps run both kernels on the same matrices.
+    pub fn set_gemm_from_m(&mut self, m: Option<u32>) {
+        self.gemm_from_m = m;
     }
 
     /// Fixes the SIMT GEMM's K groups for later calls (`None`: chosen per call), checked as

@@ -14,7 +14,7 @@ use ash::vk;
 pub use super::gemv_host::{gemv_host, gemv_host_with, GemvBuffers, HostX};
 pub use super::gemv_plan::{
     call_runs_gemm, coop_gemm_shape, coop_gemv_shape, rounds_x, runs_gemm, runs_int_dot,
-    workspace_bytes, workspace_key,
+    simt_gemv_up_to, workspace_bytes, workspace_key,
 };
 
 /// Largest activation count (rows of x) the GEMV kernels take; larger m runs the GEMM
@@ -451,14 +451,15 @@ fn record_prepass(ctx: &Context, cmd: vk::CommandBuffer, pre: &Prepass, xy: &XyB
         if let Some(set) = pre.matrix_set {
             d.cmd_bind_descriptor_sets(cmd, bind, layout, 0, &[set], &[]);
         }
-        let bytes = pre.push.bytes_with_m(m);
+        let bytes = pre.push.bytes_with(m, 0);
         d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
         d.cmd_dispatch(cmd, pre.grid[0], pre.grid[1], 1);
     }
 }
 
 /// Records the GEMV (or GEMM) of `plan` on `xy` (x `x_stride` apart: elements, uvec4 for
-/// digits; unused for a pre-split x).
+/// digits; unused for a pre-split x): its passes of activation rows in order, each a
+/// dispatch per matrix part.
 fn record_gemv(
     ctx: &Context,
     cmd: vk::CommandBuffer,
@@ -469,16 +470,39 @@ fn record_gemv(
     x_stride: u64,
 ) {
     let d = &ctx.device.device;
+    // SAFETY: cmd is in the recording state (caller's contract); every handle is valid.
+    unsafe { xy.record(ctx, cmd) };
+    let mut first = 0;
+    while first < p.m {
+        let rows = plan.pass_rows.min(p.m - first);
+        let pipeline = match first + rows == p.m {
+            true => plan.last_pipeline,
+            false => plan.pipeline,
+        };
+        // SAFETY: as above; set 1 stays bound (every kernel has the same layout).
+        unsafe { d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline) };
+        record_pass(ctx, cmd, mat, plan, p, x_stride, (first, rows));
+        first += rows;
+    }
+}
+
+/// Records one pass of `plan`: activation rows `first .. first + rows`, a dispatch (or more,
+/// past the device's grid) per matrix part, with the pass's pipeline and set 1 bound.
+fn record_pass(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    plan: &Plan,
+    p: &GemvParams,
+    x_stride: u64,
+    (first, rows): (u32, u32),
+) {
+    let d = &ctx.device.device;
     let layout = ctx.pipelines.layout;
     let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
-    // SAFETY: cmd is in the recording state (caller's contract); every handle is valid.
-    unsafe {
-        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, plan.pipeline);
-        xy.record(ctx, cmd);
-    }
     for part in &mat.parts {
         let total = (part.rows as u64).div_ceil(plan.rows_per_wg)
-            * (p.m as u64).div_ceil(plan.tokens_per_wg);
+            * (rows as u64).div_ceil(plan.tokens_per_wg);
         // SAFETY: as above.
         unsafe {
             d.cmd_bind_descriptor_sets(
@@ -505,7 +529,7 @@ fn record_gemv(
                 wg_count: count as u32,
                 wg_offset: done as u32,
             };
-            let bytes = push.bytes_with_m(p.m);
+            let bytes = push.bytes_with(p.m, first);
             // SAFETY: as above.
             unsafe {
                 d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);

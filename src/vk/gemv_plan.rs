@@ -20,24 +20,54 @@ use ash::vk;
 pub(super) struct Plan {
     pub(super) pipeline: vk::Pipeline,
     pub(super) rows_per_wg: u64,
-    /// Activation rows per workgroup (the GEMV kernels take all m at once).
+    /// Activation rows per workgroup (the GEMV kernels take all of a pass at once).
     pub(super) tokens_per_wg: u64,
+    /// Activation rows per pass (a dispatch per matrix part, all reading the same weights):
+    /// m for every kernel but the SIMT GEMV past [`MAX_M`], which runs passes of
+    /// [`MAX_M`] rows with `pipeline` and the last, of the rows left, with `last_pipeline`.
+    pub(super) pass_rows: u32,
+    /// The pipeline of the last pass (`pipeline` where every pass has `pass_rows` rows).
+    pub(super) last_pipeline: vk::Pipeline,
     pub(super) chunks: usize,
     pub(super) groups: usize,
     pub(super) group_shift: u32,
 }
 
 /// Whether a call with `m` activation rows on `mat` runs a GEMM kernel on x itself (no
-/// workspace; [`call_runs_gemm`] answers for any call): for m > [`MAX_M`];
-/// on the tensor-core layout also at m = 8 for tall matrices (n ≥ 10240, k ≤ 8192), where
-/// the tensor-core GEMM (8 tokens per workgroup) measured faster than the GEMV on an H200
-/// (28672 × 8192: 79.7 vs 139.5 µs; 11008 × 4096: 36.9 vs 39.9 µs) and slower on the other
-/// shapes and at m = 4 (bench/RESULTS.md); from `ContextConfig::gemm_from_m` when set.
+/// workspace; [`call_runs_gemm`] answers for any call), from `ContextConfig::gemm_from_m`
+/// when set, else:
+/// - on the tensor-core layout for m > [`MAX_M`] (its GEMV takes at most [`MAX_M`] rows,
+///   whatever the setting), and at m = 8 for tall matrices (n ≥ 10240, k ≤ 8192), where the
+///   tensor-core GEMM (8 tokens per workgroup) measured faster than the GEMV on an H200
+///   (28672 × 8192: 79.7 vs 139.5 µs; 11008 × 4096: 36.9 vs 39.9 µs) and slower on the
+///   other shapes and at m = 4 (bench/RESULTS.md);
+/// - on the SIMT layout for m > [`simt_gemv_up_to`] (below, the GEMV runs in passes of
+///   [`MAX_M`] rows).
 pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
+    if mat.coop.is_some() && m > MAX_M {
+        return true;
+    }
     if let Some(from) = ctx.gemm_from_m {
         return m >= from;
     }
-    m > MAX_M || (m == MAX_M && mat.coop.is_some() && mat.shape.n >= 10240 && mat.shape.k <= 8192)
+    match mat.coop {
+        Some(_) => m == MAX_M && mat.shape.n >= 10240 && mat.shape.k <= 8192,
+        None => m > simt_gemv_up_to(ctx.device.info.cpu),
+    }
+}
+
+/// The largest m that SIMT matrices run on the GEMV kernels by default, in passes of
+/// [`MAX_M`] activation rows, on a CPU implementation (`cpu`: lavapipe) or a GPU: each pass
+/// reads the weights again and costs about what the GEMV costs at its m, so the time grows
+/// with m in steps of the m = 8 GEMV's where the GEMM's cost per token is higher
+/// (bench/RESULTS.md). On an H200 without tensor cores, 28672 × 8192: GEMV m = 8 227.5 µs,
+/// SIMT GEMM m = 9 530.3, m = 16 577.2; on lavapipe (2 cores), 1024²: GEMV m = 8 10.2 ms,
+/// m = 9 in passes 12.1, GEMM 16.0 at m = 9 and 13.4 at m = 16.
+pub fn simt_gemv_up_to(cpu: bool) -> u32 {
+    match cpu {
+        true => 11,
+        false => 32,
+    }
 }
 
 /// Whether a call with `p` on `mat` that has a workspace runs the tensor-core GEMM on x in
@@ -338,7 +368,7 @@ pub(super) fn prepass_plan(
     };
     Ok(Some(PrepassPlan {
         prepass: fragments_prepass(ctx, &g, k, p)?,
-        main: coop_gemm_plan(ctx, c, key)?,
+        main: coop_gemm_plan(ctx, c, key, p.m)?,
         main_x_stride: 0,
         need: g.bytes(),
     }))
@@ -497,52 +527,20 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
     let gemm = runs_gemm(ctx, mat, p.m);
     if dot && !runs_int_dot(ctx, mat, p.m) {
         return Err(Error::Internal(
-            "the integer dot-product GEMV runs SIMT matrices at m <= 8 on contexts with int_dot only".into(),
+            "the integer dot-product GEMV runs SIMT matrices at the GEMV's m on contexts with int_dot only".into(),
         ));
     }
     let Some(c) = &mat.coop else {
-        let (pipeline, rows, tokens) = if gemm {
-            let tile = simt_gemm_tile(ctx, mat, p.m)?;
-            let key = GemmKey {
-                tile,
-                zeros: mat.shape.zero_points,
-                scale_f32: mat.scale_f32,
-                x_f16: p.x_f16,
-                offsets: mat.offsets,
-                k_order: mat.k_order.is_some() && !p.x_gathered,
-                ksplit: simt_gemm_ksplit(ctx, mat, tile, p.m)?,
-            };
-            let t = key.tile;
-            (ctx.pipelines.get_gemm(key)?, t.rows(), t.tokens())
-        } else {
-            let key = PipelineKey {
-                portable: ctx.portable,
-                workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
-                m: p.m,
-                zeros: mat.shape.zero_points,
-                scale_f32: mat.scale_f32,
-                // The digits are f32-free and in column order (the pre-pass gathers).
-                x_f16: p.x_f16 && !dot,
-                offsets: mat.offsets,
-                k_order: mat.k_order.is_some() && !p.x_gathered && !dot,
-                dot,
-            };
-            (ctx.pipelines.get(key)?, ctx.pipelines.tuning.rows, p.m)
+        return match gemm {
+            true => simt_gemm_plan(ctx, mat, p),
+            false => simt_gemv_plan(ctx, mat, p, dot),
         };
-        return Ok(Plan {
-            pipeline,
-            rows_per_wg: rows as u64,
-            tokens_per_wg: tokens as u64,
-            chunks: mat.layout.chunks,
-            groups: mat.layout.groups,
-            group_shift: mat.layout.group_shift,
-        });
     };
     let info = &ctx.device.info;
     if gemm {
         let key = coop_gemm_key(ctx, mat, p, false)
             .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
-        return coop_gemm_plan(ctx, c, key);
+        return coop_gemm_plan(ctx, c, key, p.m);
     }
     let (t, s) = coop_gemv_shape(ctx, mat, p)
         .ok_or_else(|| Error::Internal("no tensor-core GEMV shape".into()))?;
@@ -563,22 +561,83 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
             info.max_shared
         )));
     }
+    let pipeline = ctx.pipelines.get_coop(key)?;
     Ok(Plan {
-        pipeline: ctx.pipelines.get_coop(key)?,
+        pipeline,
         rows_per_wg: 16 * t as u64,
         tokens_per_wg: p.m as u64,
+        pass_rows: p.m,
+        last_pipeline: pipeline,
         chunks: c.stages,
         groups: c.groups,
         group_shift: c.group_shift,
     })
 }
 
-/// The tensor-core GEMM's plan for `key` ([`coop_gemm_key`]): `Unsupported` where its shared
-/// memory exceeds the device's.
+/// The SIMT GEMM's plan for a call with `p` on `mat`.
+fn simt_gemm_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
+    let tile = simt_gemm_tile(ctx, mat, p.m)?;
+    let key = GemmKey {
+        tile,
+        zeros: mat.shape.zero_points,
+        scale_f32: mat.scale_f32,
+        x_f16: p.x_f16,
+        offsets: mat.offsets,
+        k_order: mat.k_order.is_some() && !p.x_gathered,
+        ksplit: simt_gemm_ksplit(ctx, mat, tile, p.m)?,
+    };
+    let pipeline = ctx.pipelines.get_gemm(key)?;
+    Ok(Plan {
+        pipeline,
+        rows_per_wg: tile.rows() as u64,
+        tokens_per_wg: tile.tokens() as u64,
+        pass_rows: p.m,
+        last_pipeline: pipeline,
+        chunks: mat.layout.chunks,
+        groups: mat.layout.groups,
+        group_shift: mat.layout.group_shift,
+    })
+}
+
+/// The SIMT GEMV's plan for a call with `p` on `mat` (`dot`: the integer dot-product GEMV
+/// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
+fn simt_gemv_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> Result<Plan> {
+    let pass_rows = p.m.min(MAX_M);
+    let key = PipelineKey {
+        portable: ctx.portable,
+        workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
+        m: pass_rows,
+        zeros: mat.shape.zero_points,
+        scale_f32: mat.scale_f32,
+        // The digits are f32-free and in column order (the pre-pass gathers).
+        x_f16: p.x_f16 && !dot,
+        offsets: mat.offsets,
+        k_order: mat.k_order.is_some() && !p.x_gathered && !dot,
+        dot,
+    };
+    let last_rows = p.m - (p.m - 1) / pass_rows * pass_rows;
+    Ok(Plan {
+        pipeline: ctx.pipelines.get(key)?,
+        rows_per_wg: ctx.pipelines.tuning.rows as u64,
+        tokens_per_wg: pass_rows as u64,
+        pass_rows,
+        last_pipeline: ctx.pipelines.get(PipelineKey {
+            m: last_rows,
+            ..key
+        })?,
+        chunks: mat.layout.chunks,
+        groups: mat.layout.groups,
+        group_shift: mat.layout.group_shift,
+    })
+}
+
+/// The tensor-core GEMM's plan for `key` ([`coop_gemm_key`]) at `m` activation rows:
+/// `Unsupported` where its shared memory exceeds the device's.
 fn coop_gemm_plan(
     ctx: &Context,
     c: &crate::layout::coop::CoopLayout,
     key: CoopGemmKey,
+    m: u32,
 ) -> Result<Plan> {
     let max_shared = ctx.device.info.max_shared;
     if key.shared_bytes() > max_shared {
@@ -588,10 +647,13 @@ fn coop_gemm_plan(
             key.shared_bytes()
         )));
     }
+    let pipeline = ctx.pipelines.get_coop_gemm(key)?;
     Ok(Plan {
-        pipeline: ctx.pipelines.get_coop_gemm(key)?,
+        pipeline,
         rows_per_wg: key.rows() as u64,
         tokens_per_wg: key.tokens as u64,
+        pass_rows: m,
+        last_pipeline: pipeline,
         chunks: c.stages,
         groups: c.groups,
         group_shift: c.group_shift,

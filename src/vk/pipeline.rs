@@ -37,12 +37,14 @@ pub struct Push {
 }
 
 impl Push {
-    /// The block followed by `m` (the GEMM kernels' 11th word) as bytes for
-    /// `vkCmdPushConstants`: the pipeline layout's whole range (the GEMV kernels read the
-    /// first 40 bytes).
-    pub fn bytes_with_m(&self, m: u32) -> [u8; 4 * GEMM_PUSH_WORDS] {
-        let mut out = [0u8; 4 * GEMM_PUSH_WORDS];
-        for (dst, w) in out.chunks_exact_mut(4).zip(self.words_with_m(m)) {
+    /// The block followed by `m` (the GEMM kernels' 11th word) and `token_base` (the SIMT
+    /// GEMV's 12th: the first activation row of its pass) as bytes for
+    /// `vkCmdPushConstants`: the pipeline layout's whole range.
+    pub fn bytes_with(&self, m: u32, token_base: u32) -> [u8; 4 * PUSH_WORDS] {
+        let mut words = [token_base; PUSH_WORDS];
+        words[..GEMM_PUSH_WORDS].copy_from_slice(&self.words_with_m(m));
+        let mut out = [0u8; 4 * PUSH_WORDS];
+        for (dst, w) in out.chunks_exact_mut(4).zip(words) {
             dst.copy_from_slice(&w.to_ne_bytes());
         }
         out
@@ -520,6 +522,11 @@ impl CoopGemmKey {
 /// 32-bit words of the GEMM kernels' push block: [`Push`], then m.
 pub const GEMM_PUSH_WORDS: usize = 11;
 
+/// 32-bit words of the pipeline layout's push-constant range: the GEMM kernels' block, then
+/// the SIMT GEMV's first activation row of a pass (the exported GEMV and GEMM have 10 and
+/// [`GEMM_PUSH_WORDS`]).
+pub const PUSH_WORDS: usize = 12;
+
 /// Column stride (f16 elements) of the tensor-core kernels' staged B (`KPAD` of
 /// `shaders/coop_common.glsl`): 128 k and a pad of 8.
 pub const COOP_KPAD: u32 = 136;
@@ -692,10 +699,11 @@ impl Pipelines {
                 )
                 .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
             let sets = [this.matrix_set, this.xy_set];
-            // The GEMV kernels read the first 40 bytes, the GEMM ones also m.
+            // The kernels read the first 40 bytes, the GEMM ones also m, the SIMT GEMV the
+            // first row of its pass.
             let ranges = [vk::PushConstantRange::default()
                 .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                .size(4 * GEMM_PUSH_WORDS as u32)];
+                .size(4 * PUSH_WORDS as u32)];
             this.layout = d
                 .create_pipeline_layout(
                     &vk::PipelineLayoutCreateInfo::default()
@@ -991,9 +999,12 @@ mod tests {
             wg_offset: 10,
             ..Default::default()
         };
-        let b = p.bytes_with_m(3);
+        let b = p.bytes_with(3, 16);
+        assert_eq!(b.len(), 4 * PUSH_WORDS);
         assert_eq!(&b[0..4], &1u32.to_ne_bytes());
         assert_eq!(&b[36..40], &10u32.to_ne_bytes());
+        assert_eq!(&b[40..44], &3u32.to_ne_bytes());
+        assert_eq!(&b[44..48], &16u32.to_ne_bytes());
         assert_eq!(std::mem::offset_of!(Push, wg_offset), 36);
     }
 }
