@@ -84,8 +84,8 @@
 
 // `q4vk_context_desc.flags`: never run the integer dot-product GEMV, only the f32 SIMT
 // kernels; as the environment variable `Q4VK_NO_INTDOT=1` does. Without it, a context
-// runs that kernel for SIMT matrices at m ≤ 8 (`q4vk_gemv`, and `q4vk_cmd_gemv` given a
-// workspace) where the device has `shaderIntegerDotProduct`
+// runs that kernel for SIMT matrices wherever they run the GEMV (m ≤ 8, and past 8 in
+// passes, see `q4vk_gemv_args.m`; `q4vk_gemv`, and `q4vk_cmd_gemv` given a workspace) where the device has `shaderIntegerDotProduct`
 // (`VK_KHR_shader_integer_dot_product`; an adopted device: enabled by the host) and
 // reports `integerDotProduct4x8BitPackedSignedAccelerated`. x is split on the device into
 // three signed 8-bit digits per element, each within 2^-22 of the largest magnitude of
@@ -296,12 +296,20 @@ typedef struct q4vk_gemv_args {
   // `Q4VK_GEMV_*` bits; others are refused.
   uint32_t flags;
   // Activation rows, ≥ 1; default 1. m = 1..8 run the GEMV kernels, larger m the GEMM
-  // (same matrix, no extra memory); so do, on tensor-core matrices, m = 8 on tall ones,
-  // and, when the call has a workspace, m = 8 on any; for f16 activations m = 3..7 on
-  // matrices of at least 2^26 weights, m = 4..7 on at least 2^25, m = 5..7 on smaller
-  // ones; for f32 activations m = 5..7 on at least 2^26 weights, m = 7 on at least 2^25.
-  // Limits: x and y each within 2^32 elements and the
-  // device's `maxStorageBufferRange` (else `Q4VK_ERROR_UNSUPPORTED`).
+  // (same matrix, no extra memory), except:
+  // - SIMT matrices (no tensor-core path) run the GEMV past m = 8 in passes of up to 8
+  //   rows, each reading the weights again, where that measured faster than the GEMM
+  //   (bench/RESULTS.md): the integer dot-product GEMV (a call with a workspace on a
+  //   device that reports 8-bit dot products accelerated, see `Q4VK_CONTEXT_NO_INTDOT`)
+  //   up to m = 40, the f32 GEMV up to m = 9 on GPUs and m = 11 on CPU implementations
+  //   (lavapipe);
+  // - tensor-core matrices run the GEMM at m = 8 on tall ones and, when the call has a
+  //   workspace, at m = 8 on any; for f16 activations m = 3..7 on matrices of at least
+  //   2^26 weights, m = 4..7 on at least 2^25, m = 5..7 on smaller ones; for f32
+  //   activations m = 5..7 on at least 2^26 weights, m = 7 on at least 2^25.
+  //
+  // Limits: x and y each within 2^32 elements and the device's `maxStorageBufferRange`
+  // (else `Q4VK_ERROR_UNSUPPORTED`).
   uint32_t m;
   // Must be 0.
   uint32_t reserved0;
@@ -783,11 +791,12 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // pre-pass (see `q4vk_cmd_gemv`); holds a device-local workspace for the pre-passes too
 // (grown and reused like the staging).
 //
-// Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels, larger m (prefill) a
-// tiled GEMM (also, on tensor-core matrices for finite x, on this call's own workspace:
-// m = 8, and m = 5..7 or 7 by size as `q4vk_gemv_args.m` says) that reads the same matrix
-// (no dequantized copy); the result is the same
-// fp32-accurate sum either way.
+// Any m ≥ 1 (see `q4vk_gemv_args.m`): m = 1..8 run the GEMV kernels (on SIMT matrices
+// also up to m = 9, 11 or 40 in passes of 8 rows, as `q4vk_gemv_args.m` says), larger m
+// (prefill) a tiled GEMM (also, on tensor-core matrices for finite x, on this call's own
+// workspace: m = 8, and m = 3..7 by size and activation type as `q4vk_gemv_args.m` says)
+// that reads the same matrix (no dequantized copy); the result is the same fp32-accurate
+// sum either way.
 //
 // On a CPU context: runs on up to `cpu_threads` threads started and joined by the call
 // (fewer for small matrices), with the SIMD kernel the CPU supports; the only extra
@@ -856,13 +865,15 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
 // binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
 // `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
 // `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
-// part, descriptor set 0 (owned by the matrix, immutable) and 44
+// part, descriptor set 0 (owned by the matrix, immutable) and 48
 // bytes of compute push constants at offset 0; then `vkCmdDispatch` (one per matrix part,
-// more if a part exceeds the workgroup-count limits).
+// more if a part exceeds the workgroup-count limits). Where the GEMV takes m > 8 (SIMT
+// matrices, see `q4vk_gemv_args.m`) it does so in passes of 8 rows, each binding its
+// pipeline and recording its own push constants and dispatches (set 1 is bound once).
 //
 // With a workspace (`args->workspace`) where `q4vk_gemv_workspace_size` is not 0 (the
-// integer dot-product GEMV: SIMT matrices at m ≤ 8 on a device that reports 8-bit dot
-// products accelerated; the tensor-core GEMM on x in fragments: tensor-core matrices at
+// integer dot-product GEMV: SIMT matrices at the GEMV's m on a device that reports 8-bit
+// dot products accelerated; the tensor-core GEMM on x in fragments: tensor-core matrices at
 // m > 8, and at m ≤ 8 where the GEMM runs there, see `q4vk_gemv_args.m`): first a
 // `vkCmdPipelineBarrier` (global memory barrier) from
 // `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |

@@ -360,6 +360,47 @@ fn digits_gemv_matches_the_reference() {
     assert_nothing_logged();
 }
 
+/// By default (no `gemm_from_m`) the digits GEMV runs up to `INT_DOT_GEMV_UP_TO` given a
+/// workspace, in passes of 8 rows, and the GEMM beyond; without a workspace the f32 kernels
+/// keep `runs_gemm`'s rule. At that limit it matches the reference (5 passes, the last
+/// whole).
+#[test]
+fn the_digits_gemv_runs_up_to_its_limit_by_default() {
+    let config = ContextConfig {
+        device_index: -1,
+        validation: true,
+        no_coop: true,
+        int_dot: IntDot::Forced,
+        ..Default::default()
+    };
+    let ctx = Context::new(config, counting_logger()).unwrap();
+    let mut rng = Rng(0x40D0);
+    let (n, k) = (19usize, 160usize);
+    let d = random_q4(&mut rng, n, k, 32, true, false);
+    let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+    let params = |m: u32| GemvParams {
+        m,
+        x_f16: false,
+        x_stride: k as u64,
+        y_stride: n as u64,
+        x_gathered: false,
+        x_round_f16: false,
+        workspace_filled: false,
+    };
+    let limit = gemv::INT_DOT_GEMV_UP_TO;
+    assert!(gemv::runs_int_dot(&ctx, &mat, limit));
+    assert!(!gemv::runs_int_dot(&ctx, &mat, limit + 1));
+    assert!(!gemv::call_runs_gemm(&ctx, &mat, &params(limit), true));
+    assert!(gemv::call_runs_gemm(&ctx, &mat, &params(limit + 1), true));
+    assert!(gemv::call_runs_gemm(&ctx, &mat, &params(limit), false));
+    let m = limit as usize;
+    let x = activations(&mut rng, m, k);
+    let (y, _) = record_with_workspace(&ctx, &mat, &f32_bytes(&x), m, false);
+    let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
+    assert!(err < 1e-5, "m {m}: {err:e}");
+    assert_nothing_logged();
+}
+
 #[test]
 fn digits_gemv_with_offsets_matches_the_reference() {
     let ctx = context(IntDot::Forced);

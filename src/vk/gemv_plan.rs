@@ -41,7 +41,7 @@ pub(super) struct Plan {
 ///   tensor-core GEMM (8 tokens per workgroup) measured faster than the GEMV on an H200
 ///   (28672 × 8192: 79.7 vs 139.5 µs; 11008 × 4096: 36.9 vs 39.9 µs) and slower on the
 ///   other shapes and at m = 4 (bench/RESULTS.md);
-/// - on the SIMT layout for m > [`simt_gemv_up_to`] (below, the GEMV runs in passes of
+/// - on the SIMT layout for m > [`simt_gemv_up_to`] (up to it the GEMV runs in passes of
 ///   [`MAX_M`] rows).
 pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     if mat.coop.is_some() && m > MAX_M {
@@ -56,19 +56,28 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     }
 }
 
-/// The largest m that SIMT matrices run on the GEMV kernels by default, in passes of
-/// [`MAX_M`] activation rows, on a CPU implementation (`cpu`: lavapipe) or a GPU: each pass
-/// reads the weights again and costs about what the GEMV costs at its m, so the time grows
-/// with m in steps of the m = 8 GEMV's where the GEMM's cost per token is higher
-/// (bench/RESULTS.md). On an H200 without tensor cores, 28672 × 8192: GEMV m = 8 227.5 µs,
-/// SIMT GEMM m = 9 530.3, m = 16 577.2; on lavapipe (2 cores), 1024²: GEMV m = 8 10.2 ms,
-/// m = 9 in passes 12.1, GEMM 16.0 at m = 9 and 13.4 at m = 16.
+/// The largest m at which SIMT matrices run the f32 GEMV on x itself by default, in passes
+/// of [`MAX_M`] activation rows (each reads the weights again and costs about what the GEMV
+/// costs at its m), on a CPU implementation (`cpu`: lavapipe) or a GPU; the SIMT GEMM
+/// beyond. Measured both ways in one run (bench/RESULTS.md): on an H200 without tensor cores
+/// or integer dot products, 28672 × 8192 GEMV m = 8 428.2 µs, m = 9 in passes 471.0 against
+/// the GEMM's 531.0, m = 16 847.4 against 577.6 (8192 × 28672: 404 against 551 at m = 9);
+/// on lavapipe (2 cores) 1024²: m = 8 10.1 ms, m = 9 in passes 11.8 against the GEMM's
+/// 16.0, m = 11 13.8–15.8, the GEMM 13.4–19.7 at m = 12..16 (its noise is ±15%).
 pub fn simt_gemv_up_to(cpu: bool) -> u32 {
     match cpu {
         true => 11,
-        false => 32,
+        false => 9,
     }
 }
+
+/// The largest m at which the integer dot-product GEMV (on x in digits, with a workspace)
+/// runs by default, in passes of [`MAX_M`] rows; the SIMT GEMM beyond. Measured both ways
+/// in one call on an H200 without tensor cores (bench/RESULTS.md), GEMV in passes against
+/// the GEMM, µs: 28672 × 8192 m = 9 283 / 531, m = 32 995 / 1113, m = 40 1238 / 1247,
+/// m = 48 1474 / 1297; 8192 × 28672 m = 40 1235 / 1954, m = 64 1979 / 1983; 4096² m = 40
+/// 122.5 / 143.5, m = 48 145.1 / 143.4.
+pub const INT_DOT_GEMV_UP_TO: u32 = 40;
 
 /// Whether a call with `p` on `mat` that has a workspace runs the tensor-core GEMM on x in
 /// fragments: wherever [`runs_gemm`] says so, and on every tensor-core matrix from
@@ -107,9 +116,14 @@ fn fragments_from_m(n: usize, k: usize, x_f16: bool) -> u32 {
 }
 
 /// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace (`workspace`) or
-/// not: [`runs_gemm`]'s rule, and with a workspace also wherever the tensor-core GEMM runs
-/// on x in fragments (`runs_gemm_on_fragments`: up to m = 8 from m = 3, 4, 5, 7 or 8).
+/// not: [`runs_gemm`]'s rule, except where a workspace lets the integer dot-product GEMV
+/// run ([`runs_int_dot`]: up to m = [`INT_DOT_GEMV_UP_TO`]); and with a workspace also
+/// wherever the tensor-core GEMM runs on x in fragments (`runs_gemm_on_fragments`: up to
+/// m = 8 from m = 3, 4, 5, 7 or 8).
 pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspace: bool) -> bool {
+    if workspace && runs_int_dot(ctx, mat, p.m) {
+        return false;
+    }
     runs_gemm(ctx, mat, p.m) || (workspace && fragment_geometry(ctx, mat, p).is_some())
 }
 
@@ -157,8 +171,9 @@ pub fn coop_gemm_shape(
 }
 
 /// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
-/// (`vk::int_dot`) when given a workspace: SIMT matrices at the GEMV's m on contexts that
-/// use it.
+/// (`vk::int_dot`) when given a workspace: SIMT matrices on contexts that use it, up to
+/// m = [`INT_DOT_GEMV_UP_TO`] (below `ContextConfig::gemm_from_m` when set), past m = 8 in
+/// passes of 8 rows.
 pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
     let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
@@ -167,7 +182,11 @@ pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
             && u64::from(m) <= max_y
             && digits_bytes(mat, m) <= ctx.device.info.max_storage_range
     };
-    ctx.int_dot && mat.coop.is_none() && !runs_gemm(ctx, mat, m) && fits()
+    let up_to = match ctx.gemm_from_m {
+        Some(from) => from.saturating_sub(1),
+        None => INT_DOT_GEMV_UP_TO,
+    };
+    ctx.int_dot && mat.coop.is_none() && m <= up_to && fits()
 }
 
 /// Chunks of 32 columns per workgroup of the digits pre-pass (four invocations each).
@@ -524,7 +543,8 @@ fn fewest_k_groups(workgroups: u64, chunks: u64, wanted: u64, fits: impl Fn(u32)
 /// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
 /// says so.
 pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> Result<Plan> {
-    let gemm = runs_gemm(ctx, mat, p.m);
+    // The integer dot-product GEMV runs past runs_gemm's m (up to INT_DOT_GEMV_UP_TO).
+    let gemm = !dot && runs_gemm(ctx, mat, p.m);
     if dot && !runs_int_dot(ctx, mat, p.m) {
         return Err(Error::Internal(
             "the integer dot-product GEMV runs SIMT matrices at the GEMV's m on contexts with int_dot only".into(),

@@ -236,7 +236,8 @@ fn main() {
 
 /// The kernel path a row ran (a GEMM kernel; the tensor-core GEMM's shape, as the run fixed
 /// it or, in brackets, as the rules chose it: tiles, subgroups, tokens, K groups, k-steps of
-/// B ahead, token groups; the integer dot-product GEMV; or the tensor-core GEMV's tiles × subgroups).
+/// B ahead, token groups; the integer dot-product GEMV; or the tensor-core GEMV's tiles × subgroups;
+/// the SIMT GEMV's passes of 8 rows past m = 8).
 fn path(ctx: &Context, r: &Row) -> String {
     let kind = match (r.gemm, r.coop_gemm, r.gemm_shape) {
         (true, Some((t, s, m, k, 0, 1)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
@@ -255,7 +256,12 @@ fn path(ctx: &Context, r: &Row) -> String {
         _ => "",
     };
     let reused = if r.reused { " reused" } else { "" };
-    format!("{}{kind}{split}{reused}", ctx.kernel_path())
+    // The SIMT GEMV past m = 8 runs in passes of 8 rows.
+    let passes = match (r.gemm, r.m.div_ceil(8)) {
+        (false, p) if p > 1 => format!(" ×{p} passes"),
+        _ => String::new(),
+    };
+    format!("{}{kind}{passes}{split}{reused}", ctx.kernel_path())
 }
 
 /// GB/s with three significant digits for small values.
