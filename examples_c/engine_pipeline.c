@@ -477,7 +477,7 @@ int main(int argc, char **argv) {
         vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                              &to_compute, 0, NULL, 0, NULL);
 
-        /* y = W x: binds q4vk's pipeline, its sets 0 and 1 and 44 bytes of push constants
+        /* y = W x: binds q4vk's pipeline, its sets 0 and 1 and 48 bytes of push constants
          * (with a workspace: also a barrier, the digits pre-pass and a second barrier). */
         q4vk_gemv_args args;
         q4vk_gemv_args_default(&args);

@@ -12,6 +12,7 @@ use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use q4vk::ffi::weight::*;
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use q4vk::vk::gemv::INT_DOT_GEMV_UP_TO;
 use q4vk::vk::memory::{Buffer, MemoryKind};
 use std::borrow::Cow;
 
@@ -48,8 +49,16 @@ fn cmd_gemv_with_strides_offsets_and_f16_activations() {
         let (n, k) = (45usize, 300usize);
         let data = random_q4(&mut rng, n, k, 64, true, false);
         let mat = upload_q4(&gpu, &data);
-        // m = 3: a GEMV kernel; m = 40: the GEMM.
-        for (f16, m) in [(false, 3usize), (true, 3), (false, 40), (true, 40)] {
+        // m = 3: a GEMV kernel; m = 11: on SIMT matrices the GEMV in two passes (the GEMM on
+        // tensor cores); m = 40: the GEMM (on SIMT matrices with integer dot products, the
+        // GEMV in five passes).
+        for (f16, m) in [
+            (false, 3usize),
+            (true, 3),
+            (true, 11),
+            (false, 40),
+            (true, 40),
+        ] {
             let (xs, ys) = (k + 5, n + 3);
             let x: Vec<f32> = rng
                 .vec(m * k)
@@ -149,8 +158,9 @@ fn large_matrices_split_across_buffers_and_dispatches() {
         ctx.limits.staged_uploads = true;
     }
     let mat = upload_q4(&gpu, &data);
-    // m = 40: the GEMM, over parts and dispatches too.
-    for m in [1usize, 4, 40] {
+    // m = 11: SIMT matrices' GEMV in two passes; m = 40: the GEMM (or passes); over parts
+    // and dispatches too.
+    for m in [1usize, 4, 11, 40] {
         let x = rng.vec(m * k);
         let err = check_gemv(&gpu, mat, &data, &x, m);
         assert!(err < 1e-5, "m {m}: {err:e}");
@@ -428,9 +438,10 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
     for flags in [0, Q4VK_CONTEXT_NO_INTDOT] {
         let gpu = Gpu::with(false, |d| d.flags |= flags).unwrap();
         let mat = upload_q4(&gpu, &data);
-        // The kernel runs on SIMT matrices (a tensor-core context makes none) at m <= 8.
+        // The kernel runs on SIMT matrices (a tensor-core context makes none) up to its limit
+        // (past m = 8 in passes).
         let ctx = gpu.context();
-        let expected = |m: u32| match ctx.int_dot && !ctx.coop && m <= 8 {
+        let expected = |m: u32| match ctx.int_dot && !ctx.coop && m <= INT_DOT_GEMV_UP_TO {
             true => 112 * u64::from(m) * 4,
             false => 0,
         };
@@ -617,7 +628,8 @@ fn gemv_host_runs_f16_and_f32_activations_from_any_alignment() {
     for (n, k) in [(45usize, 300usize), (17, 301)] {
         let data = random_q4(&mut rng, n, k, 64, true, false);
         let mat = upload_q4(&gpu, &data);
-        // m = 1, 3: GEMV kernels; m = 8: the GEMM on tensor-core contexts; m = 40: the GEMM.
+        // m = 1, 3: GEMV kernels; m = 8: the GEMM on tensor-core contexts; m = 40: the GEMM
+        // (on SIMT matrices with integer dot products, the GEMV in passes).
         for m in [1usize, 3, 8, 40] {
             check_gemv_host(&gpu, mat, &data, &mut rng, m);
         }

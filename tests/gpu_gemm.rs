@@ -5,15 +5,20 @@
 //! a portable context must take it too). The subgroup contexts are made with
 //! `Q4VK_CONTEXT_NO_COOPMAT`, so that devices with tensor cores run this kernel too (their
 //! tensor-core GEMM is `gpu_coop`'s). f16 activations, strides and buffer offsets of the GEMM
-//! are covered by `gpu_api`'s recorded GEMV, imported sources by `gpu_import`.
+//! are covered by `gpu_api`'s recorded GEMV, imported sources by `gpu_import`. Also the
+//! SIMT GEMV past m = 8, in passes of 8 rows: the same cases, the default limits, and that
+//! each pass reads and writes its own rows only.
 
 mod gpu_support;
 use gpu_support::*;
+use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
-use q4vk::vk::gemv::{runs_gemm, simt_gemv_up_to};
-use q4vk::vk::matrix::DeviceMatrix;
+use q4vk::vk::context::{Context, ContextConfig, IntDot};
+use q4vk::vk::gemv::{self, runs_gemm, simt_gemv_up_to, BufferRange, GemvParams};
+use q4vk::vk::matrix::{upload, DeviceMatrix};
+use q4vk::vk::memory::{Buffer, MemoryKind};
 use q4vk::vk::pipeline::GemmTile;
 
 /// A context of the kind asked for that runs the SIMT GEMM from m = 9 whatever the device
@@ -48,8 +53,8 @@ fn gemm_matches_reference_on_a_portable_context() {
 /// The default rule: the SIMT GEMV takes m = 9 .. `simt_gemv_up_to` (11 on lavapipe) in
 /// passes of up to 8 activation rows (each pass its own dispatch from its first row; the
 /// last pass of the rows left), the GEMM beyond, on both context kinds; the cases' m = 9
-/// runs two passes (and on a GPU m = 15 and 16 too), the rest the GEMM; then every case in
-/// passes.
+/// runs two passes on lavapipe (a GPU's f32 GEMV takes m = 9 too), the rest the GEMM; then
+/// every case in passes.
 #[test]
 fn gemv_in_passes_matches_reference_up_to_its_limit() {
     for portable in [false, true] {
@@ -152,4 +157,94 @@ fn gemm_matches_reference_with_k_groups() {
         last_error()
     );
     unsafe { q4vk_matrix_destroy(mat) };
+}
+
+/// The passes read and write their own rows only: x and y are bound 8 rows longer than m
+/// (x's extra rows NaN, y's a sentinel), so a last pass that took 8 rows instead of the
+/// rows left would turn the sentinel into NaN. The f32 GEMV (no workspace) and the integer
+/// dot-product GEMV (x in digits, with a workspace), at m = 9 and 13 (a partial last pass)
+/// and 16 (whole passes), f32 and f16 x.
+#[test]
+fn gemv_passes_touch_only_their_rows() {
+    const SENTINEL: f32 = 12345.0;
+    let mut rng = Rng(43);
+    let (n, k) = (21usize, 200usize);
+    let data = random_q4(&mut rng, n, k, 64, true, false);
+    for int_dot in [IntDot::Off, IntDot::Forced] {
+        let config = ContextConfig {
+            device_index: -1,
+            validation: true,
+            no_coop: true,
+            int_dot,
+            gemm_from_m: Some(17),
+            ..Default::default()
+        };
+        let ctx = Context::new(config, counting_logger()).unwrap();
+        let mat = DeviceMatrix::new(&ctx, &data, None, None).unwrap();
+        for (m, x_f16) in [(9usize, false), (13, true), (16, false)] {
+            let rows = m + 8;
+            let mut x = rng.vec(m * k);
+            if x_f16 {
+                x.iter_mut()
+                    .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+            }
+            let x_bytes: Vec<u8> = x
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(f32::NAN, 8 * k))
+                .flat_map(|v| match x_f16 {
+                    true => half::f16::from_f32(v).to_le_bytes().to_vec(),
+                    false => v.to_le_bytes().to_vec(),
+                })
+                .collect();
+            let xb = upload(&ctx, &x_bytes).unwrap();
+            let yb = Buffer::new(&ctx.device, 4 * (rows * n) as u64, MemoryKind::Readback).unwrap();
+            let fill: Vec<u8> = (0..rows * n).flat_map(|_| SENTINEL.to_le_bytes()).collect();
+            yb.write(0, &fill);
+            let p = GemvParams {
+                m: m as u32,
+                x_f16,
+                x_stride: k as u64,
+                y_stride: n as u64,
+                x_gathered: false,
+                x_round_f16: false,
+                workspace_filled: false,
+            };
+            assert!(!runs_gemm(&ctx, &mat, p.m));
+            let ws_bytes = gemv::workspace_bytes(&ctx, &mat, &p);
+            assert_eq!(ws_bytes > 0, ctx.int_dot, "{int_dot:?}");
+            let wb = Buffer::new(&ctx.device, ws_bytes.max(16), MemoryKind::Device).unwrap();
+            let range = |b: &Buffer| BufferRange {
+                buffer: b.buffer,
+                offset: 0,
+                range: b.size,
+            };
+            let workspace = (ws_bytes > 0).then(|| range(&wb));
+            let mut exec = ctx.exec.lock().unwrap();
+            exec.submitter
+                .run(None, |cmd| {
+                    gemv::record(&ctx, cmd, &mat, range(&xb), range(&yb), &p, workspace)?;
+                    let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
+                    // SAFETY: recording into the context's own command buffer.
+                    unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
+                    Ok(())
+                })
+                .unwrap();
+            drop(exec);
+            let mut out = vec![0u8; 4 * rows * n];
+            yb.read(0, &mut out);
+            let y: Vec<f32> = out
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let what = format!("{int_dot:?} m {m} f16 x {x_f16}");
+            let err = reference::relative_error(&y[..m * n], &reference::gemv(&data, &x, m));
+            assert!(err < 1e-5, "{what}: {err:e}");
+            assert!(
+                y[m * n..].iter().all(|&v| v == SENTINEL),
+                "{what}: rows past m written"
+            );
+        }
+    }
+    assert_nothing_logged();
 }

@@ -590,7 +590,8 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
 /// `Q4VK_GEMV_ROUND_X_TO_F16`, 4 · m · k for exact f32 ones in two parts; m and k rounded
 /// up to the kernel's tiles); else 0 (no workspace is used). The answer depends on the context (its
 /// device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the
-/// flags only; it does not change over the context's life.
+/// flags only; it does not change over the context's life (the Rust-only tuning setters,
+/// such as `Context::set_gemm_from_m`, aside).
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
 /// matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.

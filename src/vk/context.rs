@@ -56,7 +56,9 @@ pub struct ContextConfig {
     /// tensor-core GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M[,K[,A[,G]]]`).
     pub coop_gemm_tuning: Option<CoopGemmTuning>,
     /// Run the GEMM kernels from this m on instead of by the default rule
-    /// (`vk::gemv::runs_gemm`; tuning experiments, `q4vk-bench --gemm-from M`).
+    /// (`vk::gemv::runs_gemm`; tuning experiments, `q4vk-bench --gemm-from M`): below it,
+    /// SIMT matrices run the GEMV (in passes past m = 8, the integer dot-product one up to
+    /// m − 1 too); tensor-core matrices run the GEMM past m = 8 whatever the value.
     pub gemm_from_m: Option<u32>,
     /// The SIMT GEMM's tile instead of the per-m choice (`vk::pipeline::gemm_tile`; tuning
     /// experiments, `q4vk-bench --gemm-tile TX,TY,RN,RM`).
@@ -70,8 +72,8 @@ pub struct ContextConfig {
     pub pipeline_statistics: bool,
 }
 
-/// When a context runs the integer dot-product GEMV (`vk::int_dot`) for SIMT matrices at
-/// m ≤ 8.
+/// When a context runs the integer dot-product GEMV (`vk::int_dot`) for SIMT matrices (calls
+/// with a workspace, up to `vk::gemv::INT_DOT_GEMV_UP_TO` rows).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum IntDot {
     /// Where the device has `shaderIntegerDotProduct` and reports packed signed 8-bit dot
@@ -468,7 +470,7 @@ impl Context {
         if int_dot {
             logger.log(
                 LEVEL_INFO,
-                "integer dot-product GEMV (x in 8-bit digits) for SIMT matrices at m <= 8",
+                "integer dot-product GEMV (x in 8-bit digits) for SIMT matrices given a workspace",
             );
         }
         let pipelines = Pipelines::new(

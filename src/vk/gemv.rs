@@ -17,8 +17,9 @@ pub use super::gemv_plan::{
     simt_gemv_up_to, workspace_bytes, workspace_key, INT_DOT_GEMV_UP_TO,
 };
 
-/// Largest activation count (rows of x) the GEMV kernels take; larger m runs the GEMM
-/// kernels (same matrices, same bindings).
+/// Largest activation count (rows of x) a GEMV dispatch takes; larger m runs the GEMM
+/// kernels (same matrices, same bindings) or, on SIMT matrices up to `runs_gemm`'s and
+/// `runs_int_dot`'s limits, the GEMV in passes of this many rows.
 pub const MAX_M: u32 = 8;
 
 /// A range of a `VkBuffer`.
@@ -35,7 +36,8 @@ pub struct BufferRange {
 /// Shape of one GEMV call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GemvParams {
-    /// Activation rows, ≥ 1 (up to [`MAX_M`] the GEMV kernels, beyond the GEMM).
+    /// Activation rows, ≥ 1 (up to [`MAX_M`] the GEMV kernels, beyond the GEMM or the SIMT
+    /// GEMV in passes: [`call_runs_gemm`]).
     pub m: u32,
     /// Activations are f16 (else f32).
     pub x_f16: bool,

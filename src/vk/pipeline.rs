@@ -587,8 +587,8 @@ pub struct Pipelines {
     pub matrix_set: vk::DescriptorSetLayout,
     /// Set 1: x and y (a push-descriptor layout when the device has them).
     pub xy_set: vk::DescriptorSetLayout,
-    /// The pipeline layout (sets 0 and 1, 44 bytes of push constants: [`Push`] and the
-    /// GEMM's m).
+    /// The pipeline layout (sets 0 and 1, 48 bytes of push constants: [`Push`], the GEMM's
+    /// m and the SIMT GEMV pass's first row).
     pub layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
     /// The one kernel variant this context runs: portable (shared-memory reduction) or
