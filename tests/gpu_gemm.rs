@@ -16,7 +16,7 @@ use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
-use q4vk::vk::gemv::{self, runs_gemm, simt_gemv_up_to, BufferRange, GemvParams};
+use q4vk::vk::gemv::{self, runs_gemm, simt_gemv_up_to, BufferRange};
 use q4vk::vk::matrix::{upload, DeviceMatrix};
 use q4vk::vk::memory::{Buffer, MemoryKind};
 use q4vk::vk::pipeline::GemmTile;
@@ -201,15 +201,11 @@ fn gemv_passes_touch_only_their_rows() {
             let yb = Buffer::new(&ctx.device, 4 * (rows * n) as u64, MemoryKind::Readback).unwrap();
             let fill: Vec<u8> = (0..rows * n).flat_map(|_| SENTINEL.to_le_bytes()).collect();
             yb.write(0, &fill);
-            let p = GemvParams {
-                m: m as u32,
+            let how = Recording {
                 x_f16,
-                x_stride: k as u64,
-                y_stride: n as u64,
-                x_gathered: false,
-                x_round_f16: false,
-                workspace_filled: false,
+                ..Default::default()
             };
+            let p = dense_params(&mat, m, how);
             assert!(!runs_gemm(&ctx, &mat, p.m));
             let ws_bytes = gemv::workspace_bytes(&ctx, &mat, &p);
             assert_eq!(ws_bytes > 0, ctx.int_dot, "{int_dot:?}");

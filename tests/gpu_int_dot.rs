@@ -378,15 +378,7 @@ fn the_digits_gemv_runs_up_to_its_limit_by_default() {
     let (n, k) = (19usize, 160usize);
     let d = random_q4(&mut rng, n, k, 32, true, false);
     let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-    let params = |m: u32| GemvParams {
-        m,
-        x_f16: false,
-        x_stride: k as u64,
-        y_stride: n as u64,
-        x_gathered: false,
-        x_round_f16: false,
-        workspace_filled: false,
-    };
+    let params = |m: u32| dense_params(&mat, m as usize, Recording::default());
     let limit = gemv::INT_DOT_GEMV_UP_TO;
     assert!(gemv::runs_int_dot(&ctx, &mat, limit));
     assert!(!gemv::runs_int_dot(&ctx, &mat, limit + 1));
