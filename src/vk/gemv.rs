@@ -474,12 +474,16 @@ fn record_gemv(
     let d = &ctx.device.device;
     // SAFETY: cmd is in the recording state (caller's contract); every handle is valid.
     unsafe { xy.record(ctx, cmd) };
+    let pass_rows = match plan.last_pass_pipeline {
+        Some(_) => plan.tokens_per_wg as u32,
+        None => p.m,
+    };
     let mut first = 0;
     while first < p.m {
-        let rows = plan.pass_rows.min(p.m - first);
-        let pipeline = match first + rows == p.m {
-            true => plan.last_pipeline,
-            false => plan.pipeline,
+        let rows = pass_rows.min(p.m - first);
+        let pipeline = match (first + rows == p.m, plan.last_pass_pipeline) {
+            (true, Some(last)) => last,
+            _ => plan.pipeline,
         };
         // SAFETY: as above; set 1 stays bound (every kernel has the same layout).
         unsafe { d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline) };

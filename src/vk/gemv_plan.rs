@@ -22,12 +22,10 @@ pub(super) struct Plan {
     pub(super) rows_per_wg: u64,
     /// Activation rows per workgroup (the GEMV kernels take all of a pass at once).
     pub(super) tokens_per_wg: u64,
-    /// Activation rows per pass (a dispatch per matrix part, all reading the same weights):
-    /// m for every kernel but the SIMT GEMV past [`MAX_M`], which runs passes of
-    /// [`MAX_M`] rows with `pipeline` and the last, of the rows left, with `last_pipeline`.
-    pub(super) pass_rows: u32,
-    /// The pipeline of the last pass (`pipeline` where every pass has `pass_rows` rows).
-    pub(super) last_pipeline: vk::Pipeline,
+    /// The SIMT GEMV only: it runs in passes of `tokens_per_wg` activation rows (a dispatch
+    /// per matrix part each, all reading the same weights), the last, of the rows left, with
+    /// this pipeline. `None`: one pass of all m.
+    pub(super) last_pass_pipeline: Option<vk::Pipeline>,
     pub(super) chunks: usize,
     pub(super) groups: usize,
     pub(super) group_shift: u32,
@@ -387,7 +385,7 @@ pub(super) fn prepass_plan(
     };
     Ok(Some(PrepassPlan {
         prepass: fragments_prepass(ctx, &g, k, p)?,
-        main: coop_gemm_plan(ctx, c, key, p.m)?,
+        main: coop_gemm_plan(ctx, c, key)?,
         main_x_stride: 0,
         need: g.bytes(),
     }))
@@ -560,7 +558,7 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
     if gemm {
         let key = coop_gemm_key(ctx, mat, p, false)
             .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
-        return coop_gemm_plan(ctx, c, key, p.m);
+        return coop_gemm_plan(ctx, c, key);
     }
     let (t, s) = coop_gemv_shape(ctx, mat, p)
         .ok_or_else(|| Error::Internal("no tensor-core GEMV shape".into()))?;
@@ -581,13 +579,11 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
             info.max_shared
         )));
     }
-    let pipeline = ctx.pipelines.get_coop(key)?;
     Ok(Plan {
-        pipeline,
+        pipeline: ctx.pipelines.get_coop(key)?,
         rows_per_wg: 16 * t as u64,
         tokens_per_wg: p.m as u64,
-        pass_rows: p.m,
-        last_pipeline: pipeline,
+        last_pass_pipeline: None,
         chunks: c.stages,
         groups: c.groups,
         group_shift: c.group_shift,
@@ -606,13 +602,11 @@ fn simt_gemm_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<P
         k_order: mat.k_order.is_some() && !p.x_gathered,
         ksplit: simt_gemm_ksplit(ctx, mat, tile, p.m)?,
     };
-    let pipeline = ctx.pipelines.get_gemm(key)?;
     Ok(Plan {
-        pipeline,
+        pipeline: ctx.pipelines.get_gemm(key)?,
         rows_per_wg: tile.rows() as u64,
         tokens_per_wg: tile.tokens() as u64,
-        pass_rows: p.m,
-        last_pipeline: pipeline,
+        last_pass_pipeline: None,
         chunks: mat.layout.chunks,
         groups: mat.layout.groups,
         group_shift: mat.layout.group_shift,
@@ -640,24 +634,22 @@ fn simt_gemv_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) 
         pipeline: ctx.pipelines.get(key)?,
         rows_per_wg: ctx.pipelines.tuning.rows as u64,
         tokens_per_wg: pass_rows as u64,
-        pass_rows,
-        last_pipeline: ctx.pipelines.get(PipelineKey {
+        last_pass_pipeline: Some(ctx.pipelines.get(PipelineKey {
             m: last_rows,
             ..key
-        })?,
+        })?),
         chunks: mat.layout.chunks,
         groups: mat.layout.groups,
         group_shift: mat.layout.group_shift,
     })
 }
 
-/// The tensor-core GEMM's plan for `key` ([`coop_gemm_key`]) at `m` activation rows:
-/// `Unsupported` where its shared memory exceeds the device's.
+/// The tensor-core GEMM's plan for `key` ([`coop_gemm_key`]): `Unsupported` where its shared
+/// memory exceeds the device's.
 fn coop_gemm_plan(
     ctx: &Context,
     c: &crate::layout::coop::CoopLayout,
     key: CoopGemmKey,
-    m: u32,
 ) -> Result<Plan> {
     let max_shared = ctx.device.info.max_shared;
     if key.shared_bytes() > max_shared {
@@ -667,13 +659,11 @@ fn coop_gemm_plan(
             key.shared_bytes()
         )));
     }
-    let pipeline = ctx.pipelines.get_coop_gemm(key)?;
     Ok(Plan {
-        pipeline,
+        pipeline: ctx.pipelines.get_coop_gemm(key)?,
         rows_per_wg: key.rows() as u64,
         tokens_per_wg: key.tokens as u64,
-        pass_rows: m,
-        last_pipeline: pipeline,
+        last_pass_pipeline: None,
         chunks: c.stages,
         groups: c.groups,
         group_shift: c.group_shift,

@@ -256,8 +256,8 @@ fn path(ctx: &Context, r: &Row) -> String {
         _ => "",
     };
     let reused = if r.reused { " reused" } else { "" };
-    // The SIMT GEMV past m = 8 runs in passes of 8 rows.
-    let passes = match (r.gemm, r.m.div_ceil(8)) {
+    // The SIMT GEMV past m = 8 runs in passes of MAX_M rows.
+    let passes = match (r.gemm, r.m.div_ceil(q4vk::vk::gemv::MAX_M)) {
         (false, p) if p > 1 => format!(" ×{p} passes"),
         _ => String::new(),
     };
