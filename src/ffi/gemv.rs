@@ -91,7 +91,10 @@ pub struct q4vk_gemv_args {
     /// Must be 0.
     pub reserved0: u32,
     /// Buffer holding `x[m][k]` (f32, or f16 with `Q4VK_GEMV_F16_ACTIVATIONS`); needs at
-    /// least `((m-1)·x_row_stride + k)` elements (f16: rounded up to 4 bytes).
+    /// least `((m-1)·x_row_stride + k)` elements (f16: rounded up to 4 bytes). Subnormal
+    /// f32 activations (|x| < 2^-126) may count as 0 where the device flushes subnormals in
+    /// float arithmetic, which Vulkan leaves to it (the H200's driver does in the
+    /// tensor-core kernels); the integer dot-product GEMV keeps them.
     pub x: q4vk_buffer_ref,
     /// Buffer receiving `y[m][n]` (f32); needs `((m-1)·y_row_stride + n)·4` bytes; must not
     /// overlap x. Elements between rows are not written.
