@@ -886,7 +886,15 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
 // bytes of the workspace; for the digits set 0 of the matrix's first part; the push
 // constants; one `vkCmdDispatch`); a `vkCmdPipelineBarrier` from the compute stage /
 // `VK_ACCESS_SHADER_WRITE_BIT` to the compute stage / `VK_ACCESS_SHADER_READ_BIT`; then
-// the kernel as above, on the workspace (set 1 = the workspace and y). Results: within
+// the kernel as above, on the workspace (set 1 = the workspace and y). Where the
+// tensor-core GEMM runs in K slices (see `q4vk_gemv_workspace_size`) its dispatches have 4
+// workgroups along z, each writing its slice's sums into the workspace after the
+// fragments; then a `vkCmdPipelineBarrier` from the compute stage /
+// `VK_ACCESS_SHADER_WRITE_BIT` to the compute stage / `VK_ACCESS_SHADER_READ_BIT` and a
+// kernel adding the slices into y (its own pipeline, set 1 as bound, the push constants and
+// `vkCmdDispatch` per matrix part); with `Q4VK_GEMV_REUSE_WORKSPACE` (no pre-pass) a
+// barrier from the compute stage / read and write access to the same before the GEMM, so
+// an earlier call's kernels are done with the workspace. Results: within
 // 1e-5 of the exact sum as every kernel's (with `Q4VK_GEMV_ROUND_X_TO_F16`, of the sum on
 // x rounded to f16; see there); with the digits, a row of x with an infinite
 // or NaN element gives a non-finite result in all of its y (NaN where the driver keeps
@@ -932,7 +940,10 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
 // the GEMM runs there, see `q4vk_gemv_args.m`), the bytes of x as that kernel's f16 fragments with per-block
 // factors and sums (about 2 · m · k for f16 activations and, at m > 8, for f32 ones with
 // `Q4VK_GEMV_ROUND_X_TO_F16`, 4 · m · k for exact f32 ones in two parts; m and k rounded
-// up to the kernel's tiles); else 0 (no workspace is used). The answer depends on the context (its
+// up to the kernel's tiles), plus 16 · m · n where that GEMM runs in 4 K slices (matrices
+// with few rows and a long K: fewer than 1024 tiles of 32 rows × 32 tokens, K ≥ 16384, m
+// past one tile of tokens, 32 for f16 x and 16 for exact f32 x; each slice's sums are
+// added into y by a second kernel); else 0 (no workspace is used). The answer depends on the context (its
 // device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the
 // flags only; it does not change over the context's life (the Rust-only tuning setters,
 // such as `Context::set_gemm_from_m`, aside).

@@ -24,6 +24,13 @@
 // Every K group runs the same number of steps (the barriers are workgroup-wide). Each
 // invocation loads the next stage's words (and scales, zeros) and x while it computes the
 // current one. At the end K groups 1.. hand their sums to group 0 through shared memory.
+// K slices: dispatched with gl_NumWorkGroups.z = Z > 1 (on x in fragments only), workgroup
+// (wg, z) takes the z-th of Z contiguous ranges of the stages, so a matrix with few row
+// tiles and a long K still fills the GPU with workgroups of large tiles (which read x from
+// the L2 fewer times than more, smaller tiles would), and writes its sums into the workspace
+// after the fragments (the part's Z m rows sums from word p.partials + Z m row_base on,
+// token t's of slice z at (z m + t) rows + row);
+// `gemm_slices.comp` then adds the Z slices into y.
 // Workgroups are numbered tokens fastest, so the ones reading the same rows run together
 // and find the weights in the L2.
 //
@@ -86,6 +93,8 @@ const uint TPS = TOKENS / SG;          // tokens each subgroup stages (the host 
 // The workspace (X_FRAGMENTS): B fragments in pairs of k-steps, an invocation's four f16 of
 // each per uvec4 (x1 reads its factors and sums).
 layout(set = 1, binding = 0) readonly buffer XB { uvec4 xb[]; };
+// K slices: the same workspace, where this workgroup's slice of the sums goes.
+layout(set = 1, binding = 0) writeonly buffer Partials { float partials_out[]; };
 
 // Every shared array is a multiple of 16 bytes (TOKENS is a multiple of 8), so staged_b
 // (read by coopMatLoad, which needs 16-byte alignment) stays aligned wherever it is placed.
@@ -234,8 +243,13 @@ void main() {
 
     // Every K group runs the same number of steps (barriers are workgroup-wide); a group
     // past the last stage loads the last one again and skips its products.
-    uint steps = (stages + KSPLIT - 1u) / KSPLIT;
-    uint first = min(kg, stages - 1u);
+    // This workgroup's K slice: stages s0 .. s1 - 1 (all of them without slices).
+    uint slice = gl_WorkGroupID.z;
+    uint per_slice = (stages + gl_NumWorkGroups.z - 1u) / gl_NumWorkGroups.z;
+    uint s0 = min(slice * per_slice, stages);
+    uint s1 = min(s0 + per_slice, stages);
+    uint steps = (s1 - s0 + KSPLIT - 1u) / KSPLIT;
+    uint first = min(s0 + kg, stages - 1u);
     vec4 xv[TPS];
     uvec4 words[TILES][2];
     float sc[TILES][BLOCKS][2];
@@ -260,7 +274,7 @@ void main() {
     }
 
     for (uint step = 0u; step < steps; step++) {
-        uint stage = step * KSPLIT + kg;
+        uint stage = s0 + step * KSPLIT + kg;
         // The next stage's words, scales and zero points, and x, in flight while this one
         // runs.
         uint next = min(stage + KSPLIT, stages - 1u);
@@ -278,8 +292,8 @@ void main() {
             barrier();
         }
 
-        // Only K groups can run past the last stage (KSPLIT = 1 folds this away).
-        if (KSPLIT == 1u || stage < stages) {
+        // Only K groups can run past the slice's last stage (KSPLIT = 1 folds this away).
+        if (KSPLIT == 1u || stage < s1) {
             // X_FRAGMENTS: this stage's block factors (f32 x) and sums (offsets) from the
             // workspace, loaded now so that the block's products hide their latency
             // (element [b][h][i]: f16 columns token 8 h + 2 c4 + i; two parts token
@@ -425,7 +439,12 @@ void main() {
                 uint row = wg_tile0 * 16u + at.x;
                 uint tok = tok0 + at.y;
                 if (row < p.rows && tok < p.m) {
-                    y[tok * p.y_stride + p.row_base + row] = acc[t][h][e];
+                    if (gl_NumWorkGroups.z > 1u) {
+                        uint part = p.partials + gl_NumWorkGroups.z * p.m * p.row_base;
+                        partials_out[part + (slice * p.m + tok) * p.rows + row] = acc[t][h][e];
+                    } else {
+                        y[tok * p.y_stride + p.row_base + row] = acc[t][h][e];
+                    }
                 }
             }
         }

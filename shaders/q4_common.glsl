@@ -26,6 +26,10 @@ layout(push_constant) uniform Push {
     uint wg_offset;   // first workgroup of this dispatch within the part
 #ifdef GEMM
     uint m;           // activation rows (the GEMM kernels only; the GEMV's is a constant)
+#ifndef EXPORT
+    uint partials;    // the tensor-core GEMM in K slices: word of the workspace where its
+                      // per-slice sums start (`gemm_slices.comp` adds them into y)
+#endif
 #elif !defined(EXPORT)
     uint gemm_m;      // the GEMM kernels' m (the GEMV's is a constant: unused)
     uint token_base;  // first activation row of this dispatch: the SIMT GEMV runs m > 8 as

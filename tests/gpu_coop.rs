@@ -487,3 +487,71 @@ fn tensor_core_gemm_matches_reference() {
     }
     assert_nothing_logged();
 }
+
+/// The tensor-core GEMM in K slices (`ContextConfig::coop_gemm_slices`; on x in fragments,
+/// so `gemv_host`'s workspace and recorded calls with one): every slice count from 2 to
+/// more than the stages (clamped to one slice per stage), stages that do not divide among
+/// the slices, K groups and token groups inside the slices, matrix parts (each adds its own
+/// rows), offsets; f32 x in two parts, f16 x and rounded x, against the reference; y
+/// poisoned with NaN first and every element checked written.
+#[test]
+fn k_slices_match_reference() {
+    let Some(_) = tensor_core_context("K slices") else {
+        return;
+    };
+    let mut rng = Rng(5150);
+    // (n, k, group, zero points): 1, 3, 5 and 9 stages of 128 k.
+    let cases = [
+        (61usize, 100usize, 32i32, true),
+        (130, 300, 128, false),
+        (96, 640, 64, true),
+        (200, 1100, -1, false),
+    ];
+    let data = random_cases(&mut rng, &cases);
+    let shapes = [None, Some((2, 8, 32, 4, 0, 1)), Some((2, 4, 64, 1, 2, 2))];
+    for (slices, shape) in [
+        (2, shapes[0]),
+        (3, shapes[1]),
+        (4, shapes[2]),
+        (16, shapes[0]),
+    ] {
+        let mut ctx = gemm_context(None, shape, None);
+        ctx.set_coop_gemm_slices(Some(slices)).unwrap();
+        ctx.limits.max_part_bytes = 3 * 16 * 1024;
+        for d in &data {
+            let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
+            for m in [9usize, 40, 130] {
+                let what = format!("{slices} slices {shape:?} {:?} m {m}", d.shape);
+                let x: Vec<f32> = rng.vec(m * d.shape.k);
+                let y = gemv_unless_too_wide(&ctx, &mat, &x, m).expect(&what);
+                assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
+                let err = reference::relative_error(&y, &reference::gemv(d, &x, m));
+                assert!(err < 1e-5, "{what}: {err:e}");
+                let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+                let y = try_record_gemv(&ctx, &mat, &f16_le_bytes(&xh), m, F16_X).unwrap();
+                assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what} f16");
+                let err = reference::relative_error(&y, &reference::gemv(d, &xh, m));
+                assert!(err < 1e-5, "{what} f16: {err:e}");
+                let block = mat.coop.as_ref().unwrap().block as usize;
+                let rounded = rounded_x(&x, d.shape.k, block);
+                let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let y = try_record_gemv(&ctx, &mat, &bytes, m, ROUNDED).unwrap();
+                let err = reference::relative_error(&y, &reference::gemv(d, &rounded, m));
+                assert!(err < 1e-5, "{what} rounded x: {err:e}");
+            }
+        }
+    }
+    // Offsets (each slice adds its blocks' b · Σx).
+    let mut ctx = gemm_context(None, None, None);
+    ctx.set_coop_gemm_slices(Some(3)).unwrap();
+    let d = random_q4(&mut rng, 130, 1024, 64, false, false);
+    let offsets = rng.vec(d.shape.scale_count());
+    let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
+    let m = 37;
+    let x = rng.vec(m * 1024);
+    let mut y = vec![f32::NAN; m * 130];
+    gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+    let err = reference::relative_error(&y, &reference::gemv_with_offsets(&d, &offsets, &x, m));
+    assert!(err < 1e-5, "3 slices with offsets: {err:e}");
+    assert_nothing_logged();
+}

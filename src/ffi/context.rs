@@ -440,6 +440,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             },
             coop_tuning: None,
             coop_gemm_tuning: None,
+            coop_gemm_slices: None,
             gemm_from_m: None,
             gemm_tile: None,
             gemm_ksplit: None,

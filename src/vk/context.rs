@@ -66,6 +66,11 @@ pub struct ContextConfig {
     /// The SIMT GEMM's K groups per workgroup instead of the per-call choice
     /// (`vk::gemv_plan`'s; tuning experiments, `q4vk-bench --gemm-ksplit K`).
     pub gemm_ksplit: Option<u32>,
+    /// K slices of the tensor-core GEMM on x in fragments (workgroups along z, each summing
+    /// a contiguous range of K, added into y by a second kernel; 1: none) instead of the
+    /// per-call choice (`vk::gemv_plan`'s; tuning experiments, `q4vk-bench
+    /// --coop-gemm-slices Z`).
+    pub coop_gemm_slices: Option<u32>,
     /// Own device: capture the compiler statistics of every pipeline where the device
     /// offers `VK_KHR_pipeline_executable_properties` (`Pipelines::statistics`,
     /// `q4vk-bench --stats`).
@@ -163,6 +168,9 @@ pub struct Context {
     /// Fixed K groups of the SIMT GEMM, else chosen per call (set only through `new` and
     /// [`Context::set_gemm_ksplit`], which check them).
     pub(crate) gemm_ksplit: Option<u32>,
+    /// Fixed K slices of the tensor-core GEMM, else chosen per call (set only through `new`
+    /// and [`Context::set_coop_gemm_slices`], which check them).
+    pub(crate) coop_gemm_slices: Option<u32>,
     /// Dispatcher limits.
     pub limits: Limits,
     /// The host's queue lock (adopted queue).
@@ -214,6 +222,21 @@ fn check_gemm_tile(tile: Option<GemmTile>) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Largest count of K slices of the tensor-core GEMM that `Context::set_coop_gemm_slices`
+/// takes.
+pub const MAX_COOP_GEMM_SLICES: u32 = 16;
+
+/// Checks fixed K slices of the tensor-core GEMM (`ContextConfig::coop_gemm_slices`): 1 to
+/// [`MAX_COOP_GEMM_SLICES`].
+fn check_coop_gemm_slices(slices: Option<u32>) -> Result<()> {
+    match slices {
+        Some(z) if !(1..=MAX_COOP_GEMM_SLICES).contains(&z) => Err(crate::error::invalid!(
+            "tensor-core GEMM K slices {z}: expected 1 to {MAX_COOP_GEMM_SLICES}"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Largest count of K groups of the SIMT GEMM that `Context::set_gemm_ksplit` takes.
@@ -292,6 +315,14 @@ impl Context {
     pub fn set_gemm_ksplit(&mut self, ksplit: Option<u32>) -> Result<()> {
         check_gemm_ksplit(ksplit)?;
         self.gemm_ksplit = ksplit;
+        Ok(())
+    }
+
+    /// Fixes the tensor-core GEMM's K slices for later calls (`None`: chosen per call),
+    /// checked as at creation.
+    pub fn set_coop_gemm_slices(&mut self, slices: Option<u32>) -> Result<()> {
+        check_coop_gemm_slices(slices)?;
+        self.coop_gemm_slices = slices;
         Ok(())
     }
 
@@ -455,6 +486,7 @@ impl Context {
         check_coop_gemm_tuning(config.coop_gemm_tuning)?;
         check_gemm_tile(config.gemm_tile)?;
         check_gemm_ksplit(config.gemm_ksplit)?;
+        check_coop_gemm_slices(config.coop_gemm_slices)?;
         if coop {
             logger.log(
                 LEVEL_INFO,
@@ -505,6 +537,7 @@ impl Context {
             gemm_from_m: config.gemm_from_m,
             gemm_tile: config.gemm_tile,
             gemm_ksplit: config.gemm_ksplit,
+            coop_gemm_slices: config.coop_gemm_slices,
             limits,
             queue_lock,
             device,

@@ -172,9 +172,32 @@ pub fn choose_fragments_gemm_shape(
     let tokens = if m <= 16 { 16 } else { 32 } / parts;
     let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
     match (tasks, parts) {
+        _ if choose_fragments_slices(n, k, m, parts) > 1 => match parts {
+            1 => (4, 4, tokens, 1, 1),
+            _ => (2, 4, tokens, 1, 1),
+        },
         (..1024, _) => (2, 8, tokens, 4, 1),
         (..4096, 2) => (2, 4, tokens, 1, 1),
         _ => (4, 4, tokens, 1, 1),
+    }
+}
+
+/// K slices of the tensor-core GEMM on x in fragments for an `n` × `k` matrix at `m` tokens
+/// with `parts` B columns per token (1: none), from two H200 calls (bench/RESULTS.md): 4
+/// slices of the larger tile of [`choose_fragments_gemm_shape`] (f16 x 4 row tiles × 4
+/// subgroups, 256 rows × 32 tokens; f32 x in two parts 2 × 4, 128 rows × 16 tokens) where
+/// the call has fewer than 1024 tasks of 32 rows × 32 tokens, K ≥ 16384 (few rows, a long
+/// K: the K groups' 2 × 8 shape re-reads x from the L2 for every 64 rows) and at least two
+/// token tiles (m > 16 and past one tile's 32 / `parts` tokens: with one, the K groups'
+/// shape was faster). 8192 × 28672, against that shape in one call: f16 x m = 48 163.2 →
+/// 134.8 µs, m = 64 164.6 → 135.8, m = 96 level (240.5 / 244.6), m = 17..32 slower (88 →
+/// 113); f32 x m = 17 171.0 → 140.0, m = 64 321.4 → 263.8, m = 96 457.3 → 384.6. 2 slices
+/// (206.1) and 8 (142.5) were slower than 4 at m = 64.
+pub fn choose_fragments_slices(n: usize, k: usize, m: u32, parts: u32) -> u32 {
+    let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
+    match m > 16 && m > 32 / parts && tasks < 1024 && k >= 16384 {
+        true => 4,
+        false => 1,
     }
 }
 
@@ -549,6 +572,25 @@ mod tests {
             choose_fragments_gemm_shape(28672, 8192, 256, 1),
             (4, 4, 32, 1, 1)
         );
+        // Few tasks on a long K, two token tiles or more: 4 K slices of the larger tile.
+        assert_eq!(choose_fragments_slices(8192, 28672, 64, 1), 4);
+        assert_eq!(choose_fragments_slices(8192, 28672, 32, 1), 1);
+        assert_eq!(choose_fragments_slices(8192, 28672, 17, 2), 4);
+        assert_eq!(
+            choose_fragments_gemm_shape(8192, 28672, 64, 1),
+            (4, 4, 32, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(8192, 28672, 64, 2),
+            (2, 4, 16, 1, 1)
+        );
+        assert_eq!(choose_fragments_slices(8192, 28672, 16, 2), 1);
+        assert_eq!(
+            choose_fragments_gemm_shape(8192, 28672, 16, 1),
+            (2, 8, 16, 4, 1)
+        );
+        assert_eq!(choose_fragments_slices(8192, 28672, 512, 1), 1);
+        assert_eq!(choose_fragments_slices(4096, 11008, 64, 1), 1);
         // From m = 512 on K ≤ 16384, 2 token groups where 128 × 128 tiles fill the SMs.
         assert_eq!(
             choose_fragments_gemm_shape(4096, 4096, 512, 1),
@@ -586,10 +628,6 @@ mod tests {
         assert_eq!(
             choose_fragments_gemm_shape(28672, 8192, 512, 2),
             (4, 4, 16, 1, 1)
-        );
-        assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 64, 2),
-            (2, 8, 16, 4, 1)
         );
         // m ≤ 8: 8 tokens, K split 8 ways; f32 x 8 k-steps ahead.
         assert_eq!(

@@ -3,9 +3,11 @@
 //! kernel (`vk::gemv_plan` chooses them; `vk::gemv_host` is the host-memory GEMV).
 
 use super::context::Context;
-use super::gemv_plan::{fragments_prepass, plan, prepass_plan, Plan, Prepass, PrepassPlan};
-use super::matrix::DeviceMatrix;
-use super::pipeline::Push;
+use super::gemv_plan::{
+    fragments_prepass, plan, prepass_plan, KSlices, Plan, Prepass, PrepassPlan,
+};
+use super::matrix::{DeviceMatrix, Part as MatrixPart};
+use super::pipeline::{Push, SLICES_WORKGROUP};
 use super::x_fragments::FragmentGeometry;
 use super::xy_sets::{buffer_infos, writes};
 use crate::error::{invalid, Error, Result};
@@ -333,11 +335,97 @@ pub(super) fn record_resolved(
         false => Some(XyBinding::of(ctx, x, ws)?),
     };
     let from_ws = XyBinding::of(ctx, ws, y)?;
-    if let Some(into_ws) = into_ws {
-        record_prepass_between_barriers(ctx, cmd, &pre.prepass, &into_ws, p.m);
+    let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
+    let read_write = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
+    match into_ws {
+        Some(into_ws) => record_prepass_between_barriers(ctx, cmd, &pre.prepass, &into_ws, p.m),
+        // K slices write the workspace: an earlier call's kernels reading or writing it
+        // (with a pre-pass, its barriers order them) finish first.
+        // SAFETY: cmd is recording (caller's contract).
+        None if pre.main.k_slices.is_some() => unsafe {
+            super::submit::record_barrier(
+                &ctx.device.device,
+                cmd,
+                (stage, read_write),
+                (stage, read_write),
+            )
+        },
+        None => {}
     }
     record_gemv(ctx, cmd, mat, &pre.main, &from_ws, p, pre.main_x_stride);
+    if let Some(slices) = pre.main.k_slices {
+        // SAFETY: as above.
+        unsafe {
+            super::submit::record_barrier(
+                &ctx.device.device,
+                cmd,
+                (stage, vk::AccessFlags::SHADER_WRITE),
+                (stage, vk::AccessFlags::SHADER_READ),
+            )
+        };
+        record_slices_sum(ctx, cmd, mat, &pre.main, slices, p);
+    }
     Ok(())
+}
+
+/// Records the sum of the K slices of `plan`'s GEMM into y (`shaders/gemm_slices.comp`,
+/// set 1 bound: the workspace and y), a dispatch (or more, past the device's grid) per
+/// matrix part, with the GEMM's push constants for that part.
+fn record_slices_sum(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    plan: &Plan,
+    slices: KSlices,
+    p: &GemvParams,
+) {
+    let d = &ctx.device.device;
+    let layout = ctx.pipelines.layout;
+    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
+    // SAFETY: cmd is recording (caller's contract); every handle is valid.
+    unsafe { d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, slices.sum_pipeline) };
+    for part in &mat.parts {
+        let total = (part.rows as u64 * u64::from(p.m)).div_ceil(u64::from(SLICES_WORKGROUP));
+        let mut done = 0u64;
+        while done < total {
+            let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
+            let push = Push {
+                wg_count: count as u32,
+                wg_offset: done as u32,
+                ..part_push(mat, plan, part, p, 0)
+            };
+            let bytes = push.bytes_with(p.m, slices.partials_word);
+            // SAFETY: as above.
+            unsafe {
+                d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+                d.cmd_dispatch(cmd, gx as u32, gy as u32, 1);
+            }
+            done += count;
+        }
+    }
+}
+
+/// The push block of `plan`'s kernel for matrix part `part` of a call with `p` (x
+/// `x_stride` apart), before its dispatch's workgroup count and offset.
+fn part_push(
+    mat: &DeviceMatrix,
+    plan: &Plan,
+    part: &MatrixPart,
+    p: &GemvParams,
+    x_stride: u64,
+) -> Push {
+    Push {
+        rows: part.rows as u32,
+        row_base: part.first_row as u32,
+        chunks: plan.chunks as u32,
+        k: mat.shape.k as u32,
+        groups: plan.groups as u32,
+        group_shift: plan.group_shift,
+        x_stride: x_stride as u32,
+        y_stride: p.y_stride as u32,
+        wg_count: 0,
+        wg_offset: 0,
+    }
 }
 
 /// Records `pre` (`xy`: x and the workspace) between a barrier that lets earlier readers
@@ -524,22 +612,21 @@ fn record_pass(
         while done < total {
             let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
             let push = Push {
-                rows: part.rows as u32,
-                row_base: part.first_row as u32,
-                chunks: plan.chunks as u32,
-                k: mat.shape.k as u32,
-                groups: plan.groups as u32,
-                group_shift: plan.group_shift,
-                x_stride: x_stride as u32,
-                y_stride: p.y_stride as u32,
                 wg_count: count as u32,
                 wg_offset: done as u32,
+                ..part_push(mat, plan, part, p, x_stride)
             };
-            let bytes = push.bytes_with(p.m, first);
+            // The 12th word: the SIMT GEMV pass's first row, or where the tensor-core
+            // GEMM's K slices write their sums.
+            let (word11, slices) = match plan.k_slices {
+                Some(s) => (s.partials_word, s.count),
+                None => (first, 1),
+            };
+            let bytes = push.bytes_with(p.m, word11);
             // SAFETY: as above.
             unsafe {
                 d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
-                d.cmd_dispatch(cmd, gx as u32, gy as u32, 1);
+                d.cmd_dispatch(cmd, gx as u32, gy as u32, slices);
             }
             done += count;
         }

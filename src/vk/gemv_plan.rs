@@ -8,7 +8,7 @@ use super::device::DeviceInfo;
 use super::gemv::{GemvParams, MAX_M};
 use super::matrix::DeviceMatrix;
 use super::pipeline::{
-    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, GemmTile, PipelineKey, Push,
+    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, GemmTile, PipelineKey, Push, SlicesKey,
     DIGITS_WORKGROUP, GEMM_TILE,
 };
 use super::x_fragments::FragmentGeometry;
@@ -26,9 +26,22 @@ pub(super) struct Plan {
     /// per matrix part each, all reading the same weights), the last, of the rows left, with
     /// this pipeline. `None`: one pass of all m.
     pub(super) last_pass_pipeline: Option<vk::Pipeline>,
+    /// The tensor-core GEMM on x in fragments only: it runs in K slices, added into y
+    /// after it. `None`: it writes y itself.
+    pub(super) k_slices: Option<KSlices>,
     pub(super) chunks: usize,
     pub(super) groups: usize,
     pub(super) group_shift: u32,
+}
+
+/// The tensor-core GEMM in K slices (`shaders/gemm_q4_coop.comp`): `count` workgroups
+/// along z per tile, each summing a contiguous range of K into the workspace from
+/// `partials_word` on, and the pipeline of `shaders/gemm_slices.comp` that adds them into y.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KSlices {
+    pub(super) count: u32,
+    pub(super) partials_word: u32,
+    pub(super) sum_pipeline: vk::Pipeline,
 }
 
 /// Whether a call with `m` activation rows on `mat` runs a GEMM kernel on x itself (no
@@ -285,14 +298,41 @@ fn fragment_geometry(
     g.fits(ctx).then_some((g, key))
 }
 
+/// K slices of the tensor-core GEMM on x in fragments `g` for a call with `p` on `mat` (the
+/// fixed count of `ContextConfig::coop_gemm_slices`, else 1 with a fixed GEMM shape, else
+/// [`super::coop::choose_fragments_slices`]'s; at most one per stage), and the
+/// workspace bytes the call then needs: the fragments, then (16-byte aligned) the slices'
+/// sums, `slices · m · n` floats. 1 (none) where those would exceed the device's
+/// `maxStorageBufferRange`.
+fn coop_gemm_slices(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    g: &FragmentGeometry,
+) -> (u32, u64) {
+    let slices = ctx
+        .coop_gemm_slices
+        .unwrap_or_else(|| match ctx.coop_gemm_tuning {
+            Some(_) => 1,
+            None => super::coop::choose_fragments_slices(mat.shape.n, mat.shape.k, p.m, g.parts),
+        });
+    let slices = slices.min(g.stages.max(1));
+    let partials = g.bytes().next_multiple_of(16);
+    let need = partials + 4 * u64::from(slices) * u64::from(p.m) * mat.shape.n as u64;
+    match slices > 1 && need <= ctx.device.info.max_storage_range {
+        true => (slices, need),
+        false => (1, g.bytes()),
+    }
+}
+
 /// Bytes of the workspace a call with `p` on `mat` uses: x in 8-bit digits for the integer
-/// dot-product GEMV, or x as the tensor-core GEMM's f16 fragments; 0 where the call
-/// runs a kernel that reads x itself.
+/// dot-product GEMV, or x as the tensor-core GEMM's f16 fragments (and the sums of its K
+/// slices); 0 where the call runs a kernel that reads x itself.
 pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
     if runs_int_dot(ctx, mat, p.m) {
         return digits_bytes(mat, p.m);
     }
-    fragment_geometry(ctx, mat, p).map_or(0, |(g, _)| g.bytes())
+    fragment_geometry(ctx, mat, p).map_or(0, |(g, _)| coop_gemm_slices(ctx, mat, p, &g).1)
 }
 
 /// What a call's pre-pass writes into its workspace, as a key (`q4vk_gemv_workspace_key`):
@@ -383,11 +423,20 @@ pub(super) fn prepass_plan(
     let (Some((g, key)), Some(c)) = (fragment_geometry(ctx, mat, p), mat.coop.as_ref()) else {
         return Ok(None);
     };
+    let mut main = coop_gemm_plan(ctx, c, key)?;
+    let (slices, need) = coop_gemm_slices(ctx, mat, p, &g);
+    if slices > 1 {
+        main.k_slices = Some(KSlices {
+            count: slices,
+            partials_word: (g.bytes().next_multiple_of(16) / 4) as u32,
+            sum_pipeline: ctx.pipelines.get_slices(SlicesKey { slices })?,
+        });
+    }
     Ok(Some(PrepassPlan {
         prepass: fragments_prepass(ctx, &g, k, p)?,
-        main: coop_gemm_plan(ctx, c, key)?,
+        main,
         main_x_stride: 0,
-        need: g.bytes(),
+        need,
     }))
 }
 
@@ -584,6 +633,7 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
         rows_per_wg: 16 * t as u64,
         tokens_per_wg: p.m as u64,
         last_pass_pipeline: None,
+        k_slices: None,
         chunks: c.stages,
         groups: c.groups,
         group_shift: c.group_shift,
@@ -607,6 +657,7 @@ fn simt_gemm_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<P
         rows_per_wg: tile.rows() as u64,
         tokens_per_wg: tile.tokens() as u64,
         last_pass_pipeline: None,
+        k_slices: None,
         chunks: mat.layout.chunks,
         groups: mat.layout.groups,
         group_shift: mat.layout.group_shift,
@@ -634,6 +685,7 @@ fn simt_gemv_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) 
         pipeline: ctx.pipelines.get(key)?,
         rows_per_wg: ctx.pipelines.tuning.rows as u64,
         tokens_per_wg: pass_rows as u64,
+        k_slices: None,
         last_pass_pipeline: Some(ctx.pipelines.get(PipelineKey {
             m: last_rows,
             ..key
@@ -664,6 +716,7 @@ fn coop_gemm_plan(
         rows_per_wg: key.rows() as u64,
         tokens_per_wg: key.tokens as u64,
         last_pass_pipeline: None,
+        k_slices: None,
         chunks: c.stages,
         groups: c.groups,
         group_shift: c.group_shift,

@@ -364,6 +364,24 @@ impl FragmentsKey {
     }
 }
 
+/// Invocations per workgroup of the kernel that adds the tensor-core GEMM's K slices
+/// (`shaders/gemm_slices.comp`), one per row and token.
+pub const SLICES_WORKGROUP: u32 = 256;
+
+/// Which pipeline adds the tensor-core GEMM's K slices into y (`shaders/gemm_slices.comp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SlicesKey {
+    /// K slices the GEMM ran in (2 or more).
+    pub slices: u32,
+}
+
+impl SlicesKey {
+    /// The specialization constants by id (0..2).
+    fn spec_values(&self) -> [u32; 2] {
+        [SLICES_WORKGROUP, self.slices]
+    }
+}
+
 /// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation
 /// (multiples of 4: the kernel reads them four at a time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -607,6 +625,8 @@ pub struct Pipelines {
     digits_module: Mutex<vk::ShaderModule>,
     /// The tensor-core GEMM's fragments pre-pass's module, likewise.
     fragments_module: Mutex<vk::ShaderModule>,
+    /// The module adding the tensor-core GEMM's K slices, likewise.
+    slices_module: Mutex<vk::ShaderModule>,
     /// Workgroup shape.
     pub tuning: Tuning,
     pipelines: PipelineSet<PipelineKey>,
@@ -615,6 +635,7 @@ pub struct Pipelines {
     coop_gemm_pipelines: PipelineSet<CoopGemmKey>,
     digits_pipelines: PipelineSet<DigitsKey>,
     fragments_pipelines: PipelineSet<FragmentsKey>,
+    slices_pipelines: PipelineSet<SlicesKey>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -667,6 +688,7 @@ impl Pipelines {
             coop_gemm_module: Mutex::new(vk::ShaderModule::null()),
             digits_module: Mutex::new(vk::ShaderModule::null()),
             fragments_module: Mutex::new(vk::ShaderModule::null()),
+            slices_module: Mutex::new(vk::ShaderModule::null()),
             tuning,
             pipelines: PipelineSet::new(),
             coop_pipelines: PipelineSet::new(),
@@ -674,6 +696,7 @@ impl Pipelines {
             coop_gemm_pipelines: PipelineSet::new(),
             digits_pipelines: PipelineSet::new(),
             fragments_pipelines: PipelineSet::new(),
+            slices_pipelines: PipelineSet::new(),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -844,6 +867,15 @@ impl Pipelines {
         })
     }
 
+    /// The pipeline adding the tensor-core GEMM's K slices for `key`, created (with the
+    /// module, the first time) on first use.
+    pub fn get_slices(&self, key: SlicesKey) -> Result<vk::Pipeline> {
+        self.slices_pipelines.get_or_create(key, || {
+            let module = self.lazy_module(&self.slices_module, shaders::GEMM_SLICES)?;
+            self.create(module, &key.spec_values())
+        })
+    }
+
     /// Refuses the tensor-core kernels on a context that does not run them.
     fn check_coop(&self) -> Result<()> {
         if self.coop_module == vk::ShaderModule::null() {
@@ -928,6 +960,7 @@ impl Pipelines {
         all.extend(self.coop_gemm_pipelines.listed());
         all.extend(self.digits_pipelines.listed());
         all.extend(self.fragments_pipelines.listed());
+        all.extend(self.slices_pipelines.listed());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
@@ -944,11 +977,13 @@ impl Drop for Pipelines {
         all.extend(self.coop_gemm_pipelines.take_all());
         all.extend(self.digits_pipelines.take_all());
         all.extend(self.fragments_pipelines.take_all());
+        all.extend(self.slices_pipelines.take_all());
         let lazy = [
             &mut self.gemm_module,
             &mut self.coop_gemm_module,
             &mut self.digits_module,
             &mut self.fragments_module,
+            &mut self.slices_module,
         ]
         .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()));
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not

@@ -1,6 +1,8 @@
 //! The embedded SPIR-V (compiled from `shaders/` by `scripts/build-shaders.sh`).
 
 use crate::error::{Error, Result};
+/// Adds the tensor-core GEMM's K slices into y.
+pub const GEMM_SLICES: &[u8] = include_bytes!("../../shaders/spv/gemm_slices.spv");
 
 /// Fused GEMV using subgroup arithmetic for the reduction.
 pub const GEMV_SUBGROUP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_subgroup.spv");

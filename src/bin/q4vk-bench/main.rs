@@ -23,7 +23,7 @@
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk;
-//! `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups; `--shapes 3,4` runs only those rows of the
+//! `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
 //! table; `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
 //! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
 //! to pick the per-device defaults. Every timed series runs after ~1000 untimed 256 MB
@@ -85,6 +85,8 @@ struct Options {
     /// `--gemm-ksplit K`: the SIMT GEMM's K groups per workgroup (calls whose tile does not
     /// allow them are refused: more than 2 with the 128 × 64 tile past m = 32).
     gemm_ksplit: Option<u32>,
+    /// `--coop-gemm-slices Z`: the tensor-core GEMM's K slices (on x in fragments).
+    coop_gemm_slices: Option<u32>,
     /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
     /// per-group f32 offsets (w = s·u + o).
     offsets: bool,
@@ -116,7 +118,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I,J,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -124,7 +126,7 @@ fn main() {
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
     let mut gemm_tile = None;
-    let mut gemm_ksplit = None;
+    let (mut gemm_ksplit, mut coop_gemm_slices) = (None, None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let mut args = std::env::args().skip(1);
@@ -181,6 +183,7 @@ fn main() {
                 };
             }
             "--gemm-ksplit" => gemm_ksplit = Some(number()),
+            "--coop-gemm-slices" => coop_gemm_slices = Some(number()),
             "--workgroup" => wg = Some(number()),
             "--rows" => rows = Some(number()),
             "--unroll" => unroll = Some(number()),
@@ -214,6 +217,7 @@ fn main() {
         gemm_from,
         gemm_tile,
         gemm_ksplit,
+        coop_gemm_slices,
         offsets,
         act_order,
         stats,
@@ -299,6 +303,7 @@ fn context(
             gemm_from_m: opt.gemm_from,
             gemm_tile: opt.gemm_tile,
             gemm_ksplit: opt.gemm_ksplit,
+            coop_gemm_slices: opt.coop_gemm_slices,
             pipeline_statistics: opt.stats,
             ..Default::default()
         },
