@@ -115,15 +115,19 @@
 #define Q4VK_GEMV_ROUND_X_TO_F16 2
 
 // For `q4vk_cmd_gemv` with a workspace: the workspace already holds what this call's
-// pre-pass would write, so the call records the kernel on it and nothing else (no
-// pre-pass, no barriers). For matrices that share x (Q, K and V; gate and up): the first
+// pre-pass would write, so the call records the kernel on it without the pre-pass and its
+// barriers (the tensor-core GEMM in K slices still records a barrier before it and its
+// adding kernel after, see `q4vk_cmd_gemv`). For matrices that share x (Q, K and V; gate and up): the first
 // call runs the pre-pass, the others pass this flag and skip its cost. The caller
 // guarantees that an earlier `q4vk_cmd_gemv` without this flag wrote the workspace from
 // the same x (unchanged since, same m, row stride and other flags) for a matrix whose
 // `q4vk_gemv_workspace_key` equals this matrix's, and that its recording is ordered before
 // this call's kernel (earlier in the same command buffer needs nothing more: that call's
 // barrier after its pre-pass covers every later compute read), and that nothing wrote the
-// workspace since. Where the call has no pre-pass (a key of 0) or no workspace is given,
+// workspace since but q4vk's calls (K slices write their sums past the pre-pass's bytes).
+// Each call needs its own `q4vk_gemv_workspace_size`, which may differ between matrices
+// with equal keys (K slices add sums sized by n); a call given a workspace that holds the
+// pre-pass's bytes but not its K slices' sums runs without slices. Where the call has no pre-pass (a key of 0) or no workspace is given,
 // the flag changes nothing. Not checkable by q4vk: a workspace that does not hold that
 // output gives wrong results (never a fault: every read stays within the workspace).
 #define Q4VK_GEMV_REUSE_WORKSPACE 4
@@ -942,8 +946,10 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
 // `Q4VK_GEMV_ROUND_X_TO_F16`, 4 · m · k for exact f32 ones in two parts; m and k rounded
 // up to the kernel's tiles), plus 16 · m · n where that GEMM runs in 4 K slices (matrices
 // with few rows and a long K: fewer than 1024 tiles of 32 rows × 32 tokens, K ≥ 16384, m
-// past one tile of tokens, 32 for f16 x and 16 for exact f32 x; each slice's sums are
-// added into y by a second kernel); else 0 (no workspace is used). The answer depends on the context (its
+// past one tile of tokens, 32 for f16 x and f32 x rounded to f16, 16 for exact f32 x, and
+// the total within `maxStorageBufferRange`; each slice's sums are added into y by a second
+// kernel; a call given a workspace too small for the sums but not for the fragments runs
+// without slices); else 0 (no workspace is used). The answer depends on the context (its
 // device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the
 // flags only; it does not change over the context's life (the Rust-only tuning setters,
 // such as `Context::set_gemm_from_m`, aside).

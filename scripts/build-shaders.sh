@@ -55,6 +55,9 @@ glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemm_q4.comp -o "
 # Tensor-core GEMV, GEMM and their fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
 glslang_quiet -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv"
 glslang_quiet -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_q4_coop.spv"
+# The GEMM in K slices: its sums into the workspace (a separate build, so the other never
+# writes there).
+glslang_quiet -V --quiet --target-env vulkan1.1 -DK_SLICES gemm_q4_coop.comp -o "$out/gemm_q4_coop_slices.spv"
 # Its K slices added into y.
 glslc $FLAGS gemm_slices.comp -o "$out/gemm_slices.spv"
 glslang_quiet -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv"

@@ -24,7 +24,8 @@
 // Every K group runs the same number of steps (the barriers are workgroup-wide). Each
 // invocation loads the next stage's words (and scales, zeros) and x while it computes the
 // current one. At the end K groups 1.. hand their sums to group 0 through shared memory.
-// K slices: dispatched with gl_NumWorkGroups.z = Z > 1 (on x in fragments only), workgroup
+// K slices (the build with -DK_SLICES, on x in fragments only; dispatched with
+// gl_NumWorkGroups.z = Z > 1; the other build runs with Z = 1 and writes y): workgroup
 // (wg, z) takes the z-th of Z contiguous ranges of the stages, so a matrix with few row
 // tiles and a long K still fills the GPU with workgroups of large tiles (which read x from
 // the L2 fewer times than more, smaller tiles would), and writes its sums into the workspace
@@ -93,8 +94,11 @@ const uint TPS = TOKENS / SG;          // tokens each subgroup stages (the host 
 // The workspace (X_FRAGMENTS): B fragments in pairs of k-steps, an invocation's four f16 of
 // each per uvec4 (x1 reads its factors and sums).
 layout(set = 1, binding = 0) readonly buffer XB { uvec4 xb[]; };
-// K slices: the same workspace, where this workgroup's slice of the sums goes.
+#ifdef K_SLICES
+// K slices: the same workspace, where this workgroup's slice of the sums goes (only this
+// build writes it).
 layout(set = 1, binding = 0) writeonly buffer Partials { float partials_out[]; };
+#endif
 
 // Every shared array is a multiple of 16 bytes (TOKENS is a multiple of 8), so staged_b
 // (read by coopMatLoad, which needs 16-byte alignment) stays aligned wherever it is placed.
@@ -439,12 +443,12 @@ void main() {
                 uint row = wg_tile0 * 16u + at.x;
                 uint tok = tok0 + at.y;
                 if (row < p.rows && tok < p.m) {
-                    if (gl_NumWorkGroups.z > 1u) {
-                        uint part = p.partials + gl_NumWorkGroups.z * p.m * p.row_base;
-                        partials_out[part + (slice * p.m + tok) * p.rows + row] = acc[t][h][e];
-                    } else {
-                        y[tok * p.y_stride + p.row_base + row] = acc[t][h][e];
-                    }
+#ifdef K_SLICES
+                    uint part = p.partials + gl_NumWorkGroups.z * p.m * p.row_base;
+                    partials_out[part + (slice * p.m + tok) * p.rows + row] = acc[t][h][e];
+#else
+                    y[tok * p.y_stride + p.row_base + row] = acc[t][h][e];
+#endif
                 }
             }
         }

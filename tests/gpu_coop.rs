@@ -251,8 +251,8 @@ fn token_groups_run_by_default_from_m_512_for_f16_x() {
     // last tile is part padding); 4 x 4 x 32 where 128-token tiles would pad m by more.
     for (m, groups) in [(512usize, 2u32), (1000, 2), (530, 1)] {
         let params = dense_params(&mat, m, F16_X);
-        let shape = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
-        assert_eq!(shape.5, groups, "m {m}: {shape:?}");
+        let (shape, _) = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
+        assert_eq!(shape.token_groups, groups, "m {m}: {shape:?}");
         assert_f16_call_matches(&ctx, &mat, &d, m, &mut rng);
     }
     assert_nothing_logged();
@@ -334,19 +334,19 @@ fn tensor_core_gemm_matches_reference() {
     // the default, token groups); None: the default per activation type.
     let shapes = [
         None,
-        Some((1, 1, 8, 1, 0, 1)),
-        Some((1, 8, 16, 1, 8, 1)),
-        Some((3, 2, 24, 1, 0, 1)),
-        Some((2, 4, 128, 1, 0, 1)),
-        Some((4, 4, 16, 1, 4, 1)),
-        Some((2, 8, 16, 2, 0, 1)),
-        Some((1, 4, 16, 2, 0, 1)),
-        Some((2, 4, 8, 4, 2, 1)),
-        Some((2, 8, 16, 4, 8, 1)),
+        Some(CoopGemmTuning::new(1, 1, 8, 1, 0, 1)),
+        Some(CoopGemmTuning::new(1, 8, 16, 1, 8, 1)),
+        Some(CoopGemmTuning::new(3, 2, 24, 1, 0, 1)),
+        Some(CoopGemmTuning::new(2, 4, 128, 1, 0, 1)),
+        Some(CoopGemmTuning::new(4, 4, 16, 1, 4, 1)),
+        Some(CoopGemmTuning::new(2, 8, 16, 2, 0, 1)),
+        Some(CoopGemmTuning::new(1, 4, 16, 2, 0, 1)),
+        Some(CoopGemmTuning::new(2, 4, 8, 4, 2, 1)),
+        Some(CoopGemmTuning::new(2, 8, 16, 4, 8, 1)),
         // Token groups: alone, with K groups, and 4 of them with one row subgroup each.
-        Some((2, 4, 64, 1, 2, 2)),
-        Some((1, 8, 32, 2, 4, 2)),
-        Some((4, 4, 64, 1, 2, 4)),
+        Some(CoopGemmTuning::new(2, 4, 64, 1, 2, 2)),
+        Some(CoopGemmTuning::new(1, 8, 32, 2, 4, 2)),
+        Some(CoopGemmTuning::new(4, 4, 64, 1, 2, 4)),
     ];
     for shape in shapes {
         let mut ctx = gemm_context(None, shape, None);
@@ -466,7 +466,7 @@ fn tensor_core_gemm_matches_reference() {
     }
     // Offsets with token groups: each group's sums of x, for f32 x (two parts in fragments,
     // and staged) and f16 x in fragments.
-    let ctx = gemm_context(None, Some((2, 4, 64, 1, 2, 2)), None);
+    let ctx = gemm_context(None, Some(CoopGemmTuning::new(2, 4, 64, 1, 2, 2)), None);
     let d = random_q4(&mut rng, 130, 1024, 64, false, false);
     let offsets = rng.vec(d.shape.scale_count());
     let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
@@ -508,7 +508,11 @@ fn k_slices_match_reference() {
         (200, 1100, -1, false),
     ];
     let data = random_cases(&mut rng, &cases);
-    let shapes = [None, Some((2, 8, 32, 4, 0, 1)), Some((2, 4, 64, 1, 2, 2))];
+    let shapes = [
+        None,
+        Some(CoopGemmTuning::new(2, 8, 32, 4, 0, 1)),
+        Some(CoopGemmTuning::new(2, 4, 64, 1, 2, 2)),
+    ];
     for (slices, shape) in [
         (2, shapes[0]),
         (3, shapes[1]),
@@ -553,5 +557,112 @@ fn k_slices_match_reference() {
     gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
     let err = reference::relative_error(&y, &reference::gemv_with_offsets(&d, &offsets, &x, m));
     assert!(err < 1e-5, "3 slices with offsets: {err:e}");
+    assert_nothing_logged();
+}
+
+/// Calls in K slices sharing x and one workspace in one command buffer, the second with
+/// `Q4VK_GEMV_REUSE_WORKSPACE` (its own sums overwrite the first's after a barrier; the
+/// matrices' n, so their workspace sizes, differ), and a call whose workspace holds the
+/// fragments but not the slices' sums (it runs without slices): every y against the
+/// reference, poisoned first.
+#[test]
+fn k_slices_share_and_fit_the_workspace() {
+    use q4vk::vk::gemv::{self, BufferRange};
+    use q4vk::vk::memory::{Buffer, MemoryKind};
+    let Some(mut ctx) = tensor_core_context("K slices") else {
+        return;
+    };
+    let mut rng = Rng(6160);
+    let data = random_cases(&mut rng, &[(61, 640, 64, true), (130, 640, 128, false)]);
+    let mats: Vec<DeviceMatrix> = data
+        .iter()
+        .map(|d| DeviceMatrix::new(&ctx, d, None, None).unwrap())
+        .collect();
+    let m = 40;
+    let x = rng.vec(m * 640);
+    let xb = q4vk::vk::matrix::upload(&ctx, &f16_le_bytes(&x)).unwrap();
+    let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+    let range = |b: &Buffer, bytes: u64| BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: bytes,
+    };
+    // Each call: (matrix, reuse the workspace), into its own y; `ws_bytes` shared.
+    let run = |ctx: &Context, calls: &[(usize, bool)], ws_bytes: u64| -> Vec<Vec<f32>> {
+        let ys: Vec<Buffer> = calls
+            .iter()
+            .map(|&(i, _)| {
+                let b = Buffer::new(
+                    &ctx.device,
+                    4 * (m * mats[i].shape.n) as u64,
+                    MemoryKind::Readback,
+                )
+                .unwrap();
+                b.write(0, &vec![0xFF; 4 * m * mats[i].shape.n]);
+                b
+            })
+            .collect();
+        let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device).unwrap();
+        let mut exec = ctx.exec.lock().unwrap();
+        exec.submitter
+            .run(None, |cmd| {
+                for (&(i, reuse), yb) in calls.iter().zip(&ys) {
+                    let p = gemv::GemvParams {
+                        workspace_filled: reuse,
+                        ..dense_params(&mats[i], m, F16_X)
+                    };
+                    let y = range(yb, 4 * (m * mats[i].shape.n) as u64);
+                    gemv::record(
+                        ctx,
+                        cmd,
+                        &mats[i],
+                        range(&xb, 2 * x.len() as u64),
+                        y,
+                        &p,
+                        Some(range(&wb, ws_bytes)),
+                    )?;
+                }
+                let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
+                // SAFETY: recording into the context's own command buffer.
+                unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
+                Ok(())
+            })
+            .unwrap();
+        ys.iter()
+            .map(|b| {
+                let mut out = vec![0u8; b.size as usize];
+                b.read(0, &mut out);
+                out.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect()
+            })
+            .collect()
+    };
+    let need = |ctx: &Context, i: usize| {
+        gemv::workspace_bytes(ctx, &mats[i], &dense_params(&mats[i], m, F16_X))
+    };
+    ctx.set_coop_gemm_slices(Some(1)).unwrap();
+    let fragments_only = need(&ctx, 1);
+    ctx.set_coop_gemm_slices(Some(3)).unwrap();
+    assert!(need(&ctx, 0) < need(&ctx, 1) && fragments_only < need(&ctx, 1));
+    let check = |ys: Vec<Vec<f32>>, calls: &[(usize, bool)], what: &str| {
+        for (y, &(i, _)) in ys.iter().zip(calls) {
+            assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what}");
+            let err = reference::relative_error(y, &reference::gemv(&data[i], &xh, m));
+            assert!(err < 1e-5, "{what}, matrix {i}: {err:e}");
+        }
+    };
+    let shared = [(0, false), (1, true), (0, true)];
+    check(
+        run(&ctx, &shared, need(&ctx, 1)),
+        &shared,
+        "shared workspace",
+    );
+    let short = [(1, false)];
+    check(
+        run(&ctx, &short, fragments_only),
+        &short,
+        "workspace without room for the sums",
+    );
     assert_nothing_logged();
 }

@@ -181,10 +181,59 @@ pub struct Context {
     pub logger: Arc<Logger>,
 }
 
-/// A fixed shape of the tensor-core GEMM: (row tiles per subgroup, subgroups per
-/// workgroup, tokens per workgroup, K groups, k-steps of B loaded ahead on x in fragments
-/// or 0 for the default, token groups per K group).
-pub type CoopGemmTuning = (u32, u32, u32, u32, u32, u32);
+/// A shape of the tensor-core GEMM (`shaders/gemm_q4_coop.comp`): fixed by
+/// `ContextConfig::coop_gemm_tuning`, or the one the rules chose for a call
+/// (`vk::gemv::coop_gemm_shape`). Written as `T,S,M,K,A,G` (`q4vk-bench --coop-gemm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoopGemmTuning {
+    /// Row tiles of 16 rows per subgroup (T).
+    pub tiles: u32,
+    /// Subgroups of 32 per workgroup (S).
+    pub subgroups: u32,
+    /// Tokens (activation rows) per workgroup (M).
+    pub tokens: u32,
+    /// K groups: groups of subgroups taking interleaved stages of the same rows (K).
+    pub k_groups: u32,
+    /// k-steps of B loaded ahead on x in fragments: 2, 4 or 8; 0 for the default (A).
+    pub b_ahead: u32,
+    /// Token groups per K group: its subgroups split the workgroup's tokens (G).
+    pub token_groups: u32,
+}
+
+impl CoopGemmTuning {
+    /// The shape `T,S,M,K,A,G`.
+    pub const fn new(
+        tiles: u32,
+        subgroups: u32,
+        tokens: u32,
+        k_groups: u32,
+        b_ahead: u32,
+        token_groups: u32,
+    ) -> CoopGemmTuning {
+        CoopGemmTuning {
+            tiles,
+            subgroups,
+            tokens,
+            k_groups,
+            b_ahead,
+            token_groups,
+        }
+    }
+}
+
+impl std::fmt::Display for CoopGemmTuning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let CoopGemmTuning {
+            tiles: t,
+            subgroups: s,
+            tokens: m,
+            k_groups: k,
+            b_ahead: a,
+            token_groups: g,
+        } = *self;
+        write!(f, "{t},{s},{m},{k},{a},{g}")
+    }
+}
 
 /// Checks a fixed shape of the tensor-core GEMV (`ContextConfig::coop_tuning`).
 fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
@@ -255,7 +304,15 @@ fn check_gemm_ksplit(ksplit: Option<u32>) -> Result<()> {
 
 /// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
 fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
-    let Some((tiles, subgroups, tokens, ksplit, ahead, tsplit)) = tuning else {
+    let Some(CoopGemmTuning {
+        tiles,
+        subgroups,
+        tokens,
+        k_groups: ksplit,
+        b_ahead: ahead,
+        token_groups: tsplit,
+    }) = tuning
+    else {
         return Ok(());
     };
     if !(1..=4).contains(&tiles)
@@ -273,7 +330,8 @@ fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
         || ![0, 2, 4, 8].contains(&ahead)
     {
         return Err(crate::error::invalid!(
-            "coop GEMM tuning ({tiles}, {subgroups}, {tokens}, {ksplit}, {ahead}, {tsplit}): expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..256 tokens in steps of 8 and of the subgroups, K groups times token groups dividing the subgroups, up to 128 tokens per token group in steps of 8, 0, 2, 4 or 8 k-steps ahead"
+            "coop GEMM tuning {}: expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..256 tokens in steps of 8 and of the subgroups, K groups times token groups dividing the subgroups, up to 128 tokens per token group in steps of 8, 0, 2, 4 or 8 k-steps ahead",
+            tuning.expect("checked above")
         ));
     }
     Ok(())
@@ -571,7 +629,11 @@ impl Context {
 
 #[cfg(test)]
 mod tests {
-    use super::check_coop_gemm_tuning;
+    use super::{check_coop_gemm_tuning, CoopGemmTuning};
+
+    fn shape((t, s, m, k, a, g): (u32, u32, u32, u32, u32, u32)) -> Option<CoopGemmTuning> {
+        Some(CoopGemmTuning::new(t, s, m, k, a, g))
+    }
 
     #[test]
     fn coop_gemm_tunings_are_checked_before_any_pipeline() {
@@ -582,7 +644,7 @@ mod tests {
             (1, 8, 32, 2, 4, 2),
             (2, 4, 8, 4, 0, 1),
         ] {
-            assert!(check_coop_gemm_tuning(Some(ok)).is_ok(), "{ok:?}");
+            assert!(check_coop_gemm_tuning(shape(ok)).is_ok(), "{ok:?}");
         }
         for bad in [
             // Token groups that do not divide the K groups' subgroups, or leave a group
@@ -595,7 +657,7 @@ mod tests {
             (1, 8, 8, 65536, 0, 65536),
             (1, 8, 8, 8, 0, 1 << 29),
         ] {
-            assert!(check_coop_gemm_tuning(Some(bad)).is_err(), "{bad:?}");
+            assert!(check_coop_gemm_tuning(shape(bad)).is_err(), "{bad:?}");
         }
     }
 }

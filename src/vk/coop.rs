@@ -128,7 +128,9 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
 
 /// (row tiles per subgroup, subgroups, tokens per workgroup, K groups, token groups) of the
 /// tensor-core GEMM on x in fragments (`x_fragments`) for an `n` × `k` matrix at `m` tokens
-/// with `parts` B columns per token, from sweeps on an H200 (bench/RESULTS.md).
+/// with `parts` B columns per token, from sweeps on an H200 (bench/RESULTS.md); with
+/// `slices`, the larger tile where the call runs in K slices ([`choose_fragments_slices`];
+/// without, where their sums do not fit the workspace, the shape before them).
 ///
 /// At m ≤ 8 (the GEMV's m, where this GEMM runs instead of the GEMV): 8 tokens per
 /// workgroup (f16 x had 16, half of them empty columns) and K split 8 ways, since one token
@@ -157,6 +159,7 @@ pub fn choose_fragments_gemm_shape(
     k: usize,
     m: u32,
     parts: u32,
+    slices: bool,
 ) -> (u32, u32, u32, u32, u32) {
     if m <= super::gemv::MAX_M {
         return match parts {
@@ -172,7 +175,7 @@ pub fn choose_fragments_gemm_shape(
     let tokens = if m <= 16 { 16 } else { 32 } / parts;
     let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
     match (tasks, parts) {
-        _ if choose_fragments_slices(n, k, m, parts) > 1 => match parts {
+        _ if slices && choose_fragments_slices(n, k, m, parts) > 1 => match parts {
             1 => (4, 4, tokens, 1, 1),
             _ => (2, 4, tokens, 1, 1),
         },
@@ -557,19 +560,19 @@ mod tests {
         assert_eq!(choose_gemm_shape(4096, 8, false), (1, 8, 8, 1));
         // x in fragments (f16): K groups only where few tasks would leave SMs idle.
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 64, 1),
+            choose_fragments_gemm_shape(4096, 4096, 64, 1, true),
             (2, 8, 32, 4, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 16, 1),
+            choose_fragments_gemm_shape(28672, 8192, 16, 1, true),
             (2, 8, 16, 4, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 64, 1),
+            choose_fragments_gemm_shape(28672, 8192, 64, 1, true),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 256, 1),
+            choose_fragments_gemm_shape(28672, 8192, 256, 1, true),
             (4, 4, 32, 1, 1)
         );
         // Few tasks on a long K, two token tiles or more: 4 K slices of the larger tile.
@@ -577,65 +580,69 @@ mod tests {
         assert_eq!(choose_fragments_slices(8192, 28672, 32, 1), 1);
         assert_eq!(choose_fragments_slices(8192, 28672, 17, 2), 4);
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 64, 1),
+            choose_fragments_gemm_shape(8192, 28672, 64, 1, true),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 64, 2),
+            choose_fragments_gemm_shape(8192, 28672, 64, 2, true),
             (2, 4, 16, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(8192, 28672, 64, 1, false),
+            (2, 8, 32, 4, 1)
         );
         assert_eq!(choose_fragments_slices(8192, 28672, 16, 2), 1);
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 16, 1),
+            choose_fragments_gemm_shape(8192, 28672, 16, 1, true),
             (2, 8, 16, 4, 1)
         );
         assert_eq!(choose_fragments_slices(8192, 28672, 512, 1), 1);
         assert_eq!(choose_fragments_slices(4096, 11008, 64, 1), 1);
         // From m = 512 on K ≤ 16384, 2 token groups where 128 × 128 tiles fill the SMs.
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 512, 1),
+            choose_fragments_gemm_shape(4096, 4096, 512, 1, true),
             (2, 8, 128, 1, 2)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 2048, 1),
+            choose_fragments_gemm_shape(28672, 8192, 2048, 1, true),
             (2, 8, 128, 1, 2)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 512, 1),
+            choose_fragments_gemm_shape(8192, 28672, 512, 1, true),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(2048, 4096, 512, 1),
+            choose_fragments_gemm_shape(2048, 4096, 512, 1, true),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 600, 1),
+            choose_fragments_gemm_shape(4096, 4096, 600, 1, true),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 1000, 1),
+            choose_fragments_gemm_shape(4096, 4096, 1000, 1, true),
             (2, 8, 128, 1, 2)
         );
         // f32 x in two parts: half the tokens, the same columns; 2 tiles up to 4096 tasks.
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 64, 2),
+            choose_fragments_gemm_shape(28672, 8192, 64, 2, true),
             (2, 4, 16, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 512, 2),
+            choose_fragments_gemm_shape(4096, 4096, 512, 2, true),
             (2, 4, 16, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 512, 2),
+            choose_fragments_gemm_shape(28672, 8192, 512, 2, true),
             (4, 4, 16, 1, 1)
         );
         // m ≤ 8: 8 tokens, K split 8 ways; f32 x 8 k-steps ahead.
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 8, 2),
+            choose_fragments_gemm_shape(28672, 8192, 8, 2, true),
             (2, 8, 8, 8, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 8, 1),
+            choose_fragments_gemm_shape(4096, 4096, 8, 1, true),
             (1, 8, 8, 8, 1)
         );
         assert_eq!(choose_fragments_lookahead(8, 8, 2), 8);
@@ -688,6 +695,7 @@ mod tests {
             x_rounded: false,
             b_ahead: 2,
             tsplit: 1,
+            k_slices: false,
         };
         // f32, 4 groups: 4 staged B of 32 columns (8.8 KB each) and 3 × 64 × 16 sums.
         assert!(key(4, false).shared_bytes() <= 48 * 1024);

@@ -55,7 +55,8 @@ pub struct GemvParams {
     /// workspace.
     pub x_round_f16: bool,
     /// The workspace already holds what this call's pre-pass would write
-    /// (`Q4VK_GEMV_REUSE_WORKSPACE`): `record` records the kernel on it and nothing else.
+    /// (`Q4VK_GEMV_REUSE_WORKSPACE`): `record` records the kernel on it without the pre-pass
+    /// (in K slices: a barrier, the GEMM, a barrier and the kernel adding the slices).
     pub workspace_filled: bool,
 }
 
@@ -253,10 +254,12 @@ pub fn record_x_fragments(
 /// call has a pre-pass ([`workspace_bytes`] > 0: x's digits for the integer dot-product
 /// GEMV, x as the tensor-core GEMM's f16 fragments) and `workspace` is given, first a
 /// compute-to-compute barrier (earlier readers of the workspace finish), the pre-pass (x
-/// into the workspace's first [`workspace_bytes`]) and another barrier, then the kernel on
-/// the workspace (with `p.workspace_filled`, the kernel on the workspace alone); otherwise
-/// the workspace is not used. Then binds the GEMV pipeline, set 1 (x, y: pushed or from the
-/// ring), per part set 0 and the push constants, and dispatches. No barrier after.
+/// into the workspace) and another barrier, then the kernel on the workspace (with
+/// `p.workspace_filled`, no pre-pass and its barriers); the tensor-core GEMM in K slices
+/// then a barrier and the kernel adding them into y (with `p.workspace_filled`, a barrier
+/// before the GEMM too); otherwise the workspace is not used. Each kernel binds its
+/// pipeline, set 1 (x, y: pushed or from the ring), per part set 0 and the push constants,
+/// and dispatches. No barrier after.
 pub fn record(
     ctx: &Context,
     cmd: vk::CommandBuffer,
@@ -267,7 +270,7 @@ pub fn record(
     workspace: Option<BufferRange>,
 ) -> Result<()> {
     validate(ctx, mat, &x, &y, p)?;
-    let call = resolve(ctx, mat, p, workspace.is_some())?;
+    let call = resolve(ctx, mat, p, workspace.map(|w| w.range))?;
     record_resolved(ctx, cmd, mat, (x, y), p, workspace, &call)
 }
 
@@ -280,17 +283,17 @@ pub(super) enum CallPlan {
     Prepass(PrepassPlan),
 }
 
-/// The kernels of a call with `p` on `mat`: with a workspace (`workspace`) the pre-pass
-/// path where the call has one, else the kernel on x.
+/// The kernels of a call with `p` on `mat`: with a workspace (`workspace`: its bytes) the
+/// pre-pass path where the call has one, else the kernel on x.
 pub(super) fn resolve(
     ctx: &Context,
     mat: &DeviceMatrix,
     p: &GemvParams,
-    workspace: bool,
+    workspace: Option<u64>,
 ) -> Result<CallPlan> {
     let pre = match workspace {
-        true => prepass_plan(ctx, mat, p)?,
-        false => None,
+        Some(room) => prepass_plan(ctx, mat, p, Some(room))?,
+        None => None,
     };
     Ok(match pre {
         Some(pre) => CallPlan::Prepass(pre),

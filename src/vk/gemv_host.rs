@@ -182,7 +182,7 @@ pub fn gemv_host_with(
         ..gathered
     };
     let pre = match x.all_finite() {
-        true => prepass_plan(ctx, mat, &ungathered).ok().flatten(),
+        true => prepass_plan(ctx, mat, &ungathered, None).ok().flatten(),
         false => None,
     };
     // Resolved once: the recording below uses this plan.

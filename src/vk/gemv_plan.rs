@@ -135,7 +135,7 @@ pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspa
     if workspace && runs_int_dot(ctx, mat, p.m) {
         return false;
     }
-    runs_gemm(ctx, mat, p.m) || (workspace && fragment_geometry(ctx, mat, p).is_some())
+    runs_gemm(ctx, mat, p.m) || (workspace && fragments_plan(ctx, mat, p, None).is_some())
 }
 
 /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core GEMV that a call
@@ -156,29 +156,32 @@ pub fn coop_gemv_shape(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Opt
     }))
 }
 
-/// (row tiles per subgroup, subgroups, tokens per workgroup, K groups, k-steps of B ahead,
-/// token groups) of the tensor-core GEMM that a call with `p` on `mat` runs, given a workspace
-/// (`workspace`) or not: the context's fixed tuning or the rules' choice, fitted to the
-/// device; `None` where the call runs another kernel.
+/// The shape of the tensor-core GEMM that a call with `p` on `mat` runs, given a workspace
+/// (`workspace`) or not, and its K slices (1: none): the context's fixed tuning or the
+/// rules' choice, fitted to the device; `None` where the call runs another kernel.
 pub fn coop_gemm_shape(
     ctx: &Context,
     mat: &DeviceMatrix,
     p: &GemvParams,
     workspace: bool,
-) -> Option<CoopGemmTuning> {
+) -> Option<(CoopGemmTuning, u32)> {
     // On x in fragments the geometry carries the key; else the GEMM on x itself, if any.
-    let key = match workspace.then(|| fragment_geometry(ctx, mat, p)).flatten() {
-        Some((_, key)) => key,
-        None => coop_gemm_key(ctx, mat, p, false)?,
+    let (key, slices) = match workspace
+        .then(|| fragments_plan(ctx, mat, p, None))
+        .flatten()
+    {
+        Some(f) => (f.key, f.slices),
+        None => (coop_gemm_key(ctx, mat, p, false, false)?, 1),
     };
-    Some((
+    let shape = CoopGemmTuning::new(
         key.tiles,
         key.subgroups,
         key.tokens,
         key.ksplit,
         key.b_ahead,
         key.tsplit,
-    ))
+    );
+    Some((shape, slices))
 }
 
 /// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
@@ -208,14 +211,16 @@ fn digits_bytes(mat: &DeviceMatrix, m: u32) -> u64 {
     16 * u64::from(m) * super::int_dot::row_vectors(mat.shape.k) as u64
 }
 
-/// The tensor-core GEMM's shape for a call with `p` on `mat` (`x_fragments`: on x in fragments),
-/// `None` where the call runs another kernel: the shape the context fixes, else
-/// [`super::coop::choose_gemm_shape`]'s with as many K groups as the shared memory holds.
+/// The tensor-core GEMM's shape for a call with `p` on `mat` (`x_fragments`: on x in fragments,
+/// `slices`: in K slices where the rules run them), `None` where the call runs another
+/// kernel: the shape the context fixes, else the rules' (`vk::coop`) with as many K groups
+/// as the shared memory holds.
 fn coop_gemm_key(
     ctx: &Context,
     mat: &DeviceMatrix,
     p: &GemvParams,
     x_fragments: bool,
+    slices: bool,
 ) -> Option<CoopGemmKey> {
     let c = mat.coop.as_ref().filter(|_| match x_fragments {
         true => runs_gemm_on_fragments(ctx, mat, p),
@@ -223,38 +228,38 @@ fn coop_gemm_key(
     })?;
     // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
     let rounded = x_fragments && rounds_x(p);
-    let (tiles, subgroups, tokens, ksplit, ahead, tsplit) =
-        ctx.coop_gemm_tuning.unwrap_or_else(|| {
-            let (n, k) = (mat.shape.n, mat.shape.k);
-            let (t, s, m, kg, g) = match x_fragments {
-                true => super::coop::choose_fragments_gemm_shape(n, k, p.m, fragment_parts(p)),
-                false => {
-                    let (t, s, m, kg) = super::coop::choose_gemm_shape(n, p.m, p.x_f16);
-                    (t, s, m, kg, 1)
-                }
-            };
-            (t, s, m, kg, 0, g)
-        });
+    let shape = ctx.coop_gemm_tuning.unwrap_or_else(|| {
+        let (n, k) = (mat.shape.n, mat.shape.k);
+        let (t, s, m, kg, g) = match x_fragments {
+            true => super::coop::choose_fragments_gemm_shape(n, k, p.m, fragment_parts(p), slices),
+            false => {
+                let (t, s, m, kg) = super::coop::choose_gemm_shape(n, p.m, p.x_f16);
+                (t, s, m, kg, 1)
+            }
+        };
+        CoopGemmTuning::new(t, s, m, kg, 0, g)
+    });
     let key = CoopGemmKey {
-        tiles,
-        subgroups,
-        tokens,
+        tiles: shape.tiles,
+        subgroups: shape.subgroups,
+        tokens: shape.tokens,
         zeros: mat.shape.zero_points,
         x_f16: p.x_f16 || rounded,
         block: c.block,
         offsets: mat.offsets,
-        ksplit,
+        ksplit: shape.k_groups,
         x_fragments,
         x_rounded: rounded,
         b_ahead: 2,
-        tsplit,
+        tsplit: shape.token_groups,
+        k_slices: false,
     };
     let mut key = match ctx.coop_gemm_tuning {
         Some(_) => key,
         None => key.fitted(ctx.device.info.max_shared),
     };
     // The look-ahead of the K groups the shape ends up with.
-    key.b_ahead = match (x_fragments, ahead) {
+    key.b_ahead = match (x_fragments, shape.b_ahead) {
         (false, _) => 2,
         (true, 0) => super::coop::choose_fragments_lookahead(key.ksplit, p.m, fragment_parts(p)),
         (true, a) => a,
@@ -277,38 +282,73 @@ fn fragment_parts(p: &GemvParams) -> u32 {
     }
 }
 
-/// x in fragments for the tensor-core GEMM (`vk::x_fragments`) for a call with `p` on `mat`,
-/// with the GEMM's shape on it, or `None` where the call runs another kernel or the
-/// pre-pass's grid or the workspace exceed the device's limits.
-fn fragment_geometry(
+/// The tensor-core GEMM on x in fragments (`vk::x_fragments`) for a call, resolved: the
+/// fragments' geometry, the GEMM's shape on them, its K slices (1: none) and the workspace
+/// bytes the call needs.
+struct FragmentsPlan {
+    g: FragmentGeometry,
+    key: CoopGemmKey,
+    slices: u32,
+    need: u64,
+}
+
+/// The GEMM on x in fragments for a call with `p` on `mat` given a workspace of `room`
+/// bytes (`None`: as large as the call asks, as `q4vk_gemv_workspace_size` answers and
+/// `gemv_host` allocates), or `None` where the call runs another kernel or the pre-pass's
+/// grid or the fragments exceed the device's limits. Where K slices would not fit in `room`
+/// (or `maxStorageBufferRange`) the call runs without them, on the shape it would have
+/// without them: a workspace that holds the fragments always serves.
+fn fragments_plan(
     ctx: &Context,
     mat: &DeviceMatrix,
     p: &GemvParams,
-) -> Option<(FragmentGeometry, CoopGemmKey)> {
+    room: Option<u64>,
+) -> Option<FragmentsPlan> {
     // Wherever the tensor-core GEMM runs on a workspace (`runs_gemm_on_fragments`).
-    let key = coop_gemm_key(ctx, mat, p, true)?;
     let c = mat.coop.as_ref()?;
-    let g = FragmentGeometry {
-        stages: c.stages as u32,
-        block: c.block,
-        tokens: p.m.checked_next_multiple_of(key.tokens)?,
-        x_f16: p.x_f16,
-        parts: fragment_parts(p),
+    let geometry = |key: &CoopGemmKey| {
+        let g = FragmentGeometry {
+            stages: c.stages as u32,
+            block: c.block,
+            tokens: p.m.checked_next_multiple_of(key.tokens)?,
+            x_f16: p.x_f16,
+            parts: fragment_parts(p),
+        };
+        g.fits(ctx).then_some(g)
     };
-    g.fits(ctx).then_some((g, key))
+    let key = coop_gemm_key(ctx, mat, p, true, true)?;
+    let g = geometry(&key)?;
+    let (slices, need) = coop_gemm_slices(ctx, mat, p, &g, room);
+    if slices > 1 || ctx.coop_gemm_tuning.is_some() {
+        return Some(FragmentsPlan {
+            g,
+            key,
+            slices,
+            need,
+        });
+    }
+    let key = coop_gemm_key(ctx, mat, p, true, false)?;
+    let g = geometry(&key)?;
+    Some(FragmentsPlan {
+        need: g.bytes(),
+        g,
+        key,
+        slices: 1,
+    })
 }
 
 /// K slices of the tensor-core GEMM on x in fragments `g` for a call with `p` on `mat` (the
 /// fixed count of `ContextConfig::coop_gemm_slices`, else 1 with a fixed GEMM shape, else
-/// [`super::coop::choose_fragments_slices`]'s; at most one per stage), and the
-/// workspace bytes the call then needs: the fragments, then (16-byte aligned) the slices'
-/// sums, `slices · m · n` floats. 1 (none) where those would exceed the device's
-/// `maxStorageBufferRange`.
+/// [`super::coop::choose_fragments_slices`]'s; at most one per stage), and the workspace
+/// bytes the call then needs: the fragments, then (16-byte aligned) the slices' sums,
+/// `slices · m · n` floats. 1 (none) where those would exceed `room` (where given) or the
+/// device's `maxStorageBufferRange`.
 fn coop_gemm_slices(
     ctx: &Context,
     mat: &DeviceMatrix,
     p: &GemvParams,
     g: &FragmentGeometry,
+    room: Option<u64>,
 ) -> (u32, u64) {
     let slices = ctx
         .coop_gemm_slices
@@ -319,7 +359,8 @@ fn coop_gemm_slices(
     let slices = slices.min(g.stages.max(1));
     let partials = g.bytes().next_multiple_of(16);
     let need = partials + 4 * u64::from(slices) * u64::from(p.m) * mat.shape.n as u64;
-    match slices > 1 && need <= ctx.device.info.max_storage_range {
+    let fits = need <= ctx.device.info.max_storage_range && room.is_none_or(|r| need <= r);
+    match slices > 1 && fits {
         true => (slices, need),
         false => (1, g.bytes()),
     }
@@ -332,7 +373,7 @@ pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64
     if runs_int_dot(ctx, mat, p.m) {
         return digits_bytes(mat, p.m);
     }
-    fragment_geometry(ctx, mat, p).map_or(0, |(g, _)| coop_gemm_slices(ctx, mat, p, &g).1)
+    fragments_plan(ctx, mat, p, None).map_or(0, |f| f.need)
 }
 
 /// What a call's pre-pass writes into its workspace, as a key (`q4vk_gemv_workspace_key`):
@@ -354,7 +395,7 @@ pub fn workspace_key(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
         if let Some(order) = mat.k_order.as_ref().filter(|_| !p.x_gathered) {
             order.inputs.iter().for_each(|&i| add(u64::from(i)));
         }
-    } else if let Some((g, _)) = fragment_geometry(ctx, mat, p) {
+    } else if let Some(FragmentsPlan { g, .. }) = fragments_plan(ctx, mat, p, None) {
         add(2);
         for v in [g.stages, g.block, g.tokens, g.parts] {
             add(u64::from(v));
@@ -386,13 +427,16 @@ pub(super) struct Prepass {
     pub(super) matrix_set: Option<vk::DescriptorSet>,
 }
 
-/// The pre-pass path of a call with `p` on `mat` (the digits of the integer dot-product
-/// GEMV, or x in fragments for the tensor-core GEMM), or `None` where the call runs a kernel that
-/// reads x itself; its pipelines are created here (an error: they cannot be).
+/// The pre-pass path of a call with `p` on `mat` given a workspace of `room` bytes (`None`:
+/// as large as the call asks; the tensor-core GEMM's K slices run only where their sums fit),
+/// the digits of the integer dot-product GEMV or x in fragments for the tensor-core GEMM, or
+/// `None` where the call runs a kernel that reads x itself; its pipelines are created here
+/// (an error: they cannot be).
 pub(super) fn prepass_plan(
     ctx: &Context,
     mat: &DeviceMatrix,
     p: &GemvParams,
+    room: Option<u64>,
 ) -> Result<Option<PrepassPlan>> {
     let k = mat.shape.k as u32;
     if runs_int_dot(ctx, mat, p.m) {
@@ -420,11 +464,17 @@ pub(super) fn prepass_plan(
             need: digits_bytes(mat, p.m),
         }));
     }
-    let (Some((g, key)), Some(c)) = (fragment_geometry(ctx, mat, p), mat.coop.as_ref()) else {
+    let (Some(f), Some(c)) = (fragments_plan(ctx, mat, p, room), mat.coop.as_ref()) else {
         return Ok(None);
     };
+    let FragmentsPlan {
+        g,
+        mut key,
+        slices,
+        need,
+    } = f;
+    key.k_slices = slices > 1;
     let mut main = coop_gemm_plan(ctx, c, key)?;
-    let (slices, need) = coop_gemm_slices(ctx, mat, p, &g);
     if slices > 1 {
         main.k_slices = Some(KSlices {
             count: slices,
@@ -605,7 +655,7 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
     };
     let info = &ctx.device.info;
     if gemm {
-        let key = coop_gemm_key(ctx, mat, p, false)
+        let key = coop_gemm_key(ctx, mat, p, false, false)
             .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
         return coop_gemm_plan(ctx, c, key);
     }

@@ -37,11 +37,12 @@ pub struct Push {
 }
 
 impl Push {
-    /// The block followed by `m` (the GEMM kernels' 11th word) and `token_base` (the SIMT
-    /// GEMV's 12th: the first activation row of its pass) as bytes for
-    /// `vkCmdPushConstants`: the pipeline layout's whole range.
-    pub fn bytes_with(&self, m: u32, token_base: u32) -> [u8; 4 * PUSH_WORDS] {
-        let mut words = [token_base; PUSH_WORDS];
+    /// The block followed by `m` (the GEMM kernels' 11th word) and `word11` (the 12th: the
+    /// SIMT GEMV's first activation row of its pass, or the word of the workspace where the
+    /// tensor-core GEMM's K slices write their sums) as bytes for `vkCmdPushConstants`: the
+    /// pipeline layout's whole range.
+    pub fn bytes_with(&self, m: u32, word11: u32) -> [u8; 4 * PUSH_WORDS] {
+        let mut words = [word11; PUSH_WORDS];
         words[..GEMM_PUSH_WORDS].copy_from_slice(&self.words_with_m(m));
         let mut out = [0u8; 4 * PUSH_WORDS];
         for (dst, w) in out.chunks_exact_mut(4).zip(words) {
@@ -485,6 +486,10 @@ pub struct CoopGemmKey {
     /// Token groups per K group: its subgroups split the workgroup's tokens this many ways
     /// (divides `subgroups / ksplit`).
     pub tsplit: u32,
+    /// With `x_fragments`: the build that runs in K slices (`-DK_SLICES`: its sums go into
+    /// the workspace for `shaders/gemm_slices.comp` to add; the other build never writes its
+    /// workspace, so validation sees no write there).
+    pub k_slices: bool,
 }
 
 impl CoopGemmKey {
@@ -541,8 +546,9 @@ impl CoopGemmKey {
 pub const GEMM_PUSH_WORDS: usize = 11;
 
 /// 32-bit words of the pipeline layout's push-constant range: the GEMM kernels' block, then
-/// the SIMT GEMV's first activation row of a pass (the exported GEMV and GEMM have 10 and
-/// [`GEMM_PUSH_WORDS`]).
+/// the SIMT GEMV's first activation row of a pass or, for the tensor-core GEMM in K slices
+/// and the kernel adding them, where their sums lie in the workspace (the exported GEMV and
+/// GEMM have 10 and [`GEMM_PUSH_WORDS`]).
 pub const PUSH_WORDS: usize = 12;
 
 /// Column stride (f16 elements) of the tensor-core kernels' staged B (`KPAD` of
@@ -621,6 +627,8 @@ pub struct Pipelines {
     /// pipeline: contexts that never see m > 8 never create them.
     gemm_module: Mutex<vk::ShaderModule>,
     coop_gemm_module: Mutex<vk::ShaderModule>,
+    /// The tensor-core GEMM's build in K slices, likewise.
+    coop_gemm_slices_module: Mutex<vk::ShaderModule>,
     /// The digits pre-pass's module, created with its first pipeline.
     digits_module: Mutex<vk::ShaderModule>,
     /// The tensor-core GEMM's fragments pre-pass's module, likewise.
@@ -686,6 +694,7 @@ impl Pipelines {
             dot_module: vk::ShaderModule::null(),
             gemm_module: Mutex::new(vk::ShaderModule::null()),
             coop_gemm_module: Mutex::new(vk::ShaderModule::null()),
+            coop_gemm_slices_module: Mutex::new(vk::ShaderModule::null()),
             digits_module: Mutex::new(vk::ShaderModule::null()),
             fragments_module: Mutex::new(vk::ShaderModule::null()),
             slices_module: Mutex::new(vk::ShaderModule::null()),
@@ -837,7 +846,12 @@ impl Pipelines {
     pub fn get_coop_gemm(&self, key: CoopGemmKey) -> Result<vk::Pipeline> {
         self.check_coop()?;
         self.coop_gemm_pipelines.get_or_create(key, || {
-            let module = self.lazy_module(&self.coop_gemm_module, shaders::GEMM_COOP)?;
+            let module = match key.k_slices {
+                true => {
+                    self.lazy_module(&self.coop_gemm_slices_module, shaders::GEMM_COOP_SLICES)?
+                }
+                false => self.lazy_module(&self.coop_gemm_module, shaders::GEMM_COOP)?,
+            };
             self.create(module, &key.spec_values())
         })
     }
@@ -981,6 +995,7 @@ impl Drop for Pipelines {
         let lazy = [
             &mut self.gemm_module,
             &mut self.coop_gemm_module,
+            &mut self.coop_gemm_slices_module,
             &mut self.digits_module,
             &mut self.fragments_module,
             &mut self.slices_module,

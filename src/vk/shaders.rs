@@ -1,6 +1,8 @@
 //! The embedded SPIR-V (compiled from `shaders/` by `scripts/build-shaders.sh`).
 
 use crate::error::{Error, Result};
+/// The tensor-core GEMM's build in K slices (`-DK_SLICES`: sums into the workspace).
+pub const GEMM_COOP_SLICES: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_coop_slices.spv");
 /// Adds the tensor-core GEMM's K slices into y.
 pub const GEMM_SLICES: &[u8] = include_bytes!("../../shaders/spv/gemm_slices.spv");
 

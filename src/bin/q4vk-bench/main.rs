@@ -163,10 +163,10 @@ fn main() {
                     .split('/')
                     .map(|v| match numbers(Some(v.to_string())).as_deref() {
                         _ if v == "default" => None,
-                        Some(&[t, s, m]) => Some((t, s, m, 1, 0, 1)),
-                        Some(&[t, s, m, k]) => Some((t, s, m, k, 0, 1)),
-                        Some(&[t, s, m, k, a]) => Some((t, s, m, k, a, 1)),
-                        Some(&[t, s, m, k, a, g]) => Some((t, s, m, k, a, g)),
+                        Some(&[t, s, m]) => Some(CoopGemmTuning::new(t, s, m, 1, 0, 1)),
+                        Some(&[t, s, m, k]) => Some(CoopGemmTuning::new(t, s, m, k, 0, 1)),
+                        Some(&[t, s, m, k, a]) => Some(CoopGemmTuning::new(t, s, m, k, a, 1)),
+                        Some(&[t, s, m, k, a, g]) => Some(CoopGemmTuning::new(t, s, m, k, a, g)),
                         _ => usage(),
                     })
                     .collect();
@@ -240,13 +240,23 @@ fn main() {
 
 /// The kernel path a row ran (a GEMM kernel; the tensor-core GEMM's shape, as the run fixed
 /// it or, in brackets, as the rules chose it: tiles, subgroups, tokens, K groups, k-steps of
-/// B ahead, token groups; the integer dot-product GEMV; or the tensor-core GEMV's tiles × subgroups;
-/// the SIMT GEMV's passes of 8 rows past m = 8).
+/// B ahead, token groups, and its K slices where it ran in several; the integer dot-product
+/// GEMV; or the tensor-core GEMV's tiles × subgroups; the SIMT GEMV's passes of 8 rows past
+/// m = 8).
 fn path(ctx: &Context, r: &Row) -> String {
+    let slices = match r.gemm_shape {
+        Some((_, z)) if z > 1 => format!(" ×{z} K slices"),
+        _ => String::new(),
+    };
     let kind = match (r.gemm, r.coop_gemm, r.gemm_shape) {
-        (true, Some((t, s, m, k, 0, 1)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k}"),
-        (true, Some((t, s, m, k, a, g)), _) if ctx.coop => format!(" GEMM {t},{s},{m},{k},{a},{g}"),
-        (true, None, Some((t, s, m, k, a, g))) => format!(" GEMM [{t},{s},{m},{k},{a},{g}]"),
+        (true, Some(t), _) if ctx.coop && t.b_ahead == 0 && t.token_groups == 1 => {
+            format!(
+                " GEMM {},{},{},{}{slices}",
+                t.tiles, t.subgroups, t.tokens, t.k_groups
+            )
+        }
+        (true, Some(t), _) if ctx.coop => format!(" GEMM {t}{slices}"),
+        (true, None, Some((t, _))) => format!(" GEMM [{t}]{slices}"),
         (true, _, _) => " GEMM".to_string(),
         (false, _, _) if r.prepass => " int8-dot".to_string(),
         (false, _, _) => match r.gemv_shape {

@@ -35,8 +35,9 @@ pub(crate) struct Row {
     pub(crate) reused: bool,
     /// The tensor-core GEMM's shape the row fixed (`None`: the default).
     pub(crate) coop_gemm: Option<CoopGemmTuning>,
-    /// The tensor-core GEMM's shape that ran (fixed or the rules'), where it ran.
-    pub(crate) gemm_shape: Option<CoopGemmTuning>,
+    /// The tensor-core GEMM's shape that ran (fixed or the rules') and its K slices, where it
+    /// ran.
+    pub(crate) gemm_shape: Option<(CoopGemmTuning, u32)>,
     /// The tensor-core GEMV's (row tiles, subgroups), where it ran.
     pub(crate) gemv_shape: Option<(u32, u32)>,
 }
@@ -194,8 +195,8 @@ impl Prepared {
         let rel_err = reference::relative_error(&got, &self.want);
         let warm = Some((probe, opt.warm));
         let (xr, yr) = (self.x, self.y);
-        // With --reuse-workspace the runs record the kernel alone: `run_once` above filled
-        // the workspace from the same x.
+        // With --reuse-workspace the runs record no pre-pass: `run_once` above filled the
+        // workspace from the same x.
         let timed = GemvParams {
             workspace_filled: opt.reuse_workspace && ws.is_some(),
             ..*p
