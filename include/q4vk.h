@@ -886,13 +886,14 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
 // `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |
 // VK_ACCESS_SHADER_WRITE_BIT` to the same stage / `VK_ACCESS_SHADER_WRITE_BIT`, so an
 // earlier call's GEMV in this command buffer has finished reading a workspace it shares;
-// the pre-pass (its own pipeline; set 1 = x and the first `q4vk_gemv_workspace_size`
-// bytes of the workspace; for the digits set 0 of the matrix's first part; the push
+// the pre-pass (its own pipeline; set 1 = x and the workspace's first
+// `q4vk_gemv_workspace_size` bytes, or the fragments' bytes alone where it has no room for
+// K slices' sums; for the digits set 0 of the matrix's first part; the push
 // constants; one `vkCmdDispatch`); a `vkCmdPipelineBarrier` from the compute stage /
 // `VK_ACCESS_SHADER_WRITE_BIT` to the compute stage / `VK_ACCESS_SHADER_READ_BIT`; then
 // the kernel as above, on the workspace (set 1 = the workspace and y). Where the
-// tensor-core GEMM runs in K slices (see `q4vk_gemv_workspace_size`) its dispatches have 4
-// workgroups along z, each writing its slice's sums into the workspace after the
+// tensor-core GEMM runs in K slices (see `q4vk_gemv_workspace_size`) its dispatches have
+// one workgroup along z per slice (4), each writing its slice's sums into the workspace after the
 // fragments; then a `vkCmdPipelineBarrier` from the compute stage /
 // `VK_ACCESS_SHADER_WRITE_BIT` to the compute stage / `VK_ACCESS_SHADER_READ_BIT` and a
 // kernel adding the slices into y (its own pipeline, set 1 as bound, the push constants and

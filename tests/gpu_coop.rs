@@ -560,10 +560,11 @@ fn k_slices_match_reference() {
     assert_nothing_logged();
 }
 
-/// Calls in K slices sharing x and one workspace in one command buffer, the second with
-/// `Q4VK_GEMV_REUSE_WORKSPACE` (its own sums overwrite the first's after a barrier; the
-/// matrices' n, so their workspace sizes, differ), and a call whose workspace holds the
-/// fragments but not the slices' sums (it runs without slices): every y against the
+/// Calls in K slices sharing x and one workspace in one command buffer (equal workspace
+/// keys), the later ones with `Q4VK_GEMV_REUSE_WORKSPACE` (each one's sums overwrite the
+/// last's after a barrier; the matrices' n, so their workspace sizes, differ); a reusing
+/// call whose workspace was sized for the smaller matrix, and a call whose workspace holds
+/// the fragments but not the slices' sums (both run without slices): every y against the
 /// reference, poisoned first.
 #[test]
 fn k_slices_share_and_fit_the_workspace() {
@@ -573,7 +574,8 @@ fn k_slices_share_and_fit_the_workspace() {
         return;
     };
     let mut rng = Rng(6160);
-    let data = random_cases(&mut rng, &[(61, 640, 64, true), (130, 640, 128, false)]);
+    // One group size, so one key: the matrices share the pre-pass's bytes.
+    let data = random_cases(&mut rng, &[(61, 640, 64, true), (130, 640, 64, false)]);
     let mats: Vec<DeviceMatrix> = data
         .iter()
         .map(|d| DeviceMatrix::new(&ctx, d, None, None).unwrap())
@@ -603,39 +605,22 @@ fn k_slices_share_and_fit_the_workspace() {
             })
             .collect();
         let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device).unwrap();
-        let mut exec = ctx.exec.lock().unwrap();
-        exec.submitter
-            .run(None, |cmd| {
-                for (&(i, reuse), yb) in calls.iter().zip(&ys) {
-                    let p = gemv::GemvParams {
-                        workspace_filled: reuse,
-                        ..dense_params(&mats[i], m, F16_X)
-                    };
-                    let y = range(yb, 4 * (m * mats[i].shape.n) as u64);
-                    gemv::record(
-                        ctx,
-                        cmd,
-                        &mats[i],
-                        range(&xb, 2 * x.len() as u64),
-                        y,
-                        &p,
-                        Some(range(&wb, ws_bytes)),
-                    )?;
-                }
-                let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
-                // SAFETY: recording into the context's own command buffer.
-                unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
-                Ok(())
-            })
-            .unwrap();
+        submit_for_host(ctx, |cmd| {
+            for (&(i, reuse), yb) in calls.iter().zip(&ys) {
+                let p = gemv::GemvParams {
+                    workspace_filled: reuse,
+                    ..dense_params(&mats[i], m, F16_X)
+                };
+                let y = range(yb, 4 * (m * mats[i].shape.n) as u64);
+                let x = range(&xb, 2 * x.len() as u64);
+                gemv::record(ctx, cmd, &mats[i], x, y, &p, Some(range(&wb, ws_bytes)))?;
+            }
+            Ok(())
+        })
+        .unwrap();
         ys.iter()
-            .map(|b| {
-                let mut out = vec![0u8; b.size as usize];
-                b.read(0, &mut out);
-                out.chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                    .collect()
-            })
+            .zip(calls)
+            .map(|(b, &(i, _))| read_f32s(b, m * mats[i].shape.n))
             .collect()
     };
     let need = |ctx: &Context, i: usize| {
@@ -652,11 +637,20 @@ fn k_slices_share_and_fit_the_workspace() {
             assert!(err < 1e-5, "{what}, matrix {i}: {err:e}");
         }
     };
+    let key = |i: usize| gemv::workspace_key(&ctx, &mats[i], &dense_params(&mats[i], m, F16_X));
+    assert_eq!(key(0), key(1));
     let shared = [(0, false), (1, true), (0, true)];
     check(
         run(&ctx, &shared, need(&ctx, 1)),
         &shared,
         "shared workspace",
+    );
+    // Sized for the smaller n: the larger matrix's reusing call runs without slices.
+    let sized_for_0 = [(0, false), (1, true)];
+    check(
+        run(&ctx, &sized_for_0, need(&ctx, 0)),
+        &sized_for_0,
+        "workspace sized for the smaller matrix",
     );
     let short = [(1, false)];
     check(

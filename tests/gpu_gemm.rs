@@ -216,23 +216,11 @@ fn gemv_passes_touch_only_their_rows() {
                 range: b.size,
             };
             let workspace = (ws_bytes > 0).then(|| range(&wb));
-            let mut exec = ctx.exec.lock().unwrap();
-            exec.submitter
-                .run(None, |cmd| {
-                    gemv::record(&ctx, cmd, &mat, range(&xb), range(&yb), &p, workspace)?;
-                    let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
-                    // SAFETY: recording into the context's own command buffer.
-                    unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
-                    Ok(())
-                })
-                .unwrap();
-            drop(exec);
-            let mut out = vec![0u8; 4 * rows * n];
-            yb.read(0, &mut out);
-            let y: Vec<f32> = out
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
+            submit_for_host(&ctx, |cmd| {
+                gemv::record(&ctx, cmd, &mat, range(&xb), range(&yb), &p, workspace)
+            })
+            .unwrap();
+            let y = read_f32s(&yb, rows * n);
             let what = format!("{int_dot:?} m {m} f16 x {x_f16}");
             let err = reference::relative_error(&y[..m * n], &reference::gemv(&data, &x, m));
             assert!(err < 1e-5, "{what}: {err:e}");

@@ -177,7 +177,7 @@ fn record_call(
         offset: offset as u64,
         range: bytes as u64,
     };
-    ctx.submit(|cmd| {
+    submit_for_host(ctx, |cmd| {
         gemv::record(
             ctx,
             cmd,
@@ -187,23 +187,11 @@ fn record_call(
             &p,
             // A range past what the call needs: only its bytes are written.
             workspace.map(|_| range(&wb, at, ws_bytes + 64)),
-        )?;
-        let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
-        // SAFETY: recording into the context's own command buffer.
-        unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
-        Ok(())
+        )
     })
     .unwrap();
-    let (mut y, mut w) = (vec![0u8; 4 * m * n], vec![0u8; at + ws_bytes + 64]);
-    yb.read(0, &mut y);
-    wb.read(0, &mut w);
-    let words = |b: &[u8]| -> Vec<u32> {
-        b.chunks_exact(4)
-            .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
-            .collect()
-    };
-    let y = words(&y).into_iter().map(f32::from_bits).collect();
-    let w = words(&w);
+    let y = read_f32s(&yb, m * n);
+    let w = read_words(&wb, (at + ws_bytes + 64) / 4);
     // Bytes outside the call's workspace are untouched.
     let (before, rest) = w.split_at(at / 4);
     let (inside, after) = rest.split_at(ws_bytes / 4);
@@ -723,16 +711,8 @@ fn matrices_sharing_x_share_one_pre_pass() {
         offset: 0,
         range: b.size,
     };
-    let read = |b: &Buffer, len: usize| -> Vec<f32> {
-        let mut bytes = vec![0u8; 4 * len];
-        b.read(0, &mut bytes);
-        bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    };
     let run = |record_a: bool| {
-        ctx.submit(|cmd| {
+        submit_for_host(&ctx, |cmd| {
             if record_a {
                 gemv::record(
                     &ctx,
@@ -752,24 +732,20 @@ fn matrices_sharing_x_share_one_pre_pass() {
                 range(&yb),
                 &p(&mb, m, false, true),
                 Some(range(&wb)),
-            )?;
-            let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
-            // SAFETY: recording into the context's own command buffer.
-            unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
-            Ok(())
+            )
         })
         .unwrap()
     };
     // One command buffer: A's call writes the digits, B's reuses them.
     run(true);
-    let err = reference::relative_error(&read(&ya, m * 40), &reference::gemv(&a, &x, m));
+    let err = reference::relative_error(&read_f32s(&ya, m * 40), &reference::gemv(&a, &x, m));
     assert!(err < 1e-5, "A: {err:e}");
-    let err = reference::relative_error(&read(&yb, m * 70), &reference::gemv(&b, &x, m));
+    let err = reference::relative_error(&read_f32s(&yb, m * 70), &reference::gemv(&b, &x, m));
     assert!(err < 1e-5, "B on A's pre-pass: {err:e}");
     // The flag is honoured: on a workspace no pre-pass wrote, B's call computes nothing of x.
     wb.write(0, &vec![0u8; need as usize]);
     run(false);
-    let err = reference::relative_error(&read(&yb, m * 70), &reference::gemv(&b, &x, m));
+    let err = reference::relative_error(&read_f32s(&yb, m * 70), &reference::gemv(&b, &x, m));
     assert!(err > 0.5, "B ran a pre-pass of its own: {err:e}");
     assert_nothing_logged();
 }

@@ -115,8 +115,7 @@ fn run(
         offset: 0,
         range: bytes,
     };
-    let mut exec = ctx.exec.lock().unwrap();
-    exec.submitter.run(None, |cmd| {
+    submit_for_host(ctx, |cmd| {
         record_x_fragments(
             ctx,
             cmd,
@@ -125,18 +124,9 @@ fn run(
             p,
             k,
             g,
-        )?;
-        let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
-        // SAFETY: recording into the context's own command buffer.
-        unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
-        Ok(())
+        )
     })?;
-    let mut out = vec![0u8; ws_bytes as usize];
-    wb.read(0, &mut out);
-    Ok(out
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-        .collect())
+    Ok(read_words(&wb, ws_bytes as usize / 4))
 }
 
 /// `m` rows of `k` activations `stride` apart: a huge block, a tiny one and a zero one where

@@ -332,7 +332,7 @@ pub(super) fn record_resolved(
         ..ws
     };
     // With `workspace_filled` an earlier call's pre-pass wrote the workspace and its barrier
-    // made it visible (caller's contract): the kernel alone.
+    // made it visible (caller's contract): no pre-pass (K slices still record their barriers).
     let into_ws = match p.workspace_filled {
         true => None,
         false => Some(XyBinding::of(ctx, x, ws)?),
@@ -383,28 +383,54 @@ fn record_slices_sum(
     p: &GemvParams,
 ) {
     let d = &ctx.device.device;
-    let layout = ctx.pipelines.layout;
-    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
     // SAFETY: cmd is recording (caller's contract); every handle is valid.
     unsafe { d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, slices.sum_pipeline) };
     for part in &mat.parts {
         let total = (part.rows as u64 * u64::from(p.m)).div_ceil(u64::from(SLICES_WORKGROUP));
-        let mut done = 0u64;
-        while done < total {
-            let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
-            let push = Push {
-                wg_count: count as u32,
-                wg_offset: done as u32,
-                ..part_push(mat, plan, part, p, 0)
-            };
-            let bytes = push.bytes_with(p.m, slices.partials_word);
-            // SAFETY: as above.
-            unsafe {
-                d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
-                d.cmd_dispatch(cmd, gx as u32, gy as u32, 1);
-            }
-            done += count;
+        let push = part_push(mat, plan, part, p, 0);
+        // SAFETY: as above.
+        unsafe { record_dispatches(ctx, cmd, total, push, [p.m, slices.partials_word], 1) };
+    }
+}
+
+/// Records `total` workgroups of the bound pipeline as dispatches of up to the device's
+/// grid (a 2-D one where the workgroups exceed its x count; `depth` along z), each after
+/// the push constants `push` with its workgroup count and offset, then `m` and `word11`
+/// (`Push::bytes_with`).
+///
+/// # Safety
+/// `cmd` is recording, with a pipeline of q4vk's layout and its descriptor sets bound.
+unsafe fn record_dispatches(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    total: u64,
+    push: Push,
+    [m, word11]: [u32; 2],
+    depth: u32,
+) {
+    let d = &ctx.device.device;
+    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
+    let mut done = 0u64;
+    while done < total {
+        let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
+        let push = Push {
+            wg_count: count as u32,
+            wg_offset: done as u32,
+            ..push
+        };
+        let bytes = push.bytes_with(m, word11);
+        // SAFETY: the caller's contract.
+        unsafe {
+            d.cmd_push_constants(
+                cmd,
+                ctx.pipelines.layout,
+                vk::ShaderStageFlags::COMPUTE,
+                0,
+                &bytes,
+            );
+            d.cmd_dispatch(cmd, gx as u32, gy as u32, depth);
         }
+        done += count;
     }
 }
 
@@ -596,7 +622,6 @@ fn record_pass(
 ) {
     let d = &ctx.device.device;
     let layout = ctx.pipelines.layout;
-    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
     for part in &mat.parts {
         let total = (part.rows as u64).div_ceil(plan.rows_per_wg)
             * (rows as u64).div_ceil(plan.tokens_per_wg);
@@ -611,27 +636,14 @@ fn record_pass(
                 &[],
             )
         };
-        let mut done = 0u64;
-        while done < total {
-            let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
-            let push = Push {
-                wg_count: count as u32,
-                wg_offset: done as u32,
-                ..part_push(mat, plan, part, p, x_stride)
-            };
-            // The 12th word: the SIMT GEMV pass's first row, or where the tensor-core
-            // GEMM's K slices write their sums.
-            let (word11, slices) = match plan.k_slices {
-                Some(s) => (s.partials_word, s.count),
-                None => (first, 1),
-            };
-            let bytes = push.bytes_with(p.m, word11);
-            // SAFETY: as above.
-            unsafe {
-                d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
-                d.cmd_dispatch(cmd, gx as u32, gy as u32, slices);
-            }
-            done += count;
-        }
+        // The 12th word: the SIMT GEMV pass's first row, or where the tensor-core GEMM's K
+        // slices write their sums.
+        let (word11, slices) = match plan.k_slices {
+            Some(s) => (s.partials_word, s.count),
+            None => (first, 1),
+        };
+        let push = part_push(mat, plan, part, p, x_stride);
+        // SAFETY: as above.
+        unsafe { record_dispatches(ctx, cmd, total, push, [p.m, word11], slices) };
     }
 }

@@ -466,6 +466,35 @@ pub fn dense_params(
     }
 }
 
+/// Records with `record` into the context's own command buffer, then a barrier that makes
+/// the shaders' writes visible to the host; submits and waits.
+pub fn submit_for_host(
+    ctx: &q4vk::vk::context::Context,
+    record: impl FnOnce(vk::CommandBuffer) -> q4vk::error::Result<()>,
+) -> q4vk::error::Result<()> {
+    ctx.submit(|cmd| {
+        record(cmd)?;
+        let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
+        // SAFETY: recording into the context's own command buffer.
+        unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
+        Ok(())
+    })
+}
+
+/// The first `len` 32-bit words of a host-visible buffer.
+pub fn read_words(b: &q4vk::vk::memory::Buffer, len: usize) -> Vec<u32> {
+    let mut out = vec![0u8; 4 * len];
+    b.read(0, &mut out);
+    out.chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// The first `len` floats of a host-visible buffer.
+pub fn read_f32s(b: &q4vk::vk::memory::Buffer, len: usize) -> Vec<f32> {
+    read_words(b, len).into_iter().map(f32::from_bits).collect()
+}
+
 /// [`record_gemv`] as `how` says, returning what `gemv::record` refused.
 pub fn try_record_gemv(
     ctx: &q4vk::vk::context::Context,
@@ -491,8 +520,7 @@ pub fn try_record_gemv(
     let wb = Buffer::new(&ctx.device, ws_bytes.max(16) as u64, MemoryKind::Readback).unwrap();
     wb.write(0, &vec![0xFF; ws_bytes.max(16)]);
     let workspace = (!how.no_workspace && ws_bytes > 0).then(|| range(&wb, ws_bytes));
-    let mut exec = ctx.exec.lock().unwrap();
-    exec.submitter.run(None, |cmd| {
+    submit_for_host(ctx, |cmd| {
         gemv::record(
             ctx,
             cmd,
@@ -501,18 +529,9 @@ pub fn try_record_gemv(
             range(&yb, 4 * m * n),
             &p,
             workspace,
-        )?;
-        let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
-        // SAFETY: recording into the context's own command buffer.
-        unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
-        Ok(())
+        )
     })?;
-    let mut out = vec![0u8; 4 * m * n];
-    yb.read(0, &mut out);
-    Ok(out
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect())
+    Ok(read_f32s(&yb, m * n))
 }
 
 /// One block of f32 activations as the tensor-core kernels split them (`split_scaled`):
