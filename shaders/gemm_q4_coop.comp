@@ -29,9 +29,9 @@
 // (wg, z) takes the z-th of Z contiguous ranges of the stages, so a matrix with few row
 // tiles and a long K still fills the GPU with workgroups of large tiles (which read x from
 // the L2 fewer times than more, smaller tiles would), and writes its sums into the workspace
-// after the fragments (the part's Z m rows sums from word p.partials + Z m row_base on,
-// token t's of slice z at (z m + t) rows + row);
-// `gemm_slices.comp` then adds the Z slices into y.
+// after the fragments (a part's Z · m · rows floats from word p.partials + Z m row_base on,
+// slice z's of token t at (z m + t) rows + row); `gemm_slices.comp` then adds the Z slices
+// into y.
 // Workgroups are numbered tokens fastest, so the ones reading the same rows run together
 // and find the weights in the L2.
 //

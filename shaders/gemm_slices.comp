@@ -1,9 +1,10 @@
 #version 450
-// Adds the K slices of the tensor-core GEMM into y (`gemm_q4_coop.comp` dispatched with
-// gl_NumWorkGroups.z = SLICES > 1): slice z's sums of a matrix part's rows are in the
-// workspace (binding 0 of set 1) from word p.partials + SLICES m row_base on, token t's at
-// (z m + t) rows + row; y[t][row_base + row] = their sum, added in slice order (so the
-// result does not depend on timing). Push constants: the GEMM's for the same part and call, with this dispatch's
+// Adds the K slices of the tensor-core GEMM into y (`gemm_q4_coop.comp` built with
+// -DK_SLICES, dispatched with gl_NumWorkGroups.z = SLICES > 1): a matrix part's sums
+// (SLICES · m · rows floats) are in the workspace (binding 0 of set 1) from word
+// p.partials + SLICES m row_base on, slice z's of token t at (z m + t) rows + row;
+// y[t][row_base + row] = their sum, added in slice order (so the result does not depend on
+// timing). Push constants: the GEMM's for the same part and call, with this dispatch's
 // wg_count and wg_offset; one invocation per row and token.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
