@@ -305,8 +305,8 @@ typedef struct q4vk_gemv_args {
   //   rows, each reading the weights again, where that measured faster than the GEMM
   //   (bench/RESULTS.md): the integer dot-product GEMV (a call with a workspace on a
   //   device that reports 8-bit dot products accelerated, see `Q4VK_CONTEXT_NO_INTDOT`)
-  //   up to m = 40, the f32 GEMV up to m = 9 on GPUs and m = 11 on CPU implementations
-  //   (lavapipe);
+  //   up to m = 40 (64 on matrices with n ≤ 8192 and K ≥ 16384), the f32 GEMV up to
+  //   m = 9 on GPUs and m = 11 on CPU implementations (lavapipe);
   // - tensor-core matrices run the GEMM at m = 8 on tall ones and, when the call has a
   //   workspace, at m = 8 on any; for f16 activations m = 3..7 on matrices of at least
   //   2^26 weights, m = 4..7 on at least 2^25, m = 5..7 on smaller ones; for f32

@@ -12,7 +12,7 @@ use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use q4vk::ffi::weight::*;
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
-use q4vk::vk::gemv::INT_DOT_GEMV_UP_TO;
+use q4vk::vk::gemv::int_dot_gemv_up_to;
 use q4vk::vk::memory::{Buffer, MemoryKind};
 use std::borrow::Cow;
 
@@ -441,7 +441,8 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
         // The kernel runs on SIMT matrices (a tensor-core context makes none) up to its limit
         // (past m = 8 in passes).
         let ctx = gpu.context();
-        let expected = |m: u32| match ctx.int_dot && !ctx.coop && m <= INT_DOT_GEMV_UP_TO {
+        let limit = int_dot_gemv_up_to(data.shape.n, data.shape.k);
+        let expected = |m: u32| match ctx.int_dot && !ctx.coop && m <= limit {
             true => 112 * u64::from(m) * 4,
             false => 0,
         };

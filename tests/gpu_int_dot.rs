@@ -348,10 +348,10 @@ fn digits_gemv_matches_the_reference() {
     assert_nothing_logged();
 }
 
-/// By default (no `gemm_from_m`) the digits GEMV runs up to `INT_DOT_GEMV_UP_TO` given a
+/// By default (no `gemm_from_m`) the digits GEMV runs up to `int_dot_gemv_up_to` given a
 /// workspace, in passes of 8 rows, and the GEMM beyond; without a workspace the f32 kernels
-/// keep `runs_gemm`'s rule. At that limit it matches the reference (5 passes, the last
-/// whole).
+/// keep `runs_gemm`'s rule. At that limit it matches the reference: 40 rows (5 passes, the
+/// last whole) on a short K, 64 (8 passes) on few rows and K ≥ 16384.
 #[test]
 fn the_digits_gemv_runs_up_to_its_limit_by_default() {
     let config = ContextConfig {
@@ -363,21 +363,25 @@ fn the_digits_gemv_runs_up_to_its_limit_by_default() {
     };
     let ctx = Context::new(config, counting_logger()).unwrap();
     let mut rng = Rng(0x40D0);
-    let (n, k) = (19usize, 160usize);
-    let d = random_q4(&mut rng, n, k, 32, true, false);
-    let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-    let params = |m: u32| dense_params(&mat, m as usize, Recording::default());
-    let limit = gemv::INT_DOT_GEMV_UP_TO;
-    assert!(gemv::runs_int_dot(&ctx, &mat, limit));
-    assert!(!gemv::runs_int_dot(&ctx, &mat, limit + 1));
-    assert!(!gemv::call_runs_gemm(&ctx, &mat, &params(limit), true));
-    assert!(gemv::call_runs_gemm(&ctx, &mat, &params(limit + 1), true));
-    assert!(gemv::call_runs_gemm(&ctx, &mat, &params(limit), false));
-    let m = limit as usize;
-    let x = activations(&mut rng, m, k);
-    let (y, _) = record_with_workspace(&ctx, &mat, &f32_bytes(&x), m, false);
-    let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
-    assert!(err < 1e-5, "m {m}: {err:e}");
+    for (n, k, limit) in [(19usize, 160usize, 40u32), (8192, 200, 40), (5, 16384, 64)] {
+        assert_eq!(gemv::int_dot_gemv_up_to(n, k), limit, "{n} x {k}");
+        if n > 1000 {
+            continue; // the rule alone: a tall matrix keeps 40
+        }
+        let d = random_q4(&mut rng, n, k, 32, true, false);
+        let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+        let params = |m: u32| dense_params(&mat, m as usize, Recording::default());
+        assert!(gemv::runs_int_dot(&ctx, &mat, limit));
+        assert!(!gemv::runs_int_dot(&ctx, &mat, limit + 1));
+        assert!(!gemv::call_runs_gemm(&ctx, &mat, &params(limit), true));
+        assert!(gemv::call_runs_gemm(&ctx, &mat, &params(limit + 1), true));
+        assert!(gemv::call_runs_gemm(&ctx, &mat, &params(limit), false));
+        let m = limit as usize;
+        let x = activations(&mut rng, m, k);
+        let (y, _) = record_with_workspace(&ctx, &mat, &f32_bytes(&x), m, false);
+        let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
+        assert!(err < 1e-5, "{n} x {k} m {m}: {err:e}");
+    }
     assert_nothing_logged();
 }
 

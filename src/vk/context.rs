@@ -78,7 +78,7 @@ pub struct ContextConfig {
 }
 
 /// When a context runs the integer dot-product GEMV (`vk::int_dot`) for SIMT matrices (calls
-/// with a workspace, up to `vk::gemv::INT_DOT_GEMV_UP_TO` rows).
+/// with a workspace, up to `vk::gemv::int_dot_gemv_up_to` rows).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum IntDot {
     /// Where the device has `shaderIntegerDotProduct` and reports packed signed 8-bit dot

@@ -83,12 +83,19 @@ pub fn simt_gemv_up_to(cpu: bool) -> u32 {
 }
 
 /// The largest m at which the integer dot-product GEMV (on x in digits, with a workspace)
-/// runs by default, in passes of [`MAX_M`] rows; the SIMT GEMM beyond. Measured both ways
-/// in one call on an H200 without tensor cores (bench/RESULTS.md), GEMV in passes against
-/// the GEMM, µs: 28672 × 8192 m = 9 283 / 531, m = 32 995 / 1113, m = 40 1238 / 1247,
-/// m = 48 1474 / 1297; 8192 × 28672 m = 40 1235 / 1954, m = 64 1979 / 1983; 4096² m = 40
-/// 122.5 / 143.5, m = 48 145.1 / 143.4.
-pub const INT_DOT_GEMV_UP_TO: u32 = 40;
+/// runs by default on an `n` × `k` matrix, in passes of [`MAX_M`] rows; the SIMT GEMM
+/// beyond: 40, and 64 on matrices with few rows and a long K (n ≤ 8192, K ≥ 16384), where
+/// the GEMM's tiles leave few workgroups. Measured both ways in one call on an H200 without
+/// tensor cores (bench/RESULTS.md), GEMV in passes against the GEMM, µs: 28672 × 8192
+/// m = 9 283 / 531, m = 32 995 / 1113, m = 40 1238 / 1247, m = 48 1474 / 1297; 8192 ×
+/// 28672 m = 40 1235 / 1954, m = 48 1482 / 1935, m = 64 1979 / 1983; 4096² m = 40 122.5 /
+/// 143.5, m = 48 145.1 / 143.4, m = 64 190.2 / 153.5.
+pub fn int_dot_gemv_up_to(n: usize, k: usize) -> u32 {
+    match n <= 8192 && k >= 16384 {
+        true => 64,
+        false => 40,
+    }
+}
 
 /// Whether a call with `p` on `mat` that has a workspace runs the tensor-core GEMM on x in
 /// fragments: wherever [`runs_gemm`] says so, and on every tensor-core matrix from
@@ -128,7 +135,7 @@ fn fragments_from_m(n: usize, k: usize, x_f16: bool) -> u32 {
 
 /// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace (`workspace`) or
 /// not: [`runs_gemm`]'s rule, except where a workspace lets the integer dot-product GEMV
-/// run ([`runs_int_dot`]: up to m = [`INT_DOT_GEMV_UP_TO`]); and with a workspace also
+/// run ([`runs_int_dot`]: up to m = [`int_dot_gemv_up_to`]); and with a workspace also
 /// wherever the tensor-core GEMM runs on x in fragments (`runs_gemm_on_fragments`: up to
 /// m = 8 from m = 3, 4, 5, 7 or 8).
 pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspace: bool) -> bool {
@@ -186,7 +193,7 @@ pub fn coop_gemm_shape(
 
 /// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
 /// (`vk::int_dot`) when given a workspace: SIMT matrices on contexts that use it, up to
-/// m = [`INT_DOT_GEMV_UP_TO`] (below `ContextConfig::gemm_from_m` when set), past m = 8 in
+/// m = [`int_dot_gemv_up_to`] (below `ContextConfig::gemm_from_m` when set), past m = 8 in
 /// passes of 8 rows.
 pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
@@ -198,7 +205,7 @@ pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     };
     let up_to = match ctx.gemm_from_m {
         Some(from) => from.saturating_sub(1),
-        None => INT_DOT_GEMV_UP_TO,
+        None => int_dot_gemv_up_to(mat.shape.n, mat.shape.k),
     };
     ctx.int_dot && mat.coop.is_none() && m <= up_to && fits()
 }
@@ -640,7 +647,7 @@ fn fewest_k_groups(workgroups: u64, chunks: u64, wanted: u64, fits: impl Fn(u32)
 /// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
 /// says so.
 pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> Result<Plan> {
-    // The integer dot-product GEMV runs past runs_gemm's m (up to INT_DOT_GEMV_UP_TO).
+    // The integer dot-product GEMV runs past runs_gemm's m (up to int_dot_gemv_up_to).
     let gemm = !dot && runs_gemm(ctx, mat, p.m);
     if dot && !runs_int_dot(ctx, mat, p.m) {
         return Err(Error::Internal(
