@@ -275,17 +275,22 @@ fn check_gemm_tile(tile: Option<GemmTile>) -> Result<()> {
 
 /// Largest count of K slices of the tensor-core GEMM that `Context::set_coop_gemm_slices`
 /// takes.
-pub const MAX_COOP_GEMM_SLICES: u32 = 16;
+const MAX_COOP_GEMM_SLICES: u32 = 16;
+
+/// Checks a fixed count (`what`: K groups, K slices) of 1 to `max`, or none.
+fn check_count(count: Option<u32>, max: u32, what: &str) -> Result<()> {
+    match count {
+        Some(c) if !(1..=max).contains(&c) => {
+            Err(crate::error::invalid!("{what} {c}: expected 1 to {max}"))
+        }
+        _ => Ok(()),
+    }
+}
 
 /// Checks fixed K slices of the tensor-core GEMM (`ContextConfig::coop_gemm_slices`): 1 to
 /// [`MAX_COOP_GEMM_SLICES`].
 fn check_coop_gemm_slices(slices: Option<u32>) -> Result<()> {
-    match slices {
-        Some(z) if !(1..=MAX_COOP_GEMM_SLICES).contains(&z) => Err(crate::error::invalid!(
-            "tensor-core GEMM K slices {z}: expected 1 to {MAX_COOP_GEMM_SLICES}"
-        )),
-        _ => Ok(()),
-    }
+    check_count(slices, MAX_COOP_GEMM_SLICES, "tensor-core GEMM K slices")
 }
 
 /// Largest count of K groups of the SIMT GEMM that `Context::set_gemm_ksplit` takes.
@@ -294,27 +299,22 @@ const MAX_GEMM_KSPLIT: u32 = 8;
 /// Checks fixed K groups of the SIMT GEMM (`ContextConfig::gemm_ksplit`): 1 to
 /// [`MAX_GEMM_KSPLIT`]; the device's limits and the tile's are checked per call.
 fn check_gemm_ksplit(ksplit: Option<u32>) -> Result<()> {
-    match ksplit {
-        Some(k) if !(1..=MAX_GEMM_KSPLIT).contains(&k) => Err(crate::error::invalid!(
-            "GEMM K groups {k}: expected 1 to {MAX_GEMM_KSPLIT}"
-        )),
-        _ => Ok(()),
-    }
+    check_count(ksplit, MAX_GEMM_KSPLIT, "GEMM K groups")
 }
 
 /// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
 fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
-    let Some(CoopGemmTuning {
+    let Some(shape) = tuning else {
+        return Ok(());
+    };
+    let CoopGemmTuning {
         tiles,
         subgroups,
         tokens,
         k_groups: ksplit,
         b_ahead: ahead,
         token_groups: tsplit,
-    }) = tuning
-    else {
-        return Ok(());
-    };
+    } = shape;
     if !(1..=4).contains(&tiles)
         || ![1, 2, 4, 8].contains(&subgroups)
         || ksplit > subgroups
@@ -330,8 +330,7 @@ fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
         || ![0, 2, 4, 8].contains(&ahead)
     {
         return Err(crate::error::invalid!(
-            "coop GEMM tuning {}: expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..256 tokens in steps of 8 and of the subgroups, K groups times token groups dividing the subgroups, up to 128 tokens per token group in steps of 8, 0, 2, 4 or 8 k-steps ahead",
-            tuning.expect("checked above")
+            "coop GEMM tuning {shape}: expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..256 tokens in steps of 8 and of the subgroups, K groups times token groups dividing the subgroups, up to 128 tokens per token group in steps of 8, 0, 2, 4 or 8 k-steps ahead"
         ));
     }
     Ok(())

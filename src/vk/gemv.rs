@@ -338,7 +338,6 @@ pub(super) fn record_resolved(
         false => Some(XyBinding::of(ctx, x, ws)?),
     };
     let from_ws = XyBinding::of(ctx, ws, y)?;
-    let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
     let read_write = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
     match into_ws {
         Some(into_ws) => record_prepass_between_barriers(ctx, cmd, &pre.prepass, &into_ws, p.m),
@@ -346,12 +345,7 @@ pub(super) fn record_resolved(
         // (with a pre-pass, its barriers order them) finish first.
         // SAFETY: cmd is recording (caller's contract).
         None if pre.main.k_slices.is_some() => unsafe {
-            super::submit::record_barrier(
-                &ctx.device.device,
-                cmd,
-                (stage, read_write),
-                (stage, read_write),
-            )
+            compute_barrier(ctx, cmd, read_write, read_write)
         },
         None => {}
     }
@@ -359,11 +353,11 @@ pub(super) fn record_resolved(
     if let Some(slices) = pre.main.k_slices {
         // SAFETY: as above.
         unsafe {
-            super::submit::record_barrier(
-                &ctx.device.device,
+            compute_barrier(
+                ctx,
                 cmd,
-                (stage, vk::AccessFlags::SHADER_WRITE),
-                (stage, vk::AccessFlags::SHADER_READ),
+                vk::AccessFlags::SHADER_WRITE,
+                vk::AccessFlags::SHADER_READ,
             )
         };
         record_slices_sum(ctx, cmd, mat, &pre.main, slices, p);
@@ -466,31 +460,29 @@ fn record_prepass_between_barriers(
     xy: &XyBinding,
     m: u32,
 ) {
-    let d = &ctx.device.device;
-    let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
+    let (read, write) = (vk::AccessFlags::SHADER_READ, vk::AccessFlags::SHADER_WRITE);
+    // An earlier call's GEMV may still read this workspace: it finishes first.
     // SAFETY: cmd is recording (caller's contract).
-    unsafe {
-        // An earlier call's GEMV may still read this workspace: it finishes first.
-        super::submit::record_barrier(
-            d,
-            cmd,
-            (
-                stage,
-                vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
-            ),
-            (stage, vk::AccessFlags::SHADER_WRITE),
-        )
-    };
+    unsafe { compute_barrier(ctx, cmd, read | write, write) };
     record_prepass(ctx, cmd, pre, xy, m);
     // SAFETY: as above.
-    unsafe {
-        super::submit::record_barrier(
-            d,
-            cmd,
-            (stage, vk::AccessFlags::SHADER_WRITE),
-            (stage, vk::AccessFlags::SHADER_READ),
-        )
-    };
+    unsafe { compute_barrier(ctx, cmd, write, read) };
+}
+
+/// Records a global memory barrier from the compute stage's `src` accesses to its `dst`
+/// accesses.
+///
+/// # Safety
+/// `cmd` is recording.
+unsafe fn compute_barrier(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    src: vk::AccessFlags,
+    dst: vk::AccessFlags,
+) {
+    let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
+    // SAFETY: the caller's contract.
+    unsafe { super::submit::record_barrier(&ctx.device.device, cmd, (stage, src), (stage, dst)) };
 }
 
 /// Checks the workspace of a pre-pass: `need` bytes, aligned, apart from x and y (only its

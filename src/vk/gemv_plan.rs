@@ -326,14 +326,18 @@ fn fragments_plan(
     let key = coop_gemm_key(ctx, mat, p, true, true)?;
     let g = geometry(&key)?;
     let (slices, need) = coop_gemm_slices(ctx, mat, p, &g, room);
-    if slices > 1 || ctx.coop_gemm_tuning.is_some() {
+    if slices > 1 {
         return Some(FragmentsPlan {
             g,
-            key,
+            key: CoopGemmKey {
+                k_slices: true,
+                ..key
+            },
             slices,
             need,
         });
     }
+    // No slices: the shape the rules give without them.
     let key = coop_gemm_key(ctx, mat, p, true, false)?;
     let g = geometry(&key)?;
     Some(FragmentsPlan {
@@ -476,11 +480,10 @@ pub(super) fn prepass_plan(
     };
     let FragmentsPlan {
         g,
-        mut key,
+        key,
         slices,
         need,
     } = f;
-    key.k_slices = slices > 1;
     let mut main = coop_gemm_plan(ctx, c, key)?;
     if slices > 1 {
         main.k_slices = Some(KSlices {
