@@ -945,12 +945,16 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
 // the GEMM runs there, see `q4vk_gemv_args.m`), the bytes of x as that kernel's f16 fragments with per-block
 // factors and sums (about 2 · m · k for f16 activations and, at m > 8, for f32 ones with
 // `Q4VK_GEMV_ROUND_X_TO_F16`, 4 · m · k for exact f32 ones in two parts; m and k rounded
-// up to the kernel's tiles), plus 16 · m · n where that GEMM runs in 4 K slices (matrices
-// with few rows and a long K: fewer than 1024 tiles of 32 rows × 32 tokens, K ≥ 16384, m
-// past one tile of tokens, 32 for f16 x and f32 x rounded to f16, 16 for exact f32 x, and
-// the total within `maxStorageBufferRange`; each slice's sums are added into y by a second
-// kernel; a call given a workspace too small for the sums but not for the fragments runs
-// without slices); else 0 (no workspace is used). The answer depends on the context (its
+// up to the kernel's tiles), plus 4 · Z · m · n where that GEMM runs in Z K slices (2 to 8,
+// so at most 32 · m · n; each slice's sums are added into y by a second kernel). It does
+// where the call has too few tiles to fill the GPU and K is long enough: for f16 x and f32
+// x rounded to f16 past m = 16 on a GPU that reports its SM count
+// (`VK_NV_shader_sm_builtins`), the most slices of at least 2048 k each that keep two
+// workgroups of 256 rows × 32 tokens per SM, where those fill at least 70% of them;
+// elsewhere 4 slices where the call has fewer than 1024 tiles of 32 rows × 32 tokens,
+// K ≥ 16384 and m is past one tile of tokens (32 for f16 x, 16 for exact f32 x). Slices
+// run only where the total is within `maxStorageBufferRange`; a call given a workspace
+// too small for the sums but not for the fragments runs without slices. Else 0 (no workspace is used). The answer depends on the context (its
 // device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the
 // flags only; it does not change over the context's life (the Rust-only tuning setters,
 // such as `Context::set_gemm_from_m`, aside).

@@ -141,10 +141,13 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
 /// 74.8 → 47.6.
 ///
 /// Beyond: 32 columns per workgroup (16 up to m = 16), so 32 tokens of f16 x and 16 of f32 x
-/// in two parts. Where the call has fewer than 1024 tasks of 32 rows × 32 tokens (too few
-/// to fill the GPU), 2 row tiles × 8 subgroups in 4 K groups; else 4 row tiles × 4
-/// subgroups, no K split — for f32 x in two parts up to 4096 tasks 2 × 4 (28672 × 8192
-/// m = 64: 251 µs against 317).
+/// in two parts. f16 x past m = 16 on a GPU whose SM count is known: 4 row tiles × 4
+/// subgroups (256 rows) wherever [`filling_slices`] finds K slices of it that fill the GPU
+/// (or it fills the GPU alone; without room for the slices' sums, the K groups' shape
+/// below). Elsewhere, and where the SM count is unknown: where the call has
+/// fewer than 1024 tasks of 32 rows × 32 tokens (too few to fill the GPU), 2 row tiles × 8
+/// subgroups in 4 K groups; else 4 row tiles × 4 subgroups, no K split — for f32 x in two
+/// parts up to 4096 tasks 2 × 4 (28672 × 8192 m = 64: 251 µs against 317).
 ///
 /// One column per token (f16 x, and f32 x rounded to f16, untimed) from m = 512 on
 /// K ≤ 16384 where workgroups of 128 rows × 128 tokens number at least 128 and pad m by at
@@ -160,6 +163,7 @@ pub fn choose_fragments_gemm_shape(
     m: u32,
     parts: u32,
     slices: bool,
+    sm_count: Option<u32>,
 ) -> (u32, u32, u32, u32, u32) {
     if m <= super::gemv::MAX_M {
         return match parts {
@@ -173,35 +177,85 @@ pub fn choose_fragments_gemm_shape(
         return (2, 8, 128, 1, 2);
     }
     let tokens = if m <= 16 { 16 } else { 32 } / parts;
+    let k_groups = (2, 8, tokens, 4, 1);
+    let large = (4, 4, tokens, 1, 1);
+    if let Some(z) = filling_slices(n, k, m, parts, sm_count) {
+        return match slices || z == 1 {
+            true => large,
+            false => k_groups,
+        };
+    }
     let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
     match (tasks, parts) {
-        _ if slices && choose_fragments_slices(n, k, m, parts) > 1 => match parts {
-            1 => (4, 4, tokens, 1, 1),
+        _ if slices && choose_fragments_slices(n, k, m, parts, sm_count) > 1 => match parts {
+            1 => large,
             _ => (2, 4, tokens, 1, 1),
         },
-        (..1024, _) => (2, 8, tokens, 4, 1),
+        (..1024, _) => k_groups,
         (..4096, 2) => (2, 4, tokens, 1, 1),
-        _ => (4, 4, tokens, 1, 1),
+        _ => large,
     }
 }
 
 /// K slices of the tensor-core GEMM on x in fragments for an `n` × `k` matrix at `m` tokens
-/// with `parts` B columns per token (1: none), from two H200 calls (bench/RESULTS.md): 4
-/// slices of the larger tile of [`choose_fragments_gemm_shape`] (f16 x 4 row tiles × 4
-/// subgroups, 256 rows × 32 tokens; f32 x in two parts 2 × 4, 128 rows × 16 tokens) where
-/// the call has fewer than 1024 tasks of 32 rows × 32 tokens, K ≥ 16384 (few rows, a long
-/// K: the K groups' 2 × 8 shape re-reads x from the L2 for every 64 rows) and at least two
-/// token tiles (m > 16 and past one tile's 32 / `parts` tokens: with one, the K groups'
-/// shape was faster). 8192 × 28672, against that shape in one call: f16 x m = 48 163.2 →
-/// 134.8 µs, m = 64 164.6 → 135.8, m = 96 level (240.5 / 244.6), m = 17..32 slower (88 →
-/// 113); f32 x m = 17 171.0 → 140.0, m = 64 321.4 → 263.8, m = 96 457.3 → 384.6. 2 slices
-/// (206.1) and 8 (142.5) were slower than 4 at m = 64.
-pub fn choose_fragments_slices(n: usize, k: usize, m: u32, parts: u32) -> u32 {
+/// with `parts` B columns per token (1: none), from H200 calls (bench/RESULTS.md).
+///
+/// f16 x past m = 16 on a GPU whose SM count is known: [`filling_slices`] where they fill
+/// it. Otherwise 4 slices of the larger tile of [`choose_fragments_gemm_shape`] (f16 x 4 row
+/// tiles × 4 subgroups, 256 rows × 32 tokens; f32 x in two parts 2 × 4, 128 rows × 16
+/// tokens) where the call has fewer than 1024 tasks of 32 rows × 32 tokens, K ≥ 16384 (few
+/// rows, a long K: the K groups' 2 × 8 shape re-reads x from the L2 for every 64 rows) and at
+/// least two token tiles (m > 16 and past one tile's 32 / `parts` tokens: with one, the K
+/// groups' shape was faster). 8192 × 28672, against that shape in one call: f16 x m = 48
+/// 163.2 → 134.8 µs, m = 64 164.6 → 135.8, m = 96 level (240.5 / 244.6), m = 17..32 slower
+/// (88 → 113); f32 x m = 17 171.0 → 140.0, m = 64 321.4 → 263.8, m = 96 457.3 → 384.6. 2
+/// slices (206.1) and 8 (142.5) were slower than 4 at m = 64.
+pub fn choose_fragments_slices(
+    n: usize,
+    k: usize,
+    m: u32,
+    parts: u32,
+    sm_count: Option<u32>,
+) -> u32 {
+    if let Some(z) = filling_slices(n, k, m, parts, sm_count) {
+        return z;
+    }
     let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
     match m > 16 && m > 32 / parts && tasks < 1024 && k >= 16384 {
         true => 4,
         false => 1,
     }
+}
+
+/// K slices of the larger f16 tile (256 rows × 32 tokens, 128 invocations: two workgroups
+/// fit an SM) that fill a GPU of `sm_count` SMs, for f16 x past m = 16: the most slices, up
+/// to 8 and at least 16 stages (2048 k) each, whose workgroups number at most two per SM,
+/// where those fill at least 70% of the places (1 where the tiles alone do); `None` where
+/// they fall shorter, for f32 x in two parts and where the SM count is unknown (the rules
+/// without it apply).
+///
+/// Why: an H200 SM ran two such workgroups at about 1.2 × the rate of one, and 1.3 × the
+/// rate of one workgroup of the K groups' shape (2 × 8 in 4 K groups, 64 rows × 32 tokens,
+/// one per SM), which is what the rules without the SM count ran on these calls. f16 x, one
+/// call, µs, that shape → this rule's: 5120 × 13824 m = 64 85.6 → 53.6 (6 slices; 160
+/// workgroups of the K groups' shape against 132 SMs: two waves), m = 128 124.5 → 90.9 (3);
+/// 4096 × 14336 m = 96 89.0 → 63.9 (5), m = 256 171.5 → 134.8 (2); 14336 × 4096 m = 64
+/// 61.8 → 48.8 (2); 28672 × 8192 m = 32 106.6 → 81.8 (2); 8192 × 28672 m = 32 89.4 → 78.8
+/// (8). Fills of about 60% lost to the K groups' shape where it fills its single place per
+/// SM: 4096 × 11008 m = 64 40.7 → 46.8 (5 slices, 160 workgroups), 5120 × 13824 m = 256
+/// 201.9 → 220.4 (no slices, 160 workgroups).
+pub fn filling_slices(
+    n: usize,
+    k: usize,
+    m: u32,
+    parts: u32,
+    sm_count: Option<u32>,
+) -> Option<u32> {
+    let places = 2 * u64::from(sm_count.filter(|_| parts == 1 && m > 16)?);
+    let tiles = (n as u64).div_ceil(256) * u64::from(m).div_ceil(32);
+    let most = ((k as u64).div_ceil(128) / 16).clamp(1, 8);
+    let z = (places / tiles).clamp(1, most);
+    (10 * tiles * z >= 7 * places).then_some(z as u32)
 }
 
 /// k-steps of B fragments the tensor-core GEMM on x in fragments loads ahead of their
@@ -560,95 +614,144 @@ mod tests {
         assert_eq!(choose_gemm_shape(4096, 8, false), (1, 8, 8, 1));
         // x in fragments (f16): K groups only where few tasks would leave SMs idle.
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 64, 1, true),
+            choose_fragments_gemm_shape(4096, 4096, 64, 1, true, None),
             (2, 8, 32, 4, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 16, 1, true),
+            choose_fragments_gemm_shape(28672, 8192, 16, 1, true, None),
             (2, 8, 16, 4, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 64, 1, true),
+            choose_fragments_gemm_shape(28672, 8192, 64, 1, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 256, 1, true),
+            choose_fragments_gemm_shape(28672, 8192, 256, 1, true, None),
             (4, 4, 32, 1, 1)
         );
         // Few tasks on a long K, two token tiles or more: 4 K slices of the larger tile.
-        assert_eq!(choose_fragments_slices(8192, 28672, 64, 1), 4);
-        assert_eq!(choose_fragments_slices(8192, 28672, 32, 1), 1);
-        assert_eq!(choose_fragments_slices(8192, 28672, 17, 2), 4);
+        assert_eq!(choose_fragments_slices(8192, 28672, 64, 1, None), 4);
+        assert_eq!(choose_fragments_slices(8192, 28672, 32, 1, None), 1);
+        assert_eq!(choose_fragments_slices(8192, 28672, 17, 2, None), 4);
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 64, 1, true),
+            choose_fragments_gemm_shape(8192, 28672, 64, 1, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 64, 2, true),
+            choose_fragments_gemm_shape(8192, 28672, 64, 2, true, None),
             (2, 4, 16, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 64, 1, false),
+            choose_fragments_gemm_shape(8192, 28672, 64, 1, false, None),
             (2, 8, 32, 4, 1)
         );
-        assert_eq!(choose_fragments_slices(8192, 28672, 16, 2), 1);
+        assert_eq!(choose_fragments_slices(8192, 28672, 16, 2, None), 1);
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 16, 1, true),
+            choose_fragments_gemm_shape(8192, 28672, 16, 1, true, None),
             (2, 8, 16, 4, 1)
         );
-        assert_eq!(choose_fragments_slices(8192, 28672, 512, 1), 1);
-        assert_eq!(choose_fragments_slices(4096, 11008, 64, 1), 1);
+        assert_eq!(choose_fragments_slices(8192, 28672, 512, 1, None), 1);
+        assert_eq!(choose_fragments_slices(4096, 11008, 64, 1, None), 1);
         // From m = 512 on K ≤ 16384, 2 token groups where 128 × 128 tiles fill the SMs.
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 512, 1, true),
+            choose_fragments_gemm_shape(4096, 4096, 512, 1, true, None),
             (2, 8, 128, 1, 2)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 2048, 1, true),
+            choose_fragments_gemm_shape(28672, 8192, 2048, 1, true, None),
             (2, 8, 128, 1, 2)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 512, 1, true),
+            choose_fragments_gemm_shape(8192, 28672, 512, 1, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(2048, 4096, 512, 1, true),
+            choose_fragments_gemm_shape(2048, 4096, 512, 1, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 600, 1, true),
+            choose_fragments_gemm_shape(4096, 4096, 600, 1, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 1000, 1, true),
+            choose_fragments_gemm_shape(4096, 4096, 1000, 1, true, None),
             (2, 8, 128, 1, 2)
         );
         // f32 x in two parts: half the tokens, the same columns; 2 tiles up to 4096 tasks.
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 64, 2, true),
+            choose_fragments_gemm_shape(28672, 8192, 64, 2, true, None),
             (2, 4, 16, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 512, 2, true),
+            choose_fragments_gemm_shape(4096, 4096, 512, 2, true, None),
             (2, 4, 16, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 512, 2, true),
+            choose_fragments_gemm_shape(28672, 8192, 512, 2, true, None),
             (4, 4, 16, 1, 1)
         );
         // m ≤ 8: 8 tokens, K split 8 ways; f32 x 8 k-steps ahead.
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 8, 2, true),
+            choose_fragments_gemm_shape(28672, 8192, 8, 2, true, None),
             (2, 8, 8, 8, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 8, 1, true),
+            choose_fragments_gemm_shape(4096, 4096, 8, 1, true, None),
             (1, 8, 8, 8, 1)
         );
         assert_eq!(choose_fragments_lookahead(8, 8, 2), 8);
         assert_eq!(choose_fragments_lookahead(8, 8, 1), 4);
         assert_eq!(choose_fragments_lookahead(4, 64, 2), 4);
         assert_eq!(choose_fragments_lookahead(1, 8, 2), 2);
+    }
+
+    #[test]
+    fn f16_slices_fill_a_gpu_of_known_sms() {
+        const H200: Option<u32> = Some(132);
+        // 5120 × 13824 at m = 64: 40 tiles of 256 × 32, 6 slices fill 240 of 264 places.
+        assert_eq!(filling_slices(5120, 13824, 64, 1, H200), Some(6));
+        assert_eq!(choose_fragments_slices(5120, 13824, 64, 1, H200), 6);
+        assert_eq!(
+            choose_fragments_gemm_shape(5120, 13824, 64, 1, true, H200),
+            (4, 4, 32, 1, 1)
+        );
+        // Without room for the slices' sums: the K groups' shape.
+        assert_eq!(
+            choose_fragments_gemm_shape(5120, 13824, 64, 1, false, H200),
+            (2, 8, 32, 4, 1)
+        );
+        // 14336 × 4096: 2 slices (16 stages each) fill 224 places.
+        assert_eq!(filling_slices(14336, 4096, 48, 1, H200), Some(2));
+        // 160 of 264 places: the rules without the SM count (the K groups, no slices).
+        assert_eq!(filling_slices(4096, 11008, 64, 1, H200), None);
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 11008, 64, 1, true, H200),
+            (2, 8, 32, 4, 1)
+        );
+        // 4096²: at most 2 slices of 16 stages fill 64 of 264 places; the K groups run.
+        assert_eq!(filling_slices(4096, 4096, 64, 1, H200), None);
+        assert_eq!(choose_fragments_slices(4096, 4096, 64, 1, H200), 1);
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 4096, 64, 1, true, H200),
+            (2, 8, 32, 4, 1)
+        );
+        // Tiles that fill the GPU alone: no slices, the larger tile.
+        assert_eq!(filling_slices(28672, 8192, 64, 1, H200), Some(1));
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 64, 1, false, H200),
+            (4, 4, 32, 1, 1)
+        );
+        // At most 8 slices; past m = 512 the token groups' rule comes first.
+        assert_eq!(filling_slices(8192, 28672, 32, 1, H200), Some(8));
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 4096, 512, 1, true, H200),
+            (2, 8, 128, 1, 2)
+        );
+        // f32 x in two parts, m ≤ 16 and an unknown SM count keep the rules without it.
+        assert_eq!(filling_slices(5120, 13824, 64, 2, H200), None);
+        assert_eq!(filling_slices(5120, 13824, 16, 1, H200), None);
+        assert_eq!(filling_slices(5120, 13824, 64, 1, None), None);
+        assert_eq!(choose_fragments_slices(8192, 28672, 64, 2, H200), 4);
     }
 
     #[test]

@@ -238,7 +238,14 @@ fn coop_gemm_key(
     let shape = ctx.coop_gemm_tuning.unwrap_or_else(|| {
         let (n, k) = (mat.shape.n, mat.shape.k);
         let (t, s, m, kg, g) = match x_fragments {
-            true => super::coop::choose_fragments_gemm_shape(n, k, p.m, fragment_parts(p), slices),
+            true => super::coop::choose_fragments_gemm_shape(
+                n,
+                k,
+                p.m,
+                fragment_parts(p),
+                slices,
+                ctx.device.info.sm_count,
+            ),
             false => {
                 let (t, s, m, kg) = super::coop::choose_gemm_shape(n, p.m, p.x_f16);
                 (t, s, m, kg, 1)
@@ -365,7 +372,13 @@ fn coop_gemm_slices(
         .coop_gemm_slices
         .unwrap_or_else(|| match ctx.coop_gemm_tuning {
             Some(_) => 1,
-            None => super::coop::choose_fragments_slices(mat.shape.n, mat.shape.k, p.m, g.parts),
+            None => super::coop::choose_fragments_slices(
+                mat.shape.n,
+                mat.shape.k,
+                p.m,
+                g.parts,
+                ctx.device.info.sm_count,
+            ),
         });
     let slices = slices.min(g.stages.max(1));
     let partials = g.bytes().next_multiple_of(16);

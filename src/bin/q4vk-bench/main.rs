@@ -24,7 +24,7 @@
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk;
 //! `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
-//! table; `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
+//! table (`--shapes 4096x14336,3` adds other matrices, N × K); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
 //! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
 //! to pick the per-device defaults. Every timed series runs after ~1000 untimed 256 MB
 //! copies in the same command buffer (the GPU lowers its SM clock when idle); each row of
@@ -104,11 +104,20 @@ struct Options {
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
-    shapes: Option<Vec<usize>>,
+    /// Matrices (N, K) of the table: `--shapes` entries, each an index into `SHAPES` or `NxK`.
+    shapes: Option<Vec<(usize, usize)>>,
     iters: usize,
     /// Untimed 256 MB (quick: 16 MB) copies before each timed series.
     warm: usize,
     cold_bytes: u64,
+}
+
+/// One `--shapes` entry: an index into `SHAPES`, or a matrix as `NxK` (both at least 1).
+fn shape_arg(v: &str) -> Option<(usize, usize)> {
+    match v.split_once('x') {
+        Some((n, k)) => Some((n.parse().ok()?, k.parse().ok()?)).filter(|&(n, k)| n > 0 && k > 0),
+        None => v.parse().ok().and_then(|i: usize| SHAPES.get(i).copied()),
+    }
 }
 
 /// A comma-separated list of numbers.
@@ -118,7 +127,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I,J,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -189,11 +198,9 @@ fn main() {
             "--unroll" => unroll = Some(number()),
             "--split" => split = Some(number()),
             "--shapes" => {
-                let list: Option<Vec<usize>> = args.next().and_then(|v| {
-                    v.split(',')
-                        .map(|i| i.parse().ok().filter(|&i: &usize| i < SHAPES.len()))
-                        .collect()
-                });
+                let list: Option<Vec<(usize, usize)>> = args
+                    .next()
+                    .and_then(|v| v.split(',').map(shape_arg).collect());
                 shapes = Some(list.unwrap_or_else(|| usage()));
             }
             _ => usage(),
@@ -419,9 +426,7 @@ fn run(opt: &Options) -> Result<()> {
     );
     let mut seed = 0x9E3779B97F4A7C15u64;
     let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
-    let all: Vec<usize> = (0..SHAPES.len()).collect();
-    for &i in opt.shapes.as_ref().unwrap_or(&all) {
-        let (n, k) = SHAPES[i];
+    for &(n, k) in opt.shapes.as_deref().unwrap_or(&SHAPES) {
         let (n, k) = if opt.quick { (n / 4, k / 4) } else { (n, k) };
         let (data, offsets) = if opt.offsets {
             let (d, o) = random_offset_matrix(n, k, &mut seed);
