@@ -141,10 +141,11 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
 /// 74.8 → 47.6.
 ///
 /// Beyond: 32 columns per workgroup (16 up to m = 16), so 32 tokens of f16 x and 16 of f32 x
-/// in two parts. f16 x past m = 16 on a GPU whose SM count is known: 4 row tiles × 4
-/// subgroups (256 rows) wherever [`filling_slices`] finds K slices of it that fill the GPU
-/// (or it fills the GPU alone; without room for the slices' sums, the K groups' shape
-/// below). Elsewhere, and where the SM count is unknown: where the call has
+/// in two parts. Past m = 16 on a GPU whose SM count is known: the larger tile (f16 x 4 row
+/// tiles × 4 subgroups, 256 rows; exact f32 x 2 × 4, 128 rows, or 4 × 4 past 4096 tasks)
+/// wherever [`filling_slices`] finds K slices of it that fill the GPU (or it fills the GPU
+/// alone; without room for the slices' sums, the K groups' shape below). Elsewhere, and
+/// where the SM count is unknown: where the call has
 /// fewer than 1024 tasks of 32 rows × 32 tokens (too few to fill the GPU), 2 row tiles × 8
 /// subgroups in 4 K groups; else 4 row tiles × 4 subgroups, no K split — for f32 x in two
 /// parts up to 4096 tasks 2 × 4 (28672 × 8192 m = 64: 251 µs against 317).
@@ -177,22 +178,21 @@ pub fn choose_fragments_gemm_shape(
         return (2, 8, 128, 1, 2);
     }
     let tokens = if m <= 16 { 16 } else { 32 } / parts;
+    let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
     let k_groups = (2, 8, tokens, 4, 1);
-    let large = (4, 4, tokens, 1, 1);
+    let large = match (parts, tasks) {
+        (1, _) | (_, 4096..) => (4, 4, tokens, 1, 1),
+        _ => (2, 4, tokens, 1, 1),
+    };
     if let Some(z) = filling_slices(n, k, m, parts, sm_count) {
         return match slices || z == 1 {
             true => large,
             false => k_groups,
         };
     }
-    let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
-    match (tasks, parts) {
-        _ if slices && choose_fragments_slices(n, k, m, parts, sm_count) > 1 => match parts {
-            1 => large,
-            _ => (2, 4, tokens, 1, 1),
-        },
-        (..1024, _) => k_groups,
-        (..4096, 2) => (2, 4, tokens, 1, 1),
+    match tasks {
+        _ if slices && choose_fragments_slices(n, k, m, parts, sm_count) > 1 => large,
+        ..1024 => k_groups,
         _ => large,
     }
 }
@@ -200,8 +200,8 @@ pub fn choose_fragments_gemm_shape(
 /// K slices of the tensor-core GEMM on x in fragments for an `n` × `k` matrix at `m` tokens
 /// with `parts` B columns per token (1: none), from H200 calls (bench/RESULTS.md).
 ///
-/// f16 x past m = 16 on a GPU whose SM count is known: [`filling_slices`] where they fill
-/// it. Otherwise 4 slices of the larger tile of [`choose_fragments_gemm_shape`] (f16 x 4 row
+/// Past m = 16 on a GPU whose SM count is known: [`filling_slices`] where they fill it.
+/// Otherwise 4 slices of the larger tile of [`choose_fragments_gemm_shape`] (f16 x 4 row
 /// tiles × 4 subgroups, 256 rows × 32 tokens; f32 x in two parts 2 × 4, 128 rows × 16
 /// tokens) where the call has fewer than 1024 tasks of 32 rows × 32 tokens, K ≥ 16384 (few
 /// rows, a long K: the K groups' 2 × 8 shape re-reads x from the L2 for every 64 rows) and at
@@ -227,23 +227,30 @@ pub fn choose_fragments_slices(
     }
 }
 
-/// K slices of the larger f16 tile (256 rows × 32 tokens, 128 invocations: two workgroups
-/// fit an SM) that fill a GPU of `sm_count` SMs, for f16 x past m = 16: the most slices, up
-/// to 8 and at least 16 stages (2048 k) each, whose workgroups number at most two per SM,
-/// where those fill at least 70% of the places (1 where the tiles alone do); `None` where
-/// they fall shorter, for f32 x in two parts and where the SM count is unknown (the rules
-/// without it apply).
+/// K slices of the larger tile of [`choose_fragments_gemm_shape`] that fill a GPU of
+/// `sm_count` SMs, past m = 16: the most slices, up to 8 and at least 16 stages (2048 k)
+/// each, whose workgroups number at most `most` per SM, where they number at least `least`
+/// per SM (1 where the tiles alone do); `None` where they fall shorter or the SM count is
+/// unknown (the rules without it apply).
 ///
-/// Why: an H200 SM ran two such workgroups at about 1.2 × the rate of one, and 1.3 × the
-/// rate of one workgroup of the K groups' shape (2 × 8 in 4 K groups, 64 rows × 32 tokens,
-/// one per SM), which is what the rules without the SM count ran on these calls. f16 x, one
-/// call, µs, that shape → this rule's: 5120 × 13824 m = 64 85.6 → 53.6 (6 slices; 160
-/// workgroups of the K groups' shape against 132 SMs: two waves), m = 128 124.5 → 90.9 (3);
-/// 4096 × 14336 m = 96 89.0 → 63.9 (5), m = 256 171.5 → 134.8 (2); 14336 × 4096 m = 64
-/// 61.8 → 48.8 (2); 28672 × 8192 m = 32 106.6 → 81.8 (2); 8192 × 28672 m = 32 89.4 → 78.8
-/// (8). Fills of about 60% lost to the K groups' shape where it fills its single place per
-/// SM: 4096 × 11008 m = 64 40.7 → 46.8 (5 slices, 160 workgroups), 5120 × 13824 m = 256
-/// 201.9 → 220.4 (no slices, 160 workgroups).
+/// - f16 x (256 rows × 32 tokens, 128 invocations): `most` 2, `least` 1.4. An H200 SM ran
+///   two such workgroups at about 1.2 × the rate of one, and 1.3 × the rate of one
+///   workgroup of the K groups' shape (2 × 8 in 4 K groups, 64 rows × 32 tokens, one per
+///   SM), which the rules without the SM count ran on these calls. One call, µs, that
+///   shape → this rule's: 5120 × 13824 m = 64 85.6 → 53.6 (6 slices; 160 K-groups
+///   workgroups against 132 SMs: two waves), m = 128 124.5 → 90.9 (3); 4096 × 14336 m = 96
+///   89.0 → 63.9 (5), m = 256 171.5 → 134.8 (2); 14336 × 4096 m = 64 61.8 → 48.8 (2);
+///   28672 × 8192 m = 32 106.6 → 81.8 (2); 8192 × 28672 m = 32 89.4 → 78.8 (8). About 1.2
+///   per SM lost to the K groups' shape where that fills its one place per SM: 4096 × 11008
+///   m = 64 40.7 → 46.8 (5 slices), 5120 × 13824 m = 256 201.9 → 220.4 (no slices).
+/// - Exact f32 x in two parts (128 rows × 16 tokens, fewer accumulators): `most` 8,
+///   `least` 2.8; more workgroups kept gaining up to about 8 per SM. One call, the rules
+///   without the SM count → slices of this tile: 5120 × 13824 m = 32 82.0 → 63.6–64.4 (8
+///   and 4; the rule takes 6, the most of 16 stages), m = 64 119.2 → 94.7–108.1 (8–4),
+///   4096 × 14336 m = 64 86.3 → 78.7–79.6 (4–8), m = 128 161.9 → 141.3–141.7 (2–4);
+///   14336 × 4096 m = 32 57.2 → 50.9 (2), m = 64 94.0 → 79.5 (2); 4096 × 11008 m = 64 69.2
+///   → 61.2–62.8 (4–8), m = 128 128.5 → 111.5 (4); 28672 × 8192 m = 32 166.9 → 144.5 (2);
+///   4096 × 11008 m = 32 level (38.7, 39.4 in 8 slices: 2.4 per SM, below `least`).
 pub fn filling_slices(
     n: usize,
     k: usize,
@@ -251,11 +258,16 @@ pub fn filling_slices(
     parts: u32,
     sm_count: Option<u32>,
 ) -> Option<u32> {
-    let places = 2 * u64::from(sm_count.filter(|_| parts == 1 && m > 16)?);
-    let tiles = (n as u64).div_ceil(256) * u64::from(m).div_ceil(32);
-    let most = ((k as u64).div_ceil(128) / 16).clamp(1, 8);
-    let z = (places / tiles).clamp(1, most);
-    (10 * tiles * z >= 7 * places).then_some(z as u32)
+    let sms = u64::from(sm_count.filter(|_| m > 16)?);
+    // (rows, tokens) of the tile; workgroups per SM at most and (in tenths) at least.
+    let ((rows, tokens), most, least_tenths) = match parts {
+        1 => ((256, 32), 2, 14),
+        _ => ((128, 16), 8, 28),
+    };
+    let tiles = (n as u64).div_ceil(rows) * u64::from(m).div_ceil(tokens);
+    let deepest = ((k as u64).div_ceil(128) / 16).clamp(1, 8);
+    let z = (most * sms / tiles).clamp(1, deepest);
+    (10 * tiles * z >= least_tenths * sms).then_some(z as u32)
 }
 
 /// k-steps of B fragments the tensor-core GEMM on x in fragments loads ahead of their
@@ -706,7 +718,7 @@ mod tests {
     }
 
     #[test]
-    fn f16_slices_fill_a_gpu_of_known_sms() {
+    fn slices_fill_a_gpu_of_known_sms() {
         const H200: Option<u32> = Some(132);
         // 5120 × 13824 at m = 64: 40 tiles of 256 × 32, 6 slices fill 240 of 264 places.
         assert_eq!(filling_slices(5120, 13824, 64, 1, H200), Some(6));
@@ -747,11 +759,28 @@ mod tests {
             choose_fragments_gemm_shape(4096, 4096, 512, 1, true, H200),
             (2, 8, 128, 1, 2)
         );
-        // f32 x in two parts, m ≤ 16 and an unknown SM count keep the rules without it.
-        assert_eq!(filling_slices(5120, 13824, 64, 2, H200), None);
+        // Exact f32 x in two parts: 128 × 16 tiles, up to 8 workgroups per SM, at least 2.8.
+        assert_eq!(filling_slices(5120, 13824, 32, 2, H200), Some(6));
+        assert_eq!(filling_slices(14336, 4096, 64, 2, H200), Some(2));
+        assert_eq!(filling_slices(8192, 28672, 64, 2, H200), Some(4));
+        assert_eq!(filling_slices(4096, 11008, 32, 2, H200), None);
+        assert_eq!(
+            choose_fragments_gemm_shape(5120, 13824, 32, 2, true, H200),
+            (2, 4, 16, 1, 1)
+        );
+        // Tiles that fill it alone; past 4096 tasks the 4 × 4 shape, as without the count.
+        assert_eq!(filling_slices(28672, 8192, 64, 2, H200), Some(1));
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 64, 2, false, H200),
+            (2, 4, 16, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 512, 2, true, H200),
+            (4, 4, 16, 1, 1)
+        );
+        // m ≤ 16 and an unknown SM count keep the rules without it.
         assert_eq!(filling_slices(5120, 13824, 16, 1, H200), None);
         assert_eq!(filling_slices(5120, 13824, 64, 1, None), None);
-        assert_eq!(choose_fragments_slices(8192, 28672, 64, 2, H200), 4);
     }
 
     #[test]
