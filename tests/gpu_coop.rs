@@ -258,6 +258,52 @@ fn token_groups_run_by_default_from_m_512_for_f16_x() {
     assert_nothing_logged();
 }
 
+/// Where the driver reports its SM count, the rules run the tensor-core GEMM in the K
+/// slices that `vk::coop::filling_slices` gives (on the H200: 8 for f16 x and for exact f32
+/// x on 4096 × 16384 at m = 64), with a workspace `workspace_bytes` sized for their sums;
+/// f16 and exact f32 x against the reference, y poisoned first.
+#[test]
+fn filling_slices_run_by_default() {
+    let Some(ctx) = tensor_core_context("K slices that fill the GPU") else {
+        return;
+    };
+    let Some(sms) = ctx.device.info.sm_count else {
+        eprintln!("the driver reports no SM count: K slices that fill the GPU do not run");
+        return;
+    };
+    let mut rng = Rng(7070);
+    let (n, k, m) = (4096usize, 16384usize, 64usize);
+    let d = random_q4(&mut rng, n, k, 128, false, false);
+    let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+    let exact_f32 = Recording {
+        x_f16: false,
+        x_round_f16: false,
+        no_workspace: false,
+    };
+    for (how, parts) in [(F16_X, 1), (exact_f32, 2)] {
+        let params = dense_params(&mat, m, how);
+        let want = q4vk::vk::coop::filling_slices(n, k, m as u32, parts, Some(sms));
+        let (shape, slices) = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
+        if let Some(z) = want {
+            assert_eq!(slices, z, "{parts} parts on {sms} SMs: {shape}");
+            let sums = 4 * u64::from(z) * (m * n) as u64;
+            assert!(gemv::workspace_bytes(&ctx, &mat, &params) >= sums);
+        }
+        match how.x_f16 {
+            true => assert_f16_call_matches(&ctx, &mat, &d, m, &mut rng),
+            false => {
+                let x: Vec<f32> = rng.vec(m * k);
+                let mut y = vec![f32::NAN; m * n];
+                gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+                assert!(y.iter().all(|v| v.is_finite()), "unwritten y, exact f32 x");
+                let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
+                assert!(err < 1e-5, "exact f32 x in {slices} slices: {err:e}");
+            }
+        }
+    }
+    assert_nothing_logged();
+}
+
 #[test]
 fn no_coopmat_flag_selects_the_simt_kernels() {
     let gpu = Gpu::with(false, |d| d.flags |= Q4VK_CONTEXT_NO_COOPMAT).unwrap();
