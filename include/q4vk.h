@@ -948,11 +948,12 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
 // up to the kernel's tiles), plus 4 · Z · m · n where that GEMM runs in Z K slices (2 to 8,
 // so at most 32 · m · n; each slice's sums are added into y by a second kernel). It does
 // where the call has too few tiles to fill the GPU and K is long enough: past m = 16 on a
-// GPU that reports its SM count (`VK_NV_shader_sm_builtins`), the most slices of at least
-// 2048 k each that keep the workgroups within two per SM (f16 x and f32 x rounded to f16:
+// GPU that reports its SM count (`VK_NV_shader_sm_builtins`), the most slices of 2048 k or
+// more on average that keep the workgroups within two per SM (f16 x and f32 x rounded to f16:
 // 256 rows × 32 tokens each) or eight (exact f32 x: 128 rows × 16 tokens), where they
 // number at least 1.4 (2.8) per SM; elsewhere 4 slices where the call has fewer than 1024 tiles of 32 rows × 32 tokens,
-// K ≥ 16384 and m is past one tile of tokens (32 for f16 x, 16 for exact f32 x). Slices
+// K ≥ 16384 and m is past one tile of tokens (32 for f16 x and f32 x rounded to f16, 16
+// for exact f32 x). Slices
 // run only where the total is within `maxStorageBufferRange`; a call given a workspace
 // too small for the sums but not for the fragments runs without slices. Else 0 (no workspace is used). The answer depends on the context (its
 // device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the

@@ -172,9 +172,7 @@ pub fn choose_fragments_gemm_shape(
             _ => (2, 8, 8, 8, 1),
         };
     }
-    let wide_tiles = (n as u64).div_ceil(128) * u64::from(m).div_ceil(128);
-    let little_padding = u64::from(m.next_multiple_of(128)) * 16 <= 17 * u64::from(m);
-    if parts == 1 && m >= 512 && k <= 16384 && wide_tiles >= 128 && little_padding {
+    if runs_token_groups(n, k, m, parts) {
         return (2, 8, 128, 1, 2);
     }
     let tokens = if m <= 16 { 16 } else { 32 } / parts;
@@ -195,6 +193,16 @@ pub fn choose_fragments_gemm_shape(
         ..1024 => k_groups,
         _ => large,
     }
+}
+
+/// Whether [`choose_fragments_gemm_shape`] gives an `n` × `k` matrix at `m` tokens with
+/// `parts` B columns per token its token groups' shape (2 × 8 subgroups in 2 token groups,
+/// 128 rows × 128 tokens): f16 x from m = 512 on K ≤ 16384, where at least 128 such tiles
+/// pad m by at most 1/16.
+fn runs_token_groups(n: usize, k: usize, m: u32, parts: u32) -> bool {
+    let wide_tiles = (n as u64).div_ceil(128) * u64::from(m).div_ceil(128);
+    let little_padding = u64::from(m.next_multiple_of(128)) * 16 <= 17 * u64::from(m);
+    parts == 1 && m >= 512 && k <= 16384 && wide_tiles >= 128 && little_padding
 }
 
 /// K slices of the tensor-core GEMM on x in fragments for an `n` × `k` matrix at `m` tokens
@@ -228,18 +236,19 @@ pub fn choose_fragments_slices(
 }
 
 /// K slices of the larger tile of [`choose_fragments_gemm_shape`] that fill a GPU of
-/// `sm_count` SMs, past m = 16: the most slices, up to 8 and at least 16 stages (2048 k)
-/// each, whose workgroups number at most `most` per SM, where they number at least `least`
-/// per SM (1 where the tiles alone do); `None` where they fall shorter or the SM count is
-/// unknown (the rules without it apply).
+/// `sm_count` SMs, past m = 16: the most slices, up to 8 and of 16 stages (2048 k) or more
+/// on average, whose workgroups number at most `most` per SM, where they number at least
+/// `least` per SM (1 where the tiles alone do); `None` where they fall shorter, where the
+/// call runs another tile (the token groups' shape, exact f32 x past 4096 tasks) or the SM
+/// count is unknown (the rules without it apply).
 ///
 /// - f16 x (256 rows × 32 tokens, 128 invocations): `most` 2, `least` 1.4. An H200 SM ran
 ///   two such workgroups at about 1.2 × the rate of one, and 1.3 × the rate of one
 ///   workgroup of the K groups' shape (2 × 8 in 4 K groups, 64 rows × 32 tokens, one per
-///   SM), which the rules without the SM count ran on these calls. One call, µs, that
-///   shape → this rule's: 5120 × 13824 m = 64 85.6 → 53.6 (6 slices; 160 K-groups
-///   workgroups against 132 SMs: two waves), m = 128 124.5 → 90.9 (3); 4096 × 14336 m = 96
-///   89.0 → 63.9 (5), m = 256 171.5 → 134.8 (2); 14336 × 4096 m = 64 61.8 → 48.8 (2);
+///   SM), which the rules without the SM count ran on most of these calls. One call, µs,
+///   the rules without it → this rule's: 5120 × 13824 m = 64 85.6 → 53.6 (6 slices; 160
+///   K-groups workgroups against 132 SMs: two waves), m = 128 124.5 → 90.9 (3); 4096 × 14336
+///   m = 96 89.0 → 63.9 (5), m = 256 174.1 → 134.8 (2; the 4 × 4 tile without slices before); 14336 × 4096 m = 64 61.8 → 48.8 (2);
 ///   28672 × 8192 m = 32 106.6 → 81.8 (2); 8192 × 28672 m = 32 89.4 → 78.8 (8). About 1.2
 ///   per SM lost to the K groups' shape where that fills its one place per SM: 4096 × 11008
 ///   m = 64 40.7 → 46.8 (5 slices), 5120 × 13824 m = 256 201.9 → 220.4 (no slices).
@@ -250,7 +259,8 @@ pub fn choose_fragments_slices(
 ///   4096 × 14336 m = 64 86.3 → 78.7–79.6 (4–8), m = 128 161.9 → 141.3–141.7 (2–4);
 ///   14336 × 4096 m = 32 57.2 → 50.9 (2), m = 64 94.0 → 79.5 (2); 4096 × 11008 m = 64 69.2
 ///   → 61.2–62.8 (4–8), m = 128 128.5 → 111.5 (4); 28672 × 8192 m = 32 166.9 → 144.5 (2);
-///   4096 × 11008 m = 32 level (38.7, 39.4 in 8 slices: 2.4 per SM, below `least`).
+///   4096 × 11008 m = 32 stays as it was (38.7; 39.4 in 8 slices, but at 16 stages per slice
+///   the rule's most is 5, 2.4 per SM, below `least`).
 pub fn filling_slices(
     n: usize,
     k: usize,
@@ -259,12 +269,18 @@ pub fn filling_slices(
     sm_count: Option<u32>,
 ) -> Option<u32> {
     let sms = u64::from(sm_count.filter(|_| m > 16)?);
+    // Only where the call runs the tile the rule was fitted on: not the token groups' shape,
+    // nor exact f32 x's 4 × 4 shape past 4096 tasks.
+    let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
+    if runs_token_groups(n, k, m, parts) || (parts == 2 && tasks >= 4096) {
+        return None;
+    }
     // (rows, tokens) of the tile; workgroups per SM at most and (in tenths) at least.
     let ((rows, tokens), most, least_tenths) = match parts {
         1 => ((256, 32), 2, 14),
         _ => ((128, 16), 8, 28),
     };
-    let tiles = (n as u64).div_ceil(rows) * u64::from(m).div_ceil(tokens);
+    let tiles = ((n as u64).div_ceil(rows) * u64::from(m).div_ceil(tokens)).max(1);
     let deepest = ((k as u64).div_ceil(128) / 16).clamp(1, 8);
     let z = (most * sms / tiles).clamp(1, deepest);
     (10 * tiles * z >= least_tenths * sms).then_some(z as u32)
@@ -778,6 +794,10 @@ mod tests {
             choose_fragments_gemm_shape(28672, 8192, 512, 2, true, H200),
             (4, 4, 16, 1, 1)
         );
+        // Other tiles keep the rules without it: the token groups' shape (however many SMs)
+        // and exact f32 x past 4096 tasks.
+        assert_eq!(filling_slices(4096, 4096, 512, 1, Some(1024)), None);
+        assert_eq!(filling_slices(28672, 8192, 512, 2, Some(1024)), None);
         // m ≤ 16 and an unknown SM count keep the rules without it.
         assert_eq!(filling_slices(5120, 13824, 16, 1, H200), None);
         assert_eq!(filling_slices(5120, 13824, 64, 1, None), None);

@@ -24,7 +24,8 @@
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk;
 //! `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
-//! table (`--shapes 4096x14336,3` adds other matrices, N × K); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
+//! table (entries may be matrices too: `--shapes 4096x14336,3` runs 4096 × 14336 and row 3;
+//! `--quick` quarters them as well); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
 //! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
 //! to pick the per-device defaults. Every timed series runs after ~1000 untimed 256 MB
 //! copies in the same command buffer (the GPU lowers its SM clock when idle); each row of
