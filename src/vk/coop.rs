@@ -247,9 +247,10 @@ pub fn choose_fragments_slices(
 ///   workgroup of the K groups' shape (2 × 8 in 4 K groups, 64 rows × 32 tokens, one per
 ///   SM), which the rules without the SM count ran on most of these calls. One call, µs,
 ///   the rules without it → this rule's: 5120 × 13824 m = 64 85.6 → 53.6 (6 slices; 160
-///   K-groups workgroups against 132 SMs: two waves), m = 128 124.5 → 90.9 (3); 4096 × 14336
-///   m = 96 89.0 → 63.9 (5), m = 256 174.1 → 134.8 (2; the 4 × 4 tile without slices before); 14336 × 4096 m = 64 61.8 → 48.8 (2);
-///   28672 × 8192 m = 32 106.6 → 81.8 (2); 8192 × 28672 m = 32 89.4 → 78.8 (8). About 1.2
+///   K-groups workgroups against 132 SMs: two waves), m = 128 124.5 → 90.9 (3);
+///   4096 × 14336 m = 96 89.0 → 63.9 (5), m = 256 174.1 → 134.8 (2; the 4 × 4 tile without
+///   slices before); 14336 × 4096 m = 64 61.8 → 48.8 (2); 28672 × 8192 m = 32 106.6 →
+///   81.8 (2); 8192 × 28672 m = 32 89.4 → 78.8 (8). About 1.2
 ///   per SM lost to the K groups' shape where that fills its one place per SM: 4096 × 11008
 ///   m = 64 40.7 → 46.8 (5 slices), 5120 × 13824 m = 256 201.9 → 220.4 (no slices).
 /// - Exact f32 x in two parts (128 rows × 16 tokens, fewer accumulators): `most` 8,
