@@ -275,12 +275,7 @@ fn filling_slices_run_by_default() {
     let (n, k, m) = (4096usize, 16384usize, 64usize);
     let d = random_q4(&mut rng, n, k, 128, false, false);
     let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-    let exact_f32 = Recording {
-        x_f16: false,
-        x_round_f16: false,
-        no_workspace: false,
-    };
-    for (how, parts) in [(F16_X, 1), (exact_f32, 2)] {
+    for (how, parts) in [(F16_X, 1), (Recording::default(), 2)] {
         let params = dense_params(&mat, m, how);
         let want = q4vk::vk::coop::filling_slices(n, k, m as u32, parts, Some(sms));
         let (shape, slices) = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();

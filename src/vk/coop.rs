@@ -176,12 +176,10 @@ pub fn choose_fragments_gemm_shape(
         return (2, 8, 128, 1, 2);
     }
     let tokens = if m <= 16 { 16 } else { 32 } / parts;
-    let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
+    let tasks = tasks(n, m);
     let k_groups = (2, 8, tokens, 4, 1);
-    let large = match (parts, tasks) {
-        (1, _) | (_, 4096..) => (4, 4, tokens, 1, 1),
-        _ => (2, 4, tokens, 1, 1),
-    };
+    let (tiles, subgroups) = larger_tile(parts, tasks);
+    let large = (tiles, subgroups, tokens, 1, 1);
     if let Some(z) = filling_slices(n, k, m, parts, sm_count) {
         return match slices || z == 1 {
             true => large,
@@ -192,6 +190,22 @@ pub fn choose_fragments_gemm_shape(
         _ if slices && choose_fragments_slices(n, k, m, parts, sm_count) > 1 => large,
         ..1024 => k_groups,
         _ => large,
+    }
+}
+
+/// Tasks of 32 rows × 32 tokens in an `n`-row matrix at `m` tokens, the unit the shape rules
+/// count work in.
+fn tasks(n: usize, m: u32) -> u64 {
+    (n as u64).div_ceil(32) * u64::from(m).div_ceil(32)
+}
+
+/// (row tiles per subgroup, subgroups) of the larger tile of [`choose_fragments_gemm_shape`]
+/// for `parts` B columns per token at `tasks` ([`tasks`]): 4 × 4 (256 rows) for f16 x, and for
+/// exact f32 x in two parts past 4096 tasks; else 2 × 4 (128 rows).
+fn larger_tile(parts: u32, tasks: u64) -> (u32, u32) {
+    match (parts, tasks) {
+        (1, _) | (_, 4096..) => (4, 4),
+        _ => (2, 4),
     }
 }
 
@@ -228,8 +242,7 @@ pub fn choose_fragments_slices(
     if let Some(z) = filling_slices(n, k, m, parts, sm_count) {
         return z;
     }
-    let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
-    match m > 16 && m > 32 / parts && tasks < 1024 && k >= 16384 {
+    match m > 16 && m > 32 / parts && tasks(n, m) < 1024 && k >= 16384 {
         true => 4,
         false => 1,
     }
@@ -270,17 +283,19 @@ pub fn filling_slices(
     sm_count: Option<u32>,
 ) -> Option<u32> {
     let sms = u64::from(sm_count.filter(|_| m > 16)?);
-    // Only where the call runs the tile the rule was fitted on: not the token groups' shape,
-    // nor exact f32 x's 4 × 4 shape past 4096 tasks.
-    let tasks = (n as u64).div_ceil(32) * u64::from(m).div_ceil(32);
-    if runs_token_groups(n, k, m, parts) || (parts == 2 && tasks >= 4096) {
+    if runs_token_groups(n, k, m, parts) {
         return None;
     }
-    // (rows, tokens) of the tile; workgroups per SM at most and (in tenths) at least.
-    let ((rows, tokens), most, least_tenths) = match parts {
-        1 => ((256, 32), 2, 14),
-        _ => ((128, 16), 8, 28),
+    // Workgroups per SM at most and (in tenths) at least, for the tiles the rule was fitted
+    // on (not exact f32 x's 4 × 4 past 4096 tasks).
+    let tile = larger_tile(parts, tasks(n, m));
+    let (most, least_tenths) = match (parts, tile) {
+        (1, _) => (2, 14),
+        (_, (2, 4)) => (8, 28),
+        _ => return None,
     };
+    let rows = 16 * u64::from(tile.0 * tile.1);
+    let tokens = u64::from(32 / parts);
     let tiles = ((n as u64).div_ceil(rows) * u64::from(m).div_ceil(tokens)).max(1);
     let deepest = ((k as u64).div_ceil(128) / 16).clamp(1, 8);
     let z = (most * sms / tiles).clamp(1, deepest);
