@@ -1,5 +1,5 @@
-//! Benchmark inputs: seeded random Q4 matrices (symmetric g128, or the imported offset form),
-//! activations, and the f64 reference of the offset form.
+//! Benchmark inputs: seeded random Q4 matrices (symmetric g128, with zero points, or the
+//! imported offset form), activations, and the f64 reference of the offset form.
 
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use std::borrow::Cow;
@@ -37,6 +37,17 @@ pub(crate) fn random_matrix_grouped(
         scales: Cow::Owned(scales),
         zeros: Cow::Owned(Vec::new()),
     }
+}
+
+/// A random g128 matrix with a random zero point (0..=15) per group: the asymmetric form.
+pub(crate) fn random_matrix_with_zeros(n: usize, k: usize, seed: &mut u64) -> Q4Data<'static> {
+    let mut data = random_matrix(n, k, seed);
+    data.shape = Q4Shape::new(n as u64, k as u64, 128, 1).expect("valid shape");
+    let mut zeros = vec![0u8; data.shape.scale_count()];
+    fill_random(&mut zeros, seed);
+    zeros.iter_mut().for_each(|z| *z &= 15);
+    data.zeros = Cow::Owned(zeros);
+    data
 }
 
 /// The imported Q4_K / Q4_1 form of a random matrix: groups of 32, f32 scales (the f16

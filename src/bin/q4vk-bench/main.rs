@@ -93,6 +93,8 @@ struct Options {
     offsets: bool,
     /// Matrices with a column order (GPTQ act-order: x gathered through a permutation).
     act_order: bool,
+    /// Matrices with a zero point per group (the asymmetric form; else symmetric).
+    zeros: bool,
     /// Print the pipelines' compiler statistics after the table.
     stats: bool,
     /// No workspace: the kernels that read x themselves, without a pre-pass.
@@ -128,7 +130,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -138,6 +140,7 @@ fn main() {
     let mut gemm_tile = None;
     let (mut gemm_ksplit, mut coop_gemm_slices) = (None, None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
+    let mut zeros = false;
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -155,6 +158,7 @@ fn main() {
             "--no-int-dot" => int_dot = Some(false),
             "--offsets" => offsets = true,
             "--act-order" => act_order = true,
+            "--zeros" => zeros = true,
             "--stats" => stats = true,
             "--no-workspace" => no_workspace = true,
             "--round-x-f16" => round_x_f16 = true,
@@ -228,6 +232,7 @@ fn main() {
         coop_gemm_slices,
         offsets,
         act_order,
+        zeros,
         stats,
         no_workspace,
         round_x_f16,
@@ -412,11 +417,16 @@ fn run(opt: &Options) -> Result<()> {
         );
     }
     println!(
-        "mode: {}; group 128, symmetric, f16 scales, {} activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens",
+        "mode: {}; {}, {} activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens",
         if opt.quick {
             "quick (N/4, K/4)"
         } else {
             "full"
+        },
+        match (opt.offsets, opt.zeros) {
+            (true, _) => "group 32, f32 scales and offsets",
+            (_, true) => "group 128, a zero point per group, f16 scales",
+            _ => "group 128, symmetric, f16 scales",
         },
         if opt.x_f16 { "f16" } else { "f32" }
     );
@@ -432,6 +442,8 @@ fn run(opt: &Options) -> Result<()> {
         let (data, offsets) = if opt.offsets {
             let (d, o) = random_offset_matrix(n, k, &mut seed);
             (d, Some(o))
+        } else if opt.zeros {
+            (random_matrix_with_zeros(n, k, &mut seed), None)
         } else {
             (random_matrix(n, k, &mut seed), None)
         };
