@@ -63,6 +63,10 @@ glslc $FLAGS gemm_slices.comp -o "$out/gemm_slices.spv"
 glslang_quiet -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv"
 # q4vk-bench's ceiling of the tensor cores' rate (registers only).
 glslang_quiet -V --quiet --target-env vulkan1.1 mma_peak.comp -o "$out/mma_peak.spv"
+# Its ceiling of the GEMM's inner loop (decode, fragments from registers, epilogue; no
+# memory traffic) on the GEMM's two subgroup tiles.
+glslang_quiet -V --quiet --target-env vulkan1.1 -DTILES=4u -DCOLS=4u mma_loop.comp -o "$out/mma_loop_4x4.spv"
+glslang_quiet -V --quiet --target-env vulkan1.1 -DTILES=2u -DCOLS=8u mma_loop.comp -o "$out/mma_loop_2x8.spv"
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"
 glslc $FLAGS read.comp -o "$out/read.spv"

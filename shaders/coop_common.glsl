@@ -5,6 +5,7 @@
 // BLOCK, BLOCKS (= 128 / BLOCK) and HAS_OFFSETS and includes q4_common.glsl first.
 
 #include "x_parts.glsl"
+#include "coop_fragments.glsl"
 
 layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { float s[]; };
@@ -25,9 +26,6 @@ uvec2 pack4(f16vec4 v) {
     return uvec2(packFloat2x16(v.xy), packFloat2x16(v.zw));
 }
 
-#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>
-#define MatC coopmat<float, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
 
 // Activations x' = 2^-e x of one block of BLOCK k, held four per invocation by its
 // BLOCK / 4 neighbouring invocations (a butterfly over them), split into two exact f16
@@ -52,30 +50,6 @@ float block_total(vec4 v) {
         sum += subgroupShuffleXor(sum, d);
     }
     return sum;
-}
-
-// The eight codes of word q as u - z in A's element order (pairs: e0 e1 from nibbles 0, 4;
-// e2 e3 from 2, 6; e4 e5 from 1, 5; e6 e7 from 3, 7). The invocation's first row
-// (elements 0..3) sits in the low nibble of each byte and comes out as 1024 + u, its
-// second row (4..7) in the high nibble, as 1024 + 16 u; base0 = 1024 + z0 and
-// base1 = 64 + z1 (after the multiply by 1/16) take the zero points off.
-MatA decode(uint q, f16vec2 base0, f16vec2 base1) {
-    const f16vec2 SIXTEENTH = f16vec2(0.0625);
-    f16vec2 p0 = unpackFloat2x16((q & 0x000F000Fu) | 0x64006400u) - base0;
-    f16vec2 p1 = fma(unpackFloat2x16((q & 0x00F000F0u) | 0x64006400u), SIXTEENTH, -base1);
-    uint q8 = q >> 8;
-    f16vec2 p2 = unpackFloat2x16((q8 & 0x000F000Fu) | 0x64006400u) - base0;
-    f16vec2 p3 = fma(unpackFloat2x16((q8 & 0x00F000F0u) | 0x64006400u), SIXTEENTH, -base1);
-    MatA a;
-    a[0] = p0.x;
-    a[1] = p0.y;
-    a[2] = p2.x;
-    a[3] = p2.y;
-    a[4] = p1.x;
-    a[5] = p1.y;
-    a[6] = p3.x;
-    a[7] = p3.y;
-    return a;
 }
 
 // The zero point of scale slot i, or for matrices with offsets that offset (their codes

@@ -155,15 +155,7 @@ uvec4 fragment_pair(uint tok0, uint h, uint stage, uint j, uint lane) {
 
 // The fragment of k-step `odd` (0 or 1) of a pair.
 MatB fragment_of(uvec4 pair, uint odd) {
-    uvec2 q = odd == 0u ? pair.xy : pair.zw;
-    f16vec2 e01 = unpackFloat2x16(q.x);
-    f16vec2 e23 = unpackFloat2x16(q.y);
-    MatB b;
-    b[0] = e01.x;
-    b[1] = e01.y;
-    b[2] = e23.x;
-    b[3] = e23.y;
-    return b;
+    return b_fragment(odd == 0u ? pair.xy : pair.zw);
 }
 
 // Tokens of the workspace (X_FRAGMENTS): m rounded up to TOKENS.

@@ -7,7 +7,7 @@
 //! f16 activations in fragments from a workspace and staged without one, f32 rounded to f16
 //! with `Q4VK_GEMV_ROUND_X_TO_F16`, zero points and offsets, partial tiles of rows and
 //! tokens, token groups, the m = 2..7 calls that run it on x in fragments instead of the
-//! GEMV, and where token groups run by default.
+//! GEMV, and where the wide tile runs by default.
 
 mod gpu_support;
 use gpu_support::*;
@@ -239,20 +239,35 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
     assert_nothing_logged();
 }
 
+/// f16 x from m = 64 on K ≤ 16384 runs the wide tile (2 × 4 subgroups, 128 rows × 64
+/// tokens) where the rules run a tile whole, and the 4 × 4 tile where 64-token tiles would
+/// pad m by more than 32-token ones; each against the reference, y poisoned first.
 #[test]
-fn token_groups_run_by_default_from_m_512_for_f16_x() {
+fn wide_tile_runs_by_default_for_f16_x() {
     let Some(ctx) = tensor_core_context("the tensor-core GEMM") else {
         return;
     };
     let mut rng = Rng(6061);
-    let d = random_q4(&mut rng, 4096, 1000, 64, true, false);
+    let d = random_q4(&mut rng, 8192, 1000, 64, true, false);
     let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-    // 128 rows x 128 tokens per workgroup in 2 token groups at m = 512 (and m = 1000, whose
-    // last tile is part padding); 4 x 4 x 32 where 128-token tiles would pad m by more.
-    for (m, groups) in [(512usize, 2u32), (1000, 2), (530, 1)] {
+    // (m, tiles, subgroups, tokens): m = 530 pads to 576 in either tile width, m = 160 to
+    // 192 in 64-token tiles against 160.
+    for (m, tiles, subgroups, tokens) in [
+        (512usize, 2u32, 4u32, 64u32),
+        (1000, 2, 4, 64),
+        (530, 2, 4, 64),
+        (160, 4, 4, 32),
+    ] {
         let params = dense_params(&mat, m, F16_X);
-        let (shape, _) = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
-        assert_eq!(shape.token_groups, groups, "m {m}: {shape:?}");
+        let (shape, slices) = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
+        let got = (
+            shape.tiles,
+            shape.subgroups,
+            shape.tokens,
+            shape.token_groups,
+            slices,
+        );
+        assert_eq!(got, (tiles, subgroups, tokens, 1, 1), "m {m}: {shape}");
         assert_f16_call_matches(&ctx, &mat, &d, m, &mut rng);
     }
     assert_nothing_logged();
@@ -384,6 +399,8 @@ fn tensor_core_gemm_matches_reference() {
         Some(CoopGemmTuning::new(1, 4, 16, 2, 0, 1)),
         Some(CoopGemmTuning::new(2, 4, 8, 4, 2, 1)),
         Some(CoopGemmTuning::new(2, 8, 16, 4, 8, 1)),
+        // The wide tile the rules run for f16 x from m = 64 (128 rows × 64 tokens).
+        Some(CoopGemmTuning::new(2, 4, 64, 1, 0, 1)),
         // Token groups: alone, with K groups, and 4 of them with one row subgroup each.
         Some(CoopGemmTuning::new(2, 4, 64, 1, 2, 2)),
         Some(CoopGemmTuning::new(1, 8, 32, 2, 4, 2)),

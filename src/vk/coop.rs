@@ -150,14 +150,24 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
 /// subgroups in 4 K groups; else 4 row tiles × 4 subgroups, no K split — for f32 x in two
 /// parts up to 4096 tasks 2 × 4 (28672 × 8192 m = 64: 251 µs against 317).
 ///
-/// One column per token (f16 x, and f32 x rounded to f16, untimed) from m = 512 on
-/// K ≤ 16384 where workgroups of 128 rows × 128 tokens number at least 128 and pad m by at
-/// most 1/16: 2 row tiles × 8 subgroups in 2 token groups of 64 tokens (each subgroup 32
-/// rows × 64 tokens; the L1 serves the weights to both token groups). f16 x at m = 512, one
-/// call: 4096² 74.6 → 69.0 µs, 11008 × 4096 195.9 → 181.9, 4096 × 11008 180.9 → 175.4;
-/// 28672 × 8192 level (841.7 → 845.7 in one call, 845.8 → 834.5 in another); slower on
-/// 8192 × 28672 (872.6 → 902.2), at m = 256 on every shape (4096² 54.3 → 65.9) and for
-/// f32 x in two parts (its 2 × 8 × 64 in 2 groups: 4096² 149.5 → 178.3).
+/// Where the larger tile runs whole (no K slices), one column per token (f16 x, and f32 x
+/// rounded to f16) from m = 64 on K ≤ 16384 runs the wide tile instead where it pads m by
+/// at most 1/16 more (`runs_wide_tile`): 2 row tiles × 4 subgroups, 128 rows × 64 tokens,
+/// each subgroup 32 rows × 64 tokens, so it decodes each A fragment for 8 MMAs instead of
+/// 4 (the inner loop alone: 350 against 334 TFLOP/s on the H200). It also replaces the 2 × 8
+/// shape in 2 token groups (128 rows × 128 tokens) that ran from m = 512, which no rule runs
+/// now (`ContextConfig::coop_gemm_tuning` still can). H200, two calls, µs, the previous
+/// rules → this one: 28672 × 8192 m = 64 135.2 / 134.2 → 129.2 / 127.2, m = 512 (token
+/// groups before) 900.1 / 905.4 → 873.2 / 863.2; 14336 × 4096 m = 128 72.9 / 72.0 → 67.7 /
+/// 66.7, m = 256 136.6 / 135.4 → 126.8 / 125.4; 5120 × 13824 m = 256 221.5 / 219.6 →
+/// 204.8 / 204.0, m = 512 459.5 / 450.8 → 428.2 / 422.8 (the 4 × 4 tile whole: 405.4 in
+/// the second call); 11008 × 4096 m = 128 72.2 / 71.5 → 67.2 / 66.3; 4096² m = 512 71.7 /
+/// 70.6 → 70.6 / 70.2; f32 x rounded to f16, 28672 × 8192 m = 512 979.7 → 961.1 (255
+/// registers, no spills). Slower on 28672 × 8192 at
+/// m = 128 (259.5 / 255.6 → 267.4 / 263.0) and m = 256 (506.2 / 501.9 → 512.8 / 504.4); on
+/// 8192 × 28672 (K = 28672) at m = 256 and 512 it lost 1–4%, so K past 16384 keeps the
+/// larger tile. Exact f32 x in two parts keeps its tiles (64 tokens would be 16 B fragments
+/// per k-step).
 pub fn choose_fragments_gemm_shape(
     n: usize,
     k: usize,
@@ -172,24 +182,27 @@ pub fn choose_fragments_gemm_shape(
             _ => (2, 8, 8, 8, 1),
         };
     }
-    if runs_token_groups(n, k, m, parts) {
-        return (2, 8, 128, 1, 2);
-    }
     let tokens = if m <= 16 { 16 } else { 32 } / parts;
     let tasks = tasks(n, m);
     let k_groups = (2, 8, tokens, 4, 1);
     let (tiles, subgroups) = larger_tile(parts, tasks);
     let large = (tiles, subgroups, tokens, 1, 1);
+    // The larger tile run whole (no K slices): the wide tile where it applies.
+    let whole = match runs_wide_tile(k, m, parts) {
+        true => (2, 4, 64, 1, 1),
+        false => large,
+    };
     if let Some(z) = filling_slices(n, k, m, parts, sm_count) {
-        return match slices || z == 1 {
-            true => large,
-            false => k_groups,
+        return match (z, slices) {
+            (1, _) => whole,
+            (_, true) => large,
+            (_, false) => k_groups,
         };
     }
     match tasks {
         _ if slices && choose_fragments_slices(n, k, m, parts, sm_count) > 1 => large,
         ..1024 => k_groups,
-        _ => large,
+        _ => whole,
     }
 }
 
@@ -209,11 +222,20 @@ fn larger_tile(parts: u32, tasks: u64) -> (u32, u32) {
     }
 }
 
-/// Whether [`choose_fragments_gemm_shape`] gives an `n` × `k` matrix at `m` tokens with
-/// `parts` B columns per token its token groups' shape (2 × 8 subgroups in 2 token groups,
-/// 128 rows × 128 tokens): f16 x from m = 512 on K ≤ 16384, where at least 128 such tiles
-/// pad m by at most 1/16.
-fn runs_token_groups(n: usize, k: usize, m: u32, parts: u32) -> bool {
+/// Whether [`choose_fragments_gemm_shape`] runs the wide tile (2 row tiles × 4 subgroups,
+/// 128 rows × 64 tokens; each subgroup 32 rows × 64 tokens) where it would run its larger
+/// tile whole: one column per token from m = 64 on K ≤ 16384, where 64-token tiles pad m by
+/// at most 1/16 more than 32-token tiles do.
+fn runs_wide_tile(k: usize, m: u32, parts: u32) -> bool {
+    let little_padding =
+        u64::from(m.next_multiple_of(64)) * 16 <= 17 * u64::from(m.next_multiple_of(32));
+    parts == 1 && m >= 64 && k <= 16384 && little_padding
+}
+
+/// Whether a call of one column per token is one the K-slice rule ([`filling_slices`]) was
+/// not fitted on: from m = 512 on K ≤ 16384 where tiles of 128 rows × 128 tokens number at
+/// least 128 and pad m by at most 1/16 (the calls that ran token groups then).
+fn beyond_fitted_slices(n: usize, k: usize, m: u32, parts: u32) -> bool {
     let wide_tiles = (n as u64).div_ceil(128) * u64::from(m).div_ceil(128);
     let little_padding = u64::from(m.next_multiple_of(128)) * 16 <= 17 * u64::from(m);
     parts == 1 && m >= 512 && k <= 16384 && wide_tiles >= 128 && little_padding
@@ -252,8 +274,9 @@ pub fn choose_fragments_slices(
 /// `sm_count` SMs, past m = 16: the most slices, up to 8 and of 16 stages (2048 k) or more
 /// on average, whose workgroups number at most `most` per SM, where they number at least
 /// `least` per SM (1 where the tiles alone do); `None` where they fall shorter, where the
-/// call runs another tile (the token groups' shape, exact f32 x past 4096 tasks) or the SM
-/// count is unknown (the rules without it apply).
+/// rule was not fitted (f16 x from m = 512 on many tiles, `beyond_fitted_slices`; exact
+/// f32 x past 4096 tasks, which runs another tile) or the SM count is unknown (the rules
+/// without it apply).
 ///
 /// - f16 x (256 rows × 32 tokens, 128 invocations): `most` 2, `least` 1.4. An H200 SM ran
 ///   two such workgroups at about 1.2 × the rate of one, and 1.3 × the rate of one
@@ -283,7 +306,7 @@ pub fn filling_slices(
     sm_count: Option<u32>,
 ) -> Option<u32> {
     let sms = u64::from(sm_count.filter(|_| m > 16)?);
-    if runs_token_groups(n, k, m, parts) {
+    if beyond_fitted_slices(n, k, m, parts) {
         return None;
     }
     // Workgroups per SM at most and (in tenths) at least, for the tiles the rule was fitted
@@ -665,13 +688,27 @@ mod tests {
             choose_fragments_gemm_shape(28672, 8192, 16, 1, true, None),
             (2, 8, 16, 4, 1)
         );
+        // The larger tile whole: the wide tile for f16 x from m = 64 on K ≤ 16384.
         assert_eq!(
             choose_fragments_gemm_shape(28672, 8192, 64, 1, true, None),
-            (4, 4, 32, 1, 1)
+            (2, 4, 64, 1, 1)
         );
         assert_eq!(
             choose_fragments_gemm_shape(28672, 8192, 256, 1, true, None),
+            (2, 4, 64, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 48, 1, true, None),
             (4, 4, 32, 1, 1)
+        );
+        // m = 96 pads to 128 in 64-token tiles (96 in 32): the 4 × 4 tile.
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 96, 1, true, None),
+            (4, 4, 32, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 100, 1, true, None),
+            (2, 4, 64, 1, 1)
         );
         // Few tasks on a long K, two token tiles or more: 4 K slices of the larger tile.
         assert_eq!(choose_fragments_slices(8192, 28672, 64, 1, None), 4);
@@ -696,30 +733,40 @@ mod tests {
         );
         assert_eq!(choose_fragments_slices(8192, 28672, 512, 1, None), 1);
         assert_eq!(choose_fragments_slices(4096, 11008, 64, 1, None), 1);
-        // From m = 512 on K ≤ 16384, 2 token groups where 128 × 128 tiles fill the SMs.
+        // Large m: the wide tile too, no token groups; K past 16384 keeps the 4 × 4 tile.
         assert_eq!(
             choose_fragments_gemm_shape(4096, 4096, 512, 1, true, None),
-            (2, 8, 128, 1, 2)
+            (2, 4, 64, 1, 1)
         );
         assert_eq!(
             choose_fragments_gemm_shape(28672, 8192, 2048, 1, true, None),
-            (2, 8, 128, 1, 2)
+            (2, 4, 64, 1, 1)
         );
         assert_eq!(
             choose_fragments_gemm_shape(8192, 28672, 512, 1, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(2048, 4096, 512, 1, true, None),
-            (4, 4, 32, 1, 1)
+            choose_fragments_gemm_shape(4096, 16384, 512, 1, true, None),
+            (2, 4, 64, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 600, 1, true, None),
+            choose_fragments_gemm_shape(4096, 16512, 512, 1, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
             choose_fragments_gemm_shape(4096, 4096, 1000, 1, true, None),
-            (2, 8, 128, 1, 2)
+            (2, 4, 64, 1, 1)
+        );
+        // Padding: m = 545 takes 576 tokens in tiles of either width (wide); m = 160 would
+        // take 192 in 64-token tiles against 160 (the 4 × 4 tile).
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 545, 1, true, None),
+            (2, 4, 64, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 160, 1, true, None),
+            (4, 4, 32, 1, 1)
         );
         // f32 x in two parts: half the tokens, the same columns; 2 tiles up to 4096 tasks.
         assert_eq!(
@@ -779,17 +826,29 @@ mod tests {
             choose_fragments_gemm_shape(4096, 4096, 64, 1, true, H200),
             (2, 8, 32, 4, 1)
         );
-        // Tiles that fill the GPU alone: no slices, the larger tile.
+        // Tiles that fill the GPU alone: no slices, the larger tile whole (the wide tile
+        // from m = 64 on K ≤ 16384, f16 x).
         assert_eq!(filling_slices(28672, 8192, 64, 1, H200), Some(1));
         assert_eq!(
             choose_fragments_gemm_shape(28672, 8192, 64, 1, false, H200),
+            (2, 4, 64, 1, 1)
+        );
+        assert_eq!(filling_slices(28672, 8192, 32, 1, H200), Some(2));
+        assert_eq!(
+            choose_fragments_gemm_shape(28672, 8192, 32, 1, true, H200),
             (4, 4, 32, 1, 1)
         );
-        // At most 8 slices; past m = 512 the token groups' rule comes first.
+        assert_eq!(filling_slices(8192, 28672, 512, 1, H200), Some(1));
+        assert_eq!(
+            choose_fragments_gemm_shape(8192, 28672, 512, 1, true, H200),
+            (4, 4, 32, 1, 1)
+        );
+        // At most 8 slices; from m = 512 on many tiles the rule stays off (the wide tile).
         assert_eq!(filling_slices(8192, 28672, 32, 1, H200), Some(8));
+        assert_eq!(filling_slices(4096, 4096, 512, 1, H200), None);
         assert_eq!(
             choose_fragments_gemm_shape(4096, 4096, 512, 1, true, H200),
-            (2, 8, 128, 1, 2)
+            (2, 4, 64, 1, 1)
         );
         // Exact f32 x in two parts: 128 × 16 tiles, up to 8 workgroups per SM, at least 2.8.
         assert_eq!(filling_slices(5120, 13824, 32, 2, H200), Some(6));
@@ -810,8 +869,8 @@ mod tests {
             choose_fragments_gemm_shape(28672, 8192, 512, 2, true, H200),
             (4, 4, 16, 1, 1)
         );
-        // Other tiles keep the rules without it: the token groups' shape (however many SMs)
-        // and exact f32 x past 4096 tasks.
+        // Calls it was not fitted on keep the rules without it (however many SMs): f16 x
+        // from m = 512 on many tiles, exact f32 x past 4096 tasks.
         assert_eq!(filling_slices(4096, 4096, 512, 1, Some(1024)), None);
         assert_eq!(filling_slices(28672, 8192, 512, 2, Some(1024)), None);
         // m ≤ 16 and an unknown SM count keep the rules without it.

@@ -54,6 +54,12 @@ pub const READ: &[u8] = include_bytes!("../../shaders/spv/read.spv");
 /// Benchmark ceiling: the tensor cores' MMA rate, operands in registers (binding 0 output;
 /// push constant: rounds; needs the tensor-core extensions).
 pub const MMA_PEAK: &[u8] = include_bytes!("../../shaders/spv/mma_peak.spv");
+/// Benchmark ceiling: the tensor-core GEMM's inner loop without memory traffic on its 4 × 4
+/// subgroup tile (4 A, 4 B fragments per k-step; binding 0 output; push constant: blocks of
+/// 8 k-steps; needs the tensor-core extensions).
+pub const MMA_LOOP_4X4: &[u8] = include_bytes!("../../shaders/spv/mma_loop_4x4.spv");
+/// Benchmark ceiling: the same on the GEMM's 2 × 8 subgroup tile.
+pub const MMA_LOOP_2X8: &[u8] = include_bytes!("../../shaders/spv/mma_loop_2x8.spv");
 
 /// SPIR-V bytes as words (checks the length and the magic number).
 pub fn words(spv: &[u8]) -> Result<Vec<u32>> {

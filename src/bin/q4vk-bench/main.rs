@@ -416,6 +416,11 @@ fn run(opt: &Options) -> Result<()> {
             "tensor-core MMA rate (16 × 8 × 16 f16 → f32, operands in registers): {tflops:.1} TFLOP/s"
         );
     }
+    if let Some([tiles_4x4, tiles_2x8]) = mma_loop_rates(&ctx, opt)? {
+        println!(
+            "tensor-core GEMM's inner loop without memory traffic (A decoded, B rebuilt from registers, block epilogue): {tiles_4x4:.1} TFLOP/s on 4 × 4 fragments per subgroup, {tiles_2x8:.1} on 2 × 8"
+        );
+    }
     println!(
         "mode: {}; {}, {} activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens",
         if opt.quick {

@@ -252,3 +252,39 @@ pub(crate) fn mma_rate(ctx: &Context, opt: &Options) -> Result<Option<f64>> {
     let mmas = subgroups * CHAINS * u64::from(ROUNDS);
     Ok(Some(mmas as f64 * (2 * 16 * 8 * 16) as f64 / us / 1e6))
 }
+
+/// The rate (TFLOP/s) of the tensor-core GEMM's inner loop without memory traffic
+/// (`shaders/mma_loop.comp`: A decoded and B rebuilt from words in registers every k-step,
+/// the block epilogue every 8) on its (tiles, B fragments) subgroup tiles 4 × 4 and 2 × 8,
+/// median of `iters` dispatches; `None` where the device runs no tensor-core kernel.
+pub(crate) fn mma_loop_rates(ctx: &Context, opt: &Options) -> Result<Option<[f64; 2]>> {
+    if !ctx.device.coop_enabled {
+        return Ok(None);
+    }
+    const GROUPS: u32 = 2048;
+    const INVOCATIONS: u64 = 128;
+    const BLOCKS: u32 = 64;
+    let out = Buffer::new(
+        &ctx.device,
+        u64::from(GROUPS) * INVOCATIONS * 4,
+        MemoryKind::Device,
+    )?;
+    let mut rates = [0.0; 2];
+    for (rate, (spv, mmas_per_step)) in rates.iter_mut().zip([
+        (shaders::MMA_LOOP_4X4, 4 * 4),
+        (shaders::MMA_LOOP_2X8, 2 * 8),
+    ]) {
+        let kernel = Kernel::new(&ctx.device, spv, 1, 4, 1)?;
+        let set = kernel.set(&[&out])?;
+        let us = time_runs(ctx, opt.iters, None, |cmd, _| {
+            // SAFETY: `cmd` is recording (the bench's own submission); kernel and buffer
+            // outlive it.
+            unsafe { kernel.record(cmd, set, &BLOCKS.to_ne_bytes(), GROUPS) };
+            Ok(())
+        })?;
+        let subgroups = u64::from(GROUPS) * INVOCATIONS / 32;
+        let mmas = subgroups * u64::from(BLOCKS) * 8 * mmas_per_step;
+        *rate = mmas as f64 * (2 * 16 * 8 * 16) as f64 / us / 1e6;
+    }
+    Ok(Some(rates))
+}
