@@ -26,7 +26,6 @@ uvec2 pack4(f16vec4 v) {
     return uvec2(packFloat2x16(v.xy), packFloat2x16(v.zw));
 }
 
-
 // Activations x' = 2^-e x of one block of BLOCK k, held four per invocation by its
 // BLOCK / 4 neighbouring invocations (a butterfly over them), split into two exact f16
 // parts (`split_scaled`). Returns 2^e, the block's factor.

@@ -1,7 +1,7 @@
 // The tensor-core kernels' fragments (16 x 8 x 16, f16 x f16 -> f32) and how they are built
 // from 32-bit words in registers: A from a word of eight 4-bit codes (`decode`), B from two
 // words of four f16 (`b_fragment`). Shared by the GEMV and GEMM (through coop_common.glsl)
-// and q4vk-bench's ceiling of the GEMM's inner loop (`mma_loop.comp`).
+// and q4vk-bench's ceilings (`mma_peak.comp`, `mma_loop.comp`).
 
 #define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>

@@ -5,6 +5,7 @@
 // eight accumulator chains, so the MMA latency is hidden) and writes one element per
 // accumulator so that none of the work can be dropped. q4vk-bench compares the GEMM's
 // TFLOP/s with this rate measured in the same run.
+#extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -15,9 +16,7 @@ layout(local_size_x = 128) in;
 layout(set = 0, binding = 0) writeonly buffer Out { float o[]; };
 layout(push_constant) uniform Push { uint iters; } p;
 
-#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>
-#define MatC coopmat<float, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
+#include "coop_fragments.glsl"
 
 const uint CHAINS = 8;
 

@@ -224,6 +224,35 @@ const HOT_READS: [u64; 2] = [8 << 20, 22 << 20];
 /// few per SM of a large GPU looping over the buffer.
 const READ_GRIDS: [u32; 4] = [32768, 8192, 2048, 1024];
 
+/// Workgroups (of 128 invocations) of the tensor-core ceilings.
+const MMA_INVOCATIONS: u64 = 128;
+
+/// TFLOP/s of a tensor-core ceiling kernel (`spv`: one storage buffer of a float per
+/// invocation, or more, and a u32 push constant of `rounds`): the median of `iters`
+/// dispatches of `groups` workgroups, each subgroup issuing `mmas_per_round` 16 × 8 × 16
+/// MMAs per round.
+fn mma_kernel_rate(
+    ctx: &Context,
+    opt: &Options,
+    spv: &[u8],
+    groups: u32,
+    rounds: u32,
+    mmas_per_round: u64,
+    out: &Buffer,
+) -> Result<f64> {
+    let kernel = Kernel::new(&ctx.device, spv, 1, 4, 1)?;
+    let set = kernel.set(&[out])?;
+    let us = time_runs(ctx, opt.iters, None, |cmd, _| {
+        // SAFETY: `cmd` is recording (the bench's own submission); kernel and buffer
+        // outlive it.
+        unsafe { kernel.record(cmd, set, &rounds.to_ne_bytes(), groups) };
+        Ok(())
+    })?;
+    let subgroups = u64::from(groups) * MMA_INVOCATIONS / 32;
+    let mmas = subgroups * u64::from(rounds) * mmas_per_round;
+    Ok(mmas as f64 * (2 * 16 * 8 * 16) as f64 / us / 1e6)
+}
+
 /// The tensor cores' rate (TFLOP/s) through the cooperative-matrix MMA the GEMM issues
 /// (`shaders/mma_peak.comp`: 16 × 8 × 16 f16 → f32, operands in registers, no memory
 /// traffic), median of `iters` dispatches; `None` where the device runs no tensor-core kernel.
@@ -232,25 +261,14 @@ pub(crate) fn mma_rate(ctx: &Context, opt: &Options) -> Result<Option<f64>> {
         return Ok(None);
     }
     const GROUPS: u32 = 8192;
-    const INVOCATIONS: u64 = 128;
     const CHAINS: u64 = 8;
-    const ROUNDS: u32 = 256;
     let out = Buffer::new(
         &ctx.device,
-        u64::from(GROUPS) * INVOCATIONS * CHAINS * 4,
+        u64::from(GROUPS) * MMA_INVOCATIONS * CHAINS * 4,
         MemoryKind::Device,
     )?;
-    let kernel = Kernel::new(&ctx.device, shaders::MMA_PEAK, 1, 4, 1)?;
-    let set = kernel.set(&[&out])?;
-    let us = time_runs(ctx, opt.iters, None, |cmd, _| {
-        // SAFETY: `cmd` is recording (the bench's own submission); kernel and buffer
-        // outlive it.
-        unsafe { kernel.record(cmd, set, &ROUNDS.to_ne_bytes(), GROUPS) };
-        Ok(())
-    })?;
-    let subgroups = u64::from(GROUPS) * INVOCATIONS / 32;
-    let mmas = subgroups * CHAINS * u64::from(ROUNDS);
-    Ok(Some(mmas as f64 * (2 * 16 * 8 * 16) as f64 / us / 1e6))
+    let rate = mma_kernel_rate(ctx, opt, shaders::MMA_PEAK, GROUPS, 256, CHAINS, &out)?;
+    Ok(Some(rate))
 }
 
 /// The rate (TFLOP/s) of the tensor-core GEMM's inner loop without memory traffic
@@ -262,29 +280,17 @@ pub(crate) fn mma_loop_rates(ctx: &Context, opt: &Options) -> Result<Option<[f64
         return Ok(None);
     }
     const GROUPS: u32 = 2048;
-    const INVOCATIONS: u64 = 128;
-    const BLOCKS: u32 = 64;
     let out = Buffer::new(
         &ctx.device,
-        u64::from(GROUPS) * INVOCATIONS * 4,
+        u64::from(GROUPS) * MMA_INVOCATIONS * 4,
         MemoryKind::Device,
     )?;
-    let mut rates = [0.0; 2];
-    for (rate, (spv, mmas_per_step)) in rates.iter_mut().zip([
-        (shaders::MMA_LOOP_4X4, 4 * 4),
-        (shaders::MMA_LOOP_2X8, 2 * 8),
-    ]) {
-        let kernel = Kernel::new(&ctx.device, spv, 1, 4, 1)?;
-        let set = kernel.set(&[&out])?;
-        let us = time_runs(ctx, opt.iters, None, |cmd, _| {
-            // SAFETY: `cmd` is recording (the bench's own submission); kernel and buffer
-            // outlive it.
-            unsafe { kernel.record(cmd, set, &BLOCKS.to_ne_bytes(), GROUPS) };
-            Ok(())
-        })?;
-        let subgroups = u64::from(GROUPS) * INVOCATIONS / 32;
-        let mmas = subgroups * u64::from(BLOCKS) * 8 * mmas_per_step;
-        *rate = mmas as f64 * (2 * 16 * 8 * 16) as f64 / us / 1e6;
-    }
-    Ok(Some(rates))
+    // Rounds are blocks of 8 k-steps of tiles × fragments MMAs.
+    let rate = |spv, mmas_per_step: u64| {
+        mma_kernel_rate(ctx, opt, spv, GROUPS, 64, 8 * mmas_per_step, &out)
+    };
+    Ok(Some([
+        rate(shaders::MMA_LOOP_4X4, 4 * 4)?,
+        rate(shaders::MMA_LOOP_2X8, 2 * 8)?,
+    ]))
 }
