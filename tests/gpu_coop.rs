@@ -241,7 +241,8 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
 
 /// f16 x from m = 64 on K ≤ 16384 runs the wide tile (2 × 4 subgroups, 128 rows × 64
 /// tokens) where the rules run a tile whole, and the 4 × 4 tile where 64-token tiles would
-/// pad m by more than 32-token ones; each against the reference, y poisoned first.
+/// pad m by more than 32-token ones; the wide tile loads B 4 k-steps ahead for groups under
+/// 128 and 2 for groups of 128; each against the reference, y poisoned first.
 #[test]
 fn wide_tile_runs_by_default_for_f16_x() {
     let Some(ctx) = tensor_core_context("the tensor-core GEMM") else {
@@ -268,7 +269,26 @@ fn wide_tile_runs_by_default_for_f16_x() {
             slices,
         );
         assert_eq!(got, (tiles, subgroups, tokens, 1, 1), "m {m}: {shape}");
+        // Groups under 128 load B 4 k-steps ahead on the wide tile, 2 on the other.
+        assert_eq!(
+            shape.b_ahead,
+            if tokens == 64 { 4 } else { 2 },
+            "m {m}: {shape}"
+        );
         assert_f16_call_matches(&ctx, &mat, &d, m, &mut rng);
+    }
+    // Groups of 32 take the same look-ahead, groups of 128 keep 2.
+    for (group, ahead) in [(32, 4), (128, 2)] {
+        let d = random_q4(&mut rng, 8192, 1000, group, false, false);
+        let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+        let params = dense_params(&mat, 512, F16_X);
+        let (shape, _) = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
+        assert_eq!(
+            (shape.tokens, shape.b_ahead),
+            (64, ahead),
+            "group {group}: {shape}"
+        );
+        assert_f16_call_matches(&ctx, &mat, &d, 512, &mut rng);
     }
     assert_nothing_logged();
 }

@@ -6,7 +6,7 @@
 use super::device::Device;
 use super::kernel::Kernel;
 use super::memory::{Buffer, MemoryKind};
-use super::pipeline::coop_shared_bytes;
+use super::pipeline::{coop_shared_bytes, CoopGemmKey};
 use super::shaders;
 use super::submit::{record_barrier, QueueLock, Submitter, SHADER_TO_HOST};
 use crate::error::{Error, Result};
@@ -166,13 +166,17 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
 /// registers, no spills). Slower on 28672 × 8192 at
 /// m = 128 (259.5 / 255.6 → 267.4 / 263.0) and m = 256 (506.2 / 501.9 → 512.8 / 504.4); on
 /// 8192 × 28672 (K = 28672) at m = 256 and 512 it lost 1–4%, so K past 16384 keeps the
-/// larger tile. Exact f32 x in two parts keeps its tiles (64 tokens would be 16 B fragments
-/// per k-step).
+/// larger tile, except for `small_groups` (groups of 32 or 64 without offsets, where the
+/// wide tile loads B 4 k-steps ahead: [`choose_fragments_lookahead`]): 8192 × 28672 group 32
+/// m = 256 611.9 → 517.2 µs, m = 512 1183.1 → 1019.1; group 64 507.6 → 454.2, 980.7 →
+/// 885.6 (two calls). Exact f32 x in two parts keeps its tiles (64 tokens would be 16 B
+/// fragments per k-step).
 pub fn choose_fragments_gemm_shape(
     n: usize,
     k: usize,
     m: u32,
     parts: u32,
+    small_groups: bool,
     slices: bool,
     sm_count: Option<u32>,
 ) -> (u32, u32, u32, u32, u32) {
@@ -188,7 +192,7 @@ pub fn choose_fragments_gemm_shape(
     let (tiles, subgroups) = larger_tile(parts, tasks);
     let large = (tiles, subgroups, tokens, 1, 1);
     // The larger tile run whole (no K slices): the wide tile where it applies.
-    let whole = match runs_wide_tile(k, m, parts) {
+    let whole = match runs_wide_tile(k, m, parts, small_groups) {
         true => (2, 4, 64, 1, 1),
         false => large,
     };
@@ -224,12 +228,12 @@ fn larger_tile(parts: u32, tasks: u64) -> (u32, u32) {
 
 /// Whether [`choose_fragments_gemm_shape`] runs the wide tile (2 row tiles × 4 subgroups,
 /// 128 rows × 64 tokens; each subgroup 32 rows × 64 tokens) where it would run its larger
-/// tile whole: one column per token from m = 64 on K ≤ 16384, where 64-token tiles pad m by
-/// at most 1/16 more than 32-token tiles do.
-fn runs_wide_tile(k: usize, m: u32, parts: u32) -> bool {
+/// tile whole: one column per token from m = 64 on K ≤ 16384 (any K for `small_groups`),
+/// where 64-token tiles pad m by at most 1/16 more than 32-token tiles do.
+fn runs_wide_tile(k: usize, m: u32, parts: u32, small_groups: bool) -> bool {
     let little_padding =
         u64::from(m.next_multiple_of(64)) * 16 <= 17 * u64::from(m.next_multiple_of(32));
-    parts == 1 && m >= 64 && k <= 16384 && little_padding
+    parts == 1 && m >= 64 && (k <= 16384 || small_groups) && little_padding
 }
 
 /// Whether a call of one column per token is one the K-slice rule ([`filling_slices`]) was
@@ -326,19 +330,34 @@ pub fn filling_slices(
 }
 
 /// k-steps of B fragments the tensor-core GEMM on x in fragments loads ahead of their
-/// products, for a shape of `ksplit` K groups at `m` tokens of `parts` B columns each, from
-/// H200 sweeps (bench/RESULTS.md): with K groups 4, and 8 for f32 x at m ≤ 8 (its 2 × 8
-/// shape: 28672 × 8192 71.4 → 59.2 µs, 8192 × 28672 63.9 → 56.8; f16 x's 1 × 8 gained on
-/// the small shapes only, 2% at most, and lost 5–7% on the large ones). With K groups the
+/// products, for `key`'s shape (its `b_ahead` aside) at `m` tokens of `parts` B columns
+/// each, from H200 sweeps (bench/RESULTS.md): with K groups 4, and 8 for f32 x at m ≤ 8 (its
+/// 2 × 8 shape: 28672 × 8192 71.4 → 59.2 µs, 8192 × 28672 63.9 → 56.8; f16 x's 1 × 8 gained
+/// on the small shapes only, 2% at most, and lost 5–7% on the large ones). With K groups the
 /// shapes have registers to spare: 8192 × 28672 m = 64 205 → 177 µs over loading each
 /// fragment where used, 8 no faster. Without, 2 (4 × 4 × 32: 4 is slower, 28672 × 8192
-/// m = 64 130.5 vs 133.3 µs).
-pub fn choose_fragments_lookahead(ksplit: u32, m: u32, parts: u32) -> u32 {
-    match ksplit {
+/// m = 64 130.5 vs 133.3 µs; the wide tile with groups of 128: 867.0 → 887.4 at m = 512),
+/// except 4 on the wide tile of f16 x for groups of 32 and 64, whose block epilogue every
+/// 2 or 4 k-steps leaves the loads too little time: 28672 × 8192 group 32 m = 64 224.4 →
+/// 145.5 µs, m = 512 1351.2 → 997.8; group 64 141.9 → 128.5, 952.5 → 854.3; 4096² group 32
+/// m = 512 87.7 → 80.2. With offsets (255 registers, spilled) 4 is slower: 212.3 → 252.4.
+pub fn choose_fragments_lookahead(key: &CoopGemmKey, m: u32, parts: u32) -> u32 {
+    let wide = (key.tiles, key.subgroups, key.tokens, key.tsplit) == (2, 4, 64, 1);
+    let small_groups = small_groups(key.block, key.offsets, key.x_rounded);
+    match key.ksplit {
+        1 if wide && small_groups && parts == 1 => 4,
         1 => 2,
         _ if m <= super::gemv::MAX_M && parts == 2 => 8,
         _ => 4,
     }
+}
+
+/// Whether the tensor-core GEMM on x in fragments takes the rules for small groups (the
+/// wide tile at any K, B loaded 4 k-steps ahead on it): blocks of 32 or 64 k on f16 x, as
+/// timed (offsets and f32 x rounded to f16 keep per-block sums or factors live, and 4
+/// ahead spilled with offsets).
+pub fn small_groups(block: u32, offsets: bool, x_rounded: bool) -> bool {
+    block < 128 && !offsets && !x_rounded
 }
 
 /// The optional kernels' features (tensor cores; packed integer dot products,
@@ -681,33 +700,33 @@ mod tests {
         assert_eq!(choose_gemm_shape(4096, 8, false), (1, 8, 8, 1));
         // x in fragments (f16): K groups only where few tasks would leave SMs idle.
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 64, 1, true, None),
+            choose_fragments_gemm_shape(4096, 4096, 64, 1, false, true, None),
             (2, 8, 32, 4, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 16, 1, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 16, 1, false, true, None),
             (2, 8, 16, 4, 1)
         );
         // The larger tile whole: the wide tile for f16 x from m = 64 on K ≤ 16384.
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 64, 1, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 64, 1, false, true, None),
             (2, 4, 64, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 256, 1, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 256, 1, false, true, None),
             (2, 4, 64, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 48, 1, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 48, 1, false, true, None),
             (4, 4, 32, 1, 1)
         );
         // m = 96 pads to 128 in 64-token tiles (96 in 32): the 4 × 4 tile.
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 96, 1, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 96, 1, false, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 100, 1, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 100, 1, false, true, None),
             (2, 4, 64, 1, 1)
         );
         // Few tasks on a long K, two token tiles or more: 4 K slices of the larger tile.
@@ -715,85 +734,130 @@ mod tests {
         assert_eq!(choose_fragments_slices(8192, 28672, 32, 1, None), 1);
         assert_eq!(choose_fragments_slices(8192, 28672, 17, 2, None), 4);
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 64, 1, true, None),
+            choose_fragments_gemm_shape(8192, 28672, 64, 1, false, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 64, 2, true, None),
+            choose_fragments_gemm_shape(8192, 28672, 64, 2, false, true, None),
             (2, 4, 16, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 64, 1, false, None),
+            choose_fragments_gemm_shape(8192, 28672, 64, 1, false, false, None),
             (2, 8, 32, 4, 1)
         );
         assert_eq!(choose_fragments_slices(8192, 28672, 16, 2, None), 1);
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 16, 1, true, None),
+            choose_fragments_gemm_shape(8192, 28672, 16, 1, false, true, None),
             (2, 8, 16, 4, 1)
         );
         assert_eq!(choose_fragments_slices(8192, 28672, 512, 1, None), 1);
         assert_eq!(choose_fragments_slices(4096, 11008, 64, 1, None), 1);
         // Large m: the wide tile too, no token groups; K past 16384 keeps the 4 × 4 tile.
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 512, 1, true, None),
+            choose_fragments_gemm_shape(4096, 4096, 512, 1, false, true, None),
             (2, 4, 64, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 2048, 1, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 2048, 1, false, true, None),
             (2, 4, 64, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 512, 1, true, None),
+            choose_fragments_gemm_shape(8192, 28672, 512, 1, false, true, None),
+            (4, 4, 32, 1, 1)
+        );
+        // Groups of 32 or 64 take the wide tile at any K.
+        assert_eq!(
+            choose_fragments_gemm_shape(8192, 28672, 512, 1, true, true, None),
+            (2, 4, 64, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 16384, 512, 1, false, true, None),
+            (2, 4, 64, 1, 1)
+        );
+        assert_eq!(
+            choose_fragments_gemm_shape(4096, 16512, 512, 1, false, true, None),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 16384, 512, 1, true, None),
-            (2, 4, 64, 1, 1)
-        );
-        assert_eq!(
-            choose_fragments_gemm_shape(4096, 16512, 512, 1, true, None),
-            (4, 4, 32, 1, 1)
-        );
-        assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 1000, 1, true, None),
+            choose_fragments_gemm_shape(4096, 4096, 1000, 1, false, true, None),
             (2, 4, 64, 1, 1)
         );
         // Padding: m = 545 takes 576 tokens in tiles of either width (wide); m = 160 would
         // take 192 in 64-token tiles against 160 (the 4 × 4 tile).
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 545, 1, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 545, 1, false, true, None),
             (2, 4, 64, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 160, 1, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 160, 1, false, true, None),
             (4, 4, 32, 1, 1)
         );
         // f32 x in two parts: half the tokens, the same columns; 2 tiles up to 4096 tasks.
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 64, 2, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 64, 2, false, true, None),
             (2, 4, 16, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 512, 2, true, None),
+            choose_fragments_gemm_shape(4096, 4096, 512, 2, false, true, None),
             (2, 4, 16, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 512, 2, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 512, 2, false, true, None),
             (4, 4, 16, 1, 1)
         );
         // m ≤ 8: 8 tokens, K split 8 ways; f32 x 8 k-steps ahead.
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 8, 2, true, None),
+            choose_fragments_gemm_shape(28672, 8192, 8, 2, false, true, None),
             (2, 8, 8, 8, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 8, 1, true, None),
+            choose_fragments_gemm_shape(4096, 4096, 8, 1, false, true, None),
             (1, 8, 8, 8, 1)
         );
-        assert_eq!(choose_fragments_lookahead(8, 8, 2), 8);
-        assert_eq!(choose_fragments_lookahead(8, 8, 1), 4);
-        assert_eq!(choose_fragments_lookahead(4, 64, 2), 4);
-        assert_eq!(choose_fragments_lookahead(1, 8, 2), 2);
+        let key = |(tiles, subgroups, tokens, ksplit), block, offsets| CoopGemmKey {
+            tiles,
+            subgroups,
+            tokens,
+            zeros: false,
+            x_f16: true,
+            block,
+            offsets,
+            ksplit,
+            x_fragments: true,
+            x_rounded: false,
+            b_ahead: 2,
+            tsplit: 1,
+            k_slices: false,
+        };
+        assert_eq!(
+            choose_fragments_lookahead(&key((2, 8, 8, 8), 128, false), 8, 2),
+            8
+        );
+        assert_eq!(
+            choose_fragments_lookahead(&key((1, 8, 8, 8), 128, false), 8, 1),
+            4
+        );
+        assert_eq!(
+            choose_fragments_lookahead(&key((2, 8, 16, 4), 128, false), 64, 2),
+            4
+        );
+        assert_eq!(
+            choose_fragments_lookahead(&key((2, 4, 16, 1), 128, false), 64, 2),
+            2
+        );
+        // The wide tile: 4 ahead for groups under 128 without offsets, else 2.
+        let wide = (2, 4, 64, 1);
+        assert_eq!(choose_fragments_lookahead(&key(wide, 32, false), 512, 1), 4);
+        assert_eq!(choose_fragments_lookahead(&key(wide, 64, false), 64, 1), 4);
+        assert_eq!(
+            choose_fragments_lookahead(&key(wide, 128, false), 512, 1),
+            2
+        );
+        assert_eq!(choose_fragments_lookahead(&key(wide, 32, true), 512, 1), 2);
+        assert_eq!(
+            choose_fragments_lookahead(&key((4, 4, 32, 1), 32, false), 512, 1),
+            2
+        );
     }
 
     #[test]
@@ -803,12 +867,12 @@ mod tests {
         assert_eq!(filling_slices(5120, 13824, 64, 1, H200), Some(6));
         assert_eq!(choose_fragments_slices(5120, 13824, 64, 1, H200), 6);
         assert_eq!(
-            choose_fragments_gemm_shape(5120, 13824, 64, 1, true, H200),
+            choose_fragments_gemm_shape(5120, 13824, 64, 1, false, true, H200),
             (4, 4, 32, 1, 1)
         );
         // Without room for the slices' sums: the K groups' shape.
         assert_eq!(
-            choose_fragments_gemm_shape(5120, 13824, 64, 1, false, H200),
+            choose_fragments_gemm_shape(5120, 13824, 64, 1, false, false, H200),
             (2, 8, 32, 4, 1)
         );
         // 14336 × 4096: 2 slices (16 stages each) fill 224 places.
@@ -816,38 +880,38 @@ mod tests {
         // 160 of 264 places: the rules without the SM count (the K groups, no slices).
         assert_eq!(filling_slices(4096, 11008, 64, 1, H200), None);
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 11008, 64, 1, true, H200),
+            choose_fragments_gemm_shape(4096, 11008, 64, 1, false, true, H200),
             (2, 8, 32, 4, 1)
         );
         // 4096²: at most 2 slices of 16 stages fill 64 of 264 places; the K groups run.
         assert_eq!(filling_slices(4096, 4096, 64, 1, H200), None);
         assert_eq!(choose_fragments_slices(4096, 4096, 64, 1, H200), 1);
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 64, 1, true, H200),
+            choose_fragments_gemm_shape(4096, 4096, 64, 1, false, true, H200),
             (2, 8, 32, 4, 1)
         );
         // Tiles that fill the GPU alone: no slices, the larger tile whole (the wide tile
         // from m = 64 on K ≤ 16384, f16 x).
         assert_eq!(filling_slices(28672, 8192, 64, 1, H200), Some(1));
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 64, 1, false, H200),
+            choose_fragments_gemm_shape(28672, 8192, 64, 1, false, false, H200),
             (2, 4, 64, 1, 1)
         );
         assert_eq!(filling_slices(28672, 8192, 32, 1, H200), Some(2));
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 32, 1, true, H200),
+            choose_fragments_gemm_shape(28672, 8192, 32, 1, false, true, H200),
             (4, 4, 32, 1, 1)
         );
         assert_eq!(filling_slices(8192, 28672, 512, 1, H200), Some(1));
         assert_eq!(
-            choose_fragments_gemm_shape(8192, 28672, 512, 1, true, H200),
+            choose_fragments_gemm_shape(8192, 28672, 512, 1, false, true, H200),
             (4, 4, 32, 1, 1)
         );
         // At most 8 slices; from m = 512 on many tiles the rule stays off (the wide tile).
         assert_eq!(filling_slices(8192, 28672, 32, 1, H200), Some(8));
         assert_eq!(filling_slices(4096, 4096, 512, 1, H200), None);
         assert_eq!(
-            choose_fragments_gemm_shape(4096, 4096, 512, 1, true, H200),
+            choose_fragments_gemm_shape(4096, 4096, 512, 1, false, true, H200),
             (2, 4, 64, 1, 1)
         );
         // Exact f32 x in two parts: 128 × 16 tiles, up to 8 workgroups per SM, at least 2.8.
@@ -856,17 +920,17 @@ mod tests {
         assert_eq!(filling_slices(8192, 28672, 64, 2, H200), Some(4));
         assert_eq!(filling_slices(4096, 11008, 32, 2, H200), None);
         assert_eq!(
-            choose_fragments_gemm_shape(5120, 13824, 32, 2, true, H200),
+            choose_fragments_gemm_shape(5120, 13824, 32, 2, false, true, H200),
             (2, 4, 16, 1, 1)
         );
         // Tiles that fill it alone; past 4096 tasks the 4 × 4 shape, as without the count.
         assert_eq!(filling_slices(28672, 8192, 64, 2, H200), Some(1));
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 64, 2, false, H200),
+            choose_fragments_gemm_shape(28672, 8192, 64, 2, false, false, H200),
             (2, 4, 16, 1, 1)
         );
         assert_eq!(
-            choose_fragments_gemm_shape(28672, 8192, 512, 2, true, H200),
+            choose_fragments_gemm_shape(28672, 8192, 512, 2, false, true, H200),
             (4, 4, 16, 1, 1)
         );
         // Calls it was not fitted on keep the rules without it (however many SMs): f16 x

@@ -243,6 +243,7 @@ fn coop_gemm_key(
                 k,
                 p.m,
                 fragment_parts(p),
+                super::coop::small_groups(c.block, mat.offsets, rounded),
                 slices,
                 ctx.device.info.sm_count,
             ),
@@ -275,7 +276,7 @@ fn coop_gemm_key(
     // The look-ahead of the K groups the shape ends up with.
     key.b_ahead = match (x_fragments, shape.b_ahead) {
         (false, _) => 2,
-        (true, 0) => super::coop::choose_fragments_lookahead(key.ksplit, p.m, fragment_parts(p)),
+        (true, 0) => super::coop::choose_fragments_lookahead(&key, p.m, fragment_parts(p)),
         (true, a) => a,
     };
     Some(key)

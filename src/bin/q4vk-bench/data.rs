@@ -39,10 +39,16 @@ pub(crate) fn random_matrix_grouped(
     }
 }
 
-/// A random g128 matrix with a random zero point (0..=15) per group: the asymmetric form.
-pub(crate) fn random_matrix_with_zeros(n: usize, k: usize, seed: &mut u64) -> Q4Data<'static> {
-    let mut data = random_matrix(n, k, seed);
-    data.shape = Q4Shape::new(n as u64, k as u64, 128, 1).expect("valid shape");
+/// A random matrix in groups of `group` with a random zero point (0..=15) per group: the
+/// asymmetric form.
+pub(crate) fn random_matrix_with_zeros(
+    n: usize,
+    k: usize,
+    group: i32,
+    seed: &mut u64,
+) -> Q4Data<'static> {
+    let mut data = random_matrix_grouped(n, k, group, seed);
+    data.shape = Q4Shape::new(n as u64, k as u64, group, 1).expect("valid shape");
     let mut zeros = vec![0u8; data.shape.scale_count()];
     fill_random(&mut zeros, seed);
     zeros.iter_mut().for_each(|z| *z &= 15);
@@ -50,14 +56,15 @@ pub(crate) fn random_matrix_with_zeros(n: usize, k: usize, seed: &mut u64) -> Q4
     data
 }
 
-/// The imported Q4_K / Q4_1 form of a random matrix: groups of 32, f32 scales (the f16
-/// values widened) and per-group offsets.
+/// The imported Q4_K / Q4_1 form of a random matrix (groups of 32 there): f32 scales (the
+/// f16 values widened) and per-group offsets.
 pub(crate) fn random_offset_matrix(
     n: usize,
     k: usize,
+    group: i32,
     seed: &mut u64,
 ) -> (Q4Data<'static>, Vec<f32>) {
-    let mut data = random_matrix_grouped(n, k, 32, seed);
+    let mut data = random_matrix_grouped(n, k, group, seed);
     let scales: Vec<u8> = (0..data.shape.scale_count())
         .flat_map(|i| data.scale(i).to_le_bytes())
         .collect();

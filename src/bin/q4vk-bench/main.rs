@@ -95,6 +95,8 @@ struct Options {
     act_order: bool,
     /// Matrices with a zero point per group (the asymmetric form; else symmetric).
     zeros: bool,
+    /// `--group G`: elements per group (default 128; 32 with `--offsets`, as imported GGUF).
+    group: Option<i32>,
     /// Print the pipelines' compiler statistics after the table.
     stats: bool,
     /// No workspace: the kernels that read x themselves, without a pre-pass.
@@ -115,6 +117,13 @@ struct Options {
     cold_bytes: u64,
 }
 
+impl Options {
+    /// Elements per group of the benchmarked matrices.
+    fn group_size(&self) -> i32 {
+        self.group.unwrap_or(if self.offsets { 32 } else { 128 })
+    }
+}
+
 /// One `--shapes` entry: an index into `SHAPES`, or a matrix as `NxK` (both at least 1).
 fn shape_arg(v: &str) -> Option<(usize, usize)> {
     match v.split_once('x') {
@@ -130,7 +139,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -140,7 +149,7 @@ fn main() {
     let mut gemm_tile = None;
     let (mut gemm_ksplit, mut coop_gemm_slices) = (None, None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
-    let mut zeros = false;
+    let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -159,6 +168,7 @@ fn main() {
             "--offsets" => offsets = true,
             "--act-order" => act_order = true,
             "--zeros" => zeros = true,
+            "--group" => group = Some(number() as i32),
             "--stats" => stats = true,
             "--no-workspace" => no_workspace = true,
             "--round-x-f16" => round_x_f16 = true,
@@ -233,6 +243,7 @@ fn main() {
         offsets,
         act_order,
         zeros,
+        group,
         stats,
         no_workspace,
         round_x_f16,
@@ -429,9 +440,12 @@ fn run(opt: &Options) -> Result<()> {
             "full"
         },
         match (opt.offsets, opt.zeros) {
-            (true, _) => "group 32, f32 scales and offsets",
-            (_, true) => "group 128, a zero point per group, f16 scales",
-            _ => "group 128, symmetric, f16 scales",
+            (true, _) => format!("group {}, f32 scales and offsets", opt.group_size()),
+            (_, true) => format!(
+                "group {}, a zero point per group, f16 scales",
+                opt.group_size()
+            ),
+            _ => format!("group {}, symmetric, f16 scales", opt.group_size()),
         },
         if opt.x_f16 { "f16" } else { "f32" }
     );
@@ -445,12 +459,16 @@ fn run(opt: &Options) -> Result<()> {
     for &(n, k) in opt.shapes.as_deref().unwrap_or(&SHAPES) {
         let (n, k) = if opt.quick { (n / 4, k / 4) } else { (n, k) };
         let (data, offsets) = if opt.offsets {
-            let (d, o) = random_offset_matrix(n, k, &mut seed);
+            let (d, o) = random_offset_matrix(n, k, opt.group_size(), &mut seed);
             (d, Some(o))
         } else if opt.zeros {
-            (random_matrix_with_zeros(n, k, &mut seed), None)
+            let d = random_matrix_with_zeros(n, k, opt.group_size(), &mut seed);
+            (d, None)
         } else {
-            (random_matrix(n, k, &mut seed), None)
+            (
+                random_matrix_grouped(n, k, opt.group_size(), &mut seed),
+                None,
+            )
         };
         for &m in &opt.ms {
             let rows = bench_shape(
