@@ -193,7 +193,7 @@ pub fn choose_fragments_gemm_shape(
     let large = (tiles, subgroups, tokens, 1, 1);
     // The larger tile run whole (no K slices): the wide tile where it applies.
     let whole = match runs_wide_tile(k, m, parts, small_groups) {
-        true => (2, 4, 64, 1, 1),
+        true => WIDE_TILE,
         false => large,
     };
     if let Some(z) = filling_slices(n, k, m, parts, sm_count) {
@@ -209,6 +209,10 @@ pub fn choose_fragments_gemm_shape(
         _ => whole,
     }
 }
+
+/// The wide tile of [`choose_fragments_gemm_shape`] as its (row tiles per subgroup,
+/// subgroups, tokens, K groups, token groups): 128 rows × 64 tokens.
+const WIDE_TILE: (u32, u32, u32, u32, u32) = (2, 4, 64, 1, 1);
 
 /// Tasks of 32 rows × 32 tokens in an `n`-row matrix at `m` tokens, the unit the shape rules
 /// count work in.
@@ -342,10 +346,10 @@ pub fn filling_slices(
 /// 145.5 µs, m = 512 1351.2 → 997.8; group 64 141.9 → 128.5, 952.5 → 854.3; 4096² group 32
 /// m = 512 87.7 → 80.2. With offsets (255 registers, spilled) 4 is slower: 212.3 → 252.4.
 pub fn choose_fragments_lookahead(key: &CoopGemmKey, m: u32, parts: u32) -> u32 {
-    let wide = (key.tiles, key.subgroups, key.tokens, key.tsplit) == (2, 4, 64, 1);
-    let small_groups = small_groups(key.block, key.offsets, key.x_rounded);
+    let shape = (key.tiles, key.subgroups, key.tokens, key.ksplit, key.tsplit);
+    let f16_x = key.x_f16 && !key.x_rounded;
     match key.ksplit {
-        1 if wide && small_groups && parts == 1 => 4,
+        1 if shape == WIDE_TILE && small_groups(key.block, key.offsets, f16_x) => 4,
         1 => 2,
         _ if m <= super::gemv::MAX_M && parts == 2 => 8,
         _ => 4,
@@ -353,11 +357,11 @@ pub fn choose_fragments_lookahead(key: &CoopGemmKey, m: u32, parts: u32) -> u32 
 }
 
 /// Whether the tensor-core GEMM on x in fragments takes the rules for small groups (the
-/// wide tile at any K, B loaded 4 k-steps ahead on it): blocks of 32 or 64 k on f16 x, as
-/// timed (offsets and f32 x rounded to f16 keep per-block sums or factors live, and 4
-/// ahead spilled with offsets).
-pub fn small_groups(block: u32, offsets: bool, x_rounded: bool) -> bool {
-    block < 128 && !offsets && !x_rounded
+/// wide tile at any K, B loaded 4 k-steps ahead on it): blocks of 32 or 64 k on `f16_x`
+/// (f16 activations, not f32 ones rounded to f16), without offsets, as timed (offsets and
+/// rounded f32 x keep per-block sums or factors live, and 4 ahead spilled with offsets).
+pub fn small_groups(block: u32, offsets: bool, f16_x: bool) -> bool {
+    block < 128 && !offsets && f16_x
 }
 
 /// The optional kernels' features (tensor cores; packed integer dot products,

@@ -243,7 +243,7 @@ fn coop_gemm_key(
                 k,
                 p.m,
                 fragment_parts(p),
-                super::coop::small_groups(c.block, mat.offsets, rounded),
+                super::coop::small_groups(c.block, mat.offsets, p.x_f16),
                 slices,
                 ctx.device.info.sm_count,
             ),

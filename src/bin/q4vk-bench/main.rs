@@ -433,19 +433,17 @@ fn run(opt: &Options) -> Result<()> {
         );
     }
     println!(
-        "mode: {}; {}, {} activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens",
+        "mode: {}; group {}, {}, {} activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens",
         if opt.quick {
             "quick (N/4, K/4)"
         } else {
             "full"
         },
+        opt.group_size(),
         match (opt.offsets, opt.zeros) {
-            (true, _) => format!("group {}, f32 scales and offsets", opt.group_size()),
-            (_, true) => format!(
-                "group {}, a zero point per group, f16 scales",
-                opt.group_size()
-            ),
-            _ => format!("group {}, symmetric, f16 scales", opt.group_size()),
+            (true, _) => "f32 scales and offsets",
+            (_, true) => "a zero point per group, f16 scales",
+            _ => "symmetric, f16 scales",
         },
         if opt.x_f16 { "f16" } else { "f32" }
     );
