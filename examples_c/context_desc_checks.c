@@ -1,6 +1,7 @@
 /* q4vk_context_create refuses inconsistent descs with Q4VK_ERROR_INVALID_ARGUMENT, a
- * message naming the field, and an untouched out-parameter: device_index below -1, and
- * only one of queue_lock / queue_unlock (own device as well as adopted). A valid desc then
+ * message naming the field, and an untouched out-parameter: device_index below -1 (which a
+ * CPU context ignores), and only one of queue_lock / queue_unlock (own device as well as
+ * adopted). A valid desc then
  * creates a context (so the refusals are not a missing device). Exit status 0 on success. */
 #include "q4vk.h"
 
@@ -44,6 +45,19 @@ int main(void) {
     q4vk_context_desc_default(&d);
     d.queue_unlock = noop_lock;
     expect_refused("own device, queue_unlock without queue_lock", &d, "queue_lock");
+
+    /* A CPU context ignores device_index, whatever its value (as the header says). */
+    for (size_t i = 0; i < sizeof bad_indices / sizeof bad_indices[0]; i++) {
+        q4vk_context_desc_default(&d);
+        d.flags = Q4VK_CONTEXT_CPU;
+        d.device_index = bad_indices[i];
+        q4vk_context *cpu = NULL;
+        if (q4vk_context_create(&d, &cpu) != Q4VK_OK) {
+            printf("FAIL: CPU context with device_index %d refused\n", (int)bad_indices[i]);
+            failures++;
+        }
+        q4vk_context_destroy(cpu);
+    }
 
     /* Control: the default desc (device_index -1) and both callbacks are accepted. */
     q4vk_context_desc_default(&d);

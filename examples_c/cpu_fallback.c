@@ -3,7 +3,8 @@
  * loader finds no driver. The context must still be created (on the CPU, as its device
  * name and an INFO log say), a FLOAT matrix must be created on it, and q4vk_gemv must
  * match an f64 reference of the quantized weights (relative error < 1e-5) for m = 1..8,
- * and q4vk_gemv_host likewise on f16 activations (m = 3).
+ * and q4vk_gemv_host likewise on f16 activations (m = 3); m = 2^32 - 1 on buffers for
+ * m = 1 is refused with nothing written.
  * q4vk_cmd_gemv must answer Q4VK_ERROR_UNSUPPORTED. Exit status 0 on success. */
 #define _POSIX_C_SOURCE 200809L
 #include "q4vk.h"
@@ -128,6 +129,18 @@ int main(void) {
         if (!(err < 1e-5)) bad = 1;
         free(xh), free(xw);
     }
+    /* The largest m on buffers for m = 1: refused (x_len short of m·k), y not written. */
+    for (size_t i = 0; i < n; i++) y[i] = NAN;
+    if (q4vk_gemv(ctx, mat, x, k, y, n, UINT32_MAX) != Q4VK_ERROR_BUFFER_TOO_SMALL) {
+        printf("FAIL: q4vk_gemv with m = 2^32 - 1 on buffers for m = 1 must be BUFFER_TOO_SMALL\n");
+        bad = 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(y[i])) {
+            printf("FAIL: a refused q4vk_gemv wrote y[%zu]\n", i);
+            bad = 1;
+            break;
+        }
     q4vk_gemv_args args;
     q4vk_gemv_args_default(&args);
     int fake_command_buffer;

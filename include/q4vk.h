@@ -71,8 +71,8 @@
 // kernel and threads, e.g. `CPU (AVX2+FMA, 2 threads)`. `q4vk_cmd_gemv`,
 // `q4vk_gemv_workspace_size`, `q4vk_kernel_export` and the pipeline-cache functions answer
 // `Q4VK_ERROR_UNSUPPORTED` on it. Threads: `cpu_threads`. With an adopted
-// device: `Q4VK_ERROR_INVALID_ARGUMENT`. `device_index` and the Vulkan-only flags are
-// ignored.
+// device: `Q4VK_ERROR_INVALID_ARGUMENT`. `device_index` (any value) and the Vulkan-only
+// flags are ignored.
 #define Q4VK_CONTEXT_CPU 8
 
 // A Vulkan context when a usable device exists, else (no Vulkan loader, no device, or a
@@ -208,7 +208,8 @@ typedef struct q4vk_context_desc {
   uint32_t header_version;
   // -1 (default): best device, discrete > integrated > virtual > cpu; else the index in
   // `vkEnumeratePhysicalDevices` order. Own device only. Below -1:
-  // `Q4VK_ERROR_INVALID_ARGUMENT`.
+  // `Q4VK_ERROR_INVALID_ARGUMENT`, except on a CPU context (`Q4VK_CONTEXT_CPU`), which
+  // ignores the field whatever its value.
   int32_t device_index;
   // `Q4VK_CONTEXT_*` bits; others are refused.
   uint32_t flags;
@@ -810,8 +811,9 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // status is `OUT_OF_HOST_MEMORY` (a copy of x reordered for the kernel; for m > 1, a
 // scratch of m·n floats).
 //
-// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-// another `VkDevice`), `UNSUPPORTED` (a context without a queue; m·k or m·n floats
+// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, m·k or m·n values whose count or
+// bytes overflow `size_t`, overlapping x and y, a matrix of another `VkDevice`),
+// `UNSUPPORTED` (a context without a queue; m·k or m·n floats
 // beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
 // with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
 // `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
@@ -961,7 +963,9 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
 // such as `Context::set_gemm_from_m`, aside).
 //
 // Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
-// matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.
+// matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y
+// spans more than the kernels index or than `maxStorageBufferRange`, as `q4vk_cmd_gemv`
+// would refuse). Thread-safe.
 //
 // # Safety
 // Handles NULL or live; `bytes` NULL or writable.
@@ -980,7 +984,9 @@ q4vk_status q4vk_gemv_workspace_size(struct q4vk_context *ctx,
 // contexts.
 //
 // Statuses: `NULL_POINTER` (ctx, mat, key), `INVALID_ARGUMENT` (m = 0, unknown flags, a
-// matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.
+// matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y
+// spans more than the kernels index or than `maxStorageBufferRange`, as `q4vk_cmd_gemv`
+// would refuse). Thread-safe.
 //
 // # Safety
 // Handles NULL or live; `key` NULL or writable.

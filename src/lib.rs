@@ -19,4 +19,5 @@ pub mod layout;
 pub mod parallel;
 pub mod quant;
 pub mod simd;
+pub mod size;
 pub mod vk;

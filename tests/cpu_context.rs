@@ -381,6 +381,14 @@ fn bad_input_is_refused_and_nothing_written() {
         call(2, x.as_ptr(), 128, yp, 15),
         Q4VK_ERROR_BUFFER_TOO_SMALL
     );
+    // The largest m: m·k and m·n fit size_t here but not the buffers (products that
+    // overflow: tests/cpu_size_overflow.rs).
+    for m in [1 << 31, u32::MAX] {
+        assert_eq!(
+            call(m, x.as_ptr(), x.len(), yp, y.len()),
+            Q4VK_ERROR_BUFFER_TOO_SMALL
+        );
+    }
     assert_eq!(
         call(1, std::ptr::null(), 64, yp, 8),
         Q4VK_ERROR_NULL_POINTER
@@ -453,6 +461,22 @@ fn context_desc_checks() {
         assert!(last_error().contains("adopts"), "{}", last_error());
     }
     assert_eq!(err(&|d| d.flags = 0x40), Some(Q4VK_ERROR_INVALID_ARGUMENT));
+    // A CPU context ignores device_index, whatever its value (the header says so); a
+    // context that may be Vulkan checks it.
+    for index in [-2, i32::MIN, 7] {
+        let ctx = Gpu::with(false, |d| {
+            d.flags = Q4VK_CONTEXT_CPU;
+            d.device_index = index;
+        });
+        assert!(ctx.is_ok(), "device_index {index}: {:?}", ctx.err());
+    }
+    assert_eq!(
+        err(&|d| {
+            d.flags = Q4VK_CONTEXT_CPU_FALLBACK;
+            d.device_index = -2;
+        }),
+        Some(Q4VK_ERROR_INVALID_ARGUMENT)
+    );
     // A caller whose desc ends before cpu_threads gets all cores.
     let old = Gpu::with(false, |d| {
         d.flags = Q4VK_CONTEXT_CPU;

@@ -1,8 +1,10 @@
 //! Fuzzes matrix creation from arbitrary descs and bytes: `q4vk_q4_quantize_size`,
 //! `q4vk_q4_quantize` (CPU) and `q4vk_matrix_create` on one Vulkan context (lavapipe on a
-//! machine without a GPU), for every source (FLOAT, Q4, PADDLE) with random field values,
-//! buffer lengths and contents. A created matrix must run a GEMV that writes every output
-//! (outputs are poisoned with a NaN payload the GPU never produces), and is destroyed.
+//! machine without a GPU) or one CPU context, for every source (FLOAT, Q4, PADDLE) with
+//! random field values, buffer lengths and contents. A created matrix must run a GEMV that
+//! writes every output (outputs are poisoned with a NaN payload the kernels never
+//! produce), and refuse a GEMV whose m (up to 2^32 − 1) the given buffers do not hold,
+//! writing nothing; then it is destroyed.
 #![no_main]
 
 mod input;
@@ -22,21 +24,27 @@ unsafe impl Send for Ctx {}
 // SAFETY: as above.
 unsafe impl Sync for Ctx {}
 
-fn context() -> *mut q4vk_context {
-    static CTX: OnceLock<Ctx> = OnceLock::new();
-    CTX.get_or_init(|| {
-        let mut desc = unsafe { std::mem::zeroed::<q4vk_context_desc>() };
-        unsafe { q4vk_context_desc_default(&mut desc) };
-        let mut ctx = std::ptr::null_mut();
-        let status = unsafe { q4vk_context_create(&desc, &mut ctx) };
-        assert_eq!(status, Q4VK_OK, "no Vulkan device for the fuzzer: {}", last_message());
-        Ctx(ctx)
-    })
-    .0
+fn create(flags: u32) -> Ctx {
+    let mut desc = unsafe { std::mem::zeroed::<q4vk_context_desc>() };
+    unsafe { q4vk_context_desc_default(&mut desc) };
+    desc.flags = flags;
+    let mut ctx = std::ptr::null_mut();
+    let status = unsafe { q4vk_context_create(&desc, &mut ctx) };
+    assert_eq!(status, Q4VK_OK, "no context (flags {flags:#x}) for the fuzzer: {}", last_message());
+    Ctx(ctx)
+}
+
+/// The Vulkan context, or with `cpu` the CPU one.
+fn context(cpu: bool) -> *mut q4vk_context {
+    static VULKAN: OnceLock<Ctx> = OnceLock::new();
+    static CPU: OnceLock<Ctx> = OnceLock::new();
+    match cpu {
+        false => VULKAN.get_or_init(|| create(0)).0,
+        true => CPU.get_or_init(|| create(Q4VK_CONTEXT_CPU)).0,
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
-    let ctx = context();
     let mut input = Bytes(data);
     let mut d = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
     unsafe { q4vk_matrix_desc_default(&mut d) };
@@ -79,6 +87,9 @@ fuzz_target!(|data: &[u8]| {
         check(status, &[(&w, &wb), (&s, &sb), (&z, &zb)]);
     }
 
+    // The CPU context for one input in four (read after the desc, so that the corpus's
+    // inputs keep their meaning; an exhausted input picks Vulkan).
+    let ctx = context(input.u8() % 4 == 1);
     let mut mat = 0x1usize as *mut q4vk_matrix;
     let status = unsafe { q4vk_matrix_create(ctx, &d, &mut mat) };
     check(status, &[]);
@@ -93,5 +104,12 @@ fuzz_target!(|data: &[u8]| {
     let status = unsafe { q4vk_gemv(ctx, mat, x.as_ptr(), k, y.as_mut_ptr(), n, 1) };
     assert_eq!(status, Q4VK_OK, "gemv on a created matrix: {}", last_message());
     assert!(y.iter().all(|v| v.to_bits() != POISON), "gemv left an output unwritten (n {n}, k {k})");
+    // An m past what x and y hold, up to 2^32 − 1: refused, nothing written.
+    let m = input.pick_u32(&[2, 1 << 16, 1 << 31, u32::MAX]).max(2);
+    let mut y = vec![f32::from_bits(POISON); n];
+    let status = unsafe { q4vk_gemv(ctx, mat, x.as_ptr(), k, y.as_mut_ptr(), n, m) };
+    assert_ne!(status, Q4VK_OK, "gemv with m = {m} on buffers for m = 1");
+    check(status, &[]);
+    assert!(y.iter().all(|v| v.to_bits() == POISON), "a refused gemv (m = {m}) wrote y");
     unsafe { q4vk_matrix_destroy(mat) };
 });

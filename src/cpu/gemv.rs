@@ -12,6 +12,7 @@ use super::matrix::{CpuMatrix, BLOCK};
 use crate::alloc;
 use crate::error::Result;
 use crate::parallel::spawn_or_run;
+use crate::size;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -35,7 +36,8 @@ pub fn pack_x(
     let padded = blocks * BLOCK;
     let chunk = isa.chunk();
     let lanes: Vec<usize> = (0..chunk).map(|i| isa.chunk_element(i)).collect();
-    let mut xp = alloc::filled::<f32>(m * padded, "the reordered activations")?;
+    let len = size::product("m * (k padded to blocks of 32)", &[m, padded])?;
+    let mut xp = alloc::filled::<f32>(len, "the reordered activations")?;
     for (src, dst) in x.chunks_exact(k).take(m).zip(xp.chunks_exact_mut(padded)) {
         let at = |j: usize| match (j < k, order.is_empty()) {
             (false, _) => 0.0,
@@ -53,7 +55,8 @@ pub fn pack_x(
 
 /// `y` (`m·n`, row-major) for `x` (`m·k`, row-major), any `m ≥ 1`, with up to `threads`
 /// threads and the kernels of `isa`. Writes all of `y[..m·n]` on success, nothing on error
-/// (the only errors are `OutOfHostMemory` for the reordered x or its digits and, when
+/// (the errors are `InvalidArgument` where m·k or m·n overflows `size_t`, and
+/// `OutOfHostMemory` for the reordered x or its digits and, when
 /// m > 1, a row-major scratch of `m·n` floats).
 pub fn gemv(
     mat: &CpuMatrix,
@@ -64,8 +67,12 @@ pub fn gemv(
     isa: Isa,
 ) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
-    assert!(m >= 1 && x.len() >= m * k && y.len() >= m * n);
-    let work = n * mat.blocks() * BLOCK * m;
+    let (xn, yn) = (
+        size::product("m * k", &[m, k])?,
+        size::product("m * n", &[m, n])?,
+    );
+    assert!(m >= 1 && x.len() >= xn && y.len() >= yn);
+    let work = n.saturating_mul(mat.blocks() * BLOCK).saturating_mul(m);
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
     if let Some(integer) = kernels::integer_kernel(isa).filter(|_| m == 1) {
         let order = &mat.k_order;
@@ -83,7 +90,7 @@ pub fn gemv(
         return Ok(());
     }
     // The kernels write each row of W's m results together: [n][m], transposed after.
-    let mut scratch = alloc::filled::<f32>(n * m, "the GEMV's row-major results")?;
+    let mut scratch = alloc::filled::<f32>(yn, "the GEMV's row-major results")?;
     spread(threads, m, &mut scratch, kernel);
     for (row, values) in scratch.chunks_exact(m).enumerate() {
         for (i, &v) in values.iter().enumerate() {

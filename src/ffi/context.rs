@@ -60,8 +60,8 @@ pub const Q4VK_CONTEXT_NO_COOPMAT: u32 = 0x4;
 /// kernel and threads, e.g. `CPU (AVX2+FMA, 2 threads)`. `q4vk_cmd_gemv`,
 /// `q4vk_gemv_workspace_size`, `q4vk_kernel_export` and the pipeline-cache functions answer
 /// `Q4VK_ERROR_UNSUPPORTED` on it. Threads: `cpu_threads`. With an adopted
-/// device: `Q4VK_ERROR_INVALID_ARGUMENT`. `device_index` and the Vulkan-only flags are
-/// ignored.
+/// device: `Q4VK_ERROR_INVALID_ARGUMENT`. `device_index` (any value) and the Vulkan-only
+/// flags are ignored.
 pub const Q4VK_CONTEXT_CPU: u32 = 0x8;
 /// A Vulkan context when a usable device exists, else (no Vulkan loader, no device, or a
 /// driver whose instance or device creation fails) a CPU context as with
@@ -115,7 +115,8 @@ pub struct q4vk_context_desc {
     pub header_version: u32,
     /// -1 (default): best device, discrete > integrated > virtual > cpu; else the index in
     /// `vkEnumeratePhysicalDevices` order. Own device only. Below -1:
-    /// `Q4VK_ERROR_INVALID_ARGUMENT`.
+    /// `Q4VK_ERROR_INVALID_ARGUMENT`, except on a CPU context (`Q4VK_CONTEXT_CPU`), which
+    /// ignores the field whatever its value.
     pub device_index: i32,
     /// `Q4VK_CONTEXT_*` bits; others are refused.
     pub flags: u32,
@@ -375,12 +376,6 @@ pub unsafe extern "C" fn q4vk_context_create(
                 d.log_level
             ));
         }
-        if d.device_index < -1 {
-            return Err(invalid!(
-                "desc->device_index is {}; expected -1 (best device) or an index >= 0",
-                d.device_index
-            ));
-        }
         if d.queue_lock.is_some() != d.queue_unlock.is_some() {
             return Err(invalid!(
                 "set both desc->queue_lock and desc->queue_unlock, or neither"
@@ -408,6 +403,13 @@ pub unsafe extern "C" fn q4vk_context_create(
             let context = into_handle(q4vk_context(cpu_context()));
             // SAFETY: `out` is writable (contract; checked non-NULL above).
             return unsafe { write_out(out, context, "out") };
+        }
+        // A CPU context ignores device_index; a Vulkan one (also with the fallback) uses it.
+        if d.device_index < -1 {
+            return Err(invalid!(
+                "desc->device_index is {}; expected -1 (best device) or an index >= 0",
+                d.device_index
+            ));
         }
         let pipeline_cache = if d.pipeline_cache_size == 0 {
             Vec::new()

@@ -9,6 +9,8 @@ use super::ptr::{
 };
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
+use crate::quant::q4::Q4Shape;
+use crate::size;
 use crate::vk::context::Context;
 use crate::vk::gemv::{self, check_m, BufferRange, GemvParams, HostX};
 use crate::vk::matrix::DeviceMatrix;
@@ -281,8 +283,9 @@ fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
 /// status is `OUT_OF_HOST_MEMORY` (a copy of x reordered for the kernel; for m > 1, a
 /// scratch of m·n floats).
 ///
-/// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, overlapping x and y, a matrix of
-/// another `VkDevice`), `UNSUPPORTED` (a context without a queue; m·k or m·n floats
+/// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, m·k or m·n values whose count or
+/// bytes overflow `size_t`, overlapping x and y, a matrix of another `VkDevice`),
+/// `UNSUPPORTED` (a context without a queue; m·k or m·n floats
 /// beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
 /// with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
 /// `DEVICE_LOST` (also every call after a failed wait for q4vk's fence),
@@ -308,8 +311,7 @@ pub unsafe extern "C" fn q4vk_gemv(
         check_m(m)?;
         require(x, "x")?;
         require(y, "y")?;
-        let shape = pair.shape();
-        let (xn, yn) = (m as usize * shape.k, m as usize * shape.n);
+        let (xn, yn) = dense_extent(m, &pair.shape(), 4)?;
         // Element counts (check_size's message says bytes).
         for (arg, given, needed) in [("x_len", x_len, xn), ("y_len", y_len, yn)] {
             if given < needed {
@@ -329,6 +331,18 @@ pub unsafe extern "C" fn q4vk_gemv(
             }
         }
     })
+}
+
+/// Elements of x and y (`m·k`, `m·n`) of a call on dense rows of `shape`, with x's
+/// `x_element_bytes` per value: every product, bytes included, checked so that no wrapped
+/// count passes a length check (`InvalidArgument` naming the product).
+fn dense_extent(m: u32, shape: &Q4Shape, x_element_bytes: usize) -> Result<(usize, usize)> {
+    let m = m as usize;
+    let xn = size::product("m * k", &[m, shape.k])?;
+    let yn = size::product("m * n", &[m, shape.n])?;
+    size::product("m * k * (bytes per x value)", &[xn, x_element_bytes])?;
+    size::product("m * n * 4 (bytes of y)", &[yn, 4])?;
+    Ok((xn, yn))
 }
 
 /// Arguments of `q4vk_gemv_host`. Initialize with `q4vk_gemv_host_args_default`.
@@ -431,19 +445,8 @@ pub unsafe extern "C" fn q4vk_gemv_host(
         require(a.x, "args->x")?;
         require(a.y, "args->y")?;
         let f16 = a.flags & Q4VK_GEMV_F16_ACTIVATIONS != 0;
-        let shape = pair.shape();
         let es = HostX::bytes_per_value(f16);
-        let too_large = || {
-            Error::Unsupported(format!(
-                "m = {m} rows of a {} x {} matrix exceed this platform's address space",
-                shape.n, shape.k
-            ))
-        };
-        let xn = (m as usize).checked_mul(shape.k).ok_or_else(too_large)?;
-        let yn = (m as usize).checked_mul(shape.n).ok_or_else(too_large)?;
-        es.checked_mul(xn)
-            .and(4usize.checked_mul(yn))
-            .ok_or_else(too_large)?;
+        let (xn, yn) = dense_extent(m, &pair.shape(), es)?;
         if a.x_bytes < es * xn {
             return Err(Error::BufferTooSmall(format!(
                 "args->x_bytes is {}, {} needed ({xn} {} values, m = {m})",
@@ -620,7 +623,9 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
 /// such as `Context::set_gemm_from_m`, aside).
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
-/// matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.
+/// matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y
+/// spans more than the kernels index or than `maxStorageBufferRange`, as `q4vk_cmd_gemv`
+/// would refuse). Thread-safe.
 ///
 /// # Safety
 /// Handles NULL or live; `bytes` NULL or writable.
@@ -661,6 +666,8 @@ unsafe fn workspace_query(
         check_gemv_flags(flags, "flags")?;
         check_m(m)?;
         let params = gemv_params(mat, m, flags, (0, 0));
+        // The plan's sizes grow with m: answer only for calls that could run.
+        gemv::check_params(ctx, mat, &params)?;
         let value = answer(ctx, mat, &params);
         // SAFETY: non-NULL (checked) and writable (contract).
         unsafe { super::ptr::write_out(out, value, out_name) }
@@ -676,7 +683,9 @@ unsafe fn workspace_query(
 /// contexts.
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, key), `INVALID_ARGUMENT` (m = 0, unknown flags, a
-/// matrix of another device or kind), `UNSUPPORTED` (a CPU context). Thread-safe.
+/// matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y
+/// spans more than the kernels index or than `maxStorageBufferRange`, as `q4vk_cmd_gemv`
+/// would refuse). Thread-safe.
 ///
 /// # Safety
 /// Handles NULL or live; `key` NULL or writable.

@@ -150,7 +150,8 @@ pub fn gemv_host_with(
     round_x_f16: bool,
 ) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
-    let (xn, yn) = (m as usize * k, m as usize * n);
+    let xn = crate::size::product("m * k", &[m as usize, k])?;
+    let yn = crate::size::product("m * n", &[m as usize, n])?;
     if x.len() < xn || y.len() < yn {
         return Err(Error::BufferTooSmall(format!(
             "x holds {} values and y {}; m = {m} needs {xn} and {yn}",
