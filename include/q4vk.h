@@ -77,7 +77,12 @@
 
 // A Vulkan context when a usable device exists, else (no Vulkan loader, no device, or a
 // driver whose instance or device creation fails) a CPU context as with
-// `Q4VK_CONTEXT_CPU`; an INFO log gives the reason. `q4vk_context_device_name` says which
+// `Q4VK_CONTEXT_CPU`; an INFO log gives the reason. A CPU implementation of Vulkan
+// (`VK_PHYSICAL_DEVICE_TYPE_CPU`: lavapipe, SwiftShader, as on emulators and CI
+// machines) is not a usable device here, being many times slower than q4vk's CPU
+// kernels, unless `device_index` names it or the environment variable
+// `Q4VK_KEEP_CPU_VULKAN=1` keeps it (an INFO log then says so). Without this flag, such
+// a device is used like any other. `q4vk_context_device_name` says which
 // (a CPU context's name begins with `CPU (`). With an adopted device or with
 // `Q4VK_CONTEXT_CPU`: `Q4VK_ERROR_INVALID_ARGUMENT`.
 #define Q4VK_CONTEXT_CPU_FALLBACK 16

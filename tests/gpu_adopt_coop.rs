@@ -18,15 +18,22 @@ use q4vk::vk::device::{Device, DeviceOptions};
 use q4vk::vk::gemv::gemv_host;
 use q4vk::vk::instance::Instance;
 use q4vk::vk::int_dot;
+use q4vk::vk::log::{Logger, LEVEL_INFO};
 use q4vk::vk::matrix::DeviceMatrix;
-use std::ffi::CString;
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::Arc;
+use std::sync::Mutex;
 
 /// A context adopting `host`'s device, told what the host enabled the way a C host tells
 /// it: extension names and the enabled-feature chain (the tensor-core features where the
 /// host enabled them; integer dot products when `tell_int_dot`), opted in to the integer
 /// dot-product kernel.
 fn adopt(host: &Device, tell_int_dot: bool) -> Context {
+    adopt_logged(host, tell_int_dot, counting_logger())
+}
+
+/// [`adopt`] with the context's log going to `logger`.
+fn adopt_logged(host: &Device, tell_int_dot: bool, logger: Logger) -> Context {
     let enabled = host.coop_enabled;
     let mut extensions: Vec<CString> = if enabled {
         coop::EXTENSIONS.iter().map(|n| (*n).to_owned()).collect()
@@ -66,7 +73,7 @@ fn adopt(host: &Device, tell_int_dot: bool) -> Context {
         int_dot: IntDot::Forced,
         ..Default::default()
     };
-    Context::new(config, counting_logger()).unwrap()
+    Context::new(config, logger).unwrap()
 }
 
 #[test]
@@ -80,7 +87,7 @@ fn adopted_devices_run_the_tensor_core_kernels_where_the_host_enabled_them() {
             want_coop,
             ..Default::default()
         };
-        let host = Device::create(instance, -1, options, &counting_logger()).unwrap();
+        let host = Device::create(instance, -1, options).unwrap();
         offered |= host.coop_enabled;
         let ctx = adopt(&host, false);
         assert_eq!(ctx.coop, host.coop_enabled, "want_coop {want_coop}");
@@ -112,7 +119,7 @@ fn adopted_devices_run_the_integer_dot_product_kernel_where_the_host_enabled_it(
         ..Default::default()
     };
     // q4vk's own device enables the extension and feature where the device has them.
-    let host = Device::create(instance, -1, options, &counting_logger()).unwrap();
+    let host = Device::create(instance, -1, options).unwrap();
     assert!(
         host.int_dot.is_some(),
         "the device has no VK_KHR_shader_integer_dot_product"
@@ -131,5 +138,64 @@ fn adopted_devices_run_the_integer_dot_product_kernel_where_the_host_enabled_it(
         drop(mat);
         drop(ctx);
     }
+    assert_nothing_logged();
+}
+
+unsafe extern "C" fn keep_line(user: *mut c_void, _level: u32, message: *const c_char) {
+    let lines = &*(user as *const Mutex<Vec<String>>);
+    let text = CStr::from_ptr(message).to_string_lossy().into_owned();
+    lines.lock().unwrap().push(text);
+}
+
+/// The capabilities line of the INFO log of a context made by `make` with a logger.
+fn capabilities_line(make: impl FnOnce(Logger) -> Context) -> String {
+    let lines = Mutex::new(Vec::<String>::new());
+    let logger = Logger::new(
+        Some(keep_line),
+        &lines as *const _ as *mut c_void,
+        LEVEL_INFO,
+    );
+    drop(make(logger));
+    let lines = lines.into_inner().unwrap();
+    let found = lines.iter().find(|l| l.starts_with("device "));
+    found
+        .cloned()
+        .unwrap_or_else(|| panic!("no capabilities line in {lines:?}"))
+}
+
+/// An adopted device states the same capabilities line in the INFO log as q4vk's own
+/// device: name, owner, subgroup sizes and every optional feature as enabled.
+#[test]
+fn adopted_devices_state_their_capabilities_as_own_devices_do() {
+    let own = capabilities_line(|logger| Context::new(ContextConfig::default(), logger).unwrap());
+    let instance = Arc::new(Instance::create(true, Arc::new(counting_logger())).unwrap());
+    let host = Device::create(instance, -1, DeviceOptions::default()).unwrap();
+    let adopted = capabilities_line(|logger| adopt_logged(&host, true, logger));
+    let info = &host.info;
+    assert!(own.contains("(q4vk's own,"), "{own}");
+    assert!(adopted.contains("(adopted,"), "{adopted}");
+    let fields = [
+        format!("device {} (", info.name),
+        format!(
+            "subgroup size {} (smallest {})",
+            info.subgroup_size, info.min_subgroup_size
+        ),
+        "subgroup arithmetic ".into(),
+        format!("shared memory {} bytes", info.max_shared),
+        "push descriptors ".into(),
+        "cooperative matrices ".into(),
+        "pipeline statistics ".into(),
+        "integer dot products ".into(),
+    ];
+    for field in &fields {
+        assert!(own.contains(field.as_str()), "{field:?} missing: {own}");
+        assert!(
+            adopted.contains(field.as_str()),
+            "{field:?} missing: {adopted}"
+        );
+    }
+    // The host told the adopting context of the integer dot products it enabled.
+    assert!(!adopted.ends_with("integer dot products no"), "{adopted}");
+    drop(host);
     assert_nothing_logged();
 }

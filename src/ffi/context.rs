@@ -13,6 +13,7 @@ use crate::error::{invalid, Error, Result};
 use crate::parallel::resolve_threads;
 use crate::vk::context::{Adoption, Context, ContextConfig, IntDot};
 use crate::vk::coop::HostFeatures;
+use crate::vk::device::KEEP_CPU_VULKAN_ENV;
 use crate::vk::log::Logger;
 use crate::vk::submit::QueueLock;
 use ash::vk::{self, Handle};
@@ -65,7 +66,12 @@ pub const Q4VK_CONTEXT_NO_COOPMAT: u32 = 0x4;
 pub const Q4VK_CONTEXT_CPU: u32 = 0x8;
 /// A Vulkan context when a usable device exists, else (no Vulkan loader, no device, or a
 /// driver whose instance or device creation fails) a CPU context as with
-/// `Q4VK_CONTEXT_CPU`; an INFO log gives the reason. `q4vk_context_device_name` says which
+/// `Q4VK_CONTEXT_CPU`; an INFO log gives the reason. A CPU implementation of Vulkan
+/// (`VK_PHYSICAL_DEVICE_TYPE_CPU`: lavapipe, SwiftShader, as on emulators and CI
+/// machines) is not a usable device here, being many times slower than q4vk's CPU
+/// kernels, unless `device_index` names it or the environment variable
+/// `Q4VK_KEEP_CPU_VULKAN=1` keeps it (an INFO log then says so). Without this flag, such
+/// a device is used like any other. `q4vk_context_device_name` says which
 /// (a CPU context's name begins with `CPU (`). With an adopted device or with
 /// `Q4VK_CONTEXT_CPU`: `Q4VK_ERROR_INVALID_ARGUMENT`.
 pub const Q4VK_CONTEXT_CPU_FALLBACK: u32 = 0x10;
@@ -243,6 +249,9 @@ pub struct EnvSwitches {
     /// The integer dot-product GEMV (`ContextConfig::int_dot`): `Q4VK_NO_INTDOT=1` never,
     /// `Q4VK_INTDOT=1` also where the device does not report it accelerated, else `Auto`.
     pub int_dot: IntDot,
+    /// `Q4VK_KEEP_CPU_VULKAN=1`: `Q4VK_CONTEXT_CPU_FALLBACK` takes a CPU implementation of
+    /// Vulkan (lavapipe, SwiftShader) as a usable device.
+    pub keep_cpu_vulkan: bool,
 }
 
 /// The environment's switches, read here only (at context creation; the core never reads
@@ -259,6 +268,7 @@ pub fn env_switches() -> EnvSwitches {
             (false, true) => IntDot::Forced,
             (false, false) => IntDot::Auto,
         },
+        keep_cpu_vulkan: on(KEEP_CPU_VULKAN_ENV),
     }
 }
 
@@ -425,8 +435,12 @@ pub unsafe extern "C" fn q4vk_context_create(
             crate::alloc::collect(blob.iter().copied(), "the pipeline-cache blob")?
         };
         let env = env_switches();
+        // The fallback's "usable device" is a GPU unless the caller names the device or
+        // asks to keep CPU implementations of Vulkan (the CPU kernels are faster).
+        let skip_cpu_devices = fallback && d.device_index == -1 && !env.keep_cpu_vulkan;
         let config = ContextConfig {
             device_index: d.device_index,
+            skip_cpu_devices,
             validation: d.flags & Q4VK_CONTEXT_VALIDATION != 0,
             portable: d.flags & Q4VK_CONTEXT_PORTABLE_KERNELS != 0 || env.portable,
             no_push_descriptors: env.no_push_descriptors,
@@ -449,7 +463,22 @@ pub unsafe extern "C" fn q4vk_context_create(
             pipeline_statistics: false,
         };
         let backend = match Context::new(config, logger) {
-            Ok(c) => Backend::Vulkan(c),
+            Ok(c) => {
+                if fallback && c.device.info.cpu {
+                    let why = match d.device_index {
+                        -1 => format!("{KEEP_CPU_VULKAN_ENV}=1 keeps it"),
+                        index => format!("desc->device_index {index} names it"),
+                    };
+                    c.logger.log(
+                        Q4VK_LOG_INFO,
+                        &format!(
+                            "Q4VK_CONTEXT_CPU_FALLBACK: using the CPU implementation of Vulkan {} ({why})",
+                            c.device.info.name
+                        ),
+                    );
+                }
+                Backend::Vulkan(c)
+            }
             Err(e) if fallback && no_usable_device(&e) => {
                 let cpu = cpu_context();
                 Logger::new(d.log, d.log_user, d.log_level).log(

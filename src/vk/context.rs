@@ -22,6 +22,9 @@ const NVIDIA: u32 = 0x10DE;
 pub struct ContextConfig {
     /// -1: best device; otherwise the index in the instance's device list (own device only).
     pub device_index: i32,
+    /// Own device chosen as the best (`device_index` -1): CPU implementations of Vulkan
+    /// count as no device (`Q4VK_CONTEXT_CPU_FALLBACK` then uses q4vk's CPU kernels).
+    pub skip_cpu_devices: bool,
     /// Enable the validation layer (own instance only).
     pub validation: bool,
     /// Force the portable kernels.
@@ -398,8 +401,8 @@ impl Context {
                             no_push: config.no_push_descriptors,
                             want_coop,
                             want_statistics: config.pipeline_statistics,
+                            skip_cpu_type: config.skip_cpu_devices,
                         },
-                        &logger,
                     )?),
                     None,
                 )
@@ -439,6 +442,7 @@ impl Context {
                 (Arc::new(device), a.lock)
             }
         };
+        logger.log(LEVEL_INFO, &device.capabilities());
         let info = &device.info;
         // The kernel's per-subgroup reduction slots are sized for the smallest subgroup the
         // device may use; the workgroup is a multiple of the largest.

@@ -2,7 +2,6 @@
 //! index) or the host's, borrowed; and what q4vk needs to know about it.
 
 use super::instance::Instance;
-use super::log::{Logger, LEVEL_INFO};
 use crate::error::{Error, Result};
 use ash::vk;
 use std::ffi::CStr;
@@ -17,6 +16,9 @@ pub struct DeviceOptions {
     pub want_coop: bool,
     /// Enable `VK_KHR_pipeline_executable_properties` where offered (`vk::stats`).
     pub want_statistics: bool,
+    /// When choosing the best device (no index given), treat CPU implementations of
+    /// Vulkan (`VK_PHYSICAL_DEVICE_TYPE_CPU`: lavapipe, SwiftShader) as absent.
+    pub skip_cpu_type: bool,
 }
 
 /// What the kernels and the dispatcher need to know about a physical device.
@@ -69,6 +71,10 @@ impl DeviceInfo {
             && self.subgroup_size <= 1024
     }
 }
+
+/// The environment variable (read by `ffi::context::env_switches`) with which
+/// `Q4VK_CONTEXT_CPU_FALLBACK` keeps a CPU implementation of Vulkan as the best device.
+pub const KEEP_CPU_VULKAN_ENV: &str = "Q4VK_KEEP_CPU_VULKAN";
 
 /// What a host enabled, on a device q4vk adopts, of what q4vk's optional kernels need.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -216,21 +222,44 @@ impl Device {
         local.unwrap_or_else(|| heaps.iter().map(|h| h.size).max().unwrap_or(0))
     }
 
+    /// One line of what the device offers q4vk, the same for q4vk's own device and an
+    /// adopted one: name, type, vendor, subgroup sizes, and which optional features are
+    /// enabled (push descriptors, cooperative matrices, pipeline statistics, integer dot
+    /// products and whether the driver reports them accelerated).
+    pub fn capabilities(&self) -> String {
+        let i = &self.info;
+        format!(
+            "device {} ({}, vendor {:#06x}, {}): subgroup size {} (smallest {}), subgroup arithmetic {}, shared memory {} bytes, push descriptors {}, cooperative matrices {}, pipeline statistics {}, integer dot products {}",
+            i.name,
+            if self.owned { "q4vk's own" } else { "adopted" },
+            i.vendor,
+            if i.cpu { "CPU implementation" } else { "GPU" },
+            i.subgroup_size,
+            i.min_subgroup_size,
+            i.subgroup_arithmetic,
+            i.max_shared,
+            self.push_descriptor.is_some(),
+            self.coop_enabled,
+            self.statistics.is_some(),
+            match self.int_dot {
+                Some(true) => "accelerated",
+                Some(false) => "not accelerated",
+                None => "no",
+            }
+        )
+    }
+
     /// Creates q4vk's own device: the best Vulkan 1.1 device with a compute queue
     /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list;
     /// `VK_KHR_push_descriptor` is enabled where offered unless `options.no_push`; the
     /// tensor-core kernel's needs (`vk::coop::device_offers`) and pipeline statistics where
     /// the options ask and the device offers them.
-    pub fn create(
-        instance: Arc<Instance>,
-        index: i32,
-        options: DeviceOptions,
-        logger: &Logger,
-    ) -> Result<Device> {
+    pub fn create(instance: Arc<Instance>, index: i32, options: DeviceOptions) -> Result<Device> {
         let DeviceOptions {
             no_push,
             want_coop,
             want_statistics,
+            skip_cpu_type,
         } = options;
         let vki = &instance.instance;
         // SAFETY: queries and creation with valid create infos.
@@ -256,17 +285,35 @@ impl Device {
                 }
                 pd
             } else {
-                physicals
+                let device_type = |pd| vki.get_physical_device_properties(pd).device_type;
+                let candidates: Vec<_> =
+                    physicals.iter().copied().filter(|&pd| usable(pd)).collect();
+                let best = candidates
                     .iter()
                     .copied()
-                    .filter(|&pd| usable(pd))
-                    .min_by_key(|&pd| type_rank(vki.get_physical_device_properties(pd).device_type))
-                    .ok_or_else(|| {
-                        Error::NoDevice(format!(
+                    .filter(|&pd| {
+                        !(skip_cpu_type && device_type(pd) == vk::PhysicalDeviceType::CPU)
+                    })
+                    .min_by_key(|&pd| type_rank(device_type(pd)));
+                match best {
+                    Some(pd) => pd,
+                    None if candidates.is_empty() => {
+                        return Err(Error::NoDevice(format!(
                             "none of the {} Vulkan device(s) has Vulkan 1.1 and a compute queue",
                             physicals.len()
-                        ))
-                    })?
+                        )))
+                    }
+                    None => {
+                        let names: Vec<String> = candidates
+                            .iter()
+                            .map(|&pd| query_info(vki, pd).name)
+                            .collect();
+                        return Err(Error::NoDevice(format!(
+                            "the only Vulkan device(s) ({}) are CPU implementations, slower than q4vk's CPU kernels; name one with device_index or set {KEEP_CPU_VULKAN_ENV}=1 to use it",
+                            names.join(", ")
+                        )));
+                    }
+                }
             };
             let (family, timestamps) = compute_family(vki, physical).expect("checked usable");
             let available = vki
@@ -327,18 +374,6 @@ impl Device {
             let queue_families = vki
                 .get_physical_device_queue_family_properties(physical)
                 .len() as u32;
-            logger.log(
-                LEVEL_INFO,
-                &format!(
-                    "device {}: subgroup size {}, subgroup arithmetic {}, push descriptors {}, cooperative matrices {}, pipeline statistics {}, integer dot products {}",
-                    info.name, info.subgroup_size, info.subgroup_arithmetic, push, coop, statistics.is_some(),
-                    match int_dot {
-                        Some(true) => "accelerated",
-                        Some(_) => "not accelerated",
-                        None => "no",
-                    }
-                ),
-            );
             Ok(Device {
                 instance,
                 physical,
