@@ -141,7 +141,8 @@ _Static_assert(Q4VK_BINDING_WEIGHTS == 0 && Q4VK_BINDING_SCALES == 1 && Q4VK_BIN
 _Static_assert(Q4VK_LOG_ERROR == 0 && Q4VK_LOG_WARN == 1 && Q4VK_LOG_INFO == 2 && Q4VK_LOG_DEBUG == 3, "log levels");
 _Static_assert(Q4VK_CONTEXT_VALIDATION == 0x1u && Q4VK_CONTEXT_PORTABLE_KERNELS == 0x2u &&
                    Q4VK_CONTEXT_NO_COOPMAT == 0x4u && Q4VK_CONTEXT_CPU == 0x8u &&
-                   Q4VK_CONTEXT_CPU_FALLBACK == 0x10u && Q4VK_CONTEXT_NO_INTDOT == 0x20u,
+                   Q4VK_CONTEXT_CPU_FALLBACK == 0x10u && Q4VK_CONTEXT_NO_INTDOT == 0x20u &&
+                   Q4VK_CONTEXT_STRICT_SIZES == 0x40u,
                "context flags");
 _Static_assert(Q4VK_SOURCE_FLOAT == 0 && Q4VK_SOURCE_Q4 == 1 && Q4VK_SOURCE_PADDLE == 2, "sources");
 _Static_assert(Q4VK_SOURCE_GGUF_Q4_0 == 3 && Q4VK_SOURCE_GGUF_Q4_1 == 4 && Q4VK_SOURCE_GGUF_Q4_K == 5 &&

@@ -99,6 +99,18 @@
 // not report acceleration too.)
 #define Q4VK_CONTEXT_NO_INTDOT 32
 
+// `q4vk_context_desc.flags`: every byte count given to a call on this context must be
+// exactly what the call reads or writes: a matrix desc's `weight_bytes`, `scales_bytes`,
+// `zeros_bytes` and `g_idx_bytes` (in `q4vk_matrix_create`), `x_len` and `y_len` of
+// `q4vk_gemv`, `x_bytes` and `y_len` of `q4vk_gemv_host`, and the x and y `range` of
+// `q4vk_cmd_gemv` (the workspace's may be larger); any other is
+// `Q4VK_ERROR_INVALID_ARGUMENT`, nothing written. For hosts that want a dtype or flag
+// mistake refused rather than computed. Without it larger counts are accepted (only the
+// bytes the call needs are read), and one that is exactly what another element type
+// would need (f32 weights with `dtype` F16; f32 x with `Q4VK_GEMV_F16_ACTIVATIONS`) is
+// logged at `Q4VK_LOG_WARN`, naming both readings.
+#define Q4VK_CONTEXT_STRICT_SIZES 64
+
 // Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` write x and y into on a
 // device without `VK_KHR_push_descriptor` (see `q4vk_cmd_gemv`).
 #define Q4VK_CMD_GEMV_SET_RING 4096
@@ -817,7 +829,8 @@ void q4vk_gemv_args_default(struct q4vk_gemv_args *args);
 // scratch of m·n floats).
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, m·k or m·n values whose count or
-// bytes overflow `size_t`, overlapping x and y, a matrix of another `VkDevice`),
+// bytes overflow `size_t`, overlapping x and y, a matrix of another `VkDevice`, on a
+// `Q4VK_CONTEXT_STRICT_SIZES` context an `x_len` or `y_len` other than m·k or m·n),
 // `UNSUPPORTED` (a context without a queue; m·k or m·n floats
 // beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
 // with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
@@ -856,7 +869,8 @@ void q4vk_gemv_host_args_default(struct q4vk_gemv_host_args *args);
 // rounded path).
 //
 // Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than
-// `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, or `reserved0` not 0;
+// `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, `reserved0` not 0, or on a
+// `Q4VK_CONTEXT_STRICT_SIZES` context an `x_bytes` or `y_len` other than exact;
 // `BUFFER_TOO_SMALL` for `x_bytes` or `y_len` short of m·k values or m·n floats.
 //
 // # Safety
@@ -922,7 +936,9 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
 // stage's writes and after it against the compute stage's reads and writes.
 //
 // Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
-// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
+// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap, a
+// range of `VK_WHOLE_SIZE`; on a `Q4VK_CONTEXT_STRICT_SIZES` context an x or y range
+// larger than the call uses),
 // `BUFFER_TOO_SMALL` (a range, the workspace's included), `UNSUPPORTED` (x or y beyond the
 // limits above; a CPU context), `VULKAN` (pipeline creation).
 // Thread-safe for distinct command buffers (a command buffer itself is externally
@@ -1275,7 +1291,8 @@ q4vk_status q4vk_q4_quantize(const struct q4vk_matrix_desc *desc,
 // per call. `UNSUPPORTED` for other group sizes; `q4vk_matrix_dequantize` takes all of
 // them.
 //
-// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),
+// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`;
+// on a `Q4VK_CONTEXT_STRICT_SIZES` context, a `*_bytes` larger than the source reads),
 // `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (see above;
 // a single row larger than a storage buffer; no queue to upload through),
 // `OUT_OF_DEVICE_MEMORY`, `VULKAN`. `*out` is written only on success; release with `q4vk_matrix_destroy`.

@@ -29,6 +29,17 @@ fn cpu(threads: u32) -> Gpu {
     .expect("a CPU context")
 }
 
+/// A CPU context that refuses byte counts other than exact (`Q4VK_CONTEXT_STRICT_SIZES`):
+/// the tests that give exact counts run on it too, which checks that the sizes the rule
+/// computes for each source are the ones the data path reads.
+fn strict_cpu(threads: u32) -> Gpu {
+    Gpu::with(false, |d| {
+        d.flags = Q4VK_CONTEXT_CPU | Q4VK_CONTEXT_STRICT_SIZES;
+        d.cpu_threads = threads;
+    })
+    .expect("a strict CPU context")
+}
+
 fn name(ctx: *mut q4vk_context) -> String {
     let mut buf = vec![0 as std::ffi::c_char; 128];
     unsafe { q4vk_context_device_name(ctx, buf.as_mut_ptr(), buf.len()) };
@@ -38,7 +49,12 @@ fn name(ctx: *mut q4vk_context) -> String {
 }
 
 fn sweep(threads: u32, seed: u64) {
-    let ctx = cpu(threads);
+    // One thread on a strict context: every Q4 desc and call below gives exact counts.
+    let ctx = if threads == 1 {
+        strict_cpu(1)
+    } else {
+        cpu(threads)
+    };
     let mut rng = Rng(seed);
     let mut cases = 0;
     for &(n, k) in &[
@@ -111,7 +127,12 @@ fn f32_scales_with_zero_points_and_many_rows() {
 #[test]
 fn imported_sources_match_reference() {
     for (threads, seed) in [(0, 13), (1, 17)] {
-        let ctx = cpu(threads);
+        // One thread on a strict context: the golden cases give exact counts.
+        let ctx = if threads == 1 {
+            strict_cpu(1)
+        } else {
+            cpu(threads)
+        };
         let mut rng = Rng(seed);
         imported_gemv_sweep(ctx.ctx, &[1, 8], |len| rng.vec(len));
     }
@@ -160,7 +181,7 @@ fn float_bytes(v: &[f32], dtype: u32) -> Vec<u8> {
 
 #[test]
 fn float_source_computes_what_q4_quantize_writes() {
-    let ctx = cpu(0);
+    let ctx = strict_cpu(0); // exact counts only
     let mut rng = Rng(21);
     for (dtype, transposed, group, zeros) in [
         (Q4VK_DTYPE_F32, 0u32, 128i32, 0u32),
@@ -218,7 +239,7 @@ fn float_source_computes_what_q4_quantize_writes() {
 
 #[test]
 fn paddle_source_computes_its_codes_and_scales() {
-    let ctx = cpu(0);
+    let ctx = strict_cpu(0); // exact counts only
     let mut rng = Rng(33);
     for (arch, group, dtype) in [
         (80, 64, Q4VK_DTYPE_F16),
@@ -460,7 +481,7 @@ fn context_desc_checks() {
         assert_eq!(got, Some(Q4VK_ERROR_INVALID_ARGUMENT), "flags {flags:#x}");
         assert!(last_error().contains("adopts"), "{}", last_error());
     }
-    assert_eq!(err(&|d| d.flags = 0x40), Some(Q4VK_ERROR_INVALID_ARGUMENT));
+    assert_eq!(err(&|d| d.flags = 0x80), Some(Q4VK_ERROR_INVALID_ARGUMENT));
     // A CPU context ignores device_index, whatever its value (the header says so); a
     // context that may be Vulkan checks it.
     for index in [-2, i32::MIN, 7] {

@@ -16,27 +16,6 @@ use q4vk::vk::gemv::int_dot_gemv_up_to;
 use q4vk::vk::memory::{Buffer, MemoryKind};
 use std::borrow::Cow;
 
-/// Records q4vk_cmd_gemv into a command buffer the test owns, with its own barrier, and
-/// submits it to the context's queue.
-fn run_cmd(gpu: &Gpu, mat: *mut q4vk_matrix, args: &q4vk_gemv_args) -> q4vk_status {
-    let ctx = gpu.context();
-    let d = &ctx.device.device;
-    unsafe {
-        let pool = d
-            .create_command_pool(
-                &vk::CommandPoolCreateInfo::default().queue_family_index(ctx.device.queue_family),
-                None,
-            )
-            .unwrap();
-        let mut status = Q4VK_OK;
-        submit_and_wait(d, ctx.device.queue, pool, |cmd| {
-            status = q4vk_cmd_gemv(gpu.ctx, mat, cmd.as_raw() as *mut _, args);
-        });
-        d.destroy_command_pool(pool, None);
-        status
-    }
-}
-
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

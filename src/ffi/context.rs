@@ -1,6 +1,7 @@
 //! Vulkan contexts: q4vk's own instance and device, or the host's adopted ones.
 
 use super::backend::Backend;
+use super::byte_counts::ByteCountRule;
 use super::panic::{guard, guard_value};
 use super::ptr::{
     c_strings, check_size, copy_c_string, handle, in_bytes, into_handle, out_bytes, read_struct,
@@ -86,11 +87,27 @@ pub const Q4VK_CONTEXT_CPU_FALLBACK: u32 = 0x10;
 /// 24 packed dot products, exact in int32. (`Q4VK_INTDOT=1` runs it on devices that do
 /// not report acceleration too.)
 pub const Q4VK_CONTEXT_NO_INTDOT: u32 = 0x20;
+/// `q4vk_context_desc.flags`: every byte count given to a call on this context must be
+/// exactly what the call reads or writes: a matrix desc's `weight_bytes`, `scales_bytes`,
+/// `zeros_bytes` and `g_idx_bytes` (in `q4vk_matrix_create`), `x_len` and `y_len` of
+/// `q4vk_gemv`, `x_bytes` and `y_len` of `q4vk_gemv_host`, and the x and y `range` of
+/// `q4vk_cmd_gemv` (the workspace's may be larger); any other is
+/// `Q4VK_ERROR_INVALID_ARGUMENT`, nothing written. For hosts that want a dtype or flag
+/// mistake refused rather than computed. Without it larger counts are accepted (only the
+/// bytes the call needs are read), and one that is exactly what another element type
+/// would need (f32 weights with `dtype` F16; f32 x with `Q4VK_GEMV_F16_ACTIVATIONS`) is
+/// logged at `Q4VK_LOG_WARN`, naming both readings.
+pub const Q4VK_CONTEXT_STRICT_SIZES: u32 = 0x40;
 
 /// A context (opaque): a Vulkan device, or the CPU (`Q4VK_CONTEXT_CPU`). Created by
 /// `q4vk_context_create`, released by `q4vk_context_destroy`. Safe to use from several
 /// threads at once: q4vk serializes its own submissions.
-pub struct q4vk_context(pub(crate) Backend);
+pub struct q4vk_context {
+    /// The engine: a Vulkan device or the CPU.
+    pub(crate) backend: Backend,
+    /// How calls on it judge the byte counts they are given (`Q4VK_CONTEXT_STRICT_SIZES`).
+    pub(crate) byte_counts: ByteCountRule,
+}
 
 /// How to create a context. Initialize with `q4vk_context_desc_default`.
 ///
@@ -373,7 +390,8 @@ pub unsafe extern "C" fn q4vk_context_create(
             | Q4VK_CONTEXT_NO_COOPMAT
             | Q4VK_CONTEXT_CPU
             | Q4VK_CONTEXT_CPU_FALLBACK
-            | Q4VK_CONTEXT_NO_INTDOT;
+            | Q4VK_CONTEXT_NO_INTDOT
+            | Q4VK_CONTEXT_STRICT_SIZES;
         if d.flags & !known != 0 {
             return Err(invalid!(
                 "desc->flags has unknown bits {:#x}",
@@ -408,9 +426,19 @@ pub unsafe extern "C" fn q4vk_context_create(
             ));
         }
         let logger = Logger::new(d.log, d.log_user, d.log_level);
+        let byte_counts = ByteCountRule {
+            strict: d.flags & Q4VK_CONTEXT_STRICT_SIZES != 0,
+            logger,
+        };
+        let handle_of = |backend| {
+            into_handle(q4vk_context {
+                backend,
+                byte_counts,
+            })
+        };
         let cpu_context = || Backend::Cpu(CpuContext::new(resolve_threads(d.cpu_threads)));
         if cpu {
-            let context = into_handle(q4vk_context(cpu_context()));
+            let context = handle_of(cpu_context());
             // SAFETY: `out` is writable (contract; checked non-NULL above).
             return unsafe { write_out(out, context, "out") };
         }
@@ -492,7 +520,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             }
             Err(e) => return Err(e),
         };
-        let context = into_handle(q4vk_context(backend));
+        let context = handle_of(backend);
         // SAFETY: `out` is writable (contract; checked non-NULL above).
         unsafe { write_out(out, context, "out") }
     })
@@ -542,7 +570,7 @@ pub unsafe extern "C" fn q4vk_context_device_name(
         // SAFETY: NULL or a live context (contract).
         match unsafe { handle(ctx, "ctx") } {
             // SAFETY: `buf` is NULL or writable for `buf_len` bytes (contract).
-            Ok(c) => unsafe { copy_c_string(c.0.device_name(), buf, buf_len) },
+            Ok(c) => unsafe { copy_c_string(c.backend.device_name(), buf, buf_len) },
             Err(_) => 0,
         }
     })
@@ -565,10 +593,11 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_size(
         // SAFETY: NULL or a live context (contract).
         let c = unsafe { handle(ctx, "ctx") }?;
         require(bytes, "bytes")?;
-        let blob =
-            c.0.vulkan("q4vk_context_pipeline_cache_size")?
-                .pipelines
-                .cache_data()?;
+        let blob = c
+            .backend
+            .vulkan("q4vk_context_pipeline_cache_size")?
+            .pipelines
+            .cache_data()?;
         // SAFETY: `bytes` is writable (contract; checked non-NULL).
         unsafe { write_out(bytes, blob.len(), "bytes") }
     })
@@ -599,10 +628,11 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_data(
         let c = unsafe { handle(ctx, "ctx") }?;
         require(data, "data")?;
         require(written, "written")?;
-        let blob =
-            c.0.vulkan("q4vk_context_pipeline_cache_data")?
-                .pipelines
-                .cache_data()?;
+        let blob = c
+            .backend
+            .vulkan("q4vk_context_pipeline_cache_data")?
+            .pipelines
+            .cache_data()?;
         check_size("data_bytes", data_bytes, blob.len())?;
         // SAFETY: `data` is writable for `data_bytes` ≥ the blob's length (contract).
         unsafe { out_bytes(data.cast(), blob.len(), "data") }?.copy_from_slice(&blob);
@@ -619,7 +649,7 @@ pub unsafe extern "C" fn q4vk_context_pipeline_cache_data(
 /// `ctx` must be NULL or a live context not used concurrently while the reference lives.
 pub unsafe fn context_mut<'a>(ctx: *mut q4vk_context) -> Option<&'a mut Context> {
     // SAFETY: NULL or live and unshared while the reference lives (contract).
-    match unsafe { ctx.as_mut() }?.0 {
+    match unsafe { ctx.as_mut() }?.backend {
         Backend::Vulkan(ref mut c) => Some(c),
         Backend::Cpu(_) => None,
     }

@@ -1,6 +1,7 @@
 //! GEMV: synchronous from host memory, or recorded into the host's command buffer.
 
 use super::backend::{Backend, Matrix};
+use super::byte_counts::{ByteCount, ByteCountRule};
 use super::context::q4vk_context;
 use super::matrix::q4vk_matrix;
 use super::panic::guard;
@@ -9,6 +10,7 @@ use super::ptr::{
 };
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
+use crate::quant::dtype::Dtype;
 use crate::quant::q4::Q4Shape;
 use crate::size;
 use crate::vk::context::Context;
@@ -180,18 +182,22 @@ impl Pair<'_> {
 }
 
 /// The context and matrix behind two handles, checked to be of one kind and, on Vulkan,
-/// to share a `VkDevice`.
+/// to share a `VkDevice`, and the context's rule for byte counts.
 ///
 /// # Safety
 /// Each handle must be NULL or live for `'a`.
-unsafe fn handles<'a>(ctx: *mut q4vk_context, mat: *const q4vk_matrix) -> Result<Pair<'a>> {
+unsafe fn handles<'a>(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+) -> Result<(Pair<'a>, ByteCountRule)> {
     // SAFETY: NULL or live (caller's contract).
-    let ctx = &unsafe { handle(ctx, "ctx") }?.0;
+    let context = unsafe { handle(ctx, "ctx") }?;
+    let rule = context.byte_counts;
     // SAFETY: as above.
     let mat = &unsafe { handle(mat, "mat") }?.0;
-    let (ctx, mat) = match (ctx, mat) {
+    let (ctx, mat) = match (&context.backend, mat) {
         (Backend::Vulkan(c), Matrix::Device(m)) => (c, m),
-        (Backend::Cpu(c), Matrix::Cpu(m)) => return Ok(Pair::Cpu(c, m)),
+        (Backend::Cpu(c), Matrix::Cpu(m)) => return Ok((Pair::Cpu(c, m), rule)),
         (Backend::Cpu(_), Matrix::Device(_)) => {
             return Err(invalid!(
                 "mat was created on a Vulkan context and ctx is a CPU context; create the matrix on a CPU context"
@@ -208,7 +214,7 @@ unsafe fn handles<'a>(ctx: *mut q4vk_context, mat: *const q4vk_matrix) -> Result
             "mat was created on another VkDevice than ctx's; a matrix works with every context of the VkDevice it was created on"
         ));
     }
-    Ok(Pair::Vulkan(ctx, mat))
+    Ok((Pair::Vulkan(ctx, mat), rule))
 }
 
 /// The Vulkan context and matrix behind two handles, for `call` (`q4vk_cmd_gemv` or its
@@ -220,11 +226,11 @@ unsafe fn vulkan_pair<'a>(
     ctx: *mut q4vk_context,
     mat: *const q4vk_matrix,
     call: &str,
-) -> Result<(&'a Context, &'a DeviceMatrix)> {
+) -> Result<(&'a Context, &'a DeviceMatrix, ByteCountRule)> {
     // SAFETY: the caller's contract.
     match unsafe { handles(ctx, mat) }? {
-        Pair::Vulkan(ctx, mat) => Ok((ctx, mat)),
-        Pair::Cpu(ctx, _) => Err(Error::Unsupported(format!(
+        (Pair::Vulkan(ctx, mat), rule) => Ok((ctx, mat, rule)),
+        (Pair::Cpu(ctx, _), _) => Err(Error::Unsupported(format!(
             "{call} needs a Vulkan context (q4vk_cmd_gemv records into a Vulkan command buffer); ctx runs on the CPU ({}): use q4vk_gemv",
             ctx.device_name()
         ))),
@@ -284,7 +290,8 @@ fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
 /// scratch of m·n floats).
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (m = 0, m·k or m·n values whose count or
-/// bytes overflow `size_t`, overlapping x and y, a matrix of another `VkDevice`),
+/// bytes overflow `size_t`, overlapping x and y, a matrix of another `VkDevice`, on a
+/// `Q4VK_CONTEXT_STRICT_SIZES` context an `x_len` or `y_len` other than m·k or m·n),
 /// `UNSUPPORTED` (a context without a queue; m·k or m·n floats
 /// beyond the device's `maxStorageBufferRange`; a matrix made by a tensor-core context used
 /// with a context that does not run that kernel), `BUFFER_TOO_SMALL`, `VULKAN`,
@@ -307,7 +314,7 @@ pub unsafe extern "C" fn q4vk_gemv(
 ) -> q4vk_status {
     guard("q4vk_gemv", || {
         // SAFETY: NULL or live handles (contract).
-        let pair = unsafe { handles(ctx, mat) }?;
+        let (pair, rule) = unsafe { handles(ctx, mat) }?;
         check_m(m)?;
         require(x, "x")?;
         require(y, "y")?;
@@ -321,6 +328,10 @@ pub unsafe extern "C" fn q4vk_gemv(
             }
         }
         check_disjoint(&[("y", y as usize, 4 * yn)], &[("x", x as usize, 4 * xn)])?;
+        rule.refuse_inexact(&[
+            ByteCount::floats("x_len", x_len, xn),
+            ByteCount::floats("y_len", y_len, yn),
+        ])?;
         // SAFETY: x readable for x_len ≥ xn floats, y writable for y_len ≥ yn, disjoint
         // (checked above; contract).
         let (xs, ys) = unsafe { (in_slice(x, xn, "x")?, out_slice(y, yn, "y")?) };
@@ -414,7 +425,8 @@ pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_a
 /// rounded path).
 ///
 /// Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than
-/// `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, or `reserved0` not 0;
+/// `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, `reserved0` not 0, or on a
+/// `Q4VK_CONTEXT_STRICT_SIZES` context an `x_bytes` or `y_len` other than exact;
 /// `BUFFER_TOO_SMALL` for `x_bytes` or `y_len` short of m·k values or m·n floats.
 ///
 /// # Safety
@@ -428,7 +440,7 @@ pub unsafe extern "C" fn q4vk_gemv_host(
 ) -> q4vk_status {
     guard("q4vk_gemv_host", || {
         // SAFETY: NULL or live handles (contract).
-        let pair = unsafe { handles(ctx, mat) }?;
+        let (pair, rule) = unsafe { handles(ctx, mat) }?;
         // SAFETY: NULL or readable for struct_size (contract).
         let a = unsafe { read_struct(args, "args") }?;
         check_gemv_flags(a.flags, "args->flags")?;
@@ -465,6 +477,17 @@ pub unsafe extern "C" fn q4vk_gemv_host(
             &[("args->y", a.y as usize, 4 * yn)],
             &[("args->x", a.x as usize, es * xn)],
         )?;
+        let x_type = if f16 { Dtype::F16 } else { Dtype::F32 };
+        let counts = [
+            ByteCount::typed(
+                "args->x_bytes",
+                a.x_bytes as u64,
+                (es * xn) as u64,
+                (xn as u64, x_type),
+            ),
+            ByteCount::floats("args->y_len", a.y_len, yn),
+        ];
+        rule.refuse_inexact(&counts)?;
         // SAFETY: x readable for x_bytes ≥ es·xn bytes, y writable for y_len ≥ yn floats,
         // disjoint (checked above; contract).
         let (xb, ys) = unsafe {
@@ -474,7 +497,7 @@ pub unsafe extern "C" fn q4vk_gemv_host(
             )
         };
         let x = HostX { bytes: xb, f16 };
-        match pair {
+        let result = match pair {
             Pair::Vulkan(ctx, mat) => {
                 let round = a.flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0;
                 gemv::gemv_host_with(ctx, mat, x, ys, m, round)
@@ -492,7 +515,11 @@ pub unsafe extern "C" fn q4vk_gemv_host(
                 };
                 crate::cpu::gemv::gemv(mat, xs, ys, m as usize, ctx.threads, ctx.isa)
             }
+        };
+        if result.is_ok() {
+            rule.warn_other_readings(&counts);
         }
+        result
     })
 }
 
@@ -552,7 +579,9 @@ pub unsafe extern "C" fn q4vk_gemv_host(
 /// stage's writes and after it against the compute stage's reads and writes.
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
-/// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap),
+/// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap, a
+/// range of `VK_WHOLE_SIZE`; on a `Q4VK_CONTEXT_STRICT_SIZES` context an x or y range
+/// larger than the call uses),
 /// `BUFFER_TOO_SMALL` (a range, the workspace's included), `UNSUPPORTED` (x or y beyond the
 /// limits above; a CPU context), `VULKAN` (pipeline creation).
 /// Thread-safe for distinct command buffers (a command buffer itself is externally
@@ -579,7 +608,7 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
 ) -> q4vk_status {
     guard("q4vk_cmd_gemv", || {
         // SAFETY: NULL or live handles (contract).
-        let (ctx, mat) = unsafe { vulkan_pair(ctx, mat, "q4vk_cmd_gemv") }?;
+        let (ctx, mat, rule) = unsafe { vulkan_pair(ctx, mat, "q4vk_cmd_gemv") }?;
         require(command_buffer, "command_buffer")?;
         // SAFETY: NULL or readable for its `struct_size` (contract).
         let a = unsafe { read_struct(args, "args") }?;
@@ -596,8 +625,31 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
         let params = gemv_params(mat, a.m, a.flags, (a.x_row_stride, a.y_row_stride));
         let workspace = (a.workspace.buffer != 0).then(|| range(a.workspace));
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
-        gemv::record(ctx, cmd, mat, range(a.x), range(a.y), &params, workspace)
+        let (x, y) = (range(a.x), range(a.y));
+        // The call's own checks first (too small, VK_WHOLE_SIZE), then the context's rule.
+        gemv::validate(ctx, mat, &x, &y, &params)?;
+        let counts = xy_range_counts(mat, &params, &a)?;
+        rule.refuse_inexact(&counts)?;
+        gemv::record(ctx, cmd, mat, x, y, &params, workspace)?;
+        rule.warn_other_readings(&counts);
+        Ok(())
     })
+}
+
+/// The byte counts of `q4vk_cmd_gemv`'s x and y ranges for a call with `p` on `mat`: what
+/// the kernels read of x (its activation type) and write of y.
+fn xy_range_counts(
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    a: &q4vk_gemv_args,
+) -> Result<[ByteCount; 2]> {
+    let (n, k) = (mat.shape.n as u64, mat.shape.k as u64);
+    let e = gemv::xy_extent(n, k, p, "args->")?;
+    let x_type = if p.x_f16 { Dtype::F16 } else { Dtype::F32 };
+    Ok([
+        ByteCount::typed("args->x.range", a.x.range, e.x_bytes, (e.x_elems, x_type)),
+        ByteCount::bytes("args->y.range", a.y.range, e.y_bytes),
+    ])
 }
 
 /// Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with
@@ -661,7 +713,7 @@ unsafe fn workspace_query(
 ) -> q4vk_status {
     guard(name, || {
         // SAFETY: NULL or live handles (contract).
-        let (ctx, mat) = unsafe { vulkan_pair(ctx, mat, name) }?;
+        let (ctx, mat, _) = unsafe { vulkan_pair(ctx, mat, name) }?;
         require(out, out_name)?;
         check_gemv_flags(flags, "flags")?;
         check_m(m)?;

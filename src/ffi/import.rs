@@ -1,6 +1,7 @@
 //! Checkpoints imported without requantizing (GGUF, GPTQ, AWQ sources of
 //! `q4vk_matrix_desc`) and `q4vk_matrix_dequantize`, the f32 weights of any desc.
 
+use super::byte_counts::ByteCount;
 use super::matrix::{
     check_fields, q4_data, q4vk_matrix_desc, SourceShape, Q4VK_SOURCE_AWQ, Q4VK_SOURCE_GGUF_Q4_0,
     Q4VK_SOURCE_GGUF_Q4_1, Q4VK_SOURCE_GGUF_Q4_K, Q4VK_SOURCE_GPTQ,
@@ -12,6 +13,7 @@ use crate::error::{invalid, Result};
 use crate::import::canonical::{check_device_groups, ImportedMatrix};
 use crate::import::gptq::{GptqFormat, GptqTensors, PackedShape};
 use crate::import::{awq, dequant, gguf, gptq};
+use crate::quant::dtype::Dtype;
 use crate::quant::q4::{Q4Shape, ScaleType};
 use std::ffi::c_void;
 
@@ -140,6 +142,85 @@ pub(crate) unsafe fn matrix_data<'a>(d: &q4vk_matrix_desc) -> Result<ImportedMat
         // SAFETY: the desc's pointers are readable for their sizes (contract).
         Parsed::V0 => Ok(ImportedMatrix::plain(unsafe { q4_data(d) }?)),
     }
+}
+
+/// The byte count of each buffer a desc gives, beside what its source reads of it (for
+/// `Q4VK_CONTEXT_STRICT_SIZES` and the dtype warnings of `q4vk_matrix_create`): weights,
+/// scales (with their element type, where the desc's `dtype` sets it), zero points and
+/// `g_idx`; a buffer the source has no use for is not listed. From the fields alone, as
+/// the data path computes them; the sizes' own checks are the data path's.
+pub(crate) fn input_byte_counts(d: &q4vk_matrix_desc) -> Result<Vec<ByteCount>> {
+    let count = |arg: &str, given: usize, exact: usize| {
+        ByteCount::bytes(format!("desc->{arg}_bytes"), given as u64, exact as u64)
+    };
+    let typed = |arg: &str, given: usize, exact: usize, dtype: Dtype| {
+        let elements = (exact / dtype.size()) as u64;
+        ByteCount::typed(
+            format!("desc->{arg}_bytes"),
+            given as u64,
+            exact as u64,
+            (elements, dtype),
+        )
+    };
+    let counts = match parse(d)? {
+        Parsed::Gguf(_, _, bytes) => vec![count("weight", d.weight_bytes, bytes)],
+        Parsed::Gptq(shape, _) => {
+            let mut counts = vec![
+                count("weight", d.weight_bytes, gptq::qweight_bytes(&shape)?),
+                typed(
+                    "scales",
+                    d.scales_bytes,
+                    shape.scales_bytes()?,
+                    shape.scale_dtype,
+                ),
+                count("zeros", d.zeros_bytes, shape.qzeros_bytes()),
+            ];
+            if !d.g_idx.is_null() || d.g_idx_bytes != 0 {
+                counts.push(count("g_idx", d.g_idx_bytes, 4 * shape.q4.k));
+            }
+            counts
+        }
+        Parsed::Awq(shape) => vec![
+            count("weight", d.weight_bytes, awq::qweight_bytes(&shape)?),
+            typed(
+                "scales",
+                d.scales_bytes,
+                shape.scales_bytes()?,
+                shape.scale_dtype,
+            ),
+            count("zeros", d.zeros_bytes, shape.qzeros_bytes()),
+        ],
+        Parsed::V0 => match SourceShape::of(d)? {
+            SourceShape::Float { shape, dtype } => {
+                let exact = shape.n * shape.k * dtype.size();
+                vec![typed("weight", d.weight_bytes, exact, dtype)]
+            }
+            SourceShape::Q4 { shape, scale } => {
+                let scale_dtype = match scale {
+                    ScaleType::F16 => Dtype::F16,
+                    ScaleType::F32 => Dtype::F32,
+                };
+                let mut counts = vec![
+                    count("weight", d.weight_bytes, shape.weight_bytes()),
+                    typed(
+                        "scales",
+                        d.scales_bytes,
+                        shape.scale_count() * scale.size(),
+                        scale_dtype,
+                    ),
+                ];
+                if shape.zero_points {
+                    counts.push(count("zeros", d.zeros_bytes, shape.zeros_bytes()));
+                }
+                counts
+            }
+            SourceShape::Paddle { scheme } => vec![
+                count("weight", d.weight_bytes, scheme.qweight_bytes()),
+                typed("scales", d.scales_bytes, scheme.scale_bytes(), scheme.dtype),
+            ],
+        },
+    };
+    Ok(counts)
 }
 
 /// What the device layout of a desc's matrix holds, known before its data is decoded.

@@ -399,7 +399,7 @@ pub unsafe extern "C" fn q4vk_kernel_export(
         }
         // SAFETY: NULL (no context) or live (contract).
         let ctx = match unsafe { handle(ctx, "ctx") } {
-            Ok(c) => Some(c.0.vulkan("q4vk_kernel_export")?),
+            Ok(c) => Some(c.backend.vulkan("q4vk_kernel_export")?),
             Err(_) => None,
         };
         let (subgroup, dev) = match ctx {

@@ -2,7 +2,7 @@
 
 use super::backend::{Backend, Matrix};
 use super::context::q4vk_context;
-use super::import::matrix_data;
+use super::import::{input_byte_counts, matrix_data};
 use super::panic::{guard, guard_value};
 use super::ptr::{
     check_disjoint, check_size, handle, in_bytes, into_handle, out_bytes, read_struct, release,
@@ -555,7 +555,8 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
 /// per call. `UNSUPPORTED` for other group sizes; `q4vk_matrix_dequantize` takes all of
 /// them.
 ///
-/// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`),
+/// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`;
+/// on a `Q4VK_CONTEXT_STRICT_SIZES` context, a `*_bytes` larger than the source reads),
 /// `BUFFER_TOO_SMALL`, `NON_FINITE` (NaN/Inf weights or scales), `UNSUPPORTED` (see above;
 /// a single row larger than a storage buffer; no queue to upload through),
 /// `OUT_OF_DEVICE_MEMORY`, `VULKAN`. `*out` is written only on success; release with `q4vk_matrix_destroy`.
@@ -572,20 +573,23 @@ pub unsafe extern "C" fn q4vk_matrix_create(
 ) -> q4vk_status {
     guard("q4vk_matrix_create", || {
         // SAFETY: NULL or a live context (contract).
-        let ctx = &unsafe { handle(ctx, "ctx") }?.0;
+        let context = unsafe { handle(ctx, "ctx") }?;
         // SAFETY: NULL or readable for its `struct_size` (contract).
         let d = unsafe { read_struct(desc, "desc") }?;
         require(out, "out")?;
+        let counts = input_byte_counts(&d)?;
+        context.byte_counts.refuse_inexact(&counts)?;
         // SAFETY: the desc's data pointers are readable for their sizes (contract).
         let imported = unsafe { matrix_data(&d) }?;
         let parts = imported.device_parts()?;
-        let matrix = match ctx {
+        let matrix = match &context.backend {
             Backend::Vulkan(ctx) => {
                 let (q4, offsets, k_order) = parts;
                 Matrix::Device(DeviceMatrix::new(ctx, q4, offsets, k_order)?)
             }
             Backend::Cpu(_) => Matrix::Cpu(CpuMatrix::imported(parts)?),
         };
+        context.byte_counts.warn_other_readings(&counts);
         let matrix = into_handle(q4vk_matrix(matrix));
         // SAFETY: `out` is writable (contract; checked non-NULL).
         unsafe { write_out(out, matrix, "out") }

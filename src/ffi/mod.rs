@@ -3,6 +3,7 @@
 #![allow(non_camel_case_types)]
 
 mod backend;
+mod byte_counts;
 pub mod context;
 pub mod gemv;
 pub mod kernel;

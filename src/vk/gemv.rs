@@ -192,6 +192,11 @@ fn check_binding(ctx: &Context, name: &str, b: &BufferRange, need: u64) -> Resul
             "args->{name}.buffer is VK_NULL_HANDLE"
         )));
     }
+    if b.range == vk::WHOLE_SIZE {
+        return Err(invalid!(
+            "args->{name}.range is VK_WHOLE_SIZE; pass the bytes available from the offset instead (the buffer's size minus args->{name}.offset; this call uses {need})"
+        ));
+    }
     if b.range < need {
         return Err(Error::BufferTooSmall(format!(
             "args->{name}.range is {} bytes, {need} needed",

@@ -585,3 +585,25 @@ pub fn split_block_to_f16(block: &[f32]) -> (f32, Vec<(u16, u16)>) {
         .collect();
     (factor, halves)
 }
+
+/// Records `q4vk_cmd_gemv` into a command buffer the test owns, with its own barrier, and
+/// submits it to the context's queue.
+pub fn run_cmd(gpu: &Gpu, mat: *mut q4vk_matrix, args: &q4vk_gemv_args) -> q4vk_status {
+    use ash::vk::Handle;
+    let ctx = gpu.context();
+    let d = &ctx.device.device;
+    unsafe {
+        let pool = d
+            .create_command_pool(
+                &vk::CommandPoolCreateInfo::default().queue_family_index(ctx.device.queue_family),
+                None,
+            )
+            .unwrap();
+        let mut status = Q4VK_OK;
+        submit_and_wait(d, ctx.device.queue, pool, |cmd| {
+            status = q4vk_cmd_gemv(gpu.ctx, mat, cmd.as_raw() as *mut _, args);
+        });
+        d.destroy_command_pool(pool, None);
+        status
+    }
+}
