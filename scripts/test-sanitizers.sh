@@ -22,7 +22,7 @@ echo "== ASan + LSan: CPU tests"
 ASAN_OPTIONS=detect_leaks=1 asan --lib --test paddle_vectors --test permute_roundtrip -- --skip vk::submit::
 echo "== ASan: GPU tests (lavapipe)"
 ASAN_OPTIONS=detect_leaks=0 asan --lib vk::submit::
-ASAN_OPTIONS=detect_leaks=0 asan --test gpu_reliability --test gpu_gemv --test gpu_api
+ASAN_OPTIONS=detect_leaks=0 asan --test gpu_reliability --test gpu_gemv --test gpu_api --test gpu_sync_validation
 unset RUSTC_BOOTSTRAP RUSTFLAGS
 
 echo "== valgrind: GPU create/destroy churn"

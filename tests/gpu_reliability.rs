@@ -1,6 +1,7 @@
 //! Reliability on the GPU path (lavapipe in CI, validation on, any message fails):
-//! device-memory exhaustion, many threads sharing a context, create/destroy churn with the
-//! validation layer's object tracking, and bitwise determinism.
+//! device-memory exhaustion, many threads sharing a context (with the layer's
+//! thread-safety checks), create/destroy churn with the validation layer's object
+//! tracking, and bitwise determinism.
 
 mod gpu_support;
 
@@ -51,24 +52,19 @@ fn matrix_larger_than_device_heap_is_refused_and_context_survives() {
     unsafe { q4vk_matrix_destroy(mat) };
 }
 
-/// Turns on the validation layer's synchronization validation (read by the layer when an
-/// instance is created) for the contexts this test binary creates.
-fn enable_sync_validation() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        std::env::set_var(
-            "VK_LAYER_ENABLES",
-            "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
-        )
-    });
-}
-
 /// 8 threads share one context and three matrices, 200 GEMVs each with every result
-/// checked, while also creating and destroying matrices of their own; synchronization
-/// validation is on.
+/// checked, while also creating and destroying matrices of their own. The validation
+/// layer's core and thread-safety checks are on (a q4vk call that used an externally
+/// synchronized object from two threads at once would be reported); its synchronization
+/// validation is not: the synchronization validator of the Khronos layer keeps per-queue
+/// state that it updates under a shared lock, so a `vkQueueSubmit` on one thread while
+/// other threads create and destroy objects can crash the layer itself (reported upstream
+/// as Vulkan-ValidationLayers issue 11226, "Race Condition in QueueSyncState"; seen here
+/// with Debian 12's layer 1.3.239 as a SEGV inside the layer during q4vk's submit, which
+/// q4vk serializes per context). q4vk's barriers are checked by synchronization validation
+/// in `tests/gpu_sync_validation.rs`, on one thread.
 #[test]
 fn eight_threads_share_a_context() {
-    enable_sync_validation();
     let gpu = Gpu::new(false);
     let mut rng = Rng(17);
     let shared: Vec<Q4Data> = [
