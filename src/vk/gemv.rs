@@ -16,7 +16,7 @@ use ash::vk;
 pub use super::gemv_host::{gemv_host, gemv_host_with, GemvBuffers, HostX};
 pub use super::gemv_plan::{
     call_runs_gemm, coop_gemm_shape, coop_gemv_shape, int_dot_gemv_up_to, rounds_x, runs_gemm,
-    runs_int_dot, simt_gemv_up_to, workspace_bytes, workspace_key,
+    runs_int_dot, simt_gemm_shape, simt_gemv_up_to, workspace_bytes, workspace_key,
 };
 
 /// Largest activation count (rows of x) a GEMV dispatch takes; larger m runs the GEMM

@@ -607,6 +607,13 @@ fn simt_gemm_tile(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<GemmTile>
     }
 }
 
+/// The SIMT GEMM's tile and K groups for a call at `m` on `mat` (`Unsupported` where the
+/// device cannot run them), as its plan takes them.
+pub fn simt_gemm_shape(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<(GemmTile, u32)> {
+    let tile = simt_gemm_tile(ctx, mat, m)?;
+    Ok((tile, simt_gemm_ksplit(ctx, mat, tile, m)?))
+}
+
 /// Workgroups (or workgroups' worth of K groups) a SIMT GEMM call should have in flight on
 /// a GPU: three per SM where the driver reports their count (`VK_NV_shader_sm_builtins`),
 /// else 384 (which only the tile choice uses: K groups need the count).
@@ -716,7 +723,7 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
 
 /// The SIMT GEMM's plan for a call with `p` on `mat`.
 fn simt_gemm_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
-    let tile = simt_gemm_tile(ctx, mat, p.m)?;
+    let (tile, ksplit) = simt_gemm_shape(ctx, mat, p.m)?;
     let key = GemmKey {
         tile,
         zeros: mat.shape.zero_points,
@@ -724,7 +731,7 @@ fn simt_gemm_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<P
         x_f16: p.x_f16,
         offsets: mat.offsets,
         k_order: mat.k_order.is_some() && !p.x_gathered,
-        ksplit: simt_gemm_ksplit(ctx, mat, tile, p.m)?,
+        ksplit,
     };
     Ok(Plan {
         pipeline: ctx.pipelines.get_gemm(key)?,
