@@ -17,6 +17,7 @@ pub mod ffi;
 pub mod import;
 pub mod layout;
 pub mod parallel;
+pub mod plan;
 pub mod quant;
 pub mod simd;
 pub mod size;

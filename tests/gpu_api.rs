@@ -420,7 +420,7 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
         // The kernel runs on SIMT matrices (a tensor-core context makes none) up to its limit
         // (past m = 8 in passes).
         let ctx = gpu.context();
-        let limit = int_dot_gemv_up_to(data.shape.n, data.shape.k);
+        let limit = int_dot_gemv_up_to(ctx, data.shape.n, data.shape.k);
         let expected = |m: u32| match ctx.int_dot && !ctx.coop && m <= limit {
             true => 112 * u64::from(m) * 4,
             false => 0,

@@ -13,8 +13,9 @@ mod gpu_support;
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
+use q4vk::plan::CoopGemmTuning;
 use q4vk::quant::q4::Q4Data;
-use q4vk::vk::context::{Context, ContextConfig, CoopGemmTuning};
+use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::gemv::{self, gemv_host};
 use q4vk::vk::matrix::DeviceMatrix;
 
@@ -598,7 +599,8 @@ fn k_slices_match_reference() {
         (16, shapes[0]),
     ] {
         let mut ctx = gemm_context(None, shape, None);
-        ctx.set_coop_gemm_slices(Some(slices)).unwrap();
+        ctx.set_overrides(|o| o.coop_gemm_slices = Some(slices))
+            .unwrap();
         ctx.limits.max_part_bytes = 3 * 16 * 1024;
         for d in &data {
             let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
@@ -625,7 +627,7 @@ fn k_slices_match_reference() {
     }
     // Offsets (each slice adds its blocks' b · Σx).
     let mut ctx = gemm_context(None, None, None);
-    ctx.set_coop_gemm_slices(Some(3)).unwrap();
+    ctx.set_overrides(|o| o.coop_gemm_slices = Some(3)).unwrap();
     let d = random_q4(&mut rng, 130, 1024, 64, false, false);
     let offsets = rng.vec(d.shape.scale_count());
     let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
@@ -704,9 +706,9 @@ fn k_slices_share_and_fit_the_workspace() {
     let need = |ctx: &Context, i: usize| {
         gemv::workspace_bytes(ctx, &mats[i], &dense_params(&mats[i], m, F16_X))
     };
-    ctx.set_coop_gemm_slices(Some(1)).unwrap();
+    ctx.set_overrides(|o| o.coop_gemm_slices = Some(1)).unwrap();
     let fragments_only = need(&ctx, 1);
-    ctx.set_coop_gemm_slices(Some(3)).unwrap();
+    ctx.set_overrides(|o| o.coop_gemm_slices = Some(3)).unwrap();
     assert!(need(&ctx, 0) < need(&ctx, 1) && fragments_only < need(&ctx, 1));
     let check = |ys: Vec<Vec<f32>>, calls: &[(usize, bool)], what: &str| {
         for (y, &(i, _)) in ys.iter().zip(calls) {

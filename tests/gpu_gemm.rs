@@ -15,17 +15,19 @@ use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
+use q4vk::plan::GemmTile;
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
 use q4vk::vk::gemv::{self, runs_gemm, simt_gemv_up_to, BufferRange};
 use q4vk::vk::matrix::{upload, DeviceMatrix};
 use q4vk::vk::memory::{Buffer, MemoryKind};
-use q4vk::vk::pipeline::GemmTile;
 
 /// A context of the kind asked for that runs the SIMT GEMM from m = 9 whatever the device
 /// has (by default the SIMT GEMV takes m up to `simt_gemv_up_to` in passes).
 fn simt_gpu(portable: bool) -> Gpu {
     let mut gpu = Gpu::with(portable, |d| d.flags |= Q4VK_CONTEXT_NO_COOPMAT).unwrap();
-    gpu.context_mut().set_gemm_from_m(Some(9));
+    gpu.context_mut()
+        .set_overrides(|o| o.gemm_from_m = Some(9))
+        .unwrap();
     gpu
 }
 
@@ -62,12 +64,16 @@ fn gemv_in_passes_matches_reference_up_to_its_limit() {
         let mut rng = Rng(if portable { 37 } else { 41 });
         run_cases(&gpu, &mut rng, &GEMM_CASES);
         // Every case in passes (m = 300: 38 of them).
-        gpu.context_mut().set_gemm_from_m(Some(301));
+        gpu.context_mut()
+            .set_overrides(|o| o.gemm_from_m = Some(301))
+            .unwrap();
         run_cases(&gpu, &mut rng, &GEMM_CASES);
-        gpu.context_mut().set_gemm_from_m(None);
+        gpu.context_mut()
+            .set_overrides(|o| o.gemm_from_m = None)
+            .unwrap();
         let data = random_q4(&mut rng, 33, 97, 32, false, false);
         let mat = DeviceMatrix::new(gpu.context(), &data, None, None).unwrap();
-        let up_to = simt_gemv_up_to(gpu.context().device.info.cpu);
+        let up_to = simt_gemv_up_to(gpu.context());
         for (m, gemm) in [(8, false), (9, false), (up_to, false), (up_to + 1, true)] {
             assert_eq!(runs_gemm(gpu.context(), &mat, m), gemm, "m = {m}");
         }
@@ -87,9 +93,9 @@ fn gemm_matches_reference_at_other_tiles() {
     let mut gpu = simt_gpu(false);
     let mut rng = Rng(29);
     let tiles = [
-        Some(q4vk::vk::pipeline::gemm_tile(9, false)),
-        Some(q4vk::vk::pipeline::gemm_tile(17, false)),
-        Some(q4vk::vk::pipeline::gemm_tile(33, false)),
+        Some(q4vk::plan::tuning::NVIDIA.simt_gemm_tiles.for_m(9)),
+        Some(q4vk::plan::tuning::NVIDIA.simt_gemm_tiles.for_m(17)),
+        Some(q4vk::plan::tuning::NVIDIA.simt_gemm_tiles.for_m(33)),
         tile(8, 16, 8, 4),
         tile(8, 32, 8, 4),
         tile(16, 4, 8, 8),
@@ -99,14 +105,22 @@ fn gemm_matches_reference_at_other_tiles() {
         tile(12, 8, 4, 4),
     ];
     for t in tiles {
-        gpu.context_mut().set_gemm_tile(t).unwrap();
+        gpu.context_mut()
+            .set_overrides(|o| o.gemm_tile = t)
+            .unwrap();
         run_cases(&gpu, &mut rng, &GEMM_CASES);
     }
-    assert!(gpu.context_mut().set_gemm_tile(tile(16, 4, 6, 8)).is_err());
-    assert!(gpu.context_mut().set_gemm_tile(tile(64, 32, 4, 4)).is_err());
+    assert!(gpu
+        .context_mut()
+        .set_overrides(|o| o.gemm_tile = tile(16, 4, 6, 8))
+        .is_err());
+    assert!(gpu
+        .context_mut()
+        .set_overrides(|o| o.gemm_tile = tile(64, 32, 4, 4))
+        .is_err());
 
     gpu.context_mut()
-        .set_gemm_tile(tile(8, 128, 4, 16))
+        .set_overrides(|o| o.gemm_tile = tile(8, 128, 4, 16))
         .unwrap();
     let data = random_q4(&mut rng, 33, 97, 32, false, false);
     let mat = upload_q4(&gpu, &data);
@@ -136,16 +150,30 @@ fn gemm_matches_reference_with_k_groups() {
         (tile(8, 8, 4, 8), 2),
     ];
     for (t, k) in runs {
-        gpu.context_mut().set_gemm_tile(t).unwrap();
-        gpu.context_mut().set_gemm_ksplit(Some(k)).unwrap();
+        gpu.context_mut()
+            .set_overrides(|o| o.gemm_tile = t)
+            .unwrap();
+        gpu.context_mut()
+            .set_overrides(|o| o.gemm_ksplit = Some(k))
+            .unwrap();
         run_cases(&gpu, &mut rng, &GEMM_CASES);
     }
-    assert!(gpu.context_mut().set_gemm_ksplit(Some(0)).is_err());
-    assert!(gpu.context_mut().set_gemm_ksplit(Some(9)).is_err());
+    assert!(gpu
+        .context_mut()
+        .set_overrides(|o| o.gemm_ksplit = Some(0))
+        .is_err());
+    assert!(gpu
+        .context_mut()
+        .set_overrides(|o| o.gemm_ksplit = Some(9))
+        .is_err());
 
     // 16 rows × 64 tokens: 3 groups fit the shared memory (30 KiB) but not the rule.
-    gpu.context_mut().set_gemm_tile(tile(4, 8, 4, 8)).unwrap();
-    gpu.context_mut().set_gemm_ksplit(Some(3)).unwrap();
+    gpu.context_mut()
+        .set_overrides(|o| o.gemm_tile = tile(4, 8, 4, 8))
+        .unwrap();
+    gpu.context_mut()
+        .set_overrides(|o| o.gemm_ksplit = Some(3))
+        .unwrap();
     let data = random_q4(&mut rng, 33, 97, 32, false, false);
     let mat = upload_q4(&gpu, &data);
     let x = rng.vec(9 * 97);

@@ -364,7 +364,7 @@ fn the_digits_gemv_runs_up_to_its_limit_by_default() {
     let ctx = Context::new(config, counting_logger()).unwrap();
     let mut rng = Rng(0x40D0);
     for (n, k, limit) in [(19usize, 160usize, 40u32), (8192, 200, 40), (5, 16384, 64)] {
-        assert_eq!(gemv::int_dot_gemv_up_to(n, k), limit, "{n} x {k}");
+        assert_eq!(gemv::int_dot_gemv_up_to(&ctx, n, k), limit, "{n} x {k}");
         if n > 1000 {
             continue; // the rule alone: a tall matrix keeps 40
         }

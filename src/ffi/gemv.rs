@@ -672,7 +672,7 @@ fn xy_range_counts(
 /// too small for the sums but not for the fragments runs without slices. Else 0 (no workspace is used). The answer depends on the context (its
 /// device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the
 /// flags only; it does not change over the context's life (the Rust-only tuning setters,
-/// such as `Context::set_gemm_from_m`, aside).
+/// such as `Context::set_overrides`, aside).
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
 /// matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y

@@ -6,16 +6,14 @@ use super::device::{Device, DeviceOptions, HostEnabled};
 use super::gemv::{GemvBuffers, MAX_M};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
-use super::pipeline::{GemmTile, Pipelines, Tuning};
+use super::pipeline::{Pipelines, Tuning};
 use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
+use crate::plan::{CoopGemmTuning, DeviceClass, DeviceTuning, GemmTile, Overrides};
 use ash::vk;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
-
-/// PCI vendor id of NVIDIA.
-const NVIDIA: u32 = 0x10DE;
 
 /// How to create a context.
 #[derive(Debug, Clone, Default)]
@@ -63,7 +61,7 @@ pub struct ContextConfig {
     /// SIMT matrices run the GEMV (in passes past m = 8, the integer dot-product one up to
     /// m − 1 too); tensor-core matrices run the GEMM past m = 8 whatever the value.
     pub gemm_from_m: Option<u32>,
-    /// The SIMT GEMM's tile instead of the per-m choice (`vk::pipeline::gemm_tile`; tuning
+    /// The SIMT GEMM's tile instead of the per-m choice (`plan::DeviceTuning::simt_gemm_tiles`; tuning
     /// experiments, `q4vk-bench --gemm-tile TX,TY,RN,RM`).
     pub gemm_tile: Option<GemmTile>,
     /// The SIMT GEMM's K groups per workgroup instead of the per-call choice
@@ -158,22 +156,13 @@ pub struct Context {
     /// (`vk::int_dot`), after a pre-pass that writes them into a workspace (`q4vk_gemv`'s
     /// own, or the one a `q4vk_cmd_gemv` caller passes).
     pub int_dot: bool,
-    /// Fixed (tiles, subgroups) of the tensor-core kernel, else chosen per matrix.
-    pub coop_tuning: Option<(u32, u32)>,
-    /// Fixed (tiles, subgroups, tokens, K groups, k-steps of B ahead or 0, token groups) of
-    /// the tensor-core GEMM, else the default.
-    pub coop_gemm_tuning: Option<CoopGemmTuning>,
-    /// The GEMM kernels run from this m on (else by `vk::gemv::runs_gemm`'s rule).
-    pub gemm_from_m: Option<u32>,
-    /// Fixed tile of the SIMT GEMM, else chosen per m (set only through `new` and
-    /// [`Context::set_gemm_tile`], which check the kernel's rules).
-    pub(crate) gemm_tile: Option<GemmTile>,
-    /// Fixed K groups of the SIMT GEMM, else chosen per call (set only through `new` and
-    /// [`Context::set_gemm_ksplit`], which check them).
-    pub(crate) gemm_ksplit: Option<u32>,
-    /// Fixed K slices of the tensor-core GEMM, else chosen per call (set only through `new`
-    /// and [`Context::set_coop_gemm_slices`], which check them).
-    pub(crate) coop_gemm_slices: Option<u32>,
+    /// What the kernel rules know of the device.
+    pub class: DeviceClass,
+    /// The tuning row of the device's class.
+    pub tuning_row: &'static DeviceTuning,
+    /// The caller's fixed choices (set only through `new` and the setters below, which
+    /// check them).
+    pub(crate) overrides: Overrides,
     /// Dispatcher limits.
     pub limits: Limits,
     /// The host's queue lock (adopted queue).
@@ -184,205 +173,18 @@ pub struct Context {
     pub logger: Arc<Logger>,
 }
 
-/// A shape of the tensor-core GEMM (`shaders/gemm_q4_coop.comp`): fixed by
-/// `ContextConfig::coop_gemm_tuning`, or the one the rules chose for a call
-/// (`vk::gemv::coop_gemm_shape`). Written as `T,S,M,K,A,G` (`q4vk-bench --coop-gemm`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CoopGemmTuning {
-    /// Row tiles of 16 rows per subgroup (T).
-    pub tiles: u32,
-    /// Subgroups of 32 per workgroup (S).
-    pub subgroups: u32,
-    /// Tokens (activation rows) per workgroup (M).
-    pub tokens: u32,
-    /// K groups: groups of subgroups taking interleaved stages of the same rows (K).
-    pub k_groups: u32,
-    /// k-steps of B loaded ahead on x in fragments: 2, 4 or 8; 0 for the default (A).
-    pub b_ahead: u32,
-    /// Token groups per K group: its subgroups split the workgroup's tokens (G).
-    pub token_groups: u32,
-}
-
-impl CoopGemmTuning {
-    /// The shape `T,S,M,K,A,G`.
-    pub const fn new(
-        tiles: u32,
-        subgroups: u32,
-        tokens: u32,
-        k_groups: u32,
-        b_ahead: u32,
-        token_groups: u32,
-    ) -> CoopGemmTuning {
-        CoopGemmTuning {
-            tiles,
-            subgroups,
-            tokens,
-            k_groups,
-            b_ahead,
-            token_groups,
-        }
-    }
-}
-
-impl std::fmt::Display for CoopGemmTuning {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let CoopGemmTuning {
-            tiles: t,
-            subgroups: s,
-            tokens: m,
-            k_groups: k,
-            b_ahead: a,
-            token_groups: g,
-        } = *self;
-        write!(f, "{t},{s},{m},{k},{a},{g}")
-    }
-}
-
-/// Checks a fixed shape of the tensor-core GEMV (`ContextConfig::coop_tuning`).
-fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
-    match tuning {
-        Some((tiles, subgroups))
-            if !(1..=4).contains(&tiles) || ![1, 2, 4, 8, 16].contains(&subgroups) =>
-        {
-            Err(crate::error::invalid!(
-                "coop tuning ({tiles}, {subgroups}): expected 1..4 tiles and 1, 2, 4, 8 or 16 subgroups"
-            ))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Checks a fixed tile of the SIMT GEMM (`ContextConfig::gemm_tile`); the device's
-/// workgroup and shared-memory limits are checked per call.
-fn check_gemm_tile(tile: Option<GemmTile>) -> Result<()> {
-    let Some(t) = tile else {
-        return Ok(());
-    };
-    let per_invocation = |v: u32| v.is_multiple_of(4) && (4..=16).contains(&v);
-    if !per_invocation(t.rn)
-        || !per_invocation(t.rm)
-        || t.tx == 0
-        || t.ty == 0
-        || u64::from(t.tx) * u64::from(t.ty) > 1024
-    {
-        return Err(crate::error::invalid!(
-            "GEMM tile ({}, {}, {}, {}): expected 4, 8, 12 or 16 rows and tokens per invocation and at most 1024 invocations",
-            t.tx,
-            t.ty,
-            t.rn,
-            t.rm
-        ));
-    }
-    Ok(())
-}
-
-/// Largest count of K slices of the tensor-core GEMM that `Context::set_coop_gemm_slices`
-/// takes.
-const MAX_COOP_GEMM_SLICES: u32 = 16;
-
-/// Checks a fixed count (`what`: K groups, K slices) of 1 to `max`, or none.
-fn check_count(count: Option<u32>, max: u32, what: &str) -> Result<()> {
-    match count {
-        Some(c) if !(1..=max).contains(&c) => {
-            Err(crate::error::invalid!("{what} {c}: expected 1 to {max}"))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Checks fixed K slices of the tensor-core GEMM (`ContextConfig::coop_gemm_slices`): 1 to
-/// [`MAX_COOP_GEMM_SLICES`].
-fn check_coop_gemm_slices(slices: Option<u32>) -> Result<()> {
-    check_count(slices, MAX_COOP_GEMM_SLICES, "tensor-core GEMM K slices")
-}
-
-/// Largest count of K groups of the SIMT GEMM that `Context::set_gemm_ksplit` takes.
-const MAX_GEMM_KSPLIT: u32 = 8;
-
-/// Checks fixed K groups of the SIMT GEMM (`ContextConfig::gemm_ksplit`): 1 to
-/// [`MAX_GEMM_KSPLIT`]; the device's limits and the tile's are checked per call.
-fn check_gemm_ksplit(ksplit: Option<u32>) -> Result<()> {
-    check_count(ksplit, MAX_GEMM_KSPLIT, "GEMM K groups")
-}
-
-/// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
-fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
-    let Some(shape) = tuning else {
-        return Ok(());
-    };
-    let CoopGemmTuning {
-        tiles,
-        subgroups,
-        tokens,
-        k_groups: ksplit,
-        b_ahead: ahead,
-        token_groups: tsplit,
-    } = shape;
-    if !(1..=4).contains(&tiles)
-        || ![1, 2, 4, 8].contains(&subgroups)
-        || ksplit > subgroups
-        || tsplit > subgroups
-        || tokens % 8 != 0
-        || tokens % subgroups != 0
-        || !(8..=256).contains(&tokens)
-        || ksplit == 0
-        || tsplit == 0
-        || subgroups % (ksplit * tsplit) != 0
-        || tokens % (8 * tsplit) != 0
-        || tokens / tsplit > 128
-        || ![0, 2, 4, 8].contains(&ahead)
-    {
-        return Err(crate::error::invalid!(
-            "coop GEMM tuning {shape}: expected 1..4 tiles, 1, 2, 4 or 8 subgroups, 8..256 tokens in steps of 8 and of the subgroups, K groups times token groups dividing the subgroups, up to 128 tokens per token group in steps of 8, 0, 2, 4 or 8 k-steps ahead"
-        ));
-    }
-    Ok(())
-}
-
 impl Context {
-    /// Fixes the tensor-core GEMV's shape for later calls (`None`: chosen per matrix),
-    /// checked as at creation (tuning sweeps on the same matrices).
-    pub fn set_coop_tuning(&mut self, tuning: Option<(u32, u32)>) -> Result<()> {
-        check_coop_tuning(tuning)?;
-        self.coop_tuning = tuning;
-        Ok(())
+    /// The caller's fixed choices.
+    pub fn overrides(&self) -> &Overrides {
+        &self.overrides
     }
 
-    /// Fixes the tensor-core GEMM's shape for later calls (`None`: the default), checked as
-    /// at creation; tuning sweeps time several shapes on the same matrices this way.
-    pub fn set_coop_gemm_tuning(&mut self, tuning: Option<CoopGemmTuning>) -> Result<()> {
-        check_coop_gemm_tuning(tuning)?;
-        self.coop_gemm_tuning = tuning;
-        Ok(())
-    }
-
-    /// Fixes the SIMT GEMM's tile for later calls (`None`: chosen per m), checked as at
-    /// creation; tuning sweeps and tests time or check several tiles on the same matrices.
-    pub fn set_gemm_tile(&mut self, tile: Option<GemmTile>) -> Result<()> {
-        check_gemm_tile(tile)?;
-        self.gemm_tile = tile;
-        Ok(())
-    }
-
-    /// Runs the GEMM kernels from `m` on for later calls (`None`: the default rule,
-    /// `vk::gemv::runs_gemm`); tests and tuning sweeps run both kernels on the same matrices.
-    pub fn set_gemm_from_m(&mut self, m: Option<u32>) {
-        self.gemm_from_m = m;
-    }
-
-    /// Fixes the SIMT GEMM's K groups for later calls (`None`: chosen per call), checked as
-    /// at creation.
-    pub fn set_gemm_ksplit(&mut self, ksplit: Option<u32>) -> Result<()> {
-        check_gemm_ksplit(ksplit)?;
-        self.gemm_ksplit = ksplit;
-        Ok(())
-    }
-
-    /// Fixes the tensor-core GEMM's K slices for later calls (`None`: chosen per call),
-    /// checked as at creation.
-    pub fn set_coop_gemm_slices(&mut self, slices: Option<u32>) -> Result<()> {
-        check_coop_gemm_slices(slices)?;
-        self.coop_gemm_slices = slices;
+    /// Replaces one or more fixed choices for later calls (tuning sweeps and tests run
+    /// several on the same matrices), checked as at creation.
+    pub fn set_overrides(&mut self, edit: impl FnOnce(&mut Overrides)) -> Result<()> {
+        let mut next = self.overrides;
+        edit(&mut next);
+        self.overrides = next.checked()?;
         Ok(())
     }
 
@@ -449,8 +251,10 @@ impl Context {
         let sg = info.min_subgroup_size;
         let subgroup_ok = info.subgroup_kernels_ok();
         let portable = config.portable || !subgroup_ok;
-        let nvidia = info.vendor == NVIDIA && info.subgroup_size == 32;
-        let mut tuning = Tuning::for_device(portable, nvidia, info.subgroup_size, sg);
+        let class = info.class();
+        let tuning_row = DeviceTuning::for_class(&class);
+        let mut tuning =
+            Tuning::for_device(portable, &tuning_row.simt_gemv, info.subgroup_size, sg);
         if let Some((workgroup, rows)) = config.tuning {
             let valid = workgroup.is_power_of_two()
                 && workgroup >= info.subgroup_size.max(tuning.subgroup)
@@ -543,11 +347,15 @@ impl Context {
             }
             probed.is_ok()
         };
-        check_coop_tuning(config.coop_tuning)?;
-        check_coop_gemm_tuning(config.coop_gemm_tuning)?;
-        check_gemm_tile(config.gemm_tile)?;
-        check_gemm_ksplit(config.gemm_ksplit)?;
-        check_coop_gemm_slices(config.coop_gemm_slices)?;
+        let overrides = Overrides {
+            coop_gemv: config.coop_tuning,
+            coop_gemm: config.coop_gemm_tuning,
+            coop_gemm_slices: config.coop_gemm_slices,
+            gemm_from_m: config.gemm_from_m,
+            gemm_tile: config.gemm_tile,
+            gemm_ksplit: config.gemm_ksplit,
+        }
+        .checked()?;
         if coop {
             logger.log(
                 LEVEL_INFO,
@@ -593,12 +401,9 @@ impl Context {
             portable,
             coop,
             int_dot,
-            coop_tuning: config.coop_tuning,
-            coop_gemm_tuning: config.coop_gemm_tuning,
-            gemm_from_m: config.gemm_from_m,
-            gemm_tile: config.gemm_tile,
-            gemm_ksplit: config.gemm_ksplit,
-            coop_gemm_slices: config.coop_gemm_slices,
+            class,
+            tuning_row,
+            overrides,
             limits,
             queue_lock,
             device,
@@ -626,41 +431,6 @@ impl Context {
             "portable"
         } else {
             "subgroup"
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{check_coop_gemm_tuning, CoopGemmTuning};
-
-    fn shape((t, s, m, k, a, g): (u32, u32, u32, u32, u32, u32)) -> Option<CoopGemmTuning> {
-        Some(CoopGemmTuning::new(t, s, m, k, a, g))
-    }
-
-    #[test]
-    fn coop_gemm_tunings_are_checked_before_any_pipeline() {
-        // (tiles, subgroups, tokens, K groups, k-steps ahead, token groups).
-        for ok in [
-            (4, 4, 32, 1, 2, 1),
-            (2, 8, 128, 1, 2, 2),
-            (1, 8, 32, 2, 4, 2),
-            (2, 4, 8, 4, 0, 1),
-        ] {
-            assert!(check_coop_gemm_tuning(shape(ok)).is_ok(), "{ok:?}");
-        }
-        for bad in [
-            // Token groups that do not divide the K groups' subgroups, or leave a group
-            // fewer than 8 tokens or more than 128.
-            (2, 8, 128, 2, 2, 8),
-            (2, 8, 24, 1, 2, 2),
-            (2, 8, 256, 1, 2, 1),
-            (2, 4, 32, 1, 2, 0),
-            // Products past u32 (refused, not wrapped).
-            (1, 8, 8, 65536, 0, 65536),
-            (1, 8, 8, 8, 0, 1 << 29),
-        ] {
-            assert!(check_coop_gemm_tuning(shape(bad)).is_err(), "{bad:?}");
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::instance::Instance;
 use crate::error::{Error, Result};
+use crate::plan::{DeviceClass, Family};
 use ash::vk;
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -60,6 +61,21 @@ pub struct DeviceInfo {
 }
 
 impl DeviceInfo {
+    /// What the kernel rules know of this device (`plan::DeviceClass`).
+    pub fn class(&self) -> DeviceClass {
+        DeviceClass {
+            family: Family::of(self.vendor, self.cpu),
+            vendor: self.vendor,
+            cpu: self.cpu,
+            subgroup_size: self.subgroup_size,
+            min_subgroup_size: self.min_subgroup_size,
+            max_shared: self.max_shared,
+            max_workgroup: self.max_workgroup,
+            max_storage_range: self.max_storage_range,
+            sm_count: self.sm_count,
+        }
+    }
+
     /// Whether the subgroup kernels can run: subgroup arithmetic in compute and sizes the
     /// kernels' reduction slots take.
     pub fn subgroup_kernels_ok(&self) -> bool {

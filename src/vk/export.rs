@@ -10,10 +10,11 @@
 
 use super::device::DeviceInfo;
 use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
-use super::pipeline::{GemmKey, GemmTile, Push, Spec, Tuning, GEMM_PUSH_WORDS, GEMM_TILE, SPECS};
+use super::pipeline::{GemmKey, Push, Spec, Tuning, GEMM_PUSH_WORDS, SPECS};
 use super::shaders;
 use crate::error::{Error, Result};
 use crate::layout::vk::VkLayout;
+use crate::plan::{GemmTile, GEMM_TILE};
 use crate::quant::q4::{Q4Shape, ScaleType};
 
 /// Binding roles, in binding order (binding i has role i).
@@ -93,7 +94,12 @@ pub struct ExportDevice {
 /// Default workgroup shape of a variant on a device of unknown vendor: the choice a
 /// context makes there (`Tuning::for_device`).
 pub fn default_tuning(subgroup: bool, subgroup_size: u32, min_subgroup_size: u32) -> Tuning {
-    Tuning::for_device(!subgroup, false, subgroup_size, min_subgroup_size)
+    Tuning::for_device(
+        !subgroup,
+        &crate::plan::tuning::DEFAULT.simt_gemv,
+        subgroup_size,
+        min_subgroup_size,
+    )
 }
 
 /// The workgroup never below `subgroup_size` (a power of two, or 0 for unknown): hosts

@@ -3,16 +3,16 @@
 //! digits or the tensor-core GEMM on x in fragments (each behind a pre-pass into a
 //! workspace, `prepass_plan`), and the workspace a call can use (`workspace_bytes`).
 
-use super::context::{Context, CoopGemmTuning};
-use super::device::DeviceInfo;
+use super::context::Context;
 use super::gemv::{GemvParams, MAX_M};
 use super::matrix::DeviceMatrix;
 use super::pipeline::{
-    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, GemmTile, PipelineKey, Push, SlicesKey,
-    DIGITS_WORKGROUP, GEMM_TILE,
+    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Push, SlicesKey,
+    DIGITS_WORKGROUP,
 };
 use super::x_fragments::FragmentGeometry;
 use crate::error::{Error, Result};
+use crate::plan::{CoopGemmTuning, DeviceClass, GemmTile, GEMM_TILE};
 use ash::vk;
 
 /// How a GEMV of `mat` runs on `ctx`: the pipeline (created on first use), rows and
@@ -45,92 +45,59 @@ pub(super) struct KSlices {
 }
 
 /// Whether a call with `m` activation rows on `mat` runs a GEMM kernel on x itself (no
-/// workspace; [`call_runs_gemm`] answers for any call), from `ContextConfig::gemm_from_m`
-/// when set, else:
+/// workspace; [`call_runs_gemm`] answers for any call), from `Overrides::gemm_from_m` when
+/// set, else:
 /// - on the tensor-core layout for m > [`MAX_M`] (its GEMV takes at most [`MAX_M`] rows,
-///   whatever the setting), and at m = 8 for tall matrices (n ≥ 10240, k ≤ 8192), where the
-///   tensor-core GEMM (8 tokens per workgroup) measured faster than the GEMV on an H200
-///   (28672 × 8192: 79.7 vs 139.5 µs; 11008 × 4096: 36.9 vs 39.9 µs) and slower on the
-///   other shapes and at m = 4 (bench/RESULTS.md);
+///   whatever the setting), and at m = 8 for tall matrices where the device's row says
+///   (`DeviceTuning::coop_gemm_at_8`);
 /// - on the SIMT layout for m > [`simt_gemv_up_to`] (up to it the GEMV runs in passes of
 ///   [`MAX_M`] rows).
 pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     if mat.coop.is_some() && m > MAX_M {
         return true;
     }
-    if let Some(from) = ctx.gemm_from_m {
+    if let Some(from) = ctx.overrides.gemm_from_m {
         return m >= from;
     }
     match mat.coop {
-        Some(_) => m == MAX_M && mat.shape.n >= 10240 && mat.shape.k <= 8192,
-        None => m > simt_gemv_up_to(ctx.device.info.cpu),
+        Some(_) => ctx
+            .tuning_row
+            .coop_gemm_at_8
+            .is_some_and(|(rows, k)| m == MAX_M && mat.shape.n >= rows && mat.shape.k <= k),
+        None => m > simt_gemv_up_to(ctx),
     }
 }
 
 /// The largest m at which SIMT matrices run the f32 GEMV on x itself by default, in passes
 /// of [`MAX_M`] activation rows (each reads the weights again and costs about what the GEMV
-/// costs at its m), on a CPU implementation (`cpu`: lavapipe) or a GPU; the SIMT GEMM
-/// beyond. Measured both ways in one run (bench/RESULTS.md): on an H200 without tensor cores
-/// or integer dot products, 28672 × 8192 GEMV m = 8 428.2 µs, m = 9 in passes 471.0 against
-/// the GEMM's 531.0, m = 16 847.4 against 577.6 (8192 × 28672: 404 against 551 at m = 9);
-/// on lavapipe (2 cores) 1024²: m = 8 10.1 ms, m = 9 in passes 11.8 against the GEMM's
-/// 16.0, m = 11 13.8–15.8, the GEMM 13.4–19.7 at m = 12..16 (its noise is ±15%).
-pub fn simt_gemv_up_to(cpu: bool) -> u32 {
-    match cpu {
-        true => 11,
-        false => 9,
-    }
+/// costs at its m): the device's row (`DeviceTuning::simt_gemv_up_to`); the SIMT GEMM
+/// beyond.
+pub fn simt_gemv_up_to(ctx: &Context) -> u32 {
+    ctx.tuning_row.simt_gemv_up_to
 }
 
 /// The largest m at which the integer dot-product GEMV (on x in digits, with a workspace)
-/// runs by default on an `n` × `k` matrix, in passes of [`MAX_M`] rows; the SIMT GEMM
-/// beyond: 40, and 64 on matrices with few rows and a long K (n ≤ 8192, K ≥ 16384), where
-/// the GEMM's tiles leave few workgroups. Measured both ways in one call on an H200 without
-/// tensor cores (bench/RESULTS.md), GEMV in passes against the GEMM, µs: 28672 × 8192
-/// m = 9 283 / 531, m = 32 995 / 1113, m = 40 1238 / 1247, m = 48 1474 / 1297; 8192 ×
-/// 28672 m = 40 1235 / 1954, m = 48 1482 / 1935, m = 64 1979 / 1983; 4096² m = 40 122.5 /
-/// 143.5, m = 48 145.1 / 143.4, m = 64 190.2 / 153.5.
-pub fn int_dot_gemv_up_to(n: usize, k: usize) -> u32 {
-    match n <= 8192 && k >= 16384 {
-        true => 64,
-        false => 40,
+/// runs by default on an `n` × `k` matrix, in passes of [`MAX_M`] rows, the SIMT GEMM
+/// beyond: the device's row (`DeviceTuning::int_dot`), further on matrices with few rows
+/// and a long K, where the GEMM's tiles leave few workgroups.
+pub fn int_dot_gemv_up_to(ctx: &Context, n: usize, k: usize) -> u32 {
+    let reach = &ctx.tuning_row.int_dot;
+    match n <= reach.few_rows && k >= reach.long_k {
+        true => reach.up_to_long_k,
+        false => reach.up_to,
     }
 }
 
 /// Whether a call with `p` on `mat` that has a workspace runs the tensor-core GEMM on x in
-/// fragments: wherever [`runs_gemm`] says so, and on every tensor-core matrix from
-/// [`fragments_from_m`] up to m = 8. Without the pre-pass the GEMM is slower there, so
+/// fragments: wherever [`runs_gemm`] says so, and on every tensor-core matrix from the m the
+/// device's row gives (`DeviceTuning::fragments_from_m`) up to m = 8. Without the pre-pass the GEMM is slower there, so
 /// calls without a workspace keep [`runs_gemm`]'s rule.
 fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> bool {
+    let from_m = |n, k, f16| ctx.tuning_row.fragments_from_m.for_matrix(n, k, f16);
     runs_gemm(ctx, mat, p.m)
-        || (ctx.gemm_from_m.is_none()
+        || (ctx.overrides.gemm_from_m.is_none()
             && mat.coop.is_some()
-            && (fragments_from_m(mat.shape.n, mat.shape.k, p.x_f16)..=MAX_M).contains(&p.m))
-}
-
-/// The smallest m ≤ 8 at which the tensor-core GEMM on x in fragments replaces the GEMV
-/// (given a workspace) for an `n` × `k` matrix, from H200 calls that timed both in one call
-/// at m = 4, 5 and 7, and for f16 x at m = 2 and 3 (bench/RESULTS.md). The GEMM's 8-token
-/// tile costs about the same at m = 2..8 (the padding tokens are zero columns).
-/// - f16 x: from m = 3 on matrices of at least 2^26 weights (GEMV / GEMM at m = 3: 28672 ×
-///   8192 73.0 / 50.5 µs, 8192 × 28672 65.5 / 51.0; at m = 2 56.8 / 50.6 and 50.6 / 50.8);
-///   from m = 4 on at least 2^25 (at m = 4: 11008 × 4096 20.6 / 18.9, 4096 × 11008
-///   20.3 / 19.6; at m = 3 20.4 / 19.4 and 18.7 / 20.6), else from m = 5 (4096²: 11.4 /
-///   12.9 at m = 4, 15.0 / 12.9 at 5).
-/// - f32 x: from m = 5 on matrices of at least 2^26 weights (m = 5: 28672 × 8192 67.7 /
-///   59.5, 8192 × 28672 77.6 / 56.5); from m = 7 on at least 2^25 (m = 7: 11008 × 4096
-///   27.1 / 21.5, 4096 × 11008 23.1 / 23.2; m = 5: 20.8 / 21.6 and 23.0 / 22.9); else the
-///   GEMV up to m = 7 (4096²: 12.2 / 14.7 at m = 7).
-fn fragments_from_m(n: usize, k: usize, x_f16: bool) -> u32 {
-    let weights = n as u64 * k as u64;
-    match (x_f16, weights) {
-        (true, w) if w >= 1 << 26 => 3,
-        (true, w) if w >= 1 << 25 => 4,
-        (true, _) => 5,
-        (false, w) if w >= 1 << 26 => 5,
-        (false, w) if w >= 1 << 25 => 7,
-        (false, _) => MAX_M,
-    }
+            && (from_m(mat.shape.n, mat.shape.k, p.x_f16)..=MAX_M).contains(&p.m))
 }
 
 /// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace (`workspace`) or
@@ -150,8 +117,8 @@ pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspa
 /// [`super::coop::choose_shape`]'s; `None` for SIMT matrices.
 pub fn coop_gemv_shape(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Option<(u32, u32)> {
     let c = mat.coop.as_ref()?;
-    let info = &ctx.device.info;
-    Some(ctx.coop_tuning.unwrap_or_else(|| {
+    let info = &ctx.class;
+    Some(ctx.overrides.coop_gemv.unwrap_or_else(|| {
         super::coop::choose_shape(
             mat.shape.n,
             c.stages,
@@ -201,11 +168,11 @@ pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     let fits = || {
         (mat.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
             && u64::from(m) <= max_y
-            && digits_bytes(mat, m) <= ctx.device.info.max_storage_range
+            && digits_bytes(mat, m) <= ctx.class.max_storage_range
     };
-    let up_to = match ctx.gemm_from_m {
+    let up_to = match ctx.overrides.gemm_from_m {
         Some(from) => from.saturating_sub(1),
-        None => int_dot_gemv_up_to(mat.shape.n, mat.shape.k),
+        None => int_dot_gemv_up_to(ctx, mat.shape.n, mat.shape.k),
     };
     ctx.int_dot && mat.coop.is_none() && m <= up_to && fits()
 }
@@ -235,7 +202,7 @@ fn coop_gemm_key(
     })?;
     // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
     let rounded = x_fragments && rounds_x(p);
-    let shape = ctx.coop_gemm_tuning.unwrap_or_else(|| {
+    let shape = ctx.overrides.coop_gemm.unwrap_or_else(|| {
         let (n, k) = (mat.shape.n, mat.shape.k);
         let (t, s, m, kg, g) = match x_fragments {
             true => super::coop::choose_fragments_gemm_shape(
@@ -245,7 +212,7 @@ fn coop_gemm_key(
                 fragment_parts(p),
                 super::coop::small_groups(c.block, mat.offsets, p.x_f16),
                 slices,
-                ctx.device.info.sm_count,
+                ctx.class.sm_count,
             ),
             false => {
                 let (t, s, m, kg) = super::coop::choose_gemm_shape(n, p.m, p.x_f16);
@@ -269,9 +236,9 @@ fn coop_gemm_key(
         tsplit: shape.token_groups,
         k_slices: false,
     };
-    let mut key = match ctx.coop_gemm_tuning {
+    let mut key = match ctx.overrides.coop_gemm {
         Some(_) => key,
-        None => key.fitted(ctx.device.info.max_shared),
+        None => key.fitted(ctx.class.max_shared),
     };
     // The look-ahead of the K groups the shape ends up with.
     key.b_ahead = match (x_fragments, shape.b_ahead) {
@@ -370,21 +337,22 @@ fn coop_gemm_slices(
     room: Option<u64>,
 ) -> (u32, u64) {
     let slices = ctx
+        .overrides
         .coop_gemm_slices
-        .unwrap_or_else(|| match ctx.coop_gemm_tuning {
+        .unwrap_or_else(|| match ctx.overrides.coop_gemm {
             Some(_) => 1,
             None => super::coop::choose_fragments_slices(
                 mat.shape.n,
                 mat.shape.k,
                 p.m,
                 g.parts,
-                ctx.device.info.sm_count,
+                ctx.class.sm_count,
             ),
         });
     let slices = slices.min(g.stages.max(1));
     let partials = g.bytes().next_multiple_of(16);
     let need = partials + 4 * u64::from(slices) * u64::from(p.m) * mat.shape.n as u64;
-    let fits = need <= ctx.device.info.max_storage_range && room.is_none_or(|r| need <= r);
+    let fits = need <= ctx.class.max_storage_range && room.is_none_or(|r| need <= r);
     match slices > 1 && fits {
         true => (slices, need),
         false => (1, g.bytes()),
@@ -550,7 +518,7 @@ fn gemm_workgroups(mat: &DeviceMatrix, tile: GemmTile, m: u32) -> u64 {
 /// groups' sums fit its weight tiles (tokens × (k − 1) ≤ 32 k). Tiles are checked when fixed
 /// (at most 1024 invocations, 16 rows and tokens each) and K groups (at most 8): these
 /// products fit 32 bits.
-fn gemm_misfit(info: &DeviceInfo, tile: GemmTile, k: u32) -> Option<String> {
+fn gemm_misfit(info: &DeviceClass, tile: GemmTile, k: u32) -> Option<String> {
     let (invocations, shared) = (tile.invocations() * k, tile.shared_bytes() * k);
     if invocations > info.max_workgroup {
         Some(format!(
@@ -581,20 +549,20 @@ fn tile_name(t: GemmTile) -> String {
     )
 }
 
-/// The SIMT GEMM's tile for a call at `m` on `mat`: the context's fixed one, else
-/// [`super::pipeline::gemm_tile`]'s, or [`GEMM_TILE`] where that exceeds the device's
+/// The SIMT GEMM's tile for a call at `m` on `mat`: the context's fixed one, else the
+/// device row's (`DeviceTuning::simt_gemm_tiles`), or [`GEMM_TILE`] where that exceeds the device's
 /// workgroup or shared memory, or where a GPU's larger tile (past m = 32) would give the
 /// call fewer than half of [`gemm_groups_wanted`] workgroups (H200, m = 64, 128 × 64 tiles
 /// against `GEMM_TILE`: 28672 × 8192, 224 workgroups, 1520 against 2209 µs;
 /// 8192 × 28672, 64 workgroups, 4127 against 2175); `Unsupported` where the tile does not
 /// fit the device.
 fn simt_gemm_tile(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<GemmTile> {
-    let info = &ctx.device.info;
-    let t = ctx.gemm_tile.unwrap_or_else(|| {
-        let chosen = super::pipeline::gemm_tile(m, info.cpu);
+    let info = &ctx.class;
+    let t = ctx.overrides.gemm_tile.unwrap_or_else(|| {
+        let chosen = ctx.tuning_row.simt_gemm_tiles.for_m(m);
         let too_few = !info.cpu
             && chosen.tokens() > GEMM_TILE.tokens()
-            && 2 * gemm_workgroups(mat, chosen, m) < gemm_groups_wanted(info.sm_count);
+            && 2 * gemm_workgroups(mat, chosen, m) < gemm_groups_wanted(ctx);
         if gemm_misfit(info, chosen, 1).is_none() && !too_few {
             chosen
         } else {
@@ -615,10 +583,14 @@ pub fn simt_gemm_shape(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<(Gem
 }
 
 /// Workgroups (or workgroups' worth of K groups) a SIMT GEMM call should have in flight on
-/// a GPU: three per SM where the driver reports their count (`VK_NV_shader_sm_builtins`),
-/// else 384 (which only the tile choice uses: K groups need the count).
-fn gemm_groups_wanted(sm_count: Option<u32>) -> u64 {
-    sm_count.map_or(384, |n| 3 * u64::from(n))
+/// a GPU, from the device's row (`DeviceTuning::simt_gemm_workgroups`): so many per SM
+/// where the driver reports their count (`VK_NV_shader_sm_builtins`), else a fixed count
+/// (which only the tile choice uses: K groups need the SM count).
+fn gemm_groups_wanted(ctx: &Context) -> u64 {
+    let (per_sm, without_sms) = ctx.tuning_row.simt_gemm_workgroups;
+    ctx.class
+        .sm_count
+        .map_or(without_sms, |n| per_sm * u64::from(n))
 }
 
 /// The SIMT GEMM's K groups per workgroup for a call of `m` tokens with `tile` on `mat`:
@@ -631,8 +603,8 @@ fn gemm_groups_wanted(sm_count: Option<u32>) -> u64 {
 /// 8192 × 28672 (128 workgroups at m = 9, 16: one of 64 invocations per SM), 4 K groups
 /// against 1: m = 9 1259 → 551 µs, m = 16 1171 → 582.
 fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -> Result<u32> {
-    let info = &ctx.device.info;
-    if let Some(k) = ctx.gemm_ksplit {
+    let info = &ctx.class;
+    if let Some(k) = ctx.overrides.gemm_ksplit {
         return match gemm_misfit(info, tile, k) {
             Some(why) => Err(Error::Unsupported(format!(
                 "{k} K groups of {} need {why}",
@@ -647,7 +619,7 @@ fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -
     Ok(fewest_k_groups(
         gemm_workgroups(mat, tile, m),
         mat.layout.chunks as u64,
-        gemm_groups_wanted(info.sm_count),
+        gemm_groups_wanted(ctx),
         |k| gemm_misfit(info, tile, k).is_none(),
     ))
 }
@@ -684,7 +656,7 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
             false => simt_gemv_plan(ctx, mat, p, dot),
         };
     };
-    let info = &ctx.device.info;
+    let info = &ctx.class;
     if gemm {
         let key = coop_gemm_key(ctx, mat, p, false, false)
             .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
@@ -784,7 +756,7 @@ fn coop_gemm_plan(
     c: &crate::layout::coop::CoopLayout,
     key: CoopGemmKey,
 ) -> Result<Plan> {
-    let max_shared = ctx.device.info.max_shared;
+    let max_shared = ctx.class.max_shared;
     if key.shared_bytes() > max_shared {
         return Err(Error::Unsupported(format!(
             "the tensor-core GEMM with {} tokens per workgroup needs {} bytes of shared memory; the device has {max_shared}",
@@ -806,21 +778,7 @@ fn coop_gemm_plan(
 
 #[cfg(test)]
 mod tests {
-    use super::{fewest_k_groups, fragments_from_m};
-
-    #[test]
-    fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
-        assert_eq!(fragments_from_m(4096, 4096, true), 5);
-        assert_eq!(fragments_from_m(4096, 8192, true), 4);
-        assert_eq!(fragments_from_m(8192, 8192, true), 3);
-        assert_eq!(fragments_from_m(8192, 8191, true), 4);
-        assert_eq!(fragments_from_m(4096, 8191, true), 5);
-        assert_eq!(fragments_from_m(4096, 11008, false), 7);
-        assert_eq!(fragments_from_m(4096, 8191, false), 8);
-        assert_eq!(fragments_from_m(8192, 8192, false), 5);
-        assert_eq!(fragments_from_m(8192, 8191, false), 7);
-        assert_eq!(fragments_from_m(28672, 8192, false), 5);
-    }
+    use super::fewest_k_groups;
 
     #[test]
     fn k_groups_are_the_fewest_that_give_the_workgroups_wanted() {

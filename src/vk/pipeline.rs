@@ -5,6 +5,8 @@
 use super::device::Device;
 use super::shaders;
 use crate::error::{Error, Result};
+use crate::plan::tuning::SimtGemv;
+use crate::plan::GemmTile;
 use ash::vk;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -95,13 +97,12 @@ pub struct Tuning {
 }
 
 impl Tuning {
-    /// The default shape of a variant on a device: portable workgroup 64, 4 rows; subgroup
-    /// kernels 128 invocations (at least the subgroup size), 4 rows; on NVIDIA with 32-wide
-    /// subgroups 128 invocations, 8 rows, split 2 (chosen by `q4vk-bench --sweep` on an
-    /// H200, bench/RESULTS.md). `min_subgroup_size` sizes the per-subgroup reduction slots.
+    /// The shape of a variant on a device: the portable kernels' workgroup of 64 and 4 rows;
+    /// the subgroup kernels' from the device's tuning row (`row`), its workgroup at least the
+    /// subgroup size. `min_subgroup_size` sizes the per-subgroup reduction slots.
     pub fn for_device(
         portable: bool,
-        nvidia: bool,
+        row: &SimtGemv,
         subgroup_size: u32,
         min_subgroup_size: u32,
     ) -> Tuning {
@@ -114,21 +115,12 @@ impl Tuning {
                 subgroup: 1,
                 min_workgroup: 32,
             }
-        } else if nvidia {
-            Tuning {
-                workgroup: 128,
-                rows: 8,
-                unroll: 1,
-                split: 2,
-                subgroup: min_subgroup_size,
-                min_workgroup: 32,
-            }
         } else {
             Tuning {
-                workgroup: 128.max(subgroup_size),
-                rows: 4,
-                unroll: 1,
-                split: 1,
+                workgroup: row.workgroup.max(subgroup_size),
+                rows: row.rows,
+                unroll: row.unroll,
+                split: row.split,
                 subgroup: min_subgroup_size,
                 min_workgroup: 32.max(subgroup_size),
             }
@@ -268,9 +260,10 @@ impl CoopKey {
 /// Which SIMT GEMM pipeline (`shaders/gemm_q4.comp`, m > 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GemmKey {
-    /// The tile: for q4vk's calls the context's fixed one or [`gemm_tile`]'s, which
-    /// `vk::gemv_plan` replaces by [`GEMM_TILE`] where it does not fit or gives too few
-    /// workgroups; [`GEMM_TILE`] grown along tokens for the export.
+    /// The tile: for q4vk's calls the context's fixed one or the device row's
+    /// (`plan::DeviceTuning::simt_gemm_tiles`), which `vk::gemv_plan` replaces by
+    /// [`crate::plan::GEMM_TILE`] where it does not fit or gives too few workgroups;
+    /// [`crate::plan::GEMM_TILE`] grown along tokens for the export.
     pub tile: GemmTile,
     /// Per-group zero points.
     pub zeros: bool,
@@ -380,75 +373,6 @@ impl SlicesKey {
     /// The specialization constants by id (0..2).
     fn spec_values(&self) -> [u32; 2] {
         [SLICES_WORKGROUP, self.slices]
-    }
-}
-
-/// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation
-/// (multiples of 4: the kernel reads them four at a time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct GemmTile {
-    /// Invocations along rows.
-    pub tx: u32,
-    /// Invocations along tokens.
-    pub ty: u32,
-    /// Rows per invocation.
-    pub rn: u32,
-    /// Tokens per invocation.
-    pub rm: u32,
-}
-
-impl GemmTile {
-    /// Rows per workgroup.
-    pub fn rows(&self) -> u32 {
-        self.tx * self.rn
-    }
-
-    /// Tokens (activation rows) per workgroup.
-    pub fn tokens(&self) -> u32 {
-        self.ty * self.rm
-    }
-
-    /// Invocations per workgroup.
-    pub fn invocations(&self) -> u32 {
-        self.tx * self.ty
-    }
-
-    /// Bytes of the kernel's shared memory: its tiles hold 32 k of f32 per row and per token.
-    pub fn shared_bytes(&self) -> u32 {
-        4 * 32 * (self.rows() + self.tokens())
-    }
-}
-
-/// The SIMT GEMM's tile: 64 invocations (Vulkan's minimum workgroup limit is 128), 64 rows
-/// × 32 tokens, 8 × 4 outputs per invocation, 12 KiB of shared memory.
-pub const GEMM_TILE: GemmTile = GemmTile {
-    tx: 8,
-    ty: 8,
-    rn: 8,
-    rm: 4,
-};
-
-/// The SIMT GEMM's tile for m tokens, on a CPU implementation (`cpu`: lavapipe) or a GPU.
-/// GPUs: up to m = 16 64 rows × 16 tokens in 64 invocations (4 × 4 outputs each, 10 KiB of
-/// shared memory), where [`GEMM_TILE`]'s 32 tokens would leave half its products unused;
-/// up to m = 32 [`GEMM_TILE`]; past it 128 rows × 64 tokens in 128 invocations (8 × 8
-/// outputs each, 24 KiB), whose outputs per weight staged halve the shared-memory reads per
-/// product (H200, 28672 × 8192, m = 64: 2209 → 1520 µs; at m = 9 and 16 it is 2.5 × slower
-/// than the 16-token tile; bench/RESULTS.md; `vk::gemv_plan` keeps [`GEMM_TILE`] where the
-/// larger tile gives a call too few workgroups). CPUs, which keep an invocation's tile in
-/// vector registers and caches, take larger ones: 64 invocations of 12 rows (192 rows) by
-/// 4, 8, 12 or 16 tokens, the fewest that cover m (up to 64 tokens; 26–32 KiB of shared
-/// memory). Lavapipe, 7168 × 2048, against the previous 128 × 16 and 128 × 64 tiles (the
-/// second from m = 17 on): m = 9 204 → 180 ms, m = 17 505 → 215, m = 32 521 → 237,
-/// m = 33 497 → 292, m = 64 ~430 → ~310, m = 300 2.2–2.6 → 1.84 s (bench/RESULTS.md).
-/// A tile beyond the device's limits falls back to [`GEMM_TILE`] (`simt_gemm_tile`).
-pub fn gemm_tile(m: u32, cpu: bool) -> GemmTile {
-    let tile = |tx, ty, rn, rm| GemmTile { tx, ty, rn, rm };
-    match (cpu, m) {
-        (false, ..=16) => tile(16, 4, 4, 4),
-        (false, 17..=32) => GEMM_TILE,
-        (false, _) => tile(16, 8, 8, 8),
-        (true, _) => tile(16, 4, 12, 4 * m.div_ceil(16).min(4)),
     }
 }
 

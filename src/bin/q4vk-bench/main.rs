@@ -43,9 +43,10 @@ mod timing;
 
 use data::*;
 use q4vk::error::{Error, Result};
-use q4vk::vk::context::{Context, ContextConfig, CoopGemmTuning, IntDot};
+use q4vk::plan::CoopGemmTuning;
+use q4vk::plan::GemmTile;
+use q4vk::vk::context::{Context, ContextConfig, IntDot};
 use q4vk::vk::log::Logger;
-use q4vk::vk::pipeline::GemmTile;
 use sweep::*;
 use table::*;
 use timing::*;

@@ -130,7 +130,7 @@ pub(crate) fn coop_sweep(opt: &Options) -> Result<()> {
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     let grid = std::iter::once(None).chain(COOP_GRID.iter().map(|&g| Some(g)));
     for g in grid {
-        ctx.set_coop_tuning(g)?;
+        ctx.set_overrides(|o| o.coop_gemv = g)?;
         match g {
             Some((t, s)) => print!("| {t} | {s} |"),
             None => print!("| default | default |"),

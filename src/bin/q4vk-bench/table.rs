@@ -361,7 +361,7 @@ pub(crate) fn bench_shape(
         if i > 0 && !gemv::call_runs_gemm(ctx, &prepared.mats[0], &prepared.p, !opt.no_workspace) {
             break;
         }
-        ctx.set_coop_gemm_tuning(coop_gemm)?;
+        ctx.set_overrides(|o| o.coop_gemm = coop_gemm)?;
         prepared.set_workspace(ctx, opt)?;
         let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
         let (cold_us, hot_us, bytes, rel_err, per_copy, gemm) = prepared.time(ctx, opt, probe)?;

@@ -1,0 +1,322 @@
+//! Tuning values per device class: one [`DeviceTuning`] row per class, plain data, each
+//! saying what device and driver its values were fitted on; [`DeviceTuning::for_class`]
+//! picks the row once per context. The figures behind each value are in
+//! `bench/RESULTS.md`, under the names the fields' comments give.
+
+use super::device_class::{DeviceClass, Family};
+
+/// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation
+/// (multiples of 4: the kernel reads them four at a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GemmTile {
+    /// Invocations along rows.
+    pub tx: u32,
+    /// Invocations along tokens.
+    pub ty: u32,
+    /// Rows per invocation.
+    pub rn: u32,
+    /// Tokens per invocation.
+    pub rm: u32,
+}
+
+impl GemmTile {
+    /// Rows per workgroup.
+    pub fn rows(&self) -> u32 {
+        self.tx * self.rn
+    }
+
+    /// Tokens (activation rows) per workgroup.
+    pub fn tokens(&self) -> u32 {
+        self.ty * self.rm
+    }
+
+    /// Invocations per workgroup.
+    pub fn invocations(&self) -> u32 {
+        self.tx * self.ty
+    }
+
+    /// Bytes of the kernel's shared memory: its tiles hold 32 k of f32 per row and per token.
+    pub fn shared_bytes(&self) -> u32 {
+        4 * 32 * (self.rows() + self.tokens())
+    }
+}
+
+/// The SIMT GEMM's tile that runs on any device: 64 invocations (Vulkan's minimum
+/// workgroup limit is 128), 64 rows × 32 tokens, 8 × 4 outputs per invocation, 12 KiB of
+/// shared memory; the fallback where a row's tile exceeds the device's limits.
+pub const GEMM_TILE: GemmTile = GemmTile {
+    tx: 8,
+    ty: 8,
+    rn: 8,
+    rm: 4,
+};
+
+/// How a row picks the SIMT GEMM's tile for m tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimtGemmTiles {
+    /// The first tile whose bound is at least m (`None`: any m).
+    ByM(&'static [(Option<u32>, GemmTile)]),
+    /// `tx` × `ty` invocations of `rn` rows by the fewest tokens per invocation (4, 8, 12,
+    /// 16) that cover m: devices that keep an invocation's tile in vector registers.
+    CoverM {
+        /// Invocations along rows.
+        tx: u32,
+        /// Invocations along tokens.
+        ty: u32,
+        /// Rows per invocation.
+        rn: u32,
+    },
+}
+
+impl SimtGemmTiles {
+    /// The tile for `m` tokens.
+    pub fn for_m(&self, m: u32) -> GemmTile {
+        match *self {
+            SimtGemmTiles::ByM(tiles) => tiles
+                .iter()
+                .find(|(bound, _)| bound.is_none_or(|b| m <= b))
+                .map_or(GEMM_TILE, |(_, t)| *t),
+            SimtGemmTiles::CoverM { tx, ty, rn } => GemmTile {
+                tx,
+                ty,
+                rn,
+                rm: 4 * m.div_ceil(16).min(4),
+            },
+        }
+    }
+}
+
+/// The SIMT GEMV's workgroup shape (subgroup kernels; the portable kernels have their own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimtGemv {
+    /// Invocations per workgroup (at least the device's subgroup size is taken).
+    pub workgroup: u32,
+    /// Rows per workgroup.
+    pub rows: u32,
+    /// 16-byte chunks per row each invocation loads per step.
+    pub unroll: u32,
+    /// Invocations sharing each chunk.
+    pub split: u32,
+}
+
+/// The integer dot-product GEMV's reach in m (passes of 8 rows up to it, the SIMT GEMM
+/// beyond).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntDotReach {
+    /// Largest m by default.
+    pub up_to: u32,
+    /// Largest m on matrices of at most `few_rows` rows and at least `long_k` columns,
+    /// where the GEMM's tiles leave few workgroups.
+    pub up_to_long_k: u32,
+    /// See `up_to_long_k`.
+    pub few_rows: usize,
+    /// See `up_to_long_k`.
+    pub long_k: usize,
+}
+
+/// Where the tensor-core GEMM on x in fragments replaces the GEMV at m ≤ 8 (given a
+/// workspace): per activation type, the smallest m for matrices of at least 2^bits weights,
+/// the first row that applies; 9 for none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FragmentsFromM {
+    /// f16 x: (least log2 weights, from m).
+    pub f16: [(u32, u32); 3],
+    /// f32 x: (least log2 weights, from m).
+    pub f32: [(u32, u32); 3],
+}
+
+impl FragmentsFromM {
+    /// The smallest m for an `n` × `k` matrix and x of f16 (`x_f16`) or f32.
+    pub fn for_matrix(&self, n: usize, k: usize, x_f16: bool) -> u32 {
+        let weights = n as u64 * k as u64;
+        let rows = if x_f16 { &self.f16 } else { &self.f32 };
+        rows.iter()
+            .find(|(bits, _)| weights >= 1u64 << bits)
+            .map_or(9, |(_, m)| *m)
+    }
+}
+
+/// Tuning values for a class of devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceTuning {
+    /// The row's name (in logs and the bench).
+    pub name: &'static str,
+    /// The device and driver the values were fitted on.
+    pub fitted_on: &'static str,
+    /// The SIMT GEMV's workgroup shape (`q4vk-bench --sweep`).
+    pub simt_gemv: SimtGemv,
+    /// Largest m at which SIMT matrices run the f32 GEMV on x itself, in passes of 8 rows
+    /// (the SIMT GEMM beyond; RESULTS "SIMT passes").
+    pub simt_gemv_up_to: u32,
+    /// The integer dot-product GEMV's reach (RESULTS "SIMT passes").
+    pub int_dot: IntDotReach,
+    /// Tensor-core matrices of at least `.0` rows and at most `.1` columns run the GEMM at
+    /// m = 8 (where it beat the GEMV); `None`: the GEMV.
+    pub coop_gemm_at_8: Option<(usize, usize)>,
+    /// Where the GEMM on x in fragments replaces the GEMV (RESULTS "x in fragments").
+    pub fragments_from_m: FragmentsFromM,
+    /// The SIMT GEMM's tiles (RESULTS "SIMT GEMM").
+    pub simt_gemm_tiles: SimtGemmTiles,
+    /// Workgroups a SIMT GEMM call should have in flight per SM where the driver reports
+    /// SMs, and in all where it does not.
+    pub simt_gemm_workgroups: (u64, u64),
+}
+
+/// The GPU tiles of the SIMT GEMM: up to m = 16, 64 rows × 16 tokens (4 × 4 outputs per
+/// invocation), where [`GEMM_TILE`]'s 32 tokens would leave half its products unused; up to
+/// 32 [`GEMM_TILE`]; beyond, 128 rows × 64 tokens (8 × 8 outputs), whose outputs per staged
+/// weight halve the shared-memory reads per product.
+const GPU_GEMM_TILES: [(Option<u32>, GemmTile); 3] = [
+    (
+        Some(16),
+        GemmTile {
+            tx: 16,
+            ty: 4,
+            rn: 4,
+            rm: 4,
+        },
+    ),
+    (Some(32), GEMM_TILE),
+    (
+        None,
+        GemmTile {
+            tx: 16,
+            ty: 8,
+            rn: 8,
+            rm: 8,
+        },
+    ),
+];
+
+/// NVIDIA GPUs with 32-wide subgroups.
+pub const NVIDIA: DeviceTuning = DeviceTuning {
+    name: "nvidia",
+    fitted_on: "NVIDIA H200, driver 580.159.04",
+    simt_gemv: SimtGemv {
+        workgroup: 128,
+        rows: 8,
+        unroll: 1,
+        split: 2,
+    },
+    simt_gemv_up_to: 9,
+    int_dot: IntDotReach {
+        up_to: 40,
+        up_to_long_k: 64,
+        few_rows: 8192,
+        long_k: 16384,
+    },
+    coop_gemm_at_8: Some((10240, 8192)),
+    fragments_from_m: FragmentsFromM {
+        f16: [(26, 3), (25, 4), (0, 5)],
+        f32: [(26, 5), (25, 7), (0, 8)],
+    },
+    simt_gemm_tiles: SimtGemmTiles::ByM(&GPU_GEMM_TILES),
+    simt_gemm_workgroups: (3, 384),
+};
+
+/// CPU implementations of Vulkan: workgroups run on one thread each, so tiles live in
+/// vector registers and caches, and a pass of the GEMV costs less against the GEMM.
+pub const CPU_IMPLEMENTATION: DeviceTuning = DeviceTuning {
+    name: "cpu-implementation",
+    fitted_on: "Mesa lavapipe 22.3 (LLVM 15), 2-core x86-64",
+    simt_gemv: SimtGemv {
+        workgroup: 128,
+        rows: 4,
+        unroll: 1,
+        split: 1,
+    },
+    simt_gemv_up_to: 11,
+    simt_gemm_tiles: SimtGemmTiles::CoverM {
+        tx: 16,
+        ty: 4,
+        rn: 12,
+    },
+    ..DEFAULT
+};
+
+/// Every other device: the NVIDIA row's thresholds (the only ones measured) with the
+/// generic workgroup shape, until the device has a row of its own.
+pub const DEFAULT: DeviceTuning = DeviceTuning {
+    name: "default",
+    fitted_on: "none: thresholds of the NVIDIA row",
+    simt_gemv: SimtGemv {
+        workgroup: 128,
+        rows: 4,
+        unroll: 1,
+        split: 1,
+    },
+    ..NVIDIA
+};
+
+impl DeviceTuning {
+    /// The row for a device of `class`.
+    pub fn for_class(class: &DeviceClass) -> &'static DeviceTuning {
+        match class.family {
+            Family::Software => &CPU_IMPLEMENTATION,
+            Family::Nvidia if class.subgroup_size == 32 => &NVIDIA,
+            _ => &DEFAULT,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_tiles_follow_m_and_cpu_tiles_cover_it() {
+        let gpu = NVIDIA.simt_gemm_tiles;
+        assert_eq!(gpu.for_m(16).tokens(), 16);
+        assert_eq!(gpu.for_m(17), GEMM_TILE);
+        assert_eq!(gpu.for_m(33).tokens(), 64);
+        let cpu = CPU_IMPLEMENTATION.simt_gemm_tiles;
+        assert_eq!((cpu.for_m(9).tokens(), cpu.for_m(17).tokens()), (16, 32));
+        assert_eq!(cpu.for_m(1000).tokens(), 64);
+    }
+
+    #[test]
+    fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
+        let from = |n, k, f16| NVIDIA.fragments_from_m.for_matrix(n, k, f16);
+        assert_eq!(from(4096, 4096, true), 5);
+        assert_eq!(from(4096, 8192, true), 4);
+        assert_eq!(from(8192, 8192, true), 3);
+        assert_eq!(from(8192, 8191, true), 4);
+        assert_eq!(from(4096, 8191, true), 5);
+        assert_eq!(from(4096, 11008, false), 7);
+        assert_eq!(from(4096, 8191, false), 8);
+        assert_eq!(from(8192, 8192, false), 5);
+        assert_eq!(from(8192, 8191, false), 7);
+        assert_eq!(from(28672, 8192, false), 5);
+    }
+
+    #[test]
+    fn rows_follow_the_device_class() {
+        let class = |family, subgroup_size| DeviceClass {
+            family,
+            vendor: 0,
+            cpu: family == Family::Software,
+            subgroup_size,
+            min_subgroup_size: subgroup_size,
+            max_shared: 49152,
+            max_workgroup: 1024,
+            max_storage_range: 1 << 32,
+            sm_count: None,
+        };
+        assert_eq!(
+            DeviceTuning::for_class(&class(Family::Nvidia, 32)).name,
+            "nvidia"
+        );
+        assert_eq!(
+            DeviceTuning::for_class(&class(Family::Nvidia, 64)).name,
+            "default"
+        );
+        assert_eq!(
+            DeviceTuning::for_class(&class(Family::Software, 8)).name,
+            "cpu-implementation"
+        );
+        assert_eq!(
+            DeviceTuning::for_class(&class(Family::Adreno, 64)).name,
+            "default"
+        );
+    }
+}
