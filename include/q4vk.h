@@ -124,8 +124,8 @@
 // workspace (`q4vk_gemv_workspace_size` with this flag; at m ≤ 8 the flag changes
 // nothing): its pre-pass rounds `2^-e x` per block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
 // value overflows or flushes for being far from 1), and the GEMM runs as with f16
-// activations, on one f16 column per token instead of exact f32 x's two (up to 1.6 ×
-// faster on an H200: bench/RESULTS.md). The result is then that of x rounded
+// activations, on one f16 column per token instead of exact f32 x's two (faster:
+// bench/RESULTS.md). The result is then that of x rounded
 // (relative error up to 2^-11 per element; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md)
 // instead of fp32-accurate. Everywhere else (other kernels, no workspace, f16 x) the flag
 // changes nothing.
@@ -981,7 +981,7 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
 // too small for the sums but not for the fragments runs without slices. Else 0 (no workspace is used). The answer depends on the context (its
 // device, `Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_CONTEXT_NO_COOPMAT`), the matrix, m and the
 // flags only; it does not change over the context's life (the Rust-only tuning setters,
-// such as `Context::set_gemm_from_m`, aside).
+// such as `Context::set_overrides`, aside).
 //
 // Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
 // matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y

@@ -16,7 +16,7 @@ use crate::size;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Multiply-adds below which one more thread is not worth its start-up (about 20 µs).
+/// Multiply-adds below which one more thread is not worth its start-up.
 const MIN_WORK_PER_THREAD: usize = 1 << 18;
 /// Rows of W per unit of work that threads take from the shared counter.
 const CHUNK_ROWS: usize = 8 * TILE_ROWS;
@@ -103,7 +103,7 @@ pub fn gemv(
 /// Runs `kernel(rows, out)` over all rows of `out` (`m` results per row) on up to
 /// `threads` threads (the calling one included), which take chunks of
 /// [`CHUNK_ROWS`] rows until none is left, so a thread that starts late (spawning takes
-/// tens of µs) or is slowed by other work on the machine does less.
+/// time) or is slowed by other work on the machine does less.
 fn spread(
     threads: usize,
     m: usize,

@@ -47,8 +47,8 @@ pub const Q4VK_GEMV_F16_ACTIVATIONS: u32 = 0x1;
 /// workspace (`q4vk_gemv_workspace_size` with this flag; at m ≤ 8 the flag changes
 /// nothing): its pre-pass rounds `2^-e x` per block of up to 128 k to f16 (the block's largest |x| scaled into [2^14, 2^15], so no
 /// value overflows or flushes for being far from 1), and the GEMM runs as with f16
-/// activations, on one f16 column per token instead of exact f32 x's two (up to 1.6 ×
-/// faster on an H200: bench/RESULTS.md). The result is then that of x rounded
+/// activations, on one f16 column per token instead of exact f32 x's two (faster:
+/// bench/RESULTS.md). The result is then that of x rounded
 /// (relative error up to 2^-11 per element; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md)
 /// instead of fp32-accurate. Everywhere else (other kernels, no workspace, f16 x) the flag
 /// changes nothing.

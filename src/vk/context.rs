@@ -83,8 +83,8 @@ pub struct ContextConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum IntDot {
     /// Where the device has `shaderIntegerDotProduct` and reports packed signed 8-bit dot
-    /// products accelerated (on an H200, its pre-pass included, 1.05 to 1.87 × the f32
-    /// kernel, except 0.90 × at 4096 × 4096 m = 1: bench/RESULTS.md).
+    /// products accelerated (where it is faster than the f32 kernel, its pre-pass
+    /// included: bench/RESULTS.md).
     #[default]
     Auto,
     /// Never: the f32 kernel (`Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_NO_INTDOT=1`).

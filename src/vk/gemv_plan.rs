@@ -552,10 +552,9 @@ fn tile_name(t: GemmTile) -> String {
 /// The SIMT GEMM's tile for a call at `m` on `mat`: the context's fixed one, else the
 /// device row's (`DeviceTuning::simt_gemm_tiles`), or [`GEMM_TILE`] where that exceeds the device's
 /// workgroup or shared memory, or where a GPU's larger tile (past m = 32) would give the
-/// call fewer than half of [`gemm_groups_wanted`] workgroups (H200, m = 64, 128 × 64 tiles
-/// against `GEMM_TILE`: 28672 × 8192, 224 workgroups, 1520 against 2209 µs;
-/// 8192 × 28672, 64 workgroups, 4127 against 2175); `Unsupported` where the tile does not
-/// fit the device.
+/// call fewer than half of [`gemm_groups_wanted`] workgroups (a larger tile is faster per
+/// workgroup, but not where it leaves SMs idle); `Unsupported` where the tile does not fit
+/// the device.
 fn simt_gemm_tile(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<GemmTile> {
     let info = &ctx.class;
     let t = ctx.overrides.gemm_tile.unwrap_or_else(|| {
@@ -599,9 +598,8 @@ fn gemm_groups_wanted(ctx: &Context) -> u64 {
 /// on the others the fewest of 1, 2, 4 that give the call [`gemm_groups_wanted`] workgroups'
 /// worth (K groups × workgroups), no more than a quarter of the chunks, and that
 /// [`gemm_misfit`] lets run. A fixed count that does not fit: `Unsupported` (the tile is
-/// chosen first: a fixed count above 2 refuses calls that get the 128 × 64 tile). H200,
-/// 8192 × 28672 (128 workgroups at m = 9, 16: one of 64 invocations per SM), 4 K groups
-/// against 1: m = 9 1259 → 551 µs, m = 16 1171 → 582.
+/// chosen first: a fixed count above 2 refuses calls that get the 128 × 64 tile). K groups
+/// let a call with few tiles (few rows, a long K) keep every SM busy.
 fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -> Result<u32> {
     let info = &ctx.class;
     if let Some(k) = ctx.overrides.gemm_ksplit {
@@ -783,7 +781,7 @@ mod tests {
     #[test]
     fn k_groups_are_the_fewest_that_give_the_workgroups_wanted() {
         let any = |_| true;
-        // H200 (396 wanted): 448 tiles need none, 128 need 4, 224 need 2.
+        // 396 wanted (132 SMs): 448 tiles need none, 128 need 4, 224 need 2.
         assert_eq!(fewest_k_groups(448, 896, 396, any), 1);
         assert_eq!(fewest_k_groups(128, 896, 396, any), 4);
         assert_eq!(fewest_k_groups(224, 256, 396, any), 2);
