@@ -1,7 +1,7 @@
 //! Tuning values per device class: one [`DeviceTuning`] row per class, plain data, each
 //! saying what device and driver its values were fitted on; [`DeviceTuning::for_class`]
-//! picks the row once per context. The figures behind each value are in
-//! `bench/RESULTS.md`, under the names the fields' comments give.
+//! picks the row once per context. The measurements behind each value are the raw bench
+//! logs in `bench/history/` that the fields' comments name.
 
 use super::device_class::{DeviceClass, Family};
 
@@ -143,22 +143,24 @@ pub struct DeviceTuning {
     pub name: &'static str,
     /// The device and driver the values were fitted on.
     pub fitted_on: &'static str,
-    /// The SIMT GEMV's workgroup shape (`q4vk-bench --sweep`).
+    /// The SIMT GEMV's workgroup shape (`q4vk-bench --sweep`: `h200-2026-12-01-sweep.txt`).
     pub simt_gemv: SimtGemv,
     /// Largest m at which SIMT matrices run the f32 GEMV on x itself, in passes of 8 rows
-    /// (the SIMT GEMM beyond; RESULTS "SIMT passes").
+    /// (the SIMT GEMM beyond; `h200-2026-12-02-simt-passes.txt`).
     pub simt_gemv_up_to: u32,
-    /// The integer dot-product GEMV's reach (RESULTS "SIMT passes").
+    /// The integer dot-product GEMV's reach (`h200-2026-12-02-simt-passes.txt`).
     pub int_dot: IntDotReach,
     /// Tensor-core matrices of at least `.0` rows and at most `.1` columns run the GEMM at
-    /// m = 8 (where it beat the GEMV); `None`: the GEMV.
+    /// m = 8 (where it beat the GEMV: `h200-2026-12-02-m8-rule.txt`); `None`: the GEMV.
     pub coop_gemm_at_8: Option<(usize, usize)>,
-    /// Where the GEMM on x in fragments replaces the GEMV (RESULTS "x in fragments").
+    /// Where the GEMM on x in fragments replaces the GEMV (`h200-2026-12-02-defer-and-m4-7.txt`,
+    /// `h200-2026-12-02-alternate-and-m2-3.txt`).
     pub fragments_from_m: FragmentsFromM,
-    /// The SIMT GEMM's tiles (RESULTS "SIMT GEMM").
+    /// The SIMT GEMM's tiles (`h200-2026-12-02-coherent-simt-gemm.txt`,
+    /// `h200-2026-12-02-stage-major-simt-tiles.txt`).
     pub simt_gemm_tiles: SimtGemmTiles,
     /// Workgroups a SIMT GEMM call should have in flight per SM where the driver reports
-    /// SMs, and in all where it does not.
+    /// SMs, and in all where it does not (`h200-2026-12-02-k-groups.txt`).
     pub simt_gemm_workgroups: (u64, u64),
 }
 
