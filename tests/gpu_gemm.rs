@@ -31,7 +31,7 @@ fn simt_gpu(portable: bool) -> Gpu {
     gpu
 }
 
-/// A fixed SIMT GEMM tile, as `Context::set_gemm_tile` takes it.
+/// A fixed SIMT GEMM tile, as `Overrides::gemm_tile` takes it.
 fn tile(tx: u32, ty: u32, rn: u32, rm: u32) -> Option<GemmTile> {
     Some(GemmTile { tx, ty, rn, rm })
 }

@@ -112,7 +112,7 @@ fn eight_threads_share_a_context() {
 /// instance are destroyed (and fails the test through the log sink).
 /// `Q4VK_CHURN_CONTEXTS` (default 100) and `Q4VK_CHURN_MATRICES` (2000) set the counts: a
 /// driver that allows fewer instances per process needs fewer contexts (NVIDIA 580.159.04
-/// in the lent H200's container refuses the 30th, docs/gpu.md).
+/// in a container refuses the 30th, docs/gpu.md).
 #[test]
 fn create_destroy_churn_leaves_no_vulkan_objects() {
     let mut rng = Rng(5);

@@ -13,10 +13,10 @@ pub struct Overrides {
     pub coop_gemm: Option<CoopGemmTuning>,
     /// K slices of the tensor-core GEMM on x in fragments (1: none).
     pub coop_gemm_slices: Option<u32>,
-    /// The GEMM kernels run from this m on: below it SIMT matrices run the GEMV (in passes
-    /// past m = 8, the integer dot-product one up to m − 1 too), and tensor-core matrices
-    /// run the GEMV up to m = 8 (the GEMM past it whatever the value, and not on x in
-    /// fragments at m ≤ 8).
+    /// The GEMM kernels run from this m on (on tensor-core matrices also past m = 8,
+    /// whatever the value): below it SIMT matrices run the GEMV (in passes past m = 8, the
+    /// integer dot-product one up to m − 1 too) and tensor-core matrices the GEMV, the
+    /// GEMM on x in fragments replacing it nowhere.
     pub gemm_from_m: Option<u32>,
     /// The SIMT GEMM's tile.
     pub gemm_tile: Option<GemmTile>,

@@ -22,7 +22,7 @@ pub struct LogSink {
 
 /// Whether a WARN/ERROR message fails a test: every one does, except the missing-layer
 /// notice when `Q4VK_TESTS_WITHOUT_LAYER=1` says the machine has no validation layer (a
-/// lent GPU machine; CI installs the layer and never sets it).
+/// GPU machine whose container lacks it; CI installs the layer and never sets it).
 pub fn fails_test(text: &str) -> bool {
     let layerless = std::env::var("Q4VK_TESTS_WITHOUT_LAYER").is_ok_and(|v| v == "1");
     !(layerless && text.starts_with("validation requested but VK_LAYER_KHRONOS_validation"))
