@@ -63,10 +63,22 @@ fn cmd_gemv_with_strides_offsets_and_f16_activations() {
             }
             x_dev.resize(x_dev.len().next_multiple_of(4), 0);
             let ctx = gpu.context();
-            let xb = Buffer::new(&ctx.device, x_dev.len() as u64, MemoryKind::Upload).unwrap();
+            let xb = Buffer::new(
+                &ctx.device,
+                x_dev.len() as u64,
+                MemoryKind::Upload,
+                "test x",
+            )
+            .unwrap();
             xb.write(0, &x_dev);
             let y_len = 64 + m * ys;
-            let yb = Buffer::new(&ctx.device, 4 * y_len as u64, MemoryKind::Readback).unwrap();
+            let yb = Buffer::new(
+                &ctx.device,
+                4 * y_len as u64,
+                MemoryKind::Readback,
+                "test y",
+            )
+            .unwrap();
             yb.write(0, &f32_bytes(&vec![f32::NAN; y_len]));
             let mut args = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
             unsafe { q4vk_gemv_args_default(&mut args) };

@@ -232,9 +232,15 @@ fn cmd_gemv_ranges_of_another_type_warn_or_are_refused() {
         let gpu = context(0, strict);
         let ctx = gpu.context();
         let mat = upload_q4(&gpu, &data);
-        let xb = Buffer::new(&ctx.device, x32.len() as u64, MemoryKind::Upload).unwrap();
+        let xb = Buffer::new(&ctx.device, x32.len() as u64, MemoryKind::Upload, "test x").unwrap();
         xb.write(0, &x32);
-        let yb = Buffer::new(&ctx.device, (4 * m * N) as u64, MemoryKind::Readback).unwrap();
+        let yb = Buffer::new(
+            &ctx.device,
+            (4 * m * N) as u64,
+            MemoryKind::Readback,
+            "test y",
+        )
+        .unwrap();
         let nan: Vec<u8> = (0..m * N).flat_map(|_| f32::NAN.to_le_bytes()).collect();
         yb.write(0, &nan);
         let mut a = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };

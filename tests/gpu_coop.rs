@@ -662,7 +662,7 @@ fn k_slices_share_and_fit_the_workspace() {
         .collect();
     let m = 40;
     let x = rng.vec(m * 640);
-    let xb = q4vk::vk::matrix::upload(&ctx, &f16_le_bytes(&x)).unwrap();
+    let xb = q4vk::vk::matrix::upload(&ctx, &f16_le_bytes(&x), "test x").unwrap();
     let xh: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
     let range = |b: &Buffer, bytes: u64| BufferRange {
         buffer: b.buffer,
@@ -678,13 +678,14 @@ fn k_slices_share_and_fit_the_workspace() {
                     &ctx.device,
                     4 * (m * mats[i].shape.n) as u64,
                     MemoryKind::Readback,
+                    "test y",
                 )
                 .unwrap();
                 b.write(0, &vec![0xFF; 4 * m * mats[i].shape.n]);
                 b
             })
             .collect();
-        let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device).unwrap();
+        let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device, "test workspace").unwrap();
         submit_for_host(ctx, |cmd| {
             for (&(i, reuse), yb) in calls.iter().zip(&ys) {
                 let p = gemv::GemvParams {

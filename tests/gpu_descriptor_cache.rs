@@ -55,8 +55,20 @@ fn descriptor_sets_are_a_bounded_ring() {
     let x_slot = (4 * k).next_multiple_of(align);
     let y_slot = (4 * n).next_multiple_of(align);
     let slots = 64usize;
-    let xb = Buffer::new(&ctx.device, (slots * x_slot) as u64, MemoryKind::Upload).unwrap();
-    let yb = Buffer::new(&ctx.device, (slots * y_slot) as u64, MemoryKind::Readback).unwrap();
+    let xb = Buffer::new(
+        &ctx.device,
+        (slots * x_slot) as u64,
+        MemoryKind::Upload,
+        "test x",
+    )
+    .unwrap();
+    let yb = Buffer::new(
+        &ctx.device,
+        (slots * y_slot) as u64,
+        MemoryKind::Readback,
+        "test y",
+    )
+    .unwrap();
     let pool = unsafe {
         d.create_command_pool(
             &vk::CommandPoolCreateInfo::default()

@@ -225,8 +225,14 @@ fn gemv_passes_touch_only_their_rows() {
                     false => v.to_le_bytes().to_vec(),
                 })
                 .collect();
-            let xb = upload(&ctx, &x_bytes).unwrap();
-            let yb = Buffer::new(&ctx.device, 4 * (rows * n) as u64, MemoryKind::Readback).unwrap();
+            let xb = upload(&ctx, &x_bytes, "test x").unwrap();
+            let yb = Buffer::new(
+                &ctx.device,
+                4 * (rows * n) as u64,
+                MemoryKind::Readback,
+                "test y",
+            )
+            .unwrap();
             let fill: Vec<u8> = (0..rows * n).flat_map(|_| SENTINEL.to_le_bytes()).collect();
             yb.write(0, &fill);
             let how = Recording {
@@ -237,7 +243,13 @@ fn gemv_passes_touch_only_their_rows() {
             assert!(!runs_gemm(&ctx, &mat, p.m));
             let ws_bytes = gemv::workspace_bytes(&ctx, &mat, &p);
             assert_eq!(ws_bytes > 0, ctx.int_dot, "{int_dot:?}");
-            let wb = Buffer::new(&ctx.device, ws_bytes.max(16), MemoryKind::Device).unwrap();
+            let wb = Buffer::new(
+                &ctx.device,
+                ws_bytes.max(16),
+                MemoryKind::Device,
+                "test workspace",
+            )
+            .unwrap();
             let range = |b: &Buffer| BufferRange {
                 buffer: b.buffer,
                 offset: 0,

@@ -162,12 +162,19 @@ fn record_call(
         assert_eq!(ws_bytes, 16 * m * row_vectors(k));
     }
     let at = workspace.unwrap_or(0) as usize;
-    let xb = upload(ctx, x_bytes).unwrap();
-    let yb = Buffer::new(&ctx.device, 4 * (m * n) as u64, MemoryKind::Readback).unwrap();
+    let xb = upload(ctx, x_bytes, "test x").unwrap();
+    let yb = Buffer::new(
+        &ctx.device,
+        4 * (m * n) as u64,
+        MemoryKind::Readback,
+        "test y",
+    )
+    .unwrap();
     let wb = Buffer::new(
         &ctx.device,
         (at + ws_bytes + 64) as u64,
         MemoryKind::Readback,
+        "test workspace",
     )
     .unwrap();
     yb.write(0, &vec![0xFF; 4 * m * n]);
@@ -536,7 +543,13 @@ fn a_bad_workspace_is_refused_and_none_keeps_the_f32_kernel() {
     };
     let need = gemv::workspace_bytes(&ctx, &mat, &p);
     // x, y and the workspace each 1024-byte aligned in one buffer.
-    let b = Buffer::new(&ctx.device, 2048 + need, MemoryKind::Device).unwrap();
+    let b = Buffer::new(
+        &ctx.device,
+        2048 + need,
+        MemoryKind::Device,
+        "test x, y and workspace",
+    )
+    .unwrap();
     let at = |offset: u64, range: u64| BufferRange {
         buffer: b.buffer,
         offset,
@@ -701,15 +714,27 @@ fn matrices_sharing_x_share_one_pre_pass() {
     );
 
     let x = rng.vec(m * k);
-    let xb = upload(&ctx, &f32_bytes(&x)).unwrap();
+    let xb = upload(&ctx, &f32_bytes(&x), "test x").unwrap();
     let need = gemv::workspace_bytes(&ctx, &ma, &p(&ma, m, false, false));
     assert_eq!(
         need,
         gemv::workspace_bytes(&ctx, &mb, &p(&mb, m, false, false))
     );
-    let wb = Buffer::new(&ctx.device, need, MemoryKind::Readback).unwrap();
-    let ya = Buffer::new(&ctx.device, 4 * (m * 40) as u64, MemoryKind::Readback).unwrap();
-    let yb = Buffer::new(&ctx.device, 4 * (m * 70) as u64, MemoryKind::Readback).unwrap();
+    let wb = Buffer::new(&ctx.device, need, MemoryKind::Readback, "test workspace").unwrap();
+    let ya = Buffer::new(
+        &ctx.device,
+        4 * (m * 40) as u64,
+        MemoryKind::Readback,
+        "test y 40",
+    )
+    .unwrap();
+    let yb = Buffer::new(
+        &ctx.device,
+        4 * (m * 70) as u64,
+        MemoryKind::Readback,
+        "test y",
+    )
+    .unwrap();
     let range = |b: &Buffer| BufferRange {
         buffer: b.buffer,
         offset: 0,

@@ -107,8 +107,14 @@ fn run(
     g: &FragmentGeometry,
     ws_bytes: u64,
 ) -> Result<Vec<u32>, q4vk::error::Error> {
-    let xb = upload(ctx, x_bytes).unwrap();
-    let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Readback).unwrap();
+    let xb = upload(ctx, x_bytes, "test x").unwrap();
+    let wb = Buffer::new(
+        &ctx.device,
+        ws_bytes,
+        MemoryKind::Readback,
+        "test workspace",
+    )
+    .unwrap();
     wb.write(0, &vec![0xFF; ws_bytes as usize]);
     let range = |b: &Buffer, bytes: u64| BufferRange {
         buffer: b.buffer,

@@ -529,8 +529,13 @@ pub fn probe(
     submitter: &mut Submitter,
     lock: Option<&QueueLock>,
 ) -> Result<()> {
-    let out = Buffer::new(device, 4 * PROBE_WORDS as u64, MemoryKind::Readback)?;
-    let kernel = Kernel::new(device, shaders::COOP_PROBE, 1, 0, 1)?;
+    let out = Buffer::new(
+        device,
+        4 * PROBE_WORDS as u64,
+        MemoryKind::Readback,
+        "q4vk coop_probe output",
+    )?;
+    let kernel = Kernel::new(device, shaders::COOP_PROBE, "coop_probe", 1, 0, 1)?;
     let set = kernel.set(&[&out])?;
     submitter.run(lock, |cmd| {
         let [src, dst] = SHADER_TO_HOST;

@@ -1,6 +1,7 @@
 //! The logical device: q4vk's own (best physical device, or the one the host picked by
 //! index) or the host's, borrowed; and what q4vk needs to know about it.
 
+use super::debug_name::Namer;
 use super::instance::Instance;
 use crate::error::{Error, Result};
 use crate::plan::{DeviceClass, Family};
@@ -129,6 +130,8 @@ pub struct Device {
     pub int_dot: Option<bool>,
     /// `VK_KHR_pipeline_executable_properties` functions when enabled (`vk::stats`).
     pub statistics: Option<ash::khr::pipeline_executable_properties::Device>,
+    /// Gives every object q4vk creates on the device its debug name (`vk::debug_name`).
+    pub namer: Namer,
     owned: bool,
 }
 
@@ -390,6 +393,10 @@ impl Device {
             let queue_families = vki
                 .get_physical_device_queue_family_properties(physical)
                 .len() as u32;
+            let namer = Namer::new(&instance, &device);
+            namer.name(vki.handle(), "q4vk instance");
+            namer.name(device.handle(), "q4vk device");
+            namer.name(queue, "q4vk queue");
             Ok(Device {
                 instance,
                 physical,
@@ -403,6 +410,7 @@ impl Device {
                 coop_enabled: coop,
                 int_dot,
                 statistics,
+                namer,
                 owned: true,
             })
         }
@@ -473,6 +481,8 @@ impl Device {
                 .int_dot
                 .then(|| unsafe { super::int_dot::accelerated(vki, physical) }),
             statistics: None,
+            // The host's instance extensions are unknown (`vk::debug_name`).
+            namer: Namer::off(),
             owned: false,
         })
     }

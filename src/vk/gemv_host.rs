@@ -28,13 +28,25 @@ impl GemvBuffers {
     }
 }
 
-fn ensure(ctx: &Context, slot: &mut Option<Buffer>, bytes: u64, kind: MemoryKind) -> Result<()> {
+/// Makes `slot` hold a buffer of at least `bytes` of `kind`, named `name`.
+fn ensure(
+    ctx: &Context,
+    slot: &mut Option<Buffer>,
+    bytes: u64,
+    kind: MemoryKind,
+    name: &str,
+) -> Result<()> {
     if slot.as_ref().is_some_and(|b| b.size >= bytes) {
         return Ok(());
     }
     // Release the old buffer first: a lower peak than holding both.
     *slot = None;
-    *slot = Some(Buffer::new(&ctx.device, bytes.next_multiple_of(256), kind)?);
+    *slot = Some(Buffer::new(
+        &ctx.device,
+        bytes.next_multiple_of(256),
+        kind,
+        name,
+    )?);
     Ok(())
 }
 
@@ -200,10 +212,29 @@ pub fn gemv_host_with(
     // After a failed wait the device may still read the buffers: touch nothing.
     exec.submitter.check_usable()?;
     let buffers = &mut exec.buffers;
-    ensure(ctx, &mut buffers.x, x_bytes, MemoryKind::Upload)?;
-    ensure(ctx, &mut buffers.y, 4 * yn as u64, MemoryKind::Readback)?;
+    ensure(
+        ctx,
+        &mut buffers.x,
+        x_bytes,
+        MemoryKind::Upload,
+        "q4vk staging x",
+    )?;
+    let y_bytes = 4 * yn as u64;
+    ensure(
+        ctx,
+        &mut buffers.y,
+        y_bytes,
+        MemoryKind::Readback,
+        "q4vk readback y",
+    )?;
     if workspace > 0 {
-        ensure(ctx, &mut buffers.workspace, workspace, MemoryKind::Device)?;
+        ensure(
+            ctx,
+            &mut buffers.workspace,
+            workspace,
+            MemoryKind::Device,
+            "q4vk workspace",
+        )?;
     }
     let xb = buffers.x.as_mut().expect("x");
     xb.fill(x_bytes as usize, |staged| {
@@ -224,7 +255,7 @@ pub fn gemv_host_with(
     });
     let xr = head(buffers.x.as_ref().expect("x"), x_bytes);
     let yb = buffers.y.as_ref().expect("y");
-    let yr = head(yb, 4 * yn as u64);
+    let yr = head(yb, y_bytes);
     let ws = buffers
         .workspace
         .as_ref()

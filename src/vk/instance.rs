@@ -204,6 +204,13 @@ impl Instance {
             _logger: logger,
         }
     }
+
+    /// Whether `VK_EXT_debug_utils` is enabled on this instance as far as q4vk knows: on its
+    /// own instance made with validation (where the loader offers the extension), never on
+    /// an adopted one, whose enabled instance extensions q4vk is not told.
+    pub fn debug_utils_enabled(&self) -> bool {
+        self.messenger.is_some()
+    }
 }
 
 impl Drop for Instance {

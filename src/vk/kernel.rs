@@ -14,6 +14,8 @@ use std::sync::Arc;
 /// constants; destroys what it created on drop.
 pub struct Kernel {
     device: Arc<Device>,
+    /// The shader's file name without its extension, as the debug names say it.
+    name: String,
     module: vk::ShaderModule,
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
@@ -22,10 +24,12 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Creates the kernel of `spv` with room for `max_sets` descriptor sets.
+    /// Creates the kernel of `spv` with room for `max_sets` descriptor sets; `name` (the
+    /// shader's file name without its extension) goes into its objects' debug names.
     pub fn new(
         device: &Arc<Device>,
         spv: &[u8],
+        name: &str,
         bindings: u32,
         push: u32,
         max_sets: u32,
@@ -33,6 +37,7 @@ impl Kernel {
         let d = &device.device;
         let mut this = Kernel {
             device: device.clone(),
+            name: name.to_owned(),
             module: vk::ShaderModule::null(),
             set_layout: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
@@ -55,15 +60,20 @@ impl Kernel {
             ty: vk::DescriptorType::STORAGE_BUFFER,
             descriptor_count: bindings * max_sets,
         }];
+        let names = &device.namer;
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
-            this.module = shader_module(d, spv)?;
+            this.module = shader_module(device, spv, name)?;
             this.set_layout = d
                 .create_descriptor_set_layout(
                     &vk::DescriptorSetLayoutCreateInfo::default().bindings(&b),
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
+            names.name(
+                this.set_layout,
+                &format!("q4vk {name} descriptor set layout"),
+            );
             let sets = [this.set_layout];
             let info = vk::PipelineLayoutCreateInfo::default().set_layouts(&sets);
             let info = if push > 0 {
@@ -74,6 +84,7 @@ impl Kernel {
             this.layout = d
                 .create_pipeline_layout(&info, None)
                 .map_err(|e| Error::vk("vkCreatePipelineLayout", e))?;
+            names.name(this.layout, &format!("q4vk {name} pipeline layout"));
             let stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(this.module)
@@ -84,6 +95,7 @@ impl Kernel {
             this.pipeline = d
                 .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
                 .map_err(|(_, e)| Error::vk("vkCreateComputePipelines", e))?[0];
+            names.name(this.pipeline, &format!("q4vk {name} pipeline"));
             this.pool = d
                 .create_descriptor_pool(
                     &vk::DescriptorPoolCreateInfo::default()
@@ -92,6 +104,7 @@ impl Kernel {
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
+            names.name(this.pool, &format!("q4vk {name} descriptor pool"));
         }
         Ok(this)
     }
@@ -99,7 +112,15 @@ impl Kernel {
     /// A set binding `buffers` to bindings 0.. (at most `max_sets` per kernel).
     pub fn set(&self, buffers: &[&Buffer]) -> Result<vk::DescriptorSet> {
         // SAFETY: the pool and layout are this kernel's; the pool refuses sets past its size.
-        unsafe { storage_set(&self.device.device, self.pool, self.set_layout, buffers) }
+        unsafe {
+            storage_set(
+                &self.device,
+                self.pool,
+                self.set_layout,
+                buffers,
+                &format!("q4vk {} descriptor set", self.name),
+            )
+        }
     }
 
     /// Records a dispatch of `groups` workgroups with `set` and the push constants `push`.

@@ -54,22 +54,33 @@ pub struct DeviceMatrix {
     device: Arc<Device>,
 }
 
-/// Writes `bytes` into a new device buffer: directly when its memory is mapped, else
-/// through a staging buffer and a copy on q4vk's queue.
-pub fn upload(ctx: &Context, bytes: &[u8]) -> Result<Buffer> {
-    upload_with(ctx, bytes.len(), |dst| dst.copy_from_slice(bytes))
+/// Writes `bytes` into a new device buffer named `name`: directly when its memory is
+/// mapped, else through a staging buffer and a copy on q4vk's queue.
+pub fn upload(ctx: &Context, bytes: &[u8], name: &str) -> Result<Buffer> {
+    upload_with(ctx, bytes.len(), name, |dst| dst.copy_from_slice(bytes))
 }
 
-/// A new device buffer of `len` bytes whose contents `fill` writes in place: into the
-/// buffer's own mapping when it has one, else into a staging buffer's that a copy on q4vk's
-/// queue then transfers (no host-side copy of the data either way).
-pub fn upload_with(ctx: &Context, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<Buffer> {
-    let mut buffer = Buffer::new(&ctx.device, len as u64, MemoryKind::Device)?;
+/// A new device buffer of `len` bytes, named `name`, whose contents `fill` writes in place:
+/// into the buffer's own mapping when it has one, else into a staging buffer's (named
+/// `name` and "staging") that a copy on q4vk's queue then transfers (no host-side copy of
+/// the data either way).
+pub fn upload_with(
+    ctx: &Context,
+    len: usize,
+    name: &str,
+    fill: impl FnOnce(&mut [u8]),
+) -> Result<Buffer> {
+    let mut buffer = Buffer::new(&ctx.device, len as u64, MemoryKind::Device, name)?;
     if buffer.mapped().is_some() && !ctx.limits.staged_uploads {
         buffer.fill(len, fill);
         return Ok(buffer);
     }
-    let mut staging = Buffer::new(&ctx.device, len as u64, MemoryKind::Staging)?;
+    let mut staging = Buffer::new(
+        &ctx.device,
+        len as u64,
+        MemoryKind::Staging,
+        &format!("{name} staging"),
+    )?;
     staging.fill(len, fill);
     ctx.submit(|cmd| {
         let d = &ctx.device.device;
@@ -140,6 +151,7 @@ impl DeviceMatrix {
         let rows_per_part = units_per_part.min(u32::MAX as usize / unit_words) * unit_rows;
         let part_count = shape.n.div_ceil(rows_per_part);
         let d = &ctx.device.device;
+        let matrix_name = format!("q4vk matrix {}x{}", shape.n, shape.k);
         let sizes = [vk::DescriptorPoolSize {
             ty: vk::DescriptorType::STORAGE_BUFFER,
             descriptor_count: 4 * part_count as u32,
@@ -154,6 +166,9 @@ impl DeviceMatrix {
             )
         }
         .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
+        ctx.device
+            .namer
+            .name(pool, &format!("{matrix_name} descriptor pool"));
         let mut this = DeviceMatrix {
             shape,
             scale_f32: data.scale_type == ScaleType::F32,
@@ -175,30 +190,41 @@ impl DeviceMatrix {
         if let Some(order) = k_order {
             let bytes: Vec<u8> = order.iter().flat_map(|i| i.to_le_bytes()).collect();
             this.k_order = Some(ColumnOrder {
-                buffer: upload(ctx, &bytes)?,
+                buffer: upload(ctx, &bytes, &format!("{matrix_name} column order"))?,
                 inputs: crate::alloc::collect(order.iter().copied(), "the column order")?,
             });
         }
         for p in 0..part_count {
             let rows = p * rows_per_part..((p + 1) * rows_per_part).min(shape.n);
             let count = rows.len();
+            let part_name = match part_count {
+                1 => matrix_name.clone(),
+                _ => format!("{matrix_name} part {}/{part_count}", p + 1),
+            };
+            let weights_name = format!("{part_name} weights");
+            let scales_name = format!("{part_name} scales");
+            let zeros_name = format!("{part_name} zeros");
+            let offsets_name = format!("{part_name} offsets");
             let scale_size = data.scale_type.size();
             let (weights, scales, zeros) = match &coop {
                 Some(c) => (
-                    upload_with(ctx, c.weights_bytes(count), |dst| {
+                    upload_with(ctx, c.weights_bytes(count), &weights_name, |dst| {
                         c.pack_weights(data, rows.clone(), dst)
                     })?,
-                    upload_with(ctx, c.scales_bytes(count), |dst| {
+                    upload_with(ctx, c.scales_bytes(count), &scales_name, |dst| {
                         c.pack_scales(data, rows.clone(), dst)
                     })?,
                     match offsets {
-                        Some(o) => Some(upload_with(ctx, c.scales_bytes(count), |dst| {
-                            c.pack_offsets(data, o, rows.clone(), dst)
-                        })?),
+                        Some(o) => Some(upload_with(
+                            ctx,
+                            c.scales_bytes(count),
+                            &offsets_name,
+                            |dst| c.pack_offsets(data, o, rows.clone(), dst),
+                        )?),
                         None => shape
                             .zero_points
                             .then(|| {
-                                upload_with(ctx, c.zeros_bytes(true, count), |dst| {
+                                upload_with(ctx, c.zeros_bytes(true, count), &zeros_name, |dst| {
                                     c.pack_zeros(data, rows.clone(), dst)
                                 })
                             })
@@ -206,22 +232,31 @@ impl DeviceMatrix {
                     },
                 ),
                 None => (
-                    upload_with(ctx, layout.weights_bytes(count), |dst| {
+                    upload_with(ctx, layout.weights_bytes(count), &weights_name, |dst| {
                         layout.pack_weights(data, rows.clone(), dst)
                     })?,
-                    upload_with(ctx, layout.scales_bytes(scale_size, count), |dst| {
-                        layout.pack_scales(data, rows.clone(), dst)
-                    })?,
+                    upload_with(
+                        ctx,
+                        layout.scales_bytes(scale_size, count),
+                        &scales_name,
+                        |dst| layout.pack_scales(data, rows.clone(), dst),
+                    )?,
                     match offsets {
-                        Some(o) => Some(upload_with(ctx, layout.scales_bytes(4, count), |dst| {
-                            layout.pack_offsets(o, rows.clone(), dst)
-                        })?),
+                        Some(o) => Some(upload_with(
+                            ctx,
+                            layout.scales_bytes(4, count),
+                            &offsets_name,
+                            |dst| layout.pack_offsets(o, rows.clone(), dst),
+                        )?),
                         None => shape
                             .zero_points
                             .then(|| {
-                                upload_with(ctx, layout.zeros_bytes(true, count), |dst| {
-                                    layout.pack_zeros(data, rows.clone(), dst)
-                                })
+                                upload_with(
+                                    ctx,
+                                    layout.zeros_bytes(true, count),
+                                    &zeros_name,
+                                    |dst| layout.pack_zeros(data, rows.clone(), dst),
+                                )
                             })
                             .transpose()?,
                     },
@@ -235,10 +270,11 @@ impl DeviceMatrix {
             // per part.
             let set = unsafe {
                 storage_set(
-                    d,
+                    &ctx.device,
                     pool,
                     ctx.pipelines.matrix_set,
                     &[&weights, &scales, zero_buffer, order_buffer],
+                    &format!("{part_name} descriptor set"),
                 )
             }?;
             let mut buffers = vec![weights, scales];

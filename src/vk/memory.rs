@@ -66,8 +66,9 @@ pub fn shared_families(kind: MemoryKind, family_count: u32) -> Vec<u32> {
 }
 
 impl Buffer {
-    /// Creates a storage buffer of `size` bytes (also a transfer source and destination).
-    pub fn new(device: &Arc<Device>, size: u64, kind: MemoryKind) -> Result<Buffer> {
+    /// Creates a storage buffer of `size` bytes (also a transfer source and destination);
+    /// the buffer and its memory carry the debug name `name`.
+    pub fn new(device: &Arc<Device>, size: u64, kind: MemoryKind, name: &str) -> Result<Buffer> {
         type F = vk::MemoryPropertyFlags;
         let d = &device.device;
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER
@@ -115,6 +116,8 @@ impl Buffer {
                     return Err(Error::vk("vkAllocateMemory", e));
                 }
             };
+            device.namer.name(buffer, name);
+            device.namer.name(memory, name);
             let this = Buffer {
                 device: device.clone(),
                 buffer,
@@ -168,27 +171,29 @@ impl Buffer {
     }
 }
 
-/// Allocates one descriptor set of `layout` from `pool` and binds `buffers`, whole, to
-/// storage-buffer bindings 0, 1, 2, … in order.
+/// Allocates one descriptor set of `layout` from `pool`, named `name`, and binds `buffers`,
+/// whole, to storage-buffer bindings 0, 1, 2, … in order.
 ///
 /// # Safety
 /// `pool` and `layout` must belong to `device`, and the pool must have room for the set.
 pub unsafe fn storage_set(
-    device: &ash::Device,
+    device: &Device,
     pool: vk::DescriptorPool,
     layout: vk::DescriptorSetLayout,
     buffers: &[&Buffer],
+    name: &str,
 ) -> Result<vk::DescriptorSet> {
     let layouts = [layout];
     // SAFETY: pool and layout of this device with room for the set (caller's contract).
     let set = unsafe {
-        device.allocate_descriptor_sets(
+        device.device.allocate_descriptor_sets(
             &vk::DescriptorSetAllocateInfo::default()
                 .descriptor_pool(pool)
                 .set_layouts(&layouts),
         )
     }
     .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
+    device.namer.name(set, name);
     let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
         .iter()
         .map(|b| {
@@ -211,7 +216,7 @@ pub unsafe fn storage_set(
         })
         .collect();
     // SAFETY: a fresh set (no command buffer uses it yet) and live buffers of this device.
-    unsafe { device.update_descriptor_sets(&writes, &[]) };
+    unsafe { device.device.update_descriptor_sets(&writes, &[]) };
     Ok(set)
 }
 

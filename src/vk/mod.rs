@@ -7,6 +7,7 @@
 
 pub mod context;
 pub mod coop;
+pub mod debug_name;
 pub mod device;
 pub mod export;
 pub mod gemv;

@@ -490,40 +490,45 @@ pub fn coop_shared_bytes(tiles: u32, subgroups: u32, m: u32, block: u32) -> u32 
 
 /// The pipelines of one kernel, created on first use per key (under the set's lock, so
 /// at most once per key).
-struct PipelineSet<K>(Mutex<HashMap<K, vk::Pipeline>>);
+struct PipelineSet<K> {
+    /// The kernel, as the pipelines' debug names say it.
+    kernel: &'static str,
+    map: Mutex<HashMap<K, vk::Pipeline>>,
+}
 
-impl<K: Eq + Hash> PipelineSet<K> {
-    fn new() -> Self {
-        PipelineSet(Mutex::new(HashMap::new()))
+impl<K: Eq + Hash + std::fmt::Debug> PipelineSet<K> {
+    fn new(kernel: &'static str) -> Self {
+        PipelineSet {
+            kernel,
+            map: Mutex::new(HashMap::new()),
+        }
     }
 
-    /// The pipeline for `key`, made by `create` the first time.
+    /// The pipeline for `key`, made the first time by `create`, which is given the debug
+    /// name of the pipeline ("q4vk <kernel> pipeline <key>").
     fn get_or_create(
         &self,
         key: K,
-        create: impl FnOnce() -> Result<vk::Pipeline>,
+        create: impl FnOnce(&str) -> Result<vk::Pipeline>,
     ) -> Result<vk::Pipeline> {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&p) = map.get(&key) {
             return Ok(p);
         }
-        let pipeline = create()?;
+        let pipeline = create(&format!("q4vk {} pipeline {key:?}", self.kernel))?;
         map.insert(key, pipeline);
         Ok(pipeline)
     }
 
     /// Every pipeline created so far with its key, as `Debug` text.
-    fn listed(&self) -> Vec<(String, vk::Pipeline)>
-    where
-        K: std::fmt::Debug,
-    {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+    fn listed(&self) -> Vec<(String, vk::Pipeline)> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.iter().map(|(k, &p)| (format!("{k:?}"), p)).collect()
     }
 
     /// Every pipeline created, removed from the set (for destruction).
     fn take_all(&mut self) -> Vec<vk::Pipeline> {
-        let map = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
+        let map = self.map.get_mut().unwrap_or_else(|p| p.into_inner());
         map.drain().map(|(_, p)| p).collect()
     }
 }
@@ -582,14 +587,21 @@ fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> 
         .collect()
 }
 
-/// Creates a shader module from embedded SPIR-V.
-pub fn shader_module(device: &ash::Device, spv: &[u8]) -> Result<vk::ShaderModule> {
+/// Creates a shader module from embedded SPIR-V, named "q4vk shader module `name`" (the
+/// shader's file name without its extension).
+pub fn shader_module(device: &Device, spv: &[u8], name: &str) -> Result<vk::ShaderModule> {
     let words = shaders::words(spv)?;
     // SAFETY: valid SPIR-V embedded at build time.
-    unsafe {
-        device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
+    let module = unsafe {
+        device
+            .device
+            .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
     }
-    .map_err(|e| Error::vk("vkCreateShaderModule", e))
+    .map_err(|e| Error::vk("vkCreateShaderModule", e))?;
+    device
+        .namer
+        .name(module, &format!("q4vk shader module {name}"));
+    Ok(module)
 }
 
 impl Pipelines {
@@ -623,13 +635,13 @@ impl Pipelines {
             fragments_module: Mutex::new(vk::ShaderModule::null()),
             slices_module: Mutex::new(vk::ShaderModule::null()),
             tuning,
-            pipelines: PipelineSet::new(),
-            coop_pipelines: PipelineSet::new(),
-            gemm_pipelines: PipelineSet::new(),
-            coop_gemm_pipelines: PipelineSet::new(),
-            digits_pipelines: PipelineSet::new(),
-            fragments_pipelines: PipelineSet::new(),
-            slices_pipelines: PipelineSet::new(),
+            pipelines: PipelineSet::new("gemv"),
+            coop_pipelines: PipelineSet::new("tensor-core gemv"),
+            gemm_pipelines: PipelineSet::new("gemm"),
+            coop_gemm_pipelines: PipelineSet::new("tensor-core gemm"),
+            digits_pipelines: PipelineSet::new("x digits pre-pass"),
+            fragments_pipelines: PipelineSet::new("x fragments pre-pass"),
+            slices_pipelines: PipelineSet::new("gemm K slices sum"),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -640,6 +652,11 @@ impl Pipelines {
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
+            let names = &device.namer;
+            names.name(
+                this.matrix_set,
+                "q4vk descriptor set layout 0 (matrix part)",
+            );
             let b2 = storage_bindings(2);
             let flags = if device.push_descriptor.is_some() {
                 vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR
@@ -654,6 +671,7 @@ impl Pipelines {
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
+            names.name(this.xy_set, "q4vk descriptor set layout 1 (x and y)");
             let sets = [this.matrix_set, this.xy_set];
             // The kernels read the first 40 bytes, the GEMM ones also m, the SIMT GEMV the
             // first row of its pass.
@@ -668,6 +686,7 @@ impl Pipelines {
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreatePipelineLayout", e))?;
+            names.name(this.layout, "q4vk pipeline layout (matrix part, x and y)");
             let props = device
                 .instance
                 .instance
@@ -683,17 +702,16 @@ impl Pipelines {
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreatePipelineCache", e))?;
-            let spv = if portable {
-                shaders::GEMV_PORTABLE
-            } else {
-                shaders::GEMV_SUBGROUP
+            names.name(this.cache, "q4vk pipeline cache");
+            this.module = match portable {
+                true => shader_module(device, shaders::GEMV_PORTABLE, "gemv_q4_portable")?,
+                false => shader_module(device, shaders::GEMV_SUBGROUP, "gemv_q4_subgroup")?,
             };
-            this.module = shader_module(d, spv)?;
             if coop {
-                this.coop_module = shader_module(d, shaders::GEMV_COOP)?;
+                this.coop_module = shader_module(device, shaders::GEMV_COOP, "gemv_q4_coop")?;
             }
             if dot {
-                this.dot_module = shader_module(d, shaders::GEMV_DOT)?;
+                this.dot_module = shader_module(device, shaders::GEMV_DOT, "gemv_q4_dot")?;
             }
         }
         Ok(this)
@@ -745,23 +763,24 @@ impl Pipelines {
             }
         };
         self.pipelines
-            .get_or_create(key, || self.create(module, &values))
+            .get_or_create(key, |name| self.create(module, &values, name))
     }
 
     /// The tensor-core pipeline for `key`, created on first use (contexts made with
     /// `coop` only).
     pub fn get_coop(&self, key: CoopKey) -> Result<vk::Pipeline> {
         self.check_coop()?;
-        self.coop_pipelines
-            .get_or_create(key, || self.create(self.coop_module, &key.spec_values()))
+        self.coop_pipelines.get_or_create(key, |name| {
+            self.create(self.coop_module, &key.spec_values(), name)
+        })
     }
 
     /// The SIMT GEMM pipeline for `key`, created (with the module, the first time) on first
     /// use.
     pub fn get_gemm(&self, key: GemmKey) -> Result<vk::Pipeline> {
-        self.gemm_pipelines.get_or_create(key, || {
-            let module = self.lazy_module(&self.gemm_module, shaders::GEMM)?;
-            self.create(module, &key.own_spec_values())
+        self.gemm_pipelines.get_or_create(key, |name| {
+            let module = self.lazy_module(&self.gemm_module, shaders::GEMM, "gemm_q4")?;
+            self.create(module, &key.own_spec_values(), name)
         })
     }
 
@@ -769,14 +788,18 @@ impl Pipelines {
     /// on first use (contexts made with `coop` only).
     pub fn get_coop_gemm(&self, key: CoopGemmKey) -> Result<vk::Pipeline> {
         self.check_coop()?;
-        self.coop_gemm_pipelines.get_or_create(key, || {
+        self.coop_gemm_pipelines.get_or_create(key, |name| {
             let module = match key.k_slices {
-                true => {
-                    self.lazy_module(&self.coop_gemm_slices_module, shaders::GEMM_COOP_SLICES)?
+                true => self.lazy_module(
+                    &self.coop_gemm_slices_module,
+                    shaders::GEMM_COOP_SLICES,
+                    "gemm_q4_coop_slices",
+                )?,
+                false => {
+                    self.lazy_module(&self.coop_gemm_module, shaders::GEMM_COOP, "gemm_q4_coop")?
                 }
-                false => self.lazy_module(&self.coop_gemm_module, shaders::GEMM_COOP)?,
             };
-            self.create(module, &key.spec_values())
+            self.create(module, &key.spec_values(), name)
         })
     }
 
@@ -789,9 +812,9 @@ impl Pipelines {
                     .into(),
             ));
         }
-        self.digits_pipelines.get_or_create(key, || {
-            let module = self.lazy_module(&self.digits_module, shaders::X_DIGITS)?;
-            self.create(module, &key.spec_values())
+        self.digits_pipelines.get_or_create(key, |name| {
+            let module = self.lazy_module(&self.digits_module, shaders::X_DIGITS, "x_digits")?;
+            self.create(module, &key.spec_values(), name)
         })
     }
 
@@ -799,18 +822,20 @@ impl Pipelines {
     /// module, the first time) on first use. It needs no optional feature: tests run it on
     /// any device.
     pub fn get_fragments(&self, key: FragmentsKey) -> Result<vk::Pipeline> {
-        self.fragments_pipelines.get_or_create(key, || {
-            let module = self.lazy_module(&self.fragments_module, shaders::X_FRAGMENTS)?;
-            self.create(module, &key.spec_values())
+        self.fragments_pipelines.get_or_create(key, |name| {
+            let module =
+                self.lazy_module(&self.fragments_module, shaders::X_FRAGMENTS, "x_fragments")?;
+            self.create(module, &key.spec_values(), name)
         })
     }
 
     /// The pipeline adding the tensor-core GEMM's K slices for `key`, created (with the
     /// module, the first time) on first use.
     pub fn get_slices(&self, key: SlicesKey) -> Result<vk::Pipeline> {
-        self.slices_pipelines.get_or_create(key, || {
-            let module = self.lazy_module(&self.slices_module, shaders::GEMM_SLICES)?;
-            self.create(module, &key.spec_values())
+        self.slices_pipelines.get_or_create(key, |name| {
+            let module =
+                self.lazy_module(&self.slices_module, shaders::GEMM_SLICES, "gemm_slices")?;
+            self.create(module, &key.spec_values(), name)
         })
     }
 
@@ -824,17 +849,23 @@ impl Pipelines {
         Ok(())
     }
 
-    /// The module in `slot`, created from `spv` on first use.
-    fn lazy_module(&self, slot: &Mutex<vk::ShaderModule>, spv: &[u8]) -> Result<vk::ShaderModule> {
+    /// The module in `slot`, created from `spv` (named after `name`) on first use.
+    fn lazy_module(
+        &self,
+        slot: &Mutex<vk::ShaderModule>,
+        spv: &[u8],
+        name: &str,
+    ) -> Result<vk::ShaderModule> {
         let mut module = slot.lock().unwrap_or_else(|p| p.into_inner());
         if *module == vk::ShaderModule::null() {
-            *module = shader_module(&self.device.device, spv)?;
+            *module = shader_module(&self.device, spv, name)?;
         }
         Ok(*module)
     }
 
-    /// A compute pipeline of `module` with specialization constants 0.. = `values`.
-    fn create(&self, module: vk::ShaderModule, values: &[u32]) -> Result<vk::Pipeline> {
+    /// A compute pipeline of `module` with specialization constants 0.. = `values`, named
+    /// `name`.
+    fn create(&self, module: vk::ShaderModule, values: &[u32], name: &str) -> Result<vk::Pipeline> {
         let data: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
         let entries: Vec<vk::SpecializationMapEntry> = (0..values.len() as u32)
             .map(|i| vk::SpecializationMapEntry {
@@ -867,6 +898,7 @@ impl Pipelines {
                 .create_compute_pipelines(self.cache, &info, None)
         }
         .map_err(|(_, e)| Error::vk("vkCreateComputePipelines", e))?[0];
+        self.device.namer.name(pipeline, name);
         Ok(pipeline)
     }
 }

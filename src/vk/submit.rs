@@ -103,6 +103,7 @@ impl Submitter {
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreateCommandPool", e))?;
+            device.namer.name(pool, "q4vk command pool");
             let mut this = Submitter {
                 device: device.clone(),
                 pool,
@@ -118,9 +119,11 @@ impl Submitter {
                         .command_buffer_count(1),
                 )
                 .map_err(|e| Error::vk("vkAllocateCommandBuffers", e))?[0];
+            device.namer.name(this.cmd, "q4vk command buffer");
             this.fence = d
                 .create_fence(&vk::FenceCreateInfo::default(), None)
                 .map_err(|e| Error::vk("vkCreateFence", e))?;
+            device.namer.name(this.fence, "q4vk fence");
             Ok(this)
         }
     }

@@ -82,6 +82,8 @@ impl XySets {
                         None,
                     )
                     .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
+                let name = format!("q4vk x/y descriptor pool {}", self.pools.len());
+                self.device.namer.name(pool, &name);
                 self.pools.push(pool);
             }
             let layouts = [layout];
@@ -92,6 +94,8 @@ impl XySets {
                         .set_layouts(&layouts),
                 )
                 .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
+            let name = format!("q4vk x/y descriptor set {}", self.sets.len());
+            self.device.namer.name(set, &name);
             self.sets.push(set);
         }
         Ok(())

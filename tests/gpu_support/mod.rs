@@ -506,8 +506,14 @@ pub fn try_record_gemv(
     use q4vk::vk::gemv::{self, BufferRange};
     use q4vk::vk::memory::{Buffer, MemoryKind};
     let n = mat.shape.n;
-    let xb = q4vk::vk::matrix::upload(ctx, x_bytes).unwrap();
-    let yb = Buffer::new(&ctx.device, 4 * (m * n) as u64, MemoryKind::Readback).unwrap();
+    let xb = q4vk::vk::matrix::upload(ctx, x_bytes, "test x").unwrap();
+    let yb = Buffer::new(
+        &ctx.device,
+        4 * (m * n) as u64,
+        MemoryKind::Readback,
+        "test y",
+    )
+    .unwrap();
     let nan: Vec<u8> = (0..m * n).flat_map(|_| f32::NAN.to_le_bytes()).collect();
     yb.write(0, &nan);
     let range = |b: &Buffer, bytes: usize| BufferRange {
@@ -517,7 +523,13 @@ pub fn try_record_gemv(
     };
     let p = dense_params(mat, m, how);
     let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
-    let wb = Buffer::new(&ctx.device, ws_bytes.max(16) as u64, MemoryKind::Readback).unwrap();
+    let wb = Buffer::new(
+        &ctx.device,
+        ws_bytes.max(16) as u64,
+        MemoryKind::Readback,
+        "test workspace",
+    )
+    .unwrap();
     wb.write(0, &vec![0xFF; ws_bytes.max(16)]);
     let workspace = (!how.no_workspace && ws_bytes > 0).then(|| range(&wb, ws_bytes));
     submit_for_host(ctx, |cmd| {

@@ -89,9 +89,14 @@ pub(crate) fn prepare(
     } else {
         x.iter().flat_map(|v| v.to_le_bytes()).collect()
     };
-    let xb = upload(ctx, &xv)?;
+    let xb = upload(ctx, &xv, "q4vk-bench x")?;
     let mb = m as u64;
-    let yb = Buffer::new(&ctx.device, 4 * mb * n as u64, MemoryKind::Device)?;
+    let yb = Buffer::new(
+        &ctx.device,
+        4 * mb * n as u64,
+        MemoryKind::Device,
+        "q4vk-bench y",
+    )?;
     let range = |b: &Buffer, bytes: u64| BufferRange {
         buffer: b.buffer,
         offset: 0,
@@ -159,7 +164,12 @@ impl Prepared {
         self.workspace = None;
         self.workspace_buffer = None;
         if bytes > 0 && !opt.no_workspace {
-            let b = Buffer::new(&ctx.device, bytes, MemoryKind::Device)?;
+            let b = Buffer::new(
+                &ctx.device,
+                bytes,
+                MemoryKind::Device,
+                "q4vk-bench workspace",
+            )?;
             self.workspace = Some(BufferRange {
                 buffer: b.buffer,
                 offset: 0,
@@ -263,7 +273,12 @@ fn run_once(
     n: usize,
 ) -> Result<Vec<f32>> {
     let len = p.m as usize * n;
-    let yb = Buffer::new(&ctx.device, 4 * len as u64, MemoryKind::Readback)?;
+    let yb = Buffer::new(
+        &ctx.device,
+        4 * len as u64,
+        MemoryKind::Readback,
+        "q4vk-bench readback y",
+    )?;
     yb.write(0, &vec![0xFF; 4 * len]);
     let y = BufferRange {
         buffer: yb.buffer,
@@ -298,19 +313,24 @@ pub(crate) fn time_naive(
 ) -> Result<f64> {
     let naive_bytes = (n * k / 2 + 8 * n) as u64;
     let copies = (opt.cold_bytes.div_ceil(naive_bytes) + 1) as usize;
-    let kernel = Kernel::new(&ctx.device, shaders::NAIVE, 4, 8, copies as u32)?;
+    let kernel = Kernel::new(&ctx.device, shaders::NAIVE, "naive_q4", 4, 8, copies as u32)?;
     let sz: Vec<u8> = (0..n)
         .flat_map(|_| [0.01f32.to_le_bytes(), 8.0f32.to_le_bytes()].concat())
         .collect();
-    let szb = upload(ctx, &sz)?;
+    let szb = upload(ctx, &sz, "q4vk-bench naive scales and zeros")?;
     let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let xb = upload(ctx, &xv)?;
-    let yb = Buffer::new(&ctx.device, 4 * n as u64, MemoryKind::Device)?;
+    let xb = upload(ctx, &xv, "q4vk-bench naive x")?;
+    let yb = Buffer::new(
+        &ctx.device,
+        4 * n as u64,
+        MemoryKind::Device,
+        "q4vk-bench naive y",
+    )?;
     let mut words = vec![0u8; n * k / 2];
     fill_random(&mut words, seed);
     let mut naive = Vec::new();
     for _ in 0..copies {
-        let w = upload(ctx, &words)?;
+        let w = upload(ctx, &words, "q4vk-bench naive weights")?;
         let set = kernel.set(&[&w, &szb, &xb, &yb])?;
         naive.push((w, set));
     }

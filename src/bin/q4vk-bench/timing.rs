@@ -47,6 +47,7 @@ pub(crate) fn time_each(
         )
     }
     .map_err(|e| Error::vk("vkCreateQueryPool", e))?;
+    ctx.device.namer.name(pool, "q4vk-bench timestamps");
     let result = ctx.submit(|cmd| {
         unsafe { d.cmd_reset_query_pool(cmd, pool, 0, count) };
         if let Some((copy, n)) = warm {
@@ -115,9 +116,19 @@ pub(crate) struct Copy {
 impl Copy {
     pub(crate) fn new(ctx: &Context, size: u64) -> Result<Copy> {
         let size = size.min(ctx.device.info.max_storage_range / 16 * 16);
-        let src = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
-        let dst = Buffer::new(&ctx.device, size, MemoryKind::Device)?;
-        let kernel = Kernel::new(&ctx.device, shaders::COPY, 2, 4, 1)?;
+        let src = Buffer::new(
+            &ctx.device,
+            size,
+            MemoryKind::Device,
+            "q4vk-bench copy source",
+        )?;
+        let dst = Buffer::new(
+            &ctx.device,
+            size,
+            MemoryKind::Device,
+            "q4vk-bench copy target",
+        )?;
+        let kernel = Kernel::new(&ctx.device, shaders::COPY, "copy", 2, 4, 1)?;
         let set = kernel.set(&[&src, &dst])?;
         Ok(Copy {
             kernel,
@@ -172,7 +183,7 @@ pub(crate) fn ceilings(ctx: &Context, opt: &Options) -> Result<Ceilings> {
     let size = if opt.quick { 64u64 << 20 } else { 1u64 << 30 };
     let copy = Copy::new(ctx, size)?;
     let copy_rate = copy.bandwidth(ctx, opt.iters, opt.warm / 4)?;
-    let kernel = Kernel::new(&ctx.device, shaders::READ, 2, 4, 1)?;
+    let kernel = Kernel::new(&ctx.device, shaders::READ, "read", 2, 4, 1)?;
     let set = kernel.set(&[&copy._buffers[0], &copy._buffers[1]])?;
     let read = |count: u32, groups: u32| {
         time_runs(ctx, opt.iters, Some((&copy, opt.warm / 4)), |cmd, _| {
@@ -227,20 +238,20 @@ const READ_GRIDS: [u32; 4] = [32768, 8192, 2048, 1024];
 /// Workgroups (of 128 invocations) of the tensor-core ceilings.
 const MMA_INVOCATIONS: u64 = 128;
 
-/// TFLOP/s of a tensor-core ceiling kernel (`spv`: one storage buffer of a float per
-/// invocation, or more, and a u32 push constant of `rounds`): the median of `iters`
-/// dispatches of `groups` workgroups, each subgroup issuing `mmas_per_round` 16 × 8 × 16
-/// MMAs per round.
+/// TFLOP/s of a tensor-core ceiling kernel (`spv`, from the shader `name`: one storage
+/// buffer of a float per invocation, or more, and a u32 push constant of `rounds`): the
+/// median of `iters` dispatches of `groups` workgroups, each subgroup issuing
+/// `mmas_per_round` 16 × 8 × 16 MMAs per round.
 fn mma_kernel_rate(
     ctx: &Context,
     opt: &Options,
-    spv: &[u8],
+    (spv, name): (&[u8], &str),
     groups: u32,
     rounds: u32,
     mmas_per_round: u64,
     out: &Buffer,
 ) -> Result<f64> {
-    let kernel = Kernel::new(&ctx.device, spv, 1, 4, 1)?;
+    let kernel = Kernel::new(&ctx.device, spv, name, 1, 4, 1)?;
     let set = kernel.set(&[out])?;
     let us = time_runs(ctx, opt.iters, None, |cmd, _| {
         // SAFETY: `cmd` is recording (the bench's own submission); kernel and buffer
@@ -266,8 +277,10 @@ pub(crate) fn mma_rate(ctx: &Context, opt: &Options) -> Result<Option<f64>> {
         &ctx.device,
         u64::from(GROUPS) * MMA_INVOCATIONS * CHAINS * 4,
         MemoryKind::Device,
+        "q4vk-bench mma_peak output",
     )?;
-    let rate = mma_kernel_rate(ctx, opt, shaders::MMA_PEAK, GROUPS, 256, CHAINS, &out)?;
+    let peak = (shaders::MMA_PEAK, "mma_peak");
+    let rate = mma_kernel_rate(ctx, opt, peak, GROUPS, 256, CHAINS, &out)?;
     Ok(Some(rate))
 }
 
@@ -284,13 +297,14 @@ pub(crate) fn mma_loop_rates(ctx: &Context, opt: &Options) -> Result<Option<[f64
         &ctx.device,
         u64::from(GROUPS) * MMA_INVOCATIONS * 4,
         MemoryKind::Device,
+        "q4vk-bench mma_loop output",
     )?;
     // Rounds are blocks of 8 k-steps of tiles × fragments MMAs.
     let rate = |spv, mmas_per_step: u64| {
         mma_kernel_rate(ctx, opt, spv, GROUPS, 64, 8 * mmas_per_step, &out)
     };
     Ok(Some([
-        rate(shaders::MMA_LOOP_4X4, 4 * 4)?,
-        rate(shaders::MMA_LOOP_2X8, 2 * 8)?,
+        rate((shaders::MMA_LOOP_4X4, "mma_loop_4x4"), 4 * 4)?,
+        rate((shaders::MMA_LOOP_2X8, "mma_loop_2x8"), 2 * 8)?,
     ]))
 }
