@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 /// The kinds of object a context, a matrix and a GEMV on host memory create (without push
 /// descriptors, so that x and y take sets from the context's ring).
-const KINDS: [vk::ObjectType; 15] = [
+const KINDS: [vk::ObjectType; 13] = [
     vk::ObjectType::DEVICE,
     vk::ObjectType::QUEUE,
     vk::ObjectType::COMMAND_POOL,
@@ -30,10 +30,8 @@ const KINDS: [vk::ObjectType; 15] = [
     vk::ObjectType::SHADER_MODULE,
     vk::ObjectType::PIPELINE,
     vk::ObjectType::DESCRIPTOR_POOL,
-    vk::ObjectType::DESCRIPTOR_SET,
     vk::ObjectType::BUFFER,
     vk::ObjectType::DEVICE_MEMORY,
-    vk::ObjectType::INSTANCE,
 ];
 
 /// Whether the machine lacks the validation layer and says so

@@ -394,7 +394,6 @@ impl Device {
                 .get_physical_device_queue_family_properties(physical)
                 .len() as u32;
             let namer = Namer::new(&instance, &device);
-            namer.name(vki.handle(), "q4vk instance");
             namer.name(device.handle(), "q4vk device");
             namer.name(queue, "q4vk queue");
             Ok(Device {

@@ -14,8 +14,6 @@ use std::sync::Arc;
 /// constants; destroys what it created on drop.
 pub struct Kernel {
     device: Arc<Device>,
-    /// The shader's file name without its extension, as the debug names say it.
-    name: String,
     module: vk::ShaderModule,
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
@@ -37,7 +35,6 @@ impl Kernel {
         let d = &device.device;
         let mut this = Kernel {
             device: device.clone(),
-            name: name.to_owned(),
             module: vk::ShaderModule::null(),
             set_layout: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
@@ -112,15 +109,7 @@ impl Kernel {
     /// A set binding `buffers` to bindings 0.. (at most `max_sets` per kernel).
     pub fn set(&self, buffers: &[&Buffer]) -> Result<vk::DescriptorSet> {
         // SAFETY: the pool and layout are this kernel's; the pool refuses sets past its size.
-        unsafe {
-            storage_set(
-                &self.device,
-                self.pool,
-                self.set_layout,
-                buffers,
-                &format!("q4vk {} descriptor set", self.name),
-            )
-        }
+        unsafe { storage_set(&self.device, self.pool, self.set_layout, buffers) }
     }
 
     /// Records a dispatch of `groups` workgroups with `set` and the push constants `push`.

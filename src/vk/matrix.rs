@@ -274,7 +274,6 @@ impl DeviceMatrix {
                     pool,
                     ctx.pipelines.matrix_set,
                     &[&weights, &scales, zero_buffer, order_buffer],
-                    &format!("{part_name} descriptor set"),
                 )
             }?;
             let mut buffers = vec![weights, scales];

@@ -171,8 +171,9 @@ impl Buffer {
     }
 }
 
-/// Allocates one descriptor set of `layout` from `pool`, named `name`, and binds `buffers`,
-/// whole, to storage-buffer bindings 0, 1, 2, … in order.
+/// Allocates one descriptor set of `layout` from `pool` and binds `buffers`, whole, to
+/// storage-buffer bindings 0, 1, 2, … in order. The set stays unnamed (see
+/// `vk::debug_name`): its pool's name says whose it is.
 ///
 /// # Safety
 /// `pool` and `layout` must belong to `device`, and the pool must have room for the set.
@@ -181,7 +182,6 @@ pub unsafe fn storage_set(
     pool: vk::DescriptorPool,
     layout: vk::DescriptorSetLayout,
     buffers: &[&Buffer],
-    name: &str,
 ) -> Result<vk::DescriptorSet> {
     let layouts = [layout];
     // SAFETY: pool and layout of this device with room for the set (caller's contract).
@@ -193,7 +193,6 @@ pub unsafe fn storage_set(
         )
     }
     .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
-    device.namer.name(set, name);
     let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
         .iter()
         .map(|b| {

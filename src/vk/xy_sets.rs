@@ -94,8 +94,6 @@ impl XySets {
                         .set_layouts(&layouts),
                 )
                 .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?[0];
-            let name = format!("q4vk x/y descriptor set {}", self.sets.len());
-            self.device.namer.name(set, &name);
             self.sets.push(set);
         }
         Ok(())
