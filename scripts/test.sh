@@ -26,6 +26,9 @@ scripts/abi-check.py --self-test
 echo "== header names (q4vk_/Q4VK_ only)"
 scripts/check-header-names.sh --self-test
 scripts/check-header-names.sh
+echo "== import circles (src/vk, src/plan), and the check's self-test"
+scripts/check-import-cycles.py --self-test
+scripts/check-import-cycles.py
 if [ -x scripts/build-shaders.sh ]; then
     echo "== SPIR-V drift"
     scripts/build-shaders.sh --check

@@ -13,8 +13,8 @@ use ash::vk;
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::vk::context::{Adoption, Context, ContextConfig, IntDot};
-use q4vk::vk::coop::{self, HostFeatures};
 use q4vk::vk::device::{Device, DeviceOptions};
+use q4vk::vk::features::{self, HostFeatures};
 use q4vk::vk::gemv::gemv_host;
 use q4vk::vk::instance::Instance;
 use q4vk::vk::int_dot;
@@ -36,18 +36,21 @@ fn adopt(host: &Device, tell_int_dot: bool) -> Context {
 fn adopt_logged(host: &Device, tell_int_dot: bool, logger: Logger) -> Context {
     let enabled = host.coop_enabled;
     let mut extensions: Vec<CString> = if enabled {
-        coop::EXTENSIONS.iter().map(|n| (*n).to_owned()).collect()
+        features::EXTENSIONS
+            .iter()
+            .map(|n| (*n).to_owned())
+            .collect()
     } else {
         Vec::new()
     };
-    let mut features = coop::EnabledFeatures::all_on();
+    let mut coop_features = features::EnabledFeatures::all_on();
     let mut dot = int_dot::feature();
     let mut chain = vk::PhysicalDeviceFeatures2::default();
     if enabled {
         chain = chain
-            .push_next(&mut features.coop)
-            .push_next(&mut features.model)
-            .push_next(&mut features.f16);
+            .push_next(&mut coop_features.coop)
+            .push_next(&mut coop_features.model)
+            .push_next(&mut coop_features.f16);
     }
     if tell_int_dot {
         extensions.push(int_dot::EXTENSION.to_owned());

@@ -3,10 +3,11 @@
 //! pipeline map and the x/y descriptor cache behind their own.
 
 use super::device::{Device, DeviceOptions, HostEnabled};
-use super::gemv::{GemvBuffers, MAX_M};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
+use super::params::MAX_M;
 use super::pipeline::{Pipelines, Tuning};
+use super::staging::GemvBuffers;
 use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
@@ -112,7 +113,7 @@ pub struct Adoption {
     /// Device extensions the host enabled.
     pub extensions: Vec<CString>,
     /// The optional kernels' features, as the host's feature chain enabled them.
-    pub features: super::coop::HostFeatures,
+    pub features: super::features::HostFeatures,
     /// The host's `VkApplicationInfo.apiVersion`.
     pub api_version: u32,
     /// Host lock around q4vk's submits to the queue.

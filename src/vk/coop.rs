@@ -1,7 +1,7 @@
-//! The tensor-core GEMV path (`shaders/gemv_q4_coop.comp`, `VK_KHR_cooperative_matrix`):
-//! what a device must offer for it, the extensions and features q4vk enables on its own
-//! device, and the probe that checks the device's fragment layout is the one the kernel
-//! and `layout::coop` are written for.
+//! The tensor-core path (`shaders/gemv_q4_coop.comp`, `shaders/gemm_q4_coop.comp`,
+//! `VK_KHR_cooperative_matrix`): the rules that shape its GEMV and GEMM per call, and the
+//! probe that checks the device's fragment layout is the one the kernels and
+//! `layout::coop` are written for (what a device must offer for them: `vk::features`).
 
 use super::device::Device;
 use super::kernel::Kernel;
@@ -11,102 +11,7 @@ use super::shaders;
 use super::submit::{record_barrier, QueueLock, Submitter, SHADER_TO_HOST};
 use crate::error::{Error, Result};
 use crate::layout::coop::{a_element, b_element, c_element};
-use ash::vk;
-use std::ffi::CStr;
 use std::sync::Arc;
-
-/// Device extensions the kernel needs (the memory model and f16 arithmetic are core in
-/// Vulkan 1.2; q4vk's instance asks for 1.1, so it enables them as extensions).
-pub const EXTENSIONS: [&CStr; 3] = [
-    ash::khr::cooperative_matrix::NAME,
-    ash::khr::vulkan_memory_model::NAME,
-    ash::khr::shader_float16_int8::NAME,
-];
-
-/// Whether `physical` offers everything the tensor-core kernel uses: the extensions and
-/// their features (cooperativeMatrix, vulkanMemoryModel, shaderFloat16), an f16 × f16 →
-/// f32 16 × 8 × 16 subgroup-scope shape, subgroups of exactly 32 invocations with shuffles.
-pub fn device_offers(
-    entry: &ash::Entry,
-    instance: &ash::Instance,
-    physical: vk::PhysicalDevice,
-    available: &[vk::ExtensionProperties],
-) -> bool {
-    let has = |name: &CStr| {
-        available
-            .iter()
-            .any(|e| e.extension_name_as_c_str() == Ok(name))
-    };
-    if !EXTENSIONS.iter().all(|n| has(n)) {
-        return false;
-    }
-    let mut coop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
-    let mut model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default();
-    let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
-    let mut features = vk::PhysicalDeviceFeatures2::default()
-        .push_next(&mut coop)
-        .push_next(&mut model)
-        .push_next(&mut f16);
-    // SAFETY: a valid physical device; the chained structs belong to listed extensions.
-    unsafe { instance.get_physical_device_features2(physical, &mut features) };
-    if coop.cooperative_matrix == 0 || model.vulkan_memory_model == 0 || f16.shader_float16 == 0 {
-        return false;
-    }
-    let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
-    let mut size = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
-    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
-    let size_control = has(ash::ext::subgroup_size_control::NAME);
-    if size_control {
-        props = props.push_next(&mut size);
-    }
-    // SAFETY: as above.
-    unsafe { instance.get_physical_device_properties2(physical, &mut props) };
-    let ops = vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::SHUFFLE;
-    let fixed_32 = subgroup.subgroup_size == 32
-        && (!size_control || (size.min_subgroup_size == 32 && size.max_subgroup_size == 32));
-    if !fixed_32
-        || !subgroup
-            .supported_stages
-            .contains(vk::ShaderStageFlags::COMPUTE)
-        || !subgroup.supported_operations.contains(ops)
-    {
-        return false;
-    }
-    let loader = ash::khr::cooperative_matrix::Instance::new(entry, instance);
-    // SAFETY: the extension is present; a plain query.
-    let shapes = unsafe { loader.get_physical_device_cooperative_matrix_properties(physical) }
-        .unwrap_or_default();
-    type T = vk::ComponentTypeKHR;
-    shapes.iter().any(|s| {
-        (s.m_size, s.n_size, s.k_size) == (16, 8, 16)
-            && (s.a_type, s.b_type, s.c_type, s.result_type)
-                == (T::FLOAT16, T::FLOAT16, T::FLOAT32, T::FLOAT32)
-            && s.scope == vk::ScopeKHR::SUBGROUP
-            && s.saturating_accumulation == 0
-    })
-}
-
-/// The feature structs to chain into `VkDeviceCreateInfo` for the kernel.
-pub struct EnabledFeatures {
-    /// cooperativeMatrix.
-    pub coop: vk::PhysicalDeviceCooperativeMatrixFeaturesKHR<'static>,
-    /// vulkanMemoryModel.
-    pub model: vk::PhysicalDeviceVulkanMemoryModelFeatures<'static>,
-    /// shaderFloat16.
-    pub f16: vk::PhysicalDeviceShaderFloat16Int8Features<'static>,
-}
-
-impl EnabledFeatures {
-    /// The three features on.
-    pub fn all_on() -> EnabledFeatures {
-        EnabledFeatures {
-            coop: vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default()
-                .cooperative_matrix(true),
-            model: vk::PhysicalDeviceVulkanMemoryModelFeatures::default().vulkan_memory_model(true),
-            f16: vk::PhysicalDeviceShaderFloat16Int8Features::default().shader_float16(true),
-        }
-    }
-}
 
 /// (row tiles per subgroup, subgroups, tokens per workgroup, K groups) of the tensor-core
 /// GEMM for `n` rows at `m` tokens, from sweeps on an H200 (bench/RESULTS.md): at m ≤ 8, 8
@@ -117,7 +22,7 @@ impl EnabledFeatures {
 pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) {
     let wide = (n as u64).div_ceil(256) * (m as u64).div_ceil(16);
     match (x_f16, m) {
-        (_, ..=super::gemv::MAX_M) => (1, 8, 8, 1),
+        (_, ..=super::params::MAX_M) => (1, 8, 8, 1),
         _ if wide <= 32 => (2, 8, 16, 4),
         _ if wide <= 64 => (2, 8, 16, 2),
         (true, _) => (1, 8, 16, 1),
@@ -180,7 +85,7 @@ pub fn choose_fragments_gemm_shape(
     slices: bool,
     sm_count: Option<u32>,
 ) -> (u32, u32, u32, u32, u32) {
-    if m <= super::gemv::MAX_M {
+    if m <= super::params::MAX_M {
         return match parts {
             1 => (1, 8, 8, 8, 1),
             _ => (2, 8, 8, 8, 1),
@@ -351,7 +256,7 @@ pub fn choose_fragments_lookahead(key: &CoopGemmKey, m: u32, parts: u32) -> u32 
     match key.ksplit {
         1 if shape == WIDE_TILE && small_groups(key.block, key.offsets, f16_x) => 4,
         1 => 2,
-        _ if m <= super::gemv::MAX_M && parts == 2 => 8,
+        _ if m <= super::params::MAX_M && parts == 2 => 8,
         _ => 4,
     }
 }
@@ -362,106 +267,6 @@ pub fn choose_fragments_lookahead(key: &CoopGemmKey, m: u32, parts: u32) -> u32 
 /// rounded f32 x keep per-block sums or factors live, and 4 ahead spilled with offsets).
 pub fn small_groups(block: u32, offsets: bool, f16_x: bool) -> bool {
     block < 128 && !offsets && f16_x
-}
-
-/// The optional kernels' features (tensor cores; packed integer dot products,
-/// `vk::int_dot`) as a host enabled them on a device q4vk adopts, read from the host's
-/// `VkPhysicalDeviceFeatures2` chain (`q4vk_context_desc.enabled_features`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HostFeatures {
-    /// `VkPhysicalDeviceCooperativeMatrixFeaturesKHR::cooperativeMatrix`.
-    pub cooperative_matrix: bool,
-    /// vulkanMemoryModel (its own struct or `VkPhysicalDeviceVulkan12Features`).
-    pub vulkan_memory_model: bool,
-    /// shaderFloat16 (`VkPhysicalDeviceShaderFloat16Int8Features` or
-    /// `VkPhysicalDeviceVulkan12Features`).
-    pub shader_float16: bool,
-    /// shaderIntegerDotProduct (`VkPhysicalDeviceShaderIntegerDotProductFeatures` or
-    /// `VkPhysicalDeviceVulkan13Features`).
-    pub shader_integer_dot_product: bool,
-}
-
-/// Structures read from a host's chain at most (a longer chain is cut there: a guard
-/// against a malformed, cyclic chain).
-const MAX_CHAIN: usize = 256;
-
-impl HostFeatures {
-    /// Reads the chain at `chain` (NULL: nothing enabled beyond core): every structure the
-    /// kernel's features can be enabled in; others are skipped.
-    ///
-    /// # Safety
-    /// `chain` is NULL or a valid Vulkan structure chain (`sType`, `pNext` first) whose
-    /// structures of the types read are complete.
-    pub unsafe fn from_chain(chain: *const std::ffi::c_void) -> HostFeatures {
-        let mut found = HostFeatures::default();
-        let mut at = chain.cast::<vk::BaseInStructure>();
-        for _ in 0..MAX_CHAIN {
-            // SAFETY: NULL or a structure of the chain (caller's contract).
-            let Some(base) = (unsafe { at.as_ref() }) else {
-                break;
-            };
-            // The structure as the type its `sType` names (caller's contract).
-            let cast = at.cast::<u8>();
-            match base.s_type {
-                vk::StructureType::PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR => {
-                    // SAFETY: see `cast`.
-                    let s =
-                        unsafe { &*cast.cast::<vk::PhysicalDeviceCooperativeMatrixFeaturesKHR>() };
-                    found.cooperative_matrix |= s.cooperative_matrix != 0;
-                }
-                vk::StructureType::PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES => {
-                    // SAFETY: see `cast`.
-                    let s = unsafe { &*cast.cast::<vk::PhysicalDeviceVulkanMemoryModelFeatures>() };
-                    found.vulkan_memory_model |= s.vulkan_memory_model != 0;
-                }
-                vk::StructureType::PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES => {
-                    // SAFETY: see `cast`.
-                    let s = unsafe { &*cast.cast::<vk::PhysicalDeviceShaderFloat16Int8Features>() };
-                    found.shader_float16 |= s.shader_float16 != 0;
-                }
-                vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES => {
-                    // SAFETY: see `cast`.
-                    let s = unsafe { &*cast.cast::<vk::PhysicalDeviceVulkan12Features>() };
-                    found.vulkan_memory_model |= s.vulkan_memory_model != 0;
-                    found.shader_float16 |= s.shader_float16 != 0;
-                }
-                vk::StructureType::PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES => {
-                    // SAFETY: see `cast`.
-                    let s = unsafe {
-                        &*cast.cast::<vk::PhysicalDeviceShaderIntegerDotProductFeatures>()
-                    };
-                    found.shader_integer_dot_product |= s.shader_integer_dot_product != 0;
-                }
-                vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_3_FEATURES => {
-                    // SAFETY: see `cast`.
-                    let s = unsafe { &*cast.cast::<vk::PhysicalDeviceVulkan13Features>() };
-                    found.shader_integer_dot_product |= s.shader_integer_dot_product != 0;
-                }
-                _ => {}
-            }
-            at = base.p_next;
-        }
-        found
-    }
-
-    /// Whether the host enabled what the integer dot-product kernel needs:
-    /// shaderIntegerDotProduct, and `VK_KHR_shader_integer_dot_product` among `extensions`
-    /// or Vulkan 1.3 as the version in use (`api_version`: the lower of the host's
-    /// `apiVersion` and the device's).
-    pub fn run_int_dot(&self, extensions: &[&CStr], api_version: u32) -> bool {
-        self.shader_integer_dot_product
-            && (extensions.contains(&super::int_dot::EXTENSION)
-                || api_version >= vk::API_VERSION_1_3)
-    }
-
-    /// Whether the host enabled everything the tensor-core kernels need: the three
-    /// features and, among `extensions`, `VK_KHR_cooperative_matrix`.
-    pub fn run_coop(&self, extensions: &[&CStr]) -> bool {
-        self.cooperative_matrix
-            && self.vulkan_memory_model
-            && self.shader_float16
-            && extensions.contains(&ash::khr::cooperative_matrix::NAME)
-    }
 }
 
 /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel for a
@@ -619,80 +424,6 @@ mod tests {
         let mut wrong_length = good.clone();
         wrong_length[512] = 16.0;
         assert!(!mapping_matches(&wrong_length));
-    }
-
-    fn features(chain: *const std::ffi::c_void) -> HostFeatures {
-        // SAFETY: chains of live, complete structs built by the tests.
-        unsafe { HostFeatures::from_chain(chain) }
-    }
-
-    #[test]
-    fn host_features_are_read_from_every_struct_that_can_enable_them() {
-        assert_eq!(features(std::ptr::null()), HostFeatures::default());
-        // Separate structs behind VkPhysicalDeviceFeatures2, with an unrelated one between.
-        let mut coop =
-            vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
-        let mut other =
-            vk::PhysicalDevice16BitStorageFeatures::default().storage_buffer16_bit_access(true);
-        let mut model =
-            vk::PhysicalDeviceVulkanMemoryModelFeatures::default().vulkan_memory_model(true);
-        let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default().shader_float16(true);
-        let all = vk::PhysicalDeviceFeatures2::default()
-            .push_next(&mut coop)
-            .push_next(&mut other)
-            .push_next(&mut model)
-            .push_next(&mut f16);
-        let found = features((&all as *const vk::PhysicalDeviceFeatures2).cast());
-        assert_eq!(
-            found,
-            HostFeatures {
-                cooperative_matrix: true,
-                vulkan_memory_model: true,
-                shader_float16: true,
-                shader_integer_dot_product: false,
-            }
-        );
-        let ext = [ash::khr::cooperative_matrix::NAME];
-        assert!(found.run_coop(&ext));
-        assert!(!found.run_coop(&[ash::khr::push_descriptor::NAME]));
-        // The Vulkan 1.2 struct enables the memory model and f16; a feature off stays off.
-        let mut coop_off = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
-        let mut v12 = vk::PhysicalDeviceVulkan12Features::default()
-            .vulkan_memory_model(true)
-            .shader_float16(true);
-        let chain = vk::PhysicalDeviceFeatures2::default()
-            .push_next(&mut coop_off)
-            .push_next(&mut v12);
-        let found = features((&chain as *const vk::PhysicalDeviceFeatures2).cast());
-        assert!(!found.cooperative_matrix && found.vulkan_memory_model && found.shader_float16);
-        assert!(!found.run_coop(&ext));
-        // Integer dot products: their own struct or the Vulkan 1.3 one, and the extension
-        // or Vulkan 1.3 in use.
-        let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
-            .shader_integer_dot_product(true);
-        let chain = vk::PhysicalDeviceFeatures2::default().push_next(&mut dot);
-        let found = features((&chain as *const vk::PhysicalDeviceFeatures2).cast());
-        let dot_ext = [super::super::int_dot::EXTENSION];
-        assert!(found.run_int_dot(&dot_ext, vk::API_VERSION_1_1));
-        assert!(found.run_int_dot(&[], vk::API_VERSION_1_3));
-        assert!(!found.run_int_dot(&[], vk::API_VERSION_1_2));
-        let mut v13 =
-            vk::PhysicalDeviceVulkan13Features::default().shader_integer_dot_product(true);
-        let chain = vk::PhysicalDeviceFeatures2::default().push_next(&mut v13);
-        let found = features((&chain as *const vk::PhysicalDeviceFeatures2).cast());
-        assert!(found.shader_integer_dot_product && !found.shader_float16);
-        assert!(!HostFeatures::default().run_int_dot(&dot_ext, vk::API_VERSION_1_3));
-    }
-
-    #[test]
-    fn a_cyclic_host_chain_is_cut() {
-        let mut coop =
-            vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
-        let at: *mut vk::PhysicalDeviceCooperativeMatrixFeaturesKHR = &mut coop;
-        coop.p_next = at.cast();
-        let found =
-            features((&coop as *const vk::PhysicalDeviceCooperativeMatrixFeaturesKHR).cast());
-        assert!(found.cooperative_matrix && !found.vulkan_memory_model);
     }
 
     #[test]

@@ -346,22 +346,22 @@ impl Device {
             if push {
                 extensions.push(ash::khr::push_descriptor::NAME.as_ptr());
             }
-            let coop =
-                want_coop && super::coop::device_offers(&instance.entry, vki, physical, &available);
+            let coop = want_coop
+                && super::features::device_offers(&instance.entry, vki, physical, &available);
             if coop {
-                extensions.extend(super::coop::EXTENSIONS.iter().map(|n| n.as_ptr()));
+                extensions.extend(super::features::EXTENSIONS.iter().map(|n| n.as_ptr()));
             }
-            let statistics = want_statistics && super::stats::offered(&available);
+            let statistics = want_statistics && super::features::statistics_offered(&available);
             if statistics {
-                extensions.push(super::stats::EXTENSION.as_ptr());
+                extensions.push(super::features::STATISTICS_EXTENSION.as_ptr());
             }
             let int_dot = super::int_dot::offered(vki, physical, &available);
             if int_dot.is_some() {
                 extensions.push(super::int_dot::EXTENSION.as_ptr());
             }
             let mut int_dot_feature = super::int_dot::feature();
-            let mut features = super::coop::EnabledFeatures::all_on();
-            let mut statistics_feature = super::stats::feature();
+            let mut features = super::features::EnabledFeatures::all_on();
+            let mut statistics_feature = super::features::statistics_feature();
             let priority = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default()
                 .queue_family_index(family)
@@ -462,7 +462,7 @@ impl Device {
             // SAFETY: as above.
             let available = unsafe { vki.enumerate_device_extension_properties(physical) }
                 .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
-            super::coop::device_offers(&instance.entry, vki, physical, &available)
+            super::features::device_offers(&instance.entry, vki, physical, &available)
         };
         Ok(Device {
             info: query_info(vki, physical),

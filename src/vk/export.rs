@@ -9,7 +9,7 @@
 //! eleventh push constant).
 
 use super::device::DeviceInfo;
-use super::gemv::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
+use super::params::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
 use super::pipeline::{GemmKey, Push, Spec, Tuning, GEMM_PUSH_WORDS, SPECS};
 use super::shaders;
 use crate::error::{Error, Result};

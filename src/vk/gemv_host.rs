@@ -2,31 +2,12 @@
 //! buffers (and the pre-passes' workspace) reused across calls.
 
 use super::context::Context;
-use super::gemv::{check_params, record_resolved, BufferRange, CallPlan, GemvParams};
 use super::gemv_plan::{plan, prepass_plan};
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
+use super::params::{BufferRange, GemvParams};
+use super::record::{check_params, record_resolved, CallPlan};
 use crate::error::{Error, Result};
-
-/// Buffers of `q4vk_gemv`, grown on demand and reused: host-visible x and y, and the
-/// device-local workspace of the pre-passes.
-#[derive(Default)]
-pub struct GemvBuffers {
-    x: Option<Buffer>,
-    y: Option<Buffer>,
-    workspace: Option<Buffer>,
-}
-
-impl GemvBuffers {
-    /// Bytes held (x, y and the workspace).
-    pub fn bytes(&self) -> u64 {
-        [&self.x, &self.y, &self.workspace]
-            .iter()
-            .flat_map(|b| b.as_ref())
-            .map(|b| b.size)
-            .sum()
-    }
-}
 
 /// Makes `slot` hold a buffer of at least `bytes` of `kind`, named `name`.
 fn ensure(

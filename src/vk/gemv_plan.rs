@@ -4,8 +4,8 @@
 //! workspace, `prepass_plan`), and the workspace a call can use (`workspace_bytes`).
 
 use super::context::Context;
-use super::gemv::{GemvParams, MAX_M};
 use super::matrix::DeviceMatrix;
+use super::params::{GemvParams, MAX_M};
 use super::pipeline::{
     CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Push, SlicesKey,
     DIGITS_WORKGROUP,

@@ -7,22 +7,6 @@ use super::device::Device;
 use crate::error::{Error, Result};
 use ash::vk;
 
-/// The extension's name, for device creation.
-pub const EXTENSION: &std::ffi::CStr = ash::khr::pipeline_executable_properties::NAME;
-
-/// Whether the physical device offers the extension (among `available`).
-pub fn offered(available: &[vk::ExtensionProperties]) -> bool {
-    available
-        .iter()
-        .any(|e| e.extension_name_as_c_str() == Ok(EXTENSION))
-}
-
-/// The feature struct to chain into `VkDeviceCreateInfo` when the extension is enabled.
-pub fn feature() -> vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR<'static> {
-    vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
-        .pipeline_executable_info(true)
-}
-
 /// One executable of a pipeline: its name and its statistics as `name = value` lines.
 pub struct Executable {
     /// The driver's name for the executable (e.g. the shader stage's binary).

@@ -6,7 +6,7 @@
 //! `q4vk_cmd_gemv`.
 
 use super::device::Device;
-use super::gemv::BufferRange;
+use super::params::BufferRange;
 use crate::error::{Error, Result};
 use ash::vk;
 use std::sync::Arc;

@@ -1,0 +1,526 @@
+//! Recording the fused GEMV (or GEMM) into a command buffer, the host's or q4vk's own: the
+//! call's checks against the device, then the pre-pass where the call has one and the
+//! kernel (`vk::gemv_plan` chooses them).
+
+use super::context::Context;
+use super::gemv_plan::{
+    fragments_prepass, plan, prepass_plan, KSlices, Plan, Prepass, PrepassPlan,
+};
+use super::matrix::{DeviceMatrix, Part as MatrixPart};
+use super::params::{dispatch_grid, xy_extent, BufferRange, GemvParams};
+use super::pipeline::{Push, SLICES_WORKGROUP};
+use super::x_fragments::FragmentGeometry;
+use super::xy_sets::{buffer_infos, writes};
+use crate::error::{invalid, Error, Result};
+use ash::vk;
+
+/// Checks a GEMV's shape against the matrix and the device limits, before any buffer is
+/// looked at; returns the bytes x and y need. Too large for the device (a span beyond 32-bit
+/// indexing or `maxStorageBufferRange`): `Unsupported`.
+pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<(u64, u64)> {
+    let e = xy_extent(mat.shape.n as u64, mat.shape.k as u64, p, "")?;
+    let (m, x_bytes, y_bytes) = (p.m, e.x_bytes, e.y_bytes);
+    let max = ctx.device.info.max_storage_range;
+    for (name, need) in [("x", x_bytes), ("y", y_bytes)] {
+        if need > max {
+            return Err(Error::Unsupported(format!(
+                "{name} spans {need} bytes (m = {m}), more than this device's maxStorageBufferRange ({max})"
+            )));
+        }
+    }
+    Ok((x_bytes, y_bytes))
+}
+
+/// Checks a GEMV call against the matrix and the device limits.
+pub fn validate(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    x: &BufferRange,
+    y: &BufferRange,
+    p: &GemvParams,
+) -> Result<()> {
+    let (x_bytes, y_bytes) = check_params(ctx, mat, p)?;
+    check_buffer(ctx, "x", x, x_bytes)?;
+    check_buffer(ctx, "y", y, y_bytes)?;
+    if x.buffer == y.buffer && overlap((x.offset, x.range), (y.offset, y.range)) {
+        return Err(invalid!("args->x and args->y overlap"));
+    }
+    Ok(())
+}
+
+/// Checks one buffer of a call (`args->{name}`) as [`check_binding`] does, and its range
+/// within `maxStorageBufferRange` (x and y are bound whole).
+fn check_buffer(ctx: &Context, name: &str, b: &BufferRange, need: u64) -> Result<()> {
+    check_binding(ctx, name, b, need)?;
+    let info = &ctx.device.info;
+    if b.range > info.max_storage_range {
+        return Err(invalid!(
+            "args->{name}.range {} exceeds maxStorageBufferRange ({})",
+            b.range,
+            info.max_storage_range
+        ));
+    }
+    Ok(())
+}
+
+/// Checks one buffer of a call (`args->{name}`): not null, at least `need` bytes, its offset
+/// aligned for storage buffers.
+fn check_binding(ctx: &Context, name: &str, b: &BufferRange, need: u64) -> Result<()> {
+    let info = &ctx.device.info;
+    if b.buffer == vk::Buffer::null() {
+        return Err(Error::NullPointer(format!(
+            "args->{name}.buffer is VK_NULL_HANDLE"
+        )));
+    }
+    if b.range == vk::WHOLE_SIZE {
+        return Err(invalid!(
+            "args->{name}.range is VK_WHOLE_SIZE; pass the bytes available from the offset instead (the buffer's size minus args->{name}.offset; this call uses {need})"
+        ));
+    }
+    if b.range < need {
+        return Err(Error::BufferTooSmall(format!(
+            "args->{name}.range is {} bytes, {need} needed",
+            b.range
+        )));
+    }
+    if !b.offset.is_multiple_of(info.storage_alignment) {
+        return Err(invalid!(
+            "args->{name}.offset {} is not a multiple of minStorageBufferOffsetAlignment ({})",
+            b.offset,
+            info.storage_alignment
+        ));
+    }
+    Ok(())
+}
+
+/// Whether two byte ranges (offset, length) of one buffer overlap (ends past 2^64 saturate:
+/// a hostile offset cannot wrap around).
+fn overlap((a, a_len): (u64, u64), (b, b_len): (u64, u64)) -> bool {
+    a < b.saturating_add(b_len) && b < a.saturating_add(a_len)
+}
+
+/// Records the tensor-core GEMM's fragments pre-pass alone (no barrier): `p.m` rows of x
+/// (`k` columns, `p.x_stride` apart; f16 as `g.x_f16`, else f32, rounded to f16 with
+/// `p.x_round_f16` (`g.parts` 1), else in two parts (`g.parts` 2)) into
+/// `workspace` in the layout of `g` (`vk::x_fragments`), checked first as `record` checks
+/// its buffers. It needs no optional device feature; `record` runs it before the GEMM,
+/// tests run it on its own.
+pub fn record_x_fragments(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    x: BufferRange,
+    workspace: BufferRange,
+    p: &GemvParams,
+    k: u32,
+    g: &FragmentGeometry,
+) -> Result<()> {
+    let (parts, kind) = match (p.x_f16, p.x_round_f16) {
+        (true, _) => (1, "f16"),
+        (false, true) => (1, "f32 rounded to f16"),
+        (false, false) => (2, "f32 in two parts"),
+    };
+    let kind_matches = p.x_f16 == g.x_f16 && g.parts == parts;
+    let k_fits = u64::from(k) <= g.kpad();
+    if !kind_matches || !k_fits || p.m > g.tokens || !g.is_valid() || !g.fits(ctx) {
+        return Err(invalid!(
+            "the fragments pre-pass of {} rows of k = {k} ({kind} x) does not fit {g:?}",
+            p.m,
+        ));
+    }
+    check_buffer(ctx, "x", &x, xy_extent(1, u64::from(k), p, "")?.x_bytes)?;
+    validate_workspace(ctx, &workspace, g.bytes(), &x, &x)?;
+    let prepass = fragments_prepass(ctx, g, k, p)?;
+    let xy = XyBinding::of(ctx, x, workspace)?;
+    record_prepass(ctx, cmd, &prepass, &xy, p.m);
+    Ok(())
+}
+
+/// Records `y = W x` into `cmd` (validated first; nothing is recorded on error). Where the
+/// call has a pre-pass (`vk::gemv::workspace_bytes` > 0: x's digits for the integer dot-product
+/// GEMV, x as the tensor-core GEMM's f16 fragments) and `workspace` is given, first a
+/// compute-to-compute barrier (earlier readers of the workspace finish), the pre-pass (x
+/// into the workspace) and another barrier, then the kernel on the workspace (with
+/// `p.workspace_filled`, no pre-pass and its barriers); the tensor-core GEMM in K slices
+/// then a barrier and the kernel adding them into y (with `p.workspace_filled`, a barrier
+/// before the GEMM too); otherwise the workspace is not used. Each kernel binds its
+/// pipeline, set 1 (x, y: pushed or from the ring), per part set 0 and the push constants,
+/// and dispatches. No barrier after.
+pub fn record(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    x: BufferRange,
+    y: BufferRange,
+    p: &GemvParams,
+    workspace: Option<BufferRange>,
+) -> Result<()> {
+    validate(ctx, mat, &x, &y, p)?;
+    let call = resolve(ctx, mat, p, workspace.map(|w| w.range))?;
+    record_resolved(ctx, cmd, mat, (x, y), p, workspace, &call)
+}
+
+/// A call's kernels, resolved (pipelines created) before anything is recorded: the kernel
+/// on x itself, or a pre-pass into the workspace and the kernel on that.
+pub(super) enum CallPlan {
+    /// The kernel reads x itself.
+    OnX(Plan),
+    /// A pre-pass writes x into the workspace, the kernel reads that.
+    Prepass(PrepassPlan),
+}
+
+/// The kernels of a call with `p` on `mat`: with a workspace (`workspace`: its bytes) the
+/// pre-pass path where the call has one, else the kernel on x.
+pub(super) fn resolve(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    workspace: Option<u64>,
+) -> Result<CallPlan> {
+    let pre = match workspace {
+        Some(room) => prepass_plan(ctx, mat, p, Some(room))?,
+        None => None,
+    };
+    Ok(match pre {
+        Some(pre) => CallPlan::Prepass(pre),
+        None => CallPlan::OnX(plan(ctx, mat, p, false)?),
+    })
+}
+
+/// Records the call `call` resolved for `p` (x and y checked by the caller; the workspace,
+/// where the pre-pass path runs, is checked here).
+pub(super) fn record_resolved(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    (x, y): (BufferRange, BufferRange),
+    p: &GemvParams,
+    workspace: Option<BufferRange>,
+    call: &CallPlan,
+) -> Result<()> {
+    let (pre, ws) = match (call, workspace) {
+        (CallPlan::OnX(plan), _) => {
+            let xy = XyBinding::of(ctx, x, y)?;
+            record_gemv(ctx, cmd, mat, plan, &xy, p, p.x_stride);
+            return Ok(());
+        }
+        (CallPlan::Prepass(pre), Some(ws)) => (pre, ws),
+        (CallPlan::Prepass(_), None) => {
+            return Err(Error::Internal(
+                "a pre-pass path resolved for a call without a workspace".into(),
+            ))
+        }
+    };
+    validate_workspace(ctx, &ws, pre.need, &x, &y)?;
+    // Only the bytes the kernels use are bound.
+    let ws = BufferRange {
+        range: pre.need,
+        ..ws
+    };
+    // With `workspace_filled` an earlier call's pre-pass wrote the workspace and its barrier
+    // made it visible (caller's contract): no pre-pass (K slices still record their barriers).
+    let into_ws = match p.workspace_filled {
+        true => None,
+        false => Some(XyBinding::of(ctx, x, ws)?),
+    };
+    let from_ws = XyBinding::of(ctx, ws, y)?;
+    let read_write = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
+    match into_ws {
+        Some(into_ws) => record_prepass_between_barriers(ctx, cmd, &pre.prepass, &into_ws, p.m),
+        // K slices write the workspace: an earlier call's kernels reading or writing it
+        // (with a pre-pass, its barriers order them) finish first.
+        // SAFETY: cmd is recording (caller's contract).
+        None if pre.main.k_slices.is_some() => unsafe {
+            compute_barrier(ctx, cmd, read_write, read_write)
+        },
+        None => {}
+    }
+    record_gemv(ctx, cmd, mat, &pre.main, &from_ws, p, pre.main_x_stride);
+    if let Some(slices) = pre.main.k_slices {
+        // SAFETY: as above.
+        unsafe {
+            compute_barrier(
+                ctx,
+                cmd,
+                vk::AccessFlags::SHADER_WRITE,
+                vk::AccessFlags::SHADER_READ,
+            )
+        };
+        record_slices_sum(ctx, cmd, mat, &pre.main, slices, p);
+    }
+    Ok(())
+}
+
+/// Records the sum of the K slices of `plan`'s GEMM into y (`shaders/gemm_slices.comp`,
+/// set 1 bound: the workspace and y), a dispatch (or more, past the device's grid) per
+/// matrix part, with the GEMM's push constants for that part.
+fn record_slices_sum(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    plan: &Plan,
+    slices: KSlices,
+    p: &GemvParams,
+) {
+    let d = &ctx.device.device;
+    // SAFETY: cmd is recording (caller's contract); every handle is valid.
+    unsafe { d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, slices.sum_pipeline) };
+    for part in &mat.parts {
+        let total = (part.rows as u64 * u64::from(p.m)).div_ceil(u64::from(SLICES_WORKGROUP));
+        let push = part_push(mat, plan, part, p, 0);
+        // SAFETY: as above.
+        unsafe { record_dispatches(ctx, cmd, total, push, [p.m, slices.partials_word], 1) };
+    }
+}
+
+/// Records `total` workgroups of the bound pipeline as dispatches of up to the device's
+/// grid (a 2-D one where the workgroups exceed its x count; `depth` along z), each after
+/// the push constants `push` with its workgroup count and offset, then `m` and `word11`
+/// (`Push::bytes_with`).
+///
+/// # Safety
+/// `cmd` is recording, with a pipeline of q4vk's layout and its descriptor sets bound.
+unsafe fn record_dispatches(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    total: u64,
+    push: Push,
+    [m, word11]: [u32; 2],
+    depth: u32,
+) {
+    let d = &ctx.device.device;
+    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
+    let mut done = 0u64;
+    while done < total {
+        let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
+        let push = Push {
+            wg_count: count as u32,
+            wg_offset: done as u32,
+            ..push
+        };
+        let bytes = push.bytes_with(m, word11);
+        // SAFETY: the caller's contract.
+        unsafe {
+            d.cmd_push_constants(
+                cmd,
+                ctx.pipelines.layout,
+                vk::ShaderStageFlags::COMPUTE,
+                0,
+                &bytes,
+            );
+            d.cmd_dispatch(cmd, gx as u32, gy as u32, depth);
+        }
+        done += count;
+    }
+}
+
+/// The push block of `plan`'s kernel for matrix part `part` of a call with `p` (x
+/// `x_stride` apart), before its dispatch's workgroup count and offset.
+fn part_push(
+    mat: &DeviceMatrix,
+    plan: &Plan,
+    part: &MatrixPart,
+    p: &GemvParams,
+    x_stride: u64,
+) -> Push {
+    Push {
+        rows: part.rows as u32,
+        row_base: part.first_row as u32,
+        chunks: plan.chunks as u32,
+        k: mat.shape.k as u32,
+        groups: plan.groups as u32,
+        group_shift: plan.group_shift,
+        x_stride: x_stride as u32,
+        y_stride: p.y_stride as u32,
+        wg_count: 0,
+        wg_offset: 0,
+    }
+}
+
+/// Records `pre` (`xy`: x and the workspace) between a barrier that lets earlier readers
+/// of the workspace finish and one that makes its writes visible to later compute reads.
+fn record_prepass_between_barriers(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    pre: &Prepass,
+    xy: &XyBinding,
+    m: u32,
+) {
+    let (read, write) = (vk::AccessFlags::SHADER_READ, vk::AccessFlags::SHADER_WRITE);
+    // An earlier call's GEMV may still read this workspace: it finishes first.
+    // SAFETY: cmd is recording (caller's contract).
+    unsafe { compute_barrier(ctx, cmd, read | write, write) };
+    record_prepass(ctx, cmd, pre, xy, m);
+    // SAFETY: as above.
+    unsafe { compute_barrier(ctx, cmd, write, read) };
+}
+
+/// Records a global memory barrier from the compute stage's `src` accesses to its `dst`
+/// accesses.
+///
+/// # Safety
+/// `cmd` is recording.
+unsafe fn compute_barrier(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    src: vk::AccessFlags,
+    dst: vk::AccessFlags,
+) {
+    let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
+    // SAFETY: the caller's contract.
+    unsafe { super::submit::record_barrier(&ctx.device.device, cmd, (stage, src), (stage, dst)) };
+}
+
+/// Checks the workspace of a pre-pass: `need` bytes, aligned, apart from x and y (only its
+/// first `need` bytes are bound, so a longer range is fine).
+fn validate_workspace(
+    ctx: &Context,
+    ws: &BufferRange,
+    need: u64,
+    x: &BufferRange,
+    y: &BufferRange,
+) -> Result<()> {
+    check_binding(ctx, "workspace", ws, need)?;
+    for (name, b) in [("x", x), ("y", y)] {
+        if ws.buffer == b.buffer && overlap((ws.offset, need), (b.offset, b.range)) {
+            return Err(invalid!("args->workspace overlaps args->{name}"));
+        }
+    }
+    Ok(())
+}
+
+/// How set 1 of the GEMV layout (x, y) gets bound: a set of the ring, or pushed.
+enum XyBinding {
+    Set(vk::DescriptorSet),
+    Push(BufferRange, BufferRange),
+}
+
+impl XyBinding {
+    /// The binding of `x` and `y` (a set taken from the ring now, so that recording cannot
+    /// fail later).
+    fn of(ctx: &Context, x: BufferRange, y: BufferRange) -> Result<XyBinding> {
+        match (&ctx.xy_sets, &ctx.device.push_descriptor) {
+            (Some(sets), _) => Ok(XyBinding::Set(
+                sets.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .next(ctx.pipelines.xy_set, x, y)?,
+            )),
+            (None, Some(_)) => Ok(XyBinding::Push(x, y)),
+            (None, None) => Err(Error::Internal("no way to bind x and y".into())),
+        }
+    }
+
+    /// Records the binding into `cmd`.
+    ///
+    /// # Safety
+    /// `cmd` is recording.
+    unsafe fn record(&self, ctx: &Context, cmd: vk::CommandBuffer) {
+        let d = &ctx.device.device;
+        let layout = ctx.pipelines.layout;
+        let bind = vk::PipelineBindPoint::COMPUTE;
+        match (self, &ctx.device.push_descriptor) {
+            // SAFETY: the caller's contract; the set lives until the ring comes round.
+            (XyBinding::Set(set), _) => unsafe {
+                d.cmd_bind_descriptor_sets(cmd, bind, layout, 1, &[*set], &[])
+            },
+            (XyBinding::Push(x, y), Some(push)) => {
+                let infos = buffer_infos(*x, *y);
+                let w = writes(&infos, vk::DescriptorSet::null());
+                // SAFETY: the caller's contract; set 1 is a push-descriptor set.
+                unsafe { push.cmd_push_descriptor_set(cmd, bind, layout, 1, &w) };
+            }
+            (XyBinding::Push(..), None) => {
+                unreachable!("XyBinding::of pushes only with push descriptors")
+            }
+        }
+    }
+}
+
+/// Records the pre-pass `pre` (`xy`: x and the workspace).
+fn record_prepass(ctx: &Context, cmd: vk::CommandBuffer, pre: &Prepass, xy: &XyBinding, m: u32) {
+    let d = &ctx.device.device;
+    let layout = ctx.pipelines.layout;
+    let bind = vk::PipelineBindPoint::COMPUTE;
+    // SAFETY: cmd is recording (caller's contract); every handle is valid.
+    unsafe {
+        d.cmd_bind_pipeline(cmd, bind, pre.pipeline);
+        xy.record(ctx, cmd);
+        if let Some(set) = pre.matrix_set {
+            d.cmd_bind_descriptor_sets(cmd, bind, layout, 0, &[set], &[]);
+        }
+        let bytes = pre.push.bytes_with(m, 0);
+        d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+        d.cmd_dispatch(cmd, pre.grid[0], pre.grid[1], 1);
+    }
+}
+
+/// Records the GEMV (or GEMM) of `plan` on `xy` (x `x_stride` apart: elements, uvec4 for
+/// digits; unused for a pre-split x): its passes of activation rows in order, each a
+/// dispatch per matrix part.
+fn record_gemv(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    plan: &Plan,
+    xy: &XyBinding,
+    p: &GemvParams,
+    x_stride: u64,
+) {
+    let d = &ctx.device.device;
+    // SAFETY: cmd is in the recording state (caller's contract); every handle is valid.
+    unsafe { xy.record(ctx, cmd) };
+    let pass_rows = match plan.last_pass_pipeline {
+        Some(_) => plan.tokens_per_wg as u32,
+        None => p.m,
+    };
+    let mut first = 0;
+    while first < p.m {
+        let rows = pass_rows.min(p.m - first);
+        let pipeline = match (first + rows == p.m, plan.last_pass_pipeline) {
+            (true, Some(last)) => last,
+            _ => plan.pipeline,
+        };
+        // SAFETY: as above; set 1 stays bound (every kernel has the same layout).
+        unsafe { d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline) };
+        record_pass(ctx, cmd, mat, plan, p, x_stride, (first, rows));
+        first += rows;
+    }
+}
+
+/// Records one pass of `plan`: activation rows `first .. first + rows`, a dispatch (or more,
+/// past the device's grid) per matrix part, with the pass's pipeline and set 1 bound.
+fn record_pass(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    plan: &Plan,
+    p: &GemvParams,
+    x_stride: u64,
+    (first, rows): (u32, u32),
+) {
+    let d = &ctx.device.device;
+    let layout = ctx.pipelines.layout;
+    for part in &mat.parts {
+        let total = (part.rows as u64).div_ceil(plan.rows_per_wg)
+            * (rows as u64).div_ceil(plan.tokens_per_wg);
+        // SAFETY: as above.
+        unsafe {
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                layout,
+                0,
+                &[part.set],
+                &[],
+            )
+        };
+        // The 12th word: the SIMT GEMV pass's first row, or where the tensor-core GEMM's K
+        // slices write their sums.
+        let (word11, slices) = match plan.k_slices {
+            Some(s) => (s.partials_word, s.count),
+            None => (first, 1),
+        };
+        let push = part_push(mat, plan, part, p, x_stride);
+        // SAFETY: as above.
+        unsafe { record_dispatches(ctx, cmd, total, push, [p.m, word11], slices) };
+    }
+}
