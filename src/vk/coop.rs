@@ -14,11 +14,12 @@ use crate::layout::coop::{a_element, b_element, c_element};
 use std::sync::Arc;
 
 /// (row tiles per subgroup, subgroups, tokens per workgroup, K groups) of the tensor-core
-/// GEMM for `n` rows at `m` tokens, from sweeps on an H200 (bench/RESULTS.md): at m ≤ 8, 8
-/// tokens, 1 tile × 8 subgroups (128 rows); beyond, 16 tokens and, where workgroups of 256
-/// rows would number ≤ 32 (≤ 64) — short matrices at small m, whose few workgroups leave
-/// SMs idle — 2 tiles × 8 subgroups in 4 (2) K groups; else f32 activations 2 tiles × 4
-/// subgroups up to m = 32 and × 8 (256 rows) beyond, f16 activations 1 tile × 8.
+/// GEMM on staged x for `n` rows at `m` tokens: at m ≤ 8, 8 tokens, 1 tile × 8 subgroups
+/// (128 rows); beyond, 16 tokens and, where workgroups of 256 rows would number ≤ 32
+/// (≤ 64) — short matrices at small m, whose few workgroups leave SMs idle — 2 tiles × 8
+/// subgroups in 4 (2) K groups; else f32 activations 2 tiles × 4 subgroups up to m = 32 and
+/// × 8 (256 rows) beyond, f16 activations 1 tile × 8. Fitted on an NVIDIA H200
+/// (`bench/history/h200-2026-12-01-gemm-sweep-short.txt`).
 pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) {
     let wide = (n as u64).div_ceil(256) * (m as u64).div_ceil(16);
     match (x_f16, m) {
@@ -33,49 +34,30 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
 
 /// (row tiles per subgroup, subgroups, tokens per workgroup, K groups, token groups) of the
 /// tensor-core GEMM on x in fragments (`x_fragments`) for an `n` × `k` matrix at `m` tokens
-/// with `parts` B columns per token, from sweeps on an H200 (bench/RESULTS.md); with
-/// `slices`, the larger tile where the call runs in K slices ([`choose_fragments_slices`];
-/// without, where their sums do not fit the workspace, the shape before them).
+/// with `parts` B columns per token; with `slices`, the larger tile where the call runs in K
+/// slices ([`choose_fragments_slices`]; without, where their sums do not fit the workspace,
+/// the shape before them). Fitted on an NVIDIA H200 (`bench/history/`: `m8-shapes`,
+/// `filling-slices`, `inner-loop`, `small-groups`).
 ///
-/// At m ≤ 8 (the GEMV's m, where this GEMM runs instead of the GEMV): 8 tokens per
-/// workgroup (f16 x had 16, half of them empty columns) and K split 8 ways, since one token
-/// tile leaves few workgroups: f16 x 1 row tile × 8 subgroups (16 rows per workgroup), f32
-/// x in two parts 2 × 8 (32 rows). Against the shapes before (2 × 8 in 4 K groups, 16 f16
-/// tokens), one call: f32 x 4096² 18.4 → 14.4 µs, 4096 × 11008 35.3 → 22.8, 28672 × 8192
-/// 64.4 → 59.2, 8192 × 28672 88.9 → 56.8; f16 x 18.1 → 12.7, 33.2 → 19.6, 61.8 → 47.3,
-/// 74.8 → 47.6.
-///
-/// Beyond: 32 columns per workgroup (16 up to m = 16), so 32 tokens of f16 x and 16 of f32 x
-/// in two parts. Past m = 16 on a GPU whose SM count is known: the larger tile (f16 x 4 row
-/// tiles × 4 subgroups, 256 rows; exact f32 x 2 × 4, 128 rows, or 4 × 4 past 4096 tasks)
-/// wherever [`filling_slices`] finds K slices of it that fill the GPU (or it fills the GPU
-/// alone; without room for the slices' sums, the K groups' shape below). Elsewhere, and
-/// where the SM count is unknown: where the call has
-/// fewer than 1024 tasks of 32 rows × 32 tokens (too few to fill the GPU), 2 row tiles × 8
-/// subgroups in 4 K groups; else 4 row tiles × 4 subgroups, no K split — for f32 x in two
-/// parts up to 4096 tasks 2 × 4 (28672 × 8192 m = 64: 251 µs against 317).
-///
-/// Where the larger tile runs whole (no K slices), one column per token (f16 x, and f32 x
-/// rounded to f16) from m = 64 on K ≤ 16384 runs the wide tile instead where it pads m by
-/// at most 1/16 more (`runs_wide_tile`): 2 row tiles × 4 subgroups, 128 rows × 64 tokens,
-/// each subgroup 32 rows × 64 tokens, so it decodes each A fragment for 8 MMAs instead of
-/// 4 (the inner loop alone: 350 against 334 TFLOP/s on the H200). It also replaces the 2 × 8
-/// shape in 2 token groups (128 rows × 128 tokens) that ran from m = 512, which no rule runs
-/// now (`ContextConfig::coop_gemm_tuning` still can). H200, two calls, µs, the previous
-/// rules → this one: 28672 × 8192 m = 64 135.2 / 134.2 → 129.2 / 127.2, m = 512 (token
-/// groups before) 900.1 / 905.4 → 873.2 / 863.2; 14336 × 4096 m = 128 72.9 / 72.0 → 67.7 /
-/// 66.7, m = 256 136.6 / 135.4 → 126.8 / 125.4; 5120 × 13824 m = 256 221.5 / 219.6 →
-/// 204.8 / 204.0, m = 512 459.5 / 450.8 → 428.2 / 422.8 (the 4 × 4 tile whole: 405.4 in
-/// the second call); 11008 × 4096 m = 128 72.2 / 71.5 → 67.2 / 66.3; 4096² m = 512 71.7 /
-/// 70.6 → 70.6 / 70.2; f32 x rounded to f16, 28672 × 8192 m = 512 979.7 → 961.1 (255
-/// registers, no spills). Slower on 28672 × 8192 at
-/// m = 128 (259.5 / 255.6 → 267.4 / 263.0) and m = 256 (506.2 / 501.9 → 512.8 / 504.4); on
-/// 8192 × 28672 (K = 28672) at m = 256 and 512 it lost 1–4%, so K past 16384 keeps the
-/// larger tile, except for `small_groups` (groups of 32 or 64 without offsets, where the
-/// wide tile loads B 4 k-steps ahead: [`choose_fragments_lookahead`]): 8192 × 28672 group 32
-/// m = 256 611.9 → 517.2 µs, m = 512 1183.1 → 1019.1; group 64 507.6 → 454.2, 980.7 →
-/// 885.6 (two calls). Exact f32 x in two parts keeps its tiles (64 tokens would be 16 B
-/// fragments per k-step).
+/// - m ≤ 8 (where this GEMM replaces the GEMV): 8 tokens per workgroup and K split 8 ways,
+///   since one token tile leaves few workgroups: f16 x 1 row tile × 8 subgroups (16 rows),
+///   f32 x in two parts 2 × 8 (32 rows).
+/// - Beyond: 32 columns per workgroup (16 up to m = 16), so 32 tokens of f16 x and 16 of
+///   f32 x in two parts. Past m = 16 on a GPU whose SM count is known: the larger tile
+///   (f16 x 4 row tiles × 4 subgroups, 256 rows; exact f32 x 2 × 4, 128 rows, or 4 × 4 past
+///   4096 tasks) wherever [`filling_slices`] finds K slices of it that fill the GPU (or it
+///   fills the GPU alone; without room for the slices' sums, the K groups' shape below).
+///   Elsewhere, and where the SM count is unknown: fewer than 1024 tasks of 32 rows × 32
+///   tokens (too few to fill the GPU) take 2 row tiles × 8 subgroups in 4 K groups; more
+///   take 4 row tiles × 4 subgroups, no K split (exact f32 x up to 4096 tasks 2 × 4).
+/// - Where the larger tile runs whole, one column per token (f16 x, and f32 x rounded to
+///   f16) from m = 64 runs the wide tile instead where it pads m by at most 1/16 more
+///   (`runs_wide_tile`): 2 row tiles × 4 subgroups, 128 rows × 64 tokens, each subgroup
+///   32 rows × 64 tokens, so each decoded A fragment feeds 8 MMAs instead of 4. Past
+///   K = 16384 the larger tile stays, except for `small_groups` (groups of 32 or 64
+///   without offsets, whose block epilogue comes often enough that the wide tile's longer
+///   look-ahead pays: [`choose_fragments_lookahead`]). Exact f32 x in two parts keeps its
+///   tiles (64 tokens would be 16 B fragments per k-step).
 pub fn choose_fragments_gemm_shape(
     n: usize,
     k: usize,
@@ -155,18 +137,12 @@ fn beyond_fitted_slices(n: usize, k: usize, m: u32, parts: u32) -> bool {
 }
 
 /// K slices of the tensor-core GEMM on x in fragments for an `n` × `k` matrix at `m` tokens
-/// with `parts` B columns per token (1: none), from H200 calls (bench/RESULTS.md).
-///
-/// Past m = 16 on a GPU whose SM count is known: [`filling_slices`] where they fill it.
-/// Otherwise 4 slices of the larger tile of [`choose_fragments_gemm_shape`] (f16 x 4 row
-/// tiles × 4 subgroups, 256 rows × 32 tokens; f32 x in two parts 2 × 4, 128 rows × 16
-/// tokens) where the call has fewer than 1024 tasks of 32 rows × 32 tokens, K ≥ 16384 (few
-/// rows, a long K: the K groups' 2 × 8 shape re-reads x from the L2 for every 64 rows) and at
-/// least two token tiles (m > 16 and past one tile's 32 / `parts` tokens: with one, the K
-/// groups' shape was faster). 8192 × 28672, against that shape in one call: f16 x m = 48
-/// 163.2 → 134.8 µs, m = 64 164.6 → 135.8, m = 96 level (240.5 / 244.6), m = 17..32 slower
-/// (88 → 113); f32 x m = 17 171.0 → 140.0, m = 64 321.4 → 263.8, m = 96 457.3 → 384.6. 2
-/// slices (206.1) and 8 (142.5) were slower than 4 at m = 64.
+/// with `parts` B columns per token (1: none). Past m = 16 on a GPU whose SM count is
+/// known: [`filling_slices`] where they fill it. Otherwise 4 slices of the larger tile of
+/// [`choose_fragments_gemm_shape`] where the call has fewer than 1024 tasks of 32 rows ×
+/// 32 tokens, K ≥ 16384 (few rows, a long K: the K groups' shape re-reads x from the L2 for
+/// every 64 rows) and at least two token tiles (with one, the K groups' shape is faster).
+/// Fitted on an NVIDIA H200 (`bench/history/h200-2026-12-02-k-slices.txt`).
 pub fn choose_fragments_slices(
     n: usize,
     k: usize,
@@ -191,26 +167,13 @@ pub fn choose_fragments_slices(
 /// f32 x past 4096 tasks, which runs another tile) or the SM count is unknown (the rules
 /// without it apply).
 ///
-/// - f16 x (256 rows × 32 tokens, 128 invocations): `most` 2, `least` 1.4. An H200 SM ran
-///   two such workgroups at about 1.2 × the rate of one, and 1.3 × the rate of one
-///   workgroup of the K groups' shape (2 × 8 in 4 K groups, 64 rows × 32 tokens, one per
-///   SM), which the rules without the SM count ran on most of these calls. One call, µs,
-///   the rules without it → this rule's: 5120 × 13824 m = 64 85.6 → 53.6 (6 slices; 160
-///   K-groups workgroups against 132 SMs: two waves), m = 128 124.5 → 90.9 (3);
-///   4096 × 14336 m = 96 89.0 → 63.9 (5), m = 256 174.1 → 134.8 (2; the 4 × 4 tile without
-///   slices before); 14336 × 4096 m = 64 61.8 → 48.8 (2); 28672 × 8192 m = 32 106.6 →
-///   81.8 (2); 8192 × 28672 m = 32 89.4 → 78.8 (8). About 1.2
-///   per SM lost to the K groups' shape where that fills its one place per SM: 4096 × 11008
-///   m = 64 40.7 → 46.8 (5 slices), 5120 × 13824 m = 256 201.9 → 220.4 (no slices).
+/// - f16 x (256 rows × 32 tokens, 128 invocations): `most` 2, `least` 1.4: an SM runs two
+///   such workgroups faster than one, and faster than one workgroup of the K groups'
+///   shape, which fills its one place per SM only where the call has enough rows.
 /// - Exact f32 x in two parts (128 rows × 16 tokens, fewer accumulators): `most` 8,
-///   `least` 2.8; more workgroups kept gaining up to about 8 per SM. One call, the rules
-///   without the SM count → slices of this tile: 5120 × 13824 m = 32 82.0 → 63.6–64.4 (8
-///   and 4; the rule takes 6, the most of 16 stages), m = 64 119.2 → 94.7–108.1 (8–4),
-///   4096 × 14336 m = 64 86.3 → 78.7–79.6 (4–8), m = 128 161.9 → 141.3–141.7 (2–4);
-///   14336 × 4096 m = 32 57.2 → 50.9 (2), m = 64 94.0 → 79.5 (2); 4096 × 11008 m = 64 69.2
-///   → 61.2–62.8 (4–8), m = 128 128.5 → 111.5 (4); 28672 × 8192 m = 32 166.9 → 144.5 (2);
-///   4096 × 11008 m = 32 stays as it was (38.7; 39.4 in 8 slices, but at 16 stages per slice
-///   the rule's most is 5, 2.4 per SM, below `least`).
+///   `least` 2.8: more workgroups per SM kept gaining up to about 8.
+///
+/// Fitted on an NVIDIA H200 (`bench/history/h200-2026-12-02-filling-slices.txt`).
 pub fn filling_slices(
     n: usize,
     k: usize,
@@ -240,16 +203,11 @@ pub fn filling_slices(
 
 /// k-steps of B fragments the tensor-core GEMM on x in fragments loads ahead of their
 /// products, for `key`'s shape (its `b_ahead` aside) at `m` tokens of `parts` B columns
-/// each, from H200 sweeps (bench/RESULTS.md): with K groups 4, and 8 for f32 x at m ≤ 8 (its
-/// 2 × 8 shape: 28672 × 8192 71.4 → 59.2 µs, 8192 × 28672 63.9 → 56.8; f16 x's 1 × 8 gained
-/// on the small shapes only, 2% at most, and lost 5–7% on the large ones). With K groups the
-/// shapes have registers to spare: 8192 × 28672 m = 64 205 → 177 µs over loading each
-/// fragment where used, 8 no faster. Without, 2 (4 × 4 × 32: 4 is slower, 28672 × 8192
-/// m = 64 130.5 vs 133.3 µs; the wide tile with groups of 128: 867.0 → 887.4 at m = 512),
+/// each: with K groups 4 (the shapes have registers to spare), and 8 for f32 x at m ≤ 8
+/// (its 2 × 8 shape). Without K groups 2 (4 costs more registers than it hides latency),
 /// except 4 on the wide tile of f16 x for groups of 32 and 64, whose block epilogue every
-/// 2 or 4 k-steps leaves the loads too little time: 28672 × 8192 group 32 m = 64 224.4 →
-/// 145.5 µs, m = 512 1351.2 → 997.8; group 64 141.9 → 128.5, 952.5 → 854.3; 4096² group 32
-/// m = 512 87.7 → 80.2. With offsets (255 registers, spilled) 4 is slower: 212.3 → 252.4.
+/// 2 or 4 k-steps leaves the loads too little time. With offsets, 4 spills registers, so 2.
+/// Fitted on an NVIDIA H200 (`bench/history/`: `pairs`, `ring`, `small-groups`).
 pub fn choose_fragments_lookahead(key: &CoopGemmKey, m: u32, parts: u32) -> u32 {
     let shape = (key.tiles, key.subgroups, key.tokens, key.ksplit, key.tsplit);
     let f16_x = key.x_f16 && !key.x_rounded;
@@ -269,24 +227,18 @@ pub fn small_groups(block: u32, offsets: bool, f16_x: bool) -> bool {
     block < 128 && !offsets && f16_x
 }
 
-/// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel for a
-/// matrix of `rows` rows and `stages` stages of 128 k at `m` activation rows, on a device
-/// with `sm_count` SMs where known, from the H200 sweeps (`q4vk-bench --coop-sweep`,
-/// `--coop T,S`; bench/RESULTS.md):
+/// (row tiles per subgroup, subgroups per workgroup) of the tensor-core GEMV for a matrix
+/// of `rows` rows and `stages` stages of 128 k at `m` activation rows, on a device with
+/// `sm_count` SMs where known:
 /// - m > 4: (4, 4), each staged x block serving 64 rows, where those workgroups fill the
-///   SMs (rows / 64 ≥ SMs) and m ≠ 7; else (2, 8). On the H200 (4, 4) is 1.6–2.2 × slower
-///   where it leaves SMs idle (4096 × 11008 m = 5 f32 43.4 against 19.5 µs, f16 66.3
-///   against 30.4) and slower at m = 7 on every shape but 8192 × 28672 f32 (28672 × 8192
-///   f16 146.8 against 124.1). Without an SM count: (4, 4).
-/// - m ≤ 4: 2 tiles (with x prefetched, also on tall matrices: 28672 × 8192 m = 1, 2, 4
-///   43.2 / 47.8 / 56.7 µs against 44.1 / 49.0 / 64.0 at (4, 4)) in workgroups sized to
-///   the SMs: 8 subgroups; 16 where the 8-subgroup workgroups would leave SMs without one
-///   (4096 rows on 132 SMs: 4096 × 11008 m = 1 14.3 → 12.7 µs); 4 where they number
-///   ≥ 2.5 per SM (11008 × 4096 14.4 → 13.6, 28672 × 8192 42.9 → 41.3; 8192 rows, 1.9 per
-///   SM, stay at 8: 40.4 against 50.8).
+///   SMs (rows / 64 ≥ SMs) and m ≠ 7; else (2, 8), since (4, 4) leaves SMs idle on fewer
+///   rows and was slower at m = 7. Without an SM count: (4, 4).
+/// - m ≤ 4: 2 tiles (x prefetched) in workgroups sized to the SMs: 8 subgroups; 16 where
+///   8-subgroup workgroups would leave SMs without one; 4 where they number ≥ 2.5 per SM.
 ///
 /// Never more subgroups than stages, never more shared memory than `max_shared` (halving
-/// subgroups, then tiles).
+/// subgroups, then tiles). Fitted on an NVIDIA H200 (`q4vk-bench --coop-sweep`;
+/// `bench/history/h200-2026-12-02-sm-rule.txt`).
 pub fn choose_shape(
     rows: usize,
     stages: usize,
