@@ -10,7 +10,7 @@
 
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
-use q4vk::vk::gemv::{self, GemvParams};
+use q4vk::vk::gemv::{self, GemvParams, Room};
 use q4vk::vk::log::Logger;
 use q4vk::vk::matrix::DeviceMatrix;
 use std::borrow::Cow;
@@ -112,9 +112,18 @@ fn matrix(ctx: &Context, n: usize, k: usize, form: (&str, i32, bool, bool)) -> D
 }
 
 fn decisions(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> String {
-    let coop_gemm = |ws| match gemv::coop_gemm_shape(ctx, mat, p, ws) {
-        Some((shape, slices)) => format!("{shape}/{slices}"),
-        None => "-".into(),
+    let choice = |ws: bool| {
+        let room = if ws { Room::AsNeeded } else { Room::None };
+        gemv::decide(ctx, mat, p, room)
+    };
+    let coop_gemm = |ws| match choice(ws).map(|c| c.coop_gemm_shape()) {
+        Ok(Some((shape, slices))) => format!("{shape}/{slices}"),
+        Ok(None) => "-".into(),
+        Err(e) => format!("refused({e})"),
+    };
+    let runs_gemm = |ws| match choice(ws) {
+        Ok(c) => (c.runs_gemm() as u8).to_string(),
+        Err(e) => format!("refused({e})"),
     };
     let simt_gemm = match gemv::simt_gemm_shape(ctx, mat, p.m) {
         Ok((t, k)) => format!("{},{},{},{}/{k}", t.tx, t.ty, t.rn, t.rm),
@@ -130,14 +139,14 @@ fn decisions(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> String {
     );
     format!(
         "gemm={} ws-gemm={} int-dot={} coop-gemv={:?} coop-gemm={} ws-coop-gemm={} simt-gemv={simt_gemv} simt-gemm={simt_gemm} ws={} key={:016x}",
-        gemv::call_runs_gemm(ctx, mat, p, false) as u8,
-        gemv::call_runs_gemm(ctx, mat, p, true) as u8,
+        runs_gemm(false),
+        runs_gemm(true),
         gemv::runs_int_dot(ctx, mat, p.m) as u8,
         gemv::coop_gemv_shape(ctx, mat, p),
         coop_gemm(false),
         coop_gemm(true),
-        gemv::workspace_bytes(ctx, mat, p),
-        gemv::workspace_key(ctx, mat, p),
+        gemv::workspace_bytes(ctx, mat, p).unwrap_or(0),
+        gemv::workspace_key(ctx, mat, p).unwrap_or(0),
     )
 }
 

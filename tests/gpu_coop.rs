@@ -193,10 +193,10 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
     for d in &random_cases(&mut rng, &cases) {
         let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
         for m in [4usize, 5, 7] {
-            let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, F16_X), true);
+            let gemm = call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, F16_X), true);
             assert_eq!(gemm, m >= 5, "f16 x, m {m}");
             let f32_params = dense_params(&mat, m, Recording::default());
-            assert!(!gemv::call_runs_gemm(&ctx, &mat, &f32_params, true));
+            assert!(!call_runs_gemm(&ctx, &mat, &f32_params, true));
             assert_f16_call_matches(&ctx, &mat, d, m, &mut rng);
         }
     }
@@ -221,7 +221,7 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
             ..Default::default()
         };
         let what = format!("{n} x {k}, m {m}, f16 x {x_f16}");
-        let gemm = gemv::call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, how), true);
+        let gemm = call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, how), true);
         assert_eq!(gemm, want_gemm, "{what}");
         let mut x: Vec<f32> = rng.vec(m * k);
         if x_f16 {
@@ -261,7 +261,7 @@ fn wide_tile_runs_by_default_for_f16_x() {
         (160, 4, 4, 32),
     ] {
         let params = dense_params(&mat, m, F16_X);
-        let (shape, slices) = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
+        let (shape, slices) = coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
         let got = (
             shape.tiles,
             shape.subgroups,
@@ -283,7 +283,7 @@ fn wide_tile_runs_by_default_for_f16_x() {
         let d = random_q4(&mut rng, 8192, 1000, group, false, false);
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
         let params = dense_params(&mat, 512, F16_X);
-        let (shape, _) = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
+        let (shape, _) = coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
         assert_eq!(
             (shape.tokens, shape.b_ahead),
             (64, ahead),
@@ -314,11 +314,11 @@ fn filling_slices_run_by_default() {
     for (how, parts) in [(F16_X, 1), (Recording::default(), 2)] {
         let params = dense_params(&mat, m, how);
         let want = q4vk::vk::coop::filling_slices(n, k, m as u32, parts, Some(sms));
-        let (shape, slices) = gemv::coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
+        let (shape, slices) = coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
         if let Some(z) = want {
             assert_eq!(slices, z, "{parts} parts on {sms} SMs: {shape}");
             let sums = 4 * u64::from(z) * (m * n) as u64;
-            assert!(gemv::workspace_bytes(&ctx, &mat, &params) >= sums);
+            assert!(gemv::workspace_bytes(&ctx, &mat, &params).unwrap() >= sums);
         }
         match how.x_f16 {
             true => assert_f16_call_matches(&ctx, &mat, &d, m, &mut rng),
@@ -705,7 +705,7 @@ fn k_slices_share_and_fit_the_workspace() {
             .collect()
     };
     let need = |ctx: &Context, i: usize| {
-        gemv::workspace_bytes(ctx, &mats[i], &dense_params(&mats[i], m, F16_X))
+        gemv::workspace_bytes(ctx, &mats[i], &dense_params(&mats[i], m, F16_X)).unwrap()
     };
     ctx.set_overrides(|o| o.coop_gemm_slices = Some(1)).unwrap();
     let fragments_only = need(&ctx, 1);
@@ -718,7 +718,8 @@ fn k_slices_share_and_fit_the_workspace() {
             assert!(err < 1e-5, "{what}, matrix {i}: {err:e}");
         }
     };
-    let key = |i: usize| gemv::workspace_key(&ctx, &mats[i], &dense_params(&mats[i], m, F16_X));
+    let key =
+        |i: usize| gemv::workspace_key(&ctx, &mats[i], &dense_params(&mats[i], m, F16_X)).unwrap();
     assert_eq!(key(0), key(1));
     let shared = [(0, false), (1, true), (0, true)];
     check(

@@ -241,7 +241,7 @@ fn gemv_passes_touch_only_their_rows() {
             };
             let p = dense_params(&mat, m, how);
             assert!(!runs_gemm(&ctx, &mat, p.m));
-            let ws_bytes = gemv::workspace_bytes(&ctx, &mat, &p);
+            let ws_bytes = gemv::workspace_bytes(&ctx, &mat, &p).unwrap();
             assert_eq!(ws_bytes > 0, ctx.int_dot, "{int_dot:?}");
             let wb = Buffer::new(
                 &ctx.device,

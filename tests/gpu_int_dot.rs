@@ -157,7 +157,7 @@ fn record_call(
         x_round_f16: false,
         workspace_filled: false,
     };
-    let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
+    let ws_bytes = gemv::workspace_bytes(ctx, mat, &p).unwrap() as usize;
     if workspace.is_some() {
         assert_eq!(ws_bytes, 16 * m * row_vectors(k));
     }
@@ -380,9 +380,9 @@ fn the_digits_gemv_runs_up_to_its_limit_by_default() {
         let params = |m: u32| dense_params(&mat, m as usize, Recording::default());
         assert!(gemv::runs_int_dot(&ctx, &mat, limit));
         assert!(!gemv::runs_int_dot(&ctx, &mat, limit + 1));
-        assert!(!gemv::call_runs_gemm(&ctx, &mat, &params(limit), true));
-        assert!(gemv::call_runs_gemm(&ctx, &mat, &params(limit + 1), true));
-        assert!(gemv::call_runs_gemm(&ctx, &mat, &params(limit), false));
+        assert!(!call_runs_gemm(&ctx, &mat, &params(limit), true));
+        assert!(call_runs_gemm(&ctx, &mat, &params(limit + 1), true));
+        assert!(call_runs_gemm(&ctx, &mat, &params(limit), false));
         let m = limit as usize;
         let x = activations(&mut rng, m, k);
         let (y, _) = record_with_workspace(&ctx, &mat, &f32_bytes(&x), m, false);
@@ -541,7 +541,7 @@ fn a_bad_workspace_is_refused_and_none_keeps_the_f32_kernel() {
         x_round_f16: false,
         workspace_filled: false,
     };
-    let need = gemv::workspace_bytes(&ctx, &mat, &p);
+    let need = gemv::workspace_bytes(&ctx, &mat, &p).unwrap();
     // x, y and the workspace each 1024-byte aligned in one buffer.
     let b = Buffer::new(
         &ctx.device,
@@ -586,7 +586,7 @@ fn a_bad_workspace_is_refused_and_none_keeps_the_f32_kernel() {
     // Without a workspace the f32 kernel runs: the bits of a context without the kernel.
     let off = context(IntDot::Off);
     let mat_off = DeviceMatrix::new(&off, &d, None, None).unwrap();
-    assert_eq!(gemv::workspace_bytes(&off, &mat_off, &p), 0);
+    assert_eq!(gemv::workspace_bytes(&off, &mat_off, &p).unwrap(), 0);
     let xs = f32_bytes(&rng.vec(m * k));
     let (none, _) = record_call(&ctx, &mat, &xs, m, false, k, None);
     let (f32_kernel, _) = record_call(&off, &mat_off, &xs, m, false, k, None);
@@ -699,7 +699,7 @@ fn matrices_sharing_x_share_one_pre_pass() {
         workspace_filled: filled,
     };
     let key = |mat: &DeviceMatrix, m: usize, x_f16: bool| {
-        gemv::workspace_key(&ctx, mat, &p(mat, m, x_f16, false))
+        gemv::workspace_key(&ctx, mat, &p(mat, m, x_f16, false)).unwrap()
     };
     // Equal for the same K, x type and column order whatever the rows and groups; else not.
     assert_ne!(key(&ma, m, false), 0);
@@ -715,10 +715,10 @@ fn matrices_sharing_x_share_one_pre_pass() {
 
     let x = rng.vec(m * k);
     let xb = upload(&ctx, &f32_bytes(&x), "test x").unwrap();
-    let need = gemv::workspace_bytes(&ctx, &ma, &p(&ma, m, false, false));
+    let need = gemv::workspace_bytes(&ctx, &ma, &p(&ma, m, false, false)).unwrap();
     assert_eq!(
         need,
-        gemv::workspace_bytes(&ctx, &mb, &p(&mb, m, false, false))
+        gemv::workspace_bytes(&ctx, &mb, &p(&mb, m, false, false)).unwrap()
     );
     let wb = Buffer::new(&ctx.device, need, MemoryKind::Readback, "test workspace").unwrap();
     let ya = Buffer::new(

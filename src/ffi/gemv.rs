@@ -676,8 +676,8 @@ fn xy_range_counts(
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
 /// matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y
-/// spans more than the kernels index or than `maxStorageBufferRange`, as `q4vk_cmd_gemv`
-/// would refuse). Thread-safe.
+/// spans more than the kernels index or than `maxStorageBufferRange`, or whose kernel does
+/// not fit the device, as `q4vk_cmd_gemv` would refuse). Thread-safe.
 ///
 /// # Safety
 /// Handles NULL or live; `bytes` NULL or writable.
@@ -709,7 +709,11 @@ unsafe fn workspace_query(
     name: &'static str,
     (ctx, mat, m, flags): (*mut q4vk_context, *const q4vk_matrix, u32, u32),
     (out, out_name): (*mut u64, &'static str),
-    answer: fn(&crate::vk::context::Context, &crate::vk::matrix::DeviceMatrix, &GemvParams) -> u64,
+    answer: fn(
+        &crate::vk::context::Context,
+        &crate::vk::matrix::DeviceMatrix,
+        &GemvParams,
+    ) -> Result<u64>,
 ) -> q4vk_status {
     guard(name, || {
         // SAFETY: NULL or live handles (contract).
@@ -720,7 +724,7 @@ unsafe fn workspace_query(
         let params = gemv_params(mat, m, flags, (0, 0));
         // The plan's sizes grow with m: answer only for calls that could run.
         gemv::check_params(ctx, mat, &params)?;
-        let value = answer(ctx, mat, &params);
+        let value = answer(ctx, mat, &params)?;
         // SAFETY: non-NULL (checked) and writable (contract).
         unsafe { super::ptr::write_out(out, value, out_name) }
     })
@@ -736,8 +740,8 @@ unsafe fn workspace_query(
 ///
 /// Statuses: `NULL_POINTER` (ctx, mat, key), `INVALID_ARGUMENT` (m = 0, unknown flags, a
 /// matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y
-/// spans more than the kernels index or than `maxStorageBufferRange`, as `q4vk_cmd_gemv`
-/// would refuse). Thread-safe.
+/// spans more than the kernels index or than `maxStorageBufferRange`, or whose kernel does
+/// not fit the device, as `q4vk_cmd_gemv` would refuse). Thread-safe.
 ///
 /// # Safety
 /// Handles NULL or live; `key` NULL or writable.

@@ -38,7 +38,7 @@ impl Overrides {
 
 /// A shape of the tensor-core GEMM (`shaders/gemm_q4_coop.comp`): fixed by
 /// `ContextConfig::coop_gemm_tuning`, or the one the rules chose for a call
-/// (`vk::gemv::coop_gemm_shape`). Written as `T,S,M,K,A,G` (`q4vk-bench --coop-gemm`).
+/// (`vk::gemv::Choice::coop_gemm_shape`). Written as `T,S,M,K,A,G` (`q4vk-bench --coop-gemm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoopGemmTuning {
     /// Row tiles of 16 rows per subgroup (T).

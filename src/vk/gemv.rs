@@ -5,8 +5,9 @@
 
 pub use super::gemv_host::{gemv_host, gemv_host_with, HostX};
 pub use super::gemv_plan::{
-    call_runs_gemm, coop_gemm_shape, coop_gemv_shape, int_dot_gemv_up_to, rounds_x, runs_gemm,
-    runs_int_dot, simt_gemm_shape, simt_gemv_up_to, workspace_bytes, workspace_key,
+    coop_gemv_shape, decide, int_dot_gemv_up_to, rounds_x, runs_gemm, runs_int_dot,
+    simt_gemm_shape, simt_gemv_up_to, workspace_bytes, workspace_key, Choice, KernelChoice,
+    PrepassChoice, Room,
 };
 pub use super::params::{
     check_m, dispatch_grid, xy_extent, BufferRange, GemvParams, XyExtent, MAX_M,

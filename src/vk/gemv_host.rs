@@ -2,7 +2,7 @@
 //! buffers (and the pre-passes' workspace) reused across calls.
 
 use super::context::Context;
-use super::gemv_plan::{plan, prepass_plan};
+use super::gemv_plan::{decide, Room};
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
 use super::params::{BufferRange, GemvParams};
@@ -175,19 +175,26 @@ pub fn gemv_host_with(
         x_gathered: false,
         ..gathered
     };
-    let pre = match x.all_finite() {
-        true => prepass_plan(ctx, mat, &ungathered, None).ok().flatten(),
-        false => None,
-    };
+    let pre = x
+        .all_finite()
+        .then(|| decide(ctx, mat, &ungathered, Room::AsNeeded).ok())
+        .flatten()
+        .filter(|c| c.prepass.is_some())
+        .and_then(|c| CallPlan::of(ctx, mat, &ungathered, c).ok());
     // Resolved once: the recording below uses this plan.
     let (p, call) = match pre {
-        Some(pre) => (ungathered, CallPlan::Prepass(pre)),
-        None => (gathered, CallPlan::OnX(plan(ctx, mat, &gathered, false)?)),
+        Some(call) => (ungathered, call),
+        None => (
+            gathered,
+            CallPlan::of(
+                ctx,
+                mat,
+                &gathered,
+                decide(ctx, mat, &gathered, Room::None)?,
+            )?,
+        ),
     };
-    let workspace = match &call {
-        CallPlan::Prepass(pre) => pre.need,
-        CallPlan::OnX(_) => 0,
-    };
+    let workspace = call.choice.workspace_bytes;
     let mut exec = ctx.exec.lock().unwrap_or_else(|e| e.into_inner());
     let exec = &mut *exec;
     // After a failed wait the device may still read the buffers: touch nothing.

@@ -45,7 +45,7 @@ pub(super) struct KSlices {
 }
 
 /// Whether a call with `m` activation rows on `mat` runs a GEMM kernel on x itself (no
-/// workspace; [`call_runs_gemm`] answers for any call), from `Overrides::gemm_from_m` when
+/// workspace; [`decide`] answers for any call), from `Overrides::gemm_from_m` when
 /// set, else:
 /// - on the tensor-core layout for m > [`MAX_M`] (its GEMV takes at most [`MAX_M`] rows,
 ///   whatever the setting), and at m = 8 for tall matrices where the device's row says
@@ -100,18 +100,6 @@ fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> 
             && (from_m(mat.shape.n, mat.shape.k, p.x_f16)..=MAX_M).contains(&p.m))
 }
 
-/// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace (`workspace`) or
-/// not: [`runs_gemm`]'s rule, except where a workspace lets the integer dot-product GEMV
-/// run ([`runs_int_dot`]: up to m = [`int_dot_gemv_up_to`]); and with a workspace also
-/// wherever the tensor-core GEMM runs on x in fragments (`runs_gemm_on_fragments`: up to
-/// m = 8 from m = 3, 4, 5, 7 or 8).
-pub fn call_runs_gemm(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, workspace: bool) -> bool {
-    if workspace && runs_int_dot(ctx, mat, p.m) {
-        return false;
-    }
-    runs_gemm(ctx, mat, p.m) || (workspace && fragments_plan(ctx, mat, p, None).is_some())
-}
-
 /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core GEMV that a call
 /// with `p` on `mat` runs where it runs no GEMM: the context's fixed tuning, else
 /// [`super::coop::choose_shape`]'s; `None` for SIMT matrices.
@@ -128,34 +116,6 @@ pub fn coop_gemv_shape(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Opt
             info.sm_count,
         )
     }))
-}
-
-/// The shape of the tensor-core GEMM that a call with `p` on `mat` runs, given a workspace
-/// (`workspace`) or not, and its K slices (1: none): the context's fixed tuning or the
-/// rules' choice, fitted to the device; `None` where the call runs another kernel.
-pub fn coop_gemm_shape(
-    ctx: &Context,
-    mat: &DeviceMatrix,
-    p: &GemvParams,
-    workspace: bool,
-) -> Option<(CoopGemmTuning, u32)> {
-    // On x in fragments the geometry carries the key; else the GEMM on x itself, if any.
-    let (key, slices) = match workspace
-        .then(|| fragments_plan(ctx, mat, p, None))
-        .flatten()
-    {
-        Some(f) => (f.key, f.slices),
-        None => (coop_gemm_key(ctx, mat, p, false, false)?, 1),
-    };
-    let shape = CoopGemmTuning::new(
-        key.tiles,
-        key.subgroups,
-        key.tokens,
-        key.ksplit,
-        key.b_ahead,
-        key.tsplit,
-    );
-    Some((shape, slices))
 }
 
 /// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
@@ -359,20 +319,18 @@ fn coop_gemm_slices(
     }
 }
 
-/// Bytes of the workspace a call with `p` on `mat` uses: x in 8-bit digits for the integer
-/// dot-product GEMV, or x as the tensor-core GEMM's f16 fragments (and the sums of its K
-/// slices); 0 where the call runs a kernel that reads x itself.
-pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
-    if runs_int_dot(ctx, mat, p.m) {
-        return digits_bytes(mat, p.m);
-    }
-    fragments_plan(ctx, mat, p, None).map_or(0, |f| f.need)
+/// Bytes of the workspace a call with `p` on `mat` uses ([`decide`] given as much as it
+/// asks): x in 8-bit digits for the integer dot-product GEMV, or x as the tensor-core GEMM's
+/// f16 fragments (and the sums of its K slices); 0 where the call runs a kernel that reads x
+/// itself.
+pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<u64> {
+    Ok(decide(ctx, mat, p, Room::AsNeeded)?.workspace_bytes)
 }
 
 /// What a call's pre-pass writes into its workspace, as a key (`q4vk_gemv_workspace_key`):
 /// calls whose keys are equal and non-zero write the same bytes from the same x (the same
 /// pre-pass, K, activation type, column order and tiles); 0 where the call has no pre-pass.
-pub fn workspace_key(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
+pub fn workspace_key(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<u64> {
     // FNV-1a over the fields that decide the bytes.
     let mut key = 0xcbf2_9ce4_8422_2325u64;
     let mut add = |v: u64| {
@@ -382,33 +340,32 @@ pub fn workspace_key(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> u64 {
     };
     add(mat.shape.k as u64);
     add(u64::from(p.x_f16));
-    if runs_int_dot(ctx, mat, p.m) {
-        add(1);
-        // The digits are written in the matrix's column order.
-        if let Some(order) = mat.k_order.as_ref().filter(|_| !p.x_gathered) {
-            order.inputs.iter().for_each(|&i| add(u64::from(i)));
+    match decide(ctx, mat, p, Room::AsNeeded)?.prepass {
+        Some(PrepassChoice::Digits(_)) => {
+            add(1);
+            // The digits are written in the matrix's column order.
+            if let Some(order) = mat.k_order.as_ref().filter(|_| !p.x_gathered) {
+                order.inputs.iter().for_each(|&i| add(u64::from(i)));
+            }
         }
-    } else if let Some(FragmentsPlan { g, .. }) = fragments_plan(ctx, mat, p, None) {
-        add(2);
-        for v in [g.stages, g.block, g.tokens, g.parts] {
-            add(u64::from(v));
+        Some(PrepassChoice::Fragments(g)) => {
+            add(2);
+            for v in [g.stages, g.block, g.tokens, g.parts] {
+                add(u64::from(v));
+            }
         }
-    } else {
-        return 0;
+        None => return Ok(0),
     }
-    key.max(1)
+    Ok(key.max(1))
 }
 
-/// A call's pre-pass (into the workspace) and the kernel that reads its output, resolved
-/// before anything is recorded.
-pub(super) struct PrepassPlan {
+/// A call's pre-pass (into the workspace), resolved before anything is recorded, and the
+/// stride its kernel reads x (the workspace) with.
+pub(super) struct PrepassPlanned {
     /// The pre-pass.
     pub(super) prepass: Prepass,
-    /// The kernel's plan, and the stride it reads its x (the workspace) with.
-    pub(super) main: Plan,
+    /// The stride of x in the workspace for the kernel.
     pub(super) main_x_stride: u64,
-    /// Workspace bytes.
-    pub(super) need: u64,
 }
 
 /// One dispatch of a pre-pass: pipeline, grid, push block, and the matrix set it reads (the
@@ -418,68 +375,6 @@ pub(super) struct Prepass {
     pub(super) grid: [u32; 2],
     pub(super) push: Push,
     pub(super) matrix_set: Option<vk::DescriptorSet>,
-}
-
-/// The pre-pass path of a call with `p` on `mat` given a workspace of `room` bytes (`None`:
-/// as large as the call asks; the tensor-core GEMM's K slices run only where their sums fit),
-/// the digits of the integer dot-product GEMV or x in fragments for the tensor-core GEMM, or
-/// `None` where the call runs a kernel that reads x itself; its pipelines are created here
-/// (an error: they cannot be).
-pub(super) fn prepass_plan(
-    ctx: &Context,
-    mat: &DeviceMatrix,
-    p: &GemvParams,
-    room: Option<u64>,
-) -> Result<Option<PrepassPlan>> {
-    let k = mat.shape.k as u32;
-    if runs_int_dot(ctx, mat, p.m) {
-        let chunks = k.div_ceil(32);
-        let row_vectors = super::int_dot::row_vectors(mat.shape.k) as u64;
-        let pipeline = ctx.pipelines.get_digits(DigitsKey {
-            x_f16: p.x_f16,
-            k_order: mat.k_order.is_some() && !p.x_gathered,
-        })?;
-        return Ok(Some(PrepassPlan {
-            prepass: Prepass {
-                pipeline,
-                grid: [chunks.div_ceil(DIGITS_WORKGROUP / 4), p.m],
-                push: Push {
-                    chunks,
-                    k,
-                    x_stride: p.x_stride as u32,
-                    y_stride: row_vectors as u32,
-                    ..Default::default()
-                },
-                matrix_set: Some(mat.parts[0].set),
-            },
-            main: plan(ctx, mat, p, true)?,
-            main_x_stride: row_vectors,
-            need: digits_bytes(mat, p.m),
-        }));
-    }
-    let (Some(f), Some(c)) = (fragments_plan(ctx, mat, p, room), mat.coop.as_ref()) else {
-        return Ok(None);
-    };
-    let FragmentsPlan {
-        g,
-        key,
-        slices,
-        need,
-    } = f;
-    let mut main = coop_gemm_plan(ctx, c, key)?;
-    if slices > 1 {
-        main.k_slices = Some(KSlices {
-            count: slices,
-            partials_word: (g.bytes().next_multiple_of(16) / 4) as u32,
-            sum_pipeline: ctx.pipelines.get_slices(SlicesKey { slices })?,
-        });
-    }
-    Ok(Some(PrepassPlan {
-        prepass: fragments_prepass(ctx, &g, k, p)?,
-        main,
-        main_x_stride: 0,
-        need,
-    }))
 }
 
 /// The fragments pre-pass's dispatch for `g`, on x of `k` columns as `p` describes it.
@@ -636,11 +531,148 @@ fn fewest_k_groups(workgroups: u64, chunks: u64, wanted: u64, fits: impl Fn(u32)
     k
 }
 
-/// The plan of a GEMV: the tensor-core kernel for matrices in its layout, else the
+/// Whether a call has a workspace and how large: none (the kernels read x), as large as
+/// the call asks (`q4vk_gemv_workspace_size`'s answer, what `q4vk_gemv` allocates), or so
+/// many bytes (the K slices of the tensor-core GEMM run only where their sums fit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Room {
+    /// No workspace.
+    None,
+    /// As large as the call asks.
+    AsNeeded,
+    /// This many bytes.
+    Bytes(u64),
+}
+
+/// The kernel a call runs, as its pipeline key and what the key leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelChoice {
+    /// The SIMT GEMV in passes of `key.m` rows, the last of `last_rows`.
+    SimtGemv {
+        /// The key of a full pass.
+        key: PipelineKey,
+        /// Rows of the last pass.
+        last_rows: u32,
+    },
+    /// The SIMT GEMM.
+    SimtGemm(GemmKey),
+    /// The tensor-core GEMV.
+    CoopGemv(CoopKey),
+    /// The tensor-core GEMM, in `slices` K slices (1: none) whose sums start at word
+    /// `partials_word` of the workspace.
+    CoopGemm {
+        /// Its key.
+        key: CoopGemmKey,
+        /// K slices.
+        slices: u32,
+        /// Where the slices' sums start (words into the workspace).
+        partials_word: u32,
+    },
+}
+
+/// A call's pre-pass into its workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrepassChoice {
+    /// x in 8-bit digits for the integer dot-product GEMV.
+    Digits(DigitsKey),
+    /// x as the tensor-core GEMM's fragments.
+    Fragments(FragmentGeometry),
+}
+
+/// What a call runs, decided once from the context's device class, tuning row and
+/// overrides and from the matrix: pipeline keys and geometry, no Vulkan object. The call's
+/// plan (`plan_of`) creates the pipelines from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    /// The kernel.
+    pub kernel: KernelChoice,
+    /// The pre-pass, where the call has one.
+    pub prepass: Option<PrepassChoice>,
+    /// Workspace bytes the call uses (0 without a pre-pass).
+    pub workspace_bytes: u64,
+}
+
+impl Choice {
+    /// Whether the call runs a GEMM kernel.
+    pub fn runs_gemm(&self) -> bool {
+        matches!(
+            self.kernel,
+            KernelChoice::SimtGemm(_) | KernelChoice::CoopGemm { .. }
+        )
+    }
+
+    /// The tensor-core GEMM's shape and K slices (1: none), where the call runs it.
+    pub fn coop_gemm_shape(&self) -> Option<(CoopGemmTuning, u32)> {
+        let KernelChoice::CoopGemm { key, slices, .. } = self.kernel else {
+            return None;
+        };
+        let shape = CoopGemmTuning::new(
+            key.tiles,
+            key.subgroups,
+            key.tokens,
+            key.ksplit,
+            key.b_ahead,
+            key.tsplit,
+        );
+        Some((shape, slices))
+    }
+}
+
+/// What a call with `p` on `mat` runs given `room` of workspace: the integer dot-product
+/// GEMV or the tensor-core GEMM on x in fragments behind their pre-pass where a workspace
+/// lets them run ([`runs_int_dot`], the fragments rules), else the kernel that reads x
+/// ([`runs_gemm`]: the GEMM of the matrix's layout, or its GEMV). `Unsupported` where the
+/// chosen kernel does not fit the device; `Internal` where the rules contradict each other.
+pub fn decide(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, room: Room) -> Result<Choice> {
+    let room = match room {
+        Room::None => return on_x(ctx, mat, p),
+        Room::AsNeeded => None,
+        Room::Bytes(b) => Some(b),
+    };
+    if runs_int_dot(ctx, mat, p.m) {
+        return Ok(Choice {
+            kernel: kernel_choice(ctx, mat, p, true)?,
+            prepass: Some(PrepassChoice::Digits(DigitsKey {
+                x_f16: p.x_f16,
+                k_order: mat.k_order.is_some() && !p.x_gathered,
+            })),
+            workspace_bytes: digits_bytes(mat, p.m),
+        });
+    }
+    let Some(f) = fragments_plan(ctx, mat, p, room) else {
+        return on_x(ctx, mat, p);
+    };
+    check_coop_gemm_fits(ctx, &f.key)?;
+    Ok(Choice {
+        kernel: KernelChoice::CoopGemm {
+            key: f.key,
+            slices: f.slices,
+            partials_word: (f.g.bytes().next_multiple_of(16) / 4) as u32,
+        },
+        prepass: Some(PrepassChoice::Fragments(f.g)),
+        workspace_bytes: f.need,
+    })
+}
+
+/// The choice of a call whose kernel reads x itself.
+fn on_x(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Choice> {
+    Ok(Choice {
+        kernel: kernel_choice(ctx, mat, p, false)?,
+        prepass: None,
+        workspace_bytes: 0,
+    })
+}
+
+/// The kernel of a call: the tensor-core kernel for matrices in its layout, else the
 /// context's SIMT variant (with `dot`, the integer dot-product one on x in digits, packed
 /// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
 /// says so.
-pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> Result<Plan> {
+fn kernel_choice(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    dot: bool,
+) -> Result<KernelChoice> {
     // The integer dot-product GEMV runs past runs_gemm's m (up to int_dot_gemv_up_to).
     let gemm = !dot && runs_gemm(ctx, mat, p.m);
     if dot && !runs_int_dot(ctx, mat, p.m) {
@@ -650,15 +682,19 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
     }
     let Some(c) = &mat.coop else {
         return match gemm {
-            true => simt_gemm_plan(ctx, mat, p),
-            false => simt_gemv_plan(ctx, mat, p, dot),
+            true => simt_gemm_choice(ctx, mat, p),
+            false => Ok(simt_gemv_choice(ctx, mat, p, dot)),
         };
     };
-    let info = &ctx.class;
     if gemm {
         let key = coop_gemm_key(ctx, mat, p, false, false)
             .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
-        return coop_gemm_plan(ctx, c, key);
+        check_coop_gemm_fits(ctx, &key)?;
+        return Ok(KernelChoice::CoopGemm {
+            key,
+            slices: 1,
+            partials_word: 0,
+        });
     }
     let (t, s) = coop_gemv_shape(ctx, mat, p)
         .ok_or_else(|| Error::Internal("no tensor-core GEMV shape".into()))?;
@@ -671,30 +707,21 @@ pub(super) fn plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool)
         block: c.block,
         offsets: mat.offsets,
     };
-    if key.shared_bytes() > info.max_shared {
+    let max_shared = ctx.class.max_shared;
+    if key.shared_bytes() > max_shared {
         return Err(Error::Unsupported(format!(
-            "the tensor-core kernel with {t} tiles x {s} subgroups needs {} bytes of shared memory at m = {}; the device has {}",
+            "the tensor-core kernel with {t} tiles x {s} subgroups needs {} bytes of shared memory at m = {}; the device has {max_shared}",
             key.shared_bytes(),
             p.m,
-            info.max_shared
         )));
     }
-    Ok(Plan {
-        pipeline: ctx.pipelines.get_coop(key)?,
-        rows_per_wg: 16 * t as u64,
-        tokens_per_wg: p.m as u64,
-        last_pass_pipeline: None,
-        k_slices: None,
-        chunks: c.stages,
-        groups: c.groups,
-        group_shift: c.group_shift,
-    })
+    Ok(KernelChoice::CoopGemv(key))
 }
 
-/// The SIMT GEMM's plan for a call with `p` on `mat`.
-fn simt_gemm_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Plan> {
+/// The SIMT GEMM's key for a call with `p` on `mat`.
+fn simt_gemm_choice(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<KernelChoice> {
     let (tile, ksplit) = simt_gemm_shape(ctx, mat, p.m)?;
-    let key = GemmKey {
+    Ok(KernelChoice::SimtGemm(GemmKey {
         tile,
         zeros: mat.shape.zero_points,
         scale_f32: mat.scale_f32,
@@ -702,58 +729,33 @@ fn simt_gemm_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<P
         offsets: mat.offsets,
         k_order: mat.k_order.is_some() && !p.x_gathered,
         ksplit,
-    };
-    Ok(Plan {
-        pipeline: ctx.pipelines.get_gemm(key)?,
-        rows_per_wg: tile.rows() as u64,
-        tokens_per_wg: tile.tokens() as u64,
-        last_pass_pipeline: None,
-        k_slices: None,
-        chunks: mat.layout.chunks,
-        groups: mat.layout.groups,
-        group_shift: mat.layout.group_shift,
-    })
+    }))
 }
 
-/// The SIMT GEMV's plan for a call with `p` on `mat` (`dot`: the integer dot-product GEMV
+/// The SIMT GEMV's key for a call with `p` on `mat` (`dot`: the integer dot-product GEMV
 /// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
-fn simt_gemv_plan(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> Result<Plan> {
+fn simt_gemv_choice(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
-    let key = PipelineKey {
-        portable: ctx.portable,
-        workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
-        m: pass_rows,
-        zeros: mat.shape.zero_points,
-        scale_f32: mat.scale_f32,
-        // The digits are f32-free and in column order (the pre-pass gathers).
-        x_f16: p.x_f16 && !dot,
-        offsets: mat.offsets,
-        k_order: mat.k_order.is_some() && !p.x_gathered && !dot,
-        dot,
-    };
-    let last_rows = p.m - (p.m - 1) / pass_rows * pass_rows;
-    Ok(Plan {
-        pipeline: ctx.pipelines.get(key)?,
-        rows_per_wg: ctx.pipelines.tuning.rows as u64,
-        tokens_per_wg: pass_rows as u64,
-        k_slices: None,
-        last_pass_pipeline: Some(ctx.pipelines.get(PipelineKey {
-            m: last_rows,
-            ..key
-        })?),
-        chunks: mat.layout.chunks,
-        groups: mat.layout.groups,
-        group_shift: mat.layout.group_shift,
-    })
+    KernelChoice::SimtGemv {
+        key: PipelineKey {
+            portable: ctx.portable,
+            workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
+            m: pass_rows,
+            zeros: mat.shape.zero_points,
+            scale_f32: mat.scale_f32,
+            // The digits are f32-free and in column order (the pre-pass gathers).
+            x_f16: p.x_f16 && !dot,
+            offsets: mat.offsets,
+            k_order: mat.k_order.is_some() && !p.x_gathered && !dot,
+            dot,
+        },
+        last_rows: p.m - (p.m - 1) / pass_rows * pass_rows,
+    }
 }
 
-/// The tensor-core GEMM's plan for `key` ([`coop_gemm_key`]): `Unsupported` where its shared
-/// memory exceeds the device's.
-fn coop_gemm_plan(
-    ctx: &Context,
-    c: &crate::layout::coop::CoopLayout,
-    key: CoopGemmKey,
-) -> Result<Plan> {
+/// `Unsupported` where the tensor-core GEMM of `key` needs more shared memory than the
+/// device has.
+fn check_coop_gemm_fits(ctx: &Context, key: &CoopGemmKey) -> Result<()> {
     let max_shared = ctx.class.max_shared;
     if key.shared_bytes() > max_shared {
         return Err(Error::Unsupported(format!(
@@ -762,10 +764,105 @@ fn coop_gemm_plan(
             key.shared_bytes()
         )));
     }
+    Ok(())
+}
+
+/// The pipelines and dispatch geometry of `choice` for a call with `p` on `mat`, created
+/// here (an error: they cannot be): the kernel's plan and, where the call has one, its
+/// pre-pass's.
+pub(super) fn plan_of(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    choice: &Choice,
+) -> Result<(Plan, Option<PrepassPlanned>)> {
+    let pipelines = &ctx.pipelines;
+    let simt = |pipeline, rows, tokens, last| Plan {
+        pipeline,
+        rows_per_wg: rows,
+        tokens_per_wg: tokens,
+        last_pass_pipeline: last,
+        k_slices: None,
+        chunks: mat.layout.chunks,
+        groups: mat.layout.groups,
+        group_shift: mat.layout.group_shift,
+    };
+    let main = match choice.kernel {
+        KernelChoice::SimtGemv { key, last_rows } => simt(
+            pipelines.get(key)?,
+            pipelines.tuning.rows as u64,
+            key.m as u64,
+            Some(pipelines.get(PipelineKey {
+                m: last_rows,
+                ..key
+            })?),
+        ),
+        KernelChoice::SimtGemm(key) => simt(
+            pipelines.get_gemm(key)?,
+            key.tile.rows() as u64,
+            key.tile.tokens() as u64,
+            None,
+        ),
+        KernelChoice::CoopGemv(key) => {
+            coop_plan(mat, pipelines.get_coop(key)?, 16 * key.tiles, p.m)?
+        }
+        KernelChoice::CoopGemm {
+            key,
+            slices,
+            partials_word,
+        } => {
+            let mut plan = coop_plan(mat, pipelines.get_coop_gemm(key)?, key.rows(), key.tokens)?;
+            if slices > 1 {
+                plan.k_slices = Some(KSlices {
+                    count: slices,
+                    partials_word,
+                    sum_pipeline: pipelines.get_slices(SlicesKey { slices })?,
+                });
+            }
+            plan
+        }
+    };
+    let k = mat.shape.k as u32;
+    let prepass = match choice.prepass {
+        None => None,
+        Some(PrepassChoice::Digits(key)) => {
+            let chunks = k.div_ceil(32);
+            let row_vectors = super::int_dot::row_vectors(mat.shape.k) as u64;
+            Some(PrepassPlanned {
+                prepass: Prepass {
+                    pipeline: pipelines.get_digits(key)?,
+                    grid: [chunks.div_ceil(DIGITS_WORKGROUP / 4), p.m],
+                    push: Push {
+                        chunks,
+                        k,
+                        x_stride: p.x_stride as u32,
+                        y_stride: row_vectors as u32,
+                        ..Default::default()
+                    },
+                    matrix_set: Some(mat.parts[0].set),
+                },
+                main_x_stride: row_vectors,
+            })
+        }
+        Some(PrepassChoice::Fragments(g)) => Some(PrepassPlanned {
+            prepass: fragments_prepass(ctx, &g, k, p)?,
+            main_x_stride: 0,
+        }),
+    };
+    Ok((main, prepass))
+}
+
+/// The plan of a tensor-core kernel's `pipeline` with `rows` and `tokens` per workgroup on
+/// `mat` (`Internal` where the matrix is not in the tensor-core layout).
+fn coop_plan(mat: &DeviceMatrix, pipeline: vk::Pipeline, rows: u32, tokens: u32) -> Result<Plan> {
+    let c = mat
+        .coop
+        .as_ref()
+        .ok_or_else(|| Error::Internal("a tensor-core kernel on a SIMT matrix".into()))?;
     Ok(Plan {
-        pipeline: ctx.pipelines.get_coop_gemm(key)?,
-        rows_per_wg: key.rows() as u64,
-        tokens_per_wg: key.tokens as u64,
+        pipeline,
+        rows_per_wg: rows as u64,
+        tokens_per_wg: tokens as u64,
         last_pass_pipeline: None,
         k_slices: None,
         chunks: c.stages,

@@ -24,7 +24,7 @@ pub struct BufferRange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GemvParams {
     /// Activation rows, ≥ 1 (up to [`MAX_M`] the GEMV kernels, beyond the GEMM or the SIMT
-    /// GEMV in passes: `vk::gemv::call_runs_gemm`).
+    /// GEMV in passes: `vk::gemv::decide`).
     pub m: u32,
     /// Activations are f16 (else f32).
     pub x_f16: bool,

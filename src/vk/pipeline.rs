@@ -377,7 +377,7 @@ impl SlicesKey {
 }
 
 /// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`: m > 8, and m = 3..8 where
-/// `vk::gemv::call_runs_gemm` says so; specialization constants 0..11).
+/// `vk::gemv::decide` says so; specialization constants 0..11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CoopGemmKey {
     /// Row tiles of 16 rows per subgroup.

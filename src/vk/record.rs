@@ -4,7 +4,7 @@
 
 use super::context::Context;
 use super::gemv_plan::{
-    fragments_prepass, plan, prepass_plan, KSlices, Plan, Prepass, PrepassPlan,
+    decide, fragments_prepass, plan_of, Choice, KSlices, Plan, Prepass, PrepassPlanned, Room,
 };
 use super::matrix::{DeviceMatrix, Part as MatrixPart};
 use super::params::{dispatch_grid, xy_extent, BufferRange, GemvParams};
@@ -159,13 +159,33 @@ pub fn record(
     record_resolved(ctx, cmd, mat, (x, y), p, workspace, &call)
 }
 
-/// A call's kernels, resolved (pipelines created) before anything is recorded: the kernel
-/// on x itself, or a pre-pass into the workspace and the kernel on that.
-pub(super) enum CallPlan {
-    /// The kernel reads x itself.
-    OnX(Plan),
-    /// A pre-pass writes x into the workspace, the kernel reads that.
-    Prepass(PrepassPlan),
+/// A call's kernels, resolved (pipelines created) before anything is recorded from its
+/// [`Choice`]: the kernel and, where the call has one, the pre-pass into the workspace
+/// whose output the kernel reads.
+pub(super) struct CallPlan {
+    /// What the call runs.
+    pub(super) choice: Choice,
+    /// The kernel.
+    pub(super) main: Plan,
+    /// The pre-pass.
+    pub(super) prepass: Option<PrepassPlanned>,
+}
+
+impl CallPlan {
+    /// The plan of `choice` for a call with `p` on `mat` (its pipelines created).
+    pub(super) fn of(
+        ctx: &Context,
+        mat: &DeviceMatrix,
+        p: &GemvParams,
+        choice: Choice,
+    ) -> Result<CallPlan> {
+        let (main, prepass) = plan_of(ctx, mat, p, &choice)?;
+        Ok(CallPlan {
+            choice,
+            main,
+            prepass,
+        })
+    }
 }
 
 /// The kernels of a call with `p` on `mat`: with a workspace (`workspace`: its bytes) the
@@ -176,14 +196,8 @@ pub(super) fn resolve(
     p: &GemvParams,
     workspace: Option<u64>,
 ) -> Result<CallPlan> {
-    let pre = match workspace {
-        Some(room) => prepass_plan(ctx, mat, p, Some(room))?,
-        None => None,
-    };
-    Ok(match pre {
-        Some(pre) => CallPlan::Prepass(pre),
-        None => CallPlan::OnX(plan(ctx, mat, p, false)?),
-    })
+    let room = workspace.map_or(Room::None, Room::Bytes);
+    CallPlan::of(ctx, mat, p, decide(ctx, mat, p, room)?)
 }
 
 /// Records the call `call` resolved for `p` (x and y checked by the caller; the workspace,
@@ -197,25 +211,23 @@ pub(super) fn record_resolved(
     workspace: Option<BufferRange>,
     call: &CallPlan,
 ) -> Result<()> {
-    let (pre, ws) = match (call, workspace) {
-        (CallPlan::OnX(plan), _) => {
+    let (pre, ws) = match (&call.prepass, workspace) {
+        (None, _) => {
             let xy = XyBinding::of(ctx, x, y)?;
-            record_gemv(ctx, cmd, mat, plan, &xy, p, p.x_stride);
+            record_gemv(ctx, cmd, mat, &call.main, &xy, p, p.x_stride);
             return Ok(());
         }
-        (CallPlan::Prepass(pre), Some(ws)) => (pre, ws),
-        (CallPlan::Prepass(_), None) => {
+        (Some(pre), Some(ws)) => (pre, ws),
+        (Some(_), None) => {
             return Err(Error::Internal(
                 "a pre-pass path resolved for a call without a workspace".into(),
             ))
         }
     };
-    validate_workspace(ctx, &ws, pre.need, &x, &y)?;
+    let need = call.choice.workspace_bytes;
+    validate_workspace(ctx, &ws, need, &x, &y)?;
     // Only the bytes the kernels use are bound.
-    let ws = BufferRange {
-        range: pre.need,
-        ..ws
-    };
+    let ws = BufferRange { range: need, ..ws };
     // With `workspace_filled` an earlier call's pre-pass wrote the workspace and its barrier
     // made it visible (caller's contract): no pre-pass (K slices still record their barriers).
     let into_ws = match p.workspace_filled {
@@ -229,13 +241,13 @@ pub(super) fn record_resolved(
         // K slices write the workspace: an earlier call's kernels reading or writing it
         // (with a pre-pass, its barriers order them) finish first.
         // SAFETY: cmd is recording (caller's contract).
-        None if pre.main.k_slices.is_some() => unsafe {
+        None if call.main.k_slices.is_some() => unsafe {
             compute_barrier(ctx, cmd, read_write, read_write)
         },
         None => {}
     }
-    record_gemv(ctx, cmd, mat, &pre.main, &from_ws, p, pre.main_x_stride);
-    if let Some(slices) = pre.main.k_slices {
+    record_gemv(ctx, cmd, mat, &call.main, &from_ws, p, pre.main_x_stride);
+    if let Some(slices) = call.main.k_slices {
         // SAFETY: as above.
         unsafe {
             compute_barrier(
@@ -245,7 +257,7 @@ pub(super) fn record_resolved(
                 vk::AccessFlags::SHADER_READ,
             )
         };
-        record_slices_sum(ctx, cmd, mat, &pre.main, slices, p);
+        record_slices_sum(ctx, cmd, mat, &call.main, slices, p);
     }
     Ok(())
 }

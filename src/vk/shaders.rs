@@ -22,7 +22,7 @@ pub const GEMV_COOP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_coop.spv"
 /// Fused GEMM for m > 8 on the SIMT layout (no subgroup operations).
 pub const GEMM: &[u8] = include_bytes!("../../shaders/spv/gemm_q4.spv");
 /// Tensor-core GEMM (`VK_KHR_cooperative_matrix`, `layout::coop` weights): m > 8, and m = 3..8
-/// where `vk::gemv::call_runs_gemm` says so.
+/// where `vk::gemv::decide` says so.
 pub const GEMM_COOP: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_coop.spv");
 /// Fragment-layout probe of the tensor-core path (`vk::coop::probe`).
 pub const COOP_PROBE: &[u8] = include_bytes!("../../shaders/spv/coop_probe.spv");

@@ -4,7 +4,7 @@
 //! that they load it (one 16-byte load per invocation and two fragments) instead of each
 //! workgroup converting and staging x through shared memory behind barriers. Used wherever
 //! the tensor-core GEMM runs on a workspace (m > 8, and from m = 3, 4, 5, 7 or 8 where
-//! `vk::gemv::call_runs_gemm` says so) for f16 activations, f32 ones as their
+//! `vk::gemv::decide` says so) for f16 activations, f32 ones as their
 //! two exact f16 parts, and f32 ones that
 //! `Q4VK_GEMV_ROUND_X_TO_F16` lets round to f16 (bench/RESULTS.md has the H200 figures).
 //!

@@ -522,7 +522,7 @@ pub fn try_record_gemv(
         range: bytes as u64,
     };
     let p = dense_params(mat, m, how);
-    let ws_bytes = gemv::workspace_bytes(ctx, mat, &p) as usize;
+    let ws_bytes = gemv::workspace_bytes(ctx, mat, &p)? as usize;
     let wb = Buffer::new(
         &ctx.device,
         ws_bytes.max(16) as u64,
@@ -618,4 +618,41 @@ pub fn run_cmd(gpu: &Gpu, mat: *mut q4vk_matrix, args: &q4vk_gemv_args) -> q4vk_
         d.destroy_command_pool(pool, None);
         status
     }
+}
+
+/// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace as large as it
+/// asks (`workspace`) or none: the context's choice for it.
+pub fn call_runs_gemm(
+    ctx: &q4vk::vk::context::Context,
+    mat: &q4vk::vk::matrix::DeviceMatrix,
+    p: &q4vk::vk::gemv::GemvParams,
+    workspace: bool,
+) -> bool {
+    choice(ctx, mat, p, workspace).runs_gemm()
+}
+
+/// The tensor-core GEMM's shape and K slices a call with `p` on `mat` runs (a workspace as
+/// large as it asks, or none), where it runs that GEMM.
+pub fn coop_gemm_shape(
+    ctx: &q4vk::vk::context::Context,
+    mat: &q4vk::vk::matrix::DeviceMatrix,
+    p: &q4vk::vk::gemv::GemvParams,
+    workspace: bool,
+) -> Option<(q4vk::plan::CoopGemmTuning, u32)> {
+    choice(ctx, mat, p, workspace).coop_gemm_shape()
+}
+
+fn choice(
+    ctx: &q4vk::vk::context::Context,
+    mat: &q4vk::vk::matrix::DeviceMatrix,
+    p: &q4vk::vk::gemv::GemvParams,
+    workspace: bool,
+) -> q4vk::vk::gemv::Choice {
+    use q4vk::vk::gemv::{decide, Room};
+    let room = if workspace {
+        Room::AsNeeded
+    } else {
+        Room::None
+    };
+    decide(ctx, mat, p, room).expect("the call's choice")
 }

@@ -6,7 +6,7 @@ use q4vk::cpu::reference;
 use q4vk::error::Result;
 use q4vk::quant::q4::Q4Data;
 use q4vk::vk::context::Context;
-use q4vk::vk::gemv::{self, BufferRange, GemvParams};
+use q4vk::vk::gemv::{self, BufferRange, GemvParams, Room};
 use q4vk::vk::kernel::Kernel;
 use q4vk::vk::matrix::{upload, DeviceMatrix};
 use q4vk::vk::memory::{Buffer, MemoryKind};
@@ -155,12 +155,17 @@ pub(crate) fn prepare(
 }
 
 impl Prepared {
+    /// The workspace this call is timed with, as the rules take it.
+    fn room(&self) -> Room {
+        self.workspace.map_or(Room::None, |w| Room::Bytes(w.range))
+    }
+
     /// Gives the call the workspace its pre-pass needs on the context's current kernel
     /// shapes (timed with it, as `q4vk_cmd_gemv` records both), or none with `--no-workspace`
     /// (the kernels that read x themselves run). `prepare` calls it; a caller that changes
     /// the context's shapes afterwards calls it again.
     fn set_workspace(&mut self, ctx: &Context, opt: &Options) -> Result<()> {
-        let bytes = gemv::workspace_bytes(ctx, &self.mats[0], &self.p);
+        let bytes = gemv::workspace_bytes(ctx, &self.mats[0], &self.p)?;
         self.workspace = None;
         self.workspace_buffer = None;
         if bytes > 0 && !opt.no_workspace {
@@ -232,7 +237,8 @@ impl Prepared {
         let hot_us = time_runs(ctx, opt.iters, warm, |cmd, _| {
             gemv::record(ctx, cmd, &mats[0], xr, yr, p, ws)
         })?;
-        let gemm = gemv::call_runs_gemm(ctx, &mats[0], p, ws.is_some());
+        let room = ws.map_or(Room::None, |w| Room::Bytes(w.range));
+        let gemm = gemv::decide(ctx, &mats[0], p, room)?.runs_gemm();
         Ok((cold_us, hot_us, self.bytes as f64, rel_err, per_copy, gemm))
     }
 }
@@ -378,7 +384,12 @@ pub(crate) fn bench_shape(
     let mut rows = Vec::new();
     for (i, &coop_gemm) in opt.coop_gemm.iter().enumerate() {
         // The GEMM's shapes change nothing where a GEMV kernel runs.
-        if i > 0 && !gemv::call_runs_gemm(ctx, &prepared.mats[0], &prepared.p, !opt.no_workspace) {
+        let room = if opt.no_workspace {
+            Room::None
+        } else {
+            Room::AsNeeded
+        };
+        if i > 0 && !gemv::decide(ctx, &prepared.mats[0], &prepared.p, room)?.runs_gemm() {
             break;
         }
         ctx.set_overrides(|o| o.coop_gemm = coop_gemm)?;
@@ -401,13 +412,9 @@ pub(crate) fn bench_shape(
             rounded: gemv::rounds_x(&prepared.p) && prepared.workspace.is_some() && gemm,
             reused: opt.reuse_workspace && prepared.workspace.is_some(),
             coop_gemm,
-            gemm_shape: gemv::coop_gemm_shape(
-                ctx,
-                &prepared.mats[0],
-                &prepared.p,
-                prepared.workspace.is_some(),
-            )
-            .filter(|_| gemm),
+            gemm_shape: gemv::decide(ctx, &prepared.mats[0], &prepared.p, prepared.room())?
+                .coop_gemm_shape()
+                .filter(|_| gemm),
             gemv_shape: if gemm {
                 None
             } else {
