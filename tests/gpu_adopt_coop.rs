@@ -12,7 +12,7 @@ mod gpu_support;
 use ash::vk;
 use gpu_support::*;
 use q4vk::cpu::reference;
-use q4vk::vk::context::{Adoption, Context, ContextConfig, IntDot};
+use q4vk::vk::context::{Context, ContextConfig, IntDot};
 use q4vk::vk::device::{Device, DeviceOptions};
 use q4vk::vk::features::{self, HostFeatures};
 use q4vk::vk::gemv::gemv_host;
@@ -59,18 +59,7 @@ fn adopt_logged(host: &Device, tell_int_dot: bool, logger: Logger) -> Context {
     // SAFETY: a chain of live, complete structs.
     let features =
         unsafe { HostFeatures::from_chain((&chain as *const vk::PhysicalDeviceFeatures2).cast()) };
-    let adopt = Adoption {
-        get_instance_proc_addr: host.instance.entry.static_fn().get_instance_proc_addr,
-        instance: host.instance.instance.handle(),
-        physical: host.physical,
-        device: host.device.handle(),
-        queue: host.queue,
-        queue_family: host.queue_family,
-        extensions,
-        features,
-        api_version: vk::API_VERSION_1_1,
-        lock: None,
-    };
+    let adopt = adoption_of(host, extensions, features);
     let config = ContextConfig {
         adopt: Some(adopt),
         int_dot: IntDot::Forced,

@@ -7,7 +7,7 @@
 mod gpu_support;
 use ash::vk;
 use gpu_support::*;
-use q4vk::vk::context::{Adoption, Context, ContextConfig};
+use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::device::{Device, DeviceOptions};
 use q4vk::vk::gemv::gemv_host;
 use q4vk::vk::instance::Instance;
@@ -113,18 +113,7 @@ fn adopted_devices_stay_unnamed() {
     // The host: q4vk's own instance with validation (so VK_EXT_debug_utils is on) and device.
     let instance = Arc::new(Instance::create(true, Arc::new(counting_logger())).unwrap());
     let host = Device::create(instance, -1, DeviceOptions::default()).unwrap();
-    let adopt = Adoption {
-        get_instance_proc_addr: host.instance.entry.static_fn().get_instance_proc_addr,
-        instance: host.instance.instance.handle(),
-        physical: host.physical,
-        device: host.device.handle(),
-        queue: host.queue,
-        queue_family: host.queue_family,
-        extensions: Vec::new(),
-        features: Default::default(),
-        api_version: vk::API_VERSION_1_1,
-        lock: None,
-    };
+    let adopt = adoption_of(&host, Vec::new(), Default::default());
     let config = ContextConfig {
         adopt: Some(adopt),
         ..Default::default()

@@ -67,14 +67,7 @@ fn matrix_larger_than_device_heap_is_refused_and_context_survives() {
 fn eight_threads_share_a_context() {
     let gpu = Gpu::new(false);
     let mut rng = Rng(17);
-    let shared: Vec<Q4Data> = [
-        (64, 128, 32, false),
-        (130, 256, 64, true),
-        (48, 512, -1, false),
-    ]
-    .iter()
-    .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, false))
-    .collect();
+    let shared = shared_test_matrices(&mut rng);
     let mats: Vec<usize> = shared.iter().map(|d| upload_q4(&gpu, d) as usize).collect();
     let gemvs = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {

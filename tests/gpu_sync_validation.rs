@@ -9,7 +9,6 @@
 mod gpu_support;
 use gpu_support::*;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
-use q4vk::quant::q4::Q4Data;
 
 #[test]
 fn calls_and_matrix_lifetimes_are_free_of_hazards() {
@@ -20,14 +19,7 @@ fn calls_and_matrix_lifetimes_are_free_of_hazards() {
     for portable in [false, true] {
         let gpu = Gpu::new(portable);
         let mut rng = Rng(17);
-        let shared: Vec<Q4Data> = [
-            (64, 128, 32, false),
-            (130, 256, 64, true),
-            (48, 512, -1, false),
-        ]
-        .iter()
-        .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, false))
-        .collect();
+        let shared = shared_test_matrices(&mut rng);
         let mats: Vec<_> = shared.iter().map(|d| upload_q4(&gpu, d)).collect();
         for i in 0..60usize {
             let which = i % shared.len();

@@ -162,17 +162,21 @@ pub(crate) fn input_byte_counts(d: &q4vk_matrix_desc) -> Result<Vec<ByteCount>> 
             (elements, dtype),
         )
     };
+    // GPTQ's and AWQ's scales, of the desc's dtype.
+    let packed_scales = |shape: &PackedShape| -> Result<ByteCount> {
+        Ok(typed(
+            "scales",
+            d.scales_bytes,
+            shape.scales_bytes()?,
+            shape.scale_dtype,
+        ))
+    };
     let counts = match parse(d)? {
         Parsed::Gguf(_, _, bytes) => vec![count("weight", d.weight_bytes, bytes)],
         Parsed::Gptq(shape, _) => {
             let mut counts = vec![
                 count("weight", d.weight_bytes, gptq::qweight_bytes(&shape)?),
-                typed(
-                    "scales",
-                    d.scales_bytes,
-                    shape.scales_bytes()?,
-                    shape.scale_dtype,
-                ),
+                packed_scales(&shape)?,
                 count("zeros", d.zeros_bytes, shape.qzeros_bytes()),
             ];
             if !d.g_idx.is_null() || d.g_idx_bytes != 0 {
@@ -182,12 +186,7 @@ pub(crate) fn input_byte_counts(d: &q4vk_matrix_desc) -> Result<Vec<ByteCount>> 
         }
         Parsed::Awq(shape) => vec![
             count("weight", d.weight_bytes, awq::qweight_bytes(&shape)?),
-            typed(
-                "scales",
-                d.scales_bytes,
-                shape.scales_bytes()?,
-                shape.scale_dtype,
-            ),
+            packed_scales(&shape)?,
             count("zeros", d.zeros_bytes, shape.qzeros_bytes()),
         ],
         Parsed::V0 => match SourceShape::of(d)? {

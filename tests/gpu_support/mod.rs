@@ -656,3 +656,37 @@ fn choice(
     };
     decide(ctx, mat, p, room).expect("the call's choice")
 }
+
+/// The three matrices the concurrency and synchronization tests share (group 32 and 64 with
+/// zero points and per channel), from `rng`.
+pub fn shared_test_matrices(rng: &mut Rng) -> Vec<Q4Data<'static>> {
+    [
+        (64, 128, 32, false),
+        (130, 256, 64, true),
+        (48, 512, -1, false),
+    ]
+    .iter()
+    .map(|&(n, k, g, z)| random_q4(rng, n, k, g, z, false))
+    .collect()
+}
+
+/// What a context needs to adopt `host` (q4vk's own device standing in for a host's), told
+/// the host's enabled `extensions` and `features` as a C host tells them.
+pub fn adoption_of(
+    host: &q4vk::vk::device::Device,
+    extensions: Vec<std::ffi::CString>,
+    features: q4vk::vk::features::HostFeatures,
+) -> q4vk::vk::context::Adoption {
+    q4vk::vk::context::Adoption {
+        get_instance_proc_addr: host.instance.entry.static_fn().get_instance_proc_addr,
+        instance: host.instance.instance.handle(),
+        physical: host.physical,
+        device: host.device.handle(),
+        queue: host.queue,
+        queue_family: host.queue_family,
+        extensions,
+        features,
+        api_version: vk::API_VERSION_1_1,
+        lock: None,
+    }
+}
