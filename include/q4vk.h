@@ -992,8 +992,8 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
 //
 // Statuses: `NULL_POINTER` (ctx, mat, bytes), `INVALID_ARGUMENT` (m = 0, unknown flags, a
 // matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y
-// spans more than the kernels index or than `maxStorageBufferRange`, as `q4vk_cmd_gemv`
-// would refuse). Thread-safe.
+// spans more than the kernels index or than `maxStorageBufferRange`, or whose kernel does
+// not fit the device, as `q4vk_cmd_gemv` would refuse). Thread-safe.
 //
 // # Safety
 // Handles NULL or live; `bytes` NULL or writable.
@@ -1013,8 +1013,8 @@ q4vk_status q4vk_gemv_workspace_size(struct q4vk_context *ctx,
 //
 // Statuses: `NULL_POINTER` (ctx, mat, key), `INVALID_ARGUMENT` (m = 0, unknown flags, a
 // matrix of another device or kind), `UNSUPPORTED` (a CPU context; an m whose x or y
-// spans more than the kernels index or than `maxStorageBufferRange`, as `q4vk_cmd_gemv`
-// would refuse). Thread-safe.
+// spans more than the kernels index or than `maxStorageBufferRange`, or whose kernel does
+// not fit the device, as `q4vk_cmd_gemv` would refuse). Thread-safe.
 //
 // # Safety
 // Handles NULL or live; `key` NULL or writable.
