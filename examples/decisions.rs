@@ -89,7 +89,10 @@ fn configs() -> Vec<(&'static str, ContextConfig)> {
         (
             "gemm-from-5",
             ContextConfig {
-                gemm_from_m: Some(5),
+                overrides: q4vk::plan::Overrides {
+                    gemm_from_m: Some(5),
+                    ..Default::default()
+                },
                 ..base()
             },
         ),

@@ -1,7 +1,8 @@
 //! Products of sizes that come from the caller (m · k, m · n, element counts times element
 //! bytes), checked: a product that does not fit this platform's `size_t` is
 //! `Q4VK_ERROR_INVALID_ARGUMENT` with a message naming the product and its factors, never
-//! a wrapped value that a later length check would accept.
+//! a wrapped value that a later length check would accept. The one checked product of the
+//! crate: the C entry points, the CPU kernels and the checkpoint importers all use it.
 
 use crate::error::{invalid, Result};
 

@@ -13,7 +13,7 @@ mod gpu_support;
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
-use q4vk::plan::CoopGemmTuning;
+use q4vk::plan::{CoopGemmTuning, Overrides};
 use q4vk::quant::q4::Q4Data;
 use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::gemv::{self, gemv_host};
@@ -33,9 +33,12 @@ fn gemm_context(
     let config = ContextConfig {
         device_index: -1,
         validation: true,
-        coop_tuning,
-        coop_gemm_tuning,
-        gemm_from_m,
+        overrides: Overrides {
+            coop_gemv: coop_tuning,
+            coop_gemm: coop_gemm_tuning,
+            gemm_from_m,
+            ..Default::default()
+        },
         ..Default::default()
     };
     Context::new(config, counting_logger()).unwrap()
@@ -567,7 +570,7 @@ fn tensor_core_gemm_matches_reference() {
     assert_nothing_logged();
 }
 
-/// The tensor-core GEMM in K slices (`ContextConfig::coop_gemm_slices`; on x in fragments,
+/// The tensor-core GEMM in K slices (`Overrides::coop_gemm_slices`; on x in fragments,
 /// so `gemv_host`'s workspace and recorded calls with one): every slice count from 2 to
 /// more than the stages (clamped to one slice per stage), stages that do not divide among
 /// the slices, K groups and token groups inside the slices, matrix parts (each adds its own

@@ -204,7 +204,10 @@ fn gemv_passes_touch_only_their_rows() {
             validation: true,
             no_coop: true,
             int_dot,
-            gemm_from_m: Some(17),
+            overrides: q4vk::plan::Overrides {
+                gemm_from_m: Some(17),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let ctx = Context::new(config, counting_logger()).unwrap();

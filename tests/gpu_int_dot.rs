@@ -31,7 +31,10 @@ fn context(int_dot: IntDot) -> Context {
         validation: true,
         no_coop: true,
         int_dot,
-        gemm_from_m: Some(GEMM_FROM),
+        overrides: q4vk::plan::Overrides {
+            gemm_from_m: Some(GEMM_FROM),
+            ..Default::default()
+        },
         ..Default::default()
     };
     Context::new(config, counting_logger()).unwrap()

@@ -59,9 +59,7 @@ fn workgroup_shapes_of_both_variants() {
                 // The SIMT kernels' shapes are under test here (tests/gpu_coop.rs has the
                 // tensor-core kernel's).
                 no_coop: true,
-                coop_gemm_tuning: None,
-                gemm_from_m: None,
-                coop_tuning: None,
+                overrides: Default::default(),
                 pipeline_statistics: false,
                 ..Default::default()
             };

@@ -12,6 +12,7 @@ use super::version::check_header_version;
 use crate::cpu::context::CpuContext;
 use crate::error::{invalid, Error, Result};
 use crate::parallel::resolve_threads;
+use crate::plan::Overrides;
 use crate::vk::context::{Adoption, Context, ContextConfig, IntDot};
 use crate::vk::device::KEEP_CPU_VULKAN_ENV;
 use crate::vk::features::HostFeatures;
@@ -489,12 +490,7 @@ pub unsafe extern "C" fn q4vk_context_create(
                 (true, _) => IntDot::Off,
                 (false, int_dot) => int_dot,
             },
-            coop_tuning: None,
-            coop_gemm_tuning: None,
-            coop_gemm_slices: None,
-            gemm_from_m: None,
-            gemm_tile: None,
-            gemm_ksplit: None,
+            overrides: Overrides::default(),
             pipeline_statistics: false,
         };
         let backend = match Context::new(config, logger) {

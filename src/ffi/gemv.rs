@@ -627,29 +627,23 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         let (x, y) = (range(a.x), range(a.y));
         // The call's own checks first (too small, VK_WHOLE_SIZE), then the context's rule.
-        gemv::validate(ctx, mat, &x, &y, &params)?;
-        let counts = xy_range_counts(mat, &params, &a)?;
+        let extent = gemv::validate(ctx, mat, &x, &y, &params)?;
+        let counts = xy_range_counts(&extent, params.x_f16, &a);
         rule.refuse_inexact(&counts)?;
-        gemv::record(ctx, cmd, mat, x, y, &params, workspace)?;
+        gemv::record_validated(ctx, cmd, mat, (x, y), &params, workspace)?;
         rule.warn_other_readings(&counts);
         Ok(())
     })
 }
 
-/// The byte counts of `q4vk_cmd_gemv`'s x and y ranges for a call with `p` on `mat`: what
-/// the kernels read of x (its activation type) and write of y.
-fn xy_range_counts(
-    mat: &DeviceMatrix,
-    p: &GemvParams,
-    a: &q4vk_gemv_args,
-) -> Result<[ByteCount; 2]> {
-    let (n, k) = (mat.shape.n as u64, mat.shape.k as u64);
-    let e = gemv::xy_extent(n, k, p, "args->")?;
-    let x_type = if p.x_f16 { Dtype::F16 } else { Dtype::F32 };
-    Ok([
+/// The byte counts of `q4vk_cmd_gemv`'s x and y ranges against the extent `e` the call
+/// reads of x (f16 with `x_f16`, else f32) and writes of y.
+fn xy_range_counts(e: &gemv::XyExtent, x_f16: bool, a: &q4vk_gemv_args) -> [ByteCount; 2] {
+    let x_type = if x_f16 { Dtype::F16 } else { Dtype::F32 };
+    [
         ByteCount::typed("args->x.range", a.x.range, e.x_bytes, (e.x_elems, x_type)),
         ByteCount::bytes("args->y.range", a.y.range, e.y_bytes),
-    ])
+    ]
 }
 
 /// Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with

@@ -4,11 +4,12 @@
 //! `scales` `[k/group_size][n]` (f16; bf16 and f32 accepted); no `g_idx`. The group size
 //! divides k (-1: one group per row); `w = scale·(q − zero)`.
 
-use super::canonical::{bytes_of, CodeRows, ImportedMatrix};
+use super::canonical::{CodeRows, ImportedMatrix};
 use super::gptq::{transpose_scales, word, PackedShape};
 use crate::alloc;
 use crate::error::{invalid, Error, Result};
 use crate::quant::q4::Q4Data;
+use crate::size;
 use std::borrow::Cow;
 
 /// Output column (within its 8) of nibble `j` of a packed word.
@@ -25,7 +26,7 @@ pub fn qweight_bytes(shape: &PackedShape) -> Result<usize> {
             s.k
         ));
     }
-    bytes_of(s.k, s.n / 2, "qweight")
+    size::product("the bytes of qweight (k * n / 2)", &[s.k, s.n / 2])
 }
 
 /// The tensors of an AWQ layer, each exactly its size.

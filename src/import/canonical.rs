@@ -75,13 +75,6 @@ pub fn dims(n: u64, k: u64) -> Result<(usize, usize)> {
     Ok((n, k))
 }
 
-/// `a · b` for sizes computed from validated dimensions whose product may still overflow
-/// (a buffer size the caller's desc implies).
-pub fn bytes_of(a: usize, b: usize, what: &str) -> Result<usize> {
-    a.checked_mul(b)
-        .ok_or_else(|| invalid!("the size of {what} overflows this platform's size_t"))
-}
-
 /// Packed codes of a Q4 matrix under construction: `[n][ceil(k/2)]`, column even in the
 /// low nibble.
 pub struct CodeRows {

@@ -12,10 +12,11 @@
 //! scale `d` and offset `m`; Q4_K with the f32 scale `d·sc` and offset `−(dmin·m)`, both
 //! exact in f32 (an 11-bit significand times a 6-bit integer), as gguf-py computes them.
 
-use super::canonical::{bytes_of, check_offsets, dims, CodeRows, ImportedMatrix};
+use super::canonical::{check_offsets, dims, CodeRows, ImportedMatrix};
 use crate::alloc;
 use crate::error::{invalid, Error, Result};
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use crate::size;
 use std::borrow::Cow;
 
 /// Elements per group of the imported matrix (Q4_0/Q4_1 blocks, Q4_K sub-blocks).
@@ -91,7 +92,10 @@ impl GgufType {
             per_channel: false,
             zero_points: false,
         };
-        let bytes = bytes_of(n * (k / block), self.block_bytes(), "the GGUF tensor")?;
+        let bytes = size::product(
+            "the bytes of the GGUF tensor (blocks * block bytes)",
+            &[n * (k / block), self.block_bytes()],
+        )?;
         Ok((shape, bytes))
     }
 }

@@ -15,11 +15,12 @@
 //! consecutive groups would have; the import then orders K by group (stably), so groups
 //! become contiguous, and keeps that order as `k_order`.
 
-use super::canonical::{bytes_of, dims, CodeRows, ImportedMatrix};
+use super::canonical::{dims, CodeRows, ImportedMatrix};
 use crate::alloc;
 use crate::error::{invalid, Error, Result};
 use crate::quant::dtype::Dtype;
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use crate::size;
 use std::borrow::Cow;
 
 /// How `qzeros` stores the zero points.
@@ -92,7 +93,10 @@ impl PackedShape {
 
     /// Bytes of `scales` (`[groups][n]`).
     pub fn scales_bytes(&self) -> Result<usize> {
-        bytes_of(self.q4.scale_count(), self.scale_dtype.size(), "scales")
+        size::product(
+            "the bytes of scales (groups * n * dtype size)",
+            &[self.q4.scale_count(), self.scale_dtype.size()],
+        )
     }
 
     /// Bytes of `qzeros` (`[groups][n/8]` int32).
@@ -109,7 +113,7 @@ pub fn qweight_bytes(shape: &PackedShape) -> Result<usize> {
             "desc->k is {k}; GPTQ packs 8 inputs per int32 word, so k must be a multiple of 8"
         ));
     }
-    bytes_of(k / 2, shape.q4.n, "qweight")
+    size::product("the bytes of qweight (k / 2 * n)", &[k / 2, shape.q4.n])
 }
 
 /// The tensors of a GPTQ layer, each exactly its size.

@@ -37,7 +37,7 @@ impl Overrides {
 }
 
 /// A shape of the tensor-core GEMM (`shaders/gemm_q4_coop.comp`): fixed by
-/// `ContextConfig::coop_gemm_tuning`, or the one the rules chose for a call
+/// `Overrides::coop_gemm`, or the one the rules chose for a call
 /// (`vk::gemv::Choice::coop_gemm_shape`). Written as `T,S,M,K,A,G` (`q4vk-bench --coop-gemm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoopGemmTuning {
@@ -90,7 +90,7 @@ impl std::fmt::Display for CoopGemmTuning {
     }
 }
 
-/// Checks a fixed shape of the tensor-core GEMV (`ContextConfig::coop_tuning`).
+/// Checks a fixed shape of the tensor-core GEMV (`Overrides::coop_gemv`).
 fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
     match tuning {
         Some((tiles, subgroups))
@@ -104,7 +104,7 @@ fn check_coop_tuning(tuning: Option<(u32, u32)>) -> Result<()> {
     }
 }
 
-/// Checks a fixed tile of the SIMT GEMM (`ContextConfig::gemm_tile`); the device's
+/// Checks a fixed tile of the SIMT GEMM (`Overrides::gemm_tile`); the device's
 /// workgroup and shared-memory limits are checked per call.
 fn check_gemm_tile(tile: Option<GemmTile>) -> Result<()> {
     let Some(t) = tile else {
@@ -140,7 +140,7 @@ fn check_count(count: Option<u32>, max: u32, what: &str) -> Result<()> {
     }
 }
 
-/// Checks fixed K slices of the tensor-core GEMM (`ContextConfig::coop_gemm_slices`): 1 to
+/// Checks fixed K slices of the tensor-core GEMM (`Overrides::coop_gemm_slices`): 1 to
 /// [`MAX_COOP_GEMM_SLICES`].
 fn check_coop_gemm_slices(slices: Option<u32>) -> Result<()> {
     check_count(slices, MAX_COOP_GEMM_SLICES, "tensor-core GEMM K slices")
@@ -149,13 +149,13 @@ fn check_coop_gemm_slices(slices: Option<u32>) -> Result<()> {
 /// Largest count of K groups of the SIMT GEMM that `Context::set_overrides` takes.
 const MAX_GEMM_KSPLIT: u32 = 8;
 
-/// Checks fixed K groups of the SIMT GEMM (`ContextConfig::gemm_ksplit`): 1 to
+/// Checks fixed K groups of the SIMT GEMM (`Overrides::gemm_ksplit`): 1 to
 /// [`MAX_GEMM_KSPLIT`]; the device's limits and the tile's are checked per call.
 fn check_gemm_ksplit(ksplit: Option<u32>) -> Result<()> {
     check_count(ksplit, MAX_GEMM_KSPLIT, "GEMM K groups")
 }
 
-/// Checks a fixed shape of the tensor-core GEMM (`ContextConfig::coop_gemm_tuning`).
+/// Checks a fixed shape of the tensor-core GEMM (`Overrides::coop_gemm`).
 fn check_coop_gemm_tuning(tuning: Option<CoopGemmTuning>) -> Result<()> {
     let Some(shape) = tuning else {
         return Ok(());

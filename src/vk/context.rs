@@ -11,7 +11,7 @@ use super::staging::GemvBuffers;
 use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
-use crate::plan::{CoopGemmTuning, DeviceClass, DeviceTuning, GemmTile, Overrides};
+use crate::plan::{DeviceClass, DeviceTuning, Overrides};
 use ash::vk;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
@@ -50,29 +50,10 @@ pub struct ContextConfig {
     /// When the SIMT GEMV runs on x in 8-bit digits with packed integer dot products
     /// (`vk::int_dot`).
     pub int_dot: IntDot,
-    /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core kernel instead
-    /// of the per-matrix choice (`q4vk-bench --coop T,S`).
-    pub coop_tuning: Option<(u32, u32)>,
-    /// (row tiles per subgroup, subgroups per workgroup, tokens per workgroup, K groups,
-    /// k-steps of B loaded ahead on x in fragments: 0 for the default, token groups) of the
-    /// tensor-core GEMM instead of the default (`q4vk-bench --coop-gemm T,S,M[,K[,A[,G]]]`).
-    pub coop_gemm_tuning: Option<CoopGemmTuning>,
-    /// Run the GEMM kernels from this m on instead of by the default rule
-    /// (`vk::gemv::runs_gemm`; tuning experiments, `q4vk-bench --gemm-from M`): below it,
-    /// SIMT matrices run the GEMV (in passes past m = 8, the integer dot-product one up to
-    /// m − 1 too); tensor-core matrices run the GEMM past m = 8 whatever the value.
-    pub gemm_from_m: Option<u32>,
-    /// The SIMT GEMM's tile instead of the per-m choice (`plan::DeviceTuning::simt_gemm_tiles`; tuning
-    /// experiments, `q4vk-bench --gemm-tile TX,TY,RN,RM`).
-    pub gemm_tile: Option<GemmTile>,
-    /// The SIMT GEMM's K groups per workgroup instead of the per-call choice
-    /// (`vk::gemv_plan`'s; tuning experiments, `q4vk-bench --gemm-ksplit K`).
-    pub gemm_ksplit: Option<u32>,
-    /// K slices of the tensor-core GEMM on x in fragments (workgroups along z, each summing
-    /// a contiguous range of K, added into y by a second kernel; 1: none) instead of the
-    /// per-call choice (`vk::gemv_plan`'s; tuning experiments, `q4vk-bench
-    /// --coop-gemm-slices Z`).
-    pub coop_gemm_slices: Option<u32>,
+    /// Fixed choices replacing the rules' (tuning experiments and tests: `q4vk-bench
+    /// --coop`, `--coop-gemm`, `--gemm-from`, `--gemm-tile`, `--gemm-ksplit`,
+    /// `--coop-gemm-slices`), checked at creation.
+    pub overrides: Overrides,
     /// Own device: capture the compiler statistics of every pipeline where the device
     /// offers `VK_KHR_pipeline_executable_properties` (`Pipelines::statistics`,
     /// `q4vk-bench --stats`).
@@ -175,11 +156,6 @@ pub struct Context {
 }
 
 impl Context {
-    /// The caller's fixed choices.
-    pub fn overrides(&self) -> &Overrides {
-        &self.overrides
-    }
-
     /// Replaces one or more fixed choices for later calls (tuning sweeps and tests run
     /// several on the same matrices), checked as at creation.
     pub fn set_overrides(&mut self, edit: impl FnOnce(&mut Overrides)) -> Result<()> {
@@ -348,15 +324,7 @@ impl Context {
             }
             probed.is_ok()
         };
-        let overrides = Overrides {
-            coop_gemv: config.coop_tuning,
-            coop_gemm: config.coop_gemm_tuning,
-            coop_gemm_slices: config.coop_gemm_slices,
-            gemm_from_m: config.gemm_from_m,
-            gemm_tile: config.gemm_tile,
-            gemm_ksplit: config.gemm_ksplit,
-        }
-        .checked()?;
+        let overrides = config.overrides.checked()?;
         if coop {
             logger.log(
                 LEVEL_INFO,

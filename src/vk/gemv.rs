@@ -12,5 +12,5 @@ pub use super::gemv_plan::{
 pub use super::params::{
     check_m, dispatch_grid, xy_extent, BufferRange, GemvParams, XyExtent, MAX_M,
 };
-pub use super::record::{check_params, record, record_x_fragments, validate};
+pub use super::record::{check_params, record, record_validated, record_x_fragments, validate};
 pub use super::staging::GemvBuffers;

@@ -165,7 +165,7 @@ pub fn gemv_host_with(
     };
     // Everything that can refuse the call runs before the buffers grow. x's binding spans
     // whole 32-bit words (the kernels read f16 x in pairs): `x_bytes` ≥ es·xn.
-    let (x_bytes, _) = check_params(ctx, mat, &gathered)?;
+    let x_bytes = check_params(ctx, mat, &gathered)?.x_bytes;
     // The digits pre-pass reads x in input order and gathers it (matrices with a column
     // order are never in the tensor-core layout, whose pre-pass does not gather). x with an
     // infinite or NaN element keeps the kernels on x rather than a pre-pass, so that its

@@ -120,7 +120,7 @@ pub fn coop_gemv_shape(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Opt
 
 /// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
 /// (`vk::int_dot`) when given a workspace: SIMT matrices on contexts that use it, up to
-/// m = [`int_dot_gemv_up_to`] (below `ContextConfig::gemm_from_m` when set), past m = 8 in
+/// m = [`int_dot_gemv_up_to`] (below `Overrides::gemm_from_m` when set), past m = 8 in
 /// passes of 8 rows.
 pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
     // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
@@ -284,7 +284,7 @@ fn fragments_plan(
 }
 
 /// K slices of the tensor-core GEMM on x in fragments `g` for a call with `p` on `mat` (the
-/// fixed count of `ContextConfig::coop_gemm_slices`, else 1 with a fixed GEMM shape, else
+/// fixed count of `Overrides::coop_gemm_slices`, else 1 with a fixed GEMM shape, else
 /// [`super::coop::choose_fragments_slices`]'s; at most one per stage), and the workspace
 /// bytes the call then needs: the fragments, then (16-byte aligned) the slices' sums,
 /// `slices · m · n` floats. 1 (none) where those would exceed `room` (where given) or the

@@ -7,7 +7,7 @@ use super::gemv_plan::{
     decide, fragments_prepass, plan_of, Choice, KSlices, Plan, Prepass, PrepassPlanned, Room,
 };
 use super::matrix::{DeviceMatrix, Part as MatrixPart};
-use super::params::{dispatch_grid, xy_extent, BufferRange, GemvParams};
+use super::params::{dispatch_grid, xy_extent, BufferRange, GemvParams, XyExtent};
 use super::pipeline::{Push, SLICES_WORKGROUP};
 use super::x_fragments::FragmentGeometry;
 use super::xy_sets::{buffer_infos, writes};
@@ -15,9 +15,9 @@ use crate::error::{invalid, Error, Result};
 use ash::vk;
 
 /// Checks a GEMV's shape against the matrix and the device limits, before any buffer is
-/// looked at; returns the bytes x and y need. Too large for the device (a span beyond 32-bit
-/// indexing or `maxStorageBufferRange`): `Unsupported`.
-pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<(u64, u64)> {
+/// looked at; returns the elements and bytes of x and y. Too large for the device (a span
+/// beyond 32-bit indexing or `maxStorageBufferRange`): `Unsupported`.
+pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<XyExtent> {
     let e = xy_extent(mat.shape.n as u64, mat.shape.k as u64, p, "")?;
     let (m, x_bytes, y_bytes) = (p.m, e.x_bytes, e.y_bytes);
     let max = ctx.device.info.max_storage_range;
@@ -28,24 +28,25 @@ pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result
             )));
         }
     }
-    Ok((x_bytes, y_bytes))
+    Ok(e)
 }
 
-/// Checks a GEMV call against the matrix and the device limits.
+/// Checks a GEMV call against the matrix and the device limits; returns the extent of x and
+/// y it checked them against.
 pub fn validate(
     ctx: &Context,
     mat: &DeviceMatrix,
     x: &BufferRange,
     y: &BufferRange,
     p: &GemvParams,
-) -> Result<()> {
-    let (x_bytes, y_bytes) = check_params(ctx, mat, p)?;
-    check_buffer(ctx, "x", x, x_bytes)?;
-    check_buffer(ctx, "y", y, y_bytes)?;
+) -> Result<XyExtent> {
+    let e = check_params(ctx, mat, p)?;
+    check_buffer(ctx, "x", x, e.x_bytes)?;
+    check_buffer(ctx, "y", y, e.y_bytes)?;
     if x.buffer == y.buffer && overlap((x.offset, x.range), (y.offset, y.range)) {
         return Err(invalid!("args->x and args->y overlap"));
     }
-    Ok(())
+    Ok(e)
 }
 
 /// Checks one buffer of a call (`args->{name}`) as [`check_binding`] does, and its range
@@ -155,7 +156,22 @@ pub fn record(
     workspace: Option<BufferRange>,
 ) -> Result<()> {
     validate(ctx, mat, &x, &y, p)?;
-    let call = resolve(ctx, mat, p, workspace.map(|w| w.range))?;
+    record_validated(ctx, cmd, mat, (x, y), p, workspace)
+}
+
+/// [`record`] for a call whose x and y [`validate`] accepted: its kernels resolved (with a
+/// workspace, the pre-pass path where the call has one, else the kernel on x), then
+/// recorded.
+pub fn record_validated(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    (x, y): (BufferRange, BufferRange),
+    p: &GemvParams,
+    workspace: Option<BufferRange>,
+) -> Result<()> {
+    let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
+    let call = CallPlan::of(ctx, mat, p, decide(ctx, mat, p, room)?)?;
     record_resolved(ctx, cmd, mat, (x, y), p, workspace, &call)
 }
 
@@ -186,18 +202,6 @@ impl CallPlan {
             prepass,
         })
     }
-}
-
-/// The kernels of a call with `p` on `mat`: with a workspace (`workspace`: its bytes) the
-/// pre-pass path where the call has one, else the kernel on x.
-pub(super) fn resolve(
-    ctx: &Context,
-    mat: &DeviceMatrix,
-    p: &GemvParams,
-    workspace: Option<u64>,
-) -> Result<CallPlan> {
-    let room = workspace.map_or(Room::None, Room::Bytes);
-    CallPlan::of(ctx, mat, p, decide(ctx, mat, p, room)?)
 }
 
 /// Records the call `call` resolved for `p` (x and y checked by the caller; the workspace,

@@ -43,8 +43,8 @@ mod timing;
 
 use data::*;
 use q4vk::error::{Error, Result};
-use q4vk::plan::CoopGemmTuning;
 use q4vk::plan::GemmTile;
+use q4vk::plan::{CoopGemmTuning, Overrides};
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
 use q4vk::vk::log::Logger;
 use sweep::*;
@@ -333,12 +333,14 @@ fn context(
                 Some(false) => IntDot::Off,
                 None => env.int_dot,
             },
-            coop_tuning: opt.coop,
-            coop_gemm_tuning: opt.coop_gemm[0],
-            gemm_from_m: opt.gemm_from,
-            gemm_tile: opt.gemm_tile,
-            gemm_ksplit: opt.gemm_ksplit,
-            coop_gemm_slices: opt.coop_gemm_slices,
+            overrides: Overrides {
+                coop_gemv: opt.coop,
+                coop_gemm: opt.coop_gemm[0],
+                gemm_from_m: opt.gemm_from,
+                gemm_tile: opt.gemm_tile,
+                gemm_ksplit: opt.gemm_ksplit,
+                coop_gemm_slices: opt.coop_gemm_slices,
+            },
             pipeline_statistics: opt.stats,
             ..Default::default()
         },
