@@ -117,7 +117,7 @@ fn matrix(ctx: &Context, n: usize, k: usize, form: (&str, i32, bool, bool)) -> D
 fn decisions(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> String {
     let choice = |ws: bool| {
         let room = if ws { Room::AsNeeded } else { Room::None };
-        gemv::decide(ctx, mat, p, room)
+        gemv::decide(&ctx.rules, &mat.form, p, room)
     };
     let coop_gemm = |ws| match choice(ws).map(|c| c.coop_gemm_shape()) {
         Ok(Some((shape, slices))) => format!("{shape}/{slices}"),
@@ -128,14 +128,14 @@ fn decisions(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> String {
         Ok(c) => (c.runs_gemm() as u8).to_string(),
         Err(e) => format!("refused({e})"),
     };
-    let simt_gemm = match gemv::simt_gemm_shape(ctx, mat, p.m) {
+    let simt_gemm = match gemv::simt_gemm_shape(&ctx.rules, &mat.form, p.m) {
         Ok((t, k)) => format!("{},{},{},{}/{k}", t.tx, t.ty, t.rn, t.rm),
         Err(e) => format!("refused({e})"),
     };
     let t = &ctx.pipelines.tuning;
     let simt_gemv = format!(
         "{},{},{},{}",
-        t.workgroup_for(mat.layout.chunks),
+        t.workgroup_for(mat.form.layout.chunks),
         t.rows,
         t.unroll,
         t.split
@@ -144,12 +144,12 @@ fn decisions(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> String {
         "gemm={} ws-gemm={} int-dot={} coop-gemv={:?} coop-gemm={} ws-coop-gemm={} simt-gemv={simt_gemv} simt-gemm={simt_gemm} ws={} key={:016x}",
         runs_gemm(false),
         runs_gemm(true),
-        gemv::runs_int_dot(ctx, mat, p.m) as u8,
-        gemv::coop_gemv_shape(ctx, mat, p),
+        gemv::runs_int_dot(&ctx.rules, &mat.form, p.m) as u8,
+        gemv::coop_gemv_shape(&ctx.rules, &mat.form, p),
         coop_gemm(false),
         coop_gemm(true),
-        gemv::workspace_bytes(ctx, mat, p).unwrap_or(0),
-        gemv::workspace_key(ctx, mat, p).unwrap_or(0),
+        gemv::workspace_bytes(&ctx.rules, &mat.form, p).unwrap_or(0),
+        gemv::workspace_key(&ctx.rules, mat, p).unwrap_or(0),
     )
 }
 

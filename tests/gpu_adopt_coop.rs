@@ -84,7 +84,7 @@ fn adopted_devices_run_the_tensor_core_kernels_where_the_host_enabled_them() {
         let ctx = adopt(&host, false);
         assert_eq!(ctx.coop, host.coop_enabled, "want_coop {want_coop}");
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-        assert_eq!(mat.coop.is_some(), ctx.coop);
+        assert_eq!(mat.form.coop.is_some(), ctx.coop);
         for m in [1usize, 8, 40] {
             let x = rng.vec(m * d.shape.k);
             let mut y = vec![f32::NAN; m * d.shape.n];
@@ -118,7 +118,7 @@ fn adopted_devices_run_the_integer_dot_product_kernel_where_the_host_enabled_it(
     );
     for tell in [false, true] {
         let ctx = adopt(&host, tell);
-        assert_eq!(ctx.int_dot, tell);
+        assert_eq!(ctx.rules.int_dot, tell);
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
         for m in [1usize, 8] {
             let x = rng.vec(m * d.shape.k);

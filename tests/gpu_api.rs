@@ -144,7 +144,7 @@ fn large_matrices_split_across_buffers_and_dispatches() {
         // 7 chunks of 16 bytes per row: parts of 10 rows (tensor-core layout: tiles of 16
         // rows × 2 stages of 1 KB, parts of 3 tiles), dispatches of at most 3 x 2 groups.
         ctx.limits.max_part_bytes = if ctx.coop { 3 * 2 * 1024 } else { 10 * 7 * 16 };
-        ctx.limits.max_groups = [3, 2];
+        ctx.rules.class.max_groups = [3, 2];
         // And the discrete-GPU upload path: staging buffer + vkCmdCopyBuffer.
         ctx.limits.staged_uploads = true;
     }
@@ -432,8 +432,8 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
         // The kernel runs on SIMT matrices (a tensor-core context makes none) up to its limit
         // (past m = 8 in passes).
         let ctx = gpu.context();
-        let limit = int_dot_gemv_up_to(ctx, data.shape.n, data.shape.k);
-        let expected = |m: u32| match ctx.int_dot && !ctx.coop && m <= limit {
+        let limit = int_dot_gemv_up_to(&ctx.rules, data.shape.n, data.shape.k);
+        let expected = |m: u32| match ctx.rules.int_dot && !ctx.coop && m <= limit {
             true => 112 * u64::from(m) * 4,
             false => 0,
         };
@@ -476,7 +476,7 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
             }
         }
         if flags != 0 {
-            assert!(!gpu.context().int_dot);
+            assert!(!gpu.context().rules.int_dot);
         }
         let mut bytes = 5u64;
         let call = |m: u32, f: u32, out: *mut u64| unsafe {

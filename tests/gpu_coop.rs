@@ -52,7 +52,7 @@ fn gemv_unless_too_wide(
     x: &[f32],
     m: usize,
 ) -> Option<Vec<f32>> {
-    let mut y = vec![f32::NAN; m * mat.shape.n];
+    let mut y = vec![f32::NAN; m * mat.form.shape.n];
     match gemv_host(ctx, mat, x, &mut y, m as u32) {
         Ok(()) => Some(y),
         Err(e) => {
@@ -80,7 +80,7 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
         // Nothing here can run the kernel: the context must have said no for a reason
         // (the device lacks the extension, its features, the shape or 32-wide subgroups)
         // and serve matrices with the SIMT kernels.
-        assert!(!probe.device.coop_enabled || probe.portable);
+        assert!(!probe.device.coop_enabled || probe.rules.portable);
         assert_ne!(probe.kernel_path(), "coopmat");
         eprintln!(
             "{}: no tensor-core path (kernel: {}); the SIMT fallback is what runs",
@@ -105,7 +105,7 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
         ctx.limits.max_part_bytes = 3 * 16 * 1024;
         for d in &data {
             let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
-            assert!(mat.coop.is_some());
+            assert!(mat.form.coop.is_some());
             for m in [1usize, 3, 4, 5, 8] {
                 let x = rng.vec(m * d.shape.k);
                 let Some(y) = gemv_unless_too_wide(&ctx, &mat, &x, m) else {
@@ -298,7 +298,7 @@ fn wide_tile_runs_by_default_for_f16_x() {
 }
 
 /// Where the driver reports its SM count, the rules run the tensor-core GEMM in the K
-/// slices that `vk::coop::filling_slices` gives (on the H200: 8 for f16 x and for exact f32
+/// slices that `vk::coop_shapes::filling_slices` gives (on the H200: 8 for f16 x and for exact f32
 /// x on 4096 × 16384 at m = 64), with a workspace `workspace_bytes` sized for their sums;
 /// f16 and exact f32 x against the reference, y poisoned first.
 #[test]
@@ -316,12 +316,12 @@ fn filling_slices_run_by_default() {
     let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
     for (how, parts) in [(F16_X, 1), (Recording::default(), 2)] {
         let params = dense_params(&mat, m, how);
-        let want = q4vk::vk::coop::filling_slices(n, k, m as u32, parts, Some(sms));
+        let want = q4vk::vk::coop_shapes::filling_slices(n, k, m as u32, parts, Some(sms));
         let (shape, slices) = coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
         if let Some(z) = want {
             assert_eq!(slices, z, "{parts} parts on {sms} SMs: {shape}");
             let sums = 4 * u64::from(z) * (m * n) as u64;
-            assert!(gemv::workspace_bytes(&ctx, &mat, &params).unwrap() >= sums);
+            assert!(gemv::workspace_bytes(&ctx.rules, &mat.form, &params).unwrap() >= sums);
         }
         match how.x_f16 {
             true => assert_f16_call_matches(&ctx, &mat, &d, m, &mut rng),
@@ -484,7 +484,7 @@ fn tensor_core_gemm_matches_reference() {
                 }
                 // f32 x rounded to f16 (Q4VK_GEMV_ROUND_X_TO_F16) in fragments: the exact
                 // result of the rounded x, and within 1e-3 of the unrounded one.
-                let block = mat.coop.as_ref().unwrap().block as usize;
+                let block = mat.form.coop.as_ref().unwrap().block as usize;
                 let rounded = rounded_x(&x, d.shape.k, block);
                 let y = try_record_gemv(&ctx, &mat, &f32_bytes, m, ROUNDED).unwrap();
                 let what = format!("GEMM {shape:?} {:?} m {m} rounded x", d.shape);
@@ -500,7 +500,7 @@ fn tensor_core_gemm_matches_reference() {
     let ctx = gemm_context(None, None, Some(2));
     for d in &data {
         let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
-        assert!(gemv::runs_gemm(&ctx, &mat, 2));
+        assert!(gemv::runs_gemm(&ctx.rules, &mat.form, 2));
         for m in [2usize, 5, 8] {
             let x: Vec<f32> = rng.vec(m * d.shape.k);
             let mut y = vec![f32::NAN; m * d.shape.n];
@@ -619,7 +619,7 @@ fn k_slices_match_reference() {
                 assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what} f16");
                 let err = reference::relative_error(&y, &reference::gemv(d, &xh, m));
                 assert!(err < 1e-5, "{what} f16: {err:e}");
-                let block = mat.coop.as_ref().unwrap().block as usize;
+                let block = mat.form.coop.as_ref().unwrap().block as usize;
                 let rounded = rounded_x(&x, d.shape.k, block);
                 let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
                 let y = try_record_gemv(&ctx, &mat, &bytes, m, ROUNDED).unwrap();
@@ -679,12 +679,12 @@ fn k_slices_share_and_fit_the_workspace() {
             .map(|&(i, _)| {
                 let b = Buffer::new(
                     &ctx.device,
-                    4 * (m * mats[i].shape.n) as u64,
+                    4 * (m * mats[i].form.shape.n) as u64,
                     MemoryKind::Readback,
                     "test y",
                 )
                 .unwrap();
-                b.write(0, &vec![0xFF; 4 * m * mats[i].shape.n]);
+                b.write(0, &vec![0xFF; 4 * m * mats[i].form.shape.n]);
                 b
             })
             .collect();
@@ -695,7 +695,7 @@ fn k_slices_share_and_fit_the_workspace() {
                     workspace_filled: reuse,
                     ..dense_params(&mats[i], m, F16_X)
                 };
-                let y = range(yb, 4 * (m * mats[i].shape.n) as u64);
+                let y = range(yb, 4 * (m * mats[i].form.shape.n) as u64);
                 let x = range(&xb, 2 * x.len() as u64);
                 gemv::record(ctx, cmd, &mats[i], x, y, &p, Some(range(&wb, ws_bytes)))?;
             }
@@ -704,11 +704,11 @@ fn k_slices_share_and_fit_the_workspace() {
         .unwrap();
         ys.iter()
             .zip(calls)
-            .map(|(b, &(i, _))| read_f32s(b, m * mats[i].shape.n))
+            .map(|(b, &(i, _))| read_f32s(b, m * mats[i].form.shape.n))
             .collect()
     };
     let need = |ctx: &Context, i: usize| {
-        gemv::workspace_bytes(ctx, &mats[i], &dense_params(&mats[i], m, F16_X)).unwrap()
+        gemv::workspace_bytes(&ctx.rules, &mats[i].form, &dense_params(&mats[i], m, F16_X)).unwrap()
     };
     ctx.set_overrides(|o| o.coop_gemm_slices = Some(1)).unwrap();
     let fragments_only = need(&ctx, 1);
@@ -721,8 +721,9 @@ fn k_slices_share_and_fit_the_workspace() {
             assert!(err < 1e-5, "{what}, matrix {i}: {err:e}");
         }
     };
-    let key =
-        |i: usize| gemv::workspace_key(&ctx, &mats[i], &dense_params(&mats[i], m, F16_X)).unwrap();
+    let key = |i: usize| {
+        gemv::workspace_key(&ctx.rules, &mats[i], &dense_params(&mats[i], m, F16_X)).unwrap()
+    };
     assert_eq!(key(0), key(1));
     let shared = [(0, false), (1, true), (0, true)];
     check(

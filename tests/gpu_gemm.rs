@@ -73,9 +73,13 @@ fn gemv_in_passes_matches_reference_up_to_its_limit() {
             .unwrap();
         let data = random_q4(&mut rng, 33, 97, 32, false, false);
         let mat = DeviceMatrix::new(gpu.context(), &data, None, None).unwrap();
-        let up_to = simt_gemv_up_to(gpu.context());
+        let up_to = simt_gemv_up_to(&gpu.context().rules);
         for (m, gemm) in [(8, false), (9, false), (up_to, false), (up_to + 1, true)] {
-            assert_eq!(runs_gemm(gpu.context(), &mat, m), gemm, "m = {m}");
+            assert_eq!(
+                runs_gemm(&gpu.context().rules, &mat.form, m),
+                gemm,
+                "m = {m}"
+            );
         }
     }
 }
@@ -243,9 +247,9 @@ fn gemv_passes_touch_only_their_rows() {
                 ..Default::default()
             };
             let p = dense_params(&mat, m, how);
-            assert!(!runs_gemm(&ctx, &mat, p.m));
-            let ws_bytes = gemv::workspace_bytes(&ctx, &mat, &p).unwrap();
-            assert_eq!(ws_bytes > 0, ctx.int_dot, "{int_dot:?}");
+            assert!(!runs_gemm(&ctx.rules, &mat.form, p.m));
+            let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &p).unwrap();
+            assert_eq!(ws_bytes > 0, ctx.rules.int_dot, "{int_dot:?}");
             let wb = Buffer::new(
                 &ctx.device,
                 ws_bytes.max(16),

@@ -135,7 +135,7 @@ fn record_with_workspace(
     m: usize,
     x_f16: bool,
 ) -> (Vec<f32>, Vec<u32>) {
-    record_call(ctx, mat, x_bytes, m, x_f16, mat.shape.k, Some(0))
+    record_call(ctx, mat, x_bytes, m, x_f16, mat.form.shape.k, Some(0))
 }
 
 /// Records `mat`'s GEMV on `x_bytes` (rows `x_stride` elements apart) with a workspace at
@@ -150,7 +150,7 @@ fn record_call(
     x_stride: usize,
     workspace: Option<u64>,
 ) -> (Vec<f32>, Vec<u32>) {
-    let (n, k) = (mat.shape.n, mat.shape.k);
+    let (n, k) = (mat.form.shape.n, mat.form.shape.k);
     let p = GemvParams {
         m: m as u32,
         x_f16,
@@ -160,7 +160,7 @@ fn record_call(
         x_round_f16: false,
         workspace_filled: false,
     };
-    let ws_bytes = gemv::workspace_bytes(ctx, mat, &p).unwrap() as usize;
+    let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &p).unwrap() as usize;
     if workspace.is_some() {
         assert_eq!(ws_bytes, 16 * m * row_vectors(k));
     }
@@ -253,7 +253,7 @@ fn assert_model_digits(words: &[u32], x: &[f32], k: usize, what: &str) {
 #[test]
 fn the_pre_pass_writes_the_models_digits() {
     let ctx = context(IntDot::Forced);
-    assert!(ctx.int_dot);
+    assert!(ctx.rules.int_dot);
     let mut rng = Rng(0xD161);
     let (n, k) = (8usize, 200usize);
     let d = random_q4(&mut rng, n, k, 32, true, false);
@@ -333,7 +333,7 @@ fn the_pre_pass_gathers_through_a_column_order() {
 fn digits_gemv_matches_the_reference() {
     let ctx = context(IntDot::Forced);
     assert!(
-        ctx.int_dot,
+        ctx.rules.int_dot,
         "the device has no shaderIntegerDotProduct (Vulkan 1.3 / VK_KHR_shader_integer_dot_product)"
     );
     let mut rng = Rng(0x1D07);
@@ -374,15 +374,19 @@ fn the_digits_gemv_runs_up_to_its_limit_by_default() {
     let ctx = Context::new(config, counting_logger()).unwrap();
     let mut rng = Rng(0x40D0);
     for (n, k, limit) in [(19usize, 160usize, 40u32), (8192, 200, 40), (5, 16384, 64)] {
-        assert_eq!(gemv::int_dot_gemv_up_to(&ctx, n, k), limit, "{n} x {k}");
+        assert_eq!(
+            gemv::int_dot_gemv_up_to(&ctx.rules, n, k),
+            limit,
+            "{n} x {k}"
+        );
         if n > 1000 {
             continue; // the rule alone: a tall matrix keeps 40
         }
         let d = random_q4(&mut rng, n, k, 32, true, false);
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
         let params = |m: u32| dense_params(&mat, m as usize, Recording::default());
-        assert!(gemv::runs_int_dot(&ctx, &mat, limit));
-        assert!(!gemv::runs_int_dot(&ctx, &mat, limit + 1));
+        assert!(gemv::runs_int_dot(&ctx.rules, &mat.form, limit));
+        assert!(!gemv::runs_int_dot(&ctx.rules, &mat.form, limit + 1));
         assert!(!call_runs_gemm(&ctx, &mat, &params(limit), true));
         assert!(call_runs_gemm(&ctx, &mat, &params(limit + 1), true));
         assert!(call_runs_gemm(&ctx, &mat, &params(limit), false));
@@ -398,7 +402,7 @@ fn the_digits_gemv_runs_up_to_its_limit_by_default() {
 #[test]
 fn digits_gemv_with_offsets_matches_the_reference() {
     let ctx = context(IntDot::Forced);
-    assert!(ctx.int_dot);
+    assert!(ctx.rules.int_dot);
     let mut rng = Rng(0x0FF5);
     for &(n, k) in &[(40usize, 256usize), (17, 200)] {
         let d = random_q4(&mut rng, n, k, 32, false, true);
@@ -416,7 +420,7 @@ fn digits_gemv_with_offsets_matches_the_reference() {
 #[test]
 fn digits_gemv_with_a_column_order_matches_the_reference() {
     let ctx = context(IntDot::Forced);
-    assert!(ctx.int_dot);
+    assert!(ctx.rules.int_dot);
     let mut rng = Rng(0x0DE5);
     let (n, k) = (33usize, 232usize);
     let d = random_q4(&mut rng, n, k, 32, true, false);
@@ -449,7 +453,7 @@ fn non_finite_x_and_contexts_without_it_keep_the_f32_kernel_in_q4vk_gemv() {
         y
     };
     let (forced, f32_only) = (context(IntDot::Forced), context(IntDot::Off));
-    assert!(forced.int_dot && !f32_only.int_dot);
+    assert!(forced.rules.int_dot && !f32_only.rules.int_dot);
     // The same f32 kernel ran on both: the same bits, inf/NaN included.
     let (a, b) = (run(&forced), run(&f32_only));
     assert_eq!(
@@ -544,7 +548,7 @@ fn a_bad_workspace_is_refused_and_none_keeps_the_f32_kernel() {
         x_round_f16: false,
         workspace_filled: false,
     };
-    let need = gemv::workspace_bytes(&ctx, &mat, &p).unwrap();
+    let need = gemv::workspace_bytes(&ctx.rules, &mat.form, &p).unwrap();
     // x, y and the workspace each 1024-byte aligned in one buffer.
     let b = Buffer::new(
         &ctx.device,
@@ -589,7 +593,10 @@ fn a_bad_workspace_is_refused_and_none_keeps_the_f32_kernel() {
     // Without a workspace the f32 kernel runs: the bits of a context without the kernel.
     let off = context(IntDot::Off);
     let mat_off = DeviceMatrix::new(&off, &d, None, None).unwrap();
-    assert_eq!(gemv::workspace_bytes(&off, &mat_off, &p).unwrap(), 0);
+    assert_eq!(
+        gemv::workspace_bytes(&off.rules, &mat_off.form, &p).unwrap(),
+        0
+    );
     let xs = f32_bytes(&rng.vec(m * k));
     let (none, _) = record_call(&ctx, &mat, &xs, m, false, k, None);
     let (f32_kernel, _) = record_call(&off, &mat_off, &xs, m, false, k, None);
@@ -657,7 +664,7 @@ fn strides_offsets_extreme_rows_and_the_ring() {
 #[test]
 fn auto_follows_the_devices_acceleration() {
     let ctx = context(IntDot::Auto);
-    assert_eq!(ctx.int_dot, ctx.device.int_dot == Some(true));
+    assert_eq!(ctx.rules.int_dot, ctx.device.int_dot == Some(true));
     eprintln!("accelerated 8-bit dot products: {:?}", ctx.device.int_dot);
 }
 
@@ -696,13 +703,13 @@ fn matrices_sharing_x_share_one_pre_pass() {
         m: m as u32,
         x_f16,
         x_stride: k as u64,
-        y_stride: mat.shape.n as u64,
+        y_stride: mat.form.shape.n as u64,
         x_gathered: false,
         x_round_f16: false,
         workspace_filled: filled,
     };
     let key = |mat: &DeviceMatrix, m: usize, x_f16: bool| {
-        gemv::workspace_key(&ctx, mat, &p(mat, m, x_f16, false)).unwrap()
+        gemv::workspace_key(&ctx.rules, mat, &p(mat, m, x_f16, false)).unwrap()
     };
     // Equal for the same K, x type and column order whatever the rows and groups; else not.
     assert_ne!(key(&ma, m, false), 0);
@@ -718,10 +725,10 @@ fn matrices_sharing_x_share_one_pre_pass() {
 
     let x = rng.vec(m * k);
     let xb = upload(&ctx, &f32_bytes(&x), "test x").unwrap();
-    let need = gemv::workspace_bytes(&ctx, &ma, &p(&ma, m, false, false)).unwrap();
+    let need = gemv::workspace_bytes(&ctx.rules, &ma.form, &p(&ma, m, false, false)).unwrap();
     assert_eq!(
         need,
-        gemv::workspace_bytes(&ctx, &mb, &p(&mb, m, false, false)).unwrap()
+        gemv::workspace_bytes(&ctx.rules, &mb.form, &p(&mb, m, false, false)).unwrap()
     );
     let wb = Buffer::new(&ctx.device, need, MemoryKind::Readback, "test workspace").unwrap();
     let ya = Buffer::new(

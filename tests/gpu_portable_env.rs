@@ -9,7 +9,7 @@ use q4vk::ffi::matrix::q4vk_matrix_destroy;
 fn environment_forces_portable_kernels() {
     std::env::set_var("Q4VK_PORTABLE", "1");
     let gpu = Gpu::new(false);
-    assert!(gpu.context().portable);
+    assert!(gpu.context().rules.portable);
     let mut rng = Rng(8);
     let data = random_q4(&mut rng, 77, 555, 64, true, true);
     let mat = upload_q4(&gpu, &data);
@@ -28,7 +28,7 @@ fn the_core_does_not_read_the_environment() {
     std::env::set_var("Q4VK_PORTABLE", "1");
     std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
     let ctx = Context::new(ContextConfig::default(), Logger::silent()).expect("a context");
-    assert_eq!(ctx.portable, !ctx.device.info.subgroup_kernels_ok());
+    assert_eq!(ctx.rules.portable, !ctx.device.info.subgroup_kernels_ok());
     let offered = unsafe {
         ctx.device
             .instance

@@ -18,11 +18,11 @@ fn a_context_creates_only_the_module_it_uses() {
     for portable in [true, false] {
         let gpu = Gpu::new(portable);
         let ctx = gpu.context();
-        if !portable && ctx.portable {
+        if !portable && ctx.rules.portable {
             // The device cannot run the subgroup kernels: its context is portable anyway.
             assert!(!ctx.device.info.subgroup_kernels_ok());
         }
-        assert_eq!(ctx.pipelines.portable, ctx.portable);
+        assert_eq!(ctx.pipelines.portable, ctx.rules.portable);
         let key = |portable| PipelineKey {
             portable,
             workgroup: ctx.pipelines.tuning.workgroup_for(8),
@@ -35,14 +35,14 @@ fn a_context_creates_only_the_module_it_uses() {
             dot: false,
         };
         ctx.pipelines
-            .get(key(ctx.portable))
+            .get(key(ctx.rules.portable))
             .expect("the context's own variant");
-        let other = ctx.pipelines.get(key(!ctx.portable));
+        let other = ctx.pipelines.get(key(!ctx.rules.portable));
         assert!(
             other.is_err(),
             "a portable = {} context built a portable = {} pipeline",
-            ctx.portable,
-            !ctx.portable
+            ctx.rules.portable,
+            !ctx.rules.portable
         );
     }
 }

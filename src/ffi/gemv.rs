@@ -175,7 +175,7 @@ impl Pair<'_> {
     /// The matrix's shape.
     fn shape(&self) -> crate::quant::q4::Q4Shape {
         match self {
-            Pair::Vulkan(_, mat) => mat.shape,
+            Pair::Vulkan(_, mat) => mat.form.shape,
             Pair::Cpu(_, mat) => mat.shape,
         }
     }
@@ -250,8 +250,8 @@ fn gemv_params(
     GemvParams {
         m,
         x_f16: flags & Q4VK_GEMV_F16_ACTIVATIONS != 0,
-        x_stride: dense(x_stride, mat.shape.k),
-        y_stride: dense(y_stride, mat.shape.n),
+        x_stride: dense(x_stride, mat.form.shape.k),
+        y_stride: dense(y_stride, mat.form.shape.n),
         x_gathered: false,
         x_round_f16: flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
         workspace_filled: flags & Q4VK_GEMV_REUSE_WORKSPACE != 0,
@@ -689,7 +689,7 @@ pub unsafe extern "C" fn q4vk_gemv_workspace_size(
             "q4vk_gemv_workspace_size",
             (ctx, mat, m, flags),
             (bytes, "bytes"),
-            gemv::workspace_bytes,
+            |rules, mat, p| gemv::workspace_bytes(rules, &mat.form, p),
         )
     }
 }
@@ -704,7 +704,7 @@ unsafe fn workspace_query(
     (ctx, mat, m, flags): (*mut q4vk_context, *const q4vk_matrix, u32, u32),
     (out, out_name): (*mut u64, &'static str),
     answer: fn(
-        &crate::vk::context::Context,
+        &crate::vk::rules::Rules,
         &crate::vk::matrix::DeviceMatrix,
         &GemvParams,
     ) -> Result<u64>,
@@ -718,7 +718,7 @@ unsafe fn workspace_query(
         let params = gemv_params(mat, m, flags, (0, 0));
         // The plan's sizes grow with m: answer only for calls that could run.
         gemv::check_params(ctx, mat, &params)?;
-        let value = answer(ctx, mat, &params)?;
+        let value = answer(&ctx.rules, mat, &params)?;
         // SAFETY: non-NULL (checked) and writable (contract).
         unsafe { super::ptr::write_out(out, value, out_name) }
     })

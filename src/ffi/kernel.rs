@@ -422,9 +422,9 @@ pub unsafe extern "C" fn q4vk_kernel_export(
                         }
                         true
                     }
-                    _ => !c.portable,
+                    _ => !c.rules.portable,
                 };
-                let tuning = if subgroup != c.portable {
+                let tuning = if subgroup != c.rules.portable {
                     c.pipelines.tuning
                 } else {
                     export::default_tuning(subgroup, info.subgroup_size, info.min_subgroup_size)

@@ -71,6 +71,8 @@ pub struct DeviceClass {
     pub max_workgroup: u32,
     /// `maxStorageBufferRange`.
     pub max_storage_range: u64,
+    /// `maxComputeWorkGroupCount` in x and y: the most workgroups of one dispatch.
+    pub max_groups: [u32; 2],
     /// Streaming multiprocessors, where the driver reports them (`VK_NV_shader_sm_builtins`).
     pub sm_count: Option<u32>,
 }

@@ -13,10 +13,10 @@ pub struct Overrides {
     pub coop_gemm: Option<CoopGemmTuning>,
     /// K slices of the tensor-core GEMM on x in fragments (1: none).
     pub coop_gemm_slices: Option<u32>,
-    /// The GEMM kernels run from this m on (on tensor-core matrices also past m = 8,
-    /// whatever the value): below it SIMT matrices run the GEMV (in passes past m = 8, the
-    /// integer dot-product one up to m − 1 too) and tensor-core matrices the GEMV, the
-    /// GEMM on x in fragments replacing it nowhere.
+    /// The first m that runs a GEMM kernel: from it on every call runs its layout's GEMM
+    /// (on x or, with a workspace, on x in fragments), below it a GEMV (the SIMT or integer
+    /// dot-product one in passes of 8 rows past m = 8). Tensor-core matrices run the GEMM
+    /// past m = 8 whatever the value: their GEMV takes at most 8 rows.
     pub gemm_from_m: Option<u32>,
     /// The SIMT GEMM's tile.
     pub gemm_tile: Option<GemmTile>,

@@ -302,6 +302,7 @@ mod tests {
             max_shared: 49152,
             max_workgroup: 1024,
             max_storage_range: 1 << 32,
+            max_groups: [65535; 2],
             sm_count: None,
         };
         assert_eq!(

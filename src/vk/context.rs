@@ -6,12 +6,13 @@ use super::device::{Device, DeviceOptions, HostEnabled};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
 use super::params::MAX_M;
-use super::pipeline::{Pipelines, Tuning};
+use super::pipeline::Pipelines;
+use super::rules::Rules;
 use super::staging::GemvBuffers;
 use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
-use crate::plan::{DeviceClass, DeviceTuning, Overrides};
+use crate::plan::Overrides;
 use ash::vk;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
@@ -107,8 +108,6 @@ pub struct Adoption {
 pub struct Limits {
     /// Largest buffer of one matrix part, in bytes.
     pub max_part_bytes: u64,
-    /// Largest workgroup count of one dispatch in x and y.
-    pub max_groups: [u32; 2],
     /// Upload matrices through a staging buffer and a copy even into mappable device
     /// memory (the path of discrete GPUs; tests force it on unified-memory devices).
     pub staged_uploads: bool,
@@ -130,21 +129,11 @@ pub struct Context {
     pub xy_sets: Option<Mutex<XySets>>,
     /// Pipelines and layouts.
     pub pipelines: Pipelines,
-    /// Using the portable kernels.
-    pub portable: bool,
     /// Using the tensor-core kernel (`vk::coop`) for matrices created on this context.
     pub coop: bool,
-    /// The SIMT GEMV runs on x in 8-bit digits with packed integer dot products
-    /// (`vk::int_dot`), after a pre-pass that writes them into a workspace (`q4vk_gemv`'s
-    /// own, or the one a `q4vk_cmd_gemv` caller passes).
-    pub int_dot: bool,
-    /// What the kernel rules know of the device.
-    pub class: DeviceClass,
-    /// The tuning row of the device's class.
-    pub tuning_row: &'static DeviceTuning,
-    /// The caller's fixed choices (set only through `new` and the setters below, which
-    /// check them).
-    pub(crate) overrides: Overrides,
+    /// What every kernel decision reads: the device's class, its tuning row, the caller's
+    /// fixed choices, the kernel families the context runs.
+    pub rules: Rules,
     /// Dispatcher limits.
     pub limits: Limits,
     /// The host's queue lock (adopted queue).
@@ -159,10 +148,7 @@ impl Context {
     /// Replaces one or more fixed choices for later calls (tuning sweeps and tests run
     /// several on the same matrices), checked as at creation.
     pub fn set_overrides(&mut self, edit: impl FnOnce(&mut Overrides)) -> Result<()> {
-        let mut next = self.overrides;
-        edit(&mut next);
-        self.overrides = next.checked()?;
-        Ok(())
+        self.rules.set_overrides(edit)
     }
 
     /// Creates a context as `config` says.
@@ -223,15 +209,12 @@ impl Context {
         };
         logger.log(LEVEL_INFO, &device.capabilities());
         let info = &device.info;
-        // The kernel's per-subgroup reduction slots are sized for the smallest subgroup the
-        // device may use; the workgroup is a multiple of the largest.
-        let sg = info.min_subgroup_size;
         let subgroup_ok = info.subgroup_kernels_ok();
         let portable = config.portable || !subgroup_ok;
-        let class = info.class();
-        let tuning_row = DeviceTuning::for_class(&class);
-        let mut tuning =
-            Tuning::for_device(portable, &tuning_row.simt_gemv, info.subgroup_size, sg);
+        // The integer dot-product GEMV is settled below, once the device is known to run it.
+        let mut rules = Rules::for_class(info.class(), portable, false);
+        rules.set_overrides(|o| *o = config.overrides)?;
+        let tuning = &mut rules.simt;
         if let Some((workgroup, rows)) = config.tuning {
             let valid = workgroup.is_power_of_two()
                 && workgroup >= info.subgroup_size.max(tuning.subgroup)
@@ -324,7 +307,6 @@ impl Context {
             }
             probed.is_ok()
         };
-        let overrides = config.overrides.checked()?;
         if coop {
             logger.log(
                 LEVEL_INFO,
@@ -343,9 +325,10 @@ impl Context {
                 "integer dot-product GEMV (x in 8-bit digits) for SIMT matrices given a workspace",
             );
         }
+        rules.int_dot = int_dot;
         let pipelines = Pipelines::new(
             &device,
-            tuning,
+            rules.simt,
             portable,
             coop,
             int_dot,
@@ -353,7 +336,6 @@ impl Context {
         )?;
         let limits = Limits {
             max_part_bytes: info.max_storage_range.min(info.max_allocation).min(1 << 31) / 16 * 16,
-            max_groups: info.max_groups,
             staged_uploads: false,
         };
         let xy_sets = device
@@ -367,12 +349,8 @@ impl Context {
             }),
             xy_sets,
             pipelines,
-            portable,
             coop,
-            int_dot,
-            class,
-            tuning_row,
-            overrides,
+            rules,
             limits,
             queue_lock,
             device,
@@ -396,7 +374,7 @@ impl Context {
     pub fn kernel_path(&self) -> &'static str {
         if self.coop {
             "coopmat"
-        } else if self.portable {
+        } else if self.rules.portable {
             "portable"
         } else {
             "subgroup"

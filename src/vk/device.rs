@@ -73,6 +73,7 @@ impl DeviceInfo {
             max_shared: self.max_shared,
             max_workgroup: self.max_workgroup,
             max_storage_range: self.max_storage_range,
+            max_groups: self.max_groups,
             sm_count: self.sm_count,
         }
     }

@@ -142,7 +142,7 @@ pub fn gemv_host_with(
     m: u32,
     round_x_f16: bool,
 ) -> Result<()> {
-    let (n, k) = (mat.shape.n, mat.shape.k);
+    let (n, k) = (mat.form.shape.n, mat.form.shape.k);
     let xn = crate::size::product("m * k", &[m as usize, k])?;
     let yn = crate::size::product("m * n", &[m as usize, n])?;
     if x.len() < xn || y.len() < yn {
@@ -177,7 +177,7 @@ pub fn gemv_host_with(
     };
     let pre = x
         .all_finite()
-        .then(|| decide(ctx, mat, &ungathered, Room::AsNeeded).ok())
+        .then(|| decide(&ctx.rules, &mat.form, &ungathered, Room::AsNeeded).ok())
         .flatten()
         .filter(|c| c.prepass.is_some())
         .and_then(|c| CallPlan::of(ctx, mat, &ungathered, c).ok());
@@ -190,7 +190,7 @@ pub fn gemv_host_with(
                 ctx,
                 mat,
                 &gathered,
-                decide(ctx, mat, &gathered, Room::None)?,
+                decide(&ctx.rules, &mat.form, &gathered, Room::None)?,
             )?,
         ),
     };

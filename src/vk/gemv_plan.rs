@@ -5,11 +5,13 @@
 
 use super::context::Context;
 use super::matrix::DeviceMatrix;
+use super::matrix_form::MatrixForm;
 use super::params::{GemvParams, MAX_M};
 use super::pipeline::{
-    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Push, SlicesKey,
-    DIGITS_WORKGROUP,
+    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Pipelines, Push,
+    SlicesKey, DIGITS_WORKGROUP,
 };
+use super::rules::Rules;
 use super::x_fragments::FragmentGeometry;
 use crate::error::{Error, Result};
 use crate::plan::{CoopGemmTuning, DeviceClass, GemmTile, GEMM_TILE};
@@ -44,7 +46,7 @@ pub(super) struct KSlices {
     pub(super) sum_pipeline: vk::Pipeline,
 }
 
-/// Whether a call with `m` activation rows on `mat` runs a GEMM kernel on x itself (no
+/// Whether a call with `m` activation rows on `form` runs a GEMM kernel on x itself (no
 /// workspace; [`decide`] answers for any call), from `Overrides::gemm_from_m` when
 /// set, else:
 /// - on the tensor-core layout for m > [`MAX_M`] (its GEMV takes at most [`MAX_M`] rows,
@@ -52,19 +54,19 @@ pub(super) struct KSlices {
 ///   (`DeviceTuning::coop_gemm_at_8`);
 /// - on the SIMT layout for m > [`simt_gemv_up_to`] (up to it the GEMV runs in passes of
 ///   [`MAX_M`] rows).
-pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
-    if mat.coop.is_some() && m > MAX_M {
+pub fn runs_gemm(r: &Rules, form: &MatrixForm, m: u32) -> bool {
+    if form.coop.is_some() && m > MAX_M {
         return true;
     }
-    if let Some(from) = ctx.overrides.gemm_from_m {
+    if let Some(from) = r.overrides().gemm_from_m {
         return m >= from;
     }
-    match mat.coop {
-        Some(_) => ctx
-            .tuning_row
+    match form.coop {
+        Some(_) => r
+            .row
             .coop_gemm_at_8
-            .is_some_and(|(rows, k)| m == MAX_M && mat.shape.n >= rows && mat.shape.k <= k),
-        None => m > simt_gemv_up_to(ctx),
+            .is_some_and(|(rows, k)| m == MAX_M && form.shape.n >= rows && form.shape.k <= k),
+        None => m > simt_gemv_up_to(r),
     }
 }
 
@@ -72,43 +74,43 @@ pub fn runs_gemm(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
 /// of [`MAX_M`] activation rows (each reads the weights again and costs about what the GEMV
 /// costs at its m): the device's row (`DeviceTuning::simt_gemv_up_to`); the SIMT GEMM
 /// beyond.
-pub fn simt_gemv_up_to(ctx: &Context) -> u32 {
-    ctx.tuning_row.simt_gemv_up_to
+pub fn simt_gemv_up_to(r: &Rules) -> u32 {
+    r.row.simt_gemv_up_to
 }
 
 /// The largest m at which the integer dot-product GEMV (on x in digits, with a workspace)
 /// runs by default on an `n` × `k` matrix, in passes of [`MAX_M`] rows, the SIMT GEMM
 /// beyond: the device's row (`DeviceTuning::int_dot`), further on matrices with few rows
 /// and a long K, where the GEMM's tiles leave few workgroups.
-pub fn int_dot_gemv_up_to(ctx: &Context, n: usize, k: usize) -> u32 {
-    let reach = &ctx.tuning_row.int_dot;
+pub fn int_dot_gemv_up_to(r: &Rules, n: usize, k: usize) -> u32 {
+    let reach = &r.row.int_dot;
     match n <= reach.few_rows && k >= reach.long_k {
         true => reach.up_to_long_k,
         false => reach.up_to,
     }
 }
 
-/// Whether a call with `p` on `mat` that has a workspace runs the tensor-core GEMM on x in
+/// Whether a call with `p` on `form` that has a workspace runs the tensor-core GEMM on x in
 /// fragments: wherever [`runs_gemm`] says so, and on every tensor-core matrix from the m the
 /// device's row gives (`DeviceTuning::fragments_from_m`) up to m = 8. Without the pre-pass the GEMM is slower there, so
 /// calls without a workspace keep [`runs_gemm`]'s rule.
-fn runs_gemm_on_fragments(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> bool {
-    let from_m = |n, k, f16| ctx.tuning_row.fragments_from_m.for_matrix(n, k, f16);
-    runs_gemm(ctx, mat, p.m)
-        || (ctx.overrides.gemm_from_m.is_none()
-            && mat.coop.is_some()
-            && (from_m(mat.shape.n, mat.shape.k, p.x_f16)..=MAX_M).contains(&p.m))
+fn runs_gemm_on_fragments(r: &Rules, form: &MatrixForm, p: &GemvParams) -> bool {
+    let from_m = |n, k, f16| r.row.fragments_from_m.for_matrix(n, k, f16);
+    runs_gemm(r, form, p.m)
+        || (r.overrides().gemm_from_m.is_none()
+            && form.coop.is_some()
+            && (from_m(form.shape.n, form.shape.k, p.x_f16)..=MAX_M).contains(&p.m))
 }
 
 /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core GEMV that a call
-/// with `p` on `mat` runs where it runs no GEMM: the context's fixed tuning, else
-/// [`super::coop::choose_shape`]'s; `None` for SIMT matrices.
-pub fn coop_gemv_shape(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Option<(u32, u32)> {
-    let c = mat.coop.as_ref()?;
-    let info = &ctx.class;
-    Some(ctx.overrides.coop_gemv.unwrap_or_else(|| {
-        super::coop::choose_shape(
-            mat.shape.n,
+/// with `p` on `form` runs where it runs no GEMM: the context's fixed tuning, else
+/// [`super::coop_shapes::choose_shape`]'s; `None` for SIMT matrices.
+pub fn coop_gemv_shape(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Option<(u32, u32)> {
+    let c = form.coop.as_ref()?;
+    let info = &r.class;
+    Some(r.overrides().coop_gemv.unwrap_or_else(|| {
+        super::coop_shapes::choose_shape(
+            form.shape.n,
             c.stages,
             p.m,
             c.block,
@@ -118,64 +120,64 @@ pub fn coop_gemv_shape(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Opt
     }))
 }
 
-/// Whether a call with `m` activation rows on `mat` runs the integer dot-product GEMV
+/// Whether a call with `m` activation rows on `form` runs the integer dot-product GEMV
 /// (`vk::int_dot`) when given a workspace: SIMT matrices on contexts that use it, up to
 /// m = [`int_dot_gemv_up_to`] (below `Overrides::gemm_from_m` when set), past m = 8 in
 /// passes of 8 rows.
-pub fn runs_int_dot(ctx: &Context, mat: &DeviceMatrix, m: u32) -> bool {
+pub fn runs_int_dot(r: &Rules, form: &MatrixForm, m: u32) -> bool {
     // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
-    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
+    let [max_x, max_y] = r.class.max_groups.map(u64::from);
     let fits = || {
-        (mat.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
+        (form.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
             && u64::from(m) <= max_y
-            && digits_bytes(mat, m) <= ctx.class.max_storage_range
+            && digits_bytes(form, m) <= r.class.max_storage_range
     };
-    let up_to = match ctx.overrides.gemm_from_m {
+    let up_to = match r.overrides().gemm_from_m {
         Some(from) => from.saturating_sub(1),
-        None => int_dot_gemv_up_to(ctx, mat.shape.n, mat.shape.k),
+        None => int_dot_gemv_up_to(r, form.shape.n, form.shape.k),
     };
-    ctx.int_dot && mat.coop.is_none() && m <= up_to && fits()
+    r.int_dot && form.coop.is_none() && m <= up_to && fits()
 }
 
 /// Chunks of 32 columns per workgroup of the digits pre-pass (four invocations each).
 const DIGITS_CHUNKS_PER_WG: u64 = DIGITS_WORKGROUP as u64 / 4;
 
-/// Bytes of `m` rows of x in digits for `mat`.
-fn digits_bytes(mat: &DeviceMatrix, m: u32) -> u64 {
-    16 * u64::from(m) * super::int_dot::row_vectors(mat.shape.k) as u64
+/// Bytes of `m` rows of x in digits for `form`.
+fn digits_bytes(form: &MatrixForm, m: u32) -> u64 {
+    16 * u64::from(m) * super::int_dot::row_vectors(form.shape.k) as u64
 }
 
-/// The tensor-core GEMM's shape for a call with `p` on `mat` (`x_fragments`: on x in fragments,
+/// The tensor-core GEMM's shape for a call with `p` on `form` (`x_fragments`: on x in fragments,
 /// `slices`: in K slices where the rules run them), `None` where the call runs another
 /// kernel: the shape the context fixes, else the rules' (`vk::coop`) with as many K groups
 /// as the shared memory holds.
 fn coop_gemm_key(
-    ctx: &Context,
-    mat: &DeviceMatrix,
+    r: &Rules,
+    form: &MatrixForm,
     p: &GemvParams,
     x_fragments: bool,
     slices: bool,
 ) -> Option<CoopGemmKey> {
-    let c = mat.coop.as_ref().filter(|_| match x_fragments {
-        true => runs_gemm_on_fragments(ctx, mat, p),
-        false => runs_gemm(ctx, mat, p.m),
+    let c = form.coop.as_ref().filter(|_| match x_fragments {
+        true => runs_gemm_on_fragments(r, form, p),
+        false => runs_gemm(r, form, p.m),
     })?;
     // Rounded f32 x runs as f16 x (one column per token) whose blocks carry factors.
     let rounded = x_fragments && rounds_x(p);
-    let shape = ctx.overrides.coop_gemm.unwrap_or_else(|| {
-        let (n, k) = (mat.shape.n, mat.shape.k);
+    let shape = r.overrides().coop_gemm.unwrap_or_else(|| {
+        let (n, k) = (form.shape.n, form.shape.k);
         let (t, s, m, kg, g) = match x_fragments {
-            true => super::coop::choose_fragments_gemm_shape(
+            true => super::coop_shapes::choose_fragments_gemm_shape(
                 n,
                 k,
                 p.m,
                 fragment_parts(p),
-                super::coop::small_groups(c.block, mat.offsets, p.x_f16),
+                super::coop_shapes::small_groups(c.block, form.offsets, p.x_f16),
                 slices,
-                ctx.class.sm_count,
+                r.class.sm_count,
             ),
             false => {
-                let (t, s, m, kg) = super::coop::choose_gemm_shape(n, p.m, p.x_f16);
+                let (t, s, m, kg) = super::coop_shapes::choose_gemm_shape(n, p.m, p.x_f16);
                 (t, s, m, kg, 1)
             }
         };
@@ -185,10 +187,10 @@ fn coop_gemm_key(
         tiles: shape.tiles,
         subgroups: shape.subgroups,
         tokens: shape.tokens,
-        zeros: mat.shape.zero_points,
+        zeros: form.shape.zero_points,
         x_f16: p.x_f16 || rounded,
         block: c.block,
-        offsets: mat.offsets,
+        offsets: form.offsets,
         ksplit: shape.k_groups,
         x_fragments,
         x_rounded: rounded,
@@ -196,14 +198,14 @@ fn coop_gemm_key(
         tsplit: shape.token_groups,
         k_slices: false,
     };
-    let mut key = match ctx.overrides.coop_gemm {
+    let mut key = match r.overrides().coop_gemm {
         Some(_) => key,
-        None => key.fitted(ctx.class.max_shared),
+        None => key.fitted(r.class.max_shared),
     };
     // The look-ahead of the K groups the shape ends up with.
     key.b_ahead = match (x_fragments, shape.b_ahead) {
         (false, _) => 2,
-        (true, 0) => super::coop::choose_fragments_lookahead(&key, p.m, fragment_parts(p)),
+        (true, 0) => super::coop_shapes::choose_fragments_lookahead(&key, p.m, fragment_parts(p)),
         (true, a) => a,
     };
     Some(key)
@@ -234,20 +236,20 @@ struct FragmentsPlan {
     need: u64,
 }
 
-/// The GEMM on x in fragments for a call with `p` on `mat` given a workspace of `room`
+/// The GEMM on x in fragments for a call with `p` on `form` given a workspace of `room`
 /// bytes (`None`: as large as the call asks, as `q4vk_gemv_workspace_size` answers and
 /// `gemv_host` allocates), or `None` where the call runs another kernel or the pre-pass's
 /// grid or the fragments exceed the device's limits. Where K slices would not fit in `room`
 /// (or `maxStorageBufferRange`) the call runs without them, on the shape it would have
 /// without them: a workspace that holds the fragments always serves.
 fn fragments_plan(
-    ctx: &Context,
-    mat: &DeviceMatrix,
+    r: &Rules,
+    form: &MatrixForm,
     p: &GemvParams,
     room: Option<u64>,
 ) -> Option<FragmentsPlan> {
     // Wherever the tensor-core GEMM runs on a workspace (`runs_gemm_on_fragments`).
-    let c = mat.coop.as_ref()?;
+    let c = form.coop.as_ref()?;
     let geometry = |key: &CoopGemmKey| {
         let g = FragmentGeometry {
             stages: c.stages as u32,
@@ -256,11 +258,11 @@ fn fragments_plan(
             x_f16: p.x_f16,
             parts: fragment_parts(p),
         };
-        g.fits(ctx).then_some(g)
+        g.fits(&r.class).then_some(g)
     };
-    let key = coop_gemm_key(ctx, mat, p, true, true)?;
+    let key = coop_gemm_key(r, form, p, true, true)?;
     let g = geometry(&key)?;
-    let (slices, need) = coop_gemm_slices(ctx, mat, p, &g, room);
+    let (slices, need) = coop_gemm_slices(r, form, p, &g, room);
     if slices > 1 {
         return Some(FragmentsPlan {
             g,
@@ -273,7 +275,7 @@ fn fragments_plan(
         });
     }
     // No slices: the shape the rules give without them.
-    let key = coop_gemm_key(ctx, mat, p, true, false)?;
+    let key = coop_gemm_key(r, form, p, true, false)?;
     let g = geometry(&key)?;
     Some(FragmentsPlan {
         need: g.bytes(),
@@ -283,54 +285,54 @@ fn fragments_plan(
     })
 }
 
-/// K slices of the tensor-core GEMM on x in fragments `g` for a call with `p` on `mat` (the
+/// K slices of the tensor-core GEMM on x in fragments `g` for a call with `p` on `form` (the
 /// fixed count of `Overrides::coop_gemm_slices`, else 1 with a fixed GEMM shape, else
-/// [`super::coop::choose_fragments_slices`]'s; at most one per stage), and the workspace
+/// [`super::coop_shapes::choose_fragments_slices`]'s; at most one per stage), and the workspace
 /// bytes the call then needs: the fragments, then (16-byte aligned) the slices' sums,
 /// `slices · m · n` floats. 1 (none) where those would exceed `room` (where given) or the
 /// device's `maxStorageBufferRange`.
 fn coop_gemm_slices(
-    ctx: &Context,
-    mat: &DeviceMatrix,
+    r: &Rules,
+    form: &MatrixForm,
     p: &GemvParams,
     g: &FragmentGeometry,
     room: Option<u64>,
 ) -> (u32, u64) {
-    let slices = ctx
-        .overrides
+    let slices = r
+        .overrides()
         .coop_gemm_slices
-        .unwrap_or_else(|| match ctx.overrides.coop_gemm {
+        .unwrap_or_else(|| match r.overrides().coop_gemm {
             Some(_) => 1,
-            None => super::coop::choose_fragments_slices(
-                mat.shape.n,
-                mat.shape.k,
+            None => super::coop_shapes::choose_fragments_slices(
+                form.shape.n,
+                form.shape.k,
                 p.m,
                 g.parts,
-                ctx.class.sm_count,
+                r.class.sm_count,
             ),
         });
     let slices = slices.min(g.stages.max(1));
     let partials = g.bytes().next_multiple_of(16);
-    let need = partials + 4 * u64::from(slices) * u64::from(p.m) * mat.shape.n as u64;
-    let fits = need <= ctx.class.max_storage_range && room.is_none_or(|r| need <= r);
+    let need = partials + 4 * u64::from(slices) * u64::from(p.m) * form.shape.n as u64;
+    let fits = need <= r.class.max_storage_range && room.is_none_or(|r| need <= r);
     match slices > 1 && fits {
         true => (slices, need),
         false => (1, g.bytes()),
     }
 }
 
-/// Bytes of the workspace a call with `p` on `mat` uses ([`decide`] given as much as it
+/// Bytes of the workspace a call with `p` on `form` uses ([`decide`] given as much as it
 /// asks): x in 8-bit digits for the integer dot-product GEMV, or x as the tensor-core GEMM's
 /// f16 fragments (and the sums of its K slices); 0 where the call runs a kernel that reads x
 /// itself.
-pub fn workspace_bytes(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<u64> {
-    Ok(decide(ctx, mat, p, Room::AsNeeded)?.workspace_bytes)
+pub fn workspace_bytes(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<u64> {
+    Ok(decide(r, form, p, Room::AsNeeded)?.workspace_bytes)
 }
 
 /// What a call's pre-pass writes into its workspace, as a key (`q4vk_gemv_workspace_key`):
 /// calls whose keys are equal and non-zero write the same bytes from the same x (the same
 /// pre-pass, K, activation type, column order and tiles); 0 where the call has no pre-pass.
-pub fn workspace_key(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<u64> {
+pub fn workspace_key(r: &Rules, mat: &DeviceMatrix, p: &GemvParams) -> Result<u64> {
     // FNV-1a over the fields that decide the bytes.
     let mut key = 0xcbf2_9ce4_8422_2325u64;
     let mut add = |v: u64| {
@@ -338,9 +340,9 @@ pub fn workspace_key(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Resul
             key = (key ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
     };
-    add(mat.shape.k as u64);
+    add(mat.form.shape.k as u64);
     add(u64::from(p.x_f16));
-    match decide(ctx, mat, p, Room::AsNeeded)?.prepass {
+    match decide(r, &mat.form, p, Room::AsNeeded)?.prepass {
         Some(PrepassChoice::Digits(_)) => {
             add(1);
             // The digits are written in the matrix's column order.
@@ -379,12 +381,12 @@ pub(super) struct Prepass {
 
 /// The fragments pre-pass's dispatch for `g`, on x of `k` columns as `p` describes it.
 pub(super) fn fragments_prepass(
-    ctx: &Context,
+    pipelines: &Pipelines,
     g: &FragmentGeometry,
     k: u32,
     p: &GemvParams,
 ) -> Result<Prepass> {
-    let pipeline = ctx.pipelines.get_fragments(FragmentsKey {
+    let pipeline = pipelines.get_fragments(FragmentsKey {
         x_f16: g.x_f16,
         block: g.block,
         parts: g.parts,
@@ -397,13 +399,12 @@ pub(super) fn fragments_prepass(
     })
 }
 
-/// Workgroups of a SIMT GEMM call with `tile` on `mat` at `m` tokens (row tiles of every
+/// Workgroups of a SIMT GEMM call with `tile` on `form` at `m` tokens (row tiles of every
 /// part × token tiles).
-fn gemm_workgroups(mat: &DeviceMatrix, tile: GemmTile, m: u32) -> u64 {
-    let row_tiles: u64 = mat
-        .parts
-        .iter()
-        .map(|part| (part.rows as u64).div_ceil(u64::from(tile.rows())))
+fn gemm_workgroups(form: &MatrixForm, tile: GemmTile, m: u32) -> u64 {
+    let row_tiles: u64 = form
+        .parts()
+        .map(|rows| (rows.len() as u64).div_ceil(u64::from(tile.rows())))
         .sum();
     row_tiles * u64::from(m.div_ceil(tile.tokens()))
 }
@@ -444,19 +445,19 @@ fn tile_name(t: GemmTile) -> String {
     )
 }
 
-/// The SIMT GEMM's tile for a call at `m` on `mat`: the context's fixed one, else the
+/// The SIMT GEMM's tile for a call at `m` on `form`: the context's fixed one, else the
 /// device row's (`DeviceTuning::simt_gemm_tiles`), or [`GEMM_TILE`] where that exceeds the device's
 /// workgroup or shared memory, or where a GPU's larger tile (past m = 32) would give the
 /// call fewer than half of [`gemm_groups_wanted`] workgroups (a larger tile is faster per
 /// workgroup, but not where it leaves SMs idle); `Unsupported` where the tile does not fit
 /// the device.
-fn simt_gemm_tile(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<GemmTile> {
-    let info = &ctx.class;
-    let t = ctx.overrides.gemm_tile.unwrap_or_else(|| {
-        let chosen = ctx.tuning_row.simt_gemm_tiles.for_m(m);
+fn simt_gemm_tile(r: &Rules, form: &MatrixForm, m: u32) -> Result<GemmTile> {
+    let info = &r.class;
+    let t = r.overrides().gemm_tile.unwrap_or_else(|| {
+        let chosen = r.row.simt_gemm_tiles.for_m(m);
         let too_few = !info.cpu
             && chosen.tokens() > GEMM_TILE.tokens()
-            && 2 * gemm_workgroups(mat, chosen, m) < gemm_groups_wanted(ctx);
+            && 2 * gemm_workgroups(form, chosen, m) < gemm_groups_wanted(r);
         if gemm_misfit(info, chosen, 1).is_none() && !too_few {
             chosen
         } else {
@@ -469,25 +470,25 @@ fn simt_gemm_tile(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<GemmTile>
     }
 }
 
-/// The SIMT GEMM's tile and K groups for a call at `m` on `mat` (`Unsupported` where the
+/// The SIMT GEMM's tile and K groups for a call at `m` on `form` (`Unsupported` where the
 /// device cannot run them), as its plan takes them.
-pub fn simt_gemm_shape(ctx: &Context, mat: &DeviceMatrix, m: u32) -> Result<(GemmTile, u32)> {
-    let tile = simt_gemm_tile(ctx, mat, m)?;
-    Ok((tile, simt_gemm_ksplit(ctx, mat, tile, m)?))
+pub fn simt_gemm_shape(r: &Rules, form: &MatrixForm, m: u32) -> Result<(GemmTile, u32)> {
+    let tile = simt_gemm_tile(r, form, m)?;
+    Ok((tile, simt_gemm_ksplit(r, form, tile, m)?))
 }
 
 /// Workgroups (or workgroups' worth of K groups) a SIMT GEMM call should have in flight on
 /// a GPU, from the device's row (`DeviceTuning::simt_gemm_workgroups`): so many per SM
 /// where the driver reports their count (`VK_NV_shader_sm_builtins`), else a fixed count
 /// (which only the tile choice uses: K groups need the SM count).
-fn gemm_groups_wanted(ctx: &Context) -> u64 {
-    let (per_sm, without_sms) = ctx.tuning_row.simt_gemm_workgroups;
-    ctx.class
+fn gemm_groups_wanted(r: &Rules) -> u64 {
+    let (per_sm, without_sms) = r.row.simt_gemm_workgroups;
+    r.class
         .sm_count
         .map_or(without_sms, |n| per_sm * u64::from(n))
 }
 
-/// The SIMT GEMM's K groups per workgroup for a call of `m` tokens with `tile` on `mat`:
+/// The SIMT GEMM's K groups per workgroup for a call of `m` tokens with `tile` on `form`:
 /// the context's fixed count, else 1 on CPU implementations (one thread runs a workgroup)
 /// and on GPUs whose driver does not report its SM count (only NVIDIA's was measured), and
 /// on the others the fewest of 1, 2, 4 that give the call [`gemm_groups_wanted`] workgroups'
@@ -495,9 +496,9 @@ fn gemm_groups_wanted(ctx: &Context) -> u64 {
 /// [`gemm_misfit`] lets run. A fixed count that does not fit: `Unsupported` (the tile is
 /// chosen first: a fixed count above 2 refuses calls that get the 128 × 64 tile). K groups
 /// let a call with few tiles (few rows, a long K) keep every SM busy.
-fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -> Result<u32> {
-    let info = &ctx.class;
-    if let Some(k) = ctx.overrides.gemm_ksplit {
+fn simt_gemm_ksplit(r: &Rules, form: &MatrixForm, tile: GemmTile, m: u32) -> Result<u32> {
+    let info = &r.class;
+    if let Some(k) = r.overrides().gemm_ksplit {
         return match gemm_misfit(info, tile, k) {
             Some(why) => Err(Error::Unsupported(format!(
                 "{k} K groups of {} need {why}",
@@ -510,9 +511,9 @@ fn simt_gemm_ksplit(ctx: &Context, mat: &DeviceMatrix, tile: GemmTile, m: u32) -
         return Ok(1);
     }
     Ok(fewest_k_groups(
-        gemm_workgroups(mat, tile, m),
-        mat.layout.chunks as u64,
-        gemm_groups_wanted(ctx),
+        gemm_workgroups(form, tile, m),
+        form.layout.chunks as u64,
+        gemm_groups_wanted(r),
         |k| gemm_misfit(info, tile, k).is_none(),
     ))
 }
@@ -618,31 +619,31 @@ impl Choice {
     }
 }
 
-/// What a call with `p` on `mat` runs given `room` of workspace: the integer dot-product
+/// What a call with `p` on `form` runs given `room` of workspace: the integer dot-product
 /// GEMV or the tensor-core GEMM on x in fragments behind their pre-pass where a workspace
 /// lets them run ([`runs_int_dot`], the fragments rules), else the kernel that reads x
 /// ([`runs_gemm`]: the GEMM of the matrix's layout, or its GEMV). `Unsupported` where the
 /// chosen kernel does not fit the device; `Internal` where the rules contradict each other.
-pub fn decide(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, room: Room) -> Result<Choice> {
+pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Result<Choice> {
     let room = match room {
-        Room::None => return on_x(ctx, mat, p),
+        Room::None => return on_x(r, form, p),
         Room::AsNeeded => None,
         Room::Bytes(b) => Some(b),
     };
-    if runs_int_dot(ctx, mat, p.m) {
+    if runs_int_dot(r, form, p.m) {
         return Ok(Choice {
-            kernel: kernel_choice(ctx, mat, p, true)?,
+            kernel: kernel_choice(r, form, p, true)?,
             prepass: Some(PrepassChoice::Digits(DigitsKey {
                 x_f16: p.x_f16,
-                k_order: mat.k_order.is_some() && !p.x_gathered,
+                k_order: form.column_order && !p.x_gathered,
             })),
-            workspace_bytes: digits_bytes(mat, p.m),
+            workspace_bytes: digits_bytes(form, p.m),
         });
     }
-    let Some(f) = fragments_plan(ctx, mat, p, room) else {
-        return on_x(ctx, mat, p);
+    let Some(f) = fragments_plan(r, form, p, room) else {
+        return on_x(r, form, p);
     };
-    check_coop_gemm_fits(ctx, &f.key)?;
+    check_coop_gemm_fits(r, &f.key)?;
     Ok(Choice {
         kernel: KernelChoice::CoopGemm {
             key: f.key,
@@ -655,9 +656,9 @@ pub fn decide(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, room: Room) -> 
 }
 
 /// The choice of a call whose kernel reads x itself.
-fn on_x(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Choice> {
+fn on_x(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Choice> {
     Ok(Choice {
-        kernel: kernel_choice(ctx, mat, p, false)?,
+        kernel: kernel_choice(r, form, p, false)?,
         prepass: None,
         workspace_bytes: 0,
     })
@@ -667,47 +668,42 @@ fn on_x(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<Choice> {
 /// context's SIMT variant (with `dot`, the integer dot-product one on x in digits, packed
 /// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
 /// says so.
-fn kernel_choice(
-    ctx: &Context,
-    mat: &DeviceMatrix,
-    p: &GemvParams,
-    dot: bool,
-) -> Result<KernelChoice> {
+fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Result<KernelChoice> {
     // The integer dot-product GEMV runs past runs_gemm's m (up to int_dot_gemv_up_to).
-    let gemm = !dot && runs_gemm(ctx, mat, p.m);
-    if dot && !runs_int_dot(ctx, mat, p.m) {
+    let gemm = !dot && runs_gemm(r, form, p.m);
+    if dot && !runs_int_dot(r, form, p.m) {
         return Err(Error::Internal(
             "the integer dot-product GEMV runs SIMT matrices at the GEMV's m on contexts with int_dot only".into(),
         ));
     }
-    let Some(c) = &mat.coop else {
+    let Some(c) = &form.coop else {
         return match gemm {
-            true => simt_gemm_choice(ctx, mat, p),
-            false => Ok(simt_gemv_choice(ctx, mat, p, dot)),
+            true => simt_gemm_choice(r, form, p),
+            false => Ok(simt_gemv_choice(r, form, p, dot)),
         };
     };
     if gemm {
-        let key = coop_gemm_key(ctx, mat, p, false, false)
+        let key = coop_gemm_key(r, form, p, false, false)
             .ok_or_else(|| Error::Internal("no tensor-core GEMM shape".into()))?;
-        check_coop_gemm_fits(ctx, &key)?;
+        check_coop_gemm_fits(r, &key)?;
         return Ok(KernelChoice::CoopGemm {
             key,
             slices: 1,
             partials_word: 0,
         });
     }
-    let (t, s) = coop_gemv_shape(ctx, mat, p)
+    let (t, s) = coop_gemv_shape(r, form, p)
         .ok_or_else(|| Error::Internal("no tensor-core GEMV shape".into()))?;
     let key = CoopKey {
         tiles: t,
         subgroups: s,
         m: p.m,
-        zeros: mat.shape.zero_points,
+        zeros: form.shape.zero_points,
         x_f16: p.x_f16,
         block: c.block,
-        offsets: mat.offsets,
+        offsets: form.offsets,
     };
-    let max_shared = ctx.class.max_shared;
+    let max_shared = r.class.max_shared;
     if key.shared_bytes() > max_shared {
         return Err(Error::Unsupported(format!(
             "the tensor-core kernel with {t} tiles x {s} subgroups needs {} bytes of shared memory at m = {}; the device has {max_shared}",
@@ -718,35 +714,35 @@ fn kernel_choice(
     Ok(KernelChoice::CoopGemv(key))
 }
 
-/// The SIMT GEMM's key for a call with `p` on `mat`.
-fn simt_gemm_choice(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<KernelChoice> {
-    let (tile, ksplit) = simt_gemm_shape(ctx, mat, p.m)?;
+/// The SIMT GEMM's key for a call with `p` on `form`.
+fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<KernelChoice> {
+    let (tile, ksplit) = simt_gemm_shape(r, form, p.m)?;
     Ok(KernelChoice::SimtGemm(GemmKey {
         tile,
-        zeros: mat.shape.zero_points,
-        scale_f32: mat.scale_f32,
+        zeros: form.shape.zero_points,
+        scale_f32: form.scale_f32,
         x_f16: p.x_f16,
-        offsets: mat.offsets,
-        k_order: mat.k_order.is_some() && !p.x_gathered,
+        offsets: form.offsets,
+        k_order: form.column_order && !p.x_gathered,
         ksplit,
     }))
 }
 
-/// The SIMT GEMV's key for a call with `p` on `mat` (`dot`: the integer dot-product GEMV
+/// The SIMT GEMV's key for a call with `p` on `form` (`dot`: the integer dot-product GEMV
 /// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
-fn simt_gemv_choice(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool) -> KernelChoice {
+fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
     KernelChoice::SimtGemv {
         key: PipelineKey {
-            portable: ctx.portable,
-            workgroup: ctx.pipelines.tuning.workgroup_for(mat.layout.chunks),
+            portable: r.portable,
+            workgroup: r.simt.workgroup_for(form.layout.chunks),
             m: pass_rows,
-            zeros: mat.shape.zero_points,
-            scale_f32: mat.scale_f32,
+            zeros: form.shape.zero_points,
+            scale_f32: form.scale_f32,
             // The digits are f32-free and in column order (the pre-pass gathers).
             x_f16: p.x_f16 && !dot,
-            offsets: mat.offsets,
-            k_order: mat.k_order.is_some() && !p.x_gathered && !dot,
+            offsets: form.offsets,
+            k_order: form.column_order && !p.x_gathered && !dot,
             dot,
         },
         last_rows: p.m - (p.m - 1) / pass_rows * pass_rows,
@@ -755,8 +751,8 @@ fn simt_gemv_choice(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams, dot: bool
 
 /// `Unsupported` where the tensor-core GEMM of `key` needs more shared memory than the
 /// device has.
-fn check_coop_gemm_fits(ctx: &Context, key: &CoopGemmKey) -> Result<()> {
-    let max_shared = ctx.class.max_shared;
+fn check_coop_gemm_fits(r: &Rules, key: &CoopGemmKey) -> Result<()> {
+    let max_shared = r.class.max_shared;
     if key.shared_bytes() > max_shared {
         return Err(Error::Unsupported(format!(
             "the tensor-core GEMM with {} tokens per workgroup needs {} bytes of shared memory; the device has {max_shared}",
@@ -783,9 +779,9 @@ pub(super) fn plan_of(
         tokens_per_wg: tokens,
         last_pass_pipeline: last,
         k_slices: None,
-        chunks: mat.layout.chunks,
-        groups: mat.layout.groups,
-        group_shift: mat.layout.group_shift,
+        chunks: mat.form.layout.chunks,
+        groups: mat.form.layout.groups,
+        group_shift: mat.form.layout.group_shift,
     };
     let main = match choice.kernel {
         KernelChoice::SimtGemv { key, last_rows } => simt(
@@ -822,12 +818,12 @@ pub(super) fn plan_of(
             plan
         }
     };
-    let k = mat.shape.k as u32;
+    let k = mat.form.shape.k as u32;
     let prepass = match choice.prepass {
         None => None,
         Some(PrepassChoice::Digits(key)) => {
             let chunks = k.div_ceil(32);
-            let row_vectors = super::int_dot::row_vectors(mat.shape.k) as u64;
+            let row_vectors = super::int_dot::row_vectors(mat.form.shape.k) as u64;
             Some(PrepassPlanned {
                 prepass: Prepass {
                     pipeline: pipelines.get_digits(key)?,
@@ -845,7 +841,7 @@ pub(super) fn plan_of(
             })
         }
         Some(PrepassChoice::Fragments(g)) => Some(PrepassPlanned {
-            prepass: fragments_prepass(ctx, &g, k, p)?,
+            prepass: fragments_prepass(pipelines, &g, k, p)?,
             main_x_stride: 0,
         }),
     };
@@ -856,6 +852,7 @@ pub(super) fn plan_of(
 /// `mat` (`Internal` where the matrix is not in the tensor-core layout).
 fn coop_plan(mat: &DeviceMatrix, pipeline: vk::Pipeline, rows: u32, tokens: u32) -> Result<Plan> {
     let c = mat
+        .form
         .coop
         .as_ref()
         .ok_or_else(|| Error::Internal("a tensor-core kernel on a SIMT matrix".into()))?;

@@ -4,11 +4,10 @@
 
 use super::context::Context;
 use super::device::Device;
+use super::matrix_form::MatrixForm;
 use super::memory::{storage_set, Buffer, MemoryKind};
 use crate::error::{Error, Result};
-use crate::layout::coop::{CoopLayout, TILE_ROWS};
-use crate::layout::vk::VkLayout;
-use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use crate::quant::q4::{Q4Data, ScaleType};
 use ash::vk;
 use std::sync::Arc;
 
@@ -35,19 +34,10 @@ pub struct ColumnOrder {
 
 /// An immutable Q4 matrix in device memory; shareable between threads.
 pub struct DeviceMatrix {
-    /// Shape and scheme.
-    pub shape: Q4Shape,
-    /// Scales are f32 (else f16).
-    pub scale_f32: bool,
-    /// Binding 2 holds per-group f32 offsets (`w = scale·u + offset`) instead of zero points.
-    pub offsets: bool,
+    /// What the kernel rules read of it: shape, scheme, layout, parts.
+    pub form: MatrixForm,
     /// The input of each column, when not in order (GPTQ act-order).
     pub k_order: Option<ColumnOrder>,
-    /// GPU layout geometry (SIMT kernels).
-    pub layout: VkLayout,
-    /// The tensor-core layout, when the matrix was made for that kernel (then the parts
-    /// hold whole tiles of 16 rows in `layout::coop`'s layout, and `layout` is unused).
-    pub coop: Option<CoopLayout>,
     /// The parts, in row order.
     pub parts: Vec<Part>,
     pool: vk::DescriptorPool,
@@ -132,24 +122,16 @@ impl DeviceMatrix {
             ));
         }
         let shape = data.shape;
-        let layout = VkLayout::of(&shape);
-        let coop = (ctx.coop && k_order.is_none()).then(|| CoopLayout::of(&shape));
-        let max_part = ctx.limits.max_part_bytes;
-        // Rows per part: whole rows (SIMT) or whole tiles (tensor cores), with indices
-        // inside a part (row * chunks, uvec4s of its tiles) within 32 bits.
-        let (unit_rows, unit_bytes, unit_words) = match &coop {
-            Some(c) => (TILE_ROWS, c.tile_bytes(), c.tile_bytes() / 16),
-            None => (1, layout.row_bytes(), layout.chunks.max(1)),
-        };
-        let units_per_part = (max_part / unit_bytes as u64) as usize;
-        if units_per_part == 0 {
-            return Err(Error::Unsupported(format!(
-                "{unit_rows} row(s) of k = {} need {unit_bytes} bytes, more than this device's largest storage buffer ({max_part} bytes)",
-                shape.k,
-            )));
-        }
-        let rows_per_part = units_per_part.min(u32::MAX as usize / unit_words) * unit_rows;
-        let part_count = shape.n.div_ceil(rows_per_part);
+        let form = MatrixForm::new(
+            shape,
+            data.scale_type == ScaleType::F32,
+            offsets.is_some(),
+            k_order.is_some(),
+            ctx.coop,
+            ctx.limits.max_part_bytes,
+        )?;
+        let (layout, coop) = (form.layout, form.coop);
+        let part_count = form.parts().count();
         let d = &ctx.device.device;
         let matrix_name = format!("q4vk matrix {}x{}", shape.n, shape.k);
         let sizes = [vk::DescriptorPoolSize {
@@ -170,17 +152,13 @@ impl DeviceMatrix {
             .namer
             .name(pool, &format!("{matrix_name} descriptor pool"));
         let mut this = DeviceMatrix {
-            shape,
-            scale_f32: data.scale_type == ScaleType::F32,
-            offsets: offsets.is_some(),
+            form,
             k_order: None,
-            layout,
-            coop,
             parts: Vec::with_capacity(part_count),
             pool,
             device: ctx.device.clone(),
         };
-        let needed = this.device_bytes();
+        let needed = this.form.device_bytes();
         let heap = ctx.device.largest_device_heap();
         if needed > heap {
             return Err(Error::OutOfDeviceMemory(format!(
@@ -194,8 +172,7 @@ impl DeviceMatrix {
                 inputs: crate::alloc::collect(order.iter().copied(), "the column order")?,
             });
         }
-        for p in 0..part_count {
-            let rows = p * rows_per_part..((p + 1) * rows_per_part).min(shape.n);
+        for (p, rows) in form.parts().enumerate() {
             let count = rows.len();
             let part_name = match part_count {
                 1 => matrix_name.clone(),
@@ -292,32 +269,6 @@ impl DeviceMatrix {
     /// share matrices: set 0's layout is defined identically in every context).
     pub fn same_device(&self, ctx: &Context) -> bool {
         self.device.device.handle() == ctx.device.device.handle()
-    }
-
-    /// Device bytes of weights, scales, zero points or offsets and column order (what one
-    /// GEMV reads).
-    pub fn device_bytes(&self) -> u64 {
-        let n = self.shape.n as u64;
-        let order = self.k_order.as_ref().map_or(0, |_| 4 * self.shape.k as u64);
-        if let Some(c) = &self.coop {
-            let tiles = n.div_ceil(TILE_ROWS as u64);
-            let per_group = 4 + if self.offsets {
-                4
-            } else {
-                self.shape.zero_points as usize
-            };
-            let tile = c.tile_bytes() + TILE_ROWS * c.groups * per_group;
-            return tiles * tile as u64 + order;
-        }
-        let scale = if self.scale_f32 { 4 } else { 2 };
-        let zeros = if self.offsets {
-            4
-        } else if self.shape.zero_points {
-            1
-        } else {
-            0
-        };
-        n * (self.layout.row_bytes() as u64 + (scale + zeros) * self.layout.groups as u64) + order
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod context;
 pub mod coop;
+pub mod coop_shapes;
 pub mod debug_name;
 pub mod device;
 pub mod export;
@@ -19,10 +20,12 @@ pub mod int_dot;
 pub mod kernel;
 pub mod log;
 pub mod matrix;
+pub mod matrix_form;
 pub mod memory;
 mod params;
 pub mod pipeline;
 mod record;
+pub mod rules;
 pub mod shaders;
 mod staging;
 pub mod stats;

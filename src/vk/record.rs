@@ -18,7 +18,7 @@ use ash::vk;
 /// looked at; returns the elements and bytes of x and y. Too large for the device (a span
 /// beyond 32-bit indexing or `maxStorageBufferRange`): `Unsupported`.
 pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<XyExtent> {
-    let e = xy_extent(mat.shape.n as u64, mat.shape.k as u64, p, "")?;
+    let e = xy_extent(mat.form.shape.n as u64, mat.form.shape.k as u64, p, "")?;
     let (m, x_bytes, y_bytes) = (p.m, e.x_bytes, e.y_bytes);
     let max = ctx.device.info.max_storage_range;
     for (name, need) in [("x", x_bytes), ("y", y_bytes)] {
@@ -122,7 +122,7 @@ pub fn record_x_fragments(
     };
     let kind_matches = p.x_f16 == g.x_f16 && g.parts == parts;
     let k_fits = u64::from(k) <= g.kpad();
-    if !kind_matches || !k_fits || p.m > g.tokens || !g.is_valid() || !g.fits(ctx) {
+    if !kind_matches || !k_fits || p.m > g.tokens || !g.is_valid() || !g.fits(&ctx.rules.class) {
         return Err(invalid!(
             "the fragments pre-pass of {} rows of k = {k} ({kind} x) does not fit {g:?}",
             p.m,
@@ -130,7 +130,7 @@ pub fn record_x_fragments(
     }
     check_buffer(ctx, "x", &x, xy_extent(1, u64::from(k), p, "")?.x_bytes)?;
     validate_workspace(ctx, &workspace, g.bytes(), &x, &x)?;
-    let prepass = fragments_prepass(ctx, g, k, p)?;
+    let prepass = fragments_prepass(&ctx.pipelines, g, k, p)?;
     let xy = XyBinding::of(ctx, x, workspace)?;
     record_prepass(ctx, cmd, &prepass, &xy, p.m);
     Ok(())
@@ -171,7 +171,7 @@ pub fn record_validated(
     workspace: Option<BufferRange>,
 ) -> Result<()> {
     let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
-    let call = CallPlan::of(ctx, mat, p, decide(ctx, mat, p, room)?)?;
+    let call = CallPlan::of(ctx, mat, p, decide(&ctx.rules, &mat.form, p, room)?)?;
     record_resolved(ctx, cmd, mat, (x, y), p, workspace, &call)
 }
 
@@ -304,7 +304,7 @@ unsafe fn record_dispatches(
     depth: u32,
 ) {
     let d = &ctx.device.device;
-    let [max_x, max_y] = ctx.limits.max_groups.map(u64::from);
+    let [max_x, max_y] = ctx.rules.class.max_groups.map(u64::from);
     let mut done = 0u64;
     while done < total {
         let (count, gx, gy) = dispatch_grid(total - done, [max_x, max_y]);
@@ -342,7 +342,7 @@ fn part_push(
         rows: part.rows as u32,
         row_base: part.first_row as u32,
         chunks: plan.chunks as u32,
-        k: mat.shape.k as u32,
+        k: mat.form.shape.k as u32,
         groups: plan.groups as u32,
         group_shift: plan.group_shift,
         x_stride: x_stride as u32,

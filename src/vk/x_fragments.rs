@@ -25,8 +25,8 @@
 //! * S at [`FragmentGeometry::sums_offset`]: f32 `[tokens][kpad / block]`, each block's sum of
 //!   x in f32 (read by matrices with per-group offsets).
 
-use super::context::Context;
 use super::pipeline::{Push, FRAGMENTS_WORKGROUP};
+use crate::plan::DeviceClass;
 
 /// Geometry of one x in fragments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,11 +80,9 @@ impl FragmentGeometry {
     }
 
     /// Whether the pre-pass's grid and the workspace fit the device's limits.
-    pub fn fits(&self, ctx: &Context) -> bool {
-        let [max_x, max_y] = ctx.limits.max_groups;
-        self.grid()[0] <= max_x
-            && self.tokens <= max_y
-            && self.bytes() <= ctx.device.info.max_storage_range
+    pub fn fits(&self, class: &DeviceClass) -> bool {
+        let [max_x, max_y] = class.max_groups;
+        self.grid()[0] <= max_x && self.tokens <= max_y && self.bytes() <= class.max_storage_range
     }
 
     /// The pre-pass's grid: workgroups of [`FRAGMENTS_WORKGROUP`] invocations, four columns

@@ -458,8 +458,8 @@ pub fn dense_params(
     q4vk::vk::gemv::GemvParams {
         m: m as u32,
         x_f16: how.x_f16,
-        x_stride: mat.shape.k as u64,
-        y_stride: mat.shape.n as u64,
+        x_stride: mat.form.shape.k as u64,
+        y_stride: mat.form.shape.n as u64,
         x_gathered: false,
         x_round_f16: how.x_round_f16,
         workspace_filled: false,
@@ -505,7 +505,7 @@ pub fn try_record_gemv(
 ) -> Result<Vec<f32>, q4vk::error::Error> {
     use q4vk::vk::gemv::{self, BufferRange};
     use q4vk::vk::memory::{Buffer, MemoryKind};
-    let n = mat.shape.n;
+    let n = mat.form.shape.n;
     let xb = q4vk::vk::matrix::upload(ctx, x_bytes, "test x").unwrap();
     let yb = Buffer::new(
         &ctx.device,
@@ -522,7 +522,7 @@ pub fn try_record_gemv(
         range: bytes as u64,
     };
     let p = dense_params(mat, m, how);
-    let ws_bytes = gemv::workspace_bytes(ctx, mat, &p)? as usize;
+    let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &p)? as usize;
     let wb = Buffer::new(
         &ctx.device,
         ws_bytes.max(16) as u64,
@@ -654,7 +654,7 @@ fn choice(
     } else {
         Room::None
     };
-    decide(ctx, mat, p, room).expect("the call's choice")
+    decide(&ctx.rules, &mat.form, p, room).expect("the call's choice")
 }
 
 /// The three matrices the concurrency and synchronization tests share (group 32 and 64 with

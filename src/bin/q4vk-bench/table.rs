@@ -75,7 +75,7 @@ pub(crate) fn prepare(
     let (n, k) = (data.shape.n, data.shape.k);
     let k_order = opt.act_order.then(|| column_order(k));
     let first = DeviceMatrix::new(ctx, data, offsets, k_order.as_deref())?;
-    let bytes_per = first.device_bytes();
+    let bytes_per = first.form.device_bytes();
     let copies = (opt.cold_bytes.div_ceil(bytes_per) + 1) as usize;
     let mut mats = vec![first];
     for _ in 1..copies {
@@ -165,7 +165,7 @@ impl Prepared {
     /// (the kernels that read x themselves run). `prepare` calls it; a caller that changes
     /// the context's shapes afterwards calls it again.
     fn set_workspace(&mut self, ctx: &Context, opt: &Options) -> Result<()> {
-        let bytes = gemv::workspace_bytes(ctx, &self.mats[0], &self.p)?;
+        let bytes = gemv::workspace_bytes(&ctx.rules, &self.mats[0].form, &self.p)?;
         self.workspace = None;
         self.workspace_buffer = None;
         if bytes > 0 && !opt.no_workspace {
@@ -195,7 +195,7 @@ impl Prepared {
         probe: &Copy,
     ) -> Result<(f64, f64, f64, f64, Vec<f64>, bool)> {
         let (mats, p) = (&self.mats, &self.p);
-        let n = mats[0].shape.n;
+        let n = mats[0].form.shape.n;
         let copies = mats.len();
         let ws = self.workspace;
         let y = run_once(ctx, &mats[0], self.x, p, ws, n)?;
@@ -238,7 +238,7 @@ impl Prepared {
             gemv::record(ctx, cmd, &mats[0], xr, yr, p, ws)
         })?;
         let room = ws.map_or(Room::None, |w| Room::Bytes(w.range));
-        let gemm = gemv::decide(ctx, &mats[0], p, room)?.runs_gemm();
+        let gemm = gemv::decide(&ctx.rules, &mats[0].form, p, room)?.runs_gemm();
         Ok((cold_us, hot_us, self.bytes as f64, rel_err, per_copy, gemm))
     }
 }
@@ -389,7 +389,9 @@ pub(crate) fn bench_shape(
         } else {
             Room::AsNeeded
         };
-        if i > 0 && !gemv::decide(ctx, &prepared.mats[0], &prepared.p, room)?.runs_gemm() {
+        if i > 0
+            && !gemv::decide(&ctx.rules, &prepared.mats[0].form, &prepared.p, room)?.runs_gemm()
+        {
             break;
         }
         ctx.set_overrides(|o| o.coop_gemm = coop_gemm)?;
@@ -412,13 +414,18 @@ pub(crate) fn bench_shape(
             rounded: gemv::rounds_x(&prepared.p) && prepared.workspace.is_some() && gemm,
             reused: opt.reuse_workspace && prepared.workspace.is_some(),
             coop_gemm,
-            gemm_shape: gemv::decide(ctx, &prepared.mats[0], &prepared.p, prepared.room())?
-                .coop_gemm_shape()
-                .filter(|_| gemm),
+            gemm_shape: gemv::decide(
+                &ctx.rules,
+                &prepared.mats[0].form,
+                &prepared.p,
+                prepared.room(),
+            )?
+            .coop_gemm_shape()
+            .filter(|_| gemm),
             gemv_shape: if gemm {
                 None
             } else {
-                gemv::coop_gemv_shape(ctx, &prepared.mats[0], &prepared.p)
+                gemv::coop_gemv_shape(&ctx.rules, &prepared.mats[0].form, &prepared.p)
             },
         });
     }

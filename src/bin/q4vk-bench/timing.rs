@@ -209,7 +209,7 @@ pub(crate) fn ceilings(ctx: &Context, opt: &Options) -> Result<Ceilings> {
     for bytes in HOT_READS {
         // One round per invocation: a workgroup per 16 KB.
         let groups = (bytes / (16 * 1024)) as u32;
-        if bytes > copy.size || groups > ctx.limits.max_groups[0] {
+        if bytes > copy.size || groups > ctx.rules.class.max_groups[0] {
             continue;
         }
         hot_reads.push((bytes, read((bytes / 16) as u32, groups)?));

@@ -1,0 +1,62 @@
+//! What the kernel rules (`vk::gemv_plan`) read of a context, as plain data: the device's
+//! class, the tuning row of that class, the caller's fixed choices, which kernel families
+//! the context runs and the SIMT GEMV's workgroup shape. A context builds it once; tools
+//! and tests build it for any device class, real or made up, without Vulkan.
+
+use super::pipeline::Tuning;
+use crate::error::Result;
+use crate::plan::{DeviceClass, DeviceTuning, Overrides};
+
+/// The inputs of every kernel decision of a context (`vk::gemv::decide`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// What the device is.
+    pub class: DeviceClass,
+    /// The tuning row of the device's class.
+    pub row: &'static DeviceTuning,
+    /// The portable SIMT kernels (no subgroup operations) run instead of the subgroup ones.
+    pub portable: bool,
+    /// The SIMT GEMV runs on x in 8-bit digits with packed integer dot products
+    /// (`vk::int_dot`), behind a pre-pass into a workspace, where a call has one.
+    pub int_dot: bool,
+    /// The SIMT GEMV's workgroup shape.
+    pub simt: Tuning,
+    /// The caller's fixed choices, checked ([`Rules::set_overrides`]).
+    overrides: Overrides,
+}
+
+impl Rules {
+    /// The rules on a device of `class`: its class's tuning row, the SIMT GEMV's shape from
+    /// that row (`portable`: the portable kernels'), the integer dot-product GEMV where
+    /// `int_dot`, and no fixed choices.
+    pub fn for_class(class: DeviceClass, portable: bool, int_dot: bool) -> Rules {
+        let row = DeviceTuning::for_class(&class);
+        Rules {
+            class,
+            row,
+            portable,
+            int_dot,
+            simt: Tuning::for_device(
+                portable,
+                &row.simt_gemv,
+                class.subgroup_size,
+                class.min_subgroup_size,
+            ),
+            overrides: Overrides::default(),
+        }
+    }
+
+    /// The caller's fixed choices.
+    pub fn overrides(&self) -> &Overrides {
+        &self.overrides
+    }
+
+    /// Replaces one or more fixed choices, checked (`Overrides::checked`); on an error
+    /// nothing changes.
+    pub fn set_overrides(&mut self, edit: impl FnOnce(&mut Overrides)) -> Result<()> {
+        let mut next = self.overrides;
+        edit(&mut next);
+        self.overrides = next.checked()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,434 @@
+//! The decision grid: every kernel decision the rules make (`vk::gemv::decide`) over made-up
+//! device classes, matrix forms and shapes, activation counts and types and workspaces,
+//! against the record in `tests/data/decision-grid.txt`. The rules are pure (no Vulkan), so
+//! this runs anywhere in well under a second. A change that should change no decision must
+//! leave the record as it is; a change that should change some shows them in the record's
+//! diff: `Q4VK_BLESS_DECISIONS=1 cargo test --test decision_grid` rewrites it.
+//!
+//! One line per (device, kernel families, form, shape, activation type, workspace): the
+//! choices over m, each written once for the run of m it holds for (`1-4:` … `5:` …), then
+//! the workspace bytes at each m that has one. What follows from m alone (a GEMV pass's
+//! rows, the fragments' padded tokens, where the K slices' sums start) is left out.
+//!
+//! Kernels: `gemv(wg W)` the SIMT GEMV, `gemm(TX x TY x RN x RM kK)` the SIMT GEMM,
+//! `cgemv(T x S bB)` the tensor-core GEMV, `cgemm(T,S,M,K,A,G bB zZ)` the tensor-core GEMM
+//! (`CoopGemmTuning`'s fields, Z K slices); pre-passes `+digits`, `+fragments(STAGES st
+//! bB pP)`. Flags: `z` zero points, `s` f32 scales, `h` f16 x, `o` offsets, `k` x gathered
+//! through the column order, `d` x in digits, `p` portable kernels, `f` x in fragments,
+//! `r` f32 x rounded to f16, `q` in K slices.
+
+use q4vk::plan::{DeviceClass, Family};
+use q4vk::quant::q4::Q4Shape;
+use q4vk::vk::gemv::{decide, Choice, GemvParams, KernelChoice, PrepassChoice, Room};
+use q4vk::vk::matrix_form::MatrixForm;
+use q4vk::vk::rules::Rules;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// A device class as the rules see one: the named families with the sizes and limits
+/// such devices report.
+fn class(
+    family: Family,
+    (subgroup_size, min_subgroup_size): (u32, u32),
+    max_shared: u32,
+    max_workgroup: u32,
+    max_storage_range: u64,
+    max_groups: [u32; 2],
+    sm_count: Option<u32>,
+) -> DeviceClass {
+    DeviceClass {
+        family,
+        vendor: 0,
+        cpu: family == Family::Software,
+        subgroup_size,
+        min_subgroup_size,
+        max_shared,
+        max_workgroup,
+        max_storage_range,
+        max_groups,
+        sm_count,
+    }
+}
+
+/// Which kernel families a context of a class runs.
+#[derive(Clone, Copy)]
+struct Families {
+    name: &'static str,
+    coop: bool,
+    portable: bool,
+    int_dot: bool,
+}
+
+const COOP: Families = Families {
+    name: "coop",
+    coop: true,
+    portable: false,
+    int_dot: false,
+};
+const SIMT: Families = Families {
+    name: "simt",
+    coop: false,
+    portable: false,
+    int_dot: false,
+};
+const INT_DOT: Families = Families {
+    name: "int-dot",
+    coop: false,
+    portable: false,
+    int_dot: true,
+};
+const PORTABLE: Families = Families {
+    name: "portable",
+    coop: false,
+    portable: true,
+    int_dot: false,
+};
+
+/// The made-up devices: (name, class, the kernel families to try on it).
+fn devices() -> Vec<(&'static str, DeviceClass, Vec<Families>)> {
+    const BIG: u64 = u32::MAX as u64;
+    vec![
+        (
+            "h200-like",
+            class(
+                Family::Nvidia,
+                (32, 32),
+                49152,
+                1024,
+                BIG,
+                [i32::MAX as u32, 65535],
+                Some(132),
+            ),
+            vec![COOP, SIMT, INT_DOT, PORTABLE],
+        ),
+        (
+            "nvidia-without-sm-count",
+            class(
+                Family::Nvidia,
+                (32, 32),
+                49152,
+                1024,
+                BIG,
+                [i32::MAX as u32, 65535],
+                None,
+            ),
+            vec![COOP, INT_DOT],
+        ),
+        (
+            "lavapipe-like",
+            class(
+                Family::Software,
+                (8, 8),
+                32768,
+                1024,
+                1 << 27,
+                [65535, 65535],
+                None,
+            ),
+            vec![SIMT, INT_DOT],
+        ),
+        (
+            "generic-gpu",
+            class(
+                Family::Other,
+                (32, 32),
+                32768,
+                256,
+                1 << 27,
+                [65535, 65535],
+                None,
+            ),
+            vec![SIMT, PORTABLE],
+        ),
+        (
+            "wave64-gpu",
+            class(
+                Family::Amd,
+                (64, 64),
+                65536,
+                1024,
+                BIG,
+                [i32::MAX as u32, 65535],
+                None,
+            ),
+            vec![SIMT, INT_DOT],
+        ),
+        (
+            "adreno-like",
+            class(
+                Family::Adreno,
+                (64, 64),
+                32768,
+                1024,
+                1 << 27,
+                [65535, 65535],
+                None,
+            ),
+            vec![SIMT, INT_DOT],
+        ),
+        (
+            "mali-like",
+            class(
+                Family::Mali,
+                (16, 16),
+                32768,
+                512,
+                1 << 27,
+                [65535, 65535],
+                None,
+            ),
+            vec![SIMT, INT_DOT],
+        ),
+    ]
+}
+
+/// Matrix forms: (name, group size, zero points, f32 scales and offsets, column order).
+const FORMS: [(&str, i32, bool, bool, bool); 6] = [
+    ("g128", 128, false, false, false),
+    ("g128z", 128, true, false, false),
+    ("g64", 64, false, false, false),
+    ("g32o", 32, false, true, false),
+    ("per-channel", -1, false, false, false),
+    ("g128z-act-order", 128, true, false, true),
+];
+
+/// Shapes (n, k) from 1 to 64 k each way.
+const SHAPES: [(u64, u64); 11] = [
+    (7, 96),
+    (130, 300),
+    (256, 1536),
+    (1536, 8960),
+    (8960, 1536),
+    (4096, 4096),
+    (11008, 4096),
+    (28672, 8192),
+    (8192, 28672),
+    (65536, 512),
+    (512, 65536),
+];
+
+/// Activation counts, 1 to 1024: every m up to 12, then each side of the tuning rows'
+/// bounds and the kernels' tiles.
+const MS: [u32; 29] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 17, 24, 32, 33, 40, 41, 48, 64, 65, 96, 128, 200,
+    256, 512, 513, 1024,
+];
+
+/// Activation types: (name, f16 x, f32 x may be rounded to f16).
+const XS: [(&str, bool, bool); 3] = [
+    ("f32", false, false),
+    ("f16", true, false),
+    ("f32-round", false, true),
+];
+
+/// Workspaces: (name, room).
+const ROOMS: [(&str, Room); 3] = [
+    ("none", Room::None),
+    ("as-needed", Room::AsNeeded),
+    ("1MiB", Room::Bytes(1 << 20)),
+];
+
+/// The whole grid as text.
+fn grid() -> String {
+    let mut out = String::new();
+    for (device, class, families) in devices() {
+        let max_part_bytes = class.max_storage_range.min(1 << 31) / 16 * 16;
+        for f in families {
+            let rules = Rules::for_class(class, f.portable, f.int_dot);
+            for (form_name, group, zeros, offsets, order) in FORMS {
+                for (n, k) in SHAPES {
+                    let Ok(shape) = Q4Shape::new(n, k, group, zeros as u32) else {
+                        continue;
+                    };
+                    let form =
+                        MatrixForm::new(shape, offsets, offsets, order, f.coop, max_part_bytes)
+                            .expect("every grid matrix fits a part");
+                    for (x_name, x_f16, x_round_f16) in XS {
+                        // Rounding only ever changes the tensor-core GEMM on fragments.
+                        if x_round_f16 && form.coop.is_none() {
+                            continue;
+                        }
+                        for (room_name, room) in ROOMS {
+                            // A room of so many bytes only ever changes the K slices.
+                            if matches!(room, Room::Bytes(_)) && form.coop.is_none() {
+                                continue;
+                            }
+                            let line = runs(&rules, &form, x_f16, x_round_f16, room);
+                            writeln!(
+                                out,
+                                "{device} {} {form_name} {n}x{k} {x_name} ws-{room_name}: {line}",
+                                f.name
+                            )
+                            .unwrap();
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The choices over [`MS`], each with the run of m it holds for.
+fn runs(rules: &Rules, form: &MatrixForm, x_f16: bool, x_round_f16: bool, room: Room) -> String {
+    let mut runs: Vec<(u32, u32, String)> = Vec::new();
+    let mut workspaces = Vec::new();
+    for m in MS {
+        let p = GemvParams {
+            m,
+            x_f16,
+            x_stride: form.shape.k as u64,
+            y_stride: form.shape.n as u64,
+            x_gathered: false,
+            x_round_f16,
+            workspace_filled: false,
+        };
+        let choice = match decide(rules, form, &p, room) {
+            Ok(c) => {
+                if c.workspace_bytes > 0 {
+                    workspaces.push((m, c.workspace_bytes));
+                }
+                written(&c)
+            }
+            Err(e) => format!("{e:?}"),
+        };
+        match runs.last_mut() {
+            Some((_, last, c)) if *c == choice => *last = m,
+            _ => runs.push((m, m, choice)),
+        }
+    }
+    runs.iter()
+        .map(|(a, b, c)| match a == b {
+            true => format!("{a}: {c}"),
+            false => format!("{a}-{b}: {c}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+        + &written_workspaces(&workspaces)
+}
+
+/// The workspace bytes at each m that has one (`(m, bytes)`), as the record writes them:
+/// `ws B·m` where every m has B bytes per activation row, else `ws m:bytes …`.
+fn written_workspaces(workspaces: &[(u32, u64)]) -> String {
+    let Some(&(m0, b0)) = workspaces.first() else {
+        return String::new();
+    };
+    let per_row = b0 / u64::from(m0);
+    if workspaces.iter().all(|&(m, b)| b == per_row * u64::from(m)) {
+        return format!(" || ws {per_row}·m");
+    }
+    let each: Vec<String> = workspaces.iter().map(|(m, b)| format!("{m}:{b}")).collect();
+    format!(" || ws {}", each.join(" "))
+}
+
+/// The letters of the flags that are set, in order (`-` for none).
+fn flags(set: &[(bool, char)]) -> String {
+    let s: String = set.iter().filter(|(on, _)| *on).map(|(_, c)| *c).collect();
+    match s.is_empty() {
+        true => "-".into(),
+        false => s,
+    }
+}
+
+/// A choice as the record writes it (the module's doc says how).
+fn written(c: &Choice) -> String {
+    let kernel = match c.kernel {
+        KernelChoice::SimtGemv { key: k, .. } => format!(
+            "gemv(wg{} {})",
+            k.workgroup,
+            flags(&[
+                (k.zeros, 'z'),
+                (k.scale_f32, 's'),
+                (k.x_f16, 'h'),
+                (k.offsets, 'o'),
+                (k.k_order, 'k'),
+                (k.dot, 'd'),
+                (k.portable, 'p'),
+            ])
+        ),
+        KernelChoice::SimtGemm(k) => format!(
+            "gemm({}x{}x{}x{} k{} {})",
+            k.tile.tx,
+            k.tile.ty,
+            k.tile.rn,
+            k.tile.rm,
+            k.ksplit,
+            flags(&[
+                (k.zeros, 'z'),
+                (k.scale_f32, 's'),
+                (k.x_f16, 'h'),
+                (k.offsets, 'o'),
+                (k.k_order, 'k'),
+            ])
+        ),
+        KernelChoice::CoopGemv(k) => format!(
+            "cgemv({}x{} b{} {})",
+            k.tiles,
+            k.subgroups,
+            k.block,
+            flags(&[(k.zeros, 'z'), (k.x_f16, 'h'), (k.offsets, 'o')])
+        ),
+        KernelChoice::CoopGemm { key: k, slices, .. } => format!(
+            "cgemm({},{},{},{},{},{} b{} z{slices} {})",
+            k.tiles,
+            k.subgroups,
+            k.tokens,
+            k.ksplit,
+            k.b_ahead,
+            k.tsplit,
+            k.block,
+            flags(&[
+                (k.zeros, 'z'),
+                (k.x_f16, 'h'),
+                (k.offsets, 'o'),
+                (k.x_fragments, 'f'),
+                (k.x_rounded, 'r'),
+                (k.k_slices, 'q'),
+            ])
+        ),
+    };
+    let prepass = match c.prepass {
+        None => String::new(),
+        Some(PrepassChoice::Digits(k)) => {
+            format!(" +digits({})", flags(&[(k.x_f16, 'h'), (k.k_order, 'k')]))
+        }
+        Some(PrepassChoice::Fragments(g)) => format!(
+            " +fragments({}st b{} p{} {})",
+            g.stages,
+            g.block,
+            g.parts,
+            flags(&[(g.x_f16, 'h')])
+        ),
+    };
+    kernel + &prepass
+}
+
+#[test]
+fn the_rules_decide_as_recorded() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/decision-grid.txt");
+    let now = grid();
+    if std::env::var_os("Q4VK_BLESS_DECISIONS").is_some() {
+        std::fs::write(&path, &now).expect("writing the record");
+        return;
+    }
+    let record = std::fs::read_to_string(&path).expect("tests/data/decision-grid.txt");
+    if now == record {
+        return;
+    }
+    let actual = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("decision-grid.txt");
+    std::fs::write(&actual, &now).expect("writing the decisions");
+    let differ: Vec<String> = record
+        .lines()
+        .zip(now.lines())
+        .filter(|(a, b)| a != b)
+        .take(5)
+        .map(|(a, b)| format!("  recorded: {a}\n  now:      {b}"))
+        .collect();
+    panic!(
+        "the rules decide differently from tests/data/decision-grid.txt ({} lines recorded, {} now); all now in {}; the first that differ:\n{}",
+        record.lines().count(),
+        now.lines().count(),
+        actual.display(),
+        differ.join("\n")
+    );
+}
