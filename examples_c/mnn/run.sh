@@ -4,7 +4,9 @@
 # Q4VK_PREFIX), configure + build examples_c/mnn, and run q4linear_mnn_test on the Vulkan
 # device (lavapipe on CPU-only machines) with the Khronos validation layer. Exit status 0 =
 # every case matched MNN's MatMul to ||d||/||ref|| < 1e-5 for every m, with no validation
-# message and no Vulkan object left at teardown.
+# message and no Vulkan object left at teardown. Exit status 77 = NOT RUN: MNN is not built
+# yet and its source could neither be found nor fetched (fetch_build.sh); the last stdout
+# line, "MNN op test NOT RUN: <why>", says why. Any other status is a failure.
 #
 #   examples_c/mnn/run.sh
 # Environment:
@@ -12,6 +14,9 @@
 #                        build/mnn/q4vk)
 #   Q4VK_CACHE           cache root for MNN (default $HOME/.cache/q4vk)
 #   MNN_SRC_TARBALL      MNN's source tarball, read on the first run (see fetch_build.sh)
+#   MNN_SRC_URL          where the first run fetches MNN's source when neither the cache nor
+#                        MNN_SRC_TARBALL has it (default: GitHub's archive of the commit;
+#                        empty = never fetch; see fetch_build.sh)
 #   MNN_Q4_BUILD         build directory (default build/mnn/build)
 #   Q4VK_MNN_M           the m (rows of x) to test (default "1 3 8 9 64": the GEMV kernels
 #                        for m ≤ 8, the prefill GEMM above)
@@ -26,7 +31,15 @@ root=$(cd "$here/../.." && pwd)
 start=$SECONDS
 
 echo "== MNN (cached build, examples_c/mnn/fetch_build.sh)"
-mnn_prefix=$("$here/fetch_build.sh" | tail -1)
+# Its last stdout line is the prefix, or "NOT RUN: <why>" with status 77.
+mnn_status=0
+mnn_out=$("$here/fetch_build.sh") || mnn_status=$?
+mnn_prefix=${mnn_out##*$'\n'}
+if [[ $mnn_status == 77 ]]; then
+    echo "MNN op test NOT RUN: ${mnn_prefix#NOT RUN: }"
+    exit 77
+fi
+[[ $mnn_status == 0 ]] || exit "$mnn_status"
 [[ -f "$mnn_prefix/lib/libMNN.a" ]] || { echo "no MNN install at '$mnn_prefix'" >&2; exit 1; }
 
 q4vk_prefix=${Q4VK_PREFIX:-}
