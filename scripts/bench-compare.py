@@ -5,6 +5,7 @@
       Joins the two files on (device, shape, m, type, x, path) and prints, per case, the
       cold µs in A and in B and B/A; a ratio past 1 ± threshold is marked slower / faster.
       Cases found in only one file are counted. Exit status 0.
+      q4vk-bench --jsonl FILE writes such files itself (peer empty, no source).
 
   bench-compare.py --from-table RAW.txt [--commit C] [--date D] [--device S] [--driver S]
                    [--type T] [--x f16|f32]
@@ -202,7 +203,10 @@ def from_table(text, name="RAW", commit=None, date=None, device=None, driver=Non
             ctx["device"], ctx["driver"] = smi.group(1), smi.group(2)
             continue
         if line.startswith("device: "):
-            ctx["device"] = re.split(r" \(", line[len("device: "):], 1)[0].strip()
+            # The name may hold parentheses itself ("llvmpipe (LLVM 15.0.6, 256 bits)").
+            said = line[len("device: "):]
+            cut = said.find(" (path: ")
+            ctx["device"] = (said[:cut] if cut >= 0 else re.split(r" \(", said, 1)[0]).strip()
             p = re.search(r"\(path: ([^;)]+)", line)
             ctx["path"] = p.group(1) if p else None
             header = None
@@ -380,6 +384,39 @@ SAMPLE_EXPECTED = [
      "source": "sample-2026-12-03.txt:11"},
 ]
 
+# Lines as q4vk-bench --jsonl writes them (src/bin/q4vk-bench/jsonl.rs, whose tests check
+# that it writes these very texts): SAMPLE_TABLE's last case, and escapes and nulls.
+BENCH_LINES = [
+    r'{"commit": "abc1234", "date": "2026-12-03", "device": "NVIDIA H200", "driver": "580.159.04", "shape": {"n": 8192, "k": 28672}, "m": 64, "type": "g32", "x": "f16", "path": "coopmat GEMM [rule] x-fragments", "us": 171.6, "gbps": 889.04, "peer": [], "hot_us": 171.55, "rel_err": 2.70e-7, "tile": "4,4,32,1,2,1", "slices": 4}',
+    r'{"commit": null, "date": "2026-12-03", "device": "dev \"q\" \\ \u0001\t\n×", "driver": null, "shape": {"n": 32, "k": 75}, "m": 1, "type": "g32", "x": "f16", "path": "coopmat 2×4", "us": 5.0, "gbps": null, "peer": [], "hot_us": 4.123, "rel_err": null}',
+]
+
+
+def half_unit(value):
+    """Half a unit in the last digit a table printed of a number read back (2698.0 was
+    printed 2698, 1.5e-07 was 1.5e-7)."""
+    mantissa, _, exp = repr(value).partition("e")
+    places = 0 if mantissa.endswith(".0") or "." not in mantissa else len(mantissa.split(".")[1])
+    return 0.5 * 10.0 ** (int(exp or 0) - places)
+
+
+def agrees(bench, converted):
+    """Whether a q4vk-bench line says what the converter read from the same row: the same
+    keys (but source) and values, numbers within the table's rounding."""
+    if set(bench) != set(converted) - {"source"}:
+        return False
+    for key, want in converted.items():
+        got = bench.get(key)
+        if key == "source":
+            continue
+        if isinstance(want, float) and isinstance(got, (int, float)):
+            if abs(got - want) > half_unit(want) * (1 + 1e-9):
+                return False
+        elif got != want:
+            return False
+    return True
+
+
 SAMPLE_A = [
     {"device": "D", "shape": {"n": 4096, "k": 4096}, "m": 1, "type": "g128", "x": "f32",
      "path": "coopmat 2×16", "us": 10.0},
@@ -428,6 +465,28 @@ def self_test():
     check("m=64 faster", (body[2][3], body[2][-2], body[2][-1]), ("m=64", "0.750", "faster"))
     check("summary", lines[-1],
           "3 cases in both (1 slower, 1 faster beyond ±0.05); 1 only in A, 0 only in B")
+    # q4vk-bench's own lines: read by the comparer, joined with the converter's cases.
+    bench = [json.loads(l) for l in BENCH_LINES]
+    check("bench line agrees with the converted row", agrees(bench[0], got[2]), True)
+    check("escapes", bench[1]["device"], 'dev "q" \\ \x01\t\n×')
+    with tempfile.TemporaryDirectory() as tmp:
+        pa, pb = os.path.join(tmp, "table.jsonl"), os.path.join(tmp, "bench.jsonl")
+        with open(pa, "w", encoding="utf-8") as f:
+            for o in got:
+                f.write(json.dumps(o, ensure_ascii=False) + "\n")
+        with open(pb, "w", encoding="utf-8") as f:
+            f.write("\n".join(BENCH_LINES) + "\n")
+        joined = compare(load_jsonl(pa)[0], load_jsonl(pb)[0], 0.05)
+    check("bench lines compared", joined[-1],
+          "1 cases in both (0 slower, 0 faster beyond ±0.05); 2 only in A, 1 only in B")
+    # A device name with parentheses of its own (lavapipe) is kept whole, as q4vk-bench
+    # writes it.
+    lvp = from_table(
+        "device: llvmpipe (LLVM 15.0.6, 256 bits) (path: subgroup; SIMT kernels: workgroup 128)\n"
+        "mode: quick (N/4, K/4); group 128, symmetric, f16 scales, f32 activations; medians\n"
+        "| N × K | m | path | cold µs |\n| --- | --- | --- | --- |\n"
+        "| 128 × 256 | 1 | subgroup | 134.1 |\n", name="lvp.txt")
+    check("device with parentheses", lvp[0]["device"], "llvmpipe (LLVM 15.0.6, 256 bits)")
     # A table without a q4vk-bench header is refused with a reason.
     try:
         from_table("| 4096 × 4096 | 1 | 8.0 |\n", name="bad.txt")
@@ -442,8 +501,8 @@ def self_test():
     if failures:
         print("self-test FAILED:\n" + "\n".join(failures), file=sys.stderr)
         return 1
-    print("self-test passed (%d rows parsed, %d cases compared, 2 bad tables refused)"
-          % (len(got), 3))
+    print("self-test passed (%d rows parsed, %d cases compared, %d q4vk-bench lines read, "
+          "2 bad tables refused)" % (len(got), 3, len(BENCH_LINES)))
     return 0
 
 

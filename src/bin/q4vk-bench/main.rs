@@ -35,8 +35,13 @@
 //! Cold: enough copies of the weights rotate that every timed run reads data no run of
 //! the last ≥ 256 MB (quick: 32 MB) touched; of two such series the one with the lower
 //! median counts. Hot: the same copy every run.
+//!
+//! `--jsonl FILE` also appends the table's timed rows to FILE as JSON lines, one object per
+//! row (`jsonl.rs`; bench/RESULTS.md, "Machine-readable results"), which
+//! `scripts/bench-compare.py A.jsonl B.jsonl` compares.
 
 mod data;
+mod jsonl;
 mod sweep;
 mod table;
 mod timing;
@@ -116,6 +121,8 @@ struct Options {
     /// Untimed 256 MB (quick: 16 MB) copies before each timed series.
     warm: usize,
     cold_bytes: u64,
+    /// `--jsonl FILE`: the table's rows are appended to FILE as JSON lines.
+    jsonl: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -140,7 +147,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -152,6 +159,7 @@ fn main() {
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
+    let mut jsonl = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -219,8 +227,13 @@ fn main() {
                     .and_then(|v| v.split(',').map(shape_arg).collect());
                 shapes = Some(list.unwrap_or_else(|| usage()));
             }
+            "--jsonl" => jsonl = Some(args.next().unwrap_or_else(|| usage()).into()),
             _ => usage(),
         }
+    }
+    // The sweeps print no table rows.
+    if jsonl.is_some() && (sweep || coop_sweep) {
+        usage()
     }
     let tuning = match (wg, rows) {
         (None, None) => None,
@@ -256,6 +269,7 @@ fn main() {
         iters: if quick { 5 } else { 100 },
         warm: if quick { 1 } else { 1000 },
         cold_bytes: if quick { 32 << 20 } else { 256 << 20 },
+        jsonl,
     };
     if let Err(e) = run(&opt) {
         eprintln!("q4vk-bench: {e}");
@@ -378,6 +392,11 @@ fn run(opt: &Options) -> Result<()> {
             "the compute queue has no timestamps".into(),
         ));
     }
+    let mut lines = opt
+        .jsonl
+        .as_deref()
+        .map(|file| jsonl::JsonLines::open(file, &ctx, opt))
+        .transpose()?;
     let ceil = ceilings(&ctx, opt)?;
     let copy = ceil.copy;
     let t = ctx.pipelines.tuning;
@@ -512,6 +531,9 @@ fn run(opt: &Options) -> Result<()> {
             r.per_copy.iter().copied().fold(0.0, f64::max),
             r.per_copy.len()
         );
+                if let Some(lines) = &mut lines {
+                    lines.write(&r, &path(&ctx, &r))?;
+                }
             }
         }
     }
