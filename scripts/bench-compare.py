@@ -29,6 +29,8 @@ One object per timed case (bench/RESULTS.md, "Machine-readable results"):
   peer                          [{"name", "us"}]: llama.cpp and cuBLAS rows of the same n, k, m
                                 in the same run of the file
   hot_us, rel_err, tile, slices, source   optional
+  chain_us, chain_hot_us                  optional: µs per call in a chain of dependent calls
+                                          in one command buffer (q4vk-bench --chain)
 
 What the converter reads, line by line:
   device: NAME (...)              the device (q4vk-bench's first line)

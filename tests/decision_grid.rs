@@ -57,6 +57,7 @@ struct Families {
     coop: bool,
     portable: bool,
     int_dot: bool,
+    int_dot_everywhere: bool,
 }
 
 const COOP: Families = Families {
@@ -64,24 +65,35 @@ const COOP: Families = Families {
     coop: true,
     portable: false,
     int_dot: false,
+    int_dot_everywhere: false,
 };
 const SIMT: Families = Families {
     name: "simt",
     coop: false,
     portable: false,
     int_dot: false,
+    int_dot_everywhere: false,
 };
 const INT_DOT: Families = Families {
     name: "int-dot",
     coop: false,
     portable: false,
     int_dot: true,
+    int_dot_everywhere: false,
+};
+const INT_DOT_EVERYWHERE: Families = Families {
+    name: "int-dot-everywhere",
+    coop: false,
+    portable: false,
+    int_dot: true,
+    int_dot_everywhere: true,
 };
 const PORTABLE: Families = Families {
     name: "portable",
     coop: false,
     portable: true,
     int_dot: false,
+    int_dot_everywhere: false,
 };
 
 /// The made-up devices: (name, class, the kernel families to try on it).
@@ -99,7 +111,7 @@ fn devices() -> Vec<(&'static str, DeviceClass, Vec<Families>)> {
                 [i32::MAX as u32, 65535],
                 Some(132),
             ),
-            vec![COOP, SIMT, INT_DOT, PORTABLE],
+            vec![COOP, SIMT, INT_DOT, INT_DOT_EVERYWHERE, PORTABLE],
         ),
         (
             "nvidia-without-sm-count",
@@ -125,7 +137,7 @@ fn devices() -> Vec<(&'static str, DeviceClass, Vec<Families>)> {
                 [65535, 65535],
                 None,
             ),
-            vec![SIMT, INT_DOT],
+            vec![SIMT, INT_DOT_EVERYWHERE],
         ),
         (
             "generic-gpu",
@@ -234,7 +246,8 @@ fn grid() -> String {
     for (device, class, families) in devices() {
         let max_part_bytes = class.max_storage_range.min(1 << 31) / 16 * 16;
         for f in families {
-            let rules = Rules::for_class(class, f.portable, f.int_dot);
+            let mut rules = Rules::for_class(class, f.portable, f.int_dot);
+            rules.int_dot_everywhere = f.int_dot_everywhere;
             for (form_name, group, zeros, offsets, order) in FORMS {
                 for (n, k) in SHAPES {
                     let Ok(shape) = Q4Shape::new(n, k, group, zeros as u32) else {

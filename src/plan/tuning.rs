@@ -112,6 +112,24 @@ pub struct IntDotReach {
     pub few_rows: usize,
     /// See `up_to_long_k`.
     pub long_k: usize,
+    /// At m = 1, x in digits pays (its pre-pass costs a dispatch) on matrices of at least
+    /// 2^`from_weights_log2_at_1` weights; the f32 GEMV runs on smaller ones.
+    pub from_weights_log2_at_1: u32,
+    /// At m = 2..8, x in digits pays on matrices of at least `from_rows` rows; the f32 GEMV
+    /// runs on fewer, whose few workgroups leave the pre-pass's cost unpaid.
+    pub from_rows: usize,
+}
+
+impl IntDotReach {
+    /// Whether x in digits pays at `m` ≤ 8 on an `n` × `k` matrix (past m = 8 it does
+    /// wherever the reach allows).
+    pub fn pays(&self, n: usize, k: usize, m: u32) -> bool {
+        match m {
+            1 => (n as u64).saturating_mul(k as u64) >> self.from_weights_log2_at_1 > 0,
+            2..=8 => n >= self.from_rows,
+            _ => true,
+        }
+    }
 }
 
 /// Where the tensor-core GEMM on x in fragments replaces the GEMV at m ≤ 8 (given a
@@ -148,7 +166,8 @@ pub struct DeviceTuning {
     /// Largest m at which SIMT matrices run the f32 GEMV on x itself, in passes of 8 rows
     /// (the SIMT GEMM beyond; `h200-2026-12-02-simt-passes.txt`).
     pub simt_gemv_up_to: u32,
-    /// The integer dot-product GEMV's reach (`h200-2026-12-02-simt-passes.txt`).
+    /// The integer dot-product GEMV's reach (`h200-2026-12-02-simt-passes.txt`; where it
+    /// pays at m ≤ 8: `h200-2026-12-04-simt-phone-shapes.txt`).
     pub int_dot: IntDotReach,
     /// Tensor-core matrices of at least `.0` rows and at most `.1` columns run the GEMM at
     /// m = 8 (where it beat the GEMV: `h200-2026-12-02-m8-rule.txt`); `None`: the GEMV.
@@ -206,6 +225,8 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         up_to_long_k: 64,
         few_rows: 8192,
         long_k: 16384,
+        from_weights_log2_at_1: 25,
+        from_rows: 3072,
     },
     coop_gemm_at_8: Some((10240, 8192)),
     fragments_from_m: FragmentsFromM {
@@ -289,6 +310,20 @@ mod tests {
         assert_eq!(from(8192, 8192, false), 5);
         assert_eq!(from(8192, 8191, false), 7);
         assert_eq!(from(28672, 8192, false), 5);
+    }
+
+    #[test]
+    fn digits_pay_on_large_matrices_at_m_1_and_on_many_rows_up_to_m_8() {
+        let reach = NVIDIA.int_dot;
+        // m = 1: from 2^25 weights.
+        assert!(!reach.pays(8192, 3072, 1));
+        assert!(reach.pays(8192, 4096, 1));
+        assert!(reach.pays(usize::MAX, usize::MAX, 1));
+        // m = 2..8: from 3072 rows, whatever K.
+        assert!(!reach.pays(2048, 65536, 2));
+        assert!(reach.pays(3072, 32, 8));
+        // Past m = 8 the reach alone decides.
+        assert!(reach.pays(1, 32, 9));
     }
 
     #[test]

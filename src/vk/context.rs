@@ -66,14 +66,15 @@ pub struct ContextConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum IntDot {
     /// Where the device has `shaderIntegerDotProduct` and reports packed signed 8-bit dot
-    /// products accelerated (where it is faster than the f32 kernel, its pre-pass
-    /// included: bench/RESULTS.md).
+    /// products accelerated, on the calls where the device's tuning row says x in digits
+    /// pays (`IntDotReach::pays`: where it is faster than the f32 kernel, its pre-pass
+    /// included; bench/RESULTS.md).
     #[default]
     Auto,
     /// Never: the f32 kernel (`Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_NO_INTDOT=1`).
     Off,
-    /// Wherever the device has `shaderIntegerDotProduct`, accelerated or not (tests on
-    /// lavapipe, comparisons; `Q4VK_INTDOT=1`).
+    /// Wherever the device has `shaderIntegerDotProduct`, accelerated or not, on every call
+    /// with a workspace (tests on lavapipe, comparisons; `Q4VK_INTDOT=1`).
     Forced,
 }
 
@@ -326,6 +327,7 @@ impl Context {
             );
         }
         rules.int_dot = int_dot;
+        rules.int_dot_everywhere = int_dot && config.int_dot == IntDot::Forced;
         let pipelines = Pipelines::new(
             &device,
             rules.simt,

@@ -123,7 +123,8 @@ pub fn coop_gemv_shape(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Option<(
 /// Whether a call with `m` activation rows on `form` runs the integer dot-product GEMV
 /// (`vk::int_dot`) when given a workspace: SIMT matrices on contexts that use it, up to
 /// m = [`int_dot_gemv_up_to`] (below `Overrides::gemm_from_m` when set), past m = 8 in
-/// passes of 8 rows.
+/// passes of 8 rows, where x in digits pays on the matrix (the device row's
+/// `IntDotReach::pays`; everywhere on contexts that force it).
 pub fn runs_int_dot(r: &Rules, form: &MatrixForm, m: u32) -> bool {
     // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
     let [max_x, max_y] = r.class.max_groups.map(u64::from);
@@ -136,7 +137,8 @@ pub fn runs_int_dot(r: &Rules, form: &MatrixForm, m: u32) -> bool {
         Some(from) => from.saturating_sub(1),
         None => int_dot_gemv_up_to(r, form.shape.n, form.shape.k),
     };
-    r.int_dot && form.coop.is_none() && m <= up_to && fits()
+    let pays = r.int_dot_everywhere || r.row.int_dot.pays(form.shape.n, form.shape.k, m);
+    r.int_dot && form.coop.is_none() && m <= up_to && pays && fits()
 }
 
 /// Chunks of 32 columns per workgroup of the digits pre-pass (four invocations each).

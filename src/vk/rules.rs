@@ -17,8 +17,12 @@ pub struct Rules {
     /// The portable SIMT kernels (no subgroup operations) run instead of the subgroup ones.
     pub portable: bool,
     /// The SIMT GEMV runs on x in 8-bit digits with packed integer dot products
-    /// (`vk::int_dot`), behind a pre-pass into a workspace, where a call has one.
+    /// (`vk::int_dot`), behind a pre-pass into a workspace, where a call has one and the
+    /// tuning row says x in digits pays (`IntDotReach::pays`).
     pub int_dot: bool,
+    /// With `int_dot`: wherever a call has a workspace, whatever the tuning row says
+    /// (`IntDot::Forced`: tests and experiments).
+    pub int_dot_everywhere: bool,
     /// The SIMT GEMV's workgroup shape.
     pub simt: Tuning,
     /// The caller's fixed choices, checked ([`Rules::set_overrides`]).
@@ -28,7 +32,7 @@ pub struct Rules {
 impl Rules {
     /// The rules on a device of `class`: its class's tuning row, the SIMT GEMV's shape from
     /// that row (`portable`: the portable kernels'), the integer dot-product GEMV where
-    /// `int_dot`, and no fixed choices.
+    /// `int_dot` (where it pays), and no fixed choices.
     pub fn for_class(class: DeviceClass, portable: bool, int_dot: bool) -> Rules {
         let row = DeviceTuning::for_class(&class);
         Rules {
@@ -36,6 +40,7 @@ impl Rules {
             row,
             portable,
             int_dot,
+            int_dot_everywhere: false,
             simt: Tuning::for_device(
                 portable,
                 &row.simt_gemv,

@@ -38,6 +38,8 @@ struct Case<'a> {
     gbps: f64,
     hot_us: f64,
     rel_err: f64,
+    /// `--chain`: µs per call in a chain, cold and hot.
+    chain_us: Option<(f64, f64)>,
 }
 
 /// The open FILE of `--jsonl` and what its lines share.
@@ -93,6 +95,7 @@ impl JsonLines {
             gbps: r.bytes / r.cold_us / 1e3,
             hot_us: r.hot_us,
             rel_err: r.rel_err,
+            chain_us: r.chain_us,
         };
         let text = line(&self.run, &case) + "\n";
         self.file
@@ -138,6 +141,14 @@ fn line(run: &Run, c: &Case) -> String {
     }
     if let Some(z) = slices {
         let _ = write!(s, ", \"slices\": {z}");
+    }
+    if let Some((cold, hot)) = c.chain_us {
+        let _ = write!(
+            s,
+            ", \"chain_us\": {}, \"chain_hot_us\": {}",
+            decimal(cold, 3),
+            decimal(hot, 3)
+        );
     }
     s.push('}');
     s
@@ -308,6 +319,7 @@ mod tests {
             gbps: 889.04,
             hot_us: 171.55,
             rel_err: 2.7e-7,
+            chain_us: None,
         };
         let got = line(&run(), &case);
         let want = "{\"commit\": \"abc1234\", \"date\": \"2026-12-03\", \"device\": \"NVIDIA H200\", \
@@ -319,6 +331,26 @@ mod tests {
         assert!(
             compare_script().contains(&got),
             "bench-compare.py lacks {got}"
+        );
+    }
+
+    #[test]
+    fn chain_times_close_the_line() {
+        let case = Case {
+            n: 256,
+            k: 1536,
+            m: 1,
+            path: "subgroup",
+            us: 5.5,
+            gbps: 50.0,
+            hot_us: 5.0,
+            rel_err: 1e-7,
+            chain_us: Some((4.25, 3.5)),
+        };
+        let got = line(&run(), &case);
+        assert!(
+            got.ends_with(", \"chain_us\": 4.25, \"chain_hot_us\": 3.5}"),
+            "{got}"
         );
     }
 
@@ -337,6 +369,7 @@ mod tests {
             gbps: f64::NAN,
             hot_us: 4.123456,
             rel_err: f64::INFINITY,
+            chain_us: None,
         };
         let got = line(&r, &case);
         assert_eq!(

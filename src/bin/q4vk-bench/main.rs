@@ -36,6 +36,11 @@
 //! the last ≥ 256 MB (quick: 32 MB) touched; of two such series the one with the lower
 //! median counts. Hot: the same copy every run.
 //!
+//! `--chain N` also times each row as a decoder step runs it and llama.cpp's
+//! `test-backend-ops` measures: N dependent calls (a barrier between each) recorded in one
+//! command buffer between two timestamps, time / N, on rotated copies (cold) and on one
+//! (hot); two more columns.
+//!
 //! `--jsonl FILE` also appends the table's timed rows to FILE as JSON lines, one object per
 //! row (`jsonl.rs`; bench/RESULTS.md, "Machine-readable results"), which
 //! `scripts/bench-compare.py A.jsonl B.jsonl` compares.
@@ -123,6 +128,9 @@ struct Options {
     cold_bytes: u64,
     /// `--jsonl FILE`: the table's rows are appended to FILE as JSON lines.
     jsonl: Option<std::path::PathBuf>,
+    /// `--chain N`: each row also times N dependent calls recorded in one command buffer,
+    /// time / N.
+    chain: Option<usize>,
 }
 
 impl Options {
@@ -147,7 +155,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -159,7 +167,7 @@ fn main() {
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
-    let mut jsonl = None;
+    let (mut jsonl, mut chain) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -228,6 +236,7 @@ fn main() {
                 shapes = Some(list.unwrap_or_else(|| usage()));
             }
             "--jsonl" => jsonl = Some(args.next().unwrap_or_else(|| usage()).into()),
+            "--chain" => chain = Some(number() as usize).filter(|&n| n > 0),
             _ => usage(),
         }
     }
@@ -270,6 +279,7 @@ fn main() {
         warm: if quick { 1 } else { 1000 },
         cold_bytes: if quick { 32 << 20 } else { 256 << 20 },
         jsonl,
+        chain,
     };
     if let Err(e) = run(&opt) {
         eprintln!("q4vk-bench: {e}");
@@ -470,9 +480,17 @@ fn run(opt: &Options) -> Result<()> {
         if opt.x_f16 { "f16" } else { "f32" }
     );
     println!();
-    println!("| N × K | m | path | cold µs | cold GB/s | % of copy | cold TFLOP/s | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s | cold µs per copy: min – max (copies) |");
+    let chain_columns = match opt.chain {
+        Some(n) => (
+            format!(" chain of {n}: cold µs per call | chain hot µs per call |"),
+            " --- | --- |",
+        ),
+        None => (String::new(), ""),
+    };
+    println!("| N × K | m | path | cold µs | cold GB/s | % of copy | cold TFLOP/s | hot µs | hot GB/s | naive cold µs | speed-up vs naive | rel. err | copy now GB/s | cold µs per copy: min – max (copies) |{}", chain_columns.0);
     println!(
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |{}",
+        chain_columns.1
     );
     let mut seed = 0x9E3779B97F4A7C15u64;
     let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
@@ -512,7 +530,7 @@ fn run(opt: &Options) -> Result<()> {
                     )
                 };
                 println!(
-            "| {} × {} | {} | {} | {:.1} | {} | {:.0}% | {:.1} | {:.1} | {} | {} | {} | {:.1e} | {} | {:.1} – {:.1} ({}) |",
+            "| {} × {} | {} | {} | {:.1} | {} | {:.0}% | {:.1} | {:.1} | {} | {} | {} | {:.1e} | {} | {:.1} – {:.1} ({}) |{}",
             r.n,
             r.k,
             r.m,
@@ -529,7 +547,8 @@ fn run(opt: &Options) -> Result<()> {
             rate(r.copy_now),
             r.per_copy.iter().copied().fold(f64::INFINITY, f64::min),
             r.per_copy.iter().copied().fold(0.0, f64::max),
-            r.per_copy.len()
+            r.per_copy.len(),
+            r.chain_us.map_or(String::new(), |(cold, hot)| format!(" {cold:.2} | {hot:.2} |"))
         );
                 if let Some(lines) = &mut lines {
                     lines.write(&r, &path(&ctx, &r))?;

@@ -2,6 +2,7 @@
 //! relative error, and the naive kernel's time at m = 1.
 
 use super::*;
+use ash::vk;
 use q4vk::cpu::reference;
 use q4vk::error::Result;
 use q4vk::quant::q4::Q4Data;
@@ -40,6 +41,8 @@ pub(crate) struct Row {
     pub(crate) gemm_shape: Option<(CoopGemmTuning, u32)>,
     /// The tensor-core GEMV's (row tiles, subgroups), where it ran.
     pub(crate) gemv_shape: Option<(u32, u32)>,
+    /// `--chain N`: µs per call of N dependent calls in one command buffer, cold and hot.
+    pub(crate) chain_us: Option<(f64, f64)>,
 }
 
 /// What one row times: rotated copies of a matrix, x and y on the device, the parameters,
@@ -243,6 +246,63 @@ impl Prepared {
     }
 }
 
+impl Prepared {
+    /// µs per call of `calls` dependent calls recorded in one command buffer (a barrier
+    /// between each: every call waits for the one before, as in a decoder step), timed
+    /// between two timestamps: (cold: each call on the next rotated copy, hot: all on one).
+    fn time_chain(
+        &self,
+        ctx: &Context,
+        opt: &Options,
+        probe: &Copy,
+        calls: usize,
+    ) -> Result<(f64, f64)> {
+        let (mats, ws) = (&self.mats, self.workspace);
+        let copies = mats.len();
+        let p = &GemvParams {
+            workspace_filled: opt.reuse_workspace && ws.is_some(),
+            ..self.p
+        };
+        let warm = Some((probe, opt.warm));
+        let iters = (opt.iters / 10).max(3);
+        let series = |rotate: bool| {
+            time_runs(ctx, iters, warm, |cmd, i| {
+                for c in 0..calls {
+                    if c > 0 {
+                        let [src, dst] = COMPUTE_TO_COMPUTE;
+                        // SAFETY: `cmd` is recording.
+                        unsafe {
+                            q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst)
+                        };
+                    }
+                    let mat = match rotate {
+                        true => &mats[(i * calls + c) % copies],
+                        false => &mats[0],
+                    };
+                    gemv::record(ctx, cmd, mat, self.x, self.y, p, ws)?;
+                }
+                Ok(())
+            })
+            .map(|us| us / calls as f64)
+        };
+        Ok((series(true)?, series(false)?))
+    }
+}
+
+/// A compute write before a compute read or write: what orders one call after the last.
+const COMPUTE_TO_COMPUTE: [(vk::PipelineStageFlags, vk::AccessFlags); 2] = [
+    (
+        vk::PipelineStageFlags::COMPUTE_SHADER,
+        vk::AccessFlags::SHADER_WRITE,
+    ),
+    (
+        vk::PipelineStageFlags::COMPUTE_SHADER,
+        vk::AccessFlags::from_raw(
+            vk::AccessFlags::SHADER_READ.as_raw() | vk::AccessFlags::SHADER_WRITE.as_raw(),
+        ),
+    ),
+];
+
 /// [`prepare`], then [`Prepared::time`].
 pub(crate) fn time_gemv(
     ctx: &Context,
@@ -398,6 +458,10 @@ pub(crate) fn bench_shape(
         prepared.set_workspace(ctx, opt)?;
         let copy_now = probe.bandwidth(ctx, opt.iters.min(20), 0)?;
         let (cold_us, hot_us, bytes, rel_err, per_copy, gemm) = prepared.time(ctx, opt, probe)?;
+        let chain_us = opt
+            .chain
+            .map(|calls| prepared.time_chain(ctx, opt, probe, calls))
+            .transpose()?;
         rows.push(Row {
             n,
             k,
@@ -409,6 +473,7 @@ pub(crate) fn bench_shape(
             rel_err,
             copy_now,
             per_copy,
+            chain_us,
             gemm,
             prepass: prepared.workspace.is_some(),
             rounded: gemv::rounds_x(&prepared.p) && prepared.workspace.is_some() && gemm,
