@@ -69,6 +69,7 @@ layout(local_size_x_id = 0) in;
 #define SPEC_SPLIT 8
 #define SPEC_HAS_OFFSETS 9
 #define SPEC_HAS_K_ORDER 10
+#define SPEC_DECODE_ONCE 11
 #define OFFSETS_BINDING 2
 #define K_ORDER_BINDING 3
 #define XY_SET 1
@@ -83,6 +84,14 @@ layout(constant_id = SPEC_X_F16) const bool X_F16 = false;     // activations ar
 layout(constant_id = SPEC_SUBGROUP_SIZE) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
 layout(constant_id = SPEC_UNROLL) const uint UNROLL = 1;       // chunks per row per step
 layout(constant_id = SPEC_SPLIT) const uint SPLIT = 1;         // invocations sharing a chunk (divides ROWS)
+#ifdef EXPORT
+const bool DECODE_ONCE = false;
+#else
+// Several activation rows: decode each word once for all of them (fewer registers and ALU
+// work per weight, x read a word at a time) rather than once per activation row (all of a
+// chunk's x loaded at once).
+layout(constant_id = SPEC_DECODE_ONCE) const bool DECODE_ONCE = false;
+#endif
 #if defined(EXPORT) && !defined(EXTENDED)
 const bool HAS_OFFSETS = false;
 const bool HAS_K_ORDER = false;
@@ -113,6 +122,35 @@ shared float red[WORKGROUP * MR];
 float sum8(vec4 xv[8]) {
     vec4 t = (xv[0] + xv[1]) + (xv[2] + xv[3]) + ((xv[4] + xv[5]) + (xv[6] + xv[7]));
     return (t.x + t.y) + (t.z + t.w);
+}
+
+// Sum of one word's 8 activations (`load_x_word`).
+float sum8_word(vec4 xa, vec4 xb) {
+    vec4 t = xa + xb;
+    return (t.x + t.y) + (t.z + t.w);
+}
+
+// Activations 8q .. 8q + 7 of chunk c of activation row mi (those of word q of a chunk's
+// codes): xa the first four, xb the last.
+void load_x_word(uint mi, uint c, uint q, out vec4 xa, out vec4 xb) {
+    uint row_start = token_row(mi) * p.x_stride;
+    uint k0 = c * 32u + 8u * q;
+    if (!HAS_K_ORDER && c * 32u + 32u <= p.k && ((row_start & 3u) == 0u)) {
+        if (X_F16) {
+            uint base = (row_start + k0) >> 1;
+            xa = vec4(unpackHalf2x16(xh[base]), unpackHalf2x16(xh[base + 1u]));
+            xb = vec4(unpackHalf2x16(xh[base + 2u]), unpackHalf2x16(xh[base + 3u]));
+        } else {
+            uint base = (row_start + k0) >> 2;
+            xa = x4[base];
+            xb = x4[base + 1u];
+        }
+    } else {
+        xa = vec4(x_at(row_start, k0), x_at(row_start, k0 + 1u), x_at(row_start, k0 + 2u),
+                  x_at(row_start, k0 + 3u));
+        xb = vec4(x_at(row_start, k0 + 4u), x_at(row_start, k0 + 5u), x_at(row_start, k0 + 6u),
+                  x_at(row_start, k0 + 7u));
+    }
 }
 
 // The 32 activations of chunk c of activation row mi.
@@ -248,18 +286,64 @@ void main() {
                 }
             }
 #else
-            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                vec4 xv[8];
-                load_x(mi, c, xv);
-                float xsum = HAS_OFFSETS ? sum8(xv) : 0.0;
-                [[unroll]] for (uint r = 0u; r < RPI; r++) {
-                    uint i = u * RPI + r;
-                    float t = dot8_acc(wv[i].x, xv[0], xv[1], off[i], 0.0);
-                    t = dot8_acc(wv[i].y, xv[2], xv[3], off[i], t);
-                    t = dot8_acc(wv[i].z, xv[4], xv[5], off[i], t);
-                    t = dot8_acc(wv[i].w, xv[6], xv[7], off[i], t);
-                    float v = HAS_OFFSETS ? fma(sc[i], t, ob[i] * xsum) : sc[i] * t;
-                    acc[mi * RPI + r] += live ? v : 0.0;
+            if (!DECODE_ONCE) {
+                [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                    vec4 xv[8];
+                    load_x(mi, c, xv);
+                    float xsum = HAS_OFFSETS ? sum8(xv) : 0.0;
+                    [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                        uint i = u * RPI + r;
+                        float t = dot8_acc(wv[i].x, xv[0], xv[1], off[i], 0.0);
+                        t = dot8_acc(wv[i].y, xv[2], xv[3], off[i], t);
+                        t = dot8_acc(wv[i].z, xv[4], xv[5], off[i], t);
+                        t = dot8_acc(wv[i].w, xv[6], xv[7], off[i], t);
+                        float v = HAS_OFFSETS ? fma(sc[i], t, ob[i] * xsum) : sc[i] * t;
+                        acc[mi * RPI + r] += live ? v : 0.0;
+                    }
+                }
+            } else if (live) {
+                // DECODE_ONCE: each word's 8 codes are decoded and scaled once per row, then
+                // serve every activation row, whose x is read a word (8 values) at a time.
+                // A chunk past the end (clamped) adds nothing at all: its x may hold an
+                // infinity that a zero weight would turn into NaN.
+                float xsum[M];
+                [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                    xsum[mi] = 0.0;
+                }
+                [[unroll]] for (uint q = 0u; q < 4u; q++) {
+                    vec4 lo[RPI];
+                    vec4 hi[RPI];
+                    [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                        uint i = u * RPI + r;
+                        lo[r] = nibbles_lo(wv[i][q], off[i]) * sc[i];
+                        hi[r] = nibbles_lo(wv[i][q] >> 16, off[i]) * sc[i];
+                    }
+                    [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                        vec4 xa;
+                        vec4 xb;
+                        load_x_word(mi, c, q, xa, xb);
+                        if (HAS_OFFSETS) {
+                            xsum[mi] += sum8_word(xa, xb);
+                        }
+                        [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                            float t = acc[mi * RPI + r];
+                            t = fma(lo[r].x, xa.x, t);
+                            t = fma(lo[r].y, xa.y, t);
+                            t = fma(lo[r].z, xa.z, t);
+                            t = fma(lo[r].w, xa.w, t);
+                            t = fma(hi[r].x, xb.x, t);
+                            t = fma(hi[r].y, xb.y, t);
+                            t = fma(hi[r].z, xb.z, t);
+                            acc[mi * RPI + r] = fma(hi[r].w, xb.w, t);
+                        }
+                    }
+                }
+                if (HAS_OFFSETS) {
+                    [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                        [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                            acc[mi * RPI + r] = fma(ob[u * RPI + r], xsum[mi], acc[mi * RPI + r]);
+                        }
+                    }
                 }
             }
 #endif

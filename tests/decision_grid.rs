@@ -14,8 +14,9 @@
 //! `cgemv(T x S bB)` the tensor-core GEMV, `cgemm(T,S,M,K,A,G bB zZ)` the tensor-core GEMM
 //! (`CoopGemmTuning`'s fields, Z K slices); pre-passes `+digits`, `+fragments(STAGES st
 //! bB pP)`. Flags: `z` zero points, `s` f32 scales, `h` f16 x, `o` offsets, `k` x gathered
-//! through the column order, `d` x in digits, `p` portable kernels, `f` x in fragments,
-//! `r` f32 x rounded to f16, `q` in K slices.
+//! through the column order, `d` x in digits, `p` portable kernels, `w` each word decoded
+//! once for all activation rows, `f` x in fragments, `r` f32 x rounded to f16, `q` in K
+//! slices.
 
 use q4vk::plan::{DeviceClass, Family};
 use q4vk::quant::q4::Q4Shape;
@@ -357,6 +358,7 @@ fn written(c: &Choice) -> String {
                 (k.k_order, 'k'),
                 (k.dot, 'd'),
                 (k.portable, 'p'),
+                (k.decode_once, 'w'),
             ])
         ),
         KernelChoice::SimtGemm(k) => format!(

@@ -49,3 +49,41 @@ fn gemv_subgroup_kernels_match_reference() {
 fn gemv_portable_kernels_match_reference() {
     sweep(true);
 }
+
+/// The f32 GEMV's two ways through m ≥ 2 (each word of codes decoded once for all activation
+/// rows, or once per activation row): the device row picks one by the matrix's rows, so the
+/// sweep above runs one of them on small matrices; this runs both, fixed, on every case.
+#[test]
+fn gemv_decoding_once_or_per_activation_row_matches_reference() {
+    use q4vk::vk::gemv::{decide, GemvParams, KernelChoice, Room};
+    for portable in [false, true] {
+        for once in [false, true] {
+            let mut gpu = Gpu::new(portable);
+            gpu.context_mut()
+                .set_overrides(|o| o.simt_gemv_decode_once = Some(once))
+                .expect("a valid override");
+            let mut rng = Rng(if once { 23 } else { 29 });
+            run_cases(&gpu, &mut rng, &CASES);
+            // The kernel the calls ran decodes as fixed (m ≥ 2; m = 1 has one way).
+            let ctx = gpu.context();
+            let data = random_q4(&mut rng, 33, 96, 64, false, false);
+            let mat = q4vk::vk::matrix::DeviceMatrix::new(ctx, &data, None, None).unwrap();
+            for m in 1..=8u32 {
+                let p = GemvParams {
+                    m,
+                    x_f16: false,
+                    x_stride: 96,
+                    y_stride: 33,
+                    x_gathered: false,
+                    x_round_f16: false,
+                    workspace_filled: false,
+                };
+                let choice = decide(&ctx.rules, &mat.form, &p, Room::None).unwrap();
+                let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
+                    panic!("m = {m}: {choice:?} is not the SIMT GEMV");
+                };
+                assert_eq!(key.decode_once, once && m >= 2, "m = {m}");
+            }
+        }
+    }
+}

@@ -33,6 +33,7 @@ fn a_context_creates_only_the_module_it_uses() {
             offsets: false,
             k_order: false,
             dot: false,
+            decode_once: false,
         };
         ctx.pipelines
             .get(key(ctx.rules.portable))

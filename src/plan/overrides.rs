@@ -22,6 +22,9 @@ pub struct Overrides {
     pub gemm_tile: Option<GemmTile>,
     /// The SIMT GEMM's K groups per workgroup.
     pub gemm_ksplit: Option<u32>,
+    /// Whether the f32 SIMT GEMV at m ≥ 2 decodes each word once for all activation rows
+    /// (`PipelineKey::decode_once`), whatever the matrix's rows.
+    pub simt_gemv_decode_once: Option<bool>,
 }
 
 impl Overrides {

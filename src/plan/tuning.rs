@@ -163,6 +163,10 @@ pub struct DeviceTuning {
     pub fitted_on: &'static str,
     /// The SIMT GEMV's workgroup shape (`q4vk-bench --sweep`: `h200-2026-12-01-sweep.txt`).
     pub simt_gemv: SimtGemv,
+    /// From how many rows the f32 SIMT GEMV at m ≥ 2 decodes each word of codes once for
+    /// all activation rows (`None`: never; `h200-2026-12-04-decode-once.txt`,
+    /// `lavapipe-2026-12-04-decode-once.txt`).
+    pub simt_gemv_decode_once_from_rows: Option<usize>,
     /// Largest m at which SIMT matrices run the f32 GEMV on x itself, in passes of 8 rows
     /// (the SIMT GEMM beyond; `h200-2026-12-02-simt-passes.txt`).
     pub simt_gemv_up_to: u32,
@@ -219,6 +223,7 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         unroll: 1,
         split: 2,
     },
+    simt_gemv_decode_once_from_rows: Some(4096),
     simt_gemv_up_to: 9,
     int_dot: IntDotReach {
         up_to: 40,
@@ -249,6 +254,9 @@ pub const CPU_IMPLEMENTATION: DeviceTuning = DeviceTuning {
         split: 1,
     },
     simt_gemv_up_to: 11,
+    // Either way within noise (`lavapipe-2026-12-04-decode-once.txt`): the one with less
+    // work per weight.
+    simt_gemv_decode_once_from_rows: Some(1),
     simt_gemm_tiles: SimtGemmTiles::CoverM {
         tx: 16,
         ty: 4,

@@ -746,9 +746,22 @@ fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> 
             offsets: form.offsets,
             k_order: form.column_order && !p.x_gathered && !dot,
             dot,
+            decode_once: !dot && pass_rows >= 2 && decodes_once(r, form),
         },
         last_rows: p.m - (p.m - 1) / pass_rows * pass_rows,
     }
+}
+
+/// Whether the f32 SIMT GEMV at m ≥ 2 decodes each word once for all activation rows on
+/// `form`: the caller's fixed choice, else the device row's from its rows on
+/// (`DeviceTuning::simt_gemv_decode_once_from_rows`; on fewer rows, whose few workgroups
+/// each run longer, a chunk's x loaded at once keeps more loads in flight).
+fn decodes_once(r: &Rules, form: &MatrixForm) -> bool {
+    r.overrides().simt_gemv_decode_once.unwrap_or_else(|| {
+        r.row
+            .simt_gemv_decode_once_from_rows
+            .is_some_and(|rows| form.shape.n >= rows)
+    })
 }
 
 /// `Unsupported` where the tensor-core GEMM of `key` needs more shared memory than the
@@ -792,6 +805,8 @@ pub(super) fn plan_of(
             key.m as u64,
             Some(pipelines.get(PipelineKey {
                 m: last_rows,
+                // One activation row has one way to decode.
+                decode_once: key.decode_once && last_rows >= 2,
                 ..key
             })?),
         ),

@@ -173,6 +173,8 @@ pub enum Spec {
     HasOffsets,
     /// Columns gathered from inputs out of order (binding 3).
     HasKOrder,
+    /// Each word decoded once for all activation rows (not in the exported builds).
+    DecodeOnce,
 }
 
 /// The one table of the SIMT kernel's specialization ids: (constant, id in q4vk's own
@@ -180,7 +182,7 @@ pub enum Spec {
 /// build and id in the extended exported build (`shaders/gemv_export.glsl`: ncnn wants the
 /// kernel's own ids contiguous from 0, with the subgroup size last as the portable variant
 /// lacks it); `None`: not in that build).
-pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 11] = [
+pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 12] = [
     (Spec::Workgroup, 0, Some(5), Some(5)),
     (Spec::Rows, 1, Some(0), Some(0)),
     (Spec::M, 2, Some(1), Some(1)),
@@ -192,6 +194,7 @@ pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 11] = [
     (Spec::Split, 8, Some(7), Some(7)),
     (Spec::HasOffsets, 9, None, Some(8)),
     (Spec::HasKOrder, 10, None, Some(9)),
+    (Spec::DecodeOnce, 11, None, None),
 ];
 
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
@@ -215,6 +218,9 @@ pub struct PipelineKey {
     pub k_order: bool,
     /// x in 8-bit digits, packed integer dot products (`vk::int_dot`; subgroup kernels).
     pub dot: bool,
+    /// f32 kernel, m ≥ 2: each word of codes decoded once for all activation rows, x read
+    /// a word at a time (else decoded per activation row, a chunk's x loaded at once).
+    pub decode_once: bool,
 }
 
 /// Which tensor-core GEMV pipeline (`shaders/gemv_q4_coop.comp`, specialization
@@ -746,6 +752,7 @@ impl Pipelines {
             Spec::Split => t.split,
             Spec::HasOffsets => key.offsets as u32,
             Spec::HasKOrder => key.k_order as u32,
+            Spec::DecodeOnce => key.decode_once as u32,
         };
         let mut values = [0u32; SPECS.len()];
         for (spec, id, _, _) in SPECS {

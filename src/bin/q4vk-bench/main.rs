@@ -23,7 +23,8 @@
 //! runs them at a quarter of N and K with fewer iterations (lavapipe, CI).
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk;
-//! `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
+//! `--decode-once 0|1` fixes whether the f32 SIMT GEMV at m ≥ 2 decodes each word of codes
+//! once for all activation rows; `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
 //! table (entries may be matrices too: `--shapes 4096x14336,3` runs 4096 × 14336 and row 3;
 //! `--quick` quarters them as well); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
 //! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
@@ -131,6 +132,9 @@ struct Options {
     /// `--chain N`: each row also times N dependent calls recorded in one command buffer,
     /// time / N.
     chain: Option<usize>,
+    /// `--decode-once 0|1`: whether the f32 SIMT GEMV at m ≥ 2 decodes each word once for
+    /// all activation rows (else the device row decides by the matrix's rows).
+    decode_once: Option<bool>,
 }
 
 impl Options {
@@ -155,7 +159,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -167,7 +171,7 @@ fn main() {
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
-    let (mut jsonl, mut chain) = (None, None);
+    let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -237,6 +241,7 @@ fn main() {
             }
             "--jsonl" => jsonl = Some(args.next().unwrap_or_else(|| usage()).into()),
             "--chain" => chain = Some(number() as usize).filter(|&n| n > 0),
+            "--decode-once" => decode_once = Some(number() != 0),
             _ => usage(),
         }
     }
@@ -280,6 +285,7 @@ fn main() {
         cold_bytes: if quick { 32 << 20 } else { 256 << 20 },
         jsonl,
         chain,
+        decode_once,
     };
     if let Err(e) = run(&opt) {
         eprintln!("q4vk-bench: {e}");
@@ -364,6 +370,7 @@ fn context(
                 gemm_tile: opt.gemm_tile,
                 gemm_ksplit: opt.gemm_ksplit,
                 coop_gemm_slices: opt.coop_gemm_slices,
+                simt_gemv_decode_once: opt.decode_once,
             },
             pipeline_statistics: opt.stats,
             ..Default::default()
