@@ -418,6 +418,8 @@ int main(int argc, char **argv) {
         CHECK_Q4(q4vk_q4_quantize(&md, qw, qw_bytes, qs, qs_bytes, NULL, 0));
         o->mat = NULL;
         CHECK_Q4(q4vk_matrix_create(ctx, &md, &o->mat));
+        /* Load time: compile now what the step will record (no shader compile mid-step). */
+        CHECK_Q4(q4vk_gemv_prepare(ctx, o->mat, 1, (uint32_t)m, gemv_flags));
 
         o->x0 = make_buffer(pd, device, m * k * sizeof(float), 1);
         o->x = make_buffer(pd, device, m * k * sizeof(float), 0);

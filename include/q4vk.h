@@ -1003,6 +1003,31 @@ q4vk_status q4vk_gemv_workspace_size(struct q4vk_context *ctx,
                                      uint32_t flags,
                                      uint64_t *bytes);
 
+// Creates now every pipeline that GEMV calls on `mat` with `m_first` to `m_last` activation
+// rows (both included) and `flags` (`Q4VK_GEMV_*`) will record, so that no later
+// `q4vk_cmd_gemv` or `q4vk_gemv` on it compiles a shader: with and without a workspace, and
+// with one too small for K slices; an engine calls it at load time for the m it will run
+// (1 for decode, its prefill chunk sizes), with the pipeline cache
+// (`q4vk_context_desc.pipeline_cache`) making the compiles themselves fast on later runs.
+// Matrices of the same shape and form share pipelines: one call per such set is enough.
+// Pipelines that exist are not created again; the call's time grows with the range (the
+// rules are asked for each m). On a CPU context it does nothing and returns `OK`.
+//
+// Statuses: `NULL_POINTER` (ctx, mat), `INVALID_ARGUMENT` (m_first = 0, m_first > m_last,
+// unknown flags, a matrix of another device or kind), `UNSUPPORTED` (an `m_last` whose x
+// or y `q4vk_cmd_gemv` would refuse on this device, before anything is created; a kernel
+// that does not fit the device at some m, the smaller m prepared), or the status of a
+// failed pipeline creation (`OUT_OF_HOST_MEMORY`, `OUT_OF_DEVICE_MEMORY`, `VULKAN`).
+// Thread-safe.
+//
+// # Safety
+// Handles NULL or live.
+q4vk_status q4vk_gemv_prepare(struct q4vk_context *ctx,
+                              const struct q4vk_matrix *mat,
+                              uint32_t m_first,
+                              uint32_t m_last,
+                              uint32_t flags);
+
 // Stores in `*key` what the workspace of a `q4vk_cmd_gemv` with `m` activation rows and
 // `flags` on `mat` holds after its pre-pass, as a number: two matrices with equal, non-zero
 // keys have their pre-pass write the same bytes from the same x (the same K, activation

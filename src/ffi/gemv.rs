@@ -694,6 +694,56 @@ pub unsafe extern "C" fn q4vk_gemv_workspace_size(
     }
 }
 
+/// Creates now every pipeline that GEMV calls on `mat` with `m_first` to `m_last` activation
+/// rows (both included) and `flags` (`Q4VK_GEMV_*`) will record, so that no later
+/// `q4vk_cmd_gemv` or `q4vk_gemv` on it compiles a shader: with and without a workspace, and
+/// with one too small for K slices; an engine calls it at load time for the m it will run
+/// (1 for decode, its prefill chunk sizes), with the pipeline cache
+/// (`q4vk_context_desc.pipeline_cache`) making the compiles themselves fast on later runs.
+/// Matrices of the same shape and form share pipelines: one call per such set is enough.
+/// Pipelines that exist are not created again; the call's time grows with the range (the
+/// rules are asked for each m). On a CPU context it does nothing and returns `OK`.
+///
+/// Statuses: `NULL_POINTER` (ctx, mat), `INVALID_ARGUMENT` (m_first = 0, m_first > m_last,
+/// unknown flags, a matrix of another device or kind), `UNSUPPORTED` (an `m_last` whose x
+/// or y `q4vk_cmd_gemv` would refuse on this device, before anything is created; a kernel
+/// that does not fit the device at some m, the smaller m prepared), or the status of a
+/// failed pipeline creation (`OUT_OF_HOST_MEMORY`, `OUT_OF_DEVICE_MEMORY`, `VULKAN`).
+/// Thread-safe.
+///
+/// # Safety
+/// Handles NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_gemv_prepare(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    m_first: u32,
+    m_last: u32,
+    flags: u32,
+) -> q4vk_status {
+    guard("q4vk_gemv_prepare", || {
+        // SAFETY: NULL or live handles (contract).
+        let pair = unsafe { handles(ctx, mat) }?.0;
+        check_gemv_flags(flags, "flags")?;
+        check_m(m_first)?;
+        if m_first > m_last {
+            return Err(invalid!(
+                "m_first ({m_first}) is past m_last ({m_last}); pass the range of m the calls will use"
+            ));
+        }
+        let (ctx, mat) = match pair {
+            Pair::Vulkan(ctx, mat) => (ctx, mat),
+            Pair::Cpu(..) => return Ok(()),
+        };
+        // x and y grow with m: the largest is checked before anything is created.
+        gemv::check_params(ctx, mat, &gemv_params(mat, m_last, flags, (0, 0)))?;
+        for m in m_first..=m_last {
+            gemv::prepare(ctx, mat, &gemv_params(mat, m, flags, (0, 0)))?;
+        }
+        Ok(())
+    })
+}
+
 /// A workspace query (`q4vk_gemv_workspace_size`, `q4vk_gemv_workspace_key`) named `name`:
 /// checks the call and stores `answer` for `m` dense rows with `flags` in `*out`.
 ///

@@ -5,7 +5,7 @@
 
 pub use super::gemv_host::{gemv_host, gemv_host_with, HostX};
 pub use super::gemv_plan::{
-    coop_gemv_shape, decide, int_dot_gemv_up_to, rounds_x, runs_gemm, runs_int_dot,
+    coop_gemv_shape, decide, int_dot_gemv_up_to, prepare, rounds_x, runs_gemm, runs_int_dot,
     simt_gemm_shape, simt_gemv_up_to, workspace_bytes, workspace_key, Choice, KernelChoice,
     PrepassChoice, Room,
 };

@@ -778,6 +778,26 @@ fn check_coop_gemm_fits(r: &Rules, key: &CoopGemmKey) -> Result<()> {
     Ok(())
 }
 
+/// Creates the pipelines that every call with `p` on `mat` records, whatever its workspace:
+/// none (the kernels that read x), as much as it asks, and one too small for K slices
+/// (their sums); gathered and ungathered x where the matrix has a column order
+/// (`q4vk_cmd_gemv` gathers in the kernels, `q4vk_gemv` on the host). Pipelines that exist
+/// are not created again. An error where a call could not run.
+pub fn prepare(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<()> {
+    let gathers = match mat.k_order {
+        Some(_) => &[false, true][..],
+        None => &[false][..],
+    };
+    for &x_gathered in gathers {
+        let p = &GemvParams { x_gathered, ..*p };
+        for room in [Room::None, Room::AsNeeded, Room::Bytes(0)] {
+            let choice = decide(&ctx.rules, &mat.form, p, room)?;
+            plan_of(ctx, mat, p, &choice)?;
+        }
+    }
+    Ok(())
+}
+
 /// The pipelines and dispatch geometry of `choice` for a call with `p` on `mat`, created
 /// here (an error: they cannot be): the kernel's plan and, where the call has one, its
 /// pre-pass's.

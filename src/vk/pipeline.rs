@@ -526,6 +526,11 @@ impl<K: Eq + Hash + std::fmt::Debug> PipelineSet<K> {
         Ok(pipeline)
     }
 
+    /// How many pipelines were created so far.
+    fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// Every pipeline created so far with its key, as `Debug` text.
     fn listed(&self) -> Vec<(String, vk::Pipeline)> {
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
@@ -928,6 +933,17 @@ pub fn cache_blob_matches(blob: &[u8], props: &vk::PhysicalDeviceProperties) -> 
 }
 
 impl Pipelines {
+    /// How many pipelines of every kernel the context has created so far.
+    pub fn created(&self) -> usize {
+        self.pipelines.len()
+            + self.coop_pipelines.len()
+            + self.gemm_pipelines.len()
+            + self.coop_gemm_pipelines.len()
+            + self.digits_pipelines.len()
+            + self.fragments_pipelines.len()
+            + self.slices_pipelines.len()
+    }
+
     /// The compiler statistics of every pipeline this context created so far, by key
     /// (`vk::stats`; an error where statistics were not enabled).
     pub fn statistics(&self) -> Result<Vec<(String, Vec<super::stats::Executable>)>> {
