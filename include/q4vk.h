@@ -97,7 +97,11 @@
 // `q4vk_context_desc.flags`: never run the integer dot-product GEMV, only the f32 SIMT
 // kernels; as the environment variable `Q4VK_NO_INTDOT=1` does. Without it, a context
 // runs that kernel for SIMT matrices wherever they run the GEMV (m ≤ 8, and past 8 in
-// passes, see `q4vk_gemv_args.m`; `q4vk_gemv`, and `q4vk_cmd_gemv` given a workspace) where the device has `shaderIntegerDotProduct`
+// passes, see `q4vk_gemv_args.m`; `q4vk_gemv`, and `q4vk_cmd_gemv` given a workspace) on
+// matrices where x in digits pays for its pre-pass (the device's tuning row: at m = 1
+// from 2^25 weights, at larger m within the f32 GEMV's reach from 3072 rows; the f32 GEMV
+// on smaller ones), where the
+// device has `shaderIntegerDotProduct`
 // (`VK_KHR_shader_integer_dot_product`; an adopted device: enabled by the host) and
 // reports `integerDotProduct4x8BitPackedSignedAccelerated`. x is split on the device into
 // three signed 8-bit digits per element, each within 2^-22 of the largest magnitude of
@@ -329,8 +333,8 @@ typedef struct q4vk_gemv_args {
   // - SIMT matrices (no tensor-core path) run the GEMV past m = 8 in passes of up to 8
   //   rows, each reading the weights again, where that measured faster than the GEMM
   //   (bench/RESULTS.md): the integer dot-product GEMV (a call with a workspace on a
-  //   device that reports 8-bit dot products accelerated, see `Q4VK_CONTEXT_NO_INTDOT`)
-  //   up to m = 40 (64 on matrices with n ≤ 8192 and K ≥ 16384), the f32 GEMV up to
+  //   device that reports 8-bit dot products accelerated, on matrices where it pays, see
+  //   `Q4VK_CONTEXT_NO_INTDOT`) up to m = 40 (64 on matrices with n ≤ 8192 and K ≥ 16384), the f32 GEMV up to
   //   m = 9 on GPUs and m = 11 on CPU implementations (lavapipe);
   // - tensor-core matrices run the GEMM at m = 8 on tall ones and, when the call has a
   //   workspace, at m = 8 on any; for f16 activations m = 3..7 on matrices of at least
@@ -908,7 +912,7 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
 //
 // With a workspace (`args->workspace`) where `q4vk_gemv_workspace_size` is not 0 (the
 // integer dot-product GEMV: SIMT matrices at the GEMV's m on a device that reports 8-bit
-// dot products accelerated; the tensor-core GEMM on x in fragments: tensor-core matrices at
+// dot products accelerated, where it pays, see `Q4VK_CONTEXT_NO_INTDOT`; the tensor-core GEMM on x in fragments: tensor-core matrices at
 // m > 8, and at m ≤ 8 where the GEMM runs there, see `q4vk_gemv_args.m`): first a
 // `vkCmdPipelineBarrier` (global memory barrier) from
 // `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |

@@ -6,9 +6,11 @@
 // x, one L1 access), each taking ROWS / SPLIT of the rows. Each step first issues all
 // UNROLL x ROWS / SPLIT independent 16-byte weight loads and their scales (and zeros),
 // then for each chunk and activation row loads its 32 x values (8 vec4, shared by the
-// invocation's rows) and accumulates s * sum x*(u - z) as an FMA chain. Rows and chunks
-// past the end are clamped to the last one (no branch around the loads) and their sums
-// dropped. Each invocation keeps M x ROWS / SPLIT fp32 partial sums; one reduction after
+// invocation's rows) and accumulates s * sum x*(u - z) as an FMA chain; with DECODE_ONCE
+// (m >= 2) it instead decodes and scales each word's 8 codes once and runs them against
+// every activation row's 8 x values, read a word at a time. Rows and chunks past the end
+// are clamped to the last one (no branch around the weight loads) and their sums dropped
+// (DECODE_ONCE skips a dead chunk's x loads and products altogether). Each invocation keeps M x ROWS / SPLIT fp32 partial sums; one reduction after
 // the K loop: subgroupAdd (+ shared memory across subgroups) (SUBGROUP), or a
 // shared-memory tree. On the H200 this kernel is bound by the dequant ALU work (see
 // bench/RESULTS.md), not by memory.

@@ -206,11 +206,14 @@ const FORMS: [(&str, i32, bool, bool, bool); 6] = [
 ];
 
 /// Shapes (n, k) from 1 to 64 k each way.
-const SHAPES: [(u64, u64); 11] = [
+const SHAPES: [(u64, u64); 14] = [
     (7, 96),
     (130, 300),
     (256, 1536),
     (1536, 8960),
+    (3071, 4096),
+    (3072, 4096),
+    (4095, 2048),
     (8960, 1536),
     (4096, 4096),
     (11008, 4096),
@@ -347,9 +350,14 @@ fn flags(set: &[(bool, char)]) -> String {
 /// A choice as the record writes it (the module's doc says how).
 fn written(c: &Choice) -> String {
     let kernel = match c.kernel {
-        KernelChoice::SimtGemv { key: k, .. } => format!(
-            "gemv(wg{} {})",
+        KernelChoice::SimtGemv { key: k, last } => format!(
+            "gemv(wg{}{} {})",
             k.workgroup,
+            // The last pass where its variant differs from a full pass's (beyond its rows).
+            match last.decode_once == k.decode_once {
+                true => "",
+                false => " last-per-row",
+            },
             flags(&[
                 (k.zeros, 'z'),
                 (k.scale_f32, 's'),

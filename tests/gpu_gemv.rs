@@ -52,38 +52,85 @@ fn gemv_portable_kernels_match_reference() {
 
 /// The f32 GEMV's two ways through m ≥ 2 (each word of codes decoded once for all activation
 /// rows, or once per activation row): the device row picks one by the matrix's rows, so the
-/// sweep above runs one of them on small matrices; this runs both, fixed, on every case.
+/// sweeps above run one of them on small matrices; this runs both, fixed, on every case of
+/// m ≥ 2 and on the other matrix forms (the subgroup kernels: the portable ones share this
+/// code, their reduction aside).
 #[test]
 fn gemv_decoding_once_or_per_activation_row_matches_reference() {
     use q4vk::vk::gemv::{decide, GemvParams, KernelChoice, Room};
-    for portable in [false, true] {
-        for once in [false, true] {
-            let mut gpu = Gpu::new(portable);
-            gpu.context_mut()
-                .set_overrides(|o| o.simt_gemv_decode_once = Some(once))
-                .expect("a valid override");
-            let mut rng = Rng(if once { 23 } else { 29 });
-            run_cases(&gpu, &mut rng, &CASES);
-            // The kernel the calls ran decodes as fixed (m ≥ 2; m = 1 has one way).
-            let ctx = gpu.context();
-            let data = random_q4(&mut rng, 33, 96, 64, false, false);
-            let mat = q4vk::vk::matrix::DeviceMatrix::new(ctx, &data, None, None).unwrap();
-            for m in 1..=8u32 {
-                let p = GemvParams {
-                    m,
-                    x_f16: false,
-                    x_stride: 96,
-                    y_stride: 33,
-                    x_gathered: false,
-                    x_round_f16: false,
-                    workspace_filled: false,
-                };
-                let choice = decide(&ctx.rules, &mat.form, &p, Room::None).unwrap();
-                let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
-                    panic!("m = {m}: {choice:?} is not the SIMT GEMV");
-                };
-                assert_eq!(key.decode_once, once && m >= 2, "m = {m}");
-            }
+    let batched: Vec<Case> = CASES
+        .iter()
+        .filter(|c| c.m >= 2)
+        .map(|c| case(c.n, c.k, c.group, c.zeros, c.f32_scales, c.m))
+        .collect();
+    for once in [false, true] {
+        let mut gpu = Gpu::new(false);
+        gpu.context_mut()
+            .set_overrides(|o| o.simt_gemv_decode_once = Some(once))
+            .expect("a valid override");
+        let mut rng = Rng(if once { 23 } else { 29 });
+        run_cases(&gpu, &mut rng, &batched);
+        forms_through_recording(&gpu, &mut rng);
+        // The kernel the calls ran decodes as fixed (m ≥ 2; m = 1 has one way).
+        let ctx = gpu.context();
+        let data = random_q4(&mut rng, 33, 96, 64, false, false);
+        let mat = q4vk::vk::matrix::DeviceMatrix::new(ctx, &data, None, None).unwrap();
+        for m in 1..=8u32 {
+            let p = GemvParams {
+                m,
+                x_f16: false,
+                x_stride: 96,
+                y_stride: 33,
+                x_gathered: false,
+                x_round_f16: false,
+                workspace_filled: false,
+            };
+            let choice = decide(&ctx.rules, &mat.form, &p, Room::None).unwrap();
+            let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
+                panic!("m = {m}: {choice:?} is not the SIMT GEMV");
+            };
+            assert_eq!(key.decode_once, once && m >= 2, "m = {m}");
         }
+    }
+}
+
+/// f16 x, per-group offsets and a column order (gathered by the kernel) at m = 2, 5 and 9
+/// (two passes, the last of one row), through
+/// `gemv::record` (`q4vk_cmd_gemv`'s path), against the f64 reference of the same x.
+fn forms_through_recording(gpu: &Gpu, rng: &mut Rng) {
+    use q4vk::cpu::reference;
+    use q4vk::vk::matrix::DeviceMatrix;
+    let ctx = gpu.context();
+    let (n, k) = (37, 200);
+    let data = random_q4(rng, n, k, 32, false, true);
+    let offsets: Vec<f32> = (0..data.shape.scale_count())
+        .map(|_| rng.f32() - 0.5)
+        .collect();
+    let order: Vec<u32> = (0..k as u32).map(|i| (i * 7 + 3) % k as u32).collect();
+    let with_offsets = DeviceMatrix::new(ctx, &data, Some(&offsets), None).unwrap();
+    let ordered = DeviceMatrix::new(ctx, &data, None, Some(&order)).unwrap();
+    for m in [2usize, 5, 9] {
+        let x: Vec<f32> = rng
+            .vec(m * k)
+            .into_iter()
+            .map(|v| half::f16::from_f32(v).to_f32())
+            .collect();
+        let f16_bytes: Vec<u8> = x
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect();
+        let f32_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let y = record_gemv(ctx, &with_offsets, &f16_bytes, m, true);
+        let err =
+            reference::relative_error(&y, &reference::gemv_with_offsets(&data, &offsets, &x, m));
+        assert!(err < 1e-5, "offsets, f16 x, m = {m}: rel err {err:e}");
+        // Column j holds input order[j]: the reference multiplies it by x[order[j]].
+        let gathered: Vec<f32> = (0..m)
+            .flat_map(|mi| order.iter().map(move |&i| (mi, i)))
+            .map(|(mi, i)| x[mi * k + i as usize])
+            .collect();
+        let y = record_gemv(ctx, &ordered, &f32_bytes, m, false);
+        let err = reference::relative_error(&y, &reference::gemv(&data, &gathered, m));
+        assert!(err < 1e-5, "column order, m = {m}: rel err {err:e}");
     }
 }

@@ -87,7 +87,11 @@ pub const Q4VK_CONTEXT_CPU_FALLBACK: u32 = 0x10;
 /// `q4vk_context_desc.flags`: never run the integer dot-product GEMV, only the f32 SIMT
 /// kernels; as the environment variable `Q4VK_NO_INTDOT=1` does. Without it, a context
 /// runs that kernel for SIMT matrices wherever they run the GEMV (m ≤ 8, and past 8 in
-/// passes, see `q4vk_gemv_args.m`; `q4vk_gemv`, and `q4vk_cmd_gemv` given a workspace) where the device has `shaderIntegerDotProduct`
+/// passes, see `q4vk_gemv_args.m`; `q4vk_gemv`, and `q4vk_cmd_gemv` given a workspace) on
+/// matrices where x in digits pays for its pre-pass (the device's tuning row: at m = 1
+/// from 2^25 weights, at larger m within the f32 GEMV's reach from 3072 rows; the f32 GEMV
+/// on smaller ones), where the
+/// device has `shaderIntegerDotProduct`
 /// (`VK_KHR_shader_integer_dot_product`; an adopted device: enabled by the host) and
 /// reports `integerDotProduct4x8BitPackedSignedAccelerated`. x is split on the device into
 /// three signed 8-bit digits per element, each within 2^-22 of the largest magnitude of

@@ -85,8 +85,8 @@ pub struct q4vk_gemv_args {
     /// - SIMT matrices (no tensor-core path) run the GEMV past m = 8 in passes of up to 8
     ///   rows, each reading the weights again, where that measured faster than the GEMM
     ///   (bench/RESULTS.md): the integer dot-product GEMV (a call with a workspace on a
-    ///   device that reports 8-bit dot products accelerated, see `Q4VK_CONTEXT_NO_INTDOT`)
-    ///   up to m = 40 (64 on matrices with n ≤ 8192 and K ≥ 16384), the f32 GEMV up to
+    ///   device that reports 8-bit dot products accelerated, on matrices where it pays, see
+    ///   `Q4VK_CONTEXT_NO_INTDOT`) up to m = 40 (64 on matrices with n ≤ 8192 and K ≥ 16384), the f32 GEMV up to
     ///   m = 9 on GPUs and m = 11 on CPU implementations (lavapipe);
     /// - tensor-core matrices run the GEMM at m = 8 on tall ones and, when the call has a
     ///   workspace, at m = 8 on any; for f16 activations m = 3..7 on matrices of at least
@@ -544,7 +544,7 @@ pub unsafe extern "C" fn q4vk_gemv_host(
 ///
 /// With a workspace (`args->workspace`) where `q4vk_gemv_workspace_size` is not 0 (the
 /// integer dot-product GEMV: SIMT matrices at the GEMV's m on a device that reports 8-bit
-/// dot products accelerated; the tensor-core GEMM on x in fragments: tensor-core matrices at
+/// dot products accelerated, where it pays, see `Q4VK_CONTEXT_NO_INTDOT`; the tensor-core GEMM on x in fragments: tensor-core matrices at
 /// m > 8, and at m ≤ 8 where the GEMM runs there, see `q4vk_gemv_args.m`): first a
 /// `vkCmdPipelineBarrier` (global memory barrier) from
 /// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT |

@@ -2,7 +2,7 @@
 //! once per context from what the device reports), the row of tuning values for its class
 //! ([`DeviceTuning`]: thresholds, tiles and workgroup shapes, each row saying what device
 //! it was fitted on), and the caller's fixed choices ([`Overrides`]). The rules that decide
-//! a call (`vk::gemv_plan`, `vk::coop`) read these three and nothing else of the device.
+//! a call (`vk::gemv_plan`, `vk::coop_shapes`) read these three and nothing else of the device.
 //! Adding a device is adding a row.
 
 pub mod device_class;

@@ -115,19 +115,26 @@ pub struct IntDotReach {
     /// At m = 1, x in digits pays (its pre-pass costs a dispatch) on matrices of at least
     /// 2^`from_weights_log2_at_1` weights; the f32 GEMV runs on smaller ones.
     pub from_weights_log2_at_1: u32,
-    /// At m = 2..8, x in digits pays on matrices of at least `from_rows` rows; the f32 GEMV
-    /// runs on fewer, whose few workgroups leave the pre-pass's cost unpaid.
+    /// At m ≥ 2, where the alternative is the f32 GEMV (up to `simt_gemv_up_to`), x in
+    /// digits pays on matrices of at least `from_rows` rows; the f32 GEMV runs on fewer,
+    /// whose few workgroups leave the pre-pass's cost unpaid.
     pub from_rows: usize,
 }
 
 impl IntDotReach {
-    /// Whether x in digits pays at `m` ≤ 8 on an `n` × `k` matrix (past m = 8 it does
-    /// wherever the reach allows).
+    /// Whether x in digits pays at `m` on an `n` × `k` matrix where the f32 GEMV would run
+    /// otherwise (`m` up to the row's `simt_gemv_up_to`; beyond, against the SIMT GEMM, it
+    /// pays wherever the reach allows).
     pub fn pays(&self, n: usize, k: usize, m: u32) -> bool {
+        let weights = (n as u64).saturating_mul(k as u64);
         match m {
-            1 => (n as u64).saturating_mul(k as u64) >> self.from_weights_log2_at_1 > 0,
-            2..=8 => n >= self.from_rows,
-            _ => true,
+            1 => {
+                weights
+                    .checked_shr(self.from_weights_log2_at_1)
+                    .unwrap_or(0)
+                    > 0
+            }
+            _ => n >= self.from_rows,
         }
     }
 }
@@ -330,8 +337,8 @@ mod tests {
         // m = 2..8: from 3072 rows, whatever K.
         assert!(!reach.pays(2048, 65536, 2));
         assert!(reach.pays(3072, 32, 8));
-        // Past m = 8 the reach alone decides.
-        assert!(reach.pays(1, 32, 9));
+        // As at m = 2 up to the f32 GEMV's reach (`runs_int_dot` asks only there).
+        assert!(!reach.pays(2048, 4096, 9));
     }
 
     #[test]

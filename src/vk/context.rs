@@ -74,7 +74,8 @@ pub enum IntDot {
     /// Never: the f32 kernel (`Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_NO_INTDOT=1`).
     Off,
     /// Wherever the device has `shaderIntegerDotProduct`, accelerated or not, on every call
-    /// with a workspace (tests on lavapipe, comparisons; `Q4VK_INTDOT=1`).
+    /// with a workspace within the kernel's reach in m, whatever the matrix's size (tests
+    /// on lavapipe, comparisons; `Q4VK_INTDOT=1`).
     Forced,
 }
 

@@ -1,7 +1,7 @@
 //! The shape rules of the tensor-core kernels (`shaders/gemv_q4_coop.comp`,
 //! `shaders/gemm_q4_coop.comp`): tiles, subgroups, tokens, K groups, K slices and B's
 //! look-ahead per call, as pure functions of the matrix, m and the device's SM count and
-//! shared memory. `vk::gemv_plan` asks them once per call. They were fitted on an NVIDIA
+//! shared memory. `vk::gemv_plan::decide` asks them when it decides a call. They were fitted on an NVIDIA
 //! H200, the one device whose fragment layout the kernels take (`vk::coop::probe`); a
 //! device class of another fragment layout or subgroup size needs its own.
 

@@ -269,8 +269,8 @@ fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result
             Spec::SubgroupSize => tuning.subgroup,
             Spec::HasOffsets => extras.offsets as u32,
             Spec::HasKOrder => extras.k_order as u32,
-            // Not in the exported builds (their ids are `None`): never asked.
-            Spec::DecodeOnce => 0,
+            // Not in the exported builds.
+            Spec::DecodeOnce => return None,
         })
     };
     Ok(Kernel {

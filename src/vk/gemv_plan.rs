@@ -103,7 +103,7 @@ fn runs_gemm_on_fragments(r: &Rules, form: &MatrixForm, p: &GemvParams) -> bool 
 }
 
 /// (row tiles per subgroup, subgroups per workgroup) of the tensor-core GEMV that a call
-/// with `p` on `form` runs where it runs no GEMM: the context's fixed tuning, else
+/// with `p` on `form` runs where it runs no GEMM: the caller's fixed one (`Overrides`), else
 /// [`super::coop_shapes::choose_shape`]'s; `None` for SIMT matrices.
 pub fn coop_gemv_shape(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Option<(u32, u32)> {
     let c = form.coop.as_ref()?;
@@ -137,7 +137,11 @@ pub fn runs_int_dot(r: &Rules, form: &MatrixForm, m: u32) -> bool {
         Some(from) => from.saturating_sub(1),
         None => int_dot_gemv_up_to(r, form.shape.n, form.shape.k),
     };
-    let pays = r.int_dot_everywhere || r.row.int_dot.pays(form.shape.n, form.shape.k, m);
+    // Against the f32 GEMV (up to its reach) the row's rule; against the SIMT GEMM beyond,
+    // the reach alone.
+    let pays = r.int_dot_everywhere
+        || m > r.row.simt_gemv_up_to
+        || r.row.int_dot.pays(form.shape.n, form.shape.k, m);
     r.int_dot && form.coop.is_none() && m <= up_to && pays && fits()
 }
 
@@ -151,7 +155,7 @@ fn digits_bytes(form: &MatrixForm, m: u32) -> u64 {
 
 /// The tensor-core GEMM's shape for a call with `p` on `form` (`x_fragments`: on x in fragments,
 /// `slices`: in K slices where the rules run them), `None` where the call runs another
-/// kernel: the shape the context fixes, else the rules' (`vk::coop`) with as many K groups
+/// kernel: the shape the caller fixes (`Overrides`), else the rules' (`vk::coop_shapes`) with as many K groups
 /// as the shared memory holds.
 fn coop_gemm_key(
     r: &Rules,
@@ -447,7 +451,7 @@ fn tile_name(t: GemmTile) -> String {
     )
 }
 
-/// The SIMT GEMM's tile for a call at `m` on `form`: the context's fixed one, else the
+/// The SIMT GEMM's tile for a call at `m` on `form`: the caller's fixed one, else the
 /// device row's (`DeviceTuning::simt_gemm_tiles`), or [`GEMM_TILE`] where that exceeds the device's
 /// workgroup or shared memory, or where a GPU's larger tile (past m = 32) would give the
 /// call fewer than half of [`gemm_groups_wanted`] workgroups (a larger tile is faster per
@@ -491,7 +495,7 @@ fn gemm_groups_wanted(r: &Rules) -> u64 {
 }
 
 /// The SIMT GEMM's K groups per workgroup for a call of `m` tokens with `tile` on `form`:
-/// the context's fixed count, else 1 on CPU implementations (one thread runs a workgroup)
+/// the caller's fixed count, else 1 on CPU implementations (one thread runs a workgroup)
 /// and on GPUs whose driver does not report its SM count (only NVIDIA's was measured), and
 /// on the others the fewest of 1, 2, 4 that give the call [`gemm_groups_wanted`] workgroups'
 /// worth (K groups × workgroups), no more than a quarter of the chunks, and that
@@ -550,12 +554,12 @@ pub enum Room {
 /// The kernel a call runs, as its pipeline key and what the key leaves out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelChoice {
-    /// The SIMT GEMV in passes of `key.m` rows, the last of `last_rows`.
+    /// The SIMT GEMV in passes of `key.m` rows, the last with `last` (its rows: `last.m`).
     SimtGemv {
         /// The key of a full pass.
         key: PipelineKey,
-        /// Rows of the last pass.
-        last_rows: u32,
+        /// The key of the last pass (`key` where m is a multiple of `key.m`).
+        last: PipelineKey,
     },
     /// The SIMT GEMM.
     SimtGemm(GemmKey),
@@ -582,7 +586,7 @@ pub enum PrepassChoice {
     Fragments(FragmentGeometry),
 }
 
-/// What a call runs, decided once from the context's device class, tuning row and
+/// What a call runs, decided once from the rules' device class, tuning row and
 /// overrides and from the matrix: pipeline keys and geometry, no Vulkan object. The call's
 /// plan (`plan_of`) creates the pipelines from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -734,21 +738,23 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
 /// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
 fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
+    let key = |rows: u32| PipelineKey {
+        portable: r.portable,
+        workgroup: r.simt.workgroup_for(form.layout.chunks),
+        m: rows,
+        zeros: form.shape.zero_points,
+        scale_f32: form.scale_f32,
+        // The digits are f32-free and in column order (the pre-pass gathers).
+        x_f16: p.x_f16 && !dot,
+        offsets: form.offsets,
+        k_order: form.column_order && !p.x_gathered && !dot,
+        dot,
+        // One activation row has one way to decode.
+        decode_once: !dot && rows >= 2 && decodes_once(r, form),
+    };
     KernelChoice::SimtGemv {
-        key: PipelineKey {
-            portable: r.portable,
-            workgroup: r.simt.workgroup_for(form.layout.chunks),
-            m: pass_rows,
-            zeros: form.shape.zero_points,
-            scale_f32: form.scale_f32,
-            // The digits are f32-free and in column order (the pre-pass gathers).
-            x_f16: p.x_f16 && !dot,
-            offsets: form.offsets,
-            k_order: form.column_order && !p.x_gathered && !dot,
-            dot,
-            decode_once: !dot && pass_rows >= 2 && decodes_once(r, form),
-        },
-        last_rows: p.m - (p.m - 1) / pass_rows * pass_rows,
+        key: key(pass_rows),
+        last: key(p.m - (p.m - 1) / pass_rows * pass_rows),
     }
 }
 
@@ -819,16 +825,11 @@ pub(super) fn plan_of(
         group_shift: mat.form.layout.group_shift,
     };
     let main = match choice.kernel {
-        KernelChoice::SimtGemv { key, last_rows } => simt(
+        KernelChoice::SimtGemv { key, last } => simt(
             pipelines.get(key)?,
             pipelines.tuning.rows as u64,
             key.m as u64,
-            Some(pipelines.get(PipelineKey {
-                m: last_rows,
-                // One activation row has one way to decode.
-                decode_once: key.decode_once && last_rows >= 2,
-                ..key
-            })?),
+            Some(pipelines.get(last)?),
         ),
         KernelChoice::SimtGemm(key) => simt(
             pipelines.get_gemm(key)?,

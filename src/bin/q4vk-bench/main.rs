@@ -240,7 +240,11 @@ fn main() {
                 shapes = Some(list.unwrap_or_else(|| usage()));
             }
             "--jsonl" => jsonl = Some(args.next().unwrap_or_else(|| usage()).into()),
-            "--chain" => chain = Some(number() as usize).filter(|&n| n > 0),
+            "--chain" => {
+                chain = Some(number() as usize)
+                    .filter(|&n| n > 0)
+                    .or_else(|| usage())
+            }
             "--decode-once" => decode_once = Some(number() != 0),
             _ => usage(),
         }
