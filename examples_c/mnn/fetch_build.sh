@@ -146,6 +146,11 @@ unpack() {
   if ! tar -xf "$1" -C "$2" --strip-components=1 --no-same-owner \
       --wildcards --no-wildcards-match-slash --exclude="*/$MNN_GENERATED" \
       "${MNN_PATHS[@]/#/*/}" 2>"$2.tar.err"; then
+    # An archive that reads whole failed to extract here (disk full, permissions): a
+    # local fault, not a bad tarball, so nothing is discarded or skipped.
+    if tar -tf "$1" >/dev/null 2>&1; then
+      die "cannot extract $1 into $2: $(head -3 "$2.tar.err" | tr '\n' ' ')"
+    fi
     UNPACK_WHY="unreadable"
     log "$1: not a readable tarball holding ${MNN_PATHS[*]}: $(head -3 "$2.tar.err" | tr '\n' ' ')"
     rm -f "$2.tar.err"
@@ -172,6 +177,8 @@ download() {
     err=$(curl -fsSL --connect-timeout 10 --speed-limit 1024 --speed-time 60 -o "$2" "$1" 2>&1) || rc=$?
     [[ $rc == 0 ]] && return 0
     rm -f "$2"
+    # 23: writing the file failed here (a local fault, not the network's).
+    [[ $rc == 23 ]] && die "cannot write $2: $err"
     # 5, 6: proxy or host name not resolved; 7: no connection; 28: a timeout, which is
     # "Operation too slow" once the transfer has started.
     case $rc in
@@ -192,6 +199,9 @@ download() {
   fi
   not_run "no MNN source: no $TARBALL_IN, and neither curl nor wget to fetch $1"
 }
+
+# Temporary names of the cache's files, removed however the script ends.
+trap 'rm -f "$TARBALL_FETCHED.$$.tmp" "$TARBALL_COPY.$$.tmp"' EXIT
 
 # get_source DIR: the verified source in DIR, from the first of: a cached tarball,
 # MNN_SRC_TARBALL, MNN_SRC_URL (see Source above). A new tarball is kept in the cache
@@ -231,7 +241,7 @@ get_source() {
 # (tests the steps above without a build, and fills the cache ahead of one).
 if [[ "${1:-}" == --source-only ]]; then
   scratch=$(mktemp -d)
-  trap 'rm -rf "$scratch"' EXIT
+  trap 'rm -rf "$scratch" "$TARBALL_FETCHED.$$.tmp" "$TARBALL_COPY.$$.tmp"' EXIT
   get_source "$scratch/src"
   echo "source OK"
   exit 0
