@@ -180,6 +180,11 @@ static q4vk_status (*const p_workspace_key)(q4vk_context *, const q4vk_matrix *,
                                             uint64_t *) = q4vk_gemv_workspace_key;
 static q4vk_status (*const p_gemv_prepare)(q4vk_context *, const q4vk_matrix *, uint32_t, uint32_t, uint32_t) =
     q4vk_gemv_prepare;
+static q4vk_status (*const p_gemv_plan)(q4vk_context *, const q4vk_matrix *, uint32_t, uint32_t, uint64_t,
+                                        q4vk_gemv_plan_info *) = q4vk_gemv_plan;
+_Static_assert(sizeof(q4vk_gemv_plan_info) == 128, "q4vk_gemv_plan_info size");
+_Static_assert(offsetof(q4vk_gemv_plan_info, workspace_bytes) == 16, "q4vk_gemv_plan_info.workspace_bytes");
+_Static_assert(offsetof(q4vk_gemv_plan_info, name) == 32, "q4vk_gemv_plan_info.name");
 static void (*const p_export_desc_default)(q4vk_kernel_export_desc *) = q4vk_kernel_export_desc_default;
 static q4vk_status (*const p_kernel_export)(const q4vk_context *, const q4vk_matrix_desc *,
                                             const q4vk_kernel_export_desc *, q4vk_kernel_info *, uint32_t *,
@@ -243,7 +248,7 @@ int main(void) {
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
         !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_gemv_host || !p_cmd_gemv || !p_workspace_size ||
-        !p_workspace_key || !p_gemv_prepare ||
+        !p_workspace_key || !p_gemv_prepare || !p_gemv_plan ||
         !p_cache_size || !p_cache_data)
         failures++;
     printf("%s: C11 layout of the Vulkan section of q4vk.h\n", failures ? "FAIL" : "ok");

@@ -430,6 +430,17 @@ int main(int argc, char **argv) {
         CHECK_Q4(q4vk_gemv_workspace_size(ctx, o->mat, (uint32_t)m, gemv_flags, &workspace));
         o->workspace = (engine_buffer){VK_NULL_HANDLE, VK_NULL_HANDLE, NULL};
         if (workspace) o->workspace = make_buffer(pd, device, workspace, 0);
+        /* What the step will record for this matrix (the same decision q4vk_cmd_gemv makes). */
+        q4vk_gemv_plan_info plan;
+        memset(&plan, 0, sizeof plan);
+        plan.struct_size = sizeof plan;
+        CHECK_Q4(q4vk_gemv_plan(ctx, o->mat, (uint32_t)m, gemv_flags, workspace, &plan));
+        if (plan.workspace_bytes != workspace) {
+            printf("FAIL: plan uses %llu workspace bytes, the size query said %llu\n",
+                   (unsigned long long)plan.workspace_bytes, (unsigned long long)workspace);
+            failures++;
+        }
+        printf("  m %zu N %zu K %zu: %s\n", m, n, k, plan.name);
         if (expect_int_dot && m <= 8 && !workspace) {
             printf("FAIL: no workspace for m %zu N %zu K %zu (integer dot products not used)\n", m, n, k);
             failures++;

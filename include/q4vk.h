@@ -394,6 +394,34 @@ typedef struct q4vk_gemv_host_args {
   size_t y_len;
 } q4vk_gemv_host_args;
 
+// Which kernel a call runs (`q4vk_gemv_plan_info.kernel`).
+typedef uint32_t q4vk_gemv_kernel;
+
+// The pre-pass a call records before its kernel (`q4vk_gemv_plan_info.prepass`).
+typedef uint32_t q4vk_gemv_prepass;
+
+// What `q4vk_gemv_plan` answers. The caller sets `struct_size =
+// sizeof(q4vk_gemv_plan_info)` (smaller than v0 is refused); q4vk writes the other fields.
+typedef struct q4vk_gemv_plan_info {
+  // Set by the caller: `sizeof(q4vk_gemv_plan_info)`.
+  uint32_t struct_size;
+  // The kernel (`Q4VK_GEMV_KERNEL_*`).
+  q4vk_gemv_kernel kernel;
+  // The pre-pass before it (`Q4VK_GEMV_PREPASS_*`).
+  q4vk_gemv_prepass prepass;
+  // Passes of the kernel over the matrix: m / 8 rounded up for the SIMT GEMVs past m = 8,
+  // else 1.
+  uint32_t passes;
+  // Workspace bytes the call uses (0: none).
+  uint64_t workspace_bytes;
+  // Device bytes of the matrix each pass reads: weights, scales, zero points or offsets
+  // and column order (a CPU context: the matrix's bytes in host memory).
+  uint64_t matrix_bytes;
+  // The kernel and its shape as NUL-terminated text for logs and reports, such as
+  // "SIMT GEMV, workgroup 128, 8 rows, decoded once"; not a stable format.
+  char name[96];
+} q4vk_gemv_plan_info;
+
 // Which exported kernel (`Q4VK_KERNEL_*`).
 typedef uint32_t q4vk_kernel_variant;
 
@@ -614,6 +642,33 @@ typedef struct q4vk_weight_quantize_desc {
   // Columns = output features. A multiple of 16.
   uint64_t n;
 } q4vk_weight_quantize_desc;
+
+// The SIMT GEMV on x itself (m ≤ 8, and past 8 in passes of 8 rows).
+#define Q4VK_GEMV_KERNEL_SIMT_GEMV 1
+
+// The integer dot-product GEMV on x in 8-bit digits, behind the digits pre-pass.
+#define Q4VK_GEMV_KERNEL_INT_DOT_GEMV 2
+
+// The tiled SIMT GEMM.
+#define Q4VK_GEMV_KERNEL_SIMT_GEMM 3
+
+// The tensor-core GEMV.
+#define Q4VK_GEMV_KERNEL_COOP_GEMV 4
+
+// The tensor-core GEMM, on x itself or, behind the fragments pre-pass, on x in fragments.
+#define Q4VK_GEMV_KERNEL_COOP_GEMM 5
+
+// q4vk's CPU kernels (a CPU context).
+#define Q4VK_GEMV_KERNEL_CPU 6
+
+// None: the kernel reads x.
+#define Q4VK_GEMV_PREPASS_NONE 0
+
+// x into 8-bit digits in the workspace (the integer dot-product GEMV).
+#define Q4VK_GEMV_PREPASS_DIGITS 1
+
+// x into the tensor-core GEMM's f16 fragments in the workspace.
+#define Q4VK_GEMV_PREPASS_FRAGMENTS 2
 
 // No subgroup operations, SPIR-V 1.0 (Vulkan 1.0): runs on every device. The default.
 #define Q4VK_KERNEL_PORTABLE 0
@@ -1031,6 +1086,28 @@ q4vk_status q4vk_gemv_prepare(struct q4vk_context *ctx,
                               uint32_t m_first,
                               uint32_t m_last,
                               uint32_t flags);
+
+// Stores in `*info` what a GEMV call on `mat` with `m` activation rows and `flags`
+// (`Q4VK_GEMV_*`) runs, given a workspace of `workspace_bytes` (0: none; `UINT64_MAX`: as
+// much as it asks, `q4vk_gemv_workspace_size`): its kernel, pre-pass, passes over the
+// matrix, the workspace it uses and the matrix bytes each pass reads. It is the decision
+// `q4vk_cmd_gemv` records (and `q4vk_gemv` runs, which gives itself the workspace it asks
+// for) with the same arguments: the kernel rules run once, on the context's device class
+// and tuning row; nothing is created or recorded. On a CPU context: `Q4VK_GEMV_KERNEL_CPU`.
+//
+// Statuses: `NULL_POINTER` (ctx, mat, info), `INVALID_ARGUMENT` (info->struct_size, m = 0,
+// unknown flags, a matrix of another device or kind), `BUFFER_TOO_SMALL` (a workspace
+// smaller than the call's pre-pass needs, as `q4vk_cmd_gemv` refuses it), `UNSUPPORTED` (an
+// m that `q4vk_cmd_gemv` would refuse on this device). Thread-safe.
+//
+// # Safety
+// Handles NULL or live; `info` NULL or writable for its `struct_size` bytes.
+q4vk_status q4vk_gemv_plan(struct q4vk_context *ctx,
+                           const struct q4vk_matrix *mat,
+                           uint32_t m,
+                           uint32_t flags,
+                           uint64_t workspace_bytes,
+                           struct q4vk_gemv_plan_info *info);
 
 // Stores in `*key` what the workspace of a `q4vk_cmd_gemv` with `m` activation rows and
 // `flags` on `mat` holds after its pre-pass, as a number: two matrices with equal, non-zero

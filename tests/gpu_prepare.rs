@@ -1,12 +1,14 @@
-//! `q4vk_gemv_prepare` on the system's Vulkan device (lavapipe in CI), validation on: after
-//! it, GEMV calls over the prepared range of m create no pipeline, whatever their path
-//! (recorded with and without a workspace, `q4vk_gemv` on host memory), and a matrix with a
-//! column order is prepared for both the gathering kernels and the host's gather; bad
-//! arguments get their status.
+//! `q4vk_gemv_prepare` and `q4vk_gemv_plan` on the system's Vulkan device (lavapipe in CI),
+//! validation on: after `q4vk_gemv_prepare`, GEMV calls over the prepared range of m create
+//! no pipeline, whatever their path (recorded with and without a workspace, `q4vk_gemv` on
+//! host memory), and a matrix with a column order is prepared for both the gathering
+//! kernels and the host's gather; `q4vk_gemv_plan` answers the decision the calls record;
+//! bad arguments get their status.
 
 mod gpu_support;
 use gpu_support::*;
-use q4vk::ffi::gemv::q4vk_gemv_prepare;
+use q4vk::ffi::context::Q4VK_CONTEXT_CPU;
+use q4vk::ffi::gemv::*;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::*;
 use q4vk::vk::gemv::{self, gemv_host};
@@ -131,4 +133,135 @@ fn the_c_entry_prepares_a_range_and_refuses_bad_arguments() {
         q4vk_matrix_destroy(mat);
     }
     gpu.assert_quiet();
+}
+
+/// `q4vk_gemv_plan` for `m`, `flags` and a workspace of `workspace` bytes.
+fn plan(
+    gpu: &Gpu,
+    mat: *mut q4vk::ffi::matrix::q4vk_matrix,
+    m: u32,
+    flags: u32,
+    workspace: u64,
+) -> (q4vk::ffi::status::q4vk_status, q4vk_gemv_plan_info) {
+    let mut info: q4vk_gemv_plan_info = unsafe { std::mem::zeroed() };
+    info.struct_size = std::mem::size_of::<q4vk_gemv_plan_info>() as u32;
+    let status = unsafe { q4vk_gemv_plan(gpu.ctx, mat, m, flags, workspace, &mut info) };
+    (status, info)
+}
+
+#[test]
+fn the_plan_is_the_decision_calls_record() {
+    use q4vk::vk::gemv::{decide, GemvParams, KernelChoice, Room};
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(47);
+    let (n, k) = (70, 320);
+    let data = random_q4(&mut rng, n, k, 64, true, false);
+    let mat = upload_q4(&gpu, &data);
+    let ctx = gpu.context();
+    let form = q4vk::vk::matrix_form::MatrixForm::new(
+        data.shape,
+        false,
+        false,
+        false,
+        ctx.coop,
+        ctx.limits.max_part_bytes,
+    )
+    .unwrap();
+    for m in MS.map(|m| m as u32) {
+        let mut asked = 0u64;
+        assert_eq!(
+            unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m, 0, &mut asked) },
+            Q4VK_OK
+        );
+        for (workspace, room) in [(0, Room::None), (u64::MAX, Room::AsNeeded)] {
+            let (status, info) = plan(&gpu, mat, m, 0, workspace);
+            assert_eq!(status, Q4VK_OK, "m = {m}: {}", last_error());
+            let p = GemvParams {
+                m,
+                x_f16: false,
+                x_stride: k as u64,
+                y_stride: n as u64,
+                x_gathered: false,
+                x_round_f16: false,
+                workspace_filled: false,
+            };
+            let choice = decide(&ctx.rules, &form, &p, room).unwrap();
+            let (kernel, passes) = match choice.kernel {
+                KernelChoice::SimtGemv { key, .. } if key.dot => {
+                    (Q4VK_GEMV_KERNEL_INT_DOT_GEMV, m.div_ceil(key.m))
+                }
+                KernelChoice::SimtGemv { key, .. } => {
+                    (Q4VK_GEMV_KERNEL_SIMT_GEMV, m.div_ceil(key.m))
+                }
+                KernelChoice::SimtGemm(_) => (Q4VK_GEMV_KERNEL_SIMT_GEMM, 1),
+                KernelChoice::CoopGemv(_) => (Q4VK_GEMV_KERNEL_COOP_GEMV, 1),
+                KernelChoice::CoopGemm { .. } => (Q4VK_GEMV_KERNEL_COOP_GEMM, 1),
+            };
+            assert_eq!((info.kernel, info.passes), (kernel, passes), "m = {m}");
+            assert_eq!(info.workspace_bytes, choice.workspace_bytes, "m = {m}");
+            assert_eq!(
+                info.prepass != Q4VK_GEMV_PREPASS_NONE,
+                info.workspace_bytes > 0
+            );
+            if workspace == u64::MAX {
+                assert_eq!(info.workspace_bytes, asked, "m = {m}");
+            }
+            assert_eq!(info.matrix_bytes, form.device_bytes());
+            let name = unsafe { std::ffi::CStr::from_ptr(info.name.as_ptr()) };
+            assert_eq!(name.to_str().unwrap(), choice.to_string(), "m = {m}");
+            assert!(!name.is_empty());
+        }
+        // A workspace one byte short of a pre-pass's is refused, as q4vk_cmd_gemv refuses it.
+        if asked > 1 {
+            let (status, _) = plan(&gpu, mat, m, 0, asked - 1);
+            assert_eq!(status, Q4VK_ERROR_BUFFER_TOO_SMALL, "m = {m}");
+        }
+    }
+    let mut short: q4vk_gemv_plan_info = unsafe { std::mem::zeroed() };
+    short.struct_size = 8;
+    let refused = unsafe {
+        [
+            (
+                q4vk_gemv_plan(gpu.ctx, mat, 1, 0, 0, &mut short),
+                Q4VK_ERROR_INVALID_ARGUMENT,
+                "struct_size",
+            ),
+            (
+                q4vk_gemv_plan(gpu.ctx, mat, 1, 0, 0, std::ptr::null_mut()),
+                Q4VK_ERROR_NULL_POINTER,
+                "NULL info",
+            ),
+            (
+                plan(&gpu, mat, 0, 0, 0).0,
+                Q4VK_ERROR_INVALID_ARGUMENT,
+                "m = 0",
+            ),
+            (
+                plan(&gpu, mat, 1, 0x80, 0).0,
+                Q4VK_ERROR_INVALID_ARGUMENT,
+                "unknown flags",
+            ),
+            (
+                plan(&gpu, mat, u32::MAX, 0, 0).0,
+                Q4VK_ERROR_UNSUPPORTED,
+                "an m no call runs",
+            ),
+        ]
+    };
+    for (status, want, what) in refused {
+        assert_eq!(status, want, "{what}: {}", last_error());
+    }
+    unsafe { q4vk_matrix_destroy(mat) };
+    gpu.assert_quiet();
+    // A CPU context runs its own kernels.
+    let cpu = Gpu::with(false, |d| d.flags = Q4VK_CONTEXT_CPU).unwrap();
+    let mat = upload_q4(&cpu, &data);
+    let (status, info) = plan(&cpu, mat, 3, 0, u64::MAX);
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    assert_eq!(
+        (info.kernel, info.workspace_bytes, info.passes),
+        (Q4VK_GEMV_KERNEL_CPU, 0, 1)
+    );
+    assert!(info.matrix_bytes > 0);
+    unsafe { q4vk_matrix_destroy(mat) };
 }

@@ -6,7 +6,8 @@ use super::context::q4vk_context;
 use super::matrix::q4vk_matrix;
 use super::panic::guard;
 use super::ptr::{
-    check_disjoint, handle, in_bytes, in_slice, out_slice, read_struct, require, VersionedStruct,
+    check_disjoint, handle, in_bytes, in_slice, out_slice, read_struct, require, write_prefix,
+    VersionedStruct,
 };
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
@@ -742,6 +743,172 @@ pub unsafe extern "C" fn q4vk_gemv_prepare(
         }
         Ok(())
     })
+}
+
+/// Which kernel a call runs (`q4vk_gemv_plan_info.kernel`).
+pub type q4vk_gemv_kernel = u32;
+/// The SIMT GEMV on x itself (m ≤ 8, and past 8 in passes of 8 rows).
+pub const Q4VK_GEMV_KERNEL_SIMT_GEMV: q4vk_gemv_kernel = 1;
+/// The integer dot-product GEMV on x in 8-bit digits, behind the digits pre-pass.
+pub const Q4VK_GEMV_KERNEL_INT_DOT_GEMV: q4vk_gemv_kernel = 2;
+/// The tiled SIMT GEMM.
+pub const Q4VK_GEMV_KERNEL_SIMT_GEMM: q4vk_gemv_kernel = 3;
+/// The tensor-core GEMV.
+pub const Q4VK_GEMV_KERNEL_COOP_GEMV: q4vk_gemv_kernel = 4;
+/// The tensor-core GEMM, on x itself or, behind the fragments pre-pass, on x in fragments.
+pub const Q4VK_GEMV_KERNEL_COOP_GEMM: q4vk_gemv_kernel = 5;
+/// q4vk's CPU kernels (a CPU context).
+pub const Q4VK_GEMV_KERNEL_CPU: q4vk_gemv_kernel = 6;
+
+/// The pre-pass a call records before its kernel (`q4vk_gemv_plan_info.prepass`).
+pub type q4vk_gemv_prepass = u32;
+/// None: the kernel reads x.
+pub const Q4VK_GEMV_PREPASS_NONE: q4vk_gemv_prepass = 0;
+/// x into 8-bit digits in the workspace (the integer dot-product GEMV).
+pub const Q4VK_GEMV_PREPASS_DIGITS: q4vk_gemv_prepass = 1;
+/// x into the tensor-core GEMM's f16 fragments in the workspace.
+pub const Q4VK_GEMV_PREPASS_FRAGMENTS: q4vk_gemv_prepass = 2;
+
+/// What `q4vk_gemv_plan` answers. The caller sets `struct_size =
+/// sizeof(q4vk_gemv_plan_info)` (smaller than v0 is refused); q4vk writes the other fields.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_gemv_plan_info {
+    /// Set by the caller: `sizeof(q4vk_gemv_plan_info)`.
+    pub struct_size: u32,
+    /// The kernel (`Q4VK_GEMV_KERNEL_*`).
+    pub kernel: q4vk_gemv_kernel,
+    /// The pre-pass before it (`Q4VK_GEMV_PREPASS_*`).
+    pub prepass: q4vk_gemv_prepass,
+    /// Passes of the kernel over the matrix: m / 8 rounded up for the SIMT GEMVs past m = 8,
+    /// else 1.
+    pub passes: u32,
+    /// Workspace bytes the call uses (0: none).
+    pub workspace_bytes: u64,
+    /// Device bytes of the matrix each pass reads: weights, scales, zero points or offsets
+    /// and column order (a CPU context: the matrix's bytes in host memory).
+    pub matrix_bytes: u64,
+    /// The kernel and its shape as NUL-terminated text for logs and reports, such as
+    /// "SIMT GEMV, workgroup 128, 8 rows, decoded once"; not a stable format.
+    pub name: [libc::c_char; 96],
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers and chars only.
+unsafe impl VersionedStruct for q4vk_gemv_plan_info {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_gemv_plan_info>();
+    const NAME: &'static str = "q4vk_gemv_plan_info";
+}
+
+/// Stores in `*info` what a GEMV call on `mat` with `m` activation rows and `flags`
+/// (`Q4VK_GEMV_*`) runs, given a workspace of `workspace_bytes` (0: none; `UINT64_MAX`: as
+/// much as it asks, `q4vk_gemv_workspace_size`): its kernel, pre-pass, passes over the
+/// matrix, the workspace it uses and the matrix bytes each pass reads. It is the decision
+/// `q4vk_cmd_gemv` records (and `q4vk_gemv` runs, which gives itself the workspace it asks
+/// for) with the same arguments: the kernel rules run once, on the context's device class
+/// and tuning row; nothing is created or recorded. On a CPU context: `Q4VK_GEMV_KERNEL_CPU`.
+///
+/// Statuses: `NULL_POINTER` (ctx, mat, info), `INVALID_ARGUMENT` (info->struct_size, m = 0,
+/// unknown flags, a matrix of another device or kind), `BUFFER_TOO_SMALL` (a workspace
+/// smaller than the call's pre-pass needs, as `q4vk_cmd_gemv` refuses it), `UNSUPPORTED` (an
+/// m that `q4vk_cmd_gemv` would refuse on this device). Thread-safe.
+///
+/// # Safety
+/// Handles NULL or live; `info` NULL or writable for its `struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_gemv_plan(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    m: u32,
+    flags: u32,
+    workspace_bytes: u64,
+    info: *mut q4vk_gemv_plan_info,
+) -> q4vk_status {
+    guard("q4vk_gemv_plan", || {
+        // SAFETY: NULL or live handles (contract).
+        let pair = unsafe { handles(ctx, mat) }?.0;
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let declared = unsafe { read_struct(info as *const q4vk_gemv_plan_info, "info") }?;
+        check_gemv_flags(flags, "flags")?;
+        check_m(m)?;
+        let (plan, name) = match pair {
+            Pair::Cpu(_, mat) => (
+                (
+                    Q4VK_GEMV_KERNEL_CPU,
+                    Q4VK_GEMV_PREPASS_NONE,
+                    1,
+                    0,
+                    mat.bytes() as u64,
+                ),
+                "CPU kernels".to_string(),
+            ),
+            Pair::Vulkan(ctx, mat) => {
+                let params = gemv_params(mat, m, flags, (0, 0));
+                gemv::check_params(ctx, mat, &params)?;
+                let room = match workspace_bytes {
+                    0 => gemv::Room::None,
+                    u64::MAX => gemv::Room::AsNeeded,
+                    bytes => gemv::Room::Bytes(bytes),
+                };
+                let choice = gemv::decide(&ctx.rules, &mat.form, &params, room)?;
+                if choice.workspace_bytes > workspace_bytes {
+                    return Err(Error::BufferTooSmall(format!(
+                        "workspace_bytes is {workspace_bytes}; the call's pre-pass needs {} (q4vk_gemv_workspace_size)",
+                        choice.workspace_bytes
+                    )));
+                }
+                (plan_fields(&choice, m, mat), choice.to_string())
+            }
+        };
+        let (kernel, prepass, passes, workspace, matrix_bytes) = plan;
+        let mut out = q4vk_gemv_plan_info {
+            struct_size: declared.struct_size,
+            kernel,
+            prepass,
+            passes,
+            workspace_bytes: workspace,
+            matrix_bytes,
+            name: [0; 96],
+        };
+        let text = name.as_bytes();
+        let n = text.len().min(out.name.len() - 1);
+        for (d, &b) in out.name.iter_mut().zip(&text[..n]) {
+            *d = b as libc::c_char;
+        }
+        // SAFETY: non-NULL (read above) and writable for its `struct_size` (contract).
+        unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }
+    })
+}
+
+/// The numeric fields of `q4vk_gemv_plan_info` for `choice` at `m` on `mat`: (kernel,
+/// pre-pass, passes, workspace bytes, matrix bytes).
+fn plan_fields(
+    choice: &gemv::Choice,
+    m: u32,
+    mat: &DeviceMatrix,
+) -> (q4vk_gemv_kernel, q4vk_gemv_prepass, u32, u64, u64) {
+    let kernel = match choice.kernel {
+        gemv::KernelChoice::SimtGemv { key, .. } if key.dot => Q4VK_GEMV_KERNEL_INT_DOT_GEMV,
+        gemv::KernelChoice::SimtGemv { .. } => Q4VK_GEMV_KERNEL_SIMT_GEMV,
+        gemv::KernelChoice::SimtGemm(_) => Q4VK_GEMV_KERNEL_SIMT_GEMM,
+        gemv::KernelChoice::CoopGemv(_) => Q4VK_GEMV_KERNEL_COOP_GEMV,
+        gemv::KernelChoice::CoopGemm { .. } => Q4VK_GEMV_KERNEL_COOP_GEMM,
+    };
+    let prepass = match choice.prepass {
+        None => Q4VK_GEMV_PREPASS_NONE,
+        Some(gemv::PrepassChoice::Digits(_)) => Q4VK_GEMV_PREPASS_DIGITS,
+        Some(gemv::PrepassChoice::Fragments(_)) => Q4VK_GEMV_PREPASS_FRAGMENTS,
+    };
+    let passes = match choice.kernel {
+        gemv::KernelChoice::SimtGemv { key, .. } => m.div_ceil(key.m),
+        _ => 1,
+    };
+    (
+        kernel,
+        prepass,
+        passes,
+        choice.workspace_bytes,
+        mat.form.device_bytes(),
+    )
 }
 
 /// A workspace query (`q4vk_gemv_workspace_size`, `q4vk_gemv_workspace_key`) named `name`:

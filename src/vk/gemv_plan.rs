@@ -16,6 +16,7 @@ use super::x_fragments::FragmentGeometry;
 use crate::error::{Error, Result};
 use crate::plan::{CoopGemmTuning, DeviceClass, GemmTile, GEMM_TILE};
 use ash::vk;
+use std::fmt;
 
 /// How a GEMV of `mat` runs on `ctx`: the pipeline (created on first use), rows and
 /// activation rows per workgroup and the push block's per-matrix fields.
@@ -622,6 +623,62 @@ impl Choice {
             key.tsplit,
         );
         Some((shape, slices))
+    }
+}
+
+/// The kernel and its shape in words, as `q4vk_gemv_plan_info.name` gives them (for logs
+/// and reports; not a stable format).
+impl fmt::Display for Choice {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kernel {
+            KernelChoice::SimtGemv { key, .. } => {
+                let kind = match key.dot {
+                    true => "integer dot-product GEMV",
+                    false => "SIMT GEMV",
+                };
+                write!(
+                    out,
+                    "{kind}, workgroup {}, {} rows per pass",
+                    key.workgroup, key.m
+                )?;
+                if key.decode_once {
+                    write!(out, ", decoded once")?;
+                }
+                if key.portable {
+                    write!(out, ", portable")?;
+                }
+            }
+            KernelChoice::SimtGemm(key) => {
+                let t = key.tile;
+                write!(out, "SIMT GEMM, tile {}x{}x{}x{}", t.tx, t.ty, t.rn, t.rm)?;
+                if key.ksplit > 1 {
+                    write!(out, ", {} K groups", key.ksplit)?;
+                }
+            }
+            KernelChoice::CoopGemv(key) => write!(
+                out,
+                "tensor-core GEMV, {} tiles x {} subgroups",
+                key.tiles, key.subgroups
+            )?,
+            KernelChoice::CoopGemm { key, slices, .. } => {
+                write!(
+                    out,
+                    "tensor-core GEMM {},{},{},{},{},{}",
+                    key.tiles, key.subgroups, key.tokens, key.ksplit, key.b_ahead, key.tsplit
+                )?;
+                if slices > 1 {
+                    write!(out, ", {slices} K slices")?;
+                }
+                if key.x_rounded {
+                    write!(out, ", x rounded to f16")?;
+                }
+            }
+        }
+        match self.prepass {
+            None => Ok(()),
+            Some(PrepassChoice::Digits(_)) => write!(out, ", on x in 8-bit digits"),
+            Some(PrepassChoice::Fragments(_)) => write!(out, ", on x in fragments"),
+        }
     }
 }
 
