@@ -2,7 +2,8 @@
 //! against this device's compute-shader copy bandwidth and a naive one-invocation-per-row
 //! kernel (m = 1), all measured in the same run with timestamp queries, with the kernel
 //! path the context chose (tensor cores "coopmat", with the GEMV's row tiles × subgroups,
-//! "subgroup" or "portable"). Prints a
+//! "subgroup" or "portable"; "decoded-once" where the f32 SIMT GEMV decodes each word once
+//! for all activation rows) and, on the device line, the device's tuning row. Prints a
 //! markdown table; `--m 1,8` picks the activation counts, `--no-coop` forces the SIMT
 //! kernels (path "int8-dot" where they run on x in 8-bit digits: by default where the
 //! device reports packed 8-bit dot products accelerated, with `--int-dot` or
@@ -318,6 +319,7 @@ fn path(ctx: &Context, r: &Row) -> String {
         (true, None, Some((t, _))) => format!(" GEMM [{t}]{slices}"),
         (true, _, _) => " GEMM".to_string(),
         (false, _, _) if r.prepass => " int8-dot".to_string(),
+        (false, _, _) if r.decoded_once => " decoded-once".to_string(),
         (false, _, _) => match r.gemv_shape {
             Some((t, s)) => format!(" {t}×{s}"),
             None => String::new(),
@@ -422,9 +424,10 @@ fn run(opt: &Options) -> Result<()> {
     let copy = ceil.copy;
     let t = ctx.pipelines.tuning;
     println!(
-        "device: {} (path: {}; SIMT kernels: workgroup {}, {} rows/workgroup, unroll {}, split {})",
+        "device: {} (path: {}; tuning row {}; SIMT kernels: workgroup {}, {} rows/workgroup, unroll {}, split {})",
         ctx.device_name(),
         ctx.kernel_path(),
+        ctx.rules.row.name,
         t.workgroup,
         t.rows,
         t.unroll,

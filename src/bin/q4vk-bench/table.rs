@@ -41,6 +41,8 @@ pub(crate) struct Row {
     pub(crate) gemm_shape: Option<(CoopGemmTuning, u32)>,
     /// The tensor-core GEMV's (row tiles, subgroups), where it ran.
     pub(crate) gemv_shape: Option<(u32, u32)>,
+    /// The f32 SIMT GEMV ran decoding each word once for all activation rows.
+    pub(crate) decoded_once: bool,
     /// `--chain N`: µs per call of N dependent calls in one command buffer, cold and hot.
     pub(crate) chain_us: Option<(f64, f64)>,
 }
@@ -462,6 +464,12 @@ pub(crate) fn bench_shape(
             .chain
             .map(|calls| prepared.time_chain(ctx, opt, probe, calls))
             .transpose()?;
+        let choice = gemv::decide(
+            &ctx.rules,
+            &prepared.mats[0].form,
+            &prepared.p,
+            prepared.room(),
+        )?;
         rows.push(Row {
             n,
             k,
@@ -479,14 +487,11 @@ pub(crate) fn bench_shape(
             rounded: gemv::rounds_x(&prepared.p) && prepared.workspace.is_some() && gemm,
             reused: opt.reuse_workspace && prepared.workspace.is_some(),
             coop_gemm,
-            gemm_shape: gemv::decide(
-                &ctx.rules,
-                &prepared.mats[0].form,
-                &prepared.p,
-                prepared.room(),
-            )?
-            .coop_gemm_shape()
-            .filter(|_| gemm),
+            gemm_shape: choice.coop_gemm_shape().filter(|_| gemm),
+            decoded_once: matches!(
+                choice.kernel,
+                gemv::KernelChoice::SimtGemv { key, .. } if key.decode_once
+            ),
             gemv_shape: if gemm {
                 None
             } else {
