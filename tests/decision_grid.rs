@@ -347,6 +347,25 @@ fn flags(set: &[(bool, char)]) -> String {
     }
 }
 
+/// The flags the SIMT kernels' keys share: zero points, f32 scales, f16 x, offsets, x
+/// gathered through the column order.
+fn simt_form(
+    zeros: bool,
+    f32_scales: bool,
+    x_f16: bool,
+    offsets: bool,
+    gathers: bool,
+) -> Vec<(bool, char)> {
+    [
+        (zeros, 'z'),
+        (f32_scales, 's'),
+        (x_f16, 'h'),
+        (offsets, 'o'),
+        (gathers, 'k'),
+    ]
+    .to_vec()
+}
+
 /// A choice as the record writes it (the module's doc says how).
 fn written(c: &Choice) -> String {
     let kernel = match c.kernel {
@@ -358,16 +377,13 @@ fn written(c: &Choice) -> String {
                 true => "",
                 false => " last-per-row",
             },
-            flags(&[
-                (k.zeros, 'z'),
-                (k.scale_f32, 's'),
-                (k.x_f16, 'h'),
-                (k.offsets, 'o'),
-                (k.k_order, 'k'),
-                (k.dot, 'd'),
-                (k.portable, 'p'),
-                (k.decode_once, 'w'),
-            ])
+            flags(
+                &[
+                    simt_form(k.zeros, k.scale_f32, k.x_f16, k.offsets, k.k_order),
+                    [(k.dot, 'd'), (k.portable, 'p'), (k.decode_once, 'w')].to_vec(),
+                ]
+                .concat()
+            )
         ),
         KernelChoice::SimtGemm(k) => format!(
             "gemm({}x{}x{}x{} k{} {})",
@@ -376,13 +392,13 @@ fn written(c: &Choice) -> String {
             k.tile.rn,
             k.tile.rm,
             k.ksplit,
-            flags(&[
-                (k.zeros, 'z'),
-                (k.scale_f32, 's'),
-                (k.x_f16, 'h'),
-                (k.offsets, 'o'),
-                (k.k_order, 'k'),
-            ])
+            flags(&simt_form(
+                k.zeros,
+                k.scale_f32,
+                k.x_f16,
+                k.offsets,
+                k.k_order
+            ))
         ),
         KernelChoice::CoopGemv(k) => format!(
             "cgemv({}x{} b{} {})",

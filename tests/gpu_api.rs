@@ -13,7 +13,6 @@ use q4vk::ffi::status::*;
 use q4vk::ffi::weight::*;
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use q4vk::vk::gemv::runs_int_dot;
-use q4vk::vk::matrix_form::MatrixForm;
 use q4vk::vk::memory::{Buffer, MemoryKind};
 use std::borrow::Cow;
 
@@ -433,15 +432,7 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
         // The kernel runs on SIMT matrices (a tensor-core context makes none) up to its limit
         // (past m = 8 in passes).
         let ctx = gpu.context();
-        let form = MatrixForm::new(
-            data.shape,
-            false,
-            false,
-            false,
-            ctx.coop,
-            ctx.limits.max_part_bytes,
-        )
-        .unwrap();
+        let form = plain_form(ctx, &data);
         let expected = |m: u32| match !ctx.coop && runs_int_dot(&ctx.rules, &form, m) {
             true => 112 * u64::from(m) * 4,
             false => 0,

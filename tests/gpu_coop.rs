@@ -196,9 +196,9 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
     for d in &random_cases(&mut rng, &cases) {
         let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
         for m in [4usize, 5, 7] {
-            let gemm = call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, F16_X), true);
+            let gemm = call_runs_gemm(&ctx, &mat, &dense_params(&mat.form, m, F16_X), true);
             assert_eq!(gemm, m >= 5, "f16 x, m {m}");
-            let f32_params = dense_params(&mat, m, Recording::default());
+            let f32_params = dense_params(&mat.form, m, Recording::default());
             assert!(!call_runs_gemm(&ctx, &mat, &f32_params, true));
             assert_f16_call_matches(&ctx, &mat, d, m, &mut rng);
         }
@@ -224,7 +224,7 @@ fn fragments_gemm_replaces_the_gemv_by_activation_type_and_matrix_size() {
             ..Default::default()
         };
         let what = format!("{n} x {k}, m {m}, f16 x {x_f16}");
-        let gemm = call_runs_gemm(&ctx, &mat, &dense_params(&mat, m, how), true);
+        let gemm = call_runs_gemm(&ctx, &mat, &dense_params(&mat.form, m, how), true);
         assert_eq!(gemm, want_gemm, "{what}");
         let mut x: Vec<f32> = rng.vec(m * k);
         if x_f16 {
@@ -263,7 +263,7 @@ fn wide_tile_runs_by_default_for_f16_x() {
         (530, 2, 4, 64),
         (160, 4, 4, 32),
     ] {
-        let params = dense_params(&mat, m, F16_X);
+        let params = dense_params(&mat.form, m, F16_X);
         let (shape, slices) = coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
         let got = (
             shape.tiles,
@@ -285,7 +285,7 @@ fn wide_tile_runs_by_default_for_f16_x() {
     for (group, ahead) in [(32, 4), (128, 2)] {
         let d = random_q4(&mut rng, 8192, 1000, group, false, false);
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-        let params = dense_params(&mat, 512, F16_X);
+        let params = dense_params(&mat.form, 512, F16_X);
         let (shape, _) = coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
         assert_eq!(
             (shape.tokens, shape.b_ahead),
@@ -315,7 +315,7 @@ fn filling_slices_run_by_default() {
     let d = random_q4(&mut rng, n, k, 128, false, false);
     let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
     for (how, parts) in [(F16_X, 1), (Recording::default(), 2)] {
-        let params = dense_params(&mat, m, how);
+        let params = dense_params(&mat.form, m, how);
         let want = q4vk::vk::coop_shapes::filling_slices(n, k, m as u32, parts, Some(sms));
         let (shape, slices) = coop_gemm_shape(&ctx, &mat, &params, true).unwrap();
         if let Some(z) = want {
@@ -693,7 +693,7 @@ fn k_slices_share_and_fit_the_workspace() {
             for (&(i, reuse), yb) in calls.iter().zip(&ys) {
                 let p = gemv::GemvParams {
                     workspace_filled: reuse,
-                    ..dense_params(&mats[i], m, F16_X)
+                    ..dense_params(&mats[i].form, m, F16_X)
                 };
                 let y = range(yb, 4 * (m * mats[i].form.shape.n) as u64);
                 let x = range(&xb, 2 * x.len() as u64);
@@ -708,7 +708,12 @@ fn k_slices_share_and_fit_the_workspace() {
             .collect()
     };
     let need = |ctx: &Context, i: usize| {
-        gemv::workspace_bytes(&ctx.rules, &mats[i].form, &dense_params(&mats[i], m, F16_X)).unwrap()
+        gemv::workspace_bytes(
+            &ctx.rules,
+            &mats[i].form,
+            &dense_params(&mats[i].form, m, F16_X),
+        )
+        .unwrap()
     };
     ctx.set_overrides(|o| o.coop_gemm_slices = Some(1)).unwrap();
     let fragments_only = need(&ctx, 1);
@@ -722,7 +727,7 @@ fn k_slices_share_and_fit_the_workspace() {
         }
     };
     let key = |i: usize| {
-        gemv::workspace_key(&ctx.rules, &mats[i], &dense_params(&mats[i], m, F16_X)).unwrap()
+        gemv::workspace_key(&ctx.rules, &mats[i], &dense_params(&mats[i].form, m, F16_X)).unwrap()
     };
     assert_eq!(key(0), key(1));
     let shared = [(0, false), (1, true), (0, true)];

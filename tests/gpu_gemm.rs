@@ -246,7 +246,7 @@ fn gemv_passes_touch_only_their_rows() {
                 x_f16,
                 ..Default::default()
             };
-            let p = dense_params(&mat, m, how);
+            let p = dense_params(&mat.form, m, how);
             assert!(!runs_gemm(&ctx.rules, &mat.form, p.m));
             let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &p).unwrap();
             assert_eq!(ws_bytes > 0, ctx.rules.int_dot, "{int_dot:?}");

@@ -57,7 +57,7 @@ fn gemv_portable_kernels_match_reference() {
 /// code, their reduction aside).
 #[test]
 fn gemv_decoding_once_or_per_activation_row_matches_reference() {
-    use q4vk::vk::gemv::{decide, GemvParams, KernelChoice, Room};
+    use q4vk::vk::gemv::{decide, KernelChoice, Room};
     let batched: Vec<Case> = CASES
         .iter()
         .filter(|c| c.m >= 2)
@@ -73,19 +73,10 @@ fn gemv_decoding_once_or_per_activation_row_matches_reference() {
         forms_through_recording(&gpu, &mut rng);
         // The kernel the calls ran decodes as fixed (m ≥ 2; m = 1 has one way).
         let ctx = gpu.context();
-        let data = random_q4(&mut rng, 33, 96, 64, false, false);
-        let mat = q4vk::vk::matrix::DeviceMatrix::new(ctx, &data, None, None).unwrap();
+        let form = plain_form(ctx, &random_q4(&mut rng, 33, 96, 64, false, false));
         for m in 1..=8u32 {
-            let p = GemvParams {
-                m,
-                x_f16: false,
-                x_stride: 96,
-                y_stride: 33,
-                x_gathered: false,
-                x_round_f16: false,
-                workspace_filled: false,
-            };
-            let choice = decide(&ctx.rules, &mat.form, &p, Room::None).unwrap();
+            let p = dense_params(&form, m as usize, Recording::default());
+            let choice = decide(&ctx.rules, &form, &p, Room::None).unwrap();
             let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
                 panic!("m = {m}: {choice:?} is not the SIMT GEMV");
             };

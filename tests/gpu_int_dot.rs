@@ -384,7 +384,7 @@ fn the_digits_gemv_runs_up_to_its_limit_by_default() {
         }
         let d = random_q4(&mut rng, n, k, 32, true, false);
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-        let params = |m: u32| dense_params(&mat, m as usize, Recording::default());
+        let params = |m: u32| dense_params(&mat.form, m as usize, Recording::default());
         assert!(gemv::runs_int_dot(&ctx.rules, &mat.form, limit));
         assert!(!gemv::runs_int_dot(&ctx.rules, &mat.form, limit + 1));
         assert!(!call_runs_gemm(&ctx, &mat, &params(limit), true));

@@ -48,15 +48,7 @@ fn prepared_calls_create_no_pipeline() {
     let last = *MS.last().unwrap() as u32;
     for mat in [&plain, &ordered] {
         for m in 1..=last {
-            let p = q4vk::vk::gemv::GemvParams {
-                m,
-                x_f16: false,
-                x_stride: k as u64,
-                y_stride: n as u64,
-                x_gathered: false,
-                x_round_f16: false,
-                workspace_filled: false,
-            };
+            let p = dense_params(&mat.form, m as usize, Recording::default());
             gemv::prepare(ctx, mat, &p).expect("prepared");
         }
     }
@@ -151,22 +143,14 @@ fn plan(
 
 #[test]
 fn the_plan_is_the_decision_calls_record() {
-    use q4vk::vk::gemv::{decide, GemvParams, KernelChoice, Room};
+    use q4vk::vk::gemv::{decide, KernelChoice, Room};
     let gpu = Gpu::new(false);
     let mut rng = Rng(47);
     let (n, k) = (70, 320);
     let data = random_q4(&mut rng, n, k, 64, true, false);
     let mat = upload_q4(&gpu, &data);
     let ctx = gpu.context();
-    let form = q4vk::vk::matrix_form::MatrixForm::new(
-        data.shape,
-        false,
-        false,
-        false,
-        ctx.coop,
-        ctx.limits.max_part_bytes,
-    )
-    .unwrap();
+    let form = plain_form(ctx, &data);
     for m in MS.map(|m| m as u32) {
         let mut asked = 0u64;
         assert_eq!(
@@ -176,15 +160,7 @@ fn the_plan_is_the_decision_calls_record() {
         for (workspace, room) in [(0, Room::None), (u64::MAX, Room::AsNeeded)] {
             let (status, info) = plan(&gpu, mat, m, 0, workspace);
             assert_eq!(status, Q4VK_OK, "m = {m}: {}", last_error());
-            let p = GemvParams {
-                m,
-                x_f16: false,
-                x_stride: k as u64,
-                y_stride: n as u64,
-                x_gathered: false,
-                x_round_f16: false,
-                workspace_filled: false,
-            };
+            let p = dense_params(&form, m as usize, Recording::default());
             let choice = decide(&ctx.rules, &form, &p, room).unwrap();
             let (kernel, passes) = match choice.kernel {
                 KernelChoice::SimtGemv { key, .. } if key.dot => {

@@ -6,8 +6,8 @@ use super::context::q4vk_context;
 use super::matrix::q4vk_matrix;
 use super::panic::guard;
 use super::ptr::{
-    check_disjoint, handle, in_bytes, in_slice, out_slice, read_struct, require, write_prefix,
-    VersionedStruct,
+    check_disjoint, copy_c_string, handle, in_bytes, in_slice, out_slice, read_struct, require,
+    write_prefix, VersionedStruct,
 };
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
@@ -869,11 +869,8 @@ pub unsafe extern "C" fn q4vk_gemv_plan(
             matrix_bytes,
             name: [0; 96],
         };
-        let text = name.as_bytes();
-        let n = text.len().min(out.name.len() - 1);
-        for (d, &b) in out.name.iter_mut().zip(&text[..n]) {
-            *d = b as libc::c_char;
-        }
+        // SAFETY: our own buffer of `out.name.len()` bytes.
+        unsafe { copy_c_string(&name, out.name.as_mut_ptr(), out.name.len()) };
         // SAFETY: non-NULL (read above) and writable for its `struct_size` (contract).
         unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }
     })

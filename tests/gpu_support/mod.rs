@@ -448,18 +448,18 @@ pub struct Recording {
     pub no_workspace: bool,
 }
 
-/// The parameters of a call on `m` dense rows of x (k apart) into y (n apart), as `how`
-/// says (its `no_workspace` aside).
+/// The parameters of a call on `m` dense rows of x (k apart) into y (n apart) of a matrix
+/// of `form`, as `how` says (its `no_workspace` aside).
 pub fn dense_params(
-    mat: &q4vk::vk::matrix::DeviceMatrix,
+    form: &q4vk::vk::matrix_form::MatrixForm,
     m: usize,
     how: Recording,
 ) -> q4vk::vk::gemv::GemvParams {
     q4vk::vk::gemv::GemvParams {
         m: m as u32,
         x_f16: how.x_f16,
-        x_stride: mat.form.shape.k as u64,
-        y_stride: mat.form.shape.n as u64,
+        x_stride: form.shape.k as u64,
+        y_stride: form.shape.n as u64,
         x_gathered: false,
         x_round_f16: how.x_round_f16,
         workspace_filled: false,
@@ -521,7 +521,7 @@ pub fn try_record_gemv(
         offset: 0,
         range: bytes as u64,
     };
-    let p = dense_params(mat, m, how);
+    let p = dense_params(&mat.form, m, how);
     let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &p)? as usize;
     let wb = Buffer::new(
         &ctx.device,
@@ -618,6 +618,22 @@ pub fn run_cmd(gpu: &Gpu, mat: *mut q4vk_matrix, args: &q4vk_gemv_args) -> q4vk_
         d.destroy_command_pool(pool, None);
         status
     }
+}
+
+/// The form `q4vk_matrix_create` gives `data` (no offsets, no column order) on `ctx`.
+pub fn plain_form(
+    ctx: &q4vk::vk::context::Context,
+    data: &Q4Data,
+) -> q4vk::vk::matrix_form::MatrixForm {
+    q4vk::vk::matrix_form::MatrixForm::new(
+        data.shape,
+        data.scale_type == ScaleType::F32,
+        false,
+        false,
+        ctx.coop,
+        ctx.limits.max_part_bytes,
+    )
+    .unwrap()
 }
 
 /// Whether a call with `p` on `mat` runs a GEMM kernel, given a workspace as large as it
