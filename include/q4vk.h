@@ -661,6 +661,11 @@ typedef struct q4vk_weight_quantize_desc {
 // q4vk's CPU kernels (a CPU context).
 #define Q4VK_GEMV_KERNEL_CPU 6
 
+// The tensor-core GEMM on the SIMT layout, fragments through shared memory: devices whose
+// cooperative matrices have another fragment layout or subgroup size than the tensor-core
+// layout's kernels need (any m).
+#define Q4VK_GEMV_KERNEL_COOP_TILES_GEMM 7
+
 // None: the kernel reads x.
 #define Q4VK_GEMV_PREPASS_NONE 0
 

@@ -58,6 +58,9 @@ glslang_quiet -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_
 # The GEMM in K slices: its sums into the workspace (a separate build, so the other never
 # writes there).
 glslang_quiet -V --quiet --target-env vulkan1.1 -DK_SLICES gemm_q4_coop.comp -o "$out/gemm_q4_coop_slices.spv"
+# The tensor-core GEMM on the SIMT layout through shared memory: any coopmat shape and
+# subgroup size (devices whose fragment layout is not the one above).
+glslang_quiet -V --quiet --target-env vulkan1.1 gemm_q4_coop_tiles.comp -o "$out/gemm_q4_coop_tiles.spv"
 # Its K slices added into y.
 glslc $FLAGS gemm_slices.comp -o "$out/gemm_slices.spv"
 glslang_quiet -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv"

@@ -2,7 +2,8 @@
 # Runs every test of q4vk: formatting, lints and doc links, the header drift and ABI checks, the Rust unit and
 # integration tests (golden vectors; Vulkan tests on whatever device exists, lavapipe on
 # CPU-only machines, with the validation layer on; the Vulkan tests a second time with the
-# integer dot-product GEMV forced), the CPU tests built for aarch64 under
+# integer dot-product GEMV forced, and on Mesa 26.1's lavapipe with cooperative matrices),
+# the CPU tests built for aarch64 under
 # qemu-user (NEON kernels, with and without the dot product), and the C consumer tests (CMake/CTest,
 # default and ASan+UBSan builds), the Rust tests under ASan/LSan with a valgrind leak count,
 # and a 30-second smoke run of every fuzz target. Installs missing prerequisites first
@@ -47,6 +48,12 @@ for width in 512 128; do
     # shellcheck disable=SC2086 # one --test per file
     LP_NATIVE_VECTOR_WIDTH=$width cargo test --release --quiet $simt_tests
 done
+echo "== GPU tests on cooperative matrices that are not NVIDIA's: Mesa 26.1's lavapipe (8 x 8 x 8"
+echo "   fragments, subgroups of 8, its own fragment layout), unpacked beside the system's; the"
+echo "   tensor-core GEMM on the SIMT layout must run there (Q4VK_EXPECT_COOP_TILES=1)"
+coop_env="$(sh scripts/lavapipe-coopmat.sh)"
+# shellcheck disable=SC1090,SC2086 # the env file is generated; one --test per file
+( . "$coop_env" && Q4VK_EXPECT_COOP_TILES=1 cargo test --release --quiet $gpu_tests )
 echo "== Android link flags (build.rs run as for target_os = android)"
 # No NDK here: run the compiled build script as cargo would for an Android target and
 # check the 16 KB page alignment flag (Android 15) and the SONAME (the exports are rustc's

@@ -12,13 +12,14 @@
 //!
 //! Kernels: `gemv(wg W)` the SIMT GEMV, `gemm(TX x TY x RN x RM kK)` the SIMT GEMM,
 //! `cgemv(T x S bB)` the tensor-core GEMV, `cgemm(T,S,M,K,A,G bB zZ)` the tensor-core GEMM
-//! (`CoopGemmTuning`'s fields, Z K slices); pre-passes `+digits`, `+fragments(STAGES st
+//! (`CoopGemmTuning`'s fields, Z K slices), `tgemm(MxNxK wgW rR cC bB)` the tensor-core GEMM
+//! on the SIMT layout (fragment shape, workgroup, row and column tiles); pre-passes `+digits`, `+fragments(STAGES st
 //! bB pP)`. Flags: `z` zero points, `s` f32 scales, `h` f16 x, `o` offsets, `k` x gathered
 //! through the column order, `d` x in digits, `p` portable kernels, `w` each word decoded
 //! once for all activation rows, `f` x in fragments, `r` f32 x rounded to f16, `q` in K
 //! slices.
 
-use q4vk::plan::{DeviceClass, Family};
+use q4vk::plan::{DeviceClass, Family, FragmentShape};
 use q4vk::quant::q4::Q4Shape;
 use q4vk::vk::gemv::{decide, Choice, GemvParams, KernelChoice, PrepassChoice, Room};
 use q4vk::vk::matrix_form::MatrixForm;
@@ -59,6 +60,8 @@ struct Families {
     portable: bool,
     int_dot: bool,
     int_dot_everywhere: bool,
+    /// The fragment shape of the tensor-core GEMM on the SIMT layout, where offered.
+    coop_tiles: Option<FragmentShape>,
 }
 
 const COOP: Families = Families {
@@ -67,6 +70,7 @@ const COOP: Families = Families {
     portable: false,
     int_dot: false,
     int_dot_everywhere: false,
+    coop_tiles: None,
 };
 const SIMT: Families = Families {
     name: "simt",
@@ -74,6 +78,7 @@ const SIMT: Families = Families {
     portable: false,
     int_dot: false,
     int_dot_everywhere: false,
+    coop_tiles: None,
 };
 const INT_DOT: Families = Families {
     name: "int-dot",
@@ -81,6 +86,7 @@ const INT_DOT: Families = Families {
     portable: false,
     int_dot: true,
     int_dot_everywhere: false,
+    coop_tiles: None,
 };
 const INT_DOT_EVERYWHERE: Families = Families {
     name: "int-dot-everywhere",
@@ -88,6 +94,7 @@ const INT_DOT_EVERYWHERE: Families = Families {
     portable: false,
     int_dot: true,
     int_dot_everywhere: true,
+    coop_tiles: None,
 };
 const PORTABLE: Families = Families {
     name: "portable",
@@ -95,7 +102,17 @@ const PORTABLE: Families = Families {
     portable: true,
     int_dot: false,
     int_dot_everywhere: false,
+    coop_tiles: None,
 };
+
+/// SIMT kernels and the tensor-core GEMM on the SIMT layout with fragments of `m` × `n` × `k`.
+const fn coop_tiles(name: &'static str, m: u32, n: u32, k: u32) -> Families {
+    Families {
+        name,
+        coop_tiles: Some(FragmentShape { m, n, k }),
+        ..SIMT
+    }
+}
 
 /// The made-up devices: (name, class, the kernel families to try on it).
 fn devices() -> Vec<(&'static str, DeviceClass, Vec<Families>)> {
@@ -138,7 +155,11 @@ fn devices() -> Vec<(&'static str, DeviceClass, Vec<Families>)> {
                 [65535, 65535],
                 None,
             ),
-            vec![SIMT, INT_DOT_EVERYWHERE],
+            vec![
+                SIMT,
+                INT_DOT_EVERYWHERE,
+                coop_tiles("coop-tiles-8x8x8", 8, 8, 8),
+            ],
         ),
         (
             "generic-gpu",
@@ -164,7 +185,7 @@ fn devices() -> Vec<(&'static str, DeviceClass, Vec<Families>)> {
                 [i32::MAX as u32, 65535],
                 None,
             ),
-            vec![SIMT, INT_DOT],
+            vec![SIMT, INT_DOT, coop_tiles("coop-tiles-16x16x16", 16, 16, 16)],
         ),
         (
             "adreno-like",
@@ -177,7 +198,7 @@ fn devices() -> Vec<(&'static str, DeviceClass, Vec<Families>)> {
                 [65535, 65535],
                 None,
             ),
-            vec![SIMT, INT_DOT],
+            vec![SIMT, INT_DOT, coop_tiles("coop-tiles-16x8x16", 16, 8, 16)],
         ),
         (
             "mali-like",
@@ -252,6 +273,7 @@ fn grid() -> String {
         for f in families {
             let mut rules = Rules::for_class(class, f.portable, f.int_dot);
             rules.int_dot_everywhere = f.int_dot_everywhere;
+            rules.coop_tiles = f.coop_tiles;
             for (form_name, group, zeros, offsets, order) in FORMS {
                 for (n, k) in SHAPES {
                     let Ok(shape) = Q4Shape::new(n, k, group, zeros as u32) else {
@@ -392,6 +414,23 @@ fn written(c: &Choice) -> String {
             k.tile.rn,
             k.tile.rm,
             k.ksplit,
+            flags(&simt_form(
+                k.zeros,
+                k.scale_f32,
+                k.x_f16,
+                k.offsets,
+                k.k_order
+            ))
+        ),
+        KernelChoice::CoopTiles(k) => format!(
+            "tgemm({}x{}x{} wg{} r{} c{} b{} {})",
+            k.shape.m,
+            k.shape.n,
+            k.shape.k,
+            k.workgroup,
+            k.row_tiles,
+            k.col_tiles,
+            k.block,
             flags(&simt_form(
                 k.zeros,
                 k.scale_f32,

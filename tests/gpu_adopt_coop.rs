@@ -82,7 +82,8 @@ fn adopted_devices_run_the_tensor_core_kernels_where_the_host_enabled_them() {
         let host = Device::create(instance, -1, options).unwrap();
         offered |= host.coop_enabled;
         let ctx = adopt(&host, false);
-        assert_eq!(ctx.coop, host.coop_enabled, "want_coop {want_coop}");
+        assert_eq!(ctx.coop, host.coop_offer.fragments, "want_coop {want_coop}");
+        assert_eq!(ctx.rules.coop_tiles, host.coop_offer.tiles);
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
         assert_eq!(mat.form.coop.is_some(), ctx.coop);
         for m in [1usize, 8, 40] {

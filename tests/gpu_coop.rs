@@ -80,7 +80,7 @@ fn tensor_core_shapes_match_reference_or_fall_back() {
         // Nothing here can run the kernel: the context must have said no for a reason
         // (the device lacks the extension, its features, the shape or 32-wide subgroups)
         // and serve matrices with the SIMT kernels.
-        assert!(!probe.device.coop_enabled || probe.rules.portable);
+        assert!(!probe.device.coop_offer.fragments || probe.rules.portable);
         assert_ne!(probe.kernel_path(), "coopmat");
         eprintln!(
             "{}: no tensor-core path (kernel: {}); the SIMT fallback is what runs",

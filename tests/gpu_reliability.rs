@@ -11,6 +11,42 @@ use q4vk::ffi::status::*;
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use std::borrow::Cow;
 
+/// Anonymous, read-only zero pages mapped without reserving memory for them.
+struct ZeroPages {
+    at: *mut libc::c_void,
+    len: usize,
+}
+
+impl ZeroPages {
+    fn new(len: usize) -> ZeroPages {
+        // SAFETY: a fresh anonymous mapping; nothing else refers to its range.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED, "mmap of {len} bytes");
+        ZeroPages { at, len }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: a readable mapping of `len` bytes, alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.at.cast::<u8>(), self.len) }
+    }
+}
+
+impl Drop for ZeroPages {
+    fn drop(&mut self) {
+        // SAFETY: our mapping; the slices borrowed from it are gone.
+        unsafe { libc::munmap(self.at, self.len) };
+    }
+}
+
 /// A matrix larger than the largest device heap is refused with OUT_OF_DEVICE_MEMORY and a
 /// message, nothing aborts, and the context keeps working.
 #[test]
@@ -20,10 +56,13 @@ fn matrix_larger_than_device_heap_is_refused_and_context_survives() {
     let k = 65536usize;
     let n = (heap / (k as u64 / 2)) as usize + 4096;
     let shape = Q4Shape::new(n as u64, k as u64, 128, 0).unwrap();
-    // Zeroed host memory (calloc: untouched pages cost nothing) stands for the weights.
+    // Zero pages reserved without backing store stand for the weights: untouched or read,
+    // they cost no memory, even where the device heap is the size of host RAM (lavapipe)
+    // and a heap's worth of host memory could not be had.
+    let weight = ZeroPages::new(shape.weight_bytes());
     let data = Q4Data {
         shape,
-        weight: Cow::Owned(vec![0u8; shape.weight_bytes()]),
+        weight: Cow::Borrowed(weight.bytes()),
         scale_type: ScaleType::F16,
         scales: Cow::Owned(vec![0u8; 2 * shape.scale_count()]),
         zeros: Cow::Owned(Vec::new()),
@@ -43,6 +82,7 @@ fn matrix_larger_than_device_heap_is_refused_and_context_survives() {
     assert_eq!(mat, sentinel, "out-parameter written on failure");
     assert!(last_error().contains("device memory"), "{}", last_error());
     drop(data);
+    drop(weight);
     // The context still works.
     let mut rng = Rng(3);
     let small = random_q4(&mut rng, 96, 256, 64, true, false);

@@ -759,6 +759,10 @@ pub const Q4VK_GEMV_KERNEL_COOP_GEMV: q4vk_gemv_kernel = 4;
 pub const Q4VK_GEMV_KERNEL_COOP_GEMM: q4vk_gemv_kernel = 5;
 /// q4vk's CPU kernels (a CPU context).
 pub const Q4VK_GEMV_KERNEL_CPU: q4vk_gemv_kernel = 6;
+/// The tensor-core GEMM on the SIMT layout, fragments through shared memory: devices whose
+/// cooperative matrices have another fragment layout or subgroup size than the tensor-core
+/// layout's kernels need (any m).
+pub const Q4VK_GEMV_KERNEL_COOP_TILES_GEMM: q4vk_gemv_kernel = 7;
 
 /// The pre-pass a call records before its kernel (`q4vk_gemv_plan_info.prepass`).
 pub type q4vk_gemv_prepass = u32;
@@ -887,6 +891,7 @@ fn plan_fields(
         gemv::KernelChoice::SimtGemv { key, .. } if key.dot => Q4VK_GEMV_KERNEL_INT_DOT_GEMV,
         gemv::KernelChoice::SimtGemv { .. } => Q4VK_GEMV_KERNEL_SIMT_GEMV,
         gemv::KernelChoice::SimtGemm(_) => Q4VK_GEMV_KERNEL_SIMT_GEMM,
+        gemv::KernelChoice::CoopTiles(_) => Q4VK_GEMV_KERNEL_COOP_TILES_GEMM,
         gemv::KernelChoice::CoopGemv(_) => Q4VK_GEMV_KERNEL_COOP_GEMV,
         gemv::KernelChoice::CoopGemm { .. } => Q4VK_GEMV_KERNEL_COOP_GEMM,
     };

@@ -6,9 +6,11 @@
 //! Adding a device is adding a row.
 
 pub mod device_class;
+pub mod fragment_shape;
 pub mod overrides;
 pub mod tuning;
 
 pub use device_class::{DeviceClass, Family};
+pub use fragment_shape::FragmentShape;
 pub use overrides::{CoopGemmTuning, Overrides};
 pub use tuning::{DeviceTuning, GemmTile, GEMM_TILE};

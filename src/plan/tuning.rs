@@ -192,6 +192,10 @@ pub struct DeviceTuning {
     /// Workgroups a SIMT GEMM call should have in flight per SM where the driver reports
     /// SMs, and in all where it does not (`h200-2026-12-02-k-groups.txt`).
     pub simt_gemm_workgroups: (u64, u64),
+    /// Whether SIMT-layout matrices run the tensor-core GEMM on the SIMT layout
+    /// (`vk::coop_tiles`) instead of the SIMT GEMM, where the device's cooperative matrices
+    /// offer its shape.
+    pub coop_tiles_gemm: bool,
 }
 
 /// The GPU tiles of the SIMT GEMM: up to m = 16, 64 rows × 16 tokens (4 × 4 outputs per
@@ -247,6 +251,9 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
     },
     simt_gemm_tiles: SimtGemmTiles::ByM(&GPU_GEMM_TILES),
     simt_gemm_workgroups: (3, 384),
+    // Its own tensor-core kernels run the tensor-core layout; SIMT-layout matrices (a column
+    // order) keep the SIMT GEMM.
+    coop_tiles_gemm: false,
 };
 
 /// CPU implementations of Vulkan: workgroups run on one thread each, so tiles live in
@@ -283,6 +290,9 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
         unroll: 1,
         split: 1,
     },
+    // Cooperative matrices without NVIDIA's fragment layout: the tensor cores wherever a
+    // GEMM runs.
+    coop_tiles_gemm: true,
     ..NVIDIA
 };
 

@@ -48,6 +48,10 @@ pub struct ContextConfig {
     pub split: Option<u32>,
     /// Never use the tensor-core kernel (`Q4VK_CONTEXT_NO_COOPMAT`, `Q4VK_NO_COOPMAT=1`).
     pub no_coop: bool,
+    /// Of the tensor-core kernels, only the GEMM on the SIMT layout (`vk::coop_tiles`):
+    /// matrices stay in the SIMT layout even where the tensor-core layout's kernels could run
+    /// (comparisons: `q4vk-bench --coop-tiles`).
+    pub coop_tiles_only: bool,
     /// When the SIMT GEMV runs on x in 8-bit digits with packed integer dot products
     /// (`vk::int_dot`).
     pub int_dot: IntDot,
@@ -299,20 +303,38 @@ impl Context {
             );
         }
         let mut submitter = Submitter::new(&device)?;
-        let coop = want_coop && !portable && device.coop_enabled && {
-            let probed = super::coop::probe(&device, &mut submitter, queue_lock.as_ref());
-            if let Err(e) = &probed {
-                logger.log(
-                    LEVEL_INFO,
-                    &format!("cooperative matrices not used ({e}); SIMT kernels"),
-                );
-            }
-            probed.is_ok()
-        };
+        let coop =
+            want_coop && !portable && !config.coop_tiles_only && device.coop_offer.fragments && {
+                let probed = super::coop::probe(&device, &mut submitter, queue_lock.as_ref());
+                if let Err(e) = &probed {
+                    logger.log(
+                        LEVEL_INFO,
+                        &format!("tensor-core layout not used ({e}); SIMT layout"),
+                    );
+                }
+                probed.is_ok()
+            };
         if coop {
             logger.log(
                 LEVEL_INFO,
                 "tensor-core GEMV (VK_KHR_cooperative_matrix) for new matrices",
+            );
+        }
+        // Subgroup-scope fragments: not on contexts that keep to the portable kernels.
+        rules.coop_tiles = device.coop_offer.tiles.filter(|_| want_coop && !portable);
+        if let Some(s) = rules.coop_tiles {
+            logger.log(
+                LEVEL_INFO,
+                &format!(
+                    "tensor-core GEMM on the SIMT layout available ({} x {} x {} f16 fragments), {}",
+                    s.m,
+                    s.n,
+                    s.k,
+                    match rules.overrides().coop_tiles.unwrap_or(rules.row.coop_tiles_gemm) {
+                        true => "run where a GEMM runs",
+                        false => "not run by default on this device",
+                    }
+                ),
             );
         }
         let int_dot = !portable
@@ -334,6 +356,7 @@ impl Context {
             rules.simt,
             portable,
             coop,
+            rules.coop_tiles.is_some(),
             int_dot,
             &config.pipeline_cache,
         )?;

@@ -2,6 +2,7 @@
 //! index) or the host's, borrowed; and what q4vk needs to know about it.
 
 use super::debug_name::Namer;
+use super::features::CoopOffer;
 use super::instance::Instance;
 use crate::error::{Error, Result};
 use crate::plan::{DeviceClass, Family};
@@ -124,8 +125,12 @@ pub struct Device {
     pub info: DeviceInfo,
     /// The device's timestamp-capable queue family flag.
     pub timestamps: bool,
-    /// The tensor-core kernel's extensions and features are enabled (`vk::coop`).
+    /// The tensor-core kernels' extensions and features are enabled (`vk::coop`,
+    /// `vk::coop_tiles`).
     pub coop_enabled: bool,
+    /// What the device's cooperative matrices offer those kernels (nothing where not
+    /// enabled).
+    pub coop_offer: CoopOffer,
     /// `shaderIntegerDotProduct` is enabled (`vk::int_dot`): whether the driver reports
     /// packed signed 8-bit dot products accelerated.
     pub int_dot: Option<bool>,
@@ -272,7 +277,7 @@ impl Device {
     /// Creates q4vk's own device: the best Vulkan 1.1 device with a compute queue
     /// (discrete > integrated > virtual > cpu), or device `index` of the instance's list;
     /// `VK_KHR_push_descriptor` is enabled where offered unless `options.no_push`; the
-    /// tensor-core kernel's needs (`vk::coop::device_offers`) and pipeline statistics where
+    /// tensor-core kernel's needs (`vk::features::coop_offer`) and pipeline statistics where
     /// the options ask and the device offers them.
     pub fn create(instance: Arc<Instance>, index: i32, options: DeviceOptions) -> Result<Device> {
         let DeviceOptions {
@@ -347,8 +352,11 @@ impl Device {
             if push {
                 extensions.push(ash::khr::push_descriptor::NAME.as_ptr());
             }
-            let coop = want_coop
-                && super::features::device_offers(&instance.entry, vki, physical, &available);
+            let coop_offer = match want_coop {
+                true => super::features::coop_offer(&instance.entry, vki, physical, &available),
+                false => None,
+            };
+            let coop = coop_offer.is_some();
             if coop {
                 extensions.extend(super::features::EXTENSIONS.iter().map(|n| n.as_ptr()));
             }
@@ -408,6 +416,7 @@ impl Device {
                 info,
                 timestamps,
                 coop_enabled: coop,
+                coop_offer: coop_offer.unwrap_or_default(),
                 int_dot,
                 statistics,
                 namer,
@@ -458,12 +467,15 @@ impl Device {
         let push = extensions.contains(&ash::khr::push_descriptor::NAME);
         let push_descriptor = push.then(|| ash::khr::push_descriptor::Device::new(vki, &device));
         // The tensor-core kernels run where the host enabled their features and the device
-        // has what they need (shape, 32-wide subgroups).
-        let coop = enabled.coop && {
-            // SAFETY: as above.
-            let available = unsafe { vki.enumerate_device_extension_properties(physical) }
-                .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
-            super::features::device_offers(&instance.entry, vki, physical, &available)
+        // has what they need (a shape; for the tensor-core layout's, 32-wide subgroups).
+        let coop_offer = match enabled.coop {
+            true => {
+                // SAFETY: as above.
+                let available = unsafe { vki.enumerate_device_extension_properties(physical) }
+                    .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
+                super::features::coop_offer(&instance.entry, vki, physical, &available)
+            }
+            false => None,
         };
         Ok(Device {
             info: query_info(vki, physical),
@@ -475,7 +487,8 @@ impl Device {
             queue_family,
             queue_families: families.len() as u32,
             push_descriptor,
-            coop_enabled: coop,
+            coop_enabled: coop_offer.is_some(),
+            coop_offer: coop_offer.unwrap_or_default(),
             // SAFETY: the host enabled the extension or uses Vulkan 1.3 (its contract).
             int_dot: enabled
                 .int_dot

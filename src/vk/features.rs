@@ -2,6 +2,7 @@
 //! the device exists or by it: the tensor-core kernels' extensions, features and shape
 //! (`vk::coop`), and the pipeline-statistics extension (`vk::stats`). No q4vk object here.
 
+use crate::plan::FragmentShape;
 use ash::vk;
 use std::ffi::CStr;
 
@@ -13,22 +14,35 @@ pub const EXTENSIONS: [&CStr; 3] = [
     ash::khr::shader_float16_int8::NAME,
 ];
 
-/// Whether `physical` offers everything the tensor-core kernel uses: the extensions and
-/// their features (cooperativeMatrix, vulkanMemoryModel, shaderFloat16), an f16 × f16 →
-/// f32 16 × 8 × 16 subgroup-scope shape, subgroups of exactly 32 invocations with shuffles.
-pub fn device_offers(
+/// What a device's cooperative matrices offer q4vk's tensor-core kernels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoopOffer {
+    /// The tensor-core layout's kernels (`shaders/gemv_q4_coop.comp`,
+    /// `shaders/gemm_q4_coop.comp`) can run, their fragment layout still to be probed
+    /// (`vk::coop::probe`): an f16 × f16 → f32 16 × 8 × 16 shape, subgroups of exactly 32
+    /// invocations with shuffles.
+    pub fragments: bool,
+    /// The fragment shape of the tensor-core GEMM on the SIMT layout (`vk::coop_tiles`),
+    /// where one of the device's is usable.
+    pub tiles: Option<FragmentShape>,
+}
+
+/// What `physical` offers the tensor-core kernels: `None` where it lacks the extensions or
+/// their features (cooperativeMatrix in compute shaders, vulkanMemoryModel, shaderFloat16)
+/// or subgroup basics in compute, or neither kind of kernel can use its shapes.
+pub fn coop_offer(
     entry: &ash::Entry,
     instance: &ash::Instance,
     physical: vk::PhysicalDevice,
     available: &[vk::ExtensionProperties],
-) -> bool {
+) -> Option<CoopOffer> {
     let has = |name: &CStr| {
         available
             .iter()
             .any(|e| e.extension_name_as_c_str() == Ok(name))
     };
     if !EXTENSIONS.iter().all(|n| has(n)) {
-        return false;
+        return None;
     }
     let mut coop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
     let mut model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default();
@@ -40,40 +54,60 @@ pub fn device_offers(
     // SAFETY: a valid physical device; the chained structs belong to listed extensions.
     unsafe { instance.get_physical_device_features2(physical, &mut features) };
     if coop.cooperative_matrix == 0 || model.vulkan_memory_model == 0 || f16.shader_float16 == 0 {
-        return false;
+        return None;
     }
     let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
     let mut size = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
-    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+    let mut stages = vk::PhysicalDeviceCooperativeMatrixPropertiesKHR::default();
+    let mut props = vk::PhysicalDeviceProperties2::default()
+        .push_next(&mut subgroup)
+        .push_next(&mut stages);
     let size_control = has(ash::ext::subgroup_size_control::NAME);
     if size_control {
         props = props.push_next(&mut size);
     }
     // SAFETY: as above.
     unsafe { instance.get_physical_device_properties2(physical, &mut props) };
-    let ops = vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::SHUFFLE;
-    let fixed_32 = subgroup.subgroup_size == 32
-        && (!size_control || (size.min_subgroup_size == 32 && size.max_subgroup_size == 32));
-    if !fixed_32
+    let compute = vk::ShaderStageFlags::COMPUTE;
+    if !stages.cooperative_matrix_supported_stages.contains(compute)
+        || !subgroup.supported_stages.contains(compute)
         || !subgroup
-            .supported_stages
-            .contains(vk::ShaderStageFlags::COMPUTE)
-        || !subgroup.supported_operations.contains(ops)
+            .supported_operations
+            .contains(vk::SubgroupFeatureFlags::BASIC)
     {
-        return false;
+        return None;
     }
     let loader = ash::khr::cooperative_matrix::Instance::new(entry, instance);
     // SAFETY: the extension is present; a plain query.
-    let shapes = unsafe { loader.get_physical_device_cooperative_matrix_properties(physical) }
+    let listed = unsafe { loader.get_physical_device_cooperative_matrix_properties(physical) }
         .unwrap_or_default();
     type T = vk::ComponentTypeKHR;
-    shapes.iter().any(|s| {
-        (s.m_size, s.n_size, s.k_size) == (16, 8, 16)
-            && (s.a_type, s.b_type, s.c_type, s.result_type)
+    let shapes: Vec<FragmentShape> = listed
+        .iter()
+        .filter(|s| {
+            (s.a_type, s.b_type, s.c_type, s.result_type)
                 == (T::FLOAT16, T::FLOAT16, T::FLOAT32, T::FLOAT32)
-            && s.scope == vk::ScopeKHR::SUBGROUP
-            && s.saturating_accumulation == 0
-    })
+                && s.scope == vk::ScopeKHR::SUBGROUP
+                && s.saturating_accumulation == 0
+        })
+        .map(|s| FragmentShape {
+            m: s.m_size,
+            n: s.n_size,
+            k: s.k_size,
+        })
+        .collect();
+    let fixed_32 = subgroup.subgroup_size == 32
+        && (!size_control || (size.min_subgroup_size == 32 && size.max_subgroup_size == 32));
+    let fragments = fixed_32
+        && subgroup
+            .supported_operations
+            .contains(vk::SubgroupFeatureFlags::SHUFFLE)
+        && shapes.contains(&FragmentShape { m: 16, n: 8, k: 16 });
+    let offer = CoopOffer {
+        fragments,
+        tiles: FragmentShape::best(&shapes),
+    };
+    (offer.fragments || offer.tiles.is_some()).then_some(offer)
 }
 
 /// The feature structs to chain into `VkDeviceCreateInfo` for the kernel.

@@ -4,12 +4,13 @@
 //! workspace, `prepass_plan`), and the workspace a call can use (`workspace_bytes`).
 
 use super::context::Context;
+use super::coop_tiles::{runs_tiles, tiles_key};
 use super::matrix::DeviceMatrix;
 use super::matrix_form::MatrixForm;
 use super::params::{GemvParams, MAX_M};
 use super::pipeline::{
     CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Pipelines, Push,
-    SlicesKey, DIGITS_WORKGROUP,
+    SlicesKey, TilesKey, DIGITS_WORKGROUP,
 };
 use super::rules::Rules;
 use super::x_fragments::FragmentGeometry;
@@ -564,6 +565,8 @@ pub enum KernelChoice {
     },
     /// The SIMT GEMM.
     SimtGemm(GemmKey),
+    /// The tensor-core GEMM on the SIMT layout (`vk::coop_tiles`).
+    CoopTiles(TilesKey),
     /// The tensor-core GEMV.
     CoopGemv(CoopKey),
     /// The tensor-core GEMM, in `slices` K slices (1: none) whose sums start at word
@@ -605,7 +608,7 @@ impl Choice {
     pub fn runs_gemm(&self) -> bool {
         matches!(
             self.kernel,
-            KernelChoice::SimtGemm(_) | KernelChoice::CoopGemm { .. }
+            KernelChoice::SimtGemm(_) | KernelChoice::CoopTiles(_) | KernelChoice::CoopGemm { .. }
         )
     }
 
@@ -655,6 +658,15 @@ impl fmt::Display for Choice {
                     write!(out, ", {} K groups", key.ksplit)?;
                 }
             }
+            KernelChoice::CoopTiles(key) => write!(
+                out,
+                "tensor-core GEMM on the SIMT layout, {}x{}x{} fragments, {} rows x {} tokens",
+                key.shape.m,
+                key.shape.n,
+                key.shape.k,
+                key.rows(),
+                key.tokens()
+            )?,
             KernelChoice::CoopGemv(key) => write!(
                 out,
                 "tensor-core GEMV, {} tiles x {} subgroups",
@@ -730,7 +742,8 @@ fn on_x(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Choice> {
 /// The kernel of a call: the tensor-core kernel for matrices in its layout, else the
 /// context's SIMT variant (with `dot`, the integer dot-product one on x in digits, packed
 /// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
-/// says so.
+/// says so, on the SIMT layout the tensor-core one where it runs there and fits the device
+/// (`vk::coop_tiles`).
 fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Result<KernelChoice> {
     // The integer dot-product GEMV runs past runs_gemm's m (up to int_dot_gemv_up_to).
     let gemm = !dot && runs_gemm(r, form, p.m);
@@ -740,8 +753,12 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
         ));
     }
     let Some(c) = &form.coop else {
+        let tiles = || runs_tiles(r, form).then(|| tiles_key(r, form, p)).flatten();
         return match gemm {
-            true => simt_gemm_choice(r, form, p),
+            true => match tiles() {
+                Some(key) => Ok(KernelChoice::CoopTiles(key)),
+                None => simt_gemm_choice(r, form, p),
+            },
             false => Ok(simt_gemv_choice(r, form, p, dot)),
         };
     };
@@ -892,6 +909,12 @@ pub(super) fn plan_of(
             pipelines.get_gemm(key)?,
             key.tile.rows() as u64,
             key.tile.tokens() as u64,
+            None,
+        ),
+        KernelChoice::CoopTiles(key) => simt(
+            pipelines.get_tiles(key)?,
+            key.rows() as u64,
+            key.tokens() as u64,
             None,
         ),
         KernelChoice::CoopGemv(key) => {

@@ -8,6 +8,7 @@
 pub mod context;
 pub mod coop;
 pub mod coop_shapes;
+pub mod coop_tiles;
 pub mod debug_name;
 pub mod device;
 pub mod export;

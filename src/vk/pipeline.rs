@@ -6,7 +6,7 @@ use super::device::Device;
 use super::shaders;
 use crate::error::{Error, Result};
 use crate::plan::tuning::SimtGemv;
-use crate::plan::GemmTile;
+use crate::plan::{FragmentShape, GemmTile};
 use ash::vk;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -382,6 +382,84 @@ impl SlicesKey {
     }
 }
 
+/// Which pipeline of the tensor-core GEMM on the SIMT layout
+/// (`shaders/gemm_q4_coop_tiles.comp`, `vk::coop_tiles`; specialization constants 0..11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TilesKey {
+    /// The device's fragment shape.
+    pub shape: FragmentShape,
+    /// Invocations per workgroup, a multiple of every subgroup size the device may use.
+    pub workgroup: u32,
+    /// Row tiles of `shape.m` rows per workgroup.
+    pub row_tiles: u32,
+    /// Column tiles of `shape.n` columns per workgroup (two per token for f32 x).
+    pub col_tiles: u32,
+    /// Per-group zero points.
+    pub zeros: bool,
+    /// f32 scales.
+    pub scale_f32: bool,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// Per-group f32 offsets instead of zero points.
+    pub offsets: bool,
+    /// x gathered through the matrix's column-to-input order.
+    pub k_order: bool,
+    /// k per block: a multiple of 32 and of `shape.k` dividing the group size.
+    pub block: u32,
+}
+
+impl TilesKey {
+    /// The specialization constants by id (0..11).
+    pub fn spec_values(&self) -> [u32; 12] {
+        let s = self.shape;
+        [
+            self.workgroup,
+            s.m,
+            s.n,
+            s.k,
+            self.row_tiles,
+            self.col_tiles,
+            self.zeros as u32,
+            self.scale_f32 as u32,
+            self.x_f16 as u32,
+            self.offsets as u32,
+            self.k_order as u32,
+            self.block,
+        ]
+    }
+
+    /// B columns per token: 2 for f32 x (its two exact parts).
+    fn parts(&self) -> u32 {
+        if self.x_f16 {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Rows per workgroup.
+    pub fn rows(&self) -> u32 {
+        self.row_tiles * self.shape.m
+    }
+
+    /// Tokens (activation rows) per workgroup.
+    pub fn tokens(&self) -> u32 {
+        self.col_tiles * self.shape.n / self.parts()
+    }
+
+    /// Bytes of the kernel's shared memory: A and B staged as f16 (rows and columns of
+    /// `block / 8 + 1` 16-byte words), C as f32 (rows of the columns + 4), and per token
+    /// the segments' largest |x| and sums, the block factor and sum.
+    pub fn shared_bytes(&self) -> u32 {
+        let cols = self.col_tiles * self.shape.n;
+        let stride = 16 * (self.block / 8 + 1);
+        let segments = self.block / 8;
+        stride * (self.rows() + cols)
+            + 4 * self.rows() * (cols + 4)
+            + 4 * self.tokens() * (2 * segments + 2)
+    }
+}
+
 /// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`: m > 8, and m = 3..8 where
 /// `vk::gemv::decide` says so; specialization constants 0..11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -575,6 +653,10 @@ pub struct Pipelines {
     fragments_module: Mutex<vk::ShaderModule>,
     /// The module adding the tensor-core GEMM's K slices, likewise.
     slices_module: Mutex<vk::ShaderModule>,
+    /// The tensor-core GEMM on the SIMT layout's module, likewise (contexts whose device
+    /// offers its fragment shape only: `coop_tiles`).
+    tiles_module: Mutex<vk::ShaderModule>,
+    coop_tiles: bool,
     /// Workgroup shape.
     pub tuning: Tuning,
     pipelines: PipelineSet<PipelineKey>,
@@ -584,6 +666,7 @@ pub struct Pipelines {
     digits_pipelines: PipelineSet<DigitsKey>,
     fragments_pipelines: PipelineSet<FragmentsKey>,
     slices_pipelines: PipelineSet<SlicesKey>,
+    tiles_pipelines: PipelineSet<TilesKey>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -619,12 +702,13 @@ impl Pipelines {
     /// Creates the layouts, the cache (seeded with `initial_cache` when it is a blob of
     /// this device, see [`cache_blob_matches`]), the shader module of the portable or the
     /// subgroup kernel and, with `coop`, the tensor-core one, with `dot` the integer
-    /// dot-product one.
+    /// dot-product one; `coop_tiles`: the tensor-core GEMM on the SIMT layout may run.
     pub fn new(
         device: &Arc<Device>,
         tuning: Tuning,
         portable: bool,
         coop: bool,
+        coop_tiles: bool,
         dot: bool,
         initial_cache: &[u8],
     ) -> Result<Pipelines> {
@@ -645,6 +729,8 @@ impl Pipelines {
             digits_module: Mutex::new(vk::ShaderModule::null()),
             fragments_module: Mutex::new(vk::ShaderModule::null()),
             slices_module: Mutex::new(vk::ShaderModule::null()),
+            tiles_module: Mutex::new(vk::ShaderModule::null()),
+            coop_tiles,
             tuning,
             pipelines: PipelineSet::new("gemv"),
             coop_pipelines: PipelineSet::new("tensor-core gemv"),
@@ -653,6 +739,7 @@ impl Pipelines {
             digits_pipelines: PipelineSet::new("x digits pre-pass"),
             fragments_pipelines: PipelineSet::new("x fragments pre-pass"),
             slices_pipelines: PipelineSet::new("gemm K slices sum"),
+            tiles_pipelines: PipelineSet::new("tensor-core gemm on the SIMT layout"),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -851,6 +938,24 @@ impl Pipelines {
         })
     }
 
+    /// The tensor-core GEMM on the SIMT layout's pipeline for `key`, created (with the
+    /// module, the first time) on first use (contexts whose device offers it only).
+    pub fn get_tiles(&self, key: TilesKey) -> Result<vk::Pipeline> {
+        if !self.coop_tiles {
+            return Err(Error::Internal(
+                "tensor-core GEMM on the SIMT layout requested from a context without it".into(),
+            ));
+        }
+        self.tiles_pipelines.get_or_create(key, |name| {
+            let module = self.lazy_module(
+                &self.tiles_module,
+                shaders::GEMM_COOP_TILES,
+                "gemm_q4_coop_tiles",
+            )?;
+            self.create(module, &key.spec_values(), name)
+        })
+    }
+
     /// Refuses the tensor-core kernels on a context that does not run them.
     fn check_coop(&self) -> Result<()> {
         if self.coop_module == vk::ShaderModule::null() {
@@ -942,6 +1047,7 @@ impl Pipelines {
             + self.digits_pipelines.len()
             + self.fragments_pipelines.len()
             + self.slices_pipelines.len()
+            + self.tiles_pipelines.len()
     }
 
     /// The compiler statistics of every pipeline this context created so far, by key
@@ -954,6 +1060,7 @@ impl Pipelines {
         all.extend(self.digits_pipelines.listed());
         all.extend(self.fragments_pipelines.listed());
         all.extend(self.slices_pipelines.listed());
+        all.extend(self.tiles_pipelines.listed());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
@@ -971,6 +1078,7 @@ impl Drop for Pipelines {
         all.extend(self.digits_pipelines.take_all());
         all.extend(self.fragments_pipelines.take_all());
         all.extend(self.slices_pipelines.take_all());
+        all.extend(self.tiles_pipelines.take_all());
         let lazy = [
             &mut self.gemm_module,
             &mut self.coop_gemm_module,
@@ -978,6 +1086,7 @@ impl Drop for Pipelines {
             &mut self.digits_module,
             &mut self.fragments_module,
             &mut self.slices_module,
+            &mut self.tiles_module,
         ]
         .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()));
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not

@@ -5,7 +5,7 @@
 
 use super::pipeline::Tuning;
 use crate::error::Result;
-use crate::plan::{DeviceClass, DeviceTuning, Overrides};
+use crate::plan::{DeviceClass, DeviceTuning, FragmentShape, Overrides};
 
 /// The inputs of every kernel decision of a context (`vk::gemv::decide`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +25,10 @@ pub struct Rules {
     pub int_dot_everywhere: bool,
     /// The SIMT GEMV's workgroup shape.
     pub simt: Tuning,
+    /// The fragment shape of the tensor-core GEMM on the SIMT layout
+    /// (`vk::coop_tiles`), where the device offers a usable one and the context enabled
+    /// cooperative matrices.
+    pub coop_tiles: Option<FragmentShape>,
     /// The caller's fixed choices, checked ([`Rules::set_overrides`]).
     overrides: Overrides,
 }
@@ -32,7 +36,8 @@ pub struct Rules {
 impl Rules {
     /// The rules on a device of `class`: its class's tuning row, the SIMT GEMV's shape from
     /// that row (`portable`: the portable kernels'), the integer dot-product GEMV where
-    /// `int_dot` (where it pays), and no fixed choices.
+    /// `int_dot` (where it pays), no tensor-core GEMM on the SIMT layout and no fixed
+    /// choices.
     pub fn for_class(class: DeviceClass, portable: bool, int_dot: bool) -> Rules {
         let row = DeviceTuning::for_class(&class);
         Rules {
@@ -47,6 +52,7 @@ impl Rules {
                 class.subgroup_size,
                 class.min_subgroup_size,
             ),
+            coop_tiles: None,
             overrides: Overrides::default(),
         }
     }

@@ -24,6 +24,9 @@ pub const GEMM: &[u8] = include_bytes!("../../shaders/spv/gemm_q4.spv");
 /// Tensor-core GEMM (`VK_KHR_cooperative_matrix`, `layout::coop` weights): m > 8, and m = 3..8
 /// where `vk::gemv::decide` says so.
 pub const GEMM_COOP: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_coop.spv");
+/// Tensor-core GEMM on the SIMT layout (`vk::coop_tiles`): any m, any f16 fragment shape and
+/// subgroup size, fragments through shared memory.
+pub const GEMM_COOP_TILES: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_coop_tiles.spv");
 /// Fragment-layout probe of the tensor-core path (`vk::coop::probe`).
 pub const COOP_PROBE: &[u8] = include_bytes!("../../shaders/spv/coop_probe.spv");
 /// Exported GEMV (`q4vk_kernel_export`), portable, SPIR-V 1.0, ncnn's conventions.

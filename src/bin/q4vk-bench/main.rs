@@ -25,7 +25,8 @@
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk;
 //! `--decode-once 0|1` fixes whether the f32 SIMT GEMV at m ≥ 2 decodes each word of codes
-//! once for all activation rows; `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
+//! once for all activation rows; `--coop-tiles` keeps matrices in the SIMT layout and runs
+//! the tensor-core GEMM on it wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
 //! table (entries may be matrices too: `--shapes 4096x14336,3` runs 4096 × 14336 and row 3;
 //! `--quick` quarters them as well); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
 //! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
@@ -136,6 +137,9 @@ struct Options {
     /// `--decode-once 0|1`: whether the f32 SIMT GEMV at m ≥ 2 decodes each word once for
     /// all activation rows (else the device row decides by the matrix's rows).
     decode_once: Option<bool>,
+    /// `--coop-tiles`: the tensor-core GEMM on the SIMT layout wherever a GEMM runs, the
+    /// tensor-core layout's kernels not used.
+    coop_tiles: bool,
 }
 
 impl Options {
@@ -160,7 +164,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -173,6 +177,7 @@ fn main() {
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
+    let mut coop_tiles = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -247,6 +252,7 @@ fn main() {
                     .or_else(|| usage())
             }
             "--decode-once" => decode_once = Some(number() != 0),
+            "--coop-tiles" => coop_tiles = true,
             _ => usage(),
         }
     }
@@ -291,6 +297,7 @@ fn main() {
         jsonl,
         chain,
         decode_once,
+        coop_tiles,
     };
     if let Err(e) = run(&opt) {
         eprintln!("q4vk-bench: {e}");
@@ -298,7 +305,8 @@ fn main() {
     }
 }
 
-/// The kernel path a row ran (a GEMM kernel; the tensor-core GEMM's shape, as the run fixed
+/// The kernel path a row ran (a GEMM kernel, "tiles GEMM" for the tensor-core GEMM on the
+/// SIMT layout; the tensor-core GEMM's shape, as the run fixed
 /// it or, in brackets, as the rules chose it: tiles, subgroups, tokens, K groups, k-steps of
 /// B ahead, token groups, and its K slices where it ran in several; the integer dot-product
 /// GEMV; or the tensor-core GEMV's tiles × subgroups; the SIMT GEMV's passes of 8 rows past
@@ -309,6 +317,7 @@ fn path(ctx: &Context, r: &Row) -> String {
         _ => String::new(),
     };
     let kind = match (r.gemm, r.coop_gemm, r.gemm_shape) {
+        _ if r.tiles => " tiles GEMM".to_string(),
         (true, Some(t), _) if ctx.coop && t.b_ahead == 0 && t.token_groups == 1 => {
             format!(
                 " GEMM {},{},{},{}{slices}",
@@ -364,6 +373,7 @@ fn context(
             unroll,
             split,
             no_coop: opt.no_coop || env.no_coopmat,
+            coop_tiles_only: opt.coop_tiles,
             int_dot: match opt.int_dot {
                 Some(true) => IntDot::Forced,
                 Some(false) => IntDot::Off,
@@ -377,6 +387,7 @@ fn context(
                 gemm_ksplit: opt.gemm_ksplit,
                 coop_gemm_slices: opt.coop_gemm_slices,
                 simt_gemv_decode_once: opt.decode_once,
+                coop_tiles: opt.coop_tiles.then_some(true),
             },
             pipeline_statistics: opt.stats,
             ..Default::default()

@@ -43,6 +43,8 @@ pub(crate) struct Row {
     pub(crate) gemv_shape: Option<(u32, u32)>,
     /// The f32 SIMT GEMV ran decoding each word once for all activation rows.
     pub(crate) decoded_once: bool,
+    /// The tensor-core GEMM on the SIMT layout ran.
+    pub(crate) tiles: bool,
     /// `--chain N`: µs per call of N dependent calls in one command buffer, cold and hot.
     pub(crate) chain_us: Option<(f64, f64)>,
 }
@@ -492,6 +494,7 @@ pub(crate) fn bench_shape(
                 choice.kernel,
                 gemv::KernelChoice::SimtGemv { key, .. } if key.decode_once
             ),
+            tiles: matches!(choice.kernel, gemv::KernelChoice::CoopTiles(_)),
             gemv_shape: if gemm {
                 None
             } else {

@@ -268,7 +268,7 @@ fn mma_kernel_rate(
 /// (`shaders/mma_peak.comp`: 16 × 8 × 16 f16 → f32, operands in registers, no memory
 /// traffic), median of `iters` dispatches; `None` where the device runs no tensor-core kernel.
 pub(crate) fn mma_rate(ctx: &Context, opt: &Options) -> Result<Option<f64>> {
-    if !ctx.device.coop_enabled {
+    if !ctx.device.coop_offer.fragments {
         return Ok(None);
     }
     const GROUPS: u32 = 8192;
@@ -289,7 +289,7 @@ pub(crate) fn mma_rate(ctx: &Context, opt: &Options) -> Result<Option<f64>> {
 /// the block epilogue every 8) on its (tiles, B fragments) subgroup tiles 4 × 4 and 2 × 8,
 /// median of `iters` dispatches; `None` where the device runs no tensor-core kernel.
 pub(crate) fn mma_loop_rates(ctx: &Context, opt: &Options) -> Result<Option<[f64; 2]>> {
-    if !ctx.device.coop_enabled {
+    if !ctx.device.coop_offer.fragments {
         return Ok(None);
     }
     const GROUPS: u32 = 2048;
