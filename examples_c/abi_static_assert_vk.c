@@ -15,8 +15,8 @@
 _Static_assert(SAME_TYPE((q4vk_matrix_source)0, uint32_t), "q4vk_matrix_source is uint32_t");
 
 /* v0 ended at queue_lock_user (128 bytes, still accepted as struct_size); the
-   pipeline-cache fields, then cpu_threads, were appended after it. */
-_Static_assert(sizeof(struct q4vk_context_desc) == 152, "q4vk_context_desc size");
+   pipeline-cache fields, then cpu_threads, then the tuning blob were appended after it. */
+_Static_assert(sizeof(struct q4vk_context_desc) == 168, "q4vk_context_desc size");
 FIELD(q4vk_context_desc, struct_size, 0, uint32_t);
 FIELD(q4vk_context_desc, header_version, 4, uint32_t);
 FIELD(q4vk_context_desc, device_index, 8, int32_t);
@@ -40,6 +40,8 @@ FIELD(q4vk_context_desc, queue_lock_user, 120, void *);
 FIELD(q4vk_context_desc, pipeline_cache_data, 128, const void *);
 FIELD(q4vk_context_desc, pipeline_cache_size, 136, size_t);
 FIELD(q4vk_context_desc, cpu_threads, 144, uint32_t);
+FIELD(q4vk_context_desc, tuning_data, 152, const void *);
+FIELD(q4vk_context_desc, tuning_size, 160, size_t);
 
 /* v0 ended at zeros_bytes (96 bytes, still accepted as struct_size); g_idx, g_idx_bytes and
    gptq_format were appended after it. */
@@ -182,9 +184,39 @@ static q4vk_status (*const p_gemv_prepare)(q4vk_context *, const q4vk_matrix *, 
     q4vk_gemv_prepare;
 static q4vk_status (*const p_gemv_plan)(q4vk_context *, const q4vk_matrix *, uint32_t, uint32_t, uint64_t,
                                         q4vk_gemv_plan_info *) = q4vk_gemv_plan;
-_Static_assert(sizeof(q4vk_gemv_plan_info) == 128, "q4vk_gemv_plan_info size");
+/* The first version ended at name (128 bytes, still accepted); shape_source was appended. */
+_Static_assert(sizeof(q4vk_gemv_plan_info) == 136, "q4vk_gemv_plan_info size");
 _Static_assert(offsetof(q4vk_gemv_plan_info, workspace_bytes) == 16, "q4vk_gemv_plan_info.workspace_bytes");
 _Static_assert(offsetof(q4vk_gemv_plan_info, name) == 32, "q4vk_gemv_plan_info.name");
+FIELD(q4vk_gemv_plan_info, shape_source, 128, q4vk_gemv_shape_source);
+_Static_assert(SAME_TYPE((q4vk_gemv_shape_source)0, uint32_t), "q4vk_gemv_shape_source is uint32_t");
+static void (*const p_tune_desc_default)(q4vk_tune_desc *) = q4vk_tune_desc_default;
+static q4vk_status (*const p_context_tune)(q4vk_context *, const q4vk_tune_desc *, void *, size_t, size_t *,
+                                           q4vk_tune_info *) = q4vk_context_tune;
+_Static_assert(sizeof(q4vk_tune_desc) == 40, "q4vk_tune_desc size");
+FIELD(q4vk_tune_desc, struct_size, 0, uint32_t);
+FIELD(q4vk_tune_desc, budget_ms, 4, uint32_t);
+FIELD(q4vk_tune_desc, shape_count, 8, uint32_t);
+FIELD(q4vk_tune_desc, m_count, 12, uint32_t);
+FIELD(q4vk_tune_desc, shapes, 16, const uint64_t *);
+FIELD(q4vk_tune_desc, ms, 24, const uint32_t *);
+FIELD(q4vk_tune_desc, cold_bytes, 32, uint64_t);
+_Static_assert(sizeof(q4vk_tune_info) == 56, "q4vk_tune_info size");
+FIELD(q4vk_tune_info, struct_size, 0, uint32_t);
+FIELD(q4vk_tune_info, candidates_timed, 4, uint32_t);
+FIELD(q4vk_tune_info, candidates, 8, uint32_t);
+FIELD(q4vk_tune_info, workgroup, 12, uint32_t);
+FIELD(q4vk_tune_info, rows, 16, uint32_t);
+FIELD(q4vk_tune_info, unroll, 20, uint32_t);
+FIELD(q4vk_tune_info, split, 24, uint32_t);
+FIELD(q4vk_tune_info, table_workgroup, 28, uint32_t);
+FIELD(q4vk_tune_info, table_rows, 32, uint32_t);
+FIELD(q4vk_tune_info, table_unroll, 36, uint32_t);
+FIELD(q4vk_tune_info, table_split, 40, uint32_t);
+FIELD(q4vk_tune_info, time_vs_table, 48, double);
+_Static_assert(Q4VK_TUNING_BLOB_MAX_BYTES == 256, "Q4VK_TUNING_BLOB_MAX_BYTES");
+_Static_assert(Q4VK_GEMV_SHAPE_TABLE == 0 && Q4VK_GEMV_SHAPE_TUNED == 1, "Q4VK_GEMV_SHAPE_*");
+_Static_assert(Q4VK_GEMV_KERNEL_COOP_TILES_GEMM == 7, "Q4VK_GEMV_KERNEL_COOP_TILES_GEMM");
 static void (*const p_export_desc_default)(q4vk_kernel_export_desc *) = q4vk_kernel_export_desc_default;
 static q4vk_status (*const p_kernel_export)(const q4vk_context *, const q4vk_matrix_desc *,
                                             const q4vk_kernel_export_desc *, q4vk_kernel_info *, uint32_t *,
@@ -206,7 +238,7 @@ int main(void) {
     p_context_desc_default(&cd);
     if (cd.struct_size != sizeof cd || cd.header_version != Q4VK_HEADER_VERSION || cd.device_index != -1 ||
         cd.flags != 0 || cd.log_level != Q4VK_LOG_WARN || cd.log || cd.instance || cd.device || cd.queue_lock ||
-        cd.pipeline_cache_data || cd.pipeline_cache_size) {
+        cd.pipeline_cache_data || cd.pipeline_cache_size || cd.cpu_threads || cd.tuning_data || cd.tuning_size) {
         printf("FAIL: q4vk_context_desc_default\n");
         failures++;
     }
@@ -245,6 +277,15 @@ int main(void) {
         printf("FAIL: q4vk_kernel_export_desc_default\n");
         failures++;
     }
+    q4vk_tune_desc td;
+    memset(&td, 0xA5, sizeof td);
+    p_tune_desc_default(&td);
+    if (td.struct_size != sizeof td || td.budget_ms != 2000 || td.shape_count || td.m_count || td.shapes ||
+        td.ms || td.cold_bytes) {
+        printf("FAIL: q4vk_tune_desc_default\n");
+        failures++;
+    }
+    if (!p_context_tune) failures++;
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
         !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_gemv_host || !p_cmd_gemv || !p_workspace_size ||

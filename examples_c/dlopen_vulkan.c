@@ -2,7 +2,8 @@
  * libq4vk, as an app that loads it as a plugin does): context with validation ->
  * q4vk_q4_quantize -> matrix create (Q4 and FLOAT sources) -> q4vk_gemv for m = 1..4 ->
  * check against an f64 reference of the weights dequantized by the documented Q4 formula
- * -> pipeline-cache blob -> a second context seeded with it -> destroy -> dlclose.
+ * -> pipeline-cache blob and a short tuning run's blob -> a second context seeded with both
+ * (it must say it uses the tuned shape) -> destroy -> dlclose.
  * Any validation (or other WARN/ERROR) message fails the test, and so does a validation
  * layer that is not enabled. Usage: dlopen_vulkan path/to/libq4vk.so */
 #define _POSIX_C_SOURCE 200809L
@@ -20,6 +21,7 @@ static void expect(int ok, const char *what) {
 typedef struct {
     int messages;       /* WARN or ERROR */
     int validation_on;  /* the INFO line saying the layer is enabled */
+    int tuned_shape;    /* the INFO line saying the tuning blob is used */
     char last[512];
 } log_state;
 
@@ -31,6 +33,8 @@ static void on_log(void *user, uint32_t level, const char *message) {
         fprintf(stderr, "q4vk [%u]: %s\n", level, message);
     } else if (strstr(message, "validation layer enabled")) {
         s->validation_on = 1;
+    } else if (strstr(message, "tuning blob") && strstr(message, "used")) {
+        s->tuned_shape = 1;
     }
 }
 
@@ -49,6 +53,8 @@ static struct {
     q4vk_status (*matrix_create)(q4vk_context *, const q4vk_matrix_desc *, q4vk_matrix **);
     void (*matrix_destroy)(q4vk_matrix *);
     q4vk_status (*gemv)(q4vk_context *, const q4vk_matrix *, const float *, size_t, float *, size_t, uint32_t);
+    void (*tune_desc_default)(q4vk_tune_desc *);
+    q4vk_status (*tune)(q4vk_context *, const q4vk_tune_desc *, void *, size_t, size_t *, q4vk_tune_info *);
 } api;
 
 /* dlsym into a typed function pointer without an object-to-function pointer cast. */
@@ -68,7 +74,8 @@ static int check_status(q4vk_status st, const char *call) {
     return 0;
 }
 
-static q4vk_context *make_context(log_state *log, const void *cache, size_t cache_size) {
+static q4vk_context *make_context(log_state *log, const void *cache, size_t cache_size, const void *tuned,
+                                  size_t tuned_size) {
     q4vk_context_desc d;
     api.context_desc_default(&d);
     d.header_version = Q4VK_HEADER_VERSION;
@@ -78,6 +85,8 @@ static q4vk_context *make_context(log_state *log, const void *cache, size_t cach
     d.log_level = Q4VK_LOG_INFO; /* to see the "validation layer enabled" line */
     d.pipeline_cache_data = cache;
     d.pipeline_cache_size = cache_size;
+    d.tuning_data = tuned;
+    d.tuning_size = tuned_size;
     q4vk_context *ctx = NULL;
     return check_status(api.context_create(&d, &ctx), "q4vk_context_create") ? ctx : NULL;
 }
@@ -184,12 +193,14 @@ int main(int argc, char **argv) {
              resolve(lib, "q4vk_q4_quantize", &api.q4_quantize) &
              resolve(lib, "q4vk_matrix_create", &api.matrix_create) &
              resolve(lib, "q4vk_matrix_destroy", &api.matrix_destroy) &
-             resolve(lib, "q4vk_gemv", &api.gemv);
+             resolve(lib, "q4vk_gemv", &api.gemv) &
+             resolve(lib, "q4vk_tune_desc_default", &api.tune_desc_default) &
+             resolve(lib, "q4vk_context_tune", &api.tune);
     if (!ok) return 1;
-    expect(1, "13 functions resolved with dlsym");
+    expect(1, "15 functions resolved with dlsym");
 
     log_state log = {0};
-    q4vk_context *ctx = make_context(&log, NULL, 0);
+    q4vk_context *ctx = make_context(&log, NULL, 0, NULL, 0);
     if (!ctx) return 1;
     char name[256];
     api.device_name(ctx, name, sizeof name);
@@ -209,11 +220,34 @@ int main(int argc, char **argv) {
         snprintf(what, sizeof what, "pipeline-cache blob: %zu bytes", written);
         expect(written == size && size >= 32, what);
     }
+    /* A short tuning run on one small shape: its blob goes to the next context. */
+    q4vk_tune_desc td;
+    api.tune_desc_default(&td);
+    const uint64_t shapes[2] = {96, 1024};
+    const uint32_t ms[1] = {1};
+    td.budget_ms = 300;
+    td.shape_count = 1;
+    td.shapes = shapes;
+    td.m_count = 1;
+    td.ms = ms;
+    td.cold_bytes = 1 << 20;
+    unsigned char tuned[Q4VK_TUNING_BLOB_MAX_BYTES];
+    size_t tuned_size = 0;
+    q4vk_tune_info ti;
+    memset(&ti, 0, sizeof ti);
+    ti.struct_size = sizeof ti;
+    if (check_status(api.tune(ctx, &td, tuned, sizeof tuned, &tuned_size, &ti), "q4vk_context_tune")) {
+        char what[160];
+        snprintf(what, sizeof what, "tuning blob: %zu bytes, %u of %u shapes timed, workgroup %u, %u rows",
+                 tuned_size, ti.candidates_timed, ti.candidates, ti.workgroup, ti.rows);
+        expect(tuned_size > 0 && ti.candidates_timed >= 1 && ti.time_vs_table <= 1.0, what);
+    }
     api.context_destroy(ctx);
     log_state log2 = {0};
-    q4vk_context *ctx2 = make_context(&log2, blob, written);
+    q4vk_context *ctx2 = make_context(&log2, blob, written, tuned, tuned_size);
     free(blob);
     if (ctx2) {
+        expect(log2.tuned_shape, "the second context uses the tuned shape");
         run_case(ctx2, 48, 128, 32, 1);
         api.context_destroy(ctx2);
     }

@@ -186,6 +186,10 @@
 // The header's packed version; put it in `q4vk_context_desc.header_version`.
 #define Q4VK_HEADER_VERSION (((Q4VK_VERSION_MAJOR << 22) | (Q4VK_VERSION_MINOR << 12)) | Q4VK_VERSION_PATCH)
 
+// Bytes a tuning blob of this or any later q4vk takes at most: a buffer of this size
+// always holds one.
+#define Q4VK_TUNING_BLOB_MAX_BYTES 256
+
 // A context (opaque): a Vulkan device, or the CPU (`Q4VK_CONTEXT_CPU`). Created by
 // `q4vk_context_create`, released by `q4vk_context_destroy`. Safe to use from several
 // threads at once: q4vk serializes its own submissions.
@@ -304,6 +308,14 @@ typedef struct q4vk_context_desc {
   // values are clamped to the core count. Not read by Vulkan contexts. Threads are
   // started by each call and joined before it returns.
   uint32_t cpu_threads;
+  // Optional (appended after `cpu_threads`; older callers read as NULL/0): a blob from
+  // `q4vk_context_tune` of an earlier context. Its SIMT GEMV shape replaces the device
+  // row's where the blob was made on this device, driver and q4vk version and is whole
+  // (`q4vk_gemv_plan_info.shape_source` then says `Q4VK_GEMV_SHAPE_TUNED`); anything
+  // else is ignored with an INFO log saying why, never an error. Copied during the call.
+  const void *tuning_data;
+  // Bytes at `tuning_data`; 0 = no blob.
+  size_t tuning_size;
 } q4vk_context_desc;
 
 // Result of every q4vk function that can fail. 0 is success; codes are never renumbered.
@@ -400,6 +412,9 @@ typedef uint32_t q4vk_gemv_kernel;
 // The pre-pass a call records before its kernel (`q4vk_gemv_plan_info.prepass`).
 typedef uint32_t q4vk_gemv_prepass;
 
+// Where a call's kernel shape came from (`q4vk_gemv_plan_info.shape_source`).
+typedef uint32_t q4vk_gemv_shape_source;
+
 // What `q4vk_gemv_plan` answers. The caller sets `struct_size =
 // sizeof(q4vk_gemv_plan_info)` (smaller than v0 is refused); q4vk writes the other fields.
 typedef struct q4vk_gemv_plan_info {
@@ -420,6 +435,9 @@ typedef struct q4vk_gemv_plan_info {
   // The kernel and its shape as NUL-terminated text for logs and reports, such as
   // "SIMT GEMV, workgroup 128, 8 rows, decoded once"; not a stable format.
   char name[96];
+  // Where the kernel's shape came from (`Q4VK_GEMV_SHAPE_*`; appended after `name`,
+  // callers with the shorter struct do not get it).
+  q4vk_gemv_shape_source shape_source;
 } q4vk_gemv_plan_info;
 
 // Which exported kernel (`Q4VK_KERNEL_*`).
@@ -643,6 +661,61 @@ typedef struct q4vk_weight_quantize_desc {
   uint64_t n;
 } q4vk_weight_quantize_desc;
 
+// What `q4vk_context_tune` times. Initialize with `q4vk_tune_desc_default`.
+typedef struct q4vk_tune_desc {
+  // `sizeof(q4vk_tune_desc)`; smaller than the first version is refused.
+  uint32_t struct_size;
+  // Wall-clock budget in milliseconds: no candidate starts past it (the table's shape is
+  // always timed, so a call may take longer). Default 2000; 0 is refused.
+  uint32_t budget_ms;
+  // Matrix shapes timed: `shape_count` (n, k) pairs at `shapes`, k a multiple of 128;
+  // 0 (default) = the decoder matrices of 1.5B–3B models (1536 × 1536, 256 × 1536,
+  // 8960 × 1536, 1536 × 8960). At most 64.
+  uint32_t shape_count;
+  // Activation rows timed on each shape: `m_count` values (1..8) at `ms`; 0 (default) =
+  // 1 and 8. At most 8.
+  uint32_t m_count;
+  // `2 · shape_count` values: n0, k0, n1, k1, …
+  const uint64_t *shapes;
+  // `m_count` values.
+  const uint32_t *ms;
+  // Bytes of weight copies each shape's calls rotate through, so that each call reads
+  // its weights from memory as in a decode step, not from the last call's cache; 0
+  // (default) = 64 MiB. At most 1 GiB; that much device memory is held during the call.
+  uint64_t cold_bytes;
+} q4vk_tune_desc;
+
+// What `q4vk_context_tune` found. The caller sets `struct_size = sizeof(q4vk_tune_info)`;
+// q4vk writes the other fields.
+typedef struct q4vk_tune_info {
+  // Set by the caller: `sizeof(q4vk_tune_info)`.
+  uint32_t struct_size;
+  // Candidate shapes timed on every case (the table's included).
+  uint32_t candidates_timed;
+  // Candidate shapes the device can run.
+  uint32_t candidates;
+  // The chosen SIMT GEMV shape: invocations per workgroup, rows per workgroup, chunks
+  // per row each invocation loads per step, invocations sharing a chunk.
+  uint32_t workgroup;
+  // See `workgroup`.
+  uint32_t rows;
+  // See `workgroup`.
+  uint32_t unroll;
+  // See `workgroup`.
+  uint32_t split;
+  // The device row's shape, in the same order.
+  uint32_t table_workgroup;
+  // See `table_workgroup`.
+  uint32_t table_rows;
+  // See `table_workgroup`.
+  uint32_t table_unroll;
+  // See `table_workgroup`.
+  uint32_t table_split;
+  // The chosen shape's time against the table's, geometric mean over the timed cases
+  // (1 where the table's shape was kept).
+  double time_vs_table;
+} q4vk_tune_info;
+
 // The SIMT GEMV on x itself (m ≤ 8, and past 8 in passes of 8 rows).
 #define Q4VK_GEMV_KERNEL_SIMT_GEMV 1
 
@@ -674,6 +747,12 @@ typedef struct q4vk_weight_quantize_desc {
 
 // x into the tensor-core GEMM's f16 fragments in the workspace.
 #define Q4VK_GEMV_PREPASS_FRAGMENTS 2
+
+// The device's row of q4vk's tuning table (or q4vk's fixed rules).
+#define Q4VK_GEMV_SHAPE_TABLE 0
+
+// A tuning blob the context was created with (`q4vk_context_tune`): the SIMT GEMVs' shape.
+#define Q4VK_GEMV_SHAPE_TUNED 1
 
 // No subgroup operations, SPIR-V 1.0 (Vulkan 1.0): runs on every device. The default.
 #define Q4VK_KERNEL_PORTABLE 0
@@ -1558,6 +1637,41 @@ q4vk_status q4vk_weight_unpermute(const struct q4vk_weight_quantize_desc *desc,
 q4vk_status q4vk_matrix_dequantize(const struct q4vk_matrix_desc *desc,
                                    float *out,
                                    size_t out_bytes);
+
+// Fills `desc` with the defaults: 2000 ms, the default shapes and m, 64 MiB of copies.
+// NULL is ignored.
+//
+// # Safety
+// `desc` must be NULL or point to a writable `q4vk_tune_desc`.
+void q4vk_tune_desc_default(struct q4vk_tune_desc *desc);
+
+// Times the SIMT GEMV's workgroup shapes on `ctx`'s device — the device row's first, then
+// its neighbours, nearest first, as long as `desc->budget_ms` allows — on the shapes and m
+// of `desc`, each call reading its weights cold, and writes the fastest (the row's unless
+// another was faster by more than timing noise) as a blob into `blob`. Store the blob
+// beside the pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next
+// context on the same device, driver and q4vk version uses that shape for its SIMT GEMVs;
+// this context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
+// NULL to skip) what was found. The SIMT GEMVs are the kernels of GPUs without tensor cores
+// (and of act-order matrices on those with them); the call holds `desc->cold_bytes` of
+// device memory while it runs and submits to the context's queue.
+//
+// Statuses: `NULL_POINTER` (ctx, desc, blob, blob_written), `INVALID_ARGUMENT` (struct
+// sizes, a budget of 0, shapes or m out of range), `BUFFER_TOO_SMALL` (`blob_capacity`
+// below `Q4VK_TUNING_BLOB_MAX_BYTES`; checked before anything runs), `UNSUPPORTED` (a CPU
+// context, the portable kernels, an adopted device without a queue),
+// `OUT_OF_DEVICE_MEMORY`, `VULKAN`, `DEVICE_LOST`. Nothing is written on failure.
+//
+// # Safety
+// `ctx` NULL or live; `desc` NULL or readable for its `struct_size` with its arrays;
+// `blob` NULL or writable for `blob_capacity` bytes; `blob_written` NULL or writable;
+// `info` NULL or writable for its `struct_size` bytes.
+q4vk_status q4vk_context_tune(struct q4vk_context *ctx,
+                              const struct q4vk_tune_desc *desc,
+                              void *blob,
+                              size_t blob_capacity,
+                              size_t *blob_written,
+                              struct q4vk_tune_info *info);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -218,6 +218,14 @@ pub struct q4vk_context_desc {
     /// values are clamped to the core count. Not read by Vulkan contexts. Threads are
     /// started by each call and joined before it returns.
     pub cpu_threads: u32,
+    /// Optional (appended after `cpu_threads`; older callers read as NULL/0): a blob from
+    /// `q4vk_context_tune` of an earlier context. Its SIMT GEMV shape replaces the device
+    /// row's where the blob was made on this device, driver and q4vk version and is whole
+    /// (`q4vk_gemv_plan_info.shape_source` then says `Q4VK_GEMV_SHAPE_TUNED`); anything
+    /// else is ignored with an INFO log saying why, never an error. Copied during the call.
+    pub tuning_data: *const c_void,
+    /// Bytes at `tuning_data`; 0 = no blob.
+    pub tuning_size: usize,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers, raw pointers, Option<fn>.
@@ -258,6 +266,8 @@ pub unsafe extern "C" fn q4vk_context_desc_default(desc: *mut q4vk_context_desc)
         pipeline_cache_data: std::ptr::null(),
         pipeline_cache_size: 0,
         cpu_threads: 0,
+        tuning_data: std::ptr::null(),
+        tuning_size: 0,
     };
     let _ = guard("q4vk_context_desc_default", || {
         // SAFETY: `desc` is NULL (skipped) or writable (caller's contract).
@@ -474,6 +484,19 @@ pub unsafe extern "C" fn q4vk_context_create(
             }?;
             crate::alloc::collect(blob.iter().copied(), "the pipeline-cache blob")?
         };
+        let tuned_blob = if d.tuning_size == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: `tuning_size` readable bytes, copied during the call.
+            let blob = unsafe {
+                in_bytes(
+                    d.tuning_data.cast::<u8>(),
+                    d.tuning_size,
+                    "desc->tuning_data",
+                )
+            }?;
+            crate::alloc::collect(blob.iter().copied(), "the tuning blob")?
+        };
         let env = env_switches();
         // The fallback's "usable device" is a GPU unless the caller names the device or
         // asks to keep CPU implementations of Vulkan (the CPU kernels are faster).
@@ -491,6 +514,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             split: None,
             no_coop: d.flags & Q4VK_CONTEXT_NO_COOPMAT != 0 || env.no_coopmat,
             coop_tiles_only: false,
+            tuned_blob,
             int_dot: match (d.flags & Q4VK_CONTEXT_NO_INTDOT != 0, env.int_dot) {
                 (true, _) => IntDot::Off,
                 (false, int_dot) => int_dot,

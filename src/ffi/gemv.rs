@@ -795,11 +795,22 @@ pub struct q4vk_gemv_plan_info {
     /// The kernel and its shape as NUL-terminated text for logs and reports, such as
     /// "SIMT GEMV, workgroup 128, 8 rows, decoded once"; not a stable format.
     pub name: [libc::c_char; 96],
+    /// Where the kernel's shape came from (`Q4VK_GEMV_SHAPE_*`; appended after `name`,
+    /// callers with the shorter struct do not get it).
+    pub shape_source: q4vk_gemv_shape_source,
 }
+
+/// Where a call's kernel shape came from (`q4vk_gemv_plan_info.shape_source`).
+pub type q4vk_gemv_shape_source = u32;
+/// The device's row of q4vk's tuning table (or q4vk's fixed rules).
+pub const Q4VK_GEMV_SHAPE_TABLE: q4vk_gemv_shape_source = 0;
+/// A tuning blob the context was created with (`q4vk_context_tune`): the SIMT GEMVs' shape.
+pub const Q4VK_GEMV_SHAPE_TUNED: q4vk_gemv_shape_source = 1;
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and chars only.
 unsafe impl VersionedStruct for q4vk_gemv_plan_info {
-    const V0_SIZE: usize = std::mem::size_of::<q4vk_gemv_plan_info>();
+    // The first version ended at `name`; `shape_source` was appended.
+    const V0_SIZE: usize = std::mem::offset_of!(q4vk_gemv_plan_info, shape_source);
     const NAME: &'static str = "q4vk_gemv_plan_info";
 }
 
@@ -834,7 +845,7 @@ pub unsafe extern "C" fn q4vk_gemv_plan(
         let declared = unsafe { read_struct(info as *const q4vk_gemv_plan_info, "info") }?;
         check_gemv_flags(flags, "flags")?;
         check_m(m)?;
-        let (plan, name) = match pair {
+        let (plan, name, source) = match pair {
             Pair::Cpu(_, mat) => (
                 (
                     Q4VK_GEMV_KERNEL_CPU,
@@ -844,6 +855,7 @@ pub unsafe extern "C" fn q4vk_gemv_plan(
                     mat.bytes() as u64,
                 ),
                 "CPU kernels".to_string(),
+                Q4VK_GEMV_SHAPE_TABLE,
             ),
             Pair::Vulkan(ctx, mat) => {
                 let params = gemv_params(mat, m, flags, (0, 0));
@@ -860,7 +872,13 @@ pub unsafe extern "C" fn q4vk_gemv_plan(
                         choice.workspace_bytes
                     )));
                 }
-                (plan_fields(&choice, m, mat), choice.to_string())
+                let tuned = ctx.rules.simt_tuned
+                    && matches!(choice.kernel, gemv::KernelChoice::SimtGemv { .. });
+                let source = match tuned {
+                    true => Q4VK_GEMV_SHAPE_TUNED,
+                    false => Q4VK_GEMV_SHAPE_TABLE,
+                };
+                (plan_fields(&choice, m, mat), choice.to_string(), source)
             }
         };
         let (kernel, prepass, passes, workspace, matrix_bytes) = plan;
@@ -872,6 +890,7 @@ pub unsafe extern "C" fn q4vk_gemv_plan(
             workspace_bytes: workspace,
             matrix_bytes,
             name: [0; 96],
+            shape_source: source,
         };
         // SAFETY: our own buffer of `out.name.len()` bytes.
         unsafe { copy_c_string(&name, out.name.as_mut_ptr(), out.name.len()) };

@@ -15,3 +15,4 @@ pub mod version;
 pub mod weight;
 // Last, so that the header keeps the order of the items before it.
 pub mod import;
+pub mod tune;

@@ -3,11 +3,13 @@
 //! ([`DeviceTuning`]: thresholds, tiles and workgroup shapes, each row saying what device
 //! it was fitted on), and the caller's fixed choices ([`Overrides`]). The rules that decide
 //! a call (`vk::gemv_plan`, `vk::coop_shapes`) read these three and nothing else of the device.
-//! Adding a device is adding a row.
+//! Adding a device is adding a row; a device without one can tune its SIMT GEMV shape itself
+//! ([`tuned`]).
 
 pub mod device_class;
 pub mod fragment_shape;
 pub mod overrides;
+pub mod tuned;
 pub mod tuning;
 
 pub use device_class::{DeviceClass, Family};

@@ -6,12 +6,13 @@ use super::device::{Device, DeviceOptions, HostEnabled};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
 use super::params::MAX_M;
-use super::pipeline::Pipelines;
+use super::pipeline::{Pipelines, Tuning};
 use super::rules::Rules;
 use super::staging::GemvBuffers;
 use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
+use crate::plan::tuned::{runnable, TunedBlob};
 use crate::plan::Overrides;
 use ash::vk;
 use std::ffi::CString;
@@ -46,6 +47,10 @@ pub struct ContextConfig {
     /// Invocations sharing each chunk instead of the per-device choice (a power of two
     /// dividing the rows per workgroup, at most 32; `q4vk-bench --split S`).
     pub split: Option<u32>,
+    /// A tuning blob of an earlier context (`vk::tune`): its SIMT GEMV shape replaces the
+    /// device row's where it was made on this device, driver and q4vk version and is whole;
+    /// otherwise it is ignored (logged at INFO with the reason).
+    pub tuned_blob: Vec<u8>,
     /// Never use the tensor-core kernel (`Q4VK_CONTEXT_NO_COOPMAT`, `Q4VK_NO_COOPMAT=1`).
     pub no_coop: bool,
     /// Of the tensor-core kernels, only the GEMM on the SIMT layout (`vk::coop_tiles`):
@@ -220,6 +225,45 @@ impl Context {
         // The integer dot-product GEMV is settled below, once the device is known to run it.
         let mut rules = Rules::for_class(info.class(), portable, false);
         rules.set_overrides(|o| *o = config.overrides)?;
+        if !config.tuned_blob.is_empty() {
+            let class = info.class();
+            let taken = match TunedBlob::decode(&config.tuned_blob, &device.identity()) {
+                Err(why) => Err(why),
+                Ok(_) if portable => Err("the portable kernels have one shape".into()),
+                Ok(b) if !runnable(&b.simt_gemv, &class) => Err(format!(
+                    "its shape {:?} does not run on this device",
+                    b.simt_gemv
+                )),
+                Ok(b) => Ok(b),
+            };
+            let said = match taken {
+                Ok(b) => {
+                    rules.simt = Tuning::for_device(
+                        false,
+                        &b.simt_gemv,
+                        class.subgroup_size,
+                        class.min_subgroup_size,
+                    );
+                    rules.simt_tuned = true;
+                    format!(
+                        "used: SIMT GEMV workgroup {}, {} rows, unroll {}, split {} ({:.3} of the table's time where tuned)",
+                        b.simt_gemv.workgroup,
+                        b.simt_gemv.rows,
+                        b.simt_gemv.unroll,
+                        b.simt_gemv.split,
+                        b.time_vs_table
+                    )
+                }
+                Err(why) => format!("ignored ({why}); the table's shape"),
+            };
+            logger.log(
+                LEVEL_INFO,
+                &format!(
+                    "tuning blob: {} bytes given, {said}",
+                    config.tuned_blob.len()
+                ),
+            );
+        }
         let tuning = &mut rules.simt;
         if let Some((workgroup, rows)) = config.tuning {
             let valid = workgroup.is_power_of_two()

@@ -5,6 +5,7 @@ use super::debug_name::Namer;
 use super::features::CoopOffer;
 use super::instance::Instance;
 use crate::error::{Error, Result};
+use crate::plan::tuned::DeviceIdentity;
 use crate::plan::{DeviceClass, Family};
 use ash::vk;
 use std::ffi::CStr;
@@ -245,6 +246,23 @@ impl Device {
             .map(|h| h.size)
             .max();
         local.unwrap_or_else(|| heaps.iter().map(|h| h.size).max().unwrap_or(0))
+    }
+
+    /// What a tuning blob must have been made on (`plan::tuned`): vendor and device ids,
+    /// driver version and pipeline-cache UUID.
+    pub fn identity(&self) -> DeviceIdentity {
+        // SAFETY: a plain query on a live physical device.
+        let props = unsafe {
+            self.instance
+                .instance
+                .get_physical_device_properties(self.physical)
+        };
+        DeviceIdentity {
+            vendor: props.vendor_id,
+            device: props.device_id,
+            driver: props.driver_version,
+            cache_uuid: props.pipeline_cache_uuid,
+        }
     }
 
     /// One line of what the device offers q4vk, the same for q4vk's own device and an

@@ -815,6 +815,9 @@ fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> 
     let key = |rows: u32| PipelineKey {
         portable: r.portable,
         workgroup: r.simt.workgroup_for(form.layout.chunks),
+        rows: r.simt.rows,
+        unroll: r.simt.unroll,
+        split: r.simt.split,
         m: rows,
         zeros: form.shape.zero_points,
         scale_f32: form.scale_f32,
@@ -901,7 +904,7 @@ pub(super) fn plan_of(
     let main = match choice.kernel {
         KernelChoice::SimtGemv { key, last } => simt(
             pipelines.get(key)?,
-            pipelines.tuning.rows as u64,
+            key.rows as u64,
             key.m as u64,
             Some(pipelines.get(last)?),
         ),

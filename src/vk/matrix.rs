@@ -110,6 +110,18 @@ impl DeviceMatrix {
         offsets: Option<&[f32]>,
         k_order: Option<&[u32]>,
     ) -> Result<DeviceMatrix> {
+        Self::in_layout(ctx, data, offsets, k_order, ctx.coop)
+    }
+
+    /// [`DeviceMatrix::new`] in the tensor-core layout only where `coop` (and the context
+    /// runs those kernels), else in the SIMT layout.
+    pub fn in_layout(
+        ctx: &Context,
+        data: &Q4Data,
+        offsets: Option<&[f32]>,
+        k_order: Option<&[u32]>,
+        coop: bool,
+    ) -> Result<DeviceMatrix> {
         if k_order.is_some_and(|o| o.len() != data.shape.k) {
             return Err(Error::Internal(
                 "a column order needs one input per column".into(),
@@ -127,7 +139,7 @@ impl DeviceMatrix {
             data.scale_type == ScaleType::F32,
             offsets.is_some(),
             k_order.is_some(),
-            ctx.coop,
+            coop && ctx.coop,
             ctx.limits.max_part_bytes,
         )?;
         let (layout, coop) = (form.layout, form.coop);

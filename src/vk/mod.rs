@@ -31,5 +31,6 @@ pub mod shaders;
 mod staging;
 pub mod stats;
 pub mod submit;
+pub mod tune;
 pub mod x_fragments;
 pub mod xy_sets;

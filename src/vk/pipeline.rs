@@ -204,6 +204,12 @@ pub struct PipelineKey {
     pub portable: bool,
     /// Invocations per workgroup ([`Tuning::workgroup_for`]).
     pub workgroup: u32,
+    /// Rows per workgroup ([`Tuning::rows`]).
+    pub rows: u32,
+    /// Chunks per row each invocation loads per step ([`Tuning::unroll`]).
+    pub unroll: u32,
+    /// Invocations sharing each chunk ([`Tuning::split`]).
+    pub split: u32,
     /// Activation rows (1..=8).
     pub m: u32,
     /// Per-group zero points.
@@ -834,14 +840,14 @@ impl Pipelines {
         let t = self.tuning;
         let value = |spec: Spec| match spec {
             Spec::Workgroup => key.workgroup,
-            Spec::Rows => t.rows,
+            Spec::Rows => key.rows,
             Spec::M => key.m,
             Spec::HasZeros => key.zeros as u32,
             Spec::ScaleF32 => key.scale_f32 as u32,
             Spec::XF16 => key.x_f16 as u32,
             Spec::SubgroupSize => t.subgroup,
-            Spec::Unroll => t.unroll,
-            Spec::Split => t.split,
+            Spec::Unroll => key.unroll,
+            Spec::Split => key.split,
             Spec::HasOffsets => key.offsets as u32,
             Spec::HasKOrder => key.k_order as u32,
             Spec::DecodeOnce => key.decode_once as u32,

@@ -25,6 +25,8 @@ pub struct Rules {
     pub int_dot_everywhere: bool,
     /// The SIMT GEMV's workgroup shape.
     pub simt: Tuning,
+    /// `simt` came from a tuning blob (`vk::tune`), not the device's row.
+    pub simt_tuned: bool,
     /// The fragment shape of the tensor-core GEMM on the SIMT layout
     /// (`vk::coop_tiles`), where the device offers a usable one and the context enabled
     /// cooperative matrices.
@@ -52,6 +54,7 @@ impl Rules {
                 class.subgroup_size,
                 class.min_subgroup_size,
             ),
+            simt_tuned: false,
             coop_tiles: None,
             overrides: Overrides::default(),
         }

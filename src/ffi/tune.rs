@@ -1,0 +1,222 @@
+//! `q4vk_context_tune`: the SIMT GEMV's workgroup shape timed on the device in hand
+//! (`vk::tune`), into a blob the next context takes (`q4vk_context_desc.tuning_data`).
+
+use super::context::q4vk_context;
+use super::panic::guard;
+use super::ptr::{
+    check_size, handle, in_slice, out_bytes, read_struct, require, write_out, write_prefix,
+    VersionedStruct,
+};
+use super::status::q4vk_status;
+use crate::error::Result;
+use crate::vk::log::LEVEL_INFO;
+use crate::vk::tune::{tune, TuneOptions};
+use std::ffi::c_void;
+use std::time::Duration;
+
+/// Bytes a tuning blob of this or any later q4vk takes at most: a buffer of this size
+/// always holds one.
+pub const Q4VK_TUNING_BLOB_MAX_BYTES: usize = 256;
+
+/// What `q4vk_context_tune` times. Initialize with `q4vk_tune_desc_default`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_tune_desc {
+    /// `sizeof(q4vk_tune_desc)`; smaller than the first version is refused.
+    pub struct_size: u32,
+    /// Wall-clock budget in milliseconds: no candidate starts past it (the table's shape is
+    /// always timed, so a call may take longer). Default 2000; 0 is refused.
+    pub budget_ms: u32,
+    /// Matrix shapes timed: `shape_count` (n, k) pairs at `shapes`, k a multiple of 128;
+    /// 0 (default) = the decoder matrices of 1.5B–3B models (1536 × 1536, 256 × 1536,
+    /// 8960 × 1536, 1536 × 8960). At most 64.
+    pub shape_count: u32,
+    /// Activation rows timed on each shape: `m_count` values (1..8) at `ms`; 0 (default) =
+    /// 1 and 8. At most 8.
+    pub m_count: u32,
+    /// `2 · shape_count` values: n0, k0, n1, k1, …
+    pub shapes: *const u64,
+    /// `m_count` values.
+    pub ms: *const u32,
+    /// Bytes of weight copies each shape's calls rotate through, so that each call reads
+    /// its weights from memory as in a decode step, not from the last call's cache; 0
+    /// (default) = 64 MiB. At most 1 GiB; that much device memory is held during the call.
+    pub cold_bytes: u64,
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers and raw pointers.
+unsafe impl VersionedStruct for q4vk_tune_desc {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_tune_desc>();
+    const NAME: &'static str = "q4vk_tune_desc";
+}
+
+/// What `q4vk_context_tune` found. The caller sets `struct_size = sizeof(q4vk_tune_info)`;
+/// q4vk writes the other fields.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_tune_info {
+    /// Set by the caller: `sizeof(q4vk_tune_info)`.
+    pub struct_size: u32,
+    /// Candidate shapes timed on every case (the table's included).
+    pub candidates_timed: u32,
+    /// Candidate shapes the device can run.
+    pub candidates: u32,
+    /// The chosen SIMT GEMV shape: invocations per workgroup, rows per workgroup, chunks
+    /// per row each invocation loads per step, invocations sharing a chunk.
+    pub workgroup: u32,
+    /// See `workgroup`.
+    pub rows: u32,
+    /// See `workgroup`.
+    pub unroll: u32,
+    /// See `workgroup`.
+    pub split: u32,
+    /// The device row's shape, in the same order.
+    pub table_workgroup: u32,
+    /// See `table_workgroup`.
+    pub table_rows: u32,
+    /// See `table_workgroup`.
+    pub table_unroll: u32,
+    /// See `table_workgroup`.
+    pub table_split: u32,
+    /// The chosen shape's time against the table's, geometric mean over the timed cases
+    /// (1 where the table's shape was kept).
+    pub time_vs_table: f64,
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers and a double.
+unsafe impl VersionedStruct for q4vk_tune_info {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_tune_info>();
+    const NAME: &'static str = "q4vk_tune_info";
+}
+
+/// Fills `desc` with the defaults: 2000 ms, the default shapes and m, 64 MiB of copies.
+/// NULL is ignored.
+///
+/// # Safety
+/// `desc` must be NULL or point to a writable `q4vk_tune_desc`.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_tune_desc_default(desc: *mut q4vk_tune_desc) {
+    let value = q4vk_tune_desc {
+        struct_size: std::mem::size_of::<q4vk_tune_desc>() as u32,
+        budget_ms: 2000,
+        shape_count: 0,
+        m_count: 0,
+        shapes: std::ptr::null(),
+        ms: std::ptr::null(),
+        cold_bytes: 0,
+    };
+    let _ = guard("q4vk_tune_desc_default", || {
+        // SAFETY: `desc` is NULL (skipped) or writable (caller's contract).
+        unsafe { write_out(desc, value, "desc") }.or(Ok(()))
+    });
+}
+
+/// The options `d` asks for.
+///
+/// # Safety
+/// `d.shapes` and `d.ms` readable for their counts where the counts are not 0.
+unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
+    let shapes = match d.shape_count {
+        0 => TuneOptions::DEFAULT_SHAPES.to_vec(),
+        // SAFETY: `2 · shape_count` readable values (contract).
+        count => unsafe { in_slice(d.shapes, 2 * count as usize, "desc->shapes") }?
+            .chunks_exact(2)
+            .map(|p| (p[0], p[1]))
+            .collect(),
+    };
+    let ms = match d.m_count {
+        0 => TuneOptions::DEFAULT_MS.to_vec(),
+        // SAFETY: `m_count` readable values (contract).
+        count => unsafe { in_slice(d.ms, count as usize, "desc->ms") }?.to_vec(),
+    };
+    TuneOptions {
+        budget: Duration::from_millis(u64::from(d.budget_ms)),
+        shapes,
+        ms,
+        cold_bytes: match d.cold_bytes {
+            0 => TuneOptions::DEFAULT_COLD_BYTES,
+            b => b,
+        },
+    }
+    .checked()
+}
+
+/// Times the SIMT GEMV's workgroup shapes on `ctx`'s device — the device row's first, then
+/// its neighbours, nearest first, as long as `desc->budget_ms` allows — on the shapes and m
+/// of `desc`, each call reading its weights cold, and writes the fastest (the row's unless
+/// another was faster by more than timing noise) as a blob into `blob`. Store the blob
+/// beside the pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next
+/// context on the same device, driver and q4vk version uses that shape for its SIMT GEMVs;
+/// this context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
+/// NULL to skip) what was found. The SIMT GEMVs are the kernels of GPUs without tensor cores
+/// (and of act-order matrices on those with them); the call holds `desc->cold_bytes` of
+/// device memory while it runs and submits to the context's queue.
+///
+/// Statuses: `NULL_POINTER` (ctx, desc, blob, blob_written), `INVALID_ARGUMENT` (struct
+/// sizes, a budget of 0, shapes or m out of range), `BUFFER_TOO_SMALL` (`blob_capacity`
+/// below `Q4VK_TUNING_BLOB_MAX_BYTES`; checked before anything runs), `UNSUPPORTED` (a CPU
+/// context, the portable kernels, an adopted device without a queue),
+/// `OUT_OF_DEVICE_MEMORY`, `VULKAN`, `DEVICE_LOST`. Nothing is written on failure.
+///
+/// # Safety
+/// `ctx` NULL or live; `desc` NULL or readable for its `struct_size` with its arrays;
+/// `blob` NULL or writable for `blob_capacity` bytes; `blob_written` NULL or writable;
+/// `info` NULL or writable for its `struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_context_tune(
+    ctx: *mut q4vk_context,
+    desc: *const q4vk_tune_desc,
+    blob: *mut c_void,
+    blob_capacity: usize,
+    blob_written: *mut usize,
+    info: *mut q4vk_tune_info,
+) -> q4vk_status {
+    guard("q4vk_context_tune", || {
+        // SAFETY: NULL or a live context (contract).
+        let c = unsafe { handle(ctx.cast_const(), "ctx") }?;
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let d = unsafe { read_struct(desc, "desc") }?;
+        require(blob, "blob")?;
+        require(blob_written, "blob_written")?;
+        let declared_info = match info.is_null() {
+            true => None,
+            // SAFETY: readable for its `struct_size` (contract).
+            false => Some(unsafe { read_struct(info.cast_const(), "info") }?),
+        };
+        check_size("blob_capacity", blob_capacity, Q4VK_TUNING_BLOB_MAX_BYTES)?;
+        // SAFETY: the arrays of `d` (contract).
+        let opts = unsafe { options(&d) }?;
+        let vk_ctx = c.backend.vulkan("q4vk_context_tune")?;
+        let found = tune(vk_ctx, &opts)?;
+        let (s, t) = (found.chosen, found.table);
+        vk_ctx.logger.log(
+            LEVEL_INFO,
+            &format!(
+                "tuned: SIMT GEMV workgroup {}, {} rows, unroll {}, split {} ({:.3} of the table's time; {} of {} candidates timed)",
+                s.workgroup, s.rows, s.unroll, s.split, found.time_vs_table, found.timed, found.candidates
+            ),
+        );
+        if let Some(declared) = declared_info {
+            let out = q4vk_tune_info {
+                struct_size: declared.struct_size,
+                candidates_timed: found.timed as u32,
+                candidates: found.candidates as u32,
+                workgroup: s.workgroup,
+                rows: s.rows,
+                unroll: s.unroll,
+                split: s.split,
+                table_workgroup: t.workgroup,
+                table_rows: t.rows,
+                table_unroll: t.unroll,
+                table_split: t.split,
+                time_vs_table: found.time_vs_table,
+            };
+            // SAFETY: writable for its `struct_size` (contract).
+            unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }?;
+        }
+        // SAFETY: writable for `blob_capacity` ≥ the blob's length (contract).
+        unsafe { out_bytes(blob.cast(), found.blob.len(), "blob") }?.copy_from_slice(&found.blob);
+        // SAFETY: writable (contract; checked non-NULL).
+        unsafe { write_out(blob_written, found.blob.len(), "blob_written") }
+    })
+}

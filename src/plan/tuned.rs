@@ -1,0 +1,310 @@
+//! Tuning on the device itself, as plain data: the candidate SIMT GEMV shapes a device can
+//! run ([`candidates`]), and the blob that carries the shape a tuning run chose
+//! ([`TunedBlob`]) from one context to the next. The blob names the device, driver and q4vk
+//! version it was made with, and a checksum; anything else is refused with the reason.
+
+use super::tuning::SimtGemv;
+use super::DeviceClass;
+
+/// The device, driver and q4vk build a blob belongs to: a blob made with any other is
+/// refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceIdentity {
+    /// `vendorID`.
+    pub vendor: u32,
+    /// `deviceID`.
+    pub device: u32,
+    /// `driverVersion`.
+    pub driver: u32,
+    /// `pipelineCacheUUID`: changes with the driver build.
+    pub cache_uuid: [u8; 16],
+}
+
+/// What a tuning run found, as carried by its blob.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TunedBlob {
+    /// The device it was timed on.
+    pub identity: DeviceIdentity,
+    /// The SIMT GEMV shape it chose.
+    pub simt_gemv: SimtGemv,
+    /// Its time against the table's shape over the tuned cases (geometric mean of the
+    /// ratios; below 1 is faster).
+    pub time_vs_table: f32,
+}
+
+/// The blob's first bytes.
+const MAGIC: &[u8; 8] = b"Q4VKTUNE";
+/// The blob's layout version.
+const FORMAT: u32 = 1;
+/// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), shape (16),
+/// ratio, checksum (8).
+const BLOB_BYTES: usize = 88;
+/// The q4vk version a blob is made with and must match, NUL-padded.
+fn version_bytes() -> [u8; 16] {
+    let mut v = [0u8; 16];
+    let s = env!("CARGO_PKG_VERSION").as_bytes();
+    v[..s.len().min(16)].copy_from_slice(&s[..s.len().min(16)]);
+    v
+}
+
+/// FNV-1a over `bytes`.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl TunedBlob {
+    /// The blob's bytes (88, little-endian).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(BLOB_BYTES);
+        b.extend_from_slice(MAGIC);
+        let words = |b: &mut Vec<u8>, w: &[u32]| w.iter().for_each(|v| b.extend(v.to_le_bytes()));
+        words(&mut b, &[FORMAT, BLOB_BYTES as u32]);
+        b.extend_from_slice(&version_bytes());
+        let id = &self.identity;
+        words(&mut b, &[id.vendor, id.device, id.driver]);
+        b.extend_from_slice(&id.cache_uuid);
+        let s = &self.simt_gemv;
+        words(&mut b, &[s.workgroup, s.rows, s.unroll, s.split]);
+        b.extend(self.time_vs_table.to_le_bytes());
+        let sum = checksum(&b);
+        b.extend(sum.to_le_bytes());
+        debug_assert_eq!(b.len(), BLOB_BYTES);
+        b
+    }
+
+    /// The blob in `bytes` if it is whole and was made by this q4vk build on the device
+    /// `identity` names; else why not (for the log: the context then keeps the table).
+    pub fn decode(bytes: &[u8], identity: &DeviceIdentity) -> Result<TunedBlob, String> {
+        if bytes.len() != BLOB_BYTES {
+            return Err(format!(
+                "{} bytes; a tuning blob has {BLOB_BYTES}",
+                bytes.len()
+            ));
+        }
+        if &bytes[..8] != MAGIC {
+            return Err("not a q4vk tuning blob".into());
+        }
+        let word = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        if word(8) != FORMAT || word(12) != BLOB_BYTES as u32 {
+            return Err(format!("blob format {}; this q4vk reads {FORMAT}", word(8)));
+        }
+        let sum = u64::from_le_bytes(bytes[80..88].try_into().expect("8 bytes"));
+        if sum != checksum(&bytes[..80]) {
+            return Err("checksum mismatch: the blob is corrupted".into());
+        }
+        if bytes[16..32] != version_bytes() {
+            let made = String::from_utf8_lossy(&bytes[16..32]);
+            return Err(format!(
+                "made by q4vk {}; this is q4vk {}",
+                made.trim_end_matches('\0'),
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+        let found = DeviceIdentity {
+            vendor: word(32),
+            device: word(36),
+            driver: word(40),
+            cache_uuid: bytes[44..60].try_into().expect("16 bytes"),
+        };
+        if (found.vendor, found.device) != (identity.vendor, identity.device) {
+            return Err(format!(
+                "made on device {:#06x}:{:#06x}; this is {:#06x}:{:#06x}",
+                found.vendor, found.device, identity.vendor, identity.device
+            ));
+        }
+        if found.driver != identity.driver || found.cache_uuid != identity.cache_uuid {
+            return Err(format!(
+                "made with driver version {:#x} (another build); this driver is {:#x}",
+                found.driver, identity.driver
+            ));
+        }
+        Ok(TunedBlob {
+            identity: found,
+            simt_gemv: SimtGemv {
+                workgroup: word(60),
+                rows: word(64),
+                unroll: word(68),
+                split: word(72),
+            },
+            time_vs_table: f32::from_le_bytes(bytes[76..80].try_into().expect("4 bytes")),
+        })
+    }
+}
+
+/// Bytes of the subgroup SIMT GEMV's reduction slots with `shape` on `class` at its largest
+/// m (8): one float per (subgroup, row, activation row).
+fn reduction_bytes(shape: &SimtGemv, class: &DeviceClass) -> u64 {
+    let subgroups = u64::from(shape.workgroup / class.min_subgroup_size.max(1));
+    4 * subgroups * u64::from(shape.rows) * 8
+}
+
+/// Whether the subgroup SIMT GEMV can run `shape` on `class`: a power-of-two workgroup
+/// from the subgroup size (and 32) to the device's largest, rows 1..32, a power-of-two split
+/// dividing the rows and at most the smallest workgroup, unroll 1..8, and reduction slots
+/// within the shared memory.
+pub fn runnable(shape: &SimtGemv, class: &DeviceClass) -> bool {
+    let min_workgroup = 32.max(class.subgroup_size);
+    shape.workgroup.is_power_of_two()
+        && shape.workgroup >= class.subgroup_size
+        && shape.workgroup <= class.max_workgroup
+        && (1..=32).contains(&shape.rows)
+        && shape.split.is_power_of_two()
+        && shape.rows.is_multiple_of(shape.split)
+        && shape.split <= min_workgroup.min(shape.workgroup)
+        && (1..=8).contains(&shape.unroll)
+        && reduction_bytes(shape, class) <= u64::from(class.max_shared)
+}
+
+/// The SIMT GEMV shapes a tuning run times on `class`, `table` (the device row's) first,
+/// then the others that [`runnable`] allows of workgroups 64..256, rows 1..16, splits 1..4
+/// and unrolls 1..2, nearest the table first (fewest fields changed, then the smallest
+/// change), so that a short budget still tries its neighbours.
+pub fn candidates(table: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
+    let mut all = Vec::new();
+    for workgroup in [64, 128, 256] {
+        for rows in [1, 2, 4, 8, 16] {
+            for split in [1, 2, 4] {
+                for unroll in [1, 2] {
+                    let s = SimtGemv {
+                        workgroup: workgroup.max(class.subgroup_size),
+                        rows,
+                        unroll,
+                        split,
+                    };
+                    if runnable(&s, class) && s != *table && !all.contains(&s) {
+                        all.push(s);
+                    }
+                }
+            }
+        }
+    }
+    let steps = |a: u32, b: u32| (a.max(1).ilog2() as i32 - b.max(1).ilog2() as i32).unsigned_abs();
+    let distance = |s: &SimtGemv| {
+        let d = [
+            steps(s.workgroup, table.workgroup),
+            steps(s.rows, table.rows),
+            steps(s.split, table.split),
+            steps(s.unroll, table.unroll),
+        ];
+        (d.iter().filter(|&&v| v > 0).count(), d.iter().sum::<u32>())
+    };
+    all.sort_by_key(distance);
+    let mut out = vec![*table];
+    out.extend(all);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Family;
+
+    fn identity() -> DeviceIdentity {
+        DeviceIdentity {
+            vendor: 0x10DE,
+            device: 0x2335,
+            driver: 0x91_27c0,
+            cache_uuid: [7; 16],
+        }
+    }
+
+    fn blob() -> TunedBlob {
+        TunedBlob {
+            identity: identity(),
+            simt_gemv: SimtGemv {
+                workgroup: 256,
+                rows: 4,
+                unroll: 2,
+                split: 2,
+            },
+            time_vs_table: 0.9,
+        }
+    }
+
+    #[test]
+    fn a_blob_round_trips_and_anything_else_is_refused_with_the_reason() {
+        let bytes = blob().encode();
+        assert_eq!(bytes.len(), BLOB_BYTES);
+        assert_eq!(TunedBlob::decode(&bytes, &identity()), Ok(blob()));
+        let refused = |b: &[u8], id: &DeviceIdentity, why: &str| {
+            let e = TunedBlob::decode(b, id).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        };
+        refused(&bytes[..40], &identity(), "88");
+        // Every byte is covered: a flip anywhere is refused.
+        for i in 0..BLOB_BYTES {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert!(TunedBlob::decode(&bad, &identity()).is_err(), "flip at {i}");
+        }
+        let other_device = DeviceIdentity {
+            device: 0x1234,
+            ..identity()
+        };
+        refused(&bytes, &other_device, "made on device");
+        let other_driver = DeviceIdentity {
+            driver: 1,
+            ..identity()
+        };
+        refused(&bytes, &other_driver, "driver");
+        let other_build = DeviceIdentity {
+            cache_uuid: [8; 16],
+            ..identity()
+        };
+        refused(&bytes, &other_build, "driver");
+        let mut flipped = bytes.clone();
+        flipped[64] ^= 1;
+        refused(&flipped, &identity(), "checksum");
+    }
+
+    #[test]
+    fn candidates_start_at_the_table_and_all_run_on_the_device() {
+        let class = DeviceClass {
+            family: Family::Mali,
+            vendor: 0x13B5,
+            cpu: false,
+            subgroup_size: 16,
+            min_subgroup_size: 16,
+            max_shared: 32768,
+            max_workgroup: 512,
+            max_storage_range: 1 << 27,
+            max_groups: [65535, 65535],
+            sm_count: None,
+        };
+        let table = SimtGemv {
+            workgroup: 128,
+            rows: 4,
+            unroll: 1,
+            split: 1,
+        };
+        let all = candidates(&table, &class);
+        assert_eq!(all[0], table);
+        assert!(all.iter().all(|s| runnable(s, &class)));
+        // The nearest come first: one field changed by one step.
+        let changed = |s: &SimtGemv| {
+            [
+                s.workgroup != table.workgroup,
+                s.rows != table.rows,
+                s.split != table.split,
+                s.unroll != table.unroll,
+            ]
+            .iter()
+            .filter(|&&c| c)
+            .count()
+        };
+        assert!(all[1..6].iter().all(|s| changed(s) == 1), "{:?}", &all[..6]);
+        let mut unique = all.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), all.len());
+        // A split larger than the rows or a workgroup beyond the device never appears.
+        let too_big = SimtGemv {
+            workgroup: 1024,
+            ..table
+        };
+        assert!(!runnable(&too_big, &class));
+        let split_past_rows = SimtGemv { split: 8, ..table };
+        assert!(!runnable(&split_past_rows, &class));
+    }
+}

@@ -1,0 +1,314 @@
+//! Tuning the SIMT GEMV's workgroup shape on the device in hand (`q4vk_context_tune`): the
+//! device row's shape and its neighbours (`plan::tuned::candidates`) timed on a set of
+//! matrix shapes and m, weights rotated through copies so that each call reads them from
+//! memory, not from the last call's cache; the fastest over all cases (geometric mean of
+//! its time against the row's) goes into a blob (`plan::tuned::TunedBlob`) that a later
+//! context takes.
+
+use super::context::Context;
+use super::gemv_plan::{decide, KernelChoice, Room};
+use super::matrix::{upload, DeviceMatrix};
+use super::memory::{Buffer, MemoryKind};
+use super::params::{BufferRange, GemvParams, MAX_M};
+use super::pipeline::Tuning;
+use super::record::{record_resolved, CallPlan};
+use super::rules::Rules;
+use super::submit::record_barrier;
+use crate::error::{invalid, Error, Result};
+use crate::plan::tuned::{candidates, TunedBlob};
+use crate::plan::tuning::SimtGemv;
+use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
+use ash::vk;
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+/// What a tuning run times, and for how long at most.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuneOptions {
+    /// Wall-clock budget: no candidate starts past it (the row's shape is always timed).
+    pub budget: Duration,
+    /// Matrix shapes (n, k) timed, each a multiple of 128 in k.
+    pub shapes: Vec<(u64, u64)>,
+    /// Activation rows timed on each (1..=8).
+    pub ms: Vec<u32>,
+    /// Bytes of weight copies each case rotates through (the cache the calls must miss).
+    pub cold_bytes: u64,
+}
+
+impl TuneOptions {
+    /// Shapes of the decoder matrices of 1.5B–3B models (Qwen2.5-1.5B, Llama-3.2-1B/3B):
+    /// attention, KV heads, MLP up and down.
+    pub(crate) const DEFAULT_SHAPES: [(u64, u64); 4] =
+        [(1536, 1536), (256, 1536), (8960, 1536), (1536, 8960)];
+    /// A decode step and a few sequences at once.
+    pub(crate) const DEFAULT_MS: [u32; 2] = [1, 8];
+    /// Larger than the last-level caches of phone and desktop GPUs.
+    pub(crate) const DEFAULT_COLD_BYTES: u64 = 64 << 20;
+
+    /// Checks the options: a budget, 1..=64 shapes of 1..=65536 rows and k a multiple of 128
+    /// up to 65536, 1..=8 values of m each 1..=8, cold bytes up to 1 GiB.
+    pub fn checked(self) -> Result<TuneOptions> {
+        if self.budget.is_zero() {
+            return Err(invalid!("a tuning budget of 0 ms"));
+        }
+        if self.shapes.is_empty() || self.shapes.len() > 64 {
+            return Err(invalid!(
+                "{} tuning shapes; expected 1..64",
+                self.shapes.len()
+            ));
+        }
+        for &(n, k) in &self.shapes {
+            if !(1..=65536).contains(&n) || !(128..=65536).contains(&k) || k % 128 != 0 {
+                return Err(invalid!(
+                    "tuning shape {n} x {k}: expected 1..65536 rows and k a multiple of 128 up to 65536"
+                ));
+            }
+        }
+        if self.ms.is_empty()
+            || self.ms.len() > 8
+            || self.ms.iter().any(|m| !(1..=MAX_M).contains(m))
+        {
+            return Err(invalid!(
+                "tuning m values {:?}: expected 1..8 values of 1..{MAX_M}",
+                self.ms
+            ));
+        }
+        if self.cold_bytes > 1 << 30 {
+            return Err(invalid!("{} cold bytes; at most 1 GiB", self.cold_bytes));
+        }
+        Ok(self)
+    }
+}
+
+/// What a tuning run found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuneOutcome {
+    /// The device row's shape (the baseline).
+    pub table: SimtGemv,
+    /// The chosen shape (the row's where no candidate was faster by more than the noise
+    /// margin).
+    pub chosen: SimtGemv,
+    /// The chosen shape's time against the row's (geometric mean over the cases).
+    pub time_vs_table: f64,
+    /// Candidates timed on every case, the row's included.
+    pub timed: usize,
+    /// Candidates the device can run.
+    pub candidates: usize,
+    /// The blob a later context takes (`ContextConfig::tuned_blob`).
+    pub blob: Vec<u8>,
+}
+
+/// A candidate must beat the row's shape by this factor to replace it (timing noise).
+const NOISE_MARGIN: f64 = 0.98;
+
+/// Timed submissions per (candidate, case); the fastest counts.
+const REPEATS: usize = 3;
+
+/// A timed case: rotated copies of one matrix, x and y, and the calls per submission.
+struct Case {
+    mats: Vec<DeviceMatrix>,
+    x: Buffer,
+    y: Buffer,
+    n: u64,
+    k: u64,
+    calls: usize,
+}
+
+/// The subgroup SIMT GEMV's workgroup shape for `shape` on `ctx`'s device.
+pub fn tuning_of(ctx: &Context, shape: &SimtGemv) -> Tuning {
+    let class = &ctx.rules.class;
+    Tuning::for_device(false, shape, class.subgroup_size, class.min_subgroup_size)
+}
+
+/// Times the candidate SIMT GEMV shapes on `ctx`'s device as `opts` says and returns the
+/// fastest and its blob. `Unsupported` on contexts that run the portable kernels (one
+/// shape) or have no queue.
+pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
+    let started = Instant::now();
+    if ctx.rules.portable {
+        return Err(Error::Unsupported(
+            "the portable kernels have one workgroup shape: nothing to tune".into(),
+        ));
+    }
+    if ctx.device.queue == vk::Queue::null() {
+        return Err(Error::Unsupported(
+            "tuning submits its timed calls, and this adopted device was given no queue".into(),
+        ));
+    }
+    let table = ctx.rules.row.simt_gemv;
+    let all = candidates(&table, &ctx.rules.class);
+    let cases = opts
+        .shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, k))| make_case(ctx, n, k, opts, i as u64))
+        .collect::<Result<Vec<_>>>()?;
+    // Per case and m: the table's time first, then each candidate's ratio to it.
+    let mut table_us = Vec::new();
+    let mut best = (table, 1.0f64);
+    let mut timed = 0;
+    for (i, shape) in all.iter().enumerate() {
+        if i > 0 && started.elapsed() >= opts.budget {
+            break;
+        }
+        let mut rules = ctx.rules;
+        rules.simt = tuning_of(ctx, shape);
+        let mut log_ratio = 0.0;
+        let mut count = 0;
+        for case in &cases {
+            for &m in &opts.ms {
+                let us = time_case(ctx, &rules, case, m)?;
+                if i == 0 {
+                    table_us.push(us);
+                }
+                log_ratio += (us / table_us[count]).ln();
+                count += 1;
+            }
+        }
+        timed += 1;
+        let ratio = (log_ratio / count as f64).exp();
+        if ratio < best.1 {
+            best = (*shape, ratio);
+        }
+    }
+    let (chosen, time_vs_table) = match best.1 < NOISE_MARGIN {
+        true => best,
+        false => (table, 1.0),
+    };
+    let blob = TunedBlob {
+        identity: ctx.device.identity(),
+        simt_gemv: chosen,
+        time_vs_table: time_vs_table as f32,
+    }
+    .encode();
+    Ok(TuneOutcome {
+        table,
+        chosen,
+        time_vs_table,
+        timed,
+        candidates: all.len(),
+        blob,
+    })
+}
+
+/// The case `index` of shape `n` × `k`: a pseudo-random group-128 matrix uploaded in the
+/// SIMT layout as many times as `opts.cold_bytes` holds (1..=64), and x and y for 8 rows.
+fn make_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> Result<Case> {
+    let shape = Q4Shape::new(n, k, 128, 0)?;
+    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (index << 32) ^ n ^ (k << 16);
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let weight: Vec<u8> = crate::alloc::collect(
+        (0..shape.weight_bytes()).map(|_| next() as u8),
+        "the tuning matrix",
+    )?;
+    let scales: Vec<u8> = crate::alloc::collect(
+        (0..2 * shape.scale_count())
+            .map(|b| half::f16::from_f32(0.01 + (b / 2 % 7) as f32 * 1e-3).to_le_bytes()[b % 2]),
+        "the tuning scales",
+    )?;
+    let data = Q4Data {
+        shape,
+        weight: Cow::Owned(weight),
+        scale_type: ScaleType::F16,
+        scales: Cow::Owned(scales),
+        zeros: Cow::Owned(Vec::new()),
+    };
+    let first = DeviceMatrix::in_layout(ctx, &data, None, None, false)?;
+    let bytes = first.form.device_bytes().max(1);
+    let copies = opts.cold_bytes.div_ceil(bytes).clamp(1, 64) as usize;
+    let mut mats = vec![first];
+    for _ in 1..copies {
+        mats.push(DeviceMatrix::in_layout(ctx, &data, None, None, false)?);
+    }
+    let x_values: Vec<u8> = (0..MAX_M as u64 * k)
+        .flat_map(|i| (((i % 97) as f32 - 48.0) / 64.0).to_le_bytes())
+        .collect();
+    let x = upload(ctx, &x_values, "q4vk tuning x")?;
+    let y = Buffer::new(
+        &ctx.device,
+        4 * u64::from(MAX_M) * n,
+        MemoryKind::Device,
+        "q4vk tuning y",
+    )?;
+    Ok(Case {
+        calls: copies.max(16),
+        mats,
+        x,
+        y,
+        n,
+        k,
+    })
+}
+
+/// Microseconds per call of `m` rows on `case` with `rules`' SIMT GEMV: the fastest of
+/// [`REPEATS`] submissions of `case.calls` calls (rotating through the copies, a barrier
+/// between calls, as a decoder step runs them), after one untimed submission that creates
+/// the pipelines and warms the driver.
+fn time_case(ctx: &Context, rules: &Rules, case: &Case, m: u32) -> Result<f64> {
+    let p = GemvParams {
+        m,
+        x_f16: false,
+        x_stride: case.k,
+        y_stride: case.n,
+        x_gathered: false,
+        x_round_f16: false,
+        workspace_filled: false,
+    };
+    let choice = decide(rules, &case.mats[0].form, &p, Room::None)?;
+    if !matches!(choice.kernel, KernelChoice::SimtGemv { .. }) {
+        return Err(Error::Internal(format!(
+            "tuning the SIMT GEMV at m = {m} resolved to {choice}"
+        )));
+    }
+    let plans = case
+        .mats
+        .iter()
+        .map(|mat| CallPlan::of(ctx, mat, &p, choice))
+        .collect::<Result<Vec<_>>>()?;
+    let x = BufferRange {
+        buffer: case.x.buffer,
+        offset: 0,
+        range: 4 * u64::from(m) * case.k,
+    };
+    let y = BufferRange {
+        buffer: case.y.buffer,
+        offset: 0,
+        range: 4 * u64::from(m) * case.n,
+    };
+    let write = (
+        vk::PipelineStageFlags::COMPUTE_SHADER,
+        vk::AccessFlags::SHADER_WRITE,
+    );
+    let read_write = (
+        vk::PipelineStageFlags::COMPUTE_SHADER,
+        vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+    );
+    let submit = |calls: usize| -> Result<Duration> {
+        let started = Instant::now();
+        ctx.submit(|cmd| {
+            for i in 0..calls {
+                let at = i % case.mats.len();
+                if i > 0 {
+                    // SAFETY: q4vk's own command buffer, recording.
+                    unsafe { record_barrier(&ctx.device.device, cmd, write, read_write) };
+                }
+                record_resolved(ctx, cmd, &case.mats[at], (x, y), &p, None, &plans[at])?;
+            }
+            Ok(())
+        })?;
+        Ok(started.elapsed())
+    };
+    submit(case.mats.len())?;
+    let fastest = (0..REPEATS)
+        .map(|_| submit(case.calls))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .min()
+        .expect("REPEATS > 0");
+    Ok(fastest.as_secs_f64() * 1e6 / case.calls as f64)
+}

@@ -1,0 +1,323 @@
+//! Tuning on the device (`q4vk_context_tune`, `vk::tune`) on the system's Vulkan device
+//! (lavapipe in CI), validation on: a short run times the table's shape and some
+//! neighbours and writes a blob; a context given the blob runs the chosen shape (the plan
+//! says so) and matches the f64 reference; a blob that is corrupted, truncated, of another
+//! device or driver is ignored with the reason in the log and the table's shape runs; bad
+//! arguments are refused before anything runs and write nothing.
+
+mod gpu_support;
+use gpu_support::*;
+use q4vk::ffi::context::*;
+use q4vk::ffi::gemv::*;
+use q4vk::ffi::matrix::q4vk_matrix_destroy;
+use q4vk::ffi::status::*;
+use q4vk::ffi::tune::*;
+use q4vk::plan::tuned::TunedBlob;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::Mutex;
+
+/// Every message of the contexts made by `logged_context`, INFO included.
+static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn keep(_: *mut c_void, level: u32, message: *const c_char) {
+    let text = CStr::from_ptr(message).to_string_lossy().into_owned();
+    if level <= Q4VK_LOG_WARN {
+        assert!(!fails_test(&text), "{text}");
+    }
+    MESSAGES.lock().unwrap().push(text);
+}
+
+/// A validated context on the system's device with `blob` as its tuning blob, logging
+/// everything up to INFO into [`MESSAGES`].
+fn logged_context(blob: &[u8]) -> Gpu {
+    Gpu::with(false, |desc| {
+        desc.log = Some(keep);
+        desc.log_level = Q4VK_LOG_INFO;
+        desc.tuning_data = blob.as_ptr().cast();
+        desc.tuning_size = blob.len();
+    })
+    .expect("q4vk_context_create")
+}
+
+/// The last tuning-blob line of the log.
+fn blob_line() -> String {
+    let all = MESSAGES.lock().unwrap();
+    all.iter()
+        .rev()
+        .find(|m| m.starts_with("tuning blob"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A short tuning run's desc: one small shape, m = 1 and 2, 1 MiB of copies.
+fn small_desc(budget_ms: u32, shapes: &[u64], ms: &[u32]) -> q4vk_tune_desc {
+    let mut d = unsafe { std::mem::zeroed::<q4vk_tune_desc>() };
+    unsafe { q4vk_tune_desc_default(&mut d) };
+    d.budget_ms = budget_ms;
+    d.shape_count = (shapes.len() / 2) as u32;
+    d.shapes = shapes.as_ptr();
+    d.m_count = ms.len() as u32;
+    d.ms = ms.as_ptr();
+    d.cold_bytes = 1 << 20;
+    d
+}
+
+/// The plan's shape source of an m = 1 GEMV on a fresh matrix on `gpu`, after checking the
+/// GEMV against the reference at m = 1 and 3.
+fn checked_plan(gpu: &Gpu) -> u32 {
+    let mut rng = Rng(0x7u64);
+    let d = random_q4(&mut rng, 200, 512, 128, true, false);
+    let mat = upload_q4(gpu, &d);
+    for m in [1usize, 3] {
+        let x = rng.vec(m * 512);
+        assert!(check_gemv(gpu, mat, &d, &x, m) < 1e-5, "m {m}");
+    }
+    let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_gemv_plan_info>() as u32;
+    let status = unsafe { q4vk_gemv_plan(gpu.ctx, mat, 1, 0, 0, &mut info) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    unsafe { q4vk_matrix_destroy(mat) };
+    info.shape_source
+}
+
+/// The SIMT GEMV shape `gpu`'s context runs: workgroup, rows, unroll, split.
+fn shape_of(gpu: &Gpu) -> [u32; 4] {
+    let t = gpu.context().rules.simt;
+    [t.workgroup, t.rows, t.unroll, t.split]
+}
+
+#[test]
+fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
+    let gpu = logged_context(&[]);
+    let shapes = [96u64, 1024];
+    let ms = [1u32, 2];
+    let desc = small_desc(1500, &shapes, &ms);
+    let mut blob = vec![0u8; Q4VK_TUNING_BLOB_MAX_BYTES];
+    let mut written = 0usize;
+    let mut info = unsafe { std::mem::zeroed::<q4vk_tune_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_tune_info>() as u32;
+    let status = unsafe {
+        q4vk_context_tune(
+            gpu.ctx,
+            &desc,
+            blob.as_mut_ptr().cast(),
+            blob.len(),
+            &mut written,
+            &mut info,
+        )
+    };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    assert!(written > 0 && written <= blob.len());
+    blob.truncate(written);
+    eprintln!(
+        "tuned {} of {} candidates: [{}, {}, {}, {}] at {:.3} of the table's [{}, {}, {}, {}]",
+        info.candidates_timed,
+        info.candidates,
+        info.workgroup,
+        info.rows,
+        info.unroll,
+        info.split,
+        info.time_vs_table,
+        info.table_workgroup,
+        info.table_rows,
+        info.table_unroll,
+        info.table_split
+    );
+    assert!(info.candidates_timed >= 1 && info.candidates_timed <= info.candidates);
+    assert!(info.time_vs_table > 0.0 && info.time_vs_table <= 1.0);
+    assert_eq!(
+        shape_of(&gpu),
+        [
+            info.table_workgroup,
+            info.table_rows,
+            info.table_unroll,
+            info.table_split
+        ]
+    );
+    assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
+    drop(gpu);
+
+    // The next context takes the blob's shape.
+    let tuned = logged_context(&blob);
+    assert!(blob_line().contains("used"), "{}", blob_line());
+    assert_eq!(checked_plan(&tuned), Q4VK_GEMV_SHAPE_TUNED);
+    assert_eq!(
+        shape_of(&tuned),
+        [info.workgroup, info.rows, info.unroll, info.split]
+    );
+    drop(tuned);
+
+    // A shape other than the table's runs right too: the blob of the neighbour most unlike
+    // the table's (re-encoded for this device).
+    let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
+    let other = TunedBlob {
+        simt_gemv: q4vk::plan::tuning::SimtGemv {
+            workgroup: 64.max(info.table_workgroup / 2),
+            rows: 2,
+            unroll: 2,
+            split: 2,
+        },
+        ..decoded
+    };
+    let forced = logged_context(&other.encode());
+    assert!(
+        blob_line().contains("used: SIMT GEMV workgroup"),
+        "{}",
+        blob_line()
+    );
+    assert_eq!(checked_plan(&forced), Q4VK_GEMV_SHAPE_TUNED);
+    drop(forced);
+
+    // Corrupted, truncated, foreign: ignored with the reason, the table's shape runs.
+    let mut corrupted = blob.clone();
+    corrupted[62] ^= 0x40;
+    let foreign = TunedBlob {
+        identity: q4vk::plan::tuned::DeviceIdentity {
+            device: decoded.identity.device ^ 1,
+            ..decoded.identity
+        },
+        ..decoded
+    }
+    .encode();
+    let newer_driver = TunedBlob {
+        identity: q4vk::plan::tuned::DeviceIdentity {
+            driver: decoded.identity.driver.wrapping_add(1),
+            ..decoded.identity
+        },
+        ..decoded
+    }
+    .encode();
+    for (bad, why) in [
+        (&corrupted[..], "checksum"),
+        (&blob[..40], "bytes"),
+        (&foreign[..], "made on device"),
+        (&newer_driver[..], "driver version"),
+    ] {
+        let gpu = logged_context(bad);
+        let line = blob_line();
+        assert!(line.contains("ignored") && line.contains(why), "{line}");
+        assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
+    }
+}
+
+/// The identity of the system's default device, read through a context.
+fn device_identity() -> q4vk::plan::tuned::DeviceIdentity {
+    let ctx = q4vk::vk::context::Context::new(
+        q4vk::vk::context::ContextConfig {
+            device_index: -1,
+            ..Default::default()
+        },
+        counting_logger(),
+    )
+    .unwrap();
+    ctx.device.identity()
+}
+
+#[test]
+fn bad_arguments_are_refused_before_anything_runs() {
+    let gpu = logged_context(&[]);
+    let ctx = gpu.ctx;
+    let shapes = [96u64, 1024];
+    let ms = [1u32];
+    let mut blob = vec![0xAAu8; Q4VK_TUNING_BLOB_MAX_BYTES];
+    let mut written = 7usize;
+    let call = |desc: &q4vk_tune_desc, capacity: usize, written: &mut usize, blob: &mut [u8]| unsafe {
+        q4vk_context_tune(
+            ctx,
+            desc,
+            blob.as_mut_ptr().cast(),
+            capacity,
+            written,
+            std::ptr::null_mut(),
+        )
+    };
+    let good = small_desc(100, &shapes, &ms);
+    let cases: Vec<(q4vk_tune_desc, usize, q4vk_status, &str)> = vec![
+        (good, 16, Q4VK_ERROR_BUFFER_TOO_SMALL, "blob_capacity"),
+        (
+            q4vk_tune_desc {
+                budget_ms: 0,
+                ..good
+            },
+            blob.len(),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "budget",
+        ),
+        (
+            q4vk_tune_desc {
+                shapes: [96u64, 1000].as_ptr(),
+                ..good
+            },
+            blob.len(),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "multiple of 128",
+        ),
+        (
+            q4vk_tune_desc {
+                ms: [9u32].as_ptr(),
+                ..good
+            },
+            blob.len(),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "m values",
+        ),
+        (
+            q4vk_tune_desc {
+                struct_size: 8,
+                ..good
+            },
+            blob.len(),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "struct_size",
+        ),
+        (
+            q4vk_tune_desc {
+                shapes: std::ptr::null(),
+                ..good
+            },
+            blob.len(),
+            Q4VK_ERROR_NULL_POINTER,
+            "shapes",
+        ),
+    ];
+    for (desc, capacity, want, why) in cases {
+        let status = call(&desc, capacity, &mut written, &mut blob);
+        assert_eq!(status, want, "{why}: {}", last_error());
+        assert!(last_error().contains(why), "{}", last_error());
+        assert_eq!(written, 7, "written on failure ({why})");
+        assert!(
+            blob.iter().all(|&b| b == 0xAA),
+            "blob written on failure ({why})"
+        );
+    }
+    let status = unsafe {
+        q4vk_context_tune(
+            ctx,
+            std::ptr::null(),
+            blob.as_mut_ptr().cast(),
+            blob.len(),
+            &mut written,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(status, Q4VK_ERROR_NULL_POINTER);
+    drop(gpu);
+    // A CPU context has no GPU kernels to tune.
+    let mut desc = unsafe { std::mem::zeroed::<q4vk_context_desc>() };
+    unsafe { q4vk_context_desc_default(&mut desc) };
+    desc.flags = Q4VK_CONTEXT_CPU;
+    let mut cpu = std::ptr::null_mut();
+    assert_eq!(unsafe { q4vk_context_create(&desc, &mut cpu) }, Q4VK_OK);
+    let status = unsafe {
+        q4vk_context_tune(
+            cpu,
+            &good,
+            blob.as_mut_ptr().cast(),
+            blob.len(),
+            &mut written,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(status, Q4VK_ERROR_UNSUPPORTED, "{}", last_error());
+    unsafe { q4vk_context_destroy(cpu) };
+}
