@@ -515,6 +515,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             no_coop: d.flags & Q4VK_CONTEXT_NO_COOPMAT != 0 || env.no_coopmat,
             coop_tiles_only: false,
             tuned_blob,
+            row: None,
             int_dot: match (d.flags & Q4VK_CONTEXT_NO_INTDOT != 0, env.int_dot) {
                 (true, _) => IntDot::Off,
                 (false, int_dot) => int_dot,

@@ -297,6 +297,14 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
 };
 
 impl DeviceTuning {
+    /// Every row, by name.
+    pub const ALL: [&'static DeviceTuning; 3] = [&NVIDIA, &CPU_IMPLEMENTATION, &DEFAULT];
+
+    /// The row named `name`.
+    pub fn named(name: &str) -> Option<&'static DeviceTuning> {
+        Self::ALL.iter().copied().find(|r| r.name == name)
+    }
+
     /// The row for a device of `class`.
     pub fn for_class(class: &DeviceClass) -> &'static DeviceTuning {
         match class.family {

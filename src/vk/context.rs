@@ -51,6 +51,9 @@ pub struct ContextConfig {
     /// device row's where it was made on this device, driver and q4vk version and is whole;
     /// otherwise it is ignored (logged at INFO with the reason).
     pub tuned_blob: Vec<u8>,
+    /// A tuning row to use instead of the device class's (`q4vk-bench --row`: a device
+    /// treated as one without a fitted row).
+    pub row: Option<&'static crate::plan::DeviceTuning>,
     /// Never use the tensor-core kernel (`Q4VK_CONTEXT_NO_COOPMAT`, `Q4VK_NO_COOPMAT=1`).
     pub no_coop: bool,
     /// Of the tensor-core kernels, only the GEMM on the SIMT layout (`vk::coop_tiles`):
@@ -223,7 +226,10 @@ impl Context {
         let subgroup_ok = info.subgroup_kernels_ok();
         let portable = config.portable || !subgroup_ok;
         // The integer dot-product GEMV is settled below, once the device is known to run it.
-        let mut rules = Rules::for_class(info.class(), portable, false);
+        let mut rules = match config.row {
+            Some(row) => Rules::with_row(info.class(), row, portable, false),
+            None => Rules::for_class(info.class(), portable, false),
+        };
         rules.set_overrides(|o| *o = config.overrides)?;
         if !config.tuned_blob.is_empty() {
             let class = info.class();

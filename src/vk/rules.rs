@@ -41,7 +41,17 @@ impl Rules {
     /// `int_dot` (where it pays), no tensor-core GEMM on the SIMT layout and no fixed
     /// choices.
     pub fn for_class(class: DeviceClass, portable: bool, int_dot: bool) -> Rules {
-        let row = DeviceTuning::for_class(&class);
+        Self::with_row(class, DeviceTuning::for_class(&class), portable, int_dot)
+    }
+
+    /// [`Rules::for_class`] with another tuning row than the class's (comparisons: a
+    /// device treated as one q4vk has no row for).
+    pub fn with_row(
+        class: DeviceClass,
+        row: &'static DeviceTuning,
+        portable: bool,
+        int_dot: bool,
+    ) -> Rules {
         Rules {
             class,
             row,

@@ -25,7 +25,10 @@
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk;
 //! `--decode-once 0|1` fixes whether the f32 SIMT GEMV at m ≥ 2 decodes each word of codes
-//! once for all activation rows; `--coop-tiles` keeps matrices in the SIMT layout and runs
+//! once for all activation rows; `--row NAME` takes that tuning row instead of the device's
+//! (`default`: a device q4vk has no row for); `--tune MS` first tunes the SIMT GEMV's
+//! shape on the table's shapes and m (up to 8) within MS milliseconds (`q4vk_context_tune`)
+//! and runs the table on a context given its blob; `--coop-tiles` keeps matrices in the SIMT layout and runs
 //! the tensor-core GEMM on it wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
 //! table (entries may be matrices too: `--shapes 4096x14336,3` runs 4096 × 14336 and row 3;
 //! `--quick` quarters them as well); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
@@ -140,6 +143,10 @@ struct Options {
     /// `--coop-tiles`: the tensor-core GEMM on the SIMT layout wherever a GEMM runs, the
     /// tensor-core layout's kernels not used.
     coop_tiles: bool,
+    /// `--row NAME`: the tuning row instead of the device's.
+    row: Option<&'static q4vk::plan::DeviceTuning>,
+    /// `--tune MS`: the SIMT GEMV's shape tuned within MS milliseconds first.
+    tune: Option<u32>,
 }
 
 impl Options {
@@ -164,7 +171,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -178,6 +185,7 @@ fn main() {
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
     let mut coop_tiles = false;
+    let (mut row, mut tune) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -253,6 +261,14 @@ fn main() {
             }
             "--decode-once" => decode_once = Some(number() != 0),
             "--coop-tiles" => coop_tiles = true,
+            "--row" => {
+                row = Some(
+                    args.next()
+                        .and_then(|name| q4vk::plan::DeviceTuning::named(&name))
+                        .unwrap_or_else(|| usage()),
+                )
+            }
+            "--tune" => tune = Some(number()).filter(|&ms| ms > 0).or_else(|| usage()),
             _ => usage(),
         }
     }
@@ -298,6 +314,8 @@ fn main() {
         chain,
         decode_once,
         coop_tiles,
+        row,
+        tune,
     };
     if let Err(e) = run(&opt) {
         eprintln!("q4vk-bench: {e}");
@@ -362,6 +380,7 @@ fn context(
     tuning: Option<(u32, u32)>,
     unroll: Option<u32>,
     split: Option<u32>,
+    tuned_blob: &[u8],
 ) -> Result<Context> {
     let env = q4vk::ffi::context::env_switches();
     Context::new(
@@ -374,6 +393,8 @@ fn context(
             split,
             no_coop: opt.no_coop || env.no_coopmat,
             coop_tiles_only: opt.coop_tiles,
+            row: opt.row,
+            tuned_blob: tuned_blob.to_vec(),
             int_dot: match opt.int_dot {
                 Some(true) => IntDot::Forced,
                 Some(false) => IntDot::Off,
@@ -400,6 +421,54 @@ fn context(
     )
 }
 
+/// Runs `q4vk_context_tune`'s tuning on `ctx` within `ms` milliseconds, on the table's
+/// shapes (quartered with `--quick`) and its m up to 8, with the table's cold bytes; prints
+/// what it found and returns the blob.
+fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
+    use q4vk::vk::tune::{tune, TuneOptions};
+    let shapes = opt
+        .shapes
+        .as_deref()
+        .unwrap_or(&SHAPES)
+        .iter()
+        .map(|&(n, k)| match opt.quick {
+            true => (n as u64 / 4, k as u64 / 4),
+            false => (n as u64, k as u64),
+        })
+        .collect();
+    let mut ms_timed: Vec<u32> = opt.ms.iter().copied().filter(|&m| m <= 8).collect();
+    if ms_timed.is_empty() {
+        ms_timed = vec![1, 8];
+    }
+    let options = TuneOptions {
+        budget: std::time::Duration::from_millis(u64::from(ms)),
+        shapes,
+        ms: ms_timed,
+        cold_bytes: opt.cold_bytes,
+    }
+    .checked()?;
+    let started = std::time::Instant::now();
+    let found = tune(ctx, &options)?;
+    let (s, t) = (found.chosen, found.table);
+    println!(
+        "tuned in {:.1} s ({} of {} candidates): SIMT GEMV workgroup {}, {} rows, unroll {}, split {} at {:.3} of the time of row {}'s ({}, {}, {}, {})",
+        started.elapsed().as_secs_f64(),
+        found.timed,
+        found.candidates,
+        s.workgroup,
+        s.rows,
+        s.unroll,
+        s.split,
+        found.time_vs_table,
+        ctx.rules.row.name,
+        t.workgroup,
+        t.rows,
+        t.unroll,
+        t.split
+    );
+    Ok(found.blob)
+}
+
 /// Log callback of `Q4VK_BENCH_LOG=1`: every message up to INFO on stderr.
 unsafe extern "C" fn log_to_stderr(
     _: *mut std::ffi::c_void,
@@ -420,7 +489,11 @@ fn run(opt: &Options) -> Result<()> {
     if opt.coop_sweep {
         return coop_sweep(opt);
     }
-    let mut ctx = context(opt, opt.tuning, opt.unroll, opt.split)?;
+    let mut ctx = context(opt, opt.tuning, opt.unroll, opt.split, &[])?;
+    if let Some(ms) = opt.tune {
+        let blob = tuned(&ctx, opt, ms)?;
+        ctx = context(opt, opt.tuning, opt.unroll, opt.split, &blob)?;
+    }
     if !ctx.device.timestamps {
         return Err(Error::Unsupported(
             "the compute queue has no timestamps".into(),
@@ -435,10 +508,11 @@ fn run(opt: &Options) -> Result<()> {
     let copy = ceil.copy;
     let t = ctx.pipelines.tuning;
     println!(
-        "device: {} (path: {}; tuning row {}; SIMT kernels: workgroup {}, {} rows/workgroup, unroll {}, split {})",
+        "device: {} (path: {}; tuning row {}; SIMT kernels{}: workgroup {}, {} rows/workgroup, unroll {}, split {})",
         ctx.device_name(),
         ctx.kernel_path(),
         ctx.rules.row.name,
+        if ctx.rules.simt_tuned { " (tuned)" } else { "" },
         t.workgroup,
         t.rows,
         t.unroll,

@@ -61,7 +61,7 @@ pub(crate) fn sweep(opt: &Options) -> Result<()> {
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for (wg, rows, unroll, split) in GRID {
         // A workgroup smaller than this device's subgroup is refused: skip it.
-        let Ok(ctx) = context(opt, Some((wg, rows)), Some(unroll), Some(split)) else {
+        let Ok(ctx) = context(opt, Some((wg, rows)), Some(unroll), Some(split), &[]) else {
             continue;
         };
         let probe = Copy::new(&ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
@@ -99,7 +99,7 @@ pub(crate) const COOP_GRID: [(u32, u32); 10] = [
 pub(crate) fn coop_sweep(opt: &Options) -> Result<()> {
     let div = if opt.quick { 4 } else { 1 };
     let mut seed = 0x51u64;
-    let mut ctx = context(opt, None, None, None)?;
+    let mut ctx = context(opt, None, None, None, &[])?;
     if !ctx.coop {
         return Err(Error::Unsupported(
             "this device has no tensor-core path".into(),
