@@ -20,8 +20,12 @@
  * (to q4vk_gemv_workspace_size and q4vk_cmd_gemv): where the device runs the tensor-core
  * GEMM on x in fragments (m = 16) the result is that of x rounded to f16 and is held to
  * 1e-3; everywhere else the flag changes nothing and every case is held to 1e-5.
+ * --replay N records the GEMV through a q4vk_gemv_binding (this engine enables no push
+ * descriptors, so the binding owns its descriptor sets) into a command buffer recorded
+ * once and submitted N times, x0 rewritten before the last submission: the result must be
+ * that of the new x0.
  * Exit status 0 on success.
- * Usage: engine_pipeline [ENGINE_OPS_SPV] [--expect-int-dot] [--round-x-f16] */
+ * Usage: engine_pipeline [ENGINE_OPS_SPV] [--expect-int-dot] [--round-x-f16] [--replay N] */
 #define _POSIX_C_SOURCE 200809L
 #include "q4vk.h"
 
@@ -156,9 +160,12 @@ int main(int argc, char **argv) {
     const char *spv_path = ENGINE_OPS_SPV;
     int expect_int_dot = 0;
     uint32_t gemv_flags = 0;
+    long replay = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--expect-int-dot") == 0)
             expect_int_dot = 1;
+        else if (strcmp(argv[i], "--replay") == 0 && i + 1 < argc)
+            replay = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--round-x-f16") == 0)
             gemv_flags = Q4VK_GEMV_ROUND_X_TO_F16;
         else
@@ -474,7 +481,7 @@ int main(int argc, char **argv) {
         /* ---- one command buffer: engine (a) -> q4vk GEMV -> engine (b) ---- */
         CHECK_VK(vkResetCommandBuffer(cmd, 0));
         VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-        begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+        begin.flags = replay ? 0 : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
         CHECK_VK(vkBeginCommandBuffer(cmd, &begin));
         VkMemoryBarrier to_compute = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER};
         to_compute.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -502,7 +509,14 @@ int main(int argc, char **argv) {
         args.y.range = m * n * sizeof(float);
         args.workspace.buffer = (uint64_t)o->workspace.buffer;
         args.workspace.range = workspace;
-        CHECK_Q4(q4vk_cmd_gemv(ctx, o->mat, cmd, &args));
+        q4vk_gemv_binding *binding = NULL;
+        if (replay) {
+            /* Bound once: the sets it writes here name x, y and the workspace for good. */
+            CHECK_Q4(q4vk_gemv_binding_create(ctx, o->mat, &args, &binding));
+            CHECK_Q4(q4vk_cmd_gemv_bound(ctx, binding, cmd));
+        } else {
+            CHECK_Q4(q4vk_cmd_gemv(ctx, o->mat, cmd, &args));
+        }
         /* y: compute shader write -> compute shader read (q4vk_cmd_gemv's "after"). */
         vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                              &to_compute, 0, NULL, 0, NULL);
@@ -525,9 +539,17 @@ int main(int argc, char **argv) {
         VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
         si.commandBufferCount = 1;
         si.pCommandBuffers = &cmd;
-        CHECK_VK(vkQueueSubmit(queue, 1, &si, fence));
-        CHECK_VK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
-        CHECK_VK(vkResetFences(device, 1, &fence));
+        for (long rep = 0; rep < (replay ? replay : 1); rep++) {
+            if (replay && rep == replay - 1) {
+                /* New activations for the last submission of the same command buffer. */
+                for (size_t i = 0; i < m * k; i++) x0[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
+                memcpy(o->x0.mapped, x0, m * k * sizeof(float));
+            }
+            CHECK_VK(vkQueueSubmit(queue, 1, &si, fence));
+            CHECK_VK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+            CHECK_VK(vkResetFences(device, 1, &fence));
+        }
+        q4vk_gemv_binding_destroy(binding);
 
         /* f64 reference of the chain: xs = a*x0 + b; y = dequant(W) xs; ref = c*y + d. */
         double *xs = malloc(k * sizeof *xs);
@@ -549,10 +571,11 @@ int main(int argc, char **argv) {
         double tolerance = gemv_flags && m > 8 && workspace ? 1e-3 : 1e-5;
         int ok = unwritten == 0 && err < tolerance;
         if (!ok) failures++;
-        printf("%s: m %zu N %zu K %zu g%zu: engine(a) -> q4vk_cmd_gemv (workspace %llu bytes) -> engine(b), "
+        printf("%s: m %zu N %zu K %zu g%zu: engine(a) -> %s (workspace %llu bytes) -> engine(b), "
                "rel err %.2e%s\n",
-               ok ? "ok" : "FAIL", m, n, k, group, (unsigned long long)workspace, err,
-               unwritten ? " (out not written)" : "");
+               ok ? "ok" : "FAIL", m, n, k, group, replay ? "q4vk_cmd_gemv_bound" : "q4vk_cmd_gemv",
+               (unsigned long long)workspace, err, unwritten ? " (out not written)" : "");
+        if (replay) printf("    one command buffer recorded once, submitted %ld times\n", replay);
         free(xs);
         free(w);
         free(x0);

@@ -195,6 +195,10 @@
 // threads at once: q4vk serializes its own submissions.
 typedef struct q4vk_context q4vk_context;
 
+// A GEMV call bound once (opaque; `q4vk_gemv_binding_create`): its matrix, x, y and workspace,
+// its kernels and, on devices without `VK_KHR_push_descriptor`, descriptor sets of its own.
+typedef struct q4vk_gemv_binding q4vk_gemv_binding;
+
 // A matrix (opaque): immutable after creation, usable from several threads. A GPU
 // matrix works with every context of the `VkDevice` it was created on (several contexts
 // may adopt one device); it must outlive every command buffer that uses it, and on an
@@ -1101,7 +1105,8 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
 // rewritten `Q4VK_CMD_GEMV_SET_RING` sets later. So a command buffer holds calls taking at
 // most `Q4VK_CMD_GEMV_SET_RING` sets, and must have finished executing (or been reset or
 // freed) before further GEMVs on the context take `Q4VK_CMD_GEMV_SET_RING` sets; a command
-// buffer resubmitted later must be re-recorded. Nothing else is required of the host's buffers: no set outlives that
+// buffer resubmitted later must be re-recorded, or record it with a binding
+// (`q4vk_gemv_binding_create`, `q4vk_cmd_gemv_bound`), whose sets are its own. Nothing else is required of the host's buffers: no set outlives that
 // window, so destroying a buffer and reusing its handle is safe.
 //
 // # Safety
@@ -1615,6 +1620,50 @@ q4vk_status q4vk_weight_unpermute(const struct q4vk_weight_quantize_desc *desc,
                                   size_t qweight_bytes,
                                   int8_t *plain,
                                   size_t plain_bytes);
+
+// Binds the call `args` describes on `mat` — checked exactly as `q4vk_cmd_gemv` checks
+// it, kernels chosen and pipelines created — into `*out`, for `q4vk_cmd_gemv_bound` to
+// record any number of times. A command buffer recorded with a binding stays valid, and
+// may be submitted again and again, for as long as the binding, its matrix, its buffers
+// and the context live: on devices without `VK_KHR_push_descriptor` the binding owns its
+// descriptor sets (one, two with a pre-pass), written here once and never again, so the
+// ring's limit (`Q4VK_CMD_GEMV_SET_RING`) does not apply. With push descriptors the
+// buffers are pushed at each record, as `q4vk_cmd_gemv` does. The buffers are named by
+// handle: the host keeps them (not only their memory) alive while the binding is used.
+//
+// Statuses: those of `q4vk_cmd_gemv`'s checks; `VULKAN`, `OUT_OF_DEVICE_MEMORY` (pipeline
+// or descriptor pool creation). Nothing is written on failure. Thread-safe.
+//
+// # Safety
+// Handles NULL or live; `args` NULL or readable for its `struct_size`; `out` NULL or
+// writable.
+q4vk_status q4vk_gemv_binding_create(struct q4vk_context *ctx,
+                                     const struct q4vk_matrix *mat,
+                                     const struct q4vk_gemv_args *args,
+                                     struct q4vk_gemv_binding **out);
+
+// Records `binding`'s GEMV into `command_buffer`, as `q4vk_cmd_gemv` with its arguments
+// would (the same kernels, pre-pass and barriers; no barrier before or after), on the
+// context that made it. Records nothing else, allocates nothing, writes no descriptor:
+// safe to call while earlier command buffers recorded with the binding are pending.
+//
+// Statuses: `NULL_POINTER` (ctx, binding, command_buffer), `INVALID_ARGUMENT` (a binding
+// made on another context, or whose matrix was destroyed), `UNSUPPORTED` (a CPU context).
+// Thread-safe for distinct command buffers.
+//
+// # Safety
+// `ctx` and `binding` NULL or live; `command_buffer` a valid `VkCommandBuffer` of the
+// context's device in the recording state.
+q4vk_status q4vk_cmd_gemv_bound(struct q4vk_context *ctx,
+                                const struct q4vk_gemv_binding *binding,
+                                void *command_buffer);
+
+// Destroys a binding (NULL is ignored). Command buffers recorded with it must have
+// finished executing (or been reset or freed); they cannot be submitted again.
+//
+// # Safety
+// `binding` NULL or live, not used by another call at the same time.
+void q4vk_gemv_binding_destroy(struct q4vk_gemv_binding *binding);
 
 // Writes the f32 weights `[n][k]` (row-major, nn.Linear order, inputs in their original
 // order) that a matrix created from `desc` computes with: on the CPU, without a context,

@@ -595,7 +595,8 @@ pub unsafe extern "C" fn q4vk_gemv_host(
 /// rewritten `Q4VK_CMD_GEMV_SET_RING` sets later. So a command buffer holds calls taking at
 /// most `Q4VK_CMD_GEMV_SET_RING` sets, and must have finished executing (or been reset or
 /// freed) before further GEMVs on the context take `Q4VK_CMD_GEMV_SET_RING` sets; a command
-/// buffer resubmitted later must be re-recorded. Nothing else is required of the host's buffers: no set outlives that
+/// buffer resubmitted later must be re-recorded, or record it with a binding
+/// (`q4vk_gemv_binding_create`, `q4vk_cmd_gemv_bound`), whose sets are its own. Nothing else is required of the host's buffers: no set outlives that
 /// window, so destroying a buffer and reusing its handle is safe.
 ///
 /// # Safety
@@ -608,32 +609,69 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
     args: *const q4vk_gemv_args,
 ) -> q4vk_status {
     guard("q4vk_cmd_gemv", || {
-        // SAFETY: NULL or live handles (contract).
-        let (ctx, mat, rule) = unsafe { vulkan_pair(ctx, mat, "q4vk_cmd_gemv") }?;
         require(command_buffer, "command_buffer")?;
-        // SAFETY: NULL or readable for its `struct_size` (contract).
-        let a = unsafe { read_struct(args, "args") }?;
-        check_gemv_flags(a.flags, "args->flags")?;
-        if a.reserved0 != 0 {
-            return Err(invalid!("args->reserved0 is {}; it must be 0", a.reserved0));
-        }
-        check_m(a.m)?;
-        let range = |r: q4vk_buffer_ref| BufferRange {
-            buffer: vk::Buffer::from_raw(r.buffer),
-            offset: r.offset,
-            range: r.range,
-        };
-        let params = gemv_params(mat, a.m, a.flags, (a.x_row_stride, a.y_row_stride));
-        let workspace = (a.workspace.buffer != 0).then(|| range(a.workspace));
+        // SAFETY: the caller's contract.
+        let call = unsafe { checked_call(ctx, mat, args, "q4vk_cmd_gemv") }?;
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
-        let (x, y) = (range(a.x), range(a.y));
-        // The call's own checks first (too small, VK_WHOLE_SIZE), then the context's rule.
-        let extent = gemv::validate(ctx, mat, &x, &y, &params)?;
-        let counts = xy_range_counts(&extent, params.x_f16, &a);
-        rule.refuse_inexact(&counts)?;
-        gemv::record_validated(ctx, cmd, mat, (x, y), &params, workspace)?;
-        rule.warn_other_readings(&counts);
+        let c = &call;
+        gemv::record_validated(c.ctx, cmd, c.mat, c.xy, &c.params, c.workspace)?;
+        c.rule.warn_other_readings(&c.counts);
         Ok(())
+    })
+}
+
+/// A `q4vk_gemv_args` call on a Vulkan matrix, checked as `q4vk_cmd_gemv` checks it.
+pub(super) struct CheckedCall<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) mat: &'a DeviceMatrix,
+    pub(super) rule: ByteCountRule,
+    pub(super) params: GemvParams,
+    pub(super) xy: (BufferRange, BufferRange),
+    pub(super) workspace: Option<BufferRange>,
+    /// x's and y's byte counts, for the context's rule's warnings once the call is taken.
+    pub(super) counts: [ByteCount; 2],
+}
+
+/// Checks `args` for a call on `mat` (`call` names the function in messages): the handles,
+/// flags, m, x and y against the matrix and the device, then the context's byte-count rule.
+///
+/// # Safety
+/// Handles NULL or live; `args` NULL or readable for its `struct_size`.
+pub(super) unsafe fn checked_call<'a>(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    args: *const q4vk_gemv_args,
+    call: &str,
+) -> Result<CheckedCall<'a>> {
+    // SAFETY: NULL or live handles (contract).
+    let (ctx, mat, rule) = unsafe { vulkan_pair(ctx, mat, call) }?;
+    // SAFETY: NULL or readable for its `struct_size` (contract).
+    let a = unsafe { read_struct(args, "args") }?;
+    check_gemv_flags(a.flags, "args->flags")?;
+    if a.reserved0 != 0 {
+        return Err(invalid!("args->reserved0 is {}; it must be 0", a.reserved0));
+    }
+    check_m(a.m)?;
+    let range = |r: q4vk_buffer_ref| BufferRange {
+        buffer: vk::Buffer::from_raw(r.buffer),
+        offset: r.offset,
+        range: r.range,
+    };
+    let params = gemv_params(mat, a.m, a.flags, (a.x_row_stride, a.y_row_stride));
+    let workspace = (a.workspace.buffer != 0).then(|| range(a.workspace));
+    let (x, y) = (range(a.x), range(a.y));
+    // The call's own checks first (too small, VK_WHOLE_SIZE), then the context's rule.
+    let extent = gemv::validate(ctx, mat, &x, &y, &params)?;
+    let counts = xy_range_counts(&extent, params.x_f16, &a);
+    rule.refuse_inexact(&counts)?;
+    Ok(CheckedCall {
+        ctx,
+        mat,
+        rule,
+        params,
+        xy: (x, y),
+        workspace,
+        counts,
     })
 }
 

@@ -14,5 +14,6 @@ pub mod status;
 pub mod version;
 pub mod weight;
 // Last, so that the header keeps the order of the items before it.
+pub mod binding;
 pub mod import;
 pub mod tune;

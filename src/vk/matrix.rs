@@ -42,6 +42,9 @@ pub struct DeviceMatrix {
     pub parts: Vec<Part>,
     pool: vk::DescriptorPool,
     device: Arc<Device>,
+    /// Held while the matrix lives: bindings that name it hold a `Weak` of it
+    /// ([`DeviceMatrix::liveness`]).
+    alive: Arc<()>,
 }
 
 /// Writes `bytes` into a new device buffer named `name`: directly when its memory is
@@ -169,6 +172,7 @@ impl DeviceMatrix {
             parts: Vec::with_capacity(part_count),
             pool,
             device: ctx.device.clone(),
+            alive: Arc::new(()),
         };
         let needed = this.form.device_bytes();
         let heap = ctx.device.largest_device_heap();
@@ -275,6 +279,16 @@ impl DeviceMatrix {
             });
         }
         Ok(this)
+    }
+
+    /// A token that stops upgrading when the matrix is dropped.
+    pub fn liveness(&self) -> std::sync::Weak<()> {
+        Arc::downgrade(&self.alive)
+    }
+
+    /// Whether `token` ([`DeviceMatrix::liveness`]) is this matrix's.
+    pub fn is(&self, token: &std::sync::Weak<()>) -> bool {
+        std::ptr::eq(Arc::as_ptr(&self.alive), token.as_ptr())
     }
 
     /// Whether this matrix lives on `ctx`'s `VkDevice` (contexts adopting the same device

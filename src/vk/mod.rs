@@ -5,6 +5,7 @@
 //! instance), so destruction always runs in the right order. Objects the host lent (an
 //! adopted instance, device or queue) are never destroyed.
 
+pub mod binding;
 pub mod context;
 pub mod coop;
 pub mod coop_shapes;

@@ -205,7 +205,8 @@ impl CallPlan {
 }
 
 /// Records the call `call` resolved for `p` (x and y checked by the caller; the workspace,
-/// where the pre-pass path runs, is checked here).
+/// where the pre-pass path runs, is checked here), x and y bound through the context's
+/// ring or pushed.
 pub(super) fn record_resolved(
     ctx: &Context,
     cmd: vk::CommandBuffer,
@@ -215,13 +216,28 @@ pub(super) fn record_resolved(
     workspace: Option<BufferRange>,
     call: &CallPlan,
 ) -> Result<()> {
-    let (pre, ws) = match (&call.prepass, workspace) {
-        (None, _) => {
-            let xy = XyBinding::of(ctx, x, y)?;
-            record_gemv(ctx, cmd, mat, &call.main, &xy, p, p.x_stride);
-            return Ok(());
-        }
-        (Some(pre), Some(ws)) => (pre, ws),
+    let bound = xy_pairs(ctx, call, (x, y), p, workspace)?
+        .into_iter()
+        .map(|(a, b)| XyBinding::of(ctx, a, b))
+        .collect::<Result<Vec<_>>>()?;
+    record_bound(ctx, cmd, mat, p, call, &bound);
+    Ok(())
+}
+
+/// The (binding 0, binding 1) pairs of set 1 that `call` binds, in recording order: (x, y)
+/// without a pre-pass; with one, (x, workspace) for the pre-pass (unless `p` says an earlier
+/// call filled the workspace) and (workspace, y) for the kernel, the workspace checked and
+/// bound for the bytes the call uses.
+pub(super) fn xy_pairs(
+    ctx: &Context,
+    call: &CallPlan,
+    (x, y): (BufferRange, BufferRange),
+    p: &GemvParams,
+    workspace: Option<BufferRange>,
+) -> Result<Vec<(BufferRange, BufferRange)>> {
+    let ws = match (&call.prepass, workspace) {
+        (None, _) => return Ok(vec![(x, y)]),
+        (Some(_), Some(ws)) => ws,
         (Some(_), None) => {
             return Err(Error::Internal(
                 "a pre-pass path resolved for a call without a workspace".into(),
@@ -232,16 +248,36 @@ pub(super) fn record_resolved(
     validate_workspace(ctx, &ws, need, &x, &y)?;
     // Only the bytes the kernels use are bound.
     let ws = BufferRange { range: need, ..ws };
+    Ok(match p.workspace_filled {
+        true => vec![(ws, y)],
+        false => vec![(x, ws), (ws, y)],
+    })
+}
+
+/// Records `call` for `p` with set 1 bound as `bound` says, one binding per pair of
+/// [`xy_pairs`] in its order.
+pub(super) fn record_bound(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    p: &GemvParams,
+    call: &CallPlan,
+    bound: &[XyBinding],
+) {
+    let Some(pre) = &call.prepass else {
+        record_gemv(ctx, cmd, mat, &call.main, &bound[0], p, p.x_stride);
+        return;
+    };
     // With `workspace_filled` an earlier call's pre-pass wrote the workspace and its barrier
     // made it visible (caller's contract): no pre-pass (K slices still record their barriers).
-    let into_ws = match p.workspace_filled {
-        true => None,
-        false => Some(XyBinding::of(ctx, x, ws)?),
+    let (into_ws, from_ws) = match bound {
+        [from_ws] => (None, from_ws),
+        [into_ws, from_ws, ..] => (Some(into_ws), from_ws),
+        [] => unreachable!("xy_pairs gives every call a binding"),
     };
-    let from_ws = XyBinding::of(ctx, ws, y)?;
     let read_write = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
     match into_ws {
-        Some(into_ws) => record_prepass_between_barriers(ctx, cmd, &pre.prepass, &into_ws, p.m),
+        Some(into_ws) => record_prepass_between_barriers(ctx, cmd, &pre.prepass, into_ws, p.m),
         // K slices write the workspace: an earlier call's kernels reading or writing it
         // (with a pre-pass, its barriers order them) finish first.
         // SAFETY: cmd is recording (caller's contract).
@@ -250,7 +286,7 @@ pub(super) fn record_resolved(
         },
         None => {}
     }
-    record_gemv(ctx, cmd, mat, &call.main, &from_ws, p, pre.main_x_stride);
+    record_gemv(ctx, cmd, mat, &call.main, from_ws, p, pre.main_x_stride);
     if let Some(slices) = call.main.k_slices {
         // SAFETY: as above.
         unsafe {
@@ -263,7 +299,6 @@ pub(super) fn record_resolved(
         };
         record_slices_sum(ctx, cmd, mat, &call.main, slices, p);
     }
-    Ok(())
 }
 
 /// Records the sum of the K slices of `plan`'s GEMM into y (`shaders/gemm_slices.comp`,
@@ -404,8 +439,9 @@ fn validate_workspace(
     Ok(())
 }
 
-/// How set 1 of the GEMV layout (x, y) gets bound: a set of the ring, or pushed.
-enum XyBinding {
+/// How set 1 of the GEMV layout (x, y) gets bound: a set (of the ring, or a binding's
+/// own), or pushed.
+pub(super) enum XyBinding {
     Set(vk::DescriptorSet),
     Push(BufferRange, BufferRange),
 }
