@@ -665,6 +665,26 @@ typedef struct q4vk_weight_quantize_desc {
   uint64_t n;
 } q4vk_weight_quantize_desc;
 
+// What `q4vk_matrix_footprint` answers. The caller sets `struct_size =
+// sizeof(q4vk_matrix_footprint_info)`; q4vk writes the other fields.
+typedef struct q4vk_matrix_footprint_info {
+  // Set by the caller: `sizeof(q4vk_matrix_footprint_info)`.
+  uint32_t struct_size;
+  // Buffers the matrix takes, each with its own allocation.
+  uint32_t buffers;
+  // Bytes of device memory: the sum of every buffer's `VkMemoryRequirements::size`.
+  uint64_t device_bytes;
+  // The largest `VkMemoryRequirements::alignment` of its buffers.
+  uint64_t alignment;
+  // Host-visible staging memory `q4vk_matrix_create` holds at most at once while it
+  // uploads (one buffer's bytes at a time; 0 where the device memory is host-visible and
+  // written in place).
+  uint64_t staging_bytes;
+  // Memory types (bits of `VkPhysicalDeviceMemoryProperties`) that every buffer can
+  // live in.
+  uint32_t memory_type_bits;
+} q4vk_matrix_footprint_info;
+
 // What `q4vk_context_tune` times. Initialize with `q4vk_tune_desc_default`.
 typedef struct q4vk_tune_desc {
   // `sizeof(q4vk_tune_desc)`; smaller than the first version is refused.
@@ -1664,6 +1684,26 @@ q4vk_status q4vk_cmd_gemv_bound(struct q4vk_context *ctx,
 // # Safety
 // `binding` NULL or live, not used by another call at the same time.
 void q4vk_gemv_binding_destroy(struct q4vk_gemv_binding *binding);
+
+// Stores in `*out` what `q4vk_matrix_create(ctx, desc, …)` would take on the device —
+// device bytes (as the driver sizes each buffer), buffers, alignment, memory types and the
+// staging its upload holds — without creating anything on the device: the desc is read
+// and checked as `q4vk_matrix_create` reads it (its data too, which q4vk converts as it
+// would to upload it), and buffers are created without memory to ask the driver their
+// requirements. A matrix larger than the device's largest heap is reported here and
+// refused by `q4vk_matrix_create`.
+//
+// Statuses: those of `q4vk_matrix_create`'s checks (`NULL_POINTER`, `INVALID_ARGUMENT`,
+// `BUFFER_TOO_SMALL`, `UNSUPPORTED`); `UNSUPPORTED` on a CPU context (its matrices live in
+// host memory: `q4vk_gemv_plan_info.matrix_bytes` gives their bytes); `VULKAN`. Nothing is
+// written on failure. Thread-safe.
+//
+// # Safety
+// `ctx` NULL or live; `desc` NULL or readable for its `struct_size`, its data pointers for
+// their sizes; `out` NULL or writable for its `struct_size` bytes.
+q4vk_status q4vk_matrix_footprint(const struct q4vk_context *ctx,
+                                  const struct q4vk_matrix_desc *desc,
+                                  struct q4vk_matrix_footprint_info *out);
 
 // Writes the f32 weights `[n][k]` (row-major, nn.Linear order, inputs in their original
 // order) that a matrix created from `desc` computes with: on the CPU, without a context,

@@ -19,7 +19,7 @@ pub struct Part {
     pub rows: usize,
     /// Set 0 of the GEMV pipeline layout, written once at creation.
     pub set: vk::DescriptorSet,
-    _buffers: Vec<Buffer>,
+    buffers: Vec<Buffer>,
 }
 
 /// The input of each column of a matrix whose columns are not in input order: on the
@@ -100,7 +100,104 @@ pub fn upload_with(
     Ok(buffer)
 }
 
+/// Bytes of the buffers of a part of `count` rows of a matrix of `form` whose scales take
+/// `scale_size` bytes each (as given; the tensor-core layout stores f32): weights, scales,
+/// and zero points or offsets (0: the matrix has neither).
+fn part_buffer_bytes(form: &MatrixForm, scale_size: usize, count: usize) -> [usize; 3] {
+    let third = form.offsets || form.shape.zero_points;
+    match &form.coop {
+        Some(c) => [
+            c.weights_bytes(count),
+            c.scales_bytes(count),
+            match (form.offsets, third) {
+                (true, _) => c.scales_bytes(count),
+                (false, true) => c.zeros_bytes(true, count),
+                (false, false) => 0,
+            },
+        ],
+        None => {
+            let layout = &form.layout;
+            [
+                layout.weights_bytes(count),
+                layout.scales_bytes(scale_size, count),
+                match (form.offsets, third) {
+                    (true, _) => layout.scales_bytes(4, count),
+                    (false, true) => layout.zeros_bytes(true, count),
+                    (false, false) => 0,
+                },
+            ]
+        }
+    }
+}
+
+/// What a matrix takes on a device before it is created (`q4vk_matrix_footprint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    /// Bytes of device memory: every buffer's allocation, as the driver sizes it.
+    pub device_bytes: u64,
+    /// Buffers (each with its own allocation).
+    pub buffers: u32,
+    /// The largest alignment any of them needs.
+    pub alignment: u64,
+    /// Memory types every one of them can live in.
+    pub memory_type_bits: u32,
+    /// Host-visible staging the upload holds at most at once (0 where the device memory is
+    /// mapped and written in place).
+    pub staging_bytes: u64,
+}
+
+/// The footprint of a matrix of `data` (with per-group offsets, a column order) that
+/// `DeviceMatrix::new` would create on `ctx`: its form and buffers, their memory
+/// requirements queried on buffers created and destroyed without memory.
+pub fn footprint(ctx: &Context, data: &Q4Data, offsets: bool, k_order: bool) -> Result<Footprint> {
+    let form = MatrixForm::new(
+        data.shape,
+        data.scale_type == ScaleType::F32,
+        offsets,
+        k_order,
+        ctx.coop,
+        ctx.limits.max_part_bytes,
+    )?;
+    let mut sizes: Vec<usize> = form
+        .parts()
+        .flat_map(|rows| part_buffer_bytes(&form, data.scale_type.size(), rows.len()))
+        .filter(|&bytes| bytes > 0)
+        .collect();
+    if k_order {
+        sizes.push(4 * data.shape.k);
+    }
+    let mut f = Footprint {
+        device_bytes: 0,
+        buffers: sizes.len() as u32,
+        alignment: 1,
+        memory_type_bits: u32::MAX,
+        staging_bytes: 0,
+    };
+    for bytes in sizes {
+        let place = Buffer::placement(&ctx.device, bytes as u64, MemoryKind::Device)?;
+        let r = place.requirements;
+        f.device_bytes += r.size;
+        f.alignment = f.alignment.max(r.alignment);
+        f.memory_type_bits &= r.memory_type_bits;
+        if !place.mapped || ctx.limits.staged_uploads {
+            f.staging_bytes = f.staging_bytes.max(bytes as u64);
+        }
+    }
+    Ok(f)
+}
+
 impl DeviceMatrix {
+    /// Bytes of device memory the matrix holds (every buffer's allocation).
+    pub fn allocated_bytes(&self) -> u64 {
+        let order = self.k_order.as_ref().map_or(0, |o| o.buffer.allocated);
+        self.parts
+            .iter()
+            .flat_map(|p| &p.buffers)
+            .map(|b| b.allocated)
+            .sum::<u64>()
+            + order
+    }
+
     /// Uploads `data` (already validated) into parts of at most `ctx`'s part size, in the
     /// layout of the context's kernel; with `offsets` (`[n][groups]` f32, finite, and `data`
     /// without zero points), a matrix of `w = scale·u + offset` whose offsets take the zero
@@ -198,26 +295,24 @@ impl DeviceMatrix {
             let scales_name = format!("{part_name} scales");
             let zeros_name = format!("{part_name} zeros");
             let offsets_name = format!("{part_name} offsets");
-            let scale_size = data.scale_type.size();
+            let [weights_bytes, scales_bytes, third_bytes] =
+                part_buffer_bytes(&this.form, data.scale_type.size(), count);
             let (weights, scales, zeros) = match &coop {
                 Some(c) => (
-                    upload_with(ctx, c.weights_bytes(count), &weights_name, |dst| {
+                    upload_with(ctx, weights_bytes, &weights_name, |dst| {
                         c.pack_weights(data, rows.clone(), dst)
                     })?,
-                    upload_with(ctx, c.scales_bytes(count), &scales_name, |dst| {
+                    upload_with(ctx, scales_bytes, &scales_name, |dst| {
                         c.pack_scales(data, rows.clone(), dst)
                     })?,
                     match offsets {
-                        Some(o) => Some(upload_with(
-                            ctx,
-                            c.scales_bytes(count),
-                            &offsets_name,
-                            |dst| c.pack_offsets(data, o, rows.clone(), dst),
-                        )?),
+                        Some(o) => Some(upload_with(ctx, third_bytes, &offsets_name, |dst| {
+                            c.pack_offsets(data, o, rows.clone(), dst)
+                        })?),
                         None => shape
                             .zero_points
                             .then(|| {
-                                upload_with(ctx, c.zeros_bytes(true, count), &zeros_name, |dst| {
+                                upload_with(ctx, third_bytes, &zeros_name, |dst| {
                                     c.pack_zeros(data, rows.clone(), dst)
                                 })
                             })
@@ -225,31 +320,22 @@ impl DeviceMatrix {
                     },
                 ),
                 None => (
-                    upload_with(ctx, layout.weights_bytes(count), &weights_name, |dst| {
+                    upload_with(ctx, weights_bytes, &weights_name, |dst| {
                         layout.pack_weights(data, rows.clone(), dst)
                     })?,
-                    upload_with(
-                        ctx,
-                        layout.scales_bytes(scale_size, count),
-                        &scales_name,
-                        |dst| layout.pack_scales(data, rows.clone(), dst),
-                    )?,
+                    upload_with(ctx, scales_bytes, &scales_name, |dst| {
+                        layout.pack_scales(data, rows.clone(), dst)
+                    })?,
                     match offsets {
-                        Some(o) => Some(upload_with(
-                            ctx,
-                            layout.scales_bytes(4, count),
-                            &offsets_name,
-                            |dst| layout.pack_offsets(o, rows.clone(), dst),
-                        )?),
+                        Some(o) => Some(upload_with(ctx, third_bytes, &offsets_name, |dst| {
+                            layout.pack_offsets(o, rows.clone(), dst)
+                        })?),
                         None => shape
                             .zero_points
                             .then(|| {
-                                upload_with(
-                                    ctx,
-                                    layout.zeros_bytes(true, count),
-                                    &zeros_name,
-                                    |dst| layout.pack_zeros(data, rows.clone(), dst),
-                                )
+                                upload_with(ctx, third_bytes, &zeros_name, |dst| {
+                                    layout.pack_zeros(data, rows.clone(), dst)
+                                })
                             })
                             .transpose()?,
                     },
@@ -275,7 +361,7 @@ impl DeviceMatrix {
                 first_row: rows.start,
                 rows: rows.len(),
                 set,
-                _buffers: buffers,
+                buffers,
             });
         }
         Ok(this)

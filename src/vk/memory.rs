@@ -29,6 +29,8 @@ pub struct Buffer {
     memory: vk::DeviceMemory,
     /// Size in bytes.
     pub size: u64,
+    /// Bytes of its memory allocation (`VkMemoryRequirements::size`).
+    pub allocated: u64,
     mapped: *mut u8,
 }
 
@@ -65,50 +67,103 @@ pub fn shared_families(kind: MemoryKind, family_count: u32) -> Vec<u32> {
     }
 }
 
+/// What a buffer of some size and kind takes on a device (`Buffer::placement`): its
+/// memory requirements and the memory type q4vk binds it to.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement {
+    /// `vkGetBufferMemoryRequirements`: bytes, alignment and the types that can hold it.
+    pub requirements: vk::MemoryRequirements,
+    /// The memory type q4vk takes of those.
+    pub type_index: u32,
+    /// Host-visible and coherent: q4vk maps it (and writes matrices in place).
+    pub mapped: bool,
+}
+
+/// A storage buffer (also a transfer source and destination) of `size` bytes, `kind`'s
+/// sharing, created without memory.
+///
+/// # Safety
+/// Plain creation on a live device; the caller destroys the buffer.
+unsafe fn create_unbound(device: &Device, size: u64, kind: MemoryKind) -> Result<vk::Buffer> {
+    let usage = vk::BufferUsageFlags::STORAGE_BUFFER
+        | vk::BufferUsageFlags::TRANSFER_SRC
+        | vk::BufferUsageFlags::TRANSFER_DST;
+    let families = shared_families(kind, device.queue_families);
+    let info = vk::BufferCreateInfo::default()
+        .size(size.max(4))
+        .usage(usage)
+        .sharing_mode(if families.is_empty() {
+            vk::SharingMode::EXCLUSIVE
+        } else {
+            vk::SharingMode::CONCURRENT
+        })
+        .queue_family_indices(&families);
+    // SAFETY: valid device and create info (caller's contract).
+    unsafe { device.device.create_buffer(&info, None) }.map_err(|e| Error::vk("vkCreateBuffer", e))
+}
+
+/// The placement of `buffer` (of `kind`) on `device`: `Unsupported` where no memory type
+/// suits it.
+///
+/// # Safety
+/// `buffer` is a live buffer of `device`.
+unsafe fn placement_of(device: &Device, buffer: vk::Buffer, kind: MemoryKind) -> Result<Placement> {
+    type F = vk::MemoryPropertyFlags;
+    // SAFETY: a live buffer of this device (caller's contract).
+    let requirements = unsafe { device.device.get_buffer_memory_requirements(buffer) };
+    let host = F::HOST_VISIBLE | F::HOST_COHERENT;
+    let wanted: &[F] = match kind {
+        MemoryKind::Device => &[F::DEVICE_LOCAL, F::empty()],
+        MemoryKind::Upload => &[host | F::DEVICE_LOCAL, host],
+        MemoryKind::Staging => &[host],
+        MemoryKind::Readback => &[host | F::HOST_CACHED, host],
+    };
+    let Some(type_index) = pick_type(&device.info.memory, requirements.memory_type_bits, wanted)
+    else {
+        return Err(Error::Unsupported(format!(
+            "no memory type suits a {kind:?} buffer (type bits {:#x})",
+            requirements.memory_type_bits
+        )));
+    };
+    let flags = device.info.memory.memory_types[type_index as usize].property_flags;
+    Ok(Placement {
+        requirements,
+        type_index,
+        mapped: flags.contains(host),
+    })
+}
+
 impl Buffer {
+    /// What a buffer of `size` bytes and `kind` takes on `device`, found with a buffer
+    /// created and destroyed here (no memory is allocated).
+    pub fn placement(device: &Device, size: u64, kind: MemoryKind) -> Result<Placement> {
+        // SAFETY: a buffer of this device, destroyed before returning.
+        unsafe {
+            let buffer = create_unbound(device, size, kind)?;
+            let placement = placement_of(device, buffer, kind);
+            device.device.destroy_buffer(buffer, None);
+            placement
+        }
+    }
+
     /// Creates a storage buffer of `size` bytes (also a transfer source and destination);
     /// the buffer and its memory carry the debug name `name`.
     pub fn new(device: &Arc<Device>, size: u64, kind: MemoryKind, name: &str) -> Result<Buffer> {
-        type F = vk::MemoryPropertyFlags;
         let d = &device.device;
-        let usage = vk::BufferUsageFlags::STORAGE_BUFFER
-            | vk::BufferUsageFlags::TRANSFER_SRC
-            | vk::BufferUsageFlags::TRANSFER_DST;
-        let families = shared_families(kind, device.queue_families);
-        let info = vk::BufferCreateInfo::default()
-            .size(size.max(4))
-            .usage(usage)
-            .sharing_mode(if families.is_empty() {
-                vk::SharingMode::EXCLUSIVE
-            } else {
-                vk::SharingMode::CONCURRENT
-            })
-            .queue_family_indices(&families);
         // SAFETY: valid device and create info; every created object is released on the
         // error paths.
         unsafe {
-            let buffer = d
-                .create_buffer(&info, None)
-                .map_err(|e| Error::vk("vkCreateBuffer", e))?;
-            let req = d.get_buffer_memory_requirements(buffer);
-            let host = F::HOST_VISIBLE | F::HOST_COHERENT;
-            let wanted: &[F] = match kind {
-                MemoryKind::Device => &[F::DEVICE_LOCAL, F::empty()],
-                MemoryKind::Upload => &[host | F::DEVICE_LOCAL, host],
-                MemoryKind::Staging => &[host],
-                MemoryKind::Readback => &[host | F::HOST_CACHED, host],
-            };
-            let Some(type_index) = pick_type(&device.info.memory, req.memory_type_bits, wanted)
-            else {
-                d.destroy_buffer(buffer, None);
-                return Err(Error::Unsupported(format!(
-                    "no memory type suits a {kind:?} buffer (type bits {:#x})",
-                    req.memory_type_bits
-                )));
+            let buffer = create_unbound(device, size, kind)?;
+            let place = match placement_of(device, buffer, kind) {
+                Ok(p) => p,
+                Err(e) => {
+                    d.destroy_buffer(buffer, None);
+                    return Err(e);
+                }
             };
             let alloc = vk::MemoryAllocateInfo::default()
-                .allocation_size(req.size)
-                .memory_type_index(type_index);
+                .allocation_size(place.requirements.size)
+                .memory_type_index(place.type_index);
             let memory = match d.allocate_memory(&alloc, None) {
                 Ok(m) => m,
                 Err(e) => {
@@ -118,18 +173,17 @@ impl Buffer {
             };
             device.namer.name(buffer, name);
             device.namer.name(memory, name);
-            let this = Buffer {
+            let mut this = Buffer {
                 device: device.clone(),
                 buffer,
                 memory,
                 size,
+                allocated: place.requirements.size,
                 mapped: std::ptr::null_mut(),
             };
             d.bind_buffer_memory(buffer, memory, 0)
                 .map_err(|e| Error::vk("vkBindBufferMemory", e))?;
-            let flags = device.info.memory.memory_types[type_index as usize].property_flags;
-            let mut this = this;
-            if flags.contains(host) {
+            if place.mapped {
                 this.mapped = d
                     .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
                     .map_err(|e| Error::vk("vkMapMemory", e))?

@@ -216,6 +216,15 @@ pub fn random_q4(
 
 /// Uploads Q4 data through the C API (source Q4).
 pub fn upload_q4(gpu: &Gpu, data: &Q4Data) -> *mut q4vk_matrix {
+    let desc = q4_desc(data);
+    let mut mat = std::ptr::null_mut();
+    let status = unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) };
+    assert_eq!(status, Q4VK_OK, "q4vk_matrix_create: {}", last_error());
+    mat
+}
+
+/// The desc of Q4 data for the C API (source Q4), pointing into `data`.
+pub fn q4_desc(data: &Q4Data) -> q4vk_matrix_desc {
     let mut desc = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
     unsafe { q4vk_matrix_desc_default(&mut desc) };
     desc.source = Q4VK_SOURCE_Q4;
@@ -240,10 +249,7 @@ pub fn upload_q4(gpu: &Gpu, data: &Q4Data) -> *mut q4vk_matrix {
         desc.zeros = data.zeros.as_ptr().cast();
         desc.zeros_bytes = data.zeros.len();
     }
-    let mut mat = std::ptr::null_mut();
-    let status = unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) };
-    assert_eq!(status, Q4VK_OK, "q4vk_matrix_create: {}", last_error());
-    mat
+    desc
 }
 
 /// `q4vk_gemv` of `mat` (`n` rows) on `m` activation rows `x` into a y poisoned with NaN:
