@@ -15,8 +15,9 @@
 _Static_assert(SAME_TYPE((q4vk_matrix_source)0, uint32_t), "q4vk_matrix_source is uint32_t");
 
 /* v0 ended at queue_lock_user (128 bytes, still accepted as struct_size); the
-   pipeline-cache fields, then cpu_threads, then the tuning blob were appended after it. */
-_Static_assert(sizeof(struct q4vk_context_desc) == 168, "q4vk_context_desc size");
+   pipeline-cache fields, then cpu_threads, then the tuning blob, then the allocator were
+   appended after it. */
+_Static_assert(sizeof(struct q4vk_context_desc) == 192, "q4vk_context_desc size");
 FIELD(q4vk_context_desc, struct_size, 0, uint32_t);
 FIELD(q4vk_context_desc, header_version, 4, uint32_t);
 FIELD(q4vk_context_desc, device_index, 8, int32_t);
@@ -42,6 +43,13 @@ FIELD(q4vk_context_desc, pipeline_cache_size, 136, size_t);
 FIELD(q4vk_context_desc, cpu_threads, 144, uint32_t);
 FIELD(q4vk_context_desc, tuning_data, 152, const void *);
 FIELD(q4vk_context_desc, tuning_size, 160, size_t);
+FIELD(q4vk_context_desc, allocate, 168, q4vk_allocate_fn);
+FIELD(q4vk_context_desc, free, 176, q4vk_free_fn);
+FIELD(q4vk_context_desc, allocator_user, 184, void *);
+_Static_assert(sizeof(q4vk_allocation) == 24, "q4vk_allocation size");
+FIELD(q4vk_allocation, memory, 0, uint64_t);
+FIELD(q4vk_allocation, offset, 8, uint64_t);
+FIELD(q4vk_allocation, mapped, 16, void *);
 
 /* v0 ended at zeros_bytes (96 bytes, still accepted as struct_size); g_idx, g_idx_bytes and
    gptq_format were appended after it. */
@@ -252,7 +260,8 @@ int main(void) {
     p_context_desc_default(&cd);
     if (cd.struct_size != sizeof cd || cd.header_version != Q4VK_HEADER_VERSION || cd.device_index != -1 ||
         cd.flags != 0 || cd.log_level != Q4VK_LOG_WARN || cd.log || cd.instance || cd.device || cd.queue_lock ||
-        cd.pipeline_cache_data || cd.pipeline_cache_size || cd.cpu_threads || cd.tuning_data || cd.tuning_size) {
+        cd.pipeline_cache_data || cd.pipeline_cache_size || cd.cpu_threads || cd.tuning_data || cd.tuning_size || cd.allocate || cd.free ||
+        cd.allocator_user) {
         printf("FAIL: q4vk_context_desc_default\n");
         failures++;
     }

@@ -217,6 +217,33 @@ typedef void (*q4vk_void_fn)(void);
 // Queue lock callback (see `q4vk_context_desc.queue_lock`).
 typedef void (*q4vk_queue_lock_fn)(void *user);
 
+// Device memory the host's allocator gives for one of q4vk's buffers
+// (`q4vk_context_desc.allocate`).
+typedef struct q4vk_allocation {
+  // The `VkDeviceMemory`, of one of the types the request allows.
+  uint64_t memory;
+  // Where the buffer binds in it: a multiple of the request's alignment, with the
+  // request's size available from there.
+  uint64_t offset;
+  // The host's mapping of `offset` where the memory is host-visible and host-coherent
+  // (q4vk then writes the matrix in place), else NULL (q4vk copies it there through a
+  // staging buffer on its queue).
+  void *mapped;
+} q4vk_allocation;
+
+// Allocation callback (`q4vk_context_desc.allocate`): memory of `size` bytes at an
+// offset aligned to `alignment`, of a type among `memory_type_bits`, into `*out`; returns
+// 0 on success, anything else where the host has none.
+typedef int32_t (*q4vk_allocate_fn)(void *user,
+                                    uint64_t size,
+                                    uint64_t alignment,
+                                    uint32_t memory_type_bits,
+                                    struct q4vk_allocation *out);
+
+// Free callback (`q4vk_context_desc.free`): takes back an allocation of `allocate`
+// (its buffer was destroyed).
+typedef void (*q4vk_free_fn)(void *user, const struct q4vk_allocation *allocation);
+
 // How to create a context. Initialize with `q4vk_context_desc_default`.
 //
 // Own device (the default): leave `get_instance_proc_addr`, `instance`,
@@ -320,6 +347,20 @@ typedef struct q4vk_context_desc {
   const void *tuning_data;
   // Bytes at `tuning_data`; 0 = no blob.
   size_t tuning_size;
+  // Optional (appended after `tuning_size`; older callers read as NULL), set both or
+  // neither: the host's allocator of device memory for the matrices made on this
+  // context (weights, scales, zero points or offsets, column order). q4vk creates each
+  // buffer, calls `allocate` with its `VkMemoryRequirements` and binds the memory given
+  // at its offset; when the matrix is destroyed it destroys the buffer and calls `free`
+  // with the same allocation. Staging, readback and q4vk's small internal buffers stay
+  // q4vk's own. The callbacks may run on any thread that creates or destroys a matrix,
+  // and must stay valid until the last matrix made on the context is destroyed (matrices
+  // may outlive their context). `q4vk_matrix_footprint` gives the sizes before creation.
+  q4vk_allocate_fn allocate;
+  // See `allocate`.
+  q4vk_free_fn free;
+  // Passed to `allocate` and `free`.
+  void *allocator_user;
 } q4vk_context_desc;
 
 // Result of every q4vk function that can fail. 0 is success; codes are never renumbered.

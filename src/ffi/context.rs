@@ -17,10 +17,12 @@ use crate::vk::context::{Adoption, Context, ContextConfig, IntDot};
 use crate::vk::device::KEEP_CPU_VULKAN_ENV;
 use crate::vk::features::HostFeatures;
 use crate::vk::log::Logger;
+use crate::vk::memory::{DeviceAllocator, HostAllocation};
 use crate::vk::submit::QueueLock;
 use ash::vk::{self, Handle};
 use libc::c_char;
 use std::ffi::c_void;
+use std::sync::Arc;
 
 /// A generic function pointer (`void (*)(void)`), cast to the real type by the receiver.
 pub type q4vk_void_fn = Option<unsafe extern "C" fn()>;
@@ -31,6 +33,39 @@ pub type q4vk_log_fn =
     Option<unsafe extern "C" fn(user: *mut c_void, level: u32, message: *const c_char)>;
 /// Queue lock callback (see `q4vk_context_desc.queue_lock`).
 pub type q4vk_queue_lock_fn = Option<unsafe extern "C" fn(user: *mut c_void)>;
+
+/// Device memory the host's allocator gives for one of q4vk's buffers
+/// (`q4vk_context_desc.allocate`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_allocation {
+    /// The `VkDeviceMemory`, of one of the types the request allows.
+    pub memory: u64,
+    /// Where the buffer binds in it: a multiple of the request's alignment, with the
+    /// request's size available from there.
+    pub offset: u64,
+    /// The host's mapping of `offset` where the memory is host-visible and host-coherent
+    /// (q4vk then writes the matrix in place), else NULL (q4vk copies it there through a
+    /// staging buffer on its queue).
+    pub mapped: *mut c_void,
+}
+
+/// Allocation callback (`q4vk_context_desc.allocate`): memory of `size` bytes at an
+/// offset aligned to `alignment`, of a type among `memory_type_bits`, into `*out`; returns
+/// 0 on success, anything else where the host has none.
+pub type q4vk_allocate_fn = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        size: u64,
+        alignment: u64,
+        memory_type_bits: u32,
+        out: *mut q4vk_allocation,
+    ) -> i32,
+>;
+/// Free callback (`q4vk_context_desc.free`): takes back an allocation of `allocate`
+/// (its buffer was destroyed).
+pub type q4vk_free_fn =
+    Option<unsafe extern "C" fn(user: *mut c_void, allocation: *const q4vk_allocation)>;
 
 /// Errors.
 pub const Q4VK_LOG_ERROR: u32 = 0;
@@ -226,6 +261,20 @@ pub struct q4vk_context_desc {
     pub tuning_data: *const c_void,
     /// Bytes at `tuning_data`; 0 = no blob.
     pub tuning_size: usize,
+    /// Optional (appended after `tuning_size`; older callers read as NULL), set both or
+    /// neither: the host's allocator of device memory for the matrices made on this
+    /// context (weights, scales, zero points or offsets, column order). q4vk creates each
+    /// buffer, calls `allocate` with its `VkMemoryRequirements` and binds the memory given
+    /// at its offset; when the matrix is destroyed it destroys the buffer and calls `free`
+    /// with the same allocation. Staging, readback and q4vk's small internal buffers stay
+    /// q4vk's own. The callbacks may run on any thread that creates or destroys a matrix,
+    /// and must stay valid until the last matrix made on the context is destroyed (matrices
+    /// may outlive their context). `q4vk_matrix_footprint` gives the sizes before creation.
+    pub allocate: q4vk_allocate_fn,
+    /// See `allocate`.
+    pub free: q4vk_free_fn,
+    /// Passed to `allocate` and `free`.
+    pub allocator_user: *mut c_void,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers, raw pointers, Option<fn>.
@@ -268,11 +317,59 @@ pub unsafe extern "C" fn q4vk_context_desc_default(desc: *mut q4vk_context_desc)
         cpu_threads: 0,
         tuning_data: std::ptr::null(),
         tuning_size: 0,
+        allocate: None,
+        free: None,
+        allocator_user: std::ptr::null_mut(),
     };
     let _ = guard("q4vk_context_desc_default", || {
         // SAFETY: `desc` is NULL (skipped) or writable (caller's contract).
         unsafe { write_out(desc, value, "desc") }.or(Ok(()))
     });
+}
+
+/// The host's allocator as its C callbacks.
+#[derive(Debug)]
+struct HostCallbacks {
+    allocate: unsafe extern "C" fn(*mut c_void, u64, u64, u32, *mut q4vk_allocation) -> i32,
+    free: unsafe extern "C" fn(*mut c_void, *const q4vk_allocation),
+    /// `allocator_user`, kept as an address (the callbacks may run on any thread).
+    user: usize,
+}
+
+impl DeviceAllocator for HostCallbacks {
+    fn allocate(&self, size: u64, alignment: u64, memory_type_bits: u32) -> Option<HostAllocation> {
+        let mut out = q4vk_allocation {
+            memory: 0,
+            offset: 0,
+            mapped: std::ptr::null_mut(),
+        };
+        // SAFETY: the host's callback with its user pointer and a writable out-parameter
+        // (its contract: valid while matrices of the context live).
+        let status = unsafe {
+            (self.allocate)(
+                self.user as *mut c_void,
+                size,
+                alignment,
+                memory_type_bits,
+                &mut out,
+            )
+        };
+        (status == 0).then(|| HostAllocation {
+            memory: vk::DeviceMemory::from_raw(out.memory),
+            offset: out.offset,
+            mapped: out.mapped.cast(),
+        })
+    }
+
+    fn free(&self, a: &HostAllocation) {
+        let out = q4vk_allocation {
+            memory: a.memory.as_raw(),
+            offset: a.offset,
+            mapped: a.mapped.cast(),
+        };
+        // SAFETY: as above; the allocation is the one `allocate` gave.
+        unsafe { (self.free)(self.user as *mut c_void, &out) };
+    }
 }
 
 /// The context switches of the environment: kill switches (triage of driver bugs; each
@@ -431,6 +528,19 @@ pub unsafe extern "C" fn q4vk_context_create(
                 "set both desc->queue_lock and desc->queue_unlock, or neither"
             ));
         }
+        let allocator = match (d.allocate, d.free) {
+            (None, None) => None,
+            (Some(allocate), Some(free)) => Some(Arc::new(HostCallbacks {
+                allocate,
+                free,
+                user: d.allocator_user as usize,
+            }) as Arc<dyn DeviceAllocator>),
+            _ => {
+                return Err(invalid!(
+                    "set both desc->allocate and desc->free, or neither"
+                ))
+            }
+        };
         // SAFETY: the desc's pointers are valid as documented (contract).
         let adopt = unsafe { adoption_of(&d) }?;
         let (cpu, fallback) = (
@@ -516,6 +626,7 @@ pub unsafe extern "C" fn q4vk_context_create(
             coop_tiles_only: false,
             tuned_blob,
             row: None,
+            allocator,
             int_dot: match (d.flags & Q4VK_CONTEXT_NO_INTDOT != 0, env.int_dot) {
                 (true, _) => IntDot::Off,
                 (false, int_dot) => int_dot,

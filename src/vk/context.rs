@@ -5,6 +5,7 @@
 use super::device::{Device, DeviceOptions, HostEnabled};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
+use super::memory::DeviceAllocator;
 use super::params::MAX_M;
 use super::pipeline::{Pipelines, Tuning};
 use super::rules::Rules;
@@ -54,6 +55,8 @@ pub struct ContextConfig {
     /// A tuning row to use instead of the device class's (`q4vk-bench --row`: a device
     /// treated as one without a fitted row).
     pub row: Option<&'static crate::plan::DeviceTuning>,
+    /// The host's allocator of device memory for matrices (`None`: q4vk allocates its own).
+    pub allocator: Option<Arc<dyn DeviceAllocator>>,
     /// Never use the tensor-core kernel (`Q4VK_CONTEXT_NO_COOPMAT`, `Q4VK_NO_COOPMAT=1`).
     pub no_coop: bool,
     /// Of the tensor-core kernels, only the GEMM on the SIMT layout (`vk::coop_tiles`):
@@ -152,6 +155,8 @@ pub struct Context {
     pub limits: Limits,
     /// The host's queue lock (adopted queue).
     pub queue_lock: Option<QueueLock>,
+    /// The host's allocator of device memory for matrices, where it gave one.
+    pub allocator: Option<Arc<dyn DeviceAllocator>>,
     /// The device (keeps the instance alive).
     pub device: Arc<Device>,
     /// Log sink.
@@ -429,6 +434,7 @@ impl Context {
             rules,
             limits,
             queue_lock,
+            allocator: config.allocator,
             device,
             logger,
         })

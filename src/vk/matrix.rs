@@ -53,7 +53,8 @@ pub fn upload(ctx: &Context, bytes: &[u8], name: &str) -> Result<Buffer> {
     upload_with(ctx, bytes.len(), name, |dst| dst.copy_from_slice(bytes))
 }
 
-/// A new device buffer of `len` bytes, named `name`, whose contents `fill` writes in place:
+/// A new device buffer of `len` bytes (in the host's memory where the context has its
+/// allocator), named `name`, whose contents `fill` writes in place:
 /// into the buffer's own mapping when it has one, else into a staging buffer's (named
 /// `name` and "staging") that a copy on q4vk's queue then transfers (no host-side copy of
 /// the data either way).
@@ -63,7 +64,10 @@ pub fn upload_with(
     name: &str,
     fill: impl FnOnce(&mut [u8]),
 ) -> Result<Buffer> {
-    let mut buffer = Buffer::new(&ctx.device, len as u64, MemoryKind::Device, name)?;
+    let mut buffer = match &ctx.allocator {
+        Some(allocator) => Buffer::in_host_memory(&ctx.device, len as u64, allocator, name)?,
+        None => Buffer::new(&ctx.device, len as u64, MemoryKind::Device, name)?,
+    };
     if buffer.mapped().is_some() && !ctx.limits.staged_uploads {
         buffer.fill(len, fill);
         return Ok(buffer);

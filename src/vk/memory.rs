@@ -21,12 +21,44 @@ pub enum MemoryKind {
     Readback,
 }
 
-/// A buffer bound to a dedicated allocation; destroyed and freed on drop.
+/// Device memory a host's allocator gave for one buffer (`DeviceAllocator`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostAllocation {
+    /// The memory, of a type among the requirements' bits.
+    pub memory: vk::DeviceMemory,
+    /// Where in it the buffer binds (a multiple of the requirements' alignment).
+    pub offset: u64,
+    /// The host's mapping of `offset` (host-coherent memory), or null: q4vk then writes
+    /// the buffer through a staging copy.
+    pub mapped: *mut u8,
+}
+
+/// A host's allocator of device memory for the matrices of a context
+/// (`q4vk_context_desc.allocate`): q4vk creates each buffer, asks for memory of its
+/// requirements, binds it, and hands it back when the buffer goes.
+pub trait DeviceAllocator: Send + Sync + std::fmt::Debug {
+    /// Memory of `size` bytes at an offset aligned to `alignment`, of one of the types in
+    /// `memory_type_bits`; `None` where the host has none.
+    fn allocate(&self, size: u64, alignment: u64, memory_type_bits: u32) -> Option<HostAllocation>;
+    /// Takes back an allocation of `allocate` (its buffer is destroyed).
+    fn free(&self, allocation: &HostAllocation);
+}
+
+/// Whose memory a buffer is bound to.
+enum Backing {
+    /// q4vk's own dedicated allocation.
+    Own(vk::DeviceMemory),
+    /// The host's, given back to its allocator on drop.
+    Host(Arc<dyn DeviceAllocator>, HostAllocation),
+}
+
+/// A buffer bound to a dedicated allocation (or to the host's memory); destroyed and freed
+/// on drop.
 pub struct Buffer {
     device: Arc<Device>,
     /// The buffer.
     pub buffer: vk::Buffer,
-    memory: vk::DeviceMemory,
+    backing: Backing,
     /// Size in bytes.
     pub size: u64,
     /// Bytes of its memory allocation (`VkMemoryRequirements::size`).
@@ -176,7 +208,7 @@ impl Buffer {
             let mut this = Buffer {
                 device: device.clone(),
                 buffer,
-                memory,
+                backing: Backing::Own(memory),
                 size,
                 allocated: place.requirements.size,
                 mapped: std::ptr::null_mut(),
@@ -190,6 +222,59 @@ impl Buffer {
                     .cast();
             }
             Ok(this)
+        }
+    }
+
+    /// A device-local buffer of `size` bytes bound to memory from the host's `allocator`
+    /// (named `name`): `OutOfDeviceMemory` where it has none, `InvalidArgument` where what it
+    /// gives breaks the requirements it was asked for (nothing of it is kept).
+    pub fn in_host_memory(
+        device: &Arc<Device>,
+        size: u64,
+        allocator: &Arc<dyn DeviceAllocator>,
+        name: &str,
+    ) -> Result<Buffer> {
+        let d = &device.device;
+        // SAFETY: valid device and create info; the buffer is destroyed on every error path
+        // and the allocation given back.
+        unsafe {
+            let buffer = create_unbound(device, size, MemoryKind::Device)?;
+            let r = d.get_buffer_memory_requirements(buffer);
+            let Some(a) = allocator.allocate(r.size, r.alignment, r.memory_type_bits) else {
+                d.destroy_buffer(buffer, None);
+                return Err(Error::OutOfDeviceMemory(format!(
+                    "the host's allocator has no {} bytes (alignment {}, memory types {:#x}) for {name}",
+                    r.size, r.alignment, r.memory_type_bits
+                )));
+            };
+            let refuse = |why: String| {
+                allocator.free(&a);
+                d.destroy_buffer(buffer, None);
+                Err(Error::InvalidArgument(why))
+            };
+            if a.memory == vk::DeviceMemory::null() || !a.offset.is_multiple_of(r.alignment.max(1))
+            {
+                return refuse(format!(
+                    "the host's allocator gave memory {:#x} at offset {} for {name}; a buffer needs memory at a multiple of {}",
+                    ash::vk::Handle::as_raw(a.memory),
+                    a.offset,
+                    r.alignment
+                ));
+            }
+            if let Err(e) = d.bind_buffer_memory(buffer, a.memory, a.offset) {
+                return refuse(format!(
+                    "vkBindBufferMemory on the host's allocation for {name} failed: {e}"
+                ));
+            }
+            device.namer.name(buffer, name);
+            Ok(Buffer {
+                device: device.clone(),
+                buffer,
+                backing: Backing::Host(allocator.clone(), a),
+                size,
+                allocated: r.size,
+                mapped: a.mapped,
+            })
         }
     }
 
@@ -279,7 +364,10 @@ impl Drop for Buffer {
         // submits; a host's command buffers must not outlive the matrix, per the contract).
         unsafe {
             self.device.device.destroy_buffer(self.buffer, None);
-            self.device.device.free_memory(self.memory, None);
+            match &self.backing {
+                Backing::Own(memory) => self.device.device.free_memory(*memory, None),
+                Backing::Host(allocator, a) => allocator.free(a),
+            }
         }
     }
 }
