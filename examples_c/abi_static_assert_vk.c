@@ -213,6 +213,15 @@ FIELD(q4vk_matrix_footprint_info, device_bytes, 8, uint64_t);
 FIELD(q4vk_matrix_footprint_info, alignment, 16, uint64_t);
 FIELD(q4vk_matrix_footprint_info, staging_bytes, 24, uint64_t);
 FIELD(q4vk_matrix_footprint_info, memory_type_bits, 32, uint32_t);
+static q4vk_status (*const p_context_memory)(const q4vk_context *, q4vk_context_memory_info *) =
+    q4vk_context_memory;
+_Static_assert(sizeof(q4vk_context_memory_info) == 32, "q4vk_context_memory_info size");
+FIELD(q4vk_context_memory_info, struct_size, 0, uint32_t);
+FIELD(q4vk_context_memory_info, pipelines, 4, uint32_t);
+FIELD(q4vk_context_memory_info, pipeline_cache_bytes, 8, uint64_t);
+FIELD(q4vk_context_memory_info, gemv_buffer_bytes, 16, uint64_t);
+FIELD(q4vk_context_memory_info, descriptor_sets, 24, uint32_t);
+FIELD(q4vk_context_memory_info, descriptor_pools, 28, uint32_t);
 static q4vk_status (*const p_context_tune)(q4vk_context *, const q4vk_tune_desc *, void *, size_t, size_t *,
                                            q4vk_tune_info *) = q4vk_context_tune;
 _Static_assert(sizeof(q4vk_tune_desc) == 40, "q4vk_tune_desc size");
@@ -308,7 +317,9 @@ int main(void) {
         printf("FAIL: q4vk_tune_desc_default\n");
         failures++;
     }
-    if (!p_context_tune || !p_binding_create || !p_cmd_gemv_bound || !p_binding_destroy || !p_footprint) failures++;
+    if (!p_context_tune || !p_binding_create || !p_cmd_gemv_bound || !p_binding_destroy || !p_footprint ||
+        !p_context_memory)
+        failures++;
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
         !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_gemv_host || !p_cmd_gemv || !p_workspace_size ||

@@ -726,6 +726,26 @@ typedef struct q4vk_matrix_footprint_info {
   uint32_t memory_type_bits;
 } q4vk_matrix_footprint_info;
 
+// What `q4vk_context_memory` answers. The caller sets `struct_size =
+// sizeof(q4vk_context_memory_info)`; q4vk writes the other fields.
+typedef struct q4vk_context_memory_info {
+  // Set by the caller: `sizeof(q4vk_context_memory_info)`.
+  uint32_t struct_size;
+  // Pipelines the context has created so far (each kernel variant a call used or
+  // `q4vk_gemv_prepare` created).
+  uint32_t pipelines;
+  // Bytes of the context's pipeline cache (`q4vk_context_pipeline_cache_size`).
+  uint64_t pipeline_cache_bytes;
+  // Device memory of `q4vk_gemv`'s buffers, kept between calls and grown on demand: x
+  // and y (host-visible) and the workspace of its pre-passes (their allocations).
+  uint64_t gemv_buffer_bytes;
+  // Descriptor sets of the ring of one-shot GEMV recordings (devices without
+  // `VK_KHR_push_descriptor`; at most `Q4VK_CMD_GEMV_SET_RING`), and their pools.
+  uint32_t descriptor_sets;
+  // See `descriptor_sets`.
+  uint32_t descriptor_pools;
+} q4vk_context_memory_info;
+
 // What `q4vk_context_tune` times. Initialize with `q4vk_tune_desc_default`.
 typedef struct q4vk_tune_desc {
   // `sizeof(q4vk_tune_desc)`; smaller than the first version is refused.
@@ -1745,6 +1765,19 @@ void q4vk_gemv_binding_destroy(struct q4vk_gemv_binding *binding);
 q4vk_status q4vk_matrix_footprint(const struct q4vk_context *ctx,
                                   const struct q4vk_matrix_desc *desc,
                                   struct q4vk_matrix_footprint_info *out);
+
+// Stores in `*out` what `ctx` holds now besides its matrices (which are the host's to
+// count: `q4vk_matrix_footprint`) and bindings: its pipelines and their cache, the device
+// memory of `q4vk_gemv`'s staging and workspace, and the descriptor sets of its ring. A
+// CPU context holds none of these: all fields 0.
+//
+// Statuses: `NULL_POINTER` (ctx, out), `INVALID_ARGUMENT` (struct_size), `VULKAN`
+// (`vkGetPipelineCacheData`). Nothing is written on failure. Thread-safe.
+//
+// # Safety
+// `ctx` NULL or live; `out` NULL or writable for its `struct_size` bytes.
+q4vk_status q4vk_context_memory(const struct q4vk_context *ctx,
+                                struct q4vk_context_memory_info *out);
 
 // Writes the f32 weights `[n][k]` (row-major, nn.Linear order, inputs in their original
 // order) that a matrix created from `desc` computes with: on the CPU, without a context,

@@ -165,6 +165,14 @@ fn a_recorded_binding_replays_after_the_ring_came_round() {
             assert_eq!(status, Q4VK_OK, "{}", last_error());
         }
     }
+    // The ring is full; the binding's sets are not in it.
+    let mut memory =
+        unsafe { std::mem::zeroed::<q4vk::ffi::footprint::q4vk_context_memory_info>() };
+    memory.struct_size = std::mem::size_of_val(&memory) as u32;
+    let status = unsafe { q4vk::ffi::footprint::q4vk_context_memory(gpu.ctx, &mut memory) };
+    assert_eq!(status, Q4VK_OK);
+    assert_eq!(memory.descriptor_sets, Q4VK_CMD_GEMV_SET_RING);
+    assert!(memory.descriptor_pools >= 1);
     unsafe {
         d.destroy_fence(fence, None);
         d.destroy_command_pool(pool, None);

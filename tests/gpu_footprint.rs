@@ -3,7 +3,7 @@
 //! column order) and matrices split into parts, the footprint asked before creation is
 //! exactly the device memory the created matrix then holds, buffer for buffer; staging is
 //! reported where uploads go through it; bad arguments and CPU contexts are refused, nothing
-//! written.
+//! written. `q4vk_context_memory` counts what a context holds as calls add it.
 
 mod gpu_support;
 use gpu_support::*;
@@ -122,4 +122,53 @@ fn bad_arguments_and_cpu_contexts_are_refused() {
     );
     assert!(plan.matrix_bytes <= info.device_bytes);
     unsafe { q4vk_matrix_destroy(mat) };
+}
+
+/// `q4vk_context_memory` of `ctx`.
+fn context_memory(ctx: *mut q4vk_context) -> q4vk_context_memory_info {
+    let mut info = unsafe { std::mem::zeroed::<q4vk_context_memory_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_context_memory_info>() as u32;
+    let status = unsafe { q4vk_context_memory(ctx, &mut info) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    info
+}
+
+#[test]
+fn a_context_counts_what_it_holds() {
+    let gpu = Gpu::new(false);
+    let fresh = context_memory(gpu.ctx);
+    assert_eq!((fresh.pipelines, fresh.gemv_buffer_bytes), (0, 0));
+    let mut rng = Rng(0xC0);
+    let d = random_q4(&mut rng, 100, 512, 128, false, false);
+    let mat = upload_q4(&gpu, &d);
+    let x = rng.vec(512 * 9);
+    assert!(check_gemv(&gpu, mat, &d, &x, 9) < 1e-5);
+    let used = context_memory(gpu.ctx);
+    assert!(used.pipelines >= 1, "{used:?}");
+    // x and y of 9 rows at least, in allocations of the driver's size.
+    assert!(used.gemv_buffer_bytes >= 4 * 9 * (512 + 100), "{used:?}");
+    let with_push = gpu.context().device.push_descriptor.is_some();
+    assert_eq!(used.descriptor_sets == 0, with_push, "{used:?}");
+    unsafe { q4vk_matrix_destroy(mat) };
+    assert_eq!(
+        unsafe { q4vk_context_memory(gpu.ctx, std::ptr::null_mut()) },
+        Q4VK_ERROR_NULL_POINTER
+    );
+    // A CPU context holds none of it.
+    let mut cd = unsafe { std::mem::zeroed::<q4vk_context_desc>() };
+    unsafe { q4vk_context_desc_default(&mut cd) };
+    cd.flags = Q4VK_CONTEXT_CPU;
+    let mut cpu = std::ptr::null_mut();
+    assert_eq!(unsafe { q4vk_context_create(&cd, &mut cpu) }, Q4VK_OK);
+    let info = context_memory(cpu);
+    assert_eq!(
+        (
+            info.pipelines,
+            info.pipeline_cache_bytes,
+            info.gemv_buffer_bytes,
+            info.descriptor_sets
+        ),
+        (0, 0, 0, 0)
+    );
+    unsafe { q4vk_context_destroy(cpu) };
 }

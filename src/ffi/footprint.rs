@@ -1,5 +1,5 @@
-//! `q4vk_matrix_footprint`: what a matrix would take on the device, asked before it is
-//! created (`vk::matrix::footprint`).
+//! What q4vk takes on the device: `q4vk_matrix_footprint`, a matrix asked before it is
+//! created (`vk::matrix::footprint`), and `q4vk_context_memory`, what a context holds now.
 
 use super::backend::Backend;
 use super::context::q4vk_context;
@@ -87,6 +87,80 @@ pub unsafe extern "C" fn q4vk_matrix_footprint(
             staging_bytes: f.staging_bytes,
             memory_type_bits: f.memory_type_bits,
         };
+        // SAFETY: writable for its `struct_size` (contract).
+        unsafe { write_prefix(out, &value, declared.struct_size as usize, "out") }
+    })
+}
+
+/// What `q4vk_context_memory` answers. The caller sets `struct_size =
+/// sizeof(q4vk_context_memory_info)`; q4vk writes the other fields.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct q4vk_context_memory_info {
+    /// Set by the caller: `sizeof(q4vk_context_memory_info)`.
+    pub struct_size: u32,
+    /// Pipelines the context has created so far (each kernel variant a call used or
+    /// `q4vk_gemv_prepare` created).
+    pub pipelines: u32,
+    /// Bytes of the context's pipeline cache (`q4vk_context_pipeline_cache_size`).
+    pub pipeline_cache_bytes: u64,
+    /// Device memory of `q4vk_gemv`'s buffers, kept between calls and grown on demand: x
+    /// and y (host-visible) and the workspace of its pre-passes (their allocations).
+    pub gemv_buffer_bytes: u64,
+    /// Descriptor sets of the ring of one-shot GEMV recordings (devices without
+    /// `VK_KHR_push_descriptor`; at most `Q4VK_CMD_GEMV_SET_RING`), and their pools.
+    pub descriptor_sets: u32,
+    /// See `descriptor_sets`.
+    pub descriptor_pools: u32,
+}
+
+// SAFETY: repr(C), starts with u32 struct_size; integers only.
+unsafe impl VersionedStruct for q4vk_context_memory_info {
+    const V0_SIZE: usize = std::mem::size_of::<q4vk_context_memory_info>();
+    const NAME: &'static str = "q4vk_context_memory_info";
+}
+
+/// Stores in `*out` what `ctx` holds now besides its matrices (which are the host's to
+/// count: `q4vk_matrix_footprint`) and bindings: its pipelines and their cache, the device
+/// memory of `q4vk_gemv`'s staging and workspace, and the descriptor sets of its ring. A
+/// CPU context holds none of these: all fields 0.
+///
+/// Statuses: `NULL_POINTER` (ctx, out), `INVALID_ARGUMENT` (struct_size), `VULKAN`
+/// (`vkGetPipelineCacheData`). Nothing is written on failure. Thread-safe.
+///
+/// # Safety
+/// `ctx` NULL or live; `out` NULL or writable for its `struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_context_memory(
+    ctx: *const q4vk_context,
+    out: *mut q4vk_context_memory_info,
+) -> q4vk_status {
+    guard("q4vk_context_memory", || {
+        // SAFETY: NULL or a live context (contract).
+        let context = unsafe { handle(ctx, "ctx") }?;
+        // SAFETY: NULL or readable for its `struct_size` (contract).
+        let declared = unsafe { read_struct(out.cast_const(), "out") }?;
+        let mut value = q4vk_context_memory_info {
+            struct_size: declared.struct_size,
+            pipelines: 0,
+            pipeline_cache_bytes: 0,
+            gemv_buffer_bytes: 0,
+            descriptor_sets: 0,
+            descriptor_pools: 0,
+        };
+        if let Backend::Vulkan(c) = &context.backend {
+            value.pipelines = c.pipelines.created() as u32;
+            value.pipeline_cache_bytes = c.pipelines.cache_data()?.len() as u64;
+            value.gemv_buffer_bytes = {
+                let exec = c.exec.lock().unwrap_or_else(|e| e.into_inner());
+                exec.buffers.allocated_bytes()
+            };
+            if let Some(sets) = &c.xy_sets {
+                let sets = sets.lock().unwrap_or_else(|e| e.into_inner());
+                value.descriptor_sets = sets.allocated() as u32;
+                value.descriptor_pools = sets.pools() as u32;
+            }
+        }
         // SAFETY: writable for its `struct_size` (contract).
         unsafe { write_prefix(out, &value, declared.struct_size as usize, "out") }
     })

@@ -15,10 +15,18 @@ pub struct GemvBuffers {
 impl GemvBuffers {
     /// Bytes held (x, y and the workspace).
     pub fn bytes(&self) -> u64 {
+        self.held().map(|b| b.size).sum()
+    }
+
+    /// Bytes of device memory held: their allocations.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.held().map(|b| b.allocated).sum()
+    }
+
+    /// The buffers held.
+    fn held(&self) -> impl Iterator<Item = &Buffer> {
         [&self.x, &self.y, &self.workspace]
-            .iter()
+            .into_iter()
             .flat_map(|b| b.as_ref())
-            .map(|b| b.size)
-            .sum()
     }
 }

@@ -41,6 +41,11 @@ impl XySets {
         self.sets.len()
     }
 
+    /// Descriptor pools created so far.
+    pub fn pools(&self) -> usize {
+        self.pools.len()
+    }
+
     /// The next set of the ring, written with x (binding 0) and y (binding 1).
     pub fn next(
         &mut self,
