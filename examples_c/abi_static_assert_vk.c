@@ -206,7 +206,13 @@ static q4vk_status (*const p_cmd_gemv_bound)(q4vk_context *, const q4vk_gemv_bin
 static void (*const p_binding_destroy)(q4vk_gemv_binding *) = q4vk_gemv_binding_destroy;
 static q4vk_status (*const p_footprint)(const q4vk_context *, const q4vk_matrix_desc *, q4vk_matrix_footprint_info *) =
     q4vk_matrix_footprint;
-_Static_assert(sizeof(q4vk_matrix_footprint_info) == 40, "q4vk_matrix_footprint_info size");
+_Static_assert(sizeof(q4vk_matrix_footprint_info) == 48, "q4vk_matrix_footprint_info size");
+FIELD(q4vk_matrix_footprint_info, upload_bytes, 40, uint64_t);
+static q4vk_status (*const p_create_recorded)(q4vk_context *, const q4vk_matrix_desc *, void *,
+                                              const q4vk_staging *, q4vk_matrix **) = q4vk_matrix_create_recorded;
+_Static_assert(sizeof(q4vk_staging) == 32, "q4vk_staging size");
+FIELD(q4vk_staging, buffer, 0, q4vk_buffer_ref);
+FIELD(q4vk_staging, mapped, 24, void *);
 FIELD(q4vk_matrix_footprint_info, struct_size, 0, uint32_t);
 FIELD(q4vk_matrix_footprint_info, buffers, 4, uint32_t);
 FIELD(q4vk_matrix_footprint_info, device_bytes, 8, uint64_t);
@@ -318,7 +324,7 @@ int main(void) {
         failures++;
     }
     if (!p_context_tune || !p_binding_create || !p_cmd_gemv_bound || !p_binding_destroy || !p_footprint ||
-        !p_context_memory)
+        !p_context_memory || !p_create_recorded)
         failures++;
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||

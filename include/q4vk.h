@@ -724,6 +724,11 @@ typedef struct q4vk_matrix_footprint_info {
   // Memory types (bits of `VkPhysicalDeviceMemoryProperties`) that every buffer can
   // live in.
   uint32_t memory_type_bits;
+  // Staging bytes `q4vk_matrix_create_recorded` needs for all of the matrix's buffers
+  // at once (each at a multiple of 16 bytes; 0 where the device memory is host-visible
+  // and written in place). Both staging figures assume q4vk's own memory: with the
+  // host's allocator, buffers it maps need none.
+  uint64_t upload_bytes;
 } q4vk_matrix_footprint_info;
 
 // What `q4vk_context_memory` answers. The caller sets `struct_size =
@@ -800,6 +805,17 @@ typedef struct q4vk_tune_info {
   // (1 where the table's shape was kept).
   double time_vs_table;
 } q4vk_tune_info;
+
+// The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer
+// created with `VK_BUFFER_USAGE_TRANSFER_SRC_BIT`, and the host's mapping of its first
+// byte in host-coherent memory.
+typedef struct q4vk_staging {
+  // The buffer and the range q4vk may write (`q4vk_matrix_footprint_info.upload_bytes`
+  // at least; not `VK_WHOLE_SIZE`).
+  struct q4vk_buffer_ref buffer;
+  // The host's mapping of `buffer.offset`, writable for `buffer.range` bytes.
+  void *mapped;
+} q4vk_staging;
 
 // The SIMT GEMV on x itself (m ≤ 8, and past 8 in passes of 8 rows).
 #define Q4VK_GEMV_KERNEL_SIMT_GEMV 1
@@ -1835,6 +1851,33 @@ q4vk_status q4vk_context_tune(struct q4vk_context *ctx,
                               size_t blob_capacity,
                               size_t *blob_written,
                               struct q4vk_tune_info *info);
+
+// Creates a matrix as `q4vk_matrix_create` does, except that its bytes go through the
+// host's staging memory: q4vk writes them there and records into `command_buffer` one
+// `vkCmdCopyBuffer` per buffer and then a barrier from the transfers' writes to compute
+// shaders' reads (`VK_PIPELINE_STAGE_TRANSFER_BIT` / `VK_ACCESS_TRANSFER_WRITE_BIT` to
+// `VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT` / `VK_ACCESS_SHADER_READ_BIT`). Nothing is
+// submitted: the matrix may be used in commands recorded after these in the same command
+// buffer or submitted after it, and by `q4vk_gemv` once it has executed. Buffers in memory
+// q4vk maps (host-visible device memory, or the host allocator's mapped allocations) are
+// written in place and get no copy. The staging memory must stay untouched until the
+// command buffer has executed.
+//
+// Statuses: those of `q4vk_matrix_create`; `NULL_POINTER` (command_buffer, staging, its
+// buffer or mapping), `INVALID_ARGUMENT` (a staging range of 0 or `VK_WHOLE_SIZE`),
+// `BUFFER_TOO_SMALL` (a staging range below what the matrix needs; nothing is recorded),
+// `UNSUPPORTED` (a CPU context). On failure nothing is recorded and `*out` is untouched;
+// the staging memory may have been written. Thread-safe for distinct command buffers.
+//
+// # Safety
+// `ctx` NULL or live; `desc` as for `q4vk_matrix_create`; `command_buffer` a
+// `VkCommandBuffer` of the context's device in the recording state, outside a render pass;
+// `staging` NULL or readable, its mapping writable for its range; `out` NULL or writable.
+q4vk_status q4vk_matrix_create_recorded(struct q4vk_context *ctx,
+                                        const struct q4vk_matrix_desc *desc,
+                                        void *command_buffer,
+                                        const struct q4vk_staging *staging,
+                                        struct q4vk_matrix **out);
 
 #ifdef __cplusplus
 }  // extern "C"

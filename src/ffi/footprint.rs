@@ -31,6 +31,11 @@ pub struct q4vk_matrix_footprint_info {
     /// Memory types (bits of `VkPhysicalDeviceMemoryProperties`) that every buffer can
     /// live in.
     pub memory_type_bits: u32,
+    /// Staging bytes `q4vk_matrix_create_recorded` needs for all of the matrix's buffers
+    /// at once (each at a multiple of 16 bytes; 0 where the device memory is host-visible
+    /// and written in place). Both staging figures assume q4vk's own memory: with the
+    /// host's allocator, buffers it maps need none.
+    pub upload_bytes: u64,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers only.
@@ -86,6 +91,7 @@ pub unsafe extern "C" fn q4vk_matrix_footprint(
             alignment: f.alignment,
             staging_bytes: f.staging_bytes,
             memory_type_bits: f.memory_type_bits,
+            upload_bytes: f.upload_bytes,
         };
         // SAFETY: writable for its `struct_size` (contract).
         unsafe { write_prefix(out, &value, declared.struct_size as usize, "out") }

@@ -18,3 +18,4 @@ pub mod binding;
 pub mod footprint;
 pub mod import;
 pub mod tune;
+pub mod upload;

@@ -6,6 +6,7 @@ use super::context::Context;
 use super::device::Device;
 use super::matrix_form::MatrixForm;
 use super::memory::{storage_set, Buffer, MemoryKind};
+use super::params::BufferRange;
 use crate::error::{Error, Result};
 use crate::quant::q4::{Q4Data, ScaleType};
 use ash::vk;
@@ -64,12 +65,127 @@ pub fn upload_with(
     name: &str,
     fill: impl FnOnce(&mut [u8]),
 ) -> Result<Buffer> {
+    upload_via(ctx, &mut UploadRoute::Queue, len, name, fill)
+}
+
+/// How a matrix's bytes reach buffers whose memory q4vk does not write in place.
+pub enum UploadRoute<'a> {
+    /// Through q4vk's own staging buffer and a copy on its queue, waited for.
+    Queue,
+    /// Through the host's staging memory, by copies recorded later into the host's command
+    /// buffer ([`RecordedUpload::record`]).
+    Recorded(&'a mut RecordedUpload),
+}
+
+/// The host's staging memory for recorded uploads, and the copies planned so far.
+pub struct RecordedUpload {
+    staging: BufferRange,
+    mapped: *mut u8,
+    used: u64,
+    copies: Vec<(u64, vk::Buffer, u64)>,
+}
+
+/// Alignment of each buffer's bytes in the host's staging memory.
+const STAGING_ALIGN: u64 = 16;
+
+/// Bytes of staging a recorded upload of buffers of `sizes` takes: each at a multiple of
+/// [`STAGING_ALIGN`].
+fn recorded_staging_bytes(sizes: impl Iterator<Item = u64>) -> u64 {
+    sizes.fold(0, |at, len| at.next_multiple_of(STAGING_ALIGN) + len)
+}
+
+impl RecordedUpload {
+    /// Uploads through `staging`, which the host maps at `mapped` (host-coherent memory,
+    /// its first byte at `staging.offset`).
+    ///
+    /// # Safety
+    /// `mapped` is writable for `staging.range` bytes until the recorded copies executed,
+    /// and nothing else uses that memory meanwhile.
+    pub unsafe fn new(staging: BufferRange, mapped: *mut u8) -> RecordedUpload {
+        RecordedUpload {
+            staging,
+            mapped,
+            used: 0,
+            copies: Vec::new(),
+        }
+    }
+
+    /// Writes `len` bytes with `fill` into the next piece of the staging memory, for a
+    /// copy into `dst`; `BufferTooSmall` where the staging memory ends first.
+    fn stage(
+        &mut self,
+        dst: vk::Buffer,
+        len: usize,
+        name: &str,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<()> {
+        let at = self.used.next_multiple_of(STAGING_ALIGN);
+        let end = at + len as u64;
+        if end > self.staging.range {
+            return Err(Error::BufferTooSmall(format!(
+                "the staging range is {} bytes and {name} needs bytes {at}..{end} of it (q4vk_matrix_footprint_info.upload_bytes gives the whole)",
+                self.staging.range
+            )));
+        }
+        // SAFETY: in bounds of the host's mapping (checked), which it lent for this upload.
+        fill(unsafe { std::slice::from_raw_parts_mut(self.mapped.add(at as usize), len) });
+        self.copies.push((at, dst, len as u64));
+        self.used = end;
+        Ok(())
+    }
+
+    /// Records the planned copies into `cmd`, then a barrier from the transfers' writes to
+    /// compute shaders' reads.
+    ///
+    /// # Safety
+    /// `cmd` is a command buffer of `device` in the recording state, outside a render pass;
+    /// the destination buffers outlive its execution.
+    pub unsafe fn record(&self, device: &Device, cmd: vk::CommandBuffer) {
+        let d = &device.device;
+        for &(at, dst, len) in &self.copies {
+            let region = [vk::BufferCopy::default()
+                .src_offset(self.staging.offset + at)
+                .size(len.max(1))];
+            // SAFETY: the caller's contract; ranges checked when staged.
+            unsafe { d.cmd_copy_buffer(cmd, self.staging.buffer, dst, &region) };
+        }
+        // SAFETY: as above.
+        unsafe {
+            super::submit::record_barrier(
+                d,
+                cmd,
+                (
+                    vk::PipelineStageFlags::TRANSFER,
+                    vk::AccessFlags::TRANSFER_WRITE,
+                ),
+                (
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::AccessFlags::SHADER_READ,
+                ),
+            )
+        };
+    }
+}
+
+/// [`upload_with`] by `route`: in place where the buffer is mapped (unless the context's
+/// limits stage every upload), else through `route`.
+pub fn upload_via(
+    ctx: &Context,
+    route: &mut UploadRoute,
+    len: usize,
+    name: &str,
+    fill: impl FnOnce(&mut [u8]),
+) -> Result<Buffer> {
     let mut buffer = match &ctx.allocator {
         Some(allocator) => Buffer::in_host_memory(&ctx.device, len as u64, allocator, name)?,
         None => Buffer::new(&ctx.device, len as u64, MemoryKind::Device, name)?,
     };
     if buffer.mapped().is_some() && !ctx.limits.staged_uploads {
         buffer.fill(len, fill);
+        return Ok(buffer);
+    }
+    if let UploadRoute::Recorded(recorded) = route {
+        recorded.stage(buffer.buffer, len, name, fill)?;
         return Ok(buffer);
     }
     let mut staging = Buffer::new(
@@ -148,6 +264,9 @@ pub struct Footprint {
     /// Host-visible staging the upload holds at most at once (0 where the device memory is
     /// mapped and written in place).
     pub staging_bytes: u64,
+    /// Staging an upload recorded into the host's command buffer takes, all buffers at once
+    /// (`UploadRoute::Recorded`; 0 where the device memory is written in place).
+    pub upload_bytes: u64,
 }
 
 /// The footprint of a matrix of `data` (with per-group offsets, a column order) that
@@ -162,21 +281,25 @@ pub fn footprint(ctx: &Context, data: &Q4Data, offsets: bool, k_order: bool) -> 
         ctx.coop,
         ctx.limits.max_part_bytes,
     )?;
-    let mut sizes: Vec<usize> = form
-        .parts()
-        .flat_map(|rows| part_buffer_bytes(&form, data.scale_type.size(), rows.len()))
-        .filter(|&bytes| bytes > 0)
-        .collect();
-    if k_order {
-        sizes.push(4 * data.shape.k);
-    }
+    // In the order the matrix uploads them: the column order, then part by part.
+    let mut sizes: Vec<usize> = match k_order {
+        true => vec![4 * data.shape.k],
+        false => Vec::new(),
+    };
+    sizes.extend(
+        form.parts()
+            .flat_map(|rows| part_buffer_bytes(&form, data.scale_type.size(), rows.len()))
+            .filter(|&bytes| bytes > 0),
+    );
     let mut f = Footprint {
         device_bytes: 0,
         buffers: sizes.len() as u32,
         alignment: 1,
         memory_type_bits: u32::MAX,
         staging_bytes: 0,
+        upload_bytes: 0,
     };
+    let mut staged = Vec::new();
     for bytes in sizes {
         let place = Buffer::placement(&ctx.device, bytes as u64, MemoryKind::Device)?;
         let r = place.requirements;
@@ -185,8 +308,10 @@ pub fn footprint(ctx: &Context, data: &Q4Data, offsets: bool, k_order: bool) -> 
         f.memory_type_bits &= r.memory_type_bits;
         if !place.mapped || ctx.limits.staged_uploads {
             f.staging_bytes = f.staging_bytes.max(bytes as u64);
+            staged.push(bytes as u64);
         }
     }
+    f.upload_bytes = recorded_staging_bytes(staged.into_iter());
     Ok(f)
 }
 
@@ -214,17 +339,26 @@ impl DeviceMatrix {
         offsets: Option<&[f32]>,
         k_order: Option<&[u32]>,
     ) -> Result<DeviceMatrix> {
-        Self::in_layout(ctx, data, offsets, k_order, ctx.coop)
+        Self::in_layout(
+            ctx,
+            data,
+            offsets,
+            k_order,
+            ctx.coop,
+            &mut UploadRoute::Queue,
+        )
     }
 
     /// [`DeviceMatrix::new`] in the tensor-core layout only where `coop` (and the context
-    /// runs those kernels), else in the SIMT layout.
+    /// runs those kernels), else in the SIMT layout; bytes not written in place go by
+    /// `route`.
     pub fn in_layout(
         ctx: &Context,
         data: &Q4Data,
         offsets: Option<&[f32]>,
         k_order: Option<&[u32]>,
         coop: bool,
+        route: &mut UploadRoute,
     ) -> Result<DeviceMatrix> {
         if k_order.is_some_and(|o| o.len() != data.shape.k) {
             return Err(Error::Internal(
@@ -285,7 +419,13 @@ impl DeviceMatrix {
         if let Some(order) = k_order {
             let bytes: Vec<u8> = order.iter().flat_map(|i| i.to_le_bytes()).collect();
             this.k_order = Some(ColumnOrder {
-                buffer: upload(ctx, &bytes, &format!("{matrix_name} column order"))?,
+                buffer: upload_via(
+                    ctx,
+                    route,
+                    bytes.len(),
+                    &format!("{matrix_name} column order"),
+                    |dst| dst.copy_from_slice(&bytes),
+                )?,
                 inputs: crate::alloc::collect(order.iter().copied(), "the column order")?,
             });
         }
@@ -303,20 +443,22 @@ impl DeviceMatrix {
                 part_buffer_bytes(&this.form, data.scale_type.size(), count);
             let (weights, scales, zeros) = match &coop {
                 Some(c) => (
-                    upload_with(ctx, weights_bytes, &weights_name, |dst| {
+                    upload_via(ctx, route, weights_bytes, &weights_name, |dst| {
                         c.pack_weights(data, rows.clone(), dst)
                     })?,
-                    upload_with(ctx, scales_bytes, &scales_name, |dst| {
+                    upload_via(ctx, route, scales_bytes, &scales_name, |dst| {
                         c.pack_scales(data, rows.clone(), dst)
                     })?,
                     match offsets {
-                        Some(o) => Some(upload_with(ctx, third_bytes, &offsets_name, |dst| {
-                            c.pack_offsets(data, o, rows.clone(), dst)
-                        })?),
+                        Some(o) => {
+                            Some(upload_via(ctx, route, third_bytes, &offsets_name, |dst| {
+                                c.pack_offsets(data, o, rows.clone(), dst)
+                            })?)
+                        }
                         None => shape
                             .zero_points
                             .then(|| {
-                                upload_with(ctx, third_bytes, &zeros_name, |dst| {
+                                upload_via(ctx, route, third_bytes, &zeros_name, |dst| {
                                     c.pack_zeros(data, rows.clone(), dst)
                                 })
                             })
@@ -324,20 +466,22 @@ impl DeviceMatrix {
                     },
                 ),
                 None => (
-                    upload_with(ctx, weights_bytes, &weights_name, |dst| {
+                    upload_via(ctx, route, weights_bytes, &weights_name, |dst| {
                         layout.pack_weights(data, rows.clone(), dst)
                     })?,
-                    upload_with(ctx, scales_bytes, &scales_name, |dst| {
+                    upload_via(ctx, route, scales_bytes, &scales_name, |dst| {
                         layout.pack_scales(data, rows.clone(), dst)
                     })?,
                     match offsets {
-                        Some(o) => Some(upload_with(ctx, third_bytes, &offsets_name, |dst| {
-                            layout.pack_offsets(o, rows.clone(), dst)
-                        })?),
+                        Some(o) => {
+                            Some(upload_via(ctx, route, third_bytes, &offsets_name, |dst| {
+                                layout.pack_offsets(o, rows.clone(), dst)
+                            })?)
+                        }
                         None => shape
                             .zero_points
                             .then(|| {
-                                upload_with(ctx, third_bytes, &zeros_name, |dst| {
+                                upload_via(ctx, route, third_bytes, &zeros_name, |dst| {
                                     layout.pack_zeros(data, rows.clone(), dst)
                                 })
                             })

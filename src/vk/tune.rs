@@ -7,7 +7,7 @@
 
 use super::context::Context;
 use super::gemv_plan::{decide, KernelChoice, Room};
-use super::matrix::{upload, DeviceMatrix};
+use super::matrix::{upload, DeviceMatrix, UploadRoute};
 use super::memory::{Buffer, MemoryKind};
 use super::params::{BufferRange, GemvParams, MAX_M};
 use super::pipeline::Tuning;
@@ -218,12 +218,19 @@ fn make_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> R
         scales: Cow::Owned(scales),
         zeros: Cow::Owned(Vec::new()),
     };
-    let first = DeviceMatrix::in_layout(ctx, &data, None, None, false)?;
+    let first = DeviceMatrix::in_layout(ctx, &data, None, None, false, &mut UploadRoute::Queue)?;
     let bytes = first.form.device_bytes().max(1);
     let copies = opts.cold_bytes.div_ceil(bytes).clamp(1, 64) as usize;
     let mut mats = vec![first];
     for _ in 1..copies {
-        mats.push(DeviceMatrix::in_layout(ctx, &data, None, None, false)?);
+        mats.push(DeviceMatrix::in_layout(
+            ctx,
+            &data,
+            None,
+            None,
+            false,
+            &mut UploadRoute::Queue,
+        )?);
     }
     let x_values: Vec<u8> = (0..MAX_M as u64 * k)
         .flat_map(|i| (((i % 97) as f32 - 48.0) / 64.0).to_le_bytes())
