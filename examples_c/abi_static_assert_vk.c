@@ -211,6 +211,12 @@ FIELD(q4vk_matrix_footprint_info, upload_bytes, 40, uint64_t);
 static q4vk_status (*const p_create_recorded)(q4vk_context *, const q4vk_matrix_desc *, void *,
                                               const q4vk_staging *, q4vk_matrix **) = q4vk_matrix_create_recorded;
 _Static_assert(sizeof(q4vk_staging) == 32, "q4vk_staging size");
+static q4vk_status (*const p_blob_size)(const q4vk_context *, const q4vk_matrix *, size_t *) =
+    q4vk_matrix_blob_size;
+static q4vk_status (*const p_blob)(const q4vk_context *, const q4vk_matrix *, void *, size_t, size_t *) =
+    q4vk_matrix_blob;
+static q4vk_status (*const p_from_blob)(q4vk_context *, const void *, size_t, q4vk_matrix **) =
+    q4vk_matrix_create_from_blob;
 FIELD(q4vk_staging, buffer, 0, q4vk_buffer_ref);
 FIELD(q4vk_staging, mapped, 24, void *);
 FIELD(q4vk_matrix_footprint_info, struct_size, 0, uint32_t);
@@ -324,7 +330,7 @@ int main(void) {
         failures++;
     }
     if (!p_context_tune || !p_binding_create || !p_cmd_gemv_bound || !p_binding_destroy || !p_footprint ||
-        !p_context_memory || !p_create_recorded)
+        !p_context_memory || !p_create_recorded || !p_blob_size || !p_blob || !p_from_blob)
         failures++;
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||

@@ -1762,6 +1762,53 @@ q4vk_status q4vk_cmd_gemv_bound(struct q4vk_context *ctx,
 // `binding` NULL or live, not used by another call at the same time.
 void q4vk_gemv_binding_destroy(struct q4vk_gemv_binding *binding);
 
+// Stores in `*bytes` the size of `mat`'s blob (`q4vk_matrix_blob`).
+//
+// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (a matrix of another device or a CPU
+// context's), `UNSUPPORTED` (a CPU context). Thread-safe.
+//
+// # Safety
+// Handles NULL or live; `bytes` NULL or writable.
+q4vk_status q4vk_matrix_blob_size(const struct q4vk_context *ctx,
+                                  const struct q4vk_matrix *mat,
+                                  size_t *bytes);
+
+// Writes `mat`'s blob into `data` and its length into `*written`: the matrix's buffers
+// exactly as the device holds them (read back through q4vk's queue where q4vk does not map
+// them), after a header naming the format, q4vk version, shape, scheme, layout and parts,
+// and a checksum. Save it (an engine's cache file; it may be mmapped later) and create the
+// matrix from it with `q4vk_matrix_create_from_blob` on a context of the same device and
+// kind: no conversion or packing runs then. Size it with `q4vk_matrix_blob_size`.
+//
+// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (a matrix of another device or a CPU
+// context's), `BUFFER_TOO_SMALL` (`capacity`; nothing written), `UNSUPPORTED` (a CPU
+// context), `VULKAN`, `DEVICE_LOST`. Thread-safe.
+//
+// # Safety
+// Handles NULL or live; `data` NULL or writable for `capacity` bytes; `written` NULL or
+// writable.
+q4vk_status q4vk_matrix_blob(const struct q4vk_context *ctx,
+                             const struct q4vk_matrix *mat,
+                             void *data,
+                             size_t capacity,
+                             size_t *written);
+
+// Creates a matrix from a blob of `q4vk_matrix_blob` by copying its buffers to the device
+// as they are. The blob is read during the call only.
+//
+// Statuses: `NULL_POINTER`; `INVALID_ARGUMENT` (not a whole blob of this q4vk version:
+// truncated, corrupted, another format or version; the message says which);
+// `UNSUPPORTED` (a blob of another device layout: the tensor-core layout on a context
+// that does not run it, or parts of another size; a CPU context); `OUT_OF_DEVICE_MEMORY`,
+// `VULKAN`. Nothing is written on failure. Thread-safe.
+//
+// # Safety
+// `ctx` NULL or live; `blob` NULL or readable for `bytes` bytes; `out` NULL or writable.
+q4vk_status q4vk_matrix_create_from_blob(struct q4vk_context *ctx,
+                                         const void *blob,
+                                         size_t bytes,
+                                         struct q4vk_matrix **out);
+
 // Stores in `*out` what `q4vk_matrix_create(ctx, desc, …)` would take on the device —
 // device bytes (as the driver sizes each buffer), buffers, alignment, memory types and the
 // staging its upload holds — without creating anything on the device: the desc is read

@@ -15,6 +15,7 @@ pub mod version;
 pub mod weight;
 // Last, so that the header keeps the order of the items before it.
 pub mod binding;
+pub mod blob;
 pub mod footprint;
 pub mod import;
 pub mod tune;

@@ -10,6 +10,7 @@ use super::params::BufferRange;
 use crate::error::{Error, Result};
 use crate::quant::q4::{Q4Data, ScaleType};
 use ash::vk;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Rows `first_row .. first_row + rows` of a matrix, in their own buffers.
@@ -21,6 +22,13 @@ pub struct Part {
     /// Set 0 of the GEMV pipeline layout, written once at creation.
     pub set: vk::DescriptorSet,
     buffers: Vec<Buffer>,
+}
+
+impl Part {
+    /// Its buffers: weights, scales, and zero points or offsets where the matrix has them.
+    pub fn buffers(&self) -> &[Buffer] {
+        &self.buffers
+    }
 }
 
 /// The input of each column of a matrix whose columns are not in input order: on the
@@ -223,7 +231,7 @@ pub fn upload_via(
 /// Bytes of the buffers of a part of `count` rows of a matrix of `form` whose scales take
 /// `scale_size` bytes each (as given; the tensor-core layout stores f32): weights, scales,
 /// and zero points or offsets (0: the matrix has neither).
-fn part_buffer_bytes(form: &MatrixForm, scale_size: usize, count: usize) -> [usize; 3] {
+pub(super) fn part_buffer_bytes(form: &MatrixForm, scale_size: usize, count: usize) -> [usize; 3] {
     let third = form.offsets || form.shape.zero_points;
     match &form.coop {
         Some(c) => [
@@ -315,6 +323,52 @@ pub fn footprint(ctx: &Context, data: &Q4Data, offsets: bool, k_order: bool) -> 
     Ok(f)
 }
 
+/// Where a matrix's buffer bytes come from (`DeviceMatrix::assemble`): packed from the
+/// caller's data, or copied from a packed blob (`vk::matrix_blob`).
+pub(super) trait MatrixBytes {
+    /// Bytes per scale of the source (the SIMT layout keeps them as given).
+    fn scale_size(&self) -> usize;
+    /// The column order, where the matrix has one.
+    fn column_order(&self) -> Result<Option<Vec<u32>>>;
+    /// Writes buffer `which` (0 weights, 1 scales, 2 zero points or offsets) of part `part`,
+    /// rows `rows`, into `dst` (of `part_buffer_bytes`' length).
+    fn fill(&self, which: usize, part: usize, rows: Range<usize>, dst: &mut [u8]);
+}
+
+/// A matrix's bytes packed from the caller's data into `form`'s layout.
+struct PackedFrom<'a, 'b> {
+    data: &'a Q4Data<'b>,
+    offsets: Option<&'a [f32]>,
+    k_order: Option<&'a [u32]>,
+    form: MatrixForm,
+}
+
+impl MatrixBytes for PackedFrom<'_, '_> {
+    fn scale_size(&self) -> usize {
+        self.data.scale_type.size()
+    }
+
+    fn column_order(&self) -> Result<Option<Vec<u32>>> {
+        self.k_order
+            .map(|o| crate::alloc::collect(o.iter().copied(), "the column order"))
+            .transpose()
+    }
+
+    fn fill(&self, which: usize, _part: usize, rows: Range<usize>, dst: &mut [u8]) {
+        let data = self.data;
+        match (&self.form.coop, which, self.offsets) {
+            (Some(c), 0, _) => c.pack_weights(data, rows, dst),
+            (Some(c), 1, _) => c.pack_scales(data, rows, dst),
+            (Some(c), _, Some(o)) => c.pack_offsets(data, o, rows, dst),
+            (Some(c), _, None) => c.pack_zeros(data, rows, dst),
+            (None, 0, _) => self.form.layout.pack_weights(data, rows, dst),
+            (None, 1, _) => self.form.layout.pack_scales(data, rows, dst),
+            (None, _, Some(o)) => self.form.layout.pack_offsets(o, rows, dst),
+            (None, _, None) => self.form.layout.pack_zeros(data, rows, dst),
+        }
+    }
+}
+
 impl DeviceMatrix {
     /// Bytes of device memory the matrix holds (every buffer's allocation).
     pub fn allocated_bytes(&self) -> u64 {
@@ -371,16 +425,33 @@ impl DeviceMatrix {
                     .into(),
             ));
         }
-        let shape = data.shape;
         let form = MatrixForm::new(
-            shape,
+            data.shape,
             data.scale_type == ScaleType::F32,
             offsets.is_some(),
             k_order.is_some(),
             coop && ctx.coop,
             ctx.limits.max_part_bytes,
         )?;
-        let (layout, coop) = (form.layout, form.coop);
+        let source = PackedFrom {
+            data,
+            offsets,
+            k_order,
+            form,
+        };
+        Self::assemble(ctx, form, &source, route)
+    }
+
+    /// A matrix of `form` on `ctx` whose buffers `source` fills (bytes not written in place
+    /// go by `route`): the column order first, then per part its weights, scales and zero
+    /// points or offsets, with a descriptor set per part.
+    pub(super) fn assemble(
+        ctx: &Context,
+        form: MatrixForm,
+        source: &dyn MatrixBytes,
+        route: &mut UploadRoute,
+    ) -> Result<DeviceMatrix> {
+        let shape = form.shape;
         let part_count = form.parts().count();
         let d = &ctx.device.device;
         let matrix_name = format!("q4vk matrix {}x{}", shape.n, shape.k);
@@ -416,7 +487,7 @@ impl DeviceMatrix {
                 "the matrix needs {needed} bytes of device memory; this device's largest device-local heap holds {heap} bytes"
             )));
         }
-        if let Some(order) = k_order {
+        if let Some(order) = source.column_order()? {
             let bytes: Vec<u8> = order.iter().flat_map(|i| i.to_le_bytes()).collect();
             this.k_order = Some(ColumnOrder {
                 buffer: upload_via(
@@ -426,73 +497,35 @@ impl DeviceMatrix {
                     &format!("{matrix_name} column order"),
                     |dst| dst.copy_from_slice(&bytes),
                 )?,
-                inputs: crate::alloc::collect(order.iter().copied(), "the column order")?,
+                inputs: order,
             });
         }
         for (p, rows) in form.parts().enumerate() {
-            let count = rows.len();
             let part_name = match part_count {
                 1 => matrix_name.clone(),
                 _ => format!("{matrix_name} part {}/{part_count}", p + 1),
             };
-            let weights_name = format!("{part_name} weights");
-            let scales_name = format!("{part_name} scales");
-            let zeros_name = format!("{part_name} zeros");
-            let offsets_name = format!("{part_name} offsets");
-            let [weights_bytes, scales_bytes, third_bytes] =
-                part_buffer_bytes(&this.form, data.scale_type.size(), count);
-            let (weights, scales, zeros) = match &coop {
-                Some(c) => (
-                    upload_via(ctx, route, weights_bytes, &weights_name, |dst| {
-                        c.pack_weights(data, rows.clone(), dst)
-                    })?,
-                    upload_via(ctx, route, scales_bytes, &scales_name, |dst| {
-                        c.pack_scales(data, rows.clone(), dst)
-                    })?,
-                    match offsets {
-                        Some(o) => {
-                            Some(upload_via(ctx, route, third_bytes, &offsets_name, |dst| {
-                                c.pack_offsets(data, o, rows.clone(), dst)
-                            })?)
-                        }
-                        None => shape
-                            .zero_points
-                            .then(|| {
-                                upload_via(ctx, route, third_bytes, &zeros_name, |dst| {
-                                    c.pack_zeros(data, rows.clone(), dst)
-                                })
-                            })
-                            .transpose()?,
-                    },
-                ),
-                None => (
-                    upload_via(ctx, route, weights_bytes, &weights_name, |dst| {
-                        layout.pack_weights(data, rows.clone(), dst)
-                    })?,
-                    upload_via(ctx, route, scales_bytes, &scales_name, |dst| {
-                        layout.pack_scales(data, rows.clone(), dst)
-                    })?,
-                    match offsets {
-                        Some(o) => {
-                            Some(upload_via(ctx, route, third_bytes, &offsets_name, |dst| {
-                                layout.pack_offsets(o, rows.clone(), dst)
-                            })?)
-                        }
-                        None => shape
-                            .zero_points
-                            .then(|| {
-                                upload_via(ctx, route, third_bytes, &zeros_name, |dst| {
-                                    layout.pack_zeros(data, rows.clone(), dst)
-                                })
-                            })
-                            .transpose()?,
-                    },
-                ),
+            let third_name = match (form.offsets, shape.zero_points) {
+                (true, _) => "offsets",
+                (false, true) => "zeros",
+                (false, false) => "",
             };
+            let lengths = part_buffer_bytes(&form, source.scale_size(), rows.len());
+            let mut buffers = Vec::with_capacity(3);
+            for (which, name) in ["weights", "scales", third_name].into_iter().enumerate() {
+                if lengths[which] == 0 {
+                    continue;
+                }
+                let name = format!("{part_name} {name}");
+                buffers.push(upload_via(ctx, route, lengths[which], &name, |dst| {
+                    source.fill(which, p, rows.clone(), dst)
+                })?);
+            }
             // Symmetric matrices bind the scales again as the (unread) zero buffer, and
             // matrices with inputs in order as the (unread) column order.
-            let zero_buffer = zeros.as_ref().unwrap_or(&scales);
-            let order_buffer = this.k_order.as_ref().map_or(&scales, |o| &o.buffer);
+            let scales = &buffers[1];
+            let zero_buffer = buffers.get(2).unwrap_or(scales);
+            let order_buffer = this.k_order.as_ref().map_or(scales, |o| &o.buffer);
             // SAFETY: the pool and layout are the context's; the pool has room for one set
             // per part.
             let set = unsafe {
@@ -500,11 +533,9 @@ impl DeviceMatrix {
                     &ctx.device,
                     pool,
                     ctx.pipelines.matrix_set,
-                    &[&weights, &scales, zero_buffer, order_buffer],
+                    &[&buffers[0], scales, zero_buffer, order_buffer],
                 )
             }?;
-            let mut buffers = vec![weights, scales];
-            buffers.extend(zeros);
             this.parts.push(Part {
                 first_row: rows.start,
                 rows: rows.len(),

@@ -22,6 +22,7 @@ pub mod int_dot;
 pub mod kernel;
 pub mod log;
 pub mod matrix;
+pub mod matrix_blob;
 pub mod matrix_form;
 pub mod memory;
 mod params;

@@ -1,0 +1,308 @@
+//! Packed matrix blobs (`q4vk_matrix_blob`, `q4vk_matrix_create_from_blob`): a matrix's
+//! buffers exactly as the device holds them, after a header naming the layout, so that a
+//! later run creates the matrix by copying bytes, without converting or packing anything.
+//!
+//! Layout (little-endian): `Q4VKMTRX`, format, header bytes, q4vk version (16 bytes), n, k
+//! (u64), group size (u32, 0 per channel), flags (u32: zero points 1, f32 scales 2, offsets
+//! 4, column order 8, tensor-core layout 16), rows per part (u64), buffers (u32), bytes per
+//! scale of the source (u32), each buffer's length (u64); then the buffers, each at a
+//! multiple of 16 bytes, in creation order (the column order, then per part weights,
+//! scales, zero points or offsets); then an FNV-1a checksum (u64) of all before it.
+
+use super::context::Context;
+use super::matrix::{part_buffer_bytes, DeviceMatrix, MatrixBytes, UploadRoute};
+use super::matrix_form::MatrixForm;
+use super::memory::{Buffer, MemoryKind};
+use super::submit::{record_barrier, SHADER_TO_HOST};
+use crate::error::{invalid, Error, Result};
+use crate::quant::q4::Q4Shape;
+use ash::vk;
+use std::ops::Range;
+
+/// The blob's first bytes.
+const MAGIC: &[u8; 8] = b"Q4VKMTRX";
+/// The layout version.
+const FORMAT: u32 = 1;
+/// Bytes of the fixed header before the buffer lengths.
+const FIXED: usize = 72;
+/// Alignment of every buffer in the blob (and of the first after the header).
+const ALIGN: usize = 16;
+
+/// Flags of the header.
+const ZEROS: u32 = 1;
+const SCALE_F32: u32 = 2;
+const OFFSETS: u32 = 4;
+const ORDER: u32 = 8;
+const COOP: u32 = 16;
+
+/// The q4vk version blobs carry and must match, NUL-padded.
+fn version_bytes() -> [u8; 16] {
+    let mut v = [0u8; 16];
+    let s = env!("CARGO_PKG_VERSION").as_bytes();
+    v[..s.len().min(16)].copy_from_slice(&s[..s.len().min(16)]);
+    v
+}
+
+/// FNV-1a over `bytes`.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The buffers of `mat` in creation order.
+fn buffers(mat: &DeviceMatrix) -> Vec<&Buffer> {
+    let mut all: Vec<&Buffer> = mat.k_order.iter().map(|o| &o.buffer).collect();
+    all.extend(mat.parts.iter().flat_map(|p| p.buffers()));
+    all
+}
+
+/// Where each buffer of `lengths` starts after a header of `header` bytes, and the blob's
+/// bytes (with the checksum).
+fn placement(header: usize, lengths: &[u64]) -> (Vec<usize>, usize) {
+    let mut at = header.next_multiple_of(ALIGN);
+    let starts = lengths
+        .iter()
+        .map(|&len| {
+            let start = at;
+            at = (at + len as usize).next_multiple_of(ALIGN);
+            start
+        })
+        .collect();
+    (starts, at + 8)
+}
+
+/// Bytes of `mat`'s blob.
+pub fn blob_bytes(mat: &DeviceMatrix) -> usize {
+    let lengths: Vec<u64> = buffers(mat).iter().map(|b| b.size).collect();
+    placement(FIXED + 8 * lengths.len(), &lengths).1
+}
+
+/// The blob of `mat` (made on `ctx`'s device): its buffers read back (directly where q4vk
+/// maps them, else through a copy on `ctx`'s queue).
+pub fn blob_of(ctx: &Context, mat: &DeviceMatrix) -> Result<Vec<u8>> {
+    // The SIMT layout keeps scales as given; the tensor-core layout's are f32 whatever.
+    let scale_size = if mat.form.scale_f32 { 4 } else { 2 };
+    let all = buffers(mat);
+    let lengths: Vec<u64> = all.iter().map(|b| b.size).collect();
+    let header = FIXED + 8 * lengths.len();
+    let (starts, total) = placement(header, &lengths);
+    let mut blob: Vec<u8> = crate::alloc::filled(total, "the matrix blob")?;
+    let f = &mat.form;
+    let shape = &f.shape;
+    let flags = [
+        (shape.zero_points, ZEROS),
+        (f.scale_f32, SCALE_F32),
+        (f.offsets, OFFSETS),
+        (f.column_order, ORDER),
+        (f.coop.is_some(), COOP),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .fold(0, |acc, (_, bit)| acc | bit);
+    let mut w = Vec::with_capacity(header);
+    w.extend_from_slice(MAGIC);
+    w.extend(FORMAT.to_le_bytes());
+    w.extend((header as u32).to_le_bytes());
+    w.extend(version_bytes());
+    w.extend((shape.n as u64).to_le_bytes());
+    w.extend((shape.k as u64).to_le_bytes());
+    let group = if shape.per_channel {
+        0
+    } else {
+        shape.group_size as u32
+    };
+    w.extend(group.to_le_bytes());
+    w.extend(flags.to_le_bytes());
+    w.extend((f.rows_per_part as u64).to_le_bytes());
+    w.extend((all.len() as u32).to_le_bytes());
+    w.extend((scale_size as u32).to_le_bytes());
+    lengths.iter().for_each(|l| w.extend(l.to_le_bytes()));
+    blob[..header].copy_from_slice(&w);
+    for (b, &start) in all.iter().zip(&starts) {
+        read_back(ctx, b, &mut blob[start..start + b.size as usize])?;
+    }
+    let sum = checksum(&blob[..total - 8]);
+    blob[total - 8..].copy_from_slice(&sum.to_le_bytes());
+    Ok(blob)
+}
+
+/// Copies `b`'s bytes into `out`: from its mapping, or through a readback buffer and a copy
+/// on `ctx`'s queue (where it has none, or the context's limits stage every transfer).
+fn read_back(ctx: &Context, b: &Buffer, out: &mut [u8]) -> Result<()> {
+    if b.mapped().is_some() && !ctx.limits.staged_uploads {
+        b.read(0, out);
+        return Ok(());
+    }
+    let readback = Buffer::new(
+        &ctx.device,
+        b.size,
+        MemoryKind::Readback,
+        "q4vk blob readback",
+    )?;
+    ctx.submit(|cmd| {
+        let region = [vk::BufferCopy::default().size(b.size.max(4))];
+        let [_, host] = SHADER_TO_HOST;
+        // SAFETY: q4vk's own command buffer; both buffers are q4vk's and large enough.
+        unsafe {
+            ctx.device
+                .device
+                .cmd_copy_buffer(cmd, b.buffer, readback.buffer, &region);
+            record_barrier(
+                &ctx.device.device,
+                cmd,
+                (
+                    vk::PipelineStageFlags::TRANSFER,
+                    vk::AccessFlags::TRANSFER_WRITE,
+                ),
+                host,
+            );
+        }
+        Ok(())
+    })?;
+    readback.read(0, out);
+    Ok(())
+}
+
+/// A blob checked and taken apart: the matrix's form on the context and its buffers.
+struct ParsedBlob<'a> {
+    form: MatrixForm,
+    scale_size: usize,
+    buffers: Vec<&'a [u8]>,
+}
+
+impl MatrixBytes for ParsedBlob<'_> {
+    fn scale_size(&self) -> usize {
+        self.scale_size
+    }
+
+    fn column_order(&self) -> Result<Option<Vec<u32>>> {
+        if !self.form.column_order {
+            return Ok(None);
+        }
+        let bytes = self.buffers[0];
+        crate::alloc::collect(
+            bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
+            "the column order",
+        )
+        .map(Some)
+    }
+
+    fn fill(&self, which: usize, part: usize, _rows: Range<usize>, dst: &mut [u8]) {
+        let per_part = 2 + usize::from(self.form.offsets || self.form.shape.zero_points);
+        let first = usize::from(self.form.column_order);
+        dst.copy_from_slice(self.buffers[first + part * per_part + which]);
+    }
+}
+
+/// Checks `blob` against the format and `ctx` and takes it apart: `InvalidArgument` where it
+/// is not a whole blob of this q4vk version (truncated, corrupted, another format or
+/// version), `Unsupported` where it was made for another device layout (the tensor-core
+/// layout on a context without it, or parts split at another size).
+fn parse<'a>(ctx: &Context, blob: &'a [u8]) -> Result<ParsedBlob<'a>> {
+    if blob.len() < FIXED + 8 || &blob[..8] != MAGIC {
+        return Err(invalid!(
+            "not a q4vk matrix blob ({} bytes; one starts with Q4VKMTRX)",
+            blob.len()
+        ));
+    }
+    let u32_at = |i: usize| u32::from_le_bytes(blob[i..i + 4].try_into().expect("4 bytes"));
+    let u64_at = |i: usize| u64::from_le_bytes(blob[i..i + 8].try_into().expect("8 bytes"));
+    if u32_at(8) != FORMAT {
+        return Err(invalid!(
+            "matrix blob format {}; this q4vk reads {FORMAT}",
+            u32_at(8)
+        ));
+    }
+    let (header, count) = (u32_at(12) as usize, u32_at(64) as usize);
+    if header != FIXED + 8 * count || header > blob.len() {
+        return Err(invalid!(
+            "the matrix blob's header is truncated or corrupted"
+        ));
+    }
+    let lengths: Vec<u64> = (0..count).map(|i| u64_at(FIXED + 8 * i)).collect();
+    let (starts, total) = placement(header, &lengths);
+    if total != blob.len() {
+        return Err(invalid!(
+            "the matrix blob has {} bytes; its header describes {total} (truncated or corrupted)",
+            blob.len()
+        ));
+    }
+    if u64_at(total - 8) != checksum(&blob[..total - 8]) {
+        return Err(invalid!(
+            "the matrix blob's checksum does not match: it is corrupted"
+        ));
+    }
+    if blob[16..32] != version_bytes() {
+        return Err(invalid!(
+            "the matrix blob was made by q4vk {}; this is q4vk {}",
+            String::from_utf8_lossy(&blob[16..32]).trim_end_matches('\0'),
+            env!("CARGO_PKG_VERSION")
+        ));
+    }
+    let flags = u32_at(52);
+    let group = match u32_at(48) {
+        0 => -1,
+        g => g as i32,
+    };
+    let shape = Q4Shape::new(u64_at(32), u64_at(40), group, u32::from(flags & ZEROS != 0))?;
+    let coop = flags & COOP != 0;
+    if coop && !ctx.coop {
+        return Err(Error::Unsupported(
+            "the matrix blob holds the tensor-core layout and this context does not run those kernels; make the blob on a context of the same kind".into(),
+        ));
+    }
+    let form = MatrixForm::new(
+        shape,
+        flags & SCALE_F32 != 0,
+        flags & OFFSETS != 0,
+        flags & ORDER != 0,
+        coop,
+        ctx.limits.max_part_bytes,
+    )?;
+    if form.rows_per_part as u64 != u64_at(56) {
+        return Err(Error::Unsupported(format!(
+            "the matrix blob splits the matrix into parts of {} rows; this device takes parts of {} rows (make the blob on this device)",
+            u64_at(56),
+            form.rows_per_part
+        )));
+    }
+    let scale_size = u32_at(68) as usize;
+    // Every buffer has the length the form gives it, in creation order.
+    let mut expected: Vec<u64> = match form.column_order {
+        true => vec![4 * shape.k as u64],
+        false => Vec::new(),
+    };
+    expected.extend(
+        form.parts()
+            .flat_map(|rows| part_buffer_bytes(&form, scale_size, rows.len()))
+            .filter(|&len| len > 0)
+            .map(|len| len as u64),
+    );
+    if !matches!(scale_size, 2 | 4) || expected != lengths {
+        return Err(invalid!(
+            "the matrix blob's buffers do not match its {}x{} header (corrupted)",
+            shape.n,
+            shape.k
+        ));
+    }
+    let buffers = starts
+        .iter()
+        .zip(&lengths)
+        .map(|(&start, &len)| &blob[start..start + len as usize])
+        .collect();
+    Ok(ParsedBlob {
+        form,
+        scale_size,
+        buffers,
+    })
+}
+
+/// A matrix on `ctx` from `blob` (`blob_of` of a matrix made on a context of the same
+/// device and kind): its buffers copied as they are.
+pub fn matrix_from_blob(ctx: &Context, blob: &[u8]) -> Result<DeviceMatrix> {
+    let parsed = parse(ctx, blob)?;
+    DeviceMatrix::assemble(ctx, parsed.form, &parsed, &mut UploadRoute::Queue)
+}
