@@ -23,9 +23,14 @@
  * --replay N records the GEMV through a q4vk_gemv_binding (this engine enables no push
  * descriptors, so the binding owns its descriptor sets) into a command buffer recorded
  * once and submitted N times, x0 rewritten before the last submission: the result must be
- * that of the new x0.
+ * that of the new x0. --host-memory gives q4vk the engine's allocator (each matrix buffer in
+ * a VkDeviceMemory the engine allocates, device-local and unmapped) and uploads every matrix
+ * through q4vk_matrix_create_recorded: its copies go into the engine's command buffer from
+ * the engine's staging buffer, sized by q4vk_matrix_footprint; every allocation must come
+ * back through the free callback.
  * Exit status 0 on success.
- * Usage: engine_pipeline [ENGINE_OPS_SPV] [--expect-int-dot] [--round-x-f16] [--replay N] */
+ * Usage: engine_pipeline [ENGINE_OPS_SPV] [--expect-int-dot] [--round-x-f16] [--replay N]
+ *        [--host-memory] */
 #define _POSIX_C_SOURCE 200809L
 #include "q4vk.h"
 
@@ -83,7 +88,7 @@ static engine_buffer make_buffer(VkPhysicalDevice pd, VkDevice dev, VkDeviceSize
     engine_buffer b = {VK_NULL_HANDLE, VK_NULL_HANDLE, NULL};
     VkBufferCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     info.size = size;
-    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
     info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     CHECK_VK(vkCreateBuffer(dev, &info, NULL, &b.buffer));
     VkMemoryRequirements req;
@@ -108,6 +113,47 @@ static engine_buffer make_buffer(VkPhysicalDevice pd, VkDevice dev, VkDeviceSize
     CHECK_VK(vkBindBufferMemory(dev, b.buffer, b.memory, 0));
     if (host) CHECK_VK(vkMapMemory(dev, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped));
     return b;
+}
+
+/* The engine's allocator for q4vk's matrix buffers: a dedicated, device-local (else any
+ * allowed type), unmapped VkDeviceMemory per request, counted. */
+typedef struct {
+    VkPhysicalDevice pd;
+    VkDevice dev;
+    int allocations, frees;
+    VkDeviceSize bytes;
+} engine_allocator;
+
+static int32_t engine_allocate(void *user, uint64_t size, uint64_t alignment, uint32_t type_bits,
+                               q4vk_allocation *out) {
+    engine_allocator *a = user;
+    (void)alignment; /* a dedicated allocation starts at 0, aligned for anything */
+    VkPhysicalDeviceMemoryProperties props;
+    vkGetPhysicalDeviceMemoryProperties(a->pd, &props);
+    uint32_t type = UINT32_MAX;
+    for (uint32_t i = 0; i < props.memoryTypeCount && type == UINT32_MAX; i++)
+        if ((type_bits & (1u << i)) && (props.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+            type = i;
+    for (uint32_t i = 0; i < props.memoryTypeCount && type == UINT32_MAX; i++)
+        if (type_bits & (1u << i)) type = i;
+    if (type == UINT32_MAX) return 1;
+    VkMemoryAllocateInfo info = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    info.allocationSize = size;
+    info.memoryTypeIndex = type;
+    VkDeviceMemory memory;
+    if (vkAllocateMemory(a->dev, &info, NULL, &memory) != VK_SUCCESS) return 1;
+    out->memory = (uint64_t)memory;
+    out->offset = 0;
+    out->mapped = NULL; /* q4vk uploads through staging */
+    a->allocations++;
+    a->bytes += size;
+    return 0;
+}
+
+static void engine_free(void *user, const q4vk_allocation *allocation) {
+    engine_allocator *a = user;
+    vkFreeMemory(a->dev, (VkDeviceMemory)allocation->memory, NULL);
+    a->frees++;
 }
 
 static void free_buffer(VkDevice dev, engine_buffer *b) {
@@ -161,9 +207,12 @@ int main(int argc, char **argv) {
     int expect_int_dot = 0;
     uint32_t gemv_flags = 0;
     long replay = 0;
+    int host_memory = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--expect-int-dot") == 0)
             expect_int_dot = 1;
+        else if (strcmp(argv[i], "--host-memory") == 0)
+            host_memory = 1;
         else if (strcmp(argv[i], "--replay") == 0 && i + 1 < argc)
             replay = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--round-x-f16") == 0)
@@ -389,6 +438,12 @@ int main(int argc, char **argv) {
     cd.queue = queue; /* single-threaded engine: no queue_lock needed */
     cd.queue_family_index = family;
     cd.api_version = VK_API_VERSION_1_1;
+    engine_allocator allocator = {pd, device, 0, 0, 0};
+    if (host_memory) {
+        cd.allocate = engine_allocate;
+        cd.free = engine_free;
+        cd.allocator_user = &allocator;
+    }
     if (int_dot) {
         cd.enabled_features = &features;
         cd.enabled_extensions = &dot_ext;
@@ -424,7 +479,37 @@ int main(int argc, char **argv) {
         uint16_t *qs = malloc(qs_bytes);
         CHECK_Q4(q4vk_q4_quantize(&md, qw, qw_bytes, qs, qs_bytes, NULL, 0));
         o->mat = NULL;
-        CHECK_Q4(q4vk_matrix_create(ctx, &md, &o->mat));
+        if (host_memory) {
+            /* The upload on the engine's terms: its staging buffer (sized by the footprint),
+             * its command buffer, its submission. */
+            q4vk_matrix_footprint_info fp;
+            memset(&fp, 0, sizeof fp);
+            fp.struct_size = sizeof fp;
+            CHECK_Q4(q4vk_matrix_footprint(ctx, &md, &fp));
+            engine_buffer staging = make_buffer(pd, device, fp.upload_bytes ? fp.upload_bytes : 16, 1);
+            q4vk_staging st;
+            st.buffer.buffer = (uint64_t)staging.buffer;
+            st.buffer.offset = 0;
+            st.buffer.range = fp.upload_bytes ? fp.upload_bytes : 16;
+            st.mapped = staging.mapped;
+            VkCommandBufferBeginInfo once = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+            once.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+            CHECK_VK(vkResetCommandBuffer(cmd, 0));
+            CHECK_VK(vkBeginCommandBuffer(cmd, &once));
+            CHECK_Q4(q4vk_matrix_create_recorded(ctx, &md, cmd, &st, &o->mat));
+            CHECK_VK(vkEndCommandBuffer(cmd));
+            VkSubmitInfo upload = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+            upload.commandBufferCount = 1;
+            upload.pCommandBuffers = &cmd;
+            CHECK_VK(vkQueueSubmit(queue, 1, &upload, fence));
+            CHECK_VK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+            CHECK_VK(vkResetFences(device, 1, &fence));
+            free_buffer(device, &staging);
+            printf("  %zu x %zu: %u buffers, %llu device bytes in the engine's memory, %llu staging bytes\n", n, k,
+                   fp.buffers, (unsigned long long)fp.device_bytes, (unsigned long long)fp.upload_bytes);
+        } else {
+            CHECK_Q4(q4vk_matrix_create(ctx, &md, &o->mat));
+        }
         /* Load time: compile now what the step will record (no shader compile mid-step). */
         CHECK_Q4(q4vk_gemv_prepare(ctx, o->mat, 1, (uint32_t)m, gemv_flags));
 
@@ -586,6 +671,12 @@ int main(int argc, char **argv) {
     /* ---- q4vk releases only its own objects; the engine then destroys its own ---- */
     for (int ci = 0; ci < NCASES; ci++) q4vk_matrix_destroy(objs[ci].mat);
     q4vk_context_destroy(ctx);
+    if (host_memory) {
+        int ok = allocator.allocations > 0 && allocator.frees == allocator.allocations;
+        if (!ok) failures++;
+        printf("%s: the engine's allocator gave %d allocations (%llu bytes), %d came back\n", ok ? "ok" : "FAIL",
+               allocator.allocations, (unsigned long long)allocator.bytes, allocator.frees);
+    }
     for (int ci = 0; ci < NCASES; ci++) {
         free_buffer(device, &objs[ci].x0);
         free_buffer(device, &objs[ci].x);

@@ -32,9 +32,10 @@ pub struct q4vk_matrix_footprint_info {
     /// live in.
     pub memory_type_bits: u32,
     /// Staging bytes `q4vk_matrix_create_recorded` needs for all of the matrix's buffers
-    /// at once (each at a multiple of 16 bytes; 0 where the device memory is host-visible
-    /// and written in place). Both staging figures assume q4vk's own memory: with the
-    /// host's allocator, buffers it maps need none.
+    /// at once (each at a multiple of 16 bytes; 0 where q4vk's own device memory is
+    /// host-visible and written in place). On a context with the host's allocator both
+    /// staging figures count every buffer: whether it maps its memory is its own to say, and
+    /// buffers in memory it maps take none.
     pub upload_bytes: u64,
 }
 

@@ -269,8 +269,8 @@ pub struct Footprint {
     pub alignment: u64,
     /// Memory types every one of them can live in.
     pub memory_type_bits: u32,
-    /// Host-visible staging the upload holds at most at once (0 where the device memory is
-    /// mapped and written in place).
+    /// Host-visible staging the upload holds at most at once (0 where q4vk's device memory
+    /// is mapped and written in place; with the host's allocator, every buffer counts).
     pub staging_bytes: u64,
     /// Staging an upload recorded into the host's command buffer takes, all buffers at once
     /// (`UploadRoute::Recorded`; 0 where the device memory is written in place).
@@ -314,7 +314,9 @@ pub fn footprint(ctx: &Context, data: &Q4Data, offsets: bool, k_order: bool) -> 
         f.device_bytes += r.size;
         f.alignment = f.alignment.max(r.alignment);
         f.memory_type_bits &= r.memory_type_bits;
-        if !place.mapped || ctx.limits.staged_uploads {
+        // With the host's allocator, whether it maps the memory is its own to say: count
+        // the staging every buffer would take.
+        if !place.mapped || ctx.limits.staged_uploads || ctx.allocator.is_some() {
             f.staging_bytes = f.staging_bytes.max(bytes as u64);
             staged.push(bytes as u64);
         }
