@@ -14,7 +14,7 @@ use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use q4vk::vk::gemv::gemv_host;
 use q4vk::vk::matrix::DeviceMatrix;
-use q4vk::vk::matrix_blob::{blob_of, matrix_from_blob};
+use q4vk::vk::matrix_blob::{blob_of, checksum, matrix_from_blob};
 
 /// The blob of `mat` through the C API.
 fn blob(gpu: &Gpu, mat: *const q4vk_matrix) -> Vec<u8> {
@@ -107,17 +107,10 @@ fn a_matrix_from_its_blob_computes_the_same_bits() {
     }
 }
 
-/// FNV-1a, as the blob's checksum.
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// `bytes` with its checksum made right again.
 fn resealed(mut bytes: Vec<u8>) -> Vec<u8> {
     let end = bytes.len() - 8;
-    let sum = fnv(&bytes[..end]);
+    let sum = checksum(&bytes[..end]);
     bytes[end..].copy_from_slice(&sum.to_le_bytes());
     bytes
 }

@@ -28,7 +28,8 @@
 //! once for all activation rows; `--row NAME` takes that tuning row instead of the device's
 //! (`default`: a device q4vk has no row for); `--tune MS` first tunes the SIMT GEMV's
 //! shape on the table's shapes and m (up to 8) within MS milliseconds (`q4vk_context_tune`)
-//! and runs the table on a context given its blob; `--coop-tiles` keeps matrices in the SIMT layout and runs
+//! and runs the table on a context given its blob; `--load` prints load times instead
+//! (matrices from packed blobs against a plain copy of their bytes, `load.rs`); `--coop-tiles` keeps matrices in the SIMT layout and runs
 //! the tensor-core GEMM on it wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
 //! table (entries may be matrices too: `--shapes 4096x14336,3` runs 4096 × 14336 and row 3;
 //! `--quick` quarters them as well); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
@@ -53,6 +54,7 @@
 
 mod data;
 mod jsonl;
+mod load;
 mod sweep;
 mod table;
 mod timing;
@@ -147,6 +149,8 @@ struct Options {
     row: Option<&'static q4vk::plan::DeviceTuning>,
     /// `--tune MS`: the SIMT GEMV's shape tuned within MS milliseconds first.
     tune: Option<u32>,
+    /// `--load`: the load-time table (matrices from packed blobs) instead of the GEMV table.
+    load: bool,
 }
 
 impl Options {
@@ -171,7 +175,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -185,7 +189,7 @@ fn main() {
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
     let mut coop_tiles = false;
-    let (mut row, mut tune) = (None, None);
+    let (mut row, mut tune, mut load) = (None, None, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -261,6 +265,7 @@ fn main() {
             }
             "--decode-once" => decode_once = Some(number() != 0),
             "--coop-tiles" => coop_tiles = true,
+            "--load" => load = true,
             "--row" => {
                 row = Some(
                     args.next()
@@ -316,6 +321,7 @@ fn main() {
         coop_tiles,
         row,
         tune,
+        load,
     };
     if let Err(e) = run(&opt) {
         eprintln!("q4vk-bench: {e}");
@@ -490,6 +496,17 @@ fn run(opt: &Options) -> Result<()> {
         return coop_sweep(opt);
     }
     let mut ctx = context(opt, opt.tuning, opt.unroll, opt.split, &[])?;
+    if opt.load {
+        let shapes: Vec<(usize, usize)> = opt
+            .shapes
+            .as_deref()
+            .unwrap_or(&SHAPES)
+            .iter()
+            .map(|&(n, k)| if opt.quick { (n / 4, k / 4) } else { (n, k) })
+            .collect();
+        println!("device: {}", ctx.device_name());
+        return load::load_table(&ctx, opt, &shapes);
+    }
     if let Some(ms) = opt.tune {
         let blob = tuned(&ctx, opt, ms)?;
         ctx = context(opt, opt.tuning, opt.unroll, opt.split, &blob)?;
