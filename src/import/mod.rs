@@ -8,4 +8,5 @@ pub mod awq;
 pub mod canonical;
 pub mod dequant;
 pub mod gguf;
+pub mod gguf_blocks;
 pub mod gptq;

@@ -1,0 +1,269 @@
+//! The GGUF (ggml) block types beyond 4-bit codes with one scale and offset, decoded on the
+//! host exactly as gguf-py's `dequantize` computes them (f32 arithmetic in its order, so the
+//! results are bit for bit the same): Q5_0, Q5_1, Q8_0, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 and
+//! NVFP4. A tensor is `n` rows of `k / block` blocks as the file stores them, little-endian.
+//!
+//! * Q5_0, 22 bytes per 32: f16 `d` | `qh` (u32, bit j the fifth bit of element j) | `qs[16]`
+//!   (element j low nibble, j + 16 high); `w = d·(q − 16)`.
+//! * Q5_1, 24 bytes per 32: f16 `d` | f16 `m` | `qh` | `qs[16]`; `w = d·q + m`.
+//! * Q8_0, 34 bytes per 32: f16 `d` | `qs[32]` (i8); `w = d·q`.
+//! * Q5_K, 176 bytes per 256: f16 `d` | f16 `dmin` | 12 bytes of eight 6-bit scales and
+//!   minima (as Q4_K) | `qh[32]` (bit s of byte l: the fifth bit of element l of sub-block s)
+//!   | `qs[128]` (sub-block s: nibble s % 2 of bytes 32·(s / 2) ..); `w = (d·sc)·q − dmin·m`.
+//! * Q6_K, 210 bytes per 256: `ql[128]` | `qh[64]` | `scales[16]` (i8, one per 16) | f16 `d`;
+//!   element i of half h = i / 128: low four bits nibble (i % 128) / 64 of `ql[64h + i % 64]`,
+//!   high two bits pair (i % 128) / 32 of `qh[32h + i % 32]`; `w = (d·sc)·(q − 32)`.
+//! * IQ4_NL, 18 bytes per 32: f16 `d` | `qs[16]` (as Q4_0) of indices into a table of 16
+//!   values; `w = d·table[q]`.
+//! * IQ4_XS, 136 bytes per 256: f16 `d` | `scales_h` (u16, two bits per sub-block) |
+//!   `scales_l[4]` (a nibble per sub-block) | `qs[128]` (sub-block s: 16 bytes, low nibbles
+//!   then high); six-bit scale `ls − 32`, `w = (d·ls)·table[q]`.
+//! * MXFP4, 17 bytes per 32: E8M0 `e` | `qs[16]` (as Q4_0) of E2M1 codes; `w = 2^(e−128)·2v`
+//!   with `2v` the E2M1 value doubled (an integer).
+//! * NVFP4, 36 bytes per 64: four UE4M3 scales (one per 16) | `qs[32]` (sub-block s: 8 bytes,
+//!   element j low nibble, j + 8 high) of E2M1 codes; `w = scale·v`.
+
+use crate::error::{invalid, Result};
+
+/// IQ4_NL's and IQ4_XS's values.
+const IQ4_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// E2M1 values, doubled (integers), by code.
+const FP4_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// A GGUF block type decoded on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockType {
+    /// `GGML_TYPE_Q5_0` (6).
+    Q5_0,
+    /// `GGML_TYPE_Q5_1` (7).
+    Q5_1,
+    /// `GGML_TYPE_Q8_0` (8).
+    Q8_0,
+    /// `GGML_TYPE_Q5_K` (13).
+    Q5K,
+    /// `GGML_TYPE_Q6_K` (14).
+    Q6K,
+    /// `GGML_TYPE_IQ4_NL` (20).
+    Iq4Nl,
+    /// `GGML_TYPE_IQ4_XS` (23).
+    Iq4Xs,
+    /// `GGML_TYPE_MXFP4` (39).
+    Mxfp4,
+    /// `GGML_TYPE_NVFP4` (40).
+    Nvfp4,
+}
+
+impl BlockType {
+    /// Every type, in ggml id order.
+    pub const ALL: [BlockType; 9] = [
+        BlockType::Q5_0,
+        BlockType::Q5_1,
+        BlockType::Q8_0,
+        BlockType::Q5K,
+        BlockType::Q6K,
+        BlockType::Iq4Nl,
+        BlockType::Iq4Xs,
+        BlockType::Mxfp4,
+        BlockType::Nvfp4,
+    ];
+
+    /// The type's `ggml_type` id.
+    pub fn ggml_id(self) -> u32 {
+        match self {
+            BlockType::Q5_0 => 6,
+            BlockType::Q5_1 => 7,
+            BlockType::Q8_0 => 8,
+            BlockType::Q5K => 13,
+            BlockType::Q6K => 14,
+            BlockType::Iq4Nl => 20,
+            BlockType::Iq4Xs => 23,
+            BlockType::Mxfp4 => 39,
+            BlockType::Nvfp4 => 40,
+        }
+    }
+
+    /// The type's name as ggml writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockType::Q5_0 => "Q5_0",
+            BlockType::Q5_1 => "Q5_1",
+            BlockType::Q8_0 => "Q8_0",
+            BlockType::Q5K => "Q5_K",
+            BlockType::Q6K => "Q6_K",
+            BlockType::Iq4Nl => "IQ4_NL",
+            BlockType::Iq4Xs => "IQ4_XS",
+            BlockType::Mxfp4 => "MXFP4",
+            BlockType::Nvfp4 => "NVFP4",
+        }
+    }
+
+    /// Elements per block.
+    pub fn block_elements(self) -> usize {
+        match self {
+            BlockType::Q5K | BlockType::Q6K | BlockType::Iq4Xs => 256,
+            BlockType::Nvfp4 => 64,
+            _ => 32,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            BlockType::Q5_0 => 22,
+            BlockType::Q5_1 => 24,
+            BlockType::Q8_0 => 34,
+            BlockType::Q5K => 176,
+            BlockType::Q6K => 210,
+            BlockType::Iq4Nl => 18,
+            BlockType::Iq4Xs => 136,
+            BlockType::Mxfp4 => 17,
+            BlockType::Nvfp4 => 36,
+        }
+    }
+
+    /// Checks `n` × `k` (k a multiple of the block, the f32 weights' bytes within this
+    /// platform) and returns the bytes of such a tensor.
+    pub fn tensor_bytes(self, n: u64, k: u64) -> Result<usize> {
+        let block = self.block_elements() as u64;
+        if n == 0 || k == 0 || !k.is_multiple_of(block) {
+            return Err(invalid!(
+                "GGUF {}: n = {n} and k = {k}; both must be at least 1 and k a multiple of {block}",
+                self.name()
+            ));
+        }
+        let f32_bytes = n.checked_mul(k).and_then(|e| e.checked_mul(4));
+        let bytes = n
+            .checked_mul(k / block)
+            .and_then(|b| b.checked_mul(self.block_bytes() as u64));
+        match (f32_bytes, bytes) {
+            (Some(f), Some(b)) if usize::try_from(f).is_ok() => Ok(b as usize),
+            _ => Err(invalid!(
+                "GGUF {} tensor of {n} x {k} is too large for this platform",
+                self.name()
+            )),
+        }
+    }
+
+    /// Decodes one block into `out` (`block_elements` values).
+    pub fn decode(self, b: &[u8], out: &mut [f32]) {
+        let f16_at = |i: usize| half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32();
+        match self {
+            BlockType::Q5_0 | BlockType::Q5_1 => {
+                let (d, m, at) = match self {
+                    BlockType::Q5_0 => (f16_at(0), None, 2),
+                    _ => (f16_at(0), Some(f16_at(2)), 4),
+                };
+                let qh = u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+                let qs = &b[at + 4..at + 20];
+                for j in 0..16 {
+                    let lo = u32::from(qs[j] & 0x0F) | ((qh >> j) & 1) << 4;
+                    let hi = u32::from(qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4;
+                    (out[j], out[j + 16]) = match m {
+                        None => (d * (lo as f32 - 16.0), d * (hi as f32 - 16.0)),
+                        Some(m) => (d * lo as f32 + m, d * hi as f32 + m),
+                    };
+                }
+            }
+            BlockType::Q8_0 => {
+                let d = f16_at(0);
+                for (o, &q) in out.iter_mut().zip(&b[2..34]) {
+                    *o = d * f32::from(q as i8);
+                }
+            }
+            BlockType::Q5K => {
+                let (d, dmin) = (f16_at(0), f16_at(2));
+                let (scales, qh, qs) = (&b[4..16], &b[16..48], &b[48..176]);
+                let (scs, mins) = super::gguf::q4k_scales_mins(scales);
+                for s in 0..8 {
+                    let (sc, m) = (scs[s], mins[s]);
+                    let (ds, dm) = (d * f32::from(sc), dmin * f32::from(m));
+                    for l in 0..32 {
+                        let lo = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0F;
+                        let hi = (qh[l] >> s) & 1;
+                        out[32 * s + l] = ds * f32::from(lo | hi << 4) - dm;
+                    }
+                }
+            }
+            BlockType::Q6K => {
+                let (ql, qh, sc) = (&b[..128], &b[128..192], &b[192..208]);
+                let d = f16_at(208);
+                for i in 0..256 {
+                    let (h, r) = (i / 128, i % 128);
+                    let lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0F;
+                    let hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 0x03;
+                    let q = i32::from(lo | hi << 4) - 32;
+                    out[i] = d * f32::from(sc[i / 16] as i8) * q as f32;
+                }
+            }
+            BlockType::Iq4Nl => {
+                let d = f16_at(0);
+                for j in 0..16 {
+                    out[j] = d * f32::from(IQ4_VALUES[usize::from(b[2 + j] & 0x0F)]);
+                    out[j + 16] = d * f32::from(IQ4_VALUES[usize::from(b[2 + j] >> 4)]);
+                }
+            }
+            BlockType::Iq4Xs => {
+                let d = f16_at(0);
+                let scales_h = u16::from_le_bytes([b[2], b[3]]);
+                let (scales_l, qs) = (&b[4..8], &b[8..136]);
+                for s in 0..8 {
+                    let lo = (scales_l[s / 2] >> (4 * (s % 2))) & 0x0F;
+                    let hi = ((scales_h >> (2 * s)) & 0x03) as u8;
+                    let dl = d * f32::from((lo | hi << 4) as i8 - 32);
+                    for j in 0..16 {
+                        let q = qs[16 * s + j];
+                        out[32 * s + j] = dl * f32::from(IQ4_VALUES[usize::from(q & 0x0F)]);
+                        out[32 * s + j + 16] = dl * f32::from(IQ4_VALUES[usize::from(q >> 4)]);
+                    }
+                }
+            }
+            BlockType::Mxfp4 => {
+                let d = e8m0_half(b[0]);
+                for j in 0..16 {
+                    out[j] = d * f32::from(FP4_DOUBLED[usize::from(b[1 + j] & 0x0F)]);
+                    out[j + 16] = d * f32::from(FP4_DOUBLED[usize::from(b[1 + j] >> 4)]);
+                }
+            }
+            BlockType::Nvfp4 => {
+                for s in 0..4 {
+                    let d = ue4m3(b[s]);
+                    for j in 0..8 {
+                        let q = b[4 + 8 * s + j];
+                        out[16 * s + j] = d * (0.5 * f32::from(FP4_DOUBLED[usize::from(q & 0x0F)]));
+                        out[16 * s + j + 8] = d * (0.5 * f32::from(FP4_DOUBLED[usize::from(q >> 4)]));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An E8M0 exponent as f32, halved (`2^(e − 128)`): the factor of MXFP4's doubled E2M1
+/// values, as ggml's `GGML_E8M0_TO_FP32_HALF` (subnormal for e < 2).
+fn e8m0_half(e: u8) -> f32 {
+    let bits = match e {
+        0 | 1 => 0x0020_0000u32 << e,
+        _ => u32::from(e - 1) << 23,
+    };
+    f32::from_bits(bits)
+}
+
+/// An unsigned E4M3 scale (bias 7, no infinities; 0x7F the NaN) as f32.
+fn ue4m3(x: u8) -> f32 {
+    let (e, m) = (i32::from((x >> 3) & 0x0F), f32::from(x & 0x07));
+    match e {
+        0 => m * 2f32.powi(-9),
+        _ => (1.0 + m / 8.0) * 2f32.powi(e - 7),
+    }
+}
+
+/// Decodes a tensor of `ty` (`n` rows of `k / block` blocks) into `out` (`n·k` values).
+pub fn dequantize(ty: BlockType, bytes: &[u8], out: &mut [f32]) {
+    let (elems, size) = (ty.block_elements(), ty.block_bytes());
+    for (block, dst) in bytes.chunks_exact(size).zip(out.chunks_exact_mut(elems)) {
+        ty.decode(block, dst);
+    }
+}
