@@ -156,7 +156,11 @@ _Static_assert(Q4VK_CONTEXT_VALIDATION == 0x1u && Q4VK_CONTEXT_PORTABLE_KERNELS 
                "context flags");
 _Static_assert(Q4VK_SOURCE_FLOAT == 0 && Q4VK_SOURCE_Q4 == 1 && Q4VK_SOURCE_PADDLE == 2, "sources");
 _Static_assert(Q4VK_SOURCE_GGUF_Q4_0 == 3 && Q4VK_SOURCE_GGUF_Q4_1 == 4 && Q4VK_SOURCE_GGUF_Q4_K == 5 &&
-                   Q4VK_SOURCE_GPTQ == 6 && Q4VK_SOURCE_AWQ == 7,
+                   Q4VK_SOURCE_GPTQ == 6 && Q4VK_SOURCE_AWQ == 7 && Q4VK_SOURCE_GGUF_Q5_0 == 8 &&
+                   Q4VK_SOURCE_GGUF_Q5_1 == 9 && Q4VK_SOURCE_GGUF_Q8_0 == 10 && Q4VK_SOURCE_GGUF_Q5_K == 11 &&
+                   Q4VK_SOURCE_GGUF_Q6_K == 12 && Q4VK_SOURCE_GGUF_IQ4_NL == 13 &&
+                   Q4VK_SOURCE_GGUF_IQ4_XS == 14 && Q4VK_SOURCE_GGUF_MXFP4 == 15 &&
+                   Q4VK_SOURCE_GGUF_NVFP4 == 16,
                "imported sources");
 _Static_assert(Q4VK_GEMV_F16_ACTIVATIONS == 0x1u && Q4VK_GEMV_ROUND_X_TO_F16 == 0x2u &&
                    Q4VK_GEMV_REUSE_WORKSPACE == 0x4u,
@@ -199,6 +203,7 @@ _Static_assert(offsetof(q4vk_gemv_plan_info, name) == 32, "q4vk_gemv_plan_info.n
 FIELD(q4vk_gemv_plan_info, shape_source, 128, q4vk_gemv_shape_source);
 _Static_assert(SAME_TYPE((q4vk_gemv_shape_source)0, uint32_t), "q4vk_gemv_shape_source is uint32_t");
 static void (*const p_tune_desc_default)(q4vk_tune_desc *) = q4vk_tune_desc_default;
+static q4vk_status (*const p_from_ggml)(uint32_t, q4vk_matrix_source *) = q4vk_source_from_ggml_type;
 static q4vk_status (*const p_binding_create)(q4vk_context *, const q4vk_matrix *, const q4vk_gemv_args *,
                                              q4vk_gemv_binding **) = q4vk_gemv_binding_create;
 static q4vk_status (*const p_cmd_gemv_bound)(q4vk_context *, const q4vk_gemv_binding *, void *) =
@@ -330,7 +335,7 @@ int main(void) {
         failures++;
     }
     if (!p_context_tune || !p_binding_create || !p_cmd_gemv_bound || !p_binding_destroy || !p_footprint ||
-        !p_context_memory || !p_create_recorded || !p_blob_size || !p_blob || !p_from_blob)
+        !p_context_memory || !p_create_recorded || !p_blob_size || !p_blob || !p_from_blob || !p_from_ggml)
         failures++;
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||

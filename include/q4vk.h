@@ -922,6 +922,33 @@ typedef struct q4vk_staging {
 // An AutoAWQ (GEMM version) checkpoint's `qweight`, `qzeros`, `scales`.
 #define Q4VK_SOURCE_AWQ 7
 
+// A GGUF `GGML_TYPE_Q5_0` tensor as stored in the file (blocks of 32).
+#define Q4VK_SOURCE_GGUF_Q5_0 8
+
+// A GGUF `GGML_TYPE_Q5_1` tensor as stored in the file (blocks of 32).
+#define Q4VK_SOURCE_GGUF_Q5_1 9
+
+// A GGUF `GGML_TYPE_Q8_0` tensor as stored in the file (blocks of 32).
+#define Q4VK_SOURCE_GGUF_Q8_0 10
+
+// A GGUF `GGML_TYPE_Q5_K` tensor as stored in the file (blocks of 256).
+#define Q4VK_SOURCE_GGUF_Q5_K 11
+
+// A GGUF `GGML_TYPE_Q6_K` tensor as stored in the file (blocks of 256).
+#define Q4VK_SOURCE_GGUF_Q6_K 12
+
+// A GGUF `GGML_TYPE_IQ4_NL` tensor as stored in the file (blocks of 32).
+#define Q4VK_SOURCE_GGUF_IQ4_NL 13
+
+// A GGUF `GGML_TYPE_IQ4_XS` tensor as stored in the file (blocks of 256).
+#define Q4VK_SOURCE_GGUF_IQ4_XS 14
+
+// A GGUF `GGML_TYPE_MXFP4` tensor as stored in the file (blocks of 32).
+#define Q4VK_SOURCE_GGUF_MXFP4 15
+
+// A GGUF `GGML_TYPE_NVFP4` tensor as stored in the file (blocks of 64).
+#define Q4VK_SOURCE_GGUF_NVFP4 16
+
 // Success.
 #define Q4VK_OK 0
 
@@ -1847,15 +1874,18 @@ q4vk_status q4vk_context_memory(const struct q4vk_context *ctx,
 // order) that a matrix created from `desc` computes with: on the CPU, without a context,
 // for every source. FLOAT: the weights after q4vk's quantization (`q4vk_q4_quantize`);
 // Q4 and PADDLE: `scale·(u − zero)`; GGUF: bit for bit gguf-py's `dequantize` (Q4_0
-// `d·(q − 8)`, Q4_1 `d·q + m`, Q4_K `(d·sc)·q − dmin·m`); GPTQ and AWQ: bit for bit the
-// packages' `scale·(q − zero)` in f32 (v1 zeros decoded per word, `g_idx` honoured).
+// `d·(q − 8)`, Q4_1 `d·q + m`, Q4_K `(d·sc)·q − dmin·m`, and every block type of
+// `Q4VK_SOURCE_GGUF_Q5_0` .. `Q4VK_SOURCE_GGUF_NVFP4`, whose matrices `q4vk_matrix_create`
+// does not take yet); GPTQ and AWQ: bit for bit the packages' `scale·(q − zero)` in f32
+// (v1 zeros decoded per word, `g_idx` honoured).
 //
 // `out` holds `out_bytes` bytes, at least `n·k·4`, aligned for float. Statuses:
 // `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; k not a multiple of the GGUF block; n or k
 // not a multiple of 8 where GPTQ/AWQ pack 8 per word; `g_idx` out of range or with
 // unequal groups; `g_idx` or `zeros`/`scales` given to a source without them; `out`
 // overlapping an input or misaligned), `BUFFER_TOO_SMALL` (an input or `out`),
-// `NON_FINITE` (NaN/Inf weights, scales or minima), `OUT_OF_HOST_MEMORY`. Nothing is
+// `NON_FINITE` (NaN/Inf weights, scales or minima; an E8M0 scale of 0xFF, a UE4M3 NaN),
+// `OUT_OF_HOST_MEMORY`. Nothing is
 // written on error. Thread-safe.
 //
 // # Safety
@@ -1864,6 +1894,20 @@ q4vk_status q4vk_context_memory(const struct q4vk_context *ctx,
 q4vk_status q4vk_matrix_dequantize(const struct q4vk_matrix_desc *desc,
                                    float *out,
                                    size_t out_bytes);
+
+// Stores in `*out` the `Q4VK_SOURCE_GGUF_*` source of a tensor of `ggml_type` (the
+// `ggml_type` id a GGUF reader reads from the file's tensor info): Q4_0 (2), Q4_1 (3), Q5_0
+// (6), Q5_1 (7), Q8_0 (8), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20), IQ4_XS (23), MXFP4
+// (39), NVFP4 (40). Of those, `q4vk_matrix_create` takes Q4_0, Q4_1 and Q4_K; every one is
+// decoded by `q4vk_matrix_dequantize`.
+//
+// Statuses: `NULL_POINTER` (out), `UNSUPPORTED` (any other type, named where ggml has it:
+// F16, Q3_K, IQ2_XXS, TQ1_0 …, so the host routes that tensor elsewhere). Nothing is
+// written on failure. Thread-safe.
+//
+// # Safety
+// `out` NULL or writable.
+q4vk_status q4vk_source_from_ggml_type(uint32_t ggml_type, q4vk_matrix_source *out);
 
 // Fills `desc` with the defaults: 2000 ms, the default shapes and m, 64 MiB of copies.
 // NULL is ignored.

@@ -3,14 +3,18 @@
 
 use super::byte_counts::ByteCount;
 use super::matrix::{
-    check_fields, q4_data, q4vk_matrix_desc, SourceShape, Q4VK_SOURCE_AWQ, Q4VK_SOURCE_GGUF_Q4_0,
-    Q4VK_SOURCE_GGUF_Q4_1, Q4VK_SOURCE_GGUF_Q4_K, Q4VK_SOURCE_GPTQ,
+    check_fields, q4_data, q4vk_matrix_desc, q4vk_matrix_source, SourceShape, Q4VK_SOURCE_AWQ,
+    Q4VK_SOURCE_GGUF_IQ4_NL, Q4VK_SOURCE_GGUF_IQ4_XS, Q4VK_SOURCE_GGUF_MXFP4,
+    Q4VK_SOURCE_GGUF_NVFP4, Q4VK_SOURCE_GGUF_Q4_0, Q4VK_SOURCE_GGUF_Q4_1, Q4VK_SOURCE_GGUF_Q4_K,
+    Q4VK_SOURCE_GGUF_Q5_0, Q4VK_SOURCE_GGUF_Q5_1, Q4VK_SOURCE_GGUF_Q5_K, Q4VK_SOURCE_GGUF_Q6_K,
+    Q4VK_SOURCE_GGUF_Q8_0, Q4VK_SOURCE_GPTQ,
 };
 use super::panic::guard;
 use super::ptr::{check_disjoint, check_size, in_bytes, out_slice, read_struct, require};
 use super::status::q4vk_status;
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::import::canonical::{check_device_groups, ImportedMatrix};
+use crate::import::gguf_blocks::{self, BlockType};
 use crate::import::gptq::{GptqFormat, GptqTensors, PackedShape};
 use crate::import::{awq, dequant, gguf, gptq};
 use crate::quant::dtype::Dtype;
@@ -52,6 +56,8 @@ enum Parsed {
     Gptq(PackedShape, GptqFormat),
     /// AWQ tensors.
     Awq(PackedShape),
+    /// GGUF blocks decoded on the host only: the type and the tensor's bytes.
+    Blocks(BlockType, usize),
     /// FLOAT, Q4 or PADDLE (contract v0).
     V0,
 }
@@ -82,8 +88,40 @@ fn parse(d: &q4vk_matrix_desc) -> Result<Parsed> {
             awq::qweight_bytes(&shape)?;
             Ok(Parsed::Awq(shape))
         }
+        source if block_type(source).is_some() => {
+            let ty = block_type(source).expect("matched");
+            let name = format!("GGUF {}", ty.name());
+            unused(d.scales, d.scales_bytes, "desc->scales", &name)?;
+            unused(d.zeros, d.zeros_bytes, "desc->zeros", &name)?;
+            Ok(Parsed::Blocks(ty, ty.tensor_bytes(d.n, d.k)?))
+        }
         _ => Ok(Parsed::V0),
     }
+}
+
+/// The GGUF block type of a `Q4VK_SOURCE_GGUF_*` source beyond Q4_0, Q4_1 and Q4_K.
+fn block_type(source: q4vk_matrix_source) -> Option<BlockType> {
+    let ty = match source {
+        Q4VK_SOURCE_GGUF_Q5_0 => BlockType::Q5_0,
+        Q4VK_SOURCE_GGUF_Q5_1 => BlockType::Q5_1,
+        Q4VK_SOURCE_GGUF_Q8_0 => BlockType::Q8_0,
+        Q4VK_SOURCE_GGUF_Q5_K => BlockType::Q5K,
+        Q4VK_SOURCE_GGUF_Q6_K => BlockType::Q6K,
+        Q4VK_SOURCE_GGUF_IQ4_NL => BlockType::Iq4Nl,
+        Q4VK_SOURCE_GGUF_IQ4_XS => BlockType::Iq4Xs,
+        Q4VK_SOURCE_GGUF_MXFP4 => BlockType::Mxfp4,
+        Q4VK_SOURCE_GGUF_NVFP4 => BlockType::Nvfp4,
+        _ => return None,
+    };
+    Some(ty)
+}
+
+/// `Unsupported` for a matrix of GGUF blocks, which q4vk decodes on the host only.
+fn blocks_not_runnable(ty: BlockType) -> Error {
+    Error::Unsupported(format!(
+        "GGUF {} tensors have no GEMV kernel in q4vk yet (q4vk_matrix_dequantize decodes them); route this tensor elsewhere",
+        ty.name()
+    ))
 }
 
 /// A GPTQ desc's `g_idx` (`4·k` bytes), or None when absent.
@@ -139,6 +177,7 @@ pub(crate) unsafe fn matrix_data<'a>(d: &q4vk_matrix_desc) -> Result<ImportedMat
             };
             awq::decode(&shape, t)
         }
+        Parsed::Blocks(ty, _) => Err(blocks_not_runnable(ty)),
         // SAFETY: the desc's pointers are readable for their sizes (contract).
         Parsed::V0 => Ok(ImportedMatrix::plain(unsafe { q4_data(d) }?)),
     }
@@ -172,7 +211,9 @@ pub(crate) fn input_byte_counts(d: &q4vk_matrix_desc) -> Result<Vec<ByteCount>> 
         ))
     };
     let counts = match parse(d)? {
-        Parsed::Gguf(_, _, bytes) => vec![count("weight", d.weight_bytes, bytes)],
+        Parsed::Gguf(_, _, bytes) | Parsed::Blocks(_, bytes) => {
+            vec![count("weight", d.weight_bytes, bytes)]
+        }
         Parsed::Gptq(shape, _) => {
             let mut counts = vec![
                 count("weight", d.weight_bytes, gptq::qweight_bytes(&shape)?),
@@ -254,6 +295,7 @@ pub(crate) unsafe fn device_shape(d: &q4vk_matrix_desc) -> Result<DeviceShape> {
             (shape.q4, shape.scale_type(), false, order)
         }
         Parsed::Awq(shape) => (shape.q4, shape.scale_type(), false, false),
+        Parsed::Blocks(ty, _) => return Err(blocks_not_runnable(ty)),
         Parsed::V0 => {
             let (shape, scale) = SourceShape::of(d)?.shape_and_scale();
             (shape, scale, false, false)
@@ -272,15 +314,18 @@ pub(crate) unsafe fn device_shape(d: &q4vk_matrix_desc) -> Result<DeviceShape> {
 /// order) that a matrix created from `desc` computes with: on the CPU, without a context,
 /// for every source. FLOAT: the weights after q4vk's quantization (`q4vk_q4_quantize`);
 /// Q4 and PADDLE: `scale·(u − zero)`; GGUF: bit for bit gguf-py's `dequantize` (Q4_0
-/// `d·(q − 8)`, Q4_1 `d·q + m`, Q4_K `(d·sc)·q − dmin·m`); GPTQ and AWQ: bit for bit the
-/// packages' `scale·(q − zero)` in f32 (v1 zeros decoded per word, `g_idx` honoured).
+/// `d·(q − 8)`, Q4_1 `d·q + m`, Q4_K `(d·sc)·q − dmin·m`, and every block type of
+/// `Q4VK_SOURCE_GGUF_Q5_0` .. `Q4VK_SOURCE_GGUF_NVFP4`, whose matrices `q4vk_matrix_create`
+/// does not take yet); GPTQ and AWQ: bit for bit the packages' `scale·(q − zero)` in f32
+/// (v1 zeros decoded per word, `g_idx` honoured).
 ///
 /// `out` holds `out_bytes` bytes, at least `n·k·4`, aligned for float. Statuses:
 /// `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; k not a multiple of the GGUF block; n or k
 /// not a multiple of 8 where GPTQ/AWQ pack 8 per word; `g_idx` out of range or with
 /// unequal groups; `g_idx` or `zeros`/`scales` given to a source without them; `out`
 /// overlapping an input or misaligned), `BUFFER_TOO_SMALL` (an input or `out`),
-/// `NON_FINITE` (NaN/Inf weights, scales or minima), `OUT_OF_HOST_MEMORY`. Nothing is
+/// `NON_FINITE` (NaN/Inf weights, scales or minima; an E8M0 scale of 0xFF, a UE4M3 NaN),
+/// `OUT_OF_HOST_MEMORY`. Nothing is
 /// written on error. Thread-safe.
 ///
 /// # Safety
@@ -312,11 +357,63 @@ pub unsafe extern "C" fn q4vk_matrix_dequantize(
                 ("desc->g_idx", d.g_idx as usize, d.g_idx_bytes),
             ],
         )?;
+        if let Parsed::Blocks(ty, bytes) = parse(&d)? {
+            // SAFETY: readable for its `_bytes` (the desc's contract).
+            let tensor = unsafe { input(d.weight, d.weight_bytes, bytes, "desc->weight") }?;
+            gguf_blocks::check_finite(ty, tensor, k / ty.block_elements())?;
+            // SAFETY: as below.
+            let floats = unsafe { out_slice(out, n * k, "out") }?;
+            gguf_blocks::dequantize(ty, tensor, floats);
+            return Ok(());
+        }
         // SAFETY: the desc's data pointers are readable for their sizes (contract).
         let m = unsafe { matrix_data(&d) }?;
         // SAFETY: `out` is non-NULL, aligned (checked above) and writable for `out_bytes`
         // ≥ `n·k·4` bytes (contract), and overlaps no input (checked above).
         let floats = unsafe { out_slice(out, n * k, "out") }?;
         dequant::dequantize(&m, floats)
+    })
+}
+
+/// Stores in `*out` the `Q4VK_SOURCE_GGUF_*` source of a tensor of `ggml_type` (the
+/// `ggml_type` id a GGUF reader reads from the file's tensor info): Q4_0 (2), Q4_1 (3), Q5_0
+/// (6), Q5_1 (7), Q8_0 (8), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20), IQ4_XS (23), MXFP4
+/// (39), NVFP4 (40). Of those, `q4vk_matrix_create` takes Q4_0, Q4_1 and Q4_K; every one is
+/// decoded by `q4vk_matrix_dequantize`.
+///
+/// Statuses: `NULL_POINTER` (out), `UNSUPPORTED` (any other type, named where ggml has it:
+/// F16, Q3_K, IQ2_XXS, TQ1_0 …, so the host routes that tensor elsewhere). Nothing is
+/// written on failure. Thread-safe.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_source_from_ggml_type(
+    ggml_type: u32,
+    out: *mut q4vk_matrix_source,
+) -> q4vk_status {
+    guard("q4vk_source_from_ggml_type", || {
+        require(out, "out")?;
+        let source = match ggml_type {
+            2 => Q4VK_SOURCE_GGUF_Q4_0,
+            3 => Q4VK_SOURCE_GGUF_Q4_1,
+            12 => Q4VK_SOURCE_GGUF_Q4_K,
+            id => match gguf_blocks::of_ggml_id(id) {
+                Some(ty) => (Q4VK_SOURCE_GGUF_Q5_0..=Q4VK_SOURCE_GGUF_NVFP4)
+                    .find(|&s| block_type(s) == Some(ty))
+                    .expect("every block type has a source"),
+                None => {
+                    let name = gguf_blocks::ggml_type_name(id).map_or_else(
+                        || format!("ggml type {id}"),
+                        |n| format!("GGML_TYPE_{n} ({id})"),
+                    );
+                    return Err(Error::Unsupported(format!(
+                        "{name} is not a weight type q4vk takes"
+                    )));
+                }
+            },
+        };
+        // SAFETY: `out` is writable (contract; checked non-NULL).
+        unsafe { super::ptr::write_out(out, source, "out") }
     })
 }

@@ -40,6 +40,24 @@ pub const Q4VK_SOURCE_GGUF_Q4_K: q4vk_matrix_source = 5;
 pub const Q4VK_SOURCE_GPTQ: q4vk_matrix_source = 6;
 /// An AutoAWQ (GEMM version) checkpoint's `qweight`, `qzeros`, `scales`.
 pub const Q4VK_SOURCE_AWQ: q4vk_matrix_source = 7;
+/// A GGUF `GGML_TYPE_Q5_0` tensor as stored in the file (blocks of 32).
+pub const Q4VK_SOURCE_GGUF_Q5_0: q4vk_matrix_source = 8;
+/// A GGUF `GGML_TYPE_Q5_1` tensor as stored in the file (blocks of 32).
+pub const Q4VK_SOURCE_GGUF_Q5_1: q4vk_matrix_source = 9;
+/// A GGUF `GGML_TYPE_Q8_0` tensor as stored in the file (blocks of 32).
+pub const Q4VK_SOURCE_GGUF_Q8_0: q4vk_matrix_source = 10;
+/// A GGUF `GGML_TYPE_Q5_K` tensor as stored in the file (blocks of 256).
+pub const Q4VK_SOURCE_GGUF_Q5_K: q4vk_matrix_source = 11;
+/// A GGUF `GGML_TYPE_Q6_K` tensor as stored in the file (blocks of 256).
+pub const Q4VK_SOURCE_GGUF_Q6_K: q4vk_matrix_source = 12;
+/// A GGUF `GGML_TYPE_IQ4_NL` tensor as stored in the file (blocks of 32).
+pub const Q4VK_SOURCE_GGUF_IQ4_NL: q4vk_matrix_source = 13;
+/// A GGUF `GGML_TYPE_IQ4_XS` tensor as stored in the file (blocks of 256).
+pub const Q4VK_SOURCE_GGUF_IQ4_XS: q4vk_matrix_source = 14;
+/// A GGUF `GGML_TYPE_MXFP4` tensor as stored in the file (blocks of 32).
+pub const Q4VK_SOURCE_GGUF_MXFP4: q4vk_matrix_source = 15;
+/// A GGUF `GGML_TYPE_NVFP4` tensor as stored in the file (blocks of 64).
+pub const Q4VK_SOURCE_GGUF_NVFP4: q4vk_matrix_source = 16;
 
 /// A matrix (opaque): immutable after creation, usable from several threads. A GPU
 /// matrix works with every context of the `VkDevice` it was created on (several contexts
@@ -176,11 +194,12 @@ pub(crate) fn check_fields(d: &q4vk_matrix_desc) -> Result<()> {
     if d.reserved0 != 0 {
         return Err(invalid!("desc->reserved0 is {}; it must be 0", d.reserved0));
     }
-    if d.source > Q4VK_SOURCE_AWQ {
+    if d.source > Q4VK_SOURCE_GGUF_NVFP4 {
         return Err(invalid!(
             "desc->source is {}; expected Q4VK_SOURCE_FLOAT (0), Q4VK_SOURCE_Q4 (1), Q4VK_SOURCE_PADDLE (2), \
              Q4VK_SOURCE_GGUF_Q4_0 (3), Q4VK_SOURCE_GGUF_Q4_1 (4), Q4VK_SOURCE_GGUF_Q4_K (5), \
-             Q4VK_SOURCE_GPTQ (6) or Q4VK_SOURCE_AWQ (7)",
+             Q4VK_SOURCE_GPTQ (6), Q4VK_SOURCE_AWQ (7) or a GGUF block type (8..16, \
+             q4vk_source_from_ggml_type)",
             d.source
         ));
     }

@@ -23,7 +23,7 @@
 //! * NVFP4, 36 bytes per 64: four UE4M3 scales (one per 16) | `qs[32]` (sub-block s: 8 bytes,
 //!   element j low nibble, j + 8 high) of E2M1 codes; `w = scale·v`.
 
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 
 /// IQ4_NL's and IQ4_XS's values.
 const IQ4_VALUES: [i8; 16] = [
@@ -233,7 +233,8 @@ impl BlockType {
                     for j in 0..8 {
                         let q = b[4 + 8 * s + j];
                         out[16 * s + j] = d * (0.5 * f32::from(FP4_DOUBLED[usize::from(q & 0x0F)]));
-                        out[16 * s + j + 8] = d * (0.5 * f32::from(FP4_DOUBLED[usize::from(q >> 4)]));
+                        out[16 * s + j + 8] =
+                            d * (0.5 * f32::from(FP4_DOUBLED[usize::from(q >> 4)]));
                     }
                 }
             }
@@ -258,6 +259,86 @@ fn ue4m3(x: u8) -> f32 {
         0 => m * 2f32.powi(-9),
         _ => (1.0 + m / 8.0) * 2f32.powi(e - 7),
     }
+}
+
+/// Checks that every scale field of a tensor of `ty` with rows of `blocks_per_row` blocks is
+/// finite (f16 `d`, `m`, `dmin`; MXFP4's E8M0 other than 0xFF; NVFP4's UE4M3 other than
+/// NaN): `NonFinite` naming the first that is not.
+pub fn check_finite(ty: BlockType, bytes: &[u8], blocks_per_row: usize) -> Result<()> {
+    let f16_fields: &[(usize, &str)] = match ty {
+        BlockType::Q5_0 | BlockType::Q8_0 | BlockType::Iq4Nl | BlockType::Iq4Xs => &[(0, "d")],
+        BlockType::Q5_1 => &[(0, "d"), (2, "m")],
+        BlockType::Q5K => &[(0, "d"), (2, "dmin")],
+        BlockType::Q6K => &[(208, "d")],
+        BlockType::Mxfp4 | BlockType::Nvfp4 => &[],
+    };
+    for (i, b) in bytes.chunks_exact(ty.block_bytes()).enumerate() {
+        let (row, block) = (i / blocks_per_row.max(1), i % blocks_per_row.max(1));
+        let bad = f16_fields
+            .iter()
+            .find(|&&(at, _)| !half::f16::from_le_bytes([b[at], b[at + 1]]).is_finite())
+            .map(|&(_, what)| what)
+            .or_else(|| match ty {
+                BlockType::Mxfp4 => (b[0] == 0xFF).then_some("the E8M0 scale"),
+                BlockType::Nvfp4 => b[..4]
+                    .iter()
+                    .any(|&s| s & 0x7F == 0x7F)
+                    .then_some("a UE4M3 scale"),
+                _ => None,
+            });
+        if let Some(what) = bad {
+            return Err(Error::NonFinite(format!(
+                "GGUF {}: {what} of row {row}, block {block} is not finite",
+                ty.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The type of a `ggml_type` id among these.
+pub fn of_ggml_id(id: u32) -> Option<BlockType> {
+    BlockType::ALL.into_iter().find(|t| t.ggml_id() == id)
+}
+
+/// The name ggml gives the type `id`, where it is one of ggml's.
+pub fn ggml_type_name(id: u32) -> Option<&'static str> {
+    const NAMES: [(u32, &str); 33] = [
+        (0, "F32"),
+        (1, "F16"),
+        (2, "Q4_0"),
+        (3, "Q4_1"),
+        (6, "Q5_0"),
+        (7, "Q5_1"),
+        (8, "Q8_0"),
+        (9, "Q8_1"),
+        (10, "Q2_K"),
+        (11, "Q3_K"),
+        (12, "Q4_K"),
+        (13, "Q5_K"),
+        (14, "Q6_K"),
+        (15, "Q8_K"),
+        (16, "IQ2_XXS"),
+        (17, "IQ2_XS"),
+        (18, "IQ3_XXS"),
+        (19, "IQ1_S"),
+        (20, "IQ4_NL"),
+        (21, "IQ3_S"),
+        (22, "IQ2_S"),
+        (23, "IQ4_XS"),
+        (24, "I8"),
+        (25, "I16"),
+        (26, "I32"),
+        (27, "I64"),
+        (28, "F64"),
+        (29, "IQ1_M"),
+        (30, "BF16"),
+        (34, "TQ1_0"),
+        (35, "TQ2_0"),
+        (39, "MXFP4"),
+        (40, "NVFP4"),
+    ];
+    NAMES.iter().find(|(i, _)| *i == id).map(|(_, n)| *n)
 }
 
 /// Decodes a tensor of `ty` (`n` rows of `k / block` blocks) into `out` (`n·k` values).
