@@ -311,9 +311,9 @@ fn bad_inputs_are_refused_without_writing() {
     refused(
         &awq,
         "awq_g64_64x128",
-        |d| d.source = 8,
+        |d| d.source = 17,
         Q4VK_ERROR_INVALID_ARGUMENT,
-        "desc->source is 8",
+        "desc->source is 17",
     );
     refused(
         &awq,
