@@ -40,7 +40,8 @@ fuzz_target!(|data: &[u8]| {
     d.n = input.dim(1).min(1 << 12);
     d.k = input.dim(block).min(1 << 14);
     let needed = (d.n * (d.k / block) * block_bytes) as usize;
-    let weight = input.fill(input.len_near(needed));
+    let len = input.len_near(needed);
+    let weight = input.fill(len);
     d.weight = weight.as_ptr().cast();
     d.weight_bytes = weight.len();
     let len = (d.n * d.k) as usize;
