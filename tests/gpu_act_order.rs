@@ -12,16 +12,6 @@ use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::gemv::{gemv_host, gemv_host_with, HostX};
 use q4vk::vk::matrix::DeviceMatrix;
 
-/// A shuffled permutation of 0..k (Fisher–Yates with the test's generator).
-fn shuffled(rng: &mut Rng, k: usize) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..k as u32).collect();
-    for i in (1..k).rev() {
-        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
-}
-
 #[test]
 fn act_order_matrices_match_reference_on_both_paths() {
     let mut rng = Rng(0xAC7);

@@ -19,29 +19,6 @@ use q4vk::ffi::matrix::{q4vk_matrix, q4vk_matrix_destroy};
 use q4vk::ffi::status::*;
 use q4vk::vk::memory::{Buffer, MemoryKind};
 
-/// A primary command buffer of `gpu`'s queue family and its pool.
-fn command_buffer(gpu: &Gpu) -> (vk::CommandPool, vk::CommandBuffer) {
-    let ctx = gpu.context();
-    let d = &ctx.device.device;
-    let pool = unsafe {
-        d.create_command_pool(
-            &vk::CommandPoolCreateInfo::default().queue_family_index(ctx.device.queue_family),
-            None,
-        )
-    }
-    .unwrap();
-    let cmd = unsafe {
-        d.allocate_command_buffers(
-            &vk::CommandBufferAllocateInfo::default()
-                .command_pool(pool)
-                .level(vk::CommandBufferLevel::PRIMARY)
-                .command_buffer_count(1),
-        )
-    }
-    .unwrap()[0];
-    (pool, cmd)
-}
-
 /// `q4vk_gemv_args` of m rows of dense x in `xb` into `yb`, with `workspace` (null: none).
 fn args(
     xb: &Buffer,
@@ -111,7 +88,7 @@ fn a_recorded_binding_replays_after_the_ring_came_round() {
     let mut binding: *mut q4vk_gemv_binding = std::ptr::null_mut();
     let status = unsafe { q4vk_gemv_binding_create(gpu.ctx, mat, &a, &mut binding) };
     assert_eq!(status, Q4VK_OK, "{}", last_error());
-    let (pool, cmd) = command_buffer(&gpu);
+    let (pool, cmd) = command_buffer(gpu.context());
     unsafe {
         d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
             .unwrap();
@@ -184,7 +161,7 @@ fn a_recorded_binding_replays_after_the_ring_came_round() {
 
 /// Records `binding` into a fresh command buffer of `gpu` and returns the status.
 fn record_status(gpu: &Gpu, on: &Gpu, binding: *const q4vk_gemv_binding) -> q4vk_status {
-    let (pool, cmd) = command_buffer(gpu);
+    let (pool, cmd) = command_buffer(gpu.context());
     let d = &gpu.context().device.device;
     unsafe {
         d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())

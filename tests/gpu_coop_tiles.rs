@@ -150,16 +150,6 @@ fn every_form_matches_reference_at_every_m() {
     assert_nothing_logged();
 }
 
-/// A shuffled permutation of 0..k (Fisher–Yates with the test's generator).
-fn shuffled(rng: &mut Rng, k: usize) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..k as u32).collect();
-    for i in (1..k).rev() {
-        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
-}
-
 /// Activations so large or small that f32 x is split at the ends of its range: the
 /// block factors keep the sums exact to the tolerance.
 #[test]

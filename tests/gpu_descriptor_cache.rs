@@ -69,24 +69,7 @@ fn descriptor_sets_are_a_bounded_ring() {
         "test y",
     )
     .unwrap();
-    let pool = unsafe {
-        d.create_command_pool(
-            &vk::CommandPoolCreateInfo::default()
-                .queue_family_index(ctx.device.queue_family)
-                .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
-            None,
-        )
-    }
-    .unwrap();
-    let cmd = unsafe {
-        d.allocate_command_buffers(
-            &vk::CommandBufferAllocateInfo::default()
-                .command_pool(pool)
-                .level(vk::CommandBufferLevel::PRIMARY)
-                .command_buffer_count(1),
-        )
-    }
-    .unwrap()[0];
+    let (pool, cmd) = command_buffer(ctx);
     let args_at = |xi: usize, yi: usize| {
         let mut a = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
         unsafe { q4vk_gemv_args_default(&mut a) };

@@ -41,22 +41,7 @@ fn recorded(gpu: &Gpu, desc: &q4vk_matrix_desc, range: u64) -> (q4vk_status, *mu
         "test staging",
     )
     .unwrap();
-    let pool = unsafe {
-        d.create_command_pool(
-            &vk::CommandPoolCreateInfo::default().queue_family_index(ctx.device.queue_family),
-            None,
-        )
-    }
-    .unwrap();
-    let cmd = unsafe {
-        d.allocate_command_buffers(
-            &vk::CommandBufferAllocateInfo::default()
-                .command_pool(pool)
-                .level(vk::CommandBufferLevel::PRIMARY)
-                .command_buffer_count(1),
-        )
-    }
-    .unwrap()[0];
+    let (pool, cmd) = command_buffer(ctx);
     let s = q4vk_staging {
         buffer: q4vk_buffer_ref {
             buffer: staging.buffer.as_raw(),

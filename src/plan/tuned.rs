@@ -39,8 +39,8 @@ const FORMAT: u32 = 1;
 /// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), shape (16),
 /// ratio, checksum (8).
 const BLOB_BYTES: usize = 88;
-/// The q4vk version a blob is made with and must match, NUL-padded.
-fn version_bytes() -> [u8; 16] {
+/// The q4vk version a blob (tuning or matrix) is made with and must match, NUL-padded.
+pub(crate) fn version_bytes() -> [u8; 16] {
     let mut v = [0u8; 16];
     let s = env!("CARGO_PKG_VERSION").as_bytes();
     v[..s.len().min(16)].copy_from_slice(&s[..s.len().min(16)]);

@@ -159,18 +159,8 @@ impl RecordedUpload {
         }
         // SAFETY: as above.
         unsafe {
-            super::submit::record_barrier(
-                d,
-                cmd,
-                (
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::AccessFlags::TRANSFER_WRITE,
-                ),
-                (
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                    vk::AccessFlags::SHADER_READ,
-                ),
-            )
+            let [src, dst] = super::submit::TRANSFER_TO_SHADER;
+            super::submit::record_barrier(d, cmd, src, dst)
         };
     }
 }
@@ -210,18 +200,8 @@ pub fn upload_via(
         // SAFETY: both buffers are ours and large enough; q4vk's own command buffer.
         unsafe {
             d.cmd_copy_buffer(cmd, staging.buffer, buffer.buffer, &region);
-            super::submit::record_barrier(
-                d,
-                cmd,
-                (
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::AccessFlags::TRANSFER_WRITE,
-                ),
-                (
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                    vk::AccessFlags::SHADER_READ,
-                ),
-            );
+            let [src, dst] = super::submit::TRANSFER_TO_SHADER;
+            super::submit::record_barrier(d, cmd, src, dst);
         }
         Ok(())
     })?;

@@ -15,6 +15,7 @@ use super::matrix_form::MatrixForm;
 use super::memory::{Buffer, MemoryKind};
 use super::submit::{record_barrier, SHADER_TO_HOST};
 use crate::error::{invalid, Error, Result};
+use crate::plan::tuned::version_bytes;
 use crate::quant::q4::Q4Shape;
 use ash::vk;
 use std::ops::Range;
@@ -34,14 +35,6 @@ const SCALE_F32: u32 = 2;
 const OFFSETS: u32 = 4;
 const ORDER: u32 = 8;
 const COOP: u32 = 16;
-
-/// The q4vk version blobs carry and must match, NUL-padded.
-fn version_bytes() -> [u8; 16] {
-    let mut v = [0u8; 16];
-    let s = env!("CARGO_PKG_VERSION").as_bytes();
-    v[..s.len().min(16)].copy_from_slice(&s[..s.len().min(16)]);
-    v
-}
 
 /// A 64-bit checksum of `bytes` that runs near memory speed: four lanes of little-endian
 /// 64-bit words, each mixed by xor, multiply and rotate (so a changed, swapped or moved word

@@ -80,6 +80,18 @@ pub unsafe fn record_barrier(
     }
 }
 
+/// Transfer writes before shader reads (uploaded matrices before the kernels).
+pub const TRANSFER_TO_SHADER: [(vk::PipelineStageFlags, vk::AccessFlags); 2] = [
+    (
+        vk::PipelineStageFlags::TRANSFER,
+        vk::AccessFlags::TRANSFER_WRITE,
+    ),
+    (
+        vk::PipelineStageFlags::COMPUTE_SHADER,
+        vk::AccessFlags::SHADER_READ,
+    ),
+];
+
 /// Shader writes before host reads (results read back after the fence).
 pub const SHADER_TO_HOST: [(vk::PipelineStageFlags, vk::AccessFlags); 2] = [
     (

@@ -712,3 +712,38 @@ pub fn adoption_of(
         lock: None,
     }
 }
+
+/// A resettable primary command buffer of `ctx`'s queue family and its pool (the caller
+/// destroys the pool).
+pub fn command_buffer(ctx: &q4vk::vk::context::Context) -> (vk::CommandPool, vk::CommandBuffer) {
+    let d = &ctx.device.device;
+    let pool = unsafe {
+        d.create_command_pool(
+            &vk::CommandPoolCreateInfo::default()
+                .queue_family_index(ctx.device.queue_family)
+                .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+            None,
+        )
+    }
+    .unwrap();
+    let cmd = unsafe {
+        d.allocate_command_buffers(
+            &vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1),
+        )
+    }
+    .unwrap()[0];
+    (pool, cmd)
+}
+
+/// A shuffled permutation of 0..k (Fisher–Yates with the test's generator).
+pub fn shuffled(rng: &mut Rng, k: usize) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..k as u32).collect();
+    for i in (1..k).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
