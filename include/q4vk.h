@@ -1839,10 +1839,10 @@ q4vk_status q4vk_matrix_create_from_blob(struct q4vk_context *ctx,
 
 // Stores in `*out` what `q4vk_matrix_create(ctx, desc, …)` would take on the device —
 // device bytes (as the driver sizes each buffer), buffers, alignment, memory types and the
-// staging its upload holds — without creating anything on the device: the desc is read
-// and checked as `q4vk_matrix_create` reads it (its data too, which q4vk converts as it
-// would to upload it), and buffers are created without memory to ask the driver their
-// requirements. A matrix larger than the device's largest heap is reported here and
+// staging its upload holds — without creating anything on the device: the desc's fields
+// and buffer sizes are checked as `q4vk_matrix_create` checks them (of its data only
+// GPTQ's `g_idx` is read, to tell act-order apart), and buffers are created without memory
+// to ask the driver their requirements. A matrix larger than the device's largest heap is reported here and
 // refused by `q4vk_matrix_create`.
 //
 // Statuses: those of `q4vk_matrix_create`'s checks (`NULL_POINTER`, `INVALID_ARGUMENT`,

@@ -29,7 +29,7 @@ fn the_footprint_is_what_the_matrix_then_holds() {
             (9, 1024, -1, false, false),
         ] {
             let d = random_q4(&mut rng, n, k, g, zeros, f32_scales);
-            let f = footprint(ctx, &d, false, false).unwrap();
+            let f = footprint(ctx, d.shape, d.scale_type, false, false).unwrap();
             let mat = DeviceMatrix::new(ctx, &d, None, None).unwrap();
             assert_eq!(f.device_bytes, mat.allocated_bytes(), "{n}x{k} g{g}");
             let parts = mat.parts.len() as u32;
@@ -57,7 +57,7 @@ fn the_footprint_is_what_the_matrix_then_holds() {
         let d = random_q4(&mut rng, 45, 300, 32, false, true);
         let offsets = rng.vec(d.shape.scale_count());
         let order: Vec<u32> = (0..300u32).rev().collect();
-        let f = footprint(ctx, &d, true, true).unwrap();
+        let f = footprint(ctx, d.shape, d.scale_type, true, true).unwrap();
         let mat = DeviceMatrix::new(ctx, &d, Some(&offsets), Some(&order)).unwrap();
         assert_eq!(f.device_bytes, mat.allocated_bytes());
         assert_eq!(f.buffers, 3 * mat.parts.len() as u32 + 1);
@@ -65,7 +65,7 @@ fn the_footprint_is_what_the_matrix_then_holds() {
     // Uploads through staging: the largest buffer is held at once.
     gpu.context_mut().limits.staged_uploads = true;
     let d = random_q4(&mut rng, 64, 256, 64, true, false);
-    let f = footprint(gpu.context(), &d, false, false).unwrap();
+    let f = footprint(gpu.context(), d.shape, d.scale_type, false, false).unwrap();
     assert_eq!(f.staging_bytes, (64 * 256 / 2) as u64);
     gpu.assert_quiet();
 }

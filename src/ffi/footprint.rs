@@ -3,7 +3,7 @@
 
 use super::backend::Backend;
 use super::context::q4vk_context;
-use super::import::{input_byte_counts, matrix_data};
+use super::import::{device_shape, input_byte_counts};
 use super::matrix::q4vk_matrix_desc;
 use super::panic::guard;
 use super::ptr::{handle, read_struct, write_prefix, VersionedStruct};
@@ -47,10 +47,10 @@ unsafe impl VersionedStruct for q4vk_matrix_footprint_info {
 
 /// Stores in `*out` what `q4vk_matrix_create(ctx, desc, …)` would take on the device —
 /// device bytes (as the driver sizes each buffer), buffers, alignment, memory types and the
-/// staging its upload holds — without creating anything on the device: the desc is read
-/// and checked as `q4vk_matrix_create` reads it (its data too, which q4vk converts as it
-/// would to upload it), and buffers are created without memory to ask the driver their
-/// requirements. A matrix larger than the device's largest heap is reported here and
+/// staging its upload holds — without creating anything on the device: the desc's fields
+/// and buffer sizes are checked as `q4vk_matrix_create` checks them (of its data only
+/// GPTQ's `g_idx` is read, to tell act-order apart), and buffers are created without memory
+/// to ask the driver their requirements. A matrix larger than the device's largest heap is reported here and
 /// refused by `q4vk_matrix_create`.
 ///
 /// Statuses: those of `q4vk_matrix_create`'s checks (`NULL_POINTER`, `INVALID_ARGUMENT`,
@@ -81,10 +81,16 @@ pub unsafe extern "C" fn q4vk_matrix_footprint(
                 "a CPU context keeps matrices in host memory; q4vk_gemv_plan_info.matrix_bytes of a created matrix gives their bytes".into(),
             ));
         };
-        // SAFETY: the desc's data pointers are readable for their sizes (contract).
-        let imported = unsafe { matrix_data(&d) }?;
-        let (q4, offsets, k_order) = imported.device_parts()?;
-        let f = footprint(vk_ctx, q4, offsets.is_some(), k_order.is_some())?;
+        // The buffers' sizes as q4vk_matrix_create checks them; the weights are not read.
+        if let Some(c) = counts.iter().find(|c| c.given < c.exact) {
+            return Err(Error::BufferTooSmall(format!(
+                "{} is {}, {} needed",
+                c.arg, c.given, c.exact
+            )));
+        }
+        // SAFETY: `g_idx` is readable for its size (contract); nothing else is read.
+        let s = unsafe { device_shape(&d) }?;
+        let f = footprint(vk_ctx, s.shape, s.scale, s.offsets, s.k_order)?;
         let value = q4vk_matrix_footprint_info {
             struct_size: declared.struct_size,
             buffers: f.buffers,

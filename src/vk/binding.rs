@@ -46,19 +46,21 @@ impl Binding {
         let mut this = Binding {
             call,
             params: *p,
-            bound: Vec::with_capacity(pairs.len()),
+            bound: Vec::with_capacity(pairs.as_slice().len()),
             pool: vk::DescriptorPool::null(),
             matrix: mat.liveness(),
             device: ctx.device.clone(),
         };
         if ctx.device.push_descriptor.is_some() {
             this.bound = pairs
-                .into_iter()
-                .map(|(a, b)| XyBinding::Push(a, b))
+                .as_slice()
+                .iter()
+                .map(|&(a, b)| XyBinding::Push(a, b))
                 .collect();
             return Ok(this);
         }
         let d = &ctx.device.device;
+        let pairs = pairs.as_slice();
         let count = pairs.len() as u32;
         let sizes = [vk::DescriptorPoolSize {
             ty: vk::DescriptorType::STORAGE_BUFFER,
@@ -88,7 +90,7 @@ impl Binding {
             )
         }
         .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?;
-        for (&set, &(a, b)) in sets.iter().zip(&pairs) {
+        for (&set, &(a, b)) in sets.iter().zip(pairs) {
             let infos = buffer_infos(a, b);
             // SAFETY: a fresh set of this device, not yet in any command buffer.
             unsafe { d.update_descriptor_sets(&writes(&infos, set), &[]) };

@@ -5,10 +5,10 @@
 use super::context::Context;
 use super::device::Device;
 use super::matrix_form::MatrixForm;
-use super::memory::{storage_set, Buffer, MemoryKind};
+use super::memory::{storage_set, Buffer, MemoryKind, Placement};
 use super::params::BufferRange;
 use crate::error::{Error, Result};
-use crate::quant::q4::{Q4Data, ScaleType};
+use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
 use std::ops::Range;
 use std::sync::Arc;
@@ -257,13 +257,20 @@ pub struct Footprint {
     pub upload_bytes: u64,
 }
 
-/// The footprint of a matrix of `data` (with per-group offsets, a column order) that
-/// `DeviceMatrix::new` would create on `ctx`: its form and buffers, their memory
-/// requirements queried on buffers created and destroyed without memory.
-pub fn footprint(ctx: &Context, data: &Q4Data, offsets: bool, k_order: bool) -> Result<Footprint> {
+/// The footprint of a matrix of `shape` with scales of `scale` (with per-group offsets, a
+/// column order) that `DeviceMatrix::new` would create on `ctx`: its form and buffers,
+/// their memory requirements queried once per buffer size on buffers created and destroyed
+/// without memory.
+pub fn footprint(
+    ctx: &Context,
+    shape: Q4Shape,
+    scale: ScaleType,
+    offsets: bool,
+    k_order: bool,
+) -> Result<Footprint> {
     let form = MatrixForm::new(
-        data.shape,
-        data.scale_type == ScaleType::F32,
+        shape,
+        scale == ScaleType::F32,
         offsets,
         k_order,
         ctx.coop,
@@ -271,12 +278,12 @@ pub fn footprint(ctx: &Context, data: &Q4Data, offsets: bool, k_order: bool) -> 
     )?;
     // In the order the matrix uploads them: the column order, then part by part.
     let mut sizes: Vec<usize> = match k_order {
-        true => vec![4 * data.shape.k],
+        true => vec![4 * shape.k],
         false => Vec::new(),
     };
     sizes.extend(
         form.parts()
-            .flat_map(|rows| part_buffer_bytes(&form, data.scale_type.size(), rows.len()))
+            .flat_map(|rows| part_buffer_bytes(&form, scale.size(), rows.len()))
             .filter(|&bytes| bytes > 0),
     );
     let mut f = Footprint {
@@ -288,8 +295,17 @@ pub fn footprint(ctx: &Context, data: &Q4Data, offsets: bool, k_order: bool) -> 
         upload_bytes: 0,
     };
     let mut staged = Vec::new();
+    // Parts share their sizes (all but the last have the same rows): one query per size.
+    let mut placed: Vec<(usize, Placement)> = Vec::new();
     for bytes in sizes {
-        let place = Buffer::placement(&ctx.device, bytes as u64, MemoryKind::Device)?;
+        let place = match placed.iter().find(|(size, _)| *size == bytes) {
+            Some(&(_, p)) => p,
+            None => {
+                let p = Buffer::placement(&ctx.device, bytes as u64, MemoryKind::Device)?;
+                placed.push((bytes, p));
+                p
+            }
+        };
         let r = place.requirements;
         f.device_bytes += r.size;
         f.alignment = f.alignment.max(r.alignment);

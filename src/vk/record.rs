@@ -216,11 +216,13 @@ pub(super) fn record_resolved(
     workspace: Option<BufferRange>,
     call: &CallPlan,
 ) -> Result<()> {
-    let bound = xy_pairs(ctx, call, (x, y), p, workspace)?
-        .into_iter()
-        .map(|(a, b)| XyBinding::of(ctx, a, b))
-        .collect::<Result<Vec<_>>>()?;
-    record_bound(ctx, cmd, mat, p, call, &bound);
+    // At most two bindings: no allocation per call.
+    let pairs = xy_pairs(ctx, call, (x, y), p, workspace)?;
+    let mut bound = [XyBinding::Set(vk::DescriptorSet::null()); 2];
+    for (slot, &(a, b)) in bound.iter_mut().zip(pairs.as_slice()) {
+        *slot = XyBinding::of(ctx, a, b)?;
+    }
+    record_bound(ctx, cmd, mat, p, call, &bound[..pairs.as_slice().len()]);
     Ok(())
 }
 
@@ -234,9 +236,9 @@ pub(super) fn xy_pairs(
     (x, y): (BufferRange, BufferRange),
     p: &GemvParams,
     workspace: Option<BufferRange>,
-) -> Result<Vec<(BufferRange, BufferRange)>> {
+) -> Result<XyPairs> {
     let ws = match (&call.prepass, workspace) {
-        (None, _) => return Ok(vec![(x, y)]),
+        (None, _) => return Ok(XyPairs::One([(x, y)])),
         (Some(_), Some(ws)) => ws,
         (Some(_), None) => {
             return Err(Error::Internal(
@@ -249,9 +251,27 @@ pub(super) fn xy_pairs(
     // Only the bytes the kernels use are bound.
     let ws = BufferRange { range: need, ..ws };
     Ok(match p.workspace_filled {
-        true => vec![(ws, y)],
-        false => vec![(x, ws), (ws, y)],
+        true => XyPairs::One([(ws, y)]),
+        false => XyPairs::Two([(x, ws), (ws, y)]),
     })
+}
+
+/// The one or two (binding 0, binding 1) pairs of set 1 a call binds ([`xy_pairs`]).
+pub(super) enum XyPairs {
+    /// The kernel's alone.
+    One([(BufferRange, BufferRange); 1]),
+    /// The pre-pass's, then the kernel's.
+    Two([(BufferRange, BufferRange); 2]),
+}
+
+impl XyPairs {
+    /// The pairs in recording order.
+    pub(super) fn as_slice(&self) -> &[(BufferRange, BufferRange)] {
+        match self {
+            XyPairs::One(p) => p,
+            XyPairs::Two(p) => p,
+        }
+    }
 }
 
 /// Records `call` for `p` with set 1 bound as `bound` says, one binding per pair of
@@ -441,6 +461,7 @@ fn validate_workspace(
 
 /// How set 1 of the GEMV layout (x, y) gets bound: a set (of the ring, or a binding's
 /// own), or pushed.
+#[derive(Clone, Copy)]
 pub(super) enum XyBinding {
     Set(vk::DescriptorSet),
     Push(BufferRange, BufferRange),
