@@ -551,6 +551,8 @@ typedef uint32_t q4vk_dtype;
 //   in the `.gguf` file, `n` rows (ggml `ne1`) of `k/block` blocks (`ne0 = k`; block 32
 //   for Q4_0/Q4_1, 256 for Q4_K, and k must be a multiple of it); `scales`, `zeros` and
 //   `g_idx` NULL; `group_size` and `dtype` ignored (the format's own).
+// * `Q4VK_SOURCE_GGUF_Q5_0` … `_NVFP4`: likewise, k a multiple of the type's block (32 for
+//   Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4; 64 for NVFP4; 256 for Q5_K, Q6_K and IQ4_XS).
 // * `Q4VK_SOURCE_GPTQ`: `weight` = `qweight` int32 `[k/8][n]` (k a multiple of 8);
 //   `scales` = `[groups][n]` of `dtype` (F16 as checkpoints store them; BF16, F32);
 //   `zeros` = `qzeros` int32 `[groups][n/8]` (n a multiple of 8); `groups =
@@ -840,6 +842,10 @@ typedef struct q4vk_staging {
 // cooperative matrices have another fragment layout or subgroup size than the tensor-core
 // layout's kernels need (any m).
 #define Q4VK_GEMV_KERNEL_COOP_TILES_GEMM 7
+
+// The GEMV on GGUF blocks kept in their native bytes (`Q4VK_SOURCE_GGUF_Q5_0` ..
+// `Q4VK_SOURCE_GGUF_NVFP4` matrices), on x itself, any m in passes of 8 rows.
+#define Q4VK_GEMV_KERNEL_BLOCKS_GEMV 8
 
 // None: the kernel reads x.
 #define Q4VK_GEMV_PREPASS_NONE 0
@@ -1616,7 +1622,10 @@ q4vk_status q4vk_q4_quantize(const struct q4vk_matrix_desc *desc,
 // through that order once per call on the host and runs the plain SIMT kernels,
 // `q4vk_cmd_gemv`'s kernels gather x from the host's buffer; CPU contexts gather x once
 // per call. `UNSUPPORTED` for other group sizes; `q4vk_matrix_dequantize` takes all of
-// them.
+// them. The GGUF types `Q4VK_SOURCE_GGUF_Q5_0` … `_NVFP4` keep the file's bytes as they
+// are (regrouped into codes and scales, device bytes within a few bytes of the file's;
+// on a CPU context the blocks themselves) and run a GEMV that decodes them in the kernel
+// (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`, any m); the exported kernels do not read them.
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`;
 // on a `Q4VK_CONTEXT_STRICT_SIZES` context, a `*_bytes` larger than the source reads),
@@ -1875,9 +1884,8 @@ q4vk_status q4vk_context_memory(const struct q4vk_context *ctx,
 // for every source. FLOAT: the weights after q4vk's quantization (`q4vk_q4_quantize`);
 // Q4 and PADDLE: `scale·(u − zero)`; GGUF: bit for bit gguf-py's `dequantize` (Q4_0
 // `d·(q − 8)`, Q4_1 `d·q + m`, Q4_K `(d·sc)·q − dmin·m`, and every block type of
-// `Q4VK_SOURCE_GGUF_Q5_0` .. `Q4VK_SOURCE_GGUF_NVFP4`, whose matrices `q4vk_matrix_create`
-// does not take yet); GPTQ and AWQ: bit for bit the packages' `scale·(q − zero)` in f32
-// (v1 zeros decoded per word, `g_idx` honoured).
+// `Q4VK_SOURCE_GGUF_Q5_0` .. `Q4VK_SOURCE_GGUF_NVFP4`); GPTQ and AWQ: bit for bit the
+// packages' `scale·(q − zero)` in f32 (v1 zeros decoded per word, `g_idx` honoured).
 //
 // `out` holds `out_bytes` bytes, at least `n·k·4`, aligned for float. Statuses:
 // `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; k not a multiple of the GGUF block; n or k

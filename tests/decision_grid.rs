@@ -19,6 +19,7 @@
 //! once for all activation rows, `f` x in fragments, `r` f32 x rounded to f16, `q` in K
 //! slices.
 
+use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::{DeviceClass, Family, FragmentShape};
 use q4vk::quant::q4::Q4Shape;
 use q4vk::vk::gemv::{decide, Choice, GemvParams, KernelChoice, PrepassChoice, Room};
@@ -303,6 +304,26 @@ fn grid() -> String {
                     }
                 }
             }
+            // GGUF blocks kept in their native bytes: one kernel, any workspace.
+            for ty in [BlockType::Q8_0, BlockType::Q6K] {
+                for (n, k) in SHAPES {
+                    if !(k as usize).is_multiple_of(ty.block_elements()) {
+                        continue;
+                    }
+                    let form = MatrixForm::of_blocks(ty, n as usize, k as usize, max_part_bytes)
+                        .expect("every grid matrix fits a part");
+                    for (x_name, x_f16, _) in &XS[..2] {
+                        let line = runs(&rules, &form, *x_f16, false, Room::None);
+                        writeln!(
+                            out,
+                            "{device} {} gguf-{} {n}x{k} {x_name} ws-none: {line}",
+                            f.name,
+                            ty.name()
+                        )
+                        .unwrap();
+                    }
+                }
+            }
         }
     }
     out
@@ -406,6 +427,13 @@ fn written(c: &Choice) -> String {
                 ]
                 .concat()
             )
+        ),
+        KernelChoice::BlocksGemv { key: k, .. } => format!(
+            "blocks({} wg{} r{} {})",
+            k.ty.name(),
+            k.workgroup,
+            k.rows,
+            flags(&[(k.x_f16, 'h'), (k.portable, 'p')])
         ),
         KernelChoice::SimtGemm(k) => format!(
             "gemm({}x{}x{}x{} k{} {})",

@@ -74,6 +74,10 @@ pub fn gemv(
     assert!(m >= 1 && x.len() >= xn && y.len() >= yn);
     let work = n.saturating_mul(mat.blocks() * BLOCK).saturating_mul(m);
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
+    if let Some(blocks) = &mat.gguf_blocks {
+        let kernel = |rows, out: &mut [f32]| blocks.rows(k, x, m, rows, out);
+        return in_rows_of_w(threads, m, n, y, kernel);
+    }
     if let Some(integer) = kernels::integer_kernel(isa).filter(|_| m == 1) {
         let order = &mat.k_order;
         if let Some(xd) = Digits::new(x, k, mat.shape.group_size, order)? {
@@ -85,12 +89,25 @@ pub fn gemv(
     }
     let xp = pack_x(x, m, k, mat.blocks(), isa, &mat.k_order)?;
     let kernel = |rows, out: &mut [f32]| kernels::rows(isa, mat, &xp, m, rows, out);
+    in_rows_of_w(threads, m, n, y, kernel)
+}
+
+/// Runs `kernel(rows, out)`, which writes each row of W's `m` results together, over all
+/// `n` rows on up to `threads` threads, into `y` (`[m][n]`): directly at m = 1, else
+/// through a row-major scratch of `[n][m]` transposed after (`OutOfHostMemory` where it
+/// cannot be allocated).
+fn in_rows_of_w(
+    threads: usize,
+    m: usize,
+    n: usize,
+    y: &mut [f32],
+    kernel: impl Fn(Range<usize>, &mut [f32]) + Sync,
+) -> Result<()> {
     if m == 1 {
         spread(threads, 1, &mut y[..n], kernel);
         return Ok(());
     }
-    // The kernels write each row of W's m results together: [n][m], transposed after.
-    let mut scratch = alloc::filled::<f32>(yn, "the GEMV's row-major results")?;
+    let mut scratch = alloc::filled::<f32>(m * n, "the GEMV's row-major results")?;
     spread(threads, m, &mut scratch, kernel);
     for (row, values) in scratch.chunks_exact(m).enumerate() {
         for (i, &v) in values.iter().enumerate() {

@@ -2,11 +2,14 @@
 //! nibbles (q4vk's Q4 order, element `2j` in the low nibble of byte `j`) padded with zero
 //! codes to a whole number of 32-element blocks, one f32 scale per group and, with zero
 //! points, one byte per group, or, for formats that store a float minimum, one f32 offset
-//! per group; for GPTQ act-order, the input each column holds. No dequantized copy is kept.
+//! per group; for GPTQ act-order, the input each column holds. GGUF block types beyond
+//! those codes keep the file's blocks (`cpu::blocks`). No dequantized copy is kept.
 
+use super::blocks::CpuBlocks;
 use crate::alloc;
 use crate::error::{invalid, Error, Result};
 use crate::import::canonical::DeviceParts;
+use crate::import::gguf_blocks::BlockType;
 use crate::quant::q4::{Q4Data, Q4Shape};
 
 /// Elements of one block: the unit a row is padded to (16 bytes of codes).
@@ -31,6 +34,9 @@ pub struct CpuMatrix {
     /// The input feature of each column (`k` entries, a permutation of `0..k`; empty when
     /// columns are inputs in order).
     pub k_order: Vec<u32>,
+    /// The file's blocks, for a matrix of a GGUF block type kept as stored (then the codes,
+    /// scales, zero points and offsets are empty, and `shape` has the block as its group).
+    pub gguf_blocks: Option<CpuBlocks>,
 }
 
 impl CpuMatrix {
@@ -91,6 +97,21 @@ impl CpuMatrix {
             zeros,
             offsets: Vec::new(),
             k_order: Vec::new(),
+            gguf_blocks: None,
+        })
+    }
+
+    /// An `n` × `k` matrix of GGUF blocks of `ty` from `tensor` (the file's bytes, checked:
+    /// whole rows of blocks, finite scales), kept as stored.
+    pub fn of_blocks(ty: BlockType, n: usize, k: usize, tensor: &[u8]) -> Result<CpuMatrix> {
+        Ok(CpuMatrix {
+            shape: Q4Shape::new(n as u64, k as u64, ty.block_elements() as i32, 0)?,
+            codes: Vec::new(),
+            scales: Vec::new(),
+            zeros: Vec::new(),
+            offsets: Vec::new(),
+            k_order: Vec::new(),
+            gguf_blocks: Some(CpuBlocks::new(ty, tensor)?),
         })
     }
 
@@ -111,7 +132,11 @@ impl CpuMatrix {
 
     /// Bytes a GEMV streams from the matrix: codes, scales, zero points and offsets.
     pub fn bytes(&self) -> usize {
-        self.codes.len() + 4 * self.scales.len() + self.zeros.len() + 4 * self.offsets.len()
+        self.gguf_blocks.as_ref().map_or(0, |b| b.bytes.len())
+            + self.codes.len()
+            + 4 * self.scales.len()
+            + self.zeros.len()
+            + 4 * self.offsets.len()
     }
 }
 

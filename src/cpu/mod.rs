@@ -3,6 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2dot;
+pub mod blocks;
 pub mod context;
 pub mod digits;
 pub mod gemv;

@@ -3,13 +3,14 @@
 
 use super::backend::Backend;
 use super::context::q4vk_context;
-use super::import::{device_shape, input_byte_counts};
+use super::import::{device_shape, input_byte_counts, native_block_type};
 use super::matrix::q4vk_matrix_desc;
 use super::panic::guard;
 use super::ptr::{handle, read_struct, write_prefix, VersionedStruct};
 use super::status::q4vk_status;
 use crate::error::Error;
-use crate::vk::matrix::footprint;
+use crate::vk::matrix::{footprint, form_footprint};
+use crate::vk::matrix_form::MatrixForm;
 
 /// What `q4vk_matrix_footprint` answers. The caller sets `struct_size =
 /// sizeof(q4vk_matrix_footprint_info)`; q4vk writes the other fields.
@@ -88,9 +89,18 @@ pub unsafe extern "C" fn q4vk_matrix_footprint(
                 c.arg, c.given, c.exact
             )));
         }
-        // SAFETY: `g_idx` is readable for its size (contract); nothing else is read.
-        let s = unsafe { device_shape(&d) }?;
-        let f = footprint(vk_ctx, s.shape, s.scale, s.offsets, s.k_order)?;
+        let f = match native_block_type(&d)? {
+            Some(ty) => {
+                let max_part = vk_ctx.limits.max_part_bytes;
+                let form = MatrixForm::of_blocks(ty, d.n as usize, d.k as usize, max_part)?;
+                form_footprint(vk_ctx, &form, 2)?
+            }
+            None => {
+                // SAFETY: `g_idx` is readable for its size (contract); nothing else is read.
+                let s = unsafe { device_shape(&d) }?;
+                footprint(vk_ctx, s.shape, s.scale, s.offsets, s.k_order)?
+            }
+        };
         let value = q4vk_matrix_footprint_info {
             struct_size: declared.struct_size,
             buffers: f.buffers,

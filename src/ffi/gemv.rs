@@ -801,6 +801,9 @@ pub const Q4VK_GEMV_KERNEL_CPU: q4vk_gemv_kernel = 6;
 /// cooperative matrices have another fragment layout or subgroup size than the tensor-core
 /// layout's kernels need (any m).
 pub const Q4VK_GEMV_KERNEL_COOP_TILES_GEMM: q4vk_gemv_kernel = 7;
+/// The GEMV on GGUF blocks kept in their native bytes (`Q4VK_SOURCE_GGUF_Q5_0` ..
+/// `Q4VK_SOURCE_GGUF_NVFP4` matrices), on x itself, any m in passes of 8 rows.
+pub const Q4VK_GEMV_KERNEL_BLOCKS_GEMV: q4vk_gemv_kernel = 8;
 
 /// The pre-pass a call records before its kernel (`q4vk_gemv_plan_info.prepass`).
 pub type q4vk_gemv_prepass = u32;
@@ -947,6 +950,7 @@ fn plan_fields(
     let kernel = match choice.kernel {
         gemv::KernelChoice::SimtGemv { key, .. } if key.dot => Q4VK_GEMV_KERNEL_INT_DOT_GEMV,
         gemv::KernelChoice::SimtGemv { .. } => Q4VK_GEMV_KERNEL_SIMT_GEMV,
+        gemv::KernelChoice::BlocksGemv { .. } => Q4VK_GEMV_KERNEL_BLOCKS_GEMV,
         gemv::KernelChoice::SimtGemm(_) => Q4VK_GEMV_KERNEL_SIMT_GEMM,
         gemv::KernelChoice::CoopTiles(_) => Q4VK_GEMV_KERNEL_COOP_TILES_GEMM,
         gemv::KernelChoice::CoopGemv(_) => Q4VK_GEMV_KERNEL_COOP_GEMV,
@@ -959,6 +963,7 @@ fn plan_fields(
     };
     let passes = match choice.kernel {
         gemv::KernelChoice::SimtGemv { key, .. } => m.div_ceil(key.m),
+        gemv::KernelChoice::BlocksGemv { key, .. } => m.div_ceil(key.m),
         _ => 1,
     };
     (

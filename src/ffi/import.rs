@@ -56,7 +56,7 @@ enum Parsed {
     Gptq(PackedShape, GptqFormat),
     /// AWQ tensors.
     Awq(PackedShape),
-    /// GGUF blocks decoded on the host only: the type and the tensor's bytes.
+    /// GGUF blocks kept in their native bytes: the type and the tensor's bytes.
     Blocks(BlockType, usize),
     /// FLOAT, Q4 or PADDLE (contract v0).
     V0,
@@ -116,12 +116,55 @@ fn block_type(source: q4vk_matrix_source) -> Option<BlockType> {
     Some(ty)
 }
 
-/// `Unsupported` for a matrix of GGUF blocks, which q4vk decodes on the host only.
-fn blocks_not_runnable(ty: BlockType) -> Error {
+/// `Unsupported` for a matrix of GGUF blocks where a Q4 layout is asked of it (the exported
+/// kernels and their packing).
+fn blocks_not_in_q4_layout(ty: BlockType) -> Error {
     Error::Unsupported(format!(
-        "GGUF {} tensors have no GEMV kernel in q4vk yet (q4vk_matrix_dequantize decodes them); route this tensor elsewhere",
+        "GGUF {} tensors stay in their native blocks, which the exported kernels (q4vk_kernel_export, q4vk_matrix_pack*) do not read; run them through q4vk_matrix_create and q4vk_gemv / q4vk_cmd_gemv",
         ty.name()
     ))
+}
+
+/// A desc's tensor of GGUF blocks that q4vk keeps in their native bytes.
+pub(crate) struct BlockTensor<'a> {
+    /// The block type.
+    pub ty: BlockType,
+    /// Rows.
+    pub n: usize,
+    /// Inputs (a multiple of the block).
+    pub k: usize,
+    /// The file's bytes, exactly the tensor's.
+    pub bytes: &'a [u8],
+}
+
+/// The block type of `d`'s source where it is one that stays in its native blocks (None
+/// for the others), from its fields alone.
+pub(crate) fn native_block_type(d: &q4vk_matrix_desc) -> Result<Option<BlockType>> {
+    Ok(match parse(d)? {
+        Parsed::Blocks(ty, _) => Some(ty),
+        _ => None,
+    })
+}
+
+/// `d`'s tensor where its source stays in its native blocks (None for the others), its
+/// scales checked finite.
+///
+/// # Safety
+/// The desc's data pointers are NULL or readable for their `_bytes` (the desc's contract).
+pub(crate) unsafe fn block_tensor<'a>(d: &q4vk_matrix_desc) -> Result<Option<BlockTensor<'a>>> {
+    let Parsed::Blocks(ty, bytes) = parse(d)? else {
+        return Ok(None);
+    };
+    // SAFETY: readable for its `_bytes` (the desc's contract).
+    let tensor = unsafe { input(d.weight, d.weight_bytes, bytes, "desc->weight") }?;
+    let (n, k) = (d.n as usize, d.k as usize);
+    gguf_blocks::check_finite(ty, tensor, k / ty.block_elements())?;
+    Ok(Some(BlockTensor {
+        ty,
+        n,
+        k,
+        bytes: tensor,
+    }))
 }
 
 /// A GPTQ desc's `g_idx` (`4·k` bytes), or None when absent.
@@ -177,7 +220,7 @@ pub(crate) unsafe fn matrix_data<'a>(d: &q4vk_matrix_desc) -> Result<ImportedMat
             };
             awq::decode(&shape, t)
         }
-        Parsed::Blocks(ty, _) => Err(blocks_not_runnable(ty)),
+        Parsed::Blocks(ty, _) => Err(blocks_not_in_q4_layout(ty)),
         // SAFETY: the desc's pointers are readable for their sizes (contract).
         Parsed::V0 => Ok(ImportedMatrix::plain(unsafe { q4_data(d) }?)),
     }
@@ -295,7 +338,7 @@ pub(crate) unsafe fn device_shape(d: &q4vk_matrix_desc) -> Result<DeviceShape> {
             (shape.q4, shape.scale_type(), false, order)
         }
         Parsed::Awq(shape) => (shape.q4, shape.scale_type(), false, false),
-        Parsed::Blocks(ty, _) => return Err(blocks_not_runnable(ty)),
+        Parsed::Blocks(ty, _) => return Err(blocks_not_in_q4_layout(ty)),
         Parsed::V0 => {
             let (shape, scale) = SourceShape::of(d)?.shape_and_scale();
             (shape, scale, false, false)
@@ -315,9 +358,8 @@ pub(crate) unsafe fn device_shape(d: &q4vk_matrix_desc) -> Result<DeviceShape> {
 /// for every source. FLOAT: the weights after q4vk's quantization (`q4vk_q4_quantize`);
 /// Q4 and PADDLE: `scale·(u − zero)`; GGUF: bit for bit gguf-py's `dequantize` (Q4_0
 /// `d·(q − 8)`, Q4_1 `d·q + m`, Q4_K `(d·sc)·q − dmin·m`, and every block type of
-/// `Q4VK_SOURCE_GGUF_Q5_0` .. `Q4VK_SOURCE_GGUF_NVFP4`, whose matrices `q4vk_matrix_create`
-/// does not take yet); GPTQ and AWQ: bit for bit the packages' `scale·(q − zero)` in f32
-/// (v1 zeros decoded per word, `g_idx` honoured).
+/// `Q4VK_SOURCE_GGUF_Q5_0` .. `Q4VK_SOURCE_GGUF_NVFP4`); GPTQ and AWQ: bit for bit the
+/// packages' `scale·(q − zero)` in f32 (v1 zeros decoded per word, `g_idx` honoured).
 ///
 /// `out` holds `out_bytes` bytes, at least `n·k·4`, aligned for float. Statuses:
 /// `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; k not a multiple of the GGUF block; n or k
@@ -357,13 +399,11 @@ pub unsafe extern "C" fn q4vk_matrix_dequantize(
                 ("desc->g_idx", d.g_idx as usize, d.g_idx_bytes),
             ],
         )?;
-        if let Parsed::Blocks(ty, bytes) = parse(&d)? {
-            // SAFETY: readable for its `_bytes` (the desc's contract).
-            let tensor = unsafe { input(d.weight, d.weight_bytes, bytes, "desc->weight") }?;
-            gguf_blocks::check_finite(ty, tensor, k / ty.block_elements())?;
+        // SAFETY: the desc's data pointers are readable for their sizes (contract).
+        if let Some(t) = unsafe { block_tensor(&d) }? {
             // SAFETY: as below.
             let floats = unsafe { out_slice(out, n * k, "out") }?;
-            gguf_blocks::dequantize(ty, tensor, floats);
+            gguf_blocks::dequantize(t.ty, t.bytes, floats);
             return Ok(());
         }
         // SAFETY: the desc's data pointers are readable for their sizes (contract).

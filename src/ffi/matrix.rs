@@ -2,7 +2,7 @@
 
 use super::backend::{Backend, Matrix};
 use super::context::q4vk_context;
-use super::import::{input_byte_counts, matrix_data};
+use super::import::{block_tensor, input_byte_counts, matrix_data};
 use super::panic::{guard, guard_value};
 use super::ptr::{
     check_disjoint, check_size, handle, in_bytes, into_handle, out_bytes, read_struct, release,
@@ -18,7 +18,7 @@ use crate::parallel::resolve_threads;
 use crate::quant::dtype::Dtype;
 use crate::quant::paddle::{PaddleParams, PaddleScheme};
 use crate::quant::q4::{self, FloatWeights, Q4Data, Q4Out, Q4Shape, ScaleType};
-use crate::vk::matrix::DeviceMatrix;
+use crate::vk::matrix::{DeviceMatrix, UploadRoute};
 use std::borrow::Cow;
 use std::ffi::c_void;
 
@@ -88,6 +88,8 @@ pub struct q4vk_matrix(pub(crate) Matrix);
 ///   in the `.gguf` file, `n` rows (ggml `ne1`) of `k/block` blocks (`ne0 = k`; block 32
 ///   for Q4_0/Q4_1, 256 for Q4_K, and k must be a multiple of it); `scales`, `zeros` and
 ///   `g_idx` NULL; `group_size` and `dtype` ignored (the format's own).
+/// * `Q4VK_SOURCE_GGUF_Q5_0` … `_NVFP4`: likewise, k a multiple of the type's block (32 for
+///   Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4; 64 for NVFP4; 256 for Q5_K, Q6_K and IQ4_XS).
 /// * `Q4VK_SOURCE_GPTQ`: `weight` = `qweight` int32 `[k/8][n]` (k a multiple of 8);
 ///   `scales` = `[groups][n]` of `dtype` (F16 as checkpoints store them; BF16, F32);
 ///   `zeros` = `qzeros` int32 `[groups][n/8]` (n a multiple of 8); `groups =
@@ -572,7 +574,10 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
 /// through that order once per call on the host and runs the plain SIMT kernels,
 /// `q4vk_cmd_gemv`'s kernels gather x from the host's buffer; CPU contexts gather x once
 /// per call. `UNSUPPORTED` for other group sizes; `q4vk_matrix_dequantize` takes all of
-/// them.
+/// them. The GGUF types `Q4VK_SOURCE_GGUF_Q5_0` … `_NVFP4` keep the file's bytes as they
+/// are (regrouped into codes and scales, device bytes within a few bytes of the file's;
+/// on a CPU context the blocks themselves) and run a GEMV that decodes them in the kernel
+/// (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`, any m); the exported kernels do not read them.
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`;
 /// on a `Q4VK_CONTEXT_STRICT_SIZES` context, a `*_bytes` larger than the source reads),
@@ -598,6 +603,24 @@ pub unsafe extern "C" fn q4vk_matrix_create(
         require(out, "out")?;
         let counts = input_byte_counts(&d)?;
         context.byte_counts.refuse_inexact(&counts)?;
+        // SAFETY: the desc's data pointers are readable for their sizes (contract).
+        if let Some(t) = unsafe { block_tensor(&d) }? {
+            let matrix = match &context.backend {
+                Backend::Vulkan(ctx) => Matrix::Device(DeviceMatrix::from_blocks(
+                    ctx,
+                    t.ty,
+                    t.n,
+                    t.k,
+                    t.bytes,
+                    &mut UploadRoute::Queue,
+                )?),
+                Backend::Cpu(_) => Matrix::Cpu(CpuMatrix::of_blocks(t.ty, t.n, t.k, t.bytes)?),
+            };
+            context.byte_counts.warn_other_readings(&counts);
+            let matrix = into_handle(q4vk_matrix(matrix));
+            // SAFETY: `out` is writable (contract; checked non-NULL).
+            return unsafe { write_out(out, matrix, "out") };
+        }
         // SAFETY: the desc's data pointers are readable for their sizes (contract).
         let imported = unsafe { matrix_data(&d) }?;
         let parts = imported.device_parts()?;

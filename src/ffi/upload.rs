@@ -5,7 +5,7 @@
 use super::backend::{Backend, Matrix};
 use super::context::q4vk_context;
 use super::gemv::q4vk_buffer_ref;
-use super::import::{input_byte_counts, matrix_data};
+use super::import::{block_tensor, input_byte_counts, matrix_data};
 use super::matrix::{q4vk_matrix, q4vk_matrix_desc};
 use super::panic::guard;
 use super::ptr::{handle, into_handle, read_struct, require, write_out};
@@ -86,9 +86,6 @@ pub unsafe extern "C" fn q4vk_matrix_create_recorded(
                 "q4vk_matrix_create_recorded needs a Vulkan context; a CPU context's matrices live in host memory (q4vk_matrix_create)".into(),
             ));
         };
-        // SAFETY: the desc's data pointers are readable for their sizes (contract).
-        let imported = unsafe { matrix_data(&d) }?;
-        let (q4, offsets, k_order) = imported.device_parts()?;
         let range = BufferRange {
             buffer: vk::Buffer::from_raw(s.buffer.buffer),
             offset: s.buffer.offset,
@@ -98,7 +95,16 @@ pub unsafe extern "C" fn q4vk_matrix_create_recorded(
         // (contract).
         let mut recorded = unsafe { RecordedUpload::new(range, s.mapped.cast()) };
         let route = &mut UploadRoute::Recorded(&mut recorded);
-        let matrix = DeviceMatrix::in_layout(vk_ctx, q4, offsets, k_order, vk_ctx.coop, route)?;
+        // SAFETY: the desc's data pointers are readable for their sizes (contract).
+        let matrix = match unsafe { block_tensor(&d) }? {
+            Some(t) => DeviceMatrix::from_blocks(vk_ctx, t.ty, t.n, t.k, t.bytes, route)?,
+            None => {
+                // SAFETY: as above.
+                let imported = unsafe { matrix_data(&d) }?;
+                let (q4, offsets, k_order) = imported.device_parts()?;
+                DeviceMatrix::in_layout(vk_ctx, q4, offsets, k_order, vk_ctx.coop, route)?
+            }
+        };
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         // SAFETY: `cmd` is recording (contract); the matrix's buffers live until it is
         // destroyed, which the host does after the command buffer executed (contract).

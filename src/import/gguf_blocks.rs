@@ -34,7 +34,7 @@ const IQ4_VALUES: [i8; 16] = [
 const FP4_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 /// A GGUF block type decoded on the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BlockType {
     /// `GGML_TYPE_Q5_0` (6).
     Q5_0,

@@ -9,8 +9,8 @@ use super::matrix::DeviceMatrix;
 use super::matrix_form::MatrixForm;
 use super::params::{GemvParams, MAX_M};
 use super::pipeline::{
-    CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Pipelines, Push,
-    SlicesKey, TilesKey, DIGITS_WORKGROUP,
+    BlocksKey, CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Pipelines,
+    Push, SlicesKey, TilesKey, DIGITS_WORKGROUP,
 };
 use super::rules::Rules;
 use super::x_fragments::FragmentGeometry;
@@ -563,6 +563,14 @@ pub enum KernelChoice {
         /// The key of the last pass (`key` where m is a multiple of `key.m`).
         last: PipelineKey,
     },
+    /// The GEMV on GGUF blocks in their native bytes, in passes of `key.m` rows, the last
+    /// with `last`.
+    BlocksGemv {
+        /// The key of a full pass.
+        key: BlocksKey,
+        /// The key of the last pass.
+        last: BlocksKey,
+    },
     /// The SIMT GEMM.
     SimtGemm(GemmKey),
     /// The tensor-core GEMM on the SIMT layout (`vk::coop_tiles`).
@@ -651,6 +659,13 @@ impl fmt::Display for Choice {
                     write!(out, ", portable")?;
                 }
             }
+            KernelChoice::BlocksGemv { key, .. } => write!(
+                out,
+                "GEMV on GGUF {} blocks, workgroup {}, {} rows per pass",
+                key.ty.name(),
+                key.workgroup,
+                key.m
+            )?,
             KernelChoice::SimtGemm(key) => {
                 let t = key.tile;
                 write!(out, "SIMT GEMM, tile {}x{}x{}x{}", t.tx, t.ty, t.rn, t.rm)?;
@@ -700,6 +715,9 @@ impl fmt::Display for Choice {
 /// ([`runs_gemm`]: the GEMM of the matrix's layout, or its GEMV). `Unsupported` where the
 /// chosen kernel does not fit the device; `Internal` where the rules contradict each other.
 pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Result<Choice> {
+    if form.blocks.is_some() {
+        return on_x(r, form, p);
+    }
     let room = match room {
         Room::None => return on_x(r, form, p),
         Room::AsNeeded => None,
@@ -752,6 +770,9 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
             "the integer dot-product GEMV runs SIMT matrices at the GEMV's m on contexts with int_dot only".into(),
         ));
     }
+    if let Some(b) = &form.blocks {
+        return blocks_choice(r, form, b.ty, p);
+    }
     let Some(c) = &form.coop else {
         let tiles = || runs_tiles(r, form).then(|| tiles_key(r, form, p)).flatten();
         return match gemm {
@@ -792,6 +813,40 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
         )));
     }
     Ok(KernelChoice::CoopGemv(key))
+}
+
+/// The GEMV on GGUF blocks of `ty` for a call with `p` on `form` (every m: passes of up to
+/// [`MAX_M`] activation rows, the last of the rows left), with the SIMT GEMV's workgroup
+/// and rows from the device's row. `Unsupported` where its reduction does not fit the
+/// device's shared memory.
+fn blocks_choice(
+    r: &Rules,
+    form: &MatrixForm,
+    ty: crate::import::gguf_blocks::BlockType,
+    p: &GemvParams,
+) -> Result<KernelChoice> {
+    let pass_rows = p.m.min(MAX_M);
+    let key = |rows: u32| BlocksKey {
+        portable: r.portable,
+        workgroup: r.simt.workgroup_for(form.layout.chunks),
+        rows: r.simt.rows,
+        m: rows,
+        x_f16: p.x_f16,
+        ty,
+    };
+    let full = key(pass_rows);
+    let shared = full.shared_bytes(r.simt.subgroup);
+    if shared > r.class.max_shared {
+        return Err(Error::Unsupported(format!(
+            "the GEMV on GGUF {} blocks needs {shared} bytes of shared memory at {pass_rows} activation rows per pass; the device has {}",
+            ty.name(),
+            r.class.max_shared
+        )));
+    }
+    Ok(KernelChoice::BlocksGemv {
+        key: full,
+        last: key(p.m - (p.m - 1) / pass_rows * pass_rows),
+    })
 }
 
 /// The SIMT GEMM's key for a call with `p` on `form`.
@@ -907,6 +962,12 @@ pub(super) fn plan_of(
             key.rows as u64,
             key.m as u64,
             Some(pipelines.get(last)?),
+        ),
+        KernelChoice::BlocksGemv { key, last } => simt(
+            pipelines.get_blocks(key)?,
+            key.rows as u64,
+            key.m as u64,
+            Some(pipelines.get_blocks(last)?),
         ),
         KernelChoice::SimtGemm(key) => simt(
             pipelines.get_gemm(key)?,

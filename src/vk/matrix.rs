@@ -8,6 +8,8 @@ use super::matrix_form::MatrixForm;
 use super::memory::{storage_set, Buffer, MemoryKind, Placement};
 use super::params::BufferRange;
 use crate::error::{Error, Result};
+use crate::import::gguf_blocks::BlockType;
+use crate::layout::blocks::Stream;
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
 use std::ops::Range;
@@ -210,8 +212,12 @@ pub fn upload_via(
 
 /// Bytes of the buffers of a part of `count` rows of a matrix of `form` whose scales take
 /// `scale_size` bytes each (as given; the tensor-core layout stores f32): weights, scales,
-/// and zero points or offsets (0: the matrix has neither).
+/// and zero points or offsets (0: the matrix has neither); of a block-type matrix, its
+/// streams (`layout::blocks`).
 pub(super) fn part_buffer_bytes(form: &MatrixForm, scale_size: usize, count: usize) -> [usize; 3] {
+    if let Some(b) = &form.blocks {
+        return Stream::ALL.map(|stream| b.stream_bytes(stream, count));
+    }
     let third = form.offsets || form.shape.zero_points;
     match &form.coop {
         Some(c) => [
@@ -276,14 +282,19 @@ pub fn footprint(
         ctx.coop,
         ctx.limits.max_part_bytes,
     )?;
+    form_footprint(ctx, &form, scale.size())
+}
+
+/// The footprint of a matrix of `form` whose source scales take `scale_size` bytes each.
+pub fn form_footprint(ctx: &Context, form: &MatrixForm, scale_size: usize) -> Result<Footprint> {
     // In the order the matrix uploads them: the column order, then part by part.
-    let mut sizes: Vec<usize> = match k_order {
-        true => vec![4 * shape.k],
+    let mut sizes: Vec<usize> = match form.column_order {
+        true => vec![4 * form.shape.k],
         false => Vec::new(),
     };
     sizes.extend(
         form.parts()
-            .flat_map(|rows| part_buffer_bytes(&form, scale.size(), rows.len()))
+            .flat_map(|rows| part_buffer_bytes(form, scale_size, rows.len()))
             .filter(|&bytes| bytes > 0),
     );
     let mut f = Footprint {
@@ -367,7 +378,52 @@ impl MatrixBytes for PackedFrom<'_, '_> {
     }
 }
 
+/// A block-type matrix's bytes regrouped from the file's tensor into its streams.
+struct BlocksFrom<'a> {
+    tensor: &'a [u8],
+    form: MatrixForm,
+}
+
+impl MatrixBytes for BlocksFrom<'_> {
+    fn scale_size(&self) -> usize {
+        2
+    }
+
+    fn column_order(&self) -> Result<Option<Vec<u32>>> {
+        Ok(None)
+    }
+
+    fn fill(&self, which: usize, _part: usize, rows: Range<usize>, dst: &mut [u8]) {
+        if let Some(b) = &self.form.blocks {
+            b.pack(self.tensor, Stream::ALL[which], rows, dst);
+        }
+    }
+}
+
 impl DeviceMatrix {
+    /// An `n` × `k` matrix of GGUF blocks of `ty` from `tensor` (the file's bytes, already
+    /// checked: whole blocks, finite scales), kept in their native bytes on the device
+    /// (`layout::blocks`); bytes not written in place go by `route`.
+    pub fn from_blocks(
+        ctx: &Context,
+        ty: BlockType,
+        n: usize,
+        k: usize,
+        tensor: &[u8],
+        route: &mut UploadRoute,
+    ) -> Result<DeviceMatrix> {
+        let form = MatrixForm::of_blocks(ty, n, k, ctx.limits.max_part_bytes)?;
+        if tensor.len() as u64 != form.device_bytes() {
+            return Err(Error::Internal(format!(
+                "a GGUF {} tensor of {n} x {k} has {} bytes, not {}",
+                ty.name(),
+                tensor.len(),
+                form.device_bytes()
+            )));
+        }
+        Self::assemble(ctx, form, &BlocksFrom { tensor, form }, route)
+    }
+
     /// Bytes of device memory the matrix holds (every buffer's allocation).
     pub fn allocated_bytes(&self) -> u64 {
         let order = self.k_order.as_ref().map_or(0, |o| o.buffer.allocated);
@@ -503,10 +559,11 @@ impl DeviceMatrix {
                 1 => matrix_name.clone(),
                 _ => format!("{matrix_name} part {}/{part_count}", p + 1),
             };
-            let third_name = match (form.offsets, shape.zero_points) {
-                (true, _) => "offsets",
-                (false, true) => "zeros",
-                (false, false) => "",
+            let third_name = match (form.blocks, form.offsets, shape.zero_points) {
+                (Some(_), _, _) => "fifth bits",
+                (None, true, _) => "offsets",
+                (None, false, true) => "zeros",
+                (None, false, false) => "",
             };
             let lengths = part_buffer_bytes(&form, source.scale_size(), rows.len());
             let mut buffers = Vec::with_capacity(3);

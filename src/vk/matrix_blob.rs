@@ -4,7 +4,8 @@
 //!
 //! Layout (little-endian): `Q4VKMTRX`, format, header bytes, q4vk version (16 bytes), n, k
 //! (u64), group size (u32, 0 per channel), flags (u32: zero points 1, f32 scales 2, offsets
-//! 4, column order 8, tensor-core layout 16), rows per part (u64), buffers (u32), bytes per
+//! 4, column order 8, tensor-core layout 16, GGUF blocks in their native bytes 32 with the
+//! block type's ggml id in bits 8..15), rows per part (u64), buffers (u32), bytes per
 //! scale of the source (u32), each buffer's length (u64); then the buffers, each at a
 //! multiple of 16 bytes, in creation order (the column order, then per part weights,
 //! scales, zero points or offsets); then a checksum (u64, [`checksum`]) of all before it.
@@ -15,6 +16,7 @@ use super::matrix_form::MatrixForm;
 use super::memory::{Buffer, MemoryKind};
 use super::submit::{record_barrier, SHADER_TO_HOST};
 use crate::error::{invalid, Error, Result};
+use crate::import::gguf_blocks::of_ggml_id;
 use crate::plan::tuned::version_bytes;
 use crate::quant::q4::Q4Shape;
 use ash::vk;
@@ -35,6 +37,9 @@ const SCALE_F32: u32 = 2;
 const OFFSETS: u32 = 4;
 const ORDER: u32 = 8;
 const COOP: u32 = 16;
+const BLOCKS: u32 = 32;
+/// Where a block-type matrix's ggml type id sits in the flags.
+const BLOCK_TYPE_SHIFT: u32 = 8;
 
 /// A 64-bit checksum of `bytes` that runs near memory speed: four lanes of little-endian
 /// 64-bit words, each mixed by xor, multiply and rotate (so a changed, swapped or moved word
@@ -112,7 +117,9 @@ pub fn blob_of(ctx: &Context, mat: &DeviceMatrix) -> Result<Vec<u8>> {
     ]
     .iter()
     .filter(|(on, _)| *on)
-    .fold(0, |acc, (_, bit)| acc | bit);
+    .fold(0, |acc, (_, bit)| acc | bit)
+        | f.blocks
+            .map_or(0, |b| BLOCKS | b.ty.ggml_id() << BLOCK_TYPE_SHIFT);
     let mut w = Vec::with_capacity(header);
     w.extend_from_slice(MAGIC);
     w.extend(FORMAT.to_le_bytes());
@@ -204,7 +211,7 @@ impl MatrixBytes for ParsedBlob<'_> {
     }
 
     fn fill(&self, which: usize, part: usize, _rows: Range<usize>, dst: &mut [u8]) {
-        let per_part = 2 + usize::from(self.form.offsets || self.form.shape.zero_points);
+        let per_part = self.form.buffers_per_part();
         let first = usize::from(self.form.column_order);
         dst.copy_from_slice(self.buffers[first + part * per_part + which]);
     }
@@ -267,14 +274,30 @@ fn parse<'a>(ctx: &Context, blob: &'a [u8]) -> Result<ParsedBlob<'a>> {
             "the matrix blob holds the tensor-core layout and this context does not run those kernels; make the blob on a context of the same kind".into(),
         ));
     }
-    let form = MatrixForm::new(
-        shape,
-        flags & SCALE_F32 != 0,
-        flags & OFFSETS != 0,
-        flags & ORDER != 0,
-        coop,
-        ctx.limits.max_part_bytes,
-    )?;
+    let form = match flags & BLOCKS {
+        0 => MatrixForm::new(
+            shape,
+            flags & SCALE_F32 != 0,
+            flags & OFFSETS != 0,
+            flags & ORDER != 0,
+            coop,
+            ctx.limits.max_part_bytes,
+        )?,
+        _ => {
+            let id = (flags >> BLOCK_TYPE_SHIFT) & 0xFF;
+            let ty = of_ggml_id(id).ok_or_else(|| {
+                invalid!("the matrix blob names GGUF block type {id}, which this q4vk does not keep (corrupted)")
+            })?;
+            if !shape.k.is_multiple_of(ty.block_elements()) {
+                return Err(invalid!(
+                    "the matrix blob's k = {} is not a multiple of the GGUF {} block (corrupted)",
+                    shape.k,
+                    ty.name()
+                ));
+            }
+            MatrixForm::of_blocks(ty, shape.n, shape.k, ctx.limits.max_part_bytes)?
+        }
+    };
     if form.rows_per_part as u64 != u64_at(56) {
         return Err(Error::Unsupported(format!(
             "the matrix blob splits the matrix into parts of {} rows; this device takes parts of {} rows (make the blob on this device)",

@@ -1,9 +1,11 @@
 //! What the kernel rules read of a matrix on the device, as plain data: its shape and
 //! scheme, its scale and zero-point form, whether its columns are reordered, its layout
-//! (SIMT or tensor-core) and its split into parts. `vk::matrix::DeviceMatrix` holds one;
+//! (SIMT, tensor-core, or GGUF blocks in their native bytes) and its split into parts. `vk::matrix::DeviceMatrix` holds one;
 //! tools and tests build one for any matrix without Vulkan.
 
 use crate::error::{Error, Result};
+use crate::import::gguf_blocks::BlockType;
+use crate::layout::blocks::{BlocksLayout, Stream};
 use crate::layout::coop::{CoopLayout, TILE_ROWS};
 use crate::layout::vk::VkLayout;
 use crate::quant::q4::Q4Shape;
@@ -24,6 +26,11 @@ pub struct MatrixForm {
     pub layout: VkLayout,
     /// The tensor-core layout, when the matrix is in it (then `layout` is unused).
     pub coop: Option<CoopLayout>,
+    /// GGUF blocks in their native bytes (`layout::blocks`), when the matrix holds them:
+    /// then `shape` has the block as its group and no zero points, `layout` gives the
+    /// pieces of 32 inputs (`chunks`) and blocks (`groups`) per row, and the other fields
+    /// are unused.
+    pub blocks: Option<BlocksLayout>,
     /// Rows per part (the last part has the rows left).
     pub rows_per_part: usize,
 }
@@ -63,8 +70,44 @@ impl MatrixForm {
             column_order,
             layout,
             coop,
+            blocks: None,
             rows_per_part: units_per_part.min(u32::MAX as usize / unit_words) * unit_rows,
         })
+    }
+
+    /// The form of an `n` × `k` matrix of GGUF blocks of `ty` (k a multiple of the block)
+    /// kept in their native bytes, split into parts of at most `max_part_bytes` per buffer
+    /// with 32-bit word indices. `Unsupported` where one row exceeds `max_part_bytes`.
+    pub fn of_blocks(ty: BlockType, n: usize, k: usize, max_part_bytes: u64) -> Result<MatrixForm> {
+        let shape = Q4Shape::new(n as u64, k as u64, ty.block_elements() as i32, 0)?;
+        let blocks = BlocksLayout::new(ty, k);
+        let row_bytes = blocks.row_bytes();
+        let rows = (max_part_bytes / row_bytes as u64) as usize;
+        if rows == 0 {
+            return Err(Error::Unsupported(format!(
+                "a row of {k} {} weights needs {row_bytes} bytes, more than this device's largest storage buffer ({max_part_bytes} bytes)",
+                ty.name()
+            )));
+        }
+        Ok(MatrixForm {
+            shape,
+            scale_f32: false,
+            offsets: false,
+            column_order: false,
+            layout: VkLayout::of(&shape),
+            coop: None,
+            blocks: Some(blocks),
+            rows_per_part: rows.min(u32::MAX as usize / (row_bytes / 16)),
+        })
+    }
+
+    /// Buffers of each part: weights and scales, and zero points, offsets or a block
+    /// type's fifth bits where the matrix has them.
+    pub fn buffers_per_part(&self) -> usize {
+        match &self.blocks {
+            Some(b) => 2 + usize::from(b.stream_bytes(Stream::HighBits, 1) > 0),
+            None => 2 + usize::from(self.offsets || self.shape.zero_points),
+        }
     }
 
     /// The rows of each part, in order.
@@ -77,6 +120,9 @@ impl MatrixForm {
     /// GEMV reads).
     pub fn device_bytes(&self) -> u64 {
         let n = self.shape.n as u64;
+        if let Some(b) = &self.blocks {
+            return b.native_bytes(self.shape.n);
+        }
         let order = match self.column_order {
             true => 4 * self.shape.k as u64,
             false => 0,

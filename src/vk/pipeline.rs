@@ -5,6 +5,7 @@
 use super::device::Device;
 use super::shaders;
 use crate::error::{Error, Result};
+use crate::import::gguf_blocks::BlockType;
 use crate::plan::tuning::SimtGemv;
 use crate::plan::{FragmentShape, GemmTile};
 use ash::vk;
@@ -466,6 +467,47 @@ impl TilesKey {
     }
 }
 
+/// Which GEMV pipeline on GGUF blocks in their native bytes (`shaders/gemv_blocks.comp`,
+/// the type's build, specialization constants 0..4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlocksKey {
+    /// Shared-memory reduction only.
+    pub portable: bool,
+    /// Invocations per workgroup.
+    pub workgroup: u32,
+    /// Rows per workgroup.
+    pub rows: u32,
+    /// Activation rows (1..=8).
+    pub m: u32,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// The block type.
+    pub ty: BlockType,
+}
+
+impl BlocksKey {
+    /// The specialization constants by id (0..4) on a device of `subgroup` invocations.
+    pub fn spec_values(&self, subgroup: u32) -> [u32; 5] {
+        [
+            self.workgroup,
+            self.rows,
+            self.m,
+            self.x_f16 as u32,
+            subgroup,
+        ]
+    }
+
+    /// Bytes of the kernel's shared memory (its reduction's slots) on a device of
+    /// `subgroup` invocations.
+    pub fn shared_bytes(&self, subgroup: u32) -> u32 {
+        let slots = match self.portable {
+            true => self.workgroup,
+            false => self.workgroup / subgroup.max(1),
+        };
+        4 * slots * self.m * self.rows
+    }
+}
+
 /// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`: m > 8, and m = 3..8 where
 /// `vk::gemv::decide` says so; specialization constants 0..11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -662,6 +704,9 @@ pub struct Pipelines {
     /// The tensor-core GEMM on the SIMT layout's module, likewise (contexts whose device
     /// offers its fragment shape only: `coop_tiles`).
     tiles_module: Mutex<vk::ShaderModule>,
+    /// The GEMV on GGUF blocks' modules, a build per block type (the context's reduction
+    /// variant), likewise (contexts that never see such a matrix never create them).
+    blocks_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
     coop_tiles: bool,
     /// Workgroup shape.
     pub tuning: Tuning,
@@ -673,6 +718,7 @@ pub struct Pipelines {
     fragments_pipelines: PipelineSet<FragmentsKey>,
     slices_pipelines: PipelineSet<SlicesKey>,
     tiles_pipelines: PipelineSet<TilesKey>,
+    blocks_pipelines: PipelineSet<BlocksKey>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -736,6 +782,7 @@ impl Pipelines {
             fragments_module: Mutex::new(vk::ShaderModule::null()),
             slices_module: Mutex::new(vk::ShaderModule::null()),
             tiles_module: Mutex::new(vk::ShaderModule::null()),
+            blocks_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             coop_tiles,
             tuning,
             pipelines: PipelineSet::new("gemv"),
@@ -746,6 +793,7 @@ impl Pipelines {
             fragments_pipelines: PipelineSet::new("x fragments pre-pass"),
             slices_pipelines: PipelineSet::new("gemm K slices sum"),
             tiles_pipelines: PipelineSet::new("tensor-core gemm on the SIMT layout"),
+            blocks_pipelines: PipelineSet::new("gemv on GGUF blocks"),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -962,6 +1010,27 @@ impl Pipelines {
         })
     }
 
+    /// The GEMV on GGUF blocks' pipeline for `key`, created (with the module of the
+    /// context's reduction variant, the first time) on first use.
+    pub fn get_blocks(&self, key: BlocksKey) -> Result<vk::Pipeline> {
+        if key.portable != self.portable {
+            return Err(Error::Internal(format!(
+                "blocks pipeline for portable = {} requested from a context with portable = {}",
+                key.portable, self.portable
+            )));
+        }
+        self.blocks_pipelines.get_or_create(key, |name| {
+            let slot = BlockType::ALL
+                .iter()
+                .position(|&t| t == key.ty)
+                .map(|i| &self.blocks_modules[i])
+                .ok_or_else(|| Error::Internal("a block type without a build".into()))?;
+            let spv = shaders::gemv_blocks(key.ty, self.portable);
+            let module = self.lazy_module(slot, spv, &format!("gemv_blocks {}", key.ty.name()))?;
+            self.create(module, &key.spec_values(self.tuning.subgroup), name)
+        })
+    }
+
     /// Refuses the tensor-core kernels on a context that does not run them.
     fn check_coop(&self) -> Result<()> {
         if self.coop_module == vk::ShaderModule::null() {
@@ -1054,6 +1123,7 @@ impl Pipelines {
             + self.fragments_pipelines.len()
             + self.slices_pipelines.len()
             + self.tiles_pipelines.len()
+            + self.blocks_pipelines.len()
     }
 
     /// The compiler statistics of every pipeline this context created so far, by key
@@ -1067,6 +1137,7 @@ impl Pipelines {
         all.extend(self.fragments_pipelines.listed());
         all.extend(self.slices_pipelines.listed());
         all.extend(self.tiles_pipelines.listed());
+        all.extend(self.blocks_pipelines.listed());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
@@ -1085,6 +1156,7 @@ impl Drop for Pipelines {
         all.extend(self.fragments_pipelines.take_all());
         all.extend(self.slices_pipelines.take_all());
         all.extend(self.tiles_pipelines.take_all());
+        all.extend(self.blocks_pipelines.take_all());
         let lazy = [
             &mut self.gemm_module,
             &mut self.coop_gemm_module,
@@ -1094,7 +1166,10 @@ impl Drop for Pipelines {
             &mut self.slices_module,
             &mut self.tiles_module,
         ]
-        .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()));
+        .into_iter()
+        .chain(&mut self.blocks_modules)
+        .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()))
+        .collect::<Vec<_>>();
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not
         // outlive the context (contract).
         unsafe {

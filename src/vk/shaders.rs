@@ -1,6 +1,7 @@
 //! The embedded SPIR-V (compiled from `shaders/` by `scripts/build-shaders.sh`).
 
 use crate::error::{Error, Result};
+use crate::import::gguf_blocks::BlockType;
 /// The tensor-core GEMM's build in K slices (`-DK_SLICES`: sums into the workspace).
 pub const GEMM_COOP_SLICES: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_coop_slices.spv");
 /// Adds the tensor-core GEMM's K slices into y.
@@ -68,4 +69,40 @@ pub const MMA_LOOP_2X8: &[u8] = include_bytes!("../../shaders/spv/mma_loop_2x8.s
 pub fn words(spv: &[u8]) -> Result<Vec<u32>> {
     ash::util::read_spv(&mut std::io::Cursor::new(spv))
         .map_err(|e| Error::Internal(format!("embedded SPIR-V is malformed: {e}")))
+}
+
+/// The GEMV on GGUF blocks of `ty` in their native bytes (`layout::blocks`), with the
+/// subgroup reduction or (`portable`) a shared-memory one only.
+pub fn gemv_blocks(ty: BlockType, portable: bool) -> &'static [u8] {
+    macro_rules! builds {
+        ($name:literal) => {
+            (
+                include_bytes!(concat!(
+                    "../../shaders/spv/gemv_blocks_",
+                    $name,
+                    "_subgroup.spv"
+                )) as &[u8],
+                include_bytes!(concat!(
+                    "../../shaders/spv/gemv_blocks_",
+                    $name,
+                    "_portable.spv"
+                )) as &[u8],
+            )
+        };
+    }
+    let (subgroup, portable_build) = match ty {
+        BlockType::Q5_0 => builds!("q5_0"),
+        BlockType::Q5_1 => builds!("q5_1"),
+        BlockType::Q8_0 => builds!("q8_0"),
+        BlockType::Q5K => builds!("q5_k"),
+        BlockType::Q6K => builds!("q6_k"),
+        BlockType::Iq4Nl => builds!("iq4_nl"),
+        BlockType::Iq4Xs => builds!("iq4_xs"),
+        BlockType::Mxfp4 => builds!("mxfp4"),
+        BlockType::Nvfp4 => builds!("nvfp4"),
+    };
+    match portable {
+        true => portable_build,
+        false => subgroup,
+    }
 }

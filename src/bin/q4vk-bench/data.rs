@@ -1,6 +1,7 @@
 //! Benchmark inputs: seeded random Q4 matrices (symmetric g128, with zero points, or the
-//! imported offset form), activations, and the f64 reference of the offset form.
+//! imported offset form), random GGUF blocks, and activations.
 
+use q4vk::import::gguf_blocks::BlockType;
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use std::borrow::Cow;
 
@@ -80,4 +81,30 @@ pub(crate) fn activations(k: usize) -> Vec<f32> {
     (0..k)
         .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
         .collect()
+}
+
+/// `n` rows of `k / block` random blocks of `ty` with sane scale fields: f16 `d`, `m` and
+/// `dmin` of 0.002 .. 0.05, E8M0 exponents 120 .. 131, UE4M3 scales below 8.
+pub(crate) fn random_blocks(ty: BlockType, n: usize, k: usize, seed: &mut u64) -> Vec<u8> {
+    let size = ty.block_bytes();
+    let mut bytes = vec![0u8; n * (k / ty.block_elements()) * size];
+    fill_random(&mut bytes, seed);
+    let f16_at: &[usize] = match ty {
+        BlockType::Q5_0 | BlockType::Q8_0 | BlockType::Iq4Nl | BlockType::Iq4Xs => &[0],
+        BlockType::Q5_1 | BlockType::Q5K => &[0, 2],
+        BlockType::Q6K => &[208],
+        BlockType::Mxfp4 | BlockType::Nvfp4 => &[],
+    };
+    for (i, block) in bytes.chunks_exact_mut(size).enumerate() {
+        for &at in f16_at {
+            let v = 0.002 + (i % 97) as f32 * 0.0005;
+            block[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+        }
+        match ty {
+            BlockType::Mxfp4 => block[0] = 120 + (i % 12) as u8,
+            BlockType::Nvfp4 => block[..4].iter_mut().for_each(|s| *s %= 80),
+            _ => {}
+        }
+    }
+    bytes
 }

@@ -61,6 +61,7 @@ mod timing;
 
 use data::*;
 use q4vk::error::{Error, Result};
+use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::GemmTile;
 use q4vk::plan::{CoopGemmTuning, Overrides};
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
@@ -116,6 +117,9 @@ struct Options {
     zeros: bool,
     /// `--group G`: elements per group (default 128; 32 with `--offsets`, as imported GGUF).
     group: Option<i32>,
+    /// `--type T`: matrices of GGUF blocks of this type (random blocks, sane scales), kept in
+    /// their native bytes.
+    block_type: Option<BlockType>,
     /// Print the pipelines' compiler statistics after the table.
     stats: bool,
     /// No workspace: the kernels that read x themselves, without a pre-pass.
@@ -175,13 +179,14 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--offsets | --zeros | --type Q5_0|Q5_1|Q8_0|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
     let (mut unroll, mut split, mut shapes) = (None, None, None);
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
+    let mut block_type = None;
     let mut gemm_tile = None;
     let (mut gemm_ksplit, mut coop_gemm_slices) = (None, None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
@@ -274,6 +279,13 @@ fn main() {
                 )
             }
             "--tune" => tune = Some(number()).filter(|&ms| ms > 0).or_else(|| usage()),
+            "--type" => {
+                let name = args.next().unwrap_or_else(|| usage());
+                let ty = BlockType::ALL
+                    .into_iter()
+                    .find(|t| t.name().eq_ignore_ascii_case(&name));
+                block_type = Some(ty.unwrap_or_else(|| usage()));
+            }
             _ => usage(),
         }
     }
@@ -304,6 +316,7 @@ fn main() {
         act_order,
         zeros,
         group,
+        block_type,
         stats,
         no_workspace,
         round_x_f16,
@@ -588,10 +601,11 @@ fn run(opt: &Options) -> Result<()> {
             "full"
         },
         opt.group_size(),
-        match (opt.offsets, opt.zeros) {
-            (true, _) => "f32 scales and offsets",
-            (_, true) => "a zero point per group, f16 scales",
-            _ => "symmetric, f16 scales",
+        match (opt.block_type, opt.offsets, opt.zeros) {
+            (Some(ty), _, _) => format!("GGUF {} blocks in their native bytes", ty.name()),
+            (None, true, _) => "f32 scales and offsets".into(),
+            (None, _, true) => "a zero point per group, f16 scales".into(),
+            _ => "symmetric, f16 scales".into(),
         },
         if opt.x_f16 { "f16" } else { "f32" }
     );
@@ -624,16 +638,15 @@ fn run(opt: &Options) -> Result<()> {
                 None,
             )
         };
+        let blocks = opt
+            .block_type
+            .map(|ty| (ty, random_blocks(ty, n, k, &mut seed)));
         for &m in &opt.ms {
-            let rows = bench_shape(
-                &mut ctx,
-                opt,
-                &data,
-                offsets.as_deref(),
-                m,
-                &mut seed,
-                &probe,
-            )?;
+            let weights = match &blocks {
+                Some((ty, bytes)) => Weights::Blocks(*ty, n, k, bytes),
+                None => Weights::Q4(&data, offsets.as_deref()),
+            };
+            let rows = bench_shape(&mut ctx, opt, weights, m, &mut seed, &probe)?;
             for r in rows {
                 let gbs = |us: f64| r.bytes / us / 1e3;
                 // The naive baseline runs at m = 1 only.

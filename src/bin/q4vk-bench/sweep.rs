@@ -124,7 +124,10 @@ pub(crate) fn coop_sweep(opt: &Options) -> Result<()> {
             data.shape.k,
             if cold { "cold" } else { "hot" }
         );
-        cases.push((prepare(&ctx, opt, (&data, None), &x, m, Some(&r))?, cold));
+        cases.push((
+            prepare(&ctx, opt, (&data, None).into(), &x, m, Some(&r))?,
+            cold,
+        ));
     }
     println!();
     println!("| --- | --- | --- | --- | --- | --- | --- |");

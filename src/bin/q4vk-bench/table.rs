@@ -5,11 +5,12 @@ use super::*;
 use ash::vk;
 use q4vk::cpu::reference;
 use q4vk::error::Result;
+use q4vk::import::gguf_blocks::BlockType;
 use q4vk::quant::q4::Q4Data;
 use q4vk::vk::context::Context;
 use q4vk::vk::gemv::{self, BufferRange, GemvParams, Room};
 use q4vk::vk::kernel::Kernel;
-use q4vk::vk::matrix::{upload, DeviceMatrix};
+use q4vk::vk::matrix::{upload, DeviceMatrix, UploadRoute};
 use q4vk::vk::memory::{Buffer, MemoryKind};
 use q4vk::vk::shaders;
 
@@ -68,25 +69,86 @@ pub(crate) struct Prepared {
     _buffers: (Buffer, Buffer),
 }
 
+/// The weights a row times: a Q4 matrix (with per-group offsets, if any), or a tensor of
+/// GGUF blocks kept in their native bytes (`--type`).
+#[derive(Clone, Copy)]
+pub(crate) enum Weights<'a> {
+    /// Q4 data and its offsets.
+    Q4(&'a Q4Data<'a>, Option<&'a [f32]>),
+    /// `n` × `k` blocks of a type, as a file stores them.
+    Blocks(BlockType, usize, usize, &'a [u8]),
+}
+
+impl<'a> From<(&'a Q4Data<'a>, Option<&'a [f32]>)> for Weights<'a> {
+    fn from((data, offsets): (&'a Q4Data<'a>, Option<&'a [f32]>)) -> Weights<'a> {
+        Weights::Q4(data, offsets)
+    }
+}
+
+impl Weights<'_> {
+    /// (n, k).
+    pub(crate) fn dims(&self) -> (usize, usize) {
+        match *self {
+            Weights::Q4(data, _) => (data.shape.n, data.shape.k),
+            Weights::Blocks(_, n, k, _) => (n, k),
+        }
+    }
+
+    /// A device matrix of these weights (columns in `k_order`, Q4 only).
+    fn upload(&self, ctx: &Context, k_order: Option<&[u32]>) -> Result<DeviceMatrix> {
+        match *self {
+            Weights::Q4(data, offsets) => DeviceMatrix::new(ctx, data, offsets, k_order),
+            Weights::Blocks(ty, n, k, bytes) => {
+                DeviceMatrix::from_blocks(ctx, ty, n, k, bytes, &mut UploadRoute::Queue)
+            }
+        }
+    }
+
+    /// The f64 results of the `m` rows of `xs` (in the matrix's column order).
+    fn reference(&self, xs: &[f32], m: usize) -> Vec<f64> {
+        match *self {
+            Weights::Q4(data, None) => reference::gemv(data, xs, m),
+            Weights::Q4(data, Some(o)) => reference::gemv_with_offsets(data, o, xs, m),
+            Weights::Blocks(ty, n, k, bytes) => {
+                let row_bytes = k / ty.block_elements() * ty.block_bytes();
+                let mut w = vec![0f32; k];
+                let mut y = vec![0f64; m * n];
+                for (row, blocks) in bytes.chunks_exact(row_bytes).enumerate() {
+                    q4vk::import::gguf_blocks::dequantize(ty, blocks, &mut w);
+                    for (i, x) in xs.chunks_exact(k).enumerate() {
+                        y[i * n + row] = w
+                            .iter()
+                            .zip(x)
+                            .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                            .sum();
+                    }
+                }
+                y
+            }
+        }
+    }
+}
+
 /// Uploads the rotated copies of `data` (with per-group `offsets`, if any) and `m`
 /// activation rows `x`, computes the reference result (unless the caller's `reference` of
 /// all rows is given) and gives the call its workspace (`Prepared::set_workspace`).
 pub(crate) fn prepare(
     ctx: &Context,
     opt: &Options,
-    (data, offsets): (&Q4Data, Option<&[f32]>),
+    weights: Weights,
     x: &[f32],
     m: u32,
     reference: Option<&[f64]>,
 ) -> Result<Prepared> {
-    let (n, k) = (data.shape.n, data.shape.k);
-    let k_order = opt.act_order.then(|| column_order(k));
-    let first = DeviceMatrix::new(ctx, data, offsets, k_order.as_deref())?;
+    let (n, k) = weights.dims();
+    let blocks = matches!(weights, Weights::Blocks(..));
+    let k_order = (opt.act_order && !blocks).then(|| column_order(k));
+    let first = weights.upload(ctx, k_order.as_deref())?;
     let bytes_per = first.form.device_bytes();
     let copies = (opt.cold_bytes.div_ceil(bytes_per) + 1) as usize;
     let mut mats = vec![first];
     for _ in 1..copies {
-        mats.push(DeviceMatrix::new(ctx, data, offsets, k_order.as_deref())?);
+        mats.push(weights.upload(ctx, k_order.as_deref())?);
     }
     // f16 activations: x holds f16 values (rounded by the caller), uploaded as f16.
     let xv: Vec<u8> = if opt.x_f16 {
@@ -139,10 +201,7 @@ pub(crate) fn prepare(
                     .flat_map(|row| order.iter().map(|&i| row[i as usize]))
                     .collect();
             }
-            match offsets {
-                None => reference::gemv(data, &xs, tokens.len()),
-                Some(o) => reference::gemv_with_offsets(data, o, &xs, tokens.len()),
-            }
+            weights.reference(&xs, tokens.len())
         }
     };
     let mut prepared = Prepared {
@@ -317,7 +376,7 @@ pub(crate) fn time_gemv(
     reference: Option<&[f64]>,
     probe: &Copy,
 ) -> Result<(f64, f64, f64, f64, Vec<f64>, bool)> {
-    prepare(ctx, opt, matrix, x, m, reference)?.time(ctx, opt, probe)
+    prepare(ctx, opt, matrix.into(), x, m, reference)?.time(ctx, opt, probe)
 }
 
 /// A fixed pseudo-random permutation of `0..k` (an act-order matrix's column order).
@@ -422,13 +481,12 @@ pub(crate) fn time_naive(
 pub(crate) fn bench_shape(
     ctx: &mut Context,
     opt: &Options,
-    data: &Q4Data,
-    offsets: Option<&[f32]>,
+    weights: Weights,
     m: u32,
     seed: &mut u64,
     probe: &Copy,
 ) -> Result<Vec<Row>> {
-    let (n, k) = (data.shape.n, data.shape.k);
+    let (n, k) = weights.dims();
     let x: Vec<f32> = activations(m as usize * k)
         .into_iter()
         .map(|v| {
@@ -439,7 +497,7 @@ pub(crate) fn bench_shape(
             }
         })
         .collect();
-    let mut prepared = prepare(ctx, opt, (data, offsets), &x, m, None)?;
+    let mut prepared = prepare(ctx, opt, weights, &x, m, None)?;
     let naive_us = if m == 1 {
         time_naive(ctx, opt, n, k, &x, seed, probe)?
     } else {

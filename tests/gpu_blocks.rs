@@ -1,0 +1,403 @@
+//! GGUF block types kept in their native bytes on the device (`layout::blocks`,
+//! `shaders/gemv_blocks.comp`): Q5_0, Q5_1, Q8_0, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 and
+//! NVFP4 matrices created through the C ABI from seeded random blocks with sane scales and
+//! from gguf-py's vectors, run through `q4vk_gemv` (f32 and f16 x, m from 1 to 11: full and
+//! partial passes of 8) into a NaN-poisoned y on the subgroup and portable kernels and on
+//! a CPU context, against an f64 GEMV of `q4vk_matrix_dequantize`'s weights (bit for bit
+//! gguf-py's) within 1e-5; the plan names the kernel and the matrix's bytes are the file's.
+
+mod gpu_support;
+use gpu_support::*;
+use q4vk::ffi::context::*;
+use q4vk::ffi::footprint::*;
+use q4vk::ffi::gemv::*;
+use q4vk::ffi::import::q4vk_matrix_dequantize;
+use q4vk::ffi::matrix::*;
+use q4vk::ffi::status::*;
+use q4vk::import::gguf_blocks::BlockType;
+
+/// The `Q4VK_SOURCE_GGUF_*` source of `ty`.
+fn source_of(ty: BlockType) -> q4vk_matrix_source {
+    match ty {
+        BlockType::Q5_0 => Q4VK_SOURCE_GGUF_Q5_0,
+        BlockType::Q5_1 => Q4VK_SOURCE_GGUF_Q5_1,
+        BlockType::Q8_0 => Q4VK_SOURCE_GGUF_Q8_0,
+        BlockType::Q5K => Q4VK_SOURCE_GGUF_Q5_K,
+        BlockType::Q6K => Q4VK_SOURCE_GGUF_Q6_K,
+        BlockType::Iq4Nl => Q4VK_SOURCE_GGUF_IQ4_NL,
+        BlockType::Iq4Xs => Q4VK_SOURCE_GGUF_IQ4_XS,
+        BlockType::Mxfp4 => Q4VK_SOURCE_GGUF_MXFP4,
+        BlockType::Nvfp4 => Q4VK_SOURCE_GGUF_NVFP4,
+    }
+}
+
+/// An f16 of magnitude 0.002 .. 0.05 and random sign, as bytes.
+fn sane_f16(rng: &mut Rng) -> [u8; 2] {
+    let v = rng.f32();
+    let magnitude = 0.002 + 0.048 * v.abs();
+    half::f16::from_f32(magnitude.copysign(v)).to_le_bytes()
+}
+
+/// `n` rows of `k / block` random blocks of `ty` whose scale fields are finite and sane
+/// (f16 `d`, `m`, `dmin` in ±0.002..0.05, E8M0 exponents near 1, UE4M3 scales below 8).
+fn random_blocks(rng: &mut Rng, ty: BlockType, n: usize, k: usize) -> Vec<u8> {
+    let size = ty.block_bytes();
+    let mut bytes: Vec<u8> = (0..n * k / ty.block_elements() * size)
+        .map(|_| rng.next_u64() as u8)
+        .collect();
+    let f16_at: &[usize] = match ty {
+        BlockType::Q5_0 | BlockType::Q8_0 | BlockType::Iq4Nl | BlockType::Iq4Xs => &[0],
+        BlockType::Q5_1 | BlockType::Q5K => &[0, 2],
+        BlockType::Q6K => &[208],
+        BlockType::Mxfp4 | BlockType::Nvfp4 => &[],
+    };
+    for block in bytes.chunks_exact_mut(size) {
+        for &at in f16_at {
+            block[at..at + 2].copy_from_slice(&sane_f16(rng));
+        }
+        match ty {
+            BlockType::Mxfp4 => block[0] = 120 + (rng.next_u64() % 12) as u8,
+            BlockType::Nvfp4 => {
+                for s in &mut block[..4] {
+                    // Exponent 0..9 (subnormals included), never the NaN 0x7F.
+                    *s = (rng.next_u64() % 80) as u8;
+                }
+            }
+            _ => {}
+        }
+    }
+    bytes
+}
+
+/// The desc of an `n` × `k` tensor of `ty` whose blocks are `bytes`.
+fn blocks_desc(ty: BlockType, n: usize, k: usize, bytes: &[u8]) -> q4vk_matrix_desc {
+    let mut d = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
+    unsafe { q4vk_matrix_desc_default(&mut d) };
+    d.source = source_of(ty);
+    d.n = n as u64;
+    d.k = k as u64;
+    d.weight = bytes.as_ptr().cast();
+    d.weight_bytes = bytes.len();
+    d
+}
+
+/// The weights `q4vk_matrix_dequantize` gives for `desc` (`[n][k]`).
+fn dequantized(desc: &q4vk_matrix_desc) -> Vec<f32> {
+    let mut w = vec![f32::NAN; (desc.n * desc.k) as usize];
+    let status = unsafe { q4vk_matrix_dequantize(desc, w.as_mut_ptr(), 4 * w.len()) };
+    assert_eq!(status, Q4VK_OK, "q4vk_matrix_dequantize: {}", last_error());
+    w
+}
+
+/// y = x · wᵀ in f64 (`m` rows of x).
+fn reference_gemv(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
+    let mut y = vec![0f64; m * n];
+    for i in 0..m {
+        for r in 0..n {
+            y[i * n + r] = (0..k)
+                .map(|j| f64::from(w[r * k + j]) * f64::from(x[i * k + j]))
+                .sum();
+        }
+    }
+    y
+}
+
+/// `x` rounded to f16: (the f32 values, the f16 bytes).
+fn rounded_to_f16(x: &[f32]) -> (Vec<f32>, Vec<u8>) {
+    let halves: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+    (
+        halves.iter().map(|h| h.to_f32()).collect(),
+        halves.iter().flat_map(|h| h.to_le_bytes()).collect(),
+    )
+}
+
+/// `q4vk_gemv_host` with f16 x (`bytes`) into a NaN-poisoned y.
+fn gemv_f16_x(
+    ctx: *mut q4vk_context,
+    mat: *mut q4vk_matrix,
+    bytes: &[u8],
+    n: usize,
+    m: usize,
+) -> Vec<f32> {
+    let mut y = vec![f32::NAN; m * n];
+    let mut args = gemv_host_args();
+    args.x = bytes.as_ptr().cast();
+    args.x_bytes = bytes.len();
+    args.y = y.as_mut_ptr();
+    args.y_len = y.len();
+    args.m = m as u32;
+    args.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+    let status = unsafe { q4vk_gemv_host(ctx, mat, &args) };
+    assert_eq!(status, Q4VK_OK, "q4vk_gemv_host: {}", last_error());
+    y
+}
+
+/// Asserts `y` is all written and within 1e-5 of `want`.
+fn assert_close(y: &[f32], want: &[f64], what: &str) {
+    if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+        panic!("{what}: y[{i}] was not written");
+    }
+    let err = q4vk::cpu::reference::relative_error(y, want);
+    assert!(err < 1e-5, "{what}: relative error {err:e}");
+}
+
+/// Creates the matrix of `desc` on `ctx` and checks its GEMV at every m of `ms` with f32
+/// and f16 x against the f64 reference; on GPU contexts also the plan and the bytes.
+fn check_matrix(
+    ctx: *mut q4vk_context,
+    desc: &q4vk_matrix_desc,
+    ms: &[usize],
+    rng: &mut Rng,
+    gpu: bool,
+    what: &str,
+) {
+    let (n, k) = (desc.n as usize, desc.k as usize);
+    let w = dequantized(desc);
+    let mut mat = std::ptr::null_mut();
+    let status = unsafe { q4vk_matrix_create(ctx, desc, &mut mat) };
+    assert_eq!(
+        status,
+        Q4VK_OK,
+        "{what}: q4vk_matrix_create: {}",
+        last_error()
+    );
+    for &m in ms {
+        let x = rng.vec(m * k);
+        let (status, y) = gemv_c(ctx, mat, &x, n, m);
+        assert_eq!(status, Q4VK_OK, "{what}: q4vk_gemv: {}", last_error());
+        assert_close(
+            &y,
+            &reference_gemv(&w, &x, n, k, m),
+            &format!("{what}, m = {m}, f32 x"),
+        );
+        let (xh, bytes) = rounded_to_f16(&x);
+        let y = gemv_f16_x(ctx, mat, &bytes, n, m);
+        assert_close(
+            &y,
+            &reference_gemv(&w, &xh, n, k, m),
+            &format!("{what}, m = {m}, f16 x"),
+        );
+        let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
+        info.struct_size = std::mem::size_of::<q4vk_gemv_plan_info>() as u32;
+        let status = unsafe { q4vk_gemv_plan(ctx, mat, m as u32, 0, 0, &mut info) };
+        assert_eq!(status, Q4VK_OK, "{what}: q4vk_gemv_plan: {}", last_error());
+        match gpu {
+            true => {
+                assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMV, "{what}");
+                assert_eq!(info.passes as usize, m.div_ceil(8), "{what}");
+            }
+            false => assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_CPU, "{what}"),
+        }
+        assert_eq!(
+            info.matrix_bytes, desc.weight_bytes as u64,
+            "{what}: native bytes"
+        );
+    }
+    unsafe { q4vk_matrix_destroy(mat) };
+}
+
+/// Shapes: one block per row, odd row counts (partial workgroups), several blocks.
+fn shapes(ty: BlockType) -> [(usize, usize); 3] {
+    let b = ty.block_elements();
+    [(1, b), (37, 3 * b), (70, 2048.max(b))]
+}
+
+fn run_all_types(ctx: *mut q4vk_context, gpu: bool, ms: &[usize], seed: u64) {
+    let mut rng = Rng(seed);
+    for ty in BlockType::ALL {
+        for (n, k) in shapes(ty) {
+            let bytes = random_blocks(&mut rng, ty, n, k);
+            let desc = blocks_desc(ty, n, k, &bytes);
+            check_matrix(
+                ctx,
+                &desc,
+                ms,
+                &mut rng,
+                gpu,
+                &format!("{} {n}x{k}", ty.name()),
+            );
+        }
+    }
+}
+
+#[test]
+fn every_type_runs_on_the_subgroup_kernel() {
+    let gpu = Gpu::new(false);
+    run_all_types(gpu.ctx, true, &[1, 2, 11], 0xB10C);
+    gpu.assert_quiet();
+}
+
+#[test]
+fn every_type_runs_on_the_portable_kernel() {
+    let gpu = Gpu::new(true);
+    run_all_types(gpu.ctx, true, &[1, 9], 0xB10D);
+    gpu.assert_quiet();
+}
+
+#[test]
+fn every_type_runs_on_a_cpu_context() {
+    let mut desc = unsafe { std::mem::zeroed::<q4vk_context_desc>() };
+    unsafe { q4vk_context_desc_default(&mut desc) };
+    desc.flags = Q4VK_CONTEXT_CPU;
+    let mut ctx = std::ptr::null_mut();
+    let status = unsafe { q4vk_context_create(&desc, &mut ctx) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    run_all_types(ctx, false, &[1, 5, 9], 0xB10E);
+    unsafe { q4vk_context_destroy(ctx) };
+}
+
+/// gguf-py's own blocks (`tests/data/gguf-more`, quantizer output and random blocks).
+#[test]
+fn gguf_py_vectors_run_on_the_device() {
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(0xB10F);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gguf-more");
+    let mut ran = 0;
+    for ty in BlockType::ALL {
+        for (n, k) in [(33, 512), (7, 1024)] {
+            for kind in ["dq", "q"] {
+                let stem = format!("{}_p_{n}x{k}_{kind}", ty.name().to_lowercase());
+                let Ok(bytes) = std::fs::read(dir.join(format!("{stem}.quant.u8.bin"))) else {
+                    continue;
+                };
+                let desc = blocks_desc(ty, n, k, &bytes);
+                check_matrix(gpu.ctx, &desc, &[1, 4], &mut rng, true, &stem);
+                ran += 1;
+            }
+        }
+    }
+    assert!(ran >= 18, "only {ran} vectors found");
+    gpu.assert_quiet();
+}
+
+/// Device bytes within 3% of the file's on a phone-sized matrix of every type.
+#[test]
+fn device_bytes_are_the_files() {
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(0xB110);
+    for ty in BlockType::ALL {
+        let (n, k) = (256, 1536);
+        let bytes = random_blocks(&mut rng, ty, n, k);
+        let desc = blocks_desc(ty, n, k, &bytes);
+        let mut info = unsafe { std::mem::zeroed::<q4vk_matrix_footprint_info>() };
+        info.struct_size = std::mem::size_of::<q4vk_matrix_footprint_info>() as u32;
+        let status = unsafe { q4vk_matrix_footprint(gpu.ctx, &desc, &mut info) };
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        let file = bytes.len() as f64;
+        let device = info.device_bytes as f64;
+        assert!(
+            device >= file && device <= 1.03 * file,
+            "{}: {device} device bytes for a {file}-byte tensor",
+            ty.name()
+        );
+        assert_eq!(
+            info.buffers,
+            2 + u32::from(matches!(ty, BlockType::Q5_0 | BlockType::Q5_1))
+        );
+    }
+    gpu.assert_quiet();
+}
+
+/// Non-finite scales, short buffers and k off the block are refused, nothing created.
+#[test]
+fn bad_blocks_are_refused() {
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(0xB111);
+    for ty in BlockType::ALL {
+        let k = ty.block_elements();
+        let mut bytes = random_blocks(&mut rng, ty, 2, 2 * k);
+        let size = ty.block_bytes();
+        // The last block's scale made non-finite.
+        let at = 3 * size + if ty == BlockType::Q6K { 208 } else { 0 };
+        match ty {
+            BlockType::Mxfp4 => bytes[at] = 0xFF,
+            BlockType::Nvfp4 => bytes[at] = 0x7F,
+            _ => bytes[at..at + 2].copy_from_slice(&half::f16::INFINITY.to_le_bytes()),
+        }
+        let mut mat = std::ptr::null_mut();
+        let desc = blocks_desc(ty, 2, 2 * k, &bytes);
+        let status = unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) };
+        assert_eq!(status, Q4VK_ERROR_NON_FINITE, "{}", ty.name());
+        assert!(last_error().contains("row 1, block 1"), "{}", last_error());
+        assert!(mat.is_null());
+        let mut short = blocks_desc(ty, 2, 2 * k, &bytes);
+        short.weight_bytes -= 1;
+        let status = unsafe { q4vk_matrix_create(gpu.ctx, &short, &mut mat) };
+        assert_eq!(status, Q4VK_ERROR_BUFFER_TOO_SMALL, "{}", ty.name());
+        let mut off = blocks_desc(ty, 2, 2 * k, &bytes);
+        off.k = (2 * k - 16) as u64;
+        let status = unsafe { q4vk_matrix_create(gpu.ctx, &off, &mut mat) };
+        assert_eq!(status, Q4VK_ERROR_INVALID_ARGUMENT, "{}", ty.name());
+        assert!(mat.is_null());
+    }
+    gpu.assert_quiet();
+}
+
+/// A block-type matrix's blob makes the same matrix again (its GEMV bit for bit the
+/// original's); a blob whose type byte is changed is refused.
+#[test]
+fn blobs_keep_the_blocks() {
+    use q4vk::ffi::blob::*;
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(0xB112);
+    for ty in [BlockType::Q5_1, BlockType::Q6K, BlockType::Nvfp4] {
+        let (n, k) = (45, 2 * ty.block_elements().max(128));
+        let bytes = random_blocks(&mut rng, ty, n, k);
+        let desc = blocks_desc(ty, n, k, &bytes);
+        let mut mat = std::ptr::null_mut();
+        assert_eq!(
+            unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) },
+            Q4VK_OK
+        );
+        let mut size = 0;
+        assert_eq!(
+            unsafe { q4vk_matrix_blob_size(gpu.ctx, mat, &mut size) },
+            Q4VK_OK
+        );
+        let mut blob = vec![0u8; size];
+        let mut written = 0;
+        let status =
+            unsafe { q4vk_matrix_blob(gpu.ctx, mat, blob.as_mut_ptr().cast(), size, &mut written) };
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        let mut again = std::ptr::null_mut();
+        let status = unsafe {
+            q4vk_matrix_create_from_blob(gpu.ctx, blob.as_ptr().cast(), size, &mut again)
+        };
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        let x = rng.vec(3 * k);
+        let (s1, y1) = gemv_c(gpu.ctx, mat, &x, n, 3);
+        let (s2, y2) = gemv_c(gpu.ctx, again, &x, n, 3);
+        assert_eq!((s1, s2), (Q4VK_OK, Q4VK_OK));
+        assert!(y1.iter().all(|v| v.is_finite()));
+        assert_eq!(y1, y2, "{}", ty.name());
+        unsafe { q4vk_matrix_destroy(again) };
+        unsafe { q4vk_matrix_destroy(mat) };
+    }
+    gpu.assert_quiet();
+}
+
+/// The exported kernels read the Q4 layouts only: a block type is refused by name.
+#[test]
+fn the_kernel_export_refuses_blocks() {
+    use q4vk::ffi::kernel::*;
+    let mut rng = Rng(0xB113);
+    let ty = BlockType::Q8_0;
+    let bytes = random_blocks(&mut rng, ty, 4, 64);
+    let matrix = blocks_desc(ty, 4, 64, &bytes);
+    let mut desc = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+    unsafe { q4vk_kernel_export_desc_default(&mut desc) };
+    let mut info = unsafe { std::mem::zeroed::<q4vk_kernel_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
+    let status = unsafe {
+        q4vk_kernel_export(
+            std::ptr::null(),
+            &matrix,
+            &desc,
+            &mut info,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    assert_eq!(status, Q4VK_ERROR_UNSUPPORTED);
+    assert!(last_error().contains("GGUF Q8_0"), "{}", last_error());
+}
