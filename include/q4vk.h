@@ -844,7 +844,7 @@ typedef struct q4vk_staging {
 #define Q4VK_GEMV_KERNEL_COOP_TILES_GEMM 7
 
 // The GEMV on GGUF blocks kept in their native bytes (`Q4VK_SOURCE_GGUF_Q5_0` ..
-// `Q4VK_SOURCE_GGUF_NVFP4` matrices), on x itself, any m in passes of 8 rows.
+// `Q4VK_SOURCE_GGUF_NVFP4` matrices), on x itself, any m in passes of 4 rows.
 #define Q4VK_GEMV_KERNEL_BLOCKS_GEMV 8
 
 // None: the kernel reads x.

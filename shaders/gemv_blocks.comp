@@ -13,9 +13,10 @@
 // Every block is split into pieces of 32 weights (a block of 32 is one piece, of 64 two,
 // of 256 eight): two runs of 16 consecutive inputs, each with one scale (and offset).
 // Invocations stride over a row's pieces (neighbours read neighbouring code words), ROWS
-// rows each, and for each piece decode its 32 codes once into floats that serve every
-// activation row (M): y += s_a * sum(q_a x) + s_b * sum(q_b x) (+ o_a sum(x_a) + o_b sum(x_b)
-// for the types with minima), q an integer (E2M1 values doubled, their scale halved) and
+// rows each; for each piece they load its 32 inputs of every activation row (M, at most 4)
+// once, then per row decode its 32 codes once into floats that serve every activation
+// row: y += s_a * sum(q_a x) + s_b * sum(q_b x) (+ o_a sum(x_a) + o_b sum(x_b) for the
+// types with minima), q an integer (E2M1 values doubled, their scale halved) and
 // s the block's f32 scale product as gguf-py forms it. One reduction after the loop, as in
 // `gemv_q4.comp`. Vulkan 1.0 storage buffers and f32 arithmetic only; no 8/16-bit storage.
 #extension GL_GOOGLE_include_directive : require
@@ -154,14 +155,28 @@ void k_scale_min(uvec3 s, uint j, out float sc, out float mn) {
     #undef SB
 }
 
+// The first inputs within a block of piece `piece`'s two runs of 16.
+void piece_inputs(uint piece, out uint ka, out uint kb) {
+    if (TYPE == T_Q5_K) {
+        // Bytes 16h .. 16h + 15 of chunk j: sub-blocks 2j and 2j + 1.
+        ka = 64u * (piece >> 1) + 16u * (piece & 1u);
+        kb = ka + 32u;
+    } else if (TYPE == T_Q6_K) {
+        // Bytes o .. o + 15 of half n's 64 ql bytes: inputs 128n + o and 128n + 64 + o.
+        ka = 128u * (piece >> 2) + 16u * (piece & 3u);
+        kb = ka + 64u;
+    } else {
+        ka = 32u * piece;
+        kb = ka + 16u;
+    }
+}
+
 // Piece `piece` of block `gb` (index into the part's streams): its two runs' codes as
-// numbers (qa, qb: 16 each, in input order), their scales and offsets (so: s_a, o_a, s_b,
-// o_b) and their first inputs within the block (ka, kb).
-void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so, out uint ka, out uint kb) {
+// numbers (qa, qb: 16 each, in input order; their inputs: `piece_inputs`) and their scales
+// and offsets (so: s_a, o_a, s_b, o_b).
+void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
     uvec4 v = q[gb * QW + (TYPE == T_Q5_K ? 2u + piece : piece)];
     so = vec4(0.0);
-    ka = 32u * piece;
-    kb = ka + 16u;
     if (TYPE == T_Q5_0 || TYPE == T_Q5_1 || TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
         // Byte j: input j low nibble, j + 16 high.
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
@@ -235,8 +250,6 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so, ou
         k_scale_min(hdr.yzw, 2u * j, sc0, m0);
         k_scale_min(hdr.yzw, 2u * j + 1u, sc1, m1);
         so = vec4(dm.x * sc0, -(dm.y * m0), dm.x * sc1, -(dm.y * m1));
-        ka = 64u * j + 16u * h;
-        kb = ka + 32u;
     } else if (TYPE == T_Q6_K) {
         // ql word `piece` = bytes o .. o + 15 of half n's 64: inputs 128n + o + t (low) and
         // 128n + 64 + o + t (high); their two high bits: pairs o/32 and 2 + o/32 of
@@ -256,8 +269,6 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so, ou
         float sca = float(int(scales[ia >> 2] << (24u - 8u * (ia & 3u))) >> 24);
         float scb = float(int(scales[ib >> 2] << (24u - 8u * (ib & 3u))) >> 24);
         so = vec4(d * sca, 0.0, d * scb, 0.0);
-        ka = 128u * n + o;
-        kb = ka + 64u;
     } else {
         // IQ4_XS: sub-block `piece`, input 32 piece + j low nibble, + 16 high.
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
@@ -322,6 +333,8 @@ float run_sum(vec4 xv[4]) {
 }
 
 const uint MR = M * ROWS;
+// A piece loads its x once for all its rows (32 registers per activation row): the rules
+// run this kernel in passes of at most 4 activation rows (`vk::gemv_plan::BLOCKS_MAX_M`).
 #ifdef SUBGROUP
 shared float red[(WORKGROUP / SUBGROUP_SIZE) * MR];
 #else
@@ -346,19 +359,35 @@ void main() {
     for (uint c = tid; c < p.chunks; c += WORKGROUP) {
         uint blk = c / PIECES;
         uint piece = c % PIECES;
+        uint ka;
+        uint kb;
+        piece_inputs(piece, ka, kb);
+        ka += blk * BLOCK;
+        kb += blk * BLOCK;
+        vec4 held[8u * M];
+        [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+            vec4 xa[4];
+            vec4 xb[4];
+            load_run(mi, ka, xa);
+            load_run(mi, kb, xb);
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                held[8u * mi + i] = xa[i];
+                held[8u * mi + 4u + i] = xb[i];
+            }
+        }
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
             uint row = min(row0 + r, last_row);
             vec4 qa[4];
             vec4 qb[4];
             vec4 so;
-            uint ka;
-            uint kb;
-            decode(row * p.groups + blk, piece, qa, qb, so, ka, kb);
+            decode(row * p.groups + blk, piece, qa, qb, so);
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 vec4 xa[4];
                 vec4 xb[4];
-                load_run(mi, blk * BLOCK + ka, xa);
-                load_run(mi, blk * BLOCK + kb, xb);
+                [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                    xa[i] = held[8u * mi + i];
+                    xb[i] = held[8u * mi + 4u + i];
+                }
                 float t = acc[mi * ROWS + r];
                 t = fma(so.x, run_dot(qa, xa), t);
                 t = fma(so.z, run_dot(qb, xb), t);

@@ -1,8 +1,8 @@
 //! GGUF block types kept in their native bytes on the device (`layout::blocks`,
 //! `shaders/gemv_blocks.comp`): Q5_0, Q5_1, Q8_0, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 and
 //! NVFP4 matrices created through the C ABI from seeded random blocks with sane scales and
-//! from gguf-py's vectors, run through `q4vk_gemv` (f32 and f16 x, m from 1 to 11: full and
-//! partial passes of 8) into a NaN-poisoned y on the subgroup and portable kernels and on
+//! from gguf-py's vectors, run through `q4vk_gemv` (f32 and f16 x, m from 1 to 6: full and
+//! partial passes of 4) into a NaN-poisoned y on the subgroup and portable kernels and on
 //! a CPU context, against an f64 GEMV of `q4vk_matrix_dequantize`'s weights (bit for bit
 //! gguf-py's) within 1e-5; the plan names the kernel and the matrix's bytes are the file's.
 
@@ -184,7 +184,7 @@ fn check_matrix(
         match gpu {
             true => {
                 assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMV, "{what}");
-                assert_eq!(info.passes as usize, m.div_ceil(8), "{what}");
+                assert_eq!(info.passes as usize, m.div_ceil(4), "{what}");
             }
             false => assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_CPU, "{what}"),
         }
@@ -223,14 +223,14 @@ fn run_all_types(ctx: *mut q4vk_context, gpu: bool, ms: &[usize], seed: u64) {
 #[test]
 fn every_type_runs_on_the_subgroup_kernel() {
     let gpu = Gpu::new(false);
-    run_all_types(gpu.ctx, true, &[1, 2, 11], 0xB10C);
+    run_all_types(gpu.ctx, true, &[1, 6], 0xB10C);
     gpu.assert_quiet();
 }
 
 #[test]
 fn every_type_runs_on_the_portable_kernel() {
     let gpu = Gpu::new(true);
-    run_all_types(gpu.ctx, true, &[1, 9], 0xB10D);
+    run_all_types(gpu.ctx, true, &[1, 5], 0xB10D);
     gpu.assert_quiet();
 }
 

@@ -802,7 +802,7 @@ pub const Q4VK_GEMV_KERNEL_CPU: q4vk_gemv_kernel = 6;
 /// layout's kernels need (any m).
 pub const Q4VK_GEMV_KERNEL_COOP_TILES_GEMM: q4vk_gemv_kernel = 7;
 /// The GEMV on GGUF blocks kept in their native bytes (`Q4VK_SOURCE_GGUF_Q5_0` ..
-/// `Q4VK_SOURCE_GGUF_NVFP4` matrices), on x itself, any m in passes of 8 rows.
+/// `Q4VK_SOURCE_GGUF_NVFP4` matrices), on x itself, any m in passes of 4 rows.
 pub const Q4VK_GEMV_KERNEL_BLOCKS_GEMV: q4vk_gemv_kernel = 8;
 
 /// The pre-pass a call records before its kernel (`q4vk_gemv_plan_info.prepass`).

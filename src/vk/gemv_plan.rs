@@ -815,9 +815,13 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
     Ok(KernelChoice::CoopGemv(key))
 }
 
+/// Activation rows per pass of the GEMV on GGUF blocks: each invocation holds a piece's x of
+/// all of them in registers (32 values each).
+pub const BLOCKS_MAX_M: u32 = 4;
+
 /// The GEMV on GGUF blocks of `ty` for a call with `p` on `form` (every m: passes of up to
-/// [`MAX_M`] activation rows, the last of the rows left), with the SIMT GEMV's workgroup
-/// and rows from the device's row. `Unsupported` where its reduction does not fit the
+/// [`BLOCKS_MAX_M`] activation rows, the last of the rows left), with the SIMT GEMV's
+/// workgroup and rows from the device's row. `Unsupported` where its reduction does not fit the
 /// device's shared memory.
 fn blocks_choice(
     r: &Rules,
@@ -825,7 +829,7 @@ fn blocks_choice(
     ty: crate::import::gguf_blocks::BlockType,
     p: &GemvParams,
 ) -> Result<KernelChoice> {
-    let pass_rows = p.m.min(MAX_M);
+    let pass_rows = p.m.min(BLOCKS_MAX_M);
     let key = |rows: u32| BlocksKey {
         portable: r.portable,
         workgroup: r.simt.workgroup_for(form.layout.chunks),
