@@ -1,9 +1,10 @@
 //! `q4vk_matrix_create_recorded` on the system's Vulkan device (lavapipe in CI), validation
-//! on: the upload of every buffer of a matrix (zero points; split into parts) is recorded
-//! into the host's command buffer from the host's staging memory, of exactly
-//! `q4vk_matrix_footprint_info.upload_bytes`; once the host submitted it, GEMVs match the f64
-//! reference. Device memory q4vk maps is written in place (no staging needed). A staging
-//! range one byte short is refused with nothing recorded; bad arguments write nothing.
+//! on: the upload of every buffer of a matrix (zero points, or GGUF blocks in their native
+//! bytes; split into parts) is recorded into the host's command buffer from the host's
+//! staging memory, of exactly `q4vk_matrix_footprint_info.upload_bytes`; once the host
+//! submitted it, GEMVs match the f64 reference. Device memory q4vk maps is written in place
+//! (no staging needed). A staging range one byte short is refused with nothing recorded;
+//! bad arguments write nothing.
 
 mod gpu_support;
 use ash::vk;
@@ -150,4 +151,53 @@ fn bad_staging_is_refused() {
     let status = unsafe { q4vk_matrix_create_recorded(cpu, &desc, cmd, &good, &mut out) };
     assert_eq!(status, Q4VK_ERROR_UNSUPPORTED, "{}", last_error());
     unsafe { q4vk_context_destroy(cpu) };
+}
+
+/// GGUF blocks kept in their native bytes (Q5_0: three streams per part, matrix in parts)
+/// upload the same way, from exactly `upload_bytes` of staging.
+#[test]
+fn gguf_blocks_upload_recorded() {
+    let mut gpu = Gpu::new(false);
+    gpu.context_mut().limits.staged_uploads = true;
+    gpu.context_mut().limits.max_part_bytes = 4 * 1024;
+    let mut rng = Rng(0x5ED);
+    let (n, k) = (77usize, 640usize);
+    let mut blocks: Vec<u8> = (0..n * k / 32 * 22).map(|_| rng.next_u64() as u8).collect();
+    for b in blocks.chunks_exact_mut(22) {
+        b[..2].copy_from_slice(&half::f16::from_f32(0.004 + 0.03 * rng.f32().abs()).to_le_bytes());
+    }
+    let mut desc = unsafe { std::mem::zeroed::<q4vk_matrix_desc>() };
+    unsafe { q4vk_matrix_desc_default(&mut desc) };
+    desc.source = Q4VK_SOURCE_GGUF_Q5_0;
+    (desc.n, desc.k) = (n as u64, k as u64);
+    desc.weight = blocks.as_ptr().cast();
+    desc.weight_bytes = blocks.len();
+    let f = footprint_of(&gpu, &desc);
+    assert!(
+        f.buffers > 3,
+        "{f:?}: the matrix should be in several parts"
+    );
+    let (status, _) = recorded(&gpu, &desc, f.upload_bytes - 1);
+    assert_eq!(status, Q4VK_ERROR_BUFFER_TOO_SMALL, "{}", last_error());
+    let (status, mat) = recorded(&gpu, &desc, f.upload_bytes);
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    let mut w = vec![0f32; n * k];
+    let s =
+        unsafe { q4vk::ffi::import::q4vk_matrix_dequantize(&desc, w.as_mut_ptr(), 4 * w.len()) };
+    assert_eq!(s, Q4VK_OK);
+    let x = rng.vec(k);
+    let (status, y) = gemv_c(gpu.ctx, mat, &x, n, 1);
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    let want: Vec<f64> = w
+        .chunks_exact(k)
+        .map(|row| {
+            row.iter()
+                .zip(&x)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum()
+        })
+        .collect();
+    assert!(y.iter().all(|v| v.is_finite()));
+    assert!(q4vk::cpu::reference::relative_error(&y, &want) < 1e-5);
+    unsafe { q4vk_matrix_destroy(mat) };
 }
