@@ -8,6 +8,7 @@
 
 mod gpu_support;
 use gpu_support::*;
+use q4vk::cpu::reference::gemv_dense;
 use q4vk::ffi::context::*;
 use q4vk::ffi::footprint::*;
 use q4vk::ffi::gemv::*;
@@ -89,28 +90,6 @@ fn dequantized(desc: &q4vk_matrix_desc) -> Vec<f32> {
     w
 }
 
-/// y = x · wᵀ in f64 (`m` rows of x).
-fn reference_gemv(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
-    let mut y = vec![0f64; m * n];
-    for i in 0..m {
-        for r in 0..n {
-            y[i * n + r] = (0..k)
-                .map(|j| f64::from(w[r * k + j]) * f64::from(x[i * k + j]))
-                .sum();
-        }
-    }
-    y
-}
-
-/// `x` rounded to f16: (the f32 values, the f16 bytes).
-fn rounded_to_f16(x: &[f32]) -> (Vec<f32>, Vec<u8>) {
-    let halves: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
-    (
-        halves.iter().map(|h| h.to_f32()).collect(),
-        halves.iter().flat_map(|h| h.to_le_bytes()).collect(),
-    )
-}
-
 /// `q4vk_gemv_host` with f16 x (`bytes`) into a NaN-poisoned y.
 fn gemv_f16_x(
     ctx: *mut q4vk_context,
@@ -167,14 +146,14 @@ fn check_matrix(
         assert_eq!(status, Q4VK_OK, "{what}: q4vk_gemv: {}", last_error());
         assert_close(
             &y,
-            &reference_gemv(&w, &x, n, k, m),
+            &gemv_dense(&w, &x, n, k, m),
             &format!("{what}, m = {m}, f32 x"),
         );
         let (xh, bytes) = rounded_to_f16(&x);
         let y = gemv_f16_x(ctx, mat, &bytes, n, m);
         assert_close(
             &y,
-            &reference_gemv(&w, &xh, n, k, m),
+            &gemv_dense(&w, &xh, n, k, m),
             &format!("{what}, m = {m}, f16 x"),
         );
         let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };

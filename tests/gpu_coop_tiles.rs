@@ -48,15 +48,6 @@ fn tiles_context(gemm_from_m: Option<u32>) -> Option<Context> {
     Some(ctx)
 }
 
-/// x rounded to f16, as f32 values and as the f16 bytes a call reads.
-fn f16_x(x: &[f32]) -> (Vec<f32>, Vec<u8>) {
-    let halves: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
-    (
-        halves.iter().map(|h| h.to_f32()).collect(),
-        halves.iter().flat_map(|h| h.to_le_bytes()).collect(),
-    )
-}
-
 /// Runs `m` rows of x on `mat` recorded (f32 and f16 x), asserting that the call runs the
 /// tiles kernel and matches `reference` (y of `x` in the matrix's column order) within 1e-5.
 fn assert_tiles_call_matches(
@@ -69,7 +60,7 @@ fn assert_tiles_call_matches(
 ) {
     let k = mat.form.shape.k;
     let x = rng.vec(m * k);
-    let (xh, xh_bytes) = f16_x(&x);
+    let (xh, xh_bytes) = rounded_to_f16(&x);
     let x_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     for (x_f16, bytes, values) in [(false, &x_bytes, &x), (true, &xh_bytes, &xh)] {
         let how = Recording {

@@ -188,15 +188,7 @@ fn gguf_blocks_upload_recorded() {
     let x = rng.vec(k);
     let (status, y) = gemv_c(gpu.ctx, mat, &x, n, 1);
     assert_eq!(status, Q4VK_OK, "{}", last_error());
-    let want: Vec<f64> = w
-        .chunks_exact(k)
-        .map(|row| {
-            row.iter()
-                .zip(&x)
-                .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                .sum()
-        })
-        .collect();
+    let want = q4vk::cpu::reference::gemv_dense(&w, &x, n, k, 1);
     assert!(y.iter().all(|v| v.is_finite()));
     assert!(q4vk::cpu::reference::relative_error(&y, &want) < 1e-5);
     unsafe { q4vk_matrix_destroy(mat) };

@@ -1,5 +1,5 @@
 //! f64 reference GEMV of the *dequantized* Q4 weights: `y[m][n] = sum_k x[m][k] * (u - z) * s`
-//! (or `(s·u + o)` for matrices with per-group offsets).
+//! (or `(s·u + o)` for matrices with per-group offsets), and of dense f32 weights.
 
 use crate::quant::q4::Q4Data;
 
@@ -8,6 +8,21 @@ pub fn gemv(data: &Q4Data, x: &[f32], m: usize) -> Vec<f64> {
     gemv_of(data, x, m, |g, u| {
         (u - data.zero(g) as f64) * data.scale(g) as f64
     })
+}
+
+/// Reference `y` (`m·n`) of dense f32 weights `w` (`[n][k]`) for `x` (`m·k`).
+pub fn gemv_dense(w: &[f32], x: &[f32], n: usize, k: usize, m: usize) -> Vec<f64> {
+    let mut y = vec![0f64; m * n];
+    for (i, xs) in x.chunks_exact(k).take(m).enumerate() {
+        for (r, row) in w.chunks_exact(k).take(n).enumerate() {
+            y[i * n + r] = row
+                .iter()
+                .zip(xs)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum();
+        }
+    }
+    y
 }
 
 /// Reference `y` of a matrix with per-group offsets (`offsets`: `[n][groups]`, one per

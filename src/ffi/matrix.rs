@@ -604,8 +604,8 @@ pub unsafe extern "C" fn q4vk_matrix_create(
         let counts = input_byte_counts(&d)?;
         context.byte_counts.refuse_inexact(&counts)?;
         // SAFETY: the desc's data pointers are readable for their sizes (contract).
-        if let Some(t) = unsafe { block_tensor(&d) }? {
-            let matrix = match &context.backend {
+        let matrix = match unsafe { block_tensor(&d) }? {
+            Some(t) => match &context.backend {
                 Backend::Vulkan(ctx) => Matrix::Device(DeviceMatrix::from_blocks(
                     ctx,
                     t.ty,
@@ -615,21 +615,19 @@ pub unsafe extern "C" fn q4vk_matrix_create(
                     &mut UploadRoute::Queue,
                 )?),
                 Backend::Cpu(_) => Matrix::Cpu(CpuMatrix::of_blocks(t.ty, t.n, t.k, t.bytes)?),
-            };
-            context.byte_counts.warn_other_readings(&counts);
-            let matrix = into_handle(q4vk_matrix(matrix));
-            // SAFETY: `out` is writable (contract; checked non-NULL).
-            return unsafe { write_out(out, matrix, "out") };
-        }
-        // SAFETY: the desc's data pointers are readable for their sizes (contract).
-        let imported = unsafe { matrix_data(&d) }?;
-        let parts = imported.device_parts()?;
-        let matrix = match &context.backend {
-            Backend::Vulkan(ctx) => {
-                let (q4, offsets, k_order) = parts;
-                Matrix::Device(DeviceMatrix::new(ctx, q4, offsets, k_order)?)
+            },
+            None => {
+                // SAFETY: as above.
+                let imported = unsafe { matrix_data(&d) }?;
+                let parts = imported.device_parts()?;
+                match &context.backend {
+                    Backend::Vulkan(ctx) => {
+                        let (q4, offsets, k_order) = parts;
+                        Matrix::Device(DeviceMatrix::new(ctx, q4, offsets, k_order)?)
+                    }
+                    Backend::Cpu(_) => Matrix::Cpu(CpuMatrix::imported(parts)?),
+                }
             }
-            Backend::Cpu(_) => Matrix::Cpu(CpuMatrix::imported(parts)?),
         };
         context.byte_counts.warn_other_readings(&counts);
         let matrix = into_handle(q4vk_matrix(matrix));

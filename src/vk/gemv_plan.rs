@@ -15,6 +15,7 @@ use super::pipeline::{
 use super::rules::Rules;
 use super::x_fragments::FragmentGeometry;
 use crate::error::{Error, Result};
+use crate::layout::blocks::BlocksLayout;
 use crate::plan::{CoopGemmTuning, DeviceClass, GemmTile, GEMM_TILE};
 use ash::vk;
 use std::fmt;
@@ -771,7 +772,7 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
         ));
     }
     if let Some(b) = &form.blocks {
-        return blocks_choice(r, form, b.ty, p);
+        return blocks_choice(r, form, b, p);
     }
     let Some(c) = &form.coop else {
         let tiles = || runs_tiles(r, form).then(|| tiles_key(r, form, p)).flatten();
@@ -819,16 +820,17 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
 /// all of them in registers (32 values each).
 pub const BLOCKS_MAX_M: u32 = 4;
 
-/// The GEMV on GGUF blocks of `ty` for a call with `p` on `form` (every m: passes of up to
+/// The GEMV on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form` (every m: passes of up to
 /// [`BLOCKS_MAX_M`] activation rows, the last of the rows left), with the SIMT GEMV's
 /// workgroup and rows from the device's row. `Unsupported` where its reduction does not fit the
 /// device's shared memory.
 fn blocks_choice(
     r: &Rules,
     form: &MatrixForm,
-    ty: crate::import::gguf_blocks::BlockType,
+    blocks: &BlocksLayout,
     p: &GemvParams,
 ) -> Result<KernelChoice> {
+    let ty = blocks.ty;
     let pass_rows = p.m.min(BLOCKS_MAX_M);
     let key = |rows: u32| BlocksKey {
         portable: r.portable,

@@ -9,7 +9,7 @@ use super::memory::{storage_set, Buffer, MemoryKind, Placement};
 use super::params::BufferRange;
 use crate::error::{Error, Result};
 use crate::import::gguf_blocks::BlockType;
-use crate::layout::blocks::Stream;
+use crate::layout::blocks::{BlocksLayout, Stream};
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
 use std::ops::Range;
@@ -381,7 +381,7 @@ impl MatrixBytes for PackedFrom<'_, '_> {
 /// A block-type matrix's bytes regrouped from the file's tensor into its streams.
 struct BlocksFrom<'a> {
     tensor: &'a [u8],
-    form: MatrixForm,
+    layout: BlocksLayout,
 }
 
 impl MatrixBytes for BlocksFrom<'_> {
@@ -394,9 +394,7 @@ impl MatrixBytes for BlocksFrom<'_> {
     }
 
     fn fill(&self, which: usize, _part: usize, rows: Range<usize>, dst: &mut [u8]) {
-        if let Some(b) = &self.form.blocks {
-            b.pack(self.tensor, Stream::ALL[which], rows, dst);
-        }
+        self.layout.pack(self.tensor, Stream::ALL[which], rows, dst);
     }
 }
 
@@ -421,7 +419,8 @@ impl DeviceMatrix {
                 form.device_bytes()
             )));
         }
-        Self::assemble(ctx, form, &BlocksFrom { tensor, form }, route)
+        let layout = BlocksLayout::new(ty, k);
+        Self::assemble(ctx, form, &BlocksFrom { tensor, layout }, route)
     }
 
     /// Bytes of device memory the matrix holds (every buffer's allocation).

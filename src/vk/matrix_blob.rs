@@ -288,13 +288,6 @@ fn parse<'a>(ctx: &Context, blob: &'a [u8]) -> Result<ParsedBlob<'a>> {
             let ty = of_ggml_id(id).ok_or_else(|| {
                 invalid!("the matrix blob names GGUF block type {id}, which this q4vk does not keep (corrupted)")
             })?;
-            if !shape.k.is_multiple_of(ty.block_elements()) {
-                return Err(invalid!(
-                    "the matrix blob's k = {} is not a multiple of the GGUF {} block (corrupted)",
-                    shape.k,
-                    ty.name()
-                ));
-            }
             MatrixForm::of_blocks(ty, shape.n, shape.k, ctx.limits.max_part_bytes)?
         }
     };

@@ -77,8 +77,10 @@ impl MatrixForm {
 
     /// The form of an `n` × `k` matrix of GGUF blocks of `ty` (k a multiple of the block)
     /// kept in their native bytes, split into parts of at most `max_part_bytes` per buffer
-    /// with 32-bit word indices. `Unsupported` where one row exceeds `max_part_bytes`.
+    /// with 32-bit word indices. `InvalidArgument` where k is not a multiple of the block,
+    /// `Unsupported` where one row exceeds `max_part_bytes`.
     pub fn of_blocks(ty: BlockType, n: usize, k: usize, max_part_bytes: u64) -> Result<MatrixForm> {
+        ty.tensor_bytes(n as u64, k as u64)?;
         let shape = Q4Shape::new(n as u64, k as u64, ty.block_elements() as i32, 0)?;
         let blocks = BlocksLayout::new(ty, k);
         let row_bytes = blocks.row_bytes();

@@ -747,3 +747,12 @@ pub fn shuffled(rng: &mut Rng, k: usize) -> Vec<u32> {
     }
     order
 }
+
+/// `x` rounded to f16: (the f32 values, the f16 bytes a call reads).
+pub fn rounded_to_f16(x: &[f32]) -> (Vec<f32>, Vec<u8>) {
+    let halves: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+    (
+        halves.iter().map(|h| h.to_f32()).collect(),
+        halves.iter().flat_map(|h| h.to_le_bytes()).collect(),
+    )
+}

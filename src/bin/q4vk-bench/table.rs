@@ -115,12 +115,9 @@ impl Weights<'_> {
                 let mut y = vec![0f64; m * n];
                 for (row, blocks) in bytes.chunks_exact(row_bytes).enumerate() {
                     q4vk::import::gguf_blocks::dequantize(ty, blocks, &mut w);
-                    for (i, x) in xs.chunks_exact(k).enumerate() {
-                        y[i * n + row] = w
-                            .iter()
-                            .zip(x)
-                            .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                            .sum();
+                    let values = reference::gemv_dense(&w, xs, 1, k, m);
+                    for (i, v) in values.into_iter().enumerate() {
+                        y[i * n + row] = v;
                     }
                 }
                 y
