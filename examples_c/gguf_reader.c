@@ -119,21 +119,28 @@ static int skip_value(cursor *c, uint32_t type, int depth) {
     return 0;
 }
 
+/* ggml's type traits: {type id, name, elements per block, bytes per block}. */
+static const struct {
+    uint32_t type;
+    const char *name;
+    uint32_t block, block_bytes;
+} ggml_types[] = {
+    {0, "F32", 1, 4},         {1, "F16", 1, 2},         {2, "Q4_0", 32, 18},      {3, "Q4_1", 32, 20},
+    {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},      {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 36},
+    {10, "Q2_K", 256, 84},    {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},
+    {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},   {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},
+    {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},   {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},
+    {22, "IQ2_S", 256, 82},   {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},         {25, "I16", 1, 2},
+    {26, "I32", 1, 4},        {27, "I64", 1, 8},        {28, "F64", 1, 8},        {29, "IQ1_M", 256, 56},
+    {30, "BF16", 1, 2},       {34, "TQ1_0", 256, 54},   {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},
+    {40, "NVFP4", 64, 36},    {41, "Q1_0", 128, 18},
+};
+
 int gguf_type_block(uint32_t type, uint32_t *block, uint32_t *block_bytes) {
-    /* {type, elements per block, bytes per block}: ggml's type traits. */
-    static const uint32_t table[][3] = {
-        {0, 1, 4},       {1, 1, 2},       {2, 32, 18},     {3, 32, 20},     {6, 32, 22},
-        {7, 32, 24},     {8, 32, 34},     {9, 32, 36},     {10, 256, 84},   {11, 256, 110},
-        {12, 256, 144},  {13, 256, 176},  {14, 256, 210},  {15, 256, 292},  {16, 256, 66},
-        {17, 256, 74},   {18, 256, 98},   {19, 256, 50},   {20, 32, 18},    {21, 256, 110},
-        {22, 256, 82},   {23, 256, 136},  {24, 1, 1},      {25, 1, 2},      {26, 1, 4},
-        {27, 1, 8},      {28, 1, 8},      {29, 256, 56},   {30, 1, 2},      {34, 256, 54},
-        {35, 256, 66},   {39, 32, 17},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        if (table[i][0] == type) {
-            *block = table[i][1];
-            *block_bytes = table[i][2];
+    for (size_t i = 0; i < sizeof ggml_types / sizeof ggml_types[0]; i++) {
+        if (ggml_types[i].type == type) {
+            *block = ggml_types[i].block;
+            *block_bytes = ggml_types[i].block_bytes;
             return 1;
         }
     }
@@ -141,22 +148,9 @@ int gguf_type_block(uint32_t type, uint32_t *block, uint32_t *block_bytes) {
 }
 
 const char *gguf_type_name(uint32_t type) {
-    switch (type) {
-    case GGML_TYPE_F32: return "F32";
-    case GGML_TYPE_F16: return "F16";
-    case GGML_TYPE_Q4_0: return "Q4_0";
-    case GGML_TYPE_Q4_1: return "Q4_1";
-    case 6: return "Q5_0";
-    case 7: return "Q5_1";
-    case 8: return "Q8_0";
-    case 10: return "Q2_K";
-    case 11: return "Q3_K";
-    case GGML_TYPE_Q4_K: return "Q4_K";
-    case 13: return "Q5_K";
-    case 14: return "Q6_K";
-    case 30: return "BF16";
-    default: return "?";
-    }
+    for (size_t i = 0; i < sizeof ggml_types / sizeof ggml_types[0]; i++)
+        if (ggml_types[i].type == type) return ggml_types[i].name;
+    return "?";
 }
 
 /* Reads one tensor info; checks dims, type, and that the byte size fits in 64 bits. */

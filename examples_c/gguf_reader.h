@@ -30,16 +30,6 @@ enum gguf_value_type {
     GGUF_VALUE_FLOAT64 = 12,
 };
 
-/* The ggml tensor types this example builds matrices from (the reader knows the block
- * size of every ggml type; see gguf_type_block). */
-enum {
-    GGML_TYPE_F32 = 0,
-    GGML_TYPE_F16 = 1,
-    GGML_TYPE_Q4_0 = 2,
-    GGML_TYPE_Q4_1 = 3,
-    GGML_TYPE_Q4_K = 12,
-};
-
 /* Most dimensions of a ggml tensor. */
 #define GGUF_MAX_DIMS 4
 

@@ -843,9 +843,13 @@ typedef struct q4vk_staging {
 // layout's kernels need (any m).
 #define Q4VK_GEMV_KERNEL_COOP_TILES_GEMM 7
 
-// The GEMV on GGUF blocks kept in their native bytes (`Q4VK_SOURCE_GGUF_Q5_0` ..
-// `Q4VK_SOURCE_GGUF_NVFP4` matrices), on x itself, any m in passes of 4 rows.
+// The GEMV on GGUF blocks kept in their native bytes (every `Q4VK_SOURCE_GGUF_*` matrix
+// but Q4_0's), on x itself, in passes of at most 4 activation rows.
 #define Q4VK_GEMV_KERNEL_BLOCKS_GEMV 8
+
+// The GEMM on GGUF blocks kept in their native bytes: the m where the SIMT matrices run
+// their GEMM (`Q4VK_GEMV_KERNEL_SIMT_GEMM`), on x itself, no subgroup operations.
+#define Q4VK_GEMV_KERNEL_BLOCKS_GEMM 9
 
 // None: the kernel reads x.
 #define Q4VK_GEMV_PREPASS_NONE 0
@@ -1614,18 +1618,20 @@ q4vk_status q4vk_q4_quantize(const struct q4vk_matrix_desc *desc,
 // `OUT_OF_HOST_MEMORY`. The caller's buffers are not referenced after the call.
 //
 // Imported sources keep the checkpoint's codes, scales and zero points: GGUF Q4_0 (f16 `d`,
-// zero point 8), GGUF Q4_1 and Q4_K (codes, scale and the per-group float minimum as an f32
-// offset: `w = scale·u + offset`, 4 more bytes per group of 32), GPTQ and AWQ with groups
+// zero point 8), GPTQ and AWQ with groups
 // of 32, 64, 128 or 256 inputs or one per row. Act-order GPTQ (`g_idx` putting a group's
 // inputs apart) is stored with its groups made contiguous and the input of each column
 // (4·k more bytes), in the SIMT layout also on tensor-core contexts: `q4vk_gemv` gathers x
 // through that order once per call on the host and runs the plain SIMT kernels,
 // `q4vk_cmd_gemv`'s kernels gather x from the host's buffer; CPU contexts gather x once
 // per call. `UNSUPPORTED` for other group sizes; `q4vk_matrix_dequantize` takes all of
-// them. The GGUF types `Q4VK_SOURCE_GGUF_Q5_0` … `_NVFP4` keep the file's bytes as they
-// are (regrouped into codes and scales, device bytes within a few bytes of the file's;
-// on a CPU context the blocks themselves) and run a GEMV that decodes them in the kernel
-// (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`, any m); the exported kernels do not read them.
+// them. Every GGUF type but Q4_0 (`Q4VK_SOURCE_GGUF_Q4_1`, `_Q4_K` and `_Q5_0` …
+// `_NVFP4`) keeps the file's bytes as they are (regrouped into codes and scales, device
+// bytes within a few bytes of the file's; on a CPU context the blocks themselves) and runs
+// kernels that decode them (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`, and
+// `Q4VK_GEMV_KERNEL_BLOCKS_GEMM` for prefill); the exported kernels do not read them (Q4_1
+// and Q4_K export through `q4vk_matrix_pack_extended`'s Q4 layout instead). Q4_0's blocks
+// are the Q4 layout's codes and f16 scales, the same bytes.
 //
 // Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`;
 // on a `Q4VK_CONTEXT_STRICT_SIZES` context, a `*_bytes` larger than the source reads),
@@ -1906,8 +1912,8 @@ q4vk_status q4vk_matrix_dequantize(const struct q4vk_matrix_desc *desc,
 // Stores in `*out` the `Q4VK_SOURCE_GGUF_*` source of a tensor of `ggml_type` (the
 // `ggml_type` id a GGUF reader reads from the file's tensor info): Q4_0 (2), Q4_1 (3), Q5_0
 // (6), Q5_1 (7), Q8_0 (8), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20), IQ4_XS (23), MXFP4
-// (39), NVFP4 (40). Of those, `q4vk_matrix_create` takes Q4_0, Q4_1 and Q4_K; every one is
-// decoded by `q4vk_matrix_dequantize`.
+// (39), NVFP4 (40). `q4vk_matrix_create` takes every one of them and
+// `q4vk_matrix_dequantize` decodes every one.
 //
 // Statuses: `NULL_POINTER` (out), `UNSUPPORTED` (any other type, named where ggml has it:
 // F16, Q3_K, IQ2_XXS, TQ1_0 …, so the host routes that tensor elsewhere). Nothing is

@@ -33,11 +33,12 @@ fi
 glslc $FLAGS -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_subgroup.spv"
 glslc $FLAGS gemv_q4.comp -o "$out/gemv_q4_portable.spv"
 # GGUF blocks in their native bytes: a build per block type (ids as in the shader) and
-# reduction variant.
+# reduction variant, and the GEMM's per type.
 type_id=0
-for block_type in q5_0 q5_1 q8_0 q5_k q6_k iq4_nl iq4_xs mxfp4 nvfp4; do
+for block_type in q5_0 q5_1 q8_0 q5_k q6_k iq4_nl iq4_xs mxfp4 nvfp4 q4_1 q4_k; do
     glslc $FLAGS -DSUBGROUP -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_subgroup.spv"
     glslc $FLAGS -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_portable.spv"
+    glslc $FLAGS -DBLOCK_TYPE=$type_id gemm_blocks.comp -o "$out/gemm_blocks_${block_type}.spv"
     type_id=$((type_id + 1))
 done
 # x in 8-bit digits, packed integer dot products (VK_KHR_shader_integer_dot_product).

@@ -435,6 +435,15 @@ fn written(c: &Choice) -> String {
             k.rows,
             flags(&[(k.x_f16, 'h'), (k.portable, 'p')])
         ),
+        KernelChoice::BlocksGemm(k) => format!(
+            "blocks-gemm({} {}x{}x{}x{} {})",
+            k.ty.name(),
+            k.tile.tx,
+            k.tile.ty,
+            k.tile.rn,
+            k.tile.rm,
+            flags(&[(k.x_f16, 'h')])
+        ),
         KernelChoice::SimtGemm(k) => format!(
             "gemm({}x{}x{}x{} k{} {})",
             k.tile.tx,

@@ -1,7 +1,8 @@
-//! The GGUF block types beyond 4-bit codes (`import::gguf_blocks`): every case of
+//! The GGUF block types kept in their native bytes (`import::gguf_blocks`): every case of
 //! `tests/data/gguf-more` (gguf-py 0.19's `dequantize` of random blocks and, for Q5_0, Q5_1,
-//! Q8_0 and MXFP4, of blocks its `quantize` made) decoded bit for bit, the files checked
-//! against their SHA-256 first where the manifest gives one; tensor sizes checked.
+//! Q8_0 and MXFP4, of blocks its `quantize` made) and the Q4_1 and Q4_K cases of
+//! `tests/data/gguf` decoded bit for bit, the files checked against their SHA-256 first
+//! where the manifest gives one; tensor sizes checked.
 
 mod common;
 mod import_support;
@@ -13,6 +14,46 @@ use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use q4vk::import::gguf_blocks::{dequantize as decode_tensor, BlockType};
 
+/// Decodes `quant` as `ty` (`n` × `k`) and compares with gguf-py's `want`, bit for bit.
+fn assert_decodes(ty: BlockType, n: u64, k: u64, quant: &[u8], want: &[u8], name: &str) {
+    assert_eq!(quant.len(), ty.tensor_bytes(n, k).unwrap(), "{name}");
+    let mut got = vec![f32::NAN; (n * k) as usize];
+    decode_tensor(ty, quant, &mut got);
+    let got_bytes: Vec<u8> = got.iter().flat_map(|v| v.to_le_bytes()).collect();
+    if got_bytes != want {
+        let first = got_bytes
+            .chunks_exact(4)
+            .zip(want.chunks_exact(4))
+            .position(|(a, b)| a != b)
+            .unwrap();
+        let w = f32::from_le_bytes(want[4 * first..4 * first + 4].try_into().unwrap());
+        panic!(
+            "{name}: element {first} is {} where gguf-py has {w}",
+            got[first]
+        );
+    }
+}
+
+/// The block type named `qtype`, checked against a case's id and block geometry.
+fn block_type_of(c: &serde_json::Value, name: &str) -> BlockType {
+    let qtype = c["qtype"].as_str().unwrap();
+    let ty = BlockType::ALL
+        .into_iter()
+        .find(|t| t.name() == qtype)
+        .unwrap_or_else(|| panic!("{name}: type {qtype}"));
+    assert_eq!(
+        u64::from(ty.ggml_id()),
+        c["ggml_type_id"].as_u64().unwrap(),
+        "{name}"
+    );
+    assert_eq!(
+        ty.block_elements() as u64,
+        c["block_size"].as_u64().unwrap()
+    );
+    assert_eq!(ty.block_bytes() as u64, c["block_bytes"].as_u64().unwrap());
+    ty
+}
+
 #[test]
 fn every_case_decodes_bit_for_bit() {
     let m = manifest("gguf-more");
@@ -20,25 +61,7 @@ fn every_case_decodes_bit_for_bit() {
     let mut decoded = std::collections::BTreeMap::<&str, usize>::new();
     for c in cases {
         let name = c["name"].as_str().unwrap();
-        let qtype = c["qtype"].as_str().unwrap();
-        if qtype == "Q4_K" {
-            // Imported as 4-bit codes (`import::gguf`), checked by `import_vectors`.
-            continue;
-        }
-        let ty = BlockType::ALL
-            .into_iter()
-            .find(|t| t.name() == qtype)
-            .unwrap_or_else(|| panic!("{name}: type {qtype}"));
-        assert_eq!(
-            u64::from(ty.ggml_id()),
-            c["ggml_type_id"].as_u64().unwrap(),
-            "{name}"
-        );
-        assert_eq!(
-            ty.block_elements() as u64,
-            c["block_size"].as_u64().unwrap()
-        );
-        assert_eq!(ty.block_bytes() as u64, c["block_bytes"].as_u64().unwrap());
+        let ty = block_type_of(c, name);
         let (n, k) = (
             c["shape"][0].as_u64().unwrap(),
             c["shape"][1].as_u64().unwrap(),
@@ -54,23 +77,35 @@ fn every_case_decodes_bit_for_bit() {
         };
         let quant = read("quant.u8.bin", "sha256_quant");
         let want = read("dequant.f32.bin", "sha256_dequant");
-        assert_eq!(quant.len(), ty.tensor_bytes(n, k).unwrap(), "{name}");
-        let mut got = vec![f32::NAN; (n * k) as usize];
-        decode_tensor(ty, &quant, &mut got);
-        let got_bytes: Vec<u8> = got.iter().flat_map(|v| v.to_le_bytes()).collect();
-        if got_bytes != want {
-            let first = got_bytes
-                .chunks_exact(4)
-                .zip(want.chunks_exact(4))
-                .position(|(a, b)| a != b)
-                .unwrap();
-            let w = f32::from_le_bytes(want[4 * first..4 * first + 4].try_into().unwrap());
-            panic!(
-                "{name}: element {first} is {} where gguf-py has {w}",
-                got[first]
-            );
+        assert_decodes(ty, n, k, &quant, &want, name);
+        *decoded.entry(ty.name()).or_default() += 1;
+    }
+    // The 4-bit set (`tests/data/gguf`): its Q4_1 and Q4_K cases (Q4_0 stays in the Q4
+    // layout, `import::gguf`).
+    let m = manifest("gguf");
+    for c in m["cases"].as_array().expect("cases") {
+        let name = c["name"].as_str().unwrap();
+        if c["qtype"].as_str() == Some("Q4_0") {
+            continue;
         }
-        *decoded.entry(qtype).or_default() += 1;
+        let ty = block_type_of(c, name);
+        let (n, k) = (
+            c["shape"][0].as_u64().unwrap(),
+            c["shape"][1].as_u64().unwrap(),
+        );
+        let read = |role: &str| {
+            let f = &c["files"][role];
+            let file = f["file"].as_str()?;
+            let bytes = std::fs::read(vectors_dir("gguf").join(file)).ok()?;
+            assert_eq!(sha256_hex(&bytes), f["sha256"].as_str().unwrap(), "{file}");
+            Some(bytes)
+        };
+        // Some cases' files are not copied into the repository (tests/data/README.md).
+        let (Some(quant), Some(want)) = (read("quantized"), read("dequantized")) else {
+            continue;
+        };
+        assert_decodes(ty, n, k, &quant, &want, name);
+        *decoded.entry(ty.name()).or_default() += 1;
     }
     // Every type had its cases.
     assert_eq!(decoded.len(), BlockType::ALL.len(), "{decoded:?}");

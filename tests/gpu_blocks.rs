@@ -1,10 +1,11 @@
 //! GGUF block types kept in their native bytes on the device (`layout::blocks`,
-//! `shaders/gemv_blocks.comp`): Q5_0, Q5_1, Q8_0, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 and
-//! NVFP4 matrices created through the C ABI from seeded random blocks with sane scales and
-//! from gguf-py's vectors, run through `q4vk_gemv` (f32 and f16 x, m from 1 to 6: full and
-//! partial passes of 4) into a NaN-poisoned y on the subgroup and portable kernels and on
-//! a CPU context, against an f64 GEMV of `q4vk_matrix_dequantize`'s weights (bit for bit
-//! gguf-py's) within 1e-5; the plan names the kernel and the matrix's bytes are the file's.
+//! `shaders/gemv_blocks.comp`, `shaders/gemm_blocks.comp`): Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+//! Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 and NVFP4 matrices created through the C ABI from
+//! seeded random blocks with sane scales and from gguf-py's vectors, run through `q4vk_gemv`
+//! (f32 and f16 x; m from 1 to 6: full and partial passes of 4 of the GEMV; m = 33: the
+//! GEMM) into a NaN-poisoned y on the subgroup and portable kernels and on a CPU context,
+//! against an f64 GEMV of `q4vk_matrix_dequantize`'s weights (bit for bit gguf-py's) within
+//! 1e-5; the plan names the kernel and the matrix's bytes are the file's.
 
 mod gpu_support;
 use gpu_support::*;
@@ -20,9 +21,11 @@ use q4vk::import::gguf_blocks::BlockType;
 /// The `Q4VK_SOURCE_GGUF_*` source of `ty`.
 fn source_of(ty: BlockType) -> q4vk_matrix_source {
     match ty {
+        BlockType::Q4_1 => Q4VK_SOURCE_GGUF_Q4_1,
         BlockType::Q5_0 => Q4VK_SOURCE_GGUF_Q5_0,
         BlockType::Q5_1 => Q4VK_SOURCE_GGUF_Q5_1,
         BlockType::Q8_0 => Q4VK_SOURCE_GGUF_Q8_0,
+        BlockType::Q4K => Q4VK_SOURCE_GGUF_Q4_K,
         BlockType::Q5K => Q4VK_SOURCE_GGUF_Q5_K,
         BlockType::Q6K => Q4VK_SOURCE_GGUF_Q6_K,
         BlockType::Iq4Nl => Q4VK_SOURCE_GGUF_IQ4_NL,
@@ -46,14 +49,8 @@ fn random_blocks(rng: &mut Rng, ty: BlockType, n: usize, k: usize) -> Vec<u8> {
     let mut bytes: Vec<u8> = (0..n * k / ty.block_elements() * size)
         .map(|_| rng.next_u64() as u8)
         .collect();
-    let f16_at: &[usize] = match ty {
-        BlockType::Q5_0 | BlockType::Q8_0 | BlockType::Iq4Nl | BlockType::Iq4Xs => &[0],
-        BlockType::Q5_1 | BlockType::Q5K => &[0, 2],
-        BlockType::Q6K => &[208],
-        BlockType::Mxfp4 | BlockType::Nvfp4 => &[],
-    };
     for block in bytes.chunks_exact_mut(size) {
-        for &at in f16_at {
+        for &(at, _) in ty.f16_scale_fields() {
             block[at..at + 2].copy_from_slice(&sane_f16(rng));
         }
         match ty {
@@ -121,11 +118,12 @@ fn assert_close(y: &[f32], want: &[f64], what: &str) {
 }
 
 /// Creates the matrix of `desc` on `ctx` and checks its GEMV at every m of `ms` with f32
-/// and f16 x against the f64 reference; on GPU contexts also the plan and the bytes.
+/// x, and with f16 x where `f16_x(m)`, against the f64 reference; on GPU contexts also the
+/// plan and the bytes.
 fn check_matrix(
     ctx: *mut q4vk_context,
     desc: &q4vk_matrix_desc,
-    ms: &[usize],
+    (ms, f16_x): (&[usize], &dyn Fn(usize) -> bool),
     rng: &mut Rng,
     gpu: bool,
     what: &str,
@@ -149,22 +147,33 @@ fn check_matrix(
             &gemv_dense(&w, &x, n, k, m),
             &format!("{what}, m = {m}, f32 x"),
         );
-        let (xh, bytes) = rounded_to_f16(&x);
-        let y = gemv_f16_x(ctx, mat, &bytes, n, m);
-        assert_close(
-            &y,
-            &gemv_dense(&w, &xh, n, k, m),
-            &format!("{what}, m = {m}, f16 x"),
-        );
+        if f16_x(m) {
+            let (xh, bytes) = rounded_to_f16(&x);
+            let y = gemv_f16_x(ctx, mat, &bytes, n, m);
+            assert_close(
+                &y,
+                &gemv_dense(&w, &xh, n, k, m),
+                &format!("{what}, m = {m}, f16 x"),
+            );
+        }
         let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
         info.struct_size = std::mem::size_of::<q4vk_gemv_plan_info>() as u32;
         let status = unsafe { q4vk_gemv_plan(ctx, mat, m as u32, 0, 0, &mut info) };
         assert_eq!(status, Q4VK_OK, "{what}: q4vk_gemv_plan: {}", last_error());
         match gpu {
-            true => {
+            // Every row's rules run the GEMV up to m = 8 and the GEMM past m = 16.
+            true if m <= 8 => {
                 assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMV, "{what}");
                 assert_eq!(info.passes as usize, m.div_ceil(4), "{what}");
             }
+            true if m > 16 => {
+                assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMM, "{what}");
+                assert_eq!(info.passes, 1, "{what}");
+            }
+            true => assert!(
+                [Q4VK_GEMV_KERNEL_BLOCKS_GEMV, Q4VK_GEMV_KERNEL_BLOCKS_GEMM].contains(&info.kernel),
+                "{what}"
+            ),
             false => assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_CPU, "{what}"),
         }
         assert_eq!(
@@ -181,16 +190,22 @@ fn shapes(ty: BlockType) -> [(usize, usize); 3] {
     [(1, b), (37, 3 * b), (70, 2048.max(b))]
 }
 
+/// Every type on every shape at each m of `ms`, with f32 and f16 x; past m = 8 (the GEMM,
+/// whose pipelines take seconds each to compile on lavapipe) f16 x on a few types only:
+/// one with minima (Q4_K), one with signed codes (Q6_K) and one with two scales per piece
+/// (NVFP4).
 fn run_all_types(ctx: *mut q4vk_context, gpu: bool, ms: &[usize], seed: u64) {
     let mut rng = Rng(seed);
     for ty in BlockType::ALL {
+        let f16_x =
+            |m: usize| m <= 8 || matches!(ty, BlockType::Q4K | BlockType::Q6K | BlockType::Nvfp4);
         for (n, k) in shapes(ty) {
             let bytes = random_blocks(&mut rng, ty, n, k);
             let desc = blocks_desc(ty, n, k, &bytes);
             check_matrix(
                 ctx,
                 &desc,
-                ms,
+                (ms, &f16_x),
                 &mut rng,
                 gpu,
                 &format!("{} {n}x{k}", ty.name()),
@@ -206,10 +221,11 @@ fn every_type_runs_on_the_subgroup_kernel() {
     gpu.assert_quiet();
 }
 
+/// The portable GEMV, and the GEMM (which has no subgroup variant).
 #[test]
 fn every_type_runs_on_the_portable_kernel() {
     let gpu = Gpu::new(true);
-    run_all_types(gpu.ctx, true, &[1, 5], 0xB10D);
+    run_all_types(gpu.ctx, true, &[1, 5, 33], 0xB10D);
     gpu.assert_quiet();
 }
 
@@ -240,7 +256,7 @@ fn gguf_py_vectors_run_on_the_device() {
                     continue;
                 };
                 let desc = blocks_desc(ty, n, k, &bytes);
-                check_matrix(gpu.ctx, &desc, &[1, 4], &mut rng, true, &stem);
+                check_matrix(gpu.ctx, &desc, (&[1, 4], &|_| true), &mut rng, true, &stem);
                 ran += 1;
             }
         }

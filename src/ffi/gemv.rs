@@ -801,9 +801,12 @@ pub const Q4VK_GEMV_KERNEL_CPU: q4vk_gemv_kernel = 6;
 /// cooperative matrices have another fragment layout or subgroup size than the tensor-core
 /// layout's kernels need (any m).
 pub const Q4VK_GEMV_KERNEL_COOP_TILES_GEMM: q4vk_gemv_kernel = 7;
-/// The GEMV on GGUF blocks kept in their native bytes (`Q4VK_SOURCE_GGUF_Q5_0` ..
-/// `Q4VK_SOURCE_GGUF_NVFP4` matrices), on x itself, any m in passes of 4 rows.
+/// The GEMV on GGUF blocks kept in their native bytes (every `Q4VK_SOURCE_GGUF_*` matrix
+/// but Q4_0's), on x itself, in passes of at most 4 activation rows.
 pub const Q4VK_GEMV_KERNEL_BLOCKS_GEMV: q4vk_gemv_kernel = 8;
+/// The GEMM on GGUF blocks kept in their native bytes: the m where the SIMT matrices run
+/// their GEMM (`Q4VK_GEMV_KERNEL_SIMT_GEMM`), on x itself, no subgroup operations.
+pub const Q4VK_GEMV_KERNEL_BLOCKS_GEMM: q4vk_gemv_kernel = 9;
 
 /// The pre-pass a call records before its kernel (`q4vk_gemv_plan_info.prepass`).
 pub type q4vk_gemv_prepass = u32;
@@ -951,6 +954,7 @@ fn plan_fields(
         gemv::KernelChoice::SimtGemv { key, .. } if key.dot => Q4VK_GEMV_KERNEL_INT_DOT_GEMV,
         gemv::KernelChoice::SimtGemv { .. } => Q4VK_GEMV_KERNEL_SIMT_GEMV,
         gemv::KernelChoice::BlocksGemv { .. } => Q4VK_GEMV_KERNEL_BLOCKS_GEMV,
+        gemv::KernelChoice::BlocksGemm(_) => Q4VK_GEMV_KERNEL_BLOCKS_GEMM,
         gemv::KernelChoice::SimtGemm(_) => Q4VK_GEMV_KERNEL_SIMT_GEMM,
         gemv::KernelChoice::CoopTiles(_) => Q4VK_GEMV_KERNEL_COOP_TILES_GEMM,
         gemv::KernelChoice::CoopGemv(_) => Q4VK_GEMV_KERNEL_COOP_GEMV,

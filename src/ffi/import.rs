@@ -137,13 +137,23 @@ pub(crate) struct BlockTensor<'a> {
     pub bytes: &'a [u8],
 }
 
-/// The block type of `d`'s source where it is one that stays in its native blocks (None
-/// for the others), from its fields alone.
-pub(crate) fn native_block_type(d: &q4vk_matrix_desc) -> Result<Option<BlockType>> {
-    Ok(match parse(d)? {
-        Parsed::Blocks(ty, _) => Some(ty),
+/// The block type and tensor bytes of a parsed source that a matrix keeps in its native
+/// blocks: every GGUF type but Q4_0 (whose blocks are already the Q4 layout's codes and f16
+/// scales). Q4_1 and Q4_K are still imported into the Q4 layout (with offsets) by the
+/// exported kernels' packing, which reads no blocks.
+fn native_blocks(parsed: &Parsed) -> Option<(BlockType, usize)> {
+    match *parsed {
+        Parsed::Blocks(ty, bytes) => Some((ty, bytes)),
+        Parsed::Gguf(gguf::GgufType::Q4_1, _, bytes) => Some((BlockType::Q4_1, bytes)),
+        Parsed::Gguf(gguf::GgufType::Q4K, _, bytes) => Some((BlockType::Q4K, bytes)),
         _ => None,
-    })
+    }
+}
+
+/// The block type of `d`'s source where a matrix keeps it in its native blocks (None for
+/// the others), from its fields alone.
+pub(crate) fn native_block_type(d: &q4vk_matrix_desc) -> Result<Option<BlockType>> {
+    Ok(native_blocks(&parse(d)?).map(|(ty, _)| ty))
 }
 
 /// `d`'s tensor where its source stays in its native blocks (None for the others), its
@@ -152,7 +162,7 @@ pub(crate) fn native_block_type(d: &q4vk_matrix_desc) -> Result<Option<BlockType
 /// # Safety
 /// The desc's data pointers are NULL or readable for their `_bytes` (the desc's contract).
 pub(crate) unsafe fn block_tensor<'a>(d: &q4vk_matrix_desc) -> Result<Option<BlockTensor<'a>>> {
-    let Parsed::Blocks(ty, bytes) = parse(d)? else {
+    let Some((ty, bytes)) = native_blocks(&parse(d)?) else {
         return Ok(None);
     };
     // SAFETY: readable for its `_bytes` (the desc's contract).
@@ -418,8 +428,8 @@ pub unsafe extern "C" fn q4vk_matrix_dequantize(
 /// Stores in `*out` the `Q4VK_SOURCE_GGUF_*` source of a tensor of `ggml_type` (the
 /// `ggml_type` id a GGUF reader reads from the file's tensor info): Q4_0 (2), Q4_1 (3), Q5_0
 /// (6), Q5_1 (7), Q8_0 (8), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20), IQ4_XS (23), MXFP4
-/// (39), NVFP4 (40). Of those, `q4vk_matrix_create` takes Q4_0, Q4_1 and Q4_K; every one is
-/// decoded by `q4vk_matrix_dequantize`.
+/// (39), NVFP4 (40). `q4vk_matrix_create` takes every one of them and
+/// `q4vk_matrix_dequantize` decodes every one.
 ///
 /// Statuses: `NULL_POINTER` (out), `UNSUPPORTED` (any other type, named where ggml has it:
 /// F16, Q3_K, IQ2_XXS, TQ1_0 …, so the host routes that tensor elsewhere). Nothing is

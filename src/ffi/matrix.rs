@@ -566,18 +566,20 @@ pub(crate) unsafe fn q4_data<'a>(d: &q4vk_matrix_desc) -> Result<Q4Data<'a>> {
 /// `OUT_OF_HOST_MEMORY`. The caller's buffers are not referenced after the call.
 ///
 /// Imported sources keep the checkpoint's codes, scales and zero points: GGUF Q4_0 (f16 `d`,
-/// zero point 8), GGUF Q4_1 and Q4_K (codes, scale and the per-group float minimum as an f32
-/// offset: `w = scale·u + offset`, 4 more bytes per group of 32), GPTQ and AWQ with groups
+/// zero point 8), GPTQ and AWQ with groups
 /// of 32, 64, 128 or 256 inputs or one per row. Act-order GPTQ (`g_idx` putting a group's
 /// inputs apart) is stored with its groups made contiguous and the input of each column
 /// (4·k more bytes), in the SIMT layout also on tensor-core contexts: `q4vk_gemv` gathers x
 /// through that order once per call on the host and runs the plain SIMT kernels,
 /// `q4vk_cmd_gemv`'s kernels gather x from the host's buffer; CPU contexts gather x once
 /// per call. `UNSUPPORTED` for other group sizes; `q4vk_matrix_dequantize` takes all of
-/// them. The GGUF types `Q4VK_SOURCE_GGUF_Q5_0` … `_NVFP4` keep the file's bytes as they
-/// are (regrouped into codes and scales, device bytes within a few bytes of the file's;
-/// on a CPU context the blocks themselves) and run a GEMV that decodes them in the kernel
-/// (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`, any m); the exported kernels do not read them.
+/// them. Every GGUF type but Q4_0 (`Q4VK_SOURCE_GGUF_Q4_1`, `_Q4_K` and `_Q5_0` …
+/// `_NVFP4`) keeps the file's bytes as they are (regrouped into codes and scales, device
+/// bytes within a few bytes of the file's; on a CPU context the blocks themselves) and runs
+/// kernels that decode them (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`, and
+/// `Q4VK_GEMV_KERNEL_BLOCKS_GEMM` for prefill); the exported kernels do not read them (Q4_1
+/// and Q4_K export through `q4vk_matrix_pack_extended`'s Q4 layout instead). Q4_0's blocks
+/// are the Q4 layout's codes and f16 scales, the same bytes.
 ///
 /// Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc; zero point > 15; bad `g_idx`;
 /// on a `Q4VK_CONTEXT_STRICT_SIZES` context, a `*_bytes` larger than the source reads),

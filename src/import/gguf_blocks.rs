@@ -1,12 +1,17 @@
-//! The GGUF (ggml) block types beyond 4-bit codes with one scale and offset, decoded on the
-//! host exactly as gguf-py's `dequantize` computes them (f32 arithmetic in its order, so the
-//! results are bit for bit the same): Q5_0, Q5_1, Q8_0, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 and
+//! The GGUF (ggml) block types q4vk keeps in their native bytes, decoded on the host exactly
+//! as gguf-py's `dequantize` computes them (f32 arithmetic in its order, so the results are
+//! bit for bit the same): Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 and
 //! NVFP4. A tensor is `n` rows of `k / block` blocks as the file stores them, little-endian.
 //!
+//! * Q4_1, 20 bytes per 32: f16 `d` | f16 `m` | `qs[16]` (element j low nibble, j + 16
+//!   high); `w = d·q + m`.
 //! * Q5_0, 22 bytes per 32: f16 `d` | `qh` (u32, bit j the fifth bit of element j) | `qs[16]`
 //!   (element j low nibble, j + 16 high); `w = d·(q − 16)`.
 //! * Q5_1, 24 bytes per 32: f16 `d` | f16 `m` | `qh` | `qs[16]`; `w = d·q + m`.
 //! * Q8_0, 34 bytes per 32: f16 `d` | `qs[32]` (i8); `w = d·q`.
+//! * Q4_K, 144 bytes per 256: f16 `d` | f16 `dmin` | 12 bytes of eight 6-bit scales and
+//!   minima | `qs[128]` (sub-block s: nibble s % 2 of bytes 32·(s / 2) ..);
+//!   `w = (d·sc)·q − dmin·m`.
 //! * Q5_K, 176 bytes per 256: f16 `d` | f16 `dmin` | 12 bytes of eight 6-bit scales and
 //!   minima (as Q4_K) | `qh[32]` (bit s of byte l: the fifth bit of element l of sub-block s)
 //!   | `qs[128]` (sub-block s: nibble s % 2 of bytes 32·(s / 2) ..); `w = (d·sc)·q − dmin·m`.
@@ -36,12 +41,16 @@ const FP4_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -
 /// A GGUF block type decoded on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BlockType {
+    /// `GGML_TYPE_Q4_1` (3).
+    Q4_1,
     /// `GGML_TYPE_Q5_0` (6).
     Q5_0,
     /// `GGML_TYPE_Q5_1` (7).
     Q5_1,
     /// `GGML_TYPE_Q8_0` (8).
     Q8_0,
+    /// `GGML_TYPE_Q4_K` (12).
+    Q4K,
     /// `GGML_TYPE_Q5_K` (13).
     Q5K,
     /// `GGML_TYPE_Q6_K` (14).
@@ -58,10 +67,12 @@ pub enum BlockType {
 
 impl BlockType {
     /// Every type, in ggml id order.
-    pub const ALL: [BlockType; 9] = [
+    pub const ALL: [BlockType; 11] = [
+        BlockType::Q4_1,
         BlockType::Q5_0,
         BlockType::Q5_1,
         BlockType::Q8_0,
+        BlockType::Q4K,
         BlockType::Q5K,
         BlockType::Q6K,
         BlockType::Iq4Nl,
@@ -73,9 +84,11 @@ impl BlockType {
     /// The type's `ggml_type` id.
     pub fn ggml_id(self) -> u32 {
         match self {
+            BlockType::Q4_1 => 3,
             BlockType::Q5_0 => 6,
             BlockType::Q5_1 => 7,
             BlockType::Q8_0 => 8,
+            BlockType::Q4K => 12,
             BlockType::Q5K => 13,
             BlockType::Q6K => 14,
             BlockType::Iq4Nl => 20,
@@ -88,9 +101,11 @@ impl BlockType {
     /// The type's name as ggml writes it.
     pub fn name(self) -> &'static str {
         match self {
+            BlockType::Q4_1 => "Q4_1",
             BlockType::Q5_0 => "Q5_0",
             BlockType::Q5_1 => "Q5_1",
             BlockType::Q8_0 => "Q8_0",
+            BlockType::Q4K => "Q4_K",
             BlockType::Q5K => "Q5_K",
             BlockType::Q6K => "Q6_K",
             BlockType::Iq4Nl => "IQ4_NL",
@@ -103,7 +118,7 @@ impl BlockType {
     /// Elements per block.
     pub fn block_elements(self) -> usize {
         match self {
-            BlockType::Q5K | BlockType::Q6K | BlockType::Iq4Xs => 256,
+            BlockType::Q4K | BlockType::Q5K | BlockType::Q6K | BlockType::Iq4Xs => 256,
             BlockType::Nvfp4 => 64,
             _ => 32,
         }
@@ -112,15 +127,28 @@ impl BlockType {
     /// Bytes per block.
     pub fn block_bytes(self) -> usize {
         match self {
+            BlockType::Q4_1 => 20,
             BlockType::Q5_0 => 22,
             BlockType::Q5_1 => 24,
             BlockType::Q8_0 => 34,
+            BlockType::Q4K => 144,
             BlockType::Q5K => 176,
             BlockType::Q6K => 210,
             BlockType::Iq4Nl => 18,
             BlockType::Iq4Xs => 136,
             BlockType::Mxfp4 => 17,
             BlockType::Nvfp4 => 36,
+        }
+    }
+
+    /// The block's f16 scale fields: (byte offset, name as gguf-py calls it).
+    pub fn f16_scale_fields(self) -> &'static [(usize, &'static str)] {
+        match self {
+            BlockType::Q5_0 | BlockType::Q8_0 | BlockType::Iq4Nl | BlockType::Iq4Xs => &[(0, "d")],
+            BlockType::Q4_1 | BlockType::Q5_1 => &[(0, "d"), (2, "m")],
+            BlockType::Q4K | BlockType::Q5K => &[(0, "d"), (2, "dmin")],
+            BlockType::Q6K => &[(208, "d")],
+            BlockType::Mxfp4 | BlockType::Nvfp4 => &[],
         }
     }
 
@@ -151,6 +179,13 @@ impl BlockType {
     pub fn decode(self, b: &[u8], out: &mut [f32]) {
         let f16_at = |i: usize| half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32();
         match self {
+            BlockType::Q4_1 => {
+                let (d, m) = (f16_at(0), f16_at(2));
+                for j in 0..16 {
+                    out[j] = d * f32::from(b[4 + j] & 0x0F) + m;
+                    out[j + 16] = d * f32::from(b[4 + j] >> 4) + m;
+                }
+            }
             BlockType::Q5_0 | BlockType::Q5_1 => {
                 let (d, m, at) = match self {
                     BlockType::Q5_0 => (f16_at(0), None, 2),
@@ -171,6 +206,18 @@ impl BlockType {
                 let d = f16_at(0);
                 for (o, &q) in out.iter_mut().zip(&b[2..34]) {
                     *o = d * f32::from(q as i8);
+                }
+            }
+            BlockType::Q4K => {
+                let (d, dmin) = (f16_at(0), f16_at(2));
+                let (scs, mins) = super::gguf::q4k_scales_mins(&b[4..16]);
+                let qs = &b[16..144];
+                for s in 0..8 {
+                    let (ds, dm) = (d * f32::from(scs[s]), dmin * f32::from(mins[s]));
+                    for l in 0..32 {
+                        let q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0F;
+                        out[32 * s + l] = ds * f32::from(q) - dm;
+                    }
                 }
             }
             BlockType::Q5K => {
@@ -265,13 +312,7 @@ fn ue4m3(x: u8) -> f32 {
 /// finite (f16 `d`, `m`, `dmin`; MXFP4's E8M0 other than 0xFF; NVFP4's UE4M3 other than
 /// NaN): `NonFinite` naming the first that is not.
 pub fn check_finite(ty: BlockType, bytes: &[u8], blocks_per_row: usize) -> Result<()> {
-    let f16_fields: &[(usize, &str)] = match ty {
-        BlockType::Q5_0 | BlockType::Q8_0 | BlockType::Iq4Nl | BlockType::Iq4Xs => &[(0, "d")],
-        BlockType::Q5_1 => &[(0, "d"), (2, "m")],
-        BlockType::Q5K => &[(0, "d"), (2, "dmin")],
-        BlockType::Q6K => &[(208, "d")],
-        BlockType::Mxfp4 | BlockType::Nvfp4 => &[],
-    };
+    let f16_fields = ty.f16_scale_fields();
     for (i, b) in bytes.chunks_exact(ty.block_bytes()).enumerate() {
         let (row, block) = (i / blocks_per_row.max(1), i % blocks_per_row.max(1));
         let bad = f16_fields

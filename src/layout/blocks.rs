@@ -34,6 +34,8 @@ impl Stream {
 fn field(ty: BlockType, stream: Stream) -> Range<usize> {
     use BlockType as T;
     match (ty, stream) {
+        (T::Q4_1, Stream::Codes) => 4..20,
+        (T::Q4_1, Stream::Scales) => 0..4,
         (T::Q5_0, Stream::Codes) => 6..22,
         (T::Q5_0, Stream::Scales) => 0..2,
         (T::Q5_0, Stream::HighBits) => 2..6,
@@ -42,6 +44,8 @@ fn field(ty: BlockType, stream: Stream) -> Range<usize> {
         (T::Q5_1, Stream::HighBits) => 4..8,
         (T::Q8_0, Stream::Codes) => 2..34,
         (T::Q8_0, Stream::Scales) => 0..2,
+        (T::Q4K, Stream::Codes) => 16..144,
+        (T::Q4K, Stream::Scales) => 0..16,
         (T::Q5K, Stream::Codes) => 16..176,
         (T::Q5K, Stream::Scales) => 0..16,
         (T::Q6K, Stream::Codes) => 0..208,

@@ -9,8 +9,8 @@ use super::matrix::DeviceMatrix;
 use super::matrix_form::MatrixForm;
 use super::params::{GemvParams, MAX_M};
 use super::pipeline::{
-    BlocksKey, CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey, Pipelines,
-    Push, SlicesKey, TilesKey, DIGITS_WORKGROUP,
+    BlocksGemmKey, BlocksKey, CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey,
+    Pipelines, Push, SlicesKey, TilesKey, DIGITS_WORKGROUP,
 };
 use super::rules::Rules;
 use super::x_fragments::FragmentGeometry;
@@ -572,6 +572,8 @@ pub enum KernelChoice {
         /// The key of the last pass.
         last: BlocksKey,
     },
+    /// The GEMM on GGUF blocks in their native bytes.
+    BlocksGemm(BlocksGemmKey),
     /// The SIMT GEMM.
     SimtGemm(GemmKey),
     /// The tensor-core GEMM on the SIMT layout (`vk::coop_tiles`).
@@ -617,7 +619,10 @@ impl Choice {
     pub fn runs_gemm(&self) -> bool {
         matches!(
             self.kernel,
-            KernelChoice::SimtGemm(_) | KernelChoice::CoopTiles(_) | KernelChoice::CoopGemm { .. }
+            KernelChoice::SimtGemm(_)
+                | KernelChoice::BlocksGemm(_)
+                | KernelChoice::CoopTiles(_)
+                | KernelChoice::CoopGemm { .. }
         )
     }
 
@@ -667,6 +672,18 @@ impl fmt::Display for Choice {
                 key.workgroup,
                 key.m
             )?,
+            KernelChoice::BlocksGemm(key) => {
+                let t = key.tile;
+                write!(
+                    out,
+                    "GEMM on GGUF {} blocks, tile {}x{}x{}x{}",
+                    key.ty.name(),
+                    t.tx,
+                    t.ty,
+                    t.rn,
+                    t.rm
+                )?
+            }
             KernelChoice::SimtGemm(key) => {
                 let t = key.tile;
                 write!(out, "SIMT GEMM, tile {}x{}x{}x{}", t.tx, t.ty, t.rn, t.rm)?;
@@ -820,10 +837,11 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
 /// all of them in registers (32 values each).
 pub const BLOCKS_MAX_M: u32 = 4;
 
-/// The GEMV on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form` (every m: passes of up to
-/// [`BLOCKS_MAX_M`] activation rows, the last of the rows left), with the SIMT GEMV's
-/// workgroup and rows from the device's row. `Unsupported` where its reduction does not fit the
-/// device's shared memory.
+/// The kernel on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form`: where
+/// [`runs_gemm`] says so the GEMM on blocks with the SIMT GEMM's tile (K groups: none), else
+/// the GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows (the last of the rows left)
+/// with the SIMT GEMV's workgroup and rows from the device's row. `Unsupported` where the
+/// kernel does not fit the device.
 fn blocks_choice(
     r: &Rules,
     form: &MatrixForm,
@@ -831,6 +849,13 @@ fn blocks_choice(
     p: &GemvParams,
 ) -> Result<KernelChoice> {
     let ty = blocks.ty;
+    if runs_gemm(r, form, p.m) {
+        return Ok(KernelChoice::BlocksGemm(BlocksGemmKey {
+            tile: simt_gemm_tile(r, form, p.m)?,
+            x_f16: p.x_f16,
+            ty,
+        }));
+    }
     let pass_rows = p.m.min(BLOCKS_MAX_M);
     let key = |rows: u32| BlocksKey {
         portable: r.portable,
@@ -974,6 +999,12 @@ pub(super) fn plan_of(
             key.rows as u64,
             key.m as u64,
             Some(pipelines.get_blocks(last)?),
+        ),
+        KernelChoice::BlocksGemm(key) => simt(
+            pipelines.get_blocks_gemm(key)?,
+            key.tile.rows() as u64,
+            key.tile.tokens() as u64,
+            None,
         ),
         KernelChoice::SimtGemm(key) => simt(
             pipelines.get_gemm(key)?,

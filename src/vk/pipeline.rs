@@ -508,6 +508,27 @@ impl BlocksKey {
     }
 }
 
+/// Which GEMM pipeline on GGUF blocks in their native bytes (`shaders/gemm_blocks.comp`,
+/// the type's build, specialization constants 0..4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlocksGemmKey {
+    /// The tile, chosen as the SIMT GEMM's (`vk::gemv_plan`).
+    pub tile: GemmTile,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// The block type.
+    pub ty: BlockType,
+}
+
+impl BlocksGemmKey {
+    /// The specialization constants by id (0..4): invocations, the tile's invocations along
+    /// rows, rows and tokens per invocation, f16 activations.
+    pub fn spec_values(&self) -> [u32; 5] {
+        let t = self.tile;
+        [t.invocations(), t.tx, t.rn, t.rm, self.x_f16 as u32]
+    }
+}
+
 /// Which tensor-core GEMM pipeline (`shaders/gemm_q4_coop.comp`: m > 8, and m = 3..8 where
 /// `vk::gemv::decide` says so; specialization constants 0..11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -707,6 +728,8 @@ pub struct Pipelines {
     /// The GEMV on GGUF blocks' modules, a build per block type (the context's reduction
     /// variant), likewise (contexts that never see such a matrix never create them).
     blocks_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
+    /// The GEMM on GGUF blocks' modules, a build per block type, likewise.
+    blocks_gemm_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
     coop_tiles: bool,
     /// Workgroup shape.
     pub tuning: Tuning,
@@ -719,6 +742,7 @@ pub struct Pipelines {
     slices_pipelines: PipelineSet<SlicesKey>,
     tiles_pipelines: PipelineSet<TilesKey>,
     blocks_pipelines: PipelineSet<BlocksKey>,
+    blocks_gemm_pipelines: PipelineSet<BlocksGemmKey>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -783,6 +807,7 @@ impl Pipelines {
             slices_module: Mutex::new(vk::ShaderModule::null()),
             tiles_module: Mutex::new(vk::ShaderModule::null()),
             blocks_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
+            blocks_gemm_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             coop_tiles,
             tuning,
             pipelines: PipelineSet::new("gemv"),
@@ -794,6 +819,7 @@ impl Pipelines {
             slices_pipelines: PipelineSet::new("gemm K slices sum"),
             tiles_pipelines: PipelineSet::new("tensor-core gemm on the SIMT layout"),
             blocks_pipelines: PipelineSet::new("gemv on GGUF blocks"),
+            blocks_gemm_pipelines: PipelineSet::new("gemm on GGUF blocks"),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -1031,6 +1057,21 @@ impl Pipelines {
         })
     }
 
+    /// The GEMM on GGUF blocks' pipeline for `key`, created (with the type's module, the
+    /// first time) on first use.
+    pub fn get_blocks_gemm(&self, key: BlocksGemmKey) -> Result<vk::Pipeline> {
+        self.blocks_gemm_pipelines.get_or_create(key, |name| {
+            let slot = BlockType::ALL
+                .iter()
+                .position(|&t| t == key.ty)
+                .map(|i| &self.blocks_gemm_modules[i])
+                .ok_or_else(|| Error::Internal("a block type without a build".into()))?;
+            let spv = shaders::gemm_blocks(key.ty);
+            let module = self.lazy_module(slot, spv, &format!("gemm_blocks {}", key.ty.name()))?;
+            self.create(module, &key.spec_values(), name)
+        })
+    }
+
     /// Refuses the tensor-core kernels on a context that does not run them.
     fn check_coop(&self) -> Result<()> {
         if self.coop_module == vk::ShaderModule::null() {
@@ -1124,6 +1165,7 @@ impl Pipelines {
             + self.slices_pipelines.len()
             + self.tiles_pipelines.len()
             + self.blocks_pipelines.len()
+            + self.blocks_gemm_pipelines.len()
     }
 
     /// The compiler statistics of every pipeline this context created so far, by key
@@ -1138,6 +1180,7 @@ impl Pipelines {
         all.extend(self.slices_pipelines.listed());
         all.extend(self.tiles_pipelines.listed());
         all.extend(self.blocks_pipelines.listed());
+        all.extend(self.blocks_gemm_pipelines.listed());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
@@ -1157,6 +1200,7 @@ impl Drop for Pipelines {
         all.extend(self.slices_pipelines.take_all());
         all.extend(self.tiles_pipelines.take_all());
         all.extend(self.blocks_pipelines.take_all());
+        all.extend(self.blocks_gemm_pipelines.take_all());
         let lazy = [
             &mut self.gemm_module,
             &mut self.coop_gemm_module,
@@ -1168,6 +1212,7 @@ impl Drop for Pipelines {
         ]
         .into_iter()
         .chain(&mut self.blocks_modules)
+        .chain(&mut self.blocks_gemm_modules)
         .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()))
         .collect::<Vec<_>>();
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not

@@ -89,14 +89,8 @@ pub(crate) fn random_blocks(ty: BlockType, n: usize, k: usize, seed: &mut u64) -
     let size = ty.block_bytes();
     let mut bytes = vec![0u8; n * (k / ty.block_elements()) * size];
     fill_random(&mut bytes, seed);
-    let f16_at: &[usize] = match ty {
-        BlockType::Q5_0 | BlockType::Q8_0 | BlockType::Iq4Nl | BlockType::Iq4Xs => &[0],
-        BlockType::Q5_1 | BlockType::Q5K => &[0, 2],
-        BlockType::Q6K => &[208],
-        BlockType::Mxfp4 | BlockType::Nvfp4 => &[],
-    };
     for (i, block) in bytes.chunks_exact_mut(size).enumerate() {
-        for &at in f16_at {
+        for &(at, _) in ty.f16_scale_fields() {
             let v = 0.002 + (i % 97) as f32 * 0.0005;
             block[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
         }

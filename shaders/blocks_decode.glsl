@@ -1,0 +1,265 @@
+// GGUF blocks in their native bytes (`layout::blocks`): the stream bindings of set 0 and
+// the decode of one piece (32 weights) of a block, shared by the GEMV (`gemv_blocks.comp`)
+// and the GEMM (`gemm_blocks.comp`). The including shader builds with -DBLOCK_TYPE=n.
+//
+// A matrix part is three streams, each row-major [rows][blocks per row] of one field group
+// of every block (the file's bytes, regrouped; nothing added):
+//   binding 0: the codes, QW 16-byte words per block;
+//   binding 1: the scales (and minima), SA bytes per block, read as 32-bit words;
+//   binding 2: Q5_0's and Q5_1's fifth bits, 4 bytes per block (other types bind binding 1
+//              again, unread);
+//   binding 3: unused (the matrix set's column order slot).
+// Every block is split into pieces of 32 weights (a block of 32 is one piece, of 64 two,
+// of 256 eight): two runs of 16 inputs, each with one scale (and offset); `piece_inputs`
+// gives where they start.
+
+// The block type (below), one build per type (-DBLOCK_TYPE=n): a driver then compiles the
+// decode of that type only.
+const uint TYPE = BLOCK_TYPE;
+
+// Block types (the builds of `scripts/build-shaders.sh`).
+const uint T_Q5_0 = 0u;
+const uint T_Q5_1 = 1u;
+const uint T_Q8_0 = 2u;
+const uint T_Q5_K = 3u;
+const uint T_Q6_K = 4u;
+const uint T_IQ4_NL = 5u;
+const uint T_IQ4_XS = 6u;
+const uint T_MXFP4 = 7u;
+const uint T_NVFP4 = 8u;
+const uint T_Q4_1 = 9u;
+const uint T_Q4_K = 10u;
+
+// Code words (16 bytes) and pieces (32 weights) per block, weights per block.
+const uint QW = TYPE == T_Q8_0 || TYPE == T_NVFP4 ? 2u
+              : TYPE == T_Q5_K ? 10u
+              : TYPE == T_Q6_K ? 13u
+              : TYPE == T_IQ4_XS || TYPE == T_Q4_K ? 8u : 1u;
+const uint PIECES = TYPE == T_Q5_K || TYPE == T_Q6_K || TYPE == T_IQ4_XS || TYPE == T_Q4_K ? 8u
+                  : TYPE == T_NVFP4 ? 2u : 1u;
+const uint BLOCK = 32u * PIECES;
+// Scale bytes per block.
+const uint SA = TYPE == T_Q5_K || TYPE == T_Q4_K ? 16u
+              : TYPE == T_IQ4_XS ? 8u
+              : TYPE == T_Q5_1 || TYPE == T_Q4_1 || TYPE == T_NVFP4 ? 4u
+              : TYPE == T_MXFP4 ? 1u : 2u;
+// Types whose weights carry a per-run offset (a minimum).
+const bool HAS_MIN = TYPE == T_Q5_1 || TYPE == T_Q5_K || TYPE == T_Q4_1 || TYPE == T_Q4_K;
+
+layout(set = 0, binding = 0) coherent readonly buffer Codes { uvec4 q[]; };
+layout(set = 0, binding = 1) readonly buffer Scales { uint a[]; };
+layout(set = 0, binding = 2) readonly buffer HighBits { uint hb[]; };
+
+// IQ4_NL's and IQ4_XS's 16 values as signed bytes, four per word (no arrays: drivers turn
+// a dynamically indexed constant array into memory or long select chains).
+const uvec4 IQ4_WORDS = uvec4(0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u);
+
+// Byte i of the scales stream.
+uint scale_byte(uint i) {
+    return (a[i >> 2] >> (8u * (i & 3u))) & 0xFFu;
+}
+
+// The f16 at byte i (even) of the scales stream.
+float scale_half(uint i) {
+    vec2 pair = unpackHalf2x16(a[i >> 2]);
+    return (i & 2u) == 0u ? pair.x : pair.y;
+}
+
+// The four nibbles at shift `shift` of the bytes of word v, as floats.
+vec4 nibbles(uint v, uint shift) {
+    return vec4(uvec4(v >> shift, v >> (shift + 8u), v >> (shift + 16u), v >> (shift + 24u)) & 0xFu);
+}
+
+// The four signed bytes of word v.
+vec4 signed_bytes(uint v) {
+    return vec4(ivec4(int(v << 24), int(v << 16), int(v << 8), int(v)) >> 24);
+}
+
+// The four bits at bit b of the bytes of word v, times 16 (a fifth code bit).
+vec4 fifth_bits(uint v, uint b) {
+    return vec4(uvec4(v >> b, v >> (b + 8u), v >> (b + 16u), v >> (b + 24u)) & 1u) * 16.0;
+}
+
+// The four bit pairs at bit b of the bytes of word v, times 16 (Q6_K's high bits).
+vec4 high_pairs(uint v, uint b) {
+    return vec4(uvec4(v >> b, v >> (b + 8u), v >> (b + 16u), v >> (b + 24u)) & 3u) * 16.0;
+}
+
+// Four table values by the four nibbles at shift `shift` of the bytes of word v: E2M1's
+// values doubled (`fp4`; magnitude m < 4: m, then 2m − 4 and 4m − 16; bit 3 the sign), or
+// IQ4's (byte i & 3 of word i >> 2, chosen by selects).
+vec4 looked_up(uint v, uint shift, bool fp4) {
+    uvec4 i = uvec4(v >> shift, v >> (shift + 8u), v >> (shift + 16u), v >> (shift + 24u)) & 0xFu;
+    if (fp4) {
+        vec4 m = vec4(i & 7u);
+        vec4 value = mix(mix(m, 2.0 * m - 4.0, greaterThanEqual(m, vec4(4.0))), 4.0 * m - 16.0,
+                         greaterThanEqual(m, vec4(6.0)));
+        return mix(value, -value, notEqual(i & 8u, uvec4(0u)));
+    }
+    bvec4 high = notEqual(i & 8u, uvec4(0u));
+    bvec4 odd = notEqual(i & 4u, uvec4(0u));
+    uvec4 word = mix(mix(uvec4(IQ4_WORDS.x), uvec4(IQ4_WORDS.y), odd),
+                     mix(uvec4(IQ4_WORDS.z), uvec4(IQ4_WORDS.w), odd), high);
+    return vec4(ivec4(word << (24u - 8u * (i & 3u))) >> 24);
+}
+
+// An unsigned E4M3 scale (bias 7) as f32.
+float ue4m3(uint x) {
+    uint e = (x >> 3) & 0xFu;
+    float m = float(x & 7u);
+    return e == 0u ? m * exp2(-9.0) : (1.0 + m / 8.0) * exp2(float(e) - 7.0);
+}
+
+// 2^(e - 128) from an E8M0 exponent (subnormal for e < 2).
+float e8m0_half(uint e) {
+    return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
+}
+
+// Q4_K's and Q5_K's six-bit scale and minimum of sub-block j from its 12 scale bytes (words s1..s3).
+void k_scale_min(uvec3 s, uint j, out float sc, out float mn) {
+    // Byte i of the 12.
+    #define SB(i) ((s[(i) >> 2] >> (8u * ((i) & 3u))) & 0xFFu)
+    if (j < 4u) {
+        sc = float(SB(j) & 63u);
+        mn = float(SB(j + 4u) & 63u);
+    } else {
+        sc = float((SB(j + 4u) & 0xFu) | ((SB(j - 4u) >> 6) << 4));
+        mn = float((SB(j + 4u) >> 4) | ((SB(j) >> 6) << 4));
+    }
+    #undef SB
+}
+
+// The first inputs within a block of piece `piece`'s two runs of 16.
+void piece_inputs(uint piece, out uint ka, out uint kb) {
+    if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
+        // Bytes 16h .. 16h + 15 of chunk j: sub-blocks 2j and 2j + 1.
+        ka = 64u * (piece >> 1) + 16u * (piece & 1u);
+        kb = ka + 32u;
+    } else if (TYPE == T_Q6_K) {
+        // Bytes o .. o + 15 of half n's 64 ql bytes: inputs 128n + o and 128n + 64 + o.
+        ka = 128u * (piece >> 2) + 16u * (piece & 3u);
+        kb = ka + 64u;
+    } else {
+        ka = 32u * piece;
+        kb = ka + 16u;
+    }
+}
+
+// Piece `piece` of block `gb` (index into the part's streams): its two runs' codes as
+// numbers (qa, qb: 16 each, in input order; their inputs: `piece_inputs`) and their scales
+// and offsets (so: s_a, o_a, s_b, o_b).
+void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
+    uvec4 v = q[gb * QW + (TYPE == T_Q5_K ? 2u + piece : piece)];
+    so = vec4(0.0);
+    if (TYPE == T_Q5_0 || TYPE == T_Q5_1 || TYPE == T_Q4_1 || TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
+        // Byte j: input j low nibble, j + 16 high.
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            if (TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
+                qa[c] = looked_up(v[c], 0u, TYPE == T_MXFP4);
+                qb[c] = looked_up(v[c], 4u, TYPE == T_MXFP4);
+            } else {
+                qa[c] = nibbles(v[c], 0u);
+                qb[c] = nibbles(v[c], 4u);
+            }
+        }
+        if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
+            uint h = hb[gb];
+            [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                uvec4 bits = uvec4(h >> (4u * c), h >> (4u * c + 1u), h >> (4u * c + 2u), h >> (4u * c + 3u));
+                qa[c] += vec4(bits & 1u) * 16.0;
+                qb[c] += vec4((bits >> 16) & 1u) * 16.0;
+            }
+        }
+        if (TYPE == T_Q5_0) {
+            [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                qa[c] -= 16.0;
+                qb[c] -= 16.0;
+            }
+            float d = scale_half(2u * gb);
+            so = vec4(d, 0.0, d, 0.0);
+        } else if (TYPE == T_Q5_1 || TYPE == T_Q4_1) {
+            vec2 dm = unpackHalf2x16(a[gb]);
+            so = vec4(dm.x, dm.y, dm.x, dm.y);
+        } else if (TYPE == T_IQ4_NL) {
+            float d = scale_half(2u * gb);
+            so = vec4(d, 0.0, d, 0.0);
+        } else {
+            float d = e8m0_half(scale_byte(gb));
+            so = vec4(d, 0.0, d, 0.0);
+        }
+    } else if (TYPE == T_Q8_0) {
+        uvec4 v2 = q[gb * QW + 1u];
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            qa[c] = signed_bytes(v[c]);
+            qb[c] = signed_bytes(v2[c]);
+        }
+        float d = scale_half(2u * gb);
+        so = vec4(d, 0.0, d, 0.0);
+    } else if (TYPE == T_NVFP4) {
+        // Word `piece`: sub-blocks 2 piece (bytes 0..7) and 2 piece + 1 (bytes 8..15);
+        // byte j of a sub-block: input j low nibble, j + 8 high.
+        qa[0] = looked_up(v.x, 0u, true);
+        qa[1] = looked_up(v.y, 0u, true);
+        qa[2] = looked_up(v.x, 4u, true);
+        qa[3] = looked_up(v.y, 4u, true);
+        qb[0] = looked_up(v.z, 0u, true);
+        qb[1] = looked_up(v.w, 0u, true);
+        qb[2] = looked_up(v.z, 4u, true);
+        qb[3] = looked_up(v.w, 4u, true);
+        uint s = a[gb] >> (16u * piece);
+        so = vec4(ue4m3(s & 0xFFu) * 0.5, 0.0, ue4m3((s >> 8) & 0xFFu) * 0.5, 0.0);
+    } else if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
+        // Code word `piece` = bytes 16h .. 16h + 15 of chunk j: sub-block 2j low nibbles,
+        // 2j + 1 high; Q5_K's fifth bits are bits 2j, 2j + 1 of the same bytes of qh.
+        uint j = piece >> 1;
+        uint h = piece & 1u;
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            qa[c] = nibbles(v[c], 0u);
+            qb[c] = nibbles(v[c], 4u);
+        }
+        if (TYPE == T_Q5_K) {
+            uvec4 qh = q[gb * QW + h];
+            [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                qa[c] += fifth_bits(qh[c], 2u * j);
+                qb[c] += fifth_bits(qh[c], 2u * j + 1u);
+            }
+        }
+        uvec4 hdr = uvec4(a[4u * gb], a[4u * gb + 1u], a[4u * gb + 2u], a[4u * gb + 3u]);
+        vec2 dm = unpackHalf2x16(hdr.x);
+        float sc0, m0, sc1, m1;
+        k_scale_min(hdr.yzw, 2u * j, sc0, m0);
+        k_scale_min(hdr.yzw, 2u * j + 1u, sc1, m1);
+        so = vec4(dm.x * sc0, -(dm.y * m0), dm.x * sc1, -(dm.y * m1));
+    } else if (TYPE == T_Q6_K) {
+        // ql word `piece` = bytes o .. o + 15 of half n's 64: inputs 128n + o + t (low) and
+        // 128n + 64 + o + t (high); their two high bits: pairs o/32 and 2 + o/32 of
+        // qh byte 32n + o % 32 + t.
+        uint n = piece >> 2;
+        uint o = 16u * (piece & 3u);
+        uvec4 qh = q[gb * QW + 8u + 2u * n + ((o & 31u) >> 4)];
+        uint pa = 2u * (o >> 5);
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            qa[c] = nibbles(v[c], 0u) + high_pairs(qh[c], pa) - 32.0;
+            qb[c] = nibbles(v[c], 4u) + high_pairs(qh[c], pa + 4u) - 32.0;
+        }
+        uvec4 scales = q[gb * QW + 12u];
+        uint ia = 8u * n + (o >> 4);
+        uint ib = ia + 4u;
+        float d = scale_half(2u * gb);
+        float sca = float(int(scales[ia >> 2] << (24u - 8u * (ia & 3u))) >> 24);
+        float scb = float(int(scales[ib >> 2] << (24u - 8u * (ib & 3u))) >> 24);
+        so = vec4(d * sca, 0.0, d * scb, 0.0);
+    } else {
+        // IQ4_XS: sub-block `piece`, input 32 piece + j low nibble, + 16 high.
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            qa[c] = looked_up(v[c], 0u, false);
+            qb[c] = looked_up(v[c], 4u, false);
+        }
+        uint w0 = a[2u * gb];
+        uint lo = (a[2u * gb + 1u] >> (4u * piece)) & 0xFu;
+        uint hi = (w0 >> (16u + 2u * piece)) & 3u;
+        float d = unpackHalf2x16(w0).x;
+        float dl = d * float(int(lo | (hi << 4)) - 32);
+        so = vec4(dl, 0.0, dl, 0.0);
+    }
+}

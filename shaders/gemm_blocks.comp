@@ -1,0 +1,162 @@
+#version 450
+// GEMM on GGUF blocks kept in their native bytes (prefill: the m where the rules stop
+// running the GEMV's passes): y[t][row] = sum_k x[t][k] w[row][k], w the value gguf-py's
+// `dequantize` gives (Q4_K's, Q5_K's and Q6_K's `d·sc` products as it forms them; the
+// offset types' w = s·q + o with one rounding). One build per block type (BLOCK_TYPE); no
+// subgroup operations.
+//
+// The streams and the decode of a piece of 32 weights: `blocks_decode.glsl`. A workgroup
+// owns a tile of TN = TX * RN rows by TM = TY * RM tokens (activation rows), as
+// `gemm_q4.comp`'s. Per piece it decodes the tile's weights once into shared memory as f32
+// (an invocation stages whole rows: one piece of one row each) and stages the tokens' 32
+// inputs of that piece there, in the piece's order (its first run of 16, then its second;
+// tokens fastest, so neighbouring invocations' stores fall in different banks). Every
+// invocation accumulates its RN x RM outputs as outer products: rows and tokens in groups of
+// four neighbours, the groups of neighbouring invocations side by side. Each piece's
+// products are summed apart and then added to the f32 total. Workgroups are numbered tokens
+// fastest, so the workgroups that read the same weight rows run together and find them in
+// the L2.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#define GEMM
+
+layout(local_size_x_id = 0) in;                                 // TX * TY invocations
+layout(constant_id = 1) const uint TX = 8;                      // invocations along rows
+layout(constant_id = 2) const uint RN = 8;                      // rows per invocation
+layout(constant_id = 3) const uint RM = 4;                      // tokens per invocation
+layout(constant_id = 4) const bool X_F16 = false;               // activations are f16 (else f32)
+#define XY_SET 1
+#define X_BINDING 0
+#define Y_BINDING 1
+#include "q4_common.glsl"
+#include "blocks_decode.glsl"
+
+layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
+layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
+layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
+
+const uint WORKGROUP = gl_WorkGroupSize.x;
+const uint TY = WORKGROUP / TX;
+const uint TN = TX * RN; // rows per workgroup
+const uint TM = TY * RM; // tokens per workgroup
+
+// Each invocation stages WS rows' piece and XS activations per piece.
+const uint WS = (TN + WORKGROUP - 1u) / WORKGROUP;
+const uint XS = (32u * TM + WORKGROUP - 1u) / WORKGROUP;
+
+shared float tile_w[32 * TN]; // [piece element][row]
+shared float tile_x[32 * TM]; // [piece element][token]
+
+// Row i of the invocation's RN (token j of its RM): groups of four neighbours, one 16-byte
+// shared load each, the groups of neighbouring invocations side by side.
+uint own_row(uint tx, uint i) {
+    return (i & 3u) + 4u * tx + 4u * TX * (i >> 2);
+}
+uint own_token(uint ty, uint j) {
+    return (j & 3u) + 4u * ty + 4u * TY * (j >> 2);
+}
+
+// Input k of token tok.
+float x_at(uint tok, uint k) {
+    uint at = tok * p.x_stride + k;
+    if (X_F16) {
+        vec2 pair = unpackHalf2x16(xh[at >> 1]);
+        return (at & 1u) == 0u ? pair.x : pair.y;
+    }
+    return x1[at];
+}
+
+// Stages piece c of every row of the tile (rows tid, tid + WORKGROUP, ... below TN; rows past
+// the part repeat its last row, whose outputs are not written) decoded to f32, and the
+// tokens' inputs of that piece (tokens past m read as 0).
+void stage(uint c, uint tid, uint row0, uint tok0) {
+    uint blk = c / PIECES;
+    uint piece = c % PIECES;
+    uint ka;
+    uint kb;
+    piece_inputs(piece, ka, kb);
+    ka += blk * BLOCK;
+    kb += blk * BLOCK;
+    [[unroll]] for (uint s = 0u; s < WS; s++) {
+        uint r = tid + s * WORKGROUP;
+        if (r < TN) {
+            uint row = min(row0 + r, p.rows - 1u);
+            vec4 qa[4];
+            vec4 qb[4];
+            vec4 so;
+            decode(row * p.groups + blk, piece, qa, qb, so);
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                [[unroll]] for (uint e = 0u; e < 4u; e++) {
+                    tile_w[(4u * i + e) * TN + r] = fma(so.x, qa[i][e], so.y);
+                    tile_w[(16u + 4u * i + e) * TN + r] = fma(so.z, qb[i][e], so.w);
+                }
+            }
+        }
+    }
+    [[unroll]] for (uint s = 0u; s < XS; s++) {
+        uint e = tid + s * WORKGROUP;
+        if (e < 32u * TM) {
+            uint n = e / TM;
+            uint tok = tok0 + e % TM;
+            uint k = n < 16u ? ka + n : kb + (n - 16u);
+            tile_x[e] = tok < p.m ? x_at(tok, k) : 0.0;
+        }
+    }
+}
+
+void main() {
+    uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (wg >= p.wg_count) {
+        return;
+    }
+    wg += p.wg_offset;
+    uint token_tiles = (p.m + TM - 1u) / TM;
+    uint row0 = (wg / token_tiles) * TN;
+    uint tok0 = (wg % token_tiles) * TM;
+    uint tid = gl_LocalInvocationID.x;
+    uint tx = tid % TX;
+    uint ty = tid / TX;
+
+    float acc[RN * RM];
+    [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
+        acc[i] = 0.0;
+    }
+    // p.chunks: pieces per row (k / 32); p.groups: blocks per row.
+    for (uint c = 0u; c < p.chunks; c++) {
+        stage(c, tid, row0, tok0);
+        barrier();
+        float part[RN * RM];
+        [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
+            part[i] = 0.0;
+        }
+        [[unroll]] for (uint kk = 0u; kk < 32u; kk++) {
+            float a[RN];
+            float b[RM];
+            [[unroll]] for (uint i = 0u; i < RN; i++) {
+                a[i] = tile_w[kk * TN + own_row(tx, i)];
+            }
+            [[unroll]] for (uint j = 0u; j < RM; j++) {
+                b[j] = tile_x[kk * TM + own_token(ty, j)];
+            }
+            [[unroll]] for (uint i = 0u; i < RN; i++) {
+                [[unroll]] for (uint j = 0u; j < RM; j++) {
+                    part[i * RM + j] = fma(a[i], b[j], part[i * RM + j]);
+                }
+            }
+        }
+        [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
+            acc[i] += part[i];
+        }
+        barrier();
+    }
+
+    [[unroll]] for (uint i = 0u; i < RN; i++) {
+        uint row = row0 + own_row(tx, i);
+        [[unroll]] for (uint j = 0u; j < RM; j++) {
+            uint tok = tok0 + own_token(ty, j);
+            if (row < p.rows && tok < p.m) {
+                y[tok * p.y_stride + p.row_base + row] = acc[i * RM + j];
+            }
+        }
+    }
+}
