@@ -1,5 +1,5 @@
 //! Fuzzes `q4vk_source_from_ggml_type` and `q4vk_matrix_dequantize` on the GGUF block types
-//! beyond 4-bit codes with arbitrary ids, shapes, buffer lengths and block bytes: a known
+//! kept in their native bytes (and Q4_0) with arbitrary ids, shapes, buffer lengths and block bytes: a known
 //! status, a message and nothing written on failure; every weight written, none NaN, on
 //! success (every scale field of an accepted tensor is finite).
 #![no_main]
@@ -14,7 +14,7 @@ use q4vk::ffi::status::*;
 
 fuzz_target!(|data: &[u8]| {
     let mut input = Bytes(data);
-    let id = input.pick_u32(&[6, 7, 8, 13, 14, 20, 23, 39, 40, 2, 12, 1, 11]);
+    let id = input.pick_u32(&[6, 7, 8, 13, 14, 20, 23, 39, 40, 2, 3, 12, 1, 11]);
     let mut source = 0xAAAA_AAAA;
     let status = unsafe { q4vk_source_from_ggml_type(id, &mut source) };
     check(status, &[(&source.to_le_bytes(), &0xAAAA_AAAAu32.to_le_bytes())]);
@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let (block, block_bytes) = match id {
         2 => (32, 18),
+        3 => (32, 20),
         12 => (256, 144),
         6 => (32, 22),
         7 => (32, 24),
