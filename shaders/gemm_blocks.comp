@@ -15,16 +15,21 @@
 // four neighbours, the groups of neighbouring invocations side by side. Each piece's
 // products are summed apart and then added to the f32 total. Workgroups are numbered tokens
 // fastest, so the workgroups that read the same weight rows run together and find them in
-// the L2.
+// the L2. Where the tiles are too few to fill the device, the workgroup holds KSPLIT groups
+// of TX * TY invocations (K groups) that take interleaved pieces of the same tile, each with
+// its own shared tiles, and add their sums through shared memory at the end.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define GEMM
 
-layout(local_size_x_id = 0) in;                                 // TX * TY invocations
+layout(local_size_x_id = 0) in;                                 // TX * TY * KSPLIT invocations
 layout(constant_id = 1) const uint TX = 8;                      // invocations along rows
 layout(constant_id = 2) const uint RN = 8;                      // rows per invocation
 layout(constant_id = 3) const uint RM = 4;                      // tokens per invocation
 layout(constant_id = 4) const bool X_F16 = false;               // activations are f16 (else f32)
+// K groups per workgroup (the host keeps TM * (KSPLIT - 1) <= 32 * KSPLIT: their sums meet
+// in tile_w).
+layout(constant_id = 5) const uint KSPLIT = 1;
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
@@ -36,16 +41,17 @@ layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
 layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
 
 const uint WORKGROUP = gl_WorkGroupSize.x;
-const uint TY = WORKGROUP / TX;
+const uint GROUP = WORKGROUP / KSPLIT; // invocations per K group
+const uint TY = GROUP / TX;
 const uint TN = TX * RN; // rows per workgroup
 const uint TM = TY * RM; // tokens per workgroup
 
-// Each invocation stages WS rows' piece and XS activations per piece.
-const uint WS = (TN + WORKGROUP - 1u) / WORKGROUP;
-const uint XS = (32u * TM + WORKGROUP - 1u) / WORKGROUP;
+// Each invocation stages WS rows' piece and XS activations per piece of its K group.
+const uint WS = (TN + GROUP - 1u) / GROUP;
+const uint XS = (32u * TM + GROUP - 1u) / GROUP;
 
-shared float tile_w[32 * TN]; // [piece element][row]
-shared float tile_x[32 * TM]; // [piece element][token]
+shared float tile_w[KSPLIT * 32 * TN]; // [K group][piece element][row]
+shared float tile_x[KSPLIT * 32 * TM]; // [K group][piece element][token]
 
 // Row i of the invocation's RN (token j of its RM): groups of four neighbours, one 16-byte
 // shared load each, the groups of neighbouring invocations side by side.
@@ -66,10 +72,10 @@ float x_at(uint tok, uint k) {
     return x1[at];
 }
 
-// Stages piece c of every row of the tile (rows tid, tid + WORKGROUP, ... below TN; rows past
-// the part repeat its last row, whose outputs are not written) decoded to f32, and the
-// tokens' inputs of that piece (tokens past m read as 0).
-void stage(uint c, uint tid, uint row0, uint tok0) {
+// Stages piece c of every row of the tile into K group kg's tiles (rows tid, tid + GROUP, ...
+// below TN; rows past the part repeat its last row, whose outputs are not written) decoded
+// to f32, and the tokens' inputs of that piece (tokens past m read as 0).
+void stage(uint c, uint tid, uint kg, uint row0, uint tok0) {
     uint blk = c / PIECES;
     uint piece = c % PIECES;
     uint ka;
@@ -77,8 +83,9 @@ void stage(uint c, uint tid, uint row0, uint tok0) {
     piece_inputs(piece, ka, kb);
     ka += blk * BLOCK;
     kb += blk * BLOCK;
+    uint w0 = kg * 32u * TN;
     [[unroll]] for (uint s = 0u; s < WS; s++) {
-        uint r = tid + s * WORKGROUP;
+        uint r = tid + s * GROUP;
         if (r < TN) {
             uint row = min(row0 + r, p.rows - 1u);
             vec4 qa[4];
@@ -87,19 +94,19 @@ void stage(uint c, uint tid, uint row0, uint tok0) {
             decode(row * p.groups + blk, piece, qa, qb, so);
             [[unroll]] for (uint i = 0u; i < 4u; i++) {
                 [[unroll]] for (uint e = 0u; e < 4u; e++) {
-                    tile_w[(4u * i + e) * TN + r] = fma(so.x, qa[i][e], so.y);
-                    tile_w[(16u + 4u * i + e) * TN + r] = fma(so.z, qb[i][e], so.w);
+                    tile_w[w0 + (4u * i + e) * TN + r] = fma(so.x, qa[i][e], so.y);
+                    tile_w[w0 + (16u + 4u * i + e) * TN + r] = fma(so.z, qb[i][e], so.w);
                 }
             }
         }
     }
     [[unroll]] for (uint s = 0u; s < XS; s++) {
-        uint e = tid + s * WORKGROUP;
+        uint e = tid + s * GROUP;
         if (e < 32u * TM) {
             uint n = e / TM;
             uint tok = tok0 + e % TM;
             uint k = n < 16u ? ka + n : kb + (n - 16u);
-            tile_x[e] = tok < p.m ? x_at(tok, k) : 0.0;
+            tile_x[kg * 32u * TM + e] = tok < p.m ? x_at(tok, k) : 0.0;
         }
     }
 }
@@ -113,7 +120,10 @@ void main() {
     uint token_tiles = (p.m + TM - 1u) / TM;
     uint row0 = (wg / token_tiles) * TN;
     uint tok0 = (wg % token_tiles) * TM;
-    uint tid = gl_LocalInvocationID.x;
+    // K group: pieces kg, kg + KSPLIT, ... (spelled out for one group, so that its indices
+    // fold to constants).
+    uint kg = KSPLIT == 1u ? 0u : gl_LocalInvocationID.x / GROUP;
+    uint tid = KSPLIT == 1u ? gl_LocalInvocationID.x : gl_LocalInvocationID.x % GROUP;
     uint tx = tid % TX;
     uint ty = tid / TX;
 
@@ -121,33 +131,66 @@ void main() {
     [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
         acc[i] = 0.0;
     }
-    // p.chunks: pieces per row (k / 32); p.groups: blocks per row.
-    for (uint c = 0u; c < p.chunks; c++) {
-        stage(c, tid, row0, tok0);
+    // p.chunks: pieces per row (k / 32); p.groups: blocks per row. Every K group runs the
+    // same number of steps (barriers are workgroup-wide); a group past the last piece
+    // stages a valid one and skips its products.
+    uint steps = (p.chunks + KSPLIT - 1u) / KSPLIT;
+    uint w0 = kg * 32u * TN;
+    uint x0 = kg * 32u * TM;
+    for (uint s = 0u; s < steps; s++) {
+        uint c = s * KSPLIT + kg;
+        stage(min(c, p.chunks - 1u), tid, kg, row0, tok0);
         barrier();
-        float part[RN * RM];
-        [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
-            part[i] = 0.0;
+        if (KSPLIT == 1u || c < p.chunks) {
+            float part[RN * RM];
+            [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
+                part[i] = 0.0;
+            }
+            [[unroll]] for (uint kk = 0u; kk < 32u; kk++) {
+                float a[RN];
+                float b[RM];
+                [[unroll]] for (uint i = 0u; i < RN; i++) {
+                    a[i] = tile_w[w0 + kk * TN + own_row(tx, i)];
+                }
+                [[unroll]] for (uint j = 0u; j < RM; j++) {
+                    b[j] = tile_x[x0 + kk * TM + own_token(ty, j)];
+                }
+                [[unroll]] for (uint i = 0u; i < RN; i++) {
+                    [[unroll]] for (uint j = 0u; j < RM; j++) {
+                        part[i * RM + j] = fma(a[i], b[j], part[i * RM + j]);
+                    }
+                }
+            }
+            [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
+                acc[i] += part[i];
+            }
         }
-        [[unroll]] for (uint kk = 0u; kk < 32u; kk++) {
-            float a[RN];
-            float b[RM];
-            [[unroll]] for (uint i = 0u; i < RN; i++) {
-                a[i] = tile_w[kk * TN + own_row(tx, i)];
-            }
-            [[unroll]] for (uint j = 0u; j < RM; j++) {
-                b[j] = tile_x[kk * TM + own_token(ty, j)];
-            }
+        barrier();
+    }
+
+    // K groups 1.. hand their sums to group 0 through tile_w (every group is past its last
+    // read of the tiles: the loop ends with a barrier), which adds them and writes y.
+    if (KSPLIT > 1u) {
+        if (kg > 0u) {
             [[unroll]] for (uint i = 0u; i < RN; i++) {
                 [[unroll]] for (uint j = 0u; j < RM; j++) {
-                    part[i * RM + j] = fma(a[i], b[j], part[i * RM + j]);
+                    uint at = own_row(tx, i) * TM + own_token(ty, j);
+                    tile_w[(kg - 1u) * TN * TM + at] = acc[i * RM + j];
                 }
             }
         }
-        [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
-            acc[i] += part[i];
-        }
         barrier();
+        if (kg > 0u) {
+            return;
+        }
+        for (uint q = 1u; q < KSPLIT; q++) {
+            [[unroll]] for (uint i = 0u; i < RN; i++) {
+                [[unroll]] for (uint j = 0u; j < RM; j++) {
+                    uint at = own_row(tx, i) * TM + own_token(ty, j);
+                    acc[i * RM + j] += tile_w[(q - 1u) * TN * TM + at];
+                }
+            }
+        }
     }
 
     [[unroll]] for (uint i = 0u; i < RN; i++) {

@@ -436,12 +436,13 @@ fn written(c: &Choice) -> String {
             flags(&[(k.x_f16, 'h'), (k.portable, 'p')])
         ),
         KernelChoice::BlocksGemm(k) => format!(
-            "blocks-gemm({} {}x{}x{}x{} {})",
+            "blocks-gemm({} {}x{}x{}x{} k{} {})",
             k.ty.name(),
             k.tile.tx,
             k.tile.ty,
             k.tile.rn,
             k.tile.rm,
+            k.ksplit,
             flags(&[(k.x_f16, 'h')])
         ),
         KernelChoice::SimtGemm(k) => format!(

@@ -241,6 +241,46 @@ fn every_type_runs_on_a_cpu_context() {
     unsafe { q4vk_context_destroy(ctx) };
 }
 
+/// The GEMM's K groups (a tile's invocations in several groups taking interleaved pieces,
+/// which GPUs take where the tiles are too few; lavapipe takes none by itself): 2 and 3
+/// groups on two tiles, a type with minima and one with signed codes; and the GEMV's rows
+/// per workgroup fixed at 1 and 16.
+#[test]
+fn k_groups_and_fixed_rows_compute_the_same() {
+    let mut gpu = Gpu::new(false);
+    let mut rng = Rng(0xB114);
+    let tile = |tx, ty, rn, rm| Some(q4vk::plan::GemmTile { tx, ty, rn, rm });
+    for (ksplit, gemm_tile, rows) in [(2, tile(8, 8, 8, 4), 1), (3, tile(8, 4, 4, 4), 16)] {
+        gpu.context_mut()
+            .set_overrides(|o| {
+                o.gemm_tile = gemm_tile;
+                o.gemm_ksplit = Some(ksplit);
+                o.blocks_gemv_rows = Some(rows);
+            })
+            .unwrap();
+        for ty in [BlockType::Q4K, BlockType::Q6K] {
+            for (n, k) in [(37, 256), (70, 1024)] {
+                let bytes = random_blocks(&mut rng, ty, n, k);
+                let desc = blocks_desc(ty, n, k, &bytes);
+                let what = format!("{} {n}x{k}, {ksplit} K groups, {rows} rows", ty.name());
+                check_matrix(
+                    gpu.ctx,
+                    &desc,
+                    (&[3, 33], &|_| false),
+                    &mut rng,
+                    true,
+                    &what,
+                );
+            }
+        }
+    }
+    assert!(gpu
+        .context_mut()
+        .set_overrides(|o| o.blocks_gemv_rows = Some(3))
+        .is_err());
+    gpu.assert_quiet();
+}
+
 /// gguf-py's own blocks (`tests/data/gguf-more`, quantizer output and random blocks).
 #[test]
 fn gguf_py_vectors_run_on_the_device() {

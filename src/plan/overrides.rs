@@ -28,6 +28,8 @@ pub struct Overrides {
     /// Whether SIMT-layout matrices run the tensor-core GEMM on the SIMT layout
     /// (`vk::coop_tiles`) where a GEMM runs, on contexts whose device offers it.
     pub coop_tiles: Option<bool>,
+    /// Rows per workgroup of the GEMV on GGUF blocks (1, 2, 4, 8, 16 or 32), at every m.
+    pub blocks_gemv_rows: Option<u32>,
 }
 
 impl Overrides {
@@ -38,6 +40,13 @@ impl Overrides {
         check_gemm_tile(self.gemm_tile)?;
         check_gemm_ksplit(self.gemm_ksplit)?;
         check_coop_gemm_slices(self.coop_gemm_slices)?;
+        if let Some(rows) = self.blocks_gemv_rows {
+            if !rows.is_power_of_two() || rows > 32 {
+                return Err(invalid!(
+                    "rows per workgroup of the GEMV on GGUF blocks: {rows}; expected 1, 2, 4, 8, 16 or 32"
+                ));
+            }
+        }
         Ok(self)
     }
 }

@@ -196,6 +196,11 @@ pub struct DeviceTuning {
     /// (`vk::coop_tiles`) instead of the SIMT GEMM, where the device's cooperative matrices
     /// offer its shape.
     pub coop_tiles_gemm: bool,
+    /// Rows per workgroup of the GEMV on GGUF blocks: `.0` for calls of one pass (m up to
+    /// its 4 rows per pass), `.1` for calls of several (`h200-2026-12-05-blocks-shapes.txt`:
+    /// more workgroups of fewer rows where the weights are read once, more rows per
+    /// workgroup where every pass reads them again).
+    pub blocks_gemv_rows: (u32, u32),
 }
 
 /// The GPU tiles of the SIMT GEMM: up to m = 16, 64 rows × 16 tokens (4 × 4 outputs per
@@ -254,6 +259,7 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
     // Its own tensor-core kernels run the tensor-core layout; SIMT-layout matrices (a column
     // order) keep the SIMT GEMM.
     coop_tiles_gemm: false,
+    blocks_gemv_rows: (2, 8),
 };
 
 /// CPU implementations of Vulkan: workgroups run on one thread each, so tiles live in
@@ -293,6 +299,8 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
     // Cooperative matrices without NVIDIA's fragment layout: the tensor cores wherever a
     // GEMM runs.
     coop_tiles_gemm: true,
+    // The NVIDIA row's one-pass rows; the generic SIMT GEMV's rows past one pass.
+    blocks_gemv_rows: (2, 4),
     ..NVIDIA
 };
 

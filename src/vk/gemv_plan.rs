@@ -682,7 +682,10 @@ impl fmt::Display for Choice {
                     t.ty,
                     t.rn,
                     t.rm
-                )?
+                )?;
+                if key.ksplit > 1 {
+                    write!(out, ", {} K groups", key.ksplit)?;
+                }
             }
             KernelChoice::SimtGemm(key) => {
                 let t = key.tile;
@@ -838,10 +841,11 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
 pub const BLOCKS_MAX_M: u32 = 4;
 
 /// The kernel on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form`: where
-/// [`runs_gemm`] says so the GEMM on blocks with the SIMT GEMM's tile (K groups: none), else
-/// the GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows (the last of the rows left)
-/// with the SIMT GEMV's workgroup and rows from the device's row. `Unsupported` where the
-/// kernel does not fit the device.
+/// [`runs_gemm`] says so the GEMM on blocks with the SIMT GEMM's tile and K groups, else the
+/// GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows (the last of the rows left) with
+/// the SIMT GEMV's workgroup and the row's rows per workgroup for calls of one pass or of
+/// several (`DeviceTuning::blocks_gemv_rows`; the caller's fixed count). `Unsupported` where
+/// the kernel does not fit the device.
 fn blocks_choice(
     r: &Rules,
     form: &MatrixForm,
@@ -850,18 +854,28 @@ fn blocks_choice(
 ) -> Result<KernelChoice> {
     let ty = blocks.ty;
     if runs_gemm(r, form, p.m) {
+        let (tile, ksplit) = simt_gemm_shape(r, form, p.m)?;
         return Ok(KernelChoice::BlocksGemm(BlocksGemmKey {
-            tile: simt_gemm_tile(r, form, p.m)?,
+            tile,
+            ksplit,
             x_f16: p.x_f16,
             ty,
         }));
     }
     let pass_rows = p.m.min(BLOCKS_MAX_M);
-    let key = |rows: u32| BlocksKey {
+    let (one_pass, passes) = r.row.blocks_gemv_rows;
+    let rows = r
+        .overrides()
+        .blocks_gemv_rows
+        .unwrap_or(match p.m <= pass_rows {
+            true => one_pass,
+            false => passes,
+        });
+    let key = |m: u32| BlocksKey {
         portable: r.portable,
         workgroup: r.simt.workgroup_for(form.layout.chunks),
-        rows: r.simt.rows,
-        m: rows,
+        rows,
+        m,
         x_f16: p.x_f16,
         ty,
     };

@@ -509,11 +509,13 @@ impl BlocksKey {
 }
 
 /// Which GEMM pipeline on GGUF blocks in their native bytes (`shaders/gemm_blocks.comp`,
-/// the type's build, specialization constants 0..4).
+/// the type's build, specialization constants 0..5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlocksGemmKey {
     /// The tile, chosen as the SIMT GEMM's (`vk::gemv_plan`).
     pub tile: GemmTile,
+    /// K groups per workgroup, chosen as the SIMT GEMM's.
+    pub ksplit: u32,
     /// f16 activations.
     pub x_f16: bool,
     /// The block type.
@@ -521,11 +523,18 @@ pub struct BlocksGemmKey {
 }
 
 impl BlocksGemmKey {
-    /// The specialization constants by id (0..4): invocations, the tile's invocations along
-    /// rows, rows and tokens per invocation, f16 activations.
-    pub fn spec_values(&self) -> [u32; 5] {
+    /// The specialization constants by id (0..5): invocations, the tile's invocations along
+    /// rows, rows and tokens per invocation, f16 activations, K groups.
+    pub fn spec_values(&self) -> [u32; 6] {
         let t = self.tile;
-        [t.invocations(), t.tx, t.rn, t.rm, self.x_f16 as u32]
+        [
+            t.invocations() * self.ksplit,
+            t.tx,
+            t.rn,
+            t.rm,
+            self.x_f16 as u32,
+            self.ksplit,
+        ]
     }
 }
 
