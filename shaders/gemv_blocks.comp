@@ -5,11 +5,11 @@
 //
 // The streams and the decode of a piece of 32 weights: `blocks_decode.glsl`.
 // Invocations stride over a row's pieces (neighbours read neighbouring code words), ROWS
-// rows each; for each piece they load its 32 inputs of every activation row (M, at most 4)
-// once, then per row decode its 32 codes once into floats that serve every activation
-// row: y += s_a * sum(q_a x) + s_b * sum(q_b x) (+ o_a sum(x_a) + o_b sum(x_b) for the
-// types with minima), q an integer (E2M1 values doubled, their scale halved) and
-// s the block's f32 scale product as gguf-py forms it. One reduction after the loop, as in
+// rows each; for each piece they load its 32 inputs of every activation row once (X_HELD:
+// M up to 4; else again per row), then per row decode its 32 codes once into floats that
+// serve every activation row: y += s_a * sum(q_a x) + s_b * sum(q_b x) (+ o_a sum(x_a) +
+// o_b sum(x_b) for the types with minima), q an integer (E2M1 values doubled, their scale
+// halved) and s the block's f32 scale product as gguf-py forms it. One reduction after the loop, as in
 // `gemv_q4.comp`. Vulkan 1.0 storage buffers and f32 arithmetic only; no 8/16-bit storage.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -24,6 +24,9 @@ layout(constant_id = 1) const uint ROWS = 2;                 // rows per workgro
 layout(constant_id = 2) const uint M = 1;                    // activation rows
 layout(constant_id = 3) const bool X_F16 = false;            // activations are f16 (else f32)
 layout(constant_id = 4) const uint SUBGROUP_SIZE = 32;       // the device's subgroup size
+// Each invocation holds a piece's x of every activation row in registers for all its rows
+// (32 floats per activation row; passes of up to 4 rows), else loads it again for each row.
+layout(constant_id = 5) const bool X_HELD = true;
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
@@ -116,14 +119,16 @@ void main() {
         ka += blk * BLOCK;
         kb += blk * BLOCK;
         vec4 held[8u * M];
-        [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-            vec4 xa[4];
-            vec4 xb[4];
-            load_run(mi, ka, xa);
-            load_run(mi, kb, xb);
-            [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                held[8u * mi + i] = xa[i];
-                held[8u * mi + 4u + i] = xb[i];
+        if (X_HELD) {
+            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                vec4 xa[4];
+                vec4 xb[4];
+                load_run(mi, ka, xa);
+                load_run(mi, kb, xb);
+                [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                    held[8u * mi + i] = xa[i];
+                    held[8u * mi + 4u + i] = xb[i];
+                }
             }
         }
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
@@ -135,9 +140,14 @@ void main() {
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 vec4 xa[4];
                 vec4 xb[4];
-                [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                    xa[i] = held[8u * mi + i];
-                    xb[i] = held[8u * mi + 4u + i];
+                if (X_HELD) {
+                    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                        xa[i] = held[8u * mi + i];
+                        xb[i] = held[8u * mi + 4u + i];
+                    }
+                } else {
+                    load_run(mi, ka, xa);
+                    load_run(mi, kb, xb);
                 }
                 float t = acc[mi * ROWS + r];
                 t = fma(so.x, run_dot(qa, xa), t);

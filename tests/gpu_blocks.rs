@@ -119,11 +119,11 @@ fn assert_close(y: &[f32], want: &[f64], what: &str) {
 
 /// Creates the matrix of `desc` on `ctx` and checks its GEMV at every m of `ms` with f32
 /// x, and with f16 x where `f16_x(m)`, against the f64 reference; on GPU contexts also the
-/// plan and the bytes.
+/// plan (the GEMV in passes of `pass_rows`) and the bytes.
 fn check_matrix(
     ctx: *mut q4vk_context,
     desc: &q4vk_matrix_desc,
-    (ms, f16_x): (&[usize], &dyn Fn(usize) -> bool),
+    (ms, f16_x, pass_rows): (&[usize], &dyn Fn(usize) -> bool, usize),
     rng: &mut Rng,
     gpu: bool,
     what: &str,
@@ -164,7 +164,7 @@ fn check_matrix(
             // Every row's rules run the GEMV up to m = 8 and the GEMM past m = 16.
             true if m <= 8 => {
                 assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMV, "{what}");
-                assert_eq!(info.passes as usize, m.div_ceil(4), "{what}");
+                assert_eq!(info.passes as usize, m.div_ceil(pass_rows), "{what}");
             }
             true if m > 16 => {
                 assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMM, "{what}");
@@ -205,7 +205,7 @@ fn run_all_types(ctx: *mut q4vk_context, gpu: bool, ms: &[usize], seed: u64) {
             check_matrix(
                 ctx,
                 &desc,
-                (ms, &f16_x),
+                (ms, &f16_x, 4),
                 &mut rng,
                 gpu,
                 &format!("{} {n}x{k}", ty.name()),
@@ -243,19 +243,24 @@ fn every_type_runs_on_a_cpu_context() {
 
 /// The GEMM's K groups (a tile's invocations in several groups taking interleaved pieces,
 /// which GPUs take where the tiles are too few; lavapipe takes none by itself): 2 and 3
-/// groups on two tiles, a type with minima and one with signed codes; and the GEMV's rows
-/// per workgroup fixed at 1 and 16.
+/// groups on two tiles, a type with minima and one with signed codes; the GEMV's rows per
+/// workgroup fixed at 1 and 16, and passes of 8 activation rows (x loaded again per row).
 #[test]
 fn k_groups_and_fixed_rows_compute_the_same() {
     let mut gpu = Gpu::new(false);
     let mut rng = Rng(0xB114);
     let tile = |tx, ty, rn, rm| Some(q4vk::plan::GemmTile { tx, ty, rn, rm });
-    for (ksplit, gemm_tile, rows) in [(2, tile(8, 8, 8, 4), 1), (3, tile(8, 4, 4, 4), 16)] {
+    let runs = [
+        (2, tile(8, 8, 8, 4), 1, Some(8)),
+        (3, tile(8, 4, 4, 4), 16, None),
+    ];
+    for (ksplit, gemm_tile, rows, pass_rows) in runs {
         gpu.context_mut()
             .set_overrides(|o| {
                 o.gemm_tile = gemm_tile;
                 o.gemm_ksplit = Some(ksplit);
                 o.blocks_gemv_rows = Some(rows);
+                o.blocks_gemv_pass_rows = pass_rows;
             })
             .unwrap();
         for ty in [BlockType::Q4K, BlockType::Q6K] {
@@ -266,7 +271,7 @@ fn k_groups_and_fixed_rows_compute_the_same() {
                 check_matrix(
                     gpu.ctx,
                     &desc,
-                    (&[3, 33], &|_| false),
+                    (&[3, 7, 33], &|_| false, pass_rows.unwrap_or(4) as usize),
                     &mut rng,
                     true,
                     &what,
@@ -277,6 +282,10 @@ fn k_groups_and_fixed_rows_compute_the_same() {
     assert!(gpu
         .context_mut()
         .set_overrides(|o| o.blocks_gemv_rows = Some(3))
+        .is_err());
+    assert!(gpu
+        .context_mut()
+        .set_overrides(|o| o.blocks_gemv_pass_rows = Some(9))
         .is_err());
     gpu.assert_quiet();
 }
@@ -296,7 +305,14 @@ fn gguf_py_vectors_run_on_the_device() {
                     continue;
                 };
                 let desc = blocks_desc(ty, n, k, &bytes);
-                check_matrix(gpu.ctx, &desc, (&[1, 4], &|_| true), &mut rng, true, &stem);
+                check_matrix(
+                    gpu.ctx,
+                    &desc,
+                    (&[1, 4], &|_| true, 4),
+                    &mut rng,
+                    true,
+                    &stem,
+                );
                 ran += 1;
             }
         }

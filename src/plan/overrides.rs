@@ -30,6 +30,8 @@ pub struct Overrides {
     pub coop_tiles: Option<bool>,
     /// Rows per workgroup of the GEMV on GGUF blocks (1, 2, 4, 8, 16 or 32), at every m.
     pub blocks_gemv_rows: Option<u32>,
+    /// Activation rows per pass of the GEMV on GGUF blocks (1 to 8).
+    pub blocks_gemv_pass_rows: Option<u32>,
 }
 
 impl Overrides {
@@ -47,6 +49,11 @@ impl Overrides {
                 ));
             }
         }
+        check_count(
+            self.blocks_gemv_pass_rows,
+            8,
+            "activation rows per pass of the GEMV on GGUF blocks",
+        )?;
         Ok(self)
     }
 }

@@ -836,13 +836,16 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
     Ok(KernelChoice::CoopGemv(key))
 }
 
-/// Activation rows per pass of the GEMV on GGUF blocks: each invocation holds a piece's x of
-/// all of them in registers (32 values each).
+/// Activation rows per pass of the GEMV on GGUF blocks by default, and the most whose x each
+/// invocation holds in registers for all its rows (32 values per activation row); passes of
+/// more rows (up to [`MAX_M`], `Overrides::blocks_gemv_pass_rows`) load a piece's x again
+/// for each row.
 pub const BLOCKS_MAX_M: u32 = 4;
 
 /// The kernel on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form`: where
 /// [`runs_gemm`] says so the GEMM on blocks with the SIMT GEMM's tile and K groups, else the
-/// GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows (the last of the rows left) with
+/// GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows (the caller's fixed count; the last
+/// pass of the rows left) with
 /// the SIMT GEMV's workgroup and the row's rows per workgroup for calls of one pass or of
 /// several (`DeviceTuning::blocks_gemv_rows`; the caller's fixed count). `Unsupported` where
 /// the kernel does not fit the device.
@@ -862,7 +865,8 @@ fn blocks_choice(
             ty,
         }));
     }
-    let pass_rows = p.m.min(BLOCKS_MAX_M);
+    let pass_rows =
+        p.m.min(r.overrides().blocks_gemv_pass_rows.unwrap_or(BLOCKS_MAX_M));
     let (one_pass, passes) = r.row.blocks_gemv_rows;
     let rows = r
         .overrides()
@@ -876,6 +880,7 @@ fn blocks_choice(
         workgroup: r.simt.workgroup_for(form.layout.chunks),
         rows,
         m,
+        x_held: m <= BLOCKS_MAX_M,
         x_f16: p.x_f16,
         ty,
     };

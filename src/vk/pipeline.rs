@@ -479,6 +479,9 @@ pub struct BlocksKey {
     pub rows: u32,
     /// Activation rows (1..=8).
     pub m: u32,
+    /// Each invocation holds a piece's x of every activation row for all its rows (else it
+    /// loads them again per row).
+    pub x_held: bool,
     /// f16 activations.
     pub x_f16: bool,
     /// The block type.
@@ -486,14 +489,15 @@ pub struct BlocksKey {
 }
 
 impl BlocksKey {
-    /// The specialization constants by id (0..4) on a device of `subgroup` invocations.
-    pub fn spec_values(&self, subgroup: u32) -> [u32; 5] {
+    /// The specialization constants by id (0..5) on a device of `subgroup` invocations.
+    pub fn spec_values(&self, subgroup: u32) -> [u32; 6] {
         [
             self.workgroup,
             self.rows,
             self.m,
             self.x_f16 as u32,
             subgroup,
+            self.x_held as u32,
         ]
     }
 

@@ -30,7 +30,7 @@
 //! shape on the table's shapes and m (up to 8) within MS milliseconds (`q4vk_context_tune`)
 //! and runs the table on a context given its blob; `--load` prints load times instead
 //! (matrices from packed blobs against a plain copy of their bytes, `load.rs`); `--coop-tiles` keeps matrices in the SIMT layout and runs
-//! the tensor-core GEMM on it wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups (and the GEMM on GGUF blocks'), `--blocks-rows R` the GEMV on GGUF blocks' rows per workgroup, `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
+//! the tensor-core GEMM on it wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups (and the GEMM on GGUF blocks'), `--blocks-rows R` the GEMV on GGUF blocks' rows per workgroup, `--blocks-pass-rows P` its activation rows per pass (past 4 it loads x again per row), `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
 //! table (entries may be matrices too: `--shapes 4096x14336,3` runs 4096 × 14336 and row 3;
 //! `--quick` quarters them as well); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
 //! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
@@ -108,6 +108,8 @@ struct Options {
     gemm_ksplit: Option<u32>,
     /// `--blocks-rows R`: rows per workgroup of the GEMV on GGUF blocks.
     blocks_rows: Option<u32>,
+    /// `--blocks-pass-rows P`: activation rows per pass of the GEMV on GGUF blocks.
+    blocks_pass_rows: Option<u32>,
     /// `--coop-gemm-slices Z`: the tensor-core GEMM's K slices (on x in fragments).
     coop_gemm_slices: Option<u32>,
     /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
@@ -181,7 +183,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -191,7 +193,7 @@ fn main() {
     let mut block_type = None;
     let mut gemm_tile = None;
     let (mut gemm_ksplit, mut coop_gemm_slices) = (None, None);
-    let mut blocks_rows = None;
+    let (mut blocks_rows, mut blocks_pass_rows) = (None, None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
@@ -255,6 +257,7 @@ fn main() {
             }
             "--gemm-ksplit" => gemm_ksplit = Some(number()),
             "--blocks-rows" => blocks_rows = Some(number()),
+            "--blocks-pass-rows" => blocks_pass_rows = Some(number()),
             "--coop-gemm-slices" => coop_gemm_slices = Some(number()),
             "--workgroup" => wg = Some(number()),
             "--rows" => rows = Some(number()),
@@ -316,6 +319,7 @@ fn main() {
         gemm_tile,
         gemm_ksplit,
         blocks_rows,
+        blocks_pass_rows,
         coop_gemm_slices,
         offsets,
         act_order,
@@ -434,6 +438,7 @@ fn context(
                 simt_gemv_decode_once: opt.decode_once,
                 coop_tiles: opt.coop_tiles.then_some(true),
                 blocks_gemv_rows: opt.blocks_rows,
+                blocks_gemv_pass_rows: opt.blocks_pass_rows,
             },
             pipeline_statistics: opt.stats,
             ..Default::default()
