@@ -55,6 +55,7 @@
 mod data;
 mod jsonl;
 mod load;
+mod model;
 mod sweep;
 mod table;
 mod timing;
@@ -159,6 +160,8 @@ struct Options {
     tune: Option<u32>,
     /// `--load`: the load-time table (matrices from packed blobs) instead of the GEMV table.
     load: bool,
+    /// `--model NAME`: the model-step table (`model.rs`) instead of the GEMV table.
+    model: Option<model::ModelShape>,
 }
 
 impl Options {
@@ -183,7 +186,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load] [--model NAME]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -199,7 +202,7 @@ fn main() {
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
     let mut coop_tiles = false;
-    let (mut row, mut tune, mut load) = (None, None, false);
+    let (mut row, mut tune, mut load, mut model) = (None, None, false, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -293,6 +296,13 @@ fn main() {
                     .find(|t| t.name().eq_ignore_ascii_case(&name));
                 block_type = Some(ty.unwrap_or_else(|| usage()));
             }
+            "--model" => {
+                let name = args.next().unwrap_or_else(|| usage());
+                model = Some(model::model_named(&name).unwrap_or_else(|why| {
+                    eprintln!("q4vk-bench: {why}");
+                    std::process::exit(2)
+                }));
+            }
             _ => usage(),
         }
     }
@@ -344,6 +354,7 @@ fn main() {
         row,
         tune,
         load,
+        model,
     };
     if let Err(e) = run(&opt) {
         eprintln!("q4vk-bench: {e}");
@@ -539,6 +550,15 @@ fn run(opt: &Options) -> Result<()> {
         return Err(Error::Unsupported(
             "the compute queue has no timestamps".into(),
         ));
+    }
+    if let Some(shape) = opt.model {
+        println!(
+            "device: {} (path: {}; tuning row {})",
+            ctx.device_name(),
+            ctx.kernel_path(),
+            ctx.rules.row.name
+        );
+        return model::model_table(&ctx, opt, shape);
     }
     let mut lines = opt
         .jsonl

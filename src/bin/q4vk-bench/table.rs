@@ -350,7 +350,7 @@ impl Prepared {
 }
 
 /// A compute write before a compute read or write: what orders one call after the last.
-const COMPUTE_TO_COMPUTE: [(vk::PipelineStageFlags, vk::AccessFlags); 2] = [
+pub(crate) const COMPUTE_TO_COMPUTE: [(vk::PipelineStageFlags, vk::AccessFlags); 2] = [
     (
         vk::PipelineStageFlags::COMPUTE_SHADER,
         vk::AccessFlags::SHADER_WRITE,

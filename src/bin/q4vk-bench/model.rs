@@ -1,0 +1,348 @@
+//! `q4vk-bench --model NAME`: the linear layers of one decoder step of a model's shapes, every
+//! layer's seven matrices (Q, K, V, O, gate, up, down; random weights of the table's form,
+//! g128 int4 or `--type T` blocks) recorded into one command buffer as a decoder step runs
+//! them: Q, K and V on the layer's input, O on Q's output, gate and up on O's, down on
+//! gate's, which is the next layer's input; a barrier between dependent calls. No attention,
+//! norms or epilogues: the step's GEMVs and GEMMs alone. Timed between two timestamps, the
+//! median of runs, beside the time the step's bytes take at the copy bandwidth of the same
+//! run (the bandwidth ideal). `--quick`: two layers of a quarter of each dimension.
+
+use super::*;
+use ash::vk;
+use q4vk::error::Result;
+use q4vk::vk::context::Context;
+use q4vk::vk::gemv::{self, BufferRange, GemvParams, Room};
+use q4vk::vk::matrix::{DeviceMatrix, UploadRoute};
+use q4vk::vk::memory::{Buffer, MemoryKind};
+
+/// A decoder's linear-layer shapes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ModelShape {
+    /// The name `--model` takes.
+    pub(crate) name: &'static str,
+    /// Hidden size (Q and O: hidden × hidden).
+    pub(crate) hidden: usize,
+    /// Intermediate size (gate and up: intermediate × hidden; down: hidden × intermediate).
+    pub(crate) intermediate: usize,
+    /// K and V outputs (key-value heads × head size).
+    pub(crate) kv: usize,
+    /// Decoder layers.
+    pub(crate) layers: usize,
+}
+
+/// The models of `--model` (their configs' sizes).
+pub(crate) const MODELS: [ModelShape; 5] = [
+    ModelShape {
+        name: "Qwen2.5-1.5B",
+        hidden: 1536,
+        intermediate: 8960,
+        kv: 256,
+        layers: 28,
+    },
+    ModelShape {
+        name: "Llama-3.2-1B",
+        hidden: 2048,
+        intermediate: 8192,
+        kv: 512,
+        layers: 16,
+    },
+    ModelShape {
+        name: "Llama-3.2-3B",
+        hidden: 3072,
+        intermediate: 8192,
+        kv: 1024,
+        layers: 28,
+    },
+    ModelShape {
+        name: "Qwen2.5-7B",
+        hidden: 3584,
+        intermediate: 18944,
+        kv: 512,
+        layers: 28,
+    },
+    ModelShape {
+        name: "Llama-3.1-8B",
+        hidden: 4096,
+        intermediate: 14336,
+        kv: 1024,
+        layers: 32,
+    },
+];
+
+/// The model `--model` names (case-insensitive), or a message listing them.
+pub(crate) fn model_named(name: &str) -> std::result::Result<ModelShape, String> {
+    MODELS
+        .iter()
+        .find(|m| m.name.eq_ignore_ascii_case(name))
+        .copied()
+        .ok_or_else(|| {
+            let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
+            format!("--model {name}: one of {}", names.join(", "))
+        })
+}
+
+/// The activation buffers of a step: the layer input (and output of down), Q, K, V, O, gate
+/// and up outputs.
+#[derive(Clone, Copy)]
+enum Act {
+    Input,
+    Q,
+    K,
+    V,
+    O,
+    Gate,
+    Up,
+}
+
+/// One matrix of a layer: its rows (outputs), inputs, and the buffers it reads and writes.
+struct Linear {
+    n: usize,
+    k: usize,
+    from: Act,
+    to: Act,
+    /// Whether a barrier orders it after the call before (it reads what that one wrote).
+    after_barrier: bool,
+}
+
+/// A layer's seven matrices in the order a step records them.
+fn layer_linears(s: &ModelShape) -> [Linear; 7] {
+    let (h, i, kv) = (s.hidden, s.intermediate, s.kv);
+    let l = |n, k, from, to, after_barrier| Linear {
+        n,
+        k,
+        from,
+        to,
+        after_barrier,
+    };
+    [
+        l(h, h, Act::Input, Act::Q, true),
+        l(kv, h, Act::Input, Act::K, false),
+        l(kv, h, Act::Input, Act::V, false),
+        l(h, h, Act::Q, Act::O, true),
+        l(i, h, Act::O, Act::Gate, true),
+        l(i, h, Act::O, Act::Up, false),
+        l(h, i, Act::Gate, Act::Input, true),
+    ]
+}
+
+/// Prints the model-step table of `model` on `ctx`: one row per m of the table.
+pub(crate) fn model_table(ctx: &Context, opt: &Options, model: ModelShape) -> Result<()> {
+    let div = if opt.quick { 4 } else { 1 };
+    let shape = ModelShape {
+        hidden: model.hidden / div,
+        intermediate: model.intermediate / div,
+        kv: model.kv / div,
+        layers: if opt.quick { 2 } else { model.layers },
+        ..model
+    };
+    let linears = layer_linears(&shape);
+    let mut seed = 0x5_7E9u64;
+    let mut mats = Vec::with_capacity(shape.layers * linears.len());
+    for _ in 0..shape.layers {
+        for l in &linears {
+            mats.push(upload_random(ctx, opt, l.n, l.k, &mut seed)?);
+        }
+    }
+    let matrix_bytes: u64 = mats.iter().map(|m| m.form.device_bytes()).sum();
+    let copy = Copy::new(ctx, if opt.quick { 16 << 20 } else { 256 << 20 })?;
+    let copy_gbs = copy.bandwidth(ctx, if opt.quick { 3 } else { 20 }, opt.warm)?;
+    println!(
+        "model step: {} ({} layers, hidden {}, intermediate {}, K/V {}), weights {}; {:.1} MiB of matrices; copy bandwidth {copy_gbs:.0} GB/s",
+        shape.name,
+        shape.layers,
+        shape.hidden,
+        shape.intermediate,
+        shape.kv,
+        match opt.block_type {
+            Some(ty) => format!("GGUF {} blocks", ty.name()),
+            None => format!("int4 g{}", opt.group_size()),
+        },
+        matrix_bytes as f64 / f64::from(1 << 20)
+    );
+    println!("| m | step µs | µs per layer | MB read | ideal µs at copy bandwidth | % of ideal | kernels of the first layer |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for &m in &opt.ms {
+        let step = Step::new(ctx, opt, &shape, &linears, &mats, m)?;
+        let warm = Some((&copy, opt.warm));
+        let us = time_runs(ctx, opt.iters.clamp(3, 50), warm, |cmd, _| {
+            step.record(ctx, cmd)
+        })?;
+        let bytes = matrix_bytes + step.activation_bytes;
+        let ideal = bytes as f64 / (copy_gbs * 1e3);
+        println!(
+            "| {m} | {us:.1} | {:.2} | {:.1} | {ideal:.1} | {:.0}% | {} |",
+            us / shape.layers as f64,
+            bytes as f64 / 1e6,
+            100.0 * ideal / us,
+            step.kernels(ctx, &mats[..linears.len()])?
+        );
+    }
+    Ok(())
+}
+
+/// A device matrix of `n` × `k` random weights of the table's form.
+fn upload_random(
+    ctx: &Context,
+    opt: &Options,
+    n: usize,
+    k: usize,
+    seed: &mut u64,
+) -> Result<DeviceMatrix> {
+    match opt.block_type {
+        Some(ty) => {
+            let bytes = random_blocks(ty, n, k, seed);
+            DeviceMatrix::from_blocks(ctx, ty, n, k, &bytes, &mut UploadRoute::Queue)
+        }
+        None => {
+            let data = random_matrix_grouped(n, k, opt.group_size(), seed);
+            DeviceMatrix::new(ctx, &data, None, None)
+        }
+    }
+}
+
+/// A step at `m` activation rows: its activation buffers (x random, the rest written by the
+/// step), one workspace per matrix of a layer (Q, K and V run unordered) and the calls.
+struct Step<'a> {
+    linears: &'a [Linear],
+    mats: &'a [DeviceMatrix],
+    m: u32,
+    acts: Vec<(Buffer, u64)>,
+    workspaces: Vec<Option<(Buffer, u64)>>,
+    /// Bytes of x and y the step's calls move.
+    activation_bytes: u64,
+}
+
+impl<'a> Step<'a> {
+    fn new(
+        ctx: &Context,
+        opt: &Options,
+        shape: &ModelShape,
+        linears: &'a [Linear],
+        mats: &'a [DeviceMatrix],
+        m: u32,
+    ) -> Result<Step<'a>> {
+        let mb = u64::from(m);
+        let sizes = [
+            shape.hidden,
+            shape.hidden,
+            shape.kv,
+            shape.kv,
+            shape.hidden,
+            shape.intermediate,
+            shape.intermediate,
+        ];
+        let mut acts = Vec::new();
+        for (i, &size) in sizes.iter().enumerate() {
+            let bytes = 4 * mb * size as u64;
+            let buffer = match i {
+                0 => {
+                    let x: Vec<f32> = (0..m as usize).flat_map(|_| activations(size)).collect();
+                    let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    q4vk::vk::matrix::upload(ctx, &xv, "q4vk-bench model step input")?
+                }
+                _ => Buffer::new(
+                    &ctx.device,
+                    bytes,
+                    MemoryKind::Device,
+                    "q4vk-bench model step activations",
+                )?,
+            };
+            acts.push((buffer, bytes));
+        }
+        let mut workspaces = Vec::new();
+        for (l, mat) in linears.iter().zip(mats) {
+            let bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &params(l, m))?;
+            workspaces.push(match bytes > 0 && !opt.no_workspace {
+                true => Some((
+                    Buffer::new(
+                        &ctx.device,
+                        bytes,
+                        MemoryKind::Device,
+                        "q4vk-bench model step workspace",
+                    )?,
+                    bytes,
+                )),
+                false => None,
+            });
+        }
+        let activation_bytes = shape.layers as u64
+            * linears
+                .iter()
+                .map(|l| 4 * mb * (l.n + l.k) as u64)
+                .sum::<u64>();
+        Ok(Step {
+            linears,
+            mats,
+            m,
+            acts,
+            workspaces,
+            activation_bytes,
+        })
+    }
+
+    /// The range of activation buffer `a`.
+    fn act(&self, a: Act) -> BufferRange {
+        let (buffer, range) = &self.acts[a as usize];
+        BufferRange {
+            buffer: buffer.buffer,
+            offset: 0,
+            range: *range,
+        }
+    }
+
+    /// Records the whole step into `cmd`.
+    fn record(&self, ctx: &Context, cmd: vk::CommandBuffer) -> Result<()> {
+        let per_layer = self.linears.len();
+        for (i, mat) in self.mats.iter().enumerate() {
+            let l = &self.linears[i % per_layer];
+            if i > 0 && l.after_barrier {
+                // SAFETY: `cmd` is recording.
+                unsafe {
+                    q4vk::vk::submit::record_barrier(
+                        &ctx.device.device,
+                        cmd,
+                        COMPUTE_TO_COMPUTE[0],
+                        COMPUTE_TO_COMPUTE[1],
+                    )
+                };
+            }
+            let ws = self.workspaces[i % per_layer]
+                .as_ref()
+                .map(|(b, range)| BufferRange {
+                    buffer: b.buffer,
+                    offset: 0,
+                    range: *range,
+                });
+            let p = params(l, self.m);
+            gemv::record(ctx, cmd, mat, self.act(l.from), self.act(l.to), &p, ws)?;
+        }
+        Ok(())
+    }
+
+    /// The kernels the first layer's calls run, as the plan names them, distinct ones once.
+    fn kernels(&self, ctx: &Context, first: &[DeviceMatrix]) -> Result<String> {
+        let mut names: Vec<String> = Vec::new();
+        for ((l, mat), ws) in self.linears.iter().zip(first).zip(&self.workspaces) {
+            let room = ws.as_ref().map_or(Room::None, |(_, b)| Room::Bytes(*b));
+            let choice = gemv::decide(&ctx.rules, &mat.form, &params(l, self.m), room)?;
+            let name = choice.to_string();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        Ok(names.join("; "))
+    }
+}
+
+/// The parameters of `l`'s call at `m` rows: dense f32 x and y.
+fn params(l: &Linear, m: u32) -> GemvParams {
+    GemvParams {
+        m,
+        x_f16: false,
+        x_stride: l.k as u64,
+        y_stride: l.n as u64,
+        x_gathered: false,
+        x_round_f16: false,
+        workspace_filled: false,
+    }
+}
