@@ -65,42 +65,36 @@ float scale_half(uint i) {
     return (i & 2u) == 0u ? pair.x : pair.y;
 }
 
-// The four nibbles at shift `shift` of the bytes of word v, as floats.
-vec4 nibbles(uint v, uint shift) {
-    return vec4(uvec4(v >> shift, v >> (shift + 8u), v >> (shift + 16u), v >> (shift + 24u)) & 0xFu);
+// Small unsigned integers (below 2^23) less `bias` as floats without an integer-to-float
+// conversion (a slow instruction on some GPUs): each is ORed into the mantissa of 2^23 and
+// 2^23 + bias is subtracted, both exact.
+vec4 from_integers(uvec4 u, float bias) {
+    return uintBitsToFloat(u | uvec4(0x4B000000u)) - (8388608.0 + bias);
 }
 
-// The four signed bytes of word v.
+// The four bytes of v, each shifted right by `shift` and masked with `mask`.
+uvec4 byte_fields(uint v, uint shift, uint mask) {
+    return (uvec4(v) >> uvec4(shift, shift + 8u, shift + 16u, shift + 24u)) & uvec4(mask);
+}
+
+// The four signed bytes of word v (offset by 128 to unsigned, and back).
 vec4 signed_bytes(uint v) {
-    return vec4(ivec4(int(v << 24), int(v << 16), int(v << 8), int(v)) >> 24);
+    return from_integers(byte_fields(v ^ 0x80808080u, 0u, 0xFFu), 128.0);
 }
 
-// The four bits at bit b of the bytes of word v, times 16 (a fifth code bit).
-vec4 fifth_bits(uint v, uint b) {
-    return vec4(uvec4(v >> b, v >> (b + 8u), v >> (b + 16u), v >> (b + 24u)) & 1u) * 16.0;
-}
+// E2M1's 16 values doubled (integers: 0, 1, 2, 3, 4, 6, 8, 12, then their negatives) as
+// signed bytes, four per word, as IQ4_WORDS.
+const uvec4 FP4_WORDS = uvec4(0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu);
 
-// The four bit pairs at bit b of the bytes of word v, times 16 (Q6_K's high bits).
-vec4 high_pairs(uint v, uint b) {
-    return vec4(uvec4(v >> b, v >> (b + 8u), v >> (b + 16u), v >> (b + 24u)) & 3u) * 16.0;
-}
-
-// Four table values by the four nibbles at shift `shift` of the bytes of word v: E2M1's
-// values doubled (`fp4`; magnitude m < 4: m, then 2m − 4 and 4m − 16; bit 3 the sign), or
-// IQ4's (byte i & 3 of word i >> 2, chosen by selects).
-vec4 looked_up(uint v, uint shift, bool fp4) {
-    uvec4 i = uvec4(v >> shift, v >> (shift + 8u), v >> (shift + 16u), v >> (shift + 24u)) & 0xFu;
-    if (fp4) {
-        vec4 m = vec4(i & 7u);
-        vec4 value = mix(mix(m, 2.0 * m - 4.0, greaterThanEqual(m, vec4(4.0))), 4.0 * m - 16.0,
-                         greaterThanEqual(m, vec4(6.0)));
-        return mix(value, -value, notEqual(i & 8u, uvec4(0u)));
-    }
+// Four values of `table` (16 signed bytes, byte i & 3 of word i >> 2, chosen by selects:
+// IQ4_WORDS or FP4_WORDS) by the four nibbles at shift `shift` of the bytes of word v.
+vec4 looked_up(uint v, uint shift, uvec4 table) {
+    uvec4 i = byte_fields(v, shift, 0xFu);
     bvec4 high = notEqual(i & 8u, uvec4(0u));
     bvec4 odd = notEqual(i & 4u, uvec4(0u));
-    uvec4 word = mix(mix(uvec4(IQ4_WORDS.x), uvec4(IQ4_WORDS.y), odd),
-                     mix(uvec4(IQ4_WORDS.z), uvec4(IQ4_WORDS.w), odd), high);
-    return vec4(ivec4(word << (24u - 8u * (i & 3u))) >> 24);
+    uvec4 word = mix(mix(uvec4(table.x), uvec4(table.y), odd),
+                     mix(uvec4(table.z), uvec4(table.w), odd), high);
+    return from_integers(((word >> (8u * (i & 3u))) & 0xFFu) ^ 0x80u, 128.0);
 }
 
 // An unsigned E4M3 scale (bias 7) as f32.
@@ -152,29 +146,28 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
     uvec4 v = q[gb * QW + (TYPE == T_Q5_K ? 2u + piece : piece)];
     so = vec4(0.0);
     if (TYPE == T_Q5_0 || TYPE == T_Q5_1 || TYPE == T_Q4_1 || TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
-        // Byte j: input j low nibble, j + 16 high.
+        // Byte j: input j low nibble, j + 16 high; Q5_0's and Q5_1's fifth bits: bit j and
+        // j + 16 of qh.
+        uint h = TYPE == T_Q5_0 || TYPE == T_Q5_1 ? hb[gb] : 0u;
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
             if (TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
-                qa[c] = looked_up(v[c], 0u, TYPE == T_MXFP4);
-                qb[c] = looked_up(v[c], 4u, TYPE == T_MXFP4);
+                uvec4 table = TYPE == T_MXFP4 ? FP4_WORDS : IQ4_WORDS;
+                qa[c] = looked_up(v[c], 0u, table);
+                qb[c] = looked_up(v[c], 4u, table);
             } else {
-                qa[c] = nibbles(v[c], 0u);
-                qb[c] = nibbles(v[c], 4u);
-            }
-        }
-        if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
-            uint h = hb[gb];
-            [[unroll]] for (uint c = 0u; c < 4u; c++) {
-                uvec4 bits = uvec4(h >> (4u * c), h >> (4u * c + 1u), h >> (4u * c + 2u), h >> (4u * c + 3u));
-                qa[c] += vec4(bits & 1u) * 16.0;
-                qb[c] += vec4((bits >> 16) & 1u) * 16.0;
+                uvec4 lo = byte_fields(v[c], 0u, 0xFu);
+                uvec4 hi = byte_fields(v[c], 4u, 0xFu);
+                if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
+                    uvec4 bits = uvec4(h) >> uvec4(4u * c, 4u * c + 1u, 4u * c + 2u, 4u * c + 3u);
+                    lo |= (bits & 1u) << 4;
+                    hi |= ((bits >> 16) & 1u) << 4;
+                }
+                float bias = TYPE == T_Q5_0 ? 16.0 : 0.0;
+                qa[c] = from_integers(lo, bias);
+                qb[c] = from_integers(hi, bias);
             }
         }
         if (TYPE == T_Q5_0) {
-            [[unroll]] for (uint c = 0u; c < 4u; c++) {
-                qa[c] -= 16.0;
-                qb[c] -= 16.0;
-            }
             float d = scale_half(2u * gb);
             so = vec4(d, 0.0, d, 0.0);
         } else if (TYPE == T_Q5_1 || TYPE == T_Q4_1) {
@@ -198,14 +191,14 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
     } else if (TYPE == T_NVFP4) {
         // Word `piece`: sub-blocks 2 piece (bytes 0..7) and 2 piece + 1 (bytes 8..15);
         // byte j of a sub-block: input j low nibble, j + 8 high.
-        qa[0] = looked_up(v.x, 0u, true);
-        qa[1] = looked_up(v.y, 0u, true);
-        qa[2] = looked_up(v.x, 4u, true);
-        qa[3] = looked_up(v.y, 4u, true);
-        qb[0] = looked_up(v.z, 0u, true);
-        qb[1] = looked_up(v.w, 0u, true);
-        qb[2] = looked_up(v.z, 4u, true);
-        qb[3] = looked_up(v.w, 4u, true);
+        qa[0] = looked_up(v.x, 0u, FP4_WORDS);
+        qa[1] = looked_up(v.y, 0u, FP4_WORDS);
+        qa[2] = looked_up(v.x, 4u, FP4_WORDS);
+        qa[3] = looked_up(v.y, 4u, FP4_WORDS);
+        qb[0] = looked_up(v.z, 0u, FP4_WORDS);
+        qb[1] = looked_up(v.w, 0u, FP4_WORDS);
+        qb[2] = looked_up(v.z, 4u, FP4_WORDS);
+        qb[3] = looked_up(v.w, 4u, FP4_WORDS);
         uint s = a[gb] >> (16u * piece);
         so = vec4(ue4m3(s & 0xFFu) * 0.5, 0.0, ue4m3((s >> 8) & 0xFFu) * 0.5, 0.0);
     } else if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
@@ -213,16 +206,16 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
         // 2j + 1 high; Q5_K's fifth bits are bits 2j, 2j + 1 of the same bytes of qh.
         uint j = piece >> 1;
         uint h = piece & 1u;
+        uvec4 qh = TYPE == T_Q5_K ? q[gb * QW + h] : uvec4(0u);
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            qa[c] = nibbles(v[c], 0u);
-            qb[c] = nibbles(v[c], 4u);
-        }
-        if (TYPE == T_Q5_K) {
-            uvec4 qh = q[gb * QW + h];
-            [[unroll]] for (uint c = 0u; c < 4u; c++) {
-                qa[c] += fifth_bits(qh[c], 2u * j);
-                qb[c] += fifth_bits(qh[c], 2u * j + 1u);
+            uvec4 lo = byte_fields(v[c], 0u, 0xFu);
+            uvec4 hi = byte_fields(v[c], 4u, 0xFu);
+            if (TYPE == T_Q5_K) {
+                lo |= byte_fields(qh[c], 2u * j, 1u) << 4;
+                hi |= byte_fields(qh[c], 2u * j + 1u, 1u) << 4;
             }
+            qa[c] = from_integers(lo, 0.0);
+            qb[c] = from_integers(hi, 0.0);
         }
         uvec4 hdr = uvec4(a[4u * gb], a[4u * gb + 1u], a[4u * gb + 2u], a[4u * gb + 3u]);
         vec2 dm = unpackHalf2x16(hdr.x);
@@ -239,8 +232,9 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
         uvec4 qh = q[gb * QW + 8u + 2u * n + ((o & 31u) >> 4)];
         uint pa = 2u * (o >> 5);
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            qa[c] = nibbles(v[c], 0u) + high_pairs(qh[c], pa) - 32.0;
-            qb[c] = nibbles(v[c], 4u) + high_pairs(qh[c], pa + 4u) - 32.0;
+            qa[c] = from_integers(byte_fields(v[c], 0u, 0xFu) | byte_fields(qh[c], pa, 3u) << 4, 32.0);
+            qb[c] = from_integers(byte_fields(v[c], 4u, 0xFu) | byte_fields(qh[c], pa + 4u, 3u) << 4,
+                                  32.0);
         }
         uvec4 scales = q[gb * QW + 12u];
         uint ia = 8u * n + (o >> 4);
@@ -252,8 +246,8 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
     } else {
         // IQ4_XS: sub-block `piece`, input 32 piece + j low nibble, + 16 high.
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            qa[c] = looked_up(v[c], 0u, false);
-            qb[c] = looked_up(v[c], 4u, false);
+            qa[c] = looked_up(v[c], 0u, IQ4_WORDS);
+            qb[c] = looked_up(v[c], 4u, IQ4_WORDS);
         }
         uint w0 = a[2u * gb];
         uint lo = (a[2u * gb + 1u] >> (4u * piece)) & 0xFu;
