@@ -109,18 +109,18 @@ float e8m0_half(uint e) {
     return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
 }
 
-// Q4_K's and Q5_K's six-bit scale and minimum of sub-block j from its 12 scale bytes (words s1..s3).
-void k_scale_min(uvec3 s, uint j, out float sc, out float mn) {
-    // Byte i of the 12.
-    #define SB(i) ((s[(i) >> 2] >> (8u * ((i) & 3u))) & 0xFFu)
-    if (j < 4u) {
-        sc = float(SB(j) & 63u);
-        mn = float(SB(j + 4u) & 63u);
-    } else {
-        sc = float((SB(j + 4u) & 0xFu) | ((SB(j - 4u) >> 6) << 4));
-        mn = float((SB(j + 4u) >> 4) | ((SB(j) >> 6) << 4));
-    }
-    #undef SB
+// Q4_K's and Q5_K's six-bit scale and minimum of sub-block j (0..7) from its 12 scale bytes
+// (words s.x, s.y, s.z), without branches (neighbouring invocations take different j):
+// sub-blocks 0..3 keep the low six bits of bytes j and j + 4; 4..7 the nibbles of byte
+// j + 4 with the top two bits of bytes j - 4 and j above them.
+uvec2 k_scale_min(uvec3 s, uint j) {
+    uint at = 8u * (j & 3u);
+    uint a = (s.x >> at) & 0xFFu;
+    uint b = (s.y >> at) & 0xFFu;
+    uint c = (s.z >> at) & 0xFFu;
+    uvec2 low = uvec2(a, b) & 63u;
+    uvec2 high = uvec2(c & 0xFu, c >> 4) | (uvec2(a, b) >> 6) << 4;
+    return j < 4u ? low : high;
 }
 
 // The first inputs within a block of piece `piece`'s two runs of 16.
@@ -219,10 +219,8 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
         }
         uvec4 hdr = uvec4(a[4u * gb], a[4u * gb + 1u], a[4u * gb + 2u], a[4u * gb + 3u]);
         vec2 dm = unpackHalf2x16(hdr.x);
-        float sc0, m0, sc1, m1;
-        k_scale_min(hdr.yzw, 2u * j, sc0, m0);
-        k_scale_min(hdr.yzw, 2u * j + 1u, sc1, m1);
-        so = vec4(dm.x * sc0, -(dm.y * m0), dm.x * sc1, -(dm.y * m1));
+        vec4 sm = from_integers(uvec4(k_scale_min(hdr.yzw, 2u * j), k_scale_min(hdr.yzw, 2u * j + 1u)), 0.0);
+        so = vec4(dm.x * sm.x, -(dm.y * sm.y), dm.x * sm.z, -(dm.y * sm.w));
     } else if (TYPE == T_Q6_K) {
         // ql word `piece` = bytes o .. o + 15 of half n's 64: inputs 128n + o + t (low) and
         // 128n + 64 + o + t (high); their two high bits: pairs o/32 and 2 + o/32 of
