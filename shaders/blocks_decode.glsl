@@ -48,6 +48,9 @@ const bool HAS_MIN = TYPE == T_Q5_1 || TYPE == T_Q5_K || TYPE == T_Q4_1 || TYPE 
 
 layout(set = 0, binding = 0) coherent readonly buffer Codes { uvec4 q[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { uint a[]; };
+// The same stream as 16-byte words (Q4_K's and Q5_K's 16 scale bytes per block: one load;
+// every part's streams start 16-byte aligned).
+layout(set = 0, binding = 1) readonly buffer Scales16 { uvec4 a16[]; };
 layout(set = 0, binding = 2) readonly buffer HighBits { uint hb[]; };
 
 // IQ4_NL's and IQ4_XS's 16 values as signed bytes, four per word (no arrays: drivers turn
@@ -217,7 +220,7 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
             qa[c] = from_integers(lo, 0.0);
             qb[c] = from_integers(hi, 0.0);
         }
-        uvec4 hdr = uvec4(a[4u * gb], a[4u * gb + 1u], a[4u * gb + 2u], a[4u * gb + 3u]);
+        uvec4 hdr = a16[gb];
         vec2 dm = unpackHalf2x16(hdr.x);
         vec4 sm = from_integers(uvec4(k_scale_min(hdr.yzw, 2u * j), k_scale_min(hdr.yzw, 2u * j + 1u)), 0.0);
         so = vec4(dm.x * sm.x, -(dm.y * sm.y), dm.x * sm.z, -(dm.y * sm.w));

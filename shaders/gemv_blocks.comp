@@ -131,6 +131,20 @@ void main() {
                 }
             }
         }
+        // The runs' sums of x (for the types with minima), once for all rows where x is held.
+        vec2 xsum[M];
+        [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+            xsum[mi] = vec2(0.0);
+            if (HAS_MIN && X_HELD) {
+                vec4 xa[4];
+                vec4 xb[4];
+                [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                    xa[i] = held[8u * mi + i];
+                    xb[i] = held[8u * mi + 4u + i];
+                }
+                xsum[mi] = vec2(run_sum(xa), run_sum(xb));
+            }
+        }
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
             uint row = min(row0 + r, last_row);
             vec4 qa[4];
@@ -153,8 +167,9 @@ void main() {
                 t = fma(so.x, run_dot(qa, xa), t);
                 t = fma(so.z, run_dot(qb, xb), t);
                 if (HAS_MIN) {
-                    t = fma(so.y, run_sum(xa), t);
-                    t = fma(so.w, run_sum(xb), t);
+                    vec2 sums = X_HELD ? xsum[mi] : vec2(run_sum(xa), run_sum(xb));
+                    t = fma(so.y, sums.x, t);
+                    t = fma(so.w, sums.y, t);
                 }
                 acc[mi * ROWS + r] = t;
             }
