@@ -241,9 +241,10 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
         uint ia = 8u * n + (o >> 4);
         uint ib = ia + 4u;
         float d = scale_half(2u * gb);
-        float sca = float(int(scales[ia >> 2] << (24u - 8u * (ia & 3u))) >> 24);
-        float scb = float(int(scales[ib >> 2] << (24u - 8u * (ib & 3u))) >> 24);
-        so = vec4(d * sca, 0.0, d * scb, 0.0);
+        // The two runs' signed 8-bit scales, offset by 128 to unsigned and back.
+        uvec2 sc = (uvec2(scales[ia >> 2], scales[ib >> 2]) >> (8u * uvec2(ia & 3u, ib & 3u))) & 0xFFu;
+        vec4 scf = from_integers(uvec4(sc ^ 0x80u, 0u, 0u), 128.0);
+        so = vec4(d * scf.x, 0.0, d * scf.y, 0.0);
     } else {
         // IQ4_XS: sub-block `piece`, input 32 piece + j low nibble, + 16 high.
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
@@ -254,7 +255,7 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
         uint lo = (a[2u * gb + 1u] >> (4u * piece)) & 0xFu;
         uint hi = (w0 >> (16u + 2u * piece)) & 3u;
         float d = unpackHalf2x16(w0).x;
-        float dl = d * float(int(lo | (hi << 4)) - 32);
+        float dl = d * from_integers(uvec4(lo | (hi << 4)), 32.0).x;
         so = vec4(dl, 0.0, dl, 0.0);
     }
 }
