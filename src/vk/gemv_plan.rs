@@ -665,13 +665,19 @@ impl fmt::Display for Choice {
                     write!(out, ", portable")?;
                 }
             }
-            KernelChoice::BlocksGemv { key, .. } => write!(
-                out,
-                "GEMV on GGUF {} blocks, workgroup {}, {} rows per pass",
-                key.ty.name(),
-                key.workgroup,
-                key.m
-            )?,
+            KernelChoice::BlocksGemv { key, .. } => {
+                write!(
+                    out,
+                    "GEMV on GGUF {} blocks, workgroup {}, {} rows per workgroup, {} per pass",
+                    key.ty.name(),
+                    key.workgroup,
+                    key.rows,
+                    key.m
+                )?;
+                if !key.x_held {
+                    write!(out, ", x per row")?;
+                }
+            }
             KernelChoice::BlocksGemm(key) => {
                 let t = key.tile;
                 write!(
