@@ -88,7 +88,7 @@ float run_sum(vec4 xv[4]) {
 
 const uint MR = M * ROWS;
 // A piece loads its x once for all its rows (32 registers per activation row): the rules
-// run this kernel in passes of at most 4 activation rows (`vk::gemv_plan::BLOCKS_MAX_M`).
+// run this kernel in passes of at most 4 activation rows (`vk::pipeline::BLOCKS_MAX_M`).
 #ifdef SUBGROUP
 shared float red[(WORKGROUP / SUBGROUP_SIZE) * MR];
 #else

@@ -10,7 +10,7 @@ use super::matrix_form::MatrixForm;
 use super::params::{GemvParams, MAX_M};
 use super::pipeline::{
     BlocksGemmKey, BlocksKey, CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey,
-    Pipelines, Push, SlicesKey, TilesKey, DIGITS_WORKGROUP,
+    Pipelines, Push, SlicesKey, TilesKey, BLOCKS_MAX_M, DIGITS_WORKGROUP,
 };
 use super::rules::Rules;
 use super::x_fragments::FragmentGeometry;
@@ -674,7 +674,7 @@ impl fmt::Display for Choice {
                     key.rows,
                     key.m
                 )?;
-                if !key.x_held {
+                if !key.x_held() {
                     write!(out, ", x per row")?;
                 }
             }
@@ -842,19 +842,12 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
     Ok(KernelChoice::CoopGemv(key))
 }
 
-/// Activation rows per pass of the GEMV on GGUF blocks by default, and the most whose x each
-/// invocation holds in registers for all its rows (32 values per activation row); passes of
-/// more rows (up to [`MAX_M`], `Overrides::blocks_gemv_pass_rows`) load a piece's x again
-/// for each row.
-pub const BLOCKS_MAX_M: u32 = 4;
-
 /// The kernel on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form`: where
 /// [`runs_gemm`] says so the GEMM on blocks with the SIMT GEMM's tile and K groups, else the
-/// GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows (the caller's fixed count; the last
-/// pass of the rows left) with
-/// the SIMT GEMV's workgroup and the row's rows per workgroup for calls of one pass or of
-/// several (`DeviceTuning::blocks_gemv_rows`; the caller's fixed count). `Unsupported` where
-/// the kernel does not fit the device.
+/// GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows (or the caller's fixed count; the
+/// last pass of the rows left), with the SIMT GEMV's workgroup and the row's rows per
+/// workgroup for calls of one pass or of several (`DeviceTuning::blocks_gemv_rows`; or the
+/// caller's fixed count). `Unsupported` where the kernel does not fit the device.
 fn blocks_choice(
     r: &Rules,
     form: &MatrixForm,
@@ -886,7 +879,6 @@ fn blocks_choice(
         workgroup: r.simt.workgroup_for(form.layout.chunks),
         rows,
         m,
-        x_held: m <= BLOCKS_MAX_M,
         x_f16: p.x_f16,
         ty,
     };

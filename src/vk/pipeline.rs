@@ -479,16 +479,24 @@ pub struct BlocksKey {
     pub rows: u32,
     /// Activation rows (1..=8).
     pub m: u32,
-    /// Each invocation holds a piece's x of every activation row for all its rows (else it
-    /// loads them again per row).
-    pub x_held: bool,
     /// f16 activations.
     pub x_f16: bool,
     /// The block type.
     pub ty: BlockType,
 }
 
+/// The most activation rows per pass of the GEMV on GGUF blocks whose x each invocation
+/// holds in registers for all its rows (32 values per activation row), and the rules'
+/// default pass; passes of more rows load a piece's x again for each row.
+pub const BLOCKS_MAX_M: u32 = 4;
+
 impl BlocksKey {
+    /// Whether each invocation holds a piece's x of every activation row for all its rows
+    /// (else it loads them again per row).
+    pub fn x_held(&self) -> bool {
+        self.m <= BLOCKS_MAX_M
+    }
+
     /// The specialization constants by id (0..5) on a device of `subgroup` invocations.
     pub fn spec_values(&self, subgroup: u32) -> [u32; 6] {
         [
@@ -497,7 +505,7 @@ impl BlocksKey {
             self.m,
             self.x_f16 as u32,
             subgroup,
-            self.x_held as u32,
+            self.x_held() as u32,
         ]
     }
 
@@ -768,6 +776,15 @@ fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> 
                 .stage_flags(vk::ShaderStageFlags::COMPUTE)
         })
         .collect()
+}
+
+/// The module slot of block type `ty` among `slots` (one per [`BlockType::ALL`] entry).
+fn type_slot<T>(slots: &[T; BlockType::ALL.len()], ty: BlockType) -> Result<&T> {
+    BlockType::ALL
+        .iter()
+        .position(|&t| t == ty)
+        .map(|i| &slots[i])
+        .ok_or_else(|| Error::Internal("a block type without a build".into()))
 }
 
 /// Creates a shader module from embedded SPIR-V, named "q4vk shader module `name`" (the
@@ -1059,11 +1076,7 @@ impl Pipelines {
             )));
         }
         self.blocks_pipelines.get_or_create(key, |name| {
-            let slot = BlockType::ALL
-                .iter()
-                .position(|&t| t == key.ty)
-                .map(|i| &self.blocks_modules[i])
-                .ok_or_else(|| Error::Internal("a block type without a build".into()))?;
+            let slot = type_slot(&self.blocks_modules, key.ty)?;
             let spv = shaders::gemv_blocks(key.ty, self.portable);
             let module = self.lazy_module(slot, spv, &format!("gemv_blocks {}", key.ty.name()))?;
             self.create(module, &key.spec_values(self.tuning.subgroup), name)
@@ -1074,11 +1087,7 @@ impl Pipelines {
     /// first time) on first use.
     pub fn get_blocks_gemm(&self, key: BlocksGemmKey) -> Result<vk::Pipeline> {
         self.blocks_gemm_pipelines.get_or_create(key, |name| {
-            let slot = BlockType::ALL
-                .iter()
-                .position(|&t| t == key.ty)
-                .map(|i| &self.blocks_gemm_modules[i])
-                .ok_or_else(|| Error::Internal("a block type without a build".into()))?;
+            let slot = type_slot(&self.blocks_gemm_modules, key.ty)?;
             let spv = shaders::gemm_blocks(key.ty);
             let module = self.lazy_module(slot, spv, &format!("gemm_blocks {}", key.ty.name()))?;
             self.create(module, &key.spec_values(), name)

@@ -94,6 +94,28 @@ enum Act {
     Up,
 }
 
+impl Act {
+    /// Every buffer, in the order of their index (`as usize`).
+    const ALL: [Act; 7] = [
+        Act::Input,
+        Act::Q,
+        Act::K,
+        Act::V,
+        Act::O,
+        Act::Gate,
+        Act::Up,
+    ];
+
+    /// Values per activation row.
+    fn size(self, s: &ModelShape) -> usize {
+        match self {
+            Act::Input | Act::Q | Act::O => s.hidden,
+            Act::K | Act::V => s.kv,
+            Act::Gate | Act::Up => s.intermediate,
+        }
+    }
+}
+
 /// One matrix of a layer: its rows (outputs), inputs, and the buffers it reads and writes.
 struct Linear {
     n: usize,
@@ -222,20 +244,12 @@ impl<'a> Step<'a> {
         m: u32,
     ) -> Result<Step<'a>> {
         let mb = u64::from(m);
-        let sizes = [
-            shape.hidden,
-            shape.hidden,
-            shape.kv,
-            shape.kv,
-            shape.hidden,
-            shape.intermediate,
-            shape.intermediate,
-        ];
         let mut acts = Vec::new();
-        for (i, &size) in sizes.iter().enumerate() {
+        for act in Act::ALL {
+            let size = act.size(shape);
             let bytes = 4 * mb * size as u64;
-            let buffer = match i {
-                0 => {
+            let buffer = match act {
+                Act::Input => {
                     let x: Vec<f32> = (0..m as usize).flat_map(|_| activations(size)).collect();
                     let xv: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
                     q4vk::vk::matrix::upload(ctx, &xv, "q4vk-bench model step input")?
