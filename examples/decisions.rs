@@ -10,7 +10,7 @@
 
 use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
-use q4vk::vk::gemv::{self, GemvParams, Room};
+use q4vk::vk::gemv::{self, Epilogue, GemvParams, Room};
 use q4vk::vk::log::Logger;
 use q4vk::vk::matrix::DeviceMatrix;
 use std::borrow::Cow;
@@ -183,6 +183,7 @@ fn main() {
                             x_gathered: false,
                             x_round_f16,
                             workspace_filled: false,
+                            epilogue: Epilogue::NONE,
                         };
                         writeln!(
                             out,

@@ -81,7 +81,7 @@ FIELD(q4vk_buffer_ref, range, 16, uint64_t);
 
 /* v0 ended at y_row_stride (80 bytes, still accepted as struct_size); workspace was
    appended after it. */
-_Static_assert(sizeof(struct q4vk_gemv_args) == 104, "q4vk_gemv_args size");
+_Static_assert(sizeof(struct q4vk_gemv_args) == 176, "q4vk_gemv_args size");
 FIELD(q4vk_gemv_args, struct_size, 0, uint32_t);
 FIELD(q4vk_gemv_args, flags, 4, uint32_t);
 FIELD(q4vk_gemv_args, m, 8, uint32_t);
@@ -91,6 +91,15 @@ FIELD(q4vk_gemv_args, y, 40, q4vk_buffer_ref);
 FIELD(q4vk_gemv_args, x_row_stride, 64, uint64_t);
 FIELD(q4vk_gemv_args, y_row_stride, 72, uint64_t);
 FIELD(q4vk_gemv_args, workspace, 80, q4vk_buffer_ref);
+FIELD(q4vk_gemv_args, bias, 104, q4vk_buffer_ref);
+FIELD(q4vk_gemv_args, residual, 128, q4vk_buffer_ref);
+FIELD(q4vk_gemv_args, gate, 152, q4vk_buffer_ref);
+_Static_assert(Q4VK_GEMV_F16_OUTPUT == 0x8, "Q4VK_GEMV_F16_OUTPUT");
+_Static_assert(Q4VK_GEMV_BIAS == 0x10, "Q4VK_GEMV_BIAS");
+_Static_assert(Q4VK_GEMV_BIAS_F16 == 0x20, "Q4VK_GEMV_BIAS_F16");
+_Static_assert(Q4VK_GEMV_RESIDUAL == 0x40, "Q4VK_GEMV_RESIDUAL");
+_Static_assert(Q4VK_GEMV_SILU_GATE == 0x80, "Q4VK_GEMV_SILU_GATE");
+_Static_assert(Q4VK_GEMV_GELU_GATE == 0x100, "Q4VK_GEMV_GELU_GATE");
 
 _Static_assert(sizeof(struct q4vk_gemv_host_args) == 48, "q4vk_gemv_host_args size");
 FIELD(q4vk_gemv_host_args, struct_size, 0, uint32_t);

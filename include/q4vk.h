@@ -148,7 +148,8 @@
 // adding kernel after, see `q4vk_cmd_gemv`). For matrices that share x (Q, K and V; gate and up): the first
 // call runs the pre-pass, the others pass this flag and skip its cost. The caller
 // guarantees that an earlier `q4vk_cmd_gemv` without this flag wrote the workspace from
-// the same x (unchanged since, same m, row stride and other flags) for a matrix whose
+// the same x (unchanged since, same m, row stride and other flags but the epilogue's and
+// `Q4VK_GEMV_F16_OUTPUT`, which the pre-pass does not read) for a matrix whose
 // `q4vk_gemv_workspace_key` equals this matrix's, and that its recording is ordered before
 // this call's kernel (earlier in the same command buffer needs nothing more: that call's
 // barrier after its pre-pass covers every later compute read), and that nothing wrote the
@@ -159,6 +160,37 @@
 // the flag changes nothing. Not checkable by q4vk: a workspace that does not hold that
 // output gives wrong results (never a fault: every read stays within the workspace).
 #define Q4VK_GEMV_REUSE_WORKSPACE 4
+
+// y is f16 (IEEE binary16, rounded from the f32 result) instead of f32, and so are the
+// epilogue's gate and residual: y needs `((m-1)·y_row_stride + n)` f16 values, rounded up
+// to 4 bytes. Elements between rows of y keep their bits, also where one shares a 32-bit
+// word with an element of y (each element is written by clearing and setting its half of
+// the word atomically). Needs nothing from the device. `q4vk_cmd_gemv` and bindings only.
+#define Q4VK_GEMV_F16_OUTPUT 8
+
+// Epilogue: `args->bias`, n values (f32, or f16 with `Q4VK_GEMV_BIAS_F16`), is added to
+// every row: `y[t][i] = (W x)[t][i] + bias[i]`. The epilogue runs in the kernel that
+// writes y, in this order: bias, gate, residual, then y's rounding to f16 where
+// `Q4VK_GEMV_F16_OUTPUT` asks for it. `q4vk_cmd_gemv` and bindings only.
+#define Q4VK_GEMV_BIAS 16
+
+// With `Q4VK_GEMV_BIAS`: the bias is f16 (n values, rounded up to 4 bytes).
+#define Q4VK_GEMV_BIAS_F16 32
+
+// Epilogue: `args->residual` (y's shape, row stride and type) is added last:
+// `y[t][i] = … + residual[t][i]`. The residual may be y itself (the same buffer and
+// offset: `y += W x`), else it must not overlap y.
+#define Q4VK_GEMV_RESIDUAL 64
+
+// Epilogue: the sum (with its bias) is multiplied by `silu(g) = g / (1 + e^-g)` of
+// `args->gate` (y's shape, row stride and type): with the gate projection's output as
+// `gate`, the up projection's call writes SwiGLU's `silu(x·Wg) ⊙ (x·Wu)`. Not with
+// `Q4VK_GEMV_GELU_GATE`.
+#define Q4VK_GEMV_SILU_GATE 128
+
+// Epilogue: as `Q4VK_GEMV_SILU_GATE` with GELU in its tanh form (GeGLU):
+// `gelu(g) = 0.5·g·(1 + tanh(sqrt(2/π)·(g + 0.044715·g³)))`.
+#define Q4VK_GEMV_GELU_GATE 256
 
 // `q4vk_kernel_export_desc.export_flags`: export the extended kernel, whose bindings 5
 // (`Q4VK_BINDING_OFFSETS`) and 6 (`Q4VK_BINDING_K_ORDER`) follow the v0 five, for every
@@ -409,7 +441,8 @@ typedef struct q4vk_gemv_args {
   // float arithmetic, which Vulkan leaves to it (the H200's driver does in the
   // tensor-core kernels); the integer dot-product GEMV keeps them.
   struct q4vk_buffer_ref x;
-  // Buffer receiving `y[m][n]` (f32); needs `((m-1)·y_row_stride + n)·4` bytes; must not
+  // Buffer receiving `y[m][n]` (f32, or f16 with `Q4VK_GEMV_F16_OUTPUT`); needs
+  // `((m-1)·y_row_stride + n)·4` bytes (f16: half, rounded up to 4 bytes); must not
   // overlap x. Elements between rows are not written.
   struct q4vk_buffer_ref y;
   // Elements between rows of x; 0 = k.
@@ -427,6 +460,18 @@ typedef struct q4vk_gemv_args {
   // `Q4VK_GEMV_ROUND_X_TO_F16`). Its contents before and after the call mean nothing;
   // command buffers executing at the same time need distinct workspaces.
   struct q4vk_buffer_ref workspace;
+  // Optional (appended after `workspace`; older callers read as null): with
+  // `Q4VK_GEMV_BIAS`, n values added to every row of y (f32, f16 with
+  // `Q4VK_GEMV_BIAS_F16`); else `buffer` must be 0. Must not overlap y.
+  struct q4vk_buffer_ref bias;
+  // Optional (appended): with `Q4VK_GEMV_RESIDUAL`, values added to y last, laid out as
+  // y (`y_row_stride` apart, y's type and extent); y itself for `y += W x`, else apart
+  // from y. Without the flag `buffer` must be 0.
+  struct q4vk_buffer_ref residual;
+  // Optional (appended): with `Q4VK_GEMV_SILU_GATE` or `Q4VK_GEMV_GELU_GATE`, the values
+  // whose activation multiplies the sums, laid out as y; must not overlap y. Without
+  // them `buffer` must be 0.
+  struct q4vk_buffer_ref gate;
 } q4vk_gemv_args;
 
 // Arguments of `q4vk_gemv_host`. Initialize with `q4vk_gemv_host_args_default`.
@@ -1015,6 +1060,10 @@ typedef struct q4vk_staging {
 
 
 
+
+
+
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1169,7 +1218,9 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
                            const struct q4vk_matrix *mat,
                            const struct q4vk_gemv_host_args *args);
 
-// Records `y = W·x` (as `q4vk_gemv`, any m ≥ 1) into the host's `command_buffer`
+// Records `y = W·x` (as `q4vk_gemv`, any m ≥ 1), with the epilogue `args->flags` asks for
+// (`Q4VK_GEMV_BIAS`, `Q4VK_GEMV_SILU_GATE`, `Q4VK_GEMV_RESIDUAL`, `Q4VK_GEMV_F16_OUTPUT`
+// …), into the host's `command_buffer`
 // (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the
 // context's device: matrix buffers are `VK_SHARING_MODE_CONCURRENT` over all of the
 // device's queue families when it has more than one, so no ownership transfer is needed).
@@ -1179,7 +1230,8 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
 //
 // State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
 // (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
-// binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
+// binding 0, y at binding 1, the epilogue's bias, residual and gate at 2, 3 and 4, x
+// standing in for those the call has none of: pushed with `vkCmdPushDescriptorSetKHR` when
 // `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
 // `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
 // part, descriptor set 0 (owned by the matrix, immutable) and 48
@@ -1224,12 +1276,15 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
 // aliased or pooled for other work) are ordered before the call against the compute
 // stage's writes and after it against the compute stage's reads and writes.
 //
-// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
-// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap, a
-// range of `VK_WHOLE_SIZE`; on a `Q4VK_CONTEXT_STRICT_SIZES` context an x or y range
-// larger than the call uses),
-// `BUFFER_TOO_SMALL` (a range, the workspace's included), `UNSUPPORTED` (x or y beyond the
-// limits above; a CPU context), `VULKAN` (pipeline creation).
+// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer, an epilogue
+// flag without its buffer), `INVALID_ARGUMENT` (struct_size, unknown flags or
+// combinations, reserved0, strides, offsets, overlap, a range of `VK_WHOLE_SIZE`, an
+// epilogue buffer without its flag; on a `Q4VK_CONTEXT_STRICT_SIZES` context an x or y
+// range larger than the call uses),
+// `BUFFER_TOO_SMALL` (a range, the workspace's and the epilogue's included),
+// `UNSUPPORTED` (x or y beyond the limits above; a CPU context; f16 y on a device whose
+// `vulkanMemoryModel` is enabled without `vulkanMemoryModelDeviceScope`), `VULKAN`
+// (pipeline creation).
 // Thread-safe for distinct command buffers (a command buffer itself is externally
 // synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
 // command buffer's execution.

@@ -11,7 +11,10 @@ layout(set = 0, binding = 0) coherent readonly buffer Weights { uvec4 w[]; };
 layout(set = 0, binding = 1) readonly buffer Scales { float s[]; };
 layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
 layout(set = 0, binding = 2) readonly buffer Offsets { float group_offset[]; };
-layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
+#define XY_SET 1
+#define Y_BINDING 1
+layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
+#include "epilogue.glsl"
 
 // Staged B is column-major (element (k, column) at column * KPAD + k), held as uvec2 (four
 // f16 each, KPAD4 per column) so that an invocation's four consecutive k of one column are

@@ -39,6 +39,7 @@ layout(constant_id = 5) const uint KSPLIT = 1;
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
 layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
+#include "epilogue.glsl"
 
 const uint WORKGROUP = gl_WorkGroupSize.x;
 const uint GROUP = WORKGROUP / KSPLIT; // invocations per K group
@@ -198,7 +199,7 @@ void main() {
         [[unroll]] for (uint j = 0u; j < RM; j++) {
             uint tok = tok0 + own_token(ty, j);
             if (row < p.rows && tok < p.m) {
-                y[tok * p.y_stride + p.row_base + row] = acc[i * RM + j];
+                store_y(tok, row, acc[i * RM + j]);
             }
         }
     }

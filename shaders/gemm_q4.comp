@@ -245,7 +245,7 @@ void main() {
         [[unroll]] for (uint j = 0u; j < RM; j++) {
             uint tok = tok0 + own_token(ty, j);
             if (row < p.rows && tok < p.m) {
-                y[tok * p.y_stride + p.row_base + row] = acc[i * RM + j];
+                store_y(tok, row, acc[i * RM + j]);
             }
         }
     }

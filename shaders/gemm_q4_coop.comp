@@ -439,7 +439,7 @@ void main() {
                     uint part = p.partials + gl_NumWorkGroups.z * p.m * p.row_base;
                     partials_out[part + (slice * p.m + tok) * p.rows + row] = acc[t][h][e];
 #else
-                    y[tok * p.y_stride + p.row_base + row] = acc[t][h][e];
+                    store_y(tok, row, acc[t][h][e]);
 #endif
                 }
             }

@@ -242,7 +242,7 @@ void main() {
         uint row = row0 + o / TOKENS;
         uint tok = tok0 + o % TOKENS;
         if (o < ROWS * TOKENS && row < p.rows && tok < p.m) {
-            y[tok * p.y_stride + p.row_base + row] = acc[q];
+            store_y(tok, row, acc[q]);
         }
     }
 }

@@ -17,7 +17,10 @@ layout(constant_id = 1) const uint SLICES = 2;
 #include "q4_common.glsl"
 
 layout(set = 1, binding = 0) readonly buffer Partials { float partial[]; };
-layout(set = 1, binding = 1) writeonly buffer Y { float y[]; };
+#define XY_SET 1
+#define Y_BINDING 1
+layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
+#include "epilogue.glsl"
 
 void main() {
     uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -36,5 +39,5 @@ void main() {
     [[unroll]] for (uint z = 1u; z < SLICES; z++) {
         sum += partial[at + z * slice_words];
     }
-    y[tok * p.y_stride + p.row_base + row] = sum;
+    store_y(tok, row, sum);
 }

@@ -37,6 +37,7 @@ layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
 layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
+#include "epilogue.glsl"
 
 // The 16 activations k0 .. k0 + 15 of activation row mi.
 void load_run(uint mi, uint k0, out vec4 xv[4]) {
@@ -182,7 +183,7 @@ void main() {
             float v = subgroupAdd(acc[i]);
             uint row = row0 + i % ROWS;
             if (subgroupElect() && row < p.rows) {
-                y[token_row(i / ROWS) * p.y_stride + p.row_base + row] = v;
+                store_y(token_row(i / ROWS), row, v);
             }
         }
         return;
@@ -201,7 +202,7 @@ void main() {
         }
         uint row = row0 + i % ROWS;
         if (row < p.rows) {
-            y[token_row(i / ROWS) * p.y_stride + p.row_base + row] = v;
+            store_y(token_row(i / ROWS), row, v);
         }
     }
 #else
@@ -220,7 +221,7 @@ void main() {
     for (uint i = tid; i < MR; i += WORKGROUP) {
         uint row = row0 + i % ROWS;
         if (row < p.rows) {
-            y[token_row(i / ROWS) * p.y_stride + p.row_base + row] = red[i];
+            store_y(token_row(i / ROWS), row, red[i]);
         }
     }
 #endif

@@ -360,7 +360,7 @@ void main() {
             uint mi = i / ROWS;
             uint row = row0 + i % ROWS;
             if (subgroupElect() && row < p.rows) {
-                y[token_row(mi) * p.y_stride + p.row_base + row] = v;
+                store_y(token_row(mi), row, v);
             }
         }
         return;
@@ -381,7 +381,7 @@ void main() {
         uint mi = i / ROWS;
         uint row = row0 + i % ROWS;
         if (row < p.rows) {
-            y[token_row(mi) * p.y_stride + p.row_base + row] = v;
+            store_y(token_row(mi), row, v);
         }
     }
 #else
@@ -401,7 +401,7 @@ void main() {
         uint mi = i / ROWS;
         uint row = row0 + i % ROWS;
         if (row < p.rows) {
-            y[token_row(mi) * p.y_stride + p.row_base + row] = red[i];
+            store_y(token_row(mi), row, red[i]);
         }
     }
 #endif

@@ -235,7 +235,7 @@ void main() {
             for (uint q = 0u; q < SUBGROUPS; q++) {
                 v += red[q][i];
             }
-            y[mi * p.y_stride + p.row_base + row] = v;
+            store_y(mi, row, v);
         }
     }
 }

@@ -22,7 +22,7 @@
 use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::{DeviceClass, Family, FragmentShape};
 use q4vk::quant::q4::Q4Shape;
-use q4vk::vk::gemv::{decide, Choice, GemvParams, KernelChoice, PrepassChoice, Room};
+use q4vk::vk::gemv::{decide, Choice, Epilogue, GemvParams, KernelChoice, PrepassChoice, Room};
 use q4vk::vk::matrix_form::MatrixForm;
 use q4vk::vk::rules::Rules;
 use std::fmt::Write;
@@ -342,6 +342,7 @@ fn runs(rules: &Rules, form: &MatrixForm, x_f16: bool, x_round_f16: bool, room: 
             x_gathered: false,
             x_round_f16,
             workspace_filled: false,
+            epilogue: Epilogue::NONE,
         };
         let choice = match decide(rules, form, &p, room) {
             Ok(c) => {

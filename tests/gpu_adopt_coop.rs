@@ -43,7 +43,7 @@ fn adopt_logged(host: &Device, tell_int_dot: bool, logger: Logger) -> Context {
     } else {
         Vec::new()
     };
-    let mut coop_features = features::EnabledFeatures::all_on();
+    let mut coop_features = features::EnabledFeatures::all_on(false);
     let mut dot = int_dot::feature();
     let mut chain = vk::PhysicalDeviceFeatures2::default();
     if enabled {

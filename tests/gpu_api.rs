@@ -483,7 +483,10 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
             q4vk_gemv_workspace_size(gpu.ctx, mat, m, f, out)
         };
         assert_eq!(call(0, 0, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
-        assert_eq!(call(1, 0x8, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
+        assert_eq!(
+            call(1, 0x8000_0000, &mut bytes),
+            Q4VK_ERROR_INVALID_ARGUMENT
+        );
         assert_eq!(call(1, 0, std::ptr::null_mut()), Q4VK_ERROR_NULL_POINTER);
         assert_eq!(
             unsafe { q4vk_gemv_workspace_size(std::ptr::null_mut(), mat, 1, 0, &mut bytes) },
@@ -494,7 +497,7 @@ fn gemv_workspace_size_answers_for_the_context_and_refuses_bad_calls() {
             q4vk_gemv_workspace_key(gpu.ctx, mat, m, f, out)
         };
         assert_eq!(key(0, 0, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
-        assert_eq!(key(1, 0x8, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
+        assert_eq!(key(1, 0x8000_0000, &mut bytes), Q4VK_ERROR_INVALID_ARGUMENT);
         assert_eq!(key(1, 0, std::ptr::null_mut()), Q4VK_ERROR_NULL_POINTER);
         assert_eq!(
             unsafe { q4vk_gemv_workspace_key(gpu.ctx, std::ptr::null(), 1, 0, &mut bytes) },
@@ -715,7 +718,7 @@ fn gemv_host_refuses_bad_args_and_writes_nothing() {
         (
             "unknown flag",
             q4vk_gemv_host_args {
-                flags: 0x100,
+                flags: 0x8000_0000,
                 ..good
             },
             Q4VK_ERROR_INVALID_ARGUMENT,

@@ -16,7 +16,7 @@ use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::error::Error;
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
-use q4vk::vk::gemv::{self, gemv_host, BufferRange, GemvParams};
+use q4vk::vk::gemv::{self, gemv_host, BufferRange, Epilogue, GemvParams};
 use q4vk::vk::int_dot::{row_vectors, CHUNK, CHUNK_VECTORS};
 use q4vk::vk::matrix::{upload, DeviceMatrix};
 use q4vk::vk::memory::{Buffer, MemoryKind};
@@ -159,6 +159,7 @@ fn record_call(
         x_gathered: false,
         x_round_f16: false,
         workspace_filled: false,
+        epilogue: Epilogue::NONE,
     };
     let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &p).unwrap() as usize;
     if workspace.is_some() {
@@ -547,6 +548,7 @@ fn a_bad_workspace_is_refused_and_none_keeps_the_f32_kernel() {
         x_gathered: false,
         x_round_f16: false,
         workspace_filled: false,
+        epilogue: Epilogue::NONE,
     };
     let need = gemv::workspace_bytes(&ctx.rules, &mat.form, &p).unwrap();
     // x, y and the workspace each 1024-byte aligned in one buffer.
@@ -707,6 +709,7 @@ fn matrices_sharing_x_share_one_pre_pass() {
         x_gathered: false,
         x_round_f16: false,
         workspace_filled: filled,
+        epilogue: Epilogue::NONE,
     };
     let key = |mat: &DeviceMatrix, m: usize, x_f16: bool| {
         gemv::workspace_key(&ctx.rules, mat, &p(mat, m, x_f16, false)).unwrap()

@@ -39,9 +39,11 @@ fn a_context_creates_only_the_module_it_uses() {
             decode_once: false,
         };
         ctx.pipelines
-            .get(key(ctx.rules.portable))
+            .get(key(ctx.rules.portable), q4vk::vk::gemv::Epilogue::NONE)
             .expect("the context's own variant");
-        let other = ctx.pipelines.get(key(!ctx.rules.portable));
+        let other = ctx
+            .pipelines
+            .get(key(!ctx.rules.portable), q4vk::vk::gemv::Epilogue::NONE);
         assert!(
             other.is_err(),
             "a portable = {} context built a portable = {} pipeline",

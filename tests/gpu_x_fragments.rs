@@ -12,7 +12,7 @@ mod gpu_support;
 use gpu_support::*;
 use q4vk::layout::coop::b_element;
 use q4vk::vk::context::{Context, ContextConfig};
-use q4vk::vk::gemv::{record_x_fragments, BufferRange, GemvParams};
+use q4vk::vk::gemv::{record_x_fragments, BufferRange, Epilogue, GemvParams};
 use q4vk::vk::matrix::upload;
 use q4vk::vk::memory::{Buffer, MemoryKind};
 use q4vk::vk::x_fragments::FragmentGeometry;
@@ -205,6 +205,7 @@ fn workspace_matches_the_model() {
                 x_gathered: false,
                 x_round_f16: !x_f16 && parts == 1,
                 workspace_filled: false,
+                epilogue: Epilogue::NONE,
             };
             let got = run(&ctx, &bytes_of(&x, x_f16), &p, k as u32, &g, g.bytes()).unwrap();
             let want = model(&x, m, k, stride, &g);
@@ -269,6 +270,7 @@ fn bad_calls_are_refused() {
         x_gathered: false,
         x_round_f16,
         workspace_filled: false,
+        epilogue: Epilogue::NONE,
     };
     let run_with =
         |x: &[u8], p: GemvParams, k: u32, g: &FragmentGeometry, ws: u64| run(&ctx, x, &p, k, g, ws);

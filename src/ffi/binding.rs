@@ -51,7 +51,7 @@ pub unsafe extern "C" fn q4vk_gemv_binding_create(
         require(out, "out")?;
         // SAFETY: the caller's contract.
         let c = unsafe { checked_call(ctx, mat, args, "q4vk_gemv_binding_create") }?;
-        let binding = Binding::new(c.ctx, c.mat, c.xy, &c.params, c.workspace)?;
+        let binding = Binding::new(c.ctx, c.mat, c.xy, &c.ops, &c.params, c.workspace)?;
         c.rule.warn_other_readings(&c.counts);
         let handle = into_handle(q4vk_gemv_binding {
             binding,

@@ -15,7 +15,9 @@ use crate::quant::dtype::Dtype;
 use crate::quant::q4::Q4Shape;
 use crate::size;
 use crate::vk::context::Context;
-use crate::vk::gemv::{self, check_m, BufferRange, GemvParams, HostX};
+use crate::vk::gemv::{
+    self, check_m, BufferRange, Epilogue, EpilogueOperands, GateActivation, GemvParams, HostX,
+};
 use crate::vk::matrix::DeviceMatrix;
 use ash::vk::{self, Handle};
 use std::ffi::c_void;
@@ -61,7 +63,8 @@ pub const Q4VK_GEMV_ROUND_X_TO_F16: u32 = 0x2;
 /// adding kernel after, see `q4vk_cmd_gemv`). For matrices that share x (Q, K and V; gate and up): the first
 /// call runs the pre-pass, the others pass this flag and skip its cost. The caller
 /// guarantees that an earlier `q4vk_cmd_gemv` without this flag wrote the workspace from
-/// the same x (unchanged since, same m, row stride and other flags) for a matrix whose
+/// the same x (unchanged since, same m, row stride and other flags but the epilogue's and
+/// `Q4VK_GEMV_F16_OUTPUT`, which the pre-pass does not read) for a matrix whose
 /// `q4vk_gemv_workspace_key` equals this matrix's, and that its recording is ordered before
 /// this call's kernel (earlier in the same command buffer needs nothing more: that call's
 /// barrier after its pre-pass covers every later compute read), and that nothing wrote the
@@ -72,6 +75,37 @@ pub const Q4VK_GEMV_ROUND_X_TO_F16: u32 = 0x2;
 /// the flag changes nothing. Not checkable by q4vk: a workspace that does not hold that
 /// output gives wrong results (never a fault: every read stays within the workspace).
 pub const Q4VK_GEMV_REUSE_WORKSPACE: u32 = 0x4;
+
+/// y is f16 (IEEE binary16, rounded from the f32 result) instead of f32, and so are the
+/// epilogue's gate and residual: y needs `((m-1)·y_row_stride + n)` f16 values, rounded up
+/// to 4 bytes. Elements between rows of y keep their bits, also where one shares a 32-bit
+/// word with an element of y (each element is written by clearing and setting its half of
+/// the word atomically). Needs nothing from the device. `q4vk_cmd_gemv` and bindings only.
+pub const Q4VK_GEMV_F16_OUTPUT: u32 = 0x8;
+
+/// Epilogue: `args->bias`, n values (f32, or f16 with `Q4VK_GEMV_BIAS_F16`), is added to
+/// every row: `y[t][i] = (W x)[t][i] + bias[i]`. The epilogue runs in the kernel that
+/// writes y, in this order: bias, gate, residual, then y's rounding to f16 where
+/// `Q4VK_GEMV_F16_OUTPUT` asks for it. `q4vk_cmd_gemv` and bindings only.
+pub const Q4VK_GEMV_BIAS: u32 = 0x10;
+
+/// With `Q4VK_GEMV_BIAS`: the bias is f16 (n values, rounded up to 4 bytes).
+pub const Q4VK_GEMV_BIAS_F16: u32 = 0x20;
+
+/// Epilogue: `args->residual` (y's shape, row stride and type) is added last:
+/// `y[t][i] = … + residual[t][i]`. The residual may be y itself (the same buffer and
+/// offset: `y += W x`), else it must not overlap y.
+pub const Q4VK_GEMV_RESIDUAL: u32 = 0x40;
+
+/// Epilogue: the sum (with its bias) is multiplied by `silu(g) = g / (1 + e^-g)` of
+/// `args->gate` (y's shape, row stride and type): with the gate projection's output as
+/// `gate`, the up projection's call writes SwiGLU's `silu(x·Wg) ⊙ (x·Wu)`. Not with
+/// `Q4VK_GEMV_GELU_GATE`.
+pub const Q4VK_GEMV_SILU_GATE: u32 = 0x80;
+
+/// Epilogue: as `Q4VK_GEMV_SILU_GATE` with GELU in its tanh form (GeGLU):
+/// `gelu(g) = 0.5·g·(1 + tanh(sqrt(2/π)·(g + 0.044715·g³)))`.
+pub const Q4VK_GEMV_GELU_GATE: u32 = 0x100;
 
 /// Arguments of `q4vk_cmd_gemv`. Initialize with `q4vk_gemv_args_default`.
 #[repr(C)]
@@ -105,7 +139,8 @@ pub struct q4vk_gemv_args {
     /// float arithmetic, which Vulkan leaves to it (the H200's driver does in the
     /// tensor-core kernels); the integer dot-product GEMV keeps them.
     pub x: q4vk_buffer_ref,
-    /// Buffer receiving `y[m][n]` (f32); needs `((m-1)·y_row_stride + n)·4` bytes; must not
+    /// Buffer receiving `y[m][n]` (f32, or f16 with `Q4VK_GEMV_F16_OUTPUT`); needs
+    /// `((m-1)·y_row_stride + n)·4` bytes (f16: half, rounded up to 4 bytes); must not
     /// overlap x. Elements between rows are not written.
     pub y: q4vk_buffer_ref,
     /// Elements between rows of x; 0 = k.
@@ -123,6 +158,18 @@ pub struct q4vk_gemv_args {
     /// `Q4VK_GEMV_ROUND_X_TO_F16`). Its contents before and after the call mean nothing;
     /// command buffers executing at the same time need distinct workspaces.
     pub workspace: q4vk_buffer_ref,
+    /// Optional (appended after `workspace`; older callers read as null): with
+    /// `Q4VK_GEMV_BIAS`, n values added to every row of y (f32, f16 with
+    /// `Q4VK_GEMV_BIAS_F16`); else `buffer` must be 0. Must not overlap y.
+    pub bias: q4vk_buffer_ref,
+    /// Optional (appended): with `Q4VK_GEMV_RESIDUAL`, values added to y last, laid out as
+    /// y (`y_row_stride` apart, y's type and extent); y itself for `y += W x`, else apart
+    /// from y. Without the flag `buffer` must be 0.
+    pub residual: q4vk_buffer_ref,
+    /// Optional (appended): with `Q4VK_GEMV_SILU_GATE` or `Q4VK_GEMV_GELU_GATE`, the values
+    /// whose activation multiplies the sums, laid out as y; must not overlap y. Without
+    /// them `buffer` must be 0.
+    pub gate: q4vk_buffer_ref,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers only.
@@ -154,6 +201,9 @@ pub unsafe extern "C" fn q4vk_gemv_args_default(args: *mut q4vk_gemv_args) {
         x_row_stride: 0,
         y_row_stride: 0,
         workspace: empty,
+        bias: empty,
+        residual: empty,
+        gate: empty,
     };
     let _ = guard("q4vk_gemv_args_default", || {
         // SAFETY: `args` is NULL (skipped) or writable (caller's contract).
@@ -238,6 +288,30 @@ unsafe fn vulkan_pair<'a>(
     }
 }
 
+/// The epilogue `flags` (`Q4VK_GEMV_*`, checked by [`check_gemv_flags`]) ask for.
+fn epilogue_of(flags: u32) -> Epilogue {
+    let has = |bit: u32| flags & bit != 0;
+    Epilogue {
+        bias_f16: has(Q4VK_GEMV_BIAS).then_some(has(Q4VK_GEMV_BIAS_F16)),
+        gate: match (has(Q4VK_GEMV_SILU_GATE), has(Q4VK_GEMV_GELU_GATE)) {
+            (true, _) => Some(GateActivation::Silu),
+            (false, true) => Some(GateActivation::GeluTanh),
+            (false, false) => None,
+        },
+        residual: has(Q4VK_GEMV_RESIDUAL),
+        y_f16: has(Q4VK_GEMV_F16_OUTPUT),
+    }
+}
+
+/// The `Q4VK_GEMV_*` bits that ask for an epilogue or an f16 y (`q4vk_cmd_gemv` and
+/// bindings only).
+const EPILOGUE_FLAGS: u32 = Q4VK_GEMV_F16_OUTPUT
+    | Q4VK_GEMV_BIAS
+    | Q4VK_GEMV_BIAS_F16
+    | Q4VK_GEMV_RESIDUAL
+    | Q4VK_GEMV_SILU_GATE
+    | Q4VK_GEMV_GELU_GATE;
+
 /// The parameters of a `q4vk_cmd_gemv` with `m` rows and `flags` (`Q4VK_GEMV_*`, checked) on
 /// `mat`, x and y rows `strides` elements apart (0: dense). x is in input order: the
 /// kernels gather it through a column order from the host's buffer.
@@ -256,15 +330,41 @@ fn gemv_params(
         x_gathered: false,
         x_round_f16: flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
         workspace_filled: flags & Q4VK_GEMV_REUSE_WORKSPACE != 0,
+        epilogue: epilogue_of(flags),
     }
 }
 
-/// Refuses `Q4VK_GEMV_*` bits this library does not know (`what`: the argument's name).
+/// Refuses `Q4VK_GEMV_*` bits this library does not know and combinations that mean
+/// nothing (`what`: the argument's name).
 fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
-    let known = Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_ROUND_X_TO_F16 | Q4VK_GEMV_REUSE_WORKSPACE;
+    let known = Q4VK_GEMV_F16_ACTIVATIONS
+        | Q4VK_GEMV_ROUND_X_TO_F16
+        | Q4VK_GEMV_REUSE_WORKSPACE
+        | EPILOGUE_FLAGS;
     let unknown = flags & !known;
     if unknown != 0 {
         return Err(invalid!("{what} has unknown bits {unknown:#x}"));
+    }
+    if flags & Q4VK_GEMV_BIAS_F16 != 0 && flags & Q4VK_GEMV_BIAS == 0 {
+        return Err(invalid!(
+            "{what} has Q4VK_GEMV_BIAS_F16 without Q4VK_GEMV_BIAS"
+        ));
+    }
+    if flags & Q4VK_GEMV_SILU_GATE != 0 && flags & Q4VK_GEMV_GELU_GATE != 0 {
+        return Err(invalid!(
+            "{what} has both Q4VK_GEMV_SILU_GATE and Q4VK_GEMV_GELU_GATE; a call has one gate"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses the epilogue bits on a call that runs none (`call`: the function's name).
+fn refuse_epilogue(flags: u32, what: &str, call: &str) -> Result<()> {
+    let asked = flags & EPILOGUE_FLAGS;
+    if asked != 0 {
+        return Err(Error::Unsupported(format!(
+            "{what} has epilogue or f16-output bits {asked:#x}: {call} writes f32 y = W x (the epilogue runs in q4vk_cmd_gemv and bindings, on a Vulkan context)"
+        )));
     }
     Ok(())
 }
@@ -445,6 +545,7 @@ pub unsafe extern "C" fn q4vk_gemv_host(
         // SAFETY: NULL or readable for struct_size (contract).
         let a = unsafe { read_struct(args, "args") }?;
         check_gemv_flags(a.flags, "args->flags")?;
+        refuse_epilogue(a.flags, "args->flags", "q4vk_gemv_host")?;
         if a.flags & Q4VK_GEMV_REUSE_WORKSPACE != 0 {
             return Err(invalid!(
                 "args->flags has Q4VK_GEMV_REUSE_WORKSPACE: q4vk_gemv_host fills its own workspace (the flag is for q4vk_cmd_gemv)"
@@ -524,7 +625,9 @@ pub unsafe extern "C" fn q4vk_gemv_host(
     })
 }
 
-/// Records `y = W·x` (as `q4vk_gemv`, any m ≥ 1) into the host's `command_buffer`
+/// Records `y = W·x` (as `q4vk_gemv`, any m ≥ 1), with the epilogue `args->flags` asks for
+/// (`Q4VK_GEMV_BIAS`, `Q4VK_GEMV_SILU_GATE`, `Q4VK_GEMV_RESIDUAL`, `Q4VK_GEMV_F16_OUTPUT`
+/// …), into the host's `command_buffer`
 /// (`VkCommandBuffer`, in the recording state, of any queue family with compute, on the
 /// context's device: matrix buffers are `VK_SHARING_MODE_CONCURRENT` over all of the
 /// device's queue families when it has more than one, so no ownership transfer is needed).
@@ -534,7 +637,8 @@ pub unsafe extern "C" fn q4vk_gemv_host(
 ///
 /// State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
 /// (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
-/// binding 0, y at binding 1: pushed with `vkCmdPushDescriptorSetKHR` when
+/// binding 0, y at binding 1, the epilogue's bias, residual and gate at 2, 3 and 4, x
+/// standing in for those the call has none of: pushed with `vkCmdPushDescriptorSetKHR` when
 /// `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
 /// `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
 /// part, descriptor set 0 (owned by the matrix, immutable) and 48
@@ -579,12 +683,15 @@ pub unsafe extern "C" fn q4vk_gemv_host(
 /// aliased or pooled for other work) are ordered before the call against the compute
 /// stage's writes and after it against the compute stage's reads and writes.
 ///
-/// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer),
-/// `INVALID_ARGUMENT` (struct_size, unknown flags, reserved0, strides, offsets, overlap, a
-/// range of `VK_WHOLE_SIZE`; on a `Q4VK_CONTEXT_STRICT_SIZES` context an x or y range
-/// larger than the call uses),
-/// `BUFFER_TOO_SMALL` (a range, the workspace's included), `UNSUPPORTED` (x or y beyond the
-/// limits above; a CPU context), `VULKAN` (pipeline creation).
+/// Statuses: `NULL_POINTER` (ctx, mat, command_buffer, args, a null buffer, an epilogue
+/// flag without its buffer), `INVALID_ARGUMENT` (struct_size, unknown flags or
+/// combinations, reserved0, strides, offsets, overlap, a range of `VK_WHOLE_SIZE`, an
+/// epilogue buffer without its flag; on a `Q4VK_CONTEXT_STRICT_SIZES` context an x or y
+/// range larger than the call uses),
+/// `BUFFER_TOO_SMALL` (a range, the workspace's and the epilogue's included),
+/// `UNSUPPORTED` (x or y beyond the limits above; a CPU context; f16 y on a device whose
+/// `vulkanMemoryModel` is enabled without `vulkanMemoryModelDeviceScope`), `VULKAN`
+/// (pipeline creation).
 /// Thread-safe for distinct command buffers (a command buffer itself is externally
 /// synchronized, as in Vulkan). The matrix, the buffers and the context must outlive the
 /// command buffer's execution.
@@ -614,7 +721,7 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
         let call = unsafe { checked_call(ctx, mat, args, "q4vk_cmd_gemv") }?;
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         let c = &call;
-        gemv::record_validated(c.ctx, cmd, c.mat, c.xy, &c.params, c.workspace)?;
+        gemv::record_validated(c.ctx, cmd, c.mat, c.xy, &c.ops, &c.params, c.workspace)?;
         c.rule.warn_other_readings(&c.counts);
         Ok(())
     })
@@ -627,6 +734,8 @@ pub(super) struct CheckedCall<'a> {
     pub(super) rule: ByteCountRule,
     pub(super) params: GemvParams,
     pub(super) xy: (BufferRange, BufferRange),
+    /// The epilogue's buffers.
+    pub(super) ops: EpilogueOperands,
     pub(super) workspace: Option<BufferRange>,
     /// x's and y's byte counts, for the context's rule's warnings once the call is taken.
     pub(super) counts: [ByteCount; 2],
@@ -658,10 +767,17 @@ pub(super) unsafe fn checked_call<'a>(
         range: r.range,
     };
     let params = gemv_params(mat, a.m, a.flags, (a.x_row_stride, a.y_row_stride));
-    let workspace = (a.workspace.buffer != 0).then(|| range(a.workspace));
+    let given = |r: q4vk_buffer_ref| (r.buffer != 0).then(|| range(r));
+    let workspace = given(a.workspace);
+    let ops = EpilogueOperands {
+        bias: given(a.bias),
+        residual: given(a.residual),
+        gate: given(a.gate),
+    };
     let (x, y) = (range(a.x), range(a.y));
     // The call's own checks first (too small, VK_WHOLE_SIZE), then the context's rule.
     let extent = gemv::validate(ctx, mat, &x, &y, &params)?;
+    gemv::validate_operands(ctx, mat, &y, &ops, &params, &extent)?;
     let counts = xy_range_counts(&extent, params.x_f16, &a);
     rule.refuse_inexact(&counts)?;
     Ok(CheckedCall {
@@ -670,6 +786,7 @@ pub(super) unsafe fn checked_call<'a>(
         rule,
         params,
         xy: (x, y),
+        ops,
         workspace,
         counts,
     })
@@ -772,7 +889,9 @@ pub unsafe extern "C" fn q4vk_gemv_prepare(
         }
         let (ctx, mat) = match pair {
             Pair::Vulkan(ctx, mat) => (ctx, mat),
-            Pair::Cpu(..) => return Ok(()),
+            Pair::Cpu(..) => {
+                return refuse_epilogue(flags, "flags", "q4vk_gemv on a CPU context");
+            }
         };
         // x and y grow with m: the largest is checked before anything is created.
         gemv::check_params(ctx, mat, &gemv_params(mat, m_last, flags, (0, 0)))?;
@@ -889,6 +1008,9 @@ pub unsafe extern "C" fn q4vk_gemv_plan(
         let declared = unsafe { read_struct(info as *const q4vk_gemv_plan_info, "info") }?;
         check_gemv_flags(flags, "flags")?;
         check_m(m)?;
+        if let Pair::Cpu(..) = pair {
+            refuse_epilogue(flags, "flags", "q4vk_gemv on a CPU context")?;
+        }
         let (plan, name, source) = match pair {
             Pair::Cpu(_, mat) => (
                 (

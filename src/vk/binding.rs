@@ -9,9 +9,9 @@ use super::context::Context;
 use super::device::Device;
 use super::gemv_plan::{decide, Room};
 use super::matrix::DeviceMatrix;
-use super::params::{BufferRange, GemvParams};
+use super::params::{BufferRange, EpilogueOperands, GemvParams};
 use super::record::{record_bound, xy_pairs, CallPlan, XyBinding};
-use super::xy_sets::{buffer_infos, writes};
+use super::xy_sets::{buffer_infos, writes, Set1, SET1_BINDINGS};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
 use std::sync::{Arc, Weak};
@@ -29,20 +29,26 @@ pub struct Binding {
 }
 
 impl Binding {
-    /// Resolves the call with `p` on `mat` for x, y (both checked by the caller with
-    /// `vk::gemv::validate`) and the optional workspace (checked here, as
-    /// `q4vk_cmd_gemv` checks it), creates its pipelines and, without push descriptors,
-    /// allocates and writes its sets.
+    /// Resolves the call with `p` on `mat` for x, y and the epilogue's operands `ops` (all
+    /// checked by the caller with `vk::gemv::validate` and `validate_operands`) and the
+    /// optional workspace (checked here, as `q4vk_cmd_gemv` checks it), creates its
+    /// pipelines and, without push descriptors, allocates and writes its sets.
     pub fn new(
         ctx: &Context,
         mat: &DeviceMatrix,
         (x, y): (BufferRange, BufferRange),
+        ops: &EpilogueOperands,
         p: &GemvParams,
         workspace: Option<BufferRange>,
     ) -> Result<Binding> {
         let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
         let call = CallPlan::of(ctx, mat, p, decide(&ctx.rules, &mat.form, p, room)?)?;
-        let pairs = xy_pairs(ctx, &call, (x, y), p, workspace)?;
+        let main = Set1 {
+            read: x,
+            written: y,
+            operands: *ops,
+        };
+        let pairs = xy_pairs(ctx, &call, &main, p, workspace)?;
         let mut this = Binding {
             call,
             params: *p,
@@ -55,7 +61,7 @@ impl Binding {
             this.bound = pairs
                 .as_slice()
                 .iter()
-                .map(|&(a, b)| XyBinding::Push(a, b))
+                .map(|&set1| XyBinding::Push(set1))
                 .collect();
             return Ok(this);
         }
@@ -64,7 +70,7 @@ impl Binding {
         let count = pairs.len() as u32;
         let sizes = [vk::DescriptorPoolSize {
             ty: vk::DescriptorType::STORAGE_BUFFER,
-            descriptor_count: 2 * count,
+            descriptor_count: SET1_BINDINGS * count,
         }];
         // SAFETY: valid create info; the pool is destroyed with the binding (Drop), also
         // when a later step fails.
@@ -90,8 +96,8 @@ impl Binding {
             )
         }
         .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?;
-        for (&set, &(a, b)) in sets.iter().zip(pairs) {
-            let infos = buffer_infos(a, b);
+        for (&set, set1) in sets.iter().zip(pairs) {
+            let infos = buffer_infos(set1);
             // SAFETY: a fresh set of this device, not yet in any command buffer.
             unsafe { d.update_descriptor_sets(&writes(&infos, set), &[]) };
             this.bound.push(XyBinding::Set(set));

@@ -220,6 +220,7 @@ impl Context {
                         HostEnabled {
                             coop: want_coop && a.features.run_coop(&names),
                             int_dot,
+                            device_scope_atomics: a.features.device_scope_atomics(),
                         },
                     )?
                 };

@@ -103,6 +103,8 @@ pub struct HostEnabled {
     pub coop: bool,
     /// The integer dot-product kernel's (`coop::HostFeatures::run_int_dot`).
     pub int_dot: bool,
+    /// Shaders may use Device-scope atomics (`coop::HostFeatures::device_scope_atomics`).
+    pub device_scope_atomics: bool,
 }
 
 /// A loaded device and the queue q4vk uses. Destroys the device on drop only if q4vk
@@ -132,6 +134,9 @@ pub struct Device {
     /// What the device's cooperative matrices offer those kernels (nothing where not
     /// enabled).
     pub coop_offer: CoopOffer,
+    /// Shaders may use Device-scope atomics (an f16 y's epilogue, `shaders/epilogue.glsl`):
+    /// vulkanMemoryModel is not enabled, or vulkanMemoryModelDeviceScope is too.
+    pub device_scope_atomics: bool,
     /// `shaderIntegerDotProduct` is enabled (`vk::int_dot`): whether the driver reports
     /// packed signed 8-bit dot products accelerated.
     pub int_dot: Option<bool>,
@@ -387,7 +392,9 @@ impl Device {
                 extensions.push(super::int_dot::EXTENSION.as_ptr());
             }
             let mut int_dot_feature = super::int_dot::feature();
-            let mut features = super::features::EnabledFeatures::all_on();
+            // With the memory model on, Device-scope atomics need its device scope too.
+            let device_scope = coop && super::features::memory_model_device_scope(vki, physical);
+            let mut features = super::features::EnabledFeatures::all_on(device_scope);
             let mut statistics_feature = super::features::statistics_feature();
             let priority = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default()
@@ -435,6 +442,7 @@ impl Device {
                 timestamps,
                 coop_enabled: coop,
                 coop_offer: coop_offer.unwrap_or_default(),
+                device_scope_atomics: !coop || device_scope,
                 int_dot,
                 statistics,
                 namer,
@@ -507,6 +515,7 @@ impl Device {
             push_descriptor,
             coop_enabled: coop_offer.is_some(),
             coop_offer: coop_offer.unwrap_or_default(),
+            device_scope_atomics: enabled.device_scope_atomics,
             // SAFETY: the host enabled the extension or uses Vulkan 1.3 (its contract).
             int_dot: enabled
                 .int_dot

@@ -9,7 +9,7 @@
 //! eleventh push constant).
 
 use super::device::DeviceInfo;
-use super::params::{dispatch_grid, xy_extent, GemvParams, XyExtent, MAX_M};
+use super::params::{dispatch_grid, xy_extent, Epilogue, GemvParams, XyExtent, MAX_M};
 use super::pipeline::{GemmKey, Push, Spec, Tuning, GEMM_PUSH_WORDS, SPECS};
 use super::shaders;
 use crate::error::{Error, Result};
@@ -364,6 +364,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         x_gathered: false,
         x_round_f16: false,
         workspace_filled: false,
+        epilogue: Epilogue::NONE,
     };
     let XyExtent {
         x_elems,

@@ -110,6 +110,16 @@ pub fn coop_offer(
     (offer.fragments || offer.tiles.is_some()).then_some(offer)
 }
 
+/// Whether `physical` offers vulkanMemoryModelDeviceScope (the memory model's extension
+/// among its extensions, checked by the caller).
+pub fn memory_model_device_scope(instance: &ash::Instance, physical: vk::PhysicalDevice) -> bool {
+    let mut model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default();
+    let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut model);
+    // SAFETY: a valid physical device; the chained struct belongs to an offered extension.
+    unsafe { instance.get_physical_device_features2(physical, &mut features) };
+    model.vulkan_memory_model_device_scope != 0
+}
+
 /// The feature structs to chain into `VkDeviceCreateInfo` for the kernel.
 pub struct EnabledFeatures {
     /// cooperativeMatrix.
@@ -121,12 +131,14 @@ pub struct EnabledFeatures {
 }
 
 impl EnabledFeatures {
-    /// The three features on.
-    pub fn all_on() -> EnabledFeatures {
+    /// The three features on, and with `device_scope` vulkanMemoryModelDeviceScope too.
+    pub fn all_on(device_scope: bool) -> EnabledFeatures {
         EnabledFeatures {
             coop: vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default()
                 .cooperative_matrix(true),
-            model: vk::PhysicalDeviceVulkanMemoryModelFeatures::default().vulkan_memory_model(true),
+            model: vk::PhysicalDeviceVulkanMemoryModelFeatures::default()
+                .vulkan_memory_model(true)
+                .vulkan_memory_model_device_scope(device_scope),
             f16: vk::PhysicalDeviceShaderFloat16Int8Features::default().shader_float16(true),
         }
     }
@@ -141,6 +153,8 @@ pub struct HostFeatures {
     pub cooperative_matrix: bool,
     /// vulkanMemoryModel (its own struct or `VkPhysicalDeviceVulkan12Features`).
     pub vulkan_memory_model: bool,
+    /// vulkanMemoryModelDeviceScope, likewise.
+    pub vulkan_memory_model_device_scope: bool,
     /// shaderFloat16 (`VkPhysicalDeviceShaderFloat16Int8Features` or
     /// `VkPhysicalDeviceVulkan12Features`).
     pub shader_float16: bool,
@@ -181,6 +195,8 @@ impl HostFeatures {
                     // SAFETY: see `cast`.
                     let s = unsafe { &*cast.cast::<vk::PhysicalDeviceVulkanMemoryModelFeatures>() };
                     found.vulkan_memory_model |= s.vulkan_memory_model != 0;
+                    found.vulkan_memory_model_device_scope |=
+                        s.vulkan_memory_model_device_scope != 0;
                 }
                 vk::StructureType::PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES => {
                     // SAFETY: see `cast`.
@@ -191,6 +207,8 @@ impl HostFeatures {
                     // SAFETY: see `cast`.
                     let s = unsafe { &*cast.cast::<vk::PhysicalDeviceVulkan12Features>() };
                     found.vulkan_memory_model |= s.vulkan_memory_model != 0;
+                    found.vulkan_memory_model_device_scope |=
+                        s.vulkan_memory_model_device_scope != 0;
                     found.shader_float16 |= s.shader_float16 != 0;
                 }
                 vk::StructureType::PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES => {
@@ -220,6 +238,12 @@ impl HostFeatures {
         self.shader_integer_dot_product
             && (extensions.contains(&super::int_dot::EXTENSION)
                 || api_version >= vk::API_VERSION_1_3)
+    }
+
+    /// Whether shaders may use Device-scope atomics on the host's device: the memory model
+    /// is off, or its device scope is on.
+    pub fn device_scope_atomics(&self) -> bool {
+        !self.vulkan_memory_model || self.vulkan_memory_model_device_scope
     }
 
     /// Whether the host enabled everything the tensor-core kernels need: the three
@@ -280,10 +304,14 @@ mod tests {
             HostFeatures {
                 cooperative_matrix: true,
                 vulkan_memory_model: true,
+                vulkan_memory_model_device_scope: false,
                 shader_float16: true,
                 shader_integer_dot_product: false,
             }
         );
+        // The memory model without its device scope: no Device-scope atomics.
+        assert!(!found.device_scope_atomics());
+        assert!(HostFeatures::default().device_scope_atomics());
         let ext = [ash::khr::cooperative_matrix::NAME];
         assert!(found.run_coop(&ext));
         assert!(!found.run_coop(&[ash::khr::push_descriptor::NAME]));

@@ -10,7 +10,11 @@ pub use super::gemv_plan::{
     PrepassChoice, Room,
 };
 pub use super::params::{
-    check_m, dispatch_grid, xy_extent, BufferRange, GemvParams, XyExtent, MAX_M,
+    check_m, dispatch_grid, xy_extent, BufferRange, Epilogue, EpilogueOperands, GateActivation,
+    GemvParams, XyExtent, MAX_M,
 };
-pub use super::record::{check_params, record, record_validated, record_x_fragments, validate};
+pub use super::record::{
+    check_params, record, record_epilogue, record_validated, record_x_fragments, validate,
+    validate_operands,
+};
 pub use super::staging::GemvBuffers;

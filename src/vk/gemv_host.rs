@@ -5,8 +5,9 @@ use super::context::Context;
 use super::gemv_plan::{decide, Room};
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
-use super::params::{BufferRange, GemvParams};
+use super::params::{BufferRange, Epilogue, GemvParams};
 use super::record::{check_params, record_resolved, CallPlan};
+use super::xy_sets::Set1;
 use crate::error::{Error, Result};
 
 /// Makes `slot` hold a buffer of at least `bytes` of `kind`, named `name`.
@@ -162,6 +163,7 @@ pub fn gemv_host_with(
         x_gathered: mat.k_order.is_some(),
         x_round_f16: round_x_f16,
         workspace_filled: false,
+        epilogue: Epilogue::NONE,
     };
     // Everything that can refuse the call runs before the buffers grow. x's binding spans
     // whole 32-bit words (the kernels read f16 x in pairs): `x_bytes` ≥ es·xn.
@@ -251,7 +253,7 @@ pub fn gemv_host_with(
         .map(|b| head(b, workspace));
     let lock = ctx.queue_lock;
     exec.submitter.run(lock.as_ref(), |cmd| {
-        record_resolved(ctx, cmd, mat, (xr, yr), &p, ws, &call)?;
+        record_resolved(ctx, cmd, mat, &Set1::pair(xr, yr), &p, ws, &call)?;
         let [src, dst] = super::submit::SHADER_TO_HOST;
         // SAFETY: recording into q4vk's own command buffer.
         unsafe { super::submit::record_barrier(&ctx.device.device, cmd, src, dst) };

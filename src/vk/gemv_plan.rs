@@ -994,6 +994,7 @@ pub(super) fn plan_of(
     choice: &Choice,
 ) -> Result<(Plan, Option<PrepassPlanned>)> {
     let pipelines = &ctx.pipelines;
+    let epi = p.epilogue;
     let simt = |pipeline, rows, tokens, last| Plan {
         pipeline,
         rows_per_wg: rows,
@@ -1006,49 +1007,54 @@ pub(super) fn plan_of(
     };
     let main = match choice.kernel {
         KernelChoice::SimtGemv { key, last } => simt(
-            pipelines.get(key)?,
+            pipelines.get(key, epi)?,
             key.rows as u64,
             key.m as u64,
-            Some(pipelines.get(last)?),
+            Some(pipelines.get(last, epi)?),
         ),
         KernelChoice::BlocksGemv { key, last } => simt(
-            pipelines.get_blocks(key)?,
+            pipelines.get_blocks(key, epi)?,
             key.rows as u64,
             key.m as u64,
-            Some(pipelines.get_blocks(last)?),
+            Some(pipelines.get_blocks(last, epi)?),
         ),
         KernelChoice::BlocksGemm(key) => simt(
-            pipelines.get_blocks_gemm(key)?,
+            pipelines.get_blocks_gemm(key, epi)?,
             key.tile.rows() as u64,
             key.tile.tokens() as u64,
             None,
         ),
         KernelChoice::SimtGemm(key) => simt(
-            pipelines.get_gemm(key)?,
+            pipelines.get_gemm(key, epi)?,
             key.tile.rows() as u64,
             key.tile.tokens() as u64,
             None,
         ),
         KernelChoice::CoopTiles(key) => simt(
-            pipelines.get_tiles(key)?,
+            pipelines.get_tiles(key, epi)?,
             key.rows() as u64,
             key.tokens() as u64,
             None,
         ),
         KernelChoice::CoopGemv(key) => {
-            coop_plan(mat, pipelines.get_coop(key)?, 16 * key.tiles, p.m)?
+            coop_plan(mat, pipelines.get_coop(key, epi)?, 16 * key.tiles, p.m)?
         }
         KernelChoice::CoopGemm {
             key,
             slices,
             partials_word,
         } => {
-            let mut plan = coop_plan(mat, pipelines.get_coop_gemm(key)?, key.rows(), key.tokens)?;
+            let mut plan = coop_plan(
+                mat,
+                pipelines.get_coop_gemm(key, epi)?,
+                key.rows(),
+                key.tokens,
+            )?;
             if slices > 1 {
                 plan.k_slices = Some(KSlices {
                     count: slices,
                     partials_word,
-                    sum_pipeline: pipelines.get_slices(SlicesKey { slices })?,
+                    sum_pipeline: pipelines.get_slices(SlicesKey { slices }, epi)?,
                 });
             }
             plan

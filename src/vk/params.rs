@@ -43,6 +43,97 @@ pub struct GemvParams {
     /// (`Q4VK_GEMV_REUSE_WORKSPACE`): `record` records the kernel on it without the pre-pass
     /// (in K slices: a barrier, the GEMM, a barrier and the kernel adding the slices).
     pub workspace_filled: bool,
+    /// What the kernel does with each sum before it stores it, and y's type.
+    pub epilogue: Epilogue,
+}
+
+/// An activation applied to the gate operand of an epilogue, which then multiplies the sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GateActivation {
+    /// `silu(g) = g / (1 + e^-g)` (SwiGLU).
+    Silu,
+    /// GELU in its tanh form, `0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))` (GeGLU).
+    GeluTanh,
+}
+
+/// What a GEMV or GEMM kernel does with each sum `v = (W x)[t][row]` before it stores it
+/// (`shaders/epilogue.glsl`): `v += bias[row]`, then `v = act(gate[t][row]) · v`, then
+/// `v += residual[t][row]`, stored as f32 or f16. The gate and the residual have y's type
+/// and strides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Epilogue {
+    /// A bias of n values is added: `Some(true)` f16 values, `Some(false)` f32.
+    pub bias_f16: Option<bool>,
+    /// The gate operand and its activation.
+    pub gate: Option<GateActivation>,
+    /// A residual (y's shape and type) is added last.
+    pub residual: bool,
+    /// y (and the gate and residual) are f16; else f32.
+    pub y_f16: bool,
+}
+
+impl Epilogue {
+    /// The plain store: f32 y = W x.
+    pub const NONE: Epilogue = Epilogue {
+        bias_f16: None,
+        gate: None,
+        residual: false,
+        y_f16: false,
+    };
+
+    /// The kernels' specialization constant 20 (the `EPI_*` bits of `shaders/epilogue.glsl`).
+    pub fn spec_value(&self) -> u32 {
+        let mut bits = 0;
+        if let Some(f16) = self.bias_f16 {
+            bits |= 1 | if f16 { 2 } else { 0 };
+        }
+        if self.residual {
+            bits |= 4;
+        }
+        bits |= match self.gate {
+            None => 0,
+            Some(GateActivation::Silu) => 8,
+            Some(GateActivation::GeluTanh) => 16,
+        };
+        if self.y_f16 {
+            bits |= 32;
+        }
+        bits
+    }
+
+    /// Bytes of `elems` values of y's type (f16 counted in whole 32-bit words, as the
+    /// kernels access them).
+    pub fn y_bytes(&self, elems: u64) -> u64 {
+        value_bytes(elems, self.y_f16)
+    }
+}
+
+/// The buffers of an epilogue's operands (each present where the [`Epilogue`] uses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EpilogueOperands {
+    /// n values added to every row of sums.
+    pub bias: Option<BufferRange>,
+    /// y-shaped values added last (may be y's own range: an in-place add).
+    pub residual: Option<BufferRange>,
+    /// y-shaped values whose activation multiplies the sums.
+    pub gate: Option<BufferRange>,
+}
+
+impl EpilogueOperands {
+    /// No operands (the plain store, or an f16 y alone).
+    pub const NONE: EpilogueOperands = EpilogueOperands {
+        bias: None,
+        residual: None,
+        gate: None,
+    };
+}
+
+/// Bytes of `elems` f16 (in whole 32-bit words) or f32 values.
+pub fn value_bytes(elems: u64, f16: bool) -> u64 {
+    match f16 {
+        true => 4 * elems.div_ceil(2),
+        false => 4 * elems,
+    }
 }
 
 /// Checks the activation count: 0 is invalid. (The upper limits are those of x and y:
@@ -71,7 +162,7 @@ pub struct XyExtent {
     pub y_elems: u64,
     /// Bytes of x (f16 activations counted in whole 32-bit words).
     pub x_bytes: u64,
-    /// Bytes of y.
+    /// Bytes of y (f16 y counted in whole 32-bit words).
     pub y_bytes: u64,
 }
 
@@ -106,15 +197,10 @@ pub fn xy_extent(n: u64, k: u64, p: &GemvParams, prefix: &str) -> Result<XyExten
             "x or y spans more than 2^32 elements; the kernels index them with 32 bits".into(),
         ));
     }
-    let x_bytes = if p.x_f16 {
-        4 * x_elems.div_ceil(2)
-    } else {
-        4 * x_elems
-    };
     Ok(XyExtent {
         x_elems,
         y_elems,
-        x_bytes,
-        y_bytes: 4 * y_elems,
+        x_bytes: value_bytes(x_elems, p.x_f16),
+        y_bytes: p.epilogue.y_bytes(y_elems),
     })
 }

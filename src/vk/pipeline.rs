@@ -3,7 +3,9 @@
 //! themselves, created on first use per variant and specialization.
 
 use super::device::Device;
+use super::params::Epilogue;
 use super::shaders;
+use super::xy_sets::SET1_BINDINGS;
 use crate::error::{Error, Result};
 use crate::import::gguf_blocks::BlockType;
 use crate::plan::tuning::SimtGemv;
@@ -662,6 +664,10 @@ pub fn coop_shared_bytes(tiles: u32, subgroups: u32, m: u32, block: u32) -> u32 
     subgroups * per_subgroup
 }
 
+/// The specialization constant of every GEMV and GEMM kernel that holds its epilogue
+/// (`shaders/epilogue.glsl`).
+pub const EPILOGUE_SPEC_ID: u32 = 20;
+
 /// The pipelines of one kernel, created on first use per key (under the set's lock, so
 /// at most once per key).
 struct PipelineSet<K> {
@@ -717,7 +723,8 @@ pub struct Pipelines {
     device: Arc<Device>,
     /// Set 0: weights, scales, zeros (or offsets) of one matrix part, and its column order.
     pub matrix_set: vk::DescriptorSetLayout,
-    /// Set 1: x and y (a push-descriptor layout when the device has them).
+    /// Set 1: x, y and the epilogue's operands (`vk::xy_sets::Set1`; a push-descriptor
+    /// layout when the device has them).
     pub xy_set: vk::DescriptorSetLayout,
     /// The pipeline layout (sets 0 and 1, 48 bytes of push constants: [`Push`], the GEMM's
     /// m and the SIMT GEMV pass's first row).
@@ -754,16 +761,16 @@ pub struct Pipelines {
     coop_tiles: bool,
     /// Workgroup shape.
     pub tuning: Tuning,
-    pipelines: PipelineSet<PipelineKey>,
-    coop_pipelines: PipelineSet<CoopKey>,
-    gemm_pipelines: PipelineSet<GemmKey>,
-    coop_gemm_pipelines: PipelineSet<CoopGemmKey>,
+    pipelines: PipelineSet<(PipelineKey, Epilogue)>,
+    coop_pipelines: PipelineSet<(CoopKey, Epilogue)>,
+    gemm_pipelines: PipelineSet<(GemmKey, Epilogue)>,
+    coop_gemm_pipelines: PipelineSet<(CoopGemmKey, Epilogue)>,
     digits_pipelines: PipelineSet<DigitsKey>,
     fragments_pipelines: PipelineSet<FragmentsKey>,
-    slices_pipelines: PipelineSet<SlicesKey>,
-    tiles_pipelines: PipelineSet<TilesKey>,
-    blocks_pipelines: PipelineSet<BlocksKey>,
-    blocks_gemm_pipelines: PipelineSet<BlocksGemmKey>,
+    slices_pipelines: PipelineSet<(SlicesKey, Epilogue)>,
+    tiles_pipelines: PipelineSet<(TilesKey, Epilogue)>,
+    blocks_pipelines: PipelineSet<(BlocksKey, Epilogue)>,
+    blocks_gemm_pipelines: PipelineSet<(BlocksGemmKey, Epilogue)>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -865,7 +872,7 @@ impl Pipelines {
                 this.matrix_set,
                 "q4vk descriptor set layout 0 (matrix part)",
             );
-            let b2 = storage_bindings(2);
+            let b5 = storage_bindings(SET1_BINDINGS);
             let flags = if device.push_descriptor.is_some() {
                 vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR
             } else {
@@ -874,12 +881,15 @@ impl Pipelines {
             this.xy_set = d
                 .create_descriptor_set_layout(
                     &vk::DescriptorSetLayoutCreateInfo::default()
-                        .bindings(&b2)
+                        .bindings(&b5)
                         .flags(flags),
                     None,
                 )
                 .map_err(|e| Error::vk("vkCreateDescriptorSetLayout", e))?;
-            names.name(this.xy_set, "q4vk descriptor set layout 1 (x and y)");
+            names.name(
+                this.xy_set,
+                "q4vk descriptor set layout 1 (x, y, epilogue operands)",
+            );
             let sets = [this.matrix_set, this.xy_set];
             // The kernels read the first 40 bytes, the GEMM ones also m, the SIMT GEMV the
             // first row of its pass.
@@ -933,8 +943,9 @@ impl Pipelines {
             .map_err(|e| Error::vk("vkGetPipelineCacheData", e))
     }
 
-    /// The pipeline for `key`, created (through the cache) on first use.
-    pub fn get(&self, key: PipelineKey) -> Result<vk::Pipeline> {
+    /// The pipeline for `key` with the epilogue `epi`, created (through the cache) on
+    /// first use.
+    pub fn get(&self, key: PipelineKey, epi: Epilogue) -> Result<vk::Pipeline> {
         if key.portable != self.portable {
             return Err(Error::Internal(format!(
                 "pipeline for portable = {} requested from a context with portable = {}",
@@ -972,32 +983,34 @@ impl Pipelines {
             }
         };
         self.pipelines
-            .get_or_create(key, |name| self.create(module, &values, name))
+            .get_or_create((key, epi), |name| self.create(module, &values, epi, name))
     }
 
     /// The tensor-core pipeline for `key`, created on first use (contexts made with
     /// `coop` only).
-    pub fn get_coop(&self, key: CoopKey) -> Result<vk::Pipeline> {
+    pub fn get_coop(&self, key: CoopKey, epi: Epilogue) -> Result<vk::Pipeline> {
         self.check_coop()?;
-        self.coop_pipelines.get_or_create(key, |name| {
-            self.create(self.coop_module, &key.spec_values(), name)
+        self.coop_pipelines.get_or_create((key, epi), |name| {
+            self.create(self.coop_module, &key.spec_values(), epi, name)
         })
     }
 
     /// The SIMT GEMM pipeline for `key`, created (with the module, the first time) on first
     /// use.
-    pub fn get_gemm(&self, key: GemmKey) -> Result<vk::Pipeline> {
-        self.gemm_pipelines.get_or_create(key, |name| {
+    pub fn get_gemm(&self, key: GemmKey, epi: Epilogue) -> Result<vk::Pipeline> {
+        self.gemm_pipelines.get_or_create((key, epi), |name| {
             let module = self.lazy_module(&self.gemm_module, shaders::GEMM, "gemm_q4")?;
-            self.create(module, &key.own_spec_values(), name)
+            self.create(module, &key.own_spec_values(), epi, name)
         })
     }
 
     /// The tensor-core GEMM pipeline for `key`, created (with the module, the first time)
-    /// on first use (contexts made with `coop` only).
-    pub fn get_coop_gemm(&self, key: CoopGemmKey) -> Result<vk::Pipeline> {
+    /// on first use (contexts made with `coop` only). Its build in K slices writes the
+    /// workspace, not y: its epilogue is the slices' sum's.
+    pub fn get_coop_gemm(&self, key: CoopGemmKey, epi: Epilogue) -> Result<vk::Pipeline> {
         self.check_coop()?;
-        self.coop_gemm_pipelines.get_or_create(key, |name| {
+        let epi = if key.k_slices { Epilogue::NONE } else { epi };
+        self.coop_gemm_pipelines.get_or_create((key, epi), |name| {
             let module = match key.k_slices {
                 true => self.lazy_module(
                     &self.coop_gemm_slices_module,
@@ -1008,7 +1021,7 @@ impl Pipelines {
                     self.lazy_module(&self.coop_gemm_module, shaders::GEMM_COOP, "gemm_q4_coop")?
                 }
             };
-            self.create(module, &key.spec_values(), name)
+            self.create(module, &key.spec_values(), epi, name)
         })
     }
 
@@ -1023,7 +1036,7 @@ impl Pipelines {
         }
         self.digits_pipelines.get_or_create(key, |name| {
             let module = self.lazy_module(&self.digits_module, shaders::X_DIGITS, "x_digits")?;
-            self.create(module, &key.spec_values(), name)
+            self.create(module, &key.spec_values(), Epilogue::NONE, name)
         })
     }
 
@@ -1034,64 +1047,67 @@ impl Pipelines {
         self.fragments_pipelines.get_or_create(key, |name| {
             let module =
                 self.lazy_module(&self.fragments_module, shaders::X_FRAGMENTS, "x_fragments")?;
-            self.create(module, &key.spec_values(), name)
+            self.create(module, &key.spec_values(), Epilogue::NONE, name)
         })
     }
 
     /// The pipeline adding the tensor-core GEMM's K slices for `key`, created (with the
     /// module, the first time) on first use.
-    pub fn get_slices(&self, key: SlicesKey) -> Result<vk::Pipeline> {
-        self.slices_pipelines.get_or_create(key, |name| {
+    pub fn get_slices(&self, key: SlicesKey, epi: Epilogue) -> Result<vk::Pipeline> {
+        self.slices_pipelines.get_or_create((key, epi), |name| {
             let module =
                 self.lazy_module(&self.slices_module, shaders::GEMM_SLICES, "gemm_slices")?;
-            self.create(module, &key.spec_values(), name)
+            self.create(module, &key.spec_values(), epi, name)
         })
     }
 
     /// The tensor-core GEMM on the SIMT layout's pipeline for `key`, created (with the
     /// module, the first time) on first use (contexts whose device offers it only).
-    pub fn get_tiles(&self, key: TilesKey) -> Result<vk::Pipeline> {
+    pub fn get_tiles(&self, key: TilesKey, epi: Epilogue) -> Result<vk::Pipeline> {
         if !self.coop_tiles {
             return Err(Error::Internal(
                 "tensor-core GEMM on the SIMT layout requested from a context without it".into(),
             ));
         }
-        self.tiles_pipelines.get_or_create(key, |name| {
+        self.tiles_pipelines.get_or_create((key, epi), |name| {
             let module = self.lazy_module(
                 &self.tiles_module,
                 shaders::GEMM_COOP_TILES,
                 "gemm_q4_coop_tiles",
             )?;
-            self.create(module, &key.spec_values(), name)
+            self.create(module, &key.spec_values(), epi, name)
         })
     }
 
     /// The GEMV on GGUF blocks' pipeline for `key`, created (with the module of the
     /// context's reduction variant, the first time) on first use.
-    pub fn get_blocks(&self, key: BlocksKey) -> Result<vk::Pipeline> {
+    pub fn get_blocks(&self, key: BlocksKey, epi: Epilogue) -> Result<vk::Pipeline> {
         if key.portable != self.portable {
             return Err(Error::Internal(format!(
                 "blocks pipeline for portable = {} requested from a context with portable = {}",
                 key.portable, self.portable
             )));
         }
-        self.blocks_pipelines.get_or_create(key, |name| {
+        self.blocks_pipelines.get_or_create((key, epi), |name| {
             let slot = type_slot(&self.blocks_modules, key.ty)?;
             let spv = shaders::gemv_blocks(key.ty, self.portable);
             let module = self.lazy_module(slot, spv, &format!("gemv_blocks {}", key.ty.name()))?;
-            self.create(module, &key.spec_values(self.tuning.subgroup), name)
+            let values = key.spec_values(self.tuning.subgroup);
+            self.create(module, &values, epi, name)
         })
     }
 
     /// The GEMM on GGUF blocks' pipeline for `key`, created (with the type's module, the
     /// first time) on first use.
-    pub fn get_blocks_gemm(&self, key: BlocksGemmKey) -> Result<vk::Pipeline> {
-        self.blocks_gemm_pipelines.get_or_create(key, |name| {
-            let slot = type_slot(&self.blocks_gemm_modules, key.ty)?;
-            let spv = shaders::gemm_blocks(key.ty);
-            let module = self.lazy_module(slot, spv, &format!("gemm_blocks {}", key.ty.name()))?;
-            self.create(module, &key.spec_values(), name)
-        })
+    pub fn get_blocks_gemm(&self, key: BlocksGemmKey, epi: Epilogue) -> Result<vk::Pipeline> {
+        self.blocks_gemm_pipelines
+            .get_or_create((key, epi), |name| {
+                let slot = type_slot(&self.blocks_gemm_modules, key.ty)?;
+                let spv = shaders::gemm_blocks(key.ty);
+                let module =
+                    self.lazy_module(slot, spv, &format!("gemm_blocks {}", key.ty.name()))?;
+                self.create(module, &key.spec_values(), epi, name)
+            })
     }
 
     /// Refuses the tensor-core kernels on a context that does not run them.
@@ -1118,13 +1134,27 @@ impl Pipelines {
         Ok(*module)
     }
 
-    /// A compute pipeline of `module` with specialization constants 0.. = `values`, named
-    /// `name`.
-    fn create(&self, module: vk::ShaderModule, values: &[u32], name: &str) -> Result<vk::Pipeline> {
+    /// A compute pipeline of `module` with specialization constants 0.. = `values` and
+    /// [`EPILOGUE_SPEC_ID`] = `epi`'s value (modules without it ignore it), named `name`.
+    fn create(
+        &self,
+        module: vk::ShaderModule,
+        values: &[u32],
+        epi: Epilogue,
+        name: &str,
+    ) -> Result<vk::Pipeline> {
+        if values.len() > EPILOGUE_SPEC_ID as usize {
+            return Err(Error::Internal(format!(
+                "{name}: {} specialization constants reach the epilogue's id {EPILOGUE_SPEC_ID}",
+                values.len()
+            )));
+        }
+        let values: Vec<u32> = values.iter().copied().chain([epi.spec_value()]).collect();
         let data: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let last = values.len() as u32 - 1;
         let entries: Vec<vk::SpecializationMapEntry> = (0..values.len() as u32)
             .map(|i| vk::SpecializationMapEntry {
-                constant_id: i,
+                constant_id: if i == last { EPILOGUE_SPEC_ID } else { i },
                 offset: 4 * i,
                 size: 4,
             })

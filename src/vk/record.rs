@@ -7,10 +7,12 @@ use super::gemv_plan::{
     decide, fragments_prepass, plan_of, Choice, KSlices, Plan, Prepass, PrepassPlanned, Room,
 };
 use super::matrix::{DeviceMatrix, Part as MatrixPart};
-use super::params::{dispatch_grid, xy_extent, BufferRange, GemvParams, XyExtent};
+use super::params::{
+    dispatch_grid, value_bytes, xy_extent, BufferRange, EpilogueOperands, GemvParams, XyExtent,
+};
 use super::pipeline::{Push, SLICES_WORKGROUP};
 use super::x_fragments::FragmentGeometry;
-use super::xy_sets::{buffer_infos, writes};
+use super::xy_sets::{buffer_infos, writes, Set1};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
 
@@ -19,6 +21,11 @@ use ash::vk;
 /// beyond 32-bit indexing or `maxStorageBufferRange`): `Unsupported`.
 pub fn check_params(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<XyExtent> {
     let e = xy_extent(mat.form.shape.n as u64, mat.form.shape.k as u64, p, "")?;
+    if p.epilogue.y_f16 && !ctx.device.device_scope_atomics {
+        return Err(Error::Unsupported(
+            "f16 y is written with Device-scope atomics, which this device does not allow (vulkanMemoryModel is enabled without vulkanMemoryModelDeviceScope)".into(),
+        ));
+    }
     let (m, x_bytes, y_bytes) = (p.m, e.x_bytes, e.y_bytes);
     let max = ctx.device.info.max_storage_range;
     for (name, need) in [("x", x_bytes), ("y", y_bytes)] {
@@ -47,6 +54,72 @@ pub fn validate(
         return Err(invalid!("args->x and args->y overlap"));
     }
     Ok(e)
+}
+
+/// Checks the buffers of a call's epilogue (`ops`) against what `p.epilogue` uses: each
+/// operand given exactly where the epilogue reads it, of the bytes it reads (the bias n
+/// values, the gate and the residual y's extent `e` in y's type), aligned, and apart from
+/// y, except a residual that is y's own range (an in-place add).
+pub fn validate_operands(
+    ctx: &Context,
+    mat: &DeviceMatrix,
+    y: &BufferRange,
+    ops: &EpilogueOperands,
+    p: &GemvParams,
+    e: &XyExtent,
+) -> Result<()> {
+    let epi = &p.epilogue;
+    let n = mat.form.shape.n as u64;
+    let wanted = [
+        (
+            "bias",
+            "Q4VK_GEMV_BIAS",
+            ops.bias,
+            epi.bias_f16.map(|h| value_bytes(n, h)),
+        ),
+        (
+            "residual",
+            "Q4VK_GEMV_RESIDUAL",
+            ops.residual,
+            epi.residual.then_some(e.y_bytes),
+        ),
+        (
+            "gate",
+            "Q4VK_GEMV_SILU_GATE or Q4VK_GEMV_GELU_GATE",
+            ops.gate,
+            epi.gate.map(|_| e.y_bytes),
+        ),
+    ];
+    for (name, flag, given, need) in wanted {
+        match (given, need) {
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(invalid!(
+                    "args->{name}.buffer is set and args->flags lacks {flag}; set the flag or pass VK_NULL_HANDLE"
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(Error::NullPointer(format!(
+                    "args->flags has {flag} and args->{name}.buffer is VK_NULL_HANDLE"
+                )))
+            }
+            (Some(b), Some(need)) => {
+                check_buffer(ctx, name, &b, need)?;
+                let in_place = name == "residual" && b.buffer == y.buffer && b.offset == y.offset;
+                if !in_place && b.buffer == y.buffer && overlap((b.offset, need), (y.offset, e.y_bytes)) {
+                    return Err(invalid!(
+                        "args->{name} overlaps args->y{}",
+                        if name == "residual" {
+                            " (a residual may be y itself, at y's offset, or apart from it)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks one buffer of a call (`args->{name}`) as [`check_binding`] does, and its range
@@ -129,9 +202,9 @@ pub fn record_x_fragments(
         ));
     }
     check_buffer(ctx, "x", &x, xy_extent(1, u64::from(k), p, "")?.x_bytes)?;
-    validate_workspace(ctx, &workspace, g.bytes(), &x, &x)?;
+    validate_workspace(ctx, &workspace, g.bytes(), &Set1::pair(x, x))?;
     let prepass = fragments_prepass(&ctx.pipelines, g, k, p)?;
-    let xy = XyBinding::of(ctx, x, workspace)?;
+    let xy = XyBinding::of(ctx, &Set1::pair(x, workspace))?;
     record_prepass(ctx, cmd, &prepass, &xy, p.m);
     Ok(())
 }
@@ -155,24 +228,45 @@ pub fn record(
     p: &GemvParams,
     workspace: Option<BufferRange>,
 ) -> Result<()> {
-    validate(ctx, mat, &x, &y, p)?;
-    record_validated(ctx, cmd, mat, (x, y), p, workspace)
+    record_epilogue(ctx, cmd, mat, (x, y), &EpilogueOperands::NONE, p, workspace)
 }
 
-/// [`record`] for a call whose x and y [`validate`] accepted: its kernels resolved (with a
-/// workspace, the pre-pass path where the call has one, else the kernel on x), then
-/// recorded.
+/// [`record`] with the buffers of the call's epilogue (`p.epilogue`): `ops`, checked with
+/// [`validate_operands`].
+pub fn record_epilogue(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    mat: &DeviceMatrix,
+    (x, y): (BufferRange, BufferRange),
+    ops: &EpilogueOperands,
+    p: &GemvParams,
+    workspace: Option<BufferRange>,
+) -> Result<()> {
+    let e = validate(ctx, mat, &x, &y, p)?;
+    validate_operands(ctx, mat, &y, ops, p, &e)?;
+    record_validated(ctx, cmd, mat, (x, y), ops, p, workspace)
+}
+
+/// [`record`] for a call whose x and y [`validate`] and epilogue operands
+/// [`validate_operands`] accepted: its kernels resolved (with a workspace, the pre-pass
+/// path where the call has one, else the kernel on x), then recorded.
 pub fn record_validated(
     ctx: &Context,
     cmd: vk::CommandBuffer,
     mat: &DeviceMatrix,
     (x, y): (BufferRange, BufferRange),
+    ops: &EpilogueOperands,
     p: &GemvParams,
     workspace: Option<BufferRange>,
 ) -> Result<()> {
     let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
     let call = CallPlan::of(ctx, mat, p, decide(&ctx.rules, &mat.form, p, room)?)?;
-    record_resolved(ctx, cmd, mat, (x, y), p, workspace, &call)
+    let main = Set1 {
+        read: x,
+        written: y,
+        operands: *ops,
+    };
+    record_resolved(ctx, cmd, mat, &main, p, workspace, &call)
 }
 
 /// A call's kernels, resolved (pipelines created) before anything is recorded from its
@@ -204,41 +298,42 @@ impl CallPlan {
     }
 }
 
-/// Records the call `call` resolved for `p` (x and y checked by the caller; the workspace,
-/// where the pre-pass path runs, is checked here), x and y bound through the context's
-/// ring or pushed.
+/// Records the call `call` resolved for `p` (`main`: x, y and the epilogue's operands,
+/// checked by the caller; the workspace, where the pre-pass path runs, is checked here),
+/// set 1 bound through the context's ring or pushed.
 pub(super) fn record_resolved(
     ctx: &Context,
     cmd: vk::CommandBuffer,
     mat: &DeviceMatrix,
-    (x, y): (BufferRange, BufferRange),
+    main: &Set1,
     p: &GemvParams,
     workspace: Option<BufferRange>,
     call: &CallPlan,
 ) -> Result<()> {
     // At most two bindings: no allocation per call.
-    let pairs = xy_pairs(ctx, call, (x, y), p, workspace)?;
+    let pairs = xy_pairs(ctx, call, main, p, workspace)?;
     let mut bound = [XyBinding::Set(vk::DescriptorSet::null()); 2];
-    for (slot, &(a, b)) in bound.iter_mut().zip(pairs.as_slice()) {
-        *slot = XyBinding::of(ctx, a, b)?;
+    for (slot, set1) in bound.iter_mut().zip(pairs.as_slice()) {
+        *slot = XyBinding::of(ctx, set1)?;
     }
     record_bound(ctx, cmd, mat, p, call, &bound[..pairs.as_slice().len()]);
     Ok(())
 }
 
-/// The (binding 0, binding 1) pairs of set 1 that `call` binds, in recording order: (x, y)
-/// without a pre-pass; with one, (x, workspace) for the pre-pass (unless `p` says an earlier
-/// call filled the workspace) and (workspace, y) for the kernel, the workspace checked and
-/// bound for the bytes the call uses.
+/// The bindings of set 1 that `call` binds, in recording order: `main` (x, y and the
+/// epilogue's operands) without a pre-pass; with one, (x, workspace) for the pre-pass
+/// (unless `p` says an earlier call filled the workspace) and `main` with the workspace
+/// in place of x for the kernel, the workspace checked and bound for the bytes the call
+/// uses.
 pub(super) fn xy_pairs(
     ctx: &Context,
     call: &CallPlan,
-    (x, y): (BufferRange, BufferRange),
+    main: &Set1,
     p: &GemvParams,
     workspace: Option<BufferRange>,
 ) -> Result<XyPairs> {
     let ws = match (&call.prepass, workspace) {
-        (None, _) => return Ok(XyPairs::One([(x, y)])),
+        (None, _) => return Ok(XyPairs::One([*main])),
         (Some(_), Some(ws)) => ws,
         (Some(_), None) => {
             return Err(Error::Internal(
@@ -247,26 +342,27 @@ pub(super) fn xy_pairs(
         }
     };
     let need = call.choice.workspace_bytes;
-    validate_workspace(ctx, &ws, need, &x, &y)?;
+    validate_workspace(ctx, &ws, need, main)?;
     // Only the bytes the kernels use are bound.
     let ws = BufferRange { range: need, ..ws };
+    let kernel = Set1 { read: ws, ..*main };
     Ok(match p.workspace_filled {
-        true => XyPairs::One([(ws, y)]),
-        false => XyPairs::Two([(x, ws), (ws, y)]),
+        true => XyPairs::One([kernel]),
+        false => XyPairs::Two([Set1::pair(main.read, ws), kernel]),
     })
 }
 
-/// The one or two (binding 0, binding 1) pairs of set 1 a call binds ([`xy_pairs`]).
+/// The one or two bindings of set 1 a call binds ([`xy_pairs`]).
 pub(super) enum XyPairs {
     /// The kernel's alone.
-    One([(BufferRange, BufferRange); 1]),
+    One([Set1; 1]),
     /// The pre-pass's, then the kernel's.
-    Two([(BufferRange, BufferRange); 2]),
+    Two([Set1; 2]),
 }
 
 impl XyPairs {
-    /// The pairs in recording order.
-    pub(super) fn as_slice(&self) -> &[(BufferRange, BufferRange)] {
+    /// The bindings in recording order.
+    pub(super) fn as_slice(&self) -> &[Set1] {
         match self {
             XyPairs::One(p) => p,
             XyPairs::Two(p) => p,
@@ -441,17 +537,21 @@ unsafe fn compute_barrier(
     unsafe { super::submit::record_barrier(&ctx.device.device, cmd, (stage, src), (stage, dst)) };
 }
 
-/// Checks the workspace of a pre-pass: `need` bytes, aligned, apart from x and y (only its
-/// first `need` bytes are bound, so a longer range is fine).
-fn validate_workspace(
-    ctx: &Context,
-    ws: &BufferRange,
-    need: u64,
-    x: &BufferRange,
-    y: &BufferRange,
-) -> Result<()> {
+/// Checks the workspace of a pre-pass: `need` bytes, aligned, apart from x, y and the
+/// epilogue's operands in `call` (only its first `need` bytes are bound, so a longer range
+/// is fine).
+fn validate_workspace(ctx: &Context, ws: &BufferRange, need: u64, call: &Set1) -> Result<()> {
     check_binding(ctx, "workspace", ws, need)?;
-    for (name, b) in [("x", x), ("y", y)] {
+    let o = &call.operands;
+    let named = [
+        ("x", Some(call.read)),
+        ("y", Some(call.written)),
+        ("bias", o.bias),
+        ("residual", o.residual),
+        ("gate", o.gate),
+    ];
+    for (name, b) in named {
+        let Some(b) = b else { continue };
         if ws.buffer == b.buffer && overlap((ws.offset, need), (b.offset, b.range)) {
             return Err(invalid!("args->workspace overlaps args->{name}"));
         }
@@ -459,25 +559,25 @@ fn validate_workspace(
     Ok(())
 }
 
-/// How set 1 of the GEMV layout (x, y) gets bound: a set (of the ring, or a binding's
-/// own), or pushed.
+/// How set 1 of the GEMV layout ([`Set1`]) gets bound: a set (of the ring, or a
+/// binding's own), or pushed.
 #[derive(Clone, Copy)]
 pub(super) enum XyBinding {
     Set(vk::DescriptorSet),
-    Push(BufferRange, BufferRange),
+    Push(Set1),
 }
 
 impl XyBinding {
-    /// The binding of `x` and `y` (a set taken from the ring now, so that recording cannot
-    /// fail later).
-    fn of(ctx: &Context, x: BufferRange, y: BufferRange) -> Result<XyBinding> {
+    /// The binding of `set1` (a set taken from the ring now, so that recording cannot fail
+    /// later).
+    fn of(ctx: &Context, set1: &Set1) -> Result<XyBinding> {
         match (&ctx.xy_sets, &ctx.device.push_descriptor) {
             (Some(sets), _) => Ok(XyBinding::Set(
                 sets.lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .next(ctx.pipelines.xy_set, x, y)?,
+                    .next(ctx.pipelines.xy_set, set1)?,
             )),
-            (None, Some(_)) => Ok(XyBinding::Push(x, y)),
+            (None, Some(_)) => Ok(XyBinding::Push(*set1)),
             (None, None) => Err(Error::Internal("no way to bind x and y".into())),
         }
     }
@@ -495,13 +595,13 @@ impl XyBinding {
             (XyBinding::Set(set), _) => unsafe {
                 d.cmd_bind_descriptor_sets(cmd, bind, layout, 1, &[*set], &[])
             },
-            (XyBinding::Push(x, y), Some(push)) => {
-                let infos = buffer_infos(*x, *y);
+            (XyBinding::Push(set1), Some(push)) => {
+                let infos = buffer_infos(set1);
                 let w = writes(&infos, vk::DescriptorSet::null());
                 // SAFETY: the caller's contract; set 1 is a push-descriptor set.
                 unsafe { push.cmd_push_descriptor_set(cmd, bind, layout, 1, &w) };
             }
-            (XyBinding::Push(..), None) => {
+            (XyBinding::Push(_), None) => {
                 unreachable!("XyBinding::of pushes only with push descriptors")
             }
         }

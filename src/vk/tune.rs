@@ -9,11 +9,12 @@ use super::context::Context;
 use super::gemv_plan::{decide, KernelChoice, Room};
 use super::matrix::{upload, DeviceMatrix, UploadRoute};
 use super::memory::{Buffer, MemoryKind};
-use super::params::{BufferRange, GemvParams, MAX_M};
+use super::params::{BufferRange, Epilogue, GemvParams, MAX_M};
 use super::pipeline::Tuning;
 use super::record::{record_resolved, CallPlan};
 use super::rules::Rules;
 use super::submit::record_barrier;
+use super::xy_sets::Set1;
 use crate::error::{invalid, Error, Result};
 use crate::plan::tuned::{candidates, TunedBlob};
 use crate::plan::tuning::SimtGemv;
@@ -265,6 +266,7 @@ fn time_case(ctx: &Context, rules: &Rules, case: &Case, m: u32) -> Result<f64> {
         x_gathered: false,
         x_round_f16: false,
         workspace_filled: false,
+        epilogue: Epilogue::NONE,
     };
     let choice = decide(rules, &case.mats[0].form, &p, Room::None)?;
     if !matches!(choice.kernel, KernelChoice::SimtGemv { .. }) {
@@ -304,7 +306,15 @@ fn time_case(ctx: &Context, rules: &Rules, case: &Case, m: u32) -> Result<f64> {
                     // SAFETY: q4vk's own command buffer, recording.
                     unsafe { record_barrier(&ctx.device.device, cmd, write, read_write) };
                 }
-                record_resolved(ctx, cmd, &case.mats[at], (x, y), &p, None, &plans[at])?;
+                record_resolved(
+                    ctx,
+                    cmd,
+                    &case.mats[at],
+                    &Set1::pair(x, y),
+                    &p,
+                    None,
+                    &plans[at],
+                )?;
             }
             Ok(())
         })?;

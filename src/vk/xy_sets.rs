@@ -1,4 +1,5 @@
-//! Descriptor sets for x and y on devices without `VK_KHR_push_descriptor`: a ring of at
+//! Set 1 of the GEMV layout ([`Set1`]: x, y and the epilogue's operands) and its
+//! descriptor sets on devices without `VK_KHR_push_descriptor`: a ring of at
 //! most `RING` sets per context. Each GEMV writes the next set of the ring (one that records
 //! a pre-pass writes two), so memory is bounded and no set ever names a buffer handle
 //! the host may since have destroyed and reused. A set is rewritten only after `RING`
@@ -6,7 +7,7 @@
 //! `q4vk_cmd_gemv`.
 
 use super::device::Device;
-use super::params::BufferRange;
+use super::params::{BufferRange, EpilogueOperands};
 use crate::error::{Error, Result};
 use ash::vk;
 use std::sync::Arc;
@@ -16,6 +17,47 @@ pub(crate) const RING: usize = 4096;
 
 /// Sets per descriptor pool; pools are created as the ring fills.
 const SETS_PER_POOL: u32 = 64;
+
+/// Bindings of set 1: what a dispatch reads (0), what it writes (1), then the epilogue's
+/// bias (2), residual (3) and gate (4) (`shaders/epilogue.glsl`).
+pub const SET1_BINDINGS: u32 = 5;
+
+/// What one dispatch binds in set 1. Where the call has no such operand, bindings 2 to 4
+/// name the buffer read: a valid, readable descriptor that the kernel's epilogue never
+/// reads (the pre-passes declare only bindings 0 and 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Set1 {
+    /// Binding 0: x, or the workspace the kernel reads.
+    pub read: BufferRange,
+    /// Binding 1: y, or the workspace a pre-pass writes.
+    pub written: BufferRange,
+    /// Bindings 2 to 4.
+    pub operands: EpilogueOperands,
+}
+
+impl Set1 {
+    /// A dispatch reading `read` and writing `written`, with no epilogue operand.
+    pub fn pair(read: BufferRange, written: BufferRange) -> Set1 {
+        Set1 {
+            read,
+            written,
+            operands: EpilogueOperands::NONE,
+        }
+    }
+
+    /// The ranges of bindings 0 to 4.
+    fn ranges(&self) -> [BufferRange; SET1_BINDINGS as usize] {
+        let o = &self.operands;
+        let or_read = |b: Option<BufferRange>| b.unwrap_or(self.read);
+        [
+            self.read,
+            self.written,
+            or_read(o.bias),
+            or_read(o.residual),
+            or_read(o.gate),
+        ]
+    }
+}
 
 /// The ring: sets allocated on first use, then reused in turn.
 pub struct XySets {
@@ -46,12 +88,11 @@ impl XySets {
         self.pools.len()
     }
 
-    /// The next set of the ring, written with x (binding 0) and y (binding 1).
+    /// The next set of the ring, written with `bound`.
     pub fn next(
         &mut self,
         layout: vk::DescriptorSetLayout,
-        x: BufferRange,
-        y: BufferRange,
+        bound: &Set1,
     ) -> Result<vk::DescriptorSet> {
         if self.next == self.sets.len() && self.sets.len() < RING {
             self.allocate(layout)?;
@@ -60,7 +101,7 @@ impl XySets {
         // SAFETY: a set of this device; the last GEMV that bound it took it RING sets ago, so
         // no pending command buffer uses it (the contract of q4vk_cmd_gemv).
         unsafe {
-            let infos = buffer_infos(x, y);
+            let infos = buffer_infos(bound);
             self.device
                 .device
                 .update_descriptor_sets(&writes(&infos, set), &[]);
@@ -77,7 +118,7 @@ impl XySets {
             if self.sets.len().is_multiple_of(SETS_PER_POOL as usize) {
                 let sizes = [vk::DescriptorPoolSize {
                     ty: vk::DescriptorType::STORAGE_BUFFER,
-                    descriptor_count: 2 * SETS_PER_POOL,
+                    descriptor_count: SET1_BINDINGS * SETS_PER_POOL,
                 }];
                 let pool = d
                     .create_descriptor_pool(
@@ -114,9 +155,9 @@ impl Drop for XySets {
     }
 }
 
-/// Descriptor infos of x and y.
-pub fn buffer_infos(x: BufferRange, y: BufferRange) -> [[vk::DescriptorBufferInfo; 1]; 2] {
-    [x, y].map(|b| {
+/// Descriptor infos of set 1's bindings, in binding order.
+pub fn buffer_infos(bound: &Set1) -> [[vk::DescriptorBufferInfo; 1]; SET1_BINDINGS as usize] {
+    bound.ranges().map(|b| {
         [vk::DescriptorBufferInfo {
             buffer: b.buffer,
             offset: b.offset,
@@ -125,12 +166,12 @@ pub fn buffer_infos(x: BufferRange, y: BufferRange) -> [[vk::DescriptorBufferInf
     })
 }
 
-/// Writes of x (binding 0) and y (binding 1) into `set` (null for push descriptors).
+/// Writes of set 1's bindings into `set` (null for push descriptors).
 pub fn writes(
-    infos: &[[vk::DescriptorBufferInfo; 1]; 2],
+    infos: &[[vk::DescriptorBufferInfo; 1]; SET1_BINDINGS as usize],
     set: vk::DescriptorSet,
-) -> [vk::WriteDescriptorSet<'_>; 2] {
-    [0, 1].map(|i| {
+) -> [vk::WriteDescriptorSet<'_>; SET1_BINDINGS as usize] {
+    std::array::from_fn(|i| {
         vk::WriteDescriptorSet::default()
             .dst_set(set)
             .dst_binding(i as u32)

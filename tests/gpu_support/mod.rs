@@ -3,6 +3,8 @@
 //! reference.
 #![allow(dead_code)]
 
+pub mod blocks;
+
 use ash::vk;
 use q4vk::cpu::reference;
 use q4vk::ffi::context::*;
@@ -469,6 +471,7 @@ pub fn dense_params(
         x_gathered: false,
         x_round_f16: how.x_round_f16,
         workspace_filled: false,
+        epilogue: q4vk::vk::gemv::Epilogue::NONE,
     }
 }
 

@@ -2,8 +2,11 @@
 //! layer's seven matrices (Q, K, V, O, gate, up, down; random weights of the table's form,
 //! g128 int4 or `--type T` blocks) recorded into one command buffer as a decoder step runs
 //! them: Q, K and V on the layer's input, O on Q's output, gate and up on O's, down on
-//! gate's, which is the next layer's input; a barrier between dependent calls. No attention,
-//! norms or epilogues: the step's GEMVs and GEMMs alone. Timed between two timestamps, the
+//! gate's, which is the next layer's input; a barrier between dependent calls. No attention
+//! or norms. Each m runs two forms in the same run: the GEMVs alone (O on Q into its own
+//! buffer, gate and up on O's, down on gate's), and the fused step (Q, K and V with their
+//! bias where the model has one; O and down adding the residual into the layer's input in
+//! place; up with the SiLU of gate's output, after it). Timed between two timestamps, the
 //! median of runs, beside the time the step's bytes take at the copy bandwidth of the same
 //! run (the bandwidth ideal). `--quick`: two layers of a quarter of each dimension.
 
@@ -11,7 +14,9 @@ use super::*;
 use ash::vk;
 use q4vk::error::Result;
 use q4vk::vk::context::Context;
-use q4vk::vk::gemv::{self, BufferRange, GemvParams, Room};
+use q4vk::vk::gemv::{
+    self, BufferRange, Epilogue, EpilogueOperands, GateActivation, GemvParams, Room,
+};
 use q4vk::vk::matrix::{DeviceMatrix, UploadRoute};
 use q4vk::vk::memory::{Buffer, MemoryKind};
 
@@ -28,6 +33,8 @@ pub(crate) struct ModelShape {
     pub(crate) kv: usize,
     /// Decoder layers.
     pub(crate) layers: usize,
+    /// Q, K and V have a bias (Qwen2).
+    pub(crate) qkv_bias: bool,
 }
 
 /// The models of `--model` (their configs' sizes).
@@ -38,6 +45,7 @@ pub(crate) const MODELS: [ModelShape; 5] = [
         intermediate: 8960,
         kv: 256,
         layers: 28,
+        qkv_bias: true,
     },
     ModelShape {
         name: "Llama-3.2-1B",
@@ -45,6 +53,7 @@ pub(crate) const MODELS: [ModelShape; 5] = [
         intermediate: 8192,
         kv: 512,
         layers: 16,
+        qkv_bias: false,
     },
     ModelShape {
         name: "Llama-3.2-3B",
@@ -52,6 +61,7 @@ pub(crate) const MODELS: [ModelShape; 5] = [
         intermediate: 8192,
         kv: 1024,
         layers: 28,
+        qkv_bias: false,
     },
     ModelShape {
         name: "Qwen2.5-7B",
@@ -59,6 +69,7 @@ pub(crate) const MODELS: [ModelShape; 5] = [
         intermediate: 18944,
         kv: 512,
         layers: 28,
+        qkv_bias: true,
     },
     ModelShape {
         name: "Llama-3.1-8B",
@@ -66,6 +77,7 @@ pub(crate) const MODELS: [ModelShape; 5] = [
         intermediate: 14336,
         kv: 1024,
         layers: 32,
+        qkv_bias: false,
     },
 ];
 
@@ -116,7 +128,8 @@ impl Act {
     }
 }
 
-/// One matrix of a layer: its rows (outputs), inputs, and the buffers it reads and writes.
+/// One matrix of a layer: its rows (outputs), inputs, the buffers it reads and writes, and
+/// its epilogue.
 struct Linear {
     n: usize,
     k: usize,
@@ -124,10 +137,25 @@ struct Linear {
     to: Act,
     /// Whether a barrier orders it after the call before (it reads what that one wrote).
     after_barrier: bool,
+    /// A bias of n values is added.
+    bias: bool,
+    /// The residual added in place (`to` itself).
+    residual: bool,
+    /// The buffer whose SiLU multiplies the sums.
+    gate: Option<Act>,
 }
 
-/// A layer's seven matrices in the order a step records them.
-fn layer_linears(s: &ModelShape) -> [Linear; 7] {
+/// The two forms of a step each m runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// The GEMVs alone.
+    Plain,
+    /// Bias, residuals and the SiLU gate in the GEMVs' epilogues.
+    Fused,
+}
+
+/// A layer's seven matrices in the order a step of `form` records them.
+fn layer_linears(s: &ModelShape, form: Form) -> [Linear; 7] {
     let (h, i, kv) = (s.hidden, s.intermediate, s.kv);
     let l = |n, k, from, to, after_barrier| Linear {
         n,
@@ -135,16 +163,49 @@ fn layer_linears(s: &ModelShape) -> [Linear; 7] {
         from,
         to,
         after_barrier,
+        bias: false,
+        residual: false,
+        gate: None,
     };
-    [
-        l(h, h, Act::Input, Act::Q, true),
-        l(kv, h, Act::Input, Act::K, false),
-        l(kv, h, Act::Input, Act::V, false),
-        l(h, h, Act::Q, Act::O, true),
-        l(i, h, Act::O, Act::Gate, true),
-        l(i, h, Act::O, Act::Up, false),
-        l(h, i, Act::Gate, Act::Input, true),
-    ]
+    let bias = s.qkv_bias;
+    match form {
+        Form::Plain => [
+            l(h, h, Act::Input, Act::Q, true),
+            l(kv, h, Act::Input, Act::K, false),
+            l(kv, h, Act::Input, Act::V, false),
+            l(h, h, Act::Q, Act::O, true),
+            l(i, h, Act::O, Act::Gate, true),
+            l(i, h, Act::O, Act::Up, false),
+            l(h, i, Act::Gate, Act::Input, true),
+        ],
+        Form::Fused => [
+            Linear {
+                bias,
+                ..l(h, h, Act::Input, Act::Q, true)
+            },
+            Linear {
+                bias,
+                ..l(kv, h, Act::Input, Act::K, false)
+            },
+            Linear {
+                bias,
+                ..l(kv, h, Act::Input, Act::V, false)
+            },
+            Linear {
+                residual: true,
+                ..l(h, h, Act::Q, Act::Input, true)
+            },
+            l(i, h, Act::Input, Act::Gate, true),
+            Linear {
+                gate: Some(Act::Gate),
+                ..l(i, h, Act::Input, Act::Up, true)
+            },
+            Linear {
+                residual: true,
+                ..l(h, i, Act::Up, Act::Input, true)
+            },
+        ],
+    }
 }
 
 /// Prints the model-step table of `model` on `ctx`: one row per m of the table.
@@ -157,7 +218,7 @@ pub(crate) fn model_table(ctx: &Context, opt: &Options, model: ModelShape) -> Re
         layers: if opt.quick { 2 } else { model.layers },
         ..model
     };
-    let linears = layer_linears(&shape);
+    let linears = layer_linears(&shape, Form::Plain);
     let mut seed = 0x5_7E9u64;
     let mut mats = Vec::with_capacity(shape.layers * linears.len());
     for _ in 0..shape.layers {
@@ -181,23 +242,29 @@ pub(crate) fn model_table(ctx: &Context, opt: &Options, model: ModelShape) -> Re
         },
         matrix_bytes as f64 / f64::from(1 << 20)
     );
-    println!("| m | step µs | µs per layer | MB read | ideal µs at copy bandwidth | % of ideal | kernels of the first layer |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| m | form | step µs | µs per layer | MB read | ideal µs at copy bandwidth | % of ideal | plain ÷ fused | kernels of the first layer |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for &m in &opt.ms {
-        let step = Step::new(ctx, opt, &shape, &linears, &mats, m)?;
-        let warm = Some((&copy, opt.warm));
-        let us = time_runs(ctx, opt.iters.clamp(3, 50), warm, |cmd, _| {
-            step.record(ctx, cmd)
-        })?;
-        let bytes = matrix_bytes + step.activation_bytes;
-        let ideal = bytes as f64 / (copy_gbs * 1e3);
-        println!(
-            "| {m} | {us:.1} | {:.2} | {:.1} | {ideal:.1} | {:.0}% | {} |",
-            us / shape.layers as f64,
-            bytes as f64 / 1e6,
-            100.0 * ideal / us,
-            step.kernels(ctx, &mats[..linears.len()])?
-        );
+        let mut plain_us = None;
+        for form in [Form::Plain, Form::Fused] {
+            let linears = layer_linears(&shape, form);
+            let step = Step::new(ctx, opt, &shape, &linears, &mats, m)?;
+            let warm = Some((&copy, opt.warm));
+            let us = time_runs(ctx, opt.iters.clamp(3, 50), warm, |cmd, _| {
+                step.record(ctx, cmd)
+            })?;
+            let bytes = matrix_bytes + step.activation_bytes;
+            let ideal = bytes as f64 / (copy_gbs * 1e3);
+            let ratio = plain_us.map_or(String::from("—"), |p: f64| format!("{:.2}", p / us));
+            plain_us.get_or_insert(us);
+            println!(
+                "| {m} | {form:?} | {us:.1} | {:.2} | {:.1} | {ideal:.1} | {:.0}% | {ratio} | {} |",
+                us / shape.layers as f64,
+                bytes as f64 / 1e6,
+                100.0 * ideal / us,
+                step.kernels(ctx, &mats[..linears.len()])?
+            );
+        }
     }
     Ok(())
 }
@@ -223,12 +290,14 @@ fn upload_random(
 }
 
 /// A step at `m` activation rows: its activation buffers (x random, the rest written by the
-/// step), one workspace per matrix of a layer (Q, K and V run unordered) and the calls.
+/// step), the bias (one for every matrix: n values of the widest), one workspace per matrix
+/// of a layer (Q, K and V run unordered) and the calls.
 struct Step<'a> {
     linears: &'a [Linear],
     mats: &'a [DeviceMatrix],
     m: u32,
     acts: Vec<(Buffer, u64)>,
+    bias: Buffer,
     workspaces: Vec<Option<(Buffer, u64)>>,
     /// Bytes of x and y the step's calls move.
     activation_bytes: u64,
@@ -267,6 +336,7 @@ impl<'a> Step<'a> {
         for (l, mat) in linears.iter().zip(mats) {
             let bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &params(l, m))?;
             workspaces.push(match bytes > 0 && !opt.no_workspace {
+                // (The epilogue does not change the workspace.)
                 true => Some((
                     Buffer::new(
                         &ctx.device,
@@ -279,16 +349,27 @@ impl<'a> Step<'a> {
                 false => None,
             });
         }
+        // x and y, and what the epilogues read: the bias, the gate, the residual.
         let activation_bytes = shape.layers as u64
             * linears
                 .iter()
-                .map(|l| 4 * mb * (l.n + l.k) as u64)
+                .map(|l| {
+                    let reads = l.bias as u64 + mb * (l.residual as u64 + l.gate.is_some() as u64);
+                    4 * mb * (l.n + l.k) as u64 + 4 * l.n as u64 * reads
+                })
                 .sum::<u64>();
+        let widest = shape.hidden.max(shape.intermediate);
+        let bias_values: Vec<u8> = activations(widest)
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let bias = q4vk::vk::matrix::upload(ctx, &bias_values, "q4vk-bench model step bias")?;
         Ok(Step {
             linears,
             mats,
             m,
             acts,
+            bias,
             workspaces,
             activation_bytes,
         })
@@ -328,7 +409,17 @@ impl<'a> Step<'a> {
                     range: *range,
                 });
             let p = params(l, self.m);
-            gemv::record(ctx, cmd, mat, self.act(l.from), self.act(l.to), &p, ws)?;
+            let ops = EpilogueOperands {
+                bias: l.bias.then_some(BufferRange {
+                    buffer: self.bias.buffer,
+                    offset: 0,
+                    range: 4 * l.n as u64,
+                }),
+                residual: l.residual.then(|| self.act(l.to)),
+                gate: l.gate.map(|g| self.act(g)),
+            };
+            let (x, y) = (self.act(l.from), self.act(l.to));
+            gemv::record_epilogue(ctx, cmd, mat, (x, y), &ops, &p, ws)?;
         }
         Ok(())
     }
@@ -348,7 +439,7 @@ impl<'a> Step<'a> {
     }
 }
 
-/// The parameters of `l`'s call at `m` rows: dense f32 x and y.
+/// The parameters of `l`'s call at `m` rows: dense f32 x and y, its epilogue.
 fn params(l: &Linear, m: u32) -> GemvParams {
     GemvParams {
         m,
@@ -358,5 +449,11 @@ fn params(l: &Linear, m: u32) -> GemvParams {
         x_gathered: false,
         x_round_f16: false,
         workspace_filled: false,
+        epilogue: Epilogue {
+            bias_f16: l.bias.then_some(false),
+            gate: l.gate.map(|_| GateActivation::Silu),
+            residual: l.residual,
+            y_f16: false,
+        },
     }
 }

@@ -8,7 +8,7 @@ use q4vk::error::Result;
 use q4vk::import::gguf_blocks::BlockType;
 use q4vk::quant::q4::Q4Data;
 use q4vk::vk::context::Context;
-use q4vk::vk::gemv::{self, BufferRange, GemvParams, Room};
+use q4vk::vk::gemv::{self, BufferRange, Epilogue, GemvParams, Room};
 use q4vk::vk::kernel::Kernel;
 use q4vk::vk::matrix::{upload, DeviceMatrix, UploadRoute};
 use q4vk::vk::memory::{Buffer, MemoryKind};
@@ -178,6 +178,7 @@ pub(crate) fn prepare(
         x_gathered: false,
         x_round_f16: opt.round_x_f16,
         workspace_filled: false,
+        epilogue: Epilogue::NONE,
     };
     let tokens: Vec<usize> = if m > 8 {
         vec![0, m as usize / 2, m as usize - 1]
