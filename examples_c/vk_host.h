@@ -48,14 +48,14 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL vk_host_on_validation(VkDebugUtilsMessageS
     return VK_FALSE;
 }
 
-static void vk_host_on_log(void *user, uint32_t level, const char *message) {
+static inline void vk_host_on_log(void *user, uint32_t level, const char *message) {
     (void)user;
     fprintf(stderr, "q4vk [%u]: %s\n", level, message);
     if (level <= Q4VK_LOG_WARN) vk_host_messages++;
 }
 
 /* Creates the host's objects; with want_push, enables VK_KHR_push_descriptor if offered. */
-static vk_host vk_host_create(int want_push) {
+static inline vk_host vk_host_create(int want_push) {
     vk_host h;
     memset(&h, 0, sizeof h);
     const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
@@ -125,7 +125,7 @@ static vk_host vk_host_create(int want_push) {
 
 /* A desc lending the host's objects (no queue lock: these tests submit from one thread).
  * With push, lists VK_KHR_push_descriptor if the device has it enabled. */
-static q4vk_context_desc vk_host_desc(const vk_host *h, int push) {
+static inline q4vk_context_desc vk_host_desc(const vk_host *h, int push) {
     static const char *push_name[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
     q4vk_context_desc cd;
     q4vk_context_desc_default(&cd);
@@ -144,11 +144,12 @@ static q4vk_context_desc vk_host_desc(const vk_host *h, int push) {
     return cd;
 }
 
-static vk_host_buffer vk_host_buffer_create(const vk_host *h, VkDeviceSize size) {
+/* A host-visible, coherent, mapped buffer of `size` bytes for `usage`. */
+static inline vk_host_buffer vk_host_buffer_create_usage(const vk_host *h, VkDeviceSize size, VkBufferUsageFlags usage) {
     vk_host_buffer b;
     VkBufferCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     info.size = size;
-    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+    info.usage = usage;
     info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     CHECK_VK(vkCreateBuffer(h->device, &info, NULL, &b.buffer));
     VkMemoryRequirements req;
@@ -172,7 +173,12 @@ static vk_host_buffer vk_host_buffer_create(const vk_host *h, VkDeviceSize size)
     return b;
 }
 
-static void vk_host_buffer_destroy(const vk_host *h, vk_host_buffer *b) {
+/* A host-visible storage buffer of `size` bytes. */
+static inline vk_host_buffer vk_host_buffer_create(const vk_host *h, VkDeviceSize size) {
+    return vk_host_buffer_create_usage(h, size, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
+}
+
+static inline void vk_host_buffer_destroy(const vk_host *h, vk_host_buffer *b) {
     vkUnmapMemory(h->device, b->memory);
     vkDestroyBuffer(h->device, b->buffer, NULL);
     vkFreeMemory(h->device, b->memory, NULL);
@@ -180,7 +186,7 @@ static void vk_host_buffer_destroy(const vk_host *h, vk_host_buffer *b) {
 
 /* Records y = W x of q4vk into a fresh command buffer (x, y whole buffers of k and n
  * floats), submits it with a shader-write -> host-read barrier and waits. */
-static void vk_host_cmd_gemv(const vk_host *h, q4vk_context *ctx, const q4vk_matrix *mat,
+static inline void vk_host_cmd_gemv(const vk_host *h, q4vk_context *ctx, const q4vk_matrix *mat,
                              const vk_host_buffer *x, size_t k, const vk_host_buffer *y, size_t n) {
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     cai.commandPool = h->pool;
@@ -218,7 +224,7 @@ static void vk_host_cmd_gemv(const vk_host *h, q4vk_context *ctx, const q4vk_mat
 
 /* Destroys the host's device and instance (after every q4vk object, as q4vk.h requires)
  * and returns the number of validation/log messages seen over the whole run. */
-static int vk_host_destroy(vk_host *h) {
+static inline int vk_host_destroy(vk_host *h) {
     vkDestroyCommandPool(h->device, h->pool, NULL);
     vkDestroyDevice(h->device, NULL);
     PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger =
@@ -238,7 +244,7 @@ typedef struct {
     q4vk_matrix_desc desc;
 } vk_host_weights;
 
-static vk_host_weights vk_host_weights_make(size_t n, size_t k, uint64_t seed) {
+static inline vk_host_weights vk_host_weights_make(size_t n, size_t k, uint64_t seed) {
     vk_host_weights t;
     t.n = n;
     t.k = k;
@@ -263,11 +269,11 @@ static vk_host_weights vk_host_weights_make(size_t n, size_t k, uint64_t seed) {
 }
 
 /* Relative L2 error of y against the f64 product of the Q4 weights and x. */
-static double vk_host_weights_error(const vk_host_weights *t, const float *y) {
+static inline double vk_host_weights_error(const vk_host_weights *t, const float *y) {
     return q4_rel_error(y, t->q, t->s, t->x, t->n, t->k, 128, 1);
 }
 
-static void vk_host_weights_free(vk_host_weights *t) {
+static inline void vk_host_weights_free(vk_host_weights *t) {
     free(t->w);
     free(t->x);
     free(t->q);
