@@ -101,7 +101,7 @@ _Static_assert(Q4VK_GEMV_RESIDUAL == 0x40, "Q4VK_GEMV_RESIDUAL");
 _Static_assert(Q4VK_GEMV_SILU_GATE == 0x80, "Q4VK_GEMV_SILU_GATE");
 _Static_assert(Q4VK_GEMV_GELU_GATE == 0x100, "Q4VK_GEMV_GELU_GATE");
 
-_Static_assert(sizeof(struct q4vk_gemv_host_args) == 48, "q4vk_gemv_host_args size");
+_Static_assert(sizeof(struct q4vk_gemv_host_args) == 96, "q4vk_gemv_host_args size");
 FIELD(q4vk_gemv_host_args, struct_size, 0, uint32_t);
 FIELD(q4vk_gemv_host_args, flags, 4, uint32_t);
 FIELD(q4vk_gemv_host_args, m, 8, uint32_t);
@@ -110,6 +110,12 @@ FIELD(q4vk_gemv_host_args, x, 16, const void *);
 FIELD(q4vk_gemv_host_args, x_bytes, 24, size_t);
 FIELD(q4vk_gemv_host_args, y, 32, float *);
 FIELD(q4vk_gemv_host_args, y_len, 40, size_t);
+FIELD(q4vk_gemv_host_args, bias, 48, const void *);
+FIELD(q4vk_gemv_host_args, bias_bytes, 56, size_t);
+FIELD(q4vk_gemv_host_args, residual, 64, const void *);
+FIELD(q4vk_gemv_host_args, residual_bytes, 72, size_t);
+FIELD(q4vk_gemv_host_args, gate, 80, const void *);
+FIELD(q4vk_gemv_host_args, gate_bytes, 88, size_t);
 
 _Static_assert(sizeof(struct q4vk_kernel_export_desc) == 48, "q4vk_kernel_export_desc size");
 FIELD(q4vk_kernel_export_desc, struct_size, 0, uint32_t);

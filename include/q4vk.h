@@ -171,7 +171,8 @@
 // Epilogue: `args->bias`, n values (f32, or f16 with `Q4VK_GEMV_BIAS_F16`), is added to
 // every row: `y[t][i] = (W x)[t][i] + bias[i]`. The epilogue runs in the kernel that
 // writes y, in this order: bias, gate, residual, then y's rounding to f16 where
-// `Q4VK_GEMV_F16_OUTPUT` asks for it. `q4vk_cmd_gemv` and bindings only.
+// `Q4VK_GEMV_F16_OUTPUT` asks for it. `q4vk_gemv_host` applies the same epilogue on the
+// host after the product (on CPU contexts too).
 #define Q4VK_GEMV_BIAS 16
 
 // With `Q4VK_GEMV_BIAS`: the bias is f16 (n values, rounded up to 4 bytes).
@@ -494,6 +495,22 @@ typedef struct q4vk_gemv_host_args {
   float *y;
   // Floats writable at `y`: at least m·n.
   size_t y_len;
+  // Optional (appended after `y_len`; older callers read as NULL): with
+  // `Q4VK_GEMV_BIAS`, n values added to every row of y (f32, or f16 with
+  // `Q4VK_GEMV_BIAS_F16`), in the host's byte order, any alignment; else NULL.
+  const void *bias;
+  // Bytes readable at `bias`: at least 4·n (f16: 2·n).
+  size_t bias_bytes;
+  // Optional (appended): with `Q4VK_GEMV_RESIDUAL`, m·n f32 values added to y last, any
+  // alignment; `y` itself for `y += W x`, else apart from y; else NULL.
+  const void *residual;
+  // Bytes readable at `residual`: at least 4·m·n.
+  size_t residual_bytes;
+  // Optional (appended): with `Q4VK_GEMV_SILU_GATE` or `Q4VK_GEMV_GELU_GATE`, m·n f32
+  // values whose activation multiplies the sums, any alignment, apart from y; else NULL.
+  const void *gate;
+  // Bytes readable at `gate`: at least 4·m·n.
+  size_t gate_bytes;
 } q4vk_gemv_host_args;
 
 // Which kernel a call runs (`q4vk_gemv_plan_info.kernel`).
@@ -865,6 +882,8 @@ typedef struct q4vk_staging {
   void *mapped;
 } q4vk_staging;
 
+
+
 // The SIMT GEMV on x itself (m ≤ 8, and past 8 in passes of 8 rows).
 #define Q4VK_GEMV_KERNEL_SIMT_GEMV 1
 
@@ -1062,8 +1081,6 @@ typedef struct q4vk_staging {
 
 
 
-
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1201,19 +1218,29 @@ void q4vk_gemv_host_args_default(struct q4vk_gemv_host_args *args);
 // `q4vk_gemv` (finite f16 x also runs the tensor-core GEMM at m = 5..7 on every
 // tensor-core matrix, and at m = 4 or 3 on larger ones, see `q4vk_gemv_args.m`); f16 x is copied as it is (half the staging bytes of f32).
 //
+// The epilogue (`Q4VK_GEMV_BIAS`, `Q4VK_GEMV_BIAS_F16`, `Q4VK_GEMV_RESIDUAL`,
+// `Q4VK_GEMV_SILU_GATE`, `Q4VK_GEMV_GELU_GATE` with `args->bias`, `->residual`, `->gate`)
+// runs on the host after the product, on both kinds of context, in the kernels' order and
+// f32 arithmetic; its operands are copied first (so a residual may be y itself). y is f32:
+// `Q4VK_GEMV_F16_OUTPUT` is `UNSUPPORTED` here.
+//
 // On a CPU context: f16 x, or f32 x not 4-byte aligned, is copied as f32 values (f16
 // widened, exact) into a scratch of m·k floats (`OUT_OF_HOST_MEMORY` if it cannot be
 // allocated), and `Q4VK_GEMV_ROUND_X_TO_F16` changes nothing (the CPU kernels have no faster
 // rounded path).
 //
-// Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than
-// `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, `reserved0` not 0, or on a
-// `Q4VK_CONTEXT_STRICT_SIZES` context an `x_bytes` or `y_len` other than exact;
-// `BUFFER_TOO_SMALL` for `x_bytes` or `y_len` short of m·k values or m·n floats.
+// Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than the
+// first version's (which ended at `y_len`), unknown or refused flags, `reserved0` not 0,
+// an epilogue operand without its flag or overlapping y (a residual may be y exactly), or
+// on a `Q4VK_CONTEXT_STRICT_SIZES` context an `x_bytes` or `y_len` other than exact;
+// `NULL_POINTER` for an epilogue flag without its operand; `BUFFER_TOO_SMALL` for
+// `x_bytes`, `y_len` or an operand's bytes short of what the call reads;
+// `UNSUPPORTED` for `Q4VK_GEMV_F16_OUTPUT`.
 //
 // # Safety
 // `ctx`, `mat` NULL or live; `args` NULL or readable for its `struct_size` bytes; `x`
-// NULL or readable for `x_bytes` bytes; `y` NULL or writable for `y_len` floats.
+// NULL or readable for `x_bytes` bytes; `y` NULL or writable for `y_len` floats; `bias`,
+// `residual`, `gate` NULL or readable for their bytes.
 q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
                            const struct q4vk_matrix *mat,
                            const struct q4vk_gemv_host_args *args);

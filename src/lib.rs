@@ -12,6 +12,7 @@
 
 pub mod alloc;
 pub mod cpu;
+pub mod epilogue;
 pub mod error;
 pub mod ffi;
 pub mod import;

@@ -1,8 +1,8 @@
 //! The CPU context (`Q4VK_CONTEXT_CPU`): the GEMV correctness sweep of the GPU tests (same
 //! shapes, group sizes, zero points, f16/f32 scales, m = 1..8) against the f64 reference,
 //! every matrix source (every imported GGUF/GPTQ/AWQ golden case too: per-group offsets and
-//! act-order), thread caps, the Vulkan-only calls refused, and bad input refused with
-//! nothing written.
+//! act-order), thread caps, the Vulkan-only calls refused, `q4vk_gemv_host`'s epilogue, and
+//! bad input refused with nothing written.
 
 mod gpu_support;
 mod import_support;
@@ -535,6 +535,12 @@ fn matrices_do_not_cross_context_kinds() {
         q4vk_matrix_destroy(cm);
         q4vk_matrix_destroy(gm);
     }
+}
+
+#[test]
+fn gemv_host_applies_the_epilogue_after_the_product() {
+    let gpu = cpu(2);
+    gpu_support::host_epilogue::check_host_epilogue(&gpu, "CPU context");
 }
 
 #[test]

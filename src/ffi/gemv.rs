@@ -86,7 +86,8 @@ pub const Q4VK_GEMV_F16_OUTPUT: u32 = 0x8;
 /// Epilogue: `args->bias`, n values (f32, or f16 with `Q4VK_GEMV_BIAS_F16`), is added to
 /// every row: `y[t][i] = (W x)[t][i] + bias[i]`. The epilogue runs in the kernel that
 /// writes y, in this order: bias, gate, residual, then y's rounding to f16 where
-/// `Q4VK_GEMV_F16_OUTPUT` asks for it. `q4vk_cmd_gemv` and bindings only.
+/// `Q4VK_GEMV_F16_OUTPUT` asks for it. `q4vk_gemv_host` applies the same epilogue on the
+/// host after the product (on CPU contexts too).
 pub const Q4VK_GEMV_BIAS: u32 = 0x10;
 
 /// With `Q4VK_GEMV_BIAS`: the bias is f16 (n values, rounded up to 4 bytes).
@@ -303,8 +304,7 @@ fn epilogue_of(flags: u32) -> Epilogue {
     }
 }
 
-/// The `Q4VK_GEMV_*` bits that ask for an epilogue or an f16 y (`q4vk_cmd_gemv` and
-/// bindings only).
+/// The `Q4VK_GEMV_*` bits of the epilogue and y's type.
 const EPILOGUE_FLAGS: u32 = Q4VK_GEMV_F16_OUTPUT
     | Q4VK_GEMV_BIAS
     | Q4VK_GEMV_BIAS_F16
@@ -358,12 +358,11 @@ fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Refuses the epilogue bits on a call that runs none (`call`: the function's name).
-fn refuse_epilogue(flags: u32, what: &str, call: &str) -> Result<()> {
-    let asked = flags & EPILOGUE_FLAGS;
-    if asked != 0 {
+/// Refuses `Q4VK_GEMV_F16_OUTPUT` on a call whose y is f32 (`call`: who writes it).
+fn refuse_f16_output(flags: u32, what: &str, call: &str) -> Result<()> {
+    if flags & Q4VK_GEMV_F16_OUTPUT != 0 {
         return Err(Error::Unsupported(format!(
-            "{what} has epilogue or f16-output bits {asked:#x}: {call} writes f32 y = W x (the epilogue runs in q4vk_cmd_gemv and bindings, on a Vulkan context)"
+            "{what} has Q4VK_GEMV_F16_OUTPUT: {call} writes f32 y (f16 y is written by q4vk_cmd_gemv and bindings, on a Vulkan context)"
         )));
     }
     Ok(())
@@ -479,11 +478,28 @@ pub struct q4vk_gemv_host_args {
     pub y: *mut f32,
     /// Floats writable at `y`: at least m·n.
     pub y_len: usize,
+    /// Optional (appended after `y_len`; older callers read as NULL): with
+    /// `Q4VK_GEMV_BIAS`, n values added to every row of y (f32, or f16 with
+    /// `Q4VK_GEMV_BIAS_F16`), in the host's byte order, any alignment; else NULL.
+    pub bias: *const c_void,
+    /// Bytes readable at `bias`: at least 4·n (f16: 2·n).
+    pub bias_bytes: usize,
+    /// Optional (appended): with `Q4VK_GEMV_RESIDUAL`, m·n f32 values added to y last, any
+    /// alignment; `y` itself for `y += W x`, else apart from y; else NULL.
+    pub residual: *const c_void,
+    /// Bytes readable at `residual`: at least 4·m·n.
+    pub residual_bytes: usize,
+    /// Optional (appended): with `Q4VK_GEMV_SILU_GATE` or `Q4VK_GEMV_GELU_GATE`, m·n f32
+    /// values whose activation multiplies the sums, any alignment, apart from y; else NULL.
+    pub gate: *const c_void,
+    /// Bytes readable at `gate`: at least 4·m·n.
+    pub gate_bytes: usize,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and raw pointers only.
 unsafe impl VersionedStruct for q4vk_gemv_host_args {
-    const V0_SIZE: usize = std::mem::size_of::<q4vk_gemv_host_args>();
+    // The v0 args ended at `y_len`; the epilogue's operands were appended.
+    const V0_SIZE: usize = std::mem::offset_of!(q4vk_gemv_host_args, bias);
     const NAME: &'static str = "q4vk_gemv_host_args";
 }
 
@@ -503,6 +519,12 @@ pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_a
         x_bytes: 0,
         y: std::ptr::null_mut(),
         y_len: 0,
+        bias: std::ptr::null(),
+        bias_bytes: 0,
+        residual: std::ptr::null(),
+        residual_bytes: 0,
+        gate: std::ptr::null(),
+        gate_bytes: 0,
     };
     let _ = guard("q4vk_gemv_host_args_default", || {
         // SAFETY: NULL or writable (contract).
@@ -520,19 +542,29 @@ pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_a
 /// `q4vk_gemv` (finite f16 x also runs the tensor-core GEMM at m = 5..7 on every
 /// tensor-core matrix, and at m = 4 or 3 on larger ones, see `q4vk_gemv_args.m`); f16 x is copied as it is (half the staging bytes of f32).
 ///
+/// The epilogue (`Q4VK_GEMV_BIAS`, `Q4VK_GEMV_BIAS_F16`, `Q4VK_GEMV_RESIDUAL`,
+/// `Q4VK_GEMV_SILU_GATE`, `Q4VK_GEMV_GELU_GATE` with `args->bias`, `->residual`, `->gate`)
+/// runs on the host after the product, on both kinds of context, in the kernels' order and
+/// f32 arithmetic; its operands are copied first (so a residual may be y itself). y is f32:
+/// `Q4VK_GEMV_F16_OUTPUT` is `UNSUPPORTED` here.
+///
 /// On a CPU context: f16 x, or f32 x not 4-byte aligned, is copied as f32 values (f16
 /// widened, exact) into a scratch of m·k floats (`OUT_OF_HOST_MEMORY` if it cannot be
 /// allocated), and `Q4VK_GEMV_ROUND_X_TO_F16` changes nothing (the CPU kernels have no faster
 /// rounded path).
 ///
-/// Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than
-/// `sizeof(q4vk_gemv_host_args)`, unknown or refused flags, `reserved0` not 0, or on a
-/// `Q4VK_CONTEXT_STRICT_SIZES` context an `x_bytes` or `y_len` other than exact;
-/// `BUFFER_TOO_SMALL` for `x_bytes` or `y_len` short of m·k values or m·n floats.
+/// Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than the
+/// first version's (which ended at `y_len`), unknown or refused flags, `reserved0` not 0,
+/// an epilogue operand without its flag or overlapping y (a residual may be y exactly), or
+/// on a `Q4VK_CONTEXT_STRICT_SIZES` context an `x_bytes` or `y_len` other than exact;
+/// `NULL_POINTER` for an epilogue flag without its operand; `BUFFER_TOO_SMALL` for
+/// `x_bytes`, `y_len` or an operand's bytes short of what the call reads;
+/// `UNSUPPORTED` for `Q4VK_GEMV_F16_OUTPUT`.
 ///
 /// # Safety
 /// `ctx`, `mat` NULL or live; `args` NULL or readable for its `struct_size` bytes; `x`
-/// NULL or readable for `x_bytes` bytes; `y` NULL or writable for `y_len` floats.
+/// NULL or readable for `x_bytes` bytes; `y` NULL or writable for `y_len` floats; `bias`,
+/// `residual`, `gate` NULL or readable for their bytes.
 #[no_mangle]
 pub unsafe extern "C" fn q4vk_gemv_host(
     ctx: *mut q4vk_context,
@@ -545,7 +577,7 @@ pub unsafe extern "C" fn q4vk_gemv_host(
         // SAFETY: NULL or readable for struct_size (contract).
         let a = unsafe { read_struct(args, "args") }?;
         check_gemv_flags(a.flags, "args->flags")?;
-        refuse_epilogue(a.flags, "args->flags", "q4vk_gemv_host")?;
+        refuse_f16_output(a.flags, "args->flags", "q4vk_gemv_host")?;
         if a.flags & Q4VK_GEMV_REUSE_WORKSPACE != 0 {
             return Err(invalid!(
                 "args->flags has Q4VK_GEMV_REUSE_WORKSPACE: q4vk_gemv_host fills its own workspace (the flag is for q4vk_cmd_gemv)"
@@ -577,8 +609,15 @@ pub unsafe extern "C" fn q4vk_gemv_host(
         }
         check_disjoint(
             &[("args->y", a.y as usize, 4 * yn)],
-            &[("args->x", a.x as usize, es * xn)],
+            &[
+                ("args->x", a.x as usize, es * xn),
+                ("args->bias", a.bias as usize, a.bias_bytes),
+                ("args->gate", a.gate as usize, a.gate_bytes),
+            ],
         )?;
+        let epi = epilogue_of(a.flags);
+        // SAFETY: each operand NULL or readable for its bytes (contract).
+        let ops = unsafe { host_operands(&a, &epi, pair.shape().n, yn) }?;
         let x_type = if f16 { Dtype::F16 } else { Dtype::F32 };
         let counts = [
             ByteCount::typed(
@@ -619,9 +658,91 @@ pub unsafe extern "C" fn q4vk_gemv_host(
             }
         };
         if result.is_ok() {
+            crate::epilogue::apply_on_host(ys, pair.shape().n, &epi, &ops);
             rule.warn_other_readings(&counts);
         }
         result
+    })
+}
+
+/// The epilogue operands of a `q4vk_gemv_host` call as f32 values, checked against what
+/// `epi` reads: each given exactly where its flag is set, of enough bytes (the bias `n`
+/// values, the residual and the gate `yn`), a residual apart from y unless it is y.
+///
+/// # Safety
+/// Each operand NULL or readable for its bytes.
+unsafe fn host_operands(
+    a: &q4vk_gemv_host_args,
+    epi: &Epilogue,
+    n: usize,
+    yn: usize,
+) -> Result<crate::epilogue::HostOperands> {
+    let read = |name: &str,
+                flag: &str,
+                ptr: *const c_void,
+                bytes: usize,
+                want: Option<(usize, bool)>| {
+        match (ptr.is_null(), want) {
+            (true, None) => Ok(None),
+            (false, None) => Err(invalid!(
+                "args->{name} is set and args->flags lacks {flag}; set the flag or pass NULL"
+            )),
+            (true, Some(_)) => Err(Error::NullPointer(format!(
+                "args->flags has {flag} and args->{name} is NULL"
+            ))),
+            (false, Some((values, f16))) => {
+                let es = if f16 { 2 } else { 4 };
+                let need = size::product(&format!("bytes of args->{name}"), &[values, es])?;
+                if bytes < need {
+                    return Err(Error::BufferTooSmall(format!(
+                        "args->{name}_bytes is {bytes}, {need} needed"
+                    )));
+                }
+                // SAFETY: non-NULL and readable for `bytes` ≥ `need` (the caller's contract).
+                let raw = unsafe { in_bytes(ptr.cast::<u8>(), need, &format!("args->{name}")) }?;
+                let value = |i: usize| match f16 {
+                    true => half::f16::from_ne_bytes([raw[2 * i], raw[2 * i + 1]]).to_f32(),
+                    false => f32::from_ne_bytes(raw[4 * i..4 * i + 4].try_into().expect("4 bytes")),
+                };
+                crate::alloc::collect((0..values).map(value), name).map(Some)
+            }
+        }
+    };
+    let residual_apart = a.residual.is_null() || a.residual == a.y as *const c_void;
+    if !residual_apart {
+        check_disjoint(
+            &[("args->y", a.y as usize, 4 * yn)],
+            &[("args->residual", a.residual as usize, a.residual_bytes)],
+        )
+        .map_err(|_| {
+            invalid!(
+                "args->residual overlaps args->y (a residual may be y itself, or apart from it)"
+            )
+        })?;
+    }
+    let gate_flag = "Q4VK_GEMV_SILU_GATE or Q4VK_GEMV_GELU_GATE";
+    Ok(crate::epilogue::HostOperands {
+        bias: read(
+            "bias",
+            "Q4VK_GEMV_BIAS",
+            a.bias,
+            a.bias_bytes,
+            epi.bias_f16.map(|h| (n, h)),
+        )?,
+        residual: read(
+            "residual",
+            "Q4VK_GEMV_RESIDUAL",
+            a.residual,
+            a.residual_bytes,
+            epi.residual.then_some((yn, false)),
+        )?,
+        gate: read(
+            "gate",
+            gate_flag,
+            a.gate,
+            a.gate_bytes,
+            epi.gate.map(|_| (yn, false)),
+        )?,
     })
 }
 
@@ -890,7 +1011,7 @@ pub unsafe extern "C" fn q4vk_gemv_prepare(
         let (ctx, mat) = match pair {
             Pair::Vulkan(ctx, mat) => (ctx, mat),
             Pair::Cpu(..) => {
-                return refuse_epilogue(flags, "flags", "q4vk_gemv on a CPU context");
+                return refuse_f16_output(flags, "flags", "a CPU context");
             }
         };
         // x and y grow with m: the largest is checked before anything is created.
@@ -1009,7 +1130,7 @@ pub unsafe extern "C" fn q4vk_gemv_plan(
         check_gemv_flags(flags, "flags")?;
         check_m(m)?;
         if let Pair::Cpu(..) = pair {
-            refuse_epilogue(flags, "flags", "q4vk_gemv on a CPU context")?;
+            refuse_f16_output(flags, "flags", "a CPU context")?;
         }
         let (plan, name, source) = match pair {
             Pair::Cpu(_, mat) => (

@@ -1,6 +1,7 @@
 //! The parameters of a GEMV call and their checks that need no device: the activation
 //! rows, x's and y's types, strides and extents, and a buffer range.
 
+pub use crate::epilogue::{Epilogue, GateActivation};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
 
@@ -45,67 +46,6 @@ pub struct GemvParams {
     pub workspace_filled: bool,
     /// What the kernel does with each sum before it stores it, and y's type.
     pub epilogue: Epilogue,
-}
-
-/// An activation applied to the gate operand of an epilogue, which then multiplies the sum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GateActivation {
-    /// `silu(g) = g / (1 + e^-g)` (SwiGLU).
-    Silu,
-    /// GELU in its tanh form, `0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))` (GeGLU).
-    GeluTanh,
-}
-
-/// What a GEMV or GEMM kernel does with each sum `v = (W x)[t][row]` before it stores it
-/// (`shaders/epilogue.glsl`): `v += bias[row]`, then `v = act(gate[t][row]) · v`, then
-/// `v += residual[t][row]`, stored as f32 or f16. The gate and the residual have y's type
-/// and strides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Epilogue {
-    /// A bias of n values is added: `Some(true)` f16 values, `Some(false)` f32.
-    pub bias_f16: Option<bool>,
-    /// The gate operand and its activation.
-    pub gate: Option<GateActivation>,
-    /// A residual (y's shape and type) is added last.
-    pub residual: bool,
-    /// y (and the gate and residual) are f16; else f32.
-    pub y_f16: bool,
-}
-
-impl Epilogue {
-    /// The plain store: f32 y = W x.
-    pub const NONE: Epilogue = Epilogue {
-        bias_f16: None,
-        gate: None,
-        residual: false,
-        y_f16: false,
-    };
-
-    /// The kernels' specialization constant 20 (the `EPI_*` bits of `shaders/epilogue.glsl`).
-    pub fn spec_value(&self) -> u32 {
-        let mut bits = 0;
-        if let Some(f16) = self.bias_f16 {
-            bits |= 1 | if f16 { 2 } else { 0 };
-        }
-        if self.residual {
-            bits |= 4;
-        }
-        bits |= match self.gate {
-            None => 0,
-            Some(GateActivation::Silu) => 8,
-            Some(GateActivation::GeluTanh) => 16,
-        };
-        if self.y_f16 {
-            bits |= 32;
-        }
-        bits
-    }
-
-    /// Bytes of `elems` values of y's type (f16 counted in whole 32-bit words, as the
-    /// kernels access them).
-    pub fn y_bytes(&self, elems: u64) -> u64 {
-        value_bytes(elems, self.y_f16)
-    }
 }
 
 /// The buffers of an epilogue's operands (each present where the [`Epilogue`] uses it).

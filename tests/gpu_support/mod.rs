@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod blocks;
+pub mod host_epilogue;
 
 use ash::vk;
 use q4vk::cpu::reference;
