@@ -224,6 +224,12 @@ static q4vk_status (*const p_binding_create)(q4vk_context *, const q4vk_matrix *
 static q4vk_status (*const p_cmd_gemv_bound)(q4vk_context *, const q4vk_gemv_binding *, void *) =
     q4vk_cmd_gemv_bound;
 static void (*const p_binding_destroy)(q4vk_gemv_binding *) = q4vk_gemv_binding_destroy;
+static q4vk_status (*const p_cmd_gemv_multi)(q4vk_context *, uint32_t, const q4vk_matrix *const *, void *,
+                                             const q4vk_gemv_args *) = q4vk_cmd_gemv_multi;
+static q4vk_status (*const p_binding_create_multi)(q4vk_context *, uint32_t, const q4vk_matrix *const *,
+                                                   const q4vk_gemv_args *, q4vk_gemv_binding **) =
+    q4vk_gemv_binding_create_multi;
+_Static_assert(Q4VK_GEMV_MULTI_MAX_CALLS == 64, "Q4VK_GEMV_MULTI_MAX_CALLS");
 static q4vk_status (*const p_footprint)(const q4vk_context *, const q4vk_matrix_desc *, q4vk_matrix_footprint_info *) =
     q4vk_matrix_footprint;
 _Static_assert(sizeof(q4vk_matrix_footprint_info) == 48, "q4vk_matrix_footprint_info size");
@@ -352,7 +358,8 @@ int main(void) {
         failures++;
     }
     if (!p_context_tune || !p_binding_create || !p_cmd_gemv_bound || !p_binding_destroy || !p_footprint ||
-        !p_context_memory || !p_create_recorded || !p_blob_size || !p_blob || !p_from_blob || !p_from_ggml)
+        !p_context_memory || !p_create_recorded || !p_blob_size || !p_blob || !p_from_blob || !p_from_ggml ||
+        !p_cmd_gemv_multi || !p_binding_create_multi)
         failures++;
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||

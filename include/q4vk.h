@@ -193,6 +193,9 @@
 // `gelu(g) = 0.5·g·(1 + tanh(sqrt(2/π)·(g + 0.044715·g³)))`.
 #define Q4VK_GEMV_GELU_GATE 256
 
+// The most matrices one `q4vk_cmd_gemv_multi` or `q4vk_gemv_binding_create_multi` takes.
+#define Q4VK_GEMV_MULTI_MAX_CALLS 64
+
 // `q4vk_kernel_export_desc.export_flags`: export the extended kernel, whose bindings 5
 // (`Q4VK_BINDING_OFFSETS`) and 6 (`Q4VK_BINDING_K_ORDER`) follow the v0 five, for every
 // source `q4vk_matrix_create` takes (with the device layout of `q4vk_matrix_pack_extended`).
@@ -228,8 +231,9 @@
 // threads at once: q4vk serializes its own submissions.
 typedef struct q4vk_context q4vk_context;
 
-// A GEMV call bound once (opaque; `q4vk_gemv_binding_create`): its matrix, x, y and workspace,
-// its kernels and, on devices without `VK_KHR_push_descriptor`, descriptor sets of its own.
+// A GEMV call (or several on one x) bound once (opaque; `q4vk_gemv_binding_create`,
+// `q4vk_gemv_binding_create_multi`): its matrices, x, y and workspace, its kernels and, on
+// devices without `VK_KHR_push_descriptor`, descriptor sets of its own.
 typedef struct q4vk_gemv_binding q4vk_gemv_binding;
 
 // A matrix (opaque): immutable after creation, usable from several threads. A GPU
@@ -1333,6 +1337,40 @@ q4vk_status q4vk_cmd_gemv(struct q4vk_context *ctx,
                           void *command_buffer,
                           const struct q4vk_gemv_args *args);
 
+// Records `count` GEMVs that read one x — Q, K and V on a layer's input; gate, then up
+// with `Q4VK_GEMV_SILU_GATE` on the gate's output — as one call into `command_buffer`:
+// `mats[i]` with `args[i]`, each checked as `q4vk_cmd_gemv` checks it, all before anything
+// is recorded (nothing is recorded on error; messages name `args[i]`). Every call has the
+// same x (buffer, offset and range), m, `x_row_stride`, x flags
+// (`Q4VK_GEMV_F16_ACTIVATIONS`, `Q4VK_GEMV_ROUND_X_TO_F16`) and k; each its own y,
+// epilogue and workspace. `args` is an array of `count` structs of one `struct_size`.
+//
+// x is read once where it can be: calls whose pre-pass is the same (equal
+// `q4vk_gemv_workspace_key`) and that are given the same workspace (buffer and offset,
+// each at least its own `q4vk_gemv_workspace_size`) run it once, the first of them, and
+// the others their kernels on it (`Q4VK_GEMV_REUSE_WORKSPACE` is q4vk's to set here: in
+// `args` it is refused). The calls are recorded in order; a compute → compute barrier
+// (shader writes to shader reads and writes) goes before a call that reads or writes what
+// a call since the last barrier wrote (its y: a gate, a residual or a bias that is an
+// earlier call's y), or writes what one read; independent calls are recorded back to back,
+// so the device may run them together. Other barriers and state: as `q4vk_cmd_gemv`, per
+// call; without `VK_KHR_push_descriptor` each call takes its sets of the ring.
+//
+// Statuses: `NULL_POINTER` (ctx, mats or one of them, command_buffer, args),
+// `INVALID_ARGUMENT` (count 0 or above `Q4VK_GEMV_MULTI_MAX_CALLS`, calls that differ in x, m, stride, x flags or
+// k, `Q4VK_GEMV_REUSE_WORKSPACE`, `struct_size`s that differ), and every status of
+// `q4vk_cmd_gemv`.
+//
+// # Safety
+// Handles NULL or live; `mats` NULL or readable for `count` handles; `args` NULL or
+// readable for `count` structs of its `struct_size`; `command_buffer` a valid
+// `VkCommandBuffer` in the recording state.
+q4vk_status q4vk_cmd_gemv_multi(struct q4vk_context *ctx,
+                                uint32_t count,
+                                const struct q4vk_matrix *const *mats,
+                                void *command_buffer,
+                                const struct q4vk_gemv_args *args);
+
 // Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with
 // `flags` (`Q4VK_GEMV_*`) on `mat`: where the call would run the integer dot-product GEMV,
 // the bytes of x in 8-bit digits (112 · m · ceil(k / 32)); where it would run the
@@ -1863,6 +1901,24 @@ q4vk_status q4vk_gemv_binding_create(struct q4vk_context *ctx,
                                      const struct q4vk_matrix *mat,
                                      const struct q4vk_gemv_args *args,
                                      struct q4vk_gemv_binding **out);
+
+// Binds the multi call `q4vk_cmd_gemv_multi` would record for `count` matrices `mats`
+// with `args` (checked and resolved as it does them: a shared pre-pass, barriers where a
+// call depends on an earlier one) into `*out`, for `q4vk_cmd_gemv_bound` to record any
+// number of times, as `q4vk_gemv_binding_create` binds one call. Destroying any of the
+// matrices ends the binding's use.
+//
+// Statuses: those of `q4vk_cmd_gemv_multi`'s checks; `VULKAN`, `OUT_OF_DEVICE_MEMORY`
+// (pipeline or descriptor pool creation). Nothing is written on failure. Thread-safe.
+//
+// # Safety
+// Handles NULL or live; `mats` NULL or readable for `count` handles; `args` NULL or
+// readable for `count` structs of its `struct_size`; `out` NULL or writable.
+q4vk_status q4vk_gemv_binding_create_multi(struct q4vk_context *ctx,
+                                           uint32_t count,
+                                           const struct q4vk_matrix *const *mats,
+                                           const struct q4vk_gemv_args *args,
+                                           struct q4vk_gemv_binding **out);
 
 // Records `binding`'s GEMV into `command_buffer`, as `q4vk_cmd_gemv` with its arguments
 // would (the same kernels, pre-pass and barriers; no barrier before or after), on the

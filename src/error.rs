@@ -68,6 +68,26 @@ impl Error {
             _ => Error::Vulkan { call, result },
         }
     }
+
+    /// The same error with `prefix` before its message (which of several calls failed); a
+    /// Vulkan result keeps its call's name.
+    pub fn prefixed(self, prefix: &str) -> Error {
+        let p = |m: String| format!("{prefix}{m}");
+        match self {
+            Error::InvalidArgument(m) => Error::InvalidArgument(p(m)),
+            Error::NullPointer(m) => Error::NullPointer(p(m)),
+            Error::BufferTooSmall(m) => Error::BufferTooSmall(p(m)),
+            Error::Unsupported(m) => Error::Unsupported(p(m)),
+            Error::NonFinite(m) => Error::NonFinite(p(m)),
+            Error::AbiMismatch(m) => Error::AbiMismatch(p(m)),
+            Error::OutOfHostMemory(m) => Error::OutOfHostMemory(p(m)),
+            Error::NoDevice(m) => Error::NoDevice(p(m)),
+            Error::OutOfDeviceMemory(m) => Error::OutOfDeviceMemory(p(m)),
+            Error::DeviceLost(m) => Error::DeviceLost(p(m)),
+            Error::Internal(m) => Error::Internal(p(m)),
+            e @ Error::Vulkan { .. } => e,
+        }
+    }
 }
 
 /// Shorthand for results of q4vk operations.

@@ -97,7 +97,7 @@ fn the_c_entry_prepares_a_range_and_refuses_bad_arguments() {
                 "m_first > m_last",
             ),
             (
-                q4vk_gemv_prepare(gpu.ctx, mat, 1, 4, 0x80),
+                q4vk_gemv_prepare(gpu.ctx, mat, 1, 4, 0x8000_0000),
                 Q4VK_ERROR_INVALID_ARGUMENT,
                 "unknown flags",
             ),
@@ -218,7 +218,7 @@ fn the_plan_is_the_decision_calls_record() {
                 "m = 0",
             ),
             (
-                plan(&gpu, mat, 1, 0x80, 0).0,
+                plan(&gpu, mat, 1, 0x8000_0000, 0).0,
                 Q4VK_ERROR_INVALID_ARGUMENT,
                 "unknown flags",
             ),

@@ -3,7 +3,7 @@
 
 use super::backend::Matrix;
 use super::context::q4vk_context;
-use super::gemv::{checked_call, q4vk_gemv_args};
+use super::gemv::{checked_call, checked_multi, multi_calls, q4vk_gemv_args};
 use super::matrix::q4vk_matrix;
 use super::panic::guard;
 use super::ptr::{handle, into_handle, release, require, write_out};
@@ -13,15 +13,16 @@ use crate::vk::binding::Binding;
 use ash::vk::{self, Handle};
 use std::ffi::c_void;
 
-/// A GEMV call bound once (opaque; `q4vk_gemv_binding_create`): its matrix, x, y and workspace,
-/// its kernels and, on devices without `VK_KHR_push_descriptor`, descriptor sets of its own.
+/// A GEMV call (or several on one x) bound once (opaque; `q4vk_gemv_binding_create`,
+/// `q4vk_gemv_binding_create_multi`): its matrices, x, y and workspace, its kernels and, on
+/// devices without `VK_KHR_push_descriptor`, descriptor sets of its own.
 pub struct q4vk_gemv_binding {
     binding: Binding,
     /// The context it was made on (compared, never dereferenced).
     ctx: usize,
-    /// The matrix it was made for (dereferenced only while the binding's token of it is
-    /// alive).
-    mat: *const q4vk_matrix,
+    /// The matrices it was made for, in order (dereferenced only while the binding's
+    /// tokens of them are alive).
+    mats: Vec<*const q4vk_matrix>,
 }
 
 /// Binds the call `args` describes on `mat` — checked exactly as `q4vk_cmd_gemv` checks
@@ -56,7 +57,51 @@ pub unsafe extern "C" fn q4vk_gemv_binding_create(
         let handle = into_handle(q4vk_gemv_binding {
             binding,
             ctx: ctx as usize,
-            mat,
+            mats: vec![mat],
+        });
+        // SAFETY: `out` is writable (contract; checked non-NULL).
+        unsafe { write_out(out, handle, "out") }
+    })
+}
+
+/// Binds the multi call `q4vk_cmd_gemv_multi` would record for `count` matrices `mats`
+/// with `args` (checked and resolved as it does them: a shared pre-pass, barriers where a
+/// call depends on an earlier one) into `*out`, for `q4vk_cmd_gemv_bound` to record any
+/// number of times, as `q4vk_gemv_binding_create` binds one call. Destroying any of the
+/// matrices ends the binding's use.
+///
+/// Statuses: those of `q4vk_cmd_gemv_multi`'s checks; `VULKAN`, `OUT_OF_DEVICE_MEMORY`
+/// (pipeline or descriptor pool creation). Nothing is written on failure. Thread-safe.
+///
+/// # Safety
+/// Handles NULL or live; `mats` NULL or readable for `count` handles; `args` NULL or
+/// readable for `count` structs of its `struct_size`; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_gemv_binding_create_multi(
+    ctx: *mut q4vk_context,
+    count: u32,
+    mats: *const *const q4vk_matrix,
+    args: *const q4vk_gemv_args,
+    out: *mut *mut q4vk_gemv_binding,
+) -> q4vk_status {
+    guard("q4vk_gemv_binding_create_multi", || {
+        require(out, "out")?;
+        // SAFETY: the caller's contract.
+        let checked =
+            unsafe { checked_multi(ctx, count, mats, args, "q4vk_gemv_binding_create_multi") }?;
+        let calls = multi_calls(&checked);
+        let binding = Binding::new_multi(checked[0].ctx, &calls)?;
+        for c in &checked {
+            c.rule.warn_other_readings(&c.counts);
+        }
+        // SAFETY: `mats` readable for `count` handles (checked by `checked_multi`).
+        let mats = (0..count as usize)
+            .map(|i| unsafe { mats.add(i).read() })
+            .collect();
+        let handle = into_handle(q4vk_gemv_binding {
+            binding,
+            ctx: ctx as usize,
+            mats,
         });
         // SAFETY: `out` is writable (contract; checked non-NULL).
         unsafe { write_out(out, handle, "out") }
@@ -93,19 +138,23 @@ pub unsafe extern "C" fn q4vk_cmd_gemv_bound(
                 "the binding was made on another context; record it on the one that made it"
             ));
         }
-        if !b.binding.matrix_alive() {
+        if !b.binding.matrices_alive() {
             return Err(invalid!(
-                "the binding's matrix was destroyed; destroy the binding and bind the new matrix"
+                "a matrix of the binding was destroyed; destroy the binding and bind the new matrix"
             ));
         }
-        // SAFETY: the matrix lives (its token does); it is never freed while in use by a
-        // call (contract of q4vk_matrix_destroy).
-        let Matrix::Device(mat) = &unsafe { &*b.mat }.0 else {
-            return Err(Error::Internal("a binding of a CPU matrix".into()));
-        };
+        let mut mats = Vec::with_capacity(b.mats.len());
+        for &mat in &b.mats {
+            // SAFETY: the matrix lives (its token does); it is never freed while in use by
+            // a call (contract of q4vk_matrix_destroy).
+            let Matrix::Device(mat) = &unsafe { &*mat }.0 else {
+                return Err(Error::Internal("a binding of a CPU matrix".into()));
+            };
+            mats.push(mat);
+        }
         let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
         // SAFETY: `cmd` is recording (contract); `vk_ctx` made the binding (checked).
-        unsafe { b.binding.record(vk_ctx, cmd, mat) }
+        unsafe { b.binding.record(vk_ctx, cmd, &mats) }
     })
 }
 

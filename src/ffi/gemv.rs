@@ -848,6 +848,120 @@ pub unsafe extern "C" fn q4vk_cmd_gemv(
     })
 }
 
+/// The most matrices one `q4vk_cmd_gemv_multi` or `q4vk_gemv_binding_create_multi` takes.
+pub const Q4VK_GEMV_MULTI_MAX_CALLS: u32 = 64;
+const _: () = assert!(Q4VK_GEMV_MULTI_MAX_CALLS as usize == gemv::MAX_CALLS);
+
+/// Records `count` GEMVs that read one x — Q, K and V on a layer's input; gate, then up
+/// with `Q4VK_GEMV_SILU_GATE` on the gate's output — as one call into `command_buffer`:
+/// `mats[i]` with `args[i]`, each checked as `q4vk_cmd_gemv` checks it, all before anything
+/// is recorded (nothing is recorded on error; messages name `args[i]`). Every call has the
+/// same x (buffer, offset and range), m, `x_row_stride`, x flags
+/// (`Q4VK_GEMV_F16_ACTIVATIONS`, `Q4VK_GEMV_ROUND_X_TO_F16`) and k; each its own y,
+/// epilogue and workspace. `args` is an array of `count` structs of one `struct_size`.
+///
+/// x is read once where it can be: calls whose pre-pass is the same (equal
+/// `q4vk_gemv_workspace_key`) and that are given the same workspace (buffer and offset,
+/// each at least its own `q4vk_gemv_workspace_size`) run it once, the first of them, and
+/// the others their kernels on it (`Q4VK_GEMV_REUSE_WORKSPACE` is q4vk's to set here: in
+/// `args` it is refused). The calls are recorded in order; a compute → compute barrier
+/// (shader writes to shader reads and writes) goes before a call that reads or writes what
+/// a call since the last barrier wrote (its y: a gate, a residual or a bias that is an
+/// earlier call's y), or writes what one read; independent calls are recorded back to back,
+/// so the device may run them together. Other barriers and state: as `q4vk_cmd_gemv`, per
+/// call; without `VK_KHR_push_descriptor` each call takes its sets of the ring.
+///
+/// Statuses: `NULL_POINTER` (ctx, mats or one of them, command_buffer, args),
+/// `INVALID_ARGUMENT` (count 0 or above `Q4VK_GEMV_MULTI_MAX_CALLS`, calls that differ in x, m, stride, x flags or
+/// k, `Q4VK_GEMV_REUSE_WORKSPACE`, `struct_size`s that differ), and every status of
+/// `q4vk_cmd_gemv`.
+///
+/// # Safety
+/// Handles NULL or live; `mats` NULL or readable for `count` handles; `args` NULL or
+/// readable for `count` structs of its `struct_size`; `command_buffer` a valid
+/// `VkCommandBuffer` in the recording state.
+#[no_mangle]
+pub unsafe extern "C" fn q4vk_cmd_gemv_multi(
+    ctx: *mut q4vk_context,
+    count: u32,
+    mats: *const *const q4vk_matrix,
+    command_buffer: *mut c_void,
+    args: *const q4vk_gemv_args,
+) -> q4vk_status {
+    guard("q4vk_cmd_gemv_multi", || {
+        require(command_buffer, "command_buffer")?;
+        // SAFETY: the caller's contract.
+        let checked = unsafe { checked_multi(ctx, count, mats, args, "q4vk_cmd_gemv_multi") }?;
+        let cmd = vk::CommandBuffer::from_raw(command_buffer as u64);
+        gemv::record_multi(checked[0].ctx, cmd, &multi_calls(&checked))?;
+        for c in &checked {
+            c.rule.warn_other_readings(&c.counts);
+        }
+        Ok(())
+    })
+}
+
+/// The calls of a multi call (`call` names the function), each checked as `q4vk_cmd_gemv`
+/// checks one (messages name `args[i]`): 1 to `gemv::MAX_CALLS` of them, `args` an array
+/// of one `struct_size`.
+///
+/// # Safety
+/// Handles NULL or live; `mats` NULL or readable for `count` handles; `args` NULL or
+/// readable for `count` structs of its `struct_size`.
+pub(super) unsafe fn checked_multi<'a>(
+    ctx: *mut q4vk_context,
+    count: u32,
+    mats: *const *const q4vk_matrix,
+    args: *const q4vk_gemv_args,
+    call: &str,
+) -> Result<Vec<CheckedCall<'a>>> {
+    require(mats, "mats")?;
+    require(args, "args")?;
+    let count = count as usize;
+    if count == 0 || count > gemv::MAX_CALLS {
+        return Err(invalid!(
+            "count is {count}; a multi call takes 1 to {} matrices",
+            gemv::MAX_CALLS
+        ));
+    }
+    // SAFETY: non-NULL and readable for at least one struct's first field (contract).
+    let stride = unsafe { args.cast::<u32>().read_unaligned() } as usize;
+    let mut checked = Vec::with_capacity(count);
+    for i in 0..count {
+        // SAFETY: `mats` readable for `count` handles (contract).
+        let mat = unsafe { mats.add(i).read() };
+        // SAFETY: `args` readable for `count` structs of `stride` bytes (contract).
+        let at = unsafe { args.cast::<u8>().add(i * stride) }.cast::<q4vk_gemv_args>();
+        // SAFETY: as above.
+        let size = unsafe { at.cast::<u32>().read_unaligned() } as usize;
+        if size != stride {
+            return Err(invalid!(
+                "args[{i}].struct_size is {size}, args[0]'s {stride}: one array of one struct size"
+            ));
+        }
+        // SAFETY: handles NULL or live; `at` readable for its struct_size (contract).
+        let c = unsafe { checked_call(ctx, mat, at, call) }
+            .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
+        checked.push(c);
+    }
+    Ok(checked)
+}
+
+/// The calls of a checked multi call as `vk::gemv::record_multi` takes them.
+pub(super) fn multi_calls<'a>(checked: &[CheckedCall<'a>]) -> Vec<gemv::MultiCall<'a>> {
+    checked
+        .iter()
+        .map(|c| gemv::MultiCall {
+            mat: c.mat,
+            x: c.xy.0,
+            y: c.xy.1,
+            ops: c.ops,
+            p: c.params,
+            workspace: c.workspace,
+        })
+        .collect()
+}
+
 /// A `q4vk_gemv_args` call on a Vulkan matrix, checked as `q4vk_cmd_gemv` checks it.
 pub(super) struct CheckedCall<'a> {
     pub(super) ctx: &'a Context,

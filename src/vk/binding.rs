@@ -1,6 +1,7 @@
-//! Bindings (`q4vk_gemv_binding_create`): one GEMV call's matrix, x, y and workspace resolved
-//! once — kernels chosen, pipelines created, and on devices without
-//! `VK_KHR_push_descriptor` descriptor sets of its own, written once and never rewritten —
+//! Bindings (`q4vk_gemv_binding_create`, `q4vk_gemv_binding_create_multi`): one GEMV
+//! call's (or several on one x) matrix, x, y and workspace resolved once — kernels chosen,
+//! pipelines created, and on devices without `VK_KHR_push_descriptor` descriptor sets of
+//! its own, written once and never rewritten —
 //! so that a command buffer recorded with it can be submitted any number of times, however
 //! many other GEMVs run on the context in between (the ring of `vk::xy_sets` serves one-shot
 //! recording only).
@@ -9,23 +10,31 @@ use super::context::Context;
 use super::device::Device;
 use super::gemv_plan::{decide, Room};
 use super::matrix::DeviceMatrix;
+use super::multi::{resolve, MultiCall, Resolved};
 use super::params::{BufferRange, EpilogueOperands, GemvParams};
-use super::record::{record_bound, xy_pairs, CallPlan, XyBinding};
+use super::record::{compute_barrier, record_bound, xy_pairs, CallPlan, XyBinding, XyPairs};
 use super::xy_sets::{buffer_infos, writes, Set1, SET1_BINDINGS};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
 use std::sync::{Arc, Weak};
 
-/// One GEMV call, resolved and bound for recording any number of times.
+/// One GEMV call (or several on one x), resolved and bound for recording any number of
+/// times.
 pub struct Binding {
+    calls: Vec<BoundCall>,
+    /// The pool of its sets (null with push descriptors).
+    pool: vk::DescriptorPool,
+    device: Arc<Device>,
+}
+
+/// One call of a binding: its kernels, parameters, sets, whether a barrier goes before it,
+/// and its matrix (alive while this upgrades).
+struct BoundCall {
     call: CallPlan,
     params: GemvParams,
     bound: Vec<XyBinding>,
-    /// The pool of its sets (null with push descriptors).
-    pool: vk::DescriptorPool,
-    /// The matrix it was made for (alive while this upgrades).
+    barrier_before: bool,
     matrix: Weak<()>,
-    device: Arc<Device>,
 }
 
 impl Binding {
@@ -48,66 +57,64 @@ impl Binding {
             written: y,
             operands: *ops,
         };
-        let pairs = xy_pairs(ctx, &call, &main, p, workspace)?;
-        let mut this = Binding {
+        let sets = xy_pairs(ctx, &call, &main, p, workspace)?;
+        let one = Resolved {
             call,
             params: *p,
-            bound: Vec::with_capacity(pairs.as_slice().len()),
+            sets,
+            barrier_before: false,
+        };
+        Binding::bind(ctx, vec![(one, mat.liveness())])
+    }
+
+    /// A binding of several calls on one x (`vk::gemv::record_multi`'s rules: checked,
+    /// resolved, a shared pre-pass, barriers where calls depend on earlier ones).
+    pub fn new_multi(ctx: &Context, calls: &[MultiCall]) -> Result<Binding> {
+        let resolved = resolve(ctx, calls)?;
+        let with_matrices = resolved
+            .into_iter()
+            .zip(calls)
+            .map(|(r, c)| (r, c.mat.liveness()))
+            .collect();
+        Binding::bind(ctx, with_matrices)
+    }
+
+    /// Binds resolved calls: pushed at each record with push descriptors, else sets of a
+    /// pool of the binding's own, written once here.
+    fn bind(ctx: &Context, resolved: Vec<(Resolved, Weak<()>)>) -> Result<Binding> {
+        let mut this = Binding {
+            calls: Vec::with_capacity(resolved.len()),
             pool: vk::DescriptorPool::null(),
-            matrix: mat.liveness(),
             device: ctx.device.clone(),
         };
-        if ctx.device.push_descriptor.is_some() {
-            this.bound = pairs
-                .as_slice()
-                .iter()
-                .map(|&set1| XyBinding::Push(set1))
-                .collect();
-            return Ok(this);
+        let count: usize = resolved.iter().map(|(r, _)| r.sets.as_slice().len()).sum();
+        if ctx.device.push_descriptor.is_none() {
+            this.pool = own_pool(ctx, count as u32)?;
         }
-        let d = &ctx.device.device;
-        let pairs = pairs.as_slice();
-        let count = pairs.len() as u32;
-        let sizes = [vk::DescriptorPoolSize {
-            ty: vk::DescriptorType::STORAGE_BUFFER,
-            descriptor_count: SET1_BINDINGS * count,
-        }];
-        // SAFETY: valid create info; the pool is destroyed with the binding (Drop), also
-        // when a later step fails.
-        this.pool = unsafe {
-            d.create_descriptor_pool(
-                &vk::DescriptorPoolCreateInfo::default()
-                    .max_sets(count)
-                    .pool_sizes(&sizes),
-                None,
-            )
-        }
-        .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
-        ctx.device
-            .namer
-            .name(this.pool, "q4vk binding descriptor pool");
-        let layouts = vec![ctx.pipelines.xy_set; pairs.len()];
-        // SAFETY: sets of our pool, sized for them.
-        let sets = unsafe {
-            d.allocate_descriptor_sets(
-                &vk::DescriptorSetAllocateInfo::default()
-                    .descriptor_pool(this.pool)
-                    .set_layouts(&layouts),
-            )
-        }
-        .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?;
-        for (&set, set1) in sets.iter().zip(pairs) {
-            let infos = buffer_infos(set1);
-            // SAFETY: a fresh set of this device, not yet in any command buffer.
-            unsafe { d.update_descriptor_sets(&writes(&infos, set), &[]) };
-            this.bound.push(XyBinding::Set(set));
+        for (r, matrix) in resolved {
+            let bound = match this.pool == vk::DescriptorPool::null() {
+                true => r
+                    .sets
+                    .as_slice()
+                    .iter()
+                    .map(|&s| XyBinding::Push(s))
+                    .collect(),
+                false => own_sets(ctx, this.pool, &r.sets)?,
+            };
+            this.calls.push(BoundCall {
+                call: r.call,
+                params: r.params,
+                bound,
+                barrier_before: r.barrier_before,
+                matrix,
+            });
         }
         Ok(this)
     }
 
-    /// Records the call into `cmd` (no barrier before or after but the call's own), on
-    /// `mat`, which must be the matrix it was made for; `ctx` must be the context that made
-    /// it.
+    /// Records the calls into `cmd` (no barrier before or after but the calls' own), on
+    /// `mats`, which must be the matrices it was made for, in order; `ctx` must be the
+    /// context that made it.
     ///
     /// # Safety
     /// `cmd` is a command buffer of `ctx`'s device in the recording state; `ctx` is the
@@ -116,24 +123,80 @@ impl Binding {
         &self,
         ctx: &Context,
         cmd: vk::CommandBuffer,
-        mat: &DeviceMatrix,
+        mats: &[&DeviceMatrix],
     ) -> Result<()> {
-        if !self.matrix_alive() || !mat.is(&self.matrix) {
-            return Err(invalid!("the binding was made for another matrix"));
+        let same = mats.len() == self.calls.len()
+            && self.calls.iter().zip(mats).all(|(c, m)| m.is(&c.matrix));
+        if !self.matrices_alive() || !same {
+            return Err(invalid!("the binding was made for other matrices"));
         }
-        record_bound(ctx, cmd, mat, &self.params, &self.call, &self.bound);
+        for (c, mat) in self.calls.iter().zip(mats) {
+            if c.barrier_before {
+                let (write, read) = (vk::AccessFlags::SHADER_WRITE, vk::AccessFlags::SHADER_READ);
+                // SAFETY: `cmd` is recording (the caller's contract).
+                unsafe { compute_barrier(ctx, cmd, write, read | write) };
+            }
+            record_bound(ctx, cmd, mat, &c.params, &c.call, &c.bound);
+        }
         Ok(())
     }
 
-    /// Whether the matrix the binding was made for still exists.
-    pub fn matrix_alive(&self) -> bool {
-        self.matrix.strong_count() > 0
+    /// Whether every matrix the binding was made for still exists.
+    pub fn matrices_alive(&self) -> bool {
+        self.calls.iter().all(|c| c.matrix.strong_count() > 0)
     }
 
     /// Whether the binding records on `device`.
     pub fn same_device(&self, device: &Device) -> bool {
         self.device.device.handle() == device.device.handle()
     }
+}
+
+/// A descriptor pool for `count` sets of set 1, named and owned by a binding.
+fn own_pool(ctx: &Context, count: u32) -> Result<vk::DescriptorPool> {
+    let sizes = [vk::DescriptorPoolSize {
+        ty: vk::DescriptorType::STORAGE_BUFFER,
+        descriptor_count: SET1_BINDINGS * count,
+    }];
+    // SAFETY: valid create info; the pool is destroyed with the binding (Drop), also when
+    // a later step fails.
+    let pool = unsafe {
+        ctx.device.device.create_descriptor_pool(
+            &vk::DescriptorPoolCreateInfo::default()
+                .max_sets(count)
+                .pool_sizes(&sizes),
+            None,
+        )
+    }
+    .map_err(|e| Error::vk("vkCreateDescriptorPool", e))?;
+    ctx.device.namer.name(pool, "q4vk binding descriptor pool");
+    Ok(pool)
+}
+
+/// Sets of `pool` written with `sets`, once.
+fn own_sets(ctx: &Context, pool: vk::DescriptorPool, sets: &XyPairs) -> Result<Vec<XyBinding>> {
+    let d = &ctx.device.device;
+    let sets = sets.as_slice();
+    let layouts = vec![ctx.pipelines.xy_set; sets.len()];
+    // SAFETY: sets of our pool, sized for them.
+    let handles = unsafe {
+        d.allocate_descriptor_sets(
+            &vk::DescriptorSetAllocateInfo::default()
+                .descriptor_pool(pool)
+                .set_layouts(&layouts),
+        )
+    }
+    .map_err(|e| Error::vk("vkAllocateDescriptorSets", e))?;
+    Ok(handles
+        .iter()
+        .zip(sets)
+        .map(|(&set, set1)| {
+            let infos = buffer_infos(set1);
+            // SAFETY: a fresh set of this device, not yet in any command buffer.
+            unsafe { d.update_descriptor_sets(&writes(&infos, set), &[]) };
+            XyBinding::Set(set)
+        })
+        .collect())
 }
 
 impl Drop for Binding {

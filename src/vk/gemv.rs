@@ -9,6 +9,7 @@ pub use super::gemv_plan::{
     simt_gemm_shape, simt_gemv_up_to, workspace_bytes, workspace_key, Choice, KernelChoice,
     PrepassChoice, Room,
 };
+pub use super::multi::{record_multi, MultiCall, MAX_CALLS};
 pub use super::params::{
     check_m, dispatch_grid, xy_extent, BufferRange, Epilogue, EpilogueOperands, GateActivation,
     GemvParams, XyExtent, MAX_M,

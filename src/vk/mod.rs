@@ -25,6 +25,7 @@ pub mod matrix;
 pub mod matrix_blob;
 pub mod matrix_form;
 pub mod memory;
+mod multi;
 mod params;
 pub mod pipeline;
 mod record;

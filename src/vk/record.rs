@@ -169,7 +169,7 @@ fn check_binding(ctx: &Context, name: &str, b: &BufferRange, need: u64) -> Resul
 
 /// Whether two byte ranges (offset, length) of one buffer overlap (ends past 2^64 saturate:
 /// a hostile offset cannot wrap around).
-fn overlap((a, a_len): (u64, u64), (b, b_len): (u64, u64)) -> bool {
+pub(super) fn overlap((a, a_len): (u64, u64), (b, b_len): (u64, u64)) -> bool {
     a < b.saturating_add(b_len) && b < a.saturating_add(a_len)
 }
 
@@ -526,7 +526,7 @@ fn record_prepass_between_barriers(
 ///
 /// # Safety
 /// `cmd` is recording.
-unsafe fn compute_barrier(
+pub(super) unsafe fn compute_barrier(
     ctx: &Context,
     cmd: vk::CommandBuffer,
     src: vk::AccessFlags,
@@ -570,7 +570,7 @@ pub(super) enum XyBinding {
 impl XyBinding {
     /// The binding of `set1` (a set taken from the ring now, so that recording cannot fail
     /// later).
-    fn of(ctx: &Context, set1: &Set1) -> Result<XyBinding> {
+    pub(super) fn of(ctx: &Context, set1: &Set1) -> Result<XyBinding> {
         match (&ctx.xy_sets, &ctx.device.push_descriptor) {
             (Some(sets), _) => Ok(XyBinding::Set(
                 sets.lock()

@@ -1,0 +1,157 @@
+//! Several GEMVs on one x recorded as one call (`q4vk_cmd_gemv_multi`): Q, K and V on a
+//! layer's input; gate, then up with the gate's SiLU. Every call is checked and resolved
+//! before anything is recorded. x's pre-pass runs once where the calls' pre-passes are the
+//! same and they share the workspace (the later calls record their kernels on it); a
+//! barrier goes before a call only where it touches what an earlier call of the set wrote,
+//! or writes what one read since the last barrier, so independent matrices run
+//! back to back.
+
+use super::context::Context;
+use super::gemv_plan::{decide, workspace_key, Room};
+use super::matrix::DeviceMatrix;
+use super::params::{BufferRange, EpilogueOperands, GemvParams};
+use super::record::{
+    compute_barrier, overlap, record_bound, validate, validate_operands, xy_pairs, CallPlan,
+    XyBinding, XyPairs,
+};
+use super::xy_sets::Set1;
+use crate::error::{invalid, Result};
+use ash::vk;
+
+/// Calls one multi call takes at most.
+pub const MAX_CALLS: usize = 64;
+
+/// One GEMV of a multi call, as the host gives it.
+#[derive(Clone, Copy)]
+pub struct MultiCall<'a> {
+    /// Its matrix.
+    pub mat: &'a DeviceMatrix,
+    /// x (the same for every call) and its own y.
+    pub x: BufferRange,
+    /// Its output.
+    pub y: BufferRange,
+    /// Its epilogue's buffers.
+    pub ops: EpilogueOperands,
+    /// Its parameters (m, x's type and stride the same for every call).
+    pub p: GemvParams,
+    /// Its workspace, where it has one.
+    pub workspace: Option<BufferRange>,
+}
+
+/// One call of a multi call, resolved: its kernels, its parameters (the workspace marked
+/// filled where an earlier call's pre-pass serves it), its sets and whether a barrier
+/// goes before it.
+pub(super) struct Resolved {
+    pub(super) call: CallPlan,
+    pub(super) params: GemvParams,
+    pub(super) sets: XyPairs,
+    pub(super) barrier_before: bool,
+}
+
+/// Checks every call (as `q4vk_cmd_gemv` checks one; the same x, m, x stride and x type
+/// for all; `args[i]` in messages) and resolves them in order.
+pub(super) fn resolve(ctx: &Context, calls: &[MultiCall]) -> Result<Vec<Resolved>> {
+    if calls.is_empty() || calls.len() > MAX_CALLS {
+        return Err(invalid!(
+            "count is {}; a multi call takes 1 to {MAX_CALLS} matrices",
+            calls.len()
+        ));
+    }
+    let first = &calls[0];
+    let mut resolved: Vec<Resolved> = Vec::with_capacity(calls.len());
+    // The pre-pass the workspace holds: its range's start and the writer's key.
+    let mut filled: Option<(vk::Buffer, u64, u64)> = None;
+    for (i, c) in calls.iter().enumerate() {
+        let same = c.x == first.x
+            && c.p.m == first.p.m
+            && c.p.x_stride == first.p.x_stride
+            && c.p.x_f16 == first.p.x_f16
+            && c.p.x_round_f16 == first.p.x_round_f16
+            && c.mat.form.shape.k == first.mat.form.shape.k;
+        if !same {
+            return Err(invalid!(
+                "args[{i}] differs from args[0] in x, m, x_row_stride, the x flags or k: a multi call runs matrices of one k on one x"
+            ));
+        }
+        if c.p.workspace_filled {
+            return Err(invalid!(
+                "args[{i}].flags has Q4VK_GEMV_REUSE_WORKSPACE: a multi call decides which calls share a pre-pass"
+            ));
+        }
+        let e = validate(ctx, c.mat, &c.x, &c.y, &c.p)
+            .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
+        validate_operands(ctx, c.mat, &c.y, &c.ops, &c.p, &e)
+            .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
+        let room = c.workspace.map_or(Room::None, |w| Room::Bytes(w.range));
+        let choice = decide(&ctx.rules, &c.mat.form, &c.p, room)?;
+        let mut params = c.p;
+        if let (Some(_), Some(ws)) = (choice.prepass, c.workspace) {
+            let key = workspace_key(&ctx.rules, c.mat, &c.p)?;
+            let here = (ws.buffer, ws.offset, key);
+            params.workspace_filled = filled == Some(here);
+            filled = Some(here);
+        }
+        let call = CallPlan::of(ctx, c.mat, &params, choice)?;
+        let main = Set1 {
+            read: c.x,
+            written: c.y,
+            operands: c.ops,
+        };
+        let sets = xy_pairs(ctx, &call, &main, &params, c.workspace)
+            .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
+        let barrier_before = depends_on_earlier(calls, &resolved, i);
+        resolved.push(Resolved {
+            call,
+            params,
+            sets,
+            barrier_before,
+        });
+    }
+    Ok(resolved)
+}
+
+/// Whether call `i` must wait for the calls recorded since the last barrier: it reads or
+/// writes what one of them wrote (its y), or writes what one of them read.
+fn depends_on_earlier(calls: &[MultiCall], resolved: &[Resolved], i: usize) -> bool {
+    let since = resolved.iter().rposition(|r| r.barrier_before).unwrap_or(0);
+    let touches = |a: &BufferRange, b: &BufferRange| {
+        a.buffer == b.buffer && overlap((a.offset, a.range), (b.offset, b.range))
+    };
+    let reads = |c: &MultiCall| -> Vec<BufferRange> {
+        [c.ops.bias, c.ops.residual, c.ops.gate]
+            .into_iter()
+            .flatten()
+            .collect()
+    };
+    let now = &calls[i];
+    calls[since..i].iter().any(|before| {
+        touches(&now.y, &before.y)
+            || reads(now).iter().any(|r| touches(r, &before.y))
+            || reads(before).iter().any(|r| touches(&now.y, r))
+    })
+}
+
+/// Records the calls (checked and resolved first: nothing is recorded on error), each
+/// with its sets bound through the ring or pushed.
+pub fn record_multi(ctx: &Context, cmd: vk::CommandBuffer, calls: &[MultiCall]) -> Result<()> {
+    let resolved = resolve(ctx, calls)?;
+    let mut bound = Vec::with_capacity(resolved.len());
+    for r in &resolved {
+        let sets: Vec<XyBinding> = r
+            .sets
+            .as_slice()
+            .iter()
+            .map(|s| XyBinding::of(ctx, s))
+            .collect::<Result<_>>()?;
+        bound.push(sets);
+    }
+    for ((r, c), sets) in resolved.iter().zip(calls).zip(&bound) {
+        if r.barrier_before {
+            let (write, read) = (vk::AccessFlags::SHADER_WRITE, vk::AccessFlags::SHADER_READ);
+            // SAFETY: `cmd` is recording (the caller's contract).
+            unsafe { compute_barrier(ctx, cmd, write, read | write) };
+        }
+        record_bound(ctx, cmd, c.mat, &r.params, &r.call, sets);
+    }
+    Ok(())
+}

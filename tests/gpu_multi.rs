@@ -1,0 +1,489 @@
+//! `q4vk_cmd_gemv_multi`: several matrices on one x as one call, validation on. Q, K and V
+//! with their biases, and gate then up with the gate's SiLU (the call orders up after gate
+//! itself), at m = 1 and 5, without and with a workspace (under `Q4VK_INTDOT=1` the digits
+//! pre-pass, run once for all three of Q, K and V: on a device without push descriptors
+//! the calls take four sets of the ring, not six), against an f64 reference of
+//! `q4vk_matrix_dequantize`'s weights within 1e-5; outputs poisoned first. Bad calls are
+//! refused naming the call, recording nothing.
+
+mod gpu_support;
+use ash::vk::Handle;
+use gpu_support::blocks::dequantized;
+use gpu_support::*;
+use q4vk::ffi::footprint::*;
+use q4vk::ffi::gemv::*;
+use q4vk::ffi::matrix::*;
+use q4vk::ffi::status::*;
+use q4vk::vk::memory::{Buffer, MemoryKind};
+
+/// A host-visible buffer holding `values`.
+fn buffer_of(gpu: &Gpu, values: &[f32], name: &str) -> Buffer {
+    let b = Buffer::new(
+        &gpu.context().device,
+        4 * values.len().max(1) as u64,
+        MemoryKind::Readback,
+        name,
+    )
+    .unwrap();
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    b.write(0, &bytes);
+    b
+}
+
+fn whole(b: &Buffer, floats: usize) -> q4vk_buffer_ref {
+    q4vk_buffer_ref {
+        buffer: b.buffer.as_raw(),
+        offset: 0,
+        range: 4 * floats as u64,
+    }
+}
+
+/// `W x` in f64 for `m` rows of x (`[m][k]`) and weights `w` (`[n][k]`): `[m][n]`.
+fn product(w: &[f32], x: &[f32], (n, k, m): (usize, usize, usize)) -> Vec<f64> {
+    (0..m * n)
+        .map(|at| {
+            let (t, i) = (at / n, at % n);
+            (0..k)
+                .map(|j| w[i * k + j] as f64 * x[t * k + j] as f64)
+                .sum()
+        })
+        .collect()
+}
+
+/// Records `q4vk_cmd_gemv_multi` into a command buffer of the test's, submits and waits.
+fn run_multi(gpu: &Gpu, mats: &[*const q4vk_matrix], args: &[q4vk_gemv_args]) -> q4vk_status {
+    let ctx = gpu.context();
+    let d = &ctx.device.device;
+    let mut status = Q4VK_OK;
+    unsafe {
+        let pool = d
+            .create_command_pool(
+                &ash::vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(ctx.device.queue_family),
+                None,
+            )
+            .unwrap();
+        submit_and_wait(d, ctx.device.queue, pool, |cmd| {
+            status = q4vk_cmd_gemv_multi(
+                gpu.ctx,
+                mats.len() as u32,
+                mats.as_ptr(),
+                cmd.as_raw() as *mut _,
+                args.as_ptr(),
+            );
+        });
+        d.destroy_command_pool(pool, None);
+    }
+    status
+}
+
+/// A context without push descriptors (the kill switch is process-wide: tests that set it
+/// take turns).
+fn ring_gpu() -> Gpu {
+    static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
+    let gpu = Gpu::new(false);
+    std::env::remove_var("Q4VK_NO_PUSH_DESCRIPTORS");
+    assert!(gpu.context().device.push_descriptor.is_none());
+    gpu
+}
+
+/// The sets the context's ring holds (0 with push descriptors).
+fn ring_sets(gpu: &Gpu) -> u32 {
+    let mut info = unsafe { std::mem::zeroed::<q4vk_context_memory_info>() };
+    info.struct_size = std::mem::size_of_val(&info) as u32;
+    assert_eq!(unsafe { q4vk_context_memory(gpu.ctx, &mut info) }, Q4VK_OK);
+    info.descriptor_sets
+}
+
+struct Layer {
+    k: usize,
+    /// Q, K, V, gate, up: (rows, matrix, dequantized weights).
+    mats: Vec<(usize, *mut q4vk_matrix, Vec<f32>)>,
+}
+
+fn layer(gpu: &Gpu, rng: &mut Rng) -> Layer {
+    let k = 256;
+    let mats = [64usize, 16, 16, 48, 48]
+        .iter()
+        .map(|&n| {
+            let data = random_q4(rng, n, k, 64, true, false);
+            let w = dequantized(&q4_desc(&data));
+            (n, upload_q4(gpu, &data), w)
+        })
+        .collect();
+    Layer { k, mats }
+}
+
+fn args_for(
+    x: &Buffer,
+    y: &Buffer,
+    (n, k, m): (usize, usize, usize),
+    flags: u32,
+) -> q4vk_gemv_args {
+    let mut a = gemv_args();
+    a.m = m as u32;
+    a.flags = flags;
+    a.x = whole(x, m * k);
+    a.y = whole(y, m * n);
+    a
+}
+
+fn gemv_args() -> q4vk_gemv_args {
+    let mut a = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
+    unsafe { q4vk_gemv_args_default(&mut a) };
+    a
+}
+
+/// Q, K and V with biases, then gate and up with the gate's SiLU, in one multi call each,
+/// on `gpu` at m = 1 and 5, without and with a workspace.
+fn run_layer(gpu: &Gpu, rng: &mut Rng) {
+    let l = layer(gpu, rng);
+    let k = l.k;
+    for m in [1usize, 5] {
+        let x = rng.vec(m * k);
+        let xb = buffer_of(gpu, &x, "test x");
+        let mut ws_bytes = 0u64;
+        for (_, mat, _) in &l.mats {
+            let mut b = 0u64;
+            let status = unsafe {
+                q4vk_gemv_workspace_size(gpu.ctx, *mat, m as u32, Q4VK_GEMV_BIAS, &mut b)
+            };
+            assert_eq!(status, Q4VK_OK, "{}", last_error());
+            ws_bytes = ws_bytes.max(b);
+        }
+        let ws = Buffer::new(
+            &gpu.context().device,
+            ws_bytes.max(4),
+            MemoryKind::Device,
+            "test workspace",
+        )
+        .unwrap();
+        for with_workspace in [false, true] {
+            if with_workspace && ws_bytes == 0 {
+                continue;
+            }
+            // Q, K, V.
+            let qkv = &l.mats[..3];
+            let biases: Vec<Vec<f32>> = qkv.iter().map(|(n, _, _)| rng.vec(*n)).collect();
+            let bias_bufs: Vec<Buffer> = biases
+                .iter()
+                .map(|b| buffer_of(gpu, b, "test bias"))
+                .collect();
+            let ys: Vec<Buffer> = qkv
+                .iter()
+                .map(|(n, _, _)| buffer_of(gpu, &vec![f32::NAN; m * n], "test y"))
+                .collect();
+            let args: Vec<q4vk_gemv_args> = qkv
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _, _))| {
+                    let mut a = args_for(&xb, &ys[i], (*n, k, m), Q4VK_GEMV_BIAS);
+                    a.bias = whole(&bias_bufs[i], *n);
+                    if with_workspace {
+                        a.workspace = q4vk_buffer_ref {
+                            buffer: ws.buffer.as_raw(),
+                            offset: 0,
+                            range: ws_bytes,
+                        };
+                    }
+                    a
+                })
+                .collect();
+            let mats: Vec<*const q4vk_matrix> =
+                qkv.iter().map(|(_, m, _)| *m as *const _).collect();
+            let sets_before = ring_sets(gpu);
+            assert_eq!(run_multi(gpu, &mats, &args), Q4VK_OK, "{}", last_error());
+            let sets = ring_sets(gpu) - sets_before;
+            if gpu.context().device.push_descriptor.is_none() && sets_before + 6 < 4096 {
+                // One set per call, one more for the one pre-pass that runs.
+                let want = if with_workspace && ws_bytes > 0 { 4 } else { 3 };
+                assert_eq!(sets, want, "m = {m}: sets the QKV call took");
+            }
+            for (i, (n, _, w)) in qkv.iter().enumerate() {
+                let want: Vec<f64> = product(w, &x, (*n, k, m))
+                    .iter()
+                    .enumerate()
+                    .map(|(at, v)| v + biases[i][at % n] as f64)
+                    .collect();
+                let y = read_f32s(&ys[i], m * n);
+                assert!(
+                    y.iter().all(|v| v.is_finite()),
+                    "m = {m}: QKV {i}: y not written"
+                );
+                let err = q4vk::cpu::reference::relative_error(&y, &want);
+                assert!(
+                    err < 1e-5,
+                    "m = {m}, workspace {with_workspace}: QKV {i}: {err:e}"
+                );
+            }
+            // Gate, then up with the gate's SiLU: the call orders them.
+            let (n, _, wg) = &l.mats[3];
+            let (_, _, wu) = &l.mats[4];
+            let n = *n;
+            let g = buffer_of(gpu, &vec![f32::NAN; m * n], "test gate");
+            let u = buffer_of(gpu, &vec![f32::NAN; m * n], "test up");
+            let mut ga = args_for(&xb, &g, (n, k, m), 0);
+            let mut ua = args_for(&xb, &u, (n, k, m), Q4VK_GEMV_SILU_GATE);
+            ua.gate = whole(&g, m * n);
+            if with_workspace {
+                for a in [&mut ga, &mut ua] {
+                    a.workspace = q4vk_buffer_ref {
+                        buffer: ws.buffer.as_raw(),
+                        offset: 0,
+                        range: ws_bytes,
+                    };
+                }
+            }
+            let mats = [l.mats[3].1 as *const _, l.mats[4].1 as *const _];
+            assert_eq!(
+                run_multi(gpu, &mats, &[ga, ua]),
+                Q4VK_OK,
+                "{}",
+                last_error()
+            );
+            let gw = product(wg, &x, (n, k, m));
+            let want: Vec<f64> = product(wu, &x, (n, k, m))
+                .iter()
+                .zip(&gw)
+                .map(|(up, g)| up * (g / (1.0 + (-g).exp())))
+                .collect();
+            let y = read_f32s(&u, m * n);
+            let err = q4vk::cpu::reference::relative_error(&y, &want);
+            assert!(
+                err < 1e-5,
+                "m = {m}, workspace {with_workspace}: SwiGLU: {err:e}"
+            );
+        }
+    }
+    for (_, mat, _) in l.mats {
+        unsafe { q4vk_matrix_destroy(mat) };
+    }
+}
+
+#[test]
+fn multi_calls_run_qkv_and_swiglu_pushed_and_from_the_ring() {
+    let mut rng = Rng(0x4D17);
+    let pushed = Gpu::new(false);
+    run_layer(&pushed, &mut rng);
+    pushed.assert_quiet();
+    drop(pushed);
+    let ring = ring_gpu();
+    run_layer(&ring, &mut rng);
+    ring.assert_quiet();
+    assert_nothing_logged();
+}
+
+#[test]
+fn bad_multi_calls_are_refused_naming_the_call() {
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(0xBAD2);
+    let l = layer(&gpu, &mut rng);
+    let k = l.k;
+    let x = buffer_of(&gpu, &rng.vec(k), "test x");
+    let other_x = buffer_of(&gpu, &rng.vec(k), "test other x");
+    let ya = buffer_of(&gpu, &[f32::NAN; 64], "test y a");
+    let yb = buffer_of(&gpu, &[f32::NAN; 64], "test y b");
+    let (qa, ka) = (
+        l.mats[0].1 as *const q4vk_matrix,
+        l.mats[1].1 as *const q4vk_matrix,
+    );
+    let a0 = args_for(&x, &ya, (64, k, 1), 0);
+    let a1 = args_for(&x, &yb, (16, k, 1), 0);
+    let mut other = a1;
+    other.x = whole(&other_x, k);
+    let mut reuse = a1;
+    reuse.flags = Q4VK_GEMV_REUSE_WORKSPACE;
+    let mut small = a1;
+    small.y.range = 8;
+    let mut sized = a1;
+    sized.struct_size -= 8;
+    let mats = [qa, ka];
+    // Refused before anything is recorded: no command buffer is needed to see it.
+    let unrecorded = std::ptr::dangling_mut::<std::ffi::c_void>();
+    let direct = |count: u32, mats: *const *const q4vk_matrix, args: &[q4vk_gemv_args]| unsafe {
+        q4vk_cmd_gemv_multi(gpu.ctx, count, mats, unrecorded, args.as_ptr())
+    };
+    type Case<'a> = (Box<dyn Fn() -> q4vk_status + 'a>, q4vk_status, &'static str);
+    let cases: Vec<Case> = vec![
+        (
+            Box::new(|| direct(0, mats.as_ptr(), &[a0])),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "count is 0",
+        ),
+        (
+            Box::new(|| direct(1, std::ptr::null(), &[a0])),
+            Q4VK_ERROR_NULL_POINTER,
+            "mats",
+        ),
+        (
+            Box::new(|| run_multi(&gpu, &mats, &[a0, other])),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "args[1] differs from args[0]",
+        ),
+        (
+            Box::new(|| run_multi(&gpu, &mats, &[a0, reuse])),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "args[1].flags has Q4VK_GEMV_REUSE_WORKSPACE",
+        ),
+        (
+            Box::new(|| run_multi(&gpu, &mats, &[a0, small])),
+            Q4VK_ERROR_BUFFER_TOO_SMALL,
+            "args[1]: args->y.range",
+        ),
+        (
+            Box::new(|| run_multi(&gpu, &mats, &[a0, sized])),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "args[1].struct_size",
+        ),
+    ];
+    for (i, (call, want, words)) in cases.iter().enumerate() {
+        let status = call();
+        let message = last_error();
+        assert_eq!(status, *want, "case {i}: {message}");
+        assert!(
+            message.contains(words),
+            "case {i}: {message:?} lacks {words:?}"
+        );
+        assert!(
+            read_f32s(&ya, 64).iter().all(|v| v.is_nan()),
+            "case {i}: y written"
+        );
+    }
+    for (_, mat, _) in l.mats {
+        unsafe { q4vk_matrix_destroy(mat) };
+    }
+    gpu.assert_quiet();
+}
+
+#[test]
+fn a_multi_binding_replays_gate_then_up() {
+    let gpu = ring_gpu();
+    let mut rng = Rng(0xB1D2);
+    let l = layer(&gpu, &mut rng);
+    let (k, m) = (l.k, 2usize);
+    let (n, _, wg) = &l.mats[3];
+    let (_, _, wu) = &l.mats[4];
+    let n = *n;
+    let xb = buffer_of(&gpu, &vec![0.0; m * k], "test x");
+    let g = buffer_of(&gpu, &vec![f32::NAN; m * n], "test gate");
+    let u = buffer_of(&gpu, &vec![f32::NAN; m * n], "test up");
+    let mut ga = args_for(&xb, &g, (n, k, m), 0);
+    let mut ua = args_for(&xb, &u, (n, k, m), Q4VK_GEMV_SILU_GATE);
+    ua.gate = whole(&g, m * n);
+    let mats = [l.mats[3].1 as *const q4vk_matrix, l.mats[4].1 as *const _];
+    let mut ws_bytes = 0u64;
+    let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mats[0], m as u32, 0, &mut ws_bytes) };
+    assert_eq!(status, Q4VK_OK);
+    let ws = Buffer::new(
+        &gpu.context().device,
+        ws_bytes.max(4),
+        MemoryKind::Device,
+        "test workspace",
+    )
+    .unwrap();
+    if ws_bytes > 0 {
+        for a in [&mut ga, &mut ua] {
+            a.workspace = q4vk_buffer_ref {
+                buffer: ws.buffer.as_raw(),
+                offset: 0,
+                range: ws_bytes,
+            };
+        }
+    }
+    let mut binding = std::ptr::null_mut();
+    let status = unsafe {
+        q4vk::ffi::binding::q4vk_gemv_binding_create_multi(
+            gpu.ctx,
+            2,
+            mats.as_ptr(),
+            [ga, ua].as_ptr(),
+            &mut binding,
+        )
+    };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    let ctx = gpu.context();
+    let d = &ctx.device.device;
+    // Recorded once, submitted every round.
+    let (pool, cmd) = command_buffer(ctx);
+    unsafe {
+        d.begin_command_buffer(cmd, &ash::vk::CommandBufferBeginInfo::default())
+            .unwrap();
+        let host_to_shader = [ash::vk::MemoryBarrier::default()
+            .src_access_mask(ash::vk::AccessFlags::HOST_WRITE)
+            .dst_access_mask(ash::vk::AccessFlags::SHADER_READ)];
+        d.cmd_pipeline_barrier(
+            cmd,
+            ash::vk::PipelineStageFlags::HOST,
+            ash::vk::PipelineStageFlags::COMPUTE_SHADER,
+            ash::vk::DependencyFlags::empty(),
+            &host_to_shader,
+            &[],
+            &[],
+        );
+        let s = q4vk::ffi::binding::q4vk_cmd_gemv_bound(gpu.ctx, binding, cmd.as_raw() as *mut _);
+        assert_eq!(s, Q4VK_OK, "{}", last_error());
+        let [src, dst] = q4vk::vk::submit::SHADER_TO_HOST;
+        q4vk::vk::submit::record_barrier(d, cmd, src, dst);
+        d.end_command_buffer(cmd).unwrap();
+    }
+    let fence = unsafe { d.create_fence(&ash::vk::FenceCreateInfo::default(), None) }.unwrap();
+    let (other_data, other_x) = (random_q4(&mut rng, 8, 64, 32, false, false), rng.vec(64));
+    let other = upload_q4(&gpu, &other_data);
+    for round in 0..3 {
+        let x = rng.vec(m * k);
+        xb.write(
+            0,
+            &x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+        );
+        let submit = [ash::vk::SubmitInfo::default().command_buffers(std::slice::from_ref(&cmd))];
+        unsafe {
+            d.queue_submit(ctx.device.queue, &submit, fence).unwrap();
+            d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
+            d.reset_fences(&[fence]).unwrap();
+        }
+        let gw = product(wg, &x, (n, k, m));
+        let want: Vec<f64> = product(wu, &x, (n, k, m))
+            .iter()
+            .zip(&gw)
+            .map(|(up, g)| up * (g / (1.0 + (-g).exp())))
+            .collect();
+        let err = q4vk::cpu::reference::relative_error(&read_f32s(&u, m * n), &want);
+        assert!(err < 1e-5, "round {round}: {err:e}");
+        // Other GEMVs take the ring round; the binding's sets are its own.
+        for _ in 0..(Q4VK_CMD_GEMV_SET_RING as usize + 8) {
+            let (status, _) = gemv_c(gpu.ctx, other, &other_x, 8, 1);
+            assert_eq!(status, Q4VK_OK);
+        }
+    }
+    // A destroyed matrix ends the binding's use.
+    unsafe { q4vk_matrix_destroy(l.mats[4].1) };
+    let status = unsafe {
+        let mut s = Q4VK_OK;
+        let other_pool = d
+            .create_command_pool(
+                &ash::vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(ctx.device.queue_family),
+                None,
+            )
+            .unwrap();
+        submit_and_wait(d, ctx.device.queue, other_pool, |cmd| {
+            s = q4vk::ffi::binding::q4vk_cmd_gemv_bound(gpu.ctx, binding, cmd.as_raw() as *mut _);
+        });
+        d.destroy_command_pool(other_pool, None);
+        s
+    };
+    assert_eq!(status, Q4VK_ERROR_INVALID_ARGUMENT);
+    assert!(last_error().contains("was destroyed"), "{}", last_error());
+    unsafe {
+        q4vk::ffi::binding::q4vk_gemv_binding_destroy(binding);
+        d.destroy_fence(fence, None);
+        d.destroy_command_pool(pool, None);
+        q4vk_matrix_destroy(other);
+        for (_, mat, _) in &l.mats[..4] {
+            q4vk_matrix_destroy(*mat);
+        }
+    }
+    gpu.assert_quiet();
+}
