@@ -7,11 +7,12 @@
  * A small model of LAYERS layers (hidden D, key/value KV, feed-forward F; random weights,
  * quantized by q4vk to int4 with groups of 64). Per layer, from the hidden state h:
  *
- *   q = Wq h + bq,  k = Wk h + bk,  v = Wv h + bv    bias epilogue; K and V reuse Q's
- *                                                     pre-pass of h where the call has one
+ *   q = Wq h + bq,  k = Wk h + bk,  v = Wv h + bv    bias epilogue; one multi call (one
+ *                                                     pre-pass of h where there is one)
  *   a = Wo q + h                                      residual epilogue (q stands in for
  *                                                     attention, which is not q4vk's)
- *   g = Wg a;  u = silu(g) * (Wu a)                   SiLU-gate epilogue (SwiGLU)
+ *   g = Wg a;  u = silu(g) * (Wu a)                   SiLU-gate epilogue (SwiGLU); one
+ *                                                     multi call, up ordered after gate
  *   h' = Wd u + a                                     residual epilogue
  *
  * Memory: the engine's allocator gives every matrix buffer (engine_memory.h), sized before
@@ -19,7 +20,8 @@
  * buffer from its staging buffer (q4vk_matrix_create_recorded). Load time:
  * q4vk_gemv_prepare creates every pipeline the step will record; recording and replaying
  * then create none (checked with q4vk_context_memory). The device has no push descriptors
- * enabled, so each call is a q4vk_gemv_binding owning its descriptor sets: the step is
+ * enabled, so each group of calls is a q4vk_gemv_binding owning its descriptor sets
+ * (q4vk_gemv_binding_create_multi): the step is
  * recorded once into one command buffer (a barrier between dependent calls) and submitted
  * REPLAYS times; before the last submission the engine writes a new input. Both the first
  * and the last results are checked against an f64 reference on q4vk_matrix_dequantize's
@@ -268,44 +270,43 @@ int main(int argc, char **argv) {
     }
     fill(&act.h[0], D, &r);
 
-    /* Bind: one binding per call, each owning its descriptor sets. */
-    static q4vk_gemv_binding *bindings[LAYERS][PROJECTIONS];
-    int reused = 0;
+    /* Bind: the calls of a layer in four groups, each one binding owning its descriptor
+     * sets: Q, K and V on h as one multi call (x's pre-pass, where the device has one, runs
+     * once for the three), O, gate then up as one multi call (q4vk orders up after gate,
+     * whose output it reads), down. */
+    enum { GROUPS = 4 };
+    static const int group_first[GROUPS] = {PQ, PO, PG, PD}, group_count[GROUPS] = {3, 1, 2, 1};
+    static q4vk_gemv_binding *bindings[LAYERS][GROUPS];
     for (int l = 0; l < LAYERS; l++) {
         const vk_host_buffer *x_of[PROJECTIONS] = {&act.h[l], &act.h[l], &act.h[l], &act.q[l],
                                                   &act.a[l], &act.a[l], &act.u[l]};
         const vk_host_buffer *y_of[PROJECTIONS] = {&act.q[l], &act.k[l], &act.v[l], &act.a[l],
                                                   &act.g[l], &act.u[l], &act.h[l + 1]};
-        uint64_t q_key = 0;
-        CHECK_Q4(q4vk_gemv_workspace_key(ctx, model[l][PQ].mat, 1, flags[PQ], &q_key));
+        q4vk_gemv_args args[PROJECTIONS];
+        const q4vk_matrix *mats[PROJECTIONS];
         for (int p = 0; p < PROJECTIONS; p++) {
-            q4vk_gemv_args args;
-            q4vk_gemv_args_default(&args);
-            args.flags = flags[p];
-            args.x = ref_of(x_of[p], in_dim(p));
-            args.y = ref_of(y_of[p], out_dim(p));
-            if (p <= PV) args.bias = ref_of(&act.bias[l][p], out_dim(p));
-            if (p == PO) args.residual = ref_of(&act.h[l], D);
-            if (p == PU) args.gate = ref_of(&act.g[l], F);
-            if (p == PD) args.residual = ref_of(&act.a[l], D);
+            q4vk_gemv_args_default(&args[p]);
+            args[p].flags = flags[p];
+            args[p].x = ref_of(x_of[p], in_dim(p));
+            args[p].y = ref_of(y_of[p], out_dim(p));
+            if (p <= PV) args[p].bias = ref_of(&act.bias[l][p], out_dim(p));
+            if (p == PO) args[p].residual = ref_of(&act.h[l], D);
+            if (p == PU) args[p].gate = ref_of(&act.g[l], F);
+            if (p == PD) args[p].residual = ref_of(&act.a[l], D);
             uint64_t need = 0;
             CHECK_Q4(q4vk_gemv_workspace_size(ctx, model[l][p].mat, 1, flags[p], &need));
             if (need) {
-                args.workspace.buffer = (uint64_t)ws.buffer;
-                args.workspace.range = ws_bytes;
-                /* K and V read the same h as Q, just after it: Q's pre-pass serves them. */
-                uint64_t key = 0;
-                CHECK_Q4(q4vk_gemv_workspace_key(ctx, model[l][p].mat, 1, flags[p], &key));
-                if ((p == PK || p == PV) && key == q_key && key != 0) {
-                    args.flags |= Q4VK_GEMV_REUSE_WORKSPACE;
-                    reused++;
-                }
+                args[p].workspace.buffer = (uint64_t)ws.buffer;
+                args[p].workspace.range = ws_bytes;
             }
-            CHECK_Q4(q4vk_gemv_binding_create(ctx, model[l][p].mat, &args, &bindings[l][p]));
+            mats[p] = model[l][p].mat;
         }
+        for (int gi = 0; gi < GROUPS; gi++)
+            CHECK_Q4(q4vk_gemv_binding_create_multi(ctx, (uint32_t)group_count[gi], &mats[group_first[gi]],
+                                                    &args[group_first[gi]], &bindings[l][gi]));
     }
 
-    /* Record once: the step, a barrier after every call whose output a later call reads. */
+    /* Record once: the step, a barrier after every group (each reads the one before). */
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     cai.commandPool = h.pool;
     cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -322,12 +323,10 @@ int main(int argc, char **argv) {
     between.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     between.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
     for (int l = 0; l < LAYERS; l++)
-        for (int p = 0; p < PROJECTIONS; p++) {
-            CHECK_Q4(q4vk_cmd_gemv_bound(ctx, bindings[l][p], cmd));
-            /* Q, K and V are independent of each other; every other call feeds the next. */
-            if (p >= PV)
-                vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                     0, 1, &between, 0, NULL, 0, NULL);
+        for (int gi = 0; gi < GROUPS; gi++) {
+            CHECK_Q4(q4vk_cmd_gemv_bound(ctx, bindings[l][gi], cmd));
+            vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                                 &between, 0, NULL, 0, NULL);
         }
     VkMemoryBarrier shader_to_host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     shader_to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -335,7 +334,7 @@ int main(int argc, char **argv) {
     vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &shader_to_host,
                          0, NULL, 0, NULL);
     CHECK_VK(vkEndCommandBuffer(cmd));
-    printf("  recorded once: %d calls (%d reusing Q's pre-pass), %llu workspace bytes\n", LAYERS * PROJECTIONS, reused,
+    printf("  recorded once: %d calls in %d bindings, %llu workspace bytes\n", LAYERS * PROJECTIONS, LAYERS * GROUPS,
            (unsigned long long)ws_bytes);
 
     /* Replay. */
@@ -365,12 +364,13 @@ int main(int argc, char **argv) {
 
     vkDestroyFence(h.device, fence, NULL);
     vkFreeCommandBuffers(h.device, h.pool, 1, &cmd);
-    for (int l = 0; l < LAYERS; l++)
+    for (int l = 0; l < LAYERS; l++) {
+        for (int gi = 0; gi < GROUPS; gi++) q4vk_gemv_binding_destroy(bindings[l][gi]);
         for (int p = 0; p < PROJECTIONS; p++) {
-            q4vk_gemv_binding_destroy(bindings[l][p]);
             q4vk_matrix_destroy(model[l][p].mat);
             free(model[l][p].w);
         }
+    }
     q4vk_context_destroy(ctx);
     if (allocator.frees != allocator.allocations) {
         fprintf(stderr, "FAIL: %d allocations, %d frees\n", allocator.allocations, allocator.frees);

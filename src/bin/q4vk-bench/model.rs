@@ -2,11 +2,12 @@
 //! layer's seven matrices (Q, K, V, O, gate, up, down; random weights of the table's form,
 //! g128 int4 or `--type T` blocks) recorded into one command buffer as a decoder step runs
 //! them: Q, K and V on the layer's input, O on Q's output, gate and up on O's, down on
-//! gate's, which is the next layer's input; a barrier between dependent calls. No attention
-//! or norms. Each m runs two forms in the same run: the GEMVs alone (O on Q into its own
-//! buffer, gate and up on O's, down on gate's), and the fused step (Q, K and V with their
-//! bias where the model has one; O and down adding the residual into the layer's input in
-//! place; up with the SiLU of gate's output, after it). Timed between two timestamps, the
+//! gate's, which is the next layer's input; calls on one x as one multi call (Q, K and V;
+//! gate and up: one pre-pass of x where the kernels have one), a barrier between dependent
+//! calls. No attention or norms. Each m runs two forms in the same run: the GEMVs alone (O
+//! on Q into its own buffer, gate and up on O's, down on gate's), and the fused step (Q, K
+//! and V with their bias where the model has one; O and down adding the residual into the
+//! layer's input in place; up with the SiLU of gate's output, after it). Timed between two timestamps, the
 //! median of runs, beside the time the step's bytes take at the copy bandwidth of the same
 //! run (the bandwidth ideal). `--quick`: two layers of a quarter of each dimension.
 
@@ -196,9 +197,10 @@ fn layer_linears(s: &ModelShape, form: Form) -> [Linear; 7] {
                 ..l(h, h, Act::Q, Act::Input, true)
             },
             l(i, h, Act::Input, Act::Gate, true),
+            // After gate, in gate's multi call (which orders it).
             Linear {
                 gate: Some(Act::Gate),
-                ..l(i, h, Act::Input, Act::Up, true)
+                ..l(i, h, Act::Input, Act::Up, false)
             },
             Linear {
                 residual: true,
@@ -291,14 +293,14 @@ fn upload_random(
 
 /// A step at `m` activation rows: its activation buffers (x random, the rest written by the
 /// step), the bias (one for every matrix: n values of the widest), one workspace per matrix
-/// of a layer (Q, K and V run unordered) and the calls.
+/// every call uses (the largest any asks; calls on one x share its pre-pass) and the calls.
 struct Step<'a> {
     linears: &'a [Linear],
     mats: &'a [DeviceMatrix],
     m: u32,
     acts: Vec<(Buffer, u64)>,
     bias: Buffer,
-    workspaces: Vec<Option<(Buffer, u64)>>,
+    workspace: Option<(Buffer, u64)>,
     /// Bytes of x and y the step's calls move.
     activation_bytes: u64,
 }
@@ -332,23 +334,22 @@ impl<'a> Step<'a> {
             };
             acts.push((buffer, bytes));
         }
-        let mut workspaces = Vec::new();
+        let mut bytes = 0;
         for (l, mat) in linears.iter().zip(mats) {
-            let bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &params(l, m))?;
-            workspaces.push(match bytes > 0 && !opt.no_workspace {
-                // (The epilogue does not change the workspace.)
-                true => Some((
-                    Buffer::new(
-                        &ctx.device,
-                        bytes,
-                        MemoryKind::Device,
-                        "q4vk-bench model step workspace",
-                    )?,
-                    bytes,
-                )),
-                false => None,
-            });
+            bytes = bytes.max(gemv::workspace_bytes(&ctx.rules, &mat.form, &params(l, m))?);
         }
+        let workspace = match bytes > 0 && !opt.no_workspace {
+            true => Some((
+                Buffer::new(
+                    &ctx.device,
+                    bytes,
+                    MemoryKind::Device,
+                    "q4vk-bench model step workspace",
+                )?,
+                bytes,
+            )),
+            false => None,
+        };
         // x and y, and what the epilogues read: the bias, the gate, the residual.
         let activation_bytes = shape.layers as u64
             * linears
@@ -370,7 +371,7 @@ impl<'a> Step<'a> {
             m,
             acts,
             bias,
-            workspaces,
+            workspace,
             activation_bytes,
         })
     }
@@ -385,11 +386,19 @@ impl<'a> Step<'a> {
         }
     }
 
-    /// Records the whole step into `cmd`.
+    /// Records the whole step into `cmd`: each run of calls on one x with no barrier
+    /// between them (Q, K and V; gate and up) as one multi call, a barrier before the
+    /// others.
     fn record(&self, ctx: &Context, cmd: vk::CommandBuffer) -> Result<()> {
         let per_layer = self.linears.len();
+        let mut group: Vec<gemv::MultiCall> = Vec::new();
         for (i, mat) in self.mats.iter().enumerate() {
             let l = &self.linears[i % per_layer];
+            let joins = !l.after_barrier && group.first().is_some_and(|g| g.x == self.act(l.from));
+            if !joins && !group.is_empty() {
+                gemv::record_multi(ctx, cmd, &group)?;
+                group.clear();
+            }
             if i > 0 && l.after_barrier {
                 // SAFETY: `cmd` is recording.
                 unsafe {
@@ -401,34 +410,45 @@ impl<'a> Step<'a> {
                     )
                 };
             }
-            let ws = self.workspaces[i % per_layer]
-                .as_ref()
-                .map(|(b, range)| BufferRange {
-                    buffer: b.buffer,
-                    offset: 0,
-                    range: *range,
-                });
-            let p = params(l, self.m);
-            let ops = EpilogueOperands {
-                bias: l.bias.then_some(BufferRange {
-                    buffer: self.bias.buffer,
-                    offset: 0,
-                    range: 4 * l.n as u64,
-                }),
-                residual: l.residual.then(|| self.act(l.to)),
-                gate: l.gate.map(|g| self.act(g)),
-            };
-            let (x, y) = (self.act(l.from), self.act(l.to));
-            gemv::record_epilogue(ctx, cmd, mat, (x, y), &ops, &p, ws)?;
+            group.push(self.call(mat, l));
         }
-        Ok(())
+        gemv::record_multi(ctx, cmd, &group)
+    }
+
+    /// The call of `l` on `mat`.
+    fn call<'m>(&self, mat: &'m DeviceMatrix, l: &Linear) -> gemv::MultiCall<'m> {
+        let workspace = self.workspace.as_ref().map(|(b, range)| BufferRange {
+            buffer: b.buffer,
+            offset: 0,
+            range: *range,
+        });
+        let ops = EpilogueOperands {
+            bias: l.bias.then_some(BufferRange {
+                buffer: self.bias.buffer,
+                offset: 0,
+                range: 4 * l.n as u64,
+            }),
+            residual: l.residual.then(|| self.act(l.to)),
+            gate: l.gate.map(|g| self.act(g)),
+        };
+        gemv::MultiCall {
+            mat,
+            x: self.act(l.from),
+            y: self.act(l.to),
+            ops,
+            p: params(l, self.m),
+            workspace,
+        }
     }
 
     /// The kernels the first layer's calls run, as the plan names them, distinct ones once.
     fn kernels(&self, ctx: &Context, first: &[DeviceMatrix]) -> Result<String> {
         let mut names: Vec<String> = Vec::new();
-        for ((l, mat), ws) in self.linears.iter().zip(first).zip(&self.workspaces) {
-            let room = ws.as_ref().map_or(Room::None, |(_, b)| Room::Bytes(*b));
+        let room = self
+            .workspace
+            .as_ref()
+            .map_or(Room::None, |(_, b)| Room::Bytes(*b));
+        for (l, mat) in self.linears.iter().zip(first) {
             let choice = gemv::decide(&ctx.rules, &mat.form, &params(l, self.m), room)?;
             let name = choice.to_string();
             if !names.contains(&name) {
