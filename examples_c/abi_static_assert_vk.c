@@ -230,6 +230,7 @@ static q4vk_status (*const p_binding_create_multi)(q4vk_context *, uint32_t, con
                                                    const q4vk_gemv_args *, q4vk_gemv_binding **) =
     q4vk_gemv_binding_create_multi;
 _Static_assert(Q4VK_GEMV_MULTI_MAX_CALLS == 64, "Q4VK_GEMV_MULTI_MAX_CALLS");
+_Static_assert(Q4VK_KERNEL_EXPORT_BIAS == 0x2 && Q4VK_BINDING_BIAS == 7, "export with a bias");
 static q4vk_status (*const p_footprint)(const q4vk_context *, const q4vk_matrix_desc *, q4vk_matrix_footprint_info *) =
     q4vk_matrix_footprint;
 _Static_assert(sizeof(q4vk_matrix_footprint_info) == 48, "q4vk_matrix_footprint_info size");

@@ -201,6 +201,11 @@
 // source `q4vk_matrix_create` takes (with the device layout of `q4vk_matrix_pack_extended`).
 #define Q4VK_KERNEL_EXPORT_EXTENDED 1
 
+// `q4vk_kernel_export_desc.export_flags`, with `Q4VK_KERNEL_EXPORT_EXTENDED`: the kernel
+// adds a bias to every row of y, `y = W x + bias` (binding 7, `Q4VK_BINDING_BIAS`: n f32
+// values, in the order of y's rows); ncnn's InnerProduct with `bias_term`.
+#define Q4VK_KERNEL_EXPORT_BIAS 2
+
 // Capacity of `q4vk_kernel_info.bindings`.
 #define Q4VK_KERNEL_MAX_BINDINGS 8
 
@@ -581,9 +586,10 @@ typedef struct q4vk_kernel_export_desc {
   // Elements between rows of y; 0 (default) = n.
   uint64_t y_row_stride;
   // Appended after v0 (callers with the v0 `struct_size` read 0). `Q4VK_KERNEL_EXPORT_*`
-  // bits: `Q4VK_KERNEL_EXPORT_EXTENDED` for the extended kernel (7 bindings); 0 (default):
-  // the v0 kernel (5 bindings), which refuses matrices with per-group offsets or a column
-  // order. Others are refused.
+  // bits: `Q4VK_KERNEL_EXPORT_EXTENDED` for the extended kernel (7 bindings), with
+  // `Q4VK_KERNEL_EXPORT_BIAS` too its build with a bias (8 bindings); 0 (default): the v0
+  // kernel (5 bindings), which refuses matrices with per-group offsets or a column order.
+  // Others are refused.
   uint32_t export_flags;
   // Must be 0.
   uint32_t reserved1;
@@ -712,7 +718,8 @@ typedef struct q4vk_kernel_info {
   // Length of the SPIR-V in 32-bit words (bytes = 4 × this).
   size_t spirv_words;
   // Entries of `bindings` used (5: weights, scales, zeros, x, y at bindings 0..4; the
-  // extended kernel 7: offsets and column order at 5 and 6).
+  // extended kernel 7: offsets and column order at 5 and 6; with a bias 8: the bias at
+  // 7).
   uint32_t binding_count;
   // Entries of `push_constants` used: 10 (40 bytes) for the GEMV (m ≤ 8), 11 (44 bytes)
   // for the GEMM (m > 8).
@@ -975,6 +982,10 @@ typedef struct q4vk_staging {
 // for GPTQ act-order. Binding 6 of the extended kernel. Other matrices: `bytes` 0, not read
 // (bind any valid buffer).
 #define Q4VK_BINDING_K_ORDER 6
+
+// Bias (`Q4VK_KERNEL_EXPORT_BIAS`): n f32 values added to every row of y. Binding 7 of the
+// extended kernel with a bias.
+#define Q4VK_BINDING_BIAS 7
 
 // Float weights; q4vk quantizes them exactly as `q4vk_q4_quantize` does.
 #define Q4VK_SOURCE_FLOAT 0
@@ -1261,8 +1272,8 @@ q4vk_status q4vk_gemv_host(struct q4vk_context *ctx,
 //
 // State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
 // (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
-// binding 0, y at binding 1, the epilogue's bias, residual and gate at 2, 3 and 4, x
-// standing in for those the call has none of: pushed with `vkCmdPushDescriptorSetKHR` when
+// binding 0, y at binding 1, the epilogue's bias, residual and gate at 2, 3 and 4, y's
+// words at 5 for an f16 y, x standing in for those the call has none of: pushed with `vkCmdPushDescriptorSetKHR` when
 // `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
 // `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
 // part, descriptor set 0 (owned by the matrix, immutable) and 48

@@ -57,10 +57,15 @@ glslc $FLAGS -g -DEXPORT -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_subgrou
 # (column order) appended, for imported matrices (GGUF Q4_1/Q4_K, GPTQ act-order).
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemv_q4.comp -o "$out/gemv_q4_export_extended_portable.spv"
 glslc $FLAGS -g -DEXPORT -DEXTENDED -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_extended_subgroup.spv"
+# The extended export with a bias (Q4VK_KERNEL_EXPORT_BIAS): binding 7 appended, n f32
+# values added to every row of y.
+glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED -DEXPORT_BIAS gemv_q4.comp -o "$out/gemv_q4_export_bias_portable.spv"
+glslc $FLAGS -g -DEXPORT -DEXTENDED -DEXPORT_BIAS -DSUBGROUP gemv_q4.comp -o "$out/gemv_q4_export_bias_subgroup.spv"
 # The exported GEMM (m > 8; no subgroup operations, so one SPIR-V 1.0 build per kernel
 # flavour), same conventions.
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT gemm_q4.comp -o "$out/gemm_q4_export.spv"
 glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED gemm_q4.comp -o "$out/gemm_q4_export_extended.spv"
+glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DEXTENDED -DEXPORT_BIAS gemm_q4.comp -o "$out/gemm_q4_export_bias.spv"
 # Tensor-core GEMV, GEMM and their fragment-layout probe (Vulkan 1.1 + VK_KHR_cooperative_matrix).
 glslang_quiet -V --quiet --target-env vulkan1.1 gemv_q4_coop.comp -o "$out/gemv_q4_coop.spv"
 glslang_quiet -V --quiet --target-env vulkan1.1 gemm_q4_coop.comp -o "$out/gemm_q4_coop.spv"

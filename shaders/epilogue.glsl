@@ -7,15 +7,23 @@
 //   v  = act(gate[tok][row_base + row]) · v   (EPI_SILU_GATE: silu, EPI_GELU_GATE: gelu)
 //   v += residual[tok][row_base + row]        (EPI_RESIDUAL; may be y itself)
 // then stores v as f32, or as f16 with EPI_Y_F16. The gate and the residual are laid out as
-// y (its stride, its type). Bindings 2 (bias), 3 (residual) and 4 (gate) of set XY_SET are
-// bound to some readable buffer where the call has no such operand; 0 keeps the plain store.
+// y (its stride, its type). Bindings 2 (bias), 3 (residual), 4 (gate) and 5 (y's words) of
+// set XY_SET are bound to some readable buffer where the call has no such operand; 0 keeps
+// the plain store.
 // An f16 y is written without 16-bit storage: two atomics clear and set this element's half
 // of its 32-bit word, so the neighbouring element (another invocation's, or not the call's
 // at all) keeps its bits.
-// The exported kernels (-DEXPORT) keep ncnn's bindings and the plain f32 store.
+// The exported kernels (-DEXPORT) keep ncnn's bindings and store f32 y; the extended export
+// with a bias (-DEXPORT_BIAS, with -DEXTENDED) adds the n f32 values of binding 7 first.
 
 #ifdef EXPORT
+#ifdef EXPORT_BIAS
+layout(set = 0, binding = 7) readonly buffer ExportBias { float export_bias[]; };
+#endif
 void store_y(uint tok, uint row, float v) {
+#ifdef EXPORT_BIAS
+    v += export_bias[p.row_base + row];
+#endif
     y[tok * p.y_stride + p.row_base + row] = v;
 }
 #else
@@ -27,7 +35,10 @@ const uint EPI_SILU_GATE = 8u;
 const uint EPI_GELU_GATE = 16u;
 const uint EPI_Y_F16 = 32u;
 
-layout(set = XY_SET, binding = Y_BINDING) buffer YWords { uint y_words[]; };
+// y's words for an f16 y's atomics: binding 5, bound to y only in calls with an f16 y (to
+// a buffer the kernel never touches otherwise), so that the plain kernels' y stays
+// write-only to whatever reads the bindings (the validation layer's hazard tracking).
+layout(set = XY_SET, binding = 5) buffer YWords { uint y_words[]; };
 layout(set = XY_SET, binding = 2) readonly buffer EpilogueBias { uint bias_words[]; };
 layout(set = XY_SET, binding = 3) readonly buffer EpilogueResidual { uint residual_words[]; };
 layout(set = XY_SET, binding = 4) readonly buffer EpilogueGate { uint gate_words[]; };

@@ -519,6 +519,7 @@ fn exported_kernel_two_dimensional_grid() {
                 y_stride: n as u64,
                 subgroup: false,
                 extras: Default::default(),
+                bias: false,
             },
             &dev,
         )

@@ -104,17 +104,18 @@ fn pack_extended(d: &q4vk_matrix_desc, info: &q4vk_kernel_info) -> [Vec<u8>; 5] 
 }
 
 /// Runs the exported kernel on the host with the packed buffers by role (weights, scales,
-/// zeros, offsets, column order) and x (`m` rows of `k`); returns y (`m` rows of `n`),
-/// checking every element was written.
+/// zeros, offsets, column order), x (`m` rows of `k`) and, for the kernel with a bias, `bias`
+/// (n values); returns y (`m` rows of `n`), checking every element was written.
 fn run(
     host: &Host,
     info: &q4vk_kernel_info,
     spirv: &[u32],
-    packed: &[Vec<u8>],
+    (packed, bias): (&[Vec<u8>], &[f32]),
     x: &[f32],
     (n, k): (usize, usize),
 ) -> Vec<f32> {
     let x_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bias_bytes: Vec<u8> = bias.iter().flat_map(|v| v.to_le_bytes()).collect();
     let y_len = info.bindings[4].bytes as usize;
     let y_poison: Vec<u8> = std::iter::repeat_n(f32::NAN.to_le_bytes(), y_len / 4)
         .flatten()
@@ -128,7 +129,9 @@ fn run(
             3 => &x_bytes,
             4 => &y_poison,
             5 => packed.get(3).unwrap_or(&empty),
-            _ => packed.get(4).unwrap_or(&empty),
+            6 => packed.get(4).unwrap_or(&empty),
+            Q4VK_BINDING_BIAS => &bias_bytes,
+            other => panic!("unknown binding role {other}"),
         }
     };
     let count = info.binding_count as usize;
@@ -201,7 +204,7 @@ fn extended_export_runs_every_imported_case() {
             with_order += order as usize;
             let packed = pack_extended(&d, &info);
             let x = rng.vec(m * k);
-            let y = run(&host, &info, &spirv, &packed, &x, (n, k));
+            let y = run(&host, &info, &spirv, (&packed, &[]), &x, (n, k));
             let err = relative_error(&y, &reference(&w, &x, n, k, m));
             assert!(err < TOL, "{} m {m}: rel err {err:e}", c.name);
             runs += 1;
@@ -212,6 +215,51 @@ fn extended_export_runs_every_imported_case() {
     drop(host);
     assert_quiet();
     gpu.assert_quiet();
+}
+
+/// The extended kernel with a bias (`Q4VK_KERNEL_EXPORT_BIAS`): binding 7 holds n f32
+/// values added to every row of y, on the GEMV (m = 1, 8; portable and subgroup) and the
+/// GEMM (m = 33), for cases with offsets, a column order and neither.
+#[test]
+fn extended_export_with_a_bias_adds_it() {
+    let host = Host::new();
+    let mut rng = Rng(15);
+    let mut runs = 0;
+    for (i, c) in all_cases().iter().enumerate().filter(|(i, _)| i % 4 == 0) {
+        let d = c.desc();
+        let w = weights(c);
+        let (n, k) = (c.n as usize, c.k as usize);
+        for (mi, m) in [1usize, 8, 33].into_iter().enumerate() {
+            let mut e = export_desc(m as u32, true);
+            e.export_flags |= Q4VK_KERNEL_EXPORT_BIAS;
+            if (i + mi) % 2 == 1 {
+                e.variant = Q4VK_KERNEL_SUBGROUP;
+                e.subgroup_size = host.subgroup_size;
+            }
+            let (info, spirv) = export(std::ptr::null(), &d, &e);
+            assert_eq!(info.binding_count, 8, "{}", c.name);
+            let b = &info.bindings[7];
+            assert_eq!(
+                (b.binding, b.role, b.bytes),
+                (7, Q4VK_BINDING_BIAS, 4 * n as u64)
+            );
+            let packed = pack_extended(&d, &info);
+            let x = rng.vec(m * k);
+            let bias = rng.vec(n);
+            let y = run(&host, &info, &spirv, (&packed, &bias), &x, (n, k));
+            let want: Vec<f64> = reference(&w, &x, n, k, m)
+                .iter()
+                .enumerate()
+                .map(|(at, v)| v + bias[at % n] as f64)
+                .collect();
+            let err = relative_error(&y, &want);
+            assert!(err < TOL, "{} m {m}: rel err {err:e}", c.name);
+            runs += 1;
+        }
+    }
+    assert!(runs >= 18, "{runs} runs");
+    drop(host);
+    assert_quiet();
 }
 
 /// Sources without offsets or column order run on the v0 kernel with the v0 pack, whose
@@ -254,10 +302,10 @@ fn v0_export_runs_imported_cases_without_extras() {
         assert_eq!(&ext[..3], &v0[..], "{}", c.name);
         assert!(ext[3].is_empty() && ext[4].is_empty(), "{}", c.name);
         let x = rng.vec(m * k);
-        let y = run(&host, &info, &spirv, &v0, &x, (n, k));
+        let y = run(&host, &info, &spirv, (&v0, &[]), &x, (n, k));
         let err = relative_error(&y, &reference(&w, &x, n, k, m));
         assert!(err < TOL, "{} v0: rel err {err:e}", c.name);
-        let y_ext = run(&host, &ext_info, &ext_spirv, &ext, &x, (n, k));
+        let y_ext = run(&host, &ext_info, &ext_spirv, (&ext, &[]), &x, (n, k));
         assert_eq!(y, y_ext, "{}: the two kernels differ", c.name);
         runs += 1;
     }
@@ -366,7 +414,12 @@ fn extended_export_and_pack_refuse_bad_input() {
     // Unknown export_flags bits, reserved1.
     let d = q4_1.desc();
     let mut info = new_info();
-    for (flags, reserved1) in [(0x2, 0), (Q4VK_KERNEL_EXPORT_EXTENDED, 1)] {
+    // (The bias is the extended kernel's: alone it is refused too.)
+    for (flags, reserved1) in [
+        (0x4, 0),
+        (Q4VK_KERNEL_EXPORT_BIAS, 0),
+        (Q4VK_KERNEL_EXPORT_EXTENDED, 1),
+    ] {
         let mut e = export_desc(1, true);
         e.export_flags = flags;
         e.reserved1 = reserved1;

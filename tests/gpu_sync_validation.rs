@@ -1,14 +1,19 @@
 //! q4vk's barriers under the validation layer's synchronization validation (any hazard is
 //! a message, and any message fails): GEMVs of m = 1..3 (the integer dot-product GEMV
-//! with its digits pre-pass where the device runs it), the GEMM, host GEMVs on f16 x, and
-//! matrices created and destroyed between calls, on one context and one thread. Its own
+//! with its digits pre-pass where the device runs it), the GEMM, host GEMVs on f16 x,
+//! matrices created and destroyed between calls, and epilogues whose kernels read y's own
+//! bytes (f16 y, a residual in place) in several passes, on one context and one thread. Its own
 //! binary: the layer reads `VK_LAYER_ENABLES` when an instance is created, so it is set
 //! before any context of this process exists. (The threads of
 //! `gpu_reliability::eight_threads_share_a_context` run without it: see there why.)
 
 mod gpu_support;
+use ash::vk::Handle;
 use gpu_support::*;
-use q4vk::ffi::matrix::q4vk_matrix_destroy;
+use q4vk::ffi::gemv::*;
+use q4vk::ffi::matrix::{q4vk_matrix, q4vk_matrix_destroy};
+use q4vk::ffi::status::Q4VK_OK;
+use q4vk::vk::memory::{Buffer, MemoryKind};
 
 #[test]
 fn calls_and_matrix_lifetimes_are_free_of_hazards() {
@@ -41,8 +46,123 @@ fn calls_and_matrix_lifetimes_are_free_of_hazards() {
                 unsafe { q4vk_matrix_destroy(mat) };
             }
         }
+        epilogues_in_passes(&gpu, mats[0], &shared[0], &mut rng);
         for mat in mats {
             unsafe { q4vk_matrix_destroy(mat) };
+        }
+    }
+}
+
+/// Calls whose kernels read y's own bytes (an f16 y written through its words, a residual
+/// that is y) at m = 1, 10 and 40 (several passes of the GEMV, or the GEMM), with a
+/// workspace where the call has a pre-pass: q4vk orders their dispatches; y is written.
+fn epilogues_in_passes(
+    gpu: &Gpu,
+    mat: *mut q4vk_matrix,
+    data: &q4vk::quant::q4::Q4Data,
+    rng: &mut Rng,
+) {
+    let (n, k) = (data.shape.n, data.shape.k);
+    let ctx = gpu.context();
+    for m in [1usize, 10, 40] {
+        for flags in [
+            Q4VK_GEMV_F16_OUTPUT | Q4VK_GEMV_BIAS | Q4VK_GEMV_SILU_GATE,
+            Q4VK_GEMV_RESIDUAL,
+            Q4VK_GEMV_F16_OUTPUT | Q4VK_GEMV_RESIDUAL,
+        ] {
+            let f16 = flags & Q4VK_GEMV_F16_OUTPUT != 0;
+            let y_bytes = if f16 {
+                4 * (m * n).div_ceil(2)
+            } else {
+                4 * m * n
+            };
+            let buffer = |bytes: usize, values: &[f32], name: &str| {
+                let b = Buffer::new(&ctx.device, bytes as u64, MemoryKind::Readback, name).unwrap();
+                let raw: Vec<u8> = match f16 {
+                    true => values
+                        .iter()
+                        .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+                        .collect(),
+                    false => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                };
+                b.write(0, &raw[..raw.len().min(bytes)]);
+                b
+            };
+            let x = Buffer::new(
+                &ctx.device,
+                (4 * m * k) as u64,
+                MemoryKind::Readback,
+                "test x",
+            )
+            .unwrap();
+            let xs: Vec<u8> = rng
+                .vec(m * k)
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            x.write(0, &xs);
+            let y = buffer(y_bytes, &rng.vec(m * n), "test y");
+            let gate = buffer(y_bytes, &rng.vec(m * n), "test gate");
+            let bias = Buffer::new(
+                &ctx.device,
+                (4 * n) as u64,
+                MemoryKind::Readback,
+                "test bias",
+            )
+            .unwrap();
+            bias.write(
+                0,
+                &rng.vec(n)
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            );
+            let whole = |b: &Buffer, bytes: usize| q4vk_buffer_ref {
+                buffer: b.buffer.as_raw(),
+                offset: 0,
+                range: bytes as u64,
+            };
+            let mut a = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
+            unsafe { q4vk_gemv_args_default(&mut a) };
+            a.flags = flags;
+            a.m = m as u32;
+            a.x = whole(&x, 4 * m * k);
+            a.y = whole(&y, y_bytes);
+            if flags & Q4VK_GEMV_BIAS != 0 {
+                a.bias = whole(&bias, 4 * n);
+            }
+            if flags & Q4VK_GEMV_SILU_GATE != 0 {
+                a.gate = whole(&gate, y_bytes);
+            }
+            if flags & Q4VK_GEMV_RESIDUAL != 0 {
+                a.residual = a.y;
+            }
+            let mut ws_bytes = 0u64;
+            let status =
+                unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m as u32, flags, &mut ws_bytes) };
+            assert_eq!(status, Q4VK_OK, "{}", last_error());
+            let ws = (ws_bytes > 0).then(|| {
+                Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device, "test workspace").unwrap()
+            });
+            if let Some(w) = &ws {
+                a.workspace = whole(w, ws_bytes as usize);
+            }
+            assert_eq!(
+                run_cmd(gpu, mat, &a),
+                Q4VK_OK,
+                "m = {m}, flags {flags:#x}: {}",
+                last_error()
+            );
+            let words = read_words(&y, y_bytes / 4);
+            let finite = match f16 {
+                true => words
+                    .iter()
+                    .flat_map(|w| [*w as u16, (*w >> 16) as u16])
+                    .take(m * n)
+                    .all(|h| half::f16::from_bits(h).is_finite()),
+                false => words.iter().all(|w| f32::from_bits(*w).is_finite()),
+            };
+            assert!(finite, "m = {m}, flags {flags:#x}: y not finite");
         }
     }
 }

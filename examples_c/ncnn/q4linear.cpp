@@ -39,15 +39,16 @@ int Q4Linear::load_param(const ncnn::ParamDict& pd) {
     max_m = pd.get(6, 0);
     source = pd.get(7, 0);
     gptq_format = pd.get(8, 1);
+    bias_term = pd.get(9, 0);
     for (int i = 0; i < 4; i++) imported_bytes[i] = pd.get(10 + i, 0);
     const bool imported_ok = weight_format != 2 || (source >= (int)Q4VK_SOURCE_GGUF_Q4_0 &&
                                                     source <= (int)Q4VK_SOURCE_AWQ && imported_bytes[0] > 0 &&
                                                     imported_bytes[1] >= 0 && imported_bytes[2] >= 0 &&
                                                     imported_bytes[3] >= 0);
     if (n <= 0 || k <= 0 || (zero_points != 0 && zero_points != 1) || weight_format < 0 || weight_format > 2 ||
-        variant < 0 || variant > 2 || max_m < 0 || !imported_ok) {
-        NCNN_LOGE("Q4Linear: bad params n=%d k=%d zero_points=%d format=%d variant=%d max_m=%d source=%d", n, k,
-                  zero_points, weight_format, variant, max_m, source);
+        variant < 0 || variant > 2 || max_m < 0 || !imported_ok || (bias_term != 0 && bias_term != 1)) {
+        NCNN_LOGE("Q4Linear: bad params n=%d k=%d zero_points=%d format=%d variant=%d max_m=%d source=%d bias_term=%d",
+                  n, k, zero_points, weight_format, variant, max_m, source, bias_term);
         return -1;
     }
     // The group size, gptq_format and the tensors' sizes are checked by q4vk
@@ -92,6 +93,13 @@ q4vk_matrix_desc Q4Linear::matrix_desc() const {
 }
 
 int Q4Linear::load_model(const ncnn::ModelBin& mb) {
+    const int weights = load_weights(mb);
+    if (weights != 0 || !bias_term) return weights;
+    bias_data = mb.load(n, 1);  // raw fp32, as InnerProduct's bias
+    return bias_data.empty() ? -100 : 0;
+}
+
+int Q4Linear::load_weights(const ncnn::ModelBin& mb) {
     if (weight_format == 2) {
         // Raw 4-byte words (type 1: no tag), in the order weight, scales, zeros, g_idx.
         for (int i = 0; i < 4; i++) {
@@ -191,7 +199,10 @@ int Q4Linear::make_pipeline(const q4vk_matrix_desc& d, int m, uint32_t subgroup_
     const ncnn::GpuInfo& gi = vkdev->info;
     q4vk_kernel_export_desc e;
     q4vk_kernel_export_desc_default(&e);
-    if (weight_format == 2) e.export_flags = Q4VK_KERNEL_EXPORT_EXTENDED;
+    // A bias is binding 7 of the extended kernel, which takes the v0 pack's bytes too
+    // (bindings 5 and 6 then hold nothing).
+    if (weight_format == 2 || bias_term) e.export_flags = Q4VK_KERNEL_EXPORT_EXTENDED;
+    if (bias_term) e.export_flags |= Q4VK_KERNEL_EXPORT_BIAS;
     e.variant = variant_used;
     e.m = (uint32_t)m;
     e.subgroup_size = subgroup_size;
@@ -296,8 +307,10 @@ int Q4Linear::upload_model(ncnn::VkTransfer& cmd, const ncnn::Option& opt) {
     ncnn::VkMat* gpu[5] = {&w_gpu, &s_gpu, &z_gpu, &o_gpu, &k_gpu};
     for (int i = 0; i < 5; i++)  // empty ones stay empty -> ncnn binds a dummy buffer
         if (sizes[i]) cmd.record_upload(host[i], *gpu[i], raw);
+    if (bias_term) cmd.record_upload(bias_data, b_gpu, raw);
     if (opt.lightmode) {
         weight_f32.release();
+        bias_data.release();
         q_weight.release();
         q_scales.release();
         q_zeros.release();
@@ -346,6 +359,7 @@ int Q4Linear::forward(const ncnn::VkMat& bottom, ncnn::VkMat& top, ncnn::VkCompu
         case Q4VK_BINDING_Y: b = &top; break;
         case Q4VK_BINDING_OFFSETS: b = &o_gpu; break;  // extended kernel; empty without offsets
         case Q4VK_BINDING_K_ORDER: b = &k_gpu; break;  // extended kernel; empty in input order
+        case Q4VK_BINDING_BIAS: b = &b_gpu; break;     // extended kernel with a bias
         default: NCNN_LOGE("Q4Linear: unknown binding role %u", info.bindings[i].role); return -1;
         }
         // x and y: m dense rows (the GEMM was exported at m = 9, so not its bytes).

@@ -40,6 +40,10 @@
 //                    size for GPTQ/AWQ, ignored for GGUF)                  required
 //   8 = gptq_format  1 (zeros stored minus one) or 2 (GPTQModel's v2)      default 1
 //   10..13           bytes of weight, scales, zeros, g_idx (0: absent)     default 0
+//   Every format:
+//   9 = bias_term    1: n fp32 bias values follow the weights in the .bin (raw, untagged,
+//                    as InnerProduct's), added by the kernel (the extended export with
+//                    Q4VK_KERNEL_EXPORT_BIAS: binding 7)                   default 0
 //
 // Blobs: fp32, elempack 1 (set opt.use_fp16_storage/packed = false, keep packing off for
 // this layer, which is the default for custom layers). Input 1-D w = k (m = 1; output 1-D
@@ -77,6 +81,7 @@ public:
 
 private:
     q4vk_matrix_desc matrix_desc() const;  // shape + data pointers of the loaded weights
+    int load_weights(const ncnn::ModelBin& mb);  // load_model's weights, before the bias
     // Exports the kernel for m (the GEMM when m > 8) and creates its ncnn pipeline.
     int make_pipeline(const q4vk_matrix_desc& d, int m, uint32_t subgroup_size, q4vk_kernel_info& info,
                       ncnn::Pipeline*& pipe);
@@ -84,17 +89,19 @@ private:
     int gemm_dispatch(int m, std::vector<ncnn::vk_constant_type>& constants, uint32_t groups[3]) const;
 
     int n = 0, k = 0, group_size = 128, zero_points = 0, weight_format = 0, variant = 2, max_m = 0;
-    int source = 0, gptq_format = 1;
+    int source = 0, gptq_format = 1, bias_term = 0;
     int imported_bytes[4] = {};                   // format 2: weight, scales, zeros, g_idx
 
     // CPU data until upload_model (released afterwards with opt.lightmode).
     ncnn::Mat weight_f32;                         // format 0
     ncnn::Mat q_weight, q_scales, q_zeros;        // format 1 (raw words)
     ncnn::Mat imported[4];                        // format 2 (raw words)
+    ncnn::Mat bias_data;                          // bias_term: n fp32
 
     // Device side, created with ncnn's allocators.
     ncnn::VkMat w_gpu, s_gpu, z_gpu;
     ncnn::VkMat o_gpu, k_gpu;                     // format 2: offsets, column order (or empty)
+    ncnn::VkMat b_gpu;                            // bias_term: the bias (or empty)
 
     uint32_t variant_used = Q4VK_KERNEL_PORTABLE;
     ncnn::Pipeline* pipes[MAX_M] = {};           // GEMV, m = 1..8

@@ -6,7 +6,9 @@
 //                       -> Q4Linear  (subgroup kernel, same weights; portable again when
 //                                     ncnn's GpuInfo lacks subgroup arithmetic)
 //                       -> Q4Linear  (pre-quantized q4 weights from q4vk_q4_quantize)
-//                       -> InnerProduct (fp32, no bias, DEQUANTIZED weights s·(u − z))
+//                       -> InnerProduct (fp32, DEQUANTIZED weights s·(u − z))
+//
+// (three of the cases with a bias in every layer: Q4Linear's 9=1, InnerProduct's bias_term)
 //
 // and, for imported checkpoints (golden cases of tests/data: GGUF Q4_0/Q4_1/Q4_K, GPTQ
 // with and without act-order, AWQ; the extended kernel: per-group offsets, column order),
@@ -44,7 +46,7 @@ const double TOL = 1e-5;
 const int MS[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 64, 200};
 
 struct Case {
-    int n, k, group_size, zero_points;
+    int n, k, group_size, zero_points, bias;
 };
 
 float frand(uint32_t& s) {
@@ -115,28 +117,37 @@ bool write_model(const std::string& dir, const Case& c, uint32_t seed, std::vect
 
     FILE* fp = std::fopen((dir + "/q4.param").c_str(), "wb");
     if (!fp) return std::perror("q4.param"), false;
+    std::vector<float> bias((size_t)n);
+    for (float& v : bias) v = frand(seed);
     std::fprintf(fp, "7767517\n6 9\n");
     std::fprintf(fp, "Input data 0 1 data\n");
     std::fprintf(fp, "Split split 1 4 data d0 d1 d2 d3\n");
-    const char* fmt = "Q4Linear %s 1 1 %s %s 0=%d 1=%d 2=%d 3=%d 4=%d 5=%d\n";
-    std::fprintf(fp, fmt, "q4_portable", "d0", "y_portable", n, k, c.group_size, c.zero_points, 0, 0);
-    std::fprintf(fp, fmt, "q4_subgroup", "d1", "y_subgroup", n, k, c.group_size, c.zero_points, 0, 2);
-    std::fprintf(fp, fmt, "q4_prequant", "d2", "y_prequant", n, k, c.group_size, c.zero_points, 1, 2);
-    std::fprintf(fp, "InnerProduct fc 1 1 d3 y_ref 0=%d 1=0 2=%d\n", n, n * k);
+    const char* fmt = "Q4Linear %s 1 1 %s %s 0=%d 1=%d 2=%d 3=%d 4=%d 5=%d 9=%d\n";
+    std::fprintf(fp, fmt, "q4_portable", "d0", "y_portable", n, k, c.group_size, c.zero_points, 0, 0, c.bias);
+    std::fprintf(fp, fmt, "q4_subgroup", "d1", "y_subgroup", n, k, c.group_size, c.zero_points, 0, 2, c.bias);
+    std::fprintf(fp, fmt, "q4_prequant", "d2", "y_prequant", n, k, c.group_size, c.zero_points, 1, 2, c.bias);
+    std::fprintf(fp, "InnerProduct fc 1 1 d3 y_ref 0=%d 1=%d 2=%d\n", n, c.bias, n * k);
     std::fclose(fp);
 
     fp = std::fopen((dir + "/q4.bin").c_str(), "wb");
     if (!fp) return std::perror("q4.bin"), false;
     const uint32_t tag = 0;  // ncnn's blob tag: 0 = raw fp32 follows
+    // Each layer's bias, when it has one, follows its weights: raw fp32, untagged.
+    const auto put_bias = [&] {
+        if (c.bias) std::fwrite(bias.data(), 4, bias.size(), fp);
+    };
     for (int rep = 0; rep < 2; rep++) {  // q4_portable, q4_subgroup: fp32 weights [n][k]
         std::fwrite(&tag, 4, 1, fp);
         std::fwrite(w.data(), 4, w.size(), fp);
+        put_bias();
     }
     put_words(fp, q.data(), qb);  // q4_prequant: untagged raw words
     put_words(fp, s.data(), sb);
     if (c.zero_points) put_words(fp, z.data(), zb);
+    put_bias();
     std::fwrite(&tag, 4, 1, fp);  // fc: dequantized weights, same [n][k] layout
     std::fwrite(wdq.data(), 4, wdq.size(), fp);
+    put_bias();
     std::fclose(fp);
     return true;
 }
@@ -215,8 +226,8 @@ bool run_case(const std::string& dir, const Case& c, uint32_t seed) {
     std::vector<float> wdq;
     if (!write_model(dir, c, seed, wdq)) return false;
     char label[96];
-    std::snprintf(label, sizeof label, "n=%-4d k=%-4d group=%-4d zero_points=%d", c.n, c.k, c.group_size,
-                  c.zero_points);
+    std::snprintf(label, sizeof label, "n=%-4d k=%-4d group=%-4d zero_points=%d%s", c.n, c.k, c.group_size,
+                  c.zero_points, c.bias ? " bias" : "");
     return check_net(dir, c.n, c.k, {"y_portable", "y_subgroup", "y_prequant"}, seed, label);
 }
 
@@ -318,15 +329,15 @@ int main(int argc, char** argv) {
                 gi.support_subgroup_ops());
 
     const Case cases[] = {
-        {37, 100, 32, 0},    // odd n, k = 3·32 + 4
-        {37, 100, 32, 1},
-        {129, 200, 64, 0},   // k = 3·64 + 8
-        {129, 200, 64, 1},
-        {65, 333, 128, 0},   // odd k, k = 2·128 + 77
-        {65, 333, 128, 1},
-        {31, 257, -1, 0},    // per channel, odd k
-        {255, 1000, 256, 1}, // larger, k = 3·256 + 232
-        {1, 31, 32, 1},      // one row, k < one chunk
+        {37, 100, 32, 0, 0},    // odd n, k = 3·32 + 4
+        {37, 100, 32, 1, 1},    // with a bias (the extended kernel, binding 7)
+        {129, 200, 64, 0, 0},   // k = 3·64 + 8
+        {129, 200, 64, 1, 0},
+        {65, 333, 128, 0, 1},   // odd k, k = 2·128 + 77
+        {65, 333, 128, 1, 0},
+        {31, 257, -1, 0, 0},    // per channel, odd k
+        {255, 1000, 256, 1, 1}, // larger, k = 3·256 + 232
+        {1, 31, 32, 1, 0},      // one row, k < one chunk
     };
     int failed = 0;
     uint32_t seed = 2026;

@@ -758,8 +758,8 @@ unsafe fn host_operands(
 ///
 /// State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
 /// (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
-/// binding 0, y at binding 1, the epilogue's bias, residual and gate at 2, 3 and 4, x
-/// standing in for those the call has none of: pushed with `vkCmdPushDescriptorSetKHR` when
+/// binding 0, y at binding 1, the epilogue's bias, residual and gate at 2, 3 and 4, y's
+/// words at 5 for an f16 y, x standing in for those the call has none of: pushed with `vkCmdPushDescriptorSetKHR` when
 /// `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
 /// `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
 /// part, descriptor set 0 (owned by the matrix, immutable) and 48

@@ -54,11 +54,19 @@ pub const Q4VK_BINDING_OFFSETS: q4vk_binding_role = 5;
 /// for GPTQ act-order. Binding 6 of the extended kernel. Other matrices: `bytes` 0, not read
 /// (bind any valid buffer).
 pub const Q4VK_BINDING_K_ORDER: q4vk_binding_role = 6;
+/// Bias (`Q4VK_KERNEL_EXPORT_BIAS`): n f32 values added to every row of y. Binding 7 of the
+/// extended kernel with a bias.
+pub const Q4VK_BINDING_BIAS: q4vk_binding_role = 7;
 
 /// `q4vk_kernel_export_desc.export_flags`: export the extended kernel, whose bindings 5
 /// (`Q4VK_BINDING_OFFSETS`) and 6 (`Q4VK_BINDING_K_ORDER`) follow the v0 five, for every
 /// source `q4vk_matrix_create` takes (with the device layout of `q4vk_matrix_pack_extended`).
 pub const Q4VK_KERNEL_EXPORT_EXTENDED: u32 = 0x1;
+
+/// `q4vk_kernel_export_desc.export_flags`, with `Q4VK_KERNEL_EXPORT_EXTENDED`: the kernel
+/// adds a bias to every row of y, `y = W x + bias` (binding 7, `Q4VK_BINDING_BIAS`: n f32
+/// values, in the order of y's rows); ncnn's InnerProduct with `bias_term`.
+pub const Q4VK_KERNEL_EXPORT_BIAS: u32 = 0x2;
 
 /// Capacity of `q4vk_kernel_info.bindings`.
 pub const Q4VK_KERNEL_MAX_BINDINGS: u32 = 8;
@@ -96,9 +104,10 @@ pub struct q4vk_kernel_export_desc {
     /// Elements between rows of y; 0 (default) = n.
     pub y_row_stride: u64,
     /// Appended after v0 (callers with the v0 `struct_size` read 0). `Q4VK_KERNEL_EXPORT_*`
-    /// bits: `Q4VK_KERNEL_EXPORT_EXTENDED` for the extended kernel (7 bindings); 0 (default):
-    /// the v0 kernel (5 bindings), which refuses matrices with per-group offsets or a column
-    /// order. Others are refused.
+    /// bits: `Q4VK_KERNEL_EXPORT_EXTENDED` for the extended kernel (7 bindings), with
+    /// `Q4VK_KERNEL_EXPORT_BIAS` too its build with a bias (8 bindings); 0 (default): the v0
+    /// kernel (5 bindings), which refuses matrices with per-group offsets or a column order.
+    /// Others are refused.
     pub export_flags: u32,
     /// Must be 0.
     pub reserved1: u32,
@@ -150,7 +159,8 @@ pub struct q4vk_kernel_info {
     /// Length of the SPIR-V in 32-bit words (bytes = 4 × this).
     pub spirv_words: usize,
     /// Entries of `bindings` used (5: weights, scales, zeros, x, y at bindings 0..4; the
-    /// extended kernel 7: offsets and column order at 5 and 6).
+    /// extended kernel 7: offsets and column order at 5 and 6; with a bias 8: the bias at
+    /// 7).
     pub binding_count: u32,
     /// Entries of `push_constants` used: 10 (40 bytes) for the GEMV (m ≤ 8), 11 (44 bytes)
     /// for the GEMM (m > 8).
@@ -387,9 +397,15 @@ pub unsafe extern "C" fn q4vk_kernel_export(
         reserved(e.reserved0, "desc->reserved0")?;
         known_bits(
             e.export_flags,
-            Q4VK_KERNEL_EXPORT_EXTENDED,
+            Q4VK_KERNEL_EXPORT_EXTENDED | Q4VK_KERNEL_EXPORT_BIAS,
             "desc->export_flags",
         )?;
+        let bias = e.export_flags & Q4VK_KERNEL_EXPORT_BIAS != 0;
+        if bias && e.export_flags & Q4VK_KERNEL_EXPORT_EXTENDED == 0 {
+            return Err(invalid!(
+                "desc->export_flags has Q4VK_KERNEL_EXPORT_BIAS without Q4VK_KERNEL_EXPORT_EXTENDED: the bias is binding 7 of the extended kernel"
+            ));
+        }
         reserved(e.reserved1, "desc->reserved1")?;
         if e.variant > Q4VK_KERNEL_AUTO {
             return Err(invalid!(
@@ -475,6 +491,7 @@ pub unsafe extern "C" fn q4vk_kernel_export(
                 offsets: dev_shape.offsets,
                 k_order: dev_shape.k_order,
             },
+            bias,
         };
         let x = export::export(&req, &dev)?;
         if !spirv.is_null() || spirv_words != 0 {

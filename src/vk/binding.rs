@@ -12,7 +12,9 @@ use super::gemv_plan::{decide, Room};
 use super::matrix::DeviceMatrix;
 use super::multi::{resolve, MultiCall, Resolved};
 use super::params::{BufferRange, EpilogueOperands, GemvParams};
-use super::record::{compute_barrier, record_bound, xy_pairs, CallPlan, XyBinding, XyPairs};
+use super::record::{
+    compute_barrier, record_bound, serial_writes, xy_pairs, CallPlan, XyBinding, XyPairs,
+};
 use super::xy_sets::{buffer_infos, writes, Set1, SET1_BINDINGS};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
@@ -34,6 +36,7 @@ struct BoundCall {
     params: GemvParams,
     bound: Vec<XyBinding>,
     barrier_before: bool,
+    serial: bool,
     matrix: Weak<()>,
 }
 
@@ -52,17 +55,14 @@ impl Binding {
     ) -> Result<Binding> {
         let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
         let call = CallPlan::of(ctx, mat, p, decide(&ctx.rules, &mat.form, p, room)?)?;
-        let main = Set1 {
-            read: x,
-            written: y,
-            operands: *ops,
-        };
+        let main = Set1::call(x, y, *ops, p.epilogue.y_f16);
         let sets = xy_pairs(ctx, &call, &main, p, workspace)?;
         let one = Resolved {
             call,
             params: *p,
             sets,
             barrier_before: false,
+            serial: serial_writes(&main),
         };
         Binding::bind(ctx, vec![(one, mat.liveness())])
     }
@@ -106,6 +106,7 @@ impl Binding {
                 params: r.params,
                 bound,
                 barrier_before: r.barrier_before,
+                serial: r.serial,
                 matrix,
             });
         }
@@ -136,7 +137,7 @@ impl Binding {
                 // SAFETY: `cmd` is recording (the caller's contract).
                 unsafe { compute_barrier(ctx, cmd, write, read | write) };
             }
-            record_bound(ctx, cmd, mat, &c.params, &c.call, &c.bound);
+            record_bound(ctx, cmd, mat, &c.params, &c.call, (&c.bound, c.serial));
         }
         Ok(())
     }

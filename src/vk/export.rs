@@ -31,6 +31,8 @@ pub(crate) const ROLE_Y: u32 = 4;
 pub(crate) const ROLE_OFFSETS: u32 = 5;
 /// Input of each column (extended kernel; unread without a column order).
 pub(crate) const ROLE_K_ORDER: u32 = 6;
+/// n f32 values added to every row of y (extended kernel with a bias).
+pub(crate) const ROLE_BIAS: u32 = 7;
 
 /// Local size x, y, z (ncnn's convention).
 pub const SPEC_LOCAL_SIZE: [u32; 3] = [233, 234, 235];
@@ -59,6 +61,8 @@ pub struct ExportRequest {
     pub subgroup: bool,
     /// The extended kernel and what the matrix needs beyond the v0 layout.
     pub extras: Extras,
+    /// The extended kernel with a bias (binding 7).
+    pub bias: bool,
 }
 
 /// The extended export and what of it a matrix needs (all false: the v0 kernel of a plain
@@ -275,11 +279,13 @@ fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result
     };
     Ok(Kernel {
         subgroup: req.subgroup,
-        spirv: match (extras.extended, req.subgroup) {
-            (false, false) => shaders::GEMV_EXPORT_PORTABLE,
-            (false, true) => shaders::GEMV_EXPORT_SUBGROUP,
-            (true, false) => shaders::GEMV_EXPORT_EXTENDED_PORTABLE,
-            (true, true) => shaders::GEMV_EXPORT_EXTENDED_SUBGROUP,
+        spirv: match (extras.extended, req.bias, req.subgroup) {
+            (false, _, false) => shaders::GEMV_EXPORT_PORTABLE,
+            (false, _, true) => shaders::GEMV_EXPORT_SUBGROUP,
+            (true, false, false) => shaders::GEMV_EXPORT_EXTENDED_PORTABLE,
+            (true, false, true) => shaders::GEMV_EXPORT_EXTENDED_SUBGROUP,
+            (true, true, false) => shaders::GEMV_EXPORT_BIAS_PORTABLE,
+            (true, true, true) => shaders::GEMV_EXPORT_BIAS_SUBGROUP,
         },
         workgroup,
         rows: tuning.rows as u64,
@@ -329,10 +335,10 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
     let values = key.spec_values(workgroup);
     Ok(Kernel {
         subgroup: false,
-        spirv: if req.extras.extended {
-            shaders::GEMM_EXPORT_EXTENDED
-        } else {
-            shaders::GEMM_EXPORT
+        spirv: match (req.extras.extended, req.bias) {
+            (true, true) => shaders::GEMM_EXPORT_BIAS,
+            (true, false) => shaders::GEMM_EXPORT_EXTENDED,
+            (false, _) => shaders::GEMM_EXPORT,
         },
         workgroup,
         rows: grown.rows() as u64,
@@ -346,6 +352,12 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     let shape = &req.shape;
     let (n, k) = (shape.n as u64, shape.k as u64);
     let extras = req.extras;
+    if req.bias && !extras.extended {
+        return Err(Error::InvalidArgument(
+            "a bias needs the extended kernel (Q4VK_KERNEL_EXPORT_EXTENDED): it is binding 7"
+                .into(),
+        ));
+    }
     if !extras.extended && (extras.offsets || extras.k_order) {
         return Err(Error::Unsupported(format!(
             "the matrix has {}; the v0 kernel has no binding for them: ask for the extended kernel (Q4VK_KERNEL_EXPORT_EXTENDED) and pack with q4vk_matrix_pack_extended",
@@ -401,6 +413,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         ("y", yb),
         ("offsets", ob),
         ("column order", kb),
+        ("bias", 4 * n),
     ] {
         if bytes > dev.max_storage_range {
             return Err(Error::Unsupported(format!(
@@ -455,8 +468,13 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         (ROLE_Y, yb),
         (ROLE_OFFSETS, ob),
         (ROLE_K_ORDER, kb),
+        (ROLE_BIAS, 4 * n),
     ];
-    let used = if extras.extended { 7 } else { 5 };
+    let used = match (extras.extended, req.bias) {
+        (true, true) => 8,
+        (true, false) => 7,
+        (false, _) => 5,
+    };
     let bindings = roles[..used]
         .iter()
         .enumerate()
@@ -570,6 +588,7 @@ mod tests {
                 offsets: true,
                 k_order: false,
             },
+            bias: false,
         };
         let dev = ExportDevice::unknown(default_tuning(false, 1, 1));
         assert!(matches!(export(&req, &dev), Err(Error::Unsupported(_))));
@@ -613,6 +632,7 @@ mod tests {
             y_stride: 1000,
             subgroup: false,
             extras: Extras::default(),
+            bias: false,
         };
         let mut dev = ExportDevice::unknown(default_tuning(false, 1, 1));
         dev.max_groups = [100, 100];
@@ -638,6 +658,7 @@ mod tests {
             y_stride: 130,
             subgroup: true,
             extras: Extras::default(),
+            bias: false,
         };
         let mut dev = ExportDevice::unknown(default_tuning(true, 32, 32));
         let e = export(&req, &dev).unwrap();
@@ -700,6 +721,7 @@ mod tests {
                 y_stride: 1000,
                 subgroup: false,
                 extras: Extras::default(),
+                bias: false,
             };
             let base = export(&req(9), &dev).unwrap();
             let spec = |id: u32| base.specs.iter().find(|s| s.0 == id).unwrap().1;

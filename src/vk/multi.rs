@@ -11,8 +11,8 @@ use super::gemv_plan::{decide, workspace_key, Room};
 use super::matrix::DeviceMatrix;
 use super::params::{BufferRange, EpilogueOperands, GemvParams};
 use super::record::{
-    compute_barrier, overlap, record_bound, validate, validate_operands, xy_pairs, CallPlan,
-    XyBinding, XyPairs,
+    compute_barrier, overlap, record_bound, serial_writes, validate, validate_operands, xy_pairs,
+    CallPlan, XyBinding, XyPairs,
 };
 use super::xy_sets::Set1;
 use crate::error::{invalid, Result};
@@ -46,6 +46,8 @@ pub(super) struct Resolved {
     pub(super) params: GemvParams,
     pub(super) sets: XyPairs,
     pub(super) barrier_before: bool,
+    /// Its dispatches writing y are ordered among themselves (`record::serial_writes`).
+    pub(super) serial: bool,
 }
 
 /// Checks every call (as `q4vk_cmd_gemv` checks one; the same x, m, x stride and x type
@@ -92,11 +94,7 @@ pub(super) fn resolve(ctx: &Context, calls: &[MultiCall]) -> Result<Vec<Resolved
             filled = Some(here);
         }
         let call = CallPlan::of(ctx, c.mat, &params, choice)?;
-        let main = Set1 {
-            read: c.x,
-            written: c.y,
-            operands: c.ops,
-        };
+        let main = Set1::call(c.x, c.y, c.ops, c.p.epilogue.y_f16);
         let sets = xy_pairs(ctx, &call, &main, &params, c.workspace)
             .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
         let barrier_before = depends_on_earlier(calls, &resolved, i);
@@ -105,6 +103,7 @@ pub(super) fn resolve(ctx: &Context, calls: &[MultiCall]) -> Result<Vec<Resolved
             params,
             sets,
             barrier_before,
+            serial: serial_writes(&main),
         });
     }
     Ok(resolved)
@@ -151,7 +150,7 @@ pub fn record_multi(ctx: &Context, cmd: vk::CommandBuffer, calls: &[MultiCall]) 
             // SAFETY: `cmd` is recording (the caller's contract).
             unsafe { compute_barrier(ctx, cmd, write, read | write) };
         }
-        record_bound(ctx, cmd, c.mat, &r.params, &r.call, sets);
+        record_bound(ctx, cmd, c.mat, &r.params, &r.call, (sets, r.serial));
     }
     Ok(())
 }

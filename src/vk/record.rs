@@ -261,11 +261,7 @@ pub fn record_validated(
 ) -> Result<()> {
     let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
     let call = CallPlan::of(ctx, mat, p, decide(&ctx.rules, &mat.form, p, room)?)?;
-    let main = Set1 {
-        read: x,
-        written: y,
-        operands: *ops,
-    };
+    let main = Set1::call(x, y, *ops, p.epilogue.y_f16);
     record_resolved(ctx, cmd, mat, &main, p, workspace, &call)
 }
 
@@ -316,7 +312,8 @@ pub(super) fn record_resolved(
     for (slot, set1) in bound.iter_mut().zip(pairs.as_slice()) {
         *slot = XyBinding::of(ctx, set1)?;
     }
-    record_bound(ctx, cmd, mat, p, call, &bound[..pairs.as_slice().len()]);
+    let bound = &bound[..pairs.as_slice().len()];
+    record_bound(ctx, cmd, mat, p, call, (bound, serial_writes(main)));
     Ok(())
 }
 
@@ -370,18 +367,65 @@ impl XyPairs {
     }
 }
 
+/// Whether the dispatches writing y of a call bound as `main` are ordered by barriers among
+/// themselves: where they also read y through a readable binding (an f16 y's words, a
+/// residual that is y), a dispatch reads the buffer others write. They touch different
+/// rows, which the validation layer's hazard tracking cannot tell, so q4vk orders them.
+pub(super) fn serial_writes(main: &Set1) -> bool {
+    main.y_words.is_some() || main.operands.residual == Some(main.written)
+}
+
+/// The order of the dispatches of one kernel of a call: with `serial`, a barrier before
+/// each but the first.
+struct DispatchOrder {
+    serial: bool,
+    started: bool,
+}
+
+impl DispatchOrder {
+    fn new(serial: bool) -> DispatchOrder {
+        DispatchOrder {
+            serial,
+            started: false,
+        }
+    }
+
+    /// Records the barrier a dispatch about to be recorded needs.
+    ///
+    /// # Safety
+    /// `cmd` is recording.
+    unsafe fn before_dispatch(&mut self, ctx: &Context, cmd: vk::CommandBuffer) {
+        if self.serial && self.started {
+            let (write, read) = (vk::AccessFlags::SHADER_WRITE, vk::AccessFlags::SHADER_READ);
+            // SAFETY: the caller's contract.
+            unsafe { compute_barrier(ctx, cmd, write | read, write | read) };
+        }
+        self.started = true;
+    }
+}
+
 /// Records `call` for `p` with set 1 bound as `bound` says, one binding per pair of
-/// [`xy_pairs`] in its order.
+/// [`xy_pairs`] in its order; with `serial` ([`serial_writes`]) the dispatches writing y
+/// ordered among themselves.
 pub(super) fn record_bound(
     ctx: &Context,
     cmd: vk::CommandBuffer,
     mat: &DeviceMatrix,
     p: &GemvParams,
     call: &CallPlan,
-    bound: &[XyBinding],
+    (bound, serial): (&[XyBinding], bool),
 ) {
     let Some(pre) = &call.prepass else {
-        record_gemv(ctx, cmd, mat, &call.main, &bound[0], p, p.x_stride);
+        let mut order = DispatchOrder::new(serial);
+        record_gemv(
+            ctx,
+            cmd,
+            mat,
+            &call.main,
+            &bound[0],
+            p,
+            (p.x_stride, &mut order),
+        );
         return;
     };
     // With `workspace_filled` an earlier call's pre-pass wrote the workspace and its barrier
@@ -402,7 +446,18 @@ pub(super) fn record_bound(
         },
         None => {}
     }
-    record_gemv(ctx, cmd, mat, &call.main, from_ws, p, pre.main_x_stride);
+    // In K slices the GEMM writes its sums into the workspace, and the kernel adding them
+    // writes y.
+    let mut order = DispatchOrder::new(serial && call.main.k_slices.is_none());
+    record_gemv(
+        ctx,
+        cmd,
+        mat,
+        &call.main,
+        from_ws,
+        p,
+        (pre.main_x_stride, &mut order),
+    );
     if let Some(slices) = call.main.k_slices {
         // SAFETY: as above.
         unsafe {
@@ -413,7 +468,14 @@ pub(super) fn record_bound(
                 vk::AccessFlags::SHADER_READ,
             )
         };
-        record_slices_sum(ctx, cmd, mat, &call.main, slices, p);
+        record_slices_sum(
+            ctx,
+            cmd,
+            mat,
+            &call.main,
+            slices,
+            (p, &mut DispatchOrder::new(serial)),
+        );
     }
 }
 
@@ -426,7 +488,7 @@ fn record_slices_sum(
     mat: &DeviceMatrix,
     plan: &Plan,
     slices: KSlices,
-    p: &GemvParams,
+    (p, order): (&GemvParams, &mut DispatchOrder),
 ) {
     let d = &ctx.device.device;
     // SAFETY: cmd is recording (caller's contract); every handle is valid.
@@ -435,24 +497,31 @@ fn record_slices_sum(
         let total = (part.rows as u64 * u64::from(p.m)).div_ceil(u64::from(SLICES_WORKGROUP));
         let push = part_push(mat, plan, part, p, 0);
         // SAFETY: as above.
-        unsafe { record_dispatches(ctx, cmd, total, push, [p.m, slices.partials_word], 1) };
+        unsafe {
+            record_dispatches(
+                ctx,
+                cmd,
+                (total, push),
+                [p.m, slices.partials_word],
+                (1, order),
+            )
+        };
     }
 }
 
 /// Records `total` workgroups of the bound pipeline as dispatches of up to the device's
 /// grid (a 2-D one where the workgroups exceed its x count; `depth` along z), each after
 /// the push constants `push` with its workgroup count and offset, then `m` and `word11`
-/// (`Push::bytes_with`).
+/// (`Push::bytes_with`), and the barrier `order` asks for.
 ///
 /// # Safety
 /// `cmd` is recording, with a pipeline of q4vk's layout and its descriptor sets bound.
 unsafe fn record_dispatches(
     ctx: &Context,
     cmd: vk::CommandBuffer,
-    total: u64,
-    push: Push,
+    (total, push): (u64, Push),
     [m, word11]: [u32; 2],
-    depth: u32,
+    (depth, order): (u32, &mut DispatchOrder),
 ) {
     let d = &ctx.device.device;
     let [max_x, max_y] = ctx.rules.class.max_groups.map(u64::from);
@@ -467,6 +536,7 @@ unsafe fn record_dispatches(
         let bytes = push.bytes_with(m, word11);
         // SAFETY: the caller's contract.
         unsafe {
+            order.before_dispatch(ctx, cmd);
             d.cmd_push_constants(
                 cmd,
                 ctx.pipelines.layout,
@@ -636,7 +706,7 @@ fn record_gemv(
     plan: &Plan,
     xy: &XyBinding,
     p: &GemvParams,
-    x_stride: u64,
+    (x_stride, order): (u64, &mut DispatchOrder),
 ) {
     let d = &ctx.device.device;
     // SAFETY: cmd is in the recording state (caller's contract); every handle is valid.
@@ -654,7 +724,15 @@ fn record_gemv(
         };
         // SAFETY: as above; set 1 stays bound (every kernel has the same layout).
         unsafe { d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline) };
-        record_pass(ctx, cmd, mat, plan, p, x_stride, (first, rows));
+        record_pass(
+            ctx,
+            cmd,
+            mat,
+            plan,
+            p,
+            (x_stride, &mut *order),
+            (first, rows),
+        );
         first += rows;
     }
 }
@@ -667,7 +745,7 @@ fn record_pass(
     mat: &DeviceMatrix,
     plan: &Plan,
     p: &GemvParams,
-    x_stride: u64,
+    (x_stride, order): (u64, &mut DispatchOrder),
     (first, rows): (u32, u32),
 ) {
     let d = &ctx.device.device;
@@ -694,6 +772,14 @@ fn record_pass(
         };
         let push = part_push(mat, plan, part, p, x_stride);
         // SAFETY: as above.
-        unsafe { record_dispatches(ctx, cmd, total, push, [p.m, word11], slices) };
+        unsafe {
+            record_dispatches(
+                ctx,
+                cmd,
+                (total, push),
+                [p.m, word11],
+                (slices, &mut *order),
+            )
+        };
     }
 }

@@ -49,6 +49,15 @@ pub const GEMM_EXPORT: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_export.
 /// Extended exported GEMM (bindings 5 and 6 as [`GEMV_EXPORT_EXTENDED_PORTABLE`]).
 pub const GEMM_EXPORT_EXTENDED: &[u8] =
     include_bytes!("../../shaders/spv/gemm_q4_export_extended.spv");
+/// Extended exported GEMV with a bias (`Q4VK_KERNEL_EXPORT_BIAS`: binding 7), portable,
+/// SPIR-V 1.0.
+pub const GEMV_EXPORT_BIAS_PORTABLE: &[u8] =
+    include_bytes!("../../shaders/spv/gemv_q4_export_bias_portable.spv");
+/// Extended exported GEMV with a bias and the subgroup reduction (SPIR-V 1.3).
+pub const GEMV_EXPORT_BIAS_SUBGROUP: &[u8] =
+    include_bytes!("../../shaders/spv/gemv_q4_export_bias_subgroup.spv");
+/// Extended exported GEMM with a bias (binding 7).
+pub const GEMM_EXPORT_BIAS: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_export_bias.spv");
 /// Benchmark baseline: one invocation per row (binding 0 words, 1 scale+zero, 2 x, 3 y).
 pub const NAIVE: &[u8] = include_bytes!("../../shaders/spv/naive_q4.spv");
 /// Benchmark ceiling: uvec4 copy (binding 0 source, 1 destination).

@@ -19,12 +19,13 @@ pub(crate) const RING: usize = 4096;
 const SETS_PER_POOL: u32 = 64;
 
 /// Bindings of set 1: what a dispatch reads (0), what it writes (1), then the epilogue's
-/// bias (2), residual (3) and gate (4) (`shaders/epilogue.glsl`).
-pub const SET1_BINDINGS: u32 = 5;
+/// bias (2), residual (3), gate (4) and, for an f16 y's atomics, y's words (5)
+/// (`shaders/epilogue.glsl`).
+pub const SET1_BINDINGS: u32 = 6;
 
-/// What one dispatch binds in set 1. Where the call has no such operand, bindings 2 to 4
+/// What one dispatch binds in set 1. Where the call has no such operand, bindings 2 to 5
 /// name the buffer read: a valid, readable descriptor that the kernel's epilogue never
-/// reads (the pre-passes declare only bindings 0 and 1).
+/// touches (the pre-passes declare only bindings 0 and 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Set1 {
     /// Binding 0: x, or the workspace the kernel reads.
@@ -33,6 +34,8 @@ pub struct Set1 {
     pub written: BufferRange,
     /// Bindings 2 to 4.
     pub operands: EpilogueOperands,
+    /// Binding 5: y's words, for an f16 y (`written`), else none.
+    pub y_words: Option<BufferRange>,
 }
 
 impl Set1 {
@@ -42,10 +45,22 @@ impl Set1 {
             read,
             written,
             operands: EpilogueOperands::NONE,
+            y_words: None,
         }
     }
 
-    /// The ranges of bindings 0 to 4.
+    /// A GEMV's kernel reading x and writing y, with the epilogue's operands `operands`
+    /// and, for an f16 y (`y_f16`), y's words.
+    pub fn call(x: BufferRange, y: BufferRange, operands: EpilogueOperands, y_f16: bool) -> Set1 {
+        Set1 {
+            read: x,
+            written: y,
+            operands,
+            y_words: y_f16.then_some(y),
+        }
+    }
+
+    /// The ranges of bindings 0 to 5.
     fn ranges(&self) -> [BufferRange; SET1_BINDINGS as usize] {
         let o = &self.operands;
         let or_read = |b: Option<BufferRange>| b.unwrap_or(self.read);
@@ -55,6 +70,7 @@ impl Set1 {
             or_read(o.bias),
             or_read(o.residual),
             or_read(o.gate),
+            or_read(self.y_words),
         ]
     }
 }

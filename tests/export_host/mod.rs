@@ -378,7 +378,12 @@ pub fn export(
     let v0_size = std::mem::offset_of!(q4vk_kernel_export_desc, export_flags);
     let extended =
         e.struct_size as usize > v0_size && e.export_flags & Q4VK_KERNEL_EXPORT_EXTENDED != 0;
-    let count = if extended { 7 } else { 5 };
+    let bias = extended && e.export_flags & Q4VK_KERNEL_EXPORT_BIAS != 0;
+    let count = match (extended, bias) {
+        (true, true) => 8,
+        (true, false) => 7,
+        (false, _) => 5,
+    };
     assert_eq!(info.binding_count, count);
     if e.m > 8 {
         assert_eq!(info.push_constant_count, 11);
