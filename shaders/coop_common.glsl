@@ -13,7 +13,6 @@ layout(set = 0, binding = 2) readonly buffer Zeros { uint z[]; };
 layout(set = 0, binding = 2) readonly buffer Offsets { float group_offset[]; };
 #define XY_SET 1
 #define Y_BINDING 1
-layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
 #include "epilogue.glsl"
 
 // Staged B is column-major (element (k, column) at column * KPAD + k), held as uvec2 (four

@@ -1,22 +1,24 @@
 // What a GEMV or GEMM kernel does with each finished sum: `store_y(tok, row, v)` stores
-// y[tok][row_base + row] (element tok · y_stride + row_base + row). The including shader
-// declares y (`Y`, binding Y_BINDING of set XY_SET, float) and the push-constant block `p`
-// first. The epilogue, specialization constant 20 (`vk::params::Epilogue`'s bits), runs in
-// this order:
+// y[tok][row_base + row] (element tok · y_stride + row_base + row). This file declares y
+// (binding Y_BINDING of set XY_SET); the including shader defines those and declares the
+// push-constant block `p` first. The epilogue, specialization constant 20
+// (`vk::params::Epilogue`'s bits), runs in this order:
 //   v += bias[row_base + row]                 (EPI_BIAS; f16 bias with EPI_BIAS_F16)
 //   v  = act(gate[tok][row_base + row]) · v   (EPI_SILU_GATE: silu, EPI_GELU_GATE: gelu)
 //   v += residual[tok][row_base + row]        (EPI_RESIDUAL; may be y itself)
 // then stores v as f32, or as f16 with EPI_Y_F16. The gate and the residual are laid out as
-// y (its stride, its type). Bindings 2 (bias), 3 (residual), 4 (gate) and 5 (y's words) of
-// set XY_SET are bound to some readable buffer where the call has no such operand; 0 keeps
-// the plain store.
-// An f16 y is written without 16-bit storage: two atomics clear and set this element's half
-// of its 32-bit word, so the neighbouring element (another invocation's, or not the call's
-// at all) keeps its bits.
+// y (its stride, its type) and share binding 3: a call has one or the other. Bindings 2
+// (bias) and 3 are bound to some readable buffer where the call has no such operand; 0
+// keeps the plain store. Four bindings in set XY_SET and four in the matrix's set keep every
+// kernel within 8 storage buffers per stage (Vulkan's limit on some devices).
+// y is one variable of 32-bit words, stored to as f32 and, for an f16 y, written without
+// 16-bit storage: two atomics clear and set this element's half of its word, so the
+// neighbouring element (another invocation's, or not the call's at all) keeps its bits.
 // The exported kernels (-DEXPORT) keep ncnn's bindings and store f32 y; the extended export
 // with a bias (-DEXPORT_BIAS, with -DEXTENDED) adds the n f32 values of binding 7 first.
 
 #ifdef EXPORT
+layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
 #ifdef EXPORT_BIAS
 layout(set = 0, binding = 7) readonly buffer ExportBias { float export_bias[]; };
 #endif
@@ -35,13 +37,9 @@ const uint EPI_SILU_GATE = 8u;
 const uint EPI_GELU_GATE = 16u;
 const uint EPI_Y_F16 = 32u;
 
-// y's words for an f16 y's atomics: binding 5, bound to y only in calls with an f16 y (to
-// a buffer the kernel never touches otherwise), so that the plain kernels' y stays
-// write-only to whatever reads the bindings (the validation layer's hazard tracking).
-layout(set = XY_SET, binding = 5) buffer YWords { uint y_words[]; };
+layout(set = XY_SET, binding = Y_BINDING) buffer Y { uint y_words[]; };
 layout(set = XY_SET, binding = 2) readonly buffer EpilogueBias { uint bias_words[]; };
-layout(set = XY_SET, binding = 3) readonly buffer EpilogueResidual { uint residual_words[]; };
-layout(set = XY_SET, binding = 4) readonly buffer EpilogueGate { uint gate_words[]; };
+layout(set = XY_SET, binding = 3) readonly buffer EpilogueOperand { uint operand_words[]; };
 
 // Element i of a buffer of f16 (two per word, the first in the low half) or f32 values.
 #define EPILOGUE_LOAD(words, i, f16) \
@@ -61,7 +59,7 @@ float gelu_tanh(float g) {
 void store_y(uint tok, uint row, float v) {
     uint at = tok * p.y_stride + p.row_base + row;
     if (EPILOGUE == 0u) {
-        y[at] = v;
+        y_words[at] = floatBitsToUint(v);
         return;
     }
     bool half_y = (EPILOGUE & EPI_Y_F16) != 0u;
@@ -69,16 +67,16 @@ void store_y(uint tok, uint row, float v) {
         v += EPILOGUE_LOAD(bias_words, p.row_base + row, (EPILOGUE & EPI_BIAS_F16) != 0u);
     }
     if ((EPILOGUE & EPI_SILU_GATE) != 0u) {
-        v *= silu(EPILOGUE_LOAD(gate_words, at, half_y));
+        v *= silu(EPILOGUE_LOAD(operand_words, at, half_y));
     }
     if ((EPILOGUE & EPI_GELU_GATE) != 0u) {
-        v *= gelu_tanh(EPILOGUE_LOAD(gate_words, at, half_y));
+        v *= gelu_tanh(EPILOGUE_LOAD(operand_words, at, half_y));
     }
     if ((EPILOGUE & EPI_RESIDUAL) != 0u) {
-        v += EPILOGUE_LOAD(residual_words, at, half_y);
+        v += EPILOGUE_LOAD(operand_words, at, half_y);
     }
     if (!half_y) {
-        y[at] = v;
+        y_words[at] = floatBitsToUint(v);
         return;
     }
     uint shift = 16u * (at & 1u);

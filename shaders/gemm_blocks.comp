@@ -38,7 +38,6 @@ layout(constant_id = 5) const uint KSPLIT = 1;
 
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
-layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
 #include "epilogue.glsl"
 
 const uint WORKGROUP = gl_WorkGroupSize.x;

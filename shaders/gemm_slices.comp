@@ -19,7 +19,6 @@ layout(constant_id = 1) const uint SLICES = 2;
 layout(set = 1, binding = 0) readonly buffer Partials { float partial[]; };
 #define XY_SET 1
 #define Y_BINDING 1
-layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
 #include "epilogue.glsl"
 
 void main() {

@@ -36,7 +36,6 @@ layout(constant_id = 5) const bool X_HELD = true;
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
-layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
 #include "epilogue.glsl"
 
 // The 16 activations k0 .. k0 + 15 of activation row mi.

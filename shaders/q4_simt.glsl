@@ -15,7 +15,6 @@ layout(set = 0, binding = OFFSETS_BINDING) readonly buffer Offsets { float group
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
-layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
 #include "epilogue.glsl"
 
 float scale_at(uint i) {

@@ -1,5 +1,6 @@
 //! The epilogue of `q4vk_cmd_gemv` (`shaders/epilogue.glsl`): bias (f32, f16), SiLU and
-//! GELU gates, a residual (apart from y, or y itself), and f16 y, run by every kernel this
+//! GELU gates, a residual (apart from y, or y itself; not with a gate), and f16 y, run by
+//! every kernel this
 //! device takes for a Q4 matrix and a GGUF Q6_K one — the GEMV (m = 1, 5), the GEMM
 //! (m = 12), and with a workspace whatever pre-pass path the device has (the integer
 //! dot-product GEMV under `Q4VK_INTDOT=1`, the tensor-core GEMM on lavapipe with
@@ -32,7 +33,7 @@ struct Variant {
     y_pad: usize,
 }
 
-const VARIANTS: [Variant; 3] = [
+const VARIANTS: [Variant; 4] = [
     Variant {
         name: "f32 y, f32 bias, residual",
         flags: Q4VK_GEMV_BIAS | Q4VK_GEMV_RESIDUAL,
@@ -40,12 +41,8 @@ const VARIANTS: [Variant; 3] = [
         y_pad: 0,
     },
     Variant {
-        name: "f16 y, f16 bias, SiLU gate, residual in place, odd row stride",
-        flags: Q4VK_GEMV_F16_OUTPUT
-            | Q4VK_GEMV_BIAS
-            | Q4VK_GEMV_BIAS_F16
-            | Q4VK_GEMV_SILU_GATE
-            | Q4VK_GEMV_RESIDUAL,
+        name: "f16 y, f16 bias, residual in place, odd row stride",
+        flags: Q4VK_GEMV_F16_OUTPUT | Q4VK_GEMV_BIAS | Q4VK_GEMV_BIAS_F16 | Q4VK_GEMV_RESIDUAL,
         residual_in_place: true,
         y_pad: 3,
     },
@@ -54,6 +51,12 @@ const VARIANTS: [Variant; 3] = [
         flags: Q4VK_GEMV_GELU_GATE,
         residual_in_place: false,
         y_pad: 1,
+    },
+    Variant {
+        name: "f16 y, f16 bias, SiLU gate, odd row stride",
+        flags: Q4VK_GEMV_F16_OUTPUT | Q4VK_GEMV_BIAS | Q4VK_GEMV_BIAS_F16 | Q4VK_GEMV_SILU_GATE,
+        residual_in_place: false,
+        y_pad: 5,
     },
 ];
 
@@ -493,13 +496,18 @@ fn bad_epilogue_arguments_are_refused_and_write_nothing() {
     a.gate = whole(&other, 4 * n);
     cases.push((a, Q4VK_ERROR_INVALID_ARGUMENT, "one gate"));
     let mut a = good;
-    a.flags |= Q4VK_GEMV_SILU_GATE;
+    a.flags = Q4VK_GEMV_BIAS | Q4VK_GEMV_SILU_GATE;
+    a.residual.buffer = 0;
     a.gate = a.y;
     cases.push((
         a,
         Q4VK_ERROR_INVALID_ARGUMENT,
         "args->gate overlaps args->y",
     ));
+    let mut a = good;
+    a.flags |= Q4VK_GEMV_SILU_GATE;
+    a.gate = whole(&other, 4 * n);
+    cases.push((a, Q4VK_ERROR_UNSUPPORTED, "one or the other"));
     let mut a = good;
     a.y = whole(&other, 4 * n);
     a.residual = q4vk_buffer_ref {

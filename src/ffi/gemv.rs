@@ -95,13 +95,14 @@ pub const Q4VK_GEMV_BIAS_F16: u32 = 0x20;
 
 /// Epilogue: `args->residual` (y's shape, row stride and type) is added last:
 /// `y[t][i] = … + residual[t][i]`. The residual may be y itself (the same buffer and
-/// offset: `y += W x`), else it must not overlap y.
+/// offset: `y += W x`), else it must not overlap y. Not with a gate (`UNSUPPORTED`: they
+/// share a binding).
 pub const Q4VK_GEMV_RESIDUAL: u32 = 0x40;
 
 /// Epilogue: the sum (with its bias) is multiplied by `silu(g) = g / (1 + e^-g)` of
 /// `args->gate` (y's shape, row stride and type): with the gate projection's output as
 /// `gate`, the up projection's call writes SwiGLU's `silu(x·Wg) ⊙ (x·Wu)`. Not with
-/// `Q4VK_GEMV_GELU_GATE`.
+/// `Q4VK_GEMV_GELU_GATE`, nor `Q4VK_GEMV_RESIDUAL`.
 pub const Q4VK_GEMV_SILU_GATE: u32 = 0x80;
 
 /// Epilogue: as `Q4VK_GEMV_SILU_GATE` with GELU in its tanh form (GeGLU):
@@ -354,6 +355,12 @@ fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
         return Err(invalid!(
             "{what} has both Q4VK_GEMV_SILU_GATE and Q4VK_GEMV_GELU_GATE; a call has one gate"
         ));
+    }
+    let gated = flags & (Q4VK_GEMV_SILU_GATE | Q4VK_GEMV_GELU_GATE) != 0;
+    if gated && flags & Q4VK_GEMV_RESIDUAL != 0 {
+        return Err(Error::Unsupported(format!(
+            "{what} has a gate and Q4VK_GEMV_RESIDUAL: a call takes one or the other (they share a binding, which keeps the kernels within 8 storage buffers per stage); add the residual in the next call"
+        )));
     }
     Ok(())
 }
@@ -758,8 +765,8 @@ unsafe fn host_operands(
 ///
 /// State it binds (and leaves bound; rebind your own afterwards): the compute pipeline
 /// (`VK_PIPELINE_BIND_POINT_COMPUTE`); descriptor set 1 of q4vk's pipeline layout (x at
-/// binding 0, y at binding 1, the epilogue's bias, residual and gate at 2, 3 and 4, y's
-/// words at 5 for an f16 y, x standing in for those the call has none of: pushed with `vkCmdPushDescriptorSetKHR` when
+/// binding 0, y at binding 1, the epilogue's bias at 2 and its gate or residual at 3, x
+/// standing in for those the call has none of: pushed with `vkCmdPushDescriptorSetKHR` when
 /// `VK_KHR_push_descriptor` is enabled, otherwise the next set of a ring of
 /// `Q4VK_CMD_GEMV_SET_RING` sets owned by the context, written by this call); per matrix
 /// part, descriptor set 0 (owned by the matrix, immutable) and 48

@@ -55,7 +55,7 @@ impl Binding {
     ) -> Result<Binding> {
         let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
         let call = CallPlan::of(ctx, mat, p, decide(&ctx.rules, &mat.form, p, room)?)?;
-        let main = Set1::call(x, y, *ops, p.epilogue.y_f16);
+        let main = Set1::call(x, y, *ops);
         let sets = xy_pairs(ctx, &call, &main, p, workspace)?;
         let one = Resolved {
             call,

@@ -51,6 +51,8 @@ pub struct DeviceInfo {
     pub storage_alignment: u64,
     /// `maxComputeSharedMemorySize`.
     pub max_shared: u32,
+    /// `maxPerStageDescriptorStorageBuffers`.
+    pub max_storage_buffers: u32,
     /// Largest 1-D workgroup: min of `maxComputeWorkGroupInvocations` and
     /// `maxComputeWorkGroupSize[0]`.
     pub max_workgroup: u32,
@@ -206,6 +208,7 @@ fn query_info(instance: &ash::Instance, physical: vk::PhysicalDevice) -> DeviceI
         ],
         storage_alignment: p.limits.min_storage_buffer_offset_alignment,
         max_shared: p.limits.max_compute_shared_memory_size,
+        max_storage_buffers: p.limits.max_per_stage_descriptor_storage_buffers,
         max_workgroup: p
             .limits
             .max_compute_work_group_invocations

@@ -94,7 +94,7 @@ pub(super) fn resolve(ctx: &Context, calls: &[MultiCall]) -> Result<Vec<Resolved
             filled = Some(here);
         }
         let call = CallPlan::of(ctx, c.mat, &params, choice)?;
-        let main = Set1::call(c.x, c.y, c.ops, c.p.epilogue.y_f16);
+        let main = Set1::call(c.x, c.y, c.ops);
         let sets = xy_pairs(ctx, &call, &main, &params, c.workspace)
             .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
         let barrier_before = depends_on_earlier(calls, &resolved, i);

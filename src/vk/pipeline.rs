@@ -664,6 +664,10 @@ pub fn coop_shared_bytes(tiles: u32, subgroups: u32, m: u32, block: u32) -> u32 
     subgroups * per_subgroup
 }
 
+/// Bindings of set 0: a matrix part's weights, scales, zero points (or offsets) and column
+/// order.
+const MATRIX_BINDINGS: u32 = 4;
+
 /// The specialization constant of every GEMV and GEMM kernel that holds its epilogue
 /// (`shaders/epilogue.glsl`).
 pub const EPILOGUE_SPEC_ID: u32 = 20;
@@ -825,6 +829,13 @@ impl Pipelines {
         dot: bool,
         initial_cache: &[u8],
     ) -> Result<Pipelines> {
+        let bound = MATRIX_BINDINGS + SET1_BINDINGS;
+        if device.info.max_storage_buffers < bound {
+            return Err(Error::Unsupported(format!(
+                "the kernels bind {bound} storage buffers in the compute stage and {} allows {} (maxPerStageDescriptorStorageBuffers)",
+                device.info.name, device.info.max_storage_buffers
+            )));
+        }
         let d = &device.device;
         let mut this = Pipelines {
             device: device.clone(),
@@ -860,7 +871,7 @@ impl Pipelines {
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
-            let b4 = storage_bindings(4);
+            let b4 = storage_bindings(MATRIX_BINDINGS);
             this.matrix_set = d
                 .create_descriptor_set_layout(
                     &vk::DescriptorSetLayoutCreateInfo::default().bindings(&b4),

@@ -261,7 +261,7 @@ pub fn record_validated(
 ) -> Result<()> {
     let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
     let call = CallPlan::of(ctx, mat, p, decide(&ctx.rules, &mat.form, p, room)?)?;
-    let main = Set1::call(x, y, *ops, p.epilogue.y_f16);
+    let main = Set1::call(x, y, *ops);
     record_resolved(ctx, cmd, mat, &main, p, workspace, &call)
 }
 
@@ -368,11 +368,11 @@ impl XyPairs {
 }
 
 /// Whether the dispatches writing y of a call bound as `main` are ordered by barriers among
-/// themselves: where they also read y through a readable binding (an f16 y's words, a
-/// residual that is y), a dispatch reads the buffer others write. They touch different
-/// rows, which the validation layer's hazard tracking cannot tell, so q4vk orders them.
+/// themselves: where they also read y through the residual's binding (a residual that is
+/// y), a dispatch reads the buffer others write. They touch different rows, which the
+/// validation layer's hazard tracking cannot tell, so q4vk orders them.
 pub(super) fn serial_writes(main: &Set1) -> bool {
-    main.y_words.is_some() || main.operands.residual == Some(main.written)
+    main.operands.residual == Some(main.written)
 }
 
 /// The order of the dispatches of one kernel of a call: with `serial`, a barrier before

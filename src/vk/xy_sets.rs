@@ -19,23 +19,23 @@ pub(crate) const RING: usize = 4096;
 const SETS_PER_POOL: u32 = 64;
 
 /// Bindings of set 1: what a dispatch reads (0), what it writes (1), then the epilogue's
-/// bias (2), residual (3), gate (4) and, for an f16 y's atomics, y's words (5)
-/// (`shaders/epilogue.glsl`).
-pub const SET1_BINDINGS: u32 = 6;
+/// bias (2) and its gate or residual (3) (`shaders/epilogue.glsl`). With the matrix's four
+/// in set 0, every kernel stays within 8 storage buffers per stage, the limit of some
+/// devices (`maxPerStageDescriptorStorageBuffers`).
+pub const SET1_BINDINGS: u32 = 4;
 
-/// What one dispatch binds in set 1. Where the call has no such operand, bindings 2 to 5
+/// What one dispatch binds in set 1. Where the call has no such operand, bindings 2 and 3
 /// name the buffer read: a valid, readable descriptor that the kernel's epilogue never
-/// touches (the pre-passes declare only bindings 0 and 1).
+/// touches (the pre-passes declare only bindings 0 and 1). A call has a gate or a
+/// residual, not both (`ffi::gemv` refuses the pair).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Set1 {
     /// Binding 0: x, or the workspace the kernel reads.
     pub read: BufferRange,
     /// Binding 1: y, or the workspace a pre-pass writes.
     pub written: BufferRange,
-    /// Bindings 2 to 4.
+    /// Bindings 2 and 3.
     pub operands: EpilogueOperands,
-    /// Binding 5: y's words, for an f16 y (`written`), else none.
-    pub y_words: Option<BufferRange>,
 }
 
 impl Set1 {
@@ -45,22 +45,19 @@ impl Set1 {
             read,
             written,
             operands: EpilogueOperands::NONE,
-            y_words: None,
         }
     }
 
-    /// A GEMV's kernel reading x and writing y, with the epilogue's operands `operands`
-    /// and, for an f16 y (`y_f16`), y's words.
-    pub fn call(x: BufferRange, y: BufferRange, operands: EpilogueOperands, y_f16: bool) -> Set1 {
+    /// A GEMV's kernel reading x and writing y, with the epilogue's operands `operands`.
+    pub fn call(x: BufferRange, y: BufferRange, operands: EpilogueOperands) -> Set1 {
         Set1 {
             read: x,
             written: y,
             operands,
-            y_words: y_f16.then_some(y),
         }
     }
 
-    /// The ranges of bindings 0 to 5.
+    /// The ranges of bindings 0 to 3.
     fn ranges(&self) -> [BufferRange; SET1_BINDINGS as usize] {
         let o = &self.operands;
         let or_read = |b: Option<BufferRange>| b.unwrap_or(self.read);
@@ -68,9 +65,7 @@ impl Set1 {
             self.read,
             self.written,
             or_read(o.bias),
-            or_read(o.residual),
-            or_read(o.gate),
-            or_read(self.y_words),
+            or_read(o.gate.or(o.residual)),
         ]
     }
 }

@@ -52,59 +52,79 @@ pub fn check_host_epilogue(gpu: &Gpu, label: &str) {
         a.flags = flags;
         a
     };
-    // f16 bias, SiLU gate, residual in place (y holds it).
-    let mut y = residual.clone();
-    let mut a = args(
-        &mut y,
-        Q4VK_GEMV_BIAS | Q4VK_GEMV_BIAS_F16 | Q4VK_GEMV_SILU_GATE | Q4VK_GEMV_RESIDUAL,
-    );
-    a.bias = bias_f16.as_ptr().cast();
-    a.bias_bytes = bias_f16.len();
-    a.gate = gate.as_ptr().cast();
-    a.gate_bytes = 4 * gate.len();
-    a.residual = a.y.cast_const().cast();
-    a.residual_bytes = 4 * m * n;
-    let status = unsafe { q4vk_gemv_host(gpu.ctx, mat, &a) };
-    assert_eq!(status, Q4VK_OK, "{label}: {}", last_error());
-    let want: Vec<f64> = (0..m * n)
-        .map(|at| {
-            let (t, i) = (at / n, at % n);
-            let b = half::f16::from_f32(bias[i]).to_f64();
-            (product(t, i) + b) * silu(gate[at] as f64) + residual[at] as f64
-        })
-        .collect();
-    let err = q4vk::cpu::reference::relative_error(&y, &want);
-    assert!(
-        err < 1e-5,
-        "{label}: SiLU, in place: relative error {err:e}"
-    );
-    // f32 bias, GELU gate, residual apart from y.
-    let mut y = vec![f32::NAN; m * n];
+    // f16 bias and SiLU gate; f32 bias and GELU gate; f32 bias and a residual in place (y
+    // holds it); a residual apart from y, unaligned.
     let bias_bytes = bytes_of(&bias);
     let residual_bytes = bytes_of(&residual);
-    let mut a = args(
-        &mut y,
-        Q4VK_GEMV_BIAS | Q4VK_GEMV_GELU_GATE | Q4VK_GEMV_RESIDUAL,
-    );
-    a.bias = bias_bytes.as_ptr().cast();
-    a.bias_bytes = bias_bytes.len();
-    a.gate = gate.as_ptr().cast();
-    a.gate_bytes = 4 * gate.len();
-    // Unaligned: the operands are read at any alignment.
     let mut shifted = vec![0u8; residual_bytes.len() + 1];
     shifted[1..].copy_from_slice(&residual_bytes);
-    a.residual = shifted[1..].as_ptr().cast();
-    a.residual_bytes = residual_bytes.len();
-    let status = unsafe { q4vk_gemv_host(gpu.ctx, mat, &a) };
-    assert_eq!(status, Q4VK_OK, "{label}: {}", last_error());
-    let want: Vec<f64> = (0..m * n)
-        .map(|at| {
-            let (t, i) = (at / n, at % n);
-            (product(t, i) + bias[i] as f64) * gelu_tanh(gate[at] as f64) + residual[at] as f64
-        })
-        .collect();
-    let err = q4vk::cpu::reference::relative_error(&y, &want);
-    assert!(err < 1e-5, "{label}: GELU: relative error {err:e}");
+    // y from (W x + bias, gate, residual).
+    type Want = fn(f64, f64, f64) -> f64;
+    let cases: [(&str, u32, bool, Want); 4] = [
+        (
+            "f16 bias, SiLU",
+            Q4VK_GEMV_BIAS | Q4VK_GEMV_BIAS_F16 | Q4VK_GEMV_SILU_GATE,
+            false,
+            |v, g, _| v * silu(g),
+        ),
+        (
+            "GELU",
+            Q4VK_GEMV_BIAS | Q4VK_GEMV_GELU_GATE,
+            false,
+            |v, g, _| v * gelu_tanh(g),
+        ),
+        (
+            "residual in place",
+            Q4VK_GEMV_BIAS | Q4VK_GEMV_RESIDUAL,
+            true,
+            |v, _, r| v + r,
+        ),
+        (
+            "residual apart, unaligned",
+            Q4VK_GEMV_RESIDUAL,
+            false,
+            |v, _, r| v + r,
+        ),
+    ];
+    for (what, flags, in_place, want_of) in cases {
+        let mut y = match in_place {
+            true => residual.clone(),
+            false => vec![f32::NAN; m * n],
+        };
+        let mut a = args(&mut y, flags);
+        let f16_bias = flags & Q4VK_GEMV_BIAS_F16 != 0;
+        if flags & Q4VK_GEMV_BIAS != 0 {
+            let b = if f16_bias { &bias_f16 } else { &bias_bytes };
+            a.bias = b.as_ptr().cast();
+            a.bias_bytes = b.len();
+        }
+        if flags & (Q4VK_GEMV_SILU_GATE | Q4VK_GEMV_GELU_GATE) != 0 {
+            a.gate = gate.as_ptr().cast();
+            a.gate_bytes = 4 * gate.len();
+        }
+        if flags & Q4VK_GEMV_RESIDUAL != 0 {
+            a.residual = match in_place {
+                true => a.y.cast_const().cast(),
+                false => shifted[1..].as_ptr().cast(),
+            };
+            a.residual_bytes = 4 * m * n;
+        }
+        let status = unsafe { q4vk_gemv_host(gpu.ctx, mat, &a) };
+        assert_eq!(status, Q4VK_OK, "{label}: {what}: {}", last_error());
+        let want: Vec<f64> = (0..m * n)
+            .map(|at| {
+                let (t, i) = (at / n, at % n);
+                let b = match (flags & Q4VK_GEMV_BIAS != 0, f16_bias) {
+                    (false, _) => 0.0,
+                    (true, true) => half::f16::from_f32(bias[i]).to_f64(),
+                    (true, false) => bias[i] as f64,
+                };
+                want_of(product(t, i) + b, gate[at] as f64, residual[at] as f64)
+            })
+            .collect();
+        let err = q4vk::cpu::reference::relative_error(&y, &want);
+        assert!(err < 1e-5, "{label}: {what}: relative error {err:e}");
+    }
 
     // Refusals: nothing written.
     let mut y = vec![f32::NAN; m * n + 8];
@@ -171,6 +191,15 @@ pub fn check_host_epilogue(gpu: &Gpu, label: &str) {
             },
             Q4VK_ERROR_UNSUPPORTED,
             "Q4VK_GEMV_F16_OUTPUT",
+        ),
+        (
+            "gate and residual",
+            q4vk_gemv_host_args {
+                flags: Q4VK_GEMV_BIAS | Q4VK_GEMV_SILU_GATE | Q4VK_GEMV_RESIDUAL,
+                ..with_bias
+            },
+            Q4VK_ERROR_UNSUPPORTED,
+            "one or the other",
         ),
     ];
     for (what, a, want, words) in cases {
