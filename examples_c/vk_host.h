@@ -184,10 +184,8 @@ static inline void vk_host_buffer_destroy(const vk_host *h, vk_host_buffer *b) {
     vkFreeMemory(h->device, b->memory, NULL);
 }
 
-/* Records y = W x of q4vk into a fresh command buffer (x, y whole buffers of k and n
- * floats), submits it with a shader-write -> host-read barrier and waits. */
-static inline void vk_host_cmd_gemv(const vk_host *h, q4vk_context *ctx, const q4vk_matrix *mat,
-                             const vk_host_buffer *x, size_t k, const vk_host_buffer *y, size_t n) {
+/* A fresh one-time command buffer of the host's pool, recording. */
+static inline VkCommandBuffer vk_host_begin_once(const vk_host *h) {
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     cai.commandPool = h->pool;
     cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -197,6 +195,29 @@ static inline void vk_host_cmd_gemv(const vk_host *h, q4vk_context *ctx, const q
     VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     CHECK_VK(vkBeginCommandBuffer(cmd, &begin));
+    return cmd;
+}
+
+/* Ends `cmd` (from vk_host_begin_once), submits it, waits for it and frees it. */
+static inline void vk_host_submit_once(const vk_host *h, VkCommandBuffer cmd) {
+    CHECK_VK(vkEndCommandBuffer(cmd));
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence fence;
+    CHECK_VK(vkCreateFence(h->device, &fci, NULL, &fence));
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd;
+    CHECK_VK(vkQueueSubmit(h->queue, 1, &si, fence));
+    CHECK_VK(vkWaitForFences(h->device, 1, &fence, VK_TRUE, UINT64_MAX));
+    vkDestroyFence(h->device, fence, NULL);
+    vkFreeCommandBuffers(h->device, h->pool, 1, &cmd);
+}
+
+/* Records y = W x of q4vk into a fresh command buffer (x, y whole buffers of k and n
+ * floats), submits it with a shader-write -> host-read barrier and waits. */
+static inline void vk_host_cmd_gemv(const vk_host *h, q4vk_context *ctx, const q4vk_matrix *mat,
+                             const vk_host_buffer *x, size_t k, const vk_host_buffer *y, size_t n) {
+    VkCommandBuffer cmd = vk_host_begin_once(h);
     q4vk_gemv_args args;
     q4vk_gemv_args_default(&args);
     args.x.buffer = (uint64_t)x->buffer;
@@ -209,17 +230,7 @@ static inline void vk_host_cmd_gemv(const vk_host *h, q4vk_context *ctx, const q
     barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
     vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0,
                          NULL, 0, NULL);
-    CHECK_VK(vkEndCommandBuffer(cmd));
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    VkFence fence;
-    CHECK_VK(vkCreateFence(h->device, &fci, NULL, &fence));
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cmd;
-    CHECK_VK(vkQueueSubmit(h->queue, 1, &si, fence));
-    CHECK_VK(vkWaitForFences(h->device, 1, &fence, VK_TRUE, UINT64_MAX));
-    vkDestroyFence(h->device, fence, NULL);
-    vkFreeCommandBuffers(h->device, h->pool, 1, &cmd);
+    vk_host_submit_once(h, cmd);
 }
 
 /* Destroys the host's device and instance (after every q4vk object, as q4vk.h requires)

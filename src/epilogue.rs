@@ -60,10 +60,7 @@ impl Epilogue {
     /// Bytes of `elems` values of y's type (f16 counted in whole 32-bit words, as the
     /// kernels access them).
     pub fn y_bytes(&self, elems: u64) -> u64 {
-        match self.y_f16 {
-            true => 4 * elems.div_ceil(2),
-            false => 4 * elems,
-        }
+        value_bytes(elems, self.y_f16)
     }
 }
 
@@ -78,6 +75,14 @@ impl GateActivation {
                 0.5 * g * (1.0 + t.tanh())
             }
         }
+    }
+}
+
+/// Bytes of `elems` f16 (in whole 32-bit words) or f32 values.
+pub fn value_bytes(elems: u64, f16: bool) -> u64 {
+    match f16 {
+        true => 4 * elems.div_ceil(2),
+        false => 4 * elems,
     }
 }
 

@@ -8,7 +8,6 @@
 
 use super::context::Context;
 use super::device::Device;
-use super::gemv_plan::{decide, Room};
 use super::matrix::DeviceMatrix;
 use super::multi::{resolve, MultiCall, Resolved};
 use super::params::{BufferRange, EpilogueOperands, GemvParams};
@@ -53,8 +52,7 @@ impl Binding {
         p: &GemvParams,
         workspace: Option<BufferRange>,
     ) -> Result<Binding> {
-        let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
-        let call = CallPlan::of(ctx, mat, p, decide(&ctx.rules, &mat.form, p, room)?)?;
+        let call = CallPlan::for_workspace(ctx, mat, p, workspace)?;
         let main = Set1::call(x, y, *ops);
         let sets = xy_pairs(ctx, &call, &main, p, workspace)?;
         let one = Resolved {

@@ -7,7 +7,7 @@ use super::context::Context;
 use super::coop_tiles::{runs_tiles, tiles_key};
 use super::matrix::DeviceMatrix;
 use super::matrix_form::MatrixForm;
-use super::params::{GemvParams, MAX_M};
+use super::params::{BufferRange, GemvParams, MAX_M};
 use super::pipeline::{
     BlocksGemmKey, BlocksKey, CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey,
     Pipelines, Push, SlicesKey, TilesKey, BLOCKS_MAX_M, DIGITS_WORKGROUP,
@@ -552,6 +552,13 @@ pub enum Room {
     AsNeeded,
     /// This many bytes.
     Bytes(u64),
+}
+
+impl Room {
+    /// The room of a call given `workspace` (or none).
+    pub fn of(workspace: Option<BufferRange>) -> Room {
+        workspace.map_or(Room::None, |w| Room::Bytes(w.range))
+    }
 }
 
 /// The kernel a call runs, as its pipeline key and what the key leaves out.

@@ -84,8 +84,7 @@ pub(super) fn resolve(ctx: &Context, calls: &[MultiCall]) -> Result<Vec<Resolved
             .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
         validate_operands(ctx, c.mat, &c.y, &c.ops, &c.p, &e)
             .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
-        let room = c.workspace.map_or(Room::None, |w| Room::Bytes(w.range));
-        let choice = decide(&ctx.rules, &c.mat.form, &c.p, room)?;
+        let choice = decide(&ctx.rules, &c.mat.form, &c.p, Room::of(c.workspace))?;
         let mut params = c.p;
         if let (Some(_), Some(ws)) = (choice.prepass, c.workspace) {
             let key = workspace_key(&ctx.rules, c.mat, &c.p)?;

@@ -1,7 +1,7 @@
 //! The parameters of a GEMV call and their checks that need no device: the activation
 //! rows, x's and y's types, strides and extents, and a buffer range.
 
-pub use crate::epilogue::{Epilogue, GateActivation};
+pub use crate::epilogue::{value_bytes, Epilogue, GateActivation};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
 
@@ -66,14 +66,6 @@ impl EpilogueOperands {
         residual: None,
         gate: None,
     };
-}
-
-/// Bytes of `elems` f16 (in whole 32-bit words) or f32 values.
-pub fn value_bytes(elems: u64, f16: bool) -> u64 {
-    match f16 {
-        true => 4 * elems.div_ceil(2),
-        false => 4 * elems,
-    }
 }
 
 /// Checks the activation count: 0 is invalid. (The upper limits are those of x and y:

@@ -259,8 +259,7 @@ pub fn record_validated(
     p: &GemvParams,
     workspace: Option<BufferRange>,
 ) -> Result<()> {
-    let room = workspace.map_or(Room::None, |w| Room::Bytes(w.range));
-    let call = CallPlan::of(ctx, mat, p, decide(&ctx.rules, &mat.form, p, room)?)?;
+    let call = CallPlan::for_workspace(ctx, mat, p, workspace)?;
     let main = Set1::call(x, y, *ops);
     record_resolved(ctx, cmd, mat, &main, p, workspace, &call)
 }
@@ -278,6 +277,18 @@ pub(super) struct CallPlan {
 }
 
 impl CallPlan {
+    /// The plan of the call with `p` on `mat` given `workspace` (or none): the rules'
+    /// choice for it, its pipelines created.
+    pub(super) fn for_workspace(
+        ctx: &Context,
+        mat: &DeviceMatrix,
+        p: &GemvParams,
+        workspace: Option<BufferRange>,
+    ) -> Result<CallPlan> {
+        let choice = decide(&ctx.rules, &mat.form, p, Room::of(workspace))?;
+        CallPlan::of(ctx, mat, p, choice)
+    }
+
     /// The plan of `choice` for a call with `p` on `mat` (its pipelines created).
     pub(super) fn of(
         ctx: &Context,
