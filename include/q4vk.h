@@ -881,6 +881,11 @@ typedef struct q4vk_tune_info {
   // The chosen shape's time against the table's, geometric mean over the timed cases
   // (1 where the table's shape was kept).
   double time_vs_table;
+  // 1 where the chosen shape's f32 GEMV steps over words of codes (8 weights) instead of
+  // 16-byte chunks, else 0.
+  uint32_t word_lanes;
+  // The same of the device row's shape.
+  uint32_t table_word_lanes;
 } q4vk_tune_info;
 
 // The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer

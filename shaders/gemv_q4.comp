@@ -10,7 +10,9 @@
 // (m >= 2) it instead decodes and scales each word's 8 codes once and runs them against
 // every activation row's 8 x values, read a word at a time. Rows and chunks past the end
 // are clamped to the last one (no branch around the weight loads) and their sums dropped
-// (DECODE_ONCE skips a dead chunk's x loads and products altogether). Each invocation keeps M x ROWS / SPLIT fp32 partial sums; one reduction after
+// (DECODE_ONCE skips a dead chunk's x loads and products altogether). With WORD_LANES the
+// invocations stride over words (8 codes) instead of chunks, so a subgroup's x loads are
+// contiguous. Each invocation keeps M x ROWS / SPLIT fp32 partial sums; one reduction after
 // the K loop: subgroupAdd (+ shared memory across subgroups) (SUBGROUP), or a
 // shared-memory tree. On the H200 this kernel is bound by the dequant ALU work (see
 // bench/RESULTS.md), not by memory.
@@ -72,6 +74,7 @@ layout(local_size_x_id = 0) in;
 #define SPEC_HAS_OFFSETS 9
 #define SPEC_HAS_K_ORDER 10
 #define SPEC_DECODE_ONCE 11
+#define SPEC_WORD_LANES 12
 #define OFFSETS_BINDING 2
 #define K_ORDER_BINDING 3
 #define XY_SET 1
@@ -93,6 +96,13 @@ const bool DECODE_ONCE = false;
 // work per weight, x read a word at a time) rather than once per activation row (all of a
 // chunk's x loaded at once).
 layout(constant_id = SPEC_DECODE_ONCE) const bool DECODE_ONCE = false;
+// Invocations take a word of codes (8 weights) at a time instead of a whole chunk, so that
+// neighbouring invocations read neighbouring x (a subgroup's x loads span as many bytes as
+// they carry, where chunk-wide steps put each invocation's x 128 bytes from the next one's)
+// and neighbouring words of each row. Not with DOT (x in digits is laid out per chunk).
+layout(constant_id = SPEC_WORD_LANES) const bool WORD_LANES = false;
+// The weights a word at a time (binding 0 as 32-bit words).
+layout(set = 0, binding = 0) coherent readonly buffer WeightWords { uint w_words[]; };
 #endif
 #if defined(EXPORT) && !defined(EXTENDED)
 const bool HAS_OFFSETS = false;
@@ -222,6 +232,86 @@ float partial(float acc[MRI], uint i, uint j) {
     return q % SPLIT == j ? acc[mi * RPI + q / SPLIT] : 0.0;
 }
 
+#if !defined(DOT) && !defined(EXPORT)
+// The K loop with WORD_LANES: invocation `cl` of the `stride` sharing rows takes words
+// cl, cl + stride, .. of each of its rows (words past the end are clamped for the loads and
+// add nothing), UNROLL words per row at a time, and adds into `acc` as the chunk loop does:
+// per activation row (dot8_acc, then the scale) or, with DECODE_ONCE, each word decoded
+// and scaled once for all activation rows.
+void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
+    uint words = p.chunks * 4u;
+    uint last_word = words - 1u;
+    uint last_row = p.rows - 1u;
+    for (uint w0 = cl; w0 < words; w0 += stride * UNROLL) {
+        uint wd[UR];
+        float sc[UR];
+        vec4 off[UR];
+        float ob[UR];
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            uint wi = min(w0 + u * stride, last_word);
+            uint g = (wi >> 2) >> p.group_shift;
+            [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                uint row = min(row0 + r * SPLIT + j, last_row);
+                uint i = u * RPI + r;
+                wd[i] = w_words[row * words + wi];
+                sc[i] = scale_at(row * p.groups + g);
+                off[i] = nibble_offset(zero_at(row * p.groups + g));
+                ob[i] = offset_at(row * p.groups + g);
+            }
+        }
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            uint wi = w0 + u * stride;
+            // A word past the end adds nothing at all: its x may hold an infinity that a
+            // zero weight would turn into NaN.
+            if (wi >= words) {
+                continue;
+            }
+            uint c = wi >> 2;
+            uint q = wi & 3u;
+            if (!DECODE_ONCE) {
+                [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                    vec4 xa;
+                    vec4 xb;
+                    load_x_word(mi, c, q, xa, xb);
+                    float xsum = HAS_OFFSETS ? sum8_word(xa, xb) : 0.0;
+                    [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                        uint i = u * RPI + r;
+                        float t = dot8_acc(wd[i], xa, xb, off[i], 0.0);
+                        acc[mi * RPI + r] += HAS_OFFSETS ? fma(sc[i], t, ob[i] * xsum) : sc[i] * t;
+                    }
+                }
+                continue;
+            }
+            vec4 lo[RPI];
+            vec4 hi[RPI];
+            [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                uint i = u * RPI + r;
+                lo[r] = nibbles_lo(wd[i], off[i]) * sc[i];
+                hi[r] = nibbles_lo(wd[i] >> 16, off[i]) * sc[i];
+            }
+            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                vec4 xa;
+                vec4 xb;
+                load_x_word(mi, c, q, xa, xb);
+                float xsum = HAS_OFFSETS ? sum8_word(xa, xb) : 0.0;
+                [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                    float t = acc[mi * RPI + r];
+                    t = fma(lo[r].x, xa.x, t);
+                    t = fma(lo[r].y, xa.y, t);
+                    t = fma(lo[r].z, xa.z, t);
+                    t = fma(lo[r].w, xa.w, t);
+                    t = fma(hi[r].x, xb.x, t);
+                    t = fma(hi[r].y, xb.y, t);
+                    t = fma(hi[r].z, xb.z, t);
+                    t = fma(hi[r].w, xb.w, t);
+                    acc[mi * RPI + r] = HAS_OFFSETS ? fma(ob[u * RPI + r], xsum, t) : t;
+                }
+            }
+        }
+    }
+}
+#endif
+
 void main() {
     uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     if (wg >= p.wg_count) {
@@ -242,6 +332,11 @@ void main() {
         acc[i] = 0.0;
     }
 
+#if !defined(DOT) && !defined(EXPORT)
+    if (WORD_LANES) {
+        word_lanes(row0, j, cl, STRIDE, acc);
+    } else
+#endif
     for (uint c0 = cl; c0 < p.chunks; c0 += STRIDE * UNROLL) {
         uvec4 wv[UR];
         float sc[UR];

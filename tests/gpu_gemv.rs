@@ -85,6 +85,39 @@ fn gemv_decoding_once_or_per_activation_row_matches_reference() {
     }
 }
 
+/// The f32 GEMV with its invocations stepping over words of codes instead of chunks (a
+/// device row's or tuning's choice): every case, both ways through m ≥ 2, and the other
+/// matrix forms, each call checked to have run word lanes (the portable kernels have one
+/// shape and never do).
+#[test]
+fn gemv_word_lanes_match_reference() {
+    use q4vk::vk::gemv::{decide, KernelChoice, Room};
+    for once in [false, true] {
+        let mut gpu = Gpu::new(false);
+        gpu.context_mut()
+            .set_overrides(|o| {
+                o.simt_gemv_word_lanes = Some(true);
+                o.simt_gemv_decode_once = Some(once);
+            })
+            .expect("a valid override");
+        let mut rng = Rng(if once { 41 } else { 43 });
+        run_cases(&gpu, &mut rng, &CASES);
+        forms_through_recording(&gpu, &mut rng);
+        let ctx = gpu.context();
+        let form = plain_form(ctx, &random_q4(&mut rng, 33, 96, 64, false, false));
+        for m in [1u32, 2, 8] {
+            let p = dense_params(&form, m as usize, Recording::default());
+            let choice = decide(&ctx.rules, &form, &p, Room::None).unwrap();
+            let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
+                panic!("m = {m}: {choice:?} is not the SIMT GEMV");
+            };
+            assert!(key.word_lanes && !key.dot, "m = {m}: {key:?}");
+            // A row of 3 chunks is 12 words: the smallest workgroup.
+            assert_eq!(key.workgroup, ctx.rules.simt.workgroup_for(12), "m = {m}");
+        }
+    }
+}
+
 /// f16 x, per-group offsets and a column order (gathered by the kernel) at m = 2, 5 and 9
 /// (two passes, the last of one row), through
 /// `gemv::record` (`q4vk_cmd_gemv`'s path), against the f64 reference of the same x.

@@ -37,6 +37,7 @@ fn a_context_creates_only_the_module_it_uses() {
             k_order: false,
             dot: false,
             decode_once: false,
+            word_lanes: false,
         };
         ctx.pipelines
             .get(key(ctx.rules.portable), q4vk::vk::gemv::Epilogue::NONE)

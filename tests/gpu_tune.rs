@@ -80,10 +80,10 @@ fn checked_plan(gpu: &Gpu) -> u32 {
     info.shape_source
 }
 
-/// The SIMT GEMV shape `gpu`'s context runs: workgroup, rows, unroll, split.
-fn shape_of(gpu: &Gpu) -> [u32; 4] {
+/// The SIMT GEMV shape `gpu`'s context runs: workgroup, rows, unroll, split, word lanes.
+fn shape_of(gpu: &Gpu) -> [u32; 5] {
     let t = gpu.context().rules.simt;
-    [t.workgroup, t.rows, t.unroll, t.split]
+    [t.workgroup, t.rows, t.unroll, t.split, t.word_lanes.into()]
 }
 
 #[test]
@@ -110,18 +110,20 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
     assert!(written > 0 && written <= blob.len());
     blob.truncate(written);
     eprintln!(
-        "tuned {} of {} candidates: [{}, {}, {}, {}] at {:.3} of the table's [{}, {}, {}, {}]",
+        "tuned {} of {} candidates: [{}, {}, {}, {}, {}] at {:.3} of the table's [{}, {}, {}, {}, {}]",
         info.candidates_timed,
         info.candidates,
         info.workgroup,
         info.rows,
         info.unroll,
         info.split,
+        info.word_lanes,
         info.time_vs_table,
         info.table_workgroup,
         info.table_rows,
         info.table_unroll,
-        info.table_split
+        info.table_split,
+        info.table_word_lanes
     );
     assert!(info.candidates_timed >= 1 && info.candidates_timed <= info.candidates);
     assert!(info.time_vs_table > 0.0 && info.time_vs_table <= 1.0);
@@ -131,7 +133,8 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
             info.table_workgroup,
             info.table_rows,
             info.table_unroll,
-            info.table_split
+            info.table_split,
+            info.table_word_lanes
         ]
     );
     assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
@@ -143,7 +146,13 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
     assert_eq!(checked_plan(&tuned), Q4VK_GEMV_SHAPE_TUNED);
     assert_eq!(
         shape_of(&tuned),
-        [info.workgroup, info.rows, info.unroll, info.split]
+        [
+            info.workgroup,
+            info.rows,
+            info.unroll,
+            info.split,
+            info.word_lanes
+        ]
     );
     drop(tuned);
 
@@ -156,6 +165,7 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
             rows: 2,
             unroll: 2,
             split: 2,
+            word_lanes: info.table_word_lanes == 0,
         },
         ..decoded
     };
@@ -166,6 +176,7 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         blob_line()
     );
     assert_eq!(checked_plan(&forced), Q4VK_GEMV_SHAPE_TUNED);
+    assert_eq!(shape_of(&forced)[4], u32::from(info.table_word_lanes == 0));
     drop(forced);
 
     // Corrupted, truncated, foreign: ignored with the reason, the table's shape runs.

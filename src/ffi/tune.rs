@@ -81,11 +81,16 @@ pub struct q4vk_tune_info {
     /// The chosen shape's time against the table's, geometric mean over the timed cases
     /// (1 where the table's shape was kept).
     pub time_vs_table: f64,
+    /// 1 where the chosen shape's f32 GEMV steps over words of codes (8 weights) instead of
+    /// 16-byte chunks, else 0.
+    pub word_lanes: u32,
+    /// The same of the device row's shape.
+    pub table_word_lanes: u32,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and a double.
 unsafe impl VersionedStruct for q4vk_tune_info {
-    const V0_SIZE: usize = std::mem::size_of::<q4vk_tune_info>();
+    const V0_SIZE: usize = std::mem::offset_of!(q4vk_tune_info, word_lanes);
     const NAME: &'static str = "q4vk_tune_info";
 }
 
@@ -192,8 +197,8 @@ pub unsafe extern "C" fn q4vk_context_tune(
         vk_ctx.logger.log(
             LEVEL_INFO,
             &format!(
-                "tuned: SIMT GEMV workgroup {}, {} rows, unroll {}, split {} ({:.3} of the table's time; {} of {} candidates timed)",
-                s.workgroup, s.rows, s.unroll, s.split, found.time_vs_table, found.timed, found.candidates
+                "tuned: SIMT GEMV workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({:.3} of the table's time; {} of {} candidates timed)",
+                s.workgroup, s.rows, s.unroll, s.split, s.word_lanes, found.time_vs_table, found.timed, found.candidates
             ),
         );
         if let Some(declared) = declared_info {
@@ -210,6 +215,8 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 table_unroll: t.unroll,
                 table_split: t.split,
                 time_vs_table: found.time_vs_table,
+                word_lanes: s.word_lanes.into(),
+                table_word_lanes: t.word_lanes.into(),
             };
             // SAFETY: writable for its `struct_size` (contract).
             unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }?;

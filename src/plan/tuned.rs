@@ -35,10 +35,10 @@ pub struct TunedBlob {
 /// The blob's first bytes.
 const MAGIC: &[u8; 8] = b"Q4VKTUNE";
 /// The blob's layout version.
-const FORMAT: u32 = 1;
-/// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), shape (16),
+const FORMAT: u32 = 2;
+/// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), shape (20),
 /// ratio, checksum (8).
-const BLOB_BYTES: usize = 88;
+const BLOB_BYTES: usize = 92;
 /// The q4vk version a blob (tuning or matrix) is made with and must match, NUL-padded.
 pub(crate) fn version_bytes() -> [u8; 16] {
     let mut v = [0u8; 16];
@@ -55,7 +55,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 impl TunedBlob {
-    /// The blob's bytes (88, little-endian).
+    /// The blob's bytes (92, little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOB_BYTES);
         b.extend_from_slice(MAGIC);
@@ -66,7 +66,10 @@ impl TunedBlob {
         words(&mut b, &[id.vendor, id.device, id.driver]);
         b.extend_from_slice(&id.cache_uuid);
         let s = &self.simt_gemv;
-        words(&mut b, &[s.workgroup, s.rows, s.unroll, s.split]);
+        words(
+            &mut b,
+            &[s.workgroup, s.rows, s.unroll, s.split, s.word_lanes as u32],
+        );
         b.extend(self.time_vs_table.to_le_bytes());
         let sum = checksum(&b);
         b.extend(sum.to_le_bytes());
@@ -77,21 +80,21 @@ impl TunedBlob {
     /// The blob in `bytes` if it is whole and was made by this q4vk build on the device
     /// `identity` names; else why not (for the log: the context then keeps the table).
     pub fn decode(bytes: &[u8], identity: &DeviceIdentity) -> Result<TunedBlob, String> {
-        if bytes.len() != BLOB_BYTES {
+        if bytes.len() < 16 || &bytes[..8] != MAGIC {
+            return Err("not a q4vk tuning blob".into());
+        }
+        let word = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        if word(8) != FORMAT {
+            return Err(format!("blob format {}; this q4vk reads {FORMAT}", word(8)));
+        }
+        if bytes.len() != BLOB_BYTES || word(12) != BLOB_BYTES as u32 {
             return Err(format!(
                 "{} bytes; a tuning blob has {BLOB_BYTES}",
                 bytes.len()
             ));
         }
-        if &bytes[..8] != MAGIC {
-            return Err("not a q4vk tuning blob".into());
-        }
-        let word = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
-        if word(8) != FORMAT || word(12) != BLOB_BYTES as u32 {
-            return Err(format!("blob format {}; this q4vk reads {FORMAT}", word(8)));
-        }
-        let sum = u64::from_le_bytes(bytes[80..88].try_into().expect("8 bytes"));
-        if sum != checksum(&bytes[..80]) {
+        let sum = u64::from_le_bytes(bytes[84..92].try_into().expect("8 bytes"));
+        if sum != checksum(&bytes[..84]) {
             return Err("checksum mismatch: the blob is corrupted".into());
         }
         if bytes[16..32] != version_bytes() {
@@ -127,8 +130,13 @@ impl TunedBlob {
                 rows: word(64),
                 unroll: word(68),
                 split: word(72),
+                word_lanes: match word(76) {
+                    0 => false,
+                    1 => true,
+                    v => return Err(format!("word lanes {v}: not 0 or 1")),
+                },
             },
-            time_vs_table: f32::from_le_bytes(bytes[76..80].try_into().expect("4 bytes")),
+            time_vs_table: f32::from_le_bytes(bytes[80..84].try_into().expect("4 bytes")),
         })
     }
 }
@@ -158,23 +166,26 @@ pub fn runnable(shape: &SimtGemv, class: &DeviceClass) -> bool {
 }
 
 /// The SIMT GEMV shapes a tuning run times on `class`, `table` (the device row's) first,
-/// then the others that [`runnable`] allows of workgroups 64..256, rows 1..16, splits 1..4
-/// and unrolls 1..2, nearest the table first (fewest fields changed, then the smallest
-/// change), so that a short budget still tries its neighbours.
+/// then the others that [`runnable`] allows of workgroups 64..256, rows 1..16, splits 1..4,
+/// unrolls 1..2 and steps of chunks or words, nearest the table first (fewest fields
+/// changed, then the smallest change), so that a short budget still tries its neighbours.
 pub fn candidates(table: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
     let mut all = Vec::new();
     for workgroup in [64, 128, 256] {
         for rows in [1, 2, 4, 8, 16] {
             for split in [1, 2, 4] {
                 for unroll in [1, 2] {
-                    let s = SimtGemv {
-                        workgroup: workgroup.max(class.subgroup_size),
-                        rows,
-                        unroll,
-                        split,
-                    };
-                    if runnable(&s, class) && s != *table && !all.contains(&s) {
-                        all.push(s);
+                    for word_lanes in [false, true] {
+                        let s = SimtGemv {
+                            workgroup: workgroup.max(class.subgroup_size),
+                            rows,
+                            unroll,
+                            split,
+                            word_lanes,
+                        };
+                        if runnable(&s, class) && s != *table && !all.contains(&s) {
+                            all.push(s);
+                        }
                     }
                 }
             }
@@ -187,6 +198,7 @@ pub fn candidates(table: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
             steps(s.rows, table.rows),
             steps(s.split, table.split),
             steps(s.unroll, table.unroll),
+            u32::from(s.word_lanes != table.word_lanes),
         ];
         (d.iter().filter(|&&v| v > 0).count(), d.iter().sum::<u32>())
     };
@@ -218,6 +230,7 @@ mod tests {
                 rows: 4,
                 unroll: 2,
                 split: 2,
+                word_lanes: true,
             },
             time_vs_table: 0.9,
         }
@@ -232,7 +245,11 @@ mod tests {
             let e = TunedBlob::decode(b, id).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&bytes[..40], &identity(), "88");
+        refused(&bytes[..40], &identity(), "92");
+        refused(&bytes[..12], &identity(), "not a q4vk tuning blob");
+        let mut older = bytes.clone();
+        older[8] = 1;
+        refused(&older, &identity(), "blob format 1");
         // Every byte is covered: a flip anywhere is refused.
         for i in 0..BLOB_BYTES {
             let mut bad = bytes.clone();
@@ -278,6 +295,7 @@ mod tests {
             rows: 4,
             unroll: 1,
             split: 1,
+            word_lanes: false,
         };
         let all = candidates(&table, &class);
         assert_eq!(all[0], table);
@@ -289,6 +307,7 @@ mod tests {
                 s.rows != table.rows,
                 s.split != table.split,
                 s.unroll != table.unroll,
+                s.word_lanes != table.word_lanes,
             ]
             .iter()
             .filter(|&&c| c)

@@ -97,6 +97,9 @@ pub struct SimtGemv {
     pub unroll: u32,
     /// Invocations sharing each chunk.
     pub split: u32,
+    /// The f32 GEMV's invocations step over words of codes instead of 16-byte chunks
+    /// (`vk::pipeline::Tuning::word_lanes`).
+    pub word_lanes: bool,
 }
 
 /// The integer dot-product GEMV's reach in m (passes of 8 rows up to it, the SIMT GEMM
@@ -238,6 +241,7 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         rows: 8,
         unroll: 1,
         split: 2,
+        word_lanes: false,
     },
     simt_gemv_decode_once_from_rows: Some(4096),
     simt_gemv_up_to: 9,
@@ -272,6 +276,7 @@ pub const CPU_IMPLEMENTATION: DeviceTuning = DeviceTuning {
         rows: 4,
         unroll: 1,
         split: 1,
+        word_lanes: false,
     },
     simt_gemv_up_to: 11,
     // Either way within noise (`lavapipe-2026-12-04-decode-once.txt`): the one with less
@@ -295,6 +300,7 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
         rows: 4,
         unroll: 1,
         split: 1,
+        word_lanes: false,
     },
     // Cooperative matrices without NVIDIA's fragment layout: the tensor cores wherever a
     // GEMM runs.

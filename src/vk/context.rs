@@ -258,11 +258,12 @@ impl Context {
                     );
                     rules.simt_tuned = true;
                     format!(
-                        "used: SIMT GEMV workgroup {}, {} rows, unroll {}, split {} ({:.3} of the table's time where tuned)",
+                        "used: SIMT GEMV workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({:.3} of the table's time where tuned)",
                         b.simt_gemv.workgroup,
                         b.simt_gemv.rows,
                         b.simt_gemv.unroll,
                         b.simt_gemv.split,
+                        b.simt_gemv.word_lanes,
                         b.time_vs_table
                     )
                 }

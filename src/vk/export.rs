@@ -274,7 +274,7 @@ fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result
             Spec::HasOffsets => extras.offsets as u32,
             Spec::HasKOrder => extras.k_order as u32,
             // Not in the exported builds.
-            Spec::DecodeOnce => return None,
+            Spec::DecodeOnce | Spec::WordLanes => return None,
         })
     };
     Ok(Kernel {

@@ -668,6 +668,9 @@ impl fmt::Display for Choice {
                 if key.decode_once {
                     write!(out, ", decoded once")?;
                 }
+                if key.word_lanes {
+                    write!(out, ", word lanes")?;
+                }
                 if key.portable {
                     write!(out, ", portable")?;
                 }
@@ -922,9 +925,19 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
 /// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
 fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
+    // x in digits is laid out per chunk; the portable kernels have one shape.
+    let word_lanes = !dot
+        && !r.portable
+        && r.overrides()
+            .simt_gemv_word_lanes
+            .unwrap_or(r.simt.word_lanes);
+    let steps = match word_lanes {
+        true => form.layout.chunks.saturating_mul(4),
+        false => form.layout.chunks,
+    };
     let key = |rows: u32| PipelineKey {
         portable: r.portable,
-        workgroup: r.simt.workgroup_for(form.layout.chunks),
+        workgroup: r.simt.workgroup_for(steps),
         rows: r.simt.rows,
         unroll: r.simt.unroll,
         split: r.simt.split,
@@ -938,6 +951,7 @@ fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> 
         dot,
         // One activation row has one way to decode.
         decode_once: !dot && rows >= 2 && decodes_once(r, form),
+        word_lanes,
     };
     KernelChoice::SimtGemv {
         key: key(pass_rows),

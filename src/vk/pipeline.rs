@@ -97,6 +97,10 @@ pub struct Tuning {
     /// Smallest workgroup a matrix with few chunks per row gets (a power of two, at least
     /// the device's subgroup size).
     pub min_workgroup: u32,
+    /// The f32 kernel's invocations step over words of codes (8 weights, 4 per chunk)
+    /// instead of chunks, so that a subgroup's x loads are contiguous (the integer
+    /// dot-product and exported kernels step over chunks).
+    pub word_lanes: bool,
 }
 
 impl Tuning {
@@ -117,6 +121,7 @@ impl Tuning {
                 split: 1,
                 subgroup: 1,
                 min_workgroup: 32,
+                word_lanes: false,
             }
         } else {
             Tuning {
@@ -126,6 +131,7 @@ impl Tuning {
                 split: row.split,
                 subgroup: min_subgroup_size,
                 min_workgroup: 32.max(subgroup_size),
+                word_lanes: row.word_lanes,
             }
         }
     }
@@ -141,10 +147,11 @@ impl Tuning {
         4 * slots * self.rows * m
     }
 
-    /// Workgroup size for rows of `chunks` 16-byte chunks: `workgroup`, or less when a row
-    /// has fewer chunks than that (so no invocation idles), never below `min_workgroup`.
-    pub fn workgroup_for(&self, chunks: usize) -> u32 {
-        let fit = (chunks.max(1) as u64)
+    /// Workgroup size for rows of `steps` steps of an invocation (16-byte chunks, or words
+    /// with word lanes): `workgroup`, or less when a row has fewer steps than that (so no
+    /// invocation idles), never below `min_workgroup`.
+    pub fn workgroup_for(&self, steps: usize) -> u32 {
+        let fit = (steps.max(1) as u64)
             .next_power_of_two()
             .min(u32::MAX as u64) as u32;
         self.workgroup.min(fit.max(self.min_workgroup))
@@ -178,6 +185,8 @@ pub enum Spec {
     HasKOrder,
     /// Each word decoded once for all activation rows (not in the exported builds).
     DecodeOnce,
+    /// Invocations step over words of codes instead of chunks (not in the exported builds).
+    WordLanes,
 }
 
 /// The one table of the SIMT kernel's specialization ids: (constant, id in q4vk's own
@@ -185,7 +194,7 @@ pub enum Spec {
 /// build and id in the extended exported build (`shaders/gemv_export.glsl`: ncnn wants the
 /// kernel's own ids contiguous from 0, with the subgroup size last as the portable variant
 /// lacks it); `None`: not in that build).
-pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 12] = [
+pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 13] = [
     (Spec::Workgroup, 0, Some(5), Some(5)),
     (Spec::Rows, 1, Some(0), Some(0)),
     (Spec::M, 2, Some(1), Some(1)),
@@ -198,6 +207,7 @@ pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 12] = [
     (Spec::HasOffsets, 9, None, Some(8)),
     (Spec::HasKOrder, 10, None, Some(9)),
     (Spec::DecodeOnce, 11, None, None),
+    (Spec::WordLanes, 12, None, None),
 ];
 
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
@@ -230,6 +240,9 @@ pub struct PipelineKey {
     /// f32 kernel, m ≥ 2: each word of codes decoded once for all activation rows, x read
     /// a word at a time (else decoded per activation row, a chunk's x loaded at once).
     pub decode_once: bool,
+    /// f32 kernel: invocations step over words of codes (8 weights) instead of 16-byte
+    /// chunks, so that a subgroup's x loads are contiguous ([`Tuning::word_lanes`]).
+    pub word_lanes: bool,
 }
 
 /// Which tensor-core GEMV pipeline (`shaders/gemv_q4_coop.comp`, specialization
@@ -977,6 +990,7 @@ impl Pipelines {
             Spec::HasOffsets => key.offsets as u32,
             Spec::HasKOrder => key.k_order as u32,
             Spec::DecodeOnce => key.decode_once as u32,
+            Spec::WordLanes => key.word_lanes as u32,
         };
         let mut values = [0u32; SPECS.len()];
         for (spec, id, _, _) in SPECS {
@@ -1311,6 +1325,7 @@ mod tests {
             split: 1,
             subgroup: 32,
             min_workgroup: 32,
+            word_lanes: false,
         };
         assert_eq!(t.workgroup_for(1), 32);
         assert_eq!(t.workgroup_for(33), 64);

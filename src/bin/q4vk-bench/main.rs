@@ -3,7 +3,7 @@
 //! kernel (m = 1), all measured in the same run with timestamp queries, with the kernel
 //! path the context chose (tensor cores "coopmat", with the GEMV's row tiles × subgroups,
 //! "subgroup" or "portable"; "decoded-once" where the f32 SIMT GEMV decodes each word once
-//! for all activation rows) and, on the device line, the device's tuning row. Prints a
+//! for all activation rows, "word-lanes" where its invocations step over words of codes) and, on the device line, the device's tuning row. Prints a
 //! markdown table; `--m 1,8` picks the activation counts, `--no-coop` forces the SIMT
 //! kernels (path "int8-dot" where they run on x in 8-bit digits: by default where the
 //! device reports packed 8-bit dot products accelerated, with `--int-dot` or
@@ -25,7 +25,8 @@
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk;
 //! `--decode-once 0|1` fixes whether the f32 SIMT GEMV at m ≥ 2 decodes each word of codes
-//! once for all activation rows; `--row NAME` takes that tuning row instead of the device's
+//! once for all activation rows, `--word-lanes 0|1` whether the f32 SIMT GEMV's
+//! invocations step over words of codes instead of chunks; `--row NAME` takes that tuning row instead of the device's
 //! (`default`: a device q4vk has no row for); `--tune MS` first tunes the SIMT GEMV's
 //! shape on the table's shapes and m (up to 8) within MS milliseconds (`q4vk_context_tune`)
 //! and runs the table on a context given its blob; `--load` prints load times instead
@@ -151,6 +152,9 @@ struct Options {
     /// `--decode-once 0|1`: whether the f32 SIMT GEMV at m ≥ 2 decodes each word once for
     /// all activation rows (else the device row decides by the matrix's rows).
     decode_once: Option<bool>,
+    /// `--word-lanes 0|1`: whether the f32 SIMT GEMV's invocations step over words of codes
+    /// instead of 16-byte chunks (else the device row's choice).
+    word_lanes: Option<bool>,
     /// `--coop-tiles`: the tensor-core GEMM on the SIMT layout wherever a GEMM runs, the
     /// tensor-core layout's kernels not used.
     coop_tiles: bool,
@@ -186,7 +190,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load] [--model NAME]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load] [--model NAME]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -201,6 +205,7 @@ fn main() {
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
+    let mut word_lanes = None;
     let mut coop_tiles = false;
     let (mut row, mut tune, mut load, mut model) = (None, None, false, None);
     let mut args = std::env::args().skip(1);
@@ -279,6 +284,7 @@ fn main() {
                     .or_else(|| usage())
             }
             "--decode-once" => decode_once = Some(number() != 0),
+            "--word-lanes" => word_lanes = Some(number() != 0),
             "--coop-tiles" => coop_tiles = true,
             "--load" => load = true,
             "--row" => {
@@ -350,6 +356,7 @@ fn main() {
         jsonl,
         chain,
         decode_once,
+        word_lanes,
         coop_tiles,
         row,
         tune,
@@ -385,7 +392,14 @@ fn path(ctx: &Context, r: &Row) -> String {
         (true, None, Some((t, _))) => format!(" GEMM [{t}]{slices}"),
         (true, _, _) => " GEMM".to_string(),
         (false, _, _) if r.prepass => " int8-dot".to_string(),
-        (false, _, _) if r.decoded_once => " decoded-once".to_string(),
+        (false, _, _) if r.word_lanes || r.decoded_once => [
+            (r.word_lanes, " word-lanes"),
+            (r.decoded_once, " decoded-once"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, label)| *label)
+        .collect(),
         (false, _, _) => match r.gemv_shape {
             Some((t, s)) => format!(" {t}×{s}"),
             None => String::new(),
@@ -447,6 +461,7 @@ fn context(
                 gemm_ksplit: opt.gemm_ksplit,
                 coop_gemm_slices: opt.coop_gemm_slices,
                 simt_gemv_decode_once: opt.decode_once,
+                simt_gemv_word_lanes: opt.word_lanes,
                 coop_tiles: opt.coop_tiles.then_some(true),
                 blocks_gemv_rows: opt.blocks_rows,
                 blocks_gemv_pass_rows: opt.blocks_pass_rows,
@@ -492,7 +507,7 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
     let found = tune(ctx, &options)?;
     let (s, t) = (found.chosen, found.table);
     println!(
-        "tuned in {:.1} s ({} of {} candidates): SIMT GEMV workgroup {}, {} rows, unroll {}, split {} at {:.3} of the time of row {}'s ({}, {}, {}, {})",
+        "tuned in {:.1} s ({} of {} candidates): SIMT GEMV workgroup {}, {} rows, unroll {}, split {}, word lanes {} at {:.3} of the time of row {}'s ({}, {}, {}, {}, {})",
         started.elapsed().as_secs_f64(),
         found.timed,
         found.candidates,
@@ -500,12 +515,14 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
         s.rows,
         s.unroll,
         s.split,
+        s.word_lanes,
         found.time_vs_table,
         ctx.rules.row.name,
         t.workgroup,
         t.rows,
         t.unroll,
-        t.split
+        t.split,
+        t.word_lanes
     );
     Ok(found.blob)
 }
@@ -569,7 +586,7 @@ fn run(opt: &Options) -> Result<()> {
     let copy = ceil.copy;
     let t = ctx.pipelines.tuning;
     println!(
-        "device: {} (path: {}; tuning row {}; SIMT kernels{}: workgroup {}, {} rows/workgroup, unroll {}, split {})",
+        "device: {} (path: {}; tuning row {}; SIMT kernels{}: workgroup {}, {} rows/workgroup, unroll {}, split {}, word lanes {})",
         ctx.device_name(),
         ctx.kernel_path(),
         ctx.rules.row.name,
@@ -577,7 +594,8 @@ fn run(opt: &Options) -> Result<()> {
         t.workgroup,
         t.rows,
         t.unroll,
-        t.split
+        t.split,
+        t.word_lanes
     );
     println!(
         "compute-shader copy (uvec4, read + write): {} GB/s",

@@ -44,6 +44,8 @@ pub(crate) struct Row {
     pub(crate) gemv_shape: Option<(u32, u32)>,
     /// The f32 SIMT GEMV ran decoding each word once for all activation rows.
     pub(crate) decoded_once: bool,
+    /// The f32 SIMT GEMV ran with its invocations stepping over words of codes.
+    pub(crate) word_lanes: bool,
     /// The tensor-core GEMM on the SIMT layout ran.
     pub(crate) tiles: bool,
     /// `--chain N`: µs per call of N dependent calls in one command buffer, cold and hot.
@@ -549,6 +551,10 @@ pub(crate) fn bench_shape(
             decoded_once: matches!(
                 choice.kernel,
                 gemv::KernelChoice::SimtGemv { key, .. } if key.decode_once
+            ),
+            word_lanes: matches!(
+                choice.kernel,
+                gemv::KernelChoice::SimtGemv { key, .. } if key.word_lanes
             ),
             tiles: matches!(choice.kernel, gemv::KernelChoice::CoopTiles(_)),
             gemv_shape: if gemm {
