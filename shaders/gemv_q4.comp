@@ -39,10 +39,13 @@
 //   two 2^tau as two exact factors 2^(tau/2) and 2^(tau - tau/2) (tau may lie beyond f32's
 //   exponent range; an infinite or NaN chunk has tau = 256, so 0 times inf gives NaN); x's
 //   digits are within 2^-22 of the chunk's largest |x|. Binding X holds, per activation row
-//   (x_stride uvec4 apart), 7 uvec4 per chunk: the digits D0 (x 2^16), D1 (x 2^8), D2, two
-//   uvec4 each - word j's even columns (k = 8j, 8j + 2, 8j + 4, 8j + 6, one byte each, as
-//   in the low nibbles of code word j), then its odd ones - and (tau, sum of D0, of D1, of
-//   D2). y = sum s 2^tau value.
+//   (x_stride uvec4 apart), 7 uvec4 (28 words) per chunk: for each code word j of the chunk
+//   six words, for each digit D0 (x 2^16), D1 (x 2^8), D2 its even columns (k = 8j, 8j + 2,
+//   8j + 4, 8j + 6, one byte each, as in the low nibbles of code word j) then its odd ones;
+//   then (tau, sum of D0, of D1, of D2). y = sum s 2^tau value. With WORD_LANES an
+//   invocation reads its word's six words (next to its neighbour's) and the chunk's last
+//   uvec4; the invocation of the chunk's first word also takes the chunk's zero-point and
+//   offset terms (which need the sums).
 #extension GL_GOOGLE_include_directive : require
 // Every loop over specialization constants is unrolled: the per-row arrays must stay in
 // registers (a dynamically indexed array goes to local memory on NVIDIA).
@@ -99,7 +102,7 @@ layout(constant_id = SPEC_DECODE_ONCE) const bool DECODE_ONCE = false;
 // Invocations take a word of codes (8 weights) at a time instead of a whole chunk, so that
 // neighbouring invocations read neighbouring x (a subgroup's x loads span as many bytes as
 // they carry, where chunk-wide steps put each invocation's x 128 bytes from the next one's)
-// and neighbouring words of each row. Not with DOT (x in digits is laid out per chunk).
+// and neighbouring words of each row.
 layout(constant_id = SPEC_WORD_LANES) const bool WORD_LANES = false;
 // The weights a word at a time (binding 0 as 32-bit words).
 layout(set = 0, binding = 0) coherent readonly buffer WeightWords { uint w_words[]; };
@@ -121,6 +124,7 @@ layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order
 #include "q4_simt.glsl"
 #ifdef DOT
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XD { uvec4 xd[]; };
+layout(set = XY_SET, binding = X_BINDING) readonly buffer XD2 { uvec2 xd2[]; };
 #endif
 
 const uint MR = M * ROWS;
@@ -191,20 +195,33 @@ void load_x(uint mi, uint c, out vec4 xv[8]) {
 }
 
 #ifdef DOT
-// s (sum over the chunk of (u - z) q t) + o (sum of q t), q = D0 2^16 + D1 2^8 + D2 the
-// chunk's x in digits `d` (sums `dsum`, scale t = t1 t2), codes w, zero point z (0 with
-// offsets), scale s, offset o: per digit an exact int32 (|.| <= 32 * 15 * 128), then one
-// f32, multiplied by t before s or o (|value t| <= ~960 |x|: no overflow where s x has none).
-float chunk_dot(uvec4 w, uvec4 d[6], ivec3 dsum, float t1, float t2, int z, float s, float o) {
-    ivec3 e = ivec3(0);
-    [[unroll]] for (uint j = 0u; j < 4u; j++) {
-        int even = int(w[j] & 0x0F0F0F0Fu);
-        int odd = int((w[j] >> 4) & 0x0F0F0F0Fu);
-        [[unroll]] for (uint l = 0u; l < 3u; l++) {
-            uvec4 v = d[2u * l + j / 2u];
-            e[l] += sdot4(even, int(v[2u * (j % 2u)]), 0) + sdot4(odd, int(v[2u * (j % 2u) + 1u]), 0);
-        }
+// Per digit l, the sum over code word w's 8 codes u of u times that digit of their x
+// (dw[l]: its even columns' bytes, then its odd ones').
+ivec3 word_dot(uint w, uvec2 dw[3]) {
+    int even = int(w & 0x0F0F0F0Fu);
+    int odd = int((w >> 4) & 0x0F0F0F0Fu);
+    ivec3 e;
+    [[unroll]] for (uint l = 0u; l < 3u; l++) {
+        e[l] = sdot4(even, int(dw[l].x), 0) + sdot4(odd, int(dw[l].y), 0);
     }
+    return e;
+}
+
+// The digits of code word j of a chunk whose first six uvec4 are d.
+void chunk_word_digits(uvec4 d[6], uint j, out uvec2 dw[3]) {
+    [[unroll]] for (uint l = 0u; l < 3u; l++) {
+        uint at = 6u * j + 2u * l;
+        dw[l] = uvec2(d[at >> 2][at & 3u], d[at >> 2][(at & 3u) + 1u]);
+    }
+}
+
+// s (sum of (u q) t - z (sum of q) t) + o (sum of q) t, with `e` the per-digit sums of u
+// times the digits of q = D0 2^16 + D1 2^8 + D2 (over a chunk, or a word of it), `dsum` the
+// digits' sums over the chunk (or 0: the chunk's zero-point and offset terms are taken
+// elsewhere), scale t = t1 t2, zero point z (0 with offsets), scale s, offset o: per digit
+// an exact int32 (|.| <= 32 * 15 * 128), then one f32, multiplied by t before s or o
+// (|value t| <= ~960 |x|: no overflow where s x has none).
+float digits_value(ivec3 e, ivec3 dsum, float t1, float t2, int z, float s, float o) {
     e -= z * dsum;
     float value = (float(e.x) * 256.0 + float(e.y)) * 256.0 + float(e.z);
     if (HAS_OFFSETS) {
@@ -232,12 +249,12 @@ float partial(float acc[MRI], uint i, uint j) {
     return q % SPLIT == j ? acc[mi * RPI + q / SPLIT] : 0.0;
 }
 
-#if !defined(DOT) && !defined(EXPORT)
+#ifndef EXPORT
 // The K loop with WORD_LANES: invocation `cl` of the `stride` sharing rows takes words
 // cl, cl + stride, .. of each of its rows (words past the end are clamped for the loads and
 // add nothing), UNROLL words per row at a time, and adds into `acc` as the chunk loop does:
-// per activation row (dot8_acc, then the scale) or, with DECODE_ONCE, each word decoded
-// and scaled once for all activation rows.
+// per activation row (DOT: the word's packed dot products; else dot8_acc, then the scale)
+// or, with DECODE_ONCE, each word decoded and scaled once for all activation rows.
 void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
     uint words = p.chunks * 4u;
     uint last_word = words - 1u;
@@ -247,6 +264,7 @@ void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
         float sc[UR];
         vec4 off[UR];
         float ob[UR];
+        int zi[UR];
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
             uint wi = min(w0 + u * stride, last_word);
             uint g = (wi >> 2) >> p.group_shift;
@@ -255,7 +273,9 @@ void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
                 uint i = u * RPI + r;
                 wd[i] = w_words[row * words + wi];
                 sc[i] = scale_at(row * p.groups + g);
-                off[i] = nibble_offset(zero_at(row * p.groups + g));
+                float z = zero_at(row * p.groups + g);
+                off[i] = nibble_offset(z);
+                zi[i] = int(z);
                 ob[i] = offset_at(row * p.groups + g);
             }
         }
@@ -268,6 +288,24 @@ void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
             }
             uint c = wi >> 2;
             uint q = wi & 3u;
+#ifdef DOT
+            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                uint at = token_row(mi) * p.x_stride + 7u * c;
+                uvec2 dw[3];
+                [[unroll]] for (uint l = 0u; l < 3u; l++) {
+                    dw[l] = xd2[2u * at + 3u * q + l];
+                }
+                uvec4 meta = xd[at + 6u];
+                int tau = int(meta.x);
+                float t1 = pow2(tau / 2);
+                float t2 = pow2(tau - tau / 2);
+                ivec3 dsum = q == 0u ? ivec3(meta.yzw) : ivec3(0);
+                [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                    uint i = u * RPI + r;
+                    acc[mi * RPI + r] += digits_value(word_dot(wd[i], dw), dsum, t1, t2, zi[i], sc[i], ob[i]);
+                }
+            }
+#else
             if (!DECODE_ONCE) {
                 [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                     vec4 xa;
@@ -307,6 +345,7 @@ void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
                     acc[mi * RPI + r] = HAS_OFFSETS ? fma(ob[u * RPI + r], xsum, t) : t;
                 }
             }
+#endif
         }
     }
 }
@@ -332,7 +371,7 @@ void main() {
         acc[i] = 0.0;
     }
 
-#if !defined(DOT) && !defined(EXPORT)
+#ifndef EXPORT
     if (WORD_LANES) {
         word_lanes(row0, j, cl, STRIDE, acc);
     } else
@@ -378,8 +417,13 @@ void main() {
                 ivec3 dsum = ivec3(meta.yzw);
                 [[unroll]] for (uint r = 0u; r < RPI; r++) {
                     uint i = u * RPI + r;
-                    acc[mi * RPI + r] +=
-                        live ? chunk_dot(wv[i], d, dsum, t1, t2, zi[i], sc[i], ob[i]) : 0.0;
+                    ivec3 e = ivec3(0);
+                    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+                        uvec2 dw[3];
+                        chunk_word_digits(d, q, dw);
+                        e += word_dot(wv[i][q], dw);
+                    }
+                    acc[mi * RPI + r] += live ? digits_value(e, dsum, t1, t2, zi[i], sc[i], ob[i]) : 0.0;
                 }
             }
 #else

@@ -142,10 +142,10 @@ void main() {
     if (!live) {
         return;
     }
-    // uvec4 (2 level + j / 2) of the chunk, components 2 (j % 2) and 2 (j % 2) + 1.
+    // Words 6 j + 2 level and 6 j + 2 level + 1 of the chunk's 28.
     uint at = out_start + 7u * c;
     [[unroll]] for (uint level = 0u; level < 3u; level++) {
-        digits2[2u * (at + 2u * level + j / 2u) + j % 2u] = packed[level];
+        digits2[2u * at + 3u * j + level] = packed[level];
     }
     if (j == 0u) {
         ivec3 total = word_sums[first] + word_sums[first + 1u] + word_sums[first + 2u]

@@ -86,7 +86,7 @@ fn gemv_decoding_once_or_per_activation_row_matches_reference() {
 }
 
 /// The f32 GEMV with its invocations stepping over words of codes instead of chunks (a
-/// device row's or tuning's choice): every case, both ways through m ≥ 2, and the other
+/// device row's or tuning's choice; the digits GEMV's: `gpu_int_dot`): every case, both ways through m ≥ 2, and the other
 /// matrix forms, each call checked to have run word lanes (the portable kernels have one
 /// shape and never do).
 #[test]

@@ -40,6 +40,26 @@ fn context(int_dot: IntDot) -> Context {
     Context::new(config, counting_logger()).unwrap()
 }
 
+/// [`context`] with the digits GEMV's invocations fixed to step over chunks or over words
+/// of codes (`word_lanes`), both checked by the reference tests.
+fn context_with_lanes(word_lanes: bool) -> Context {
+    let mut ctx = context(IntDot::Forced);
+    ctx.set_overrides(|o| o.simt_gemv_word_lanes = Some(word_lanes))
+        .expect("a valid override");
+    ctx
+}
+
+/// Asserts that a call at `m` on `mat` runs the digits GEMV stepping as `ctx` fixes.
+fn assert_runs_digits_gemv(ctx: &Context, mat: &DeviceMatrix, m: usize, word_lanes: bool) {
+    let p = dense_params(&mat.form, m, Recording::default());
+    let choice = gemv::decide(&ctx.rules, &mat.form, &p, gemv::Room::AsNeeded).unwrap();
+    let gemv::KernelChoice::SimtGemv { key, .. } = choice.kernel else {
+        panic!("m = {m}: {choice:?} is not the SIMT GEMV");
+    };
+    assert!(key.dot, "m = {m}: {key:?}");
+    assert_eq!(key.word_lanes, word_lanes, "m = {m}");
+}
+
 /// `m` rows of `k` activations, with a block of huge values, one of tiny ones and one of
 /// zeros where K has room.
 fn activations(rng: &mut Rng, m: usize, k: usize) -> Vec<f32> {
@@ -112,7 +132,7 @@ fn model_digits(row: &[f32]) -> Vec<u32> {
             let d0 = (q1 - d1) >> 8;
             let (word, within) = (j / 8, j % 8);
             for (level, digit) in [d0, d1, d2].into_iter().enumerate() {
-                let at = 4 * (2 * level + word / 2) + 2 * (word % 2) + within % 2;
+                let at = 6 * word + 2 * level + within % 2;
                 words[at] |= u32::from(digit as i8 as u8) << (8 * (within / 2));
                 sums[level] += digit;
             }
@@ -332,12 +352,18 @@ fn the_pre_pass_gathers_through_a_column_order() {
 
 #[test]
 fn digits_gemv_matches_the_reference() {
-    let ctx = context(IntDot::Forced);
+    for word_lanes in [false, true] {
+        digits_gemv_matches_the_reference_stepping(word_lanes);
+    }
+}
+
+fn digits_gemv_matches_the_reference_stepping(word_lanes: bool) {
+    let ctx = context_with_lanes(word_lanes);
     assert!(
         ctx.rules.int_dot,
         "the device has no shaderIntegerDotProduct (Vulkan 1.3 / VK_KHR_shader_integer_dot_product)"
     );
-    let mut rng = Rng(0x1D07);
+    let mut rng = Rng(0x1D07 + u64::from(word_lanes));
     // (n, k, group, zero points, f32 scales)
     let cases = [
         (37usize, 300usize, 32i32, true, false),
@@ -349,10 +375,11 @@ fn digits_gemv_matches_the_reference() {
     for &(n, k, g, z, f32s) in &cases {
         let d = random_q4(&mut rng, n, k, g, z, f32s);
         let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
+        assert_runs_digits_gemv(&ctx, &mat, 3, word_lanes);
         for m in (1..=8usize).chain([9, 16, 21]) {
             let x = activations(&mut rng, m, k);
             let want = reference::gemv(&d, &x, m);
-            let what = format!("{n}x{k} g{g} z{z} f32 scales {f32s}");
+            let what = format!("{n}x{k} g{g} z{z} f32 scales {f32s} word lanes {word_lanes}");
             assert_gemv_matches(&ctx, &mat, &x, m, &want, &what);
         }
     }
@@ -402,17 +429,21 @@ fn the_digits_gemv_runs_up_to_its_limit_by_default() {
 
 #[test]
 fn digits_gemv_with_offsets_matches_the_reference() {
-    let ctx = context(IntDot::Forced);
-    assert!(ctx.rules.int_dot);
-    let mut rng = Rng(0x0FF5);
-    for &(n, k) in &[(40usize, 256usize), (17, 200)] {
-        let d = random_q4(&mut rng, n, k, 32, false, true);
-        let offsets: Vec<f32> = (0..n * k.div_ceil(32)).map(|_| rng.f32() * 0.05).collect();
-        let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
-        for m in [1usize, 3, 8, 13] {
-            let x = activations(&mut rng, m, k);
-            let want = reference::gemv_with_offsets(&d, &offsets, &x, m);
-            assert_gemv_matches(&ctx, &mat, &x, m, &want, &format!("offsets {n}x{k}"));
+    for word_lanes in [false, true] {
+        let ctx = context_with_lanes(word_lanes);
+        assert!(ctx.rules.int_dot);
+        let mut rng = Rng(0x0FF5);
+        for &(n, k) in &[(40usize, 256usize), (17, 200)] {
+            let d = random_q4(&mut rng, n, k, 32, false, true);
+            let offsets: Vec<f32> = (0..n * k.div_ceil(32)).map(|_| rng.f32() * 0.05).collect();
+            let mat = DeviceMatrix::new(&ctx, &d, Some(&offsets), None).unwrap();
+            assert_runs_digits_gemv(&ctx, &mat, 1, word_lanes);
+            for m in [1usize, 3, 8, 13] {
+                let x = activations(&mut rng, m, k);
+                let want = reference::gemv_with_offsets(&d, &offsets, &x, m);
+                let what = format!("offsets {n}x{k} word lanes {word_lanes}");
+                assert_gemv_matches(&ctx, &mat, &x, m, &want, &what);
+            }
         }
     }
     assert_nothing_logged();
@@ -420,22 +451,26 @@ fn digits_gemv_with_offsets_matches_the_reference() {
 
 #[test]
 fn digits_gemv_with_a_column_order_matches_the_reference() {
-    let ctx = context(IntDot::Forced);
-    assert!(ctx.rules.int_dot);
-    let mut rng = Rng(0x0DE5);
-    let (n, k) = (33usize, 232usize);
-    let d = random_q4(&mut rng, n, k, 32, true, false);
-    let order: Vec<u32> = (0..k).map(|j| (j * 97 % k) as u32).collect();
-    let mat = DeviceMatrix::new(&ctx, &d, None, Some(&order)).unwrap();
-    for m in [1usize, 5, 11] {
-        let x = activations(&mut rng, m, k);
-        // Column j of the matrix meets input order[j].
-        let xo: Vec<f32> = x
-            .chunks_exact(k)
-            .flat_map(|row| order.iter().map(|&i| row[i as usize]))
-            .collect();
-        let want = reference::gemv(&d, &xo, m);
-        assert_gemv_matches(&ctx, &mat, &x, m, &want, "act-order");
+    for word_lanes in [false, true] {
+        let ctx = context_with_lanes(word_lanes);
+        assert!(ctx.rules.int_dot);
+        let mut rng = Rng(0x0DE5);
+        let (n, k) = (33usize, 232usize);
+        let d = random_q4(&mut rng, n, k, 32, true, false);
+        let order: Vec<u32> = (0..k).map(|j| (j * 97 % k) as u32).collect();
+        let mat = DeviceMatrix::new(&ctx, &d, None, Some(&order)).unwrap();
+        assert_runs_digits_gemv(&ctx, &mat, 5, word_lanes);
+        for m in [1usize, 5, 11] {
+            let x = activations(&mut rng, m, k);
+            // Column j of the matrix meets input order[j].
+            let xo: Vec<f32> = x
+                .chunks_exact(k)
+                .flat_map(|row| order.iter().map(|&i| row[i as usize]))
+                .collect();
+            let want = reference::gemv(&d, &xo, m);
+            let what = format!("act-order word lanes {word_lanes}");
+            assert_gemv_matches(&ctx, &mat, &x, m, &want, &what);
+        }
     }
     assert_nothing_logged();
 }

@@ -97,7 +97,7 @@ pub struct SimtGemv {
     pub unroll: u32,
     /// Invocations sharing each chunk.
     pub split: u32,
-    /// The f32 GEMV's invocations step over words of codes instead of 16-byte chunks
+    /// The GEMV's invocations step over words of codes instead of 16-byte chunks
     /// (`vk::pipeline::Tuning::word_lanes`).
     pub word_lanes: bool,
 }

@@ -925,9 +925,8 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
 /// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
 fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
-    // x in digits is laid out per chunk; the portable kernels have one shape.
-    let word_lanes = !dot
-        && !r.portable
+    // The portable kernels have one shape.
+    let word_lanes = !r.portable
         && r.overrides()
             .simt_gemv_word_lanes
             .unwrap_or(r.simt.word_lanes);

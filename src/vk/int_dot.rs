@@ -8,11 +8,13 @@
 //! included), and integers `q = round(x / t)` (ties to even; `|q| ≤ 2^22`), within `2^-22`
 //! of the chunk's largest magnitude, split into three signed bytes `q = D0·2^16 + D1·2^8 +
 //! D2`. A chunk with an infinite or NaN element gets `τ = 256` and zero digits (its results
-//! are 0 · ∞: NaN where the driver keeps infinities and NaNs). Layout (uvec4 units, [`row_vectors`] per activation row), per chunk 7 uvec4:
-//! for each digit two, the first `(even w0, odd w0, even w1, odd w1)`, the second the same
-//! for words 2 and 3 of the chunk's codes (`even wj`: the digits of columns `8j, 8j + 2,
-//! 8j + 4, 8j + 6`, one per byte, as the low nibbles of code word `j` hold those columns;
-//! `odd wj` columns `8j + 1, …, 8j + 7`), then `(τ, Σ D0, Σ D1, Σ D2)`.
+//! are 0 · ∞: NaN where the driver keeps infinities and NaNs). Layout (uvec4 units,
+//! [`row_vectors`] per activation row), per chunk 7 uvec4 (28 32-bit words): for each code
+//! word `j` of the chunk six words, `(even D0, odd D0, even D1, odd D1, even D2, odd D2)`
+//! (`even`: the digits of columns `8j, 8j + 2, 8j + 4, 8j + 6`, one per byte, as the low
+//! nibbles of code word `j` hold those columns; `odd`: columns `8j + 1, …, 8j + 7`), so that
+//! invocations taking neighbouring code words read neighbouring digits; then
+//! `(τ, Σ D0, Σ D1, Σ D2)`.
 
 use ash::vk;
 use std::ffi::CStr;

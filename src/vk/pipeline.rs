@@ -97,9 +97,9 @@ pub struct Tuning {
     /// Smallest workgroup a matrix with few chunks per row gets (a power of two, at least
     /// the device's subgroup size).
     pub min_workgroup: u32,
-    /// The f32 kernel's invocations step over words of codes (8 weights, 4 per chunk)
-    /// instead of chunks, so that a subgroup's x loads are contiguous (the integer
-    /// dot-product and exported kernels step over chunks).
+    /// The GEMV's invocations step over words of codes (8 weights, 4 per chunk) instead of
+    /// chunks, so that a subgroup's x (or digits) loads are contiguous (the exported and
+    /// portable kernels step over chunks).
     pub word_lanes: bool,
 }
 
@@ -240,8 +240,8 @@ pub struct PipelineKey {
     /// f32 kernel, m ≥ 2: each word of codes decoded once for all activation rows, x read
     /// a word at a time (else decoded per activation row, a chunk's x loaded at once).
     pub decode_once: bool,
-    /// f32 kernel: invocations step over words of codes (8 weights) instead of 16-byte
-    /// chunks, so that a subgroup's x loads are contiguous ([`Tuning::word_lanes`]).
+    /// Invocations step over words of codes (8 weights) instead of 16-byte chunks, so that
+    /// a subgroup's x (or digits) loads are contiguous ([`Tuning::word_lanes`]).
     pub word_lanes: bool,
 }
 
