@@ -142,101 +142,127 @@ void piece_inputs(uint piece, out uint ka, out uint kb) {
     }
 }
 
-// Piece `piece` of block `gb` (index into the part's streams): its two runs' codes as
-// numbers (qa, qb: 16 each, in input order; their inputs: `piece_inputs`) and their scales
-// and offsets (so: s_a, o_a, s_b, o_b).
-void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
-    uvec4 v = q[gb * QW + (TYPE == T_Q5_K ? 2u + piece : piece)];
-    so = vec4(0.0);
+// The 16-byte code word piece `piece` of block `gb` (index into the part's streams)
+// decodes from.
+uint piece_word(uint gb, uint piece) {
+    return gb * QW + (TYPE == T_Q5_K ? 2u + piece : piece);
+}
+
+// The second 16-byte code word of the piece's decode: Q8_0's second half, Q5_K's fifth
+// bits, Q6_K's two high bits; the first again for the other types (unread, but NVFP4's,
+// whose runs lie in its one word).
+uint piece_second_word(uint gb, uint piece) {
+    if (TYPE == T_Q8_0) {
+        return gb * QW + 1u;
+    }
+    if (TYPE == T_Q5_K) {
+        // Bits 2j, 2j + 1 of bytes 16h .. 16h + 15 of qh for code word 16h of chunk j.
+        return gb * QW + (piece & 1u);
+    }
+    if (TYPE == T_Q6_K) {
+        // Pairs of qh byte 32n + o % 32 + t for ql bytes o .. o + 15 of half n.
+        uint o = 16u * (piece & 3u);
+        return gb * QW + 8u + 2u * (piece >> 2) + ((o & 31u) >> 4);
+    }
+    return piece_word(gb, piece);
+}
+
+// Which 32-bit words of the first and second code words quarter c (0..3) of a piece
+// decodes from: word c of each, but NVFP4's: word c % 2 (sub-block 2 piece) and word
+// 2 + c % 2 (sub-block 2 piece + 1) of the first.
+uint quarter_first(uint c) {
+    return TYPE == T_NVFP4 ? c & 1u : c;
+}
+uint quarter_second(uint c) {
+    return TYPE == T_NVFP4 ? 2u + (c & 1u) : c;
+}
+
+// Q5_0's and Q5_1's fifth bits of block gb (0 for the other types).
+uint block_high_bits(uint gb) {
+    return TYPE == T_Q5_0 || TYPE == T_Q5_1 ? hb[gb] : 0u;
+}
+
+// Quarter c (0..3) of piece `piece`: its codes as numbers, qa of inputs 4c .. 4c + 3 of
+// the first run, qb of the second's (in input order; the runs: `piece_inputs`), from the
+// 32-bit words w1 and w2 of the piece's first and second code words that `quarter_first`
+// and `quarter_second` name, and the block's fifth bits h (`block_high_bits`).
+void decode_quarter(uint piece, uint c, uint w1, uint w2, uint h, out vec4 qa, out vec4 qb) {
     if (TYPE == T_Q5_0 || TYPE == T_Q5_1 || TYPE == T_Q4_1 || TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
         // Byte j: input j low nibble, j + 16 high; Q5_0's and Q5_1's fifth bits: bit j and
         // j + 16 of qh.
-        uint h = TYPE == T_Q5_0 || TYPE == T_Q5_1 ? hb[gb] : 0u;
-        [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            if (TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
-                uvec4 table = TYPE == T_MXFP4 ? FP4_WORDS : IQ4_WORDS;
-                qa[c] = looked_up(v[c], 0u, table);
-                qb[c] = looked_up(v[c], 4u, table);
-            } else {
-                uvec4 lo = byte_fields(v[c], 0u, 0xFu);
-                uvec4 hi = byte_fields(v[c], 4u, 0xFu);
-                if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
-                    uvec4 bits = uvec4(h) >> uvec4(4u * c, 4u * c + 1u, 4u * c + 2u, 4u * c + 3u);
-                    lo |= (bits & 1u) << 4;
-                    hi |= ((bits >> 16) & 1u) << 4;
-                }
-                float bias = TYPE == T_Q5_0 ? 16.0 : 0.0;
-                qa[c] = from_integers(lo, bias);
-                qb[c] = from_integers(hi, bias);
-            }
-        }
-        if (TYPE == T_Q5_0) {
-            float d = scale_half(2u * gb);
-            so = vec4(d, 0.0, d, 0.0);
-        } else if (TYPE == T_Q5_1 || TYPE == T_Q4_1) {
-            vec2 dm = unpackHalf2x16(a[gb]);
-            so = vec4(dm.x, dm.y, dm.x, dm.y);
-        } else if (TYPE == T_IQ4_NL) {
-            float d = scale_half(2u * gb);
-            so = vec4(d, 0.0, d, 0.0);
+        if (TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
+            uvec4 table = TYPE == T_MXFP4 ? FP4_WORDS : IQ4_WORDS;
+            qa = looked_up(w1, 0u, table);
+            qb = looked_up(w1, 4u, table);
         } else {
-            float d = e8m0_half(scale_byte(gb));
-            so = vec4(d, 0.0, d, 0.0);
+            uvec4 lo = byte_fields(w1, 0u, 0xFu);
+            uvec4 hi = byte_fields(w1, 4u, 0xFu);
+            if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
+                uvec4 bits = uvec4(h) >> uvec4(4u * c, 4u * c + 1u, 4u * c + 2u, 4u * c + 3u);
+                lo |= (bits & 1u) << 4;
+                hi |= ((bits >> 16) & 1u) << 4;
+            }
+            float bias = TYPE == T_Q5_0 ? 16.0 : 0.0;
+            qa = from_integers(lo, bias);
+            qb = from_integers(hi, bias);
         }
     } else if (TYPE == T_Q8_0) {
-        uvec4 v2 = q[gb * QW + 1u];
-        [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            qa[c] = signed_bytes(v[c]);
-            qb[c] = signed_bytes(v2[c]);
-        }
-        float d = scale_half(2u * gb);
-        so = vec4(d, 0.0, d, 0.0);
+        qa = signed_bytes(w1);
+        qb = signed_bytes(w2);
     } else if (TYPE == T_NVFP4) {
-        // Word `piece`: sub-blocks 2 piece (bytes 0..7) and 2 piece + 1 (bytes 8..15);
-        // byte j of a sub-block: input j low nibble, j + 8 high.
-        qa[0] = looked_up(v.x, 0u, FP4_WORDS);
-        qa[1] = looked_up(v.y, 0u, FP4_WORDS);
-        qa[2] = looked_up(v.x, 4u, FP4_WORDS);
-        qa[3] = looked_up(v.y, 4u, FP4_WORDS);
-        qb[0] = looked_up(v.z, 0u, FP4_WORDS);
-        qb[1] = looked_up(v.w, 0u, FP4_WORDS);
-        qb[2] = looked_up(v.z, 4u, FP4_WORDS);
-        qb[3] = looked_up(v.w, 4u, FP4_WORDS);
-        uint s = a[gb] >> (16u * piece);
-        so = vec4(ue4m3(s & 0xFFu) * 0.5, 0.0, ue4m3((s >> 8) & 0xFFu) * 0.5, 0.0);
+        // Sub-block 2 piece (bytes 0..7 of the word) and 2 piece + 1 (bytes 8..15); byte
+        // j of a sub-block: input j low nibble, j + 8 high.
+        qa = looked_up(w1, 4u * (c >> 1), FP4_WORDS);
+        qb = looked_up(w2, 4u * (c >> 1), FP4_WORDS);
     } else if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
         // Code word `piece` = bytes 16h .. 16h + 15 of chunk j: sub-block 2j low nibbles,
         // 2j + 1 high; Q5_K's fifth bits are bits 2j, 2j + 1 of the same bytes of qh.
         uint j = piece >> 1;
-        uint h = piece & 1u;
-        uvec4 qh = TYPE == T_Q5_K ? q[gb * QW + h] : uvec4(0u);
-        [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            uvec4 lo = byte_fields(v[c], 0u, 0xFu);
-            uvec4 hi = byte_fields(v[c], 4u, 0xFu);
-            if (TYPE == T_Q5_K) {
-                lo |= byte_fields(qh[c], 2u * j, 1u) << 4;
-                hi |= byte_fields(qh[c], 2u * j + 1u, 1u) << 4;
-            }
-            qa[c] = from_integers(lo, 0.0);
-            qb[c] = from_integers(hi, 0.0);
+        uvec4 lo = byte_fields(w1, 0u, 0xFu);
+        uvec4 hi = byte_fields(w1, 4u, 0xFu);
+        if (TYPE == T_Q5_K) {
+            lo |= byte_fields(w2, 2u * j, 1u) << 4;
+            hi |= byte_fields(w2, 2u * j + 1u, 1u) << 4;
         }
-        uvec4 hdr = a16[gb];
-        vec2 dm = unpackHalf2x16(hdr.x);
-        vec4 sm = from_integers(uvec4(k_scale_min(hdr.yzw, 2u * j), k_scale_min(hdr.yzw, 2u * j + 1u)), 0.0);
-        so = vec4(dm.x * sm.x, -(dm.y * sm.y), dm.x * sm.z, -(dm.y * sm.w));
+        qa = from_integers(lo, 0.0);
+        qb = from_integers(hi, 0.0);
     } else if (TYPE == T_Q6_K) {
         // ql word `piece` = bytes o .. o + 15 of half n's 64: inputs 128n + o + t (low) and
         // 128n + 64 + o + t (high); their two high bits: pairs o/32 and 2 + o/32 of
         // qh byte 32n + o % 32 + t.
+        uint pa = 2u * ((16u * (piece & 3u)) >> 5);
+        qa = from_integers(byte_fields(w1, 0u, 0xFu) | byte_fields(w2, pa, 3u) << 4, 32.0);
+        qb = from_integers(byte_fields(w1, 4u, 0xFu) | byte_fields(w2, pa + 4u, 3u) << 4, 32.0);
+    } else {
+        // IQ4_XS: sub-block `piece`, input 32 piece + j low nibble, + 16 high.
+        qa = looked_up(w1, 0u, IQ4_WORDS);
+        qb = looked_up(w1, 4u, IQ4_WORDS);
+    }
+}
+
+// Piece `piece` of block `gb`'s scales and offsets (s_a, o_a, s_b, o_b) of its two runs.
+vec4 piece_scales(uint gb, uint piece) {
+    if (TYPE == T_Q5_0 || TYPE == T_IQ4_NL || TYPE == T_Q8_0) {
+        float d = scale_half(2u * gb);
+        return vec4(d, 0.0, d, 0.0);
+    } else if (TYPE == T_Q5_1 || TYPE == T_Q4_1) {
+        vec2 dm = unpackHalf2x16(a[gb]);
+        return vec4(dm.x, dm.y, dm.x, dm.y);
+    } else if (TYPE == T_MXFP4) {
+        float d = e8m0_half(scale_byte(gb));
+        return vec4(d, 0.0, d, 0.0);
+    } else if (TYPE == T_NVFP4) {
+        uint s = a[gb] >> (16u * piece);
+        return vec4(ue4m3(s & 0xFFu) * 0.5, 0.0, ue4m3((s >> 8) & 0xFFu) * 0.5, 0.0);
+    } else if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
+        uint j = piece >> 1;
+        uvec4 hdr = a16[gb];
+        vec2 dm = unpackHalf2x16(hdr.x);
+        vec4 sm = from_integers(uvec4(k_scale_min(hdr.yzw, 2u * j), k_scale_min(hdr.yzw, 2u * j + 1u)), 0.0);
+        return vec4(dm.x * sm.x, -(dm.y * sm.y), dm.x * sm.z, -(dm.y * sm.w));
+    } else if (TYPE == T_Q6_K) {
         uint n = piece >> 2;
         uint o = 16u * (piece & 3u);
-        uvec4 qh = q[gb * QW + 8u + 2u * n + ((o & 31u) >> 4)];
-        uint pa = 2u * (o >> 5);
-        [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            qa[c] = from_integers(byte_fields(v[c], 0u, 0xFu) | byte_fields(qh[c], pa, 3u) << 4, 32.0);
-            qb[c] = from_integers(byte_fields(v[c], 4u, 0xFu) | byte_fields(qh[c], pa + 4u, 3u) << 4,
-                                  32.0);
-        }
         uvec4 scales = q[gb * QW + 12u];
         uint ia = 8u * n + (o >> 4);
         uint ib = ia + 4u;
@@ -244,18 +270,27 @@ void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
         // The two runs' signed 8-bit scales, offset by 128 to unsigned and back.
         uvec2 sc = (uvec2(scales[ia >> 2], scales[ib >> 2]) >> (8u * uvec2(ia & 3u, ib & 3u))) & 0xFFu;
         vec4 scf = from_integers(uvec4(sc ^ 0x80u, 0u, 0u), 128.0);
-        so = vec4(d * scf.x, 0.0, d * scf.y, 0.0);
-    } else {
-        // IQ4_XS: sub-block `piece`, input 32 piece + j low nibble, + 16 high.
-        [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            qa[c] = looked_up(v[c], 0u, IQ4_WORDS);
-            qb[c] = looked_up(v[c], 4u, IQ4_WORDS);
-        }
-        uint w0 = a[2u * gb];
-        uint lo = (a[2u * gb + 1u] >> (4u * piece)) & 0xFu;
-        uint hi = (w0 >> (16u + 2u * piece)) & 3u;
-        float d = unpackHalf2x16(w0).x;
-        float dl = d * from_integers(uvec4(lo | (hi << 4)), 32.0).x;
-        so = vec4(dl, 0.0, dl, 0.0);
+        return vec4(d * scf.x, 0.0, d * scf.y, 0.0);
     }
+    // IQ4_XS.
+    uint w0 = a[2u * gb];
+    uint lo = (a[2u * gb + 1u] >> (4u * piece)) & 0xFu;
+    uint hi = (w0 >> (16u + 2u * piece)) & 3u;
+    float d = unpackHalf2x16(w0).x;
+    float dl = d * from_integers(uvec4(lo | (hi << 4)), 32.0).x;
+    return vec4(dl, 0.0, dl, 0.0);
+}
+
+// Piece `piece` of block `gb` (index into the part's streams): its two runs' codes as
+// numbers (qa, qb: 16 each, in input order; their inputs: `piece_inputs`) and their scales
+// and offsets (so: s_a, o_a, s_b, o_b).
+void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
+    uvec4 v = q[piece_word(gb, piece)];
+    // NVFP4's second run is in its one word.
+    uvec4 v2 = TYPE == T_NVFP4 ? v : q[piece_second_word(gb, piece)];
+    uint h = block_high_bits(gb);
+    [[unroll]] for (uint c = 0u; c < 4u; c++) {
+        decode_quarter(piece, c, v[quarter_first(c)], v2[quarter_second(c)], h, qa[c], qb[c]);
+    }
+    so = piece_scales(gb, piece);
 }

@@ -9,8 +9,12 @@
 // M up to 4; else again per row), then per row decode its 32 codes once into floats that
 // serve every activation row: y += s_a * sum(q_a x) + s_b * sum(q_b x) (+ o_a sum(x_a) +
 // o_b sum(x_b) for the types with minima), q an integer (E2M1 values doubled, their scale
-// halved) and s the block's f32 scale product as gguf-py forms it. One reduction after the loop, as in
-// `gemv_q4.comp`. Vulkan 1.0 storage buffers and f32 arithmetic only; no 8/16-bit storage.
+// halved) and s the block's f32 scale product as gguf-py forms it. With WORD_LANES the
+// invocations stride over quarters of pieces instead (a 32-bit word of codes: four inputs
+// of each run), so that neighbouring invocations read neighbouring x; each holds its
+// quarter's x of every activation row (8 values per row, M up to 8) and decodes its
+// piece's scales itself. One reduction after the loop, as in `gemv_q4.comp`. Vulkan 1.0
+// storage buffers and f32 arithmetic only; no 8/16-bit storage.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef SUBGROUP
@@ -27,6 +31,8 @@ layout(constant_id = 4) const uint SUBGROUP_SIZE = 32;       // the device's sub
 // Each invocation holds a piece's x of every activation row in registers for all its rows
 // (32 floats per activation row; passes of up to 4 rows), else loads it again for each row.
 layout(constant_id = 5) const bool X_HELD = true;
+// Invocations stride over quarters of pieces (x always held) instead of whole pieces.
+layout(constant_id = 6) const bool WORD_LANES = false;
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
@@ -37,6 +43,31 @@ layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
 #include "epilogue.glsl"
+// The codes as 32-bit words (word lanes).
+layout(set = 0, binding = 0) coherent readonly buffer CodeWords { uint q_words[]; };
+
+// The 4 activations k0 .. k0 + 3 (k0 a multiple of 4) of activation row mi.
+vec4 load_quad(uint mi, uint k0) {
+    uint row_start = token_row(mi) * p.x_stride;
+    if ((row_start & 3u) == 0u) {
+        if (X_F16) {
+            uint base = (row_start + k0) >> 1;
+            return vec4(unpackHalf2x16(xh[base]), unpackHalf2x16(xh[base + 1u]));
+        }
+        return x4[(row_start + k0) >> 2];
+    }
+    vec4 v;
+    [[unroll]] for (uint e = 0u; e < 4u; e++) {
+        uint at = row_start + k0 + e;
+        if (X_F16) {
+            vec2 pair = unpackHalf2x16(xh[at >> 1]);
+            v[e] = (at & 1u) == 0u ? pair.x : pair.y;
+        } else {
+            v[e] = x1[at];
+        }
+    }
+    return v;
+}
 
 // The 16 activations k0 .. k0 + 15 of activation row mi.
 void load_run(uint mi, uint k0, out vec4 xv[4]) {
@@ -87,6 +118,51 @@ float run_sum(vec4 xv[4]) {
 }
 
 const uint MR = M * ROWS;
+
+// The K loop with WORD_LANES: invocation tid takes quarters tid, tid + WORKGROUP, .. of
+// each row's pieces.
+void word_lanes(uint row0, uint tid, inout float acc[MR]) {
+    uint last_row = p.rows - 1u;
+    uint quarters = p.chunks * 4u;
+    for (uint wi = tid; wi < quarters; wi += WORKGROUP) {
+        uint c = wi >> 2;
+        uint quarter = wi & 3u;
+        uint blk = c / PIECES;
+        uint piece = c % PIECES;
+        uint ka;
+        uint kb;
+        piece_inputs(piece, ka, kb);
+        ka += blk * BLOCK + 4u * quarter;
+        kb += blk * BLOCK + 4u * quarter;
+        vec4 xa[M];
+        vec4 xb[M];
+        vec2 xsum[M];
+        [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+            xa[mi] = load_quad(mi, ka);
+            xb[mi] = load_quad(mi, kb);
+            xsum[mi] = HAS_MIN ? vec2(dot(xa[mi], vec4(1.0)), dot(xb[mi], vec4(1.0))) : vec2(0.0);
+        }
+        [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+            uint gb = min(row0 + r, last_row) * p.groups + blk;
+            uint w1 = q_words[4u * piece_word(gb, piece) + quarter_first(quarter)];
+            uint w2 = q_words[4u * piece_second_word(gb, piece) + quarter_second(quarter)];
+            vec4 qa;
+            vec4 qb;
+            decode_quarter(piece, quarter, w1, w2, block_high_bits(gb), qa, qb);
+            vec4 so = piece_scales(gb, piece);
+            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                float t = acc[mi * ROWS + r];
+                t = fma(so.x, dot(qa, xa[mi]), t);
+                t = fma(so.z, dot(qb, xb[mi]), t);
+                if (HAS_MIN) {
+                    t = fma(so.y, xsum[mi].x, t);
+                    t = fma(so.w, xsum[mi].y, t);
+                }
+                acc[mi * ROWS + r] = t;
+            }
+        }
+    }
+}
 // A piece loads its x once for all its rows (32 registers per activation row): the rules
 // run this kernel in passes of at most 4 activation rows (`vk::pipeline::BLOCKS_MAX_M`).
 #ifdef SUBGROUP
@@ -110,6 +186,9 @@ void main() {
     }
 
     // p.chunks: pieces per row (k / 32); p.groups: blocks per row.
+    if (WORD_LANES) {
+        word_lanes(row0, tid, acc);
+    } else
     for (uint c = tid; c < p.chunks; c += WORKGROUP) {
         uint blk = c / PIECES;
         uint piece = c % PIECES;

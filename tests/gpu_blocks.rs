@@ -176,6 +176,32 @@ fn every_type_runs_on_a_cpu_context() {
 /// which GPUs take where the tiles are too few; lavapipe takes none by itself): 2 and 3
 /// groups on two tiles, a type with minima and one with signed codes; the GEMV's rows per
 /// workgroup fixed at 1 and 16, and passes of 8 activation rows (x loaded again per row).
+/// The GEMV striding over quarters of pieces (a device row's choice): every type on every
+/// shape, one pass of up to 8 activation rows holding x, f32 and f16 x.
+#[test]
+fn every_type_runs_with_word_lanes() {
+    let mut gpu = Gpu::new(false);
+    gpu.context_mut()
+        .set_overrides(|o| o.blocks_gemv_word_lanes = Some(true))
+        .unwrap();
+    let mut rng = Rng(0xB115);
+    for ty in BlockType::ALL {
+        for (n, k) in shapes(ty) {
+            let bytes = random_blocks(&mut rng, ty, n, k);
+            let desc = blocks_desc(ty, n, k, &bytes);
+            check_matrix(
+                gpu.ctx,
+                &desc,
+                (&[1, 3, 8], &|m| m == 3, 8),
+                &mut rng,
+                true,
+                &format!("{} {n}x{k}, word lanes", ty.name()),
+            );
+        }
+    }
+    gpu.assert_quiet();
+}
+
 #[test]
 fn k_groups_and_fixed_rows_compute_the_same() {
     let mut gpu = Gpu::new(false);

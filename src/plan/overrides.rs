@@ -35,6 +35,9 @@ pub struct Overrides {
     pub blocks_gemv_rows: Option<u32>,
     /// Activation rows per pass of the GEMV on GGUF blocks (1 to 8).
     pub blocks_gemv_pass_rows: Option<u32>,
+    /// Whether the GEMV on GGUF blocks strides over quarters of pieces
+    /// (`BlocksKey::word_lanes`).
+    pub blocks_gemv_word_lanes: Option<bool>,
 }
 
 impl Overrides {

@@ -204,6 +204,9 @@ pub struct DeviceTuning {
     /// more workgroups of fewer rows where the weights are read once, more rows per
     /// workgroup where every pass reads them again).
     pub blocks_gemv_rows: (u32, u32),
+    /// Whether the GEMV on GGUF blocks strides over quarters of pieces (a word of codes per
+    /// invocation, x contiguous across a subgroup, passes of 8 rows) instead of pieces.
+    pub blocks_gemv_word_lanes: bool,
 }
 
 /// The GPU tiles of the SIMT GEMM: up to m = 16, 64 rows × 16 tokens (4 × 4 outputs per
@@ -264,6 +267,7 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
     // order) keep the SIMT GEMM.
     coop_tiles_gemm: false,
     blocks_gemv_rows: (2, 8),
+    blocks_gemv_word_lanes: false,
 };
 
 /// CPU implementations of Vulkan: workgroups run on one thread each, so tiles live in

@@ -687,6 +687,9 @@ impl fmt::Display for Choice {
                 if !key.x_held() {
                     write!(out, ", x per row")?;
                 }
+                if key.word_lanes {
+                    write!(out, ", word lanes")?;
+                }
             }
             KernelChoice::BlocksGemm(key) => {
                 let t = key.tile;
@@ -874,8 +877,21 @@ fn blocks_choice(
             ty,
         }));
     }
+    let word_lanes = !r.portable
+        && r.overrides()
+            .blocks_gemv_word_lanes
+            .unwrap_or(r.row.blocks_gemv_word_lanes);
+    // Word lanes hold x for a whole pass.
+    let default_pass = match word_lanes {
+        true => MAX_M,
+        false => BLOCKS_MAX_M,
+    };
     let pass_rows =
-        p.m.min(r.overrides().blocks_gemv_pass_rows.unwrap_or(BLOCKS_MAX_M));
+        p.m.min(r.overrides().blocks_gemv_pass_rows.unwrap_or(default_pass));
+    let steps = match word_lanes {
+        true => form.layout.chunks.saturating_mul(4),
+        false => form.layout.chunks,
+    };
     let (one_pass, passes) = r.row.blocks_gemv_rows;
     let rows = r
         .overrides()
@@ -886,11 +902,12 @@ fn blocks_choice(
         });
     let key = |m: u32| BlocksKey {
         portable: r.portable,
-        workgroup: r.simt.workgroup_for(form.layout.chunks),
+        workgroup: r.simt.workgroup_for(steps),
         rows,
         m,
         x_f16: p.x_f16,
         ty,
+        word_lanes,
     };
     let full = key(pass_rows);
     let shared = full.shared_bytes(r.simt.subgroup);

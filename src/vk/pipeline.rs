@@ -498,22 +498,26 @@ pub struct BlocksKey {
     pub x_f16: bool,
     /// The block type.
     pub ty: BlockType,
+    /// Invocations stride over quarters of pieces (a 32-bit word of codes) instead of
+    /// whole pieces, so that neighbouring invocations read neighbouring x.
+    pub word_lanes: bool,
 }
 
 /// The most activation rows per pass of the GEMV on GGUF blocks whose x each invocation
 /// holds in registers for all its rows (32 values per activation row), and the rules'
-/// default pass; passes of more rows load a piece's x again for each row.
+/// default pass; passes of more rows load a piece's x again for each row. With word lanes
+/// an invocation holds 8 values per activation row, for every m of a pass.
 pub const BLOCKS_MAX_M: u32 = 4;
 
 impl BlocksKey {
-    /// Whether each invocation holds a piece's x of every activation row for all its rows
-    /// (else it loads them again per row).
+    /// Whether each invocation holds its x of every activation row for all its rows (else
+    /// it loads them again per row).
     pub fn x_held(&self) -> bool {
-        self.m <= BLOCKS_MAX_M
+        self.word_lanes || self.m <= BLOCKS_MAX_M
     }
 
-    /// The specialization constants by id (0..5) on a device of `subgroup` invocations.
-    pub fn spec_values(&self, subgroup: u32) -> [u32; 6] {
+    /// The specialization constants by id (0..6) on a device of `subgroup` invocations.
+    pub fn spec_values(&self, subgroup: u32) -> [u32; 7] {
         [
             self.workgroup,
             self.rows,
@@ -521,6 +525,7 @@ impl BlocksKey {
             self.x_f16 as u32,
             subgroup,
             self.x_held() as u32,
+            self.word_lanes as u32,
         ]
     }
 

@@ -25,8 +25,9 @@
 //! `--workgroup W --rows R` overrides the kernel's workgroup size and rows per workgroup,
 //! `--unroll U` its chunks per row per step, `--split S` its invocations per chunk;
 //! `--decode-once 0|1` fixes whether the f32 SIMT GEMV at m ≥ 2 decodes each word of codes
-//! once for all activation rows, `--word-lanes 0|1` whether the f32 SIMT GEMV's
-//! invocations step over words of codes instead of chunks; `--row NAME` takes that tuning row instead of the device's
+//! once for all activation rows, `--word-lanes 0|1` whether the SIMT GEMV's invocations
+//! step over words of codes instead of chunks, `--blocks-word-lanes 0|1` whether the GEMV
+//! on GGUF blocks' step over quarters of pieces; `--row NAME` takes that tuning row instead of the device's
 //! (`default`: a device q4vk has no row for); `--tune MS` first tunes the SIMT GEMV's
 //! shape on the table's shapes and m (up to 8) within MS milliseconds (`q4vk_context_tune`)
 //! and runs the table on a context given its blob; `--load` prints load times instead
@@ -155,6 +156,9 @@ struct Options {
     /// `--word-lanes 0|1`: whether the f32 SIMT GEMV's invocations step over words of codes
     /// instead of 16-byte chunks (else the device row's choice).
     word_lanes: Option<bool>,
+    /// `--blocks-word-lanes 0|1`: whether the GEMV on GGUF blocks strides over quarters of
+    /// pieces (else the device row's choice).
+    blocks_word_lanes: Option<bool>,
     /// `--coop-tiles`: the tensor-core GEMM on the SIMT layout wherever a GEMM runs, the
     /// tensor-core layout's kernels not used.
     coop_tiles: bool,
@@ -190,7 +194,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load] [--model NAME]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load] [--model NAME]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -205,7 +209,7 @@ fn main() {
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
-    let mut word_lanes = None;
+    let (mut word_lanes, mut blocks_word_lanes) = (None, None);
     let mut coop_tiles = false;
     let (mut row, mut tune, mut load, mut model) = (None, None, false, None);
     let mut args = std::env::args().skip(1);
@@ -285,6 +289,7 @@ fn main() {
             }
             "--decode-once" => decode_once = Some(number() != 0),
             "--word-lanes" => word_lanes = Some(number() != 0),
+            "--blocks-word-lanes" => blocks_word_lanes = Some(number() != 0),
             "--coop-tiles" => coop_tiles = true,
             "--load" => load = true,
             "--row" => {
@@ -357,6 +362,7 @@ fn main() {
         chain,
         decode_once,
         word_lanes,
+        blocks_word_lanes,
         coop_tiles,
         row,
         tune,
@@ -462,6 +468,7 @@ fn context(
                 coop_gemm_slices: opt.coop_gemm_slices,
                 simt_gemv_decode_once: opt.decode_once,
                 simt_gemv_word_lanes: opt.word_lanes,
+                blocks_gemv_word_lanes: opt.blocks_word_lanes,
                 coop_tiles: opt.coop_tiles.then_some(true),
                 blocks_gemv_rows: opt.blocks_rows,
                 blocks_gemv_pass_rows: opt.blocks_pass_rows,
