@@ -232,6 +232,9 @@
 // always holds one.
 #define Q4VK_TUNING_BLOB_MAX_BYTES 256
 
+// The specialization id of the extended GEMM's f16 y (`shaders/gemm_q4.comp`).
+#define GEMM_SPEC_Y_F16 9
+
 // A context (opaque): a Vulkan device, or the CPU (`Q4VK_CONTEXT_CPU`). Created by
 // `q4vk_context_create`, released by `q4vk_context_destroy`. Safe to use from several
 // threads at once: q4vk serializes its own submissions.
@@ -566,7 +569,9 @@ typedef struct q4vk_kernel_export_desc {
   uint32_t struct_size;
   // `Q4VK_KERNEL_*`; default `Q4VK_KERNEL_PORTABLE`.
   q4vk_kernel_variant variant;
-  // `Q4VK_GEMV_*` bits (`Q4VK_GEMV_F16_ACTIVATIONS`); others are refused. Default 0.
+  // `Q4VK_GEMV_*` bits: `Q4VK_GEMV_F16_ACTIVATIONS`, and with the extended kernel
+  // `Q4VK_GEMV_F16_OUTPUT` (y in f16: the last specialization id, 11 of the subgroup GEMV,
+  // 10 of the portable GEMV, 9 of the GEMM); others are refused. Default 0.
   uint32_t flags;
   // Activation rows, ≥ 1; default 1. 1..8: the GEMV, specialized for this m (one
   // pipeline per m; ncnn: the input blob's height). Above 8: the GEMM, which reads m from
@@ -1533,7 +1538,11 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // Q4_1/Q4_K and act-order GPTQ need the extended kernel (`UNSUPPORTED` otherwise). The
 // extended kernel takes every source, also those the v0 kernel takes (its bindings 5 and 6
 // then unread), and specializes on ids 8 (offsets) and 9 (column order); the subgroup
-// size moves to id 10 there.
+// size moves to id 10 there, and the last id stores y in f16 (`Q4VK_GEMV_F16_OUTPUT` in
+// `desc->flags`: two bytes per element, binding 4's `bytes` rounded up to 4, each element
+// written without touching its neighbour in the same 32-bit word; no 16-bit storage
+// feature needed): id 11 of the subgroup kernel, id 10 of the portable one (which has no
+// subgroup-size constant); every build's own ids are contiguous from 0.
 //
 // Size query: with `spirv` NULL and `spirv_words` 0, only `info` is written (its
 // `spirv_words` says how many words to allocate); a second call copies the SPIR-V. A
@@ -1558,7 +1567,7 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // (`shaders/gemm_q4.comp`, the one `q4vk_gemv` runs on devices without cooperative
 // matrices; not the tensor-core GEMM): SPIR-V 1.0 for every variant, the same bindings
 // and the same v0/extended choice, 11 push constants (m last), 7 own specialization
-// constants (9 extended), local size 64 (or the subgroup size where larger: 64 rows ×
+// constants (10 extended, f16 y on id 9), local size 64 (or the subgroup size where larger: 64 rows ×
 // 32 tokens per workgroup, more tokens with a wider one; 12..16 KiB of shared memory).
 // Its pipeline serves every m > 8 (`q4vk_kernel_info.push_constants` says what changes
 // per m).

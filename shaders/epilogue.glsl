@@ -15,10 +15,28 @@
 // 16-bit storage: two atomics clear and set this element's half of its word, so the
 // neighbouring element (another invocation's, or not the call's at all) keeps its bits.
 // The exported kernels (-DEXPORT) keep ncnn's bindings and store f32 y; the extended export
-// with a bias (-DEXPORT_BIAS, with -DEXTENDED) adds the n f32 values of binding 7 first.
+// (-DEXTENDED) stores f16 y where its specialization constant SPEC_Y_F16 (defined by the
+// including shader) is true, and with a bias (-DEXPORT_BIAS) adds the n f32 values of
+// binding 7 first.
+
+#if !defined(EXPORT) || defined(EXTENDED)
+layout(set = XY_SET, binding = Y_BINDING) buffer Y { uint y_words[]; };
+
+// Stores v as f16 element `at` of y (two per word, the first in the low half).
+void store_half_y(uint at, float v) {
+    uint shift = 16u * (at & 1u);
+    uint bits = packHalf2x16(vec2(v, 0.0)) & 0xFFFFu;
+    atomicAnd(y_words[at >> 1u], ~(0xFFFFu << shift));
+    atomicOr(y_words[at >> 1u], bits << shift);
+}
+#endif
 
 #ifdef EXPORT
+#ifdef EXTENDED
+layout(constant_id = SPEC_Y_F16) const bool Y_F16 = false;
+#else
 layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
+#endif
 #ifdef EXPORT_BIAS
 layout(set = 0, binding = 7) readonly buffer ExportBias { float export_bias[]; };
 #endif
@@ -26,7 +44,16 @@ void store_y(uint tok, uint row, float v) {
 #ifdef EXPORT_BIAS
     v += export_bias[p.row_base + row];
 #endif
-    y[tok * p.y_stride + p.row_base + row] = v;
+    uint at = tok * p.y_stride + p.row_base + row;
+#ifdef EXTENDED
+    if (Y_F16) {
+        store_half_y(at, v);
+    } else {
+        y_words[at] = floatBitsToUint(v);
+    }
+#else
+    y[at] = v;
+#endif
 }
 #else
 layout(constant_id = 20) const uint EPILOGUE = 0u;
@@ -37,7 +64,6 @@ const uint EPI_SILU_GATE = 8u;
 const uint EPI_GELU_GATE = 16u;
 const uint EPI_Y_F16 = 32u;
 
-layout(set = XY_SET, binding = Y_BINDING) buffer Y { uint y_words[]; };
 layout(set = XY_SET, binding = 2) readonly buffer EpilogueBias { uint bias_words[]; };
 layout(set = XY_SET, binding = 3) readonly buffer EpilogueOperand { uint operand_words[]; };
 
@@ -75,13 +101,10 @@ void store_y(uint tok, uint row, float v) {
     if ((EPILOGUE & EPI_RESIDUAL) != 0u) {
         v += EPILOGUE_LOAD(operand_words, at, half_y);
     }
-    if (!half_y) {
+    if (half_y) {
+        store_half_y(at, v);
+    } else {
         y_words[at] = floatBitsToUint(v);
-        return;
     }
-    uint shift = 16u * (at & 1u);
-    uint bits = packHalf2x16(vec2(v, 0.0)) & 0xFFFFu;
-    atomicAnd(y_words[at >> 1u], ~(0xFFFFu << shift));
-    atomicOr(y_words[at >> 1u], bits << shift);
 }
 #endif

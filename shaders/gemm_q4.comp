@@ -26,8 +26,9 @@
 // the bindings, push block name and local-size ids of the exported GEMV
 // (`gemv_export.glsl`: set 0 = weights 0, scales 1, zeros 2, x 3, y 4, and with EXTENDED
 // offsets 5, column order 6; the block type named `parameter`; the local size on 233..235,
-// which a host may rewrite). The own constants keep this kernel's ids 0..6 (0..8 with
-// EXTENDED), WORKGROUP on id 0 as a plain constant that must equal local_size_x.
+// which a host may rewrite). The own constants keep this kernel's ids 0..6 (0..9 with
+// EXTENDED, f16 y on 9), WORKGROUP on id 0 as a plain constant that must equal
+// local_size_x.
 layout(local_size_x_id = 233, local_size_y_id = 234, local_size_z_id = 235) in;
 layout(constant_id = 0) const uint WORKGROUP = 64;             // TX * TY invocations
 #define XY_SET 0
@@ -37,6 +38,8 @@ layout(constant_id = 0) const uint WORKGROUP = 64;             // TX * TY invoca
 #ifdef EXTENDED
 #define OFFSETS_BINDING 5
 #define K_ORDER_BINDING 6
+// f16 y (the extended export only).
+#define SPEC_Y_F16 9
 #endif
 #else
 layout(local_size_x_id = 0) in;                                // TX * TY * KSPLIT invocations

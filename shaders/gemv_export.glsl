@@ -7,8 +7,10 @@
 // A host may rewrite the local size and drop the 233..235 constants (ncnn does), so the
 // kernel reads its workgroup size from WORKGROUP (id 5), which must equal local_size_x.
 // Ids: ROWS 0, M 1, HAS_ZEROS 2, SCALE_F32 3, X_F16 4, WORKGROUP 5, UNROLL 6, SPLIT 7, then
-// (EXTENDED) HAS_OFFSETS 8, HAS_K_ORDER 9, and SUBGROUP_SIZE last (8, or 10 when EXTENDED:
-// the portable variant does not use it, so its ids stay contiguous).
+// (EXTENDED) HAS_OFFSETS 8, HAS_K_ORDER 9, then SUBGROUP_SIZE (8, or 10 when EXTENDED; the
+// portable variant has none), then (EXTENDED) Y_F16 (f16 y): 11, or 10 in the portable
+// variant. Every build's ids are contiguous from 0 (ncnn maps entry i to id i and checks
+// the count).
 layout(local_size_x_id = 233, local_size_y_id = 234, local_size_z_id = 235) in;
 layout(constant_id = 5) const uint WORKGROUP = 64;
 #define SPEC_ROWS 0
@@ -22,6 +24,11 @@ layout(constant_id = 5) const uint WORKGROUP = 64;
 #define SPEC_HAS_OFFSETS 8
 #define SPEC_HAS_K_ORDER 9
 #define SPEC_SUBGROUP_SIZE 10
+#ifdef SUBGROUP
+#define SPEC_Y_F16 11
+#else
+#define SPEC_Y_F16 10
+#endif
 #define OFFSETS_BINDING 5
 #define K_ORDER_BINDING 6
 #else

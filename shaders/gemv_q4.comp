@@ -89,7 +89,12 @@ layout(constant_id = SPEC_M) const uint M = 1;                 // activation row
 layout(constant_id = SPEC_HAS_ZEROS) const bool HAS_ZEROS = false; // per-group zero points (else 8)
 layout(constant_id = SPEC_SCALE_F32) const bool SCALE_F32 = false; // scales stored as f32 (else f16)
 layout(constant_id = SPEC_X_F16) const bool X_F16 = false;     // activations are f16 (else f32)
+#if defined(EXPORT) && !defined(SUBGROUP)
+// The portable export has no subgroup-size constant (its ids stay contiguous).
+const uint SUBGROUP_SIZE = 1;
+#else
 layout(constant_id = SPEC_SUBGROUP_SIZE) const uint SUBGROUP_SIZE = 32; // the device's subgroup size
+#endif
 layout(constant_id = SPEC_UNROLL) const uint UNROLL = 1;       // chunks per row per step
 layout(constant_id = SPEC_SPLIT) const uint SPLIT = 1;         // invocations sharing a chunk (divides ROWS)
 #ifdef EXPORT

@@ -515,6 +515,7 @@ fn exported_kernel_two_dimensional_grid() {
                 scale: ScaleType::F16,
                 m: m as u32,
                 x_f16: false,
+                y_f16: false,
                 x_stride: k as u64,
                 y_stride: n as u64,
                 subgroup: false,

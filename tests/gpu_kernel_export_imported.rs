@@ -17,6 +17,7 @@ use gpu_support::{last_error, Gpu, Rng};
 use import_support::*;
 use q4vk::cpu::reference::relative_error;
 use q4vk::ffi::context::q4vk_context;
+use q4vk::ffi::gemv::{Q4VK_GEMV_F16_ACTIVATIONS, Q4VK_GEMV_F16_OUTPUT};
 use q4vk::ffi::kernel::*;
 use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
@@ -115,18 +116,41 @@ fn run(
     (n, k): (usize, usize),
 ) -> Vec<f32> {
     let x_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let y_elems = x.len() / k * n;
+    let y = run_bytes(
+        host,
+        info,
+        spirv,
+        (packed, bias),
+        &x_bytes,
+        (y_elems, false),
+    );
+    assert_eq!(y.len() * 4, info.bindings[4].bytes as usize);
+    y
+}
+
+/// [`run`] on x given as bytes (f32 or f16, as the export was made), y of `y_elems`
+/// elements stored as f16 (`y_f16`, binding 4 rounded up to whole words) or f32; returns
+/// y's elements as f32, checking every one was written.
+fn run_bytes(
+    host: &Host,
+    info: &q4vk_kernel_info,
+    spirv: &[u32],
+    (packed, bias): (&[Vec<u8>], &[f32]),
+    x_bytes: &[u8],
+    (y_elems, y_f16): (usize, bool),
+) -> Vec<f32> {
     let bias_bytes: Vec<u8> = bias.iter().flat_map(|v| v.to_le_bytes()).collect();
     let y_len = info.bindings[4].bytes as usize;
-    let y_poison: Vec<u8> = std::iter::repeat_n(f32::NAN.to_le_bytes(), y_len / 4)
-        .flatten()
-        .collect();
+    // NaN in f32, two NaNs in f16.
+    let y_poison = vec![0xFFu8; y_len];
     let empty = Vec::new();
     let data = |role: u32| -> &[u8] {
         match role {
             0 => &packed[0],
             1 => &packed[1],
             2 => &packed[2],
-            3 => &x_bytes,
+            3 => x_bytes,
             4 => &y_poison,
             5 => packed.get(3).unwrap_or(&empty),
             6 => packed.get(4).unwrap_or(&empty),
@@ -152,13 +176,21 @@ fn run(
             host.device.free_memory(mem, None);
         }
     }
-    let y: Vec<f32> = out
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    assert_eq!(y.len() * k, x.len() * n);
+    let y: Vec<f32> = match y_f16 {
+        true => out
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .take(y_elems)
+            .collect(),
+        false => out
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .take(y_elems)
+            .collect(),
+    };
+    assert_eq!(y.len(), y_elems);
     if let Some(i) = y.iter().position(|v| !v.is_finite()) {
-        panic!("y[{i}] was not written");
+        panic!("y[{i}] is {}: not written, or out of range", y[i]);
     }
     y
 }
@@ -258,6 +290,107 @@ fn extended_export_with_a_bias_adds_it() {
         }
     }
     assert!(runs >= 18, "{runs} runs");
+    drop(host);
+    assert_quiet();
+}
+
+/// `Q4VK_GEMV_F16_OUTPUT` with the extended kernel: y stored as f16 (two elements per word,
+/// rows of an odd n sharing words across workgroups), with f16 x too (ncnn's fp16 storage)
+/// and with a bias, on the GEMV (m = 1, 5; portable and subgroup) and the GEMM (m = 33);
+/// within f16's rounding of the f64 reference. The v0 kernel refuses it.
+#[test]
+fn extended_export_stores_f16_y() {
+    let host = Host::new();
+    let mut rng = Rng(17);
+    let mut runs = 0;
+    for (i, c) in all_cases().iter().enumerate().filter(|(i, _)| i % 3 == 0) {
+        let d = c.desc();
+        let w = weights(c);
+        let (n, k) = (c.n as usize, c.k as usize);
+        for (mi, m) in [1usize, 5, 33].into_iter().enumerate() {
+            let x_f16 = (i + mi) % 2 == 0;
+            let bias_term = (i + mi) % 3 == 0;
+            let mut e = export_desc(m as u32, true);
+            e.flags = Q4VK_GEMV_F16_OUTPUT | if x_f16 { Q4VK_GEMV_F16_ACTIVATIONS } else { 0 };
+            if bias_term {
+                e.export_flags |= Q4VK_KERNEL_EXPORT_BIAS;
+            }
+            if (i + mi) % 2 == 1 {
+                e.variant = Q4VK_KERNEL_SUBGROUP;
+                e.subgroup_size = host.subgroup_size;
+            }
+            let (info, spirv) = export(std::ptr::null(), &d, &e);
+            let y_elems = (m * n) as u64;
+            assert_eq!(
+                info.bindings[4].bytes,
+                (2 * y_elems).div_ceil(4) * 4,
+                "{}",
+                c.name
+            );
+            let packed = pack_extended(&d, &info);
+            // x scaled by a power of two (exact) so that y stays well within f16's range
+            // (the wide-range cases reach beyond it at x of magnitude 1).
+            let x = rng.vec(m * k);
+            let largest = reference(&w, &x, n, k, m)
+                .iter()
+                .fold(0f64, |a, v| a.max(v.abs()));
+            let scale = 2f32.powi(-((largest / 1024.0).log2().ceil().max(0.0) as i32));
+            let x: Vec<f32> = x
+                .into_iter()
+                .map(|v| v * scale)
+                .map(|v| match x_f16 {
+                    true => half::f16::from_f32(v).to_f32(),
+                    false => v,
+                })
+                .collect();
+            let x_bytes: Vec<u8> = match x_f16 {
+                true => x
+                    .iter()
+                    .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+                    .collect(),
+                false => x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            };
+            let bias = if bias_term { rng.vec(n) } else { Vec::new() };
+            let y = run_bytes(
+                &host,
+                &info,
+                &spirv,
+                (&packed, &bias),
+                &x_bytes,
+                (y_elems as usize, true),
+            );
+            let want: Vec<f64> = reference(&w, &x, n, k, m)
+                .iter()
+                .enumerate()
+                .map(|(at, v)| v + bias.get(at % n).map_or(0.0, |&b| b as f64))
+                .collect();
+            // Within f16's rounding (half an ulp: 2^-11 relative) of the f64 values over the
+            // vector, and each element within an ulp of its value plus the f32 kernel's
+            // error (TOL of the largest, as the f32 tests allow over the vector).
+            let err = relative_error(&y, &want);
+            assert!(err < 6e-4, "{} m {m}: rel err {err:e}", c.name);
+            let largest = want.iter().fold(0f64, |a, v| a.max(v.abs()));
+            for (at, (&got, &want)) in y.iter().zip(&want).enumerate() {
+                let bound = want.abs() / 1024.0 + TOL * largest;
+                assert!(
+                    (got as f64 - want).abs() <= bound,
+                    "{} m {m} y[{at}]: {got} against {want}",
+                    c.name
+                );
+            }
+            runs += 1;
+        }
+    }
+    assert!(runs >= 9, "{runs} runs");
+    // The v0 kernel has no f16 y.
+    let d = all_cases()[0].desc();
+    let mut e = export_desc(1, false);
+    e.flags = Q4VK_GEMV_F16_OUTPUT;
+    let mut info = new_info();
+    let s =
+        unsafe { q4vk_kernel_export(std::ptr::null(), &d, &e, &mut info, std::ptr::null_mut(), 0) };
+    assert_eq!(s, Q4VK_ERROR_INVALID_ARGUMENT);
+    assert!(last_error().contains("extended"), "{}", last_error());
     drop(host);
     assert_quiet();
 }

@@ -154,8 +154,14 @@ int Q4Linear::load_weights(const ncnn::ModelBin& mb) {
 }
 
 int Q4Linear::create_pipeline(const ncnn::Option& opt) {
-    (void)opt;
     if (!vkdev) return 0;  // CPU-only net: nothing to do (this layer has no CPU forward)
+    // Blobs of elempack 1 are fp16 exactly when the net stores fp16 (fp16_packed alone packs
+    // only elempack 4).
+    if (opt.use_bf16_storage) {
+        NCNN_LOGE("Q4Linear: bf16 storage blobs are not supported; set opt.use_bf16_storage = false");
+        return -1;
+    }
+    fp16 = opt.use_fp16_storage;
 
     // Which kernel. No q4vk context is created: the portable kernel needs none, and the
     // subgroup kernel without a context needs only the subgroup size the shader will run
@@ -201,8 +207,10 @@ int Q4Linear::make_pipeline(const q4vk_matrix_desc& d, int m, uint32_t subgroup_
     q4vk_kernel_export_desc_default(&e);
     // A bias is binding 7 of the extended kernel, which takes the v0 pack's bytes too
     // (bindings 5 and 6 then hold nothing).
-    if (weight_format == 2 || bias_term) e.export_flags = Q4VK_KERNEL_EXPORT_EXTENDED;
+    // fp16 blobs: f16 x, and f16 y from the extended kernel.
+    if (weight_format == 2 || bias_term || fp16) e.export_flags = Q4VK_KERNEL_EXPORT_EXTENDED;
     if (bias_term) e.export_flags |= Q4VK_KERNEL_EXPORT_BIAS;
+    if (fp16) e.flags = Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_F16_OUTPUT;
     e.variant = variant_used;
     e.m = (uint32_t)m;
     e.subgroup_size = subgroup_size;
@@ -321,10 +329,11 @@ int Q4Linear::upload_model(ncnn::VkTransfer& cmd, const ncnn::Option& opt) {
 
 int Q4Linear::forward(const ncnn::VkMat& bottom, ncnn::VkMat& top, ncnn::VkCompute& cmd,
                       const ncnn::Option& opt) const {
-    if (bottom.elempack != 1 || bottom.elemsize != 4u) {
-        NCNN_LOGE("Q4Linear: input must be fp32 elempack 1 (got elemsize %zu elempack %d); "
-                  "set opt.use_fp16_storage = opt.use_fp16_packed = false",
-                  bottom.elemsize, bottom.elempack);
+    const size_t elemsize = fp16 ? 2u : 4u;
+    if (bottom.elempack != 1 || bottom.elemsize != elemsize) {
+        NCNN_LOGE("Q4Linear: input must be elempack 1 of elemsize %zu (the pipelines' storage) "
+                  "(got elemsize %zu elempack %d)",
+                  elemsize, bottom.elemsize, bottom.elempack);
         return -1;
     }
     const int m = bottom.dims == 1 ? 1 : bottom.h;
@@ -342,9 +351,9 @@ int Q4Linear::forward(const ncnn::VkMat& bottom, ncnn::VkMat& top, ncnn::VkCompu
     if (gemm && gemm_dispatch(m, constants, groups) != 0) return -1;
 
     if (bottom.dims == 1)
-        top.create(n, (size_t)4u, 1, opt.blob_vkallocator);
+        top.create(n, elemsize, 1, opt.blob_vkallocator);
     else
-        top.create(n, m, (size_t)4u, 1, opt.blob_vkallocator);
+        top.create(n, m, elemsize, 1, opt.blob_vkallocator);
     if (top.empty()) return -100;
 
     // Bindings in the export's order (its bindings[i].role says which is which).
@@ -362,9 +371,10 @@ int Q4Linear::forward(const ncnn::VkMat& bottom, ncnn::VkMat& top, ncnn::VkCompu
         case Q4VK_BINDING_BIAS: b = &b_gpu; break;     // extended kernel with a bias
         default: NCNN_LOGE("Q4Linear: unknown binding role %u", info.bindings[i].role); return -1;
         }
-        // x and y: m dense rows (the GEMM was exported at m = 9, so not its bytes).
-        const uint64_t need = info.bindings[i].role == Q4VK_BINDING_X   ? 4ull * m * k
-                              : info.bindings[i].role == Q4VK_BINDING_Y ? 4ull * m * n
+        // x and y: m dense rows (the GEMM was exported at m = 9, so not its bytes); an f16
+        // y is written in whole 32-bit words.
+        const uint64_t need = info.bindings[i].role == Q4VK_BINDING_X   ? (uint64_t)elemsize * m * k
+                              : info.bindings[i].role == Q4VK_BINDING_Y ? ((uint64_t)elemsize * m * n + 3) / 4 * 4
                                                                         : info.bindings[i].bytes;
         if (need && (b->empty() || b->buffer_capacity() < need)) {
             NCNN_LOGE("Q4Linear: binding %u has %zu bytes, kernel needs %llu", i, b->empty() ? 0 : b->buffer_capacity(),

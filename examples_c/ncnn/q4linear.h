@@ -45,9 +45,12 @@
 //                    as InnerProduct's), added by the kernel (the extended export with
 //                    Q4VK_KERNEL_EXPORT_BIAS: binding 7)                   default 0
 //
-// Blobs: fp32, elempack 1 (set opt.use_fp16_storage/packed = false, keep packing off for
-// this layer, which is the default for custom layers). Input 1-D w = k (m = 1; output 1-D
-// w = n) or 2-D w = k, h = m (output 2-D w = n, h = m), like ncnn's InnerProduct.
+// Blobs: elempack 1 (keep packing off for this layer, which is the default for custom
+// layers), fp32, or fp16 where the net runs with opt.use_fp16_storage (ncnn's default on
+// devices with 16-bit storage): x is then read and y written as f16 (the extended export
+// with Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_F16_OUTPUT), the sums and the bias stay fp32;
+// bf16 storage is refused. Input 1-D w = k (m = 1; output 1-D w = n) or 2-D w = k, h = m
+// (output 2-D w = n, h = m), like ncnn's InnerProduct.
 #pragma once
 
 #include "command.h"
@@ -76,6 +79,8 @@ public:
 
     // The variant the pipelines were created with (Q4VK_KERNEL_PORTABLE / _SUBGROUP).
     uint32_t exported_variant() const { return variant_used; }
+    // Whether the pipelines read and write fp16 blobs (the net's opt.use_fp16_storage).
+    bool fp16_blobs() const { return fp16; }
 
     static const int MAX_M = 8;  // largest m of the GEMV; larger m runs the GEMM
 
@@ -104,6 +109,7 @@ private:
     ncnn::VkMat b_gpu;                            // bias_term: the bias (or empty)
 
     uint32_t variant_used = Q4VK_KERNEL_PORTABLE;
+    bool fp16 = false;                            // fp16 x and y (opt.use_fp16_storage)
     ncnn::Pipeline* pipes[MAX_M] = {};           // GEMV, m = 1..8
     q4vk_kernel_info infos[MAX_M] = {};
     ncnn::Pipeline* gemm_pipe = nullptr;          // GEMM, every m > 8

@@ -24,6 +24,12 @@
 // ‖y_q4 − y_ip‖ / ‖y_ip‖ < 1e-5 for every Q4Linear branch. Q4Linear has no CPU forward, so
 // a result proves the Vulkan path ran.
 //
+// Some cases run again with opt.use_fp16_storage = true (ncnn's default where the device
+// has 16-bit storage): the blobs are fp16, x is rounded to fp16 before it is fed, and every
+// Q4Linear branch is checked against the f64 product of the same weights (and bias) with
+// that x: ‖y − ref‖ / ‖ref‖ < 1e-3 (y rounded to fp16: 2^-11 per element). ncnn's
+// InnerProduct is not the reference there (it rounds its weights to fp16).
+//
 //   q4linear_test WORKDIR DATADIR   exit 0 = all cases pass (DATADIR: the repository's
 //                                   tests/data)
 #include "q4linear.h"
@@ -42,11 +48,19 @@
 namespace {
 
 const double TOL = 1e-5;
+// fp16 blobs: y rounded to fp16 (half an ulp is 2^-11 of each element).
+const double TOL_FP16 = 1e-3;
 // Heights fed to every net: 0 = a 1-D blob (one row); 1..8 run the GEMV, 9, 64, 200 the GEMM.
 const int MS[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 64, 200};
 
 struct Case {
     int n, k, group_size, zero_points, bias;
+};
+
+// What the Q4Linear branches compute: y = x · wᵀ (+ bias), w [n][k] the dequantized weights.
+struct Reference {
+    std::vector<float> w;
+    std::vector<float> bias;  // empty without a bias
 };
 
 float frand(uint32_t& s) {
@@ -76,8 +90,9 @@ void put_words(FILE* fp, const void* data, size_t bytes) {  // raw blob padded t
     std::fwrite(buf.data(), 1, buf.size(), fp);
 }
 
-// Writes the model files; returns the dequantized weights [n][k] through `wdq`.
-bool write_model(const std::string& dir, const Case& c, uint32_t seed, std::vector<float>& wdq) {
+// Writes the model files; returns the dequantized weights [n][k] and the bias through `ref`.
+bool write_model(const std::string& dir, const Case& c, uint32_t seed, Reference& ref) {
+    std::vector<float>& wdq = ref.w;
     const int n = c.n, k = c.k;
     std::vector<float> w((size_t)n * k);
     for (float& v : w) v = frand(seed);
@@ -119,6 +134,7 @@ bool write_model(const std::string& dir, const Case& c, uint32_t seed, std::vect
     if (!fp) return std::perror("q4.param"), false;
     std::vector<float> bias((size_t)n);
     for (float& v : bias) v = frand(seed);
+    if (c.bias) ref.bias = bias;
     std::fprintf(fp, "7767517\n6 9\n");
     std::fprintf(fp, "Input data 0 1 data\n");
     std::fprintf(fp, "Split split 1 4 data d0 d1 d2 d3\n");
@@ -152,6 +168,23 @@ bool write_model(const std::string& dir, const Case& c, uint32_t seed, std::vect
     return true;
 }
 
+// ‖y − x·wᵀ(+ bias)‖ / ‖x·wᵀ(+ bias)‖ in f64, or infinity where y has the wrong shape.
+double rel_err_f64(const ncnn::Mat& y, const ncnn::Mat& x, int rows, int n, int k, const Reference& ref) {
+    if (y.w != n || (rows > 1 && y.h != rows) || y.elemsize != 4u || y.elempack != 1) return INFINITY;
+    const float* xv = x;
+    const float* yv = y;
+    double dd = 0, rr = 0;
+    for (int t = 0; t < rows; t++)
+        for (int r = 0; r < n; r++) {
+            double want = ref.bias.empty() ? 0.0 : ref.bias[r];
+            for (int i = 0; i < k; i++) want += (double)xv[(size_t)t * k + i] * ref.w[(size_t)r * k + i];
+            const double d = yv[(size_t)t * n + r] - want;
+            dd += d * d;
+            rr += want * want;
+        }
+    return rr > 0 ? std::sqrt(dd / rr) : std::sqrt(dd);
+}
+
 double rel_err(const ncnn::Mat& y, const ncnn::Mat& ref) {
     if (y.dims != ref.dims || y.w != ref.w || y.h != ref.h || y.elemsize != 4u || y.elempack != 1 ||
         ref.elempack != 1)
@@ -167,30 +200,40 @@ double rel_err(const ncnn::Mat& y, const ncnn::Mat& ref) {
 }
 
 // Loads WORKDIR/q4.param + q4.bin, feeds x with every m of MS (0: a 1-D blob) and compares
-// every branch with y_ref (ncnn's InnerProduct); prints one line headed `label`.
+// every branch with y_ref (ncnn's InnerProduct), or with fp16 storage (`fp16`) with the
+// f64 product of `ref`; prints one line headed `label`.
 bool check_net(const std::string& dir, int n, int k, const std::vector<const char*>& branches, uint32_t seed,
-               const std::string& label) {
+               const std::string& label, const Reference& ref_w, bool fp16) {
     ncnn::Net net;
     net.opt.use_vulkan_compute = true;  // before load_param
     fp32_only(net.opt);
+    net.opt.use_fp16_storage = fp16;
     net.opt.num_threads = 1;
     if (net.register_custom_layer("Q4Linear", Q4Linear_layer_creator) != 0) return false;
     if (net.load_param((dir + "/q4.param").c_str()) != 0) return std::puts("load_param failed"), false;
     if (net.load_model((dir + "/q4.bin").c_str()) != 0) return std::puts("load_model failed"), false;
     if (!net.opt.use_vulkan_compute) return std::puts("ncnn dropped Vulkan (no device?)"), false;
+    if (fp16 && !net.opt.use_fp16_storage)
+        return std::puts("ncnn turned fp16 storage off: the device lacks 16-bit storage"), false;
 
     const char* variant_name[2] = {"portable", "subgroup"};
     std::string variants;
     for (const ncnn::Layer* l : net.layers()) {
         const Q4Linear* q = dynamic_cast<const Q4Linear*>(l);
-        if (q) variants += std::string(variants.empty() ? "" : "/") + variant_name[q->exported_variant() & 1];
+        if (!q) continue;
+        variants += std::string(variants.empty() ? "" : "/") + variant_name[q->exported_variant() & 1];
+        if (q->fp16_blobs() != fp16) return std::puts("a Q4Linear layer runs another storage type"), false;
     }
+    const double tol = fp16 ? TOL_FP16 : TOL;
     std::vector<double> worst(branches.size(), 0.0), worst_gemm(branches.size(), 0.0);  // m <= 8, m > 8
     bool ok = true;
     for (int m : MS) {
         ncnn::Mat x = m == 0 ? ncnn::Mat(k) : ncnn::Mat(k, m);
         uint32_t xs = seed ^ (0x9e3779b9u * (uint32_t)(m + 1));
         for (size_t i = 0; i < x.total(); i++) x[i] = frand(xs);
+        // fp16 storage: x as it will be stored (the cast on upload is then exact).
+        if (fp16)
+            for (size_t i = 0; i < x.total(); i++) x[i] = ncnn::float16_to_float32(ncnn::float32_to_float16(x[i]));
 
         ncnn::Extractor ex = net.create_extractor();
         ex.input("data", x);
@@ -205,8 +248,8 @@ bool check_net(const std::string& dir, int n, int k, const std::vector<const cha
         for (size_t b = 0; b < branches.size(); b++) {
             ncnn::Mat y;
             double e = INFINITY;
-            if (ex.extract(branches[b], y) == 0) e = rel_err(y, ref);
-            if (!(e < TOL)) {
+            if (ex.extract(branches[b], y) == 0) e = fp16 ? rel_err_f64(y, x, rows, n, k, ref_w) : rel_err(y, ref);
+            if (!(e < tol)) {
                 std::printf("   %s m=%d%s: rel err %.3g\n", branches[b], rows, m == 0 ? " (1-D)" : "", e);
                 ok = false;
             }
@@ -214,21 +257,21 @@ bool check_net(const std::string& dir, int n, int k, const std::vector<const cha
             w = std::fmax(w, e);
         }
     }
-    std::printf("[%s] %s m=1..8,9,64,200 (%s): max ||d||/||ref|| GEMV/GEMM", ok ? " OK " : "FAIL", label.c_str(),
-                variants.c_str());
+    std::printf("[%s] %s%s m=1..8,9,64,200 (%s): max ||d||/||ref|| GEMV/GEMM", ok ? " OK " : "FAIL",
+                label.c_str(), fp16 ? " fp16" : "", variants.c_str());
     for (size_t b = 0; b < branches.size(); b++)
         std::printf("  %s %.2e/%.2e", branches[b] + 2, worst[b], worst_gemm[b]);
     std::printf("\n");
     return ok;
 }
 
-bool run_case(const std::string& dir, const Case& c, uint32_t seed) {
-    std::vector<float> wdq;
-    if (!write_model(dir, c, seed, wdq)) return false;
+bool run_case(const std::string& dir, const Case& c, uint32_t seed, bool fp16) {
+    Reference ref;
+    if (!write_model(dir, c, seed, ref)) return false;
     char label[96];
     std::snprintf(label, sizeof label, "n=%-4d k=%-4d group=%-4d zero_points=%d%s", c.n, c.k, c.group_size,
                   c.zero_points, c.bias ? " bias" : "");
-    return check_net(dir, c.n, c.k, {"y_portable", "y_subgroup", "y_prequant"}, seed, label);
+    return check_net(dir, c.n, c.k, {"y_portable", "y_subgroup", "y_prequant"}, seed, label, ref, fp16);
 }
 
 // An imported golden case of tests/data: the tensors q4vk_matrix_desc takes for `source`.
@@ -251,8 +294,9 @@ bool read_file(const std::string& path, std::vector<uint8_t>& out) {
 }
 
 // Writes the model of an imported case: two Q4Linear (format 2, portable and subgroup)
-// and InnerProduct on q4vk_matrix_dequantize's weights.
-bool write_imported_model(const std::string& dir, const std::string& data, const ImportedCase& c) {
+// and InnerProduct on q4vk_matrix_dequantize's weights, which it returns through `ref`.
+bool write_imported_model(const std::string& dir, const std::string& data, const ImportedCase& c,
+                          Reference& ref) {
     // weight, scales, zeros, g_idx
     std::vector<uint8_t> t[4];
     const std::string base = data + "/" + c.set + "/" + c.name;
@@ -276,7 +320,8 @@ bool write_imported_model(const std::string& dir, const std::string& data, const
         *ptrs[i] = t[i].empty() ? nullptr : t[i].data();
         *sizes[i] = t[i].size();
     }
-    std::vector<float> wdq((size_t)c.n * c.k);
+    std::vector<float>& wdq = ref.w;
+    wdq.assign((size_t)c.n * c.k, 0.f);
     if (q4vk_matrix_dequantize(&d, wdq.data(), wdq.size() * sizeof(float)) != Q4VK_OK)
         return q4vk_fail("q4vk_matrix_dequantize"), false;
 
@@ -305,11 +350,13 @@ bool write_imported_model(const std::string& dir, const std::string& data, const
     return true;
 }
 
-bool run_imported(const std::string& dir, const std::string& data, const ImportedCase& c, uint32_t seed) {
-    if (!write_imported_model(dir, data, c)) return false;
+bool run_imported(const std::string& dir, const std::string& data, const ImportedCase& c, uint32_t seed,
+                  bool fp16) {
+    Reference ref;
+    if (!write_imported_model(dir, data, c, ref)) return false;
     char label[96];
     std::snprintf(label, sizeof label, "%-31s n=%-4d k=%-4d", c.name, c.n, c.k);
-    return check_net(dir, c.n, c.k, {"y_portable", "y_subgroup"}, seed, label);
+    return check_net(dir, c.n, c.k, {"y_portable", "y_subgroup"}, seed, label, ref, fp16);
 }
 
 }  // namespace
@@ -340,9 +387,15 @@ int main(int argc, char** argv) {
         {1, 31, 32, 1, 0},      // one row, k < one chunk
     };
     int failed = 0;
+    size_t runs = 0;
     uint32_t seed = 2026;
-    for (const Case& c : cases) {
-        if (!run_case(dir, c, seed)) failed++;
+    // fp16 storage on the odd n / bias cases and the largest one.
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (bool fp16 : {false, true}) {
+            if (fp16 && i != 1 && i != 4 && i != 7) continue;
+            if (!run_case(dir, cases[i], seed, fp16)) failed++;
+            runs++;
+        }
         seed = seed * 747796405u + 2891336453u;
     }
     // Imported checkpoints, with the extended kernel.
@@ -356,12 +409,16 @@ int main(int argc, char** argv) {
         {"gptq", "gptq_v1_asym_g128_act_512x2048", Q4VK_SOURCE_GPTQ, 512, 2048, 128, 1},  // act-order
         {"awq", "awq_g32_96x384", Q4VK_SOURCE_AWQ, 96, 384, 32, 1},
     };
-    for (const ImportedCase& c : imported) {
-        if (!run_imported(dir, data, c, seed)) failed++;
+    // fp16 storage on Q4_K (offsets) and act-order GPTQ (column order).
+    for (size_t i = 0; i < sizeof imported / sizeof imported[0]; i++) {
+        for (bool fp16 : {false, true}) {
+            if (fp16 && i != 2 && i != 4) continue;
+            if (!run_imported(dir, data, imported[i], seed, fp16)) failed++;
+            runs++;
+        }
         seed = seed * 747796405u + 2891336453u;
     }
-    const size_t total = sizeof cases / sizeof cases[0] + sizeof imported / sizeof imported[0];
     ncnn::destroy_gpu_instance();
-    std::printf("%s (%d of %zu cases failed)\n", failed ? "Q4LINEAR FAILED" : "Q4LINEAR PASSED", failed, total);
+    std::printf("%s (%d of %zu runs failed)\n", failed ? "Q4LINEAR FAILED" : "Q4LINEAR PASSED", failed, runs);
     return failed ? 1 : 0;
 }

@@ -3,7 +3,7 @@
 //! for the host to upload with its own allocator.
 
 use super::context::q4vk_context;
-use super::gemv::Q4VK_GEMV_F16_ACTIVATIONS;
+use super::gemv::{Q4VK_GEMV_F16_ACTIVATIONS, Q4VK_GEMV_F16_OUTPUT};
 use super::import::{device_shape, matrix_data, DeviceShape};
 use super::matrix::q4vk_matrix_desc;
 use super::panic::guard;
@@ -83,7 +83,9 @@ pub struct q4vk_kernel_export_desc {
     pub struct_size: u32,
     /// `Q4VK_KERNEL_*`; default `Q4VK_KERNEL_PORTABLE`.
     pub variant: q4vk_kernel_variant,
-    /// `Q4VK_GEMV_*` bits (`Q4VK_GEMV_F16_ACTIVATIONS`); others are refused. Default 0.
+    /// `Q4VK_GEMV_*` bits: `Q4VK_GEMV_F16_ACTIVATIONS`, and with the extended kernel
+    /// `Q4VK_GEMV_F16_OUTPUT` (y in f16: the last specialization id, 11 of the subgroup GEMV,
+    /// 10 of the portable GEMV, 9 of the GEMM); others are refused. Default 0.
     pub flags: u32,
     /// Activation rows, ≥ 1; default 1. 1..8: the GEMV, specialized for this m (one
     /// pipeline per m; ncnn: the input blob's height). Above 8: the GEMM, which reads m from
@@ -311,7 +313,11 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
 /// Q4_1/Q4_K and act-order GPTQ need the extended kernel (`UNSUPPORTED` otherwise). The
 /// extended kernel takes every source, also those the v0 kernel takes (its bindings 5 and 6
 /// then unread), and specializes on ids 8 (offsets) and 9 (column order); the subgroup
-/// size moves to id 10 there.
+/// size moves to id 10 there, and the last id stores y in f16 (`Q4VK_GEMV_F16_OUTPUT` in
+/// `desc->flags`: two bytes per element, binding 4's `bytes` rounded up to 4, each element
+/// written without touching its neighbour in the same 32-bit word; no 16-bit storage
+/// feature needed): id 11 of the subgroup kernel, id 10 of the portable one (which has no
+/// subgroup-size constant); every build's own ids are contiguous from 0.
 ///
 /// Size query: with `spirv` NULL and `spirv_words` 0, only `info` is written (its
 /// `spirv_words` says how many words to allocate); a second call copies the SPIR-V. A
@@ -336,7 +342,7 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
 /// (`shaders/gemm_q4.comp`, the one `q4vk_gemv` runs on devices without cooperative
 /// matrices; not the tensor-core GEMM): SPIR-V 1.0 for every variant, the same bindings
 /// and the same v0/extended choice, 11 push constants (m last), 7 own specialization
-/// constants (9 extended), local size 64 (or the subgroup size where larger: 64 rows ×
+/// constants (10 extended, f16 y on id 9), local size 64 (or the subgroup size where larger: 64 rows ×
 /// 32 tokens per workgroup, more tokens with a wider one; 12..16 KiB of shared memory).
 /// Its pipeline serves every m > 8 (`q4vk_kernel_info.push_constants` says what changes
 /// per m).
@@ -393,7 +399,11 @@ pub unsafe extern "C" fn q4vk_kernel_export(
         // SAFETY: g_idx NULL or readable for its size (the matrix desc's contract).
         let dev_shape = unsafe { device_shape(&d) }?;
         let (shape, scale) = (dev_shape.shape, dev_shape.scale);
-        known_bits(e.flags, Q4VK_GEMV_F16_ACTIVATIONS, "desc->flags")?;
+        known_bits(
+            e.flags,
+            Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_F16_OUTPUT,
+            "desc->flags",
+        )?;
         reserved(e.reserved0, "desc->reserved0")?;
         known_bits(
             e.export_flags,
@@ -475,6 +485,7 @@ pub unsafe extern "C" fn q4vk_kernel_export(
             scale,
             m: e.m,
             x_f16: e.flags & Q4VK_GEMV_F16_ACTIVATIONS != 0,
+            y_f16: e.flags & Q4VK_GEMV_F16_OUTPUT != 0,
             x_stride: if e.x_row_stride == 0 {
                 shape.k as u64
             } else {

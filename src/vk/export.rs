@@ -37,6 +37,19 @@ pub(crate) const ROLE_BIAS: u32 = 7;
 /// Local size x, y, z (ncnn's convention).
 pub const SPEC_LOCAL_SIZE: [u32; 3] = [233, 234, 235];
 
+/// The specialization id of the extended GEMV's f16 y (`shaders/gemv_export.glsl`): after
+/// the subgroup size in the subgroup variant, in its place in the portable one (which has
+/// none).
+pub fn gemv_spec_y_f16(subgroup: bool) -> u32 {
+    if subgroup {
+        11
+    } else {
+        10
+    }
+}
+/// The specialization id of the extended GEMM's f16 y (`shaders/gemm_q4.comp`).
+pub const GEMM_SPEC_Y_F16: u32 = 9;
+
 /// Vulkan's guaranteed minimum limits, used when no device is known.
 const MIN_MAX_GROUPS: u32 = 65535;
 const MIN_MAX_SHARED: u32 = 16384;
@@ -53,6 +66,8 @@ pub struct ExportRequest {
     pub m: u32,
     /// f16 activations.
     pub x_f16: bool,
+    /// f16 y (the extended kernel only).
+    pub y_f16: bool,
     /// Elements between rows of x (≥ k).
     pub x_stride: u64,
     /// Elements between rows of y (≥ n).
@@ -255,8 +270,12 @@ fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result
         )));
     }
     let (shape, scale, extras) = (req.shape, req.scale, req.extras);
-    let (m, x_f16) = (req.m, req.x_f16);
+    let (m, x_f16, y_f16) = (req.m, req.x_f16, req.y_f16);
+    let y_f16_id = gemv_spec_y_f16(req.subgroup);
     let spec = move |id: u32| {
+        if extras.extended && id == y_f16_id {
+            return Some(y_f16 as u32);
+        }
         let spec = SPECS
             .iter()
             .find(|s| (if extras.extended { s.3 } else { s.2 }) == Some(id))?
@@ -333,6 +352,7 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
         ksplit: 1,
     };
     let values = key.spec_values(workgroup);
+    let (extended, y_f16) = (req.extras.extended, req.y_f16);
     Ok(Kernel {
         subgroup: false,
         spirv: match (req.extras.extended, req.bias) {
@@ -343,7 +363,10 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
         workgroup,
         rows: grown.rows() as u64,
         tokens: grown.tokens() as u64,
-        spec: Box::new(move |id| values.get(id as usize).copied()),
+        spec: Box::new(move |id| match id {
+            GEMM_SPEC_Y_F16 if extended => Some(y_f16 as u32),
+            own => values.get(own as usize).copied(),
+        }),
     })
 }
 
@@ -355,6 +378,12 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     if req.bias && !extras.extended {
         return Err(Error::InvalidArgument(
             "a bias needs the extended kernel (Q4VK_KERNEL_EXPORT_EXTENDED): it is binding 7"
+                .into(),
+        ));
+    }
+    if req.y_f16 && !extras.extended {
+        return Err(Error::InvalidArgument(
+            "f16 y (Q4VK_GEMV_F16_OUTPUT) needs the extended kernel (Q4VK_KERNEL_EXPORT_EXTENDED)"
                 .into(),
         ));
     }
@@ -376,7 +405,10 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         x_gathered: false,
         x_round_f16: false,
         workspace_filled: false,
-        epilogue: Epilogue::NONE,
+        epilogue: Epilogue {
+            y_f16: req.y_f16,
+            ..Epilogue::NONE
+        },
     };
     let XyExtent {
         x_elems,
@@ -513,12 +545,16 @@ mod tests {
     /// (own constants + 3) entries: the own ids must be 0..N-1, then 233..235.
     #[test]
     fn spec_ids_follow_ncnn() {
-        for (spv, own) in BUILDS.into_iter().zip([8, 9, 10, 11, 7, 9]) {
+        // The extended builds end with f16 y: 10 (portable GEMV), 11 (subgroup GEMV), 9
+        // (GEMM).
+        for (spv, own) in BUILDS.into_iter().zip([8, 9, 11, 12, 7, 10]) {
             let ids = spec_ids(&shaders::words(spv).unwrap());
             let mut want: Vec<u32> = (0..own).collect();
             want.extend(SPEC_LOCAL_SIZE);
             assert_eq!(ids, want);
         }
+        assert_eq!(gemv_spec_y_f16(false), 10);
+        assert_eq!(gemv_spec_y_f16(true), 11);
     }
 
     /// ncnn counts push constants as the members of the block whose type is named
@@ -570,6 +606,73 @@ mod tests {
         }
     }
 
+    /// Every export lists its own ids 0..N-1 without a gap (a host maps entry i to id i),
+    /// then the local size's; f16 y sets its id on the extended GEMV and GEMM, halves y's
+    /// bytes (rounded up to 4) and is refused by the v0 kernel.
+    #[test]
+    fn the_export_lists_every_own_id() {
+        let shape = Q4Shape::new(9, 64, 32, 0).unwrap();
+        for (subgroup, extended, m, y_f16) in [
+            (false, false, 1, false),
+            (true, false, 3, false),
+            (false, true, 1, true),
+            (true, true, 2, true),
+            (false, true, 1, false),
+            (false, true, 9, true),
+            (false, false, 9, false),
+        ] {
+            let req = ExportRequest {
+                shape,
+                scale: ScaleType::F16,
+                m,
+                x_f16: false,
+                y_f16,
+                x_stride: 64,
+                y_stride: 9,
+                subgroup,
+                extras: Extras {
+                    extended,
+                    ..Default::default()
+                },
+                bias: false,
+            };
+            let dev = ExportDevice::unknown(default_tuning(subgroup, 8, 8));
+            let what = format!("subgroup {subgroup} extended {extended} m {m} f16 y {y_f16}");
+            let x = export(&req, &dev).expect(&what);
+            let own: Vec<u32> = x.specs.iter().map(|s| s.0).filter(|&id| id < 233).collect();
+            assert_eq!(own, (0..own.len() as u32).collect::<Vec<_>>(), "{what}");
+            let y_id = if m > MAX_M {
+                GEMM_SPEC_Y_F16
+            } else {
+                gemv_spec_y_f16(subgroup)
+            };
+            let y_spec = x.specs.iter().find(|s| s.0 == y_id).map(|s| s.1);
+            assert_eq!(y_spec, extended.then_some(y_f16 as u32), "{what}");
+            let y_bytes = x.bindings[ROLE_Y as usize].bytes;
+            let elems = 9 * (m as u64 - 1) + 9;
+            let want = if y_f16 {
+                (2 * elems).div_ceil(4) * 4
+            } else {
+                4 * elems
+            };
+            assert_eq!(y_bytes, want, "{what}");
+        }
+        let v0 = ExportRequest {
+            shape,
+            scale: ScaleType::F16,
+            m: 1,
+            x_f16: false,
+            y_f16: true,
+            x_stride: 64,
+            y_stride: 9,
+            subgroup: false,
+            extras: Extras::default(),
+            bias: false,
+        };
+        let dev = ExportDevice::unknown(default_tuning(false, 8, 8));
+        assert!(matches!(export(&v0, &dev), Err(Error::InvalidArgument(_))));
+    }
+
     /// The extended kernel appends offsets (5) and column order (6) with their bytes and
     /// specializes on them; the v0 kernel refuses matrices that need them.
     #[test]
@@ -580,6 +683,7 @@ mod tests {
             scale: ScaleType::F32,
             m: 1,
             x_f16: false,
+            y_f16: false,
             x_stride: 64,
             y_stride: 10,
             subgroup: false,
@@ -628,6 +732,7 @@ mod tests {
             scale: ScaleType::F16,
             m: 2,
             x_f16: false,
+            y_f16: false,
             x_stride: 64,
             y_stride: 1000,
             subgroup: false,
@@ -654,6 +759,7 @@ mod tests {
             scale: ScaleType::F16,
             m: 65,
             x_f16: true,
+            y_f16: false,
             x_stride: 101,
             y_stride: 130,
             subgroup: true,
@@ -717,6 +823,7 @@ mod tests {
                 scale: ScaleType::F16,
                 m,
                 x_f16: false,
+                y_f16: false,
                 x_stride: 96,
                 y_stride: 1000,
                 subgroup: false,
