@@ -199,6 +199,28 @@ fn every_type_runs_with_word_lanes() {
             );
         }
     }
+    // More rows per workgroup (partial last workgroups), one and eight activation rows.
+    for rows in [1, 8] {
+        gpu.context_mut()
+            .set_overrides(|o| {
+                o.blocks_gemv_word_lanes = Some(true);
+                o.blocks_gemv_rows = Some(rows);
+            })
+            .unwrap();
+        for ty in [BlockType::Q4K, BlockType::Q6K, BlockType::Nvfp4] {
+            let (n, k) = shapes(ty)[1];
+            let bytes = random_blocks(&mut rng, ty, n, k);
+            let desc = blocks_desc(ty, n, k, &bytes);
+            check_matrix(
+                gpu.ctx,
+                &desc,
+                (&[2, 8], &|_| false, 8),
+                &mut rng,
+                true,
+                &format!("{} {n}x{k}, word lanes, {rows} rows", ty.name()),
+            );
+        }
+    }
     gpu.assert_quiet();
 }
 

@@ -104,6 +104,82 @@ fn workgroup_shapes_of_both_variants() {
     assert_nothing_logged();
 }
 
+/// Word lanes (invocations stepping over words of codes) under other workgroup shapes:
+/// splits, unrolls and rows that leave some words of a step past the end, on the f32 GEMV
+/// (each word decoded per activation row and once for all) and the integer dot-product
+/// GEMV, each call checked to have run word lanes, at m = 1 and 5, against the reference.
+#[test]
+fn word_lanes_under_other_shapes() {
+    use q4vk::vk::context::IntDot;
+    use q4vk::vk::gemv::{decide, KernelChoice, Room};
+    let mut rng = Rng(4343);
+    let cases = [(37usize, 300usize, 32i32, true), (9, 1000, 128, false)];
+    let data: Vec<_> = cases
+        .iter()
+        .map(|&(n, k, g, z)| random_q4(&mut rng, n, k, g, z, false))
+        .collect();
+    let mut ran = 0;
+    for int_dot in [IntDot::Off, IntDot::Forced] {
+        for (i, (wg, rows, unroll, split)) in [
+            (64, 2, 4, 2),
+            (256, 8, 1, 4),
+            (32, 4, 8, 1),
+            (128, 8, 1, 2),
+            (64, 16, 2, 16),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let config = ContextConfig {
+                device_index: -1,
+                validation: true,
+                tuning: Some((wg, rows)),
+                unroll: Some(unroll),
+                split: Some(split),
+                no_coop: true,
+                int_dot,
+                overrides: q4vk::plan::Overrides {
+                    simt_gemv_word_lanes: Some(true),
+                    simt_gemv_decode_once: Some(i % 2 == 0),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let ctx = match Context::new(config, counting_logger()) {
+                Ok(ctx) => ctx,
+                Err(e) => {
+                    assert!(e.to_string().contains("shared memory"), "{e}");
+                    continue;
+                }
+            };
+            for (j, d) in data.iter().enumerate() {
+                let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
+                for m in [1usize, 5] {
+                    let p = dense_params(&mat.form, m, Recording::default());
+                    let choice = decide(&ctx.rules, &mat.form, &p, Room::AsNeeded).unwrap();
+                    let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
+                        panic!("{choice:?} is not the SIMT GEMV");
+                    };
+                    assert!(key.word_lanes, "{key:?}");
+                    assert_eq!(key.dot, int_dot == IntDot::Forced, "{key:?}");
+                    let x = rng.vec(m * d.shape.k);
+                    let mut y = vec![f32::NAN; m * d.shape.n];
+                    gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+                    assert!(y.iter().all(|v| v.is_finite()), "unwritten y");
+                    let err = reference::relative_error(&y, &reference::gemv(d, &x, m));
+                    assert!(
+                        err < 1e-5,
+                        "{int_dot:?} wg {wg} rows {rows} unroll {unroll} split {split} case {j} m {m}: {err:e}"
+                    );
+                    ran += 1;
+                }
+            }
+        }
+    }
+    assert!(ran >= 32, "calls run: {ran}");
+    assert_nothing_logged();
+}
+
 #[test]
 fn pipeline_statistics_where_offered() {
     let mut rng = Rng(77);
