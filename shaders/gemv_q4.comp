@@ -224,13 +224,14 @@ void chunk_word_digits(uvec4 d[6], uint j, out uvec2 dw[3]) {
 // times the digits of q = D0 2^16 + D1 2^8 + D2 (over a chunk, or a word of it), `dsum` the
 // digits' sums over the chunk (or 0: the chunk's zero-point and offset terms are taken
 // elsewhere), scale t = t1 t2, zero point z (0 with offsets), scale s, offset o: per digit
-// an exact int32 (|.| <= 32 * 15 * 128), then one f32, multiplied by t before s or o
-// (|value t| <= ~960 |x|: no overflow where s x has none).
+// an exact int32 (|.| <= 32 * 15 * 64 for D0, 32 * 15 * 128 for D1 and D2), combined into
+// one exact int32 (|.| < 2^31) and converted once (one rounding), multiplied by t before s
+// or o (|value t| <= ~960 |x|: no overflow where s x has none).
 float digits_value(ivec3 e, ivec3 dsum, float t1, float t2, int z, float s, float o) {
     e -= z * dsum;
-    float value = (float(e.x) * 256.0 + float(e.y)) * 256.0 + float(e.z);
+    float value = float(e.x * 65536 + e.y * 256 + e.z);
     if (HAS_OFFSETS) {
-        float q = (float(dsum.x) * 256.0 + float(dsum.y)) * 256.0 + float(dsum.z);
+        float q = float(dsum.x * 65536 + dsum.y * 256 + dsum.z);
         return fma(s, (value * t1) * t2, o * ((q * t1) * t2));
     }
     return s * ((value * t1) * t2);
