@@ -232,9 +232,6 @@
 // always holds one.
 #define Q4VK_TUNING_BLOB_MAX_BYTES 256
 
-// The specialization id of the extended GEMM's f16 y (`shaders/gemm_q4.comp`).
-#define GEMM_SPEC_Y_F16 9
-
 // A context (opaque): a Vulkan device, or the CPU (`Q4VK_CONTEXT_CPU`). Created by
 // `q4vk_context_create`, released by `q4vk_context_destroy`. Safe to use from several
 // threads at once: q4vk serializes its own submissions.
@@ -886,8 +883,8 @@ typedef struct q4vk_tune_info {
   // The chosen shape's time against the table's, geometric mean over the timed cases
   // (1 where the table's shape was kept).
   double time_vs_table;
-  // 1 where the chosen shape's f32 GEMV steps over words of codes (8 weights) instead of
-  // 16-byte chunks, else 0.
+  // 1 where the chosen shape's SIMT GEMV (f32 and integer dot products) steps over words
+  // of codes (8 weights) instead of 16-byte chunks, else 0.
   uint32_t word_lanes;
   // The same of the device row's shape.
   uint32_t table_word_lanes;

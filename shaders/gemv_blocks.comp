@@ -164,7 +164,8 @@ void word_lanes(uint row0, uint tid, inout float acc[MR]) {
     }
 }
 // A piece loads its x once for all its rows (32 registers per activation row): the rules
-// run this kernel in passes of at most 4 activation rows (`vk::pipeline::BLOCKS_MAX_M`).
+// run this kernel in passes of at most 4 activation rows (`vk::pipeline::BLOCKS_MAX_M`);
+// with WORD_LANES an invocation holds 8 values per activation row, for passes of up to 8.
 #ifdef SUBGROUP
 shared float red[(WORKGROUP / SUBGROUP_SIZE) * MR];
 #else

@@ -22,7 +22,8 @@
 // * both: Vulkan 1.0 storage buffers and f32 arithmetic only. No 8- or 16-bit storage:
 //   codes are read as 32-bit words, f16 scales and activations as packed pairs through
 //   unpackHalf2x16; no int8 or f16 arithmetic (Mali before Valhall has no fast int8,
-//   many drivers no shaderFloat16). Weights and x are read as 16-byte vectors.
+//   many drivers no shaderFloat16). Weights and x are read as 16-byte vectors (with
+//   WORD_LANES: weights as 32-bit words, x as 16-byte vectors).
 // * SUBGROUP: subgroup arithmetic in compute shaders (subgroupAdd), any power-of-two
 //   subgroup size from 4 to 128 (Adreno runs 64 or 128 wide, Mali Valhall 16, Intel 8-32,
 //   AMD 32/64, NVIDIA 32, lavapipe 8 at 256 bits). The reduction slots are sized for the
@@ -34,8 +35,9 @@
 // * DOT (with SUBGROUP; `vk::int_dot`): x arrives as three signed 8-bit digits per element
 //   (written by the pre-pass `x_digits.comp`), and each 32-code chunk is 24 packed 4 x 8-bit
 //   dot products (VK_KHR_shader_integer_dot_product, Vulkan 1.3 core) instead of 32 FMAs
-//   plus the decode. Exact: per chunk and digit the sum of (u - z) times the digit is an
-//   exact int32; the three become one f32 with one rounding, scaled by the chunk's power of
+//   plus the decode. Exact: per chunk (per word with WORD_LANES) and digit the sum of
+//   (u - z) times the digit is an exact int32; the three become one f32 with one rounding
+//   (with WORD_LANES the chunk's zero-point term is one word's), scaled by the chunk's power of
 //   two 2^tau as two exact factors 2^(tau/2) and 2^(tau - tau/2) (tau may lie beyond f32's
 //   exponent range; an infinite or NaN chunk has tau = 256, so 0 times inf gives NaN); x's
 //   digits are within 2^-22 of the chunk's largest |x|. Binding X holds, per activation row

@@ -19,6 +19,23 @@ void log_q4vk(const char* what, q4vk_status st) {
 // ceil(bytes / 4) 32-bit words, as the pre-quantized blobs are stored in the .bin.
 int words_of(size_t bytes) { return (int)((bytes + 3) / 4); }
 
+// A 1-D view of blob `mat` over whole 32-bit words: the kernels read an f16 x and write an
+// f16 y a word (two elements) at a time, so a blob of an odd element count is bound one
+// element longer. ncnn allocates every blob rounded up to 4 bytes (VkMat::create), so the
+// view stays within the allocation; its offset in the buffer is the blob's.
+ncnn::VkMat word_view(const ncnn::VkMat& mat) {
+    ncnn::VkMat v = mat;
+    const int elems = (int)((mat.total() * mat.elemsize + 3) / 4 * 4 / mat.elemsize);
+    v.dims = 1;
+    v.w = elems;
+    v.h = v.d = v.c = 1;
+    v.cstep = (size_t)elems;
+#if NCNN_BATCH
+    v.nstep = (size_t)elems;
+#endif
+    return v;
+}
+
 }  // namespace
 
 Q4Linear::Q4Linear() {
@@ -356,7 +373,9 @@ int Q4Linear::forward(const ncnn::VkMat& bottom, ncnn::VkMat& top, ncnn::VkCompu
         top.create(n, m, elemsize, 1, opt.blob_vkallocator);
     if (top.empty()) return -100;
 
-    // Bindings in the export's order (its bindings[i].role says which is which).
+    // Bindings in the export's order (its bindings[i].role says which is which); x and y as
+    // views over whole words.
+    const ncnn::VkMat x_words = word_view(bottom), y_words = word_view(top);
     std::vector<ncnn::VkMat> bindings(info.binding_count);
     for (uint32_t i = 0; i < info.binding_count; i++) {
         const ncnn::VkMat* b = nullptr;
@@ -364,16 +383,16 @@ int Q4Linear::forward(const ncnn::VkMat& bottom, ncnn::VkMat& top, ncnn::VkCompu
         case Q4VK_BINDING_WEIGHTS: b = &w_gpu; break;
         case Q4VK_BINDING_SCALES: b = &s_gpu; break;
         case Q4VK_BINDING_ZEROS: b = &z_gpu; break;  // empty when symmetric (bytes 0)
-        case Q4VK_BINDING_X: b = &bottom; break;
-        case Q4VK_BINDING_Y: b = &top; break;
+        case Q4VK_BINDING_X: b = &x_words; break;
+        case Q4VK_BINDING_Y: b = &y_words; break;
         case Q4VK_BINDING_OFFSETS: b = &o_gpu; break;  // extended kernel; empty without offsets
         case Q4VK_BINDING_K_ORDER: b = &k_gpu; break;  // extended kernel; empty in input order
         case Q4VK_BINDING_BIAS: b = &b_gpu; break;     // extended kernel with a bias
         default: NCNN_LOGE("Q4Linear: unknown binding role %u", info.bindings[i].role); return -1;
         }
-        // x and y: m dense rows (the GEMM was exported at m = 9, so not its bytes); an f16
-        // y is written in whole 32-bit words.
-        const uint64_t need = info.bindings[i].role == Q4VK_BINDING_X   ? (uint64_t)elemsize * m * k
+        // x and y: m dense rows in whole 32-bit words (the GEMM was exported at m = 9, so
+        // not its bytes).
+        const uint64_t need = info.bindings[i].role == Q4VK_BINDING_X   ? ((uint64_t)elemsize * m * k + 3) / 4 * 4
                               : info.bindings[i].role == Q4VK_BINDING_Y ? ((uint64_t)elemsize * m * n + 3) / 4 * 4
                                                                         : info.bindings[i].bytes;
         if (need && (b->empty() || b->buffer_capacity() < need)) {

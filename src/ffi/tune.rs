@@ -81,8 +81,8 @@ pub struct q4vk_tune_info {
     /// The chosen shape's time against the table's, geometric mean over the timed cases
     /// (1 where the table's shape was kept).
     pub time_vs_table: f64,
-    /// 1 where the chosen shape's f32 GEMV steps over words of codes (8 weights) instead of
-    /// 16-byte chunks, else 0.
+    /// 1 where the chosen shape's SIMT GEMV (f32 and integer dot products) steps over words
+    /// of codes (8 weights) instead of 16-byte chunks, else 0.
     pub word_lanes: u32,
     /// The same of the device row's shape.
     pub table_word_lanes: u32,

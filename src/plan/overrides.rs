@@ -25,8 +25,9 @@ pub struct Overrides {
     /// Whether the f32 SIMT GEMV at m ≥ 2 decodes each word once for all activation rows
     /// (`PipelineKey::decode_once`), whatever the matrix's rows.
     pub simt_gemv_decode_once: Option<bool>,
-    /// Whether the f32 SIMT GEMV's invocations step over words of codes instead of chunks
-    /// (`PipelineKey::word_lanes`), whatever the workgroup shape says.
+    /// Whether the SIMT GEMV's invocations (f32 and integer dot products) step over words of
+    /// codes instead of chunks (`PipelineKey::word_lanes`), whatever the workgroup shape
+    /// says.
     pub simt_gemv_word_lanes: Option<bool>,
     /// Whether SIMT-layout matrices run the tensor-core GEMM on the SIMT layout
     /// (`vk::coop_tiles`) where a GEMM runs, on contexts whose device offers it.

@@ -857,8 +857,8 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
 
 /// The kernel on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form`: where
 /// [`runs_gemm`] says so the GEMM on blocks with the SIMT GEMM's tile and K groups, else the
-/// GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows (or the caller's fixed count; the
-/// last pass of the rows left), with the SIMT GEMV's workgroup and the row's rows per
+/// GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows ([`MAX_M`] with word lanes; or
+/// the caller's fixed count; the last pass of the rows left), with the SIMT GEMV's workgroup and the row's rows per
 /// workgroup for calls of one pass or of several (`DeviceTuning::blocks_gemv_rows`; or the
 /// caller's fixed count). `Unsupported` where the kernel does not fit the device.
 fn blocks_choice(

@@ -483,7 +483,7 @@ impl TilesKey {
 }
 
 /// Which GEMV pipeline on GGUF blocks in their native bytes (`shaders/gemv_blocks.comp`,
-/// the type's build, specialization constants 0..4).
+/// the type's build, specialization constants 0..6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlocksKey {
     /// Shared-memory reduction only.

@@ -137,7 +137,15 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         ));
     }
     let table = ctx.rules.row.simt_gemv;
-    let all = candidates(&table, &ctx.rules.class);
+    // A fixed word-lanes choice (`Overrides::simt_gemv_word_lanes`) makes the candidates
+    // that differ from another only there the same kernel: they are timed once.
+    let fixed_lanes = ctx.rules.overrides().simt_gemv_word_lanes;
+    let all: Vec<SimtGemv> = candidates(&table, &ctx.rules.class)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, s)| *i == 0 || fixed_lanes.is_none_or(|lanes| s.word_lanes == lanes))
+        .map(|(_, s)| s)
+        .collect();
     let cases = opts
         .shapes
         .iter()
