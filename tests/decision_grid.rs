@@ -16,8 +16,8 @@
 //! on the SIMT layout (fragment shape, workgroup, row and column tiles); pre-passes `+digits`, `+fragments(STAGES st
 //! bB pP)`. Flags: `z` zero points, `s` f32 scales, `h` f16 x, `o` offsets, `k` x gathered
 //! through the column order, `d` x in digits, `p` portable kernels, `w` each word decoded
-//! once for all activation rows, `f` x in fragments, `r` f32 x rounded to f16, `q` in K
-//! slices.
+//! once for all activation rows, `l` word lanes (invocations stepping over words of codes
+//! or quarters of pieces), `f` x in fragments, `r` f32 x rounded to f16, `q` in K slices.
 
 use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::{DeviceClass, Family, FragmentShape};
@@ -424,7 +424,13 @@ fn written(c: &Choice) -> String {
             flags(
                 &[
                     simt_form(k.zeros, k.scale_f32, k.x_f16, k.offsets, k.k_order),
-                    [(k.dot, 'd'), (k.portable, 'p'), (k.decode_once, 'w')].to_vec(),
+                    [
+                        (k.dot, 'd'),
+                        (k.portable, 'p'),
+                        (k.decode_once, 'w'),
+                        (k.word_lanes, 'l'),
+                    ]
+                    .to_vec(),
                 ]
                 .concat()
             )
@@ -434,7 +440,7 @@ fn written(c: &Choice) -> String {
             k.ty.name(),
             k.workgroup,
             k.rows,
-            flags(&[(k.x_f16, 'h'), (k.portable, 'p')])
+            flags(&[(k.x_f16, 'h'), (k.portable, 'p'), (k.word_lanes, 'l')])
         ),
         KernelChoice::BlocksGemm(k) => format!(
             "blocks-gemm({} {}x{}x{}x{} k{} {})",
