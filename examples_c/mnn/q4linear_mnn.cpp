@@ -214,7 +214,7 @@ public:
         if (inputs.size() != 1 || outputs.size() != 1) return nullptr;
         auto* vk = static_cast<VulkanBackend*>(bn);
         if (vk->useFP16()) {
-            MNN_ERROR("Q4Linear: the Vulkan backend stores fp16 tensors; q4vk writes fp32 y "
+            MNN_ERROR("Q4Linear: the Vulkan backend stores fp16 tensors; this op takes fp32 tensors "
                       "(use BackendConfig::Precision_High, or a shared context)\n");
             return nullptr;
         }
