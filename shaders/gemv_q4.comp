@@ -341,15 +341,7 @@ void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
                 load_x_word(mi, c, q, xa, xb);
                 float xsum = HAS_OFFSETS ? sum8_word(xa, xb) : 0.0;
                 [[unroll]] for (uint r = 0u; r < RPI; r++) {
-                    float t = acc[mi * RPI + r];
-                    t = fma(lo[r].x, xa.x, t);
-                    t = fma(lo[r].y, xa.y, t);
-                    t = fma(lo[r].z, xa.z, t);
-                    t = fma(lo[r].w, xa.w, t);
-                    t = fma(hi[r].x, xb.x, t);
-                    t = fma(hi[r].y, xb.y, t);
-                    t = fma(hi[r].z, xb.z, t);
-                    t = fma(hi[r].w, xb.w, t);
+                    float t = fma8(lo[r], hi[r], xa, xb, acc[mi * RPI + r]);
                     acc[mi * RPI + r] = HAS_OFFSETS ? fma(ob[u * RPI + r], xsum, t) : t;
                 }
             }
@@ -475,15 +467,7 @@ void main() {
                             xsum[mi] += sum8_word(xa, xb);
                         }
                         [[unroll]] for (uint r = 0u; r < RPI; r++) {
-                            float t = acc[mi * RPI + r];
-                            t = fma(lo[r].x, xa.x, t);
-                            t = fma(lo[r].y, xa.y, t);
-                            t = fma(lo[r].z, xa.z, t);
-                            t = fma(lo[r].w, xa.w, t);
-                            t = fma(hi[r].x, xb.x, t);
-                            t = fma(hi[r].y, xb.y, t);
-                            t = fma(hi[r].z, xb.z, t);
-                            acc[mi * RPI + r] = fma(hi[r].w, xb.w, t);
+                            acc[mi * RPI + r] = fma8(lo[r], hi[r], xa, xb, acc[mi * RPI + r]);
                         }
                     }
                 }

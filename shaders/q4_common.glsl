@@ -65,11 +65,8 @@ vec4 nibble_offset(float z) {
     return NIBBLE_BASE + z;
 }
 
-// t + sum of x_i (u_i - z) over the 8 codes of word w (codes k = 0..3 against xa, 4..7
-// against xb), as a chain of FMAs.
-float dot8_acc(uint w, vec4 xa, vec4 xb, vec4 offset, float t) {
-    vec4 a = nibbles_lo(w, offset);
-    vec4 b = nibbles_lo(w >> 16, offset);
+// t + a·xa + b·xb as a chain of FMAs (a word's 8 decoded weights against its 8 x).
+float fma8(vec4 a, vec4 b, vec4 xa, vec4 xb, float t) {
     t = fma(a.x, xa.x, t);
     t = fma(a.y, xa.y, t);
     t = fma(a.z, xa.z, t);
@@ -77,6 +74,11 @@ float dot8_acc(uint w, vec4 xa, vec4 xb, vec4 offset, float t) {
     t = fma(b.x, xb.x, t);
     t = fma(b.y, xb.y, t);
     t = fma(b.z, xb.z, t);
-    t = fma(b.w, xb.w, t);
-    return t;
+    return fma(b.w, xb.w, t);
+}
+
+// t + sum of x_i (u_i - z) over the 8 codes of word w (codes k = 0..3 against xa, 4..7
+// against xb), as a chain of FMAs.
+float dot8_acc(uint w, vec4 xa, vec4 xb, vec4 offset, float t) {
+    return fma8(nibbles_lo(w, offset), nibbles_lo(w >> 16, offset), xa, xb, t);
 }

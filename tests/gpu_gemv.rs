@@ -57,7 +57,7 @@ fn gemv_portable_kernels_match_reference() {
 /// code, their reduction aside).
 #[test]
 fn gemv_decoding_once_or_per_activation_row_matches_reference() {
-    use q4vk::vk::gemv::{decide, KernelChoice, Room};
+    use q4vk::vk::gemv::Room;
     let batched: Vec<Case> = CASES
         .iter()
         .filter(|c| c.m >= 2)
@@ -74,12 +74,8 @@ fn gemv_decoding_once_or_per_activation_row_matches_reference() {
         // The kernel the calls ran decodes as fixed (m ≥ 2; m = 1 has one way).
         let ctx = gpu.context();
         let form = plain_form(ctx, &random_q4(&mut rng, 33, 96, 64, false, false));
-        for m in 1..=8u32 {
-            let p = dense_params(&form, m as usize, Recording::default());
-            let choice = decide(&ctx.rules, &form, &p, Room::None).unwrap();
-            let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
-                panic!("m = {m}: {choice:?} is not the SIMT GEMV");
-            };
+        for m in 1..=8usize {
+            let key = simt_gemv_key(ctx, &form, m, Room::None);
             assert_eq!(key.decode_once, once && m >= 2, "m = {m}");
         }
     }
@@ -91,7 +87,7 @@ fn gemv_decoding_once_or_per_activation_row_matches_reference() {
 /// shape and never do).
 #[test]
 fn gemv_word_lanes_match_reference() {
-    use q4vk::vk::gemv::{decide, KernelChoice, Room};
+    use q4vk::vk::gemv::Room;
     for once in [false, true] {
         let mut gpu = Gpu::new(false);
         gpu.context_mut()
@@ -105,12 +101,8 @@ fn gemv_word_lanes_match_reference() {
         forms_through_recording(&gpu, &mut rng);
         let ctx = gpu.context();
         let form = plain_form(ctx, &random_q4(&mut rng, 33, 96, 64, false, false));
-        for m in [1u32, 2, 8] {
-            let p = dense_params(&form, m as usize, Recording::default());
-            let choice = decide(&ctx.rules, &form, &p, Room::None).unwrap();
-            let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
-                panic!("m = {m}: {choice:?} is not the SIMT GEMV");
-            };
+        for m in [1usize, 2, 8] {
+            let key = simt_gemv_key(ctx, &form, m, Room::None);
             assert!(key.word_lanes && !key.dot, "m = {m}: {key:?}");
             // A row of 3 chunks is 12 words: the smallest workgroup.
             assert_eq!(key.workgroup, ctx.rules.simt.workgroup_for(12), "m = {m}");

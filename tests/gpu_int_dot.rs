@@ -51,11 +51,7 @@ fn context_with_lanes(word_lanes: bool) -> Context {
 
 /// Asserts that a call at `m` on `mat` runs the digits GEMV stepping as `ctx` fixes.
 fn assert_runs_digits_gemv(ctx: &Context, mat: &DeviceMatrix, m: usize, word_lanes: bool) {
-    let p = dense_params(&mat.form, m, Recording::default());
-    let choice = gemv::decide(&ctx.rules, &mat.form, &p, gemv::Room::AsNeeded).unwrap();
-    let gemv::KernelChoice::SimtGemv { key, .. } = choice.kernel else {
-        panic!("m = {m}: {choice:?} is not the SIMT GEMV");
-    };
+    let key = simt_gemv_key(ctx, &mat.form, m, gemv::Room::AsNeeded);
     assert!(key.dot, "m = {m}: {key:?}");
     assert_eq!(key.word_lanes, word_lanes, "m = {m}");
 }

@@ -111,7 +111,7 @@ fn workgroup_shapes_of_both_variants() {
 #[test]
 fn word_lanes_under_other_shapes() {
     use q4vk::vk::context::IntDot;
-    use q4vk::vk::gemv::{decide, KernelChoice, Room};
+    use q4vk::vk::gemv::Room;
     let mut rng = Rng(4343);
     let cases = [(37usize, 300usize, 32i32, true), (9, 1000, 128, false)];
     let data: Vec<_> = cases
@@ -155,11 +155,7 @@ fn word_lanes_under_other_shapes() {
             for (j, d) in data.iter().enumerate() {
                 let mat = DeviceMatrix::new(&ctx, d, None, None).unwrap();
                 for m in [1usize, 5] {
-                    let p = dense_params(&mat.form, m, Recording::default());
-                    let choice = decide(&ctx.rules, &mat.form, &p, Room::AsNeeded).unwrap();
-                    let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
-                        panic!("{choice:?} is not the SIMT GEMV");
-                    };
+                    let key = simt_gemv_key(&ctx, &mat.form, m, Room::AsNeeded);
                     assert!(key.word_lanes, "{key:?}");
                     assert_eq!(key.dot, int_dot == IntDot::Forced, "{key:?}");
                     let x = rng.vec(m * d.shape.k);

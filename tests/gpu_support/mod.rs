@@ -683,6 +683,23 @@ fn choice(
     decide(&ctx.rules, &mat.form, p, room).expect("the call's choice")
 }
 
+/// The SIMT GEMV key a dense call at `m` on `form` runs with `room` of workspace (panics
+/// where the rules choose another kernel).
+pub fn simt_gemv_key(
+    ctx: &q4vk::vk::context::Context,
+    form: &q4vk::vk::matrix_form::MatrixForm,
+    m: usize,
+    room: q4vk::vk::gemv::Room,
+) -> q4vk::vk::pipeline::PipelineKey {
+    use q4vk::vk::gemv::{decide, KernelChoice};
+    let p = dense_params(form, m, Recording::default());
+    let choice = decide(&ctx.rules, form, &p, room).expect("the call's choice");
+    let KernelChoice::SimtGemv { key, .. } = choice.kernel else {
+        panic!("m = {m}: {choice:?} is not the SIMT GEMV");
+    };
+    key
+}
+
 /// The three matrices the concurrency and synchronization tests share (group 32 and 64 with
 /// zero points and per channel), from `rng`.
 pub fn shared_test_matrices(rng: &mut Rng) -> Vec<Q4Data<'static>> {
