@@ -555,3 +555,108 @@ fn the_rules_decide_as_recorded() {
         differ.join("\n")
     );
 }
+
+/// Whether the SIMT GEMV steps over words on an `n` × `k` matrix at `m` under `rules`.
+fn steps_over_words(rules: &Rules, n: u64, k: u64, m: u32) -> bool {
+    let form = MatrixForm::new(
+        Q4Shape::new(n, k, 128, 0).unwrap(),
+        false,
+        false,
+        false,
+        false,
+        1 << 31,
+    )
+    .unwrap();
+    let p = GemvParams {
+        m,
+        x_f16: false,
+        x_stride: k,
+        y_stride: n,
+        x_gathered: false,
+        x_round_f16: false,
+        workspace_filled: false,
+        epilogue: Epilogue::NONE,
+    };
+    match decide(rules, &form, &p, Room::AsNeeded).unwrap().kernel {
+        KernelChoice::SimtGemv { key, last } => {
+            assert_eq!(
+                key.word_lanes, last.word_lanes,
+                "one stepping for every pass"
+            );
+            key.word_lanes
+        }
+        other => panic!("{n} x {k} at m = {m} runs {other:?}, not the SIMT GEMV"),
+    }
+}
+
+/// On the NVIDIA row (workgroups of 128 lanes, 2 to a chunk: 64 lanes along a row), rows
+/// of fewer than 64 chunks (k < 2048) step over words, longer rows over chunks; a
+/// caller's fixed choice holds on both; the CPU row keeps chunks (one thread per
+/// workgroup, no lanes idle).
+#[test]
+fn short_rows_step_over_words_where_the_row_says() {
+    let (_, h200, _) = devices().into_iter().next().unwrap();
+    let mut rules = Rules::for_class(h200, false, false);
+    for m in [1, 2, 8] {
+        assert!(steps_over_words(&rules, 8960, 1536, m));
+        assert!(steps_over_words(&rules, 256, 1984, m));
+        assert!(!steps_over_words(&rules, 8192, 2048, m));
+        assert!(!steps_over_words(&rules, 1536, 8960, m));
+    }
+    rules
+        .set_overrides(|o| o.simt_gemv_word_lanes = Some(false))
+        .unwrap();
+    assert!(!steps_over_words(&rules, 8960, 1536, 1));
+    rules
+        .set_overrides(|o| o.simt_gemv_word_lanes = Some(true))
+        .unwrap();
+    assert!(steps_over_words(&rules, 1536, 8960, 1));
+    let (_, lavapipe, _) = devices().into_iter().nth(2).unwrap();
+    let cpu = Rules::for_class(lavapipe, false, false);
+    assert!(!steps_over_words(&cpu, 8960, 1536, 1));
+}
+
+/// Whether the GEMV on `ty` blocks of an `n` × `k` matrix at `m` strides over quarters.
+fn blocks_over_quarters(rules: &Rules, ty: BlockType, n: usize, k: usize, m: u32) -> bool {
+    let form = MatrixForm::of_blocks(ty, n, k, 1 << 31).unwrap();
+    let p = GemvParams {
+        m,
+        x_f16: false,
+        x_stride: k as u64,
+        y_stride: n as u64,
+        x_gathered: false,
+        x_round_f16: false,
+        workspace_filled: false,
+        epilogue: Epilogue::NONE,
+    };
+    match decide(rules, &form, &p, Room::None).unwrap().kernel {
+        KernelChoice::BlocksGemv { key, last } => {
+            assert_eq!(key.word_lanes, last.word_lanes, "one stride for every pass");
+            key.word_lanes
+        }
+        other => panic!(
+            "{} at m = {m} runs {other:?}, not the GEMV on blocks",
+            ty.name()
+        ),
+    }
+}
+
+/// On the NVIDIA row, Q6_K blocks stride over quarters (one pass of 8 rows) where pieces
+/// would take more than one pass, and keep pieces on calls of one pass; Q4_K keeps pieces;
+/// a caller's fixed choice holds.
+#[test]
+fn q6_k_strides_over_quarters_past_one_pass_of_pieces() {
+    let (_, h200, _) = devices().into_iter().next().unwrap();
+    let mut rules = Rules::for_class(h200, false, false);
+    for m in 1..=4 {
+        assert!(!blocks_over_quarters(&rules, BlockType::Q6K, 1536, 8960, m));
+    }
+    for m in 5..=8 {
+        assert!(blocks_over_quarters(&rules, BlockType::Q6K, 1536, 8960, m));
+        assert!(!blocks_over_quarters(&rules, BlockType::Q4K, 1536, 8960, m));
+    }
+    rules
+        .set_overrides(|o| o.blocks_gemv_word_lanes = Some(false))
+        .unwrap();
+    assert!(!blocks_over_quarters(&rules, BlockType::Q6K, 1536, 8960, 8));
+}

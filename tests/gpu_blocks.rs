@@ -48,13 +48,21 @@ fn assert_close(y: &[f32], want: &[f64], what: &str) {
     assert!(err < 1e-5, "{what}: relative error {err:e}");
 }
 
+/// The calls [`check_matrix`] makes: the values of m, whether each also runs f16 x, and the
+/// activation rows per pass the GEMV takes at each.
+type Calls<'a> = (
+    &'a [usize],
+    &'a dyn Fn(usize) -> bool,
+    &'a dyn Fn(usize) -> usize,
+);
+
 /// Creates the matrix of `desc` on `ctx` and checks its GEMV at every m of `ms` with f32
 /// x, and with f16 x where `f16_x(m)`, against the f64 reference; on GPU contexts also the
-/// plan (the GEMV in passes of `pass_rows`) and the bytes.
+/// plan (the GEMV in passes of `pass_rows(m)` rows) and the bytes.
 fn check_matrix(
     ctx: *mut q4vk_context,
     desc: &q4vk_matrix_desc,
-    (ms, f16_x, pass_rows): (&[usize], &dyn Fn(usize) -> bool, usize),
+    (ms, f16_x, pass_rows): Calls,
     rng: &mut Rng,
     gpu: bool,
     what: &str,
@@ -95,7 +103,7 @@ fn check_matrix(
             // Every row's rules run the GEMV up to m = 8 and the GEMM past m = 16.
             true if m <= 8 => {
                 assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMV, "{what}");
-                assert_eq!(info.passes as usize, m.div_ceil(pass_rows), "{what}");
+                assert_eq!(info.passes as usize, m.div_ceil(pass_rows(m)), "{what}");
             }
             true if m > 16 => {
                 assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMM, "{what}");
@@ -115,6 +123,16 @@ fn check_matrix(
     unsafe { q4vk_matrix_destroy(mat) };
 }
 
+/// Activation rows per pass of the GEMV on `ty` blocks at `m` as the device rows choose
+/// (lavapipe's row keeps the GPU rows' choice): passes of 4 over pieces, except Q6_K past
+/// one such pass, whose GEMV then strides over quarters in passes of 8.
+fn row_pass_rows(ty: BlockType, m: usize) -> usize {
+    match ty == BlockType::Q6K && m > 4 {
+        true => 8,
+        false => 4,
+    }
+}
+
 /// Shapes: one block per row, odd row counts (partial workgroups), several blocks.
 fn shapes(ty: BlockType) -> [(usize, usize); 3] {
     let b = ty.block_elements();
@@ -125,7 +143,8 @@ fn shapes(ty: BlockType) -> [(usize, usize); 3] {
 /// whose pipelines take seconds each to compile on lavapipe) f16 x on a few types only:
 /// one with minima (Q4_K), one with signed codes (Q6_K) and one with two scales per piece
 /// (NVFP4).
-fn run_all_types(ctx: *mut q4vk_context, gpu: bool, ms: &[usize], seed: u64) {
+/// `portable`: the portable kernels, which always stride over pieces.
+fn run_all_types(ctx: *mut q4vk_context, gpu: bool, portable: bool, ms: &[usize], seed: u64) {
     let mut rng = Rng(seed);
     for ty in BlockType::ALL {
         let f16_x =
@@ -136,7 +155,13 @@ fn run_all_types(ctx: *mut q4vk_context, gpu: bool, ms: &[usize], seed: u64) {
             check_matrix(
                 ctx,
                 &desc,
-                (ms, &f16_x, 4),
+                (ms, &f16_x, &|m| {
+                    if portable {
+                        4
+                    } else {
+                        row_pass_rows(ty, m)
+                    }
+                }),
                 &mut rng,
                 gpu,
                 &format!("{} {n}x{k}", ty.name()),
@@ -148,7 +173,7 @@ fn run_all_types(ctx: *mut q4vk_context, gpu: bool, ms: &[usize], seed: u64) {
 #[test]
 fn every_type_runs_on_the_subgroup_kernel() {
     let gpu = Gpu::new(false);
-    run_all_types(gpu.ctx, true, &[1, 6], 0xB10C);
+    run_all_types(gpu.ctx, true, false, &[1, 6], 0xB10C);
     gpu.assert_quiet();
 }
 
@@ -156,7 +181,7 @@ fn every_type_runs_on_the_subgroup_kernel() {
 #[test]
 fn every_type_runs_on_the_portable_kernel() {
     let gpu = Gpu::new(true);
-    run_all_types(gpu.ctx, true, &[1, 5, 33], 0xB10D);
+    run_all_types(gpu.ctx, true, true, &[1, 5, 33], 0xB10D);
     gpu.assert_quiet();
 }
 
@@ -168,7 +193,7 @@ fn every_type_runs_on_a_cpu_context() {
     let mut ctx = std::ptr::null_mut();
     let status = unsafe { q4vk_context_create(&desc, &mut ctx) };
     assert_eq!(status, Q4VK_OK, "{}", last_error());
-    run_all_types(ctx, false, &[1, 5, 9], 0xB10E);
+    run_all_types(ctx, false, false, &[1, 5, 9], 0xB10E);
     unsafe { q4vk_context_destroy(ctx) };
 }
 
@@ -192,7 +217,7 @@ fn every_type_runs_with_word_lanes() {
             check_matrix(
                 gpu.ctx,
                 &desc,
-                (&[1, 3, 8], &|m| m == 3, 8),
+                (&[1, 3, 8], &|m| m == 3, &|_| 8),
                 &mut rng,
                 true,
                 &format!("{} {n}x{k}, word lanes", ty.name()),
@@ -214,7 +239,7 @@ fn every_type_runs_with_word_lanes() {
             check_matrix(
                 gpu.ctx,
                 &desc,
-                (&[2, 8], &|_| false, 8),
+                (&[2, 8], &|_| false, &|_| 8),
                 &mut rng,
                 true,
                 &format!("{} {n}x{k}, word lanes, {rows} rows", ty.name()),
@@ -250,7 +275,9 @@ fn k_groups_and_fixed_rows_compute_the_same() {
                 check_matrix(
                     gpu.ctx,
                     &desc,
-                    (&[3, 7, 33], &|_| false, pass_rows.unwrap_or(4) as usize),
+                    (&[3, 7, 33], &|_| false, &|m| {
+                        pass_rows.map_or(row_pass_rows(ty, m), |p| p as usize)
+                    }),
                     &mut rng,
                     true,
                     &what,
@@ -287,7 +314,7 @@ fn gguf_py_vectors_run_on_the_device() {
                 check_matrix(
                     gpu.ctx,
                     &desc,
-                    (&[1, 4], &|_| true, 4),
+                    (&[1, 4], &|_| true, &|_| 4),
                     &mut rng,
                     true,
                     &stem,

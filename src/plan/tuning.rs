@@ -4,6 +4,7 @@
 //! logs in `bench/history/` that the fields' comments name.
 
 use super::device_class::{DeviceClass, Family};
+use crate::import::gguf_blocks::BlockType;
 
 /// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation
 /// (multiples of 4: the kernel reads them four at a time).
@@ -173,6 +174,11 @@ pub struct DeviceTuning {
     pub fitted_on: &'static str,
     /// The SIMT GEMV's workgroup shape (`q4vk-bench --sweep`: `h200-2026-12-01-sweep.txt`).
     pub simt_gemv: SimtGemv,
+    /// Whether matrices whose rows have fewer 16-byte chunks than the SIMT GEMV's workgroup
+    /// has lanes along a row (workgroup / split) step over words of codes even where the
+    /// shape steps over chunks: chunk steps would shrink the workgroup or leave lanes idle
+    /// there, word steps fill it (`h100-2026-12-05-word-lanes.txt`).
+    pub simt_gemv_word_lanes_on_short_rows: bool,
     /// From how many rows the f32 SIMT GEMV at m ≥ 2 decodes each word of codes once for
     /// all activation rows (`None`: never; `h200-2026-12-04-decode-once.txt`,
     /// `lavapipe-2026-12-04-decode-once.txt`).
@@ -204,9 +210,12 @@ pub struct DeviceTuning {
     /// more workgroups of fewer rows where the weights are read once, more rows per
     /// workgroup where every pass reads them again).
     pub blocks_gemv_rows: (u32, u32),
-    /// Whether the GEMV on GGUF blocks strides over quarters of pieces (a word of codes per
-    /// invocation, x contiguous across a subgroup, passes of 8 rows) instead of pieces.
-    pub blocks_gemv_word_lanes: bool,
+    /// The GGUF block types whose GEMV strides over quarters of pieces (a word of codes per
+    /// invocation, x contiguous across a subgroup, passes of 8 rows) instead of pieces on
+    /// calls that pieces would run in more than one pass (m > 4): one pass reads the weights
+    /// once (`h100-2026-12-05-word-lanes.txt`: Q6_K faster at m = 8 on every shape timed,
+    /// Q4_K slower on four of five; calls of one pass keep pieces).
+    pub blocks_gemv_word_lanes_past_one_pass: &'static [BlockType],
 }
 
 /// The GPU tiles of the SIMT GEMM: up to m = 16, 64 rows × 16 tokens (4 × 4 outputs per
@@ -246,6 +255,7 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         split: 2,
         word_lanes: false,
     },
+    simt_gemv_word_lanes_on_short_rows: true,
     simt_gemv_decode_once_from_rows: Some(4096),
     simt_gemv_up_to: 9,
     int_dot: IntDotReach {
@@ -267,7 +277,7 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
     // order) keep the SIMT GEMM.
     coop_tiles_gemm: false,
     blocks_gemv_rows: (2, 8),
-    blocks_gemv_word_lanes: false,
+    blocks_gemv_word_lanes_past_one_pass: &[BlockType::Q6K],
 };
 
 /// CPU implementations of Vulkan: workgroups run on one thread each, so tiles live in
@@ -282,6 +292,8 @@ pub const CPU_IMPLEMENTATION: DeviceTuning = DeviceTuning {
         split: 1,
         word_lanes: false,
     },
+    // A workgroup runs on one thread: no lanes idle.
+    simt_gemv_word_lanes_on_short_rows: false,
     simt_gemv_up_to: 11,
     // Either way within noise (`lavapipe-2026-12-04-decode-once.txt`): the one with less
     // work per weight.

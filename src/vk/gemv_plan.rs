@@ -878,9 +878,9 @@ fn blocks_choice(
         }));
     }
     let word_lanes = !r.portable
-        && r.overrides()
-            .blocks_gemv_word_lanes
-            .unwrap_or(r.row.blocks_gemv_word_lanes);
+        && r.overrides().blocks_gemv_word_lanes.unwrap_or_else(|| {
+            p.m > BLOCKS_MAX_M && r.row.blocks_gemv_word_lanes_past_one_pass.contains(&ty)
+        });
     // Word lanes hold x for a whole pass.
     let default_pass = match word_lanes {
         true => MAX_M,
@@ -946,7 +946,7 @@ fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> 
     let word_lanes = !r.portable
         && r.overrides()
             .simt_gemv_word_lanes
-            .unwrap_or(r.simt.word_lanes);
+            .unwrap_or_else(|| r.simt.word_lanes || short_rows(r, form));
     let steps = match word_lanes {
         true => form.layout.chunks.saturating_mul(4),
         false => form.layout.chunks,
@@ -973,6 +973,14 @@ fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> 
         key: key(pass_rows),
         last: key(p.m - (p.m - 1) / pass_rows * pass_rows),
     }
+}
+
+/// Whether the device row steps over words on `form` because its rows are short: fewer
+/// chunks than the SIMT GEMV's workgroup has lanes along a row
+/// (`DeviceTuning::simt_gemv_word_lanes_on_short_rows`).
+fn short_rows(r: &Rules, form: &MatrixForm) -> bool {
+    let lanes = (r.simt.workgroup / r.simt.split.max(1)) as usize;
+    r.row.simt_gemv_word_lanes_on_short_rows && form.layout.chunks < lanes
 }
 
 /// Whether the f32 SIMT GEMV at m ≥ 2 decodes each word once for all activation rows on

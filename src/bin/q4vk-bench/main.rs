@@ -593,7 +593,7 @@ fn run(opt: &Options) -> Result<()> {
     let copy = ceil.copy;
     let t = ctx.pipelines.tuning;
     println!(
-        "device: {} (path: {}; tuning row {}; SIMT kernels{}: workgroup {}, {} rows/workgroup, unroll {}, split {}, word lanes {})",
+        "device: {} (path: {}; tuning row {}; SIMT kernels{}: workgroup {}, {} rows/workgroup, unroll {}, split {}, word lanes {}{})",
         ctx.device_name(),
         ctx.kernel_path(),
         ctx.rules.row.name,
@@ -602,7 +602,11 @@ fn run(opt: &Options) -> Result<()> {
         t.rows,
         t.unroll,
         t.split,
-        t.word_lanes
+        t.word_lanes,
+        match ctx.rules.row.simt_gemv_word_lanes_on_short_rows && !t.word_lanes {
+            true => " (on rows shorter than the workgroup's lanes)",
+            false => "",
+        }
     );
     println!(
         "compute-shader copy (uvec4, read + write): {} GB/s",
