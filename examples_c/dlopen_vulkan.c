@@ -241,6 +241,11 @@ int main(int argc, char **argv) {
         snprintf(what, sizeof what, "tuning blob: %zu bytes, %u of %u shapes timed, workgroup %u, %u rows",
                  tuned_size, ti.candidates_timed, ti.candidates, ti.workgroup, ti.rows);
         expect(tuned_size > 0 && ti.candidates_timed >= 1 && ti.time_vs_table <= 1.0, what);
+        /* No case of long rows was timed: that class keeps the table's shape. */
+        expect(ti.long_rows_from_k == 4096 && ti.long_rows_time_vs_table == 1.0 &&
+                   ti.long_rows_workgroup == ti.table_workgroup && ti.long_rows_rows == ti.table_rows &&
+                   ti.long_rows_split == ti.table_split && ti.long_rows_word_lanes == ti.table_word_lanes,
+               "tuning keeps the table's shape for long rows when no case has them");
     }
     api.context_destroy(ctx);
     log_state log2 = {0};

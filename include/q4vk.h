@@ -863,8 +863,9 @@ typedef struct q4vk_tune_info {
   uint32_t candidates_timed;
   // Candidate shapes the device can run.
   uint32_t candidates;
-  // The chosen SIMT GEMV shape: invocations per workgroup, rows per workgroup, chunks
-  // per row each invocation loads per step, invocations sharing a chunk.
+  // The chosen SIMT GEMV shape for matrices of short rows (k below `long_rows_from_k`):
+  // invocations per workgroup, rows per workgroup, chunks per row each invocation loads
+  // per step, invocations sharing a chunk.
   uint32_t workgroup;
   // See `workgroup`.
   uint32_t rows;
@@ -880,14 +881,29 @@ typedef struct q4vk_tune_info {
   uint32_t table_unroll;
   // See `table_workgroup`.
   uint32_t table_split;
-  // The chosen shape's time against the table's, geometric mean over the timed cases
-  // (1 where the table's shape was kept).
+  // The chosen shape's time against the table's, geometric mean over the timed cases of
+  // short rows (1 where the table's shape was kept or no such case was timed).
   double time_vs_table;
   // 1 where the chosen shape's SIMT GEMV (f32 and integer dot products) steps over words
   // of codes (8 weights) instead of 16-byte chunks, else 0.
   uint32_t word_lanes;
   // The same of the device row's shape.
   uint32_t table_word_lanes;
+  // Matrices of at least this many columns (k) are of long rows: they take the
+  // `long_rows_*` shape, tuned on the cases of such k (the table's where none was).
+  uint32_t long_rows_from_k;
+  // The chosen shape for matrices of long rows, as `workgroup`.
+  uint32_t long_rows_workgroup;
+  // See `long_rows_workgroup`.
+  uint32_t long_rows_rows;
+  // See `long_rows_workgroup`.
+  uint32_t long_rows_unroll;
+  // See `long_rows_workgroup`.
+  uint32_t long_rows_split;
+  // As `word_lanes`, of the shape for long rows.
+  uint32_t long_rows_word_lanes;
+  // As `time_vs_table`, over the timed cases of long rows.
+  double long_rows_time_vs_table;
 } q4vk_tune_info;
 
 // The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer
@@ -927,7 +943,8 @@ typedef struct q4vk_staging {
 #define Q4VK_GEMV_KERNEL_COOP_TILES_GEMM 7
 
 // The GEMV on GGUF blocks kept in their native bytes (every `Q4VK_SOURCE_GGUF_*` matrix
-// but Q4_0's), on x itself, in passes of at most 4 activation rows.
+// but Q4_0's), on x itself, in passes of at most 4 activation rows (8 where it strides
+// over quarters of pieces).
 #define Q4VK_GEMV_KERNEL_BLOCKS_GEMV 8
 
 // The GEMM on GGUF blocks kept in their native bytes: the m where the SIMT matrices run

@@ -660,3 +660,55 @@ fn q6_k_strides_over_quarters_past_one_pass_of_pieces() {
         .unwrap();
     assert!(!blocks_over_quarters(&rules, BlockType::Q6K, 1536, 8960, 8));
 }
+
+/// The SIMT GEMV key's (rows per workgroup, split) on an `n` × `k` matrix at m = 1.
+fn simt_rows(rules: &Rules, n: u64, k: u64) -> (u32, u32) {
+    let form = MatrixForm::new(
+        Q4Shape::new(n, k, 128, 0).unwrap(),
+        false,
+        false,
+        false,
+        false,
+        1 << 31,
+    )
+    .unwrap();
+    let p = GemvParams {
+        m: 1,
+        x_f16: false,
+        x_stride: k,
+        y_stride: n,
+        x_gathered: false,
+        x_round_f16: false,
+        workspace_filled: false,
+        epilogue: Epilogue::NONE,
+    };
+    match decide(rules, &form, &p, Room::None).unwrap().kernel {
+        KernelChoice::SimtGemv { key, .. } => (key.rows, key.split),
+        other => panic!("{n} x {k} runs {other:?}, not the SIMT GEMV"),
+    }
+}
+
+/// A tuned shape for long rows (`Rules::simt_long_rows`) serves matrices of k ≥ 4096 only;
+/// shorter rows keep the other.
+#[test]
+fn long_rows_take_their_own_shape() {
+    let (_, h200, _) = devices().into_iter().next().unwrap();
+    let mut rules = Rules::for_class(h200, false, false);
+    let table = (rules.simt.rows, rules.simt.split);
+    rules.simt_long_rows = q4vk::vk::pipeline::Tuning::for_device(
+        false,
+        &q4vk::plan::tuning::SimtGemv {
+            workgroup: 128,
+            rows: 2,
+            unroll: 1,
+            split: 1,
+            word_lanes: false,
+        },
+        32,
+        32,
+    );
+    assert_eq!(simt_rows(&rules, 1536, 8960), (2, 1));
+    assert_eq!(simt_rows(&rules, 4096, 4096), (2, 1));
+    assert_eq!(simt_rows(&rules, 4096, 3968), table);
+    assert_eq!(simt_rows(&rules, 8960, 1536), table);
+}

@@ -62,14 +62,14 @@ fn small_desc(budget_ms: u32, shapes: &[u64], ms: &[u32]) -> q4vk_tune_desc {
     d
 }
 
-/// The plan's shape source of an m = 1 GEMV on a fresh matrix on `gpu`, after checking the
-/// GEMV against the reference at m = 1 and 3.
-fn checked_plan(gpu: &Gpu) -> u32 {
+/// The plan's shape source of an m = 1 GEMV on a fresh matrix of 200 × `k` on `gpu`, after
+/// checking the GEMV against the reference at m = 1 and 3.
+fn checked_plan_at(gpu: &Gpu, k: usize) -> u32 {
     let mut rng = Rng(0x7u64);
-    let d = random_q4(&mut rng, 200, 512, 128, true, false);
+    let d = random_q4(&mut rng, 200, k, 128, true, false);
     let mat = upload_q4(gpu, &d);
     for m in [1usize, 3] {
-        let x = rng.vec(m * 512);
+        let x = rng.vec(m * k);
         assert!(check_gemv(gpu, mat, &d, &x, m) < 1e-5, "m {m}");
     }
     let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
@@ -80,16 +80,27 @@ fn checked_plan(gpu: &Gpu) -> u32 {
     info.shape_source
 }
 
-/// The SIMT GEMV shape `gpu`'s context runs: workgroup, rows, unroll, split, word lanes.
-fn shape_of(gpu: &Gpu) -> [u32; 5] {
-    let t = gpu.context().rules.simt;
-    [t.workgroup, t.rows, t.unroll, t.split, t.word_lanes.into()]
+/// [`checked_plan_at`] on a matrix of short rows, then of long rows: the plan's shape
+/// source, the same for both.
+fn checked_plan(gpu: &Gpu) -> u32 {
+    let short = checked_plan_at(gpu, 512);
+    assert_eq!(checked_plan_at(gpu, 4096), short, "long rows");
+    short
+}
+
+/// The SIMT GEMV shapes `gpu`'s context runs on short rows and on long rows: workgroup,
+/// rows, unroll, split, word lanes.
+fn shape_of(gpu: &Gpu) -> [[u32; 5]; 2] {
+    let rules = &gpu.context().rules;
+    [rules.simt, rules.simt_long_rows]
+        .map(|t| [t.workgroup, t.rows, t.unroll, t.split, t.word_lanes.into()])
 }
 
 #[test]
 fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
     let gpu = logged_context(&[]);
-    let shapes = [96u64, 1024];
+    // A matrix of short rows and one of long rows.
+    let shapes = [96u64, 1024, 32, 4096];
     let ms = [1u32, 2];
     let desc = small_desc(1500, &shapes, &ms);
     let mut blob = vec![0u8; Q4VK_TUNING_BLOB_MAX_BYTES];
@@ -125,18 +136,28 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         info.table_split,
         info.table_word_lanes
     );
+    eprintln!(
+        "long rows (k >= {}): [{}, {}, {}, {}, {}] at {:.3}",
+        info.long_rows_from_k,
+        info.long_rows_workgroup,
+        info.long_rows_rows,
+        info.long_rows_unroll,
+        info.long_rows_split,
+        info.long_rows_word_lanes,
+        info.long_rows_time_vs_table
+    );
     assert!(info.candidates_timed >= 1 && info.candidates_timed <= info.candidates);
     assert!(info.time_vs_table > 0.0 && info.time_vs_table <= 1.0);
-    assert_eq!(
-        shape_of(&gpu),
-        [
-            info.table_workgroup,
-            info.table_rows,
-            info.table_unroll,
-            info.table_split,
-            info.table_word_lanes
-        ]
-    );
+    assert!(info.long_rows_time_vs_table > 0.0 && info.long_rows_time_vs_table <= 1.0);
+    assert_eq!(info.long_rows_from_k, 4096);
+    let table = [
+        info.table_workgroup,
+        info.table_rows,
+        info.table_unroll,
+        info.table_split,
+        info.table_word_lanes,
+    ];
+    assert_eq!(shape_of(&gpu), [table, table]);
     assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
     drop(gpu);
 
@@ -147,36 +168,55 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
     assert_eq!(
         shape_of(&tuned),
         [
-            info.workgroup,
-            info.rows,
-            info.unroll,
-            info.split,
-            info.word_lanes
+            [
+                info.workgroup,
+                info.rows,
+                info.unroll,
+                info.split,
+                info.word_lanes
+            ],
+            [
+                info.long_rows_workgroup,
+                info.long_rows_rows,
+                info.long_rows_unroll,
+                info.long_rows_split,
+                info.long_rows_word_lanes
+            ]
         ]
     );
     drop(tuned);
 
-    // A shape other than the table's runs right too: the blob of the neighbour most unlike
-    // the table's (re-encoded for this device).
+    // Shapes other than the table's run right too, each on its class: the blob of the
+    // neighbour most unlike the table's for short rows and another for long rows
+    // (re-encoded for this device).
     let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
+    let unlike = q4vk::plan::tuning::SimtGemv {
+        workgroup: 64.max(info.table_workgroup / 2),
+        rows: 2,
+        unroll: 2,
+        split: 2,
+        word_lanes: info.table_word_lanes == 0,
+    };
     let other = TunedBlob {
-        simt_gemv: q4vk::plan::tuning::SimtGemv {
-            workgroup: 64.max(info.table_workgroup / 2),
-            rows: 2,
-            unroll: 2,
-            split: 2,
-            word_lanes: info.table_word_lanes == 0,
+        simt_gemv: unlike,
+        long_rows: q4vk::plan::tuning::SimtGemv {
+            rows: 1,
+            split: 1,
+            unroll: 1,
+            ..unlike
         },
         ..decoded
     };
     let forced = logged_context(&other.encode());
     assert!(
-        blob_line().contains("used: SIMT GEMV workgroup"),
+        blob_line().contains("used: SIMT GEMV on short rows workgroup"),
         "{}",
         blob_line()
     );
     assert_eq!(checked_plan(&forced), Q4VK_GEMV_SHAPE_TUNED);
-    assert_eq!(shape_of(&forced)[4], u32::from(info.table_word_lanes == 0));
+    let [short, long] = shape_of(&forced);
+    assert_eq!(short[4], u32::from(info.table_word_lanes == 0));
+    assert_eq!((short[1], long[1]), (2, 1));
     drop(forced);
 
     // Corrupted, truncated, foreign: ignored with the reason, the table's shape runs.

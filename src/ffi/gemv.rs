@@ -1163,7 +1163,8 @@ pub const Q4VK_GEMV_KERNEL_CPU: q4vk_gemv_kernel = 6;
 /// layout's kernels need (any m).
 pub const Q4VK_GEMV_KERNEL_COOP_TILES_GEMM: q4vk_gemv_kernel = 7;
 /// The GEMV on GGUF blocks kept in their native bytes (every `Q4VK_SOURCE_GGUF_*` matrix
-/// but Q4_0's), on x itself, in passes of at most 4 activation rows.
+/// but Q4_0's), on x itself, in passes of at most 4 activation rows (8 where it strides
+/// over quarters of pieces).
 pub const Q4VK_GEMV_KERNEL_BLOCKS_GEMV: q4vk_gemv_kernel = 8;
 /// The GEMM on GGUF blocks kept in their native bytes: the m where the SIMT matrices run
 /// their GEMM (`Q4VK_GEMV_KERNEL_SIMT_GEMM`), on x itself, no subgroup operations.

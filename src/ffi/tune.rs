@@ -9,6 +9,7 @@ use super::ptr::{
 };
 use super::status::q4vk_status;
 use crate::error::Result;
+use crate::plan::tuned::LONG_ROWS_FROM_K;
 use crate::vk::log::LEVEL_INFO;
 use crate::vk::tune::{tune, TuneOptions};
 use std::ffi::c_void;
@@ -61,8 +62,9 @@ pub struct q4vk_tune_info {
     pub candidates_timed: u32,
     /// Candidate shapes the device can run.
     pub candidates: u32,
-    /// The chosen SIMT GEMV shape: invocations per workgroup, rows per workgroup, chunks
-    /// per row each invocation loads per step, invocations sharing a chunk.
+    /// The chosen SIMT GEMV shape for matrices of short rows (k below `long_rows_from_k`):
+    /// invocations per workgroup, rows per workgroup, chunks per row each invocation loads
+    /// per step, invocations sharing a chunk.
     pub workgroup: u32,
     /// See `workgroup`.
     pub rows: u32,
@@ -78,14 +80,29 @@ pub struct q4vk_tune_info {
     pub table_unroll: u32,
     /// See `table_workgroup`.
     pub table_split: u32,
-    /// The chosen shape's time against the table's, geometric mean over the timed cases
-    /// (1 where the table's shape was kept).
+    /// The chosen shape's time against the table's, geometric mean over the timed cases of
+    /// short rows (1 where the table's shape was kept or no such case was timed).
     pub time_vs_table: f64,
     /// 1 where the chosen shape's SIMT GEMV (f32 and integer dot products) steps over words
     /// of codes (8 weights) instead of 16-byte chunks, else 0.
     pub word_lanes: u32,
     /// The same of the device row's shape.
     pub table_word_lanes: u32,
+    /// Matrices of at least this many columns (k) are of long rows: they take the
+    /// `long_rows_*` shape, tuned on the cases of such k (the table's where none was).
+    pub long_rows_from_k: u32,
+    /// The chosen shape for matrices of long rows, as `workgroup`.
+    pub long_rows_workgroup: u32,
+    /// See `long_rows_workgroup`.
+    pub long_rows_rows: u32,
+    /// See `long_rows_workgroup`.
+    pub long_rows_unroll: u32,
+    /// See `long_rows_workgroup`.
+    pub long_rows_split: u32,
+    /// As `word_lanes`, of the shape for long rows.
+    pub long_rows_word_lanes: u32,
+    /// As `time_vs_table`, over the timed cases of long rows.
+    pub long_rows_time_vs_table: f64,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and a double.
@@ -193,12 +210,14 @@ pub unsafe extern "C" fn q4vk_context_tune(
         let opts = unsafe { options(&d) }?;
         let vk_ctx = c.backend.vulkan("q4vk_context_tune")?;
         let found = tune(vk_ctx, &opts)?;
-        let (s, t) = (found.chosen, found.table);
+        let (s, t, l) = (found.chosen, found.table, found.long_rows);
         vk_ctx.logger.log(
             LEVEL_INFO,
             &format!(
-                "tuned: SIMT GEMV workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({:.3} of the table's time; {} of {} candidates timed)",
-                s.workgroup, s.rows, s.unroll, s.split, s.word_lanes, found.time_vs_table, found.timed, found.candidates
+                "tuned: SIMT GEMV on short rows workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({:.3} of the table's time); on long rows workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({:.3}); {} of {} candidates timed",
+                s.workgroup, s.rows, s.unroll, s.split, s.word_lanes, found.time_vs_table,
+                l.workgroup, l.rows, l.unroll, l.split, l.word_lanes, found.long_rows_time_vs_table,
+                found.timed, found.candidates
             ),
         );
         if let Some(declared) = declared_info {
@@ -217,6 +236,13 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 time_vs_table: found.time_vs_table,
                 word_lanes: s.word_lanes.into(),
                 table_word_lanes: t.word_lanes.into(),
+                long_rows_from_k: LONG_ROWS_FROM_K as u32,
+                long_rows_workgroup: l.workgroup,
+                long_rows_rows: l.rows,
+                long_rows_unroll: l.unroll,
+                long_rows_split: l.split,
+                long_rows_word_lanes: l.word_lanes.into(),
+                long_rows_time_vs_table: found.long_rows_time_vs_table,
             };
             // SAFETY: writable for its `struct_size` (contract).
             unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }?;

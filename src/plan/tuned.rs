@@ -20,25 +20,44 @@ pub struct DeviceIdentity {
     pub cache_uuid: [u8; 16],
 }
 
+/// Matrices whose rows hold at least this many weights (k) form the tuning's class of long
+/// rows (the MLP-down matrices of 1–3B models, every matrix of 7B ones); shorter rows the
+/// other. The two want different shapes: short rows fill a workgroup's lanes only with
+/// fewer weights per step, long rows run few workgroups on matrices of few rows.
+pub const LONG_ROWS_FROM_K: u64 = 4096;
+
+/// The tuning class of a matrix of `k` columns: `true` for long rows
+/// ([`LONG_ROWS_FROM_K`]).
+pub fn has_long_rows(k: u64) -> bool {
+    k >= LONG_ROWS_FROM_K
+}
+
 /// What a tuning run found, as carried by its blob.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TunedBlob {
     /// The device it was timed on.
     pub identity: DeviceIdentity,
-    /// The SIMT GEMV shape it chose.
+    /// The SIMT GEMV shape it chose for matrices of short rows (k below
+    /// [`LONG_ROWS_FROM_K`]).
     pub simt_gemv: SimtGemv,
-    /// Its time against the table's shape over the tuned cases (geometric mean of the
-    /// ratios; below 1 is faster).
+    /// Its time against the table's shape over the tuned cases of short rows (geometric
+    /// mean of the ratios; below 1 is faster; 1 where none was timed).
     pub time_vs_table: f32,
+    /// The shape it chose for matrices of long rows.
+    pub long_rows: SimtGemv,
+    /// Its time against the table's shape over the cases of long rows, as above.
+    pub long_rows_time_vs_table: f32,
 }
 
 /// The blob's first bytes.
 const MAGIC: &[u8; 8] = b"Q4VKTUNE";
 /// The blob's layout version.
-const FORMAT: u32 = 2;
-/// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), shape (20),
-/// ratio, checksum (8).
-const BLOB_BYTES: usize = 92;
+const FORMAT: u32 = 3;
+/// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), then for short
+/// rows and for long rows a shape (20) and its ratio, checksum (8).
+const BLOB_BYTES: usize = 116;
+/// Where the checksum starts.
+const CHECKSUM_AT: usize = BLOB_BYTES - 8;
 /// The q4vk version a blob (tuning or matrix) is made with and must match, NUL-padded.
 pub(crate) fn version_bytes() -> [u8; 16] {
     let mut v = [0u8; 16];
@@ -55,7 +74,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 impl TunedBlob {
-    /// The blob's bytes (92, little-endian).
+    /// The blob's bytes (116, little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOB_BYTES);
         b.extend_from_slice(MAGIC);
@@ -65,12 +84,16 @@ impl TunedBlob {
         let id = &self.identity;
         words(&mut b, &[id.vendor, id.device, id.driver]);
         b.extend_from_slice(&id.cache_uuid);
-        let s = &self.simt_gemv;
-        words(
-            &mut b,
-            &[s.workgroup, s.rows, s.unroll, s.split, s.word_lanes as u32],
-        );
-        b.extend(self.time_vs_table.to_le_bytes());
+        for (s, ratio) in [
+            (&self.simt_gemv, self.time_vs_table),
+            (&self.long_rows, self.long_rows_time_vs_table),
+        ] {
+            words(
+                &mut b,
+                &[s.workgroup, s.rows, s.unroll, s.split, s.word_lanes as u32],
+            );
+            b.extend(ratio.to_le_bytes());
+        }
         let sum = checksum(&b);
         b.extend(sum.to_le_bytes());
         debug_assert_eq!(b.len(), BLOB_BYTES);
@@ -93,8 +116,8 @@ impl TunedBlob {
                 bytes.len()
             ));
         }
-        let sum = u64::from_le_bytes(bytes[84..92].try_into().expect("8 bytes"));
-        if sum != checksum(&bytes[..84]) {
+        let sum = u64::from_le_bytes(bytes[CHECKSUM_AT..].try_into().expect("8 bytes"));
+        if sum != checksum(&bytes[..CHECKSUM_AT]) {
             return Err("checksum mismatch: the blob is corrupted".into());
         }
         if bytes[16..32] != version_bytes() {
@@ -123,20 +146,29 @@ impl TunedBlob {
                 found.driver, identity.driver
             ));
         }
-        Ok(TunedBlob {
-            identity: found,
-            simt_gemv: SimtGemv {
-                workgroup: word(60),
-                rows: word(64),
-                unroll: word(68),
-                split: word(72),
-                word_lanes: match word(76) {
+        let shape = |at: usize| -> Result<(SimtGemv, f32), String> {
+            let shape = SimtGemv {
+                workgroup: word(at),
+                rows: word(at + 4),
+                unroll: word(at + 8),
+                split: word(at + 12),
+                word_lanes: match word(at + 16) {
                     0 => false,
                     1 => true,
                     v => return Err(format!("word lanes {v}: not 0 or 1")),
                 },
-            },
-            time_vs_table: f32::from_le_bytes(bytes[80..84].try_into().expect("4 bytes")),
+            };
+            let ratio = f32::from_le_bytes(bytes[at + 20..at + 24].try_into().expect("4 bytes"));
+            Ok((shape, ratio))
+        };
+        let (simt_gemv, time_vs_table) = shape(60)?;
+        let (long_rows, long_rows_time_vs_table) = shape(84)?;
+        Ok(TunedBlob {
+            identity: found,
+            simt_gemv,
+            time_vs_table,
+            long_rows,
+            long_rows_time_vs_table,
         })
     }
 }
@@ -233,6 +265,14 @@ mod tests {
                 word_lanes: true,
             },
             time_vs_table: 0.9,
+            long_rows: SimtGemv {
+                workgroup: 128,
+                rows: 2,
+                unroll: 1,
+                split: 1,
+                word_lanes: false,
+            },
+            long_rows_time_vs_table: 0.8,
         }
     }
 
@@ -245,11 +285,11 @@ mod tests {
             let e = TunedBlob::decode(b, id).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&bytes[..40], &identity(), "92");
+        refused(&bytes[..40], &identity(), "116");
         refused(&bytes[..12], &identity(), "not a q4vk tuning blob");
         let mut older = bytes.clone();
-        older[8] = 1;
-        refused(&older, &identity(), "blob format 1");
+        older[8] = 2;
+        refused(&older, &identity(), "blob format 2");
         // Every byte is covered: a flip anywhere is refused.
         for i in 0..BLOB_BYTES {
             let mut bad = bytes.clone();

@@ -14,6 +14,7 @@ use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
 use crate::plan::tuned::{runnable, TunedBlob};
+use crate::plan::tuning::SimtGemv;
 use crate::plan::Overrides;
 use ash::vk;
 use std::ffi::CString;
@@ -37,7 +38,8 @@ pub struct ContextConfig {
     pub adopt: Option<Adoption>,
     /// Workgroup size and rows per workgroup instead of the per-device choice (tuning
     /// experiments, e.g. `q4vk-bench --workgroup 256 --rows 8`); the subgroup size stays
-    /// the device's.
+    /// the device's. This, `unroll` or `split` makes one shape hold for matrices of short
+    /// and of long rows.
     pub tuning: Option<(u32, u32)>,
     /// A pipeline-cache blob from an earlier context (`Pipelines::cache_data`); ignored
     /// unless it was made by the same driver and device.
@@ -242,29 +244,32 @@ impl Context {
             let taken = match TunedBlob::decode(&config.tuned_blob, &device.identity()) {
                 Err(why) => Err(why),
                 Ok(_) if portable => Err("the portable kernels have one shape".into()),
-                Ok(b) if !runnable(&b.simt_gemv, &class) => Err(format!(
-                    "its shape {:?} does not run on this device",
-                    b.simt_gemv
-                )),
-                Ok(b) => Ok(b),
+                Ok(b) => match [b.simt_gemv, b.long_rows]
+                    .into_iter()
+                    .find(|s| !runnable(s, &class))
+                {
+                    Some(s) => Err(format!("its shape {s:?} does not run on this device")),
+                    None => Ok(b),
+                },
             };
             let said = match taken {
                 Ok(b) => {
-                    rules.simt = Tuning::for_device(
-                        false,
-                        &b.simt_gemv,
-                        class.subgroup_size,
-                        class.min_subgroup_size,
-                    );
+                    let tuning = |s| {
+                        Tuning::for_device(false, s, class.subgroup_size, class.min_subgroup_size)
+                    };
+                    rules.simt = tuning(&b.simt_gemv);
+                    rules.simt_long_rows = tuning(&b.long_rows);
                     rules.simt_tuned = true;
+                    let shape = |s: &SimtGemv, ratio: f32| {
+                        format!(
+                            "workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({ratio:.3} of the table's time where tuned)",
+                            s.workgroup, s.rows, s.unroll, s.split, s.word_lanes
+                        )
+                    };
                     format!(
-                        "used: SIMT GEMV workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({:.3} of the table's time where tuned)",
-                        b.simt_gemv.workgroup,
-                        b.simt_gemv.rows,
-                        b.simt_gemv.unroll,
-                        b.simt_gemv.split,
-                        b.simt_gemv.word_lanes,
-                        b.time_vs_table
+                        "used: SIMT GEMV on short rows {}, on long rows {}",
+                        shape(&b.simt_gemv, b.time_vs_table),
+                        shape(&b.long_rows, b.long_rows_time_vs_table)
                     )
                 }
                 Err(why) => format!("ignored ({why}); the table's shape"),
@@ -319,6 +324,10 @@ impl Context {
                 "workgroup {} x {} rows needs {shared} bytes of shared memory at m = {MAX_M}; the device has {}",
                 tuning.workgroup, tuning.rows, info.max_shared
             )));
+        }
+        if config.tuning.is_some() || config.unroll.is_some() || config.split.is_some() {
+            // A fixed shape holds for matrices of every row length.
+            rules.simt_long_rows = *tuning;
         }
         if config.adopt.is_some() && config.validation {
             logger.log(

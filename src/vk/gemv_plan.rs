@@ -10,7 +10,7 @@ use super::matrix_form::MatrixForm;
 use super::params::{BufferRange, GemvParams, MAX_M};
 use super::pipeline::{
     BlocksGemmKey, BlocksKey, CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey,
-    Pipelines, Push, SlicesKey, TilesKey, BLOCKS_MAX_M, DIGITS_WORKGROUP,
+    Pipelines, Push, SlicesKey, TilesKey, Tuning, BLOCKS_MAX_M, DIGITS_WORKGROUP,
 };
 use super::rules::Rules;
 use super::x_fragments::FragmentGeometry;
@@ -942,21 +942,22 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
 /// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
 fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
+    let t = r.simt_for(form.shape.k as u64);
     // The portable kernels have one shape.
     let word_lanes = !r.portable
         && r.overrides()
             .simt_gemv_word_lanes
-            .unwrap_or_else(|| r.simt.word_lanes || short_rows(r, form));
+            .unwrap_or_else(|| t.word_lanes || short_rows(r, t, form));
     let steps = match word_lanes {
         true => form.layout.chunks.saturating_mul(4),
         false => form.layout.chunks,
     };
     let key = |rows: u32| PipelineKey {
         portable: r.portable,
-        workgroup: r.simt.workgroup_for(steps),
-        rows: r.simt.rows,
-        unroll: r.simt.unroll,
-        split: r.simt.split,
+        workgroup: t.workgroup_for(steps),
+        rows: t.rows,
+        unroll: t.unroll,
+        split: t.split,
         m: rows,
         zeros: form.shape.zero_points,
         scale_f32: form.scale_f32,
@@ -976,10 +977,10 @@ fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> 
 }
 
 /// Whether the device row steps over words on `form` because its rows are short: fewer
-/// chunks than the SIMT GEMV's workgroup has lanes along a row
+/// chunks than the SIMT GEMV's workgroup of shape `t` has lanes along a row
 /// (`DeviceTuning::simt_gemv_word_lanes_on_short_rows`).
-fn short_rows(r: &Rules, form: &MatrixForm) -> bool {
-    let lanes = (r.simt.workgroup / r.simt.split.max(1)) as usize;
+fn short_rows(r: &Rules, t: &Tuning, form: &MatrixForm) -> bool {
+    let lanes = (t.workgroup / t.split.max(1)) as usize;
     r.row.simt_gemv_word_lanes_on_short_rows && form.layout.chunks < lanes
 }
 

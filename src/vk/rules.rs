@@ -23,9 +23,14 @@ pub struct Rules {
     /// With `int_dot`: wherever a call has a workspace, whatever the tuning row says
     /// (`IntDot::Forced`: tests and experiments).
     pub int_dot_everywhere: bool,
-    /// The SIMT GEMV's workgroup shape.
+    /// The SIMT GEMV's workgroup shape on matrices of short rows (`plan::tuned::has_long_rows`
+    /// false), and the shape whose workgroup and subgroup size the GEMV on GGUF blocks takes.
     pub simt: Tuning,
-    /// `simt` came from a tuning blob (`vk::tune`), not the device's row.
+    /// The SIMT GEMV's workgroup shape on matrices of long rows: the row's shape unless a
+    /// tuning blob chose another for them.
+    pub simt_long_rows: Tuning,
+    /// `simt` and `simt_long_rows` came from a tuning blob (`vk::tune`), not the device's
+    /// row.
     pub simt_tuned: bool,
     /// The fragment shape of the tensor-core GEMM on the SIMT layout
     /// (`vk::coop_tiles`), where the device offers a usable one and the context enabled
@@ -52,21 +57,31 @@ impl Rules {
         portable: bool,
         int_dot: bool,
     ) -> Rules {
+        let simt = Tuning::for_device(
+            portable,
+            &row.simt_gemv,
+            class.subgroup_size,
+            class.min_subgroup_size,
+        );
         Rules {
             class,
             row,
             portable,
             int_dot,
             int_dot_everywhere: false,
-            simt: Tuning::for_device(
-                portable,
-                &row.simt_gemv,
-                class.subgroup_size,
-                class.min_subgroup_size,
-            ),
+            simt,
+            simt_long_rows: simt,
             simt_tuned: false,
             coop_tiles: None,
             overrides: Overrides::default(),
+        }
+    }
+
+    /// The SIMT GEMV's workgroup shape on a matrix of `k` columns, by its tuning class.
+    pub fn simt_for(&self, k: u64) -> &Tuning {
+        match crate::plan::tuned::has_long_rows(k) {
+            true => &self.simt_long_rows,
+            false => &self.simt,
         }
     }
 

@@ -1,9 +1,10 @@
 //! Tuning the SIMT GEMV's workgroup shape on the device in hand (`q4vk_context_tune`): the
 //! device row's shape and its neighbours (`plan::tuned::candidates`) timed on a set of
 //! matrix shapes and m, weights rotated through copies so that each call reads them from
-//! memory, not from the last call's cache; the fastest over all cases (geometric mean of
-//! its time against the row's) goes into a blob (`plan::tuned::TunedBlob`) that a later
-//! context takes.
+//! memory, not from the last call's cache; the fastest for each tuning class (matrices of
+//! short rows, of long rows: `plan::tuned::has_long_rows`; geometric mean of its time
+//! against the row's over the class's cases) goes into a blob (`plan::tuned::TunedBlob`)
+//! that a later context takes.
 
 use super::context::Context;
 use super::gemv_plan::{decide, KernelChoice, Room};
@@ -16,7 +17,7 @@ use super::rules::Rules;
 use super::submit::record_barrier;
 use super::xy_sets::Set1;
 use crate::error::{invalid, Error, Result};
-use crate::plan::tuned::{candidates, TunedBlob};
+use crate::plan::tuned::{candidates, has_long_rows, TunedBlob};
 use crate::plan::tuning::SimtGemv;
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
@@ -86,11 +87,17 @@ impl TuneOptions {
 pub struct TuneOutcome {
     /// The device row's shape (the baseline).
     pub table: SimtGemv,
-    /// The chosen shape (the row's where no candidate was faster by more than the noise
-    /// margin).
+    /// The chosen shape for matrices of short rows (`plan::tuned::has_long_rows` false;
+    /// the row's where no candidate was faster by more than the noise margin, or no case
+    /// had short rows).
     pub chosen: SimtGemv,
-    /// The chosen shape's time against the row's (geometric mean over the cases).
+    /// The chosen shape's time against the row's (geometric mean over the cases of short
+    /// rows; 1 where none was timed).
     pub time_vs_table: f64,
+    /// The chosen shape for matrices of long rows, as `chosen`.
+    pub long_rows: SimtGemv,
+    /// Its time against the row's over the cases of long rows, as `time_vs_table`.
+    pub long_rows_time_vs_table: f64,
     /// Candidates timed on every case, the row's included.
     pub timed: usize,
     /// Candidates the device can run.
@@ -152,9 +159,10 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         .enumerate()
         .map(|(i, &(n, k))| make_case(ctx, n, k, opts, i as u64))
         .collect::<Result<Vec<_>>>()?;
-    // Per case and m: the table's time first, then each candidate's ratio to it.
+    // Per case and m: the table's time first, then each candidate's ratio to it, summed
+    // (as logarithms) per tuning class: [short rows, long rows].
     let mut table_us = Vec::new();
-    let mut best = (table, 1.0f64);
+    let mut best = [(table, 1.0f64); 2];
     let mut timed = 0;
     for (i, shape) in all.iter().enumerate() {
         if i > 0 && started.elapsed() >= opts.budget {
@@ -162,38 +170,48 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         }
         let mut rules = ctx.rules;
         rules.simt = tuning_of(ctx, shape);
-        let mut log_ratio = 0.0;
-        let mut count = 0;
+        rules.simt_long_rows = rules.simt;
+        let mut log_ratio = [0.0f64; 2];
+        let mut count = [0usize; 2];
+        let mut at = 0;
         for case in &cases {
+            let class = usize::from(has_long_rows(case.k));
             for &m in &opts.ms {
                 let us = time_case(ctx, &rules, case, m)?;
                 if i == 0 {
                     table_us.push(us);
                 }
-                log_ratio += (us / table_us[count]).ln();
-                count += 1;
+                log_ratio[class] += (us / table_us[at]).ln();
+                count[class] += 1;
+                at += 1;
             }
         }
         timed += 1;
-        let ratio = (log_ratio / count as f64).exp();
-        if ratio < best.1 {
-            best = (*shape, ratio);
+        for class in 0..2 {
+            let ratio = (log_ratio[class] / count[class].max(1) as f64).exp();
+            if ratio < best[class].1 {
+                best[class] = (*shape, ratio);
+            }
         }
     }
-    let (chosen, time_vs_table) = match best.1 < NOISE_MARGIN {
-        true => best,
+    let [short, long] = best.map(|b| match b.1 < NOISE_MARGIN {
+        true => b,
         false => (table, 1.0),
-    };
+    });
     let blob = TunedBlob {
         identity: ctx.device.identity(),
-        simt_gemv: chosen,
-        time_vs_table: time_vs_table as f32,
+        simt_gemv: short.0,
+        time_vs_table: short.1 as f32,
+        long_rows: long.0,
+        long_rows_time_vs_table: long.1 as f32,
     }
     .encode();
     Ok(TuneOutcome {
         table,
-        chosen,
-        time_vs_table,
+        chosen: short.0,
+        time_vs_table: short.1,
+        long_rows: long.0,
+        long_rows_time_vs_table: long.1,
         timed,
         candidates: all.len(),
         blob,

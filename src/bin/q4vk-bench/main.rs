@@ -512,24 +512,24 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
     .checked()?;
     let started = std::time::Instant::now();
     let found = tune(ctx, &options)?;
-    let (s, t) = (found.chosen, found.table);
+    let shape = |s: &q4vk::plan::tuning::SimtGemv| {
+        format!(
+            "workgroup {}, {} rows, unroll {}, split {}, word lanes {}",
+            s.workgroup, s.rows, s.unroll, s.split, s.word_lanes
+        )
+    };
     println!(
-        "tuned in {:.1} s ({} of {} candidates): SIMT GEMV workgroup {}, {} rows, unroll {}, split {}, word lanes {} at {:.3} of the time of row {}'s ({}, {}, {}, {}, {})",
+        "tuned in {:.1} s ({} of {} candidates): SIMT GEMV on short rows {} at {:.3}, on long rows (k ≥ {}) {} at {:.3} of the time of row {}'s ({})",
         started.elapsed().as_secs_f64(),
         found.timed,
         found.candidates,
-        s.workgroup,
-        s.rows,
-        s.unroll,
-        s.split,
-        s.word_lanes,
+        shape(&found.chosen),
         found.time_vs_table,
+        q4vk::plan::tuned::LONG_ROWS_FROM_K,
+        shape(&found.long_rows),
+        found.long_rows_time_vs_table,
         ctx.rules.row.name,
-        t.workgroup,
-        t.rows,
-        t.unroll,
-        t.split,
-        t.word_lanes
+        shape(&found.table)
     );
     Ok(found.blob)
 }
@@ -608,6 +608,18 @@ fn run(opt: &Options) -> Result<()> {
             false => "",
         }
     );
+    let l = ctx.rules.simt_long_rows;
+    if l != ctx.rules.simt {
+        println!(
+            "SIMT kernels on long rows (k ≥ {}): workgroup {}, {} rows/workgroup, unroll {}, split {}, word lanes {}",
+            q4vk::plan::tuned::LONG_ROWS_FROM_K,
+            l.workgroup,
+            l.rows,
+            l.unroll,
+            l.split,
+            l.word_lanes
+        );
+    }
     println!(
         "compute-shader copy (uvec4, read + write): {} GB/s",
         rate(copy)
