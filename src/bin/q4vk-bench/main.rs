@@ -30,7 +30,8 @@
 //! on GGUF blocks' step over quarters of pieces; `--row NAME` takes that tuning row instead of the device's
 //! (`default`: a device q4vk has no row for); `--tune MS` first tunes the SIMT GEMV's
 //! shape on the table's shapes and m (up to 8) within MS milliseconds (`q4vk_context_tune`)
-//! and runs the table on a context given its blob; `--load` prints load times instead
+//! and runs the table on a context given its blob; `--tune-each MS` tunes each shape and m
+//! alone and prints the shapes chosen instead; `--load` prints load times instead
 //! (matrices from packed blobs against a plain copy of their bytes, `load.rs`); `--coop-tiles` keeps matrices in the SIMT layout and runs
 //! the tensor-core GEMM on it wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups (and the GEMM on GGUF blocks'), `--blocks-rows R` the GEMV on GGUF blocks' rows per workgroup, `--blocks-pass-rows P` its activation rows per pass (past 4 it loads x again per row), `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
 //! table (entries may be matrices too: `--shapes 4096x14336,3` runs 4096 × 14336 and row 3;
@@ -166,6 +167,9 @@ struct Options {
     row: Option<&'static q4vk::plan::DeviceTuning>,
     /// `--tune MS`: the SIMT GEMV's shape tuned within MS milliseconds first.
     tune: Option<u32>,
+    /// `--tune-each MS`: each shape and m tuned alone within MS milliseconds, printed as a
+    /// table of the shapes chosen (no timing table).
+    tune_each: Option<u32>,
     /// `--load`: the load-time table (matrices from packed blobs) instead of the GEMV table.
     load: bool,
     /// `--model NAME`: the model-step table (`model.rs`) instead of the GEMV table.
@@ -194,7 +198,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS] [--load] [--model NAME]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -212,6 +216,7 @@ fn main() {
     let (mut word_lanes, mut blocks_word_lanes) = (None, None);
     let mut coop_tiles = false;
     let (mut row, mut tune, mut load, mut model) = (None, None, false, None);
+    let mut tune_each = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || {
@@ -300,6 +305,7 @@ fn main() {
                 )
             }
             "--tune" => tune = Some(number()).filter(|&ms| ms > 0).or_else(|| usage()),
+            "--tune-each" => tune_each = Some(number()).filter(|&ms| ms > 0).or_else(|| usage()),
             "--type" => {
                 let name = args.next().unwrap_or_else(|| usage());
                 let ty = BlockType::ALL
@@ -366,6 +372,7 @@ fn main() {
         coop_tiles,
         row,
         tune,
+        tune_each,
         load,
         model,
     };
@@ -534,6 +541,56 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
     Ok(found.blob)
 }
 
+/// `--tune-each MS`: tunes the SIMT GEMV's shape on each shape of the table (quartered with
+/// `--quick`) and each m up to 8 alone, within MS milliseconds each, and prints the shape
+/// chosen for that case's class beside the row's: where the best shape depends on the
+/// matrix, one process and context for the whole study.
+fn tuned_each(ctx: &Context, opt: &Options, ms: u32) -> Result<()> {
+    use q4vk::plan::tuned::has_long_rows;
+    use q4vk::vk::tune::{tune, TuneOptions};
+    let shape = |s: &q4vk::plan::tuning::SimtGemv| {
+        format!(
+            "{} / {} / {} / {} / {}",
+            s.workgroup, s.rows, s.unroll, s.split, s.word_lanes as u8
+        )
+    };
+    println!(
+        "device: {} (tuning row {}: workgroup / rows / unroll / split / word lanes {})",
+        ctx.device_name(),
+        ctx.rules.row.name,
+        shape(&ctx.rules.row.simt_gemv)
+    );
+    println!("| N × K | m | class | chosen: workgroup / rows / unroll / split / word lanes | time ÷ row's | candidates timed |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for &(n, k) in opt.shapes.as_deref().unwrap_or(&SHAPES) {
+        let (n, k) = match opt.quick {
+            true => (n as u64 / 4, k as u64 / 4),
+            false => (n as u64, k as u64),
+        };
+        for &m in opt.ms.iter().filter(|&&m| m <= 8) {
+            let options = TuneOptions {
+                budget: std::time::Duration::from_millis(u64::from(ms)),
+                shapes: vec![(n, k)],
+                ms: vec![m],
+                cold_bytes: opt.cold_bytes,
+            }
+            .checked()?;
+            let found = tune(ctx, &options)?;
+            let (class, chosen, ratio) = match has_long_rows(k) {
+                true => ("long rows", found.long_rows, found.long_rows_time_vs_table),
+                false => ("short rows", found.chosen, found.time_vs_table),
+            };
+            println!(
+                "| {n} × {k} | {m} | {class} | {} | {ratio:.3} | {} of {} |",
+                shape(&chosen),
+                found.timed,
+                found.candidates
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Log callback of `Q4VK_BENCH_LOG=1`: every message up to INFO on stderr.
 unsafe extern "C" fn log_to_stderr(
     _: *mut std::ffi::c_void,
@@ -565,6 +622,9 @@ fn run(opt: &Options) -> Result<()> {
             .collect();
         println!("device: {}", ctx.device_name());
         return load::load_table(&ctx, opt, &shapes);
+    }
+    if let Some(ms) = opt.tune_each {
+        return tuned_each(&ctx, opt, ms);
     }
     if let Some(ms) = opt.tune {
         let blob = tuned(&ctx, opt, ms)?;
