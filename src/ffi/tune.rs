@@ -165,11 +165,13 @@ unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
 
 /// Times the SIMT GEMV's workgroup shapes on `ctx`'s device — the device row's first, then
 /// its neighbours, nearest first, as long as `desc->budget_ms` allows — on the shapes and m
-/// of `desc`, each call reading its weights cold, and writes the fastest (the row's unless
-/// another was faster by more than timing noise) as a blob into `blob`. Store the blob
-/// beside the pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next
-/// context on the same device, driver and q4vk version uses that shape for its SIMT GEMVs;
-/// this context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
+/// of `desc`, each call reading its weights cold, and writes the fastest for each class of
+/// matrices (short rows; long rows, k of at least `q4vk_tune_info.long_rows_from_k`),
+/// scored on that class's shapes (the row's unless another was faster by more than timing
+/// noise, or no shape is of that class), as a blob into `blob`. Store the blob beside the
+/// pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context on
+/// the same device, driver and q4vk version uses those shapes for its SIMT GEMVs; this
+/// context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
 /// NULL to skip) what was found. The SIMT GEMVs are the kernels of GPUs without tensor cores
 /// (and of act-order matrices on those with them); the call holds `desc->cold_bytes` of
 /// device memory while it runs and submits to the context's queue.
