@@ -244,7 +244,8 @@ int main(int argc, char **argv) {
         /* No case of long rows was timed: that class keeps the table's shape. */
         expect(ti.long_rows_from_k == 4096 && ti.long_rows_time_vs_table == 1.0 &&
                    ti.long_rows_workgroup == ti.table_workgroup && ti.long_rows_rows == ti.table_rows &&
-                   ti.long_rows_split == ti.table_split && ti.long_rows_word_lanes == ti.table_word_lanes,
+                   ti.long_rows_unroll == ti.table_unroll && ti.long_rows_split == ti.table_split &&
+                   ti.long_rows_word_lanes == ti.table_word_lanes,
                "tuning keeps the table's shape for long rows when no case has them");
     }
     api.context_destroy(ctx);

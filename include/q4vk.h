@@ -383,8 +383,8 @@ typedef struct q4vk_context_desc {
   // started by each call and joined before it returns.
   uint32_t cpu_threads;
   // Optional (appended after `cpu_threads`; older callers read as NULL/0): a blob from
-  // `q4vk_context_tune` of an earlier context. Its SIMT GEMV shape replaces the device
-  // row's where the blob was made on this device, driver and q4vk version and is whole
+  // `q4vk_context_tune` of an earlier context. Its SIMT GEMV shapes (one per class of
+  // matrices: short rows, long rows) replace the device row's where the blob was made on this device, driver and q4vk version and is whole
   // (`q4vk_gemv_plan_info.shape_source` then says `Q4VK_GEMV_SHAPE_TUNED`); anything
   // else is ignored with an INFO log saying why, never an error. Copied during the call.
   const void *tuning_data;
@@ -885,7 +885,9 @@ typedef struct q4vk_tune_info {
   // short rows (1 where the table's shape was kept or no such case was timed).
   double time_vs_table;
   // 1 where the chosen shape's SIMT GEMV (f32 and integer dot products) steps over words
-  // of codes (8 weights) instead of 16-byte chunks, else 0.
+  // of codes (8 weights) instead of 16-byte chunks on every matrix of its class, else 0
+  // (the device row may still step over words on rows shorter than the workgroup's
+  // lanes: `q4vk_gemv_plan` tells per matrix).
   uint32_t word_lanes;
   // The same of the device row's shape.
   uint32_t table_word_lanes;

@@ -597,7 +597,8 @@ fn steps_over_words(rules: &Rules, n: u64, k: u64, m: u32) -> bool {
 fn short_rows_step_over_words_where_the_row_says() {
     let (_, h200, _) = devices().into_iter().next().unwrap();
     let mut rules = Rules::for_class(h200, false, false);
-    for m in [1, 2, 8] {
+    // m = 9: two passes (8 + 1), one stepping.
+    for m in [1, 2, 8, 9] {
         assert!(steps_over_words(&rules, 8960, 1536, m));
         assert!(steps_over_words(&rules, 256, 1984, m));
         assert!(!steps_over_words(&rules, 8192, 2048, m));
@@ -651,7 +652,7 @@ fn q6_k_strides_over_quarters_past_one_pass_of_pieces() {
     for m in 1..=4 {
         assert!(!blocks_over_quarters(&rules, BlockType::Q6K, 1536, 8960, m));
     }
-    for m in 5..=8 {
+    for m in 5..=9 {
         assert!(blocks_over_quarters(&rules, BlockType::Q6K, 1536, 8960, m));
         assert!(!blocks_over_quarters(&rules, BlockType::Q4K, 1536, 8960, m));
     }

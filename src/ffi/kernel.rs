@@ -451,7 +451,8 @@ pub unsafe extern "C" fn q4vk_kernel_export(
                     _ => !c.rules.portable,
                 };
                 let tuning = if subgroup != c.rules.portable {
-                    c.pipelines.tuning
+                    // The context's shape for this matrix's class of rows.
+                    *c.rules.simt_for(shape.k as u64)
                 } else {
                     export::default_tuning(subgroup, info.subgroup_size, info.min_subgroup_size)
                 };

@@ -84,7 +84,9 @@ pub struct q4vk_tune_info {
     /// short rows (1 where the table's shape was kept or no such case was timed).
     pub time_vs_table: f64,
     /// 1 where the chosen shape's SIMT GEMV (f32 and integer dot products) steps over words
-    /// of codes (8 weights) instead of 16-byte chunks, else 0.
+    /// of codes (8 weights) instead of 16-byte chunks on every matrix of its class, else 0
+    /// (the device row may still step over words on rows shorter than the workgroup's
+    /// lanes: `q4vk_gemv_plan` tells per matrix).
     pub word_lanes: u32,
     /// The same of the device row's shape.
     pub table_word_lanes: u32,

@@ -212,9 +212,9 @@ pub struct DeviceTuning {
     pub blocks_gemv_rows: (u32, u32),
     /// The GGUF block types whose GEMV strides over quarters of pieces (a word of codes per
     /// invocation, x contiguous across a subgroup, passes of 8 rows) instead of pieces on
-    /// calls that pieces would run in more than one pass (m > 4): one pass reads the weights
-    /// once (`h100-2026-12-05-word-lanes.txt`: Q6_K faster at m = 8 on every shape timed,
-    /// Q4_K slower on four of five; calls of one pass keep pieces).
+    /// calls that pieces would run in more than one pass (m > 4, or the caller's fixed rows
+    /// per pass): quarters read the weights in fewer passes (`h100-2026-12-05-word-lanes.txt`;
+    /// calls of one pass keep pieces).
     pub blocks_gemv_word_lanes_past_one_pass: &'static [BlockType],
 }
 

@@ -50,8 +50,8 @@ pub struct ContextConfig {
     /// Invocations sharing each chunk instead of the per-device choice (a power of two
     /// dividing the rows per workgroup, at most 32; `q4vk-bench --split S`).
     pub split: Option<u32>,
-    /// A tuning blob of an earlier context (`vk::tune`): its SIMT GEMV shape replaces the
-    /// device row's where it was made on this device, driver and q4vk version and is whole;
+    /// A tuning blob of an earlier context (`vk::tune`): its SIMT GEMV shapes (one for
+    /// matrices of short rows, one for long rows) replace the device row's where it was made on this device, driver and q4vk version and is whole;
     /// otherwise it is ignored (logged at INFO with the reason).
     pub tuned_blob: Vec<u8>,
     /// A tuning row to use instead of the device class's (`q4vk-bench --row`: a device

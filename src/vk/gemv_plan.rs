@@ -879,7 +879,8 @@ fn blocks_choice(
     }
     let word_lanes = !r.portable
         && r.overrides().blocks_gemv_word_lanes.unwrap_or_else(|| {
-            p.m > BLOCKS_MAX_M && r.row.blocks_gemv_word_lanes_past_one_pass.contains(&ty)
+            let pieces_pass = r.overrides().blocks_gemv_pass_rows.unwrap_or(BLOCKS_MAX_M);
+            p.m > pieces_pass && r.row.blocks_gemv_word_lanes_past_one_pass.contains(&ty)
         });
     // Word lanes hold x for a whole pass.
     let default_pass = match word_lanes {

@@ -496,24 +496,10 @@ fn context(
 /// what it found and returns the blob.
 fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
     use q4vk::vk::tune::{tune, TuneOptions};
-    let shapes = opt
-        .shapes
-        .as_deref()
-        .unwrap_or(&SHAPES)
-        .iter()
-        .map(|&(n, k)| match opt.quick {
-            true => (n as u64 / 4, k as u64 / 4),
-            false => (n as u64, k as u64),
-        })
-        .collect();
-    let mut ms_timed: Vec<u32> = opt.ms.iter().copied().filter(|&m| m <= 8).collect();
-    if ms_timed.is_empty() {
-        ms_timed = vec![1, 8];
-    }
     let options = TuneOptions {
         budget: std::time::Duration::from_millis(u64::from(ms)),
-        shapes,
-        ms: ms_timed,
+        shapes: tuning_shapes(opt),
+        ms: tuning_ms(opt),
         cold_bytes: opt.cold_bytes,
     }
     .checked()?;
@@ -541,6 +527,29 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
     Ok(found.blob)
 }
 
+/// The shapes a tuning run times: the table's (quartered with `--quick`, k then rounded
+/// down to a multiple of 128, as tuning takes).
+fn tuning_shapes(opt: &Options) -> Vec<(u64, u64)> {
+    opt.shapes
+        .as_deref()
+        .unwrap_or(&SHAPES)
+        .iter()
+        .map(|&(n, k)| match opt.quick {
+            true => ((n as u64 / 4).max(1), (k as u64 / 4 / 128).max(1) * 128),
+            false => (n as u64, k as u64),
+        })
+        .collect()
+}
+
+/// The m a tuning run times: the table's up to 8, or 1 and 8 where it has none.
+fn tuning_ms(opt: &Options) -> Vec<u32> {
+    let ms: Vec<u32> = opt.ms.iter().copied().filter(|&m| m <= 8).collect();
+    match ms.is_empty() {
+        true => vec![1, 8],
+        false => ms,
+    }
+}
+
 /// `--tune-each MS`: tunes the SIMT GEMV's shape on each shape of the table (quartered with
 /// `--quick`) and each m up to 8 alone, within MS milliseconds each, and prints the shape
 /// chosen for that case's class beside the row's: where the best shape depends on the
@@ -562,12 +571,8 @@ fn tuned_each(ctx: &Context, opt: &Options, ms: u32) -> Result<()> {
     );
     println!("| N × K | m | class | chosen: workgroup / rows / unroll / split / word lanes | time ÷ row's | candidates timed |");
     println!("| --- | --- | --- | --- | --- | --- |");
-    for &(n, k) in opt.shapes.as_deref().unwrap_or(&SHAPES) {
-        let (n, k) = match opt.quick {
-            true => (n as u64 / 4, k as u64 / 4),
-            false => (n as u64, k as u64),
-        };
-        for &m in opt.ms.iter().filter(|&&m| m <= 8) {
+    for (n, k) in tuning_shapes(opt) {
+        for m in tuning_ms(opt) {
             let options = TuneOptions {
                 budget: std::time::Duration::from_millis(u64::from(ms)),
                 shapes: vec![(n, k)],
