@@ -3,7 +3,8 @@
 //! neighbours and writes a blob; a context given the blob runs the chosen shape (the plan
 //! says so) and matches the f64 reference; a blob that is corrupted, truncated, of another
 //! device or driver is ignored with the reason in the log and the table's shape runs; bad
-//! arguments are refused before anything runs and write nothing.
+//! arguments are refused before anything runs and write nothing; a caller of an older,
+//! shorter info gets its prefix only.
 
 mod gpu_support;
 use gpu_support::*;
@@ -371,4 +372,55 @@ fn bad_arguments_are_refused_before_anything_runs() {
     };
     assert_eq!(status, Q4VK_ERROR_UNSUPPORTED, "{}", last_error());
     unsafe { q4vk_context_destroy(cpu) };
+}
+
+/// A caller built against the info before the long-rows fields (its `struct_size` ends at
+/// `table_word_lanes`) gets those fields and nothing past them.
+#[test]
+fn an_older_info_gets_only_its_prefix() {
+    let gpu = logged_context(&[]);
+    let shapes = [96u64, 1024];
+    let ms = [1u32];
+    let desc = small_desc(1, &shapes, &ms);
+    let mut blob = vec![0u8; Q4VK_TUNING_BLOB_MAX_BYTES];
+    let mut written = 0usize;
+    let older = std::mem::offset_of!(q4vk_tune_info, long_rows_from_k);
+    let mut info = std::mem::MaybeUninit::<q4vk_tune_info>::uninit();
+    // SAFETY: a plain-data struct, every byte written here.
+    unsafe {
+        std::ptr::write_bytes(
+            info.as_mut_ptr().cast::<u8>(),
+            0xAB,
+            std::mem::size_of::<q4vk_tune_info>(),
+        )
+    };
+    unsafe { (*info.as_mut_ptr()).struct_size = older as u32 };
+    let status = unsafe {
+        q4vk_context_tune(
+            gpu.ctx,
+            &desc,
+            blob.as_mut_ptr().cast(),
+            blob.len(),
+            &mut written,
+            info.as_mut_ptr(),
+        )
+    };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    // SAFETY: as above.
+    let bytes: &[u8] = unsafe {
+        std::slice::from_raw_parts(info.as_ptr().cast(), std::mem::size_of::<q4vk_tune_info>())
+    };
+    assert!(
+        bytes[older..].iter().all(|&b| b == 0xAB),
+        "written past struct_size"
+    );
+    let info = unsafe { info.assume_init() };
+    assert_eq!(info.struct_size as usize, older);
+    assert!(info.candidates_timed >= 1 && info.candidates_timed <= info.candidates);
+    assert!(info.time_vs_table > 0.0 && info.time_vs_table <= 1.0);
+    assert_eq!(
+        shape_of(&gpu)[0][..2],
+        [info.table_workgroup, info.table_rows]
+    );
+    assert!(info.table_word_lanes <= 1);
 }
