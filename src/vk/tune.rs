@@ -7,11 +7,11 @@
 //! that a later context takes.
 
 use super::context::Context;
-use super::gemv_plan::{decide, KernelChoice, Room};
+use super::gemv_plan::{decide, Choice, KernelChoice, Room};
 use super::matrix::{upload, DeviceMatrix, UploadRoute};
 use super::memory::{Buffer, MemoryKind};
 use super::params::{BufferRange, Epilogue, GemvParams, MAX_M};
-use super::pipeline::Tuning;
+use super::pipeline::{PipelineKey, Tuning};
 use super::record::{record_resolved, CallPlan};
 use super::rules::Rules;
 use super::submit::record_barrier;
@@ -22,6 +22,7 @@ use crate::plan::tuning::SimtGemv;
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// What a tuning run times, and for how long at most.
@@ -164,6 +165,9 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
     let mut table_us = Vec::new();
     let mut best = [(table, 1.0f64); 2];
     let mut timed = 0;
+    // Candidates that resolve to the same kernels on a case (a workgroup shrunk to a short
+    // row's chunks; word steps the row takes on short rows anyway) share one timing.
+    let mut seen: HashMap<(usize, u32, PipelineKey, PipelineKey), f64> = HashMap::new();
     for (i, shape) in all.iter().enumerate() {
         if i > 0 && started.elapsed() >= opts.budget {
             break;
@@ -174,10 +178,18 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         let mut log_ratio = [0.0f64; 2];
         let mut count = [0usize; 2];
         let mut at = 0;
-        for case in &cases {
+        for (c, case) in cases.iter().enumerate() {
             let class = usize::from(has_long_rows(case.k));
             for &m in &opts.ms {
-                let us = time_case(ctx, &rules, case, m)?;
+                let (choice, key, last) = simt_choice(&rules, case, m)?;
+                let us = match seen.get(&(c, m, key, last)) {
+                    Some(&us) => us,
+                    None => {
+                        let us = time_case(ctx, case, m, choice)?;
+                        seen.insert((c, m, key, last), us);
+                        us
+                    }
+                };
                 if i == 0 {
                     table_us.push(us);
                 }
@@ -279,12 +291,21 @@ fn make_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> R
     })
 }
 
-/// Microseconds per call of `m` rows on `case` with `rules`' SIMT GEMV: the fastest of
-/// [`REPEATS`] submissions of `case.calls` calls (rotating through the copies, a barrier
-/// between calls, as a decoder step runs them), after one untimed submission that creates
-/// the pipelines and warms the driver.
-fn time_case(ctx: &Context, rules: &Rules, case: &Case, m: u32) -> Result<f64> {
-    let p = GemvParams {
+/// The choice for `m` rows on `case` under `rules` and its SIMT GEMV keys (a full pass,
+/// the last pass); an internal error for any other kernel (tuning times only that one).
+fn simt_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, PipelineKey, PipelineKey)> {
+    let choice = decide(rules, &case.mats[0].form, &params(case, m), Room::None)?;
+    match choice.kernel {
+        KernelChoice::SimtGemv { key, last } => Ok((choice, key, last)),
+        _ => Err(Error::Internal(format!(
+            "tuning the SIMT GEMV at m = {m} resolved to {choice}"
+        ))),
+    }
+}
+
+/// A tuning call's parameters: `m` rows of f32 x, dense, no epilogue.
+fn params(case: &Case, m: u32) -> GemvParams {
+    GemvParams {
         m,
         x_f16: false,
         x_stride: case.k,
@@ -293,13 +314,15 @@ fn time_case(ctx: &Context, rules: &Rules, case: &Case, m: u32) -> Result<f64> {
         x_round_f16: false,
         workspace_filled: false,
         epilogue: Epilogue::NONE,
-    };
-    let choice = decide(rules, &case.mats[0].form, &p, Room::None)?;
-    if !matches!(choice.kernel, KernelChoice::SimtGemv { .. }) {
-        return Err(Error::Internal(format!(
-            "tuning the SIMT GEMV at m = {m} resolved to {choice}"
-        )));
     }
+}
+
+/// Microseconds per call of `m` rows on `case` with the SIMT GEMV of `choice`: the fastest of
+/// [`REPEATS`] submissions of `case.calls` calls (rotating through the copies, a barrier
+/// between calls, as a decoder step runs them), after one untimed submission that creates
+/// the pipelines and warms the driver.
+fn time_case(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<f64> {
+    let p = params(case, m);
     let plans = case
         .mats
         .iter()
