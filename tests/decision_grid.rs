@@ -22,8 +22,9 @@
 use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::{DeviceClass, Family, FragmentShape};
 use q4vk::quant::q4::Q4Shape;
-use q4vk::vk::gemv::{decide, Choice, Epilogue, GemvParams, KernelChoice, PrepassChoice, Room};
+use q4vk::vk::gemv::{decide, Choice, GemvParams, KernelChoice, PrepassChoice, Room};
 use q4vk::vk::matrix_form::MatrixForm;
+use q4vk::vk::pipeline::PipelineKey;
 use q4vk::vk::rules::Rules;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -335,14 +336,9 @@ fn runs(rules: &Rules, form: &MatrixForm, x_f16: bool, x_round_f16: bool, room: 
     let mut workspaces = Vec::new();
     for m in MS {
         let p = GemvParams {
-            m,
             x_f16,
-            x_stride: form.shape.k as u64,
-            y_stride: form.shape.n as u64,
-            x_gathered: false,
             x_round_f16,
-            workspace_filled: false,
-            epilogue: Epilogue::NONE,
+            ..GemvParams::dense(m, form.shape.k as u64, form.shape.n as u64)
         };
         let choice = match decide(rules, form, &p, room) {
             Ok(c) => {
@@ -556,37 +552,28 @@ fn the_rules_decide_as_recorded() {
     );
 }
 
-/// Whether the SIMT GEMV steps over words on an `n` × `k` matrix at `m` under `rules`.
-fn steps_over_words(rules: &Rules, n: u64, k: u64, m: u32) -> bool {
-    let form = MatrixForm::new(
-        Q4Shape::new(n, k, 128, 0).unwrap(),
-        false,
-        false,
-        false,
-        false,
-        1 << 31,
-    )
-    .unwrap();
-    let p = GemvParams {
-        m,
-        x_f16: false,
-        x_stride: k,
-        y_stride: n,
-        x_gathered: false,
-        x_round_f16: false,
-        workspace_filled: false,
-        epilogue: Epilogue::NONE,
-    };
-    match decide(rules, &form, &p, Room::AsNeeded).unwrap().kernel {
-        KernelChoice::SimtGemv { key, last } => {
-            assert_eq!(
-                key.word_lanes, last.word_lanes,
-                "one stepping for every pass"
-            );
-            key.word_lanes
-        }
+/// The SIMT GEMV's keys (a full pass, the last pass) on a plain `n` × `k` matrix (group
+/// 128, symmetric) at `m` under `rules`.
+fn simt_keys(rules: &Rules, n: u64, k: u64, m: u32) -> (PipelineKey, PipelineKey) {
+    let shape = Q4Shape::new(n, k, 128, 0).unwrap();
+    let form = MatrixForm::new(shape, false, false, false, false, 1 << 31).unwrap();
+    match decide(rules, &form, &GemvParams::dense(m, k, n), Room::None)
+        .unwrap()
+        .kernel
+    {
+        KernelChoice::SimtGemv { key, last } => (key, last),
         other => panic!("{n} x {k} at m = {m} runs {other:?}, not the SIMT GEMV"),
     }
+}
+
+/// Whether the SIMT GEMV steps over words on an `n` × `k` matrix at `m` under `rules`.
+fn steps_over_words(rules: &Rules, n: u64, k: u64, m: u32) -> bool {
+    let (key, last) = simt_keys(rules, n, k, m);
+    assert_eq!(
+        key.word_lanes, last.word_lanes,
+        "one stepping for every pass"
+    );
+    key.word_lanes
 }
 
 /// On the NVIDIA row (workgroups of 128 lanes, 2 to a chunk: 64 lanes along a row), rows
@@ -620,16 +607,7 @@ fn short_rows_step_over_words_where_the_row_says() {
 /// Whether the GEMV on `ty` blocks of an `n` × `k` matrix at `m` strides over quarters.
 fn blocks_over_quarters(rules: &Rules, ty: BlockType, n: usize, k: usize, m: u32) -> bool {
     let form = MatrixForm::of_blocks(ty, n, k, 1 << 31).unwrap();
-    let p = GemvParams {
-        m,
-        x_f16: false,
-        x_stride: k as u64,
-        y_stride: n as u64,
-        x_gathered: false,
-        x_round_f16: false,
-        workspace_filled: false,
-        epilogue: Epilogue::NONE,
-    };
+    let p = GemvParams::dense(m, k as u64, n as u64);
     match decide(rules, &form, &p, Room::None).unwrap().kernel {
         KernelChoice::BlocksGemv { key, last } => {
             assert_eq!(key.word_lanes, last.word_lanes, "one stride for every pass");
@@ -664,29 +642,8 @@ fn q6_k_strides_over_quarters_past_one_pass_of_pieces() {
 
 /// The SIMT GEMV key's (rows per workgroup, split) on an `n` × `k` matrix at m = 1.
 fn simt_rows(rules: &Rules, n: u64, k: u64) -> (u32, u32) {
-    let form = MatrixForm::new(
-        Q4Shape::new(n, k, 128, 0).unwrap(),
-        false,
-        false,
-        false,
-        false,
-        1 << 31,
-    )
-    .unwrap();
-    let p = GemvParams {
-        m: 1,
-        x_f16: false,
-        x_stride: k,
-        y_stride: n,
-        x_gathered: false,
-        x_round_f16: false,
-        workspace_filled: false,
-        epilogue: Epilogue::NONE,
-    };
-    match decide(rules, &form, &p, Room::None).unwrap().kernel {
-        KernelChoice::SimtGemv { key, .. } => (key.rows, key.split),
-        other => panic!("{n} x {k} runs {other:?}, not the SIMT GEMV"),
-    }
+    let (key, _) = simt_keys(rules, n, k, 1);
+    (key.rows, key.split)
 }
 
 /// A tuned shape for long rows (`Rules::simt_long_rows`) serves matrices of k ≥ 4096 only;

@@ -571,16 +571,7 @@ fn a_bad_workspace_is_refused_and_none_keeps_the_f32_kernel() {
     let (n, k, m) = (16usize, 64usize, 2usize);
     let d = random_q4(&mut rng, n, k, 32, false, false);
     let mat = DeviceMatrix::new(&ctx, &d, None, None).unwrap();
-    let p = GemvParams {
-        m: m as u32,
-        x_f16: false,
-        x_stride: k as u64,
-        y_stride: n as u64,
-        x_gathered: false,
-        x_round_f16: false,
-        workspace_filled: false,
-        epilogue: Epilogue::NONE,
-    };
+    let p = GemvParams::dense(m as u32, k as u64, n as u64);
     let need = gemv::workspace_bytes(&ctx.rules, &mat.form, &p).unwrap();
     // x, y and the workspace each 1024-byte aligned in one buffer.
     let b = Buffer::new(

@@ -63,6 +63,29 @@ fn small_desc(budget_ms: u32, shapes: &[u64], ms: &[u32]) -> q4vk_tune_desc {
     d
 }
 
+/// `q4vk_context_tune` on `gpu` with `desc` into all of `blob`, `info` as given (NULL or
+/// writable for its `struct_size`).
+fn tune_into(
+    gpu: &Gpu,
+    desc: &q4vk_tune_desc,
+    blob: &mut [u8],
+    written: &mut usize,
+    info: *mut q4vk_tune_info,
+) -> q4vk_status {
+    // SAFETY: live context, readable desc, writable blob of its length and written; info
+    // as the caller says.
+    unsafe {
+        q4vk_context_tune(
+            gpu.ctx,
+            desc,
+            blob.as_mut_ptr().cast(),
+            blob.len(),
+            written,
+            info,
+        )
+    }
+}
+
 /// The plan's shape source of an m = 1 GEMV on a fresh matrix of 200 × `k` on `gpu`, after
 /// checking the GEMV against the reference at m = 1 and 3.
 fn checked_plan_at(gpu: &Gpu, k: usize) -> u32 {
@@ -108,16 +131,7 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
     let mut written = 0usize;
     let mut info = unsafe { std::mem::zeroed::<q4vk_tune_info>() };
     info.struct_size = std::mem::size_of::<q4vk_tune_info>() as u32;
-    let status = unsafe {
-        q4vk_context_tune(
-            gpu.ctx,
-            &desc,
-            blob.as_mut_ptr().cast(),
-            blob.len(),
-            &mut written,
-            &mut info,
-        )
-    };
+    let status = tune_into(&gpu, &desc, &mut blob, &mut written, &mut info);
     assert_eq!(status, Q4VK_OK, "{}", last_error());
     assert!(written > 0 && written <= blob.len());
     blob.truncate(written);
@@ -395,16 +409,7 @@ fn an_older_info_gets_only_its_prefix() {
         )
     };
     unsafe { (*info.as_mut_ptr()).struct_size = older as u32 };
-    let status = unsafe {
-        q4vk_context_tune(
-            gpu.ctx,
-            &desc,
-            blob.as_mut_ptr().cast(),
-            blob.len(),
-            &mut written,
-            info.as_mut_ptr(),
-        )
-    };
+    let status = tune_into(&gpu, &desc, &mut blob, &mut written, info.as_mut_ptr());
     assert_eq!(status, Q4VK_OK, "{}", last_error());
     // SAFETY: as above.
     let bytes: &[u8] = unsafe {

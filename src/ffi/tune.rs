@@ -218,10 +218,11 @@ pub unsafe extern "C" fn q4vk_context_tune(
         vk_ctx.logger.log(
             LEVEL_INFO,
             &format!(
-                "tuned: SIMT GEMV on short rows workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({:.3} of the table's time); on long rows workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({:.3}); {} of {} candidates timed",
-                s.workgroup, s.rows, s.unroll, s.split, s.word_lanes, found.time_vs_table,
-                l.workgroup, l.rows, l.unroll, l.split, l.word_lanes, found.long_rows_time_vs_table,
-                found.timed, found.candidates
+                "tuned: SIMT GEMV on short rows {s} ({:.3} of the table's time); on long rows {l} ({:.3}); {} of {} candidates timed",
+                found.time_vs_table,
+                found.long_rows_time_vs_table,
+                found.timed,
+                found.candidates
             ),
         );
         if let Some(declared) = declared_info {

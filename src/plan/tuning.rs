@@ -103,6 +103,17 @@ pub struct SimtGemv {
     pub word_lanes: bool,
 }
 
+impl std::fmt::Display for SimtGemv {
+    /// `workgroup 128, 8 rows, unroll 1, split 2, word lanes false` (logs and the bench).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "workgroup {}, {} rows, unroll {}, split {}, word lanes {}",
+            self.workgroup, self.rows, self.unroll, self.split, self.word_lanes
+        )
+    }
+}
+
 /// The integer dot-product GEMV's reach in m (passes of 8 rows up to it, the SIMT GEMM
 /// beyond).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

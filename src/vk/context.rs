@@ -14,7 +14,6 @@ use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
 use crate::plan::tuned::{runnable, TunedBlob};
-use crate::plan::tuning::SimtGemv;
 use crate::plan::Overrides;
 use ash::vk;
 use std::ffi::CString;
@@ -260,16 +259,12 @@ impl Context {
                     rules.simt = tuning(&b.simt_gemv);
                     rules.simt_long_rows = tuning(&b.long_rows);
                     rules.simt_tuned = true;
-                    let shape = |s: &SimtGemv, ratio: f32| {
-                        format!(
-                            "workgroup {}, {} rows, unroll {}, split {}, word lanes {} ({ratio:.3} of the table's time where tuned)",
-                            s.workgroup, s.rows, s.unroll, s.split, s.word_lanes
-                        )
-                    };
                     format!(
-                        "used: SIMT GEMV on short rows {}, on long rows {}",
-                        shape(&b.simt_gemv, b.time_vs_table),
-                        shape(&b.long_rows, b.long_rows_time_vs_table)
+                        "used: SIMT GEMV on short rows {} ({:.3} of the table's time where tuned), on long rows {} ({:.3} of the table's time where tuned)",
+                        b.simt_gemv,
+                        b.time_vs_table,
+                        b.long_rows,
+                        b.long_rows_time_vs_table
                     )
                 }
                 Err(why) => format!("ignored ({why}); the table's shape"),

@@ -59,6 +59,23 @@ pub struct EpilogueOperands {
     pub gate: Option<BufferRange>,
 }
 
+impl GemvParams {
+    /// `m` rows of f32 x, k to a row, into f32 y, n to a row: no gathering, rounding,
+    /// reused workspace or epilogue.
+    pub fn dense(m: u32, k: u64, n: u64) -> GemvParams {
+        GemvParams {
+            m,
+            x_f16: false,
+            x_stride: k,
+            y_stride: n,
+            x_gathered: false,
+            x_round_f16: false,
+            workspace_filled: false,
+            epilogue: Epilogue::NONE,
+        }
+    }
+}
+
 impl EpilogueOperands {
     /// No operands (the plain store, or an f16 y alone).
     pub const NONE: EpilogueOperands = EpilogueOperands {

@@ -10,7 +10,7 @@ use super::context::Context;
 use super::gemv_plan::{decide, Choice, KernelChoice, Room};
 use super::matrix::{upload, DeviceMatrix, UploadRoute};
 use super::memory::{Buffer, MemoryKind};
-use super::params::{BufferRange, Epilogue, GemvParams, MAX_M};
+use super::params::{BufferRange, GemvParams, MAX_M};
 use super::pipeline::{PipelineKey, Tuning};
 use super::record::{record_resolved, CallPlan};
 use super::rules::Rules;
@@ -294,7 +294,12 @@ fn make_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> R
 /// The choice for `m` rows on `case` under `rules` and its SIMT GEMV keys (a full pass,
 /// the last pass); an internal error for any other kernel (tuning times only that one).
 fn simt_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, PipelineKey, PipelineKey)> {
-    let choice = decide(rules, &case.mats[0].form, &params(case, m), Room::None)?;
+    let choice = decide(
+        rules,
+        &case.mats[0].form,
+        &GemvParams::dense(m, case.k, case.n),
+        Room::None,
+    )?;
     match choice.kernel {
         KernelChoice::SimtGemv { key, last } => Ok((choice, key, last)),
         _ => Err(Error::Internal(format!(
@@ -303,26 +308,12 @@ fn simt_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, PipelineKe
     }
 }
 
-/// A tuning call's parameters: `m` rows of f32 x, dense, no epilogue.
-fn params(case: &Case, m: u32) -> GemvParams {
-    GemvParams {
-        m,
-        x_f16: false,
-        x_stride: case.k,
-        y_stride: case.n,
-        x_gathered: false,
-        x_round_f16: false,
-        workspace_filled: false,
-        epilogue: Epilogue::NONE,
-    }
-}
-
 /// Microseconds per call of `m` rows on `case` with the SIMT GEMV of `choice`: the fastest of
 /// [`REPEATS`] submissions of `case.calls` calls (rotating through the copies, a barrier
 /// between calls, as a decoder step runs them), after one untimed submission that creates
 /// the pipelines and warms the driver.
 fn time_case(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<f64> {
-    let p = params(case, m);
+    let p = GemvParams::dense(m, case.k, case.n);
     let plans = case
         .mats
         .iter()

@@ -505,24 +505,18 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
     .checked()?;
     let started = std::time::Instant::now();
     let found = tune(ctx, &options)?;
-    let shape = |s: &q4vk::plan::tuning::SimtGemv| {
-        format!(
-            "workgroup {}, {} rows, unroll {}, split {}, word lanes {}",
-            s.workgroup, s.rows, s.unroll, s.split, s.word_lanes
-        )
-    };
     println!(
         "tuned in {:.1} s ({} of {} candidates): SIMT GEMV on short rows {} at {:.3}, on long rows (k ≥ {}) {} at {:.3} of the time of row {}'s ({})",
         started.elapsed().as_secs_f64(),
         found.timed,
         found.candidates,
-        shape(&found.chosen),
+        found.chosen,
         found.time_vs_table,
         q4vk::plan::tuned::LONG_ROWS_FROM_K,
-        shape(&found.long_rows),
+        found.long_rows,
         found.long_rows_time_vs_table,
         ctx.rules.row.name,
-        shape(&found.table)
+        found.table
     );
     Ok(found.blob)
 }
