@@ -130,6 +130,8 @@ pub struct Device {
     pub info: DeviceInfo,
     /// The device's timestamp-capable queue family flag.
     pub timestamps: bool,
+    /// `timestampValidBits` of q4vk's queue family (0: no timestamps).
+    pub timestamp_bits: u32,
     /// The tensor-core kernels' extensions and features are enabled (`vk::coop`,
     /// `vk::coop_tiles`).
     pub coop_enabled: bool,
@@ -230,7 +232,8 @@ fn type_rank(t: vk::PhysicalDeviceType) -> u32 {
     }
 }
 
-fn compute_family(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Option<(u32, bool)> {
+/// The compute queue family q4vk takes on `physical` and its `timestampValidBits`.
+fn compute_family(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Option<(u32, u32)> {
     // SAFETY: valid physical device.
     let families = unsafe { instance.get_physical_device_queue_family_properties(physical) };
     families
@@ -239,7 +242,7 @@ fn compute_family(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Opt
         .filter(|(_, f)| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
         // Prefer a compute family without graphics (async compute) only if none is combined.
         .min_by_key(|(_, f)| !f.queue_flags.contains(vk::QueueFlags::GRAPHICS))
-        .map(|(i, f)| (i as u32, f.timestamp_valid_bits > 0))
+        .map(|(i, f)| (i as u32, f.timestamp_valid_bits))
 }
 
 impl Device {
@@ -366,7 +369,7 @@ impl Device {
                     }
                 }
             };
-            let (family, timestamps) = compute_family(vki, physical).expect("checked usable");
+            let (family, timestamp_bits) = compute_family(vki, physical).expect("checked usable");
             let available = vki
                 .enumerate_device_extension_properties(physical)
                 .map_err(|e| Error::vk("vkEnumerateDeviceExtensionProperties", e))?;
@@ -442,7 +445,8 @@ impl Device {
                 queue_families,
                 push_descriptor,
                 info,
-                timestamps,
+                timestamps: timestamp_bits > 0,
+                timestamp_bits,
                 coop_enabled: coop,
                 coop_offer: coop_offer.unwrap_or_default(),
                 device_scope_atomics: !coop || device_scope,
@@ -509,6 +513,7 @@ impl Device {
         Ok(Device {
             info: query_info(vki, physical),
             timestamps: family.timestamp_valid_bits > 0,
+            timestamp_bits: family.timestamp_valid_bits,
             instance: instance.clone(),
             physical,
             device,

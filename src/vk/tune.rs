@@ -110,8 +110,11 @@ pub struct TuneOutcome {
 /// A candidate must beat the row's shape by this factor to replace it (timing noise).
 const NOISE_MARGIN: f64 = 0.98;
 
-/// Timed submissions per (candidate, case); the fastest counts.
+/// Timed chains per (candidate, case); the fastest counts.
 const REPEATS: usize = 3;
+
+/// Untimed chains before the timed ones in each submission.
+const WARM_CHAINS: usize = 2;
 
 /// A timed case: rotated copies of one matrix, x and y, and the calls per submission.
 struct Case {
@@ -308,10 +311,13 @@ fn simt_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, PipelineKe
     }
 }
 
-/// Microseconds per call of `m` rows on `case` with the SIMT GEMV of `choice`: the fastest of
-/// [`REPEATS`] submissions of `case.calls` calls (rotating through the copies, a barrier
-/// between calls, as a decoder step runs them), after one untimed submission that creates
-/// the pipelines and warms the driver.
+/// Microseconds per call of `m` rows on `case` with the SIMT GEMV of `choice`: the fastest
+/// of [`REPEATS`] chains of `case.calls` calls (rotating through the copies, a barrier
+/// between calls, as a decoder step runs them). One untimed submission first creates the
+/// pipelines; each timed submission starts with [`WARM_CHAINS`] untimed chains, so that the
+/// GPU's clocks have left their idle state. Timed between GPU timestamps where the queue
+/// has them, so that recording and submitting do not count; else by the wall clock around
+/// each submission.
 fn time_case(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<f64> {
     let p = GemvParams::dense(m, case.k, case.n);
     let plans = case
@@ -329,43 +335,138 @@ fn time_case(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<f64> 
         offset: 0,
         range: 4 * u64::from(m) * case.n,
     };
-    let write = (
-        vk::PipelineStageFlags::COMPUTE_SHADER,
-        vk::AccessFlags::SHADER_WRITE,
-    );
-    let read_write = (
-        vk::PipelineStageFlags::COMPUTE_SHADER,
-        vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
-    );
-    let submit = |calls: usize| -> Result<Duration> {
-        let started = Instant::now();
-        ctx.submit(|cmd| {
-            for i in 0..calls {
-                let at = i % case.mats.len();
-                if i > 0 {
-                    // SAFETY: q4vk's own command buffer, recording.
-                    unsafe { record_barrier(&ctx.device.device, cmd, write, read_write) };
-                }
-                record_resolved(
-                    ctx,
-                    cmd,
-                    &case.mats[at],
-                    &Set1::pair(x, y),
-                    &p,
-                    None,
-                    &plans[at],
-                )?;
-            }
-            Ok(())
-        })?;
-        Ok(started.elapsed())
+    let d = &ctx.device.device;
+    let chain = |cmd: vk::CommandBuffer, calls: usize| -> Result<()> {
+        for i in 0..calls {
+            // SAFETY: q4vk's own command buffer, recording.
+            unsafe { record_barrier(d, cmd, COMPUTE_WRITE, COMPUTE_READ_WRITE) };
+            let at = i % case.mats.len();
+            record_resolved(
+                ctx,
+                cmd,
+                &case.mats[at],
+                &Set1::pair(x, y),
+                &p,
+                None,
+                &plans[at],
+            )?;
+        }
+        Ok(())
     };
-    submit(case.mats.len())?;
-    let fastest = (0..REPEATS)
-        .map(|_| submit(case.calls))
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .min()
-        .expect("REPEATS > 0");
+    ctx.submit(|cmd| chain(cmd, case.mats.len()))?;
+    let fastest = match ctx.device.timestamp_bits {
+        0 => (0..REPEATS)
+            .map(|_| {
+                ctx.submit(|cmd| chain(cmd, WARM_CHAINS * case.calls))?;
+                let started = Instant::now();
+                ctx.submit(|cmd| chain(cmd, case.calls))?;
+                Ok(started.elapsed())
+            })
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .min(),
+        bits => GpuTimer::new(ctx, 2 * REPEATS as u32)?
+            .chains(bits, |timer, cmd| {
+                chain(cmd, WARM_CHAINS * case.calls)?;
+                for r in 0..REPEATS as u32 {
+                    timer.stamp(cmd, 2 * r);
+                    chain(cmd, case.calls)?;
+                    timer.stamp(cmd, 2 * r + 1);
+                }
+                Ok(())
+            })?
+            .into_iter()
+            .min(),
+    }
+    .expect("REPEATS > 0");
     Ok(fastest.as_secs_f64() * 1e6 / case.calls as f64)
+}
+
+/// Compute writes, then compute reads and writes: the barrier between chained calls.
+const COMPUTE_WRITE: (vk::PipelineStageFlags, vk::AccessFlags) = (
+    vk::PipelineStageFlags::COMPUTE_SHADER,
+    vk::AccessFlags::SHADER_WRITE,
+);
+/// See [`COMPUTE_WRITE`].
+const COMPUTE_READ_WRITE: (vk::PipelineStageFlags, vk::AccessFlags) = (
+    vk::PipelineStageFlags::COMPUTE_SHADER,
+    vk::AccessFlags::from_raw(
+        vk::AccessFlags::SHADER_READ.as_raw() | vk::AccessFlags::SHADER_WRITE.as_raw(),
+    ),
+);
+
+/// A timestamp query pool of q4vk's queue, destroyed on drop.
+struct GpuTimer<'a> {
+    ctx: &'a Context,
+    pool: vk::QueryPool,
+    count: u32,
+}
+
+impl<'a> GpuTimer<'a> {
+    /// A pool of `count` timestamps.
+    fn new(ctx: &'a Context, count: u32) -> Result<GpuTimer<'a>> {
+        let info = vk::QueryPoolCreateInfo::default()
+            .query_type(vk::QueryType::TIMESTAMP)
+            .query_count(count);
+        // SAFETY: q4vk's live device; the pool is destroyed on drop.
+        let pool = unsafe { ctx.device.device.create_query_pool(&info, None) }
+            .map_err(|e| Error::vk("vkCreateQueryPool", e))?;
+        ctx.device.namer.name(pool, "q4vk tuning timestamps");
+        Ok(GpuTimer { ctx, pool, count })
+    }
+
+    /// Records timestamp `index` after all earlier commands.
+    fn stamp(&self, cmd: vk::CommandBuffer, index: u32) {
+        // SAFETY: q4vk's own command buffer, recording; index < count (callers).
+        unsafe {
+            self.ctx.device.device.cmd_write_timestamp(
+                cmd,
+                vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                self.pool,
+                index,
+            )
+        }
+    }
+
+    /// Submits what `record` records after the pool's reset, waits, and returns the time
+    /// between each pair of timestamps (0 and 1, 2 and 3, …), counters of `bits` valid bits.
+    fn chains(
+        &self,
+        bits: u32,
+        record: impl FnOnce(&Self, vk::CommandBuffer) -> Result<()>,
+    ) -> Result<Vec<Duration>> {
+        let d = &self.ctx.device.device;
+        self.ctx.submit(|cmd| {
+            // SAFETY: q4vk's own command buffer, recording; the pool is live.
+            unsafe { d.cmd_reset_query_pool(cmd, self.pool, 0, self.count) };
+            record(self, cmd)
+        })?;
+        let mut stamps = vec![0u64; self.count as usize];
+        // SAFETY: every query was written by the completed submission.
+        unsafe {
+            d.get_query_pool_results(
+                self.pool,
+                0,
+                &mut stamps,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .map_err(|e| Error::vk("vkGetQueryPoolResults", e))?;
+        let mask = u64::MAX >> (64 - bits.min(64));
+        let period = f64::from(self.ctx.device.info.timestamp_period);
+        Ok(stamps
+            .chunks_exact(2)
+            .map(|pair| {
+                let ticks = pair[1].wrapping_sub(pair[0]) & mask;
+                Duration::from_secs_f64(ticks as f64 * period * 1e-9)
+            })
+            .collect())
+    }
+}
+
+impl Drop for GpuTimer<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the pool is not in use once `chains` has waited (or never submitted).
+        unsafe { self.ctx.device.device.destroy_query_pool(self.pool, None) };
+    }
 }
