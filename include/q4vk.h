@@ -873,7 +873,8 @@ typedef struct q4vk_tune_info {
   uint32_t unroll;
   // See `workgroup`.
   uint32_t split;
-  // The device row's shape, in the same order.
+  // The device row's shape for matrices of short rows (the baseline of the chosen
+  // shape), in the same order.
   uint32_t table_workgroup;
   // See `table_workgroup`.
   uint32_t table_rows;
@@ -906,6 +907,19 @@ typedef struct q4vk_tune_info {
   uint32_t long_rows_word_lanes;
   // As `time_vs_table`, over the timed cases of long rows.
   double long_rows_time_vs_table;
+  // The device row's shape for matrices of long rows (the baseline of `long_rows_*`; the
+  // `table_*` fields hold its shape for short rows), as `workgroup`.
+  uint32_t long_rows_table_workgroup;
+  // See `long_rows_table_workgroup`.
+  uint32_t long_rows_table_rows;
+  // See `long_rows_table_workgroup`.
+  uint32_t long_rows_table_unroll;
+  // See `long_rows_table_workgroup`.
+  uint32_t long_rows_table_split;
+  // As `word_lanes`, of the device row's shape for long rows.
+  uint32_t long_rows_table_word_lanes;
+  // Always 0.
+  uint32_t reserved0;
 } q4vk_tune_info;
 
 // The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer

@@ -576,10 +576,10 @@ fn steps_over_words(rules: &Rules, n: u64, k: u64, m: u32) -> bool {
     key.word_lanes
 }
 
-/// On the NVIDIA row (workgroups of 128 lanes, 2 to a chunk: 64 lanes along a row), rows
-/// of fewer than 64 chunks (k < 2048) step over words, longer rows over chunks; a
-/// caller's fixed choice holds on both; the CPU row keeps chunks (one thread per
-/// workgroup, no lanes idle).
+/// On the NVIDIA row, matrices of short rows (k < 4096) take workgroups of 128 lanes, one to
+/// a chunk: their rows of fewer than 128 chunks step over words; long rows take 2 lanes to a
+/// chunk (64 along a row) and step over chunks; a caller's fixed choice holds on both; the
+/// CPU row keeps chunks (one thread per workgroup, no lanes idle).
 #[test]
 fn short_rows_step_over_words_where_the_row_says() {
     let (_, h200, _) = devices().into_iter().next().unwrap();
@@ -588,7 +588,8 @@ fn short_rows_step_over_words_where_the_row_says() {
     for m in [1, 2, 8, 9] {
         assert!(steps_over_words(&rules, 8960, 1536, m));
         assert!(steps_over_words(&rules, 256, 1984, m));
-        assert!(!steps_over_words(&rules, 8192, 2048, m));
+        assert!(steps_over_words(&rules, 8192, 3072, m));
+        assert!(!steps_over_words(&rules, 4096, 4096, m));
         assert!(!steps_over_words(&rules, 1536, 8960, m));
     }
     rules

@@ -172,7 +172,15 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         info.table_split,
         info.table_word_lanes,
     ];
-    assert_eq!(shape_of(&gpu), [table, table]);
+    let long_rows_table = [
+        info.long_rows_table_workgroup,
+        info.long_rows_table_rows,
+        info.long_rows_table_unroll,
+        info.long_rows_table_split,
+        info.long_rows_table_word_lanes,
+    ];
+    assert_eq!(shape_of(&gpu), [table, long_rows_table]);
+    assert_eq!(info.reserved0, 0);
     assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
     drop(gpu);
 

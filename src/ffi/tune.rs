@@ -72,7 +72,8 @@ pub struct q4vk_tune_info {
     pub unroll: u32,
     /// See `workgroup`.
     pub split: u32,
-    /// The device row's shape, in the same order.
+    /// The device row's shape for matrices of short rows (the baseline of the chosen
+    /// shape), in the same order.
     pub table_workgroup: u32,
     /// See `table_workgroup`.
     pub table_rows: u32,
@@ -105,6 +106,19 @@ pub struct q4vk_tune_info {
     pub long_rows_word_lanes: u32,
     /// As `time_vs_table`, over the timed cases of long rows.
     pub long_rows_time_vs_table: f64,
+    /// The device row's shape for matrices of long rows (the baseline of `long_rows_*`; the
+    /// `table_*` fields hold its shape for short rows), as `workgroup`.
+    pub long_rows_table_workgroup: u32,
+    /// See `long_rows_table_workgroup`.
+    pub long_rows_table_rows: u32,
+    /// See `long_rows_table_workgroup`.
+    pub long_rows_table_unroll: u32,
+    /// See `long_rows_table_workgroup`.
+    pub long_rows_table_split: u32,
+    /// As `word_lanes`, of the device row's shape for long rows.
+    pub long_rows_table_word_lanes: u32,
+    /// Always 0.
+    pub reserved0: u32,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and a double.
@@ -214,7 +228,12 @@ pub unsafe extern "C" fn q4vk_context_tune(
         let opts = unsafe { options(&d) }?;
         let vk_ctx = c.backend.vulkan("q4vk_context_tune")?;
         let found = tune(vk_ctx, &opts)?;
-        let (s, t, l) = (found.chosen, found.table, found.long_rows);
+        let (s, t, l, lt) = (
+            found.chosen,
+            found.table,
+            found.long_rows,
+            found.long_rows_table,
+        );
         vk_ctx.logger.log(
             LEVEL_INFO,
             &format!(
@@ -248,6 +267,12 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 long_rows_split: l.split,
                 long_rows_word_lanes: l.word_lanes.into(),
                 long_rows_time_vs_table: found.long_rows_time_vs_table,
+                long_rows_table_workgroup: lt.workgroup,
+                long_rows_table_rows: lt.rows,
+                long_rows_table_unroll: lt.unroll,
+                long_rows_table_split: lt.split,
+                long_rows_table_word_lanes: lt.word_lanes.into(),
+                reserved0: 0,
             };
             // SAFETY: writable for its `struct_size` (contract).
             unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }?;

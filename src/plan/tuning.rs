@@ -183,8 +183,14 @@ pub struct DeviceTuning {
     pub name: &'static str,
     /// The device and driver the values were fitted on.
     pub fitted_on: &'static str,
-    /// The SIMT GEMV's workgroup shape (`q4vk-bench --sweep`: `h200-2026-12-01-sweep.txt`).
+    /// The SIMT GEMV's workgroup shape (`q4vk-bench --sweep`: `h200-2026-12-01-sweep.txt`);
+    /// on matrices of short rows only where `simt_gemv_short_rows` is `None`.
     pub simt_gemv: SimtGemv,
+    /// The SIMT GEMV's shape on matrices of short rows (k below
+    /// `plan::tuned::LONG_ROWS_FROM_K`) where it differs from `simt_gemv`: such a matrix's
+    /// rows fill fewer lanes, and one of few rows fewer workgroups
+    /// (`h200-2026-12-05-tuned-shapes.txt`).
+    pub simt_gemv_short_rows: Option<SimtGemv>,
     /// Whether matrices whose rows have fewer 16-byte chunks than the SIMT GEMV's workgroup
     /// has lanes along a row (workgroup / split) step over words of codes even where the
     /// shape steps over chunks: chunk steps would shrink the workgroup or leave lanes idle
@@ -266,6 +272,13 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         split: 2,
         word_lanes: false,
     },
+    simt_gemv_short_rows: Some(SimtGemv {
+        workgroup: 128,
+        rows: 4,
+        unroll: 1,
+        split: 1,
+        word_lanes: false,
+    }),
     simt_gemv_word_lanes_on_short_rows: true,
     simt_gemv_decode_once_from_rows: Some(4096),
     simt_gemv_up_to: 9,
@@ -329,6 +342,7 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
         split: 1,
         word_lanes: false,
     },
+    simt_gemv_short_rows: None,
     // Cooperative matrices without NVIDIA's fragment layout: the tensor cores wherever a
     // GEMM runs.
     coop_tiles_gemm: true,
@@ -338,6 +352,13 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
 };
 
 impl DeviceTuning {
+    /// The SIMT GEMV's shape on matrices of short rows.
+    pub fn short_rows_simt_gemv(&self) -> &SimtGemv {
+        self.simt_gemv_short_rows
+            .as_ref()
+            .unwrap_or(&self.simt_gemv)
+    }
+
     /// Every row, by name.
     pub const ALL: [&'static DeviceTuning; 3] = [&NVIDIA, &CPU_IMPLEMENTATION, &DEFAULT];
 

@@ -2,7 +2,7 @@
 //! Safe to share between threads: submissions and staging sit behind one mutex, the
 //! pipeline map and the x/y descriptor cache behind their own.
 
-use super::device::{Device, DeviceOptions, HostEnabled};
+use super::device::{Device, DeviceInfo, DeviceOptions, HostEnabled};
 use super::instance::Instance;
 use super::log::{Logger, LEVEL_INFO};
 use super::memory::DeviceAllocator;
@@ -277,53 +277,12 @@ impl Context {
                 ),
             );
         }
-        let tuning = &mut rules.simt;
-        if let Some((workgroup, rows)) = config.tuning {
-            let valid = workgroup.is_power_of_two()
-                && workgroup >= info.subgroup_size.max(tuning.subgroup)
-                && workgroup <= info.max_workgroup
-                && (1..=32).contains(&rows);
-            if !valid {
-                return Err(crate::error::invalid!(
-                    "tuning ({workgroup}, {rows}): the workgroup must be a power of two from the subgroup size to {}, rows 1..32",
-                    info.max_workgroup
-                ));
-            }
-            tuning.workgroup = workgroup;
-            tuning.rows = rows;
-            tuning.min_workgroup = tuning.min_workgroup.min(workgroup);
+        // A fixed shape (or part of one) holds for matrices of every row length: each class
+        // takes it over its own shape.
+        for tuning in [&mut rules.simt, &mut rules.simt_long_rows] {
+            fix_shape(tuning, &config, info, portable)?;
         }
-        if let Some(unroll) = config.unroll {
-            if !(1..=8).contains(&unroll) {
-                return Err(crate::error::invalid!("unroll {unroll}: expected 1..8"));
-            }
-            tuning.unroll = unroll;
-        }
-        if let Some(split) = config.split {
-            tuning.split = split;
-        }
-        if !tuning.split.is_power_of_two()
-            || !tuning.rows.is_multiple_of(tuning.split)
-            || tuning.split > tuning.min_workgroup
-        {
-            return Err(crate::error::invalid!(
-                "split {}: expected a power of two dividing the rows per workgroup ({}), at most {}",
-                tuning.split,
-                tuning.rows,
-                tuning.min_workgroup
-            ));
-        }
-        let shared = tuning.shared_bytes(portable, MAX_M);
-        if shared > info.max_shared {
-            return Err(crate::error::Error::Unsupported(format!(
-                "workgroup {} x {} rows needs {shared} bytes of shared memory at m = {MAX_M}; the device has {}",
-                tuning.workgroup, tuning.rows, info.max_shared
-            )));
-        }
-        if config.tuning.is_some() || config.unroll.is_some() || config.split.is_some() {
-            // A fixed shape holds for matrices of every row length.
-            rules.simt_long_rows = *tuning;
-        }
+        let tuning = &rules.simt;
         if config.adopt.is_some() && config.validation {
             logger.log(
                 LEVEL_INFO,
@@ -468,4 +427,57 @@ impl Context {
             "subgroup"
         }
     }
+}
+
+/// Applies the context's fixed SIMT GEMV shape (`ContextConfig::tuning`, `unroll`, `split`)
+/// to `tuning`, checked against the device.
+fn fix_shape(
+    tuning: &mut Tuning,
+    config: &ContextConfig,
+    info: &DeviceInfo,
+    portable: bool,
+) -> Result<()> {
+    if let Some((workgroup, rows)) = config.tuning {
+        let valid = workgroup.is_power_of_two()
+            && workgroup >= info.subgroup_size.max(tuning.subgroup)
+            && workgroup <= info.max_workgroup
+            && (1..=32).contains(&rows);
+        if !valid {
+            return Err(crate::error::invalid!(
+                "tuning ({workgroup}, {rows}): the workgroup must be a power of two from the subgroup size to {}, rows 1..32",
+                info.max_workgroup
+            ));
+        }
+        tuning.workgroup = workgroup;
+        tuning.rows = rows;
+        tuning.min_workgroup = tuning.min_workgroup.min(workgroup);
+    }
+    if let Some(unroll) = config.unroll {
+        if !(1..=8).contains(&unroll) {
+            return Err(crate::error::invalid!("unroll {unroll}: expected 1..8"));
+        }
+        tuning.unroll = unroll;
+    }
+    if let Some(split) = config.split {
+        tuning.split = split;
+    }
+    if !tuning.split.is_power_of_two()
+        || !tuning.rows.is_multiple_of(tuning.split)
+        || tuning.split > tuning.min_workgroup
+    {
+        return Err(crate::error::invalid!(
+            "split {}: expected a power of two dividing the rows per workgroup ({}), at most {}",
+            tuning.split,
+            tuning.rows,
+            tuning.min_workgroup
+        ));
+    }
+    let shared = tuning.shared_bytes(portable, MAX_M);
+    if shared > info.max_shared {
+        return Err(crate::error::Error::Unsupported(format!(
+            "workgroup {} x {} rows needs {shared} bytes of shared memory at m = {MAX_M}; the device has {}",
+            tuning.workgroup, tuning.rows, info.max_shared
+        )));
+    }
+    Ok(())
 }

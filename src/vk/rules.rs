@@ -24,10 +24,12 @@ pub struct Rules {
     /// (`IntDot::Forced`: tests and experiments).
     pub int_dot_everywhere: bool,
     /// The SIMT GEMV's workgroup shape on matrices of short rows (`plan::tuned::has_long_rows`
-    /// false), and the shape whose workgroup and subgroup size the GEMV on GGUF blocks takes.
+    /// false): the row's (`DeviceTuning::short_rows_simt_gemv`) unless a tuning blob chose
+    /// another; also the shape whose workgroup and subgroup size the GEMV on GGUF blocks
+    /// takes.
     pub simt: Tuning,
-    /// The SIMT GEMV's workgroup shape on matrices of long rows: the row's shape unless a
-    /// tuning blob chose another for them.
+    /// The SIMT GEMV's workgroup shape on matrices of long rows: the row's (`simt_gemv`)
+    /// unless a tuning blob chose another for them.
     pub simt_long_rows: Tuning,
     /// `simt` and `simt_long_rows` came from a tuning blob (`vk::tune`), not the device's
     /// row.
@@ -57,12 +59,9 @@ impl Rules {
         portable: bool,
         int_dot: bool,
     ) -> Rules {
-        let simt = Tuning::for_device(
-            portable,
-            &row.simt_gemv,
-            class.subgroup_size,
-            class.min_subgroup_size,
-        );
+        let shape =
+            |s| Tuning::for_device(portable, s, class.subgroup_size, class.min_subgroup_size);
+        let simt = shape(row.short_rows_simt_gemv());
         Rules {
             class,
             row,
@@ -70,7 +69,7 @@ impl Rules {
             int_dot,
             int_dot_everywhere: false,
             simt,
-            simt_long_rows: simt,
+            simt_long_rows: shape(&row.simt_gemv),
             simt_tuned: false,
             coop_tiles: None,
             overrides: Overrides::default(),

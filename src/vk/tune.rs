@@ -86,8 +86,10 @@ impl TuneOptions {
 /// What a tuning run found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TuneOutcome {
-    /// The device row's shape (the baseline).
+    /// The device row's shape for matrices of short rows (the baseline of `chosen`).
     pub table: SimtGemv,
+    /// The device row's shape for matrices of long rows (the baseline of `long_rows`).
+    pub long_rows_table: SimtGemv,
     /// The chosen shape for matrices of short rows (`plan::tuned::has_long_rows` false;
     /// the row's where no candidate was faster by more than the noise margin, or no case
     /// had short rows).
@@ -115,6 +117,10 @@ const REPEATS: usize = 3;
 
 /// Untimed chains before the timed ones in each submission.
 const WARM_CHAINS: usize = 2;
+
+/// How long the row's shape runs, untimed, before anything is timed: a GPU that was idle
+/// raises its clocks over milliseconds, not within one chain.
+const WARM_UP: Duration = Duration::from_millis(50);
 
 /// A timed case: rotated copies of one matrix, x and y, and the calls per submission.
 struct Case {
@@ -147,61 +153,92 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
             "tuning submits its timed calls, and this adopted device was given no queue".into(),
         ));
     }
-    let table = ctx.rules.row.simt_gemv;
+    // The row's shape per class [short rows, long rows], timed first.
+    let row = ctx.rules.row;
+    let tables = [*row.short_rows_simt_gemv(), row.simt_gemv];
+    let mut all = vec![tables[0]];
+    if tables[1] != tables[0] {
+        all.push(tables[1]);
+    }
+    let rows_timed_first = all.len();
     // A fixed word-lanes choice (`Overrides::simt_gemv_word_lanes`) makes the candidates
     // that differ from another only there the same kernel: they are timed once.
     let fixed_lanes = ctx.rules.overrides().simt_gemv_word_lanes;
-    let all: Vec<SimtGemv> = candidates(&table, &ctx.rules.class)
-        .into_iter()
-        .enumerate()
-        .filter(|(i, s)| *i == 0 || fixed_lanes.is_none_or(|lanes| s.word_lanes == lanes))
-        .map(|(_, s)| s)
-        .collect();
+    for table in tables {
+        for s in candidates(&table, &ctx.rules.class) {
+            if !all.contains(&s) && fixed_lanes.is_none_or(|lanes| s.word_lanes == lanes) {
+                all.push(s);
+            }
+        }
+    }
     let cases = opts
         .shapes
         .iter()
         .enumerate()
         .map(|(i, &(n, k))| make_case(ctx, n, k, opts, i as u64))
         .collect::<Result<Vec<_>>>()?;
-    // Per case and m: the table's time first, then each candidate's ratio to it, summed
-    // (as logarithms) per tuning class: [short rows, long rows].
-    let mut table_us = Vec::new();
-    let mut best = [(table, 1.0f64); 2];
-    let mut timed = 0;
     // Candidates that resolve to the same kernels on a case (a workgroup shrunk to a short
-    // row's chunks; word steps the row takes on short rows anyway) share one timing.
-    let mut seen: HashMap<(usize, u32, PipelineKey, PipelineKey), f64> = HashMap::new();
+    // row's chunks; word steps the row takes on short rows anyway) share one timing: µs by
+    // (case, m, kernel keys).
+    type CaseKey = (usize, u32, PipelineKey, PipelineKey);
+    let mut seen: HashMap<CaseKey, f64> = HashMap::new();
+    // Each timed candidate (the row's first) with its keys per case and m, in order.
+    let mut timed: Vec<(SimtGemv, Vec<(usize, CaseKey)>)> = Vec::new();
     for (i, shape) in all.iter().enumerate() {
-        if i > 0 && started.elapsed() >= opts.budget {
+        if i >= rows_timed_first && started.elapsed() >= opts.budget {
             break;
         }
-        let mut rules = ctx.rules;
-        rules.simt = tuning_of(ctx, shape);
-        rules.simt_long_rows = rules.simt;
-        let mut log_ratio = [0.0f64; 2];
-        let mut count = [0usize; 2];
-        let mut at = 0;
+        let rules = rules_with(ctx, shape);
+        let mut keys = Vec::new();
         for (c, case) in cases.iter().enumerate() {
             let class = usize::from(has_long_rows(case.k));
             for &m in &opts.ms {
                 let (choice, key, last) = simt_choice(&rules, case, m)?;
-                let us = match seen.get(&(c, m, key, last)) {
-                    Some(&us) => us,
-                    None => {
-                        let us = time_case(ctx, case, m, choice)?;
-                        seen.insert((c, m, key, last), us);
-                        us
-                    }
-                };
-                if i == 0 {
-                    table_us.push(us);
+                if i == 0 && c == 0 && m == opts.ms[0] {
+                    keep_busy(ctx, case, m, choice)?;
                 }
-                log_ratio[class] += (us / table_us[at]).ln();
-                count[class] += 1;
-                at += 1;
+                let case_key = (c, m, key, last);
+                if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(case_key) {
+                    slot.insert(time_case(ctx, case, m, choice)?);
+                }
+                keys.push((class, case_key));
             }
         }
-        timed += 1;
+        timed.push((*shape, keys));
+    }
+    // The row's shapes again, last: the fastest of their two timings counts, so that a GPU
+    // still leaving its idle clocks at the first one does not flatter the candidates.
+    let table_keys = tables.map(|t| {
+        let at = timed
+            .iter()
+            .position(|(s, _)| *s == t)
+            .expect("timed first");
+        timed[at].1.clone()
+    });
+    for (class, keys) in table_keys.iter().enumerate() {
+        let rules = rules_with(ctx, &tables[class]);
+        for &(case_class, case_key) in keys {
+            if case_class != class {
+                continue;
+            }
+            let (c, m, _, _) = case_key;
+            let (choice, _, _) = simt_choice(&rules, &cases[c], m)?;
+            let again = time_case(ctx, &cases[c], m, choice)?;
+            let us = seen.get_mut(&case_key).expect("timed with the row's shape");
+            *us = us.min(again);
+        }
+    }
+    // Per tuning class [short rows, long rows]: the geometric mean of each candidate's time
+    // against the class's row shape over the class's cases; the lowest.
+    let mut best = tables.map(|t| (t, 1.0f64));
+    for (shape, keys) in &timed {
+        let mut log_ratio = [0.0f64; 2];
+        let mut count = [0usize; 2];
+        for (at, &(class, case_key)) in keys.iter().enumerate() {
+            let table_key = table_keys[class][at].1;
+            log_ratio[class] += (seen[&case_key] / seen[&table_key]).ln();
+            count[class] += 1;
+        }
         for class in 0..2 {
             let ratio = (log_ratio[class] / count[class].max(1) as f64).exp();
             if ratio < best[class].1 {
@@ -209,9 +246,10 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
             }
         }
     }
-    let [short, long] = best.map(|b| match b.1 < NOISE_MARGIN {
-        true => b,
-        false => (table, 1.0),
+    let timed = timed.len();
+    let [short, long] = [0, 1].map(|class| match best[class].1 < NOISE_MARGIN {
+        true => best[class],
+        false => (tables[class], 1.0),
     });
     let blob = TunedBlob {
         identity: ctx.device.identity(),
@@ -222,7 +260,8 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
     }
     .encode();
     Ok(TuneOutcome {
-        table,
+        table: tables[0],
+        long_rows_table: tables[1],
         chosen: short.0,
         time_vs_table: short.1,
         long_rows: long.0,
@@ -309,6 +348,23 @@ fn simt_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, PipelineKe
             "tuning the SIMT GEMV at m = {m} resolved to {choice}"
         ))),
     }
+}
+
+/// `ctx`'s rules with `shape` for matrices of every row length.
+fn rules_with(ctx: &Context, shape: &SimtGemv) -> Rules {
+    let mut rules = ctx.rules;
+    rules.simt = tuning_of(ctx, shape);
+    rules.simt_long_rows = rules.simt;
+    rules
+}
+
+/// Keeps the GPU busy with chains of `m` rows on `case` for [`WARM_UP`].
+fn keep_busy(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < WARM_UP {
+        time_case(ctx, case, m, choice)?;
+    }
+    Ok(())
 }
 
 /// Microseconds per call of `m` rows on `case` with the SIMT GEMV of `choice`: the fastest
