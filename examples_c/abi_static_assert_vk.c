@@ -231,6 +231,11 @@ static q4vk_status (*const p_binding_create_multi)(q4vk_context *, uint32_t, con
     q4vk_gemv_binding_create_multi;
 _Static_assert(Q4VK_GEMV_MULTI_MAX_CALLS == 64, "Q4VK_GEMV_MULTI_MAX_CALLS");
 _Static_assert(Q4VK_KERNEL_EXPORT_BIAS == 0x2 && Q4VK_BINDING_BIAS == 7, "export with a bias");
+_Static_assert(Q4VK_KERNEL_EXPORT_BLOCKS == 0x4 && Q4VK_BINDING_HIGH_BITS == 8, "export on GGUF blocks");
+static q4vk_status (*const p_pack_blocks_size)(const q4vk_matrix_desc *, size_t *, size_t *, size_t *) =
+    q4vk_matrix_pack_blocks_size;
+static q4vk_status (*const p_pack_blocks)(const q4vk_matrix_desc *, void *, size_t, void *, size_t, void *, size_t) =
+    q4vk_matrix_pack_blocks;
 static q4vk_status (*const p_footprint)(const q4vk_context *, const q4vk_matrix_desc *, q4vk_matrix_footprint_info *) =
     q4vk_matrix_footprint;
 _Static_assert(sizeof(q4vk_matrix_footprint_info) == 48, "q4vk_matrix_footprint_info size");
@@ -378,6 +383,7 @@ int main(void) {
         !p_cmd_gemv_multi || !p_binding_create_multi)
         failures++;
     if (!p_kernel_export || !p_pack_size || !p_pack || !p_pack_ext_size || !p_pack_ext || !p_dequantize) failures++;
+    if (!p_pack_blocks_size || !p_pack_blocks) failures++;
     if (!p_context_create || !p_context_destroy || !p_device_name || !p_q4_size || !p_q4_quantize ||
         !p_matrix_create || !p_matrix_destroy || !p_gemv || !p_gemv_host || !p_cmd_gemv || !p_workspace_size ||
         !p_workspace_key || !p_gemv_prepare || !p_gemv_plan ||

@@ -207,6 +207,15 @@
 // values, in the order of y's rows); ncnn's InnerProduct with `bias_term`.
 #define Q4VK_KERNEL_EXPORT_BIAS 2
 
+// `q4vk_kernel_export_desc.export_flags`: export the kernels on GGUF blocks in their native
+// bytes (a matrix of source `Q4VK_SOURCE_GGUF_Q4_1`, `_Q4_K`, `_Q5_0` .. `_NVFP4`, packed by
+// `q4vk_matrix_pack_blocks`) instead of the Q4 layout's: bindings in order the codes
+// (`Q4VK_BINDING_WEIGHTS`), the scales (`Q4VK_BINDING_SCALES`), for Q5_0 and Q5_1 their
+// fifth bits (`Q4VK_BINDING_HIGH_BITS`), x, y and a bias (`Q4VK_BINDING_BIAS`: 0 bytes,
+// unread, unless `Q4VK_KERNEL_EXPORT_BIAS` is set too). f16 y needs no other flag;
+// `Q4VK_KERNEL_EXPORT_EXTENDED` is refused with it.
+#define Q4VK_KERNEL_EXPORT_BLOCKS 4
+
 // Capacity of `q4vk_kernel_info.bindings`.
 #define Q4VK_KERNEL_MAX_BINDINGS 8
 
@@ -722,7 +731,7 @@ typedef struct q4vk_kernel_info {
   size_t spirv_words;
   // Entries of `bindings` used (5: weights, scales, zeros, x, y at bindings 0..4; the
   // extended kernel 7: offsets and column order at 5 and 6; with a bias 8: the bias at
-  // 7).
+  // 7; the kernels on GGUF blocks 5, or 6 for Q5_0 and Q5_1: see `q4vk_kernel_export`).
   uint32_t binding_count;
   // Entries of `push_constants` used: 10 (40 bytes) for the GEMV (m ≤ 8), 11 (44 bytes)
   // for the GEMM (m > 8).
@@ -1027,6 +1036,10 @@ typedef struct q4vk_staging {
 // Bias (`Q4VK_KERNEL_EXPORT_BIAS`): n f32 values added to every row of y. Binding 7 of the
 // extended kernel with a bias.
 #define Q4VK_BINDING_BIAS 7
+
+// Q5_0's and Q5_1's fifth bits (`Q4VK_KERNEL_EXPORT_BLOCKS`): binding 2 of their kernels
+// on blocks, 4 bytes per block.
+#define Q4VK_BINDING_HIGH_BITS 8
 
 // Float weights; q4vk quantizes them exactly as `q4vk_q4_quantize` does.
 #define Q4VK_SOURCE_FLOAT 0
@@ -1602,6 +1615,19 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // Its pipeline serves every m > 8 (`q4vk_kernel_info.push_constants` says what changes
 // per m).
 //
+// **GGUF blocks** (`Q4VK_KERNEL_EXPORT_BLOCKS`; sources `Q4VK_SOURCE_GGUF_Q4_1`, `_Q4_K`,
+// `_Q5_0` .. `_NVFP4`): the kernels `q4vk_gemv` runs on blocks in their native bytes
+// (`shaders/gemv_blocks.comp`, `gemm_blocks.comp`), on the streams `q4vk_matrix_pack_blocks`
+// writes. Their bindings, in order: codes (`Q4VK_BINDING_WEIGHTS`), scales
+// (`Q4VK_BINDING_SCALES`), for Q5_0 and Q5_1 their fifth bits (`Q4VK_BINDING_HIGH_BITS`),
+// x, y, and a bias (`Q4VK_BINDING_BIAS`: n f32 values with `Q4VK_KERNEL_EXPORT_BIAS`, else
+// 0 bytes, unread): find each by its role. f16 y (`Q4VK_GEMV_F16_OUTPUT`) needs no other
+// flag. The GEMV's own ids: rows per workgroup 0, m 1, f16 x 2, workgroup 3, x held 4, word
+// lanes 5 (m 5..8 stride over quarters of pieces), f16 y 6, bias 7, and the subgroup
+// variant's subgroup size 8; the GEMM's (m > 8): workgroup 0, TX 1, RN 2, RM 3, f16 x 4,
+// f16 y 5, bias 6; 10 and 11 push constants as above (chunks: pieces of 32 per row;
+// groups: blocks per row).
+//
 // Barriers are the host's: x written before the dispatch, y read after, as for
 // `q4vk_cmd_gemv`. The SPIR-V keeps its debug names (ncnn's reflection needs the
 // `parameter` block name).
@@ -1830,6 +1856,56 @@ q4vk_status q4vk_matrix_create(struct q4vk_context *ctx,
 // # Safety
 // `mat` must be NULL or a live matrix, not used afterwards.
 void q4vk_matrix_destroy(struct q4vk_matrix *mat);
+
+// Sizes of the streams `q4vk_matrix_pack_blocks` writes for `desc`, a GGUF block source
+// (`Q4VK_SOURCE_GGUF_Q4_1`, `_Q4_K`, `_Q5_0` .. `_NVFP4`; data pointers not read):
+// `codes_bytes = n·(k/block)·c`, `scales_bytes = n·(k/block)·s` and `high_bits_bytes =
+// n·(k/block)·4` for Q5_0 and Q5_1 (else 0), each rounded up to a multiple of 4, with c and
+// s the code and scale bytes of one block (the block's size in all: the file's bytes).
+// Equal to the `bytes` of the bindings with roles `Q4VK_BINDING_WEIGHTS`,
+// `Q4VK_BINDING_SCALES` and `Q4VK_BINDING_HIGH_BITS` of `q4vk_kernel_export` with
+// `Q4VK_KERNEL_EXPORT_BLOCKS`. Pure; thread-safe. Statuses: `NULL_POINTER`,
+// `INVALID_ARGUMENT` (bad desc: k not a multiple of the block, …), `UNSUPPORTED` (another
+// source). Outputs written only on success.
+//
+// # Safety
+// Pointers must be NULL or valid for their type.
+q4vk_status q4vk_matrix_pack_blocks_size(const struct q4vk_matrix_desc *desc,
+                                         size_t *codes_bytes,
+                                         size_t *scales_bytes,
+                                         size_t *high_bits_bytes);
+
+// Writes the streams of the GGUF block matrix `desc` describes — exactly the bytes
+// `q4vk_matrix_create` uploads for a matrix that fits one buffer per stream — into caller
+// memory, for the kernels of `q4vk_kernel_export` with `Q4VK_KERNEL_EXPORT_BLOCKS`:
+// `codes` → the binding of role `Q4VK_BINDING_WEIGHTS`, `scales` → `Q4VK_BINDING_SCALES`,
+// `high_bits` → `Q4VK_BINDING_HIGH_BITS` (Q5_0 and Q5_1 only). Each stream is
+// `[n][k/block]` of one field group of every block of `desc->weight` (the file's bytes,
+// regrouped; nothing converted), zero-padded to a multiple of 4:
+//
+// * codes: the block's code bytes (Q5_K: `qh` then `qs`; Q6_K: `ql`, `qh` and its sixteen
+//   8-bit scales), a multiple of 16 per block;
+// * scales: the block's scale fields as stored (f16 `d`, `m`, `dmin`, packed six-bit
+//   scales, E8M0 or UE4M3 bytes);
+// * high bits: Q5_0's and Q5_1's 32-bit `qh`.
+//
+// Sizes from `q4vk_matrix_pack_blocks_size`; an output whose size is 0 may be NULL with 0
+// bytes; larger buffers are accepted (only the prefix is written), smaller refused
+// (`BUFFER_TOO_SMALL`). Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc,
+// overlapping buffers), `BUFFER_TOO_SMALL` (the tensor or an output), `NON_FINITE` (an
+// infinite or NaN scale: f16 `d`, an E8M0 of 0xFF, a UE4M3 NaN), `UNSUPPORTED` (another
+// source). Nothing is written on error. Thread-safe.
+//
+// # Safety
+// `desc` NULL or valid with its data pointers valid for their sizes; each output NULL or
+// writable for its stated bytes.
+q4vk_status q4vk_matrix_pack_blocks(const struct q4vk_matrix_desc *desc,
+                                    void *codes,
+                                    size_t codes_bytes,
+                                    void *scales,
+                                    size_t scales_bytes,
+                                    void *high_bits,
+                                    size_t high_bits_bytes);
 
 // Returns a static, NUL-terminated description of `status`. Never NULL, also for codes
 // this version does not know. The string must not be freed.

@@ -39,6 +39,10 @@ for block_type in q5_0 q5_1 q8_0 q5_k q6_k iq4_nl iq4_xs mxfp4 nvfp4 q4_1 q4_k; 
     glslc $FLAGS -DSUBGROUP -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_subgroup.spv"
     glslc $FLAGS -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_portable.spv"
     glslc $FLAGS -DBLOCK_TYPE=$type_id gemm_blocks.comp -o "$out/gemm_blocks_${block_type}.spv"
+    # Their export (Q4VK_KERNEL_EXPORT_BLOCKS): ncnn's conventions, as the exports below.
+    glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_export_portable.spv"
+    glslc $FLAGS -g -DEXPORT -DSUBGROUP -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_export_subgroup.spv"
+    glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DBLOCK_TYPE=$type_id gemm_blocks.comp -o "$out/gemm_blocks_${block_type}_export.spv"
     type_id=$((type_id + 1))
 done
 # x in 8-bit digits, packed integer dot products (VK_KHR_shader_integer_dot_product).
@@ -87,6 +91,9 @@ glslang_quiet -V --quiet --target-env vulkan1.1 -DTILES=2u -DCOLS=8u mma_loop.co
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"
 glslc $FLAGS read.comp -o "$out/read.spv"
+# The exported builds keep their names (-g) for the host's reflection, not their source
+# text and line numbers.
+python3 ../scripts/strip-spirv-lines.py "$out"/*export*.spv
 if [ "$out" != "spv" ]; then
     for f in "$out"/*.spv; do
         if ! cmp -s "$f" "spv/$(basename "$f")"; then

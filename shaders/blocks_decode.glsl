@@ -7,7 +7,7 @@
 //   binding 0: the codes, QW 16-byte words per block;
 //   binding 1: the scales (and minima), SA bytes per block, read as 32-bit words;
 //   binding 2: Q5_0's and Q5_1's fifth bits, 4 bytes per block (other types bind binding 1
-//              again, unread);
+//              again, unread; their exported builds have no binding 2);
 //   binding 3: unused (the matrix set's column order slot).
 // Every block is split into pieces of 32 weights (a block of 32 is one piece, of 64 two,
 // of 256 eight): two runs of 16 inputs, each with one scale (and offset); `piece_inputs`
@@ -51,7 +51,11 @@ layout(set = 0, binding = 1) readonly buffer Scales { uint a[]; };
 // The same stream as 16-byte words (Q4_K's and Q5_K's 16 scale bytes per block: one load;
 // every part's streams start 16-byte aligned).
 layout(set = 0, binding = 1) readonly buffer Scales16 { uvec4 a16[]; };
+// The exported builds (-DEXPORT) of types without fifth bits leave binding 2 out (x
+// takes its number).
+#if !defined(EXPORT) || BLOCK_TYPE == 0 || BLOCK_TYPE == 1
 layout(set = 0, binding = 2) readonly buffer HighBits { uint hb[]; };
+#endif
 
 // IQ4_NL's and IQ4_XS's 16 values as signed bytes, four per word (no arrays: drivers turn
 // a dynamically indexed constant array into memory or long select chains).
@@ -179,7 +183,11 @@ uint quarter_second(uint c) {
 
 // Q5_0's and Q5_1's fifth bits of block gb (0 for the other types).
 uint block_high_bits(uint gb) {
+#if defined(EXPORT) && BLOCK_TYPE != 0 && BLOCK_TYPE != 1
+    return 0u;
+#else
     return TYPE == T_Q5_0 || TYPE == T_Q5_1 ? hb[gb] : 0u;
+#endif
 }
 
 // Quarter c (0..3) of piece `piece`: its codes as numbers, qa of inputs 4c .. 4c + 3 of

@@ -15,11 +15,16 @@
 // 16-bit storage: two atomics clear and set this element's half of its word, so the
 // neighbouring element (another invocation's, or not the call's at all) keeps its bits.
 // The exported kernels (-DEXPORT) keep ncnn's bindings and store f32 y; the extended export
-// (-DEXTENDED) stores f16 y where its specialization constant SPEC_Y_F16 (defined by the
-// including shader) is true, and with a bias (-DEXPORT_BIAS) adds the n f32 values of
-// binding 7 first.
+// (-DEXTENDED) and the export on GGUF blocks store f16 y where their specialization constant
+// SPEC_Y_F16 (defined by the including shader) is true, and with a bias (-DEXPORT_BIAS) add
+// the n f32 values of binding 7 (EXPORT_BIAS_BINDING) first.
 
-#if !defined(EXPORT) || defined(EXTENDED)
+// The exported builds with an f16 y: the extended export of the Q4 layout, and the
+// exported kernels on GGUF blocks (which define EXPORT_Y_F16 themselves).
+#if defined(EXPORT) && defined(EXTENDED)
+#define EXPORT_Y_F16
+#endif
+#if !defined(EXPORT) || defined(EXPORT_Y_F16)
 layout(set = XY_SET, binding = Y_BINDING) buffer Y { uint y_words[]; };
 
 // Stores v as f16 element `at` of y (two per word, the first in the low half).
@@ -32,20 +37,30 @@ void store_half_y(uint at, float v) {
 #endif
 
 #ifdef EXPORT
-#ifdef EXTENDED
+#ifdef EXPORT_Y_F16
 layout(constant_id = SPEC_Y_F16) const bool Y_F16 = false;
 #else
 layout(set = XY_SET, binding = Y_BINDING) writeonly buffer Y { float y[]; };
 #endif
 #ifdef EXPORT_BIAS
-layout(set = 0, binding = 7) readonly buffer ExportBias { float export_bias[]; };
+// Binding 7 of the Q4 layout's export; the kernels on blocks define their own binding and
+// read it only where their constant EXPORT_HAS_BIAS says (EXPORT_BIAS_SPECIALIZED).
+#ifndef EXPORT_BIAS_BINDING
+#define EXPORT_BIAS_BINDING 7
+#endif
+layout(set = 0, binding = EXPORT_BIAS_BINDING) readonly buffer ExportBias { float export_bias[]; };
+#ifndef EXPORT_BIAS_SPECIALIZED
+const bool EXPORT_HAS_BIAS = true;
+#endif
 #endif
 void store_y(uint tok, uint row, float v) {
 #ifdef EXPORT_BIAS
-    v += export_bias[p.row_base + row];
+    if (EXPORT_HAS_BIAS) {
+        v += export_bias[p.row_base + row];
+    }
 #endif
     uint at = tok * p.y_stride + p.row_base + row;
-#ifdef EXTENDED
+#ifdef EXPORT_Y_F16
     if (Y_F16) {
         store_half_y(at, v);
     } else {

@@ -22,17 +22,48 @@
 #extension GL_EXT_control_flow_attributes : require
 #define GEMM
 
+#ifdef EXPORT
+// The exported GEMM (`q4vk_kernel_export` with Q4VK_KERNEL_EXPORT_BLOCKS at m > 8,
+// -DEXPORT): the bindings of the exported GEMV on blocks (`gemv_blocks.comp`: codes 0,
+// scales 1, Q5_0's and Q5_1's fifth bits 2, then x, y, bias), the push block named
+// `parameter` (m its eleventh word), the local size on 233..235 (unused: the kernel reads
+// WORKGROUP). Own ids: WORKGROUP 0, TX 1, RN 2, RM 3, X_F16 4, Y_F16 5, HAS_BIAS 6; one K
+// group.
+layout(local_size_x_id = 233, local_size_y_id = 234, local_size_z_id = 235) in;
+layout(constant_id = 0) const uint WORKGROUP = 64;              // TX * TY invocations
+#else
 layout(local_size_x_id = 0) in;                                 // TX * TY * KSPLIT invocations
+#endif
 layout(constant_id = 1) const uint TX = 8;                      // invocations along rows
 layout(constant_id = 2) const uint RN = 8;                      // rows per invocation
 layout(constant_id = 3) const uint RM = 4;                      // tokens per invocation
 layout(constant_id = 4) const bool X_F16 = false;               // activations are f16 (else f32)
+#ifdef EXPORT
+const uint KSPLIT = 1u;
+#define SPEC_Y_F16 5
+layout(constant_id = 6) const bool EXPORT_HAS_BIAS = false;
+#define XY_SET 0
+#if BLOCK_TYPE == 0 || BLOCK_TYPE == 1
+#define X_BINDING 3
+#define Y_BINDING 4
+#define EXPORT_BIAS_BINDING 5
+#else
+#define X_BINDING 2
+#define Y_BINDING 3
+#define EXPORT_BIAS_BINDING 4
+#endif
+#define EXPORT_Y_F16
+#define EXPORT_BIAS
+#define EXPORT_BIAS_SPECIALIZED
+#define Push parameter
+#else
 // K groups per workgroup (the host keeps TM * (KSPLIT - 1) <= 32 * KSPLIT: their sums meet
 // in tile_w).
 layout(constant_id = 5) const uint KSPLIT = 1;
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
+#endif
 #include "q4_common.glsl"
 #include "blocks_decode.glsl"
 
@@ -40,7 +71,9 @@ layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
 #include "epilogue.glsl"
 
+#ifndef EXPORT
 const uint WORKGROUP = gl_WorkGroupSize.x;
+#endif
 const uint GROUP = WORKGROUP / KSPLIT; // invocations per K group
 const uint TY = GROUP / TX;
 const uint TN = TX * RN; // rows per workgroup

@@ -22,6 +22,41 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 
+#ifdef EXPORT
+// The exported GEMV (`q4vk_kernel_export` with Q4VK_KERNEL_EXPORT_BLOCKS, -DEXPORT): the
+// conventions of `gemv_export.glsl` (ncnn's) with this kernel's own bindings and ids. One
+// descriptor set: codes 0, scales 1, Q5_0's and Q5_1's fifth bits 2 (the other types leave
+// the number out), then x, y and n f32 bias values (read where HAS_BIAS). Ids: ROWS 0, M 1,
+// X_F16 2, WORKGROUP 3, X_HELD 4, WORD_LANES 5, Y_F16 6, HAS_BIAS 7, SUBGROUP_SIZE 8 (the
+// subgroup variant; the portable one has none); the local size on 233..235, unused (the
+// kernel reads WORKGROUP). One dispatch computes every activation row: M up to 8.
+layout(local_size_x_id = 233, local_size_y_id = 234, local_size_z_id = 235) in;
+layout(constant_id = 0) const uint ROWS = 2;
+layout(constant_id = 1) const uint M = 1;
+layout(constant_id = 2) const bool X_F16 = false;
+layout(constant_id = 3) const uint WORKGROUP = 64;
+layout(constant_id = 4) const bool X_HELD = true;
+layout(constant_id = 5) const bool WORD_LANES = false;
+#define SPEC_Y_F16 6
+layout(constant_id = 7) const bool EXPORT_HAS_BIAS = false;
+#ifdef SUBGROUP
+layout(constant_id = 8) const uint SUBGROUP_SIZE = 32;
+#endif
+#define XY_SET 0
+#if BLOCK_TYPE == 0 || BLOCK_TYPE == 1
+#define X_BINDING 3
+#define Y_BINDING 4
+#define EXPORT_BIAS_BINDING 5
+#else
+#define X_BINDING 2
+#define Y_BINDING 3
+#define EXPORT_BIAS_BINDING 4
+#endif
+#define EXPORT_Y_F16
+#define EXPORT_BIAS
+#define EXPORT_BIAS_SPECIALIZED
+#define Push parameter
+#else
 layout(local_size_x_id = 0) in;
 #define WORKGROUP gl_WorkGroupSize.x
 layout(constant_id = 1) const uint ROWS = 2;                 // rows per workgroup
@@ -36,6 +71,7 @@ layout(constant_id = 6) const bool WORD_LANES = false;
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
+#endif
 #include "q4_common.glsl"
 #include "blocks_decode.glsl"
 

@@ -433,7 +433,8 @@ fn blobs_keep_the_blocks() {
     gpu.assert_quiet();
 }
 
-/// The exported kernels read the Q4 layouts only: a block type is refused by name.
+/// The Q4 layout's exported kernel does not read blocks: a block type is refused by name,
+/// pointing to the export on blocks (`tests/gpu_kernel_export_blocks.rs`).
 #[test]
 fn the_kernel_export_refuses_blocks() {
     use q4vk::ffi::kernel::*;
@@ -457,4 +458,9 @@ fn the_kernel_export_refuses_blocks() {
     };
     assert_eq!(status, Q4VK_ERROR_UNSUPPORTED);
     assert!(last_error().contains("GGUF Q8_0"), "{}", last_error());
+    assert!(
+        last_error().contains("Q4VK_KERNEL_EXPORT_BLOCKS"),
+        "{}",
+        last_error()
+    );
 }

@@ -550,7 +550,7 @@ fn extended_export_and_pack_refuse_bad_input() {
     let mut info = new_info();
     // (The bias is the extended kernel's: alone it is refused too.)
     for (flags, reserved1) in [
-        (0x4, 0),
+        (0x8, 0),
         (Q4VK_KERNEL_EXPORT_BIAS, 0),
         (Q4VK_KERNEL_EXPORT_EXTENDED, 1),
     ] {

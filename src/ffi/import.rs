@@ -120,7 +120,7 @@ fn block_type(source: q4vk_matrix_source) -> Option<BlockType> {
 /// kernels and their packing).
 fn blocks_not_in_q4_layout(ty: BlockType) -> Error {
     Error::Unsupported(format!(
-        "GGUF {} tensors stay in their native blocks, which the exported kernels (q4vk_kernel_export, q4vk_matrix_pack*) do not read; run them through q4vk_matrix_create and q4vk_gemv / q4vk_cmd_gemv",
+        "GGUF {} tensors stay in their native blocks, which the Q4 layout's exported kernel and packs do not read: export with Q4VK_KERNEL_EXPORT_BLOCKS and pack with q4vk_matrix_pack_blocks, or run them through q4vk_matrix_create",
         ty.name()
     ))
 }

@@ -4,7 +4,7 @@
 
 use super::context::q4vk_context;
 use super::gemv::{Q4VK_GEMV_F16_ACTIVATIONS, Q4VK_GEMV_F16_OUTPUT};
-use super::import::{device_shape, matrix_data, DeviceShape};
+use super::import::{device_shape, matrix_data, native_block_type, DeviceShape};
 use super::matrix::q4vk_matrix_desc;
 use super::panic::guard;
 use super::ptr::{
@@ -14,7 +14,9 @@ use super::ptr::{
 use super::status::q4vk_status;
 use crate::error::{invalid, Error, Result};
 use crate::layout::vk::VkLayout;
+use crate::quant::q4::{Q4Shape, ScaleType};
 use crate::vk::export::{self, ExportDevice, ExportRequest, Extras};
+use crate::vk::export_blocks;
 use std::ffi::c_void;
 
 /// Which exported kernel (`Q4VK_KERNEL_*`).
@@ -57,6 +59,9 @@ pub const Q4VK_BINDING_K_ORDER: q4vk_binding_role = 6;
 /// Bias (`Q4VK_KERNEL_EXPORT_BIAS`): n f32 values added to every row of y. Binding 7 of the
 /// extended kernel with a bias.
 pub const Q4VK_BINDING_BIAS: q4vk_binding_role = 7;
+/// Q5_0's and Q5_1's fifth bits (`Q4VK_KERNEL_EXPORT_BLOCKS`): binding 2 of their kernels
+/// on blocks, 4 bytes per block.
+pub const Q4VK_BINDING_HIGH_BITS: q4vk_binding_role = 8;
 
 /// `q4vk_kernel_export_desc.export_flags`: export the extended kernel, whose bindings 5
 /// (`Q4VK_BINDING_OFFSETS`) and 6 (`Q4VK_BINDING_K_ORDER`) follow the v0 five, for every
@@ -67,6 +72,28 @@ pub const Q4VK_KERNEL_EXPORT_EXTENDED: u32 = 0x1;
 /// adds a bias to every row of y, `y = W x + bias` (binding 7, `Q4VK_BINDING_BIAS`: n f32
 /// values, in the order of y's rows); ncnn's InnerProduct with `bias_term`.
 pub const Q4VK_KERNEL_EXPORT_BIAS: u32 = 0x2;
+
+// The roles the export writes are these constants.
+const _: () = assert!(
+    Q4VK_BINDING_WEIGHTS == export::ROLE_WEIGHTS
+        && Q4VK_BINDING_SCALES == export::ROLE_SCALES
+        && Q4VK_BINDING_ZEROS == export::ROLE_ZEROS
+        && Q4VK_BINDING_X == export::ROLE_X
+        && Q4VK_BINDING_Y == export::ROLE_Y
+        && Q4VK_BINDING_OFFSETS == export::ROLE_OFFSETS
+        && Q4VK_BINDING_K_ORDER == export::ROLE_K_ORDER
+        && Q4VK_BINDING_BIAS == export::ROLE_BIAS
+        && Q4VK_BINDING_HIGH_BITS == export::ROLE_HIGH_BITS
+);
+
+/// `q4vk_kernel_export_desc.export_flags`: export the kernels on GGUF blocks in their native
+/// bytes (a matrix of source `Q4VK_SOURCE_GGUF_Q4_1`, `_Q4_K`, `_Q5_0` .. `_NVFP4`, packed by
+/// `q4vk_matrix_pack_blocks`) instead of the Q4 layout's: bindings in order the codes
+/// (`Q4VK_BINDING_WEIGHTS`), the scales (`Q4VK_BINDING_SCALES`), for Q5_0 and Q5_1 their
+/// fifth bits (`Q4VK_BINDING_HIGH_BITS`), x, y and a bias (`Q4VK_BINDING_BIAS`: 0 bytes,
+/// unread, unless `Q4VK_KERNEL_EXPORT_BIAS` is set too). f16 y needs no other flag;
+/// `Q4VK_KERNEL_EXPORT_EXTENDED` is refused with it.
+pub const Q4VK_KERNEL_EXPORT_BLOCKS: u32 = 0x4;
 
 /// Capacity of `q4vk_kernel_info.bindings`.
 pub const Q4VK_KERNEL_MAX_BINDINGS: u32 = 8;
@@ -162,7 +189,7 @@ pub struct q4vk_kernel_info {
     pub spirv_words: usize,
     /// Entries of `bindings` used (5: weights, scales, zeros, x, y at bindings 0..4; the
     /// extended kernel 7: offsets and column order at 5 and 6; with a bias 8: the bias at
-    /// 7).
+    /// 7; the kernels on GGUF blocks 5, or 6 for Q5_0 and Q5_1: see `q4vk_kernel_export`).
     pub binding_count: u32,
     /// Entries of `push_constants` used: 10 (40 bytes) for the GEMV (m ≤ 8), 11 (44 bytes)
     /// for the GEMM (m > 8).
@@ -347,6 +374,19 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
 /// Its pipeline serves every m > 8 (`q4vk_kernel_info.push_constants` says what changes
 /// per m).
 ///
+/// **GGUF blocks** (`Q4VK_KERNEL_EXPORT_BLOCKS`; sources `Q4VK_SOURCE_GGUF_Q4_1`, `_Q4_K`,
+/// `_Q5_0` .. `_NVFP4`): the kernels `q4vk_gemv` runs on blocks in their native bytes
+/// (`shaders/gemv_blocks.comp`, `gemm_blocks.comp`), on the streams `q4vk_matrix_pack_blocks`
+/// writes. Their bindings, in order: codes (`Q4VK_BINDING_WEIGHTS`), scales
+/// (`Q4VK_BINDING_SCALES`), for Q5_0 and Q5_1 their fifth bits (`Q4VK_BINDING_HIGH_BITS`),
+/// x, y, and a bias (`Q4VK_BINDING_BIAS`: n f32 values with `Q4VK_KERNEL_EXPORT_BIAS`, else
+/// 0 bytes, unread): find each by its role. f16 y (`Q4VK_GEMV_F16_OUTPUT`) needs no other
+/// flag. The GEMV's own ids: rows per workgroup 0, m 1, f16 x 2, workgroup 3, x held 4, word
+/// lanes 5 (m 5..8 stride over quarters of pieces), f16 y 6, bias 7, and the subgroup
+/// variant's subgroup size 8; the GEMM's (m > 8): workgroup 0, TX 1, RN 2, RM 3, f16 x 4,
+/// f16 y 5, bias 6; 10 and 11 push constants as above (chunks: pieces of 32 per row;
+/// groups: blocks per row).
+///
 /// Barriers are the host's: x written before the dispatch, y read after, as for
 /// `q4vk_cmd_gemv`. The SPIR-V keeps its debug names (ncnn's reflection needs the
 /// `parameter` block name).
@@ -396,9 +436,6 @@ pub unsafe extern "C" fn q4vk_kernel_export(
         // Checks info's struct_size (and NULL) before any work.
         // SAFETY: as above.
         let declared = unsafe { read_struct(info as *const q4vk_kernel_info, "info") }?.struct_size;
-        // SAFETY: g_idx NULL or readable for its size (the matrix desc's contract).
-        let dev_shape = unsafe { device_shape(&d) }?;
-        let (shape, scale) = (dev_shape.shape, dev_shape.scale);
         known_bits(
             e.flags,
             Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_F16_OUTPUT,
@@ -407,15 +444,43 @@ pub unsafe extern "C" fn q4vk_kernel_export(
         reserved(e.reserved0, "desc->reserved0")?;
         known_bits(
             e.export_flags,
-            Q4VK_KERNEL_EXPORT_EXTENDED | Q4VK_KERNEL_EXPORT_BIAS,
+            Q4VK_KERNEL_EXPORT_EXTENDED | Q4VK_KERNEL_EXPORT_BIAS | Q4VK_KERNEL_EXPORT_BLOCKS,
             "desc->export_flags",
         )?;
+        let extended = e.export_flags & Q4VK_KERNEL_EXPORT_EXTENDED != 0;
+        let on_blocks = e.export_flags & Q4VK_KERNEL_EXPORT_BLOCKS != 0;
         let bias = e.export_flags & Q4VK_KERNEL_EXPORT_BIAS != 0;
-        if bias && e.export_flags & Q4VK_KERNEL_EXPORT_EXTENDED == 0 {
+        if on_blocks && extended {
+            return Err(invalid!(
+                "desc->export_flags has Q4VK_KERNEL_EXPORT_BLOCKS and Q4VK_KERNEL_EXPORT_EXTENDED: the kernels on blocks have no extended build (they take a bias and f16 y themselves)"
+            ));
+        }
+        if bias && !extended && !on_blocks {
             return Err(invalid!(
                 "desc->export_flags has Q4VK_KERNEL_EXPORT_BIAS without Q4VK_KERNEL_EXPORT_EXTENDED: the bias is binding 7 of the extended kernel"
             ));
         }
+        // The matrix as the chosen kernel reads it: its blocks, or the Q4 layout.
+        let (blocks, dev_shape) = match on_blocks {
+            true => {
+                let ty = native_block_type(&d)?.ok_or_else(|| {
+                    Error::Unsupported(
+                        "Q4VK_KERNEL_EXPORT_BLOCKS exports the kernels on GGUF blocks (Q4_1, Q4_K, Q5_0 .. NVFP4); this source runs the Q4 layout's kernel: leave the flag out".into(),
+                    )
+                })?;
+                let shape = Q4Shape::new(d.n, d.k, ty.block_elements() as i32, 0)?;
+                let plain = DeviceShape {
+                    shape,
+                    scale: ScaleType::F16,
+                    offsets: false,
+                    k_order: false,
+                };
+                (Some(ty), plain)
+            }
+            // SAFETY: g_idx NULL or readable for its size (the matrix desc's contract).
+            false => (None, unsafe { device_shape(&d) }?),
+        };
+        let (shape, scale) = (dev_shape.shape, dev_shape.scale);
         reserved(e.reserved1, "desc->reserved1")?;
         if e.variant > Q4VK_KERNEL_AUTO {
             return Err(invalid!(
@@ -451,8 +516,12 @@ pub unsafe extern "C" fn q4vk_kernel_export(
                     _ => !c.rules.portable,
                 };
                 let tuning = if subgroup != c.rules.portable {
-                    // The context's shape for this matrix's class of rows.
-                    *c.rules.simt_for(shape.k as u64)
+                    // The context's shape for this matrix's class of rows (the kernels on
+                    // blocks take the short rows' workgroup, as the context's own do).
+                    match blocks {
+                        Some(_) => c.rules.simt,
+                        None => *c.rules.simt_for(shape.k as u64),
+                    }
                 } else {
                     export::default_tuning(subgroup, info.subgroup_size, info.min_subgroup_size)
                 };
@@ -499,13 +568,16 @@ pub unsafe extern "C" fn q4vk_kernel_export(
             },
             subgroup,
             extras: Extras {
-                extended: e.export_flags & Q4VK_KERNEL_EXPORT_EXTENDED != 0,
+                extended,
                 offsets: dev_shape.offsets,
                 k_order: dev_shape.k_order,
             },
             bias,
         };
-        let x = export::export(&req, &dev)?;
+        let x = match blocks {
+            Some(ty) => export_blocks::export(&req, &dev, ty)?,
+            None => export::export(&req, &dev)?,
+        };
         if !spirv.is_null() || spirv_words != 0 {
             require(spirv, "spirv")?;
             if spirv_words < x.spirv.len() {

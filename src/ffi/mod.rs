@@ -8,6 +8,7 @@ pub mod context;
 pub mod gemv;
 pub mod kernel;
 pub mod matrix;
+pub mod pack_blocks;
 mod panic;
 mod ptr;
 pub mod status;

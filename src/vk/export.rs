@@ -33,6 +33,8 @@ pub(crate) const ROLE_OFFSETS: u32 = 5;
 pub(crate) const ROLE_K_ORDER: u32 = 6;
 /// n f32 values added to every row of y (extended kernel with a bias).
 pub(crate) const ROLE_BIAS: u32 = 7;
+/// Q5_0's and Q5_1's fifth bits (the kernels on GGUF blocks, `vk::export_blocks`).
+pub(crate) const ROLE_HIGH_BITS: u32 = 8;
 
 /// Local size x, y, z (ncnn's convention).
 pub const SPEC_LOCAL_SIZE: [u32; 3] = [233, 234, 235];

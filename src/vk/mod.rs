@@ -13,6 +13,7 @@ pub mod coop_tiles;
 pub mod debug_name;
 pub mod device;
 pub mod export;
+pub mod export_blocks;
 pub mod features;
 pub mod gemv;
 mod gemv_host;

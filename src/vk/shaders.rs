@@ -140,3 +140,69 @@ pub fn gemm_blocks(ty: BlockType) -> &'static [u8] {
         BlockType::Nvfp4 => build!("nvfp4"),
     }
 }
+
+/// The exported GEMV on GGUF blocks of `ty` (`q4vk_kernel_export` with
+/// `Q4VK_KERNEL_EXPORT_BLOCKS`, m ≤ 8): the subgroup reduction or (`portable`) a
+/// shared-memory one only.
+pub fn gemv_blocks_export(ty: BlockType, portable: bool) -> &'static [u8] {
+    macro_rules! builds {
+        ($name:literal) => {
+            (
+                include_bytes!(concat!(
+                    "../../shaders/spv/gemv_blocks_",
+                    $name,
+                    "_export_subgroup.spv"
+                )) as &[u8],
+                include_bytes!(concat!(
+                    "../../shaders/spv/gemv_blocks_",
+                    $name,
+                    "_export_portable.spv"
+                )) as &[u8],
+            )
+        };
+    }
+    let (subgroup, portable_build) = match ty {
+        BlockType::Q4_1 => builds!("q4_1"),
+        BlockType::Q5_0 => builds!("q5_0"),
+        BlockType::Q5_1 => builds!("q5_1"),
+        BlockType::Q8_0 => builds!("q8_0"),
+        BlockType::Q4K => builds!("q4_k"),
+        BlockType::Q5K => builds!("q5_k"),
+        BlockType::Q6K => builds!("q6_k"),
+        BlockType::Iq4Nl => builds!("iq4_nl"),
+        BlockType::Iq4Xs => builds!("iq4_xs"),
+        BlockType::Mxfp4 => builds!("mxfp4"),
+        BlockType::Nvfp4 => builds!("nvfp4"),
+    };
+    match portable {
+        true => portable_build,
+        false => subgroup,
+    }
+}
+
+/// The exported GEMM on GGUF blocks of `ty` (`q4vk_kernel_export` with
+/// `Q4VK_KERNEL_EXPORT_BLOCKS`, m > 8; no subgroup operations).
+pub fn gemm_blocks_export(ty: BlockType) -> &'static [u8] {
+    macro_rules! build {
+        ($name:literal) => {
+            include_bytes!(concat!(
+                "../../shaders/spv/gemm_blocks_",
+                $name,
+                "_export.spv"
+            )) as &[u8]
+        };
+    }
+    match ty {
+        BlockType::Q4_1 => build!("q4_1"),
+        BlockType::Q5_0 => build!("q5_0"),
+        BlockType::Q5_1 => build!("q5_1"),
+        BlockType::Q8_0 => build!("q8_0"),
+        BlockType::Q4K => build!("q4_k"),
+        BlockType::Q5K => build!("q5_k"),
+        BlockType::Q6K => build!("q6_k"),
+        BlockType::Iq4Nl => build!("iq4_nl"),
+        BlockType::Iq4Xs => build!("iq4_xs"),
+        BlockType::Mxfp4 => build!("mxfp4"),
+        BlockType::Nvfp4 => build!("nvfp4"),
+    }
+}
