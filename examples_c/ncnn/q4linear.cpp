@@ -59,7 +59,7 @@ int Q4Linear::load_param(const ncnn::ParamDict& pd) {
     bias_term = pd.get(9, 0);
     for (int i = 0; i < 4; i++) imported_bytes[i] = pd.get(10 + i, 0);
     const bool imported_ok = weight_format != 2 || (source >= (int)Q4VK_SOURCE_GGUF_Q4_0 &&
-                                                    source <= (int)Q4VK_SOURCE_AWQ && imported_bytes[0] > 0 &&
+                                                    source <= (int)Q4VK_SOURCE_GGUF_NVFP4 && imported_bytes[0] > 0 &&
                                                     imported_bytes[1] >= 0 && imported_bytes[2] >= 0 &&
                                                     imported_bytes[3] >= 0);
     if (n <= 0 || k <= 0 || (zero_points != 0 && zero_points != 1) || weight_format < 0 || weight_format > 2 ||
@@ -124,9 +124,12 @@ int Q4Linear::load_weights(const ncnn::ModelBin& mb) {
             imported[i] = mb.load(words_of((size_t)imported_bytes[i]), 1);
             if (imported[i].empty()) return -100;
         }
-        // Validates the desc and g_idx (act-order or not) now.
+        // Validates the desc and g_idx (act-order or not) now. A GGUF type q4vk keeps in its
+        // native blocks runs the kernels on blocks.
         q4vk_matrix_desc d = matrix_desc();
         size_t sizes[5];
+        blocks = q4vk_matrix_pack_blocks_size(&d, &sizes[0], &sizes[1], &sizes[2]) == Q4VK_OK;
+        if (blocks) return 0;
         q4vk_status st = q4vk_matrix_pack_extended_size(&d, &sizes[0], &sizes[1], &sizes[2], &sizes[3], &sizes[4]);
         if (st != Q4VK_OK) {
             log_q4vk("q4vk_matrix_pack_extended_size", st);
@@ -223,9 +226,12 @@ int Q4Linear::make_pipeline(const q4vk_matrix_desc& d, int m, uint32_t subgroup_
     q4vk_kernel_export_desc e;
     q4vk_kernel_export_desc_default(&e);
     // A bias is binding 7 of the extended kernel, which takes the v0 pack's bytes too
-    // (bindings 5 and 6 then hold nothing).
-    // fp16 blobs: f16 x, and f16 y from the extended kernel.
-    if (weight_format == 2 || bias_term || fp16) e.export_flags = Q4VK_KERNEL_EXPORT_EXTENDED;
+    // (bindings 5 and 6 then hold nothing), or the last binding of the kernels on blocks.
+    // fp16 blobs: f16 x, and f16 y from the extended kernel or the kernels on blocks.
+    if (blocks)
+        e.export_flags = Q4VK_KERNEL_EXPORT_BLOCKS;
+    else if (weight_format == 2 || bias_term || fp16)
+        e.export_flags = Q4VK_KERNEL_EXPORT_EXTENDED;
     if (bias_term) e.export_flags |= Q4VK_KERNEL_EXPORT_BIAS;
     if (fp16) e.flags = Q4VK_GEMV_F16_ACTIVATIONS | Q4VK_GEMV_F16_OUTPUT;
     e.variant = variant_used;
@@ -297,9 +303,11 @@ int Q4Linear::destroy_pipeline(const ncnn::Option& opt) {
 
 int Q4Linear::upload_model(ncnn::VkTransfer& cmd, const ncnn::Option& opt) {
     q4vk_matrix_desc d = matrix_desc();
-    // Device-layout bytes: weights, scales, zeros, and (format 2) offsets, column order.
+    // Device-layout bytes: weights, scales, zeros, and (format 2) offsets, column order; or
+    // the blocks' codes, scales and fifth bits.
     size_t sizes[5] = {};
-    q4vk_status st = weight_format == 2
+    q4vk_status st = blocks ? q4vk_matrix_pack_blocks_size(&d, &sizes[0], &sizes[1], &sizes[2])
+                     : weight_format == 2
                          ? q4vk_matrix_pack_extended_size(&d, &sizes[0], &sizes[1], &sizes[2], &sizes[3], &sizes[4])
                          : q4vk_matrix_pack_size(&d, &sizes[0], &sizes[1], &sizes[2]);
     if (st != Q4VK_OK) {
@@ -315,11 +323,12 @@ int Q4Linear::upload_model(ncnn::VkTransfer& cmd, const ncnn::Option& opt) {
         host[i].create((int)sizes[i], (size_t)1u);
         if (host[i].empty()) return -100;
     }
-    st = weight_format == 2 ? q4vk_matrix_pack_extended(&d, host[0].data, sizes[0], host[1].data, sizes[1],
-                                                        host[2].data, sizes[2], host[3].data, sizes[3],
-                                                        host[4].data, sizes[4])
-                            : q4vk_matrix_pack(&d, host[0].data, sizes[0], host[1].data, sizes[1], host[2].data,
-                                               sizes[2]);
+    st = blocks ? q4vk_matrix_pack_blocks(&d, host[0].data, sizes[0], host[1].data, sizes[1], host[2].data, sizes[2])
+         : weight_format == 2 ? q4vk_matrix_pack_extended(&d, host[0].data, sizes[0], host[1].data, sizes[1],
+                                                         host[2].data, sizes[2], host[3].data, sizes[3],
+                                                         host[4].data, sizes[4])
+                              : q4vk_matrix_pack(&d, host[0].data, sizes[0], host[1].data, sizes[1], host[2].data,
+                                                 sizes[2]);
     if (st != Q4VK_OK) {
         log_q4vk("q4vk_matrix_pack(_extended)", st);
         return -1;
@@ -329,7 +338,7 @@ int Q4Linear::upload_model(ncnn::VkTransfer& cmd, const ncnn::Option& opt) {
     raw.use_fp16_storage = raw.use_fp16_packed = false;
     raw.use_bf16_storage = raw.use_bf16_packed = false;
     raw.use_int8_storage = false;
-    ncnn::VkMat* gpu[5] = {&w_gpu, &s_gpu, &z_gpu, &o_gpu, &k_gpu};
+    ncnn::VkMat* gpu[5] = {&w_gpu, &s_gpu, blocks ? &h_gpu : &z_gpu, &o_gpu, &k_gpu};
     for (int i = 0; i < 5; i++)  // empty ones stay empty -> ncnn binds a dummy buffer
         if (sizes[i]) cmd.record_upload(host[i], *gpu[i], raw);
     if (bias_term) cmd.record_upload(bias_data, b_gpu, raw);
@@ -387,7 +396,8 @@ int Q4Linear::forward(const ncnn::VkMat& bottom, ncnn::VkMat& top, ncnn::VkCompu
         case Q4VK_BINDING_Y: b = &y_words; break;
         case Q4VK_BINDING_OFFSETS: b = &o_gpu; break;  // extended kernel; empty without offsets
         case Q4VK_BINDING_K_ORDER: b = &k_gpu; break;  // extended kernel; empty in input order
-        case Q4VK_BINDING_BIAS: b = &b_gpu; break;     // extended kernel with a bias
+        case Q4VK_BINDING_BIAS: b = &b_gpu; break;     // a bias (or empty: 0 bytes)
+        case Q4VK_BINDING_HIGH_BITS: b = &h_gpu; break;  // kernels on blocks: Q5_0's, Q5_1's fifth bits
         default: NCNN_LOGE("Q4Linear: unknown binding role %u", info.bindings[i].role); return -1;
         }
         // x and y: m dense rows in whole 32-bit words (the GEMM was exported at m = 9, so

@@ -22,9 +22,12 @@
 //                     2: an imported 4-bit checkpoint tensor, not requantized (source 7):
 //                       the tensors q4vk_matrix_desc takes for that source, each a raw
 //                       blob of 4-byte words, zero-padded, in the order weight, scales,
-//                       zeros, g_idx (those whose byte count 10..13 is not 0); run with
-//                       the extended kernel (Q4VK_KERNEL_EXPORT_EXTENDED +
-//                       q4vk_matrix_pack_extended: per-group offsets, column order)
+//                       zeros, g_idx (those whose byte count 10..13 is not 0); GGUF
+//                       types q4vk keeps in their native blocks (every one but Q4_0) run
+//                       the kernels on blocks (Q4VK_KERNEL_EXPORT_BLOCKS +
+//                       q4vk_matrix_pack_blocks), the others the extended kernel
+//                       (Q4VK_KERNEL_EXPORT_EXTENDED + q4vk_matrix_pack_extended:
+//                       column order)
 //   5 = variant      0 portable kernel (no subgroup operations; runs everywhere),
 //                    1 subgroup kernel (needs subgroup basic+arithmetic; subgroup size
 //                      taken from ncnn's GpuInfo),
@@ -36,14 +39,15 @@
 //                    a push constant there)                                 default 0
 //   Format 2 only:
 //   7 = source       Q4VK_SOURCE_GGUF_Q4_0 (3), _Q4_1 (4), _Q4_K (5), Q4VK_SOURCE_GPTQ (6),
-//                    Q4VK_SOURCE_AWQ (7) (scales f16, as checkpoints store them; 2 = group
-//                    size for GPTQ/AWQ, ignored for GGUF)                  required
+//                    Q4VK_SOURCE_AWQ (7), Q4VK_SOURCE_GGUF_Q5_0 (8) .. _NVFP4 (16) (scales
+//                    f16, as checkpoints store them; 2 = group size for GPTQ/AWQ,
+//                    ignored for GGUF)                                     required
 //   8 = gptq_format  1 (zeros stored minus one) or 2 (GPTQModel's v2)      default 1
 //   10..13           bytes of weight, scales, zeros, g_idx (0: absent)     default 0
 //   Every format:
 //   9 = bias_term    1: n fp32 bias values follow the weights in the .bin (raw, untagged,
-//                    as InnerProduct's), added by the kernel (the extended export with
-//                    Q4VK_KERNEL_EXPORT_BIAS: binding 7)                   default 0
+//                    as InnerProduct's), added by the kernel (Q4VK_KERNEL_EXPORT_BIAS)
+//                                                                          default 0
 //
 // Blobs: elempack 1 (keep packing off for this layer, which is the default for custom
 // layers), fp32, or fp16 where the net runs with opt.use_fp16_storage (ncnn's default on
@@ -106,6 +110,8 @@ private:
     // Device side, created with ncnn's allocators.
     ncnn::VkMat w_gpu, s_gpu, z_gpu;
     ncnn::VkMat o_gpu, k_gpu;                     // format 2: offsets, column order (or empty)
+    ncnn::VkMat h_gpu;                            // blocks: Q5_0's and Q5_1's fifth bits (or empty)
+    bool blocks = false;                          // format 2 of a type kept in its native blocks
     ncnn::VkMat b_gpu;                            // bias_term: the bias (or empty)
 
     uint32_t variant_used = Q4VK_KERNEL_PORTABLE;

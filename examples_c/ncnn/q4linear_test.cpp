@@ -10,8 +10,9 @@
 //
 // (three of the cases with a bias in every layer: Q4Linear's 9=1, InnerProduct's bias_term)
 //
-// and, for imported checkpoints (golden cases of tests/data: GGUF Q4_0/Q4_1/Q4_K, GPTQ
-// with and without act-order, AWQ; the extended kernel: per-group offsets, column order),
+// and, for imported checkpoints (golden cases of tests/data: GGUF Q4_0, GPTQ with and
+// without act-order, AWQ: the extended kernel, column order; GGUF Q4_1, Q4_K and gguf-py's
+// Q5_0, Q8_0, Q5_K, Q6_K, IQ4_XS, MXFP4 vectors: the kernels on blocks),
 //
 //   Input data -> Split -> Q4Linear  (portable kernel, the checkpoint's tensors as stored)
 //                       -> Q4Linear  (subgroup kernel, same tensors)
@@ -300,8 +301,8 @@ bool write_imported_model(const std::string& dir, const std::string& data, const
     // weight, scales, zeros, g_idx
     std::vector<uint8_t> t[4];
     const std::string base = data + "/" + c.set + "/" + c.name;
-    if (c.source <= Q4VK_SOURCE_GGUF_Q4_K) {
-        if (!read_file(data + "/gguf/" + c.name + ".quant.u8.bin", t[0])) return false;
+    if (c.source != Q4VK_SOURCE_GPTQ && c.source != Q4VK_SOURCE_AWQ) {  // GGUF: the blocks
+        if (!read_file(base + ".quant.u8.bin", t[0])) return false;
     } else {
         const char* files[4] = {"qweight.i32.bin", "scales.f16.bin", "qzeros.i32.bin", "g_idx.i32.bin"};
         for (int i = 0; i < (c.source == Q4VK_SOURCE_GPTQ ? 4 : 3); i++)
@@ -398,7 +399,7 @@ int main(int argc, char** argv) {
         }
         seed = seed * 747796405u + 2891336453u;
     }
-    // Imported checkpoints, with the extended kernel.
+    // Imported checkpoints: the extended kernel, or the kernels on blocks.
     const ImportedCase imported[] = {
         {"gguf", "q4_0_mid_llm", Q4VK_SOURCE_GGUF_Q4_0, 32, 256, 32, 1},
         {"gguf", "q4_1_mid_llm", Q4VK_SOURCE_GGUF_Q4_1, 32, 256, 32, 1},         // offsets
@@ -408,11 +409,18 @@ int main(int argc, char** argv) {
         {"gptq", "gptq_v2_asym_g32_act_96x384", Q4VK_SOURCE_GPTQ, 96, 384, 32, 2},       // act-order, v2
         {"gptq", "gptq_v1_asym_g128_act_512x2048", Q4VK_SOURCE_GPTQ, 512, 2048, 128, 1},  // act-order
         {"awq", "awq_g32_96x384", Q4VK_SOURCE_AWQ, 96, 384, 32, 1},
+        // GGUF types in their native blocks (gguf-py's vectors): the kernels on blocks.
+        {"gguf-more", "q5_0_p_33x512_q", Q4VK_SOURCE_GGUF_Q5_0, 33, 512, 32, 1},   // fifth bits
+        {"gguf-more", "q8_0_p_33x512_q", Q4VK_SOURCE_GGUF_Q8_0, 33, 512, 32, 1},
+        {"gguf-more", "q5_k_p_33x512_dq", Q4VK_SOURCE_GGUF_Q5_K, 33, 512, 32, 1},
+        {"gguf-more", "q6_k_p_33x512_dq", Q4VK_SOURCE_GGUF_Q6_K, 33, 512, 32, 1},
+        {"gguf-more", "iq4_xs_p_33x512_dq", Q4VK_SOURCE_GGUF_IQ4_XS, 33, 512, 32, 1},
+        {"gguf-more", "mxfp4_p_33x512_q", Q4VK_SOURCE_GGUF_MXFP4, 33, 512, 32, 1},
     };
-    // fp16 storage on Q4_K (offsets) and act-order GPTQ (column order).
+    // fp16 storage on Q4_K (blocks), act-order GPTQ (column order) and Q6_K (blocks).
     for (size_t i = 0; i < sizeof imported / sizeof imported[0]; i++) {
         for (bool fp16 : {false, true}) {
-            if (fp16 && i != 2 && i != 4) continue;
+            if (fp16 && i != 2 && i != 4 && i != 11) continue;
             if (!run_imported(dir, data, imported[i], seed, fp16)) failed++;
             runs++;
         }
