@@ -437,3 +437,49 @@ fn an_older_info_gets_only_its_prefix() {
     );
     assert!(info.table_word_lanes <= 1);
 }
+
+/// A row with a shape per class of matrices (the NVIDIA row, on whatever device the tests
+/// run): the context takes each class's shape, tuning times both first even on a budget
+/// that allows nothing else, scores each class against its own, and reports both.
+#[test]
+fn a_row_with_two_shapes_is_each_class_baseline() {
+    use q4vk::plan::tuning::NVIDIA;
+    use q4vk::vk::context::{Context, ContextConfig};
+    use q4vk::vk::tune::{tune, TuneOptions};
+    let config = ContextConfig {
+        device_index: -1,
+        validation: true,
+        row: Some(&NVIDIA),
+        ..Default::default()
+    };
+    let ctx = Context::new(config, counting_logger()).unwrap();
+    let short = NVIDIA
+        .simt_gemv_short_rows
+        .expect("the NVIDIA row has a shape for short rows");
+    let long = NVIDIA.simt_gemv;
+    assert_ne!(short, long);
+    let shape_of = |t: &q4vk::vk::pipeline::Tuning| (t.workgroup, t.rows, t.unroll, t.split);
+    let want = |s: &q4vk::plan::tuning::SimtGemv| (s.workgroup, s.rows, s.unroll, s.split);
+    assert_eq!(shape_of(&ctx.rules.simt), want(&short));
+    assert_eq!(shape_of(&ctx.rules.simt_long_rows), want(&long));
+    let opts = TuneOptions {
+        budget: std::time::Duration::from_millis(1),
+        shapes: vec![(32, 1024), (16, 4096)],
+        ms: vec![1],
+        cold_bytes: 1 << 20,
+    }
+    .checked()
+    .unwrap();
+    let found = tune(&ctx, &opts).unwrap();
+    assert_eq!((found.table, found.long_rows_table), (short, long));
+    assert_eq!(found.timed, 2, "the row's two shapes, nothing else");
+    for (chosen, ratio) in [
+        (found.chosen, found.time_vs_table),
+        (found.long_rows, found.long_rows_time_vs_table),
+    ] {
+        assert!(chosen == short || chosen == long, "{chosen}");
+        assert!(ratio > 0.0 && ratio <= 1.0, "{ratio}");
+    }
+    drop(ctx);
+    assert_nothing_logged();
+}
