@@ -11,7 +11,7 @@
 mod export_host;
 mod gpu_support;
 
-use export_host::{assert_quiet, Host};
+use export_host::{assert_quiet, y_values, Host};
 use gpu_support::blocks::*;
 use gpu_support::{last_error, Rng};
 use q4vk::cpu::reference::relative_error;
@@ -167,18 +167,7 @@ fn run(
             host.device.free_memory(mem, None);
         }
     }
-    let y: Vec<f32> = match y_f16 {
-        true => out
-            .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .take(y_elems)
-            .collect(),
-        false => out
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .take(y_elems)
-            .collect(),
-    };
+    let y = y_values(&out, y_elems, y_f16);
     if let Some(i) = y.iter().position(|v| !v.is_finite()) {
         panic!("y[{i}] is {}: not written", y[i]);
     }

@@ -176,18 +176,7 @@ fn run_bytes(
             host.device.free_memory(mem, None);
         }
     }
-    let y: Vec<f32> = match y_f16 {
-        true => out
-            .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .take(y_elems)
-            .collect(),
-        false => out
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .take(y_elems)
-            .collect(),
-    };
+    let y = y_values(&out, y_elems, y_f16);
     assert_eq!(y.len(), y_elems);
     if let Some(i) = y.iter().position(|v| !v.is_finite()) {
         panic!("y[{i}] is {}: not written, or out of range", y[i]);

@@ -746,7 +746,29 @@ unsafe fn query_sizes(
 }
 
 /// One output buffer of a pack: where, how many bytes the caller has, its name.
-type PackOut = (*mut c_void, usize, &'static str);
+pub(super) type PackOut = (*mut c_void, usize, &'static str);
+
+/// Checks a pack's outputs against the bytes each needs (`sizes`, in order; one of 0 may
+/// be NULL), and that they overlap neither each other nor the `inputs` (name, address,
+/// bytes).
+pub(super) fn check_outputs(
+    outs: &[PackOut],
+    sizes: &[usize],
+    inputs: &[(&str, usize, usize)],
+) -> Result<()> {
+    for (&(ptr, given, arg), &need) in outs.iter().zip(sizes) {
+        if need > 0 {
+            require(ptr, arg)?;
+        }
+        check_size(&format!("{arg}_bytes"), given, need)?;
+    }
+    let regions: Vec<_> = outs
+        .iter()
+        .zip(sizes)
+        .map(|(&(ptr, _, arg), &need)| (arg, ptr as usize, need))
+        .collect();
+    check_disjoint(&regions, inputs)
+}
 
 /// Packs the matrix of `d` (of device shape `shape`) into `outs` — weights, scales, zeros,
 /// offsets, column order — each either NULL with 0 bytes when the layout's size is 0, or
@@ -757,20 +779,9 @@ type PackOut = (*mut c_void, usize, &'static str);
 /// stated bytes.
 unsafe fn pack(d: &q4vk_matrix_desc, shape: &DeviceShape, outs: [PackOut; 5]) -> Result<()> {
     let sizes = pack_sizes(shape)?;
-    for (&(ptr, given, arg), &need) in outs.iter().zip(&sizes) {
-        // Weights and scales are never empty; the others may be absent.
-        if need > 0 {
-            require(ptr, arg)?;
-        }
-        check_size(&format!("{arg}_bytes"), given, need)?;
-    }
-    let regions: Vec<_> = outs
-        .iter()
-        .zip(&sizes)
-        .map(|(&(ptr, _, arg), &need)| (arg, ptr as usize, need))
-        .collect();
-    check_disjoint(
-        &regions,
+    check_outputs(
+        &outs,
+        &sizes,
         &[
             ("desc->weight", d.weight as usize, d.weight_bytes),
             ("desc->scales", d.scales as usize, d.scales_bytes),

@@ -4,9 +4,10 @@
 //! memory for a host that uploads them with its own allocator.
 
 use super::import::{block_tensor, native_block_type};
+use super::kernel::check_outputs;
 use super::matrix::q4vk_matrix_desc;
 use super::panic::guard;
-use super::ptr::{check_disjoint, check_size, out_bytes, read_struct, require, write_out};
+use super::ptr::{out_bytes, read_struct, require, write_out};
 use super::status::q4vk_status;
 use crate::error::{Error, Result};
 use crate::import::gguf_blocks::BlockType;
@@ -110,19 +111,9 @@ pub unsafe extern "C" fn q4vk_matrix_pack_blocks(
             (scales, scales_bytes, "scales"),
             (high_bits, high_bits_bytes, "high_bits"),
         ];
-        for (&(ptr, given, arg), &need) in outs.iter().zip(&sizes) {
-            if need > 0 {
-                require(ptr, arg)?;
-            }
-            check_size(&format!("{arg}_bytes"), given, need)?;
-        }
-        let regions: Vec<_> = outs
-            .iter()
-            .zip(&sizes)
-            .map(|(&(ptr, _, arg), &need)| (arg, ptr as usize, need))
-            .collect();
-        check_disjoint(
-            &regions,
+        check_outputs(
+            &outs,
+            &sizes,
             &[("desc->weight", d.weight as usize, d.weight_bytes)],
         )?;
         // SAFETY: the desc's data pointers are readable for their sizes (contract).

@@ -237,20 +237,145 @@ pub fn spec_ids(words: &[u32]) -> Vec<u32> {
     ids
 }
 
-/// What the exported GEMV (m ≤ 8) and GEMM (m > 8) differ in.
-struct Kernel {
+/// What the exported kernels differ in (the GEMV and GEMM here and on GGUF blocks,
+/// `vk::export_blocks`); [`finish`] builds the rest.
+pub(crate) struct Kernel {
     /// The variant exported (the GEMM has no subgroup operations: always portable).
-    subgroup: bool,
+    pub(crate) subgroup: bool,
     /// Embedded SPIR-V.
-    spirv: &'static [u8],
+    pub(crate) spirv: &'static [u8],
     /// Invocations per workgroup (local_size_x).
-    workgroup: u32,
+    pub(crate) workgroup: u32,
     /// Output rows per workgroup.
-    rows: u64,
+    pub(crate) rows: u64,
     /// Activation rows (tokens) per workgroup.
-    tokens: u64,
+    pub(crate) tokens: u64,
     /// Value of the kernel's own specialization id (not 233..235).
-    spec: Box<dyn Fn(u32) -> Option<u32>>,
+    pub(crate) spec: Box<dyn Fn(u32) -> Option<u32>>,
+}
+
+/// The exported GEMM's workgroup and tile: [`GEMM_TILE`] grown along tokens to the device's
+/// subgroup size where that is larger (hosts such as ncnn round local sizes up to a
+/// multiple of it), checked against the device's workgroup limit.
+pub(crate) fn gemm_tile(dev: &ExportDevice) -> Result<(u32, GemmTile)> {
+    let t = GEMM_TILE;
+    let workgroup = t.invocations().max(dev.subgroup_size);
+    if !workgroup.is_multiple_of(t.tx) {
+        return Err(Error::Unsupported(format!(
+            "the exported GEMM's workgroup must be a multiple of {} and of the subgroup size {}",
+            t.tx, dev.subgroup_size
+        )));
+    }
+    if workgroup > dev.max_workgroup {
+        return Err(Error::Unsupported(format!(
+            "the exported GEMM needs a workgroup of {workgroup}; the device allows {}",
+            dev.max_workgroup
+        )));
+    }
+    Ok((
+        workgroup,
+        GemmTile {
+            ty: workgroup / t.tx,
+            ..t
+        },
+    ))
+}
+
+/// The extent of x and y of `req` on its matrix, strides and 32-bit indexing checked.
+pub(crate) fn xy_of(req: &ExportRequest) -> Result<XyExtent> {
+    let params = GemvParams {
+        m: req.m,
+        x_f16: req.x_f16,
+        x_stride: req.x_stride,
+        y_stride: req.y_stride,
+        x_gathered: false,
+        x_round_f16: false,
+        workspace_filled: false,
+        epilogue: Epilogue {
+            y_f16: req.y_f16,
+            ..Epilogue::NONE
+        },
+    };
+    xy_extent(req.shape.n as u64, req.shape.k as u64, &params, "desc->")
+}
+
+/// The export of `kernel` for `req` on a matrix of layout `l`: each of `buffers` (name,
+/// bytes) within `maxStorageBufferRange`, the grid of the one dispatch, the push constants
+/// (the GEMM's with m), the specialization constants by ascending id, and the bindings
+/// `roles` (role, bytes) in binding order.
+pub(crate) fn finish(
+    req: &ExportRequest,
+    dev: &ExportDevice,
+    l: &VkLayout,
+    kernel: Kernel,
+    buffers: &[(&str, u64)],
+    roles: &[(u32, u64)],
+) -> Result<Export> {
+    let (n, k) = (req.shape.n as u64, req.shape.k as u64);
+    for &(name, bytes) in buffers {
+        if bytes > dev.max_storage_range {
+            return Err(Error::Unsupported(format!(
+                "the {name} buffer needs {bytes} bytes, more than maxStorageBufferRange ({}); the exported kernel takes one buffer per binding (q4vk_matrix_create splits such matrices; the export cannot)",
+                dev.max_storage_range
+            )));
+        }
+    }
+    let total = n.div_ceil(kernel.rows) * (req.m as u64).div_ceil(kernel.tokens);
+    let [max_x, max_y] = dev.max_groups.map(u64::from);
+    let (count, gx, gy) = dispatch_grid(total, [max_x, max_y]);
+    if count < total {
+        return Err(Error::Unsupported(format!(
+            "{total} workgroups exceed the device's {max_x} x {max_y} grid"
+        )));
+    }
+    let push = Push {
+        rows: n as u32,
+        row_base: 0,
+        chunks: l.chunks as u32,
+        k: k as u32,
+        groups: l.groups as u32,
+        group_shift: l.group_shift,
+        x_stride: req.x_stride as u32,
+        y_stride: req.y_stride as u32,
+        wg_count: total as u32,
+        wg_offset: 0,
+    };
+    // The GEMM's block has m after the GEMV's ten words (`#define GEMM`).
+    let words = if req.m > MAX_M { GEMM_PUSH_WORDS } else { 10 };
+    let push = push.words_with_m(req.m)[..words].to_vec();
+    let spirv = shaders::words(kernel.spirv)?;
+    let mut specs = Vec::new();
+    for id in spec_ids(&spirv) {
+        let value = match id {
+            233 => Some(kernel.workgroup),
+            234 | 235 => Some(1),
+            own => (kernel.spec)(own),
+        };
+        let value = value.ok_or_else(|| {
+            Error::Internal(format!(
+                "the exported SPIR-V has an unknown specialization id {id}"
+            ))
+        })?;
+        specs.push((id, value));
+    }
+    let bindings = roles
+        .iter()
+        .enumerate()
+        .map(|(i, &(role, bytes))| ExportBinding {
+            binding: i as u32,
+            role,
+            bytes,
+        })
+        .collect();
+    Ok(Export {
+        subgroup: kernel.subgroup,
+        spirv,
+        bindings,
+        push,
+        specs,
+        local_size: [kernel.workgroup, 1, 1],
+        groups: [gx as u32, gy as u32, 1],
+    })
 }
 
 /// The GEMV of `req.m` ≤ [`MAX_M`] rows with the device's workgroup choice.
@@ -319,24 +444,7 @@ fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result
 /// the workgroup grown along tokens to the device's subgroup size where that is larger
 /// (hosts such as ncnn round local sizes up to a multiple of it).
 fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
-    let t = GEMM_TILE;
-    let workgroup = t.invocations().max(dev.subgroup_size);
-    let grown = GemmTile {
-        ty: workgroup / t.tx,
-        ..t
-    };
-    if !workgroup.is_multiple_of(t.tx) {
-        return Err(Error::Unsupported(format!(
-            "the exported GEMM's workgroup must be a multiple of {} and of the subgroup size {}",
-            t.tx, dev.subgroup_size
-        )));
-    }
-    if workgroup > dev.max_workgroup {
-        return Err(Error::Unsupported(format!(
-            "the exported GEMM needs a workgroup of {workgroup}; the device allows {}",
-            dev.max_workgroup
-        )));
-    }
+    let (workgroup, grown) = gemm_tile(dev)?;
     let shared = grown.shared_bytes();
     if shared > dev.max_shared {
         return Err(Error::Unsupported(format!(
@@ -375,7 +483,7 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice) -> Result<Kernel> {
 /// Builds the export for `req` on `dev`: the GEMV for m ≤ [`MAX_M`], the GEMM beyond.
 pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
     let shape = &req.shape;
-    let (n, k) = (shape.n as u64, shape.k as u64);
+    let n = shape.n as u64;
     let extras = req.extras;
     if req.bias && !extras.extended {
         return Err(Error::InvalidArgument(
@@ -399,25 +507,12 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
             }
         )));
     }
-    let params = GemvParams {
-        m: req.m,
-        x_f16: req.x_f16,
-        x_stride: req.x_stride,
-        y_stride: req.y_stride,
-        x_gathered: false,
-        x_round_f16: false,
-        workspace_filled: false,
-        epilogue: Epilogue {
-            y_f16: req.y_f16,
-            ..Epilogue::NONE
-        },
-    };
     let XyExtent {
         x_elems,
         y_elems,
         x_bytes: xb,
         y_bytes: yb,
-    } = xy_extent(n, k, &params, "desc->")?;
+    } = xy_of(req)?;
     let l = VkLayout::of(shape);
     let kernel = if req.m > MAX_M {
         gemm_kernel(req, dev)?
@@ -439,7 +534,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
             "the matrix or x/y need more than 2^32 elements in one buffer; the exported kernel indexes with 32 bits and takes one buffer per role (q4vk_matrix_create splits such matrices; the export cannot)".into(),
         ));
     }
-    for (name, bytes) in [
+    let buffers = [
         ("weights", wb),
         ("scales", sb),
         ("zeros", zb),
@@ -448,52 +543,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         ("offsets", ob),
         ("column order", kb),
         ("bias", 4 * n),
-    ] {
-        if bytes > dev.max_storage_range {
-            return Err(Error::Unsupported(format!(
-                "the {name} buffer needs {bytes} bytes, more than maxStorageBufferRange ({}); the exported kernel takes one buffer per role (q4vk_matrix_create splits such matrices; the export cannot)",
-                dev.max_storage_range
-            )));
-        }
-    }
-    let total = n.div_ceil(kernel.rows) * (req.m as u64).div_ceil(kernel.tokens);
-    let [max_x, max_y] = dev.max_groups.map(u64::from);
-    let (count, gx, gy) = dispatch_grid(total, [max_x, max_y]);
-    if count < total {
-        return Err(Error::Unsupported(format!(
-            "{total} workgroups exceed the device's {max_x} x {max_y} grid"
-        )));
-    }
-    let push = Push {
-        rows: n as u32,
-        row_base: 0,
-        chunks: l.chunks as u32,
-        k: k as u32,
-        groups: l.groups as u32,
-        group_shift: l.group_shift,
-        x_stride: req.x_stride as u32,
-        y_stride: req.y_stride as u32,
-        wg_count: total as u32,
-        wg_offset: 0,
-    };
-    // The GEMM's block has m after the GEMV's ten words (`#define GEMM`).
-    let words = if req.m > MAX_M { GEMM_PUSH_WORDS } else { 10 };
-    let push = push.words_with_m(req.m)[..words].to_vec();
-    let spirv = shaders::words(kernel.spirv)?;
-    let mut specs = Vec::new();
-    for id in spec_ids(&spirv) {
-        let value = match id {
-            233 => Some(kernel.workgroup),
-            234 | 235 => Some(1),
-            own => (kernel.spec)(own),
-        };
-        let value = value.ok_or_else(|| {
-            Error::Internal(format!(
-                "the exported SPIR-V has an unknown specialization id {id}"
-            ))
-        })?;
-        specs.push((id, value));
-    }
+    ];
     let roles = [
         (ROLE_WEIGHTS, wb),
         (ROLE_SCALES, sb),
@@ -509,24 +559,7 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice) -> Result<Export> {
         (true, false) => 7,
         (false, _) => 5,
     };
-    let bindings = roles[..used]
-        .iter()
-        .enumerate()
-        .map(|(i, &(role, bytes))| ExportBinding {
-            binding: i as u32,
-            role,
-            bytes,
-        })
-        .collect();
-    Ok(Export {
-        subgroup: kernel.subgroup,
-        spirv,
-        bindings,
-        push,
-        specs,
-        local_size: [kernel.workgroup, 1, 1],
-        groups: [gx as u32, gy as u32, 1],
-    })
+    finish(req, dev, &l, kernel, &buffers, &roles[..used])
 }
 
 #[cfg(test)]

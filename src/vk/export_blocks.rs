@@ -9,37 +9,20 @@
 //! call.
 
 use super::export::{
-    spec_ids, Export, ExportBinding, ExportDevice, ExportRequest, ROLE_BIAS, ROLE_HIGH_BITS,
-    ROLE_SCALES, ROLE_WEIGHTS, ROLE_X, ROLE_Y,
+    finish, gemm_tile, xy_of, Export, ExportDevice, ExportRequest, Kernel, ROLE_BIAS,
+    ROLE_HIGH_BITS, ROLE_SCALES, ROLE_WEIGHTS, ROLE_X, ROLE_Y,
 };
-use super::params::{dispatch_grid, xy_extent, Epilogue, GemvParams, XyExtent, MAX_M};
-use super::pipeline::{BlocksKey, Push, Tuning, BLOCKS_MAX_M, GEMM_PUSH_WORDS};
+use super::params::{XyExtent, MAX_M};
+use super::pipeline::{BlocksKey, BLOCKS_MAX_M};
 use super::shaders;
 use crate::error::{invalid, Error, Result};
 use crate::import::gguf_blocks::BlockType;
 use crate::layout::blocks::{stream_block_bytes, BlocksLayout, Stream};
 use crate::layout::vk::VkLayout;
-use crate::plan::{GemmTile, GEMM_TILE};
 
 /// Rows per workgroup of the exported GEMV: the device rows' choice for calls of one pass
 /// (`DeviceTuning::blocks_gemv_rows`), which the export always is.
 const GEMV_ROWS: u32 = crate::plan::tuning::DEFAULT.blocks_gemv_rows.0;
-
-/// What the exported GEMV and GEMM differ in.
-struct Kernel {
-    /// The variant exported (the GEMM has no subgroup operations: always portable).
-    subgroup: bool,
-    /// Embedded SPIR-V.
-    spirv: &'static [u8],
-    /// Invocations per workgroup (local_size_x).
-    workgroup: u32,
-    /// Output rows per workgroup.
-    rows: u64,
-    /// Activation rows (tokens) per workgroup.
-    tokens: u64,
-    /// The value of each own specialization id, in id order.
-    specs: Vec<u32>,
-}
 
 /// The GEMV for `req.m` ≤ [`MAX_M`] rows on `ty` blocks of `pieces` pieces per row: one
 /// pass, pieces up to [`BLOCKS_MAX_M`] activation rows, quarters of pieces beyond (which
@@ -50,7 +33,7 @@ fn gemv_kernel(
     ty: BlockType,
     pieces: usize,
 ) -> Result<Kernel> {
-    let t: Tuning = dev.tuning;
+    let t = dev.tuning;
     let word_lanes = req.m > BLOCKS_MAX_M;
     let steps = match word_lanes {
         true => pieces.saturating_mul(4),
@@ -101,32 +84,13 @@ fn gemv_kernel(
         workgroup: key.workgroup,
         rows: u64::from(key.rows),
         tokens: u64::from(key.m),
-        specs,
+        spec: by_id(specs),
     })
 }
 
-/// The GEMM for m > [`MAX_M`]: [`GEMM_TILE`]'s tile, grown along tokens to the device's
-/// subgroup size where that is larger (hosts such as ncnn round local sizes up to a
-/// multiple of it), one K group.
+/// The GEMM for m > [`MAX_M`]: the exported GEMM's tile (`export::gemm_tile`), one K group.
 fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice, ty: BlockType) -> Result<Kernel> {
-    let t = GEMM_TILE;
-    let workgroup = t.invocations().max(dev.subgroup_size);
-    if !workgroup.is_multiple_of(t.tx) {
-        return Err(Error::Unsupported(format!(
-            "the exported GEMM's workgroup must be a multiple of {} and of the subgroup size {}",
-            t.tx, dev.subgroup_size
-        )));
-    }
-    let tile = GemmTile {
-        ty: workgroup / t.tx,
-        ..t
-    };
-    if workgroup > dev.max_workgroup {
-        return Err(Error::Unsupported(format!(
-            "the exported GEMM needs a workgroup of {workgroup}; the device allows {}",
-            dev.max_workgroup
-        )));
-    }
+    let (workgroup, tile) = gemm_tile(dev)?;
     // A piece of the tile's rows and of its tokens, as f32.
     let shared = 4 * 32 * (tile.rows() + tile.tokens());
     if shared > dev.max_shared {
@@ -143,7 +107,7 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice, ty: BlockType) -> Result
         rows: u64::from(tile.rows()),
         tokens: u64::from(tile.tokens()),
         // Ids: WORKGROUP, TX, RN, RM, X_F16, Y_F16, HAS_BIAS.
-        specs: vec![
+        spec: by_id(vec![
             workgroup,
             tile.tx,
             tile.rn,
@@ -151,8 +115,13 @@ fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice, ty: BlockType) -> Result
             req.x_f16 as u32,
             req.y_f16 as u32,
             req.bias as u32,
-        ],
+        ]),
     })
+}
+
+/// The own specialization constants `values`, by id (0..).
+fn by_id(values: Vec<u32>) -> Box<dyn Fn(u32) -> Option<u32>> {
+    Box::new(move |id| values.get(id as usize).copied())
 }
 
 /// Builds the export for `req` on `dev` of a matrix of `ty` blocks: the GEMV for m ≤
@@ -174,22 +143,9 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice, ty: BlockType) -> Result<
             ty.block_elements()
         ));
     }
-    let params = GemvParams {
-        m: req.m,
-        x_f16: req.x_f16,
-        x_stride: req.x_stride,
-        y_stride: req.y_stride,
-        x_gathered: false,
-        x_round_f16: false,
-        workspace_filled: false,
-        epilogue: Epilogue {
-            y_f16: req.y_f16,
-            ..Epilogue::NONE
-        },
-    };
     let XyExtent {
         x_bytes, y_bytes, ..
-    } = xy_extent(n, k, &params, "desc->")?;
+    } = xy_of(req)?;
     // Pieces per row (chunks), blocks per row (groups) and log2(block / 32), as the
     // kernels read them.
     let l = VkLayout::of(shape);
@@ -213,61 +169,14 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice, ty: BlockType) -> Result<
             "the matrix needs more than 2^32 words in one buffer; the exported kernel indexes with 32 bits and takes one buffer per stream (q4vk_matrix_create splits such matrices; the export cannot)".into(),
         ));
     }
-    for (name, bytes) in [
+    let buffers = [
         ("codes", codes),
         ("scales", scales),
         ("fifth bits", high_bits),
         ("x", x_bytes),
         ("y", y_bytes),
         ("bias", bias_bytes),
-    ] {
-        if bytes > dev.max_storage_range {
-            return Err(Error::Unsupported(format!(
-                "the {name} buffer needs {bytes} bytes, more than maxStorageBufferRange ({}); the exported kernel takes one buffer per stream (q4vk_matrix_create splits such matrices; the export cannot)",
-                dev.max_storage_range
-            )));
-        }
-    }
-    let total = n.div_ceil(kernel.rows) * (req.m as u64).div_ceil(kernel.tokens);
-    let [max_x, max_y] = dev.max_groups.map(u64::from);
-    let (count, gx, gy) = dispatch_grid(total, [max_x, max_y]);
-    if count < total {
-        return Err(Error::Unsupported(format!(
-            "{total} workgroups exceed the device's {max_x} x {max_y} grid"
-        )));
-    }
-    let push = Push {
-        rows: n as u32,
-        row_base: 0,
-        chunks: l.chunks as u32,
-        k: k as u32,
-        groups: l.groups as u32,
-        group_shift: l.group_shift,
-        x_stride: req.x_stride as u32,
-        y_stride: req.y_stride as u32,
-        wg_count: total as u32,
-        wg_offset: 0,
-    };
-    let words = match req.m > MAX_M {
-        true => GEMM_PUSH_WORDS,
-        false => 10,
-    };
-    let push = push.words_with_m(req.m)[..words].to_vec();
-    let spirv = shaders::words(kernel.spirv)?;
-    let mut specs = Vec::new();
-    for id in spec_ids(&spirv) {
-        let value = match id {
-            233 => Some(kernel.workgroup),
-            234 | 235 => Some(1),
-            own => kernel.specs.get(own as usize).copied(),
-        };
-        let value = value.ok_or_else(|| {
-            Error::Internal(format!(
-                "the exported SPIR-V has an unknown specialization id {id}"
-            ))
-        })?;
-        specs.push((id, value));
-    }
+    ];
     let mut roles = vec![(ROLE_WEIGHTS, codes), (ROLE_SCALES, scales)];
     if high_bits > 0 {
         roles.push((ROLE_HIGH_BITS, high_bits));
@@ -277,22 +186,5 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice, ty: BlockType) -> Result<
         (ROLE_Y, y_bytes),
         (ROLE_BIAS, if req.bias { bias_bytes } else { 0 }),
     ]);
-    let bindings = roles
-        .into_iter()
-        .enumerate()
-        .map(|(i, (role, bytes))| ExportBinding {
-            binding: i as u32,
-            role,
-            bytes,
-        })
-        .collect();
-    Ok(Export {
-        subgroup: kernel.subgroup,
-        spirv,
-        bindings,
-        push,
-        specs,
-        local_size: [kernel.workgroup, 1, 1],
-        groups: [gx as u32, gy as u32, 1],
-    })
+    finish(req, dev, &l, kernel, &buffers, &roles)
 }

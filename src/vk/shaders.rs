@@ -80,129 +80,119 @@ pub fn words(spv: &[u8]) -> Result<Vec<u32>> {
         .map_err(|e| Error::Internal(format!("embedded SPIR-V is malformed: {e}")))
 }
 
+/// The embedded build `spv/<prefix><type><suffix>.spv` of the kernels on GGUF blocks for
+/// block type `ty` (one build per type: a driver compiles the decode of that type only).
+macro_rules! blocks_build {
+    ($ty:expr, $prefix:literal, $suffix:literal) => {
+        match $ty {
+            BlockType::Q4_1 => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "q4_1",
+                $suffix,
+                ".spv"
+            )) as &[u8],
+            BlockType::Q5_0 => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "q5_0",
+                $suffix,
+                ".spv"
+            )),
+            BlockType::Q5_1 => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "q5_1",
+                $suffix,
+                ".spv"
+            )),
+            BlockType::Q8_0 => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "q8_0",
+                $suffix,
+                ".spv"
+            )),
+            BlockType::Q4K => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "q4_k",
+                $suffix,
+                ".spv"
+            )),
+            BlockType::Q5K => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "q5_k",
+                $suffix,
+                ".spv"
+            )),
+            BlockType::Q6K => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "q6_k",
+                $suffix,
+                ".spv"
+            )),
+            BlockType::Iq4Nl => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "iq4_nl",
+                $suffix,
+                ".spv"
+            )),
+            BlockType::Iq4Xs => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "iq4_xs",
+                $suffix,
+                ".spv"
+            )),
+            BlockType::Mxfp4 => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "mxfp4",
+                $suffix,
+                ".spv"
+            )),
+            BlockType::Nvfp4 => include_bytes!(concat!(
+                "../../shaders/spv/",
+                $prefix,
+                "nvfp4",
+                $suffix,
+                ".spv"
+            )),
+        }
+    };
+}
+
 /// The GEMV on GGUF blocks of `ty` in their native bytes (`layout::blocks`), with the
 /// subgroup reduction or (`portable`) a shared-memory one only.
 pub fn gemv_blocks(ty: BlockType, portable: bool) -> &'static [u8] {
-    macro_rules! builds {
-        ($name:literal) => {
-            (
-                include_bytes!(concat!(
-                    "../../shaders/spv/gemv_blocks_",
-                    $name,
-                    "_subgroup.spv"
-                )) as &[u8],
-                include_bytes!(concat!(
-                    "../../shaders/spv/gemv_blocks_",
-                    $name,
-                    "_portable.spv"
-                )) as &[u8],
-            )
-        };
-    }
-    let (subgroup, portable_build) = match ty {
-        BlockType::Q4_1 => builds!("q4_1"),
-        BlockType::Q5_0 => builds!("q5_0"),
-        BlockType::Q5_1 => builds!("q5_1"),
-        BlockType::Q8_0 => builds!("q8_0"),
-        BlockType::Q4K => builds!("q4_k"),
-        BlockType::Q5K => builds!("q5_k"),
-        BlockType::Q6K => builds!("q6_k"),
-        BlockType::Iq4Nl => builds!("iq4_nl"),
-        BlockType::Iq4Xs => builds!("iq4_xs"),
-        BlockType::Mxfp4 => builds!("mxfp4"),
-        BlockType::Nvfp4 => builds!("nvfp4"),
-    };
     match portable {
-        true => portable_build,
-        false => subgroup,
+        true => blocks_build!(ty, "gemv_blocks_", "_portable"),
+        false => blocks_build!(ty, "gemv_blocks_", "_subgroup"),
     }
 }
 
 /// The GEMM on GGUF blocks of `ty` in their native bytes (`layout::blocks`; no subgroup
 /// operations, one build per type).
 pub fn gemm_blocks(ty: BlockType) -> &'static [u8] {
-    macro_rules! build {
-        ($name:literal) => {
-            include_bytes!(concat!("../../shaders/spv/gemm_blocks_", $name, ".spv")) as &[u8]
-        };
-    }
-    match ty {
-        BlockType::Q4_1 => build!("q4_1"),
-        BlockType::Q5_0 => build!("q5_0"),
-        BlockType::Q5_1 => build!("q5_1"),
-        BlockType::Q8_0 => build!("q8_0"),
-        BlockType::Q4K => build!("q4_k"),
-        BlockType::Q5K => build!("q5_k"),
-        BlockType::Q6K => build!("q6_k"),
-        BlockType::Iq4Nl => build!("iq4_nl"),
-        BlockType::Iq4Xs => build!("iq4_xs"),
-        BlockType::Mxfp4 => build!("mxfp4"),
-        BlockType::Nvfp4 => build!("nvfp4"),
-    }
+    blocks_build!(ty, "gemm_blocks_", "")
 }
 
 /// The exported GEMV on GGUF blocks of `ty` (`q4vk_kernel_export` with
 /// `Q4VK_KERNEL_EXPORT_BLOCKS`, m ≤ 8): the subgroup reduction or (`portable`) a
 /// shared-memory one only.
 pub fn gemv_blocks_export(ty: BlockType, portable: bool) -> &'static [u8] {
-    macro_rules! builds {
-        ($name:literal) => {
-            (
-                include_bytes!(concat!(
-                    "../../shaders/spv/gemv_blocks_",
-                    $name,
-                    "_export_subgroup.spv"
-                )) as &[u8],
-                include_bytes!(concat!(
-                    "../../shaders/spv/gemv_blocks_",
-                    $name,
-                    "_export_portable.spv"
-                )) as &[u8],
-            )
-        };
-    }
-    let (subgroup, portable_build) = match ty {
-        BlockType::Q4_1 => builds!("q4_1"),
-        BlockType::Q5_0 => builds!("q5_0"),
-        BlockType::Q5_1 => builds!("q5_1"),
-        BlockType::Q8_0 => builds!("q8_0"),
-        BlockType::Q4K => builds!("q4_k"),
-        BlockType::Q5K => builds!("q5_k"),
-        BlockType::Q6K => builds!("q6_k"),
-        BlockType::Iq4Nl => builds!("iq4_nl"),
-        BlockType::Iq4Xs => builds!("iq4_xs"),
-        BlockType::Mxfp4 => builds!("mxfp4"),
-        BlockType::Nvfp4 => builds!("nvfp4"),
-    };
     match portable {
-        true => portable_build,
-        false => subgroup,
+        true => blocks_build!(ty, "gemv_blocks_", "_export_portable"),
+        false => blocks_build!(ty, "gemv_blocks_", "_export_subgroup"),
     }
 }
 
 /// The exported GEMM on GGUF blocks of `ty` (`q4vk_kernel_export` with
 /// `Q4VK_KERNEL_EXPORT_BLOCKS`, m > 8; no subgroup operations).
 pub fn gemm_blocks_export(ty: BlockType) -> &'static [u8] {
-    macro_rules! build {
-        ($name:literal) => {
-            include_bytes!(concat!(
-                "../../shaders/spv/gemm_blocks_",
-                $name,
-                "_export.spv"
-            )) as &[u8]
-        };
-    }
-    match ty {
-        BlockType::Q4_1 => build!("q4_1"),
-        BlockType::Q5_0 => build!("q5_0"),
-        BlockType::Q5_1 => build!("q5_1"),
-        BlockType::Q8_0 => build!("q8_0"),
-        BlockType::Q4K => build!("q4_k"),
-        BlockType::Q5K => build!("q5_k"),
-        BlockType::Q6K => build!("q6_k"),
-        BlockType::Iq4Nl => build!("iq4_nl"),
-        BlockType::Iq4Xs => build!("iq4_xs"),
-        BlockType::Mxfp4 => build!("mxfp4"),
-        BlockType::Nvfp4 => build!("nvfp4"),
-    }
+    blocks_build!(ty, "gemm_blocks_", "_export")
 }

@@ -177,6 +177,8 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         .enumerate()
         .map(|(i, &(n, k))| make_case(ctx, n, k, opts, i as u64))
         .collect::<Result<Vec<_>>>()?;
+    // One timestamp pool for every timing (reset at each).
+    let timer = GpuTimer::for_queue(ctx, 2 * REPEATS as u32)?;
     // Candidates that resolve to the same kernels on a case (a workgroup shrunk to a short
     // row's chunks; word steps the row takes on short rows anyway) share one timing: µs by
     // (case, m, kernel keys).
@@ -195,11 +197,11 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
             for &m in &opts.ms {
                 let (choice, key, last) = simt_choice(&rules, case, m)?;
                 if i == 0 && c == 0 && m == opts.ms[0] {
-                    keep_busy(ctx, case, m, choice)?;
+                    keep_busy(ctx, timer.as_ref(), case, m, choice)?;
                 }
                 let case_key = (c, m, key, last);
                 if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(case_key) {
-                    slot.insert(time_case(ctx, case, m, choice)?);
+                    slot.insert(time_case(ctx, timer.as_ref(), case, m, choice)?);
                 }
                 keys.push((class, case_key));
             }
@@ -223,7 +225,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
             }
             let (c, m, _, _) = case_key;
             let (choice, _, _) = simt_choice(&rules, &cases[c], m)?;
-            let again = time_case(ctx, &cases[c], m, choice)?;
+            let again = time_case(ctx, timer.as_ref(), &cases[c], m, choice)?;
             let us = seen.get_mut(&case_key).expect("timed with the row's shape");
             *us = us.min(again);
         }
@@ -359,10 +361,16 @@ fn rules_with(ctx: &Context, shape: &SimtGemv) -> Rules {
 }
 
 /// Keeps the GPU busy with chains of `m` rows on `case` for [`WARM_UP`].
-fn keep_busy(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<()> {
+fn keep_busy(
+    ctx: &Context,
+    timer: Option<&GpuTimer>,
+    case: &Case,
+    m: u32,
+    choice: Choice,
+) -> Result<()> {
     let started = Instant::now();
     while started.elapsed() < WARM_UP {
-        time_case(ctx, case, m, choice)?;
+        time_case(ctx, timer, case, m, choice)?;
     }
     Ok(())
 }
@@ -374,7 +382,13 @@ fn keep_busy(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<()> {
 /// GPU's clocks have left their idle state. Timed between GPU timestamps where the queue
 /// has them, so that recording and submitting do not count; else by the wall clock around
 /// each submission.
-fn time_case(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<f64> {
+fn time_case(
+    ctx: &Context,
+    timer: Option<&GpuTimer>,
+    case: &Case,
+    m: u32,
+    choice: Choice,
+) -> Result<f64> {
     let p = GemvParams::dense(m, case.k, case.n);
     let plans = case
         .mats
@@ -410,8 +424,8 @@ fn time_case(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<f64> 
         Ok(())
     };
     ctx.submit(|cmd| chain(cmd, case.mats.len()))?;
-    let fastest = match ctx.device.timestamp_bits {
-        0 => (0..REPEATS)
+    let fastest = match timer {
+        None => (0..REPEATS)
             .map(|_| {
                 ctx.submit(|cmd| chain(cmd, WARM_CHAINS * case.calls))?;
                 let started = Instant::now();
@@ -421,8 +435,8 @@ fn time_case(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<f64> 
             .collect::<Result<Vec<_>>>()?
             .into_iter()
             .min(),
-        bits => GpuTimer::new(ctx, 2 * REPEATS as u32)?
-            .chains(bits, |timer, cmd| {
+        Some(timer) => timer
+            .chains(|timer, cmd| {
                 chain(cmd, WARM_CHAINS * case.calls)?;
                 for r in 0..REPEATS as u32 {
                     timer.stamp(cmd, 2 * r);
@@ -456,11 +470,17 @@ struct GpuTimer<'a> {
     ctx: &'a Context,
     pool: vk::QueryPool,
     count: u32,
+    /// `timestampValidBits` of the queue.
+    bits: u32,
 }
 
 impl<'a> GpuTimer<'a> {
-    /// A pool of `count` timestamps.
-    fn new(ctx: &'a Context, count: u32) -> Result<GpuTimer<'a>> {
+    /// A pool of `count` timestamps on `ctx`'s queue, or `None` where it has none.
+    fn for_queue(ctx: &'a Context, count: u32) -> Result<Option<GpuTimer<'a>>> {
+        let bits = ctx.device.timestamp_bits;
+        if bits == 0 {
+            return Ok(None);
+        }
         let info = vk::QueryPoolCreateInfo::default()
             .query_type(vk::QueryType::TIMESTAMP)
             .query_count(count);
@@ -468,7 +488,12 @@ impl<'a> GpuTimer<'a> {
         let pool = unsafe { ctx.device.device.create_query_pool(&info, None) }
             .map_err(|e| Error::vk("vkCreateQueryPool", e))?;
         ctx.device.namer.name(pool, "q4vk tuning timestamps");
-        Ok(GpuTimer { ctx, pool, count })
+        Ok(Some(GpuTimer {
+            ctx,
+            pool,
+            count,
+            bits,
+        }))
     }
 
     /// Records timestamp `index` after all earlier commands.
@@ -485,10 +510,9 @@ impl<'a> GpuTimer<'a> {
     }
 
     /// Submits what `record` records after the pool's reset, waits, and returns the time
-    /// between each pair of timestamps (0 and 1, 2 and 3, …), counters of `bits` valid bits.
+    /// between each pair of timestamps (0 and 1, 2 and 3, …).
     fn chains(
         &self,
-        bits: u32,
         record: impl FnOnce(&Self, vk::CommandBuffer) -> Result<()>,
     ) -> Result<Vec<Duration>> {
         let d = &self.ctx.device.device;
@@ -508,7 +532,7 @@ impl<'a> GpuTimer<'a> {
             )
         }
         .map_err(|e| Error::vk("vkGetQueryPoolResults", e))?;
-        let mask = u64::MAX >> (64 - bits.min(64));
+        let mask = u64::MAX >> (64 - self.bits.min(64));
         let period = f64::from(self.ctx.device.info.timestamp_period);
         Ok(stamps
             .chunks_exact(2)

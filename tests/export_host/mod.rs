@@ -413,3 +413,19 @@ pub fn export(
     );
     (info, spirv)
 }
+
+/// The first `y_elems` elements of y read back as `bytes`: f16 (`y_f16`) or f32, as f32.
+pub fn y_values(bytes: &[u8], y_elems: usize, y_f16: bool) -> Vec<f32> {
+    match y_f16 {
+        true => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .take(y_elems)
+            .collect(),
+        false => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .take(y_elems)
+            .collect(),
+    }
+}
