@@ -4,9 +4,15 @@
 mod gpu_support;
 use gpu_support::*;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
+use std::sync::Mutex;
+
+/// Held by each test from before it sets the environment until its Vulkan objects are
+/// gone: `setenv` while another thread (a driver's) reads the environment can crash.
+static ENVIRONMENT: Mutex<()> = Mutex::new(());
 
 #[test]
 fn environment_forces_portable_kernels() {
+    let _environment = ENVIRONMENT.lock().unwrap_or_else(|e| e.into_inner());
     std::env::set_var("Q4VK_PORTABLE", "1");
     let gpu = Gpu::new(false);
     assert!(gpu.context().rules.portable);
@@ -25,6 +31,7 @@ fn environment_forces_portable_kernels() {
 fn the_core_does_not_read_the_environment() {
     use q4vk::vk::context::{Context, ContextConfig};
     use q4vk::vk::log::Logger;
+    let _environment = ENVIRONMENT.lock().unwrap_or_else(|e| e.into_inner());
     std::env::set_var("Q4VK_PORTABLE", "1");
     std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
     let ctx = Context::new(ContextConfig::default(), Logger::silent()).expect("a context");
