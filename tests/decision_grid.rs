@@ -576,30 +576,56 @@ fn steps_over_words(rules: &Rules, n: u64, k: u64, m: u32) -> bool {
     key.word_lanes
 }
 
-/// On the NVIDIA row, matrices of short rows (k < 4096) take workgroups of 128 lanes, one to
-/// a chunk: their rows of fewer than 128 chunks step over words; long rows take 2 lanes to a
-/// chunk (64 along a row) and step over chunks; a caller's fixed choice holds on both; the
-/// CPU row keeps chunks (one thread per workgroup, no lanes idle).
+/// The integer dot-product GEMV's key (a full pass) on a plain `n` × `k` matrix at `m`
+/// under `rules` (which run it), given the workspace it asks for.
+fn int_dot_key(rules: &Rules, n: u64, k: u64, m: u32) -> PipelineKey {
+    let shape = Q4Shape::new(n, k, 128, 0).unwrap();
+    let form = MatrixForm::new(shape, false, false, false, false, 1 << 31).unwrap();
+    match decide(rules, &form, &GemvParams::dense(m, k, n), Room::AsNeeded)
+        .unwrap()
+        .kernel
+    {
+        KernelChoice::SimtGemv { key, .. } if key.dot => key,
+        other => panic!("{n} x {k} at m = {m} runs {other:?}, not the integer dot-product GEMV"),
+    }
+}
+
+/// On the NVIDIA row the f32 SIMT GEMV steps over words on every matrix: long rows
+/// (k ≥ 4096) by the row's long-row shape, short rows by having fewer chunks than its
+/// short-row shape's 128 lanes along a row. The integer dot-product GEMV keeps its own
+/// shape (2 lanes to a chunk, 64 along a row) and steps over chunks on rows of at least 64
+/// chunks. A caller's fixed choice holds on both; the CPU row keeps chunks (one thread per
+/// workgroup, no lanes idle).
 #[test]
 fn short_rows_step_over_words_where_the_row_says() {
     let (_, h200, _) = devices().into_iter().next().unwrap();
     let mut rules = Rules::for_class(h200, false, false);
     // m = 9: two passes (8 + 1), one stepping.
     for m in [1, 2, 8, 9] {
-        assert!(steps_over_words(&rules, 8960, 1536, m));
-        assert!(steps_over_words(&rules, 256, 1984, m));
-        assert!(steps_over_words(&rules, 8192, 3072, m));
-        assert!(!steps_over_words(&rules, 4096, 4096, m));
-        assert!(!steps_over_words(&rules, 1536, 8960, m));
+        for (n, k) in [
+            (8960, 1536),
+            (256, 1984),
+            (8192, 3072),
+            (4096, 4096),
+            (1536, 8960),
+        ] {
+            assert!(steps_over_words(&rules, n, k, m), "{n} x {k} at m = {m}");
+        }
     }
+    let dot = Rules::for_class(h200, false, true);
+    let key = int_dot_key(&dot, 4096, 8192, 8);
+    assert!(!key.word_lanes);
+    assert_eq!(
+        (key.workgroup, key.rows, key.split, key.unroll),
+        (128, 8, 2, 1)
+    );
+    assert!(!int_dot_key(&dot, 8192, 2048, 8).word_lanes);
+    assert!(int_dot_key(&dot, 8192, 1536, 8).word_lanes);
     rules
         .set_overrides(|o| o.simt_gemv_word_lanes = Some(false))
         .unwrap();
     assert!(!steps_over_words(&rules, 8960, 1536, 1));
-    rules
-        .set_overrides(|o| o.simt_gemv_word_lanes = Some(true))
-        .unwrap();
-    assert!(steps_over_words(&rules, 1536, 8960, 1));
+    assert!(!steps_over_words(&rules, 1536, 8960, 1));
     let (_, lavapipe, _) = devices().into_iter().nth(2).unwrap();
     let cpu = Rules::for_class(lavapipe, false, false);
     assert!(!steps_over_words(&cpu, 8960, 1536, 1));

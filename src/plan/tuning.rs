@@ -183,14 +183,20 @@ pub struct DeviceTuning {
     pub name: &'static str,
     /// The device and driver the values were fitted on.
     pub fitted_on: &'static str,
-    /// The SIMT GEMV's workgroup shape (`q4vk-bench --sweep`: `h200-2026-12-01-sweep.txt`);
-    /// on matrices of short rows only where `simt_gemv_short_rows` is `None`.
+    /// The SIMT GEMV's workgroup shape (`q4vk-bench --sweep`: `h200-2026-12-01-sweep.txt`;
+    /// on long rows `h100-2026-12-06-long-row-steps.txt`); on matrices of short rows only
+    /// where `simt_gemv_short_rows` is `None`.
     pub simt_gemv: SimtGemv,
     /// The SIMT GEMV's shape on matrices of short rows (k below
     /// `plan::tuned::LONG_ROWS_FROM_K`) where it differs from `simt_gemv`: such a matrix's
     /// rows fill fewer lanes, and one of few rows fewer workgroups
     /// (`h200-2026-12-05-tuned-shapes.txt`).
     pub simt_gemv_short_rows: Option<SimtGemv>,
+    /// The integer dot-product GEMV's shape on matrices of every row length where it differs
+    /// from the f32 GEMV's (`simt_gemv`, `simt_gemv_short_rows`): its x in digits is read
+    /// per chunk, and word steps cost it more than they save
+    /// (`h100-2026-12-05-word-lanes.txt`, `h100-2026-12-06-phone-shapes-tuning.txt`).
+    pub int_dot_gemv: Option<SimtGemv>,
     /// Whether matrices whose rows have fewer 16-byte chunks than the SIMT GEMV's workgroup
     /// has lanes along a row (workgroup / split) step over words of codes even where the
     /// shape steps over chunks: chunk steps would shrink the workgroup or leave lanes idle
@@ -264,19 +270,26 @@ const GPU_GEMM_TILES: [(Option<u32>, GemmTile); 3] = [
 /// NVIDIA GPUs with 32-wide subgroups.
 pub const NVIDIA: DeviceTuning = DeviceTuning {
     name: "nvidia",
-    fitted_on: "NVIDIA H200, driver 580.159.04",
+    fitted_on: "NVIDIA H200 and H100, driver 580.159.04",
     simt_gemv: SimtGemv {
         workgroup: 128,
-        rows: 8,
-        unroll: 1,
-        split: 2,
-        word_lanes: false,
+        rows: 2,
+        unroll: 4,
+        split: 1,
+        word_lanes: true,
     },
     simt_gemv_short_rows: Some(SimtGemv {
         workgroup: 128,
         rows: 4,
         unroll: 1,
         split: 1,
+        word_lanes: false,
+    }),
+    int_dot_gemv: Some(SimtGemv {
+        workgroup: 128,
+        rows: 8,
+        unroll: 1,
+        split: 2,
         word_lanes: false,
     }),
     simt_gemv_word_lanes_on_short_rows: true,
@@ -343,6 +356,7 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
         word_lanes: false,
     },
     simt_gemv_short_rows: None,
+    int_dot_gemv: None,
     // Cooperative matrices without NVIDIA's fragment layout: the tensor cores wherever a
     // GEMM runs.
     coop_tiles_gemm: true,

@@ -279,7 +279,11 @@ impl Context {
         }
         // A fixed shape (or part of one) holds for matrices of every row length: each class
         // takes it over its own shape.
-        for tuning in [&mut rules.simt, &mut rules.simt_long_rows] {
+        let int_dot = rules.int_dot_simt.as_mut();
+        for tuning in [&mut rules.simt, &mut rules.simt_long_rows]
+            .into_iter()
+            .chain(int_dot)
+        {
             fix_shape(tuning, &config, info, portable)?;
         }
         let tuning = &rules.simt;

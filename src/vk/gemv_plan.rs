@@ -947,7 +947,10 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
 /// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
 fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
-    let t = r.simt_for(form.shape.k as u64);
+    let t = match dot {
+        true => r.int_dot_simt_for(form.shape.k as u64),
+        false => r.simt_for(form.shape.k as u64),
+    };
     // The portable kernels have one shape.
     let word_lanes = !r.portable
         && r.overrides()

@@ -31,6 +31,9 @@ pub struct Rules {
     /// The SIMT GEMV's workgroup shape on matrices of long rows: the row's (`simt_gemv`)
     /// unless a tuning blob chose another for them.
     pub simt_long_rows: Tuning,
+    /// The integer dot-product GEMV's shape where the row gives it one
+    /// (`DeviceTuning::int_dot_gemv`; else the f32 GEMV's of the matrix's class).
+    pub int_dot_simt: Option<Tuning>,
     /// `simt` and `simt_long_rows` came from a tuning blob (`vk::tune`), not the device's
     /// row.
     pub simt_tuned: bool,
@@ -70,6 +73,7 @@ impl Rules {
             int_dot_everywhere: false,
             simt,
             simt_long_rows: shape(&row.simt_gemv),
+            int_dot_simt: row.int_dot_gemv.as_ref().map(shape),
             simt_tuned: false,
             coop_tiles: None,
             overrides: Overrides::default(),
@@ -82,6 +86,13 @@ impl Rules {
             true => &self.simt_long_rows,
             false => &self.simt,
         }
+    }
+
+    /// The integer dot-product GEMV's workgroup shape on a matrix of `k` columns.
+    pub fn int_dot_simt_for(&self, k: u64) -> &Tuning {
+        self.int_dot_simt
+            .as_ref()
+            .unwrap_or_else(|| self.simt_for(k))
     }
 
     /// The caller's fixed choices.

@@ -672,6 +672,12 @@ fn run(opt: &Options) -> Result<()> {
             false => "",
         }
     );
+    if let Some(d) = ctx.rules.int_dot_simt {
+        println!(
+            "integer dot-product GEMV: workgroup {}, {} rows/workgroup, unroll {}, split {}, word lanes {}",
+            d.workgroup, d.rows, d.unroll, d.split, d.word_lanes
+        );
+    }
     let l = ctx.rules.simt_long_rows;
     if l != ctx.rules.simt {
         println!(
