@@ -37,7 +37,6 @@ layout(constant_id = 2) const bool X_F16 = false;
 layout(constant_id = 3) const uint WORKGROUP = 64;
 layout(constant_id = 4) const bool X_HELD = true;
 layout(constant_id = 5) const bool WORD_LANES = false;
-const uint UNROLL = 1;
 #define SPEC_Y_F16 6
 layout(constant_id = 7) const bool EXPORT_HAS_BIAS = false;
 #ifdef SUBGROUP
@@ -69,8 +68,6 @@ layout(constant_id = 4) const uint SUBGROUP_SIZE = 32;       // the device's sub
 layout(constant_id = 5) const bool X_HELD = true;
 // Invocations stride over quarters of pieces (x always held) instead of whole pieces.
 layout(constant_id = 6) const bool WORD_LANES = false;
-// Quarters per row each invocation takes per step (word lanes).
-layout(constant_id = 7) const uint UNROLL = 1;
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
@@ -159,51 +156,45 @@ float run_sum(vec4 xv[4]) {
 const uint MR = M * ROWS;
 
 // The K loop with WORD_LANES: invocation tid takes quarters tid, tid + WORKGROUP, .. of
-// each row's pieces, UNROLL of them per step (their loads all issued before their sums; a
-// quarter past the end is clamped to the last one for its loads and adds nothing).
+// each row's pieces.
 void word_lanes(uint row0, uint tid, inout float acc[MR]) {
     uint last_row = p.rows - 1u;
     uint quarters = p.chunks * 4u;
-    for (uint w0 = tid; w0 < quarters; w0 += WORKGROUP * UNROLL) {
-        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-            bool live = w0 + u * WORKGROUP < quarters;
-            uint wi = min(w0 + u * WORKGROUP, quarters - 1u);
-            uint c = wi >> 2;
-            uint quarter = wi & 3u;
-            uint blk = c / PIECES;
-            uint piece = c % PIECES;
-            uint ka;
-            uint kb;
-            piece_inputs(piece, ka, kb);
-            ka += blk * BLOCK + 4u * quarter;
-            kb += blk * BLOCK + 4u * quarter;
-            vec4 xa[M];
-            vec4 xb[M];
-            vec2 xsum[M];
+    for (uint wi = tid; wi < quarters; wi += WORKGROUP) {
+        uint c = wi >> 2;
+        uint quarter = wi & 3u;
+        uint blk = c / PIECES;
+        uint piece = c % PIECES;
+        uint ka;
+        uint kb;
+        piece_inputs(piece, ka, kb);
+        ka += blk * BLOCK + 4u * quarter;
+        kb += blk * BLOCK + 4u * quarter;
+        vec4 xa[M];
+        vec4 xb[M];
+        vec2 xsum[M];
+        [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+            xa[mi] = load_quad(mi, ka);
+            xb[mi] = load_quad(mi, kb);
+            xsum[mi] = HAS_MIN ? vec2(dot(xa[mi], vec4(1.0)), dot(xb[mi], vec4(1.0))) : vec2(0.0);
+        }
+        [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+            uint gb = min(row0 + r, last_row) * p.groups + blk;
+            uint w1 = q_words[4u * piece_word(gb, piece) + quarter_first(quarter)];
+            uint w2 = q_words[4u * piece_second_word(gb, piece) + quarter_second(quarter)];
+            vec4 qa;
+            vec4 qb;
+            decode_quarter(piece, quarter, w1, w2, block_high_bits(gb), qa, qb);
+            vec4 so = piece_scales(gb, piece);
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                xa[mi] = load_quad(mi, ka);
-                xb[mi] = load_quad(mi, kb);
-                xsum[mi] = HAS_MIN ? vec2(dot(xa[mi], vec4(1.0)), dot(xb[mi], vec4(1.0))) : vec2(0.0);
-            }
-            [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-                uint gb = min(row0 + r, last_row) * p.groups + blk;
-                uint w1 = q_words[4u * piece_word(gb, piece) + quarter_first(quarter)];
-                uint w2 = q_words[4u * piece_second_word(gb, piece) + quarter_second(quarter)];
-                vec4 qa;
-                vec4 qb;
-                decode_quarter(piece, quarter, w1, w2, block_high_bits(gb), qa, qb);
-                vec4 so = piece_scales(gb, piece);
-                [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                    float t = acc[mi * ROWS + r];
-                    t = fma(so.x, dot(qa, xa[mi]), t);
-                    t = fma(so.z, dot(qb, xb[mi]), t);
-                    if (HAS_MIN) {
-                        t = fma(so.y, xsum[mi].x, t);
-                        t = fma(so.w, xsum[mi].y, t);
-                    }
-                    // A select, not a product: the clamped quarter's sum may be inf or NaN.
-                    acc[mi * ROWS + r] = live ? t : acc[mi * ROWS + r];
+                float t = acc[mi * ROWS + r];
+                t = fma(so.x, dot(qa, xa[mi]), t);
+                t = fma(so.z, dot(qb, xb[mi]), t);
+                if (HAS_MIN) {
+                    t = fma(so.y, xsum[mi].x, t);
+                    t = fma(so.w, xsum[mi].y, t);
                 }
+                acc[mi * ROWS + r] = t;
             }
         }
     }

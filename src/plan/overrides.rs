@@ -39,9 +39,6 @@ pub struct Overrides {
     /// Whether the GEMV on GGUF blocks strides over quarters of pieces
     /// (`BlocksKey::word_lanes`).
     pub blocks_gemv_word_lanes: Option<bool>,
-    /// Quarters per row each invocation of the GEMV on GGUF blocks takes per step where it
-    /// strides over quarters (`BlocksKey::unroll`; 1 to 8).
-    pub blocks_gemv_unroll: Option<u32>,
 }
 
 impl Overrides {
@@ -63,11 +60,6 @@ impl Overrides {
             self.blocks_gemv_pass_rows,
             8,
             "activation rows per pass of the GEMV on GGUF blocks",
-        )?;
-        check_count(
-            self.blocks_gemv_unroll,
-            8,
-            "quarters per step of the GEMV on GGUF blocks",
         )?;
         Ok(self)
     }

@@ -47,7 +47,6 @@ fn gemv_kernel(
         x_f16: req.x_f16,
         ty,
         word_lanes,
-        unroll: 1,
     };
     if key.workgroup > dev.max_workgroup {
         return Err(Error::Unsupported(format!(

@@ -909,10 +909,6 @@ fn blocks_choice(
         x_f16: p.x_f16,
         ty,
         word_lanes,
-        unroll: match word_lanes {
-            true => r.overrides().blocks_gemv_unroll.unwrap_or(1),
-            false => 1,
-        },
     };
     let full = key(pass_rows);
     let shared = full.shared_bytes(r.simt.subgroup);

@@ -483,7 +483,7 @@ impl TilesKey {
 }
 
 /// Which GEMV pipeline on GGUF blocks in their native bytes (`shaders/gemv_blocks.comp`,
-/// the type's build, specialization constants 0..7).
+/// the type's build, specialization constants 0..6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlocksKey {
     /// Shared-memory reduction only.
@@ -501,9 +501,6 @@ pub struct BlocksKey {
     /// Invocations stride over quarters of pieces (a 32-bit word of codes) instead of
     /// whole pieces, so that neighbouring invocations read neighbouring x.
     pub word_lanes: bool,
-    /// With word lanes, quarters per row each invocation takes per step (their loads
-    /// issued together); 1 otherwise.
-    pub unroll: u32,
 }
 
 /// The most activation rows per pass of the GEMV on GGUF blocks whose x each invocation
@@ -519,8 +516,8 @@ impl BlocksKey {
         self.word_lanes || self.m <= BLOCKS_MAX_M
     }
 
-    /// The specialization constants by id (0..7) on a device of `subgroup` invocations.
-    pub fn spec_values(&self, subgroup: u32) -> [u32; 8] {
+    /// The specialization constants by id (0..6) on a device of `subgroup` invocations.
+    pub fn spec_values(&self, subgroup: u32) -> [u32; 7] {
         [
             self.workgroup,
             self.rows,
@@ -529,7 +526,6 @@ impl BlocksKey {
             subgroup,
             self.x_held() as u32,
             self.word_lanes as u32,
-            self.unroll,
         ]
     }
 

@@ -160,8 +160,6 @@ struct Options {
     /// `--blocks-word-lanes 0|1`: whether the GEMV on GGUF blocks strides over quarters of
     /// pieces (else the device row's choice).
     blocks_word_lanes: Option<bool>,
-    /// `--blocks-unroll U`: quarters per step of the GEMV on GGUF blocks (word lanes).
-    blocks_unroll: Option<u32>,
     /// `--coop-tiles`: the tensor-core GEMM on the SIMT layout wherever a GEMM runs, the
     /// tensor-core layout's kernels not used.
     coop_tiles: bool,
@@ -200,7 +198,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--blocks-unroll U] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -215,7 +213,7 @@ fn main() {
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
-    let (mut word_lanes, mut blocks_word_lanes, mut blocks_unroll) = (None, None, None);
+    let (mut word_lanes, mut blocks_word_lanes) = (None, None);
     let mut coop_tiles = false;
     let (mut row, mut tune, mut load, mut model) = (None, None, false, None);
     let mut tune_each = None;
@@ -297,7 +295,6 @@ fn main() {
             "--decode-once" => decode_once = Some(number() != 0),
             "--word-lanes" => word_lanes = Some(number() != 0),
             "--blocks-word-lanes" => blocks_word_lanes = Some(number() != 0),
-            "--blocks-unroll" => blocks_unroll = Some(number()),
             "--coop-tiles" => coop_tiles = true,
             "--load" => load = true,
             "--row" => {
@@ -372,7 +369,6 @@ fn main() {
         decode_once,
         word_lanes,
         blocks_word_lanes,
-        blocks_unroll,
         coop_tiles,
         row,
         tune,
@@ -480,7 +476,6 @@ fn context(
                 simt_gemv_decode_once: opt.decode_once,
                 simt_gemv_word_lanes: opt.word_lanes,
                 blocks_gemv_word_lanes: opt.blocks_word_lanes,
-                blocks_gemv_unroll: opt.blocks_unroll,
                 coop_tiles: opt.coop_tiles.then_some(true),
                 blocks_gemv_rows: opt.blocks_rows,
                 blocks_gemv_pass_rows: opt.blocks_pass_rows,
