@@ -199,14 +199,14 @@ pub fn runnable(shape: &SimtGemv, class: &DeviceClass) -> bool {
 
 /// The SIMT GEMV shapes a tuning run times on `class`, `table` (the device row's) first,
 /// then the others that [`runnable`] allows of workgroups 64..256, rows 1..16, splits 1..4,
-/// unrolls 1..2 and steps of chunks or words, nearest the table first (fewest fields
+/// unrolls 1, 2 and 4 and steps of chunks or words, nearest the table first (fewest fields
 /// changed, then the smallest change), so that a short budget still tries its neighbours.
 pub fn candidates(table: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
     let mut all = Vec::new();
     for workgroup in [64, 128, 256] {
         for rows in [1, 2, 4, 8, 16] {
             for split in [1, 2, 4] {
-                for unroll in [1, 2] {
+                for unroll in [1, 2, 4] {
                     for word_lanes in [false, true] {
                         let s = SimtGemv {
                             workgroup: workgroup.max(class.subgroup_size),
