@@ -94,7 +94,7 @@ pub struct SimtGemv {
     pub workgroup: u32,
     /// Rows per workgroup.
     pub rows: u32,
-    /// 16-byte chunks per row each invocation loads per step.
+    /// 16-byte chunks (words, with `word_lanes`) per row each invocation loads per step.
     pub unroll: u32,
     /// Invocations sharing each chunk.
     pub split: u32,

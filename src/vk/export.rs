@@ -378,11 +378,25 @@ pub(crate) fn finish(
     })
 }
 
+/// Chunks per row each invocation of the exported GEMV (which steps over chunks) takes per
+/// step under the shape `t`: a shape that steps over words counts its unroll in words, four
+/// to a chunk.
+fn chunks_per_step(t: &Tuning) -> u32 {
+    match t.word_lanes {
+        true => (t.unroll / 4).max(1),
+        false => t.unroll,
+    }
+}
+
 /// The GEMV of `req.m` ≤ [`MAX_M`] rows with the device's workgroup choice.
 fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result<Kernel> {
     let t = dev.tuning;
     let workgroup = t.workgroup_for(chunks);
-    let tuning = Tuning { workgroup, ..t };
+    let tuning = Tuning {
+        workgroup,
+        unroll: chunks_per_step(&t),
+        ..t
+    };
     if workgroup > dev.max_workgroup {
         return Err(Error::Unsupported(format!(
             "the exported kernel needs a workgroup of {workgroup}; the device allows {}",
@@ -575,6 +589,29 @@ mod tests {
         shaders::GEMM_EXPORT,
         shaders::GEMM_EXPORT_EXTENDED,
     ];
+
+    /// A shape stepping over words gives the exported kernel a quarter of its unroll in
+    /// chunks (at least one); a shape stepping over chunks keeps its own.
+    #[test]
+    fn word_steps_become_chunk_steps() {
+        let words = Tuning {
+            workgroup: 128,
+            rows: 2,
+            unroll: 4,
+            split: 1,
+            subgroup: 32,
+            min_workgroup: 32,
+            word_lanes: true,
+        };
+        assert_eq!(chunks_per_step(&words), 1);
+        assert_eq!(chunks_per_step(&Tuning { unroll: 8, ..words }), 2);
+        assert_eq!(chunks_per_step(&Tuning { unroll: 2, ..words }), 1);
+        let chunks = Tuning {
+            word_lanes: false,
+            ..words
+        };
+        assert_eq!(chunks_per_step(&chunks), 4);
+    }
 
     /// ncnn's `Pipeline::create` maps entry i of its vector to constant id i and expects
     /// (own constants + 3) entries: the own ids must be 0..N-1, then 233..235.

@@ -87,7 +87,8 @@ pub struct Tuning {
     pub workgroup: u32,
     /// Rows per workgroup.
     pub rows: u32,
-    /// 16-byte chunks per row each invocation loads per step (independent loads in flight).
+    /// 16-byte chunks (words, with `word_lanes`) per row each invocation loads per step
+    /// (independent loads in flight).
     pub unroll: u32,
     /// Invocations sharing each chunk (and its x), each taking `rows / split` of the rows;
     /// divides `rows` and is at most `min_workgroup`.
