@@ -553,17 +553,22 @@ fn the_rules_decide_as_recorded() {
 }
 
 /// The SIMT GEMV's keys (a full pass, the last pass) on a plain `n` × `k` matrix (group
-/// 128, symmetric) at `m` under `rules`.
-fn simt_keys(rules: &Rules, n: u64, k: u64, m: u32) -> (PipelineKey, PipelineKey) {
+/// 128, symmetric) at `m` under `rules`, given `room` for a workspace.
+fn simt_keys_in(rules: &Rules, n: u64, k: u64, m: u32, room: Room) -> (PipelineKey, PipelineKey) {
     let shape = Q4Shape::new(n, k, 128, 0).unwrap();
     let form = MatrixForm::new(shape, false, false, false, false, 1 << 31).unwrap();
-    match decide(rules, &form, &GemvParams::dense(m, k, n), Room::None)
+    match decide(rules, &form, &GemvParams::dense(m, k, n), room)
         .unwrap()
         .kernel
     {
         KernelChoice::SimtGemv { key, last } => (key, last),
         other => panic!("{n} x {k} at m = {m} runs {other:?}, not the SIMT GEMV"),
     }
+}
+
+/// [`simt_keys_in`] without a workspace.
+fn simt_keys(rules: &Rules, n: u64, k: u64, m: u32) -> (PipelineKey, PipelineKey) {
+    simt_keys_in(rules, n, k, m, Room::None)
 }
 
 /// Whether the SIMT GEMV steps over words on an `n` × `k` matrix at `m` under `rules`.
@@ -579,15 +584,12 @@ fn steps_over_words(rules: &Rules, n: u64, k: u64, m: u32) -> bool {
 /// The integer dot-product GEMV's key (a full pass) on a plain `n` × `k` matrix at `m`
 /// under `rules` (which run it), given the workspace it asks for.
 fn int_dot_key(rules: &Rules, n: u64, k: u64, m: u32) -> PipelineKey {
-    let shape = Q4Shape::new(n, k, 128, 0).unwrap();
-    let form = MatrixForm::new(shape, false, false, false, false, 1 << 31).unwrap();
-    match decide(rules, &form, &GemvParams::dense(m, k, n), Room::AsNeeded)
-        .unwrap()
-        .kernel
-    {
-        KernelChoice::SimtGemv { key, .. } if key.dot => key,
-        other => panic!("{n} x {k} at m = {m} runs {other:?}, not the integer dot-product GEMV"),
-    }
+    let (key, _) = simt_keys_in(rules, n, k, m, Room::AsNeeded);
+    assert!(
+        key.dot,
+        "{n} x {k} at m = {m} runs {key:?}, not the integer dot-product GEMV"
+    );
+    key
 }
 
 /// On the NVIDIA row the f32 SIMT GEMV steps over words on every matrix: long rows

@@ -603,6 +603,14 @@ unsafe extern "C" fn log_to_stderr(
     );
 }
 
+/// A SIMT GEMV shape as the bench's header lines show it.
+fn shape_text(t: &q4vk::vk::pipeline::Tuning) -> String {
+    format!(
+        "workgroup {}, {} rows/workgroup, unroll {}, split {}, word lanes {}",
+        t.workgroup, t.rows, t.unroll, t.split, t.word_lanes
+    )
+}
+
 fn run(opt: &Options) -> Result<()> {
     if opt.sweep {
         return sweep(opt);
@@ -652,37 +660,26 @@ fn run(opt: &Options) -> Result<()> {
     let copy = ceil.copy;
     let t = ctx.pipelines.tuning;
     println!(
-        "device: {} (path: {}; tuning row {}; SIMT kernels{}: workgroup {}, {} rows/workgroup, unroll {}, split {}, word lanes {}{})",
+        "device: {} (path: {}; tuning row {}; SIMT kernels{}: {}{})",
         ctx.device_name(),
         ctx.kernel_path(),
         ctx.rules.row.name,
         if ctx.rules.simt_tuned { " (tuned)" } else { "" },
-        t.workgroup,
-        t.rows,
-        t.unroll,
-        t.split,
-        t.word_lanes,
+        shape_text(&t),
         match ctx.rules.row.simt_gemv_word_lanes_on_short_rows && !t.word_lanes {
             true => " (on rows shorter than the workgroup's lanes)",
             false => "",
         }
     );
     if let Some(d) = ctx.rules.int_dot_simt {
-        println!(
-            "integer dot-product GEMV: workgroup {}, {} rows/workgroup, unroll {}, split {}, word lanes {}",
-            d.workgroup, d.rows, d.unroll, d.split, d.word_lanes
-        );
+        println!("integer dot-product GEMV: {}", shape_text(&d));
     }
     let l = ctx.rules.simt_long_rows;
     if l != ctx.rules.simt {
         println!(
-            "SIMT kernels on long rows (k ≥ {}): workgroup {}, {} rows/workgroup, unroll {}, split {}, word lanes {}",
+            "SIMT kernels on long rows (k ≥ {}): {}",
             q4vk::plan::tuned::LONG_ROWS_FROM_K,
-            l.workgroup,
-            l.rows,
-            l.unroll,
-            l.split,
-            l.word_lanes
+            shape_text(&l)
         );
     }
     println!(
