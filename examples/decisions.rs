@@ -182,6 +182,7 @@ fn main() {
                             y_stride: n as u64,
                             x_gathered: false,
                             x_round_f16,
+                            x_round_int8: false,
                             workspace_filled: false,
                             epilogue: Epilogue::NONE,
                         };

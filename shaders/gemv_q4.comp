@@ -48,6 +48,13 @@
 //   invocation reads its word's six words (next to its neighbour's) and the chunk's last
 //   uvec4; the invocation of the chunk's first word also takes the chunk's zero-point and
 //   offset terms (which need the sums).
+// * DOT with X_BYTES (`Q4VK_GEMV_ROUND_X_TO_INT8`, less exact): x rounded to one signed
+//   8-bit value per element, q = round(x 127 / a) with a the chunk's largest |x| (written by
+//   the pre-pass built with BYTES), and the chunk's scale d = a / 127: each chunk is 8 packed
+//   dot products, an exact int32 sum e, and y = sum s d (e - z sum q) (+ o d sum q). Binding
+//   X holds, per activation row, 3 uvec4 per chunk: for each code word j its even columns'
+//   bytes then its odd ones' (words 2j, 2j + 1), then (d's bits, sum of q, 0, 0). A chunk
+//   with an infinite or NaN element has d NaN and q 0.
 #extension GL_GOOGLE_include_directive : require
 // Every loop over specialization constants is unrolled: the per-row arrays must stay in
 // registers (a dynamically indexed array goes to local memory on NVIDIA).
@@ -80,6 +87,7 @@ layout(local_size_x_id = 0) in;
 #define SPEC_HAS_K_ORDER 10
 #define SPEC_DECODE_ONCE 11
 #define SPEC_WORD_LANES 12
+#define SPEC_X_BYTES 13
 #define OFFSETS_BINDING 2
 #define K_ORDER_BINDING 3
 #define XY_SET 1
@@ -132,6 +140,9 @@ layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order
 #ifdef DOT
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XD { uvec4 xd[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XD2 { uvec2 xd2[]; };
+// x rounded to one signed byte per element with a scale per chunk, instead of three exact
+// digits.
+layout(constant_id = SPEC_X_BYTES) const bool X_BYTES = false;
 #endif
 
 const uint MR = M * ROWS;
@@ -243,6 +254,23 @@ float digits_value(ivec3 e, ivec3 dsum, float t1, float t2, int z, float s, floa
 float pow2(int e) {
     return uintBitsToFloat(uint(e + 127) << 23);
 }
+
+// X_BYTES: the sum over code word w's 8 codes u of u q, with `xw` the word's bytes of q
+// (its even columns', then its odd ones').
+int word_dot_bytes(uint w, uvec2 xw) {
+    return sdot4(int(w & 0x0F0F0F0Fu), int(xw.x), 0) + sdot4(int((w >> 4) & 0x0F0F0F0Fu), int(xw.y), 0);
+}
+
+// X_BYTES: s d (e - z qsum) + o d qsum, with e the sum of u q over a chunk (or a word of it)
+// and `qsum` the chunk's sum of q (or 0: its zero-point and offset terms are taken
+// elsewhere); |e - z qsum| <= 32 * 15 * 127, exact, converted once.
+float bytes_value(int e, int qsum, float d, int z, float s, float o) {
+    float value = float(e - z * qsum) * d;
+    if (HAS_OFFSETS) {
+        return fma(s, value, o * (float(qsum) * d));
+    }
+    return s * value;
+}
 #endif
 
 const uint RPI = ROWS / SPLIT; // rows per invocation
@@ -297,6 +325,20 @@ void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
             uint c = wi >> 2;
             uint q = wi & 3u;
 #ifdef DOT
+            if (X_BYTES) {
+                [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                    uint at = token_row(mi) * p.x_stride + 3u * c;
+                    uvec2 xw = xd2[2u * at + q];
+                    uvec2 meta = xd2[2u * at + 4u];
+                    float d = uintBitsToFloat(meta.x);
+                    int qsum = q == 0u ? int(meta.y) : 0;
+                    [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                        uint i = u * RPI + r;
+                        acc[mi * RPI + r] += bytes_value(word_dot_bytes(wd[i], xw), qsum, d, zi[i], sc[i], ob[i]);
+                    }
+                }
+                continue;
+            }
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 uint at = token_row(mi) * p.x_stride + 7u * c;
                 uvec2 dw[3];
@@ -404,6 +446,23 @@ void main() {
             bool live = cu < p.chunks;
             uint c = min(cu, last_chunk);
 #ifdef DOT
+            if (X_BYTES) {
+                [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                    uint at = token_row(mi) * p.x_stride + 3u * c;
+                    uvec4 xa = xd[at];
+                    uvec4 xb = xd[at + 1u];
+                    uvec2 meta = xd2[2u * at + 4u];
+                    float d = uintBitsToFloat(meta.x);
+                    [[unroll]] for (uint r = 0u; r < RPI; r++) {
+                        uint i = u * RPI + r;
+                        int e = word_dot_bytes(wv[i].x, xa.xy) + word_dot_bytes(wv[i].y, xa.zw)
+                                + word_dot_bytes(wv[i].z, xb.xy) + word_dot_bytes(wv[i].w, xb.zw);
+                        float v = bytes_value(e, int(meta.y), d, zi[i], sc[i], ob[i]);
+                        acc[mi * RPI + r] += live ? v : 0.0;
+                    }
+                }
+                continue;
+            }
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 uint at = token_row(mi) * p.x_stride + 7u * c;
                 uvec4 d[6];

@@ -17,6 +17,14 @@
 // context are finer). A chunk with an infinite or NaN element gets tau = 256 and zero
 // digits, which the GEMV turns into NaN.
 //
+// With BYTES (`Q4VK_GEMV_ROUND_X_TO_INT8`, less exact) it writes x rounded to one signed
+// byte per element instead: per chunk the scale d = a / 127 (a its largest |x|) and
+// q = round(x 127 / a), ties to even (|q| <= 127), computed from the exact q above as
+// round(q 127 / qa) (qa the largest's q, in [2^21, 2^22]: no overflow, underflow or
+// division by a tiny a); 3 uvec4 per chunk: for each code word j its even columns' bytes,
+// then its odd ones', then (d's bits, sum of q, 0, 0). A chunk with an infinite or NaN
+// element gets d NaN and q 0, one of zeros d 0.
+//
 // Assumes: Vulkan 1.0 storage buffers and 32-bit integer arithmetic; a workgroup of a
 // multiple of 4 invocations; no subgroup operations, no 8- or 16-bit storage (f16 x is read
 // as packed pairs).
@@ -26,6 +34,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool X_F16 = false;      // activations are f16 (else f32)
 layout(constant_id = 2) const bool HAS_K_ORDER = false; // gather x through k_order
+layout(constant_id = 3) const bool BYTES = false;       // one rounded byte per element
 #define WORKGROUP gl_WorkGroupSize.x
 
 #include "q4_common.glsl"
@@ -112,6 +121,14 @@ void main() {
         // they round to 0 either way); the integer path otherwise.
         bool fast = e_chunk >= -104;
         float unit = uintBitsToFloat(uint(127 - max(tau, -125)) << 23);
+        // BYTES: 127 / (the largest's q), which rounds the largest to 127.
+        float byte_factor = 0.0;
+        if (BYTES) {
+            uint largest_significand = chunk_largest >= 0x00800000u
+                ? (chunk_largest & 0x007FFFFFu) | 0x00800000u : chunk_largest;
+            int largest_ev = chunk_largest >= 0x00800000u ? int(chunk_largest >> 23) - 127 : -126;
+            byte_factor = 127.0 / float(rounded_shift(largest_significand, tau + 23 - largest_ev));
+        }
         [[unroll]] for (uint i = 0u; i < 8u; i++) {
             // |x| = M 2^(ev - 23) (subnormals: M = bits, ev = -126), so q = M 2^-s with
             // s = tau + 23 - ev; q < 2^(e_chunk + 1 - tau) = 2^22.
@@ -123,6 +140,13 @@ void main() {
                 int ev = normal ? int(bits[i] >> 23) - 127 : -126;
                 uint significand = normal ? (bits[i] & 0x007FFFFFu) | 0x00800000u : bits[i];
                 q = rounded_shift(significand, tau + 23 - ev);
+            }
+            if (BYTES) {
+                q = min(int(roundEven(float(q) * byte_factor)), 127);
+                q = negative[i] ? -q : q;
+                sums.x += q;
+                packed[0][i % 2u] = bitfieldInsert(packed[0][i % 2u], uint(q), int(8u * (i / 2u)), 8);
+                continue;
             }
             q = negative[i] ? -q : q;
             int d2 = ((q + 128) & 255) - 128;
@@ -140,6 +164,18 @@ void main() {
     word_sums[tid] = sums;
     barrier();
     if (!live) {
+        return;
+    }
+    if (BYTES) {
+        uint at = out_start + 3u * c;
+        digits2[2u * at + j] = packed[0];
+        if (j == 0u) {
+            int total = word_sums[first].x + word_sums[first + 1u].x + word_sums[first + 2u].x
+                        + word_sums[first + 3u].x;
+            float a = uintBitsToFloat(chunk_largest);
+            float d = finite ? a / 127.0 : uintBitsToFloat(0x7FC00000u);
+            digits[at + 2u] = uvec4(floatBitsToUint(d), uint(total), 0u, 0u);
+        }
         return;
     }
     // Words 6 j + 2 level and 6 j + 2 level + 1 of the chunk's 28.

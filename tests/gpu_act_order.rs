@@ -9,7 +9,7 @@ mod gpu_support;
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::vk::context::{Context, ContextConfig};
-use q4vk::vk::gemv::{gemv_host, gemv_host_with, HostX};
+use q4vk::vk::gemv::{gemv_host, gemv_host_with, HostX, XRounding};
 use q4vk::vk::matrix::DeviceMatrix;
 
 #[test]
@@ -61,7 +61,7 @@ fn act_order_matrices_match_reference_on_both_paths() {
                     bytes: &hb,
                     f16: true,
                 };
-                gemv_host_with(&ctx, &mat, xh, &mut y, m as u32, false).unwrap();
+                gemv_host_with(&ctx, &mat, xh, &mut y, m as u32, XRounding::default()).unwrap();
                 let err = reference::relative_error(&y, &reference::gemv(&d, &ho, m));
                 assert!(
                     err < 1e-5,

@@ -354,6 +354,7 @@ fn no_coopmat_flag_selects_the_simt_kernels() {
 const ROUNDED: Recording = Recording {
     x_f16: false,
     x_round_f16: true,
+    x_round_int8: false,
     no_workspace: false,
 };
 
@@ -361,6 +362,7 @@ const ROUNDED: Recording = Recording {
 const F16_X: Recording = Recording {
     x_f16: true,
     x_round_f16: false,
+    x_round_int8: false,
     no_workspace: false,
 };
 
@@ -368,6 +370,7 @@ const F16_X: Recording = Recording {
 const STAGED: Recording = Recording {
     x_f16: false,
     x_round_f16: false,
+    x_round_int8: false,
     no_workspace: true,
 };
 

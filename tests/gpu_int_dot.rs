@@ -174,6 +174,7 @@ fn record_call(
         y_stride: n as u64,
         x_gathered: false,
         x_round_f16: false,
+        x_round_int8: false,
         workspace_filled: false,
         epilogue: Epilogue::NONE,
     };
@@ -730,6 +731,7 @@ fn matrices_sharing_x_share_one_pre_pass() {
         y_stride: mat.form.shape.n as u64,
         x_gathered: false,
         x_round_f16: false,
+        x_round_int8: false,
         workspace_filled: filled,
         epilogue: Epilogue::NONE,
     };

@@ -36,6 +36,7 @@ fn a_context_creates_only_the_module_it_uses() {
             offsets: false,
             k_order: false,
             dot: false,
+            x_bytes: false,
             decode_once: false,
             word_lanes: false,
         };

@@ -204,6 +204,7 @@ fn workspace_matches_the_model() {
                 y_stride: 1,
                 x_gathered: false,
                 x_round_f16: !x_f16 && parts == 1,
+                x_round_int8: false,
                 workspace_filled: false,
                 epilogue: Epilogue::NONE,
             };
@@ -269,6 +270,7 @@ fn bad_calls_are_refused() {
         y_stride: 1,
         x_gathered: false,
         x_round_f16,
+        x_round_int8: false,
         workspace_filled: false,
         epilogue: Epilogue::NONE,
     };

@@ -109,6 +109,22 @@ pub const Q4VK_GEMV_SILU_GATE: u32 = 0x80;
 /// `gelu(g) = 0.5·g·(1 + tanh(sqrt(2/π)·(g + 0.044715·g³)))`.
 pub const Q4VK_GEMV_GELU_GATE: u32 = 0x100;
 
+/// Opt-in, less exact: f32 or f16 activations may be rounded to one signed byte per
+/// element where that makes the call faster — the form llama.cpp's integer-dot kernels use
+/// (its `q8_1`). Today that is the integer dot-product GEMV on SIMT matrices (not the
+/// tensor-core layout, not GGUF blocks) given a workspace, on contexts that run it
+/// (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit dot products
+/// accelerated), at every m it runs (`q4vk_gemv_workspace_size` with this flag): its
+/// pre-pass writes, per 32 columns of each row of x, the scale `d = a / 127` (`a` their
+/// largest |x|) and `q = round(127·x / a)`, and the kernel sums `s·d·Σ(u − z)·q` in exact
+/// integers, 8 packed dot products per 32 weights where the exact digits take 24. The
+/// result is then that of x rounded (each element within about `d / 2` of x: `|y − ref|`
+/// up to `Σ |w|·d / 2` per output; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md) instead of
+/// fp32-accurate; a block with an infinite or NaN element gives NaN in its row of y, as the
+/// exact digits do. Everywhere else (other kernels, no workspace, CPU contexts) the flag
+/// changes nothing. With `Q4VK_GEMV_ROUND_X_TO_F16` each applies where its kernel runs.
+pub const Q4VK_GEMV_ROUND_X_TO_INT8: u32 = 0x200;
+
 /// Arguments of `q4vk_cmd_gemv`. Initialize with `q4vk_gemv_args_default`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -330,6 +346,7 @@ fn gemv_params(
         y_stride: dense(y_stride, mat.form.shape.n),
         x_gathered: false,
         x_round_f16: flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
+        x_round_int8: flags & Q4VK_GEMV_ROUND_X_TO_INT8 != 0,
         workspace_filled: flags & Q4VK_GEMV_REUSE_WORKSPACE != 0,
         epilogue: epilogue_of(flags),
     }
@@ -340,6 +357,7 @@ fn gemv_params(
 fn check_gemv_flags(flags: u32, what: &str) -> Result<()> {
     let known = Q4VK_GEMV_F16_ACTIVATIONS
         | Q4VK_GEMV_ROUND_X_TO_F16
+        | Q4VK_GEMV_ROUND_X_TO_INT8
         | Q4VK_GEMV_REUSE_WORKSPACE
         | EPILOGUE_FLAGS;
     let unknown = flags & !known;
@@ -469,7 +487,8 @@ fn dense_extent(m: u32, shape: &Q4Shape, x_element_bytes: usize) -> Result<(usiz
 pub struct q4vk_gemv_host_args {
     /// `sizeof(q4vk_gemv_host_args)`; smaller is refused, larger accepted.
     pub struct_size: u32,
-    /// `Q4VK_GEMV_F16_ACTIVATIONS` and `Q4VK_GEMV_ROUND_X_TO_F16`; other bits are refused,
+    /// `Q4VK_GEMV_F16_ACTIVATIONS`, `Q4VK_GEMV_ROUND_X_TO_F16` and
+    /// `Q4VK_GEMV_ROUND_X_TO_INT8`; other bits are refused,
     /// `Q4VK_GEMV_REUSE_WORKSPACE` too (the call fills its own workspace).
     pub flags: u32,
     /// Activation rows, ≥ 1; default 1 (which kernel runs: see `q4vk_gemv`).
@@ -545,7 +564,9 @@ pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_a
 /// `q4vk_gemv` with flags: `y[m][n] = sum_k x[m][k] · W[n][k]` with host memory,
 /// synchronous, on f32 or f16 activations (`Q4VK_GEMV_F16_ACTIVATIONS`), f32 ones rounded
 /// to f16 where that is faster if `Q4VK_GEMV_ROUND_X_TO_F16` allows it (the tensor-core
-/// GEMM on this call's own workspace). Buffers, kernels, threading and statuses as
+/// GEMM on this call's own workspace), f32 or f16 ones to bytes if
+/// `Q4VK_GEMV_ROUND_X_TO_INT8` does (the integer dot-product GEMV on it; finite x only, as
+/// the exact digits). Buffers, kernels, threading and statuses as
 /// `q4vk_gemv` (finite f16 x also runs the tensor-core GEMM at m = 5..7 on every
 /// tensor-core matrix, and at m = 4 or 3 on larger ones, see `q4vk_gemv_args.m`); f16 x is copied as it is (half the staging bytes of f32).
 ///
@@ -557,8 +578,8 @@ pub unsafe extern "C" fn q4vk_gemv_host_args_default(args: *mut q4vk_gemv_host_a
 ///
 /// On a CPU context: f16 x, or f32 x not 4-byte aligned, is copied as f32 values (f16
 /// widened, exact) into a scratch of m·k floats (`OUT_OF_HOST_MEMORY` if it cannot be
-/// allocated), and `Q4VK_GEMV_ROUND_X_TO_F16` changes nothing (the CPU kernels have no faster
-/// rounded path).
+/// allocated), and `Q4VK_GEMV_ROUND_X_TO_F16` and `Q4VK_GEMV_ROUND_X_TO_INT8` change nothing
+/// (the CPU kernels have no faster rounded path).
 ///
 /// Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than the
 /// first version's (which ended at `y_len`), unknown or refused flags, `reserved0` not 0,
@@ -647,8 +668,11 @@ pub unsafe extern "C" fn q4vk_gemv_host(
         let x = HostX { bytes: xb, f16 };
         let result = match pair {
             Pair::Vulkan(ctx, mat) => {
-                let round = a.flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0;
-                gemv::gemv_host_with(ctx, mat, x, ys, m, round)
+                let rounding = gemv::XRounding {
+                    f16: a.flags & Q4VK_GEMV_ROUND_X_TO_F16 != 0,
+                    int8: a.flags & Q4VK_GEMV_ROUND_X_TO_INT8 != 0,
+                };
+                gemv::gemv_host_with(ctx, mat, x, ys, m, rounding)
             }
             Pair::Cpu(ctx, mat) => {
                 // The CPU kernels take aligned f32: x as it is where it is that, else a copy
@@ -798,7 +822,7 @@ unsafe fn host_operands(
 /// barrier from the compute stage / read and write access to the same before the GEMM, so
 /// an earlier call's kernels are done with the workspace. Results: within
 /// 1e-5 of the exact sum as every kernel's (with `Q4VK_GEMV_ROUND_X_TO_F16`, of the sum on
-/// x rounded to f16; see there); with the digits, a row of x with an infinite
+/// x rounded to f16; with `Q4VK_GEMV_ROUND_X_TO_INT8`, within its bound; see there); with the digits, a row of x with an infinite
 /// or NaN element gives a non-finite result in all of its y (NaN where the driver keeps
 /// infinities and NaNs, which Vulkan leaves to it; the f32 kernel's results are the IEEE
 /// ones there).
@@ -864,7 +888,7 @@ const _: () = assert!(Q4VK_GEMV_MULTI_MAX_CALLS as usize == gemv::MAX_CALLS);
 /// `mats[i]` with `args[i]`, each checked as `q4vk_cmd_gemv` checks it, all before anything
 /// is recorded (nothing is recorded on error; messages name `args[i]`). Every call has the
 /// same x (buffer, offset and range), m, `x_row_stride`, x flags
-/// (`Q4VK_GEMV_F16_ACTIVATIONS`, `Q4VK_GEMV_ROUND_X_TO_F16`) and k; each its own y,
+/// (`Q4VK_GEMV_F16_ACTIVATIONS`, `Q4VK_GEMV_ROUND_X_TO_F16`, `Q4VK_GEMV_ROUND_X_TO_INT8`) and k; each its own y,
 /// epilogue and workspace. `args` is an array of `count` structs of one `struct_size`.
 ///
 /// x is read once where it can be: calls whose pre-pass is the same (equal
@@ -1046,7 +1070,8 @@ fn xy_range_counts(e: &gemv::XyExtent, x_f16: bool, a: &q4vk_gemv_args) -> [Byte
 
 /// Stores in `*bytes` the workspace `q4vk_cmd_gemv` can use for `m` activation rows with
 /// `flags` (`Q4VK_GEMV_*`) on `mat`: where the call would run the integer dot-product GEMV,
-/// the bytes of x in 8-bit digits (112 · m · ceil(k / 32)); where it would run the
+/// the bytes of x in 8-bit digits (112 · m · ceil(k / 32); 48 · m · ceil(k / 32) with
+/// `Q4VK_GEMV_ROUND_X_TO_INT8`); where it would run the
 /// tensor-core GEMM on x in fragments (tensor-core matrices at m > 8, and at m ≤ 8 where
 /// the GEMM runs there, see `q4vk_gemv_args.m`), the bytes of x as that kernel's f16 fragments with per-block
 /// factors and sums (about 2 · m · k for f16 activations and, at m > 8, for f32 ones with

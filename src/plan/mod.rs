@@ -15,4 +15,4 @@ pub mod tuning;
 pub use device_class::{DeviceClass, Family};
 pub use fragment_shape::FragmentShape;
 pub use overrides::{CoopGemmTuning, Overrides};
-pub use tuning::{DeviceTuning, GemmTile, GEMM_TILE};
+pub use tuning::{BytesGemv, DeviceTuning, GemmTile, GEMM_TILE};

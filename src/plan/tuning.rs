@@ -114,6 +114,19 @@ impl std::fmt::Display for SimtGemv {
     }
 }
 
+/// The integer dot-product GEMV's shapes on x rounded to bytes, by the matrix's class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BytesGemv {
+    /// Matrices of long rows (`plan::tuned::has_long_rows`).
+    pub long_rows: SimtGemv,
+    /// Matrices of short rows and at least `many_rows_from` rows.
+    pub many_rows: SimtGemv,
+    /// Matrices of short rows and fewer rows.
+    pub few_rows: SimtGemv,
+    /// See `many_rows`.
+    pub many_rows_from: usize,
+}
+
 /// The integer dot-product GEMV's reach in m (passes of 8 rows up to it, the SIMT GEMM
 /// beyond).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +147,12 @@ pub struct IntDotReach {
     /// digits pays on matrices of at least `from_rows` rows; the f32 GEMV runs on fewer,
     /// whose few workgroups leave the pre-pass's cost unpaid.
     pub from_rows: usize,
+    /// x rounded to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`) pays, its pre-pass included, at
+    /// m = 1 on matrices of at least 2^`bytes_from_weights_log2_at_1` weights.
+    pub bytes_from_weights_log2_at_1: u32,
+    /// x rounded to bytes pays at m ≥ 2 on matrices of at least 2^`bytes_from_weights_log2`
+    /// weights.
+    pub bytes_from_weights_log2: u32,
 }
 
 impl IntDotReach {
@@ -141,17 +160,27 @@ impl IntDotReach {
     /// otherwise (`m` up to the row's `simt_gemv_up_to`; beyond, against the SIMT GEMM, it
     /// pays wherever the reach allows).
     pub fn pays(&self, n: usize, k: usize, m: u32) -> bool {
-        let weights = (n as u64).saturating_mul(k as u64);
         match m {
-            1 => {
-                weights
-                    .checked_shr(self.from_weights_log2_at_1)
-                    .unwrap_or(0)
-                    > 0
-            }
+            1 => at_least_weights(n, k, self.from_weights_log2_at_1),
             _ => n >= self.from_rows,
         }
     }
+
+    /// As [`Self::pays`] for x rounded to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`): one dot
+    /// product where the exact digits take three.
+    pub fn bytes_pay(&self, n: usize, k: usize, m: u32) -> bool {
+        let log2 = match m {
+            1 => self.bytes_from_weights_log2_at_1,
+            _ => self.bytes_from_weights_log2,
+        };
+        at_least_weights(n, k, log2)
+    }
+}
+
+/// Whether an `n` × `k` matrix has at least 2^`log2` weights.
+fn at_least_weights(n: usize, k: usize, log2: u32) -> bool {
+    let weights = (n as u64).saturating_mul(k as u64);
+    weights.checked_shr(log2).unwrap_or(0) > 0
 }
 
 /// Where the tensor-core GEMM on x in fragments replaces the GEMV at m ≤ 8 (given a
@@ -197,6 +226,11 @@ pub struct DeviceTuning {
     /// per chunk, and word steps cost it more than they save
     /// (`h100-2026-12-05-word-lanes.txt`, `h100-2026-12-06-phone-shapes-tuning.txt`).
     pub int_dot_gemv: Option<SimtGemv>,
+    /// The integer dot-product GEMV's shapes on x rounded to bytes
+    /// (`Q4VK_GEMV_ROUND_X_TO_INT8`), where they differ from `int_dot_gemv`: its x is a
+    /// third of the digits' bytes and its dot products a third of theirs, so fewer rows
+    /// per workgroup pay (`h100-2026-12-06-x-in-bytes.txt`).
+    pub bytes_gemv: Option<BytesGemv>,
     /// Whether matrices whose rows have fewer 16-byte chunks than the SIMT GEMV's workgroup
     /// has lanes along a row (workgroup / split) step over words of codes even where the
     /// shape steps over chunks: chunk steps would shrink the workgroup or leave lanes idle
@@ -292,6 +326,30 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         split: 2,
         word_lanes: false,
     }),
+    bytes_gemv: Some(BytesGemv {
+        long_rows: SimtGemv {
+            workgroup: 128,
+            rows: 4,
+            unroll: 2,
+            split: 1,
+            word_lanes: false,
+        },
+        many_rows: SimtGemv {
+            workgroup: 128,
+            rows: 8,
+            unroll: 1,
+            split: 2,
+            word_lanes: false,
+        },
+        few_rows: SimtGemv {
+            workgroup: 128,
+            rows: 2,
+            unroll: 4,
+            split: 1,
+            word_lanes: false,
+        },
+        many_rows_from: 8192,
+    }),
     simt_gemv_word_lanes_on_short_rows: true,
     simt_gemv_decode_once_from_rows: Some(4096),
     simt_gemv_up_to: 9,
@@ -302,6 +360,8 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         long_k: 16384,
         from_weights_log2_at_1: 25,
         from_rows: 3072,
+        bytes_from_weights_log2_at_1: 25,
+        bytes_from_weights_log2: 23,
     },
     coop_gemm_at_8: Some((10240, 8192)),
     fragments_from_m: FragmentsFromM {
@@ -357,6 +417,7 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
     },
     simt_gemv_short_rows: None,
     int_dot_gemv: None,
+    bytes_gemv: None,
     // Cooperative matrices without NVIDIA's fragment layout: the tensor cores wherever a
     // GEMM runs.
     coop_tiles_gemm: true,
@@ -433,6 +494,19 @@ mod tests {
         assert!(reach.pays(3072, 32, 8));
         // As at m = 2 up to the f32 GEMV's reach (`runs_int_dot` asks only there).
         assert!(!reach.pays(2048, 4096, 9));
+    }
+
+    #[test]
+    fn bytes_pay_on_large_matrices_at_m_1_and_on_mid_sized_ones_from_m_2() {
+        let reach = NVIDIA.int_dot;
+        // m = 1: from 2^25 weights, as the exact digits.
+        assert!(!reach.bytes_pay(8192, 3072, 1));
+        assert!(reach.bytes_pay(8192, 4096, 1));
+        // m = 2..8: from 2^23 weights, whatever the rows.
+        assert!(!reach.bytes_pay(2048, 2048, 2));
+        assert!(reach.bytes_pay(1536, 8960, 2));
+        assert!(reach.bytes_pay(256, 32768, 8));
+        assert!(!reach.bytes_pay(4095, 2048, 8));
     }
 
     #[test]

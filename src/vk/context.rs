@@ -8,7 +8,7 @@ use super::log::{Logger, LEVEL_INFO};
 use super::memory::DeviceAllocator;
 use super::params::MAX_M;
 use super::pipeline::{Pipelines, Tuning};
-use super::rules::Rules;
+use super::rules::{BytesShapes, Rules};
 use super::staging::GemvBuffers;
 use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
@@ -280,9 +280,11 @@ impl Context {
         // A fixed shape (or part of one) holds for matrices of every row length: each class
         // takes it over its own shape.
         let int_dot = rules.int_dot_simt.as_mut();
+        let bytes = rules.bytes_simt.as_mut().map(BytesShapes::each_mut);
         for tuning in [&mut rules.simt, &mut rules.simt_long_rows]
             .into_iter()
             .chain(int_dot)
+            .chain(bytes.into_iter().flatten())
         {
             fix_shape(tuning, &config, info, portable)?;
         }

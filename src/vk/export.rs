@@ -290,6 +290,7 @@ pub(crate) fn xy_of(req: &ExportRequest) -> Result<XyExtent> {
         y_stride: req.y_stride,
         x_gathered: false,
         x_round_f16: false,
+        x_round_int8: false,
         workspace_filled: false,
         epilogue: Epilogue {
             y_f16: req.y_f16,
@@ -434,7 +435,7 @@ fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result
             Spec::HasOffsets => extras.offsets as u32,
             Spec::HasKOrder => extras.k_order as u32,
             // Not in the exported builds.
-            Spec::DecodeOnce | Spec::WordLanes => return None,
+            Spec::DecodeOnce | Spec::WordLanes | Spec::XBytes => return None,
         })
     };
     Ok(Kernel {

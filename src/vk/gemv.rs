@@ -12,7 +12,7 @@ pub use super::gemv_plan::{
 pub use super::multi::{record_multi, MultiCall, MAX_CALLS};
 pub use super::params::{
     check_m, dispatch_grid, xy_extent, BufferRange, Epilogue, EpilogueOperands, GateActivation,
-    GemvParams, XyExtent, MAX_M,
+    GemvParams, XRounding, XyExtent, MAX_M,
 };
 pub use super::record::{
     check_params, record, record_epilogue, record_validated, record_x_fragments, validate,

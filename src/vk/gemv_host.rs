@@ -5,7 +5,7 @@ use super::context::Context;
 use super::gemv_plan::{decide, Room};
 use super::matrix::DeviceMatrix;
 use super::memory::{Buffer, MemoryKind};
-use super::params::{BufferRange, Epilogue, GemvParams};
+use super::params::{BufferRange, Epilogue, GemvParams, XRounding};
 use super::record::{check_params, record_resolved, CallPlan};
 use super::xy_sets::Set1;
 use crate::error::{Error, Result};
@@ -122,13 +122,13 @@ pub fn gemv_host(
     y: &mut [f32],
     m: u32,
 ) -> Result<()> {
-    gemv_host_with(ctx, mat, HostX::f32(x), y, m, false)
+    gemv_host_with(ctx, mat, HostX::f32(x), y, m, XRounding::default())
 }
 
 /// `y[m][n] = sum_k x[m][k] W[n][k]` with host memory, synchronous. `x` holds at least
-/// `m·k` values, `y` at least `m·n` (only `m·n` are written, and only on success); with
-/// `round_x_f16`, f32 x may be rounded to f16 where that is faster
-/// (`Q4VK_GEMV_ROUND_X_TO_F16`). Where the call runs the integer dot-product GEMV
+/// `m·k` values, `y` at least `m·n` (only `m·n` are written, and only on success); x may be
+/// rounded where `rounding` allows it and that is faster (`Q4VK_GEMV_ROUND_X_TO_F16`,
+/// `Q4VK_GEMV_ROUND_X_TO_INT8`). Where the call runs the integer dot-product GEMV
 /// ([`super::gemv_plan::workspace_bytes`]), x is finite and its pipelines exist, the
 /// digits pre-pass writes x's digits into q4vk's workspace first; otherwise (x with an
 /// infinite or NaN element included) the kernels run on x, gathered into the matrix's
@@ -141,7 +141,7 @@ pub fn gemv_host_with(
     x: HostX,
     y: &mut [f32],
     m: u32,
-    round_x_f16: bool,
+    rounding: XRounding,
 ) -> Result<()> {
     let (n, k) = (mat.form.shape.n, mat.form.shape.k);
     let xn = crate::size::product("m * k", &[m as usize, k])?;
@@ -161,7 +161,8 @@ pub fn gemv_host_with(
         x_stride: k as u64,
         y_stride: n as u64,
         x_gathered: mat.k_order.is_some(),
-        x_round_f16: round_x_f16,
+        x_round_f16: rounding.f16,
+        x_round_int8: rounding.int8,
         workspace_filled: false,
         epilogue: Epilogue::NONE,
     };

@@ -129,12 +129,19 @@ pub fn coop_gemv_shape(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Option<(
 /// passes of 8 rows, where x in digits pays on the matrix (the device row's
 /// `IntDotReach::pays`; everywhere on contexts that force it).
 pub fn runs_int_dot(r: &Rules, form: &MatrixForm, m: u32) -> bool {
+    runs_int_dot_on(r, form, m, false)
+}
+
+/// [`runs_int_dot`] on x in exact digits, or with `bytes` on x rounded to bytes
+/// (`Q4VK_GEMV_ROUND_X_TO_INT8`), which pays where the device row's
+/// `IntDotReach::bytes_pay` says.
+pub fn runs_int_dot_on(r: &Rules, form: &MatrixForm, m: u32, bytes: bool) -> bool {
     // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
     let [max_x, max_y] = r.class.max_groups.map(u64::from);
     let fits = || {
         (form.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
             && u64::from(m) <= max_y
-            && digits_bytes(form, m) <= r.class.max_storage_range
+            && digits_bytes(form, m, bytes) <= r.class.max_storage_range
     };
     let up_to = match r.overrides().gemm_from_m {
         Some(from) => from.saturating_sub(1),
@@ -142,18 +149,32 @@ pub fn runs_int_dot(r: &Rules, form: &MatrixForm, m: u32) -> bool {
     };
     // Against the f32 GEMV (up to its reach) the row's rule; against the SIMT GEMM beyond,
     // the reach alone.
+    let (n, k) = (form.shape.n, form.shape.k);
     let pays = r.int_dot_everywhere
         || m > r.row.simt_gemv_up_to
-        || r.row.int_dot.pays(form.shape.n, form.shape.k, m);
+        || match bytes {
+            true => r.row.int_dot.bytes_pay(n, k, m),
+            false => r.row.int_dot.pays(n, k, m),
+        };
     r.int_dot && form.coop.is_none() && m <= up_to && pays && fits()
+}
+
+/// Whether a call with `p` on `form` given a workspace runs the integer dot-product GEMV:
+/// `Some(true)` on x rounded to bytes (where `p` allows it and that pays), `Some(false)` on
+/// x in exact digits, `None` for neither.
+fn int_dot_x(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Option<bool> {
+    if p.x_round_int8 && runs_int_dot_on(r, form, p.m, true) {
+        return Some(true);
+    }
+    runs_int_dot(r, form, p.m).then_some(false)
 }
 
 /// Chunks of 32 columns per workgroup of the digits pre-pass (four invocations each).
 const DIGITS_CHUNKS_PER_WG: u64 = DIGITS_WORKGROUP as u64 / 4;
 
-/// Bytes of `m` rows of x in digits for `form`.
-fn digits_bytes(form: &MatrixForm, m: u32) -> u64 {
-    16 * u64::from(m) * super::int_dot::row_vectors(form.shape.k) as u64
+/// Bytes of `m` rows of x in digits (`bytes`: rounded to bytes) for `form`.
+fn digits_bytes(form: &MatrixForm, m: u32, bytes: bool) -> u64 {
+    16 * u64::from(m) * super::int_dot::row_vectors_of(form.shape.k, bytes) as u64
 }
 
 /// The tensor-core GEMM's shape for a call with `p` on `form` (`x_fragments`: on x in fragments,
@@ -352,8 +373,8 @@ pub fn workspace_key(r: &Rules, mat: &DeviceMatrix, p: &GemvParams) -> Result<u6
     add(mat.form.shape.k as u64);
     add(u64::from(p.x_f16));
     match decide(r, &mat.form, p, Room::AsNeeded)?.prepass {
-        Some(PrepassChoice::Digits(_)) => {
-            add(1);
+        Some(PrepassChoice::Digits(key)) => {
+            add(if key.bytes { 3 } else { 1 });
             // The digits are written in the matrix's column order.
             if let Some(order) = mat.k_order.as_ref().filter(|_| !p.x_gathered) {
                 order.inputs.iter().for_each(|&i| add(u64::from(i)));
@@ -743,6 +764,7 @@ impl fmt::Display for Choice {
         }
         match self.prepass {
             None => Ok(()),
+            Some(PrepassChoice::Digits(key)) if key.bytes => write!(out, ", on x rounded to bytes"),
             Some(PrepassChoice::Digits(_)) => write!(out, ", on x in 8-bit digits"),
             Some(PrepassChoice::Fragments(_)) => write!(out, ", on x in fragments"),
         }
@@ -763,14 +785,15 @@ pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Resul
         Room::AsNeeded => None,
         Room::Bytes(b) => Some(b),
     };
-    if runs_int_dot(r, form, p.m) {
+    if let Some(bytes) = int_dot_x(r, form, p) {
         return Ok(Choice {
             kernel: kernel_choice(r, form, p, true)?,
             prepass: Some(PrepassChoice::Digits(DigitsKey {
                 x_f16: p.x_f16,
                 k_order: form.column_order && !p.x_gathered,
+                bytes,
             })),
-            workspace_bytes: digits_bytes(form, p.m),
+            workspace_bytes: digits_bytes(form, p.m, bytes),
         });
     }
     let Some(f) = fragments_plan(r, form, p, room) else {
@@ -805,7 +828,7 @@ fn on_x(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Choice> {
 fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Result<KernelChoice> {
     // The integer dot-product GEMV runs past runs_gemm's m (up to int_dot_gemv_up_to).
     let gemm = !dot && runs_gemm(r, form, p.m);
-    if dot && !runs_int_dot(r, form, p.m) {
+    if dot && int_dot_x(r, form, p).is_none() {
         return Err(Error::Internal(
             "the integer dot-product GEMV runs SIMT matrices at the GEMV's m on contexts with int_dot only".into(),
         ));
@@ -943,9 +966,12 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
 /// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
 fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
-    let t = match dot {
-        true => r.int_dot_simt_for(form.shape.k as u64),
-        false => r.simt_for(form.shape.k as u64),
+    let x_bytes = dot && int_dot_x(r, form, p) == Some(true);
+    let k = form.shape.k as u64;
+    let t = match (dot, x_bytes) {
+        (true, true) => r.bytes_simt_for(form.shape.n, k),
+        (true, false) => r.int_dot_simt_for(k),
+        (false, _) => r.simt_for(k),
     };
     // The portable kernels have one shape.
     let word_lanes = !r.portable
@@ -970,6 +996,7 @@ fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> 
         offsets: form.offsets,
         k_order: form.column_order && !p.x_gathered && !dot,
         dot,
+        x_bytes,
         // One activation row has one way to decode.
         decode_once: !dot && rows >= 2 && decodes_once(r, form),
         word_lanes,
@@ -1115,7 +1142,7 @@ pub(super) fn plan_of(
         None => None,
         Some(PrepassChoice::Digits(key)) => {
             let chunks = k.div_ceil(32);
-            let row_vectors = super::int_dot::row_vectors(mat.form.shape.k) as u64;
+            let row_vectors = super::int_dot::row_vectors_of(mat.form.shape.k, key.bytes) as u64;
             Some(PrepassPlanned {
                 prepass: Prepass {
                     pipeline: pipelines.get_digits(key)?,

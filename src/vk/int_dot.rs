@@ -15,6 +15,14 @@
 //! nibbles of code word `j` hold those columns; `odd`: columns `8j + 1, …, 8j + 7`), so that
 //! invocations taking neighbouring code words read neighbouring digits; then
 //! `(τ, Σ D0, Σ D1, Σ D2)`.
+//!
+//! x rounded to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`, less exact): per chunk the scale
+//! `d = a / 127` (`a` the chunk's largest magnitude) and `q = round(127 x / a)` (ties to
+//! even, `|q| ≤ 127`, within `d / 2` of x up to the f32 roundings of `d` and of the
+//! quotient), 3 uvec4 ([`BYTE_CHUNK_VECTORS`]) per chunk: for each code word `j` the bytes
+//! of its even columns, then of its odd ones, then `(d's bits, Σ q, 0, 0)`. A chunk with an
+//! infinite or NaN element gets `d` NaN and `q = 0`; where the device flushes subnormals, a
+//! chunk whose `d` is subnormal counts as zeros.
 
 use ash::vk;
 use std::ffi::CStr;
@@ -27,6 +35,8 @@ pub const EXTENSION: &CStr = ash::khr::shader_integer_dot_product::NAME;
 pub const CHUNK: usize = 32;
 /// uvec4 per chunk: 6 of digits, 1 of scale and digit sums.
 pub const CHUNK_VECTORS: usize = 7;
+/// uvec4 per chunk of x rounded to bytes: 2 of bytes, 1 of scale and sum.
+pub const BYTE_CHUNK_VECTORS: usize = 3;
 
 /// Whether `physical` has [`EXTENSION`] among `available` with `shaderIntegerDotProduct`:
 /// `Some(accelerated)`, `accelerated` being `integerDotProduct4x8BitPackedSignedAccelerated`
@@ -74,4 +84,13 @@ pub fn feature() -> vk::PhysicalDeviceShaderIntegerDotProductFeatures<'static> {
 /// uvec4 of one activation row of `k` columns in digits: 7 per chunk.
 pub fn row_vectors(k: usize) -> usize {
     CHUNK_VECTORS * k.div_ceil(CHUNK)
+}
+
+/// uvec4 of one activation row of `k` columns in digits (`bytes`: rounded to bytes, 3 per
+/// chunk; else [`row_vectors`]).
+pub fn row_vectors_of(k: usize, bytes: bool) -> usize {
+    match bytes {
+        true => BYTE_CHUNK_VECTORS * k.div_ceil(CHUNK),
+        false => row_vectors(k),
+    }
 }

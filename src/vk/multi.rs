@@ -69,6 +69,7 @@ pub(super) fn resolve(ctx: &Context, calls: &[MultiCall]) -> Result<Vec<Resolved
             && c.p.x_stride == first.p.x_stride
             && c.p.x_f16 == first.p.x_f16
             && c.p.x_round_f16 == first.p.x_round_f16
+            && c.p.x_round_int8 == first.p.x_round_int8
             && c.mat.form.shape.k == first.mat.form.shape.k;
         if !same {
             return Err(invalid!(

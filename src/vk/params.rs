@@ -40,12 +40,27 @@ pub struct GemvParams {
     /// (`Q4VK_GEMV_ROUND_X_TO_F16`): the tensor-core GEMM on x in fragments, with a
     /// workspace.
     pub x_round_f16: bool,
+    /// x may be rounded to one signed byte per element with a scale per 32 columns where
+    /// that makes the call faster (`Q4VK_GEMV_ROUND_X_TO_INT8`): the integer dot-product
+    /// GEMV on x in bytes, with a workspace.
+    pub x_round_int8: bool,
     /// The workspace already holds what this call's pre-pass would write
     /// (`Q4VK_GEMV_REUSE_WORKSPACE`): `record` records the kernel on it without the pre-pass
     /// (in K slices: a barrier, the GEMM, a barrier and the kernel adding the slices).
     pub workspace_filled: bool,
     /// What the kernel does with each sum before it stores it, and y's type.
     pub epilogue: Epilogue,
+}
+
+/// What a call lets q4vk round f32 or f16 x to where that makes it faster (the
+/// `Q4VK_GEMV_ROUND_X_*` flags); the default rounds nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct XRounding {
+    /// f32 x to f16 ([`GemvParams::x_round_f16`]).
+    pub f16: bool,
+    /// x to one signed byte per element with a scale per 32 columns
+    /// ([`GemvParams::x_round_int8`]).
+    pub int8: bool,
 }
 
 /// The buffers of an epilogue's operands (each present where the [`Epilogue`] uses it).
@@ -70,6 +85,7 @@ impl GemvParams {
             y_stride: n,
             x_gathered: false,
             x_round_f16: false,
+            x_round_int8: false,
             workspace_filled: false,
             epilogue: Epilogue::NONE,
         }

@@ -188,6 +188,8 @@ pub enum Spec {
     DecodeOnce,
     /// Invocations step over words of codes instead of chunks (not in the exported builds).
     WordLanes,
+    /// The integer dot-product kernel on x rounded to one byte per element (its build only).
+    XBytes,
 }
 
 /// The one table of the SIMT kernel's specialization ids: (constant, id in q4vk's own
@@ -195,7 +197,7 @@ pub enum Spec {
 /// build and id in the extended exported build (`shaders/gemv_export.glsl`: ncnn wants the
 /// kernel's own ids contiguous from 0, with the subgroup size last as the portable variant
 /// lacks it); `None`: not in that build).
-pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 13] = [
+pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 14] = [
     (Spec::Workgroup, 0, Some(5), Some(5)),
     (Spec::Rows, 1, Some(0), Some(0)),
     (Spec::M, 2, Some(1), Some(1)),
@@ -209,6 +211,7 @@ pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 13] = [
     (Spec::HasKOrder, 10, None, Some(9)),
     (Spec::DecodeOnce, 11, None, None),
     (Spec::WordLanes, 12, None, None),
+    (Spec::XBytes, 13, None, None),
 ];
 
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
@@ -238,6 +241,9 @@ pub struct PipelineKey {
     pub k_order: bool,
     /// x in 8-bit digits, packed integer dot products (`vk::int_dot`; subgroup kernels).
     pub dot: bool,
+    /// With `dot`: x rounded to one signed byte per element and a scale per chunk
+    /// (`Q4VK_GEMV_ROUND_X_TO_INT8`), instead of three exact digits.
+    pub x_bytes: bool,
     /// f32 kernel, m ≥ 2: each word of codes decoded once for all activation rows, x read
     /// a word at a time (else decoded per activation row, a chunk's x loaded at once).
     pub decode_once: bool,
@@ -350,12 +356,20 @@ pub struct DigitsKey {
     pub x_f16: bool,
     /// x gathered through the matrix's column-to-input order.
     pub k_order: bool,
+    /// x rounded to one signed byte per element and a scale per chunk
+    /// (`Q4VK_GEMV_ROUND_X_TO_INT8`), instead of three exact digits.
+    pub bytes: bool,
 }
 
 impl DigitsKey {
-    /// The specialization constants by id (0..3).
-    fn spec_values(&self) -> [u32; 3] {
-        [DIGITS_WORKGROUP, self.x_f16 as u32, self.k_order as u32]
+    /// The specialization constants by id (0..4).
+    fn spec_values(&self) -> [u32; 4] {
+        [
+            DIGITS_WORKGROUP,
+            self.x_f16 as u32,
+            self.k_order as u32,
+            self.bytes as u32,
+        ]
     }
 }
 
@@ -997,6 +1011,7 @@ impl Pipelines {
             Spec::HasKOrder => key.k_order as u32,
             Spec::DecodeOnce => key.decode_once as u32,
             Spec::WordLanes => key.word_lanes as u32,
+            Spec::XBytes => key.x_bytes as u32,
         };
         let mut values = [0u32; SPECS.len()];
         for (spec, id, _, _) in SPECS {

@@ -7,6 +7,27 @@ use super::pipeline::Tuning;
 use crate::error::Result;
 use crate::plan::{DeviceClass, DeviceTuning, FragmentShape, Overrides};
 
+/// The integer dot-product GEMV's shapes on x rounded to bytes, by the matrix's class
+/// (`plan::BytesGemv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BytesShapes {
+    /// Matrices of long rows.
+    pub long_rows: Tuning,
+    /// Matrices of short rows and at least `many_rows_from` rows.
+    pub many_rows: Tuning,
+    /// Matrices of short rows and fewer rows.
+    pub few_rows: Tuning,
+    /// See `many_rows`.
+    pub many_rows_from: usize,
+}
+
+impl BytesShapes {
+    /// The three shapes, for edits that apply to each.
+    pub fn each_mut(&mut self) -> [&mut Tuning; 3] {
+        [&mut self.long_rows, &mut self.many_rows, &mut self.few_rows]
+    }
+}
+
 /// The inputs of every kernel decision of a context (`vk::gemv::decide`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rules {
@@ -34,6 +55,10 @@ pub struct Rules {
     /// The integer dot-product GEMV's shape where the row gives it one
     /// (`DeviceTuning::int_dot_gemv`; else the f32 GEMV's of the matrix's class).
     pub int_dot_simt: Option<Tuning>,
+    /// The integer dot-product GEMV's shapes on x rounded to bytes where the row gives them
+    /// (`DeviceTuning::bytes_gemv`: long rows, many short rows, few short rows; else
+    /// [`Rules::int_dot_simt_for`]'s).
+    pub bytes_simt: Option<BytesShapes>,
     /// `simt` and `simt_long_rows` came from a tuning blob (`vk::tune`), not the device's
     /// row.
     pub simt_tuned: bool,
@@ -74,6 +99,12 @@ impl Rules {
             simt,
             simt_long_rows: shape(&row.simt_gemv),
             int_dot_simt: row.int_dot_gemv.as_ref().map(shape),
+            bytes_simt: row.bytes_gemv.as_ref().map(|b| BytesShapes {
+                long_rows: shape(&b.long_rows),
+                many_rows: shape(&b.many_rows),
+                few_rows: shape(&b.few_rows),
+                many_rows_from: b.many_rows_from,
+            }),
             simt_tuned: false,
             coop_tiles: None,
             overrides: Overrides::default(),
@@ -95,6 +126,19 @@ impl Rules {
             .unwrap_or_else(|| self.simt_for(k))
     }
 
+    /// The integer dot-product GEMV's workgroup shape on x rounded to bytes on an `n` × `k`
+    /// matrix.
+    pub fn bytes_simt_for(&self, n: usize, k: u64) -> &Tuning {
+        let Some(b) = &self.bytes_simt else {
+            return self.int_dot_simt_for(k);
+        };
+        match (crate::plan::tuned::has_long_rows(k), n >= b.many_rows_from) {
+            (true, _) => &b.long_rows,
+            (false, true) => &b.many_rows,
+            (false, false) => &b.few_rows,
+        }
+    }
+
     /// The caller's fixed choices.
     pub fn overrides(&self) -> &Overrides {
         &self.overrides
@@ -107,5 +151,41 @@ impl Rules {
         edit(&mut next);
         self.overrides = next.checked()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{DeviceClass, Family};
+
+    fn rules(row: &'static DeviceTuning) -> Rules {
+        let class = DeviceClass {
+            family: Family::Nvidia,
+            vendor: 0x10de,
+            cpu: false,
+            subgroup_size: 32,
+            min_subgroup_size: 32,
+            max_shared: 49152,
+            max_workgroup: 1024,
+            max_storage_range: 1 << 32,
+            max_groups: [65535; 2],
+            sm_count: None,
+        };
+        Rules::with_row(class, row, false, true)
+    }
+
+    #[test]
+    fn x_in_bytes_takes_a_shape_per_matrix_class() {
+        let r = rules(&crate::plan::tuning::NVIDIA);
+        let b = crate::plan::tuning::NVIDIA.bytes_gemv.unwrap();
+        assert_eq!(r.bytes_simt_for(1536, 8960).rows, b.long_rows.rows);
+        assert_eq!(r.bytes_simt_for(8960, 1536).rows, b.many_rows.rows);
+        assert_eq!(r.bytes_simt_for(2048, 2048).rows, b.few_rows.rows);
+        assert_ne!(b.long_rows, b.few_rows);
+        // A row without them takes the digits' shape.
+        let d = rules(&crate::plan::tuning::DEFAULT);
+        assert_eq!(d.bytes_simt_for(2048, 2048), d.int_dot_simt_for(2048));
+        assert_eq!(d.bytes_simt_for(1536, 8960), d.int_dot_simt_for(8960));
     }
 }

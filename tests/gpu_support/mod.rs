@@ -453,6 +453,8 @@ pub struct Recording {
     pub x_f16: bool,
     /// `Q4VK_GEMV_ROUND_X_TO_F16`.
     pub x_round_f16: bool,
+    /// `Q4VK_GEMV_ROUND_X_TO_INT8`.
+    pub x_round_int8: bool,
     /// No workspace even where the call could use one (the kernels that read x run).
     pub no_workspace: bool,
 }
@@ -471,6 +473,7 @@ pub fn dense_params(
         y_stride: form.shape.n as u64,
         x_gathered: false,
         x_round_f16: how.x_round_f16,
+        x_round_int8: how.x_round_int8,
         workspace_filled: false,
         epilogue: q4vk::vk::gemv::Epilogue::NONE,
     }

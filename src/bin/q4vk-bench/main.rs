@@ -15,7 +15,8 @@
 //! `VK_KHR_pipeline_executable_properties`) of every pipeline the run created. Calls get
 //! the workspace their pre-pass needs (path "x-fragments": the tensor-core GEMM on x written
 //! as its fragments by `x_fragments.comp`, timed with it) unless `--no-workspace`; `--round-x-f16` sets
-//! `Q4VK_GEMV_ROUND_X_TO_F16` (rel. err. still against the exact x); `--reuse-workspace`
+//! `Q4VK_GEMV_ROUND_X_TO_F16` (rel. err. still against the exact x), `--round-x-int8`
+//! `Q4VK_GEMV_ROUND_X_TO_INT8` (likewise; path "int8 bytes"); `--reuse-workspace`
 //! times the kernel alone on a workspace an untimed call filled
 //! (`Q4VK_GEMV_REUSE_WORKSPACE`: a matrix that shares x with an earlier call; path
 //! "reused").
@@ -134,6 +135,8 @@ struct Options {
     no_workspace: bool,
     /// `Q4VK_GEMV_ROUND_X_TO_F16`: f32 x may be rounded to f16 (rel. err. against exact x).
     round_x_f16: bool,
+    /// `Q4VK_GEMV_ROUND_X_TO_INT8`: x may be rounded to bytes (rel. err. against exact x).
+    round_x_int8: bool,
     /// `Q4VK_GEMV_REUSE_WORKSPACE`: time the kernel alone on a workspace an untimed call
     /// filled (what a matrix sharing x with an earlier call costs).
     reuse_workspace: bool,
@@ -198,7 +201,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--round-x-int8] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -212,6 +215,7 @@ fn main() {
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
+    let mut round_x_int8 = false;
     let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
     let (mut word_lanes, mut blocks_word_lanes) = (None, None);
     let mut coop_tiles = false;
@@ -238,6 +242,7 @@ fn main() {
             "--stats" => stats = true,
             "--no-workspace" => no_workspace = true,
             "--round-x-f16" => round_x_f16 = true,
+            "--round-x-int8" => round_x_int8 = true,
             "--reuse-workspace" => reuse_workspace = true,
             "--f16" => x_f16 = true,
             "--coop" => {
@@ -356,6 +361,7 @@ fn main() {
         stats,
         no_workspace,
         round_x_f16,
+        round_x_int8,
         reuse_workspace,
         tuning,
         unroll,
@@ -404,7 +410,11 @@ fn path(ctx: &Context, r: &Row) -> String {
         (true, Some(t), _) if ctx.coop => format!(" GEMM {t}{slices}"),
         (true, None, Some((t, _))) => format!(" GEMM [{t}]{slices}"),
         (true, _, _) => " GEMM".to_string(),
-        (false, _, _) if r.prepass => " int8-dot".to_string(),
+        (false, _, _) if r.prepass => {
+            let bytes = if r.x_bytes { " bytes" } else { "" };
+            let lanes = if r.word_lanes { " word-lanes" } else { "" };
+            format!(" int8-dot{bytes}{lanes}")
+        }
         (false, _, _) if r.word_lanes || r.decoded_once => [
             (r.word_lanes, " word-lanes"),
             (r.decoded_once, " decoded-once"),
@@ -673,6 +683,15 @@ fn run(opt: &Options) -> Result<()> {
     );
     if let Some(d) = ctx.rules.int_dot_simt {
         println!("integer dot-product GEMV: {}", shape_text(&d));
+    }
+    if let Some(b) = ctx.rules.bytes_simt {
+        println!(
+            "integer dot-product GEMV on x in bytes: long rows {}; short rows, {} or more {}; fewer {}",
+            shape_text(&b.long_rows),
+            b.many_rows_from,
+            shape_text(&b.many_rows),
+            shape_text(&b.few_rows)
+        );
     }
     let l = ctx.rules.simt_long_rows;
     if l != ctx.rules.simt {

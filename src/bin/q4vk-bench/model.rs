@@ -468,6 +468,7 @@ fn params(l: &Linear, m: u32) -> GemvParams {
         y_stride: l.n as u64,
         x_gathered: false,
         x_round_f16: false,
+        x_round_int8: false,
         workspace_filled: false,
         epilogue: Epilogue {
             bias_f16: l.bias.then_some(false),

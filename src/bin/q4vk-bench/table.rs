@@ -32,6 +32,8 @@ pub(crate) struct Row {
     pub(crate) prepass: bool,
     /// x was rounded to f16 (`--round-x-f16`, where the GEMM on x in fragments ran).
     pub(crate) rounded: bool,
+    /// The integer dot-product GEMV ran on x rounded to bytes (`--round-x-int8`).
+    pub(crate) x_bytes: bool,
     /// The kernel alone was timed, on a workspace an untimed call filled
     /// (`--reuse-workspace`, where a pre-pass runs).
     pub(crate) reused: bool,
@@ -179,6 +181,7 @@ pub(crate) fn prepare(
         // on the host and runs the plain kernel).
         x_gathered: false,
         x_round_f16: opt.round_x_f16,
+        x_round_int8: opt.round_x_int8,
         workspace_filled: false,
         epilogue: Epilogue::NONE,
     };
@@ -545,6 +548,10 @@ pub(crate) fn bench_shape(
             gemm,
             prepass: prepared.workspace.is_some(),
             rounded: gemv::rounds_x(&prepared.p) && prepared.workspace.is_some() && gemm,
+            x_bytes: matches!(
+                choice.prepass,
+                Some(gemv::PrepassChoice::Digits(key)) if key.bytes
+            ) && prepared.workspace.is_some(),
             reused: opt.reuse_workspace && prepared.workspace.is_some(),
             coop_gemm,
             gemm_shape: choice.coop_gemm_shape().filter(|_| gemm),
