@@ -29,7 +29,19 @@ const GEMM_FROM: u32 = 24;
 const HALF_UNIT: f64 = 0.5 + 1.0 / 1024.0;
 
 fn context(int_dot: IntDot, word_lanes: Option<bool>) -> Context {
+    context_shaped(int_dot, word_lanes, None)
+}
+
+/// [`context`] with the SIMT GEMV's shapes fixed to (workgroup, rows per workgroup,
+/// invocations sharing a chunk).
+fn context_shaped(
+    int_dot: IntDot,
+    word_lanes: Option<bool>,
+    shape: Option<(u32, u32, u32)>,
+) -> Context {
     let config = ContextConfig {
+        tuning: shape.map(|(workgroup, rows, _)| (workgroup, rows)),
+        split: shape.map(|(_, _, split)| split),
         device_index: -1,
         validation: true,
         no_coop: true,
@@ -305,8 +317,10 @@ fn the_pre_pass_rounds_each_chunk_to_bytes() {
 
 #[test]
 fn the_bytes_gemv_stays_within_its_bound() {
-    for word_lanes in [false, true] {
-        let ctx = context(IntDot::Forced, Some(word_lanes));
+    // Chunks and words one invocation each; chunks shared by 4 invocations (4 rows, one
+    // each: the NVIDIA row's shape for many short rows in passes of 8).
+    for (word_lanes, shape) in [(false, None), (true, None), (false, Some((64, 4, 4)))] {
+        let ctx = context_shaped(IntDot::Forced, Some(word_lanes), shape);
         let mut rng = Rng(0xB7E5 + u64::from(word_lanes));
         // (n, k, group, zero points, f32 scales)
         let cases = [
@@ -324,9 +338,14 @@ fn the_bytes_gemv_stays_within_its_bound() {
                 assert!(runs_on_bytes(&ctx, &mat, &p), "m = {m}");
                 let key = simt_gemv_key(&ctx, &mat.form, m, Room::AsNeeded);
                 assert_eq!(key.word_lanes, word_lanes);
+                if let Some((_, rows, split)) = shape {
+                    assert_eq!((key.rows, key.split), (rows, split));
+                }
                 let (y, _) = record(&ctx, &mat, &f32_bytes(&x), &p);
                 let want = reference::gemv(&d, &x, m);
-                let what = format!("{n}x{k} g{g} z{z} f32 scales {f32s} m {m} lanes {word_lanes}");
+                let what = format!(
+                    "{n}x{k} g{g} z{z} f32 scales {f32s} m {m} lanes {word_lanes} shape {shape:?}"
+                );
                 assert_within_bound(&y, &want, &x, n, k, &weight_of(&d, None), &what);
                 // Rounded, not exact.
                 assert!(reference::relative_error(&y, &want) > 1e-5, "{what}");

@@ -121,6 +121,8 @@ pub struct BytesGemv {
     pub long_rows: SimtGemv,
     /// Matrices of short rows and at least `many_rows_from` rows.
     pub many_rows: SimtGemv,
+    /// As `many_rows`, in passes of 8 activation rows.
+    pub many_rows_at_8: SimtGemv,
     /// Matrices of short rows and fewer rows.
     pub few_rows: SimtGemv,
     /// See `many_rows`.
@@ -339,6 +341,13 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
             rows: 8,
             unroll: 1,
             split: 2,
+            word_lanes: false,
+        },
+        many_rows_at_8: SimtGemv {
+            workgroup: 128,
+            rows: 4,
+            unroll: 1,
+            split: 4,
             word_lanes: false,
         },
         few_rows: SimtGemv {

@@ -15,6 +15,8 @@ pub struct BytesShapes {
     pub long_rows: Tuning,
     /// Matrices of short rows and at least `many_rows_from` rows.
     pub many_rows: Tuning,
+    /// As `many_rows`, in passes of 8 activation rows.
+    pub many_rows_at_8: Tuning,
     /// Matrices of short rows and fewer rows.
     pub few_rows: Tuning,
     /// See `many_rows`.
@@ -22,9 +24,14 @@ pub struct BytesShapes {
 }
 
 impl BytesShapes {
-    /// The three shapes, for edits that apply to each.
-    pub fn each_mut(&mut self) -> [&mut Tuning; 3] {
-        [&mut self.long_rows, &mut self.many_rows, &mut self.few_rows]
+    /// The shapes, for edits that apply to each.
+    pub fn each_mut(&mut self) -> [&mut Tuning; 4] {
+        [
+            &mut self.long_rows,
+            &mut self.many_rows,
+            &mut self.many_rows_at_8,
+            &mut self.few_rows,
+        ]
     }
 }
 
@@ -102,6 +109,7 @@ impl Rules {
             bytes_simt: row.bytes_gemv.as_ref().map(|b| BytesShapes {
                 long_rows: shape(&b.long_rows),
                 many_rows: shape(&b.many_rows),
+                many_rows_at_8: shape(&b.many_rows_at_8),
                 few_rows: shape(&b.few_rows),
                 many_rows_from: b.many_rows_from,
             }),
@@ -127,13 +135,14 @@ impl Rules {
     }
 
     /// The integer dot-product GEMV's workgroup shape on x rounded to bytes on an `n` × `k`
-    /// matrix.
-    pub fn bytes_simt_for(&self, n: usize, k: u64) -> &Tuning {
+    /// matrix, in passes of `pass_rows` activation rows.
+    pub fn bytes_simt_for(&self, n: usize, k: u64, pass_rows: u32) -> &Tuning {
         let Some(b) = &self.bytes_simt else {
             return self.int_dot_simt_for(k);
         };
         match (crate::plan::tuned::has_long_rows(k), n >= b.many_rows_from) {
             (true, _) => &b.long_rows,
+            (false, true) if pass_rows >= 8 => &b.many_rows_at_8,
             (false, true) => &b.many_rows,
             (false, false) => &b.few_rows,
         }
@@ -179,13 +188,17 @@ mod tests {
     fn x_in_bytes_takes_a_shape_per_matrix_class() {
         let r = rules(&crate::plan::tuning::NVIDIA);
         let b = crate::plan::tuning::NVIDIA.bytes_gemv.unwrap();
-        assert_eq!(r.bytes_simt_for(1536, 8960).rows, b.long_rows.rows);
-        assert_eq!(r.bytes_simt_for(8960, 1536).rows, b.many_rows.rows);
-        assert_eq!(r.bytes_simt_for(2048, 2048).rows, b.few_rows.rows);
+        let split = |n, k, m| r.bytes_simt_for(n, k, m).split;
+        let rows = |n, k, m| r.bytes_simt_for(n, k, m).rows;
+        assert_eq!(rows(1536, 8960, 8), b.long_rows.rows);
+        assert_eq!(split(8960, 1536, 1), b.many_rows.split);
+        assert_eq!(split(8960, 1536, 8), b.many_rows_at_8.split);
+        assert_eq!(rows(2048, 2048, 8), b.few_rows.rows);
         assert_ne!(b.long_rows, b.few_rows);
+        assert_ne!(b.many_rows, b.many_rows_at_8);
         // A row without them takes the digits' shape.
         let d = rules(&crate::plan::tuning::DEFAULT);
-        assert_eq!(d.bytes_simt_for(2048, 2048), d.int_dot_simt_for(2048));
-        assert_eq!(d.bytes_simt_for(1536, 8960), d.int_dot_simt_for(8960));
+        assert_eq!(d.bytes_simt_for(2048, 2048, 1), d.int_dot_simt_for(2048));
+        assert_eq!(d.bytes_simt_for(1536, 8960, 8), d.int_dot_simt_for(8960));
     }
 }

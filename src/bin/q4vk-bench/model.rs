@@ -301,6 +301,8 @@ struct Step<'a> {
     acts: Vec<(Buffer, u64)>,
     bias: Buffer,
     workspace: Option<(Buffer, u64)>,
+    /// The calls let x be rounded to bytes (`--round-x-int8`).
+    x_round_int8: bool,
     /// Bytes of x and y the step's calls move.
     activation_bytes: u64,
 }
@@ -336,7 +338,11 @@ impl<'a> Step<'a> {
         }
         let mut bytes = 0;
         for (l, mat) in linears.iter().zip(mats) {
-            bytes = bytes.max(gemv::workspace_bytes(&ctx.rules, &mat.form, &params(l, m))?);
+            bytes = bytes.max(gemv::workspace_bytes(
+                &ctx.rules,
+                &mat.form,
+                &params(l, m, opt.round_x_int8),
+            )?);
         }
         let workspace = match bytes > 0 && !opt.no_workspace {
             true => Some((
@@ -372,6 +378,7 @@ impl<'a> Step<'a> {
             acts,
             bias,
             workspace,
+            x_round_int8: opt.round_x_int8,
             activation_bytes,
         })
     }
@@ -436,7 +443,7 @@ impl<'a> Step<'a> {
             x: self.act(l.from),
             y: self.act(l.to),
             ops,
-            p: params(l, self.m),
+            p: params(l, self.m, self.x_round_int8),
             workspace,
         }
     }
@@ -449,7 +456,12 @@ impl<'a> Step<'a> {
             .as_ref()
             .map_or(Room::None, |(_, b)| Room::Bytes(*b));
         for (l, mat) in self.linears.iter().zip(first) {
-            let choice = gemv::decide(&ctx.rules, &mat.form, &params(l, self.m), room)?;
+            let choice = gemv::decide(
+                &ctx.rules,
+                &mat.form,
+                &params(l, self.m, self.x_round_int8),
+                room,
+            )?;
             let name = choice.to_string();
             if !names.contains(&name) {
                 names.push(name);
@@ -460,7 +472,7 @@ impl<'a> Step<'a> {
 }
 
 /// The parameters of `l`'s call at `m` rows: dense f32 x and y, its epilogue.
-fn params(l: &Linear, m: u32) -> GemvParams {
+fn params(l: &Linear, m: u32, x_round_int8: bool) -> GemvParams {
     GemvParams {
         m,
         x_f16: false,
@@ -468,7 +480,7 @@ fn params(l: &Linear, m: u32) -> GemvParams {
         y_stride: l.n as u64,
         x_gathered: false,
         x_round_f16: false,
-        x_round_int8: false,
+        x_round_int8,
         workspace_filled: false,
         epilogue: Epilogue {
             bias_f16: l.bias.then_some(false),
