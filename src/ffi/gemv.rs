@@ -114,7 +114,8 @@ pub const Q4VK_GEMV_GELU_GATE: u32 = 0x100;
 /// (its `q8_1`). Today that is the integer dot-product GEMV on SIMT matrices (not the
 /// tensor-core layout, not GGUF blocks) given a workspace, on contexts that run it
 /// (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit dot products
-/// accelerated), at every m it runs (`q4vk_gemv_workspace_size` with this flag): its
+/// accelerated) where the device's tuning row says it pays with its rounding pass (on
+/// larger matrices; `q4vk_gemv_workspace_size` with this flag is non-zero there): its
 /// pre-pass writes, per 32 columns of each row of x, the scale `d = a / 127` (`a` their
 /// largest |x|) and `q = round(127·x / a)`, and the kernel sums `s·d·Σ(u − z)·q` in exact
 /// integers, 8 packed dot products per 32 weights where the exact digits take 24. The
