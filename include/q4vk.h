@@ -200,7 +200,7 @@
 // tensor-core layout, not GGUF blocks) given a workspace, on contexts that run it
 // (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit dot products
 // accelerated) where the device's tuning row says it pays with its rounding pass (on
-// larger matrices; `q4vk_gemv_workspace_size` with this flag is non-zero there): its
+// larger matrices; `q4vk_gemv_plan` then names `Q4VK_GEMV_PREPASS_BYTES`): its
 // pre-pass writes, per 32 columns of each row of x, the scale `d = a / 127` (`a` their
 // largest |x|) and `q = round(127·x / a)`, and the kernel sums `s·d·Σ(u − z)·q` in exact
 // integers, 8 packed dot products per 32 weights where the exact digits take 24. The
@@ -1002,6 +1002,10 @@ typedef struct q4vk_staging {
 
 // x into the tensor-core GEMM's f16 fragments in the workspace.
 #define Q4VK_GEMV_PREPASS_FRAGMENTS 2
+
+// x rounded to one byte per element with a scale per 32 columns in the workspace (the
+// integer dot-product GEMV under `Q4VK_GEMV_ROUND_X_TO_INT8`).
+#define Q4VK_GEMV_PREPASS_BYTES 3
 
 // The device's row of q4vk's tuning table (or q4vk's fixed rules).
 #define Q4VK_GEMV_SHAPE_TABLE 0

@@ -143,7 +143,7 @@ fn plan(
 
 #[test]
 fn the_plan_is_the_decision_calls_record() {
-    use q4vk::vk::gemv::{decide, KernelChoice, Room};
+    use q4vk::vk::gemv::{decide, KernelChoice, PrepassChoice, Room};
     let gpu = Gpu::new(false);
     let mut rng = Rng(47);
     let (n, k) = (70, 320);
@@ -151,16 +151,25 @@ fn the_plan_is_the_decision_calls_record() {
     let mat = upload_q4(&gpu, &data);
     let ctx = gpu.context();
     let form = plain_form(ctx, &data);
-    for m in MS.map(|m| m as u32) {
+    // Under Q4VK_INTDOT=1 the flag takes the integer dot-product GEMV to x in bytes.
+    for (m, flags) in MS
+        .map(|m| m as u32)
+        .into_iter()
+        .flat_map(|m| [(m, 0), (m, Q4VK_GEMV_ROUND_X_TO_INT8)])
+    {
         let mut asked = 0u64;
         assert_eq!(
-            unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m, 0, &mut asked) },
+            unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m, flags, &mut asked) },
             Q4VK_OK
         );
         for (workspace, room) in [(0, Room::None), (u64::MAX, Room::AsNeeded)] {
-            let (status, info) = plan(&gpu, mat, m, 0, workspace);
+            let (status, info) = plan(&gpu, mat, m, flags, workspace);
             assert_eq!(status, Q4VK_OK, "m = {m}: {}", last_error());
-            let p = dense_params(&form, m as usize, Recording::default());
+            let how = Recording {
+                x_round_int8: flags != 0,
+                ..Default::default()
+            };
+            let p = dense_params(&form, m as usize, how);
             let choice = decide(&ctx.rules, &form, &p, room).unwrap();
             let (kernel, passes) = match choice.kernel {
                 KernelChoice::SimtGemv { key, .. } if key.dot => {
@@ -184,6 +193,13 @@ fn the_plan_is_the_decision_calls_record() {
                 info.prepass != Q4VK_GEMV_PREPASS_NONE,
                 info.workspace_bytes > 0
             );
+            if let Some(PrepassChoice::Digits(key)) = choice.prepass {
+                let want = match key.bytes {
+                    true => Q4VK_GEMV_PREPASS_BYTES,
+                    false => Q4VK_GEMV_PREPASS_DIGITS,
+                };
+                assert_eq!(info.prepass, want, "m = {m}, flags {flags}");
+            }
             if workspace == u64::MAX {
                 assert_eq!(info.workspace_bytes, asked, "m = {m}");
             }
@@ -194,7 +210,7 @@ fn the_plan_is_the_decision_calls_record() {
         }
         // A workspace one byte short of a pre-pass's is refused, as q4vk_cmd_gemv refuses it.
         if asked > 1 {
-            let (status, _) = plan(&gpu, mat, m, 0, asked - 1);
+            let (status, _) = plan(&gpu, mat, m, flags, asked - 1);
             assert_eq!(status, Q4VK_ERROR_BUFFER_TOO_SMALL, "m = {m}");
         }
     }

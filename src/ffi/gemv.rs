@@ -115,7 +115,7 @@ pub const Q4VK_GEMV_GELU_GATE: u32 = 0x100;
 /// tensor-core layout, not GGUF blocks) given a workspace, on contexts that run it
 /// (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit dot products
 /// accelerated) where the device's tuning row says it pays with its rounding pass (on
-/// larger matrices; `q4vk_gemv_workspace_size` with this flag is non-zero there): its
+/// larger matrices; `q4vk_gemv_plan` then names `Q4VK_GEMV_PREPASS_BYTES`): its
 /// pre-pass writes, per 32 columns of each row of x, the scale `d = a / 127` (`a` their
 /// largest |x|) and `q = round(127·x / a)`, and the kernel sums `s·d·Σ(u − z)·q` in exact
 /// integers, 8 packed dot products per 32 weights where the exact digits take 24. The
@@ -1204,6 +1204,9 @@ pub const Q4VK_GEMV_PREPASS_NONE: q4vk_gemv_prepass = 0;
 pub const Q4VK_GEMV_PREPASS_DIGITS: q4vk_gemv_prepass = 1;
 /// x into the tensor-core GEMM's f16 fragments in the workspace.
 pub const Q4VK_GEMV_PREPASS_FRAGMENTS: q4vk_gemv_prepass = 2;
+/// x rounded to one byte per element with a scale per 32 columns in the workspace (the
+/// integer dot-product GEMV under `Q4VK_GEMV_ROUND_X_TO_INT8`).
+pub const Q4VK_GEMV_PREPASS_BYTES: q4vk_gemv_prepass = 3;
 
 /// What `q4vk_gemv_plan` answers. The caller sets `struct_size =
 /// sizeof(q4vk_gemv_plan_info)` (smaller than v0 is refused); q4vk writes the other fields.
@@ -1353,6 +1356,7 @@ fn plan_fields(
     };
     let prepass = match choice.prepass {
         None => Q4VK_GEMV_PREPASS_NONE,
+        Some(gemv::PrepassChoice::Digits(key)) if key.bytes => Q4VK_GEMV_PREPASS_BYTES,
         Some(gemv::PrepassChoice::Digits(_)) => Q4VK_GEMV_PREPASS_DIGITS,
         Some(gemv::PrepassChoice::Fragments(_)) => Q4VK_GEMV_PREPASS_FRAGMENTS,
     };

@@ -121,8 +121,11 @@ pub struct BytesGemv {
     pub long_rows: SimtGemv,
     /// Matrices of short rows and at least `many_rows_from` rows.
     pub many_rows: SimtGemv,
-    /// As `many_rows`, in passes of 8 activation rows.
+    /// As `many_rows`, in passes of 8 activation rows on rows of fewer than
+    /// `many_rows_at_8_below_k` columns.
     pub many_rows_at_8: SimtGemv,
+    /// See `many_rows_at_8`.
+    pub many_rows_at_8_below_k: u64,
     /// Matrices of short rows and fewer rows.
     pub few_rows: SimtGemv,
     /// See `many_rows`.
@@ -350,6 +353,8 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
             split: 4,
             word_lanes: false,
         },
+        // Timed on k = 1536 only; at k = 2048 the digits' shape led.
+        many_rows_at_8_below_k: 2048,
         few_rows: SimtGemv {
             workgroup: 128,
             rows: 2,

@@ -15,8 +15,11 @@ pub struct BytesShapes {
     pub long_rows: Tuning,
     /// Matrices of short rows and at least `many_rows_from` rows.
     pub many_rows: Tuning,
-    /// As `many_rows`, in passes of 8 activation rows.
+    /// As `many_rows`, in passes of 8 activation rows on rows of fewer than
+    /// `many_rows_at_8_below_k` columns.
     pub many_rows_at_8: Tuning,
+    /// See `many_rows_at_8`.
+    pub many_rows_at_8_below_k: u64,
     /// Matrices of short rows and fewer rows.
     pub few_rows: Tuning,
     /// See `many_rows`.
@@ -110,6 +113,7 @@ impl Rules {
                 long_rows: shape(&b.long_rows),
                 many_rows: shape(&b.many_rows),
                 many_rows_at_8: shape(&b.many_rows_at_8),
+                many_rows_at_8_below_k: b.many_rows_at_8_below_k,
                 few_rows: shape(&b.few_rows),
                 many_rows_from: b.many_rows_from,
             }),
@@ -142,7 +146,7 @@ impl Rules {
         };
         match (crate::plan::tuned::has_long_rows(k), n >= b.many_rows_from) {
             (true, _) => &b.long_rows,
-            (false, true) if pass_rows >= 8 => &b.many_rows_at_8,
+            (false, true) if pass_rows >= 8 && k < b.many_rows_at_8_below_k => &b.many_rows_at_8,
             (false, true) => &b.many_rows,
             (false, false) => &b.few_rows,
         }
@@ -193,6 +197,7 @@ mod tests {
         assert_eq!(rows(1536, 8960, 8), b.long_rows.rows);
         assert_eq!(split(8960, 1536, 1), b.many_rows.split);
         assert_eq!(split(8960, 1536, 8), b.many_rows_at_8.split);
+        assert_eq!(split(8192, 2048, 8), b.many_rows.split);
         assert_eq!(rows(2048, 2048, 8), b.few_rows.rows);
         assert_ne!(b.long_rows, b.few_rows);
         assert_ne!(b.many_rows, b.many_rows_at_8);
