@@ -983,26 +983,24 @@ fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> 
         true => form.layout.chunks.saturating_mul(4),
         false => form.layout.chunks,
     };
-    let key = |rows: u32| {
-        PipelineKey {
-            portable: r.portable,
-            workgroup: t.workgroup_for(steps),
-            rows: t.rows,
-            unroll: t.unroll,
-            split: t.split,
-            m: rows,
-            zeros: form.shape.zero_points,
-            scale_f32: form.scale_f32,
-            // The digits are f32-free and in column order (the pre-pass gathers).
-            x_f16: p.x_f16 && !dot,
-            offsets: form.offsets,
-            k_order: form.column_order && !p.x_gathered && !dot,
-            dot,
-            x_bytes,
-            // One activation row has one way to decode.
-            decode_once: !dot && rows >= 2 && decodes_once(r, form),
-            word_lanes,
-        }
+    let key = |rows: u32| PipelineKey {
+        portable: r.portable,
+        workgroup: t.workgroup_for(steps),
+        rows: t.rows,
+        unroll: t.unroll,
+        split: t.split,
+        m: rows,
+        zeros: form.shape.zero_points,
+        scale_f32: form.scale_f32,
+        // The digits are f32-free and in column order (the pre-pass gathers).
+        x_f16: p.x_f16 && !dot,
+        offsets: form.offsets,
+        k_order: form.column_order && !p.x_gathered && !dot,
+        dot,
+        x_bytes,
+        // One activation row has one way to decode.
+        decode_once: !dot && rows >= 2 && decodes_once(r, form),
+        word_lanes,
     };
     KernelChoice::SimtGemv {
         key: key(pass_rows),
