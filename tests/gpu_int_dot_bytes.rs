@@ -7,7 +7,7 @@
 //! f32 accumulation) against the f64 reference on exact x, and is not the exact result, at
 //! m = 1..8 and past 8 in passes, stepping over chunks and over words, for zero points,
 //! f32 scales, per-group offsets and a column order, through `q4vk_cmd_gemv`'s path and
-//! `q4vk_gemv`'s; a non-finite chunk gives NaN rows; without the flag, or on a context
+//! `q4vk_gemv`'s, and in a multi call (Q, K and V with one workspace key); a non-finite chunk gives NaN rows; without the flag, or on a context
 //! without the integer dot-product GEMV, the call stays exact.
 
 mod gpu_support;
@@ -436,6 +436,77 @@ fn q4vk_gemv_rounds_to_bytes_where_the_flag_allows_it() {
         assert!(
             reference::relative_error(&f32_kernel, &want) < 1e-5,
             "{what}: no int dot"
+        );
+    }
+    assert_nothing_logged();
+}
+
+#[test]
+fn a_multi_call_rounds_x_once_for_its_matrices() {
+    use q4vk::vk::gemv::{workspace_key, EpilogueOperands, MultiCall};
+    let ctx = context(IntDot::Forced, None);
+    let mut rng = Rng(0x3C17);
+    let (k, m) = (320usize, 3usize);
+    // Q, K and V of one layer's input.
+    let datas: Vec<_> = [64usize, 16, 16]
+        .iter()
+        .map(|&n| random_q4(&mut rng, n, k, 64, true, false))
+        .collect();
+    let mats: Vec<DeviceMatrix> = datas
+        .iter()
+        .map(|d| DeviceMatrix::new(&ctx, d, None, None).unwrap())
+        .collect();
+    let ps: Vec<_> = mats.iter().map(|mat| params(mat, m, false, true)).collect();
+    let keys: Vec<u64> = mats
+        .iter()
+        .zip(&ps)
+        .map(|(mat, p)| workspace_key(&ctx.rules, mat, p).unwrap())
+        .collect();
+    assert!(
+        keys[0] != 0 && keys.iter().all(|&key| key == keys[0]),
+        "{keys:?}"
+    );
+    let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mats[0].form, &ps[0]).unwrap();
+    let x = activations(&mut rng, m, k);
+    let xb = upload(&ctx, &f32_bytes(&x), "test x").unwrap();
+    let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device, "test workspace").unwrap();
+    let ys: Vec<Buffer> = mats
+        .iter()
+        .map(|mat| {
+            let bytes = 4 * (m * mat.form.shape.n) as u64;
+            let b = Buffer::new(&ctx.device, bytes, MemoryKind::Readback, "test y").unwrap();
+            b.write(0, &vec![0xFF; bytes as usize]);
+            b
+        })
+        .collect();
+    let range = |b: &Buffer, bytes: u64| BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: bytes,
+    };
+    let calls: Vec<MultiCall> = mats
+        .iter()
+        .zip(&ps)
+        .zip(&ys)
+        .map(|((mat, p), y)| MultiCall {
+            mat,
+            x: range(&xb, 4 * (m * k) as u64),
+            y: range(y, 4 * (m * mat.form.shape.n) as u64),
+            ops: EpilogueOperands::default(),
+            p: *p,
+            workspace: Some(range(&wb, ws_bytes)),
+        })
+        .collect();
+    submit_for_host(&ctx, |cmd| gemv::record_multi(&ctx, cmd, &calls)).unwrap();
+    for ((d, mat), yb) in datas.iter().zip(&mats).zip(&ys) {
+        let n = mat.form.shape.n;
+        let y = read_f32s(yb, m * n);
+        let want = reference::gemv(d, &x, m);
+        let what = format!("multi call, {n} rows");
+        assert_within_bound(&y, &want, &x, n, k, &weight_of(d, None), &what);
+        assert!(
+            reference::relative_error(&y, &want) > 1e-5,
+            "{what}: not rounded"
         );
     }
     assert_nothing_logged();
