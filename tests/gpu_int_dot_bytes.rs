@@ -7,8 +7,9 @@
 //! f32 accumulation) against the f64 reference on exact x, and is not the exact result, at
 //! m = 1..8 and past 8 in passes, stepping over chunks and over words, for zero points,
 //! f32 scales, per-group offsets and a column order, through `q4vk_cmd_gemv`'s path and
-//! `q4vk_gemv`'s, and in a multi call (Q, K and V with one workspace key); a non-finite chunk gives NaN rows; without the flag, or on a context
-//! without the integer dot-product GEMV, the call stays exact.
+//! `q4vk_gemv`'s, and in a multi call (Q, K and V with one workspace key); a non-finite
+//! chunk gives NaN rows; without the flag, or on a context without the integer dot-product
+//! GEMV, the call stays exact.
 
 mod gpu_support;
 use gpu_support::*;
