@@ -100,6 +100,10 @@ _Static_assert(Q4VK_GEMV_BIAS_F16 == 0x20, "Q4VK_GEMV_BIAS_F16");
 _Static_assert(Q4VK_GEMV_RESIDUAL == 0x40, "Q4VK_GEMV_RESIDUAL");
 _Static_assert(Q4VK_GEMV_SILU_GATE == 0x80, "Q4VK_GEMV_SILU_GATE");
 _Static_assert(Q4VK_GEMV_GELU_GATE == 0x100, "Q4VK_GEMV_GELU_GATE");
+_Static_assert(Q4VK_GEMV_ROUND_X_TO_INT8 == 0x200, "Q4VK_GEMV_ROUND_X_TO_INT8");
+_Static_assert(Q4VK_GEMV_PREPASS_NONE == 0 && Q4VK_GEMV_PREPASS_DIGITS == 1 &&
+                   Q4VK_GEMV_PREPASS_FRAGMENTS == 2 && Q4VK_GEMV_PREPASS_BYTES == 3,
+               "pre-passes");
 
 _Static_assert(sizeof(struct q4vk_gemv_host_args) == 96, "q4vk_gemv_host_args size");
 FIELD(q4vk_gemv_host_args, struct_size, 0, uint32_t);

@@ -107,7 +107,8 @@
 // three signed 8-bit digits per element, each within 2^-22 of the largest magnitude of
 // its block of 32 (at every magnitude, subnormals included), and each block of 32 codes is
 // 24 packed dot products, exact in int32. (`Q4VK_INTDOT=1` runs it on devices that do
-// not report acceleration too.)
+// not report acceleration too.) Calls with `Q4VK_GEMV_ROUND_X_TO_INT8` run it on x
+// rounded to bytes instead, where the row says that pays (see there).
 #define Q4VK_CONTEXT_NO_INTDOT 32
 
 // `q4vk_context_desc.flags`: every byte count given to a call on this context must be
@@ -206,8 +207,8 @@
 // integers, 8 packed dot products per 32 weights where the exact digits take 24. The
 // result is then that of x rounded (each element within about `d / 2` of x: `|y − ref|`
 // up to `Σ |w|·d / 2` per output; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md) instead of
-// fp32-accurate; a block with an infinite or NaN element gives NaN in its row of y, as the
-// exact digits do. Everywhere else (other kernels, no workspace, CPU contexts) the flag
+// fp32-accurate; a block with an infinite or NaN element gives a non-finite result in its
+// row of y (NaN where the driver keeps infinities and NaNs), as the exact digits do. Everywhere else (other kernels, no workspace, CPU contexts) the flag
 // changes nothing. With `Q4VK_GEMV_ROUND_X_TO_F16` each applies where its kernel runs.
 #define Q4VK_GEMV_ROUND_X_TO_INT8 512
 
@@ -476,7 +477,9 @@ typedef struct q4vk_gemv_args {
   // least `((m-1)·x_row_stride + k)` elements (f16: rounded up to 4 bytes). Subnormal
   // f32 activations (|x| < 2^-126) may count as 0 where the device flushes subnormals in
   // float arithmetic, which Vulkan leaves to it (the H200's driver does in the
-  // tensor-core kernels); the integer dot-product GEMV keeps them.
+  // tensor-core kernels); the integer dot-product GEMV keeps them (on x rounded to
+  // bytes, `Q4VK_GEMV_ROUND_X_TO_INT8`, a block whose scale is subnormal may count as
+  // 0 there too).
   struct q4vk_buffer_ref x;
   // Buffer receiving `y[m][n]` (f32, or f16 with `Q4VK_GEMV_F16_OUTPUT`); needs
   // `((m-1)·y_row_stride + n)·4` bytes (f16: half, rounded up to 4 bytes); must not
@@ -489,7 +492,8 @@ typedef struct q4vk_gemv_args {
   // Optional (appended after `y_row_stride`; older callers read as null): device memory
   // the call may use for a pre-pass over x, at least `q4vk_gemv_workspace_size` bytes,
   // apart from x and y. With it, where that size is not 0, `q4vk_cmd_gemv` records the
-  // pre-pass (x in 8-bit digits for the integer dot-product GEMV, or x as the
+  // pre-pass (x in 8-bit digits for the integer dot-product GEMV, or rounded to bytes
+  // with `Q4VK_GEMV_ROUND_X_TO_INT8`, or x as the
   // tensor-core GEMM's f16 fragments where that GEMM runs: f16 activations as they are,
   // f32 ones as two exact f16 parts, or rounded to f16 with `Q4VK_GEMV_ROUND_X_TO_F16`),
   // a barrier, then the kernel on the workspace; without it, the kernels that read x
@@ -965,7 +969,8 @@ typedef struct q4vk_staging {
 // The SIMT GEMV on x itself (m ≤ 8, and past 8 in passes of 8 rows).
 #define Q4VK_GEMV_KERNEL_SIMT_GEMV 1
 
-// The integer dot-product GEMV on x in 8-bit digits, behind the digits pre-pass.
+// The integer dot-product GEMV on x in 8-bit digits, behind the digits pre-pass, or on x
+// rounded to bytes (`Q4VK_GEMV_PREPASS_BYTES`).
 #define Q4VK_GEMV_KERNEL_INT_DOT_GEMV 2
 
 // The tiled SIMT GEMM.

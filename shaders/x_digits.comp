@@ -19,7 +19,8 @@
 //
 // With BYTES (`Q4VK_GEMV_ROUND_X_TO_INT8`, less exact) it writes x rounded to one signed
 // byte per element instead: per chunk the scale d = a / 127 (a its largest |x|) and
-// q = round(x 127 / a), ties to even (|q| <= 127), computed from the exact q above as
+// q = round(x 127 / a) (|q| <= 127; to nearest up to the f32 roundings of 127 / qa and of
+// the product, so a near-tie may go either way), computed from the exact q above as
 // round(q 127 / qa) (qa the largest's q, in [2^21, 2^22]: no overflow, underflow or
 // division by a tiny a); 3 uvec4 per chunk: for each code word j its even columns' bytes,
 // then its odd ones', then (d's bits, sum of q, 0, 0). A chunk with an infinite or NaN
@@ -141,24 +142,25 @@ void main() {
                 uint significand = normal ? (bits[i] & 0x007FFFFFu) | 0x00800000u : bits[i];
                 q = rounded_shift(significand, tau + 23 - ev);
             }
+            int offset = int(8u * (i / 2u));
+            uint parity = i % 2u;
+            // No early exit from this loop: it must stay unrolled (the arrays in registers).
             if (BYTES) {
                 q = min(int(roundEven(float(q) * byte_factor)), 127);
                 q = negative[i] ? -q : q;
                 sums.x += q;
-                packed[0][i % 2u] = bitfieldInsert(packed[0][i % 2u], uint(q), int(8u * (i / 2u)), 8);
-                continue;
+                packed[0][parity] = bitfieldInsert(packed[0][parity], uint(q), offset, 8);
+            } else {
+                q = negative[i] ? -q : q;
+                int d2 = ((q + 128) & 255) - 128;
+                int q1 = (q - d2) >> 8;
+                int d1 = ((q1 + 128) & 255) - 128;
+                int d0 = (q1 - d1) >> 8;
+                sums += ivec3(d0, d1, d2);
+                packed[0][parity] = bitfieldInsert(packed[0][parity], uint(d0), offset, 8);
+                packed[1][parity] = bitfieldInsert(packed[1][parity], uint(d1), offset, 8);
+                packed[2][parity] = bitfieldInsert(packed[2][parity], uint(d2), offset, 8);
             }
-            q = negative[i] ? -q : q;
-            int d2 = ((q + 128) & 255) - 128;
-            int q1 = (q - d2) >> 8;
-            int d1 = ((q1 + 128) & 255) - 128;
-            int d0 = (q1 - d1) >> 8;
-            sums += ivec3(d0, d1, d2);
-            int offset = int(8u * (i / 2u));
-            uint parity = i % 2u;
-            packed[0][parity] = bitfieldInsert(packed[0][parity], uint(d0), offset, 8);
-            packed[1][parity] = bitfieldInsert(packed[1][parity], uint(d1), offset, 8);
-            packed[2][parity] = bitfieldInsert(packed[2][parity], uint(d2), offset, 8);
         }
     }
     word_sums[tid] = sums;

@@ -132,7 +132,8 @@ pub const Q4VK_CONTEXT_CPU_FALLBACK: u32 = 0x10;
 /// three signed 8-bit digits per element, each within 2^-22 of the largest magnitude of
 /// its block of 32 (at every magnitude, subnormals included), and each block of 32 codes is
 /// 24 packed dot products, exact in int32. (`Q4VK_INTDOT=1` runs it on devices that do
-/// not report acceleration too.)
+/// not report acceleration too.) Calls with `Q4VK_GEMV_ROUND_X_TO_INT8` run it on x
+/// rounded to bytes instead, where the row says that pays (see there).
 pub const Q4VK_CONTEXT_NO_INTDOT: u32 = 0x20;
 /// `q4vk_context_desc.flags`: every byte count given to a call on this context must be
 /// exactly what the call reads or writes: a matrix desc's `weight_bytes`, `scales_bytes`,

@@ -121,8 +121,8 @@ pub const Q4VK_GEMV_GELU_GATE: u32 = 0x100;
 /// integers, 8 packed dot products per 32 weights where the exact digits take 24. The
 /// result is then that of x rounded (each element within about `d / 2` of x: `|y − ref|`
 /// up to `Σ |w|·d / 2` per output; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md) instead of
-/// fp32-accurate; a block with an infinite or NaN element gives NaN in its row of y, as the
-/// exact digits do. Everywhere else (other kernels, no workspace, CPU contexts) the flag
+/// fp32-accurate; a block with an infinite or NaN element gives a non-finite result in its
+/// row of y (NaN where the driver keeps infinities and NaNs), as the exact digits do. Everywhere else (other kernels, no workspace, CPU contexts) the flag
 /// changes nothing. With `Q4VK_GEMV_ROUND_X_TO_F16` each applies where its kernel runs.
 pub const Q4VK_GEMV_ROUND_X_TO_INT8: u32 = 0x200;
 
@@ -156,7 +156,9 @@ pub struct q4vk_gemv_args {
     /// least `((m-1)·x_row_stride + k)` elements (f16: rounded up to 4 bytes). Subnormal
     /// f32 activations (|x| < 2^-126) may count as 0 where the device flushes subnormals in
     /// float arithmetic, which Vulkan leaves to it (the H200's driver does in the
-    /// tensor-core kernels); the integer dot-product GEMV keeps them.
+    /// tensor-core kernels); the integer dot-product GEMV keeps them (on x rounded to
+    /// bytes, `Q4VK_GEMV_ROUND_X_TO_INT8`, a block whose scale is subnormal may count as
+    /// 0 there too).
     pub x: q4vk_buffer_ref,
     /// Buffer receiving `y[m][n]` (f32, or f16 with `Q4VK_GEMV_F16_OUTPUT`); needs
     /// `((m-1)·y_row_stride + n)·4` bytes (f16: half, rounded up to 4 bytes); must not
@@ -169,7 +171,8 @@ pub struct q4vk_gemv_args {
     /// Optional (appended after `y_row_stride`; older callers read as null): device memory
     /// the call may use for a pre-pass over x, at least `q4vk_gemv_workspace_size` bytes,
     /// apart from x and y. With it, where that size is not 0, `q4vk_cmd_gemv` records the
-    /// pre-pass (x in 8-bit digits for the integer dot-product GEMV, or x as the
+    /// pre-pass (x in 8-bit digits for the integer dot-product GEMV, or rounded to bytes
+    /// with `Q4VK_GEMV_ROUND_X_TO_INT8`, or x as the
     /// tensor-core GEMM's f16 fragments where that GEMM runs: f16 activations as they are,
     /// f32 ones as two exact f16 parts, or rounded to f16 with `Q4VK_GEMV_ROUND_X_TO_F16`),
     /// a barrier, then the kernel on the workspace; without it, the kernels that read x
@@ -1174,7 +1177,8 @@ pub unsafe extern "C" fn q4vk_gemv_prepare(
 pub type q4vk_gemv_kernel = u32;
 /// The SIMT GEMV on x itself (m ≤ 8, and past 8 in passes of 8 rows).
 pub const Q4VK_GEMV_KERNEL_SIMT_GEMV: q4vk_gemv_kernel = 1;
-/// The integer dot-product GEMV on x in 8-bit digits, behind the digits pre-pass.
+/// The integer dot-product GEMV on x in 8-bit digits, behind the digits pre-pass, or on x
+/// rounded to bytes (`Q4VK_GEMV_PREPASS_BYTES`).
 pub const Q4VK_GEMV_KERNEL_INT_DOT_GEMV: q4vk_gemv_kernel = 2;
 /// The tiled SIMT GEMM.
 pub const Q4VK_GEMV_KERNEL_SIMT_GEMM: q4vk_gemv_kernel = 3;

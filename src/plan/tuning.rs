@@ -232,9 +232,9 @@ pub struct DeviceTuning {
     /// (`h100-2026-12-05-word-lanes.txt`, `h100-2026-12-06-phone-shapes-tuning.txt`).
     pub int_dot_gemv: Option<SimtGemv>,
     /// The integer dot-product GEMV's shapes on x rounded to bytes
-    /// (`Q4VK_GEMV_ROUND_X_TO_INT8`), where they differ from `int_dot_gemv`: its x is a
-    /// third of the digits' bytes and its dot products a third of theirs, so fewer rows
-    /// per workgroup pay (`h100-2026-12-06-x-in-bytes.txt`).
+    /// (`Q4VK_GEMV_ROUND_X_TO_INT8`), where they differ from `int_dot_gemv`: its x takes 3
+    /// of the digits' 7 uvec4 per chunk and its dot products a third of theirs, so fewer
+    /// rows per workgroup pay (`h100-2026-12-06-x-in-bytes.txt`).
     pub bytes_gemv: Option<BytesGemv>,
     /// Whether matrices whose rows have fewer 16-byte chunks than the SIMT GEMV's workgroup
     /// has lanes along a row (workgroup / split) step over words of codes even where the

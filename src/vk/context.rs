@@ -84,7 +84,8 @@ pub enum IntDot {
     /// Where the device has `shaderIntegerDotProduct` and reports packed signed 8-bit dot
     /// products accelerated, on the calls where the device's tuning row says x in digits
     /// pays (`IntDotReach::pays`: where it is faster than the f32 kernel, its pre-pass
-    /// included; bench/RESULTS.md).
+    /// included; bench/RESULTS.md), or x rounded to bytes where a call allows it
+    /// (`IntDotReach::bytes_pay`).
     #[default]
     Auto,
     /// Never: the f32 kernel (`Q4VK_CONTEXT_NO_INTDOT`, `Q4VK_NO_INTDOT=1`).

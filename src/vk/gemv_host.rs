@@ -130,7 +130,7 @@ pub fn gemv_host(
 /// rounded where `rounding` allows it and that is faster (`Q4VK_GEMV_ROUND_X_TO_F16`,
 /// `Q4VK_GEMV_ROUND_X_TO_INT8`). Where the call runs the integer dot-product GEMV
 /// ([`super::gemv_plan::workspace_bytes`]), x is finite and its pipelines exist, the
-/// digits pre-pass writes x's digits into q4vk's workspace first; otherwise (x with an
+/// digits pre-pass writes x's digits (or x rounded to bytes) into q4vk's workspace first; otherwise (x with an
 /// infinite or NaN element included) the kernels run on x, gathered into the matrix's
 /// column order on the host. Likewise the tensor-core GEMM's pre-pass (where that GEMM
 /// runs) writes x as its fragments into that workspace (`vk::x_fragments`). Every check

@@ -135,7 +135,7 @@ pub fn runs_int_dot(r: &Rules, form: &MatrixForm, m: u32) -> bool {
 /// [`runs_int_dot`] on x in exact digits, or with `bytes` on x rounded to bytes
 /// (`Q4VK_GEMV_ROUND_X_TO_INT8`), which pays where the device row's
 /// `IntDotReach::bytes_pay` says.
-pub fn runs_int_dot_on(r: &Rules, form: &MatrixForm, m: u32, bytes: bool) -> bool {
+fn runs_int_dot_on(r: &Rules, form: &MatrixForm, m: u32, bytes: bool) -> bool {
     // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
     let [max_x, max_y] = r.class.max_groups.map(u64::from);
     let fits = || {
@@ -352,7 +352,8 @@ fn coop_gemm_slices(
 }
 
 /// Bytes of the workspace a call with `p` on `form` uses ([`decide`] given as much as it
-/// asks): x in 8-bit digits for the integer dot-product GEMV, or x as the tensor-core GEMM's
+/// asks): x in 8-bit digits (or rounded to bytes) for the integer dot-product GEMV, or x as
+/// the tensor-core GEMM's
 /// f16 fragments (and the sums of its K slices); 0 where the call runs a kernel that reads x
 /// itself.
 pub fn workspace_bytes(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<u64> {
@@ -773,7 +774,8 @@ impl fmt::Display for Choice {
 
 /// What a call with `p` on `form` runs given `room` of workspace: the integer dot-product
 /// GEMV or the tensor-core GEMM on x in fragments behind their pre-pass where a workspace
-/// lets them run ([`runs_int_dot`], the fragments rules), else the kernel that reads x
+/// lets them run ([`runs_int_dot`]; on x rounded to bytes where `p` allows it and
+/// `IntDotReach::bytes_pay` says; the fragments rules), else the kernel that reads x
 /// ([`runs_gemm`]: the GEMM of the matrix's layout, or its GEMV). `Unsupported` where the
 /// chosen kernel does not fit the device; `Internal` where the rules contradict each other.
 pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Result<Choice> {
@@ -821,8 +823,8 @@ fn on_x(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Choice> {
 }
 
 /// The kernel of a call: the tensor-core kernel for matrices in its layout, else the
-/// context's SIMT variant (with `dot`, the integer dot-product one on x in digits, packed
-/// rows of `int_dot::row_vectors`); the GEMM of the matrix's layout where [`runs_gemm`]
+/// context's SIMT variant (with `dot`, the integer dot-product one on x in digits or
+/// rounded to bytes, packed rows of `int_dot::row_vectors_of`); the GEMM of the matrix's layout where [`runs_gemm`]
 /// says so, on the SIMT layout the tensor-core one where it runs there and fits the device
 /// (`vk::coop_tiles`).
 fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Result<KernelChoice> {
@@ -963,7 +965,7 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
 }
 
 /// The SIMT GEMV's key for a call with `p` on `form` (`dot`: the integer dot-product GEMV
-/// on x in digits): passes of up to [`MAX_M`] activation rows, the last of the rows left.
+/// on x in digits, or rounded to bytes where [`int_dot_x`] says): passes of up to [`MAX_M`] activation rows, the last of the rows left.
 fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
     let x_bytes = dot && int_dot_x(r, form, p) == Some(true);

@@ -49,7 +49,8 @@ pub struct Rules {
     pub portable: bool,
     /// The SIMT GEMV runs on x in 8-bit digits with packed integer dot products
     /// (`vk::int_dot`), behind a pre-pass into a workspace, where a call has one and the
-    /// tuning row says x in digits pays (`IntDotReach::pays`).
+    /// tuning row says x in digits pays (`IntDotReach::pays`; on x rounded to bytes, where
+    /// a call allows it, `IntDotReach::bytes_pay`).
     pub int_dot: bool,
     /// With `int_dot`: wherever a call has a workspace, whatever the tuning row says
     /// (`IntDot::Forced`: tests and experiments).

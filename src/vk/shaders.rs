@@ -11,10 +11,11 @@ pub const GEMM_SLICES: &[u8] = include_bytes!("../../shaders/spv/gemm_slices.spv
 pub const GEMV_SUBGROUP: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_subgroup.spv");
 /// Fused GEMV with a shared-memory reduction only (no subgroup ops, no 8/16-bit storage).
 pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_portable.spv");
-/// Fused GEMV on x in 8-bit digits with packed integer dot products (`vk::int_dot`),
-/// subgroup reduction.
+/// Fused GEMV on x in 8-bit digits (or rounded to bytes) with packed integer dot products
+/// (`vk::int_dot`), subgroup reduction.
 pub const GEMV_DOT: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_dot.spv");
-/// The digits pre-pass of [`GEMV_DOT`]: x in 8-bit digits (`vk::int_dot`).
+/// The digits pre-pass of [`GEMV_DOT`]: x in 8-bit digits, or rounded to bytes
+/// (`vk::int_dot`).
 pub const X_DIGITS: &[u8] = include_bytes!("../../shaders/spv/x_digits.spv");
 /// The pre-pass of [`GEMM_COOP`] on a workspace: x as its f16 B fragments, once per call.
 pub const X_FRAGMENTS: &[u8] = include_bytes!("../../shaders/spv/x_fragments.spv");
