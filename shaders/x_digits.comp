@@ -81,6 +81,16 @@ int rounded_shift(uint significand, int s) {
     return int(q);
 }
 
+// q = |x| 2^-tau rounded to nearest, ties to even, in integer arithmetic, for |x| given as
+// float bits (subnormals included): |x| = M 2^(ev - 23) (subnormals: M = bits, ev = -126),
+// so q = M 2^-s with s = tau + 23 - ev.
+int scaled_magnitude(uint bits, int tau) {
+    bool normal = bits >= 0x00800000u;
+    int ev = normal ? int(bits >> 23) - 127 : -126;
+    uint significand = normal ? (bits & 0x007FFFFFu) | 0x00800000u : bits;
+    return rounded_shift(significand, tau + 23 - ev);
+}
+
 void main() {
     uint mi = gl_WorkGroupID.y;
     uint tid = gl_LocalInvocationID.x;
@@ -125,23 +135,12 @@ void main() {
         // BYTES: 127 / (the largest's q), which rounds the largest to 127.
         float byte_factor = 0.0;
         if (BYTES) {
-            uint largest_significand = chunk_largest >= 0x00800000u
-                ? (chunk_largest & 0x007FFFFFu) | 0x00800000u : chunk_largest;
-            int largest_ev = chunk_largest >= 0x00800000u ? int(chunk_largest >> 23) - 127 : -126;
-            byte_factor = 127.0 / float(rounded_shift(largest_significand, tau + 23 - largest_ev));
+            byte_factor = 127.0 / float(scaled_magnitude(chunk_largest, tau));
         }
         [[unroll]] for (uint i = 0u; i < 8u; i++) {
-            // |x| = M 2^(ev - 23) (subnormals: M = bits, ev = -126), so q = M 2^-s with
-            // s = tau + 23 - ev; q < 2^(e_chunk + 1 - tau) = 2^22.
-            int q;
-            if (fast) {
-                q = int(roundEven(uintBitsToFloat(bits[i]) * unit));
-            } else {
-                bool normal = bits[i] >= 0x00800000u;
-                int ev = normal ? int(bits[i] >> 23) - 127 : -126;
-                uint significand = normal ? (bits[i] & 0x007FFFFFu) | 0x00800000u : bits[i];
-                q = rounded_shift(significand, tau + 23 - ev);
-            }
+            // q < 2^(e_chunk + 1 - tau) = 2^22.
+            int q = fast ? int(roundEven(uintBitsToFloat(bits[i]) * unit))
+                         : scaled_magnitude(bits[i], tau);
             int offset = int(8u * (i / 2u));
             uint parity = i % 2u;
             // No early exit from this loop: it must stay unrolled (the arrays in registers).

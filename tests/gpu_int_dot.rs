@@ -12,6 +12,7 @@
 //! kernel; a short x or y and a bad workspace are refused.
 
 mod gpu_support;
+use gpu_support::int_dot::{activations, f32_bytes, record_in_workspace};
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::error::Error;
@@ -54,20 +55,6 @@ fn assert_runs_digits_gemv(ctx: &Context, mat: &DeviceMatrix, m: usize, word_lan
     let key = simt_gemv_key(ctx, &mat.form, m, gemv::Room::AsNeeded);
     assert!(key.dot, "m = {m}: {key:?}");
     assert_eq!(key.word_lanes, word_lanes, "m = {m}");
-}
-
-/// `m` rows of `k` activations, with a block of huge values, one of tiny ones and one of
-/// zeros where K has room.
-fn activations(rng: &mut Rng, m: usize, k: usize) -> Vec<f32> {
-    let mut x = rng.vec(m * k);
-    for row in x.chunks_exact_mut(k) {
-        if k >= 128 {
-            row[..32].iter_mut().for_each(|v| *v *= 3.0e3);
-            row[32..64].iter_mut().for_each(|v| *v *= 1.0e-9);
-            row[64..96].fill(0.0);
-        }
-    }
-    x
 }
 
 /// Runs `q4vk_gemv`'s path at `m` and checks every output against `want` (1e-5).
@@ -166,79 +153,16 @@ fn record_call(
     x_stride: usize,
     workspace: Option<u64>,
 ) -> (Vec<f32>, Vec<u32>) {
-    let (n, k) = (mat.form.shape.n, mat.form.shape.k);
     let p = GemvParams {
-        m: m as u32,
         x_f16,
         x_stride: x_stride as u64,
-        y_stride: n as u64,
-        x_gathered: false,
-        x_round_f16: false,
-        x_round_int8: false,
-        workspace_filled: false,
-        epilogue: Epilogue::NONE,
+        ..GemvParams::dense(m as u32, mat.form.shape.k as u64, mat.form.shape.n as u64)
     };
-    let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &p).unwrap() as usize;
     if workspace.is_some() {
-        assert_eq!(ws_bytes, 16 * m * row_vectors(k));
+        let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &p).unwrap() as usize;
+        assert_eq!(ws_bytes, 16 * m * row_vectors(mat.form.shape.k));
     }
-    let at = workspace.unwrap_or(0) as usize;
-    let xb = upload(ctx, x_bytes, "test x").unwrap();
-    let yb = Buffer::new(
-        &ctx.device,
-        4 * (m * n) as u64,
-        MemoryKind::Readback,
-        "test y",
-    )
-    .unwrap();
-    let wb = Buffer::new(
-        &ctx.device,
-        (at + ws_bytes + 64) as u64,
-        MemoryKind::Readback,
-        "test workspace",
-    )
-    .unwrap();
-    yb.write(0, &vec![0xFF; 4 * m * n]);
-    wb.write(0, &vec![0xA5; at + ws_bytes + 64]);
-    let range = |b: &Buffer, offset: usize, bytes: usize| BufferRange {
-        buffer: b.buffer,
-        offset: offset as u64,
-        range: bytes as u64,
-    };
-    submit_for_host(ctx, |cmd| {
-        gemv::record(
-            ctx,
-            cmd,
-            mat,
-            range(&xb, 0, x_bytes.len()),
-            range(&yb, 0, 4 * m * n),
-            &p,
-            // A range past what the call needs: only its bytes are written.
-            workspace.map(|_| range(&wb, at, ws_bytes + 64)),
-        )
-    })
-    .unwrap();
-    let y = read_f32s(&yb, m * n);
-    let w = read_words(&wb, (at + ws_bytes + 64) / 4);
-    // Bytes outside the call's workspace are untouched.
-    let (before, rest) = w.split_at(at / 4);
-    let (inside, after) = rest.split_at(ws_bytes / 4);
-    assert!(
-        before.iter().chain(after).all(|&v| v == 0xA5A5_A5A5),
-        "written outside the workspace"
-    );
-    (
-        y,
-        if workspace.is_some() {
-            inside.to_vec()
-        } else {
-            Vec::new()
-        },
-    )
-}
-
-fn f32_bytes(x: &[f32]) -> Vec<u8> {
-    x.iter().flat_map(|v| v.to_ne_bytes()).collect()
+    record_in_workspace(ctx, mat, x_bytes, &p, workspace.map(|at| at as usize))
 }
 
 /// x rounded to f16: its bytes (padded to whole 32-bit words, as the kernels read them)

@@ -12,6 +12,7 @@
 //! GEMV, the call stays exact.
 
 mod gpu_support;
+use gpu_support::int_dot::{activations, f32_bytes, record_in_workspace};
 use gpu_support::*;
 use q4vk::cpu::reference;
 use q4vk::quant::q4::Q4Data;
@@ -80,24 +81,6 @@ fn runs_on_bytes(ctx: &Context, mat: &DeviceMatrix, p: &gemv::GemvParams) -> boo
     bytes
 }
 
-/// `m` rows of `k` activations, with a block of huge values, one of tiny ones and one of
-/// zeros where K has room.
-fn activations(rng: &mut Rng, m: usize, k: usize) -> Vec<f32> {
-    let mut x = rng.vec(m * k);
-    for row in x.chunks_exact_mut(k) {
-        if k >= 128 {
-            row[..32].iter_mut().for_each(|v| *v *= 3.0e3);
-            row[32..64].iter_mut().for_each(|v| *v *= 1.0e-9);
-            row[64..96].fill(0.0);
-        }
-    }
-    x
-}
-
-fn f32_bytes(x: &[f32]) -> Vec<u8> {
-    x.iter().flat_map(|v| v.to_ne_bytes()).collect()
-}
-
 /// Records `mat`'s call with `p` on `x_bytes` with a workspace of exactly the bytes it
 /// asks for inside a larger buffer; returns y and the workspace's words, both poisoned
 /// before the run (and checks nothing outside the workspace was written).
@@ -107,52 +90,7 @@ fn record(
     x_bytes: &[u8],
     p: &gemv::GemvParams,
 ) -> (Vec<f32>, Vec<u32>) {
-    let (m, n) = (p.m as usize, mat.form.shape.n);
-    let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, p).unwrap() as usize;
-    let at = 256usize;
-    let xb = upload(ctx, x_bytes, "test x").unwrap();
-    let yb = Buffer::new(
-        &ctx.device,
-        4 * (m * n) as u64,
-        MemoryKind::Readback,
-        "test y",
-    )
-    .unwrap();
-    let wb = Buffer::new(
-        &ctx.device,
-        (at + ws_bytes + 64) as u64,
-        MemoryKind::Readback,
-        "test workspace",
-    )
-    .unwrap();
-    yb.write(0, &vec![0xFF; 4 * m * n]);
-    wb.write(0, &vec![0xA5; at + ws_bytes + 64]);
-    let range = |b: &Buffer, offset: usize, bytes: usize| BufferRange {
-        buffer: b.buffer,
-        offset: offset as u64,
-        range: bytes as u64,
-    };
-    submit_for_host(ctx, |cmd| {
-        gemv::record(
-            ctx,
-            cmd,
-            mat,
-            range(&xb, 0, x_bytes.len()),
-            range(&yb, 0, 4 * m * n),
-            p,
-            Some(range(&wb, at, ws_bytes + 64)),
-        )
-    })
-    .unwrap();
-    let y = read_f32s(&yb, m * n);
-    let w = read_words(&wb, (at + ws_bytes + 64) / 4);
-    let (before, rest) = w.split_at(at / 4);
-    let (inside, after) = rest.split_at(ws_bytes / 4);
-    assert!(
-        before.iter().chain(after).all(|&v| v == 0xA5A5_A5A5),
-        "written outside the workspace"
-    );
-    (y, inside.to_vec())
+    record_in_workspace(ctx, mat, x_bytes, p, Some(256))
 }
 
 /// The largest magnitude of each chunk of 32 of `row` (columns past its end count as 0).

@@ -789,7 +789,7 @@ pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Resul
     };
     if let Some(bytes) = int_dot_x(r, form, p) {
         return Ok(Choice {
-            kernel: kernel_choice(r, form, p, true)?,
+            kernel: kernel_choice(r, form, p, Some(bytes))?,
             prepass: Some(PrepassChoice::Digits(DigitsKey {
                 x_f16: p.x_f16,
                 k_order: form.column_order && !p.x_gathered,
@@ -816,21 +816,26 @@ pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Resul
 /// The choice of a call whose kernel reads x itself.
 fn on_x(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Choice> {
     Ok(Choice {
-        kernel: kernel_choice(r, form, p, false)?,
+        kernel: kernel_choice(r, form, p, None)?,
         prepass: None,
         workspace_bytes: 0,
     })
 }
 
 /// The kernel of a call: the tensor-core kernel for matrices in its layout, else the
-/// context's SIMT variant (with `dot`, the integer dot-product one on x in digits or
-/// rounded to bytes, packed rows of `int_dot::row_vectors_of`); the GEMM of the matrix's layout where [`runs_gemm`]
+/// context's SIMT variant (with `digits` `Some(bytes)`, the integer dot-product one on x in
+/// digits or, with `bytes`, rounded to bytes, packed rows of `int_dot::row_vectors_of`); the GEMM of the matrix's layout where [`runs_gemm`]
 /// says so, on the SIMT layout the tensor-core one where it runs there and fits the device
 /// (`vk::coop_tiles`).
-fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Result<KernelChoice> {
+fn kernel_choice(
+    r: &Rules,
+    form: &MatrixForm,
+    p: &GemvParams,
+    digits: Option<bool>,
+) -> Result<KernelChoice> {
     // The integer dot-product GEMV runs past runs_gemm's m (up to int_dot_gemv_up_to).
-    let gemm = !dot && runs_gemm(r, form, p.m);
-    if dot && int_dot_x(r, form, p).is_none() {
+    let gemm = digits.is_none() && runs_gemm(r, form, p.m);
+    if digits.is_some() && int_dot_x(r, form, p) != digits {
         return Err(Error::Internal(
             "the integer dot-product GEMV runs SIMT matrices at the GEMV's m on contexts with int_dot only".into(),
         ));
@@ -845,7 +850,7 @@ fn kernel_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> Res
                 Some(key) => Ok(KernelChoice::CoopTiles(key)),
                 None => simt_gemm_choice(r, form, p),
             },
-            false => Ok(simt_gemv_choice(r, form, p, dot)),
+            false => Ok(simt_gemv_choice(r, form, p, digits)),
         };
     };
     if gemm {
@@ -964,11 +969,18 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
     }))
 }
 
-/// The SIMT GEMV's key for a call with `p` on `form` (`dot`: the integer dot-product GEMV
-/// on x in digits, or rounded to bytes where [`int_dot_x`] says): passes of up to [`MAX_M`] activation rows, the last of the rows left.
-fn simt_gemv_choice(r: &Rules, form: &MatrixForm, p: &GemvParams, dot: bool) -> KernelChoice {
+/// The SIMT GEMV's key for a call with `p` on `form` (`digits` `Some(bytes)`: the integer
+/// dot-product GEMV on x in digits, or with `bytes` rounded to bytes): passes of up to
+/// [`MAX_M`] activation rows, the last of the rows left.
+fn simt_gemv_choice(
+    r: &Rules,
+    form: &MatrixForm,
+    p: &GemvParams,
+    digits: Option<bool>,
+) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
-    let x_bytes = dot && int_dot_x(r, form, p) == Some(true);
+    let dot = digits.is_some();
+    let x_bytes = digits == Some(true);
     let k = form.shape.k as u64;
     // One shape for every pass (the plan's grid is the first pass's), chosen by its rows.
     let t = match (dot, x_bytes) {

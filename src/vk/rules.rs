@@ -7,23 +7,18 @@ use super::pipeline::Tuning;
 use crate::error::Result;
 use crate::plan::{DeviceClass, DeviceTuning, FragmentShape, Overrides};
 
-/// The integer dot-product GEMV's shapes on x rounded to bytes, by the matrix's class
-/// (`plan::BytesGemv`).
+/// The integer dot-product GEMV's shapes on x rounded to bytes, by the matrix's class as
+/// the row's `plan::BytesGemv` (which holds the classes' bounds) names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BytesShapes {
     /// Matrices of long rows.
     pub long_rows: Tuning,
-    /// Matrices of short rows and at least `many_rows_from` rows.
+    /// Matrices of many short rows.
     pub many_rows: Tuning,
-    /// As `many_rows`, in passes of 8 activation rows on rows of fewer than
-    /// `many_rows_at_8_below_k` columns.
+    /// As `many_rows`, in passes of 8 activation rows on the shorter rows.
     pub many_rows_at_8: Tuning,
-    /// See `many_rows_at_8`.
-    pub many_rows_at_8_below_k: u64,
-    /// Matrices of short rows and fewer rows.
+    /// Matrices of fewer short rows.
     pub few_rows: Tuning,
-    /// See `many_rows`.
-    pub many_rows_from: usize,
 }
 
 impl BytesShapes {
@@ -114,9 +109,7 @@ impl Rules {
                 long_rows: shape(&b.long_rows),
                 many_rows: shape(&b.many_rows),
                 many_rows_at_8: shape(&b.many_rows_at_8),
-                many_rows_at_8_below_k: b.many_rows_at_8_below_k,
                 few_rows: shape(&b.few_rows),
-                many_rows_from: b.many_rows_from,
             }),
             simt_tuned: false,
             coop_tiles: None,
@@ -142,14 +135,17 @@ impl Rules {
     /// The integer dot-product GEMV's workgroup shape on x rounded to bytes on an `n` × `k`
     /// matrix, in passes of `pass_rows` activation rows.
     pub fn bytes_simt_for(&self, n: usize, k: u64, pass_rows: u32) -> &Tuning {
-        let Some(b) = &self.bytes_simt else {
+        let (Some(s), Some(row)) = (&self.bytes_simt, &self.row.bytes_gemv) else {
             return self.int_dot_simt_for(k);
         };
-        match (crate::plan::tuned::has_long_rows(k), n >= b.many_rows_from) {
-            (true, _) => &b.long_rows,
-            (false, true) if pass_rows >= 8 && k < b.many_rows_at_8_below_k => &b.many_rows_at_8,
-            (false, true) => &b.many_rows,
-            (false, false) => &b.few_rows,
+        match (
+            crate::plan::tuned::has_long_rows(k),
+            n >= row.many_rows_from,
+        ) {
+            (true, _) => &s.long_rows,
+            (false, true) if pass_rows >= 8 && k < row.many_rows_at_8_below_k => &s.many_rows_at_8,
+            (false, true) => &s.many_rows,
+            (false, false) => &s.few_rows,
         }
     }
 

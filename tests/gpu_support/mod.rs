@@ -5,6 +5,7 @@
 
 pub mod blocks;
 pub mod host_epilogue;
+pub mod int_dot;
 
 use ash::vk;
 use q4vk::cpu::reference;
@@ -503,6 +504,19 @@ pub fn read_words(b: &q4vk::vk::memory::Buffer, len: usize) -> Vec<u32> {
         .collect()
 }
 
+/// A host-visible buffer of `bytes` bytes, each set to `fill`.
+pub fn filled_readback(
+    ctx: &q4vk::vk::context::Context,
+    bytes: usize,
+    fill: u8,
+    name: &str,
+) -> q4vk::vk::memory::Buffer {
+    use q4vk::vk::memory::{Buffer, MemoryKind};
+    let b = Buffer::new(&ctx.device, bytes as u64, MemoryKind::Readback, name).unwrap();
+    b.write(0, &vec![fill; bytes]);
+    b
+}
+
 /// The first `len` floats of a host-visible buffer.
 pub fn read_f32s(b: &q4vk::vk::memory::Buffer, len: usize) -> Vec<f32> {
     read_words(b, len).into_iter().map(f32::from_bits).collect()
@@ -536,14 +550,7 @@ pub fn try_record_gemv(
     };
     let p = dense_params(&mat.form, m, how);
     let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mat.form, &p)? as usize;
-    let wb = Buffer::new(
-        &ctx.device,
-        ws_bytes.max(16) as u64,
-        MemoryKind::Readback,
-        "test workspace",
-    )
-    .unwrap();
-    wb.write(0, &vec![0xFF; ws_bytes.max(16)]);
+    let wb = filled_readback(ctx, ws_bytes.max(16), 0xFF, "test workspace");
     let workspace = (!how.no_workspace && ws_bytes > 0).then(|| range(&wb, ws_bytes));
     submit_for_host(ctx, |cmd| {
         gemv::record(

@@ -684,14 +684,14 @@ fn run(opt: &Options) -> Result<()> {
     if let Some(d) = ctx.rules.int_dot_simt {
         println!("integer dot-product GEMV: {}", shape_text(&d));
     }
-    if let Some(b) = ctx.rules.bytes_simt {
+    if let (Some(b), Some(row)) = (ctx.rules.bytes_simt, ctx.rules.row.bytes_gemv) {
         println!(
             "integer dot-product GEMV on x in bytes: long rows {}; short rows, {} or more {} ({} in passes of 8 below k = {}); fewer {}",
             shape_text(&b.long_rows),
-            b.many_rows_from,
+            row.many_rows_from,
             shape_text(&b.many_rows),
             shape_text(&b.many_rows_at_8),
-            b.many_rows_at_8_below_k,
+            row.many_rows_at_8_below_k,
             shape_text(&b.few_rows)
         );
     }
