@@ -93,15 +93,21 @@ vec4 signed_bytes(uint v) {
 // signed bytes, four per word, as IQ4_WORDS.
 const uvec4 FP4_WORDS = uvec4(0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu);
 
-// Four values of `table` (16 signed bytes, byte i & 3 of word i >> 2, chosen by selects:
-// IQ4_WORDS or FP4_WORDS) by the four nibbles at shift `shift` of the bytes of word v.
-vec4 looked_up(uint v, uint shift, uvec4 table) {
+// The bytes (two's complement) of four values of `table` (16 signed bytes, byte i & 3 of
+// word i >> 2, chosen by selects: IQ4_WORDS or FP4_WORDS) by the four nibbles at shift
+// `shift` of the bytes of word v.
+uvec4 table_bytes(uint v, uint shift, uvec4 table) {
     uvec4 i = byte_fields(v, shift, 0xFu);
     bvec4 high = notEqual(i & 8u, uvec4(0u));
     bvec4 odd = notEqual(i & 4u, uvec4(0u));
     uvec4 word = mix(mix(uvec4(table.x), uvec4(table.y), odd),
                      mix(uvec4(table.z), uvec4(table.w), odd), high);
-    return from_integers(((word >> (8u * (i & 3u))) & 0xFFu) ^ 0x80u, 128.0);
+    return (word >> (8u * (i & 3u))) & 0xFFu;
+}
+
+// Those four values as floats.
+vec4 looked_up(uint v, uint shift, uvec4 table) {
+    return from_integers(table_bytes(v, shift, table) ^ 0x80u, 128.0);
 }
 
 // An unsigned E4M3 scale (bias 7) as f32.

@@ -15,11 +15,29 @@
 // quarter's x of every activation row (8 values per row, M up to 8) and decodes its
 // piece's scales itself. One reduction after the loop, as in `gemv_q4.comp`. Vulkan 1.0
 // storage buffers and f32 arithmetic only; no 8/16-bit storage.
+//
+// DOT (with SUBGROUP; `Q4VK_GEMV_ROUND_X_TO_INT8` on devices with packed integer dot
+// products): x arrives rounded to bytes by the pre-pass `x_digits.comp` built with BYTES and
+// NATURAL, per chunk of 32 inputs a scale d and q = round(x / d) (|q| <= 127). Per piece and
+// activation row an invocation loads each run's 16 bytes of q (one uvec4) and its chunk's
+// d; per row it packs each run's 16 codes as bytes (the integer codes of the f32 decode, in
+// input order) and takes 4 packed dot products per run: e = sum u q, an exact int32, and
+// y += s d (e - bias sum q) (+ o d sum q for the types with minima), bias the code offset of
+// Q5_0 (16) and Q6_K (32), sum q the run's (4 more dot products per activation row). Binding
+// X holds, per activation row (x_stride uvec4 apart), 3 uvec4 per chunk: the bytes of
+// inputs 0 .. 15, of 16 .. 31 (input 4t + i in byte i of word t), then (d's bits, sum of q,
+// 0, 0). A chunk with an infinite or NaN element has d NaN. No word lanes; M up to 8.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#ifdef DOT
+#extension GL_EXT_spirv_intrinsics : require
+// OpSDotKHR on packed 4 x 8-bit operands (PackedVectorFormat4x8Bit = 0).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4(int a, int b, spirv_literal int packed_format);
 #endif
 
 #ifdef EXPORT
@@ -75,10 +93,135 @@ layout(constant_id = 6) const bool WORD_LANES = false;
 #include "q4_common.glsl"
 #include "blocks_decode.glsl"
 
+#include "epilogue.glsl"
+const uint MR = M * ROWS;
+
+#ifdef DOT
+layout(set = XY_SET, binding = X_BINDING) readonly buffer XBytes { uvec4 xd[]; };
+
+// The offset subtracted from every code: Q5_0's 16 and Q6_K's 32 (else 0).
+const int CODE_BIAS = TYPE == T_Q5_0 ? 16 : TYPE == T_Q6_K ? 32 : 0;
+// Whether a run's sum of q enters its value (an offset or a code bias).
+const bool NEEDS_QSUM = HAS_MIN || CODE_BIAS != 0;
+
+// Bits 0 .. 3 of `nibble` as bit 0 of bytes 0 .. 3 (the four products do not overlap).
+uint spread_bits(uint nibble) {
+    return (nibble * 0x00204081u) & 0x01010101u;
+}
+
+// The four bytes of `b` (each below 256) packed into one word, byte i of b in byte i.
+uint packed_bytes(uvec4 b) {
+    return b.x | (b.y << 8) | (b.z << 16) | (b.w << 24);
+}
+
+// Quarter c (0..3) of piece `piece` as `decode_quarter` gives it, but as packed bytes: the
+// codes of inputs 4c .. 4c + 3 of the first run (ua) and of the second (ub), unsigned before
+// the code bias (below 64) or, for the signed types, two's complement.
+void quarter_codes(uint piece, uint c, uint w1, uint w2, uint h, out uint ua, out uint ub) {
+    if (TYPE == T_IQ4_NL || TYPE == T_MXFP4 || TYPE == T_IQ4_XS) {
+        uvec4 table = TYPE == T_MXFP4 ? FP4_WORDS : IQ4_WORDS;
+        ua = packed_bytes(table_bytes(w1, 0u, table));
+        ub = packed_bytes(table_bytes(w1, 4u, table));
+    } else if (TYPE == T_NVFP4) {
+        ua = packed_bytes(table_bytes(w1, 4u * (c >> 1), FP4_WORDS));
+        ub = packed_bytes(table_bytes(w2, 4u * (c >> 1), FP4_WORDS));
+    } else if (TYPE == T_Q8_0) {
+        ua = w1;
+        ub = w2;
+    } else if (TYPE == T_Q6_K) {
+        uint pa = 2u * ((16u * (piece & 3u)) >> 5);
+        ua = (w1 & 0x0F0F0F0Fu) | (((w2 >> pa) & 0x03030303u) << 4);
+        ub = ((w1 >> 4) & 0x0F0F0F0Fu) | (((w2 >> (pa + 4u)) & 0x03030303u) << 4);
+    } else {
+        // Q4_1, Q5_0, Q5_1, Q4_K, Q5_K: low nibbles, high nibbles, and the fifth bits.
+        ua = w1 & 0x0F0F0F0Fu;
+        ub = (w1 >> 4) & 0x0F0F0F0Fu;
+        if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
+            ua |= spread_bits((h >> (4u * c)) & 0xFu) << 4;
+            ub |= spread_bits((h >> (16u + 4u * c)) & 0xFu) << 4;
+        } else if (TYPE == T_Q5_K) {
+            uint j = piece >> 1;
+            ua |= ((w2 >> (2u * j)) & 0x01010101u) << 4;
+            ub |= ((w2 >> (2u * j + 1u)) & 0x01010101u) << 4;
+        }
+    }
+}
+
+// The sum of a run's 16 bytes of q.
+int run_qsum(uvec4 xw) {
+    int t = 0;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        t += sdot4(int(xw[i]), 0x01010101, 0);
+    }
+    return t;
+}
+
+// The sum of u q over a run: its packed codes `u` against its bytes of q.
+int run_dot_bytes(uvec4 u, uvec4 xw) {
+    int t = 0;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        t += sdot4(int(u[i]), int(xw[i]), 0);
+    }
+    return t;
+}
+
+// The K loop on x in bytes: invocation tid takes pieces tid, tid + WORKGROUP, .. of each row.
+void dot_pieces(uint row0, uint tid, inout float acc[MR]) {
+    uint last_row = p.rows - 1u;
+    for (uint c = tid; c < p.chunks; c += WORKGROUP) {
+        uint blk = c / PIECES;
+        uint piece = c % PIECES;
+        uint ka;
+        uint kb;
+        piece_inputs(piece, ka, kb);
+        ka += blk * BLOCK;
+        kb += blk * BLOCK;
+        // Each run's bytes of q, its chunk's d, and its sum of q, per activation row.
+        uvec4 xa[M];
+        uvec4 xb[M];
+        vec2 d[M];
+        ivec2 qsum[M];
+        [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+            uint base = token_row(mi) * p.x_stride;
+            uint ca = base + 3u * (ka >> 5);
+            uint cb = base + 3u * (kb >> 5);
+            xa[mi] = xd[ca + ((ka >> 4) & 1u)];
+            xb[mi] = xd[cb + ((kb >> 4) & 1u)];
+            d[mi] = vec2(uintBitsToFloat(xd[ca + 2u].x), uintBitsToFloat(xd[cb + 2u].x));
+            qsum[mi] = NEEDS_QSUM ? ivec2(run_qsum(xa[mi]), run_qsum(xb[mi])) : ivec2(0);
+        }
+        [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+            uint gb = min(row0 + r, last_row) * p.groups + blk;
+            uvec4 v = q[piece_word(gb, piece)];
+            // NVFP4's second run is in its one word.
+            uvec4 v2 = TYPE == T_NVFP4 ? v : q[piece_second_word(gb, piece)];
+            uint h = block_high_bits(gb);
+            uvec4 ua;
+            uvec4 ub;
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                quarter_codes(piece, i, v[quarter_first(i)], v2[quarter_second(i)], h, ua[i], ub[i]);
+            }
+            vec4 so = piece_scales(gb, piece);
+            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                // |e| <= 16 * 128 * 127 + 32 * 16 * 127: exact, converted once.
+                int ea = run_dot_bytes(ua, xa[mi]) - CODE_BIAS * qsum[mi].x;
+                int eb = run_dot_bytes(ub, xb[mi]) - CODE_BIAS * qsum[mi].y;
+                float t = acc[mi * ROWS + r];
+                t = fma(so.x, float(ea) * d[mi].x, t);
+                t = fma(so.z, float(eb) * d[mi].y, t);
+                if (HAS_MIN) {
+                    t = fma(so.y, float(qsum[mi].x) * d[mi].x, t);
+                    t = fma(so.w, float(qsum[mi].y) * d[mi].y, t);
+                }
+                acc[mi * ROWS + r] = t;
+            }
+        }
+    }
+}
+#else
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X4 { vec4 x4[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
-#include "epilogue.glsl"
 // The codes as 32-bit words (word lanes).
 layout(set = 0, binding = 0) coherent readonly buffer CodeWords { uint q_words[]; };
 
@@ -153,8 +296,6 @@ float run_sum(vec4 xv[4]) {
     return (t.x + t.y) + (t.z + t.w);
 }
 
-const uint MR = M * ROWS;
-
 // The K loop with WORD_LANES: invocation tid takes quarters tid, tid + WORKGROUP, .. of
 // each row's pieces.
 void word_lanes(uint row0, uint tid, inout float acc[MR]) {
@@ -199,6 +340,7 @@ void word_lanes(uint row0, uint tid, inout float acc[MR]) {
         }
     }
 }
+#endif
 // A piece loads its x once for all its rows (32 registers per activation row): the rules
 // run this kernel in passes of at most 4 activation rows (`vk::pipeline::BLOCKS_MAX_M`);
 // with WORD_LANES an invocation holds 8 values per activation row, for passes of up to 8.
@@ -223,6 +365,9 @@ void main() {
     }
 
     // p.chunks: pieces per row (k / 32); p.groups: blocks per row.
+#ifdef DOT
+    dot_pieces(row0, tid, acc);
+#else
     if (WORD_LANES) {
         word_lanes(row0, tid, acc);
     } else
@@ -291,6 +436,7 @@ void main() {
             }
         }
     }
+#endif
 
 #ifdef SUBGROUP
     if (gl_NumSubgroups == 1u) {

@@ -26,6 +26,11 @@
 // then its odd ones', then (d's bits, sum of q, 0, 0). A chunk with an infinite or NaN
 // element gets d NaN and q 0, one of zeros d 0.
 //
+// With NATURAL (the GEMV on GGUF blocks, whose runs of codes are in input order) each code
+// word's two words hold its columns in order, 8j .. 8j + 3 then 8j + 4 .. 8j + 7, in place
+// of its even columns then its odd ones (both forms): with BYTES, uvec4 0 of a chunk holds
+// columns 0 .. 15 and uvec4 1 columns 16 .. 31, column 4t + i in byte i of word t.
+//
 // Assumes: Vulkan 1.0 storage buffers and 32-bit integer arithmetic; a workgroup of a
 // multiple of 4 invocations; no subgroup operations, no 8- or 16-bit storage (f16 x is read
 // as packed pairs).
@@ -36,6 +41,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool X_F16 = false;      // activations are f16 (else f32)
 layout(constant_id = 2) const bool HAS_K_ORDER = false; // gather x through k_order
 layout(constant_id = 3) const bool BYTES = false;       // one rounded byte per element
+layout(constant_id = 4) const bool NATURAL = false;     // columns in input order
 #define WORKGROUP gl_WorkGroupSize.x
 
 #include "q4_common.glsl"
@@ -119,7 +125,8 @@ void main() {
     uint first = tid - j;
     uint chunk_largest = max(max(word_largest[first], word_largest[first + 1u]),
                              max(word_largest[first + 2u], word_largest[first + 3u]));
-    // Digits of D0, D1, D2: (even columns, odd columns) of this word, one byte each.
+    // Digits of D0, D1, D2: (even columns, odd columns) of this word, one byte each (with
+    // NATURAL: its first four columns, its last four).
     uvec2 packed[3] = uvec2[3](uvec2(0u), uvec2(0u), uvec2(0u));
     ivec3 sums = ivec3(0);
     bool finite = chunk_largest < 0x7F800000u;
@@ -141,14 +148,15 @@ void main() {
             // q < 2^(e_chunk + 1 - tau) = 2^22.
             int q = fast ? int(roundEven(uintBitsToFloat(bits[i]) * unit))
                          : scaled_magnitude(bits[i], tau);
-            int offset = int(8u * (i / 2u));
-            uint parity = i % 2u;
+            // The byte and word of column i: (i / 2, i % 2) by parity, (i % 4, i / 4) in order.
+            int offset = int(8u * (NATURAL ? i % 4u : i / 2u));
+            uint slot = NATURAL ? i / 4u : i % 2u;
             // No early exit from this loop: it must stay unrolled (the arrays in registers).
             if (BYTES) {
                 q = min(int(roundEven(float(q) * byte_factor)), 127);
                 q = negative[i] ? -q : q;
                 sums.x += q;
-                packed[0][parity] = bitfieldInsert(packed[0][parity], uint(q), offset, 8);
+                packed[0][slot] = bitfieldInsert(packed[0][slot], uint(q), offset, 8);
             } else {
                 q = negative[i] ? -q : q;
                 int d2 = ((q + 128) & 255) - 128;
@@ -156,9 +164,9 @@ void main() {
                 int d1 = ((q1 + 128) & 255) - 128;
                 int d0 = (q1 - d1) >> 8;
                 sums += ivec3(d0, d1, d2);
-                packed[0][parity] = bitfieldInsert(packed[0][parity], uint(d0), offset, 8);
-                packed[1][parity] = bitfieldInsert(packed[1][parity], uint(d1), offset, 8);
-                packed[2][parity] = bitfieldInsert(packed[2][parity], uint(d2), offset, 8);
+                packed[0][slot] = bitfieldInsert(packed[0][slot], uint(d0), offset, 8);
+                packed[1][slot] = bitfieldInsert(packed[1][slot], uint(d1), offset, 8);
+                packed[2][slot] = bitfieldInsert(packed[2][slot], uint(d2), offset, 8);
             }
         }
     }

@@ -6,7 +6,8 @@
 //! GEMV on them stays within the bound the rounding allows (`Σ |w|·d / 2` per output, plus
 //! f32 accumulation) against the f64 reference on exact x, and is not the exact result, at
 //! m = 1..8 and past 8 in passes, stepping over chunks and over words, for zero points,
-//! f32 scales, per-group offsets and a column order, through `q4vk_cmd_gemv`'s path and
+//! f32 scales, per-group offsets, a column order and every GGUF block type (x's bytes then
+//! in input order), through `q4vk_cmd_gemv`'s path and
 //! `q4vk_gemv`'s, and in a multi call (Q, K and V with one workspace key); a non-finite
 //! chunk gives NaN rows; without the flag, or on a context without the integer dot-product
 //! GEMV, the call stays exact.
@@ -75,8 +76,10 @@ fn runs_on_bytes(ctx: &Context, mat: &DeviceMatrix, p: &gemv::GemvParams) -> boo
         choice.prepass,
         Some(gemv::PrepassChoice::Digits(key)) if key.bytes
     );
-    if let gemv::KernelChoice::SimtGemv { key, .. } = choice.kernel {
-        assert_eq!(key.x_bytes, bytes, "{choice:?}");
+    match choice.kernel {
+        gemv::KernelChoice::SimtGemv { key, .. } => assert_eq!(key.x_bytes, bytes, "{choice:?}"),
+        gemv::KernelChoice::BlocksGemv { key, .. } => assert_eq!(key.dot, bytes, "{choice:?}"),
+        _ => {}
     }
     bytes
 }
@@ -109,8 +112,15 @@ fn chunk_largest(row: &[f32]) -> Vec<f32> {
 }
 
 /// Asserts that `words` hold x rounded to bytes for every row of `x` (rows of `k`, in the
-/// matrix's column order), as `vk::int_dot` describes them.
+/// matrix's column order), as `vk::int_dot` describes them: each code word's even columns,
+/// then its odd ones (the Q4 layout's order).
 fn assert_bytes_of(words: &[u32], x: &[f32], k: usize, what: &str) {
+    assert_bytes_in_order(words, x, k, false, what);
+}
+
+/// [`assert_bytes_of`], with `natural` in input order (the GEMV on GGUF blocks): column
+/// 4t + i of a chunk in byte i of its word t.
+fn assert_bytes_in_order(words: &[u32], x: &[f32], k: usize, natural: bool, what: &str) {
     let per_row = 4 * row_vectors_of(k, true);
     assert_eq!(
         words.len(),
@@ -123,7 +133,11 @@ fn assert_bytes_of(words: &[u32], x: &[f32], k: usize, what: &str) {
             let (bytes, meta) = (&words[at..at + 8], &words[at + 8..at + 12]);
             let q = |j: usize| {
                 let (word, within) = (j / 8, j % 8);
-                (bytes[2 * word + within % 2] >> (8 * (within / 2))) as u8 as i8 as i32
+                let byte = match natural {
+                    true => bytes[j / 4] >> (8 * (j % 4)),
+                    false => bytes[2 * word + within % 2] >> (8 * (within / 2)),
+                };
+                byte as u8 as i8 as i32
             };
             let d = f32::from_bits(meta[0]);
             let sum = meta[1] as i32;
@@ -447,6 +461,86 @@ fn a_multi_call_rounds_x_once_for_its_matrices() {
             reference::relative_error(&y, &want) > 1e-5,
             "{what}: not rounded"
         );
+    }
+    assert_nothing_logged();
+}
+
+#[test]
+fn gguf_blocks_on_bytes_stay_within_their_bound() {
+    use gpu_support::blocks::{blocks_desc, dequantized, random_blocks};
+    use q4vk::import::gguf_blocks::BlockType;
+    use q4vk::vk::matrix::UploadRoute;
+    let forced = context(IntDot::Forced, None);
+    let off = context(IntDot::Off, None);
+    let mut rng = Rng(0xB10C);
+    let rounded = XRounding {
+        int8: true,
+        ..Default::default()
+    };
+    for ty in BlockType::ALL {
+        let b = ty.block_elements();
+        // Odd rows (a partial workgroup), several blocks per row.
+        let (n, k) = (37usize, 3 * b.max(64));
+        let bytes = random_blocks(&mut rng, ty, n, k);
+        let w = dequantized(&blocks_desc(ty, n, k, &bytes));
+        let weight = |row: usize, kk: usize| f64::from(w[row * k + kk]);
+        let mat = |ctx: &Context| {
+            DeviceMatrix::from_blocks(ctx, ty, n, k, &bytes, &mut UploadRoute::Queue).unwrap()
+        };
+        let on_forced = mat(&forced);
+        // One pass, a partial one, passes of 8 and the rest.
+        for m in [1usize, 3, 8, 11] {
+            let what = format!("{} {n}x{k} m {m}", ty.name());
+            let x = activations(&mut rng, m, k);
+            let want = q4vk::cpu::reference::gemv_dense(&w, &x, n, k, m);
+            let p = params(&on_forced, m, false, true);
+            assert!(runs_on_bytes(&forced, &on_forced, &p), "{what}");
+            let (y, words) = record(&forced, &on_forced, &f32_bytes(&x), &p);
+            assert_bytes_in_order(&words, &x, k, true, &what);
+            assert_within_bound(&y, &want, &x, n, k, &weight, &what);
+            assert!(
+                reference::relative_error(&y, &want) > 1e-5,
+                "{what}: not rounded"
+            );
+            // q4vk_gemv's path: rounded with the flag, exact without it and on a context
+            // without the integer dot-product GEMV.
+            let mut host = vec![f32::NAN; m * n];
+            gemv_host_with(
+                &forced,
+                &on_forced,
+                HostX::f32(&x),
+                &mut host,
+                m as u32,
+                rounded,
+            )
+            .unwrap();
+            assert_within_bound(&host, &want, &x, n, k, &weight, &what);
+            for (ctx, rounding, how) in [
+                (&forced, XRounding::default(), "flag off"),
+                (&off, rounded, "no int dot"),
+            ] {
+                let mut exact = vec![f32::NAN; m * n];
+                gemv_host_with(
+                    ctx,
+                    &mat(ctx),
+                    HostX::f32(&x),
+                    &mut exact,
+                    m as u32,
+                    rounding,
+                )
+                .unwrap();
+                let err = reference::relative_error(&exact, &want);
+                assert!(err < 1e-5, "{what}, {how}: relative error {err:e}");
+            }
+        }
+        // f16 x: the bytes of its values.
+        let (widened, xh) = rounded_to_f16(&activations(&mut rng, 2, k));
+        let p = params(&on_forced, 2, true, true);
+        let (y, words) = record(&forced, &on_forced, &xh, &p);
+        let what = format!("{} f16 x", ty.name());
+        assert_bytes_in_order(&words, &widened, k, true, &what);
+        let want = q4vk::cpu::reference::gemv_dense(&w, &widened, n, k, 2);
+        assert_within_bound(&y, &want, &widened, n, k, &weight, &what);
     }
     assert_nothing_logged();
 }

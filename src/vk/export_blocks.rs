@@ -47,6 +47,7 @@ fn gemv_kernel(
         x_f16: req.x_f16,
         ty,
         word_lanes,
+        dot: false,
     };
     if key.workgroup > dev.max_workgroup {
         return Err(Error::Unsupported(format!(

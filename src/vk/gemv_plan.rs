@@ -376,6 +376,9 @@ pub fn workspace_key(r: &Rules, mat: &DeviceMatrix, p: &GemvParams) -> Result<u6
     match decide(r, &mat.form, p, Room::AsNeeded)?.prepass {
         Some(PrepassChoice::Digits(key)) => {
             add(if key.bytes { 3 } else { 1 });
+            if key.natural {
+                add(4);
+            }
             // The digits are written in the matrix's column order.
             if let Some(order) = mat.k_order.as_ref().filter(|_| !p.x_gathered) {
                 order.inputs.iter().for_each(|&i| add(u64::from(i)));
@@ -779,8 +782,20 @@ impl fmt::Display for Choice {
 /// ([`runs_gemm`]: the GEMM of the matrix's layout, or its GEMV). `Unsupported` where the
 /// chosen kernel does not fit the device; `Internal` where the rules contradict each other.
 pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Result<Choice> {
-    if form.blocks.is_some() {
-        return on_x(r, form, p);
+    if let Some(b) = &form.blocks {
+        if room == Room::None || !runs_blocks_dot(r, form, p) {
+            return on_x(r, form, p);
+        }
+        return Ok(Choice {
+            kernel: blocks_choice(r, form, b, p, true)?,
+            prepass: Some(PrepassChoice::Digits(DigitsKey {
+                x_f16: p.x_f16,
+                k_order: false,
+                bytes: true,
+                natural: true,
+            })),
+            workspace_bytes: digits_bytes(form, p.m, true),
+        });
     }
     let room = match room {
         Room::None => return on_x(r, form, p),
@@ -794,6 +809,7 @@ pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Resul
                 x_f16: p.x_f16,
                 k_order: form.column_order && !p.x_gathered,
                 bytes,
+                natural: false,
             })),
             workspace_bytes: digits_bytes(form, p.m, bytes),
         });
@@ -841,7 +857,7 @@ fn kernel_choice(
         ));
     }
     if let Some(b) = &form.blocks {
-        return blocks_choice(r, form, b, p);
+        return blocks_choice(r, form, b, p, false);
     }
     let Some(c) = &form.coop else {
         let tiles = || runs_tiles(r, form).then(|| tiles_key(r, form, p)).flatten();
@@ -885,9 +901,23 @@ fn kernel_choice(
     Ok(KernelChoice::CoopGemv(key))
 }
 
+/// Whether a call with `p` on GGUF blocks `form` given a workspace runs the GEMV on blocks
+/// on x rounded to bytes: where `p` allows it (`Q4VK_GEMV_ROUND_X_TO_INT8`), the context
+/// uses the integer dot-product GEMV, the GEMV on blocks runs (not [`runs_gemm`]) and the
+/// pre-pass's grid and x in bytes fit the device. Against the f32 decode of the blocks, x
+/// in bytes pays on every shape (one dot product per four weights), so no size rule.
+fn runs_blocks_dot(r: &Rules, form: &MatrixForm, p: &GemvParams) -> bool {
+    let [max_x, max_y] = r.class.max_groups.map(u64::from);
+    let fits = (form.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
+        && u64::from(p.m) <= max_y
+        && digits_bytes(form, p.m, true) <= r.class.max_storage_range;
+    p.x_round_int8 && r.int_dot && !r.portable && !runs_gemm(r, form, p.m) && fits
+}
+
 /// The kernel on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form`: where
 /// [`runs_gemm`] says so the GEMM on blocks with the SIMT GEMM's tile and K groups, else the
-/// GEMV in passes of up to [`BLOCKS_MAX_M`] activation rows ([`MAX_M`] with word lanes; or
+/// GEMV (with `dot` on x rounded to bytes: [`runs_blocks_dot`]) in passes of up to
+/// [`BLOCKS_MAX_M`] activation rows ([`MAX_M`] with word lanes or `dot`; or
 /// the caller's fixed count; the last pass of the rows left), with the SIMT GEMV's workgroup and the row's rows per
 /// workgroup for calls of one pass or of several (`DeviceTuning::blocks_gemv_rows`; or the
 /// caller's fixed count). `Unsupported` where the kernel does not fit the device.
@@ -896,9 +926,10 @@ fn blocks_choice(
     form: &MatrixForm,
     blocks: &BlocksLayout,
     p: &GemvParams,
+    dot: bool,
 ) -> Result<KernelChoice> {
     let ty = blocks.ty;
-    if runs_gemm(r, form, p.m) {
+    if !dot && runs_gemm(r, form, p.m) {
         let (tile, ksplit) = simt_gemm_shape(r, form, p.m)?;
         return Ok(KernelChoice::BlocksGemm(BlocksGemmKey {
             tile,
@@ -908,12 +939,13 @@ fn blocks_choice(
         }));
     }
     let word_lanes = !r.portable
+        && !dot
         && r.overrides().blocks_gemv_word_lanes.unwrap_or_else(|| {
             let pieces_pass = r.overrides().blocks_gemv_pass_rows.unwrap_or(BLOCKS_MAX_M);
             p.m > pieces_pass && r.row.blocks_gemv_word_lanes_past_one_pass.contains(&ty)
         });
-    // Word lanes hold x for a whole pass.
-    let default_pass = match word_lanes {
+    // Word lanes and x in bytes hold x for a whole pass.
+    let default_pass = match word_lanes || dot {
         true => MAX_M,
         false => BLOCKS_MAX_M,
     };
@@ -936,9 +968,11 @@ fn blocks_choice(
         workgroup: r.simt.workgroup_for(steps),
         rows,
         m,
-        x_f16: p.x_f16,
+        // x in bytes is f32-free.
+        x_f16: p.x_f16 && !dot,
         ty,
         word_lanes,
+        dot,
     };
     let full = key(pass_rows);
     let shared = full.shared_bytes(r.simt.subgroup);

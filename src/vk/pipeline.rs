@@ -359,16 +359,20 @@ pub struct DigitsKey {
     /// x rounded to one signed byte per element and a scale per chunk
     /// (`Q4VK_GEMV_ROUND_X_TO_INT8`), instead of three exact digits.
     pub bytes: bool,
+    /// Each code word's columns in input order (the GEMV on GGUF blocks) instead of its
+    /// even columns, then its odd ones (the Q4 layout's nibble order).
+    pub natural: bool,
 }
 
 impl DigitsKey {
-    /// The specialization constants by id (0..4).
-    fn spec_values(&self) -> [u32; 4] {
+    /// The specialization constants by id (0..5).
+    fn spec_values(&self) -> [u32; 5] {
         [
             DIGITS_WORKGROUP,
             self.x_f16 as u32,
             self.k_order as u32,
             self.bytes as u32,
+            self.natural as u32,
         ]
     }
 }
@@ -516,6 +520,10 @@ pub struct BlocksKey {
     /// Invocations stride over quarters of pieces (a 32-bit word of codes) instead of
     /// whole pieces, so that neighbouring invocations read neighbouring x.
     pub word_lanes: bool,
+    /// Packed integer dot products on x rounded to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`, the
+    /// digits pre-pass in input order) instead of f32 arithmetic on x; the subgroup
+    /// reduction, whole pieces, passes of up to [`MAX_M`] rows.
+    pub dot: bool,
 }
 
 /// The most activation rows per pass of the GEMV on GGUF blocks whose x each invocation
@@ -528,7 +536,7 @@ impl BlocksKey {
     /// Whether each invocation holds its x of every activation row for all its rows (else
     /// it loads them again per row).
     pub fn x_held(&self) -> bool {
-        self.word_lanes || self.m <= BLOCKS_MAX_M
+        self.dot || self.word_lanes || self.m <= BLOCKS_MAX_M
     }
 
     /// The specialization constants by id (0..6) on a device of `subgroup` invocations.
@@ -795,6 +803,9 @@ pub struct Pipelines {
     blocks_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
     /// The GEMM on GGUF blocks' modules, a build per block type, likewise.
     blocks_gemm_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
+    /// The GEMV on GGUF blocks' integer dot-product builds, a build per block type,
+    /// likewise (contexts that use the integer dot-product GEMV only).
+    blocks_dot_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
     coop_tiles: bool,
     /// Workgroup shape.
     pub tuning: Tuning,
@@ -889,6 +900,7 @@ impl Pipelines {
             tiles_module: Mutex::new(vk::ShaderModule::null()),
             blocks_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_gemm_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
+            blocks_dot_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             coop_tiles,
             tuning,
             pipelines: PipelineSet::new("gemv"),
@@ -1134,10 +1146,26 @@ impl Pipelines {
                 key.portable, self.portable
             )));
         }
+        if key.dot && self.dot_module == vk::ShaderModule::null() {
+            return Err(Error::Internal(
+                "the integer dot-product GEMV on blocks requested from a context without the integer dot-product GEMV"
+                    .into(),
+            ));
+        }
         self.blocks_pipelines.get_or_create((key, epi), |name| {
-            let slot = type_slot(&self.blocks_modules, key.ty)?;
-            let spv = shaders::gemv_blocks(key.ty, self.portable);
-            let module = self.lazy_module(slot, spv, &format!("gemv_blocks {}", key.ty.name()))?;
+            let (slot, spv, build) = match key.dot {
+                true => (
+                    type_slot(&self.blocks_dot_modules, key.ty)?,
+                    shaders::gemv_blocks_dot(key.ty),
+                    "gemv_blocks_dot",
+                ),
+                false => (
+                    type_slot(&self.blocks_modules, key.ty)?,
+                    shaders::gemv_blocks(key.ty, self.portable),
+                    "gemv_blocks",
+                ),
+            };
+            let module = self.lazy_module(slot, spv, &format!("{build} {}", key.ty.name()))?;
             let values = key.spec_values(self.tuning.subgroup);
             self.create(module, &values, epi, name)
         })
@@ -1311,6 +1339,7 @@ impl Drop for Pipelines {
         .into_iter()
         .chain(&mut self.blocks_modules)
         .chain(&mut self.blocks_gemm_modules)
+        .chain(&mut self.blocks_dot_modules)
         .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()))
         .collect::<Vec<_>>();
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not

@@ -176,6 +176,12 @@ pub fn gemv_blocks(ty: BlockType, portable: bool) -> &'static [u8] {
     }
 }
 
+/// The GEMV on GGUF blocks of `ty` in their native bytes on x rounded to bytes, packed
+/// integer dot products and the subgroup reduction.
+pub fn gemv_blocks_dot(ty: BlockType) -> &'static [u8] {
+    blocks_build!(ty, "gemv_blocks_", "_dot")
+}
+
 /// The GEMM on GGUF blocks of `ty` in their native bytes (`layout::blocks`; no subgroup
 /// operations, one build per type).
 pub fn gemm_blocks(ty: BlockType) -> &'static [u8] {
