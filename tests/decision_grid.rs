@@ -253,11 +253,13 @@ const MS: [u32; 29] = [
     256, 512, 513, 1024,
 ];
 
-/// Activation types: (name, f16 x, f32 x may be rounded to f16).
-const XS: [(&str, bool, bool); 3] = [
+/// Activation types: (name, f16 x, x may be rounded: to f16 where f16 x is false, else to
+/// bytes).
+const XS: [(&str, bool, bool); 4] = [
     ("f32", false, false),
     ("f16", true, false),
     ("f32-round", false, true),
+    ("f16-round-int8", true, true),
 ];
 
 /// Workspaces: (name, room).
@@ -284,7 +286,8 @@ fn grid() -> String {
                     let form =
                         MatrixForm::new(shape, offsets, offsets, order, f.coop, max_part_bytes)
                             .expect("every grid matrix fits a part");
-                    for (x_name, x_f16, x_round_f16) in XS {
+                    for (x_name, x_f16, x_round_f16) in &XS[..3] {
+                        let (x_f16, x_round_f16) = (*x_f16, *x_round_f16);
                         // Rounding only ever changes the tensor-core GEMM on fragments.
                         if x_round_f16 && form.coop.is_none() {
                             continue;
@@ -294,7 +297,7 @@ fn grid() -> String {
                             if matches!(room, Room::Bytes(_)) && form.coop.is_none() {
                                 continue;
                             }
-                            let line = runs(&rules, &form, x_f16, x_round_f16, room);
+                            let line = runs(&rules, &form, (x_f16, x_round_f16, false), room);
                             writeln!(
                                 out,
                                 "{device} {} {form_name} {n}x{k} {x_name} ws-{room_name}: {line}",
@@ -305,7 +308,8 @@ fn grid() -> String {
                     }
                 }
             }
-            // GGUF blocks kept in their native bytes: one kernel, any workspace.
+            // GGUF blocks kept in their native bytes: the kernels on x, and on x rounded to
+            // bytes given a workspace.
             for ty in [BlockType::Q8_0, BlockType::Q6K] {
                 for (n, k) in SHAPES {
                     if !(k as usize).is_multiple_of(ty.block_elements()) {
@@ -313,11 +317,15 @@ fn grid() -> String {
                     }
                     let form = MatrixForm::of_blocks(ty, n as usize, k as usize, max_part_bytes)
                         .expect("every grid matrix fits a part");
-                    for (x_name, x_f16, _) in &XS[..2] {
-                        let line = runs(&rules, &form, *x_f16, false, Room::None);
+                    for (x_name, x_f16, rounded) in [XS[0], XS[1], XS[3]] {
+                        let (room_name, room) = match rounded {
+                            true => ROOMS[1],
+                            false => ROOMS[0],
+                        };
+                        let line = runs(&rules, &form, (x_f16, false, rounded), room);
                         writeln!(
                             out,
-                            "{device} {} gguf-{} {n}x{k} {x_name} ws-none: {line}",
+                            "{device} {} gguf-{} {n}x{k} {x_name} ws-{room_name}: {line}",
                             f.name,
                             ty.name()
                         )
@@ -331,13 +339,20 @@ fn grid() -> String {
 }
 
 /// The choices over [`MS`], each with the run of m it holds for.
-fn runs(rules: &Rules, form: &MatrixForm, x_f16: bool, x_round_f16: bool, room: Room) -> String {
+/// `x`: (f16 x, rounded to f16, rounded to bytes).
+fn runs(
+    rules: &Rules,
+    form: &MatrixForm,
+    (x_f16, x_round_f16, x_round_int8): (bool, bool, bool),
+    room: Room,
+) -> String {
     let mut runs: Vec<(u32, u32, String)> = Vec::new();
     let mut workspaces = Vec::new();
     for m in MS {
         let p = GemvParams {
             x_f16,
             x_round_f16,
+            x_round_int8,
             ..GemvParams::dense(m, form.shape.k as u64, form.shape.n as u64)
         };
         let choice = match decide(rules, form, &p, room) {
@@ -436,7 +451,12 @@ fn written(c: &Choice) -> String {
             k.ty.name(),
             k.workgroup,
             k.rows,
-            flags(&[(k.x_f16, 'h'), (k.portable, 'p'), (k.word_lanes, 'l')])
+            flags(&[
+                (k.x_f16, 'h'),
+                (k.portable, 'p'),
+                (k.word_lanes, 'l'),
+                (k.dot, 'd')
+            ])
         ),
         KernelChoice::BlocksGemm(k) => format!(
             "blocks-gemm({} {}x{}x{}x{} k{} {})",
@@ -509,7 +529,15 @@ fn written(c: &Choice) -> String {
     let prepass = match c.prepass {
         None => String::new(),
         Some(PrepassChoice::Digits(k)) => {
-            format!(" +digits({})", flags(&[(k.x_f16, 'h'), (k.k_order, 'k')]))
+            format!(
+                " +digits({})",
+                flags(&[
+                    (k.x_f16, 'h'),
+                    (k.k_order, 'k'),
+                    (k.bytes, 'b'),
+                    (k.natural, 'n')
+                ])
+            )
         }
         Some(PrepassChoice::Fragments(g)) => format!(
             " +fragments({}st b{} p{} {})",

@@ -115,7 +115,8 @@ pub const Q4VK_GEMV_GELU_GATE: u32 = 0x100;
 /// that run it (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit
 /// dot products accelerated): on SIMT matrices (not the tensor-core layout) where the
 /// device's tuning row says it pays with its rounding pass (on larger matrices), and on
-/// GGUF blocks (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`) wherever their GEMV runs, their codes as
+/// GGUF blocks (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`) where their GEMV runs and the row says it
+/// pays (at m = 1 on larger matrices, at m ≥ 2 on every one), their codes as
 /// the f32 decode's integers (Q5_0's and Q6_K's less their offset; IQ4's table values, E2M1
 /// values doubled) times q, 8 packed dot products per 32 weights and 8 more per 32 columns
 /// of each row of x for the types with minima or offsets; `q4vk_gemv_plan` then names

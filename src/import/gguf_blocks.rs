@@ -115,6 +115,15 @@ impl BlockType {
         }
     }
 
+    /// Whether the type's codes index a table of values (IQ4's, E2M1's) rather than being
+    /// the values' integers themselves.
+    pub fn looked_up(self) -> bool {
+        matches!(
+            self,
+            BlockType::Iq4Nl | BlockType::Iq4Xs | BlockType::Mxfp4 | BlockType::Nvfp4
+        )
+    }
+
     /// Elements per block.
     pub fn block_elements(self) -> usize {
         match self {

@@ -158,6 +158,10 @@ pub struct IntDotReach {
     /// x rounded to bytes pays at m ≥ 2 on matrices of at least 2^`bytes_from_weights_log2`
     /// weights.
     pub bytes_from_weights_log2: u32,
+    /// On GGUF blocks, whose f32 decode costs more than the Q4 layout's, x rounded to bytes
+    /// pays at m = 1 on matrices of at least 2^`blocks_bytes_from_weights_log2_at_1`
+    /// weights, and at m ≥ 2 on every matrix (`h100-2026-12-06-blocks-on-bytes.txt`).
+    pub blocks_bytes_from_weights_log2_at_1: u32,
 }
 
 impl IntDotReach {
@@ -179,6 +183,11 @@ impl IntDotReach {
             _ => self.bytes_from_weights_log2,
         };
         at_least_weights(n, k, log2)
+    }
+
+    /// As [`Self::bytes_pay`] on GGUF blocks, against their f32 decode.
+    pub fn blocks_bytes_pay(&self, n: usize, k: usize, m: u32) -> bool {
+        m > 1 || at_least_weights(n, k, self.blocks_bytes_from_weights_log2_at_1)
     }
 }
 
@@ -376,6 +385,7 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         from_rows: 3072,
         bytes_from_weights_log2_at_1: 25,
         bytes_from_weights_log2: 23,
+        blocks_bytes_from_weights_log2_at_1: 23,
     },
     coop_gemm_at_8: Some((10240, 8192)),
     fragments_from_m: FragmentsFromM {

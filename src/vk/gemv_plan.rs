@@ -903,15 +903,18 @@ fn kernel_choice(
 
 /// Whether a call with `p` on GGUF blocks `form` given a workspace runs the GEMV on blocks
 /// on x rounded to bytes: where `p` allows it (`Q4VK_GEMV_ROUND_X_TO_INT8`), the context
-/// uses the integer dot-product GEMV, the GEMV on blocks runs (not [`runs_gemm`]) and the
-/// pre-pass's grid and x in bytes fit the device. Against the f32 decode of the blocks, x
-/// in bytes pays on every shape (one dot product per four weights), so no size rule.
+/// uses the integer dot-product GEMV, the GEMV on blocks runs (not [`runs_gemm`]), the
+/// pre-pass's grid and x in bytes fit the device, and the device row says it pays with its
+/// rounding pass (`IntDotReach::blocks_bytes_pay`; everywhere on contexts that force the
+/// integer dot-product GEMV).
 fn runs_blocks_dot(r: &Rules, form: &MatrixForm, p: &GemvParams) -> bool {
     let [max_x, max_y] = r.class.max_groups.map(u64::from);
-    let fits = (form.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
+    let (n, k) = (form.shape.n, form.shape.k);
+    let fits = (k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
         && u64::from(p.m) <= max_y
         && digits_bytes(form, p.m, true) <= r.class.max_storage_range;
-    p.x_round_int8 && r.int_dot && !r.portable && !runs_gemm(r, form, p.m) && fits
+    let pays = r.int_dot_everywhere || r.row.int_dot.blocks_bytes_pay(n, k, p.m);
+    p.x_round_int8 && r.int_dot && !r.portable && !runs_gemm(r, form, p.m) && fits && pays
 }
 
 /// The kernel on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form`: where

@@ -559,7 +559,12 @@ impl BlocksKey {
             true => self.workgroup,
             false => self.workgroup / subgroup.max(1),
         };
-        4 * slots * self.m * self.rows
+        // The integer dot-product build's table of byte values (table types).
+        let table = match self.dot && self.ty.looked_up() {
+            true => 4 * 256,
+            false => 0,
+        };
+        4 * slots * self.m * self.rows + table
     }
 }
 
