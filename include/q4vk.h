@@ -197,11 +197,16 @@
 
 // Opt-in, less exact: f32 or f16 activations may be rounded to one signed byte per
 // element where that makes the call faster — the form llama.cpp's integer-dot kernels use
-// (its `q8_1`). Today that is the integer dot-product GEMV on SIMT matrices (not the
-// tensor-core layout, not GGUF blocks) given a workspace, on contexts that run it
-// (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit dot products
-// accelerated) where the device's tuning row says it pays with its rounding pass (on
-// larger matrices; `q4vk_gemv_plan` then names `Q4VK_GEMV_PREPASS_BYTES`): its
+// (its `q8_1`). Today that is the integer dot-product GEMV given a workspace, on contexts
+// that run it (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit
+// dot products accelerated): on SIMT matrices (not the tensor-core layout) where the
+// device's tuning row says it pays with its rounding pass (on larger matrices), and on
+// GGUF blocks (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`) where their GEMV runs and the row says it
+// pays (at m = 1 on larger matrices, at m ≥ 2 on every one), their codes as
+// the f32 decode's integers (Q5_0's and Q6_K's less their offset; IQ4's table values, E2M1
+// values doubled) times q, 8 packed dot products per 32 weights and 8 more per 32 columns
+// of each row of x for the types with minima or offsets; `q4vk_gemv_plan` then names
+// `Q4VK_GEMV_PREPASS_BYTES`. Its
 // pre-pass writes, per 32 columns of each row of x, the scale `d = a / 127` (`a` their
 // largest |x|) and `q = round(127·x / a)`, and the kernel sums `s·d·Σ(u − z)·q` in exact
 // integers, 8 packed dot products per 32 weights where the exact digits take 24. The
@@ -992,7 +997,8 @@ typedef struct q4vk_staging {
 
 // The GEMV on GGUF blocks kept in their native bytes (every `Q4VK_SOURCE_GGUF_*` matrix
 // but Q4_0's), on x itself, in passes of at most 4 activation rows (8 where it strides
-// over quarters of pieces).
+// over quarters of pieces); or, with `Q4VK_GEMV_ROUND_X_TO_INT8` where it applies, on x
+// rounded to bytes in passes of 8.
 #define Q4VK_GEMV_KERNEL_BLOCKS_GEMV 8
 
 // The GEMM on GGUF blocks kept in their native bytes: the m where the SIMT matrices run

@@ -522,7 +522,7 @@ pub struct BlocksKey {
     pub word_lanes: bool,
     /// Packed integer dot products on x rounded to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`, the
     /// digits pre-pass in input order) instead of f32 arithmetic on x; the subgroup
-    /// reduction, whole pieces, passes of up to [`MAX_M`] rows.
+    /// reduction, whole pieces, passes of up to [`MAX_M`](super::params::MAX_M) rows.
     pub dot: bool,
 }
 
