@@ -92,6 +92,7 @@ glslang_quiet -V --quiet --target-env vulkan1.1 -DTILES=4u -DCOLS=4u mma_loop.co
 glslang_quiet -V --quiet --target-env vulkan1.1 -DTILES=2u -DCOLS=8u mma_loop.comp -o "$out/mma_loop_2x8.spv"
 glslc $FLAGS naive_q4.comp -o "$out/naive_q4.spv"
 glslc $FLAGS copy.comp -o "$out/copy.spv"
+glslc $FLAGS elementwise.comp -o "$out/elementwise.spv"
 glslc $FLAGS read.comp -o "$out/read.spv"
 # The exported builds keep their names (-g) for the host's reflection, not their source
 # text and line numbers.

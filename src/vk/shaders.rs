@@ -63,6 +63,9 @@ pub const GEMM_EXPORT_BIAS: &[u8] = include_bytes!("../../shaders/spv/gemm_q4_ex
 pub const NAIVE: &[u8] = include_bytes!("../../shaders/spv/naive_q4.spv");
 /// Benchmark ceiling: uvec4 copy (binding 0 source, 1 destination).
 pub const COPY: &[u8] = include_bytes!("../../shaders/spv/copy.spv");
+/// Benchmark baseline: the epilogue passes of an unfused decoder step (binding 0 y updated
+/// in place from binding 1; push constants: count, n, mode: 0 bias, 1 residual, 2 SwiGLU).
+pub const ELEMENTWISE: &[u8] = include_bytes!("../../shaders/spv/elementwise.spv");
 /// Benchmark ceiling: reads device memory and writes nothing (`q4vk-bench`).
 pub const READ: &[u8] = include_bytes!("../../shaders/spv/read.spv");
 /// Benchmark ceiling: the tensor cores' MMA rate, operands in registers (binding 0 output;

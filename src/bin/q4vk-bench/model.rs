@@ -4,12 +4,16 @@
 //! them: Q, K and V on the layer's input, O on Q's output, gate and up on O's, down on
 //! gate's, which is the next layer's input; calls on one x as one multi call (Q, K and V;
 //! gate and up: one pre-pass of x where the kernels have one), a barrier between dependent
-//! calls. No attention or norms. Each m runs two forms in the same run: the GEMVs alone (O
-//! on Q into its own buffer, gate and up on O's, down on gate's), and the fused step (Q, K
+//! calls. No attention or norms. Each m runs three forms in the same run: the GEMVs alone
+//! (O on Q into its own buffer, gate and up on O's, down on gate's); the fused step (Q, K
 //! and V with their bias where the model has one; O and down adding the residual into the
-//! layer's input in place; up with the SiLU of gate's output, after it). Timed between two timestamps, the
-//! median of runs, beside the time the step's bytes take at the copy bandwidth of the same
-//! run (the bandwidth ideal). `--quick`: two layers of a quarter of each dimension.
+//! layer's input in place; up with the SiLU of gate's output, after it); and the unfused
+//! chain that computes the same as the fused step with plain GEMVs and separate epilogue
+//! passes (`shaders/elementwise.comp`: the bias on Q, K and V; the residual after O and
+//! after down; SwiGLU after gate and up), as an engine without fused epilogues runs it.
+//! Timed between two timestamps, the median of runs, beside the time the step's bytes take
+//! at the copy bandwidth of the same run (the bandwidth ideal). `--quick`: two layers of a
+//! quarter of each dimension.
 
 use super::*;
 use ash::vk;
@@ -18,8 +22,10 @@ use q4vk::vk::context::Context;
 use q4vk::vk::gemv::{
     self, BufferRange, Epilogue, EpilogueOperands, GateActivation, GemvParams, Room,
 };
+use q4vk::vk::kernel::Kernel;
 use q4vk::vk::matrix::{DeviceMatrix, UploadRoute};
 use q4vk::vk::memory::{Buffer, MemoryKind};
+use q4vk::vk::shaders;
 
 /// A decoder's linear-layer shapes.
 #[derive(Debug, Clone, Copy)]
@@ -146,13 +152,15 @@ struct Linear {
     gate: Option<Act>,
 }
 
-/// The two forms of a step each m runs.
+/// The three forms of a step each m runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Form {
     /// The GEMVs alone.
     Plain,
     /// Bias, residuals and the SiLU gate in the GEMVs' epilogues.
     Fused,
+    /// The fused step's result from plain GEMVs and separate epilogue passes.
+    Unfused,
 }
 
 /// A layer's seven matrices in the order a step of `form` records them.
@@ -207,6 +215,110 @@ fn layer_linears(s: &ModelShape, form: Form) -> [Linear; 7] {
                 ..l(h, i, Act::Up, Act::Input, true)
             },
         ],
+        // The fused step's data flow; O and down write O's buffer, which a pass adds to
+        // the input, and down reads gate's, where SwiGLU's pass leaves its result.
+        Form::Unfused => [
+            l(h, h, Act::Input, Act::Q, true),
+            l(kv, h, Act::Input, Act::K, false),
+            l(kv, h, Act::Input, Act::V, false),
+            l(h, h, Act::Q, Act::O, true),
+            l(i, h, Act::Input, Act::Gate, true),
+            l(i, h, Act::Input, Act::Up, false),
+            l(h, i, Act::Gate, Act::O, true),
+        ],
+    }
+}
+
+/// An epilogue pass of the unfused form (`shaders/elementwise.comp`), on a step's buffers.
+#[derive(Clone, Copy)]
+enum Pass {
+    /// The bias added to a buffer's rows.
+    Bias(Act),
+    /// O's buffer added to the input (the residual of O and of down).
+    Residual,
+    /// SwiGLU: gate's buffer becomes `silu(gate)·up`.
+    SwiGlu,
+}
+
+impl Pass {
+    /// The buffer updated, and the one read beside it (`None`: the bias).
+    fn buffers(self) -> (Act, Option<Act>) {
+        match self {
+            Pass::Bias(y) => (y, None),
+            Pass::Residual => (Act::Input, Some(Act::O)),
+            Pass::SwiGlu => (Act::Gate, Some(Act::Up)),
+        }
+    }
+
+    /// Its descriptor set's index among a layer's passes.
+    fn slot(self) -> usize {
+        match self {
+            Pass::Bias(Act::Q) => 0,
+            Pass::Bias(Act::K) => 1,
+            // V, the only other buffer with a bias.
+            Pass::Bias(_) => 2,
+            Pass::Residual => 3,
+            Pass::SwiGlu => 4,
+        }
+    }
+
+    /// The shader's mode.
+    fn mode(self) -> u32 {
+        match self {
+            Pass::Bias(_) => 0,
+            Pass::Residual => 1,
+            Pass::SwiGlu => 2,
+        }
+    }
+}
+
+/// The passes the unfused form records after the calls of layer matrix `index` (and of
+/// those sharing its x), after a barrier.
+fn passes_after(s: &ModelShape, index: usize) -> Vec<Pass> {
+    match index {
+        2 if s.qkv_bias => vec![Pass::Bias(Act::Q), Pass::Bias(Act::K), Pass::Bias(Act::V)],
+        3 | 6 => vec![Pass::Residual],
+        5 => vec![Pass::SwiGlu],
+        _ => Vec::new(),
+    }
+}
+
+/// A layer's passes: bias on Q, K and V, the residual, SwiGLU.
+const PASS_SLOTS: usize = 5;
+
+/// The unfused form's pass kernel and a set per pass of a layer (by `Pass::slot`; the
+/// buffers are the same in every layer).
+struct Passes {
+    kernel: Kernel,
+    sets: [vk::DescriptorSet; PASS_SLOTS],
+}
+
+impl Passes {
+    /// The kernel and its sets on a step's activation buffers `acts` (by `Act as usize`)
+    /// and `bias`.
+    fn new(ctx: &Context, acts: &[(Buffer, u64)], bias: &Buffer) -> Result<Passes> {
+        let kernel = Kernel::new(
+            &ctx.device,
+            shaders::ELEMENTWISE,
+            "elementwise",
+            2,
+            12,
+            PASS_SLOTS as u32,
+        )?;
+        let all = [
+            Pass::Bias(Act::Q),
+            Pass::Bias(Act::K),
+            Pass::Bias(Act::V),
+            Pass::Residual,
+            Pass::SwiGlu,
+        ];
+        let mut sets = [vk::DescriptorSet::null(); PASS_SLOTS];
+        for pass in all {
+            let (y, a) = pass.buffers();
+            let a = a.map_or(bias, |a| &acts[a as usize].0);
+            sets[pass.slot()] = kernel.set(&[&acts[y as usize].0, a])?;
+        }
+        Ok(Passes { kernel, sets })
     }
 }
 
@@ -244,27 +356,33 @@ pub(crate) fn model_table(ctx: &Context, opt: &Options, model: ModelShape) -> Re
         },
         matrix_bytes as f64 / f64::from(1 << 20)
     );
-    println!("| m | form | step µs | µs per layer | MB read | ideal µs at copy bandwidth | % of ideal | plain ÷ fused | kernels of the first layer |");
+    println!("| m | form | step µs | µs per layer | MB read | ideal µs at copy bandwidth | % of ideal | ÷ fused | kernels of the first layer |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for &m in &opt.ms {
-        let mut plain_us = None;
-        for form in [Form::Plain, Form::Fused] {
+        // Every form first, then the rows with their time against the fused step's.
+        let mut rows = Vec::new();
+        for form in [Form::Plain, Form::Unfused, Form::Fused] {
             let linears = layer_linears(&shape, form);
-            let step = Step::new(ctx, opt, &shape, &linears, &mats, m)?;
+            let step = Step::new(ctx, opt, &shape, &linears, &mats, m, form)?;
             let warm = Some((&copy, opt.warm));
             let us = time_runs(ctx, opt.iters.clamp(3, 50), warm, |cmd, _| {
-                step.record(ctx, cmd)
+                step.record(ctx, cmd, &shape)
             })?;
-            let bytes = matrix_bytes + step.activation_bytes;
+            let kernels = step.kernels(ctx, &mats[..linears.len()])?;
+            rows.push((form, us, matrix_bytes + step.activation_bytes, kernels));
+        }
+        let fused_us = rows.last().map_or(f64::NAN, |r| r.1);
+        for (form, us, bytes, kernels) in rows {
             let ideal = bytes as f64 / (copy_gbs * 1e3);
-            let ratio = plain_us.map_or(String::from("—"), |p: f64| format!("{:.2}", p / us));
-            plain_us.get_or_insert(us);
+            let ratio = match form {
+                Form::Fused => String::from("—"),
+                _ => format!("{:.2}", us / fused_us),
+            };
             println!(
-                "| {m} | {form:?} | {us:.1} | {:.2} | {:.1} | {ideal:.1} | {:.0}% | {ratio} | {} |",
+                "| {m} | {form:?} | {us:.1} | {:.2} | {:.1} | {ideal:.1} | {:.0}% | {ratio} | {kernels} |",
                 us / shape.layers as f64,
                 bytes as f64 / 1e6,
                 100.0 * ideal / us,
-                step.kernels(ctx, &mats[..linears.len()])?
             );
         }
     }
@@ -303,8 +421,10 @@ struct Step<'a> {
     workspace: Option<(Buffer, u64)>,
     /// The calls let x be rounded to bytes (`--round-x-int8`).
     x_round_int8: bool,
-    /// Bytes of x and y the step's calls move.
+    /// Bytes of x and y the step's calls (and passes) move.
     activation_bytes: u64,
+    /// The unfused form's epilogue passes.
+    passes: Option<Passes>,
 }
 
 impl<'a> Step<'a> {
@@ -315,6 +435,7 @@ impl<'a> Step<'a> {
         linears: &'a [Linear],
         mats: &'a [DeviceMatrix],
         m: u32,
+        form: Form,
     ) -> Result<Step<'a>> {
         let mb = u64::from(m);
         let mut acts = Vec::new();
@@ -371,6 +492,22 @@ impl<'a> Step<'a> {
             .flat_map(|v| v.to_le_bytes())
             .collect();
         let bias = q4vk::vk::matrix::upload(ctx, &bias_values, "q4vk-bench model step bias")?;
+        let (passes, pass_bytes) = match form {
+            Form::Unfused => {
+                let passes = Passes::new(ctx, &acts, &bias)?;
+                // Each pass reads y and a (the bias: a row of it) and writes y.
+                let bytes: u64 = (0..linears.len())
+                    .flat_map(|i| passes_after(shape, i))
+                    .map(|pass| {
+                        let (y, a) = pass.buffers();
+                        let values = mb * y.size(shape) as u64;
+                        4 * (2 * values + a.map_or(y.size(shape) as u64, |_| values))
+                    })
+                    .sum();
+                (Some(passes), shape.layers as u64 * bytes)
+            }
+            _ => (None, 0),
+        };
         Ok(Step {
             linears,
             mats,
@@ -379,7 +516,8 @@ impl<'a> Step<'a> {
             bias,
             workspace,
             x_round_int8: opt.round_x_int8,
-            activation_bytes,
+            activation_bytes: activation_bytes + pass_bytes,
+            passes,
         })
     }
 
@@ -393,10 +531,10 @@ impl<'a> Step<'a> {
         }
     }
 
-    /// Records the whole step into `cmd`: each run of calls on one x with no barrier
-    /// between them (Q, K and V; gate and up) as one multi call, a barrier before the
-    /// others.
-    fn record(&self, ctx: &Context, cmd: vk::CommandBuffer) -> Result<()> {
+    /// Records the whole step of `shape` into `cmd`: each run of calls on one x with no
+    /// barrier between them (Q, K and V; gate and up) as one multi call, a barrier before
+    /// the others; in the unfused form each run's epilogue passes after it.
+    fn record(&self, ctx: &Context, cmd: vk::CommandBuffer, shape: &ModelShape) -> Result<()> {
         let per_layer = self.linears.len();
         let mut group: Vec<gemv::MultiCall> = Vec::new();
         for (i, mat) in self.mats.iter().enumerate() {
@@ -405,6 +543,7 @@ impl<'a> Step<'a> {
             if !joins && !group.is_empty() {
                 gemv::record_multi(ctx, cmd, &group)?;
                 group.clear();
+                self.record_passes(ctx, cmd, shape, (i - 1) % per_layer);
             }
             if i > 0 && l.after_barrier {
                 // SAFETY: `cmd` is recording.
@@ -419,7 +558,46 @@ impl<'a> Step<'a> {
             }
             group.push(self.call(mat, l));
         }
-        gemv::record_multi(ctx, cmd, &group)
+        gemv::record_multi(ctx, cmd, &group)?;
+        self.record_passes(ctx, cmd, shape, per_layer - 1);
+        Ok(())
+    }
+
+    /// Records the unfused form's passes after the calls of layer matrix `index`, each
+    /// after a barrier (none in the other forms).
+    fn record_passes(
+        &self,
+        ctx: &Context,
+        cmd: vk::CommandBuffer,
+        shape: &ModelShape,
+        index: usize,
+    ) {
+        let Some(passes) = &self.passes else {
+            return;
+        };
+        for pass in passes_after(shape, index) {
+            let y = pass.buffers().0;
+            let count = self.m * y.size(shape) as u32;
+            let push: Vec<u8> = [count, y.size(shape) as u32, pass.mode()]
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect();
+            // SAFETY: `cmd` is recording; the set's buffers live as long as the step.
+            unsafe {
+                q4vk::vk::submit::record_barrier(
+                    &ctx.device.device,
+                    cmd,
+                    COMPUTE_TO_COMPUTE[0],
+                    COMPUTE_TO_COMPUTE[1],
+                );
+                passes.kernel.record(
+                    cmd,
+                    passes.sets[pass.slot()],
+                    &push,
+                    count.div_ceil(256).min(65535),
+                );
+            }
+        }
     }
 
     /// The call of `l` on `mat`.
