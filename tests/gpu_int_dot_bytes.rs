@@ -8,7 +8,8 @@
 //! m = 1..8 and past 8 in passes, stepping over chunks and over words, for zero points,
 //! f32 scales, per-group offsets, a column order and every GGUF block type (x's bytes then
 //! in input order), through `q4vk_cmd_gemv`'s path and
-//! `q4vk_gemv`'s, and in a multi call (Q, K and V with one workspace key); a non-finite
+//! `q4vk_gemv`'s, and in multi calls (Q, K and V with one workspace key; blocks and Q4
+//! matrices on one x, whose bytes differ in column order, each rounding its own); a non-finite
 //! chunk gives NaN rows; without the flag, or on a context without the integer dot-product
 //! GEMV, the call stays exact.
 
@@ -541,6 +542,82 @@ fn gguf_blocks_on_bytes_stay_within_their_bound() {
         assert_bytes_in_order(&words, &widened, k, true, &what);
         let want = q4vk::cpu::reference::gemv_dense(&w, &widened, n, k, 2);
         assert_within_bound(&y, &want, &widened, n, k, &weight, &what);
+    }
+    assert_nothing_logged();
+}
+
+#[test]
+fn a_multi_call_of_blocks_and_q4_rounds_x_per_column_order() {
+    use gpu_support::blocks::{blocks_desc, dequantized, random_blocks};
+    use q4vk::import::gguf_blocks::BlockType;
+    use q4vk::vk::gemv::{workspace_key, EpilogueOperands, MultiCall};
+    use q4vk::vk::matrix::UploadRoute;
+    let ctx = context(IntDot::Forced, None);
+    let mut rng = Rng(0x3B10);
+    let (k, m) = (512usize, 2usize);
+    // Q6_K blocks, a Q4 matrix (x's bytes by parity), Q8_0 blocks (in input order again).
+    let q6 = random_blocks(&mut rng, BlockType::Q6K, 40, k);
+    let q8 = random_blocks(&mut rng, BlockType::Q8_0, 24, k);
+    let q4 = random_q4(&mut rng, 32, k, 128, true, false);
+    let blocks = |ty, n, bytes: &[u8]| {
+        let w = dequantized(&blocks_desc(ty, n, k, bytes));
+        let mat = DeviceMatrix::from_blocks(&ctx, ty, n, k, bytes, &mut UploadRoute::Queue);
+        (mat.unwrap(), w)
+    };
+    let (m6, w6) = blocks(BlockType::Q6K, 40, &q6);
+    let (m8, w8) = blocks(BlockType::Q8_0, 24, &q8);
+    let m4 = DeviceMatrix::new(&ctx, &q4, None, None).unwrap();
+    let w4: Vec<f32> = (0..32 * k)
+        .map(|i| weight_of(&q4, None)(i / k, i % k) as f32)
+        .collect();
+    let mats = [&m6, &m4, &m8];
+    let weights = [&w6, &w4, &w8];
+    let ps: Vec<_> = mats.iter().map(|mat| params(mat, m, false, true)).collect();
+    let keys: Vec<u64> = mats
+        .iter()
+        .zip(&ps)
+        .map(|(mat, p)| workspace_key(&ctx.rules, mat, p).unwrap())
+        .collect();
+    assert!(keys[0] == keys[2] && keys[0] != keys[1], "{keys:?}");
+    let ws_bytes = ps
+        .iter()
+        .zip(&mats)
+        .map(|(p, mat)| gemv::workspace_bytes(&ctx.rules, &mat.form, p).unwrap())
+        .max()
+        .unwrap();
+    let x = activations(&mut rng, m, k);
+    let xb = upload(&ctx, &f32_bytes(&x), "test x").unwrap();
+    let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device, "test workspace").unwrap();
+    let ys: Vec<Buffer> = mats
+        .iter()
+        .map(|mat| filled_readback(&ctx, 4 * m * mat.form.shape.n, 0xFF, "test y"))
+        .collect();
+    let range = |b: &Buffer, bytes: usize| BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: bytes as u64,
+    };
+    let calls: Vec<MultiCall> = mats
+        .iter()
+        .zip(&ps)
+        .zip(&ys)
+        .map(|((mat, p), y)| MultiCall {
+            mat,
+            x: range(&xb, 4 * m * k),
+            y: range(y, 4 * m * mat.form.shape.n),
+            ops: EpilogueOperands::default(),
+            p: *p,
+            workspace: Some(range(&wb, ws_bytes as usize)),
+        })
+        .collect();
+    submit_for_host(&ctx, |cmd| gemv::record_multi(&ctx, cmd, &calls)).unwrap();
+    for ((mat, w), yb) in mats.iter().zip(weights).zip(&ys) {
+        let n = mat.form.shape.n;
+        let y = read_f32s(yb, m * n);
+        let want = reference::gemv_dense(w, &x, n, k, m);
+        let weight = |row: usize, kk: usize| f64::from(w[row * k + kk]);
+        let what = format!("multi call, {n} rows");
+        assert_within_bound(&y, &want, &x, n, k, &weight, &what);
     }
     assert_nothing_logged();
 }
