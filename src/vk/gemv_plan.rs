@@ -375,10 +375,13 @@ pub fn workspace_key(r: &Rules, mat: &DeviceMatrix, p: &GemvParams) -> Result<u6
     add(u64::from(p.x_f16));
     match decide(r, &mat.form, p, Room::AsNeeded)?.prepass {
         Some(PrepassChoice::Digits(key)) => {
-            add(if key.bytes { 3 } else { 1 });
-            if key.natural {
-                add(4);
-            }
+            // One tag per form of x in the workspace.
+            add(match (key.bytes, key.natural) {
+                (false, false) => 1,
+                (true, false) => 3,
+                (true, true) => 4,
+                (false, true) => 5,
+            });
             // The digits are written in the matrix's column order.
             if let Some(order) = mat.k_order.as_ref().filter(|_| !p.x_gathered) {
                 order.inputs.iter().for_each(|&i| add(u64::from(i)));
@@ -958,11 +961,12 @@ fn blocks_choice(
         true => form.layout.chunks.saturating_mul(4),
         false => form.layout.chunks,
     };
+    // x in bytes keeps the rows of one pass in every pass (each pass holds 8 rows of x).
     let (one_pass, passes) = r.row.blocks_gemv_rows;
     let rows = r
         .overrides()
         .blocks_gemv_rows
-        .unwrap_or(match p.m <= pass_rows {
+        .unwrap_or(match dot || p.m <= pass_rows {
             true => one_pass,
             false => passes,
         });

@@ -559,10 +559,12 @@ impl BlocksKey {
             true => self.workgroup,
             false => self.workgroup / subgroup.max(1),
         };
-        // The integer dot-product build's table of byte values (table types).
-        let table = match self.dot && self.ty.looked_up() {
-            true => 4 * 256,
-            false => 0,
+        // The integer dot-product build's table of byte values (a placeholder word for the
+        // types without a table).
+        let table = match (self.dot, self.ty.looked_up()) {
+            (true, true) => 4 * 256,
+            (true, false) => 4,
+            (false, _) => 0,
         };
         4 * slots * self.m * self.rows + table
     }

@@ -273,7 +273,7 @@ impl Pass {
 }
 
 /// The passes the unfused form records after the calls of layer matrix `index` (and of
-/// those sharing its x), after a barrier.
+/// those sharing its x), after one barrier.
 fn passes_after(s: &ModelShape, index: usize) -> Vec<Pass> {
     match index {
         2 if s.qkv_bias => vec![Pass::Bias(Act::Q), Pass::Bias(Act::K), Pass::Bias(Act::V)],
@@ -563,8 +563,8 @@ impl<'a> Step<'a> {
         Ok(())
     }
 
-    /// Records the unfused form's passes after the calls of layer matrix `index`, each
-    /// after a barrier (none in the other forms).
+    /// Records the unfused form's passes after the calls of layer matrix `index`, after
+    /// one barrier (they touch different buffers; none in the other forms).
     fn record_passes(
         &self,
         ctx: &Context,
@@ -575,7 +575,19 @@ impl<'a> Step<'a> {
         let Some(passes) = &self.passes else {
             return;
         };
-        for pass in passes_after(shape, index) {
+        let after = passes_after(shape, index);
+        if !after.is_empty() {
+            // SAFETY: `cmd` is recording.
+            unsafe {
+                q4vk::vk::submit::record_barrier(
+                    &ctx.device.device,
+                    cmd,
+                    COMPUTE_TO_COMPUTE[0],
+                    COMPUTE_TO_COMPUTE[1],
+                )
+            };
+        }
+        for pass in after {
             let y = pass.buffers().0;
             let count = self.m * y.size(shape) as u32;
             let push: Vec<u8> = [count, y.size(shape) as u32, pass.mode()]
@@ -584,12 +596,6 @@ impl<'a> Step<'a> {
                 .collect();
             // SAFETY: `cmd` is recording; the set's buffers live as long as the step.
             unsafe {
-                q4vk::vk::submit::record_barrier(
-                    &ctx.device.device,
-                    cmd,
-                    COMPUTE_TO_COMPUTE[0],
-                    COMPUTE_TO_COMPUTE[1],
-                );
                 passes.kernel.record(
                     cmd,
                     passes.sets[pass.slot()],
