@@ -10,8 +10,14 @@
  * gives the tensors, the file's bytes, the bytes a GEMV reads (q4vk_gemv_plan) and the
  * device memory (q4vk_matrix_footprint); the bytes read must be within 3% of the file's
  * (the weights stay in their native size on the device). Any validation or WARN/ERROR
- * message fails.
- *   gguf_import FILE [--expect N] [--golden TENSOR REF]...
+ * message fails. With --round-x-int8 each GEMV runs through q4vk_gemv_host with
+ * Q4VK_GEMV_ROUND_X_TO_INT8 instead, as an engine running a GGUF model on a phone calls it:
+ * the plan must name the pre-pass that rounds x to bytes, and each output must lie within
+ * what rounding x to bytes allows (per 32 columns d = max|x| / 127, each x within d / 2:
+ * sum |w|·d / 2 over the row, plus 1e-5 of sum |w·x| for f32 accumulation) of the f64
+ * GEMV on exact x (run it where the integer dot-product GEMV runs: Q4VK_INTDOT=1 on
+ * lavapipe).
+ *   gguf_import FILE [--expect N] [--golden TENSOR REF]... [--round-x-int8]
  *       N: how many matrices the file must give; REF: an f32 file whose first n·k values
  *       the dequantized TENSOR must equal bit for bit (e.g. gguf-py's dequantize)
  *   gguf_import --self-test FILE    the reader on every truncation of FILE and on damaged
@@ -30,6 +36,9 @@ static void expect(int ok, const char *what) {
     printf("%s %s\n", ok ? "ok  " : "FAIL", what);
     if (!ok) failures++;
 }
+
+/* --round-x-int8: the GEMVs run on x rounded to bytes. */
+static int round_x_int8;
 
 /* --golden pairs: tensor name, reference f32 file; and whether the tensor was compared. */
 enum { MAX_GOLDEN = 16 };
@@ -79,33 +88,89 @@ static type_total *total_of(uint32_t type) {
     return &totals[total_count++];
 }
 
-/* One GEMV of `mat` with m rows of x against the f64 reference of the weights `w`. */
+/* The GEMV on x rounded to bytes: q4vk_gemv_host with Q4VK_GEMV_ROUND_X_TO_INT8, whose plan
+ * must round x to bytes; returns the call's status. */
+static q4vk_status gemv_on_bytes(q4vk_context *ctx, const q4vk_matrix *mat, const float *x, float *y, size_t n,
+                                 size_t k, uint32_t m, const char *name) {
+    uint64_t ws = 0;
+    q4vk_gemv_plan_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (q4vk_gemv_workspace_size(ctx, mat, m, Q4VK_GEMV_ROUND_X_TO_INT8, &ws) != Q4VK_OK ||
+        q4vk_gemv_plan(ctx, mat, m, Q4VK_GEMV_ROUND_X_TO_INT8, ws, &info) != Q4VK_OK) {
+        q4_fail("q4vk_gemv_plan");
+        return Q4VK_ERROR_INVALID_ARGUMENT;
+    }
+    char what[256];
+    snprintf(what, sizeof what, "%s: m = %u plans the pre-pass rounding x to bytes (%s)", name, m, info.name);
+    expect(info.prepass == Q4VK_GEMV_PREPASS_BYTES, what);
+    q4vk_gemv_host_args args;
+    q4vk_gemv_host_args_default(&args);
+    args.flags = Q4VK_GEMV_ROUND_X_TO_INT8;
+    args.m = m;
+    args.x = x;
+    args.x_bytes = m * k * sizeof *x;
+    args.y = y;
+    args.y_len = m * n;
+    q4vk_status status = q4vk_gemv_host(ctx, mat, &args);
+    if (status != Q4VK_OK) q4_fail("q4vk_gemv_host");
+    return status;
+}
+
+/* One GEMV of `mat` with m rows of x against the f64 reference of the weights `w`: within
+ * 1e-5 (relative L2) on exact x, or, with --round-x-int8, each output within the bound
+ * rounding x to bytes allows. */
 static void check_gemv(q4vk_context *ctx, const q4vk_matrix *mat, const float *w, size_t n, size_t k, uint32_t m,
                        const char *name) {
     float *x = malloc(m * k * sizeof *x), *y = malloc(m * n * sizeof *y);
     rng r = {0x9e3779b97f4a7c15ULL ^ (n * 131 + k * 7 + m)};
     for (size_t i = 0; i < m * k; i++) x[i] = (float)(rng_uniform(&r) * 2.0 - 1.0);
     for (size_t i = 0; i < m * n; i++) y[i] = NAN;
-    if (q4vk_gemv(ctx, mat, x, m * k, y, m * n, m) != Q4VK_OK) {
-        q4_fail("q4vk_gemv");
+    q4vk_status status = round_x_int8 ? gemv_on_bytes(ctx, mat, x, y, n, k, m, name)
+                                      : q4vk_gemv(ctx, mat, x, m * k, y, m * n, m);
+    if (status != Q4VK_OK) {
+        if (!round_x_int8) q4_fail("q4vk_gemv");
     } else {
         double diff = 0, norm = 0;
-        size_t unwritten = 0;
+        size_t unwritten = 0, outside = 0;
         for (size_t row = 0; row < m; row++) {
+            const float *xr = x + row * k;
             for (size_t o = 0; o < n; o++) {
-                double ref = 0;
-                for (size_t i = 0; i < k; i++) ref += (double)w[o * k + i] * (double)x[row * k + i];
+                double ref = 0, bound = 0, size = 0;
+                for (size_t i = 0; i < k; i++) {
+                    double wi = (double)w[o * k + i];
+                    ref += wi * (double)xr[i];
+                    size += fabs(wi * (double)xr[i]);
+                }
+                /* Per chunk of 32 columns: d / 2 (and a little for the f32 roundings of the
+                 * pre-pass's quotient) times the chunk's sum of |w|. */
+                for (size_t c = 0; round_x_int8 && c < k; c += 32) {
+                    double largest = 0, weights = 0;
+                    for (size_t i = c; i < c + 32 && i < k; i++) {
+                        if (fabs((double)xr[i]) > largest) largest = fabs((double)xr[i]);
+                        weights += fabs((double)w[o * k + i]);
+                    }
+                    bound += weights * largest / 127.0 * (0.5 + 1.0 / 1024.0);
+                }
                 float v = y[row * n + o];
                 if (!isfinite(v)) unwritten++;
+                if (fabs((double)v - ref) > bound + 1e-5 * size + 1e-30) outside++;
                 diff += ((double)v - ref) * ((double)v - ref);
                 norm += ref * ref;
             }
         }
         double err = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
         char what[256];
-        snprintf(what, sizeof what, "%s: q4vk_gemv m = %u: every y written (%zu not), rel. error %.2e < 1e-5", name,
-                 m, unwritten, err);
-        expect(unwritten == 0 && err < 1e-5, what);
+        if (round_x_int8) {
+            snprintf(what, sizeof what,
+                     "%s: m = %u on x in bytes: every y written (%zu not), %zu outside the bound, rel. error %.2e",
+                     name, m, unwritten, outside, err);
+            expect(unwritten == 0 && outside == 0, what);
+        } else {
+            snprintf(what, sizeof what, "%s: q4vk_gemv m = %u: every y written (%zu not), rel. error %.2e < 1e-5",
+                     name, m, unwritten, err);
+            expect(unwritten == 0 && err < 1e-5, what);
+        }
     }
     free(x);
     free(y);
@@ -411,6 +476,8 @@ int main(int argc, char **argv) {
     for (int i = 2; !self && !usage && i < argc; i++) {
         if (!strcmp(argv[i], "--expect") && i + 1 < argc) {
             expected = atol(argv[++i]);
+        } else if (!strcmp(argv[i], "--round-x-int8")) {
+            round_x_int8 = 1;
         } else if (!strcmp(argv[i], "--golden") && i + 2 < argc && golden_count < MAX_GOLDEN) {
             golden_name[golden_count] = argv[i + 1];
             golden_path[golden_count++] = argv[i + 2];
@@ -421,7 +488,8 @@ int main(int argc, char **argv) {
     }
     if (usage) {
         fprintf(stderr,
-                "usage: gguf_import FILE [--expect N] [--golden TENSOR REF.f32]... | gguf_import --self-test FILE\n");
+                "usage: gguf_import FILE [--expect N] [--golden TENSOR REF.f32]... [--round-x-int8] | gguf_import "
+                "--self-test FILE\n");
         return 2;
     }
     size_t size = 0;
