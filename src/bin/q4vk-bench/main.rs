@@ -129,6 +129,9 @@ struct Options {
     /// `--type T`: matrices of GGUF blocks of this type (random blocks, sane scales), kept in
     /// their native bytes.
     block_type: Option<BlockType>,
+    /// `--type Q4_K_M` (with `--model`): Q4_K blocks, and Q6_K for V and down in the layers
+    /// llama.cpp's Q4_K_M files give more bits.
+    q4_k_m: bool,
     /// Print the pipelines' compiler statistics after the table.
     stats: bool,
     /// No workspace: the kernels that read x themselves, without a pre-pass.
@@ -201,7 +204,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--round-x-int8] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4|Q4_K_M (with --model)] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--round-x-int8] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -209,6 +212,7 @@ fn main() {
     let (mut coop_sweep, mut coop, mut no_coop, mut ms) = (false, None, false, None);
     let (mut offsets, mut x_f16, mut coop_gemm, mut gemm_from) = (false, false, vec![None], None);
     let mut block_type = None;
+    let mut q4_k_m = false;
     let mut gemm_tile = None;
     let (mut gemm_ksplit, mut coop_gemm_slices) = (None, None);
     let (mut blocks_rows, mut blocks_pass_rows) = (None, None);
@@ -313,9 +317,13 @@ fn main() {
             "--tune-each" => tune_each = Some(number()).filter(|&ms| ms > 0).or_else(|| usage()),
             "--type" => {
                 let name = args.next().unwrap_or_else(|| usage());
-                let ty = BlockType::ALL
-                    .into_iter()
-                    .find(|t| t.name().eq_ignore_ascii_case(&name));
+                q4_k_m = name.eq_ignore_ascii_case("Q4_K_M");
+                let ty = match q4_k_m {
+                    true => Some(BlockType::Q4K),
+                    false => BlockType::ALL
+                        .into_iter()
+                        .find(|t| t.name().eq_ignore_ascii_case(&name)),
+                };
                 block_type = Some(ty.unwrap_or_else(|| usage()));
             }
             "--model" => {
@@ -330,6 +338,10 @@ fn main() {
     }
     // The sweeps print no table rows.
     if jsonl.is_some() && (sweep || coop_sweep) {
+        usage()
+    }
+    // The Q4_K_M mix is a model's, not one matrix type.
+    if q4_k_m && model.is_none() {
         usage()
     }
     let tuning = match (wg, rows) {
@@ -358,6 +370,7 @@ fn main() {
         zeros,
         group,
         block_type,
+        q4_k_m,
         stats,
         no_workspace,
         round_x_f16,

@@ -1,6 +1,8 @@
 //! `q4vk-bench --model NAME`: the linear layers of one decoder step of a model's shapes, every
 //! layer's seven matrices (Q, K, V, O, gate, up, down; random weights of the table's form,
-//! g128 int4 or `--type T` blocks) recorded into one command buffer as a decoder step runs
+//! g128 int4, `--type T` blocks, or `--type Q4_K_M`: Q4_K with Q6_K for V and down in the
+//! layers llama.cpp's Q4_K_M files give more bits) recorded into one command buffer as a
+//! decoder step runs
 //! them: Q, K and V on the layer's input, O on Q's output, gate and up on O's, down on
 //! gate's, which is the next layer's input; calls on one x as one multi call (Q, K and V;
 //! gate and up: one pre-pass of x where the kernels have one), a barrier between dependent
@@ -335,9 +337,13 @@ pub(crate) fn model_table(ctx: &Context, opt: &Options, model: ModelShape) -> Re
     let linears = layer_linears(&shape, Form::Plain);
     let mut seed = 0x5_7E9u64;
     let mut mats = Vec::with_capacity(shape.layers * linears.len());
-    for _ in 0..shape.layers {
-        for l in &linears {
-            mats.push(upload_random(ctx, opt, l.n, l.k, &mut seed)?);
+    for layer in 0..shape.layers {
+        for (index, l) in linears.iter().enumerate() {
+            let ty = match opt.q4_k_m {
+                true => Some(q4_k_m_type(index, layer, shape.layers)),
+                false => opt.block_type,
+            };
+            mats.push(upload_random(ctx, opt, ty, (l.n, l.k), &mut seed)?);
         }
     }
     let matrix_bytes: u64 = mats.iter().map(|m| m.form.device_bytes()).sum();
@@ -350,9 +356,18 @@ pub(crate) fn model_table(ctx: &Context, opt: &Options, model: ModelShape) -> Re
         shape.hidden,
         shape.intermediate,
         shape.kv,
-        match opt.block_type {
-            Some(ty) => format!("GGUF {} blocks", ty.name()),
-            None => format!("int4 g{}", opt.group_size()),
+        match (opt.q4_k_m, opt.block_type) {
+            (true, _) => {
+                let more = (0..shape.layers)
+                    .filter(|&i| more_bits(i, shape.layers))
+                    .count();
+                format!(
+                    "GGUF Q4_K_M's mix (Q4_K blocks; Q6_K for V and down in {more} of {} layers)",
+                    shape.layers
+                )
+            }
+            (false, Some(ty)) => format!("GGUF {} blocks", ty.name()),
+            (false, None) => format!("int4 g{}", opt.group_size()),
         },
         matrix_bytes as f64 / f64::from(1 << 20)
     );
@@ -389,15 +404,32 @@ pub(crate) fn model_table(ctx: &Context, opt: &Options, model: ModelShape) -> Re
     Ok(())
 }
 
-/// A device matrix of `n` × `k` random weights of the table's form.
+/// Whether llama.cpp's Q4_K_M files give layer `i` of `n` more bits (Q6_K) in V and down:
+/// its first and last eighth, and every third layer between (`use_more_bits` of its
+/// quantizer).
+fn more_bits(i: usize, n: usize) -> bool {
+    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
+}
+
+/// The block type of layer matrix `index` (Q, K, V, O, gate, up, down) of layer `layer` of
+/// `layers` in a Q4_K_M file: Q6_K for V and down where [`more_bits`], else Q4_K.
+fn q4_k_m_type(index: usize, layer: usize, layers: usize) -> BlockType {
+    match (index == 2 || index == 6) && more_bits(layer, layers) {
+        true => BlockType::Q6K,
+        false => BlockType::Q4K,
+    }
+}
+
+/// A device matrix of `n` × `k` random weights: GGUF blocks of `ty`, else the table's int4
+/// form.
 fn upload_random(
     ctx: &Context,
     opt: &Options,
-    n: usize,
-    k: usize,
+    ty: Option<BlockType>,
+    (n, k): (usize, usize),
     seed: &mut u64,
 ) -> Result<DeviceMatrix> {
-    match opt.block_type {
+    match ty {
         Some(ty) => {
             let bytes = random_blocks(ty, n, k, seed);
             DeviceMatrix::from_blocks(ctx, ty, n, k, &bytes, &mut UploadRoute::Queue)
