@@ -21,7 +21,8 @@
 // NATURAL, per chunk of 32 inputs a scale d and q = round(x / d) (|q| <= 127). Per piece and
 // activation row an invocation loads each run's 16 bytes of q (one uvec4) and its chunk's
 // d; per row it packs each run's 16 codes as bytes (the integer codes of the f32 decode, in
-// input order) and takes 4 packed dot products per run: e = sum u q, an exact int32, and
+// input order; IQ4's and E2M1's values from a table of byte pairs the workgroup fills in
+// shared memory) and takes 4 packed dot products per run: e = sum u q, an exact int32, and
 // y += s d (e - bias sum q) (+ o d sum q for the types with minima), bias the code offset of
 // Q5_0 (16) and Q6_K (32), sum q the run's (4 more dot products per activation row). Binding
 // X holds, per activation row (x_stride uvec4 apart), 3 uvec4 per chunk: the bytes of
