@@ -56,8 +56,7 @@ fn bytes_of(v: &[f32]) -> Vec<u8> {
 
 #[test]
 fn a_recorded_binding_replays_after_the_ring_came_round() {
-    std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
-    let gpu = Gpu::new(false);
+    let gpu = Gpu::with_env("Q4VK_NO_PUSH_DESCRIPTORS", "1", false);
     let ctx = gpu.context();
     assert!(ctx.device.push_descriptor.is_none());
     let d = &ctx.device.device;
@@ -175,9 +174,8 @@ fn record_status(gpu: &Gpu, on: &Gpu, binding: *const q4vk_gemv_binding) -> q4vk
 
 #[test]
 fn bindings_refuse_another_context_a_destroyed_matrix_and_bad_arguments() {
-    std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
-    let gpu = Gpu::new(false);
-    let other = Gpu::new(false);
+    let gpu = Gpu::with_env("Q4VK_NO_PUSH_DESCRIPTORS", "1", false);
+    let other = Gpu::with_env("Q4VK_NO_PUSH_DESCRIPTORS", "1", false);
     let ctx = gpu.context();
     let mut rng = Rng(0xBAD);
     let (n, k) = (16usize, 64usize);

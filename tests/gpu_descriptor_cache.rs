@@ -8,8 +8,7 @@ use q4vk::ffi::matrix::q4vk_matrix_destroy;
 
 #[test]
 fn gemv_without_push_descriptors() {
-    std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
-    let gpu = Gpu::new(false);
+    let gpu = Gpu::with_env("Q4VK_NO_PUSH_DESCRIPTORS", "1", false);
     assert!(gpu.context().device.push_descriptor.is_none());
     assert!(gpu.context().xy_sets.is_some());
     let mut rng = Rng(77);
@@ -43,8 +42,7 @@ fn descriptor_sets_are_a_bounded_ring() {
     use q4vk::ffi::status::Q4VK_OK;
     use q4vk::vk::memory::{Buffer, MemoryKind};
 
-    std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
-    let gpu = Gpu::new(false);
+    let gpu = Gpu::with_env("Q4VK_NO_PUSH_DESCRIPTORS", "1", false);
     let ctx = gpu.context();
     let d = &ctx.device.device;
     let mut rng = Rng(5);

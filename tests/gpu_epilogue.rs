@@ -395,9 +395,7 @@ fn every_kernel_runs_every_epilogue_pushed_and_from_the_ring() {
     assert!(ran("Q4", 12, "GEMM"), "{kernels:?}");
     assert!(ran("Q6_K", 5, "GEMV on GGUF Q6_K blocks"), "{kernels:?}");
     assert!(ran("Q6_K", 12, "GEMM on GGUF Q6_K blocks"), "{kernels:?}");
-    std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
-    let ring = Gpu::new(false);
-    std::env::remove_var("Q4VK_NO_PUSH_DESCRIPTORS");
+    let ring = Gpu::with_env("Q4VK_NO_PUSH_DESCRIPTORS", "1", false);
     assert!(ring.context().device.push_descriptor.is_none());
     run_all(&ring, &mut rng);
 }

@@ -77,14 +77,10 @@ fn run_multi(gpu: &Gpu, mats: &[*const q4vk_matrix], args: &[q4vk_gemv_args]) ->
     status
 }
 
-/// A context without push descriptors (the kill switch is process-wide: tests that set it
-/// take turns).
+/// A context without push descriptors (the kill switch is process-wide: set only while the
+/// context is created, no other being created meanwhile).
 fn ring_gpu() -> Gpu {
-    static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
-    std::env::set_var("Q4VK_NO_PUSH_DESCRIPTORS", "1");
-    let gpu = Gpu::new(false);
-    std::env::remove_var("Q4VK_NO_PUSH_DESCRIPTORS");
+    let gpu = Gpu::with_env("Q4VK_NO_PUSH_DESCRIPTORS", "1", false);
     assert!(gpu.context().device.push_descriptor.is_none());
     gpu
 }

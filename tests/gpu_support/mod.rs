@@ -17,7 +17,14 @@ use q4vk::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use std::borrow::Cow;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
+
+/// Serializes the tests' changes to the process environment against the creation of
+/// contexts: a driver reads the environment (C `getenv`) while it creates an instance and a
+/// device, and `setenv` on another test thread may free what it reads. [`Gpu::with`]
+/// creates under the read side, [`Gpu::with_env`] sets, creates and removes under the write
+/// side.
+static ENVIRONMENT: RwLock<()> = RwLock::new(());
 
 /// Messages the log callback received at WARN or ERROR.
 pub struct LogSink {
@@ -84,6 +91,25 @@ impl Gpu {
     /// A validated context whose desc `edit` may change before creation; the status and
     /// message on failure.
     pub fn with(
+        portable: bool,
+        edit: impl FnOnce(&mut q4vk_context_desc),
+    ) -> Result<Gpu, (u32, String)> {
+        let _unchanged = ENVIRONMENT.read().unwrap_or_else(|e| e.into_inner());
+        Gpu::create(portable, edit)
+    }
+
+    /// [`Gpu::new`] with environment variable `name` set to `value` while the context is
+    /// created (removed afterwards), no other test thread creating one meanwhile.
+    pub fn with_env(name: &str, value: &str, portable: bool) -> Gpu {
+        let _changing = ENVIRONMENT.write().unwrap_or_else(|e| e.into_inner());
+        std::env::set_var(name, value);
+        let gpu = Gpu::create(portable, |_| {});
+        std::env::remove_var(name);
+        gpu.expect("q4vk_context_create")
+    }
+
+    /// [`Gpu::with`] without the environment's lock.
+    fn create(
         portable: bool,
         edit: impl FnOnce(&mut q4vk_context_desc),
     ) -> Result<Gpu, (u32, String)> {
