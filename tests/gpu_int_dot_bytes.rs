@@ -395,9 +395,64 @@ fn q4vk_gemv_rounds_to_bytes_where_the_flag_allows_it() {
     assert_nothing_logged();
 }
 
+/// The workspace keys of calls `ps` on `mats`.
+fn workspace_keys(ctx: &Context, mats: &[&DeviceMatrix], ps: &[gemv::GemvParams]) -> Vec<u64> {
+    mats.iter()
+        .zip(ps)
+        .map(|(mat, p)| gemv::workspace_key(&ctx.rules, mat, p).unwrap())
+        .collect()
+}
+
+/// Records `mats`' calls `ps` on the `m` rows of `x` as one multi call sharing one
+/// workspace (the largest any asks for); returns each call's y, poisoned before the run.
+fn run_multi(
+    ctx: &Context,
+    mats: &[&DeviceMatrix],
+    ps: &[gemv::GemvParams],
+    x: &[f32],
+) -> Vec<Vec<f32>> {
+    use q4vk::vk::gemv::{EpilogueOperands, MultiCall};
+    let ws_bytes = mats
+        .iter()
+        .zip(ps)
+        .map(|(mat, p)| gemv::workspace_bytes(&ctx.rules, &mat.form, p).unwrap())
+        .max()
+        .unwrap();
+    let xb = upload(ctx, &f32_bytes(x), "test x").unwrap();
+    let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device, "test workspace").unwrap();
+    let rows = |p: &gemv::GemvParams, mat: &DeviceMatrix| p.m as usize * mat.form.shape.n;
+    let ys: Vec<Buffer> = mats
+        .iter()
+        .zip(ps)
+        .map(|(mat, p)| filled_readback(ctx, 4 * rows(p, mat), 0xFF, "test y"))
+        .collect();
+    let range = |b: &Buffer, bytes: usize| BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: bytes as u64,
+    };
+    let calls: Vec<MultiCall> = mats
+        .iter()
+        .zip(ps)
+        .zip(&ys)
+        .map(|((mat, p), y)| MultiCall {
+            mat,
+            x: range(&xb, 4 * x.len()),
+            y: range(y, 4 * rows(p, mat)),
+            ops: EpilogueOperands::default(),
+            p: *p,
+            workspace: Some(range(&wb, ws_bytes as usize)),
+        })
+        .collect();
+    submit_for_host(ctx, |cmd| gemv::record_multi(ctx, cmd, &calls)).unwrap();
+    ys.iter()
+        .zip(mats.iter().zip(ps))
+        .map(|(yb, (mat, p))| read_f32s(yb, rows(p, mat)))
+        .collect()
+}
+
 #[test]
 fn a_multi_call_rounds_x_once_for_its_matrices() {
-    use q4vk::vk::gemv::{workspace_key, EpilogueOperands, MultiCall};
     let ctx = context(IntDot::Forced, None);
     let mut rng = Rng(0x3C17);
     let (k, m) = (320usize, 3usize);
@@ -406,60 +461,26 @@ fn a_multi_call_rounds_x_once_for_its_matrices() {
         .iter()
         .map(|&n| random_q4(&mut rng, n, k, 64, true, false))
         .collect();
-    let mats: Vec<DeviceMatrix> = datas
+    let owned: Vec<DeviceMatrix> = datas
         .iter()
         .map(|d| DeviceMatrix::new(&ctx, d, None, None).unwrap())
         .collect();
+    let mats: Vec<&DeviceMatrix> = owned.iter().collect();
     let ps: Vec<_> = mats.iter().map(|mat| params(mat, m, false, true)).collect();
-    let keys: Vec<u64> = mats
-        .iter()
-        .zip(&ps)
-        .map(|(mat, p)| workspace_key(&ctx.rules, mat, p).unwrap())
-        .collect();
+    let keys = workspace_keys(&ctx, &mats, &ps);
     assert!(
         keys[0] != 0 && keys.iter().all(|&key| key == keys[0]),
         "{keys:?}"
     );
-    let ws_bytes = gemv::workspace_bytes(&ctx.rules, &mats[0].form, &ps[0]).unwrap();
     let x = activations(&mut rng, m, k);
-    let xb = upload(&ctx, &f32_bytes(&x), "test x").unwrap();
-    let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device, "test workspace").unwrap();
-    let ys: Vec<Buffer> = mats
-        .iter()
-        .map(|mat| {
-            let bytes = 4 * (m * mat.form.shape.n) as u64;
-            let b = Buffer::new(&ctx.device, bytes, MemoryKind::Readback, "test y").unwrap();
-            b.write(0, &vec![0xFF; bytes as usize]);
-            b
-        })
-        .collect();
-    let range = |b: &Buffer, bytes: u64| BufferRange {
-        buffer: b.buffer,
-        offset: 0,
-        range: bytes,
-    };
-    let calls: Vec<MultiCall> = mats
-        .iter()
-        .zip(&ps)
-        .zip(&ys)
-        .map(|((mat, p), y)| MultiCall {
-            mat,
-            x: range(&xb, 4 * (m * k) as u64),
-            y: range(y, 4 * (m * mat.form.shape.n) as u64),
-            ops: EpilogueOperands::default(),
-            p: *p,
-            workspace: Some(range(&wb, ws_bytes)),
-        })
-        .collect();
-    submit_for_host(&ctx, |cmd| gemv::record_multi(&ctx, cmd, &calls)).unwrap();
-    for ((d, mat), yb) in datas.iter().zip(&mats).zip(&ys) {
+    let ys = run_multi(&ctx, &mats, &ps, &x);
+    for ((d, mat), y) in datas.iter().zip(&mats).zip(&ys) {
         let n = mat.form.shape.n;
-        let y = read_f32s(yb, m * n);
         let want = reference::gemv(d, &x, m);
         let what = format!("multi call, {n} rows");
-        assert_within_bound(&y, &want, &x, n, k, &weight_of(d, None), &what);
+        assert_within_bound(y, &want, &x, n, k, &weight_of(d, None), &what);
         assert!(
-            reference::relative_error(&y, &want) > 1e-5,
+            reference::relative_error(y, &want) > 1e-5,
             "{what}: not rounded"
         );
     }
@@ -493,7 +514,7 @@ fn gguf_blocks_on_bytes_stay_within_their_bound() {
         for m in [1usize, 3, 8, 11] {
             let what = format!("{} {n}x{k} m {m}", ty.name());
             let x = activations(&mut rng, m, k);
-            let want = q4vk::cpu::reference::gemv_dense(&w, &x, n, k, m);
+            let want = reference::gemv_dense(&w, &x, n, k, m);
             let p = params(&on_forced, m, false, true);
             assert!(runs_on_bytes(&forced, &on_forced, &p), "{what}");
             let (y, words) = record(&forced, &on_forced, &f32_bytes(&x), &p);
@@ -540,7 +561,7 @@ fn gguf_blocks_on_bytes_stay_within_their_bound() {
         let (y, words) = record(&forced, &on_forced, &xh, &p);
         let what = format!("{} f16 x", ty.name());
         assert_bytes_in_order(&words, &widened, k, true, &what);
-        let want = q4vk::cpu::reference::gemv_dense(&w, &widened, n, k, 2);
+        let want = reference::gemv_dense(&w, &widened, n, k, 2);
         assert_within_bound(&y, &want, &widened, n, k, &weight, &what);
     }
     assert_nothing_logged();
@@ -550,7 +571,6 @@ fn gguf_blocks_on_bytes_stay_within_their_bound() {
 fn a_multi_call_of_blocks_and_q4_rounds_x_per_column_order() {
     use gpu_support::blocks::{blocks_desc, dequantized, random_blocks};
     use q4vk::import::gguf_blocks::BlockType;
-    use q4vk::vk::gemv::{workspace_key, EpilogueOperands, MultiCall};
     use q4vk::vk::matrix::UploadRoute;
     let ctx = context(IntDot::Forced, None);
     let mut rng = Rng(0x3B10);
@@ -573,51 +593,16 @@ fn a_multi_call_of_blocks_and_q4_rounds_x_per_column_order() {
     let mats = [&m6, &m4, &m8];
     let weights = [&w6, &w4, &w8];
     let ps: Vec<_> = mats.iter().map(|mat| params(mat, m, false, true)).collect();
-    let keys: Vec<u64> = mats
-        .iter()
-        .zip(&ps)
-        .map(|(mat, p)| workspace_key(&ctx.rules, mat, p).unwrap())
-        .collect();
+    let keys = workspace_keys(&ctx, &mats, &ps);
     assert!(keys[0] == keys[2] && keys[0] != keys[1], "{keys:?}");
-    let ws_bytes = ps
-        .iter()
-        .zip(&mats)
-        .map(|(p, mat)| gemv::workspace_bytes(&ctx.rules, &mat.form, p).unwrap())
-        .max()
-        .unwrap();
     let x = activations(&mut rng, m, k);
-    let xb = upload(&ctx, &f32_bytes(&x), "test x").unwrap();
-    let wb = Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device, "test workspace").unwrap();
-    let ys: Vec<Buffer> = mats
-        .iter()
-        .map(|mat| filled_readback(&ctx, 4 * m * mat.form.shape.n, 0xFF, "test y"))
-        .collect();
-    let range = |b: &Buffer, bytes: usize| BufferRange {
-        buffer: b.buffer,
-        offset: 0,
-        range: bytes as u64,
-    };
-    let calls: Vec<MultiCall> = mats
-        .iter()
-        .zip(&ps)
-        .zip(&ys)
-        .map(|((mat, p), y)| MultiCall {
-            mat,
-            x: range(&xb, 4 * m * k),
-            y: range(y, 4 * m * mat.form.shape.n),
-            ops: EpilogueOperands::default(),
-            p: *p,
-            workspace: Some(range(&wb, ws_bytes as usize)),
-        })
-        .collect();
-    submit_for_host(&ctx, |cmd| gemv::record_multi(&ctx, cmd, &calls)).unwrap();
-    for ((mat, w), yb) in mats.iter().zip(weights).zip(&ys) {
+    let ys = run_multi(&ctx, &mats, &ps, &x);
+    for ((mat, w), y) in mats.iter().zip(weights).zip(&ys) {
         let n = mat.form.shape.n;
-        let y = read_f32s(yb, m * n);
         let want = reference::gemv_dense(w, &x, n, k, m);
         let weight = |row: usize, kk: usize| f64::from(w[row * k + kk]);
         let what = format!("multi call, {n} rows");
-        assert_within_bound(&y, &want, &x, n, k, &weight, &what);
+        assert_within_bound(y, &want, &x, n, k, &weight, &what);
     }
     assert_nothing_logged();
 }

@@ -136,13 +136,7 @@ pub fn runs_int_dot(r: &Rules, form: &MatrixForm, m: u32) -> bool {
 /// (`Q4VK_GEMV_ROUND_X_TO_INT8`), which pays where the device row's
 /// `IntDotReach::bytes_pay` says.
 fn runs_int_dot_on(r: &Rules, form: &MatrixForm, m: u32, bytes: bool) -> bool {
-    // The pre-pass's grid: a workgroup per 32 chunks, one row of workgroups per x row.
-    let [max_x, max_y] = r.class.max_groups.map(u64::from);
-    let fits = || {
-        (form.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
-            && u64::from(m) <= max_y
-            && digits_bytes(form, m, bytes) <= r.class.max_storage_range
-    };
+    let fits = || digits_fit(r, form, m, bytes);
     let up_to = match r.overrides().gemm_from_m {
         Some(from) => from.saturating_sub(1),
         None => int_dot_gemv_up_to(r, form.shape.n, form.shape.k),
@@ -157,6 +151,16 @@ fn runs_int_dot_on(r: &Rules, form: &MatrixForm, m: u32, bytes: bool) -> bool {
             false => r.row.int_dot.pays(n, k, m),
         };
     r.int_dot && form.coop.is_none() && m <= up_to && pays && fits()
+}
+
+/// Whether the digits pre-pass of `m` rows of x for `form` (`bytes`: rounded to bytes)
+/// fits the device: its grid (a workgroup per 32 chunks, one row of workgroups per x row)
+/// and the digits within `maxStorageBufferRange`.
+fn digits_fit(r: &Rules, form: &MatrixForm, m: u32, bytes: bool) -> bool {
+    let [max_x, max_y] = r.class.max_groups.map(u64::from);
+    (form.shape.k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
+        && u64::from(m) <= max_y
+        && digits_bytes(form, m, bytes) <= r.class.max_storage_range
 }
 
 /// Whether a call with `p` on `form` given a workspace runs the integer dot-product GEMV:
@@ -911,13 +915,14 @@ fn kernel_choice(
 /// rounding pass (`IntDotReach::blocks_bytes_pay`; everywhere on contexts that force the
 /// integer dot-product GEMV).
 fn runs_blocks_dot(r: &Rules, form: &MatrixForm, p: &GemvParams) -> bool {
-    let [max_x, max_y] = r.class.max_groups.map(u64::from);
     let (n, k) = (form.shape.n, form.shape.k);
-    let fits = (k.div_ceil(32) as u64).div_ceil(DIGITS_CHUNKS_PER_WG) <= max_x
-        && u64::from(p.m) <= max_y
-        && digits_bytes(form, p.m, true) <= r.class.max_storage_range;
     let pays = r.int_dot_everywhere || r.row.int_dot.blocks_bytes_pay(n, k, p.m);
-    p.x_round_int8 && r.int_dot && !r.portable && !runs_gemm(r, form, p.m) && fits && pays
+    p.x_round_int8
+        && r.int_dot
+        && !r.portable
+        && !runs_gemm(r, form, p.m)
+        && pays
+        && digits_fit(r, form, p.m, true)
 }
 
 /// The kernel on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form`: where

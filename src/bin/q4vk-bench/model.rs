@@ -276,12 +276,12 @@ impl Pass {
 
 /// The passes the unfused form records after the calls of layer matrix `index` (and of
 /// those sharing its x), after one barrier.
-fn passes_after(s: &ModelShape, index: usize) -> Vec<Pass> {
+fn passes_after(s: &ModelShape, index: usize) -> &'static [Pass] {
     match index {
-        2 if s.qkv_bias => vec![Pass::Bias(Act::Q), Pass::Bias(Act::K), Pass::Bias(Act::V)],
-        3 | 6 => vec![Pass::Residual],
-        5 => vec![Pass::SwiGlu],
-        _ => Vec::new(),
+        2 if s.qkv_bias => &[Pass::Bias(Act::Q), Pass::Bias(Act::K), Pass::Bias(Act::V)],
+        3 | 6 => &[Pass::Residual],
+        5 => &[Pass::SwiGlu],
+        _ => &[],
     }
 }
 
@@ -579,14 +579,7 @@ impl<'a> Step<'a> {
             }
             if i > 0 && l.after_barrier {
                 // SAFETY: `cmd` is recording.
-                unsafe {
-                    q4vk::vk::submit::record_barrier(
-                        &ctx.device.device,
-                        cmd,
-                        COMPUTE_TO_COMPUTE[0],
-                        COMPUTE_TO_COMPUTE[1],
-                    )
-                };
+                unsafe { record_compute_barrier(ctx, cmd) };
             }
             group.push(self.call(mat, l));
         }
@@ -610,22 +603,18 @@ impl<'a> Step<'a> {
         let after = passes_after(shape, index);
         if !after.is_empty() {
             // SAFETY: `cmd` is recording.
-            unsafe {
-                q4vk::vk::submit::record_barrier(
-                    &ctx.device.device,
-                    cmd,
-                    COMPUTE_TO_COMPUTE[0],
-                    COMPUTE_TO_COMPUTE[1],
-                )
-            };
+            unsafe { record_compute_barrier(ctx, cmd) };
         }
-        for pass in after {
+        for &pass in after {
             let y = pass.buffers().0;
             let count = self.m * y.size(shape) as u32;
-            let push: Vec<u8> = [count, y.size(shape) as u32, pass.mode()]
-                .iter()
-                .flat_map(|v| v.to_ne_bytes())
-                .collect();
+            let mut push = [0u8; 12];
+            for (at, v) in push
+                .chunks_exact_mut(4)
+                .zip([count, y.size(shape) as u32, pass.mode()])
+            {
+                at.copy_from_slice(&v.to_ne_bytes());
+            }
             // SAFETY: `cmd` is recording; the set's buffers live as long as the step.
             unsafe {
                 passes.kernel.record(

@@ -335,11 +335,8 @@ impl Prepared {
             time_runs(ctx, iters, warm, |cmd, i| {
                 for c in 0..calls {
                     if c > 0 {
-                        let [src, dst] = COMPUTE_TO_COMPUTE;
                         // SAFETY: `cmd` is recording.
-                        unsafe {
-                            q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst)
-                        };
+                        unsafe { record_compute_barrier(ctx, cmd) };
                     }
                     let mat = match rotate {
                         true => &mats[(i * calls + c) % copies],
@@ -353,6 +350,16 @@ impl Prepared {
         };
         Ok((series(true)?, series(false)?))
     }
+}
+
+/// Records [`COMPUTE_TO_COMPUTE`] into `cmd`.
+///
+/// # Safety
+/// `cmd` is a command buffer of `ctx`'s device in the recording state.
+pub(crate) unsafe fn record_compute_barrier(ctx: &Context, cmd: vk::CommandBuffer) {
+    let [src, dst] = COMPUTE_TO_COMPUTE;
+    // SAFETY: the caller's contract.
+    unsafe { q4vk::vk::submit::record_barrier(&ctx.device.device, cmd, src, dst) };
 }
 
 /// A compute write before a compute read or write: what orders one call after the last.
