@@ -196,61 +196,153 @@ uint block_high_bits(uint gb) {
 #endif
 }
 
-// Quarter c (0..3) of piece `piece`: its codes as numbers, qa of inputs 4c .. 4c + 3 of
-// the first run, qb of the second's (in input order; the runs: `piece_inputs`), from the
+// The types whose codes index a table of values (IQ4's, E2M1's); the others' codes are
+// integers of up to 8 bits.
+const bool LOOKED_UP = TYPE == T_IQ4_NL || TYPE == T_IQ4_XS || TYPE == T_MXFP4 || TYPE == T_NVFP4;
+
+// Bits 0 .. 3 of `nibble` as bit 0 of bytes 0 .. 3 (the four products do not overlap).
+uint spread_bits(uint nibble) {
+    return (nibble * 0x00204081u) & 0x01010101u;
+}
+
+#ifdef BYTE_TABLE
+// Per code byte b of the LOOKED_UP types, the table's values (as bytes) of its low nibble
+// (bits 0 .. 7) and of its high nibble (bits 16 .. 23): filled by the workgroup before its
+// loop, four loads per 8 codes in place of a select chain per code. The including shader
+// defines BYTE_TABLE and WORKGROUP and calls `fill_byte_values` in uniform control flow.
+shared uint byte_values[LOOKED_UP ? 256 : 1];
+
+// Fills `byte_values` (LOOKED_UP types); every invocation of the workgroup calls it.
+void fill_byte_values(uint tid) {
+    if (!LOOKED_UP) {
+        return;
+    }
+    uvec4 table = TYPE == T_IQ4_NL || TYPE == T_IQ4_XS ? IQ4_WORDS : FP4_WORDS;
+    for (uint b = tid; b < 256u; b += WORKGROUP) {
+        uvec4 v = table_bytes((b & 0xFu) | ((b >> 4) << 8), 0u, table);
+        byte_values[b] = v.x | (v.y << 16);
+    }
+    barrier();
+}
+
+// The table's values of the four bytes of code word w: of their low nibbles packed into
+// .x (byte i's in byte i), of their high nibbles into .y.
+uvec2 word_values(uint w) {
+    uint low_pair = byte_values[w & 0xFFu] | (byte_values[(w >> 8) & 0xFFu] << 8);
+    uint high_pair = byte_values[(w >> 16) & 0xFFu] | (byte_values[w >> 24] << 8);
+    return uvec2((low_pair & 0xFFFFu) | (high_pair << 16), (low_pair >> 16) | (high_pair & 0xFFFF0000u));
+}
+
+// Quarter c (0..3) of piece `piece` of a LOOKED_UP type as `quarter_code_bytes` gives the
+// others': the values (two's complement bytes) of inputs 4c .. 4c + 3 of the first run (ua)
+// and of the second (ub).
+void table_quarter_bytes(uint c, uint w1, uint w2, out uint ua, out uint ub) {
+    if (TYPE == T_NVFP4) {
+        // Low nibbles for quarters 0 and 1, high ones for 2 and 3.
+        uvec2 a = word_values(w1);
+        uvec2 b = word_values(w2);
+        ua = c < 2u ? a.x : a.y;
+        ub = c < 2u ? b.x : b.y;
+    } else {
+        uvec2 v = word_values(w1);
+        ua = v.x;
+        ub = v.y;
+    }
+}
+#endif
+
+// Quarter c (0..3) of piece `piece` of a type that is not LOOKED_UP, as packed bytes: the
+// codes of inputs 4c .. 4c + 3 of the first run (ua, byte i input 4c + i) and of the second
+// (ub), unsigned before the code bias (below 64), or for Q8_0 two's complement; from the
 // 32-bit words w1 and w2 of the piece's first and second code words that `quarter_first`
 // and `quarter_second` name, and the block's fifth bits h (`block_high_bits`).
-void decode_quarter(uint piece, uint c, uint w1, uint w2, uint h, out vec4 qa, out vec4 qb) {
-    if (TYPE == T_Q5_0 || TYPE == T_Q5_1 || TYPE == T_Q4_1 || TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
-        // Byte j: input j low nibble, j + 16 high; Q5_0's and Q5_1's fifth bits: bit j and
-        // j + 16 of qh.
-        if (TYPE == T_IQ4_NL || TYPE == T_MXFP4) {
-            uvec4 table = TYPE == T_MXFP4 ? FP4_WORDS : IQ4_WORDS;
-            qa = looked_up(w1, 0u, table);
-            qb = looked_up(w1, 4u, table);
-        } else {
-            uvec4 lo = byte_fields(w1, 0u, 0xFu);
-            uvec4 hi = byte_fields(w1, 4u, 0xFu);
-            if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
-                uvec4 bits = uvec4(h) >> uvec4(4u * c, 4u * c + 1u, 4u * c + 2u, 4u * c + 3u);
-                lo |= (bits & 1u) << 4;
-                hi |= ((bits >> 16) & 1u) << 4;
-            }
-            float bias = TYPE == T_Q5_0 ? 16.0 : 0.0;
-            qa = from_integers(lo, bias);
-            qb = from_integers(hi, bias);
-        }
-    } else if (TYPE == T_Q8_0) {
-        qa = signed_bytes(w1);
-        qb = signed_bytes(w2);
-    } else if (TYPE == T_NVFP4) {
-        // Sub-block 2 piece (bytes 0..7 of the word) and 2 piece + 1 (bytes 8..15); byte
-        // j of a sub-block: input j low nibble, j + 8 high.
-        qa = looked_up(w1, 4u * (c >> 1), FP4_WORDS);
-        qb = looked_up(w2, 4u * (c >> 1), FP4_WORDS);
-    } else if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
-        // Code word `piece` = bytes 16h .. 16h + 15 of chunk j: sub-block 2j low nibbles,
-        // 2j + 1 high; Q5_K's fifth bits are bits 2j, 2j + 1 of the same bytes of qh.
-        uint j = piece >> 1;
-        uvec4 lo = byte_fields(w1, 0u, 0xFu);
-        uvec4 hi = byte_fields(w1, 4u, 0xFu);
-        if (TYPE == T_Q5_K) {
-            lo |= byte_fields(w2, 2u * j, 1u) << 4;
-            hi |= byte_fields(w2, 2u * j + 1u, 1u) << 4;
-        }
-        qa = from_integers(lo, 0.0);
-        qb = from_integers(hi, 0.0);
+void quarter_code_bytes(uint piece, uint c, uint w1, uint w2, uint h, out uint ua, out uint ub) {
+    if (TYPE == T_Q8_0) {
+        ua = w1;
+        ub = w2;
     } else if (TYPE == T_Q6_K) {
         // ql word `piece` = bytes o .. o + 15 of half n's 64: inputs 128n + o + t (low) and
         // 128n + 64 + o + t (high); their two high bits: pairs o/32 and 2 + o/32 of
         // qh byte 32n + o % 32 + t.
         uint pa = 2u * ((16u * (piece & 3u)) >> 5);
-        qa = from_integers(byte_fields(w1, 0u, 0xFu) | byte_fields(w2, pa, 3u) << 4, 32.0);
-        qb = from_integers(byte_fields(w1, 4u, 0xFu) | byte_fields(w2, pa + 4u, 3u) << 4, 32.0);
+        ua = (w1 & 0x0F0F0F0Fu) | (((w2 >> pa) & 0x03030303u) << 4);
+        ub = ((w1 >> 4) & 0x0F0F0F0Fu) | (((w2 >> (pa + 4u)) & 0x03030303u) << 4);
     } else {
-        // IQ4_XS: sub-block `piece`, input 32 piece + j low nibble, + 16 high.
-        qa = looked_up(w1, 0u, IQ4_WORDS);
-        qb = looked_up(w1, 4u, IQ4_WORDS);
+        // Q4_1, Q5_0, Q5_1, Q4_K, Q5_K: byte j is input j's low nibble and input j + 16's
+        // (Q4_K, Q5_K: j + 32's) high one; Q5_0's and Q5_1's fifth bits are bits j and
+        // j + 16 of qh, Q5_K's bits 2 (piece / 2) and 2 (piece / 2) + 1 of the same bytes of
+        // its qh word.
+        ua = w1 & 0x0F0F0F0Fu;
+        ub = (w1 >> 4) & 0x0F0F0F0Fu;
+        if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
+            ua |= spread_bits((h >> (4u * c)) & 0xFu) << 4;
+            ub |= spread_bits((h >> (16u + 4u * c)) & 0xFu) << 4;
+        } else if (TYPE == T_Q5_K) {
+            uint j = piece >> 1;
+            ua |= ((w2 >> (2u * j)) & 0x01010101u) << 4;
+            ub |= ((w2 >> (2u * j + 1u)) & 0x01010101u) << 4;
+        }
+    }
+}
+
+// The four fields `mask << shift` of the bytes of v (shift + the field's width <= 8) less
+// `bias`, as floats, decoded in place: each field is masked where it lies (bytes 2 and 3
+// after one shift of the word by 16) and ORed into the mantissa of a power of two whose
+// exponent makes the field's lowest bit weigh 1 (2^(23 - shift) for bytes 0 and 2,
+// 2^(15 - shift) for bytes 1 and 3); that power plus `bias` is subtracted, both exact. One
+// mask-and-or (a single LOP3 on NVIDIA) and one subtraction per field, no conversion.
+vec4 byte_codes(uint v, uint shift, uint mask, float bias) {
+    uint even = (150u - shift) << 23;
+    uint odd = (142u - shift) << 23;
+    uvec4 fields = uvec4(v, v, v >> 16, v >> 16) & uvec4(mask << shift, mask << (shift + 8u), mask << shift, mask << (shift + 8u));
+    float low = uintBitsToFloat(even);
+    float high = uintBitsToFloat(odd);
+    return uintBitsToFloat(fields | uvec4(even, odd, even, odd)) - (vec4(low, high, low, high) + bias);
+}
+
+// Quarter c (0..3) of piece `piece`: its codes as numbers, qa of inputs 4c .. 4c + 3 of
+// the first run, qb of the second's (in input order; the runs: `piece_inputs`), from the
+// 32-bit words w1 and w2 of the piece's first and second code words that `quarter_first`
+// and `quarter_second` name, and the block's fifth bits h (`block_high_bits`).
+void decode_quarter(uint piece, uint c, uint w1, uint w2, uint h, out vec4 qa, out vec4 qb) {
+#ifdef BYTE_TABLE
+    if (LOOKED_UP) {
+        uint ua;
+        uint ub;
+        table_quarter_bytes(c, w1, w2, ua, ub);
+        qa = byte_codes(ua ^ 0x80808080u, 0u, 0xFFu, 128.0);
+        qb = byte_codes(ub ^ 0x80808080u, 0u, 0xFFu, 128.0);
+        return;
+    }
+#endif
+    if (TYPE == T_IQ4_NL || TYPE == T_MXFP4 || TYPE == T_IQ4_XS) {
+        // Byte j: input j low nibble, j + 16 high.
+        uvec4 table = TYPE == T_MXFP4 ? FP4_WORDS : IQ4_WORDS;
+        qa = looked_up(w1, 0u, table);
+        qb = looked_up(w1, 4u, table);
+    } else if (TYPE == T_NVFP4) {
+        // Sub-block 2 piece (bytes 0..7 of the word) and 2 piece + 1 (bytes 8..15); byte
+        // j of a sub-block: input j low nibble, j + 8 high.
+        qa = looked_up(w1, 4u * (c >> 1), FP4_WORDS);
+        qb = looked_up(w2, 4u * (c >> 1), FP4_WORDS);
+    } else if (TYPE == T_Q4_1 || TYPE == T_Q4_K) {
+        // Straight from the code word: low nibbles, then high nibbles.
+        qa = byte_codes(w1, 0u, 0xFu, 0.0);
+        qb = byte_codes(w1, 4u, 0xFu, 0.0);
+    } else {
+        uint ua;
+        uint ub;
+        quarter_code_bytes(piece, c, w1, w2, h, ua, ub);
+        if (TYPE == T_Q8_0) {
+            // Two's complement to unsigned offset by 128.
+            qa = byte_codes(ua ^ 0x80808080u, 0u, 0xFFu, 128.0);
+            qb = byte_codes(ub ^ 0x80808080u, 0u, 0xFFu, 128.0);
+        } else {
+            uint mask = TYPE == T_Q6_K ? 0x3Fu : 0x1Fu;
+            float bias = TYPE == T_Q6_K ? 32.0 : TYPE == T_Q5_0 ? 16.0 : 0.0;
+            qa = byte_codes(ua, 0u, mask, bias);
+            qb = byte_codes(ub, 0u, mask, bias);
+        }
     }
 }
 

@@ -92,6 +92,8 @@ layout(constant_id = 6) const bool WORD_LANES = false;
 #define Y_BINDING 1
 #endif
 #include "q4_common.glsl"
+// IQ4's and E2M1's codes through a table of byte values in shared memory.
+#define BYTE_TABLE
 #include "blocks_decode.glsl"
 
 #include "epilogue.glsl"
@@ -105,70 +107,14 @@ const int CODE_BIAS = TYPE == T_Q5_0 ? 16 : TYPE == T_Q6_K ? 32 : 0;
 // Whether a run's sum of q enters its value (an offset or a code bias).
 const bool NEEDS_QSUM = HAS_MIN || CODE_BIAS != 0;
 
-// Bits 0 .. 3 of `nibble` as bit 0 of bytes 0 .. 3 (the four products do not overlap).
-uint spread_bits(uint nibble) {
-    return (nibble * 0x00204081u) & 0x01010101u;
-}
-
-// The types whose codes index a table of values (IQ4's, E2M1's).
-const bool LOOKED_UP = TYPE == T_IQ4_NL || TYPE == T_IQ4_XS || TYPE == T_MXFP4 || TYPE == T_NVFP4;
-// Per code byte b of those types, the table's values (as bytes) of its low nibble (bits
-// 0 .. 7) and of its high nibble (bits 16 .. 23): filled by the workgroup before its loop,
-// four loads per 8 codes in place of a select chain per code.
-shared uint byte_values[LOOKED_UP ? 256 : 1];
-
-// Fills `byte_values` (LOOKED_UP types); every invocation of the workgroup calls it.
-void fill_byte_values(uint tid) {
-    if (!LOOKED_UP) {
-        return;
-    }
-    uvec4 table = TYPE == T_IQ4_NL || TYPE == T_IQ4_XS ? IQ4_WORDS : FP4_WORDS;
-    for (uint b = tid; b < 256u; b += WORKGROUP) {
-        uvec4 v = table_bytes((b & 0xFu) | ((b >> 4) << 8), 0u, table);
-        byte_values[b] = v.x | (v.y << 16);
-    }
-    barrier();
-}
-
-// The table's values of the four bytes of code word w: of their low nibbles packed into
-// .x (byte i's in byte i), of their high nibbles into .y.
-uvec2 word_values(uint w) {
-    uint low_pair = byte_values[w & 0xFFu] | (byte_values[(w >> 8) & 0xFFu] << 8);
-    uint high_pair = byte_values[(w >> 16) & 0xFFu] | (byte_values[w >> 24] << 8);
-    return uvec2((low_pair & 0xFFFFu) | (high_pair << 16), (low_pair >> 16) | (high_pair & 0xFFFF0000u));
-}
-
 // Quarter c (0..3) of piece `piece` as `decode_quarter` gives it, but as packed bytes: the
 // codes of inputs 4c .. 4c + 3 of the first run (ua) and of the second (ub), unsigned before
 // the code bias (below 64) or, for the signed types, two's complement.
 void quarter_codes(uint piece, uint c, uint w1, uint w2, uint h, out uint ua, out uint ub) {
-    if (TYPE == T_IQ4_NL || TYPE == T_MXFP4 || TYPE == T_IQ4_XS) {
-        uvec2 v = word_values(w1);
-        ua = v.x;
-        ub = v.y;
-    } else if (TYPE == T_NVFP4) {
-        // Low nibbles for quarters 0 and 1, high ones for 2 and 3.
-        ua = c < 2u ? word_values(w1).x : word_values(w1).y;
-        ub = c < 2u ? word_values(w2).x : word_values(w2).y;
-    } else if (TYPE == T_Q8_0) {
-        ua = w1;
-        ub = w2;
-    } else if (TYPE == T_Q6_K) {
-        uint pa = 2u * ((16u * (piece & 3u)) >> 5);
-        ua = (w1 & 0x0F0F0F0Fu) | (((w2 >> pa) & 0x03030303u) << 4);
-        ub = ((w1 >> 4) & 0x0F0F0F0Fu) | (((w2 >> (pa + 4u)) & 0x03030303u) << 4);
+    if (LOOKED_UP) {
+        table_quarter_bytes(c, w1, w2, ua, ub);
     } else {
-        // Q4_1, Q5_0, Q5_1, Q4_K, Q5_K: low nibbles, high nibbles, and the fifth bits.
-        ua = w1 & 0x0F0F0F0Fu;
-        ub = (w1 >> 4) & 0x0F0F0F0Fu;
-        if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
-            ua |= spread_bits((h >> (4u * c)) & 0xFu) << 4;
-            ub |= spread_bits((h >> (16u + 4u * c)) & 0xFu) << 4;
-        } else if (TYPE == T_Q5_K) {
-            uint j = piece >> 1;
-            ua |= ((w2 >> (2u * j)) & 0x01010101u) << 4;
-            ub |= ((w2 >> (2u * j + 1u)) & 0x01010101u) << 4;
-        }
+        quarter_code_bytes(piece, c, w1, w2, h, ua, ub);
     }
 }
 
@@ -192,7 +138,6 @@ int run_dot_bytes(uvec4 u, uvec4 xw) {
 
 // The K loop on x in bytes: invocation tid takes pieces tid, tid + WORKGROUP, .. of each row.
 void dot_pieces(uint row0, uint tid, inout float acc[MR]) {
-    fill_byte_values(tid);
     uint last_row = p.rows - 1u;
     for (uint c = tid; c < p.chunks; c += WORKGROUP) {
         uint blk = c / PIECES;
@@ -391,6 +336,7 @@ void main() {
     }
 
     // p.chunks: pieces per row (k / 32); p.groups: blocks per row.
+    fill_byte_values(tid);
 #ifdef DOT
     dot_pieces(row0, tid, acc);
 #else

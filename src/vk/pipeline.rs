@@ -559,12 +559,11 @@ impl BlocksKey {
             true => self.workgroup,
             false => self.workgroup / subgroup.max(1),
         };
-        // The integer dot-product build's table of byte values (a placeholder word for the
-        // types without a table).
-        let table = match (self.dot, self.ty.looked_up()) {
-            (true, true) => 4 * 256,
-            (true, false) => 4,
-            (false, _) => 0,
+        // The table of byte values of the types that look their values up (a placeholder
+        // word for the others).
+        let table = match self.ty.looked_up() {
+            true => 4 * 256,
+            false => 4,
         };
         4 * slots * self.m * self.rows + table
     }
