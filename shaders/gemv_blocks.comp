@@ -91,6 +91,8 @@ layout(constant_id = 6) const bool WORD_LANES = false;
 #define X_BINDING 0
 #define Y_BINDING 1
 #endif
+// Passes of M activation rows along workgroup z (`token_row`).
+#define PASSES_ALONG_Z
 #include "q4_common.glsl"
 // IQ4's and E2M1's codes through a table of byte values in shared memory.
 #define BYTE_TABLE

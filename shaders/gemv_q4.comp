@@ -135,6 +135,8 @@ layout(constant_id = SPEC_HAS_K_ORDER) const bool HAS_K_ORDER = false;
 layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order[]; };
 #endif
 
+// Passes of M activation rows along workgroup z (`token_row`).
+#define PASSES_ALONG_Z
 #include "q4_common.glsl"
 #include "q4_simt.glsl"
 #ifdef DOT

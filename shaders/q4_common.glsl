@@ -32,15 +32,19 @@ layout(push_constant) uniform Push {
 #endif
 #elif !defined(EXPORT)
     uint gemm_m;      // the GEMM kernels' m (the GEMV's is a constant: unused)
-    uint token_base;  // first activation row of this dispatch: the SIMT GEMV runs m > 8 as
-                      // dispatches of up to 8 rows (the exported GEMV always starts at 0)
+    uint token_base;  // first activation row of this dispatch: the SIMT GEMVs run their
+                      // activation rows in passes of M, workgroup z taking rows
+                      // token_base + z M .. (the exported GEMV always starts at 0)
 #endif
 } p;
 
-// Activation row mi of this dispatch as a row of x and y.
+// Activation row mi of this workgroup's pass as a row of x and y (the SIMT GEMVs, which
+// define PASSES_ALONG_Z and M, take pass z of their dispatch along workgroup z).
 uint token_row(uint mi) {
 #if defined(GEMM) || defined(EXPORT)
     return mi;
+#elif defined(PASSES_ALONG_Z)
+    return p.token_base + gl_WorkGroupID.z * M + mi;
 #else
     return p.token_base + mi;
 #endif

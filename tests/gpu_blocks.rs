@@ -174,6 +174,8 @@ fn run_all_types(ctx: *mut q4vk_context, gpu: bool, portable: bool, ms: &[usize]
 fn every_type_runs_on_the_subgroup_kernel() {
     let gpu = Gpu::new(false);
     run_all_types(gpu.ctx, true, false, &[1, 6], 0xB10C);
+    // Two full passes of activation rows in one dispatch (workgroup z).
+    run_all_types(gpu.ctx, true, false, &[8], 0xB10F);
     gpu.assert_quiet();
 }
 

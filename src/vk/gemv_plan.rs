@@ -27,9 +27,9 @@ pub(super) struct Plan {
     pub(super) rows_per_wg: u64,
     /// Activation rows per workgroup (the GEMV kernels take all of a pass at once).
     pub(super) tokens_per_wg: u64,
-    /// The SIMT GEMV only: it runs in passes of `tokens_per_wg` activation rows (a dispatch
-    /// per matrix part each, all reading the same weights), the last, of the rows left, with
-    /// this pipeline. `None`: one pass of all m.
+    /// The SIMT GEMVs only: they run in passes of `tokens_per_wg` activation rows (the full
+    /// passes one dispatch per matrix part, workgroup z taking a pass; all read the same
+    /// weights), the last, of the rows left, with this pipeline. `None`: one pass of all m.
     pub(super) last_pass_pipeline: Option<vk::Pipeline>,
     /// The tensor-core GEMM on x in fragments only: it runs in K slices, added into y
     /// after it. `None`: it writes y itself.

@@ -708,8 +708,9 @@ fn record_prepass(ctx: &Context, cmd: vk::CommandBuffer, pre: &Prepass, xy: &XyB
 }
 
 /// Records the GEMV (or GEMM) of `plan` on `xy` (x `x_stride` apart: elements, uvec4 for
-/// digits; unused for a pre-split x): its passes of activation rows in order, each a
-/// dispatch per matrix part.
+/// digits; unused for a pre-split x): a dispatch per matrix part for all activation rows,
+/// or for a SIMT GEMV's full passes of activation rows and another for its last pass where
+/// that has its own pipeline.
 fn record_gemv(
     ctx: &Context,
     cmd: vk::CommandBuffer,
@@ -722,34 +723,62 @@ fn record_gemv(
     let d = &ctx.device.device;
     // SAFETY: cmd is in the recording state (caller's contract); every handle is valid.
     unsafe { xy.record(ctx, cmd) };
-    let pass_rows = match plan.last_pass_pipeline {
-        Some(_) => plan.tokens_per_wg as u32,
-        None => p.m,
+    let Some(last) = plan.last_pass_pipeline else {
+        // SAFETY: as above.
+        unsafe { d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, plan.pipeline) };
+        let passes = Passes {
+            first: 0,
+            count: 1,
+            token_tiles: u64::from(p.m).div_ceil(plan.tokens_per_wg),
+        };
+        record_pass(ctx, cmd, mat, plan, p, (x_stride, order), passes);
+        return;
+    };
+    // Passes of `pass_rows` activation rows, the last of the rows left with its own
+    // pipeline: the full passes share one dispatch (workgroup z takes a pass), so that
+    // nothing orders them (a call adding a residual in place serializes its dispatches).
+    let pass_rows = plan.tokens_per_wg as u32;
+    let last_rows = p.m - (p.m - 1) / pass_rows * pass_rows;
+    let (full, last) = match last == plan.pipeline {
+        true => (p.m / pass_rows, None),
+        false => ((p.m - last_rows) / pass_rows, Some(last)),
     };
     let mut first = 0;
-    while first < p.m {
-        let rows = pass_rows.min(p.m - first);
-        let pipeline = match (first + rows == p.m, plan.last_pass_pipeline) {
-            (true, Some(last)) => last,
-            _ => plan.pipeline,
+    for (pipeline, mut left) in [(Some(plan.pipeline), full), (last, 1)] {
+        let Some(pipeline) = pipeline.filter(|_| left > 0) else {
+            continue;
         };
         // SAFETY: as above; set 1 stays bound (every kernel has the same layout).
         unsafe { d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline) };
-        record_pass(
-            ctx,
-            cmd,
-            mat,
-            plan,
-            p,
-            (x_stride, &mut *order),
-            (first, rows),
-        );
-        first += rows;
+        while left > 0 {
+            let count = left.min(MAX_PASSES_PER_DISPATCH);
+            let passes = Passes {
+                first,
+                count,
+                token_tiles: 1,
+            };
+            record_pass(ctx, cmd, mat, plan, p, (x_stride, &mut *order), passes);
+            first += count * pass_rows;
+            left -= count;
+        }
     }
 }
 
-/// Records one pass of `plan`: activation rows `first .. first + rows`, a dispatch (or more,
-/// past the device's grid) per matrix part, with the pass's pipeline and set 1 bound.
+/// Passes one dispatch takes at most: Vulkan's least `maxComputeWorkGroupCount[2]`.
+const MAX_PASSES_PER_DISPATCH: u32 = 65535;
+
+/// Activation rows recorded as one dispatch per matrix part: a SIMT GEMV's passes (the
+/// first one's first activation row and how many, along workgroup z), or a kernel's tiles
+/// of activation rows (one "pass" of `token_tiles` workgroups per row tile).
+#[derive(Clone, Copy)]
+struct Passes {
+    first: u32,
+    count: u32,
+    token_tiles: u64,
+}
+
+/// Records `passes` of `plan` (one dispatch, or more past the device's grid, per matrix
+/// part, its workgroups along z taking the passes), with their pipeline and set 1 bound.
 fn record_pass(
     ctx: &Context,
     cmd: vk::CommandBuffer,
@@ -757,13 +786,12 @@ fn record_pass(
     plan: &Plan,
     p: &GemvParams,
     (x_stride, order): (u64, &mut DispatchOrder),
-    (first, rows): (u32, u32),
+    passes: Passes,
 ) {
     let d = &ctx.device.device;
     let layout = ctx.pipelines.layout;
     for part in &mat.parts {
-        let total = (part.rows as u64).div_ceil(plan.rows_per_wg)
-            * (rows as u64).div_ceil(plan.tokens_per_wg);
+        let total = (part.rows as u64).div_ceil(plan.rows_per_wg) * passes.token_tiles;
         // SAFETY: as above.
         unsafe {
             d.cmd_bind_descriptor_sets(
@@ -775,22 +803,14 @@ fn record_pass(
                 &[],
             )
         };
-        // The 12th word: the SIMT GEMV pass's first row, or where the tensor-core GEMM's K
-        // slices write their sums.
-        let (word11, slices) = match plan.k_slices {
+        // The 12th word: the SIMT GEMV's first activation row, or where the tensor-core
+        // GEMM's K slices write their sums; workgroup z: the pass, or the K slice.
+        let (word11, depth) = match plan.k_slices {
             Some(s) => (s.partials_word, s.count),
-            None => (first, 1),
+            None => (passes.first, passes.count),
         };
         let push = part_push(mat, plan, part, p, x_stride);
         // SAFETY: as above.
-        unsafe {
-            record_dispatches(
-                ctx,
-                cmd,
-                (total, push),
-                [p.m, word11],
-                (slices, &mut *order),
-            )
-        };
+        unsafe { record_dispatches(ctx, cmd, (total, push), [p.m, word11], (depth, &mut *order)) };
     }
 }

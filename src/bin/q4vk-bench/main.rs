@@ -672,7 +672,11 @@ fn run(opt: &Options) -> Result<()> {
             ctx.kernel_path(),
             ctx.rules.row.name
         );
-        return model::model_table(&ctx, opt, shape);
+        model::model_table(&ctx, opt, shape)?;
+        if opt.stats {
+            print_statistics(&ctx)?;
+        }
+        return Ok(());
     }
     let mut lines = opt
         .jsonl
