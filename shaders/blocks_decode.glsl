@@ -122,18 +122,17 @@ float e8m0_half(uint e) {
     return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
 }
 
-// Q4_K's and Q5_K's six-bit scale and minimum of sub-block j (0..7) from its 12 scale bytes
-// (words s.x, s.y, s.z), without branches (neighbouring invocations take different j):
-// sub-blocks 0..3 keep the low six bits of bytes j and j + 4; 4..7 the nibbles of byte
-// j + 4 with the top two bits of bytes j - 4 and j above them.
-uvec2 k_scale_min(uvec3 s, uint j) {
-    uint at = 8u * (j & 3u);
-    uint a = (s.x >> at) & 0xFFu;
-    uint b = (s.y >> at) & 0xFFu;
-    uint c = (s.z >> at) & 0xFFu;
-    uvec2 low = uvec2(a, b) & 63u;
-    uvec2 high = uvec2(c & 0xFu, c >> 4) | (uvec2(a, b) >> 6) << 4;
-    return j < 4u ? low : high;
+// Q4_K's and Q5_K's six-bit scales (.x) and minima (.y) of sub-blocks 2j and 2j + 1 (j =
+// 0..3) in bytes 0 and 1, from its 12 scale bytes (words s.x, s.y, s.z), both sub-blocks at
+// once on a 16-bit half of each word and without branches (neighbouring invocations take
+// different j): sub-blocks 0..3 keep the low six bits of bytes i and i + 4; 4..7 the
+// nibbles of byte i + 4 with the top two bits of bytes i - 4 and i above them.
+uvec2 k_pair_scales_mins(uvec3 s, uint j) {
+    uint at = 16u * (j & 1u);
+    uvec2 low = (uvec2(s.x, s.y) >> at) & 0x3F3Fu;
+    uint c = s.z >> at;
+    uvec2 high = (uvec2(c, c >> 4) & 0x0F0Fu) | ((uvec2(s.x, s.y) >> (at + 2u)) & 0x3030u);
+    return j < 2u ? low : high;
 }
 
 // The first inputs within a block of piece `piece`'s two runs of 16.
@@ -361,11 +360,12 @@ vec4 piece_scales(uint gb, uint piece) {
         uint s = a[gb] >> (16u * piece);
         return vec4(ue4m3(s & 0xFFu) * 0.5, 0.0, ue4m3((s >> 8) & 0xFFu) * 0.5, 0.0);
     } else if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
-        uint j = piece >> 1;
         uvec4 hdr = a16[gb];
         vec2 dm = unpackHalf2x16(hdr.x);
-        vec4 sm = from_integers(uvec4(k_scale_min(hdr.yzw, 2u * j), k_scale_min(hdr.yzw, 2u * j + 1u)), 0.0);
-        return vec4(dm.x * sm.x, -(dm.y * sm.y), dm.x * sm.z, -(dm.y * sm.w));
+        uvec2 sm = k_pair_scales_mins(hdr.yzw, piece >> 1);
+        vec4 sc = byte_codes(sm.x, 0u, 0x3Fu, 0.0);
+        vec4 mn = byte_codes(sm.y, 0u, 0x3Fu, 0.0);
+        return vec4(dm.x * sc.x, -(dm.y * mn.x), dm.x * sc.y, -(dm.y * mn.y));
     } else if (TYPE == T_Q6_K) {
         uint n = piece >> 2;
         uint o = 16u * (piece & 3u);
