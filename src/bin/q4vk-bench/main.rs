@@ -134,6 +134,9 @@ struct Options {
     q4_k_m: bool,
     /// Print the pipelines' compiler statistics after the table.
     stats: bool,
+    /// `--gate-up-apart` (with `--model`): the plain and unfused steps run up after gate, as
+    /// the fused step must, instead of beside it.
+    gate_up_apart: bool,
     /// No workspace: the kernels that read x themselves, without a pre-pass.
     no_workspace: bool,
     /// `Q4VK_GEMV_ROUND_X_TO_F16`: f32 x may be rounded to f16 (rel. err. against exact x).
@@ -204,7 +207,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4|Q4_K_M (with --model)] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--round-x-int8] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4|Q4_K_M (with --model)] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--round-x-int8] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME [--gate-up-apart]]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -217,6 +220,7 @@ fn main() {
     let (mut gemm_ksplit, mut coop_gemm_slices) = (None, None);
     let (mut blocks_rows, mut blocks_pass_rows) = (None, None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
+    let mut gate_up_apart = false;
     let (mut zeros, mut group) = (false, None);
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let mut round_x_int8 = false;
@@ -244,6 +248,7 @@ fn main() {
             "--zeros" => zeros = true,
             "--group" => group = Some(number() as i32),
             "--stats" => stats = true,
+            "--gate-up-apart" => gate_up_apart = true,
             "--no-workspace" => no_workspace = true,
             "--round-x-f16" => round_x_f16 = true,
             "--round-x-int8" => round_x_int8 = true,
@@ -372,6 +377,7 @@ fn main() {
         block_type,
         q4_k_m,
         stats,
+        gate_up_apart,
         no_workspace,
         round_x_f16,
         round_x_int8,

@@ -15,7 +15,9 @@
 //! after down; SwiGLU after gate and up), as an engine without fused epilogues runs it.
 //! Timed between two timestamps, the median of runs, beside the time the step's bytes take
 //! at the copy bandwidth of the same run (the bandwidth ideal). `--quick`: two layers of a
-//! quarter of each dimension.
+//! quarter of each dimension. `--gate-up-apart`: the plain and unfused forms also run up
+//! after gate (a barrier between them), as the fused form does, which measures what running
+//! them side by side is worth.
 
 use super::*;
 use ash::vk;
@@ -165,8 +167,10 @@ enum Form {
     Unfused,
 }
 
-/// A layer's seven matrices in the order a step of `form` records them.
-fn layer_linears(s: &ModelShape, form: Form) -> [Linear; 7] {
+/// A layer's seven matrices in the order a step of `form` records them; with `gate_up_apart`
+/// the plain and unfused forms put a barrier between gate and up, as the fused form's order
+/// does.
+fn layer_linears(s: &ModelShape, form: Form, gate_up_apart: bool) -> [Linear; 7] {
     let (h, i, kv) = (s.hidden, s.intermediate, s.kv);
     let l = |n, k, from, to, after_barrier| Linear {
         n,
@@ -186,7 +190,7 @@ fn layer_linears(s: &ModelShape, form: Form) -> [Linear; 7] {
             l(kv, h, Act::Input, Act::V, false),
             l(h, h, Act::Q, Act::O, true),
             l(i, h, Act::O, Act::Gate, true),
-            l(i, h, Act::O, Act::Up, false),
+            l(i, h, Act::O, Act::Up, gate_up_apart),
             l(h, i, Act::Gate, Act::Input, true),
         ],
         Form::Fused => [
@@ -225,7 +229,7 @@ fn layer_linears(s: &ModelShape, form: Form) -> [Linear; 7] {
             l(kv, h, Act::Input, Act::V, false),
             l(h, h, Act::Q, Act::O, true),
             l(i, h, Act::Input, Act::Gate, true),
-            l(i, h, Act::Input, Act::Up, false),
+            l(i, h, Act::Input, Act::Up, gate_up_apart),
             l(h, i, Act::Gate, Act::O, true),
         ],
     }
@@ -334,7 +338,7 @@ pub(crate) fn model_table(ctx: &Context, opt: &Options, model: ModelShape) -> Re
         layers: if opt.quick { 2 } else { model.layers },
         ..model
     };
-    let linears = layer_linears(&shape, Form::Plain);
+    let linears = layer_linears(&shape, Form::Plain, false);
     let mut seed = 0x5_7E9u64;
     let mut mats = Vec::with_capacity(shape.layers * linears.len());
     for layer in 0..shape.layers {
@@ -377,7 +381,7 @@ pub(crate) fn model_table(ctx: &Context, opt: &Options, model: ModelShape) -> Re
         // Every form first, then the rows with their time against the fused step's.
         let mut rows = Vec::new();
         for form in [Form::Plain, Form::Unfused, Form::Fused] {
-            let linears = layer_linears(&shape, form);
+            let linears = layer_linears(&shape, form, opt.gate_up_apart);
             let step = Step::new(ctx, opt, &shape, &linears, &mats, m, form)?;
             let warm = Some((&copy, opt.warm));
             let us = time_runs(ctx, opt.iters.clamp(3, 50), warm, |cmd, _| {
