@@ -49,6 +49,9 @@ for block_type in q5_0 q5_1 q8_0 q5_k q6_k iq4_nl iq4_xs mxfp4 nvfp4 q4_1 q4_k; 
 done
 # x in 8-bit digits, packed integer dot products (VK_KHR_shader_integer_dot_product).
 glslc $FLAGS -DSUBGROUP -DDOT gemv_q4.comp -o "$out/gemv_q4_dot.spv"
+# The gate+up pair: gate's part in set 0, up's in set 2, one dispatch for both.
+glslc $FLAGS -DSUBGROUP -DPAIR gemv_q4.comp -o "$out/gemv_q4_pair.spv"
+glslc $FLAGS -DSUBGROUP -DDOT -DPAIR gemv_q4.comp -o "$out/gemv_q4_dot_pair.spv"
 # Its pre-pass: x in those digits, on the device.
 glslc $FLAGS x_digits.comp -o "$out/x_digits.spv"
 # The tensor-core GEMM's pre-pass: x as its f16 B fragments once per call, into a workspace.

@@ -80,7 +80,12 @@ const uint EPI_GELU_GATE = 16u;
 const uint EPI_Y_F16 = 32u;
 
 layout(set = XY_SET, binding = 2) readonly buffer EpilogueBias { uint bias_words[]; };
+#ifdef PAIR
+// The gate+up pair writes its gate projection there.
+layout(set = XY_SET, binding = 3) buffer EpilogueOperand { uint operand_words[]; };
+#else
 layout(set = XY_SET, binding = 3) readonly buffer EpilogueOperand { uint operand_words[]; };
+#endif
 
 // Element i of a buffer of f16 (two per word, the first in the low half) or f32 values.
 #define EPILOGUE_LOAD(words, i, f16) \
@@ -96,6 +101,39 @@ float gelu_tanh(float g) {
     float t = clamp(0.7978845608028654 * (g + 0.044715 * g * g * g), -10.0, 10.0);
     return 0.5 * g * (1.0 + tanh(t));
 }
+
+#ifdef PAIR
+// A gate+up pair's row: g, the gate projection's sum, stored into the gate's output
+// (binding 3, laid out as y), then up's sum u with the epilogue, whose gate is g as stored
+// (rounded to f16 with an f16 y), as the call of up alone would read it.
+void store_pair(uint tok, uint row, float g, float u) {
+    uint at = tok * p.y_stride + p.row_base + row;
+    bool half_y = (EPILOGUE & EPI_Y_F16) != 0u;
+    if (half_y) {
+        uint shift = 16u * (at & 1u);
+        uint bits = packHalf2x16(vec2(g, 0.0)) & 0xFFFFu;
+        atomicAnd(operand_words[at >> 1u], ~(0xFFFFu << shift));
+        atomicOr(operand_words[at >> 1u], bits << shift);
+        g = unpackHalf2x16(bits).x;
+    } else {
+        operand_words[at] = floatBitsToUint(g);
+    }
+    if ((EPILOGUE & EPI_BIAS) != 0u) {
+        u += EPILOGUE_LOAD(bias_words, p.row_base + row, (EPILOGUE & EPI_BIAS_F16) != 0u);
+    }
+    if ((EPILOGUE & EPI_SILU_GATE) != 0u) {
+        u *= silu(g);
+    }
+    if ((EPILOGUE & EPI_GELU_GATE) != 0u) {
+        u *= gelu_tanh(g);
+    }
+    if (half_y) {
+        store_half_y(at, u);
+    } else {
+        y_words[at] = floatBitsToUint(u);
+    }
+}
+#endif
 
 void store_y(uint tok, uint row, float v) {
     uint at = tok * p.y_stride + p.row_base + row;

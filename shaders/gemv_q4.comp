@@ -121,6 +121,19 @@ layout(constant_id = SPEC_DECODE_ONCE) const bool DECODE_ONCE = false;
 layout(constant_id = SPEC_WORD_LANES) const bool WORD_LANES = false;
 // The weights a word at a time (binding 0 as 32-bit words).
 layout(set = 0, binding = 0) coherent readonly buffer WeightWords { uint w_words[]; };
+#ifdef PAIR
+layout(set = 2, binding = 0) coherent readonly buffer WeightWords2 { uint w_words2[]; };
+#endif
+
+// Word i of matrix `mat`'s weights (`weights_of`).
+uint word_of(uint mat, uint i) {
+#ifdef PAIR
+    if (mat != 0u) {
+        return w_words2[i];
+    }
+#endif
+    return w_words[i];
+}
 #endif
 #if defined(EXPORT) && !defined(EXTENDED)
 const bool HAS_OFFSETS = false;
@@ -148,6 +161,9 @@ layout(constant_id = SPEC_X_BYTES) const bool X_BYTES = false;
 #endif
 
 const uint MR = M * ROWS;
+#if defined(PAIR) && (!defined(SUBGROUP) || defined(EXPORT))
+#error "the gate+up pair is a build of the subgroup GEMV"
+#endif
 #ifdef SUBGROUP
 shared float red[(WORKGROUP / SUBGROUP_SIZE) * MR];
 #else
@@ -293,7 +309,7 @@ float partial(float acc[MRI], uint i, uint j) {
 // add nothing), UNROLL words per row at a time, and adds into `acc` as the chunk loop does:
 // per activation row (DOT: the word's packed dot products; else dot8_acc, then the scale)
 // or, with DECODE_ONCE, each word decoded and scaled once for all activation rows.
-void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
+void word_lanes(uint mat, uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
     uint words = p.chunks * 4u;
     uint last_word = words - 1u;
     uint last_row = p.rows - 1u;
@@ -309,12 +325,12 @@ void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
             [[unroll]] for (uint r = 0u; r < RPI; r++) {
                 uint row = min(row0 + r * SPLIT + j, last_row);
                 uint i = u * RPI + r;
-                wd[i] = w_words[row * words + wi];
-                sc[i] = scale_at(row * p.groups + g);
-                float z = zero_at(row * p.groups + g);
+                wd[i] = word_of(mat, row * words + wi);
+                sc[i] = scale_of(mat, row * p.groups + g);
+                float z = zero_of(mat, row * p.groups + g);
                 off[i] = nibble_offset(z);
                 zi[i] = int(z);
-                ob[i] = offset_at(row * p.groups + g);
+                ob[i] = offset_of(mat, row * p.groups + g);
             }
         }
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
@@ -395,31 +411,12 @@ void word_lanes(uint row0, uint j, uint cl, uint stride, inout float acc[MRI]) {
 }
 #endif
 
-void main() {
-    uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    if (wg >= p.wg_count) {
-        return;
-    }
-    uint row0 = (p.wg_offset + wg) * ROWS;
-    uint tid = gl_LocalInvocationID.x;
-    // Invocation tid takes rows row0 + SPLIT r + j (r < RPI) and chunks cl, cl + STRIDE, ..:
-    // the SPLIT invocations of a chunk read the same x (one L1 access).
-    uint j = tid % SPLIT;
-    uint cl = tid / SPLIT;
+// The K loop over chunks: invocation `cl` of the STRIDE sharing rows takes chunks cl,
+// cl + STRIDE, .. of its rows of matrix `mat`, UNROLL per row at a time, and adds into `acc`.
+void chunk_steps(uint mat, uint row0, uint j, uint cl, inout float acc[MRI]) {
     const uint STRIDE = WORKGROUP / SPLIT;
     uint last_row = p.rows - 1u;
     uint last_chunk = p.chunks - 1u;
-
-    float acc[MRI];
-    [[unroll]] for (uint i = 0u; i < MRI; i++) {
-        acc[i] = 0.0;
-    }
-
-#ifndef EXPORT
-    if (WORD_LANES) {
-        word_lanes(row0, j, cl, STRIDE, acc);
-    } else
-#endif
     for (uint c0 = cl; c0 < p.chunks; c0 += STRIDE * UNROLL) {
         uvec4 wv[UR];
         float sc[UR];
@@ -433,14 +430,14 @@ void main() {
             uint g = c >> p.group_shift;
             [[unroll]] for (uint r = 0u; r < RPI; r++) {
                 uint row = min(row0 + r * SPLIT + j, last_row);
-                wv[u * RPI + r] = w[row * p.chunks + c];
-                sc[u * RPI + r] = scale_at(row * p.groups + g);
-                float z = zero_at(row * p.groups + g);
+                wv[u * RPI + r] = weights_of(mat, row * p.chunks + c);
+                sc[u * RPI + r] = scale_of(mat, row * p.groups + g);
+                float z = zero_of(mat, row * p.groups + g);
                 off[u * RPI + r] = nibble_offset(z);
 #ifdef DOT
                 zi[u * RPI + r] = int(z);
 #endif
-                ob[u * RPI + r] = offset_at(row * p.groups + g);
+                ob[u * RPI + r] = offset_of(mat, row * p.groups + g);
             }
         }
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
@@ -543,6 +540,79 @@ void main() {
 #endif
         }
     }
+}
+
+// Matrix `mat`'s share of this invocation's sums of rows row0 .. (invocation `cl` of those
+// sharing rows, taking rows row0 + SPLIT r + j), into `acc`.
+void k_loop(uint mat, uint row0, uint j, uint cl, inout float acc[MRI]) {
+    [[unroll]] for (uint i = 0u; i < MRI; i++) {
+        acc[i] = 0.0;
+    }
+#ifndef EXPORT
+    if (WORD_LANES) {
+        word_lanes(mat, row0, j, cl, WORKGROUP / SPLIT, acc);
+        return;
+    }
+#endif
+    chunk_steps(mat, row0, j, cl, acc);
+}
+
+#ifdef PAIR
+// The gate's sums of the workgroup's outputs (i = mi ROWS + q), reduced before up's loop
+// so that it has the accumulators' registers to itself.
+shared float gate_sums[MR];
+
+// Reduces gate's `acc` over the workgroup into `gate_sums` (in the order the reduction of
+// a call of gate alone adds them: the same bits).
+void park_gate_sums(float acc[MRI], uint j, uint tid) {
+    [[unroll]] for (uint i = 0u; i < MR; i++) {
+        float v = subgroupAdd(partial(acc, i, j));
+        if (subgroupElect()) {
+            red[gl_SubgroupID * MR + i] = v;
+        }
+    }
+    barrier();
+    for (uint i = tid; i < MR; i += WORKGROUP) {
+        float v = 0.0;
+        for (uint sg = 0u; sg < gl_NumSubgroups; sg++) {
+            v += red[sg * MR + i];
+        }
+        gate_sums[i] = v;
+    }
+    barrier();
+}
+#endif
+
+// Stores output i (row `row` of activation row `tok`) of the workgroup: v (with PAIR, up's
+// sum beside the gate's parked one).
+void store_result(uint i, uint tok, uint row, float v) {
+#ifdef PAIR
+    store_pair(tok, row, gate_sums[i], v);
+#else
+    store_y(tok, row, v);
+#endif
+}
+
+void main() {
+    uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (wg >= p.wg_count) {
+        return;
+    }
+    uint row0 = (p.wg_offset + wg) * ROWS;
+    uint tid = gl_LocalInvocationID.x;
+    // Invocation tid takes rows row0 + SPLIT r + j (r < RPI) and chunks cl, cl + STRIDE, ..:
+    // the SPLIT invocations of a chunk read the same x (one L1 access).
+    uint j = tid % SPLIT;
+    uint cl = tid / SPLIT;
+
+    float acc[MRI];
+    k_loop(0u, row0, j, cl, acc);
+#ifdef PAIR
+    // Gate's sums parked in shared memory; then the second matrix (up) on the same rows,
+    // for y = act(gate) · up.
+    park_gate_sums(acc, j, tid);
+    k_loop(1u, row0, j, cl, acc);
+#endif
 
 #ifdef SUBGROUP
     if (gl_NumSubgroups == 1u) {
@@ -552,7 +622,7 @@ void main() {
             uint mi = i / ROWS;
             uint row = row0 + i % ROWS;
             if (subgroupElect() && row < p.rows) {
-                store_y(token_row(mi), row, v);
+                store_result(i, token_row(mi), row, v);
             }
         }
         return;
@@ -573,7 +643,7 @@ void main() {
         uint mi = i / ROWS;
         uint row = row0 + i % ROWS;
         if (row < p.rows) {
-            store_y(token_row(mi), row, v);
+            store_result(i, token_row(mi), row, v);
         }
     }
 #else

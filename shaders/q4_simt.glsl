@@ -17,26 +17,84 @@ layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
 #include "epilogue.glsl"
 
-float scale_at(uint i) {
-    if (SCALE_F32) {
-        return uintBitsToFloat(s[i]);
+#ifdef PAIR
+// The second matrix of a gate+up pair (`gemv_q4.comp` built with PAIR): its part in set 2,
+// in the same form as set 0's.
+layout(set = 2, binding = 0) coherent readonly buffer Weights2 { uvec4 w2[]; };
+layout(set = 2, binding = 1) readonly buffer Scales2 { uint s2[]; };
+layout(set = 2, binding = 2) readonly buffer Zeros2 { uint z2[]; };
+layout(set = 2, binding = OFFSETS_BINDING) readonly buffer Offsets2 { float group_offset2[]; };
+#endif
+
+// Matrix `mat`'s streams: 0 set 0's, 1 (PAIR only) set 2's. Callers pass a constant, so
+// the choice folds away.
+uvec4 weights_of(uint mat, uint i) {
+#ifdef PAIR
+    if (mat != 0u) {
+        return w2[i];
     }
-    vec2 pair = unpackHalf2x16(s[i >> 1]);
+#endif
+    return w[i];
+}
+
+uint scale_word_of(uint mat, uint i) {
+#ifdef PAIR
+    if (mat != 0u) {
+        return s2[i];
+    }
+#endif
+    return s[i];
+}
+
+uint zero_word_of(uint mat, uint i) {
+#ifdef PAIR
+    if (mat != 0u) {
+        return z2[i];
+    }
+#endif
+    return z[i];
+}
+
+float scale_of(uint mat, uint i) {
+    if (SCALE_F32) {
+        return uintBitsToFloat(scale_word_of(mat, i));
+    }
+    vec2 pair = unpackHalf2x16(scale_word_of(mat, i >> 1));
     return (i & 1u) == 0u ? pair.x : pair.y;
 }
 
-float zero_at(uint i) {
+float zero_of(uint mat, uint i) {
     if (HAS_OFFSETS) {
         return 0.0;
     }
     if (!HAS_ZEROS) {
         return 8.0;
     }
-    return float((z[i >> 2] >> (8u * (i & 3u))) & 0xFFu);
+    return float((zero_word_of(mat, i >> 2) >> (8u * (i & 3u))) & 0xFFu);
+}
+
+float offset_of(uint mat, uint i) {
+    if (!HAS_OFFSETS) {
+        return 0.0;
+    }
+#ifdef PAIR
+    if (mat != 0u) {
+        return group_offset2[i];
+    }
+#endif
+    return group_offset[i];
+}
+
+float scale_at(uint i) {
+    return scale_of(0u, i);
+}
+
+float zero_at(uint i) {
+    return zero_of(0u, i);
 }
 
 float offset_at(uint i) {
-    return HAS_OFFSETS ? group_offset[i] : 0.0;
+    return offset_of(0u, i);
 }
 
 // The input feature of column kk.

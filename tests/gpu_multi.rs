@@ -483,3 +483,187 @@ fn a_multi_binding_replays_gate_then_up() {
     }
     gpu.assert_quiet();
 }
+
+/// A buffer of `words` poisoned 32-bit words (NaN as f32, NaN pairs as f16).
+fn poisoned(gpu: &Gpu, words: usize, name: &str) -> Buffer {
+    buffer_of(gpu, &vec![f32::from_bits(0x7E00_7E00); words], name)
+}
+
+/// Gate, then up with gate's activation, as one multi call on `gpu` with `flags` on both
+/// calls: it must run as a gate+up pair (a pipeline built for two matrices) and write
+/// gate's y and up's y bit for bit as the two calls recorded alone do, at m = 1, 3, 8 and
+/// 11 (a pass of 8 and a last pass of 3), SiLU and GELU, f32 and f16 y, up with and
+/// without a bias; y is also checked against an f64 reference (f32 y and exact x).
+fn pair_writes_what_two_calls_write(gpu: &Gpu, rng: &mut Rng, flags: u32, what: &str) {
+    let (n, k) = (40usize, 512usize);
+    let gate_data = random_q4(rng, n, k, 128, false, false);
+    let up_data = random_q4(rng, n, k, 128, false, false);
+    let (wg, wu) = (
+        dequantized(&q4_desc(&gate_data)),
+        dequantized(&q4_desc(&up_data)),
+    );
+    let mats = [
+        upload_q4(gpu, &gate_data) as *const q4vk_matrix,
+        upload_q4(gpu, &up_data) as *const q4vk_matrix,
+    ];
+    let bias = rng.vec(n);
+    let bias_buf = buffer_of(gpu, &bias, "test bias");
+    // (m, activation, f16 y, bias on up): each variant is pipelines of its own.
+    let cases = [
+        (1usize, Q4VK_GEMV_SILU_GATE, false, false),
+        (3, Q4VK_GEMV_GELU_GATE, true, true),
+        (8, Q4VK_GEMV_SILU_GATE, true, false),
+        (11, Q4VK_GEMV_GELU_GATE, false, true),
+    ];
+    for (m, act, y_f16, with_bias) in cases {
+        let x = rng.vec(m * k);
+        let xb = buffer_of(gpu, &x, "test x");
+        let mut ws_bytes = 0u64;
+        for &mat in &mats {
+            let mut b = 0u64;
+            let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m as u32, flags, &mut b) };
+            assert_eq!(status, Q4VK_OK, "{}", last_error());
+            ws_bytes = ws_bytes.max(b);
+        }
+        let ws = Buffer::new(
+            &gpu.context().device,
+            ws_bytes.max(4),
+            MemoryKind::Device,
+            "test workspace",
+        )
+        .unwrap();
+        {
+            {
+                {
+                    let out = match y_f16 {
+                        true => Q4VK_GEMV_F16_OUTPUT,
+                        false => 0,
+                    };
+                    let words = match y_f16 {
+                        true => (m * n).div_ceil(2),
+                        false => m * n,
+                    };
+                    let y_of = |b: &Buffer| q4vk_buffer_ref {
+                        buffer: b.buffer.as_raw(),
+                        offset: 0,
+                        range: 4 * words as u64,
+                    };
+                    let args = |g: &Buffer, y: &Buffer| {
+                        let mut ga = args_for(&xb, g, (n, k, m), flags | out);
+                        let up_flags =
+                            flags | out | act | if with_bias { Q4VK_GEMV_BIAS } else { 0 };
+                        let mut ua = args_for(&xb, y, (n, k, m), up_flags);
+                        ga.y = y_of(g);
+                        ua.y = y_of(y);
+                        ua.gate = y_of(g);
+                        if with_bias {
+                            ua.bias = whole(&bias_buf, n);
+                        }
+                        if ws_bytes > 0 {
+                            for a in [&mut ga, &mut ua] {
+                                a.workspace = q4vk_buffer_ref {
+                                    buffer: ws.buffer.as_raw(),
+                                    offset: 0,
+                                    range: ws_bytes,
+                                };
+                            }
+                        }
+                        [ga, ua]
+                    };
+                    let label =
+                        format!("{what}, m = {m}, act {act}, f16 y {y_f16}, bias {with_bias}");
+                    // The two calls alone.
+                    let (g_alone, y_alone) = (
+                        poisoned(gpu, words, "test g"),
+                        poisoned(gpu, words, "test y"),
+                    );
+                    let [ga, ua] = args(&g_alone, &y_alone);
+                    assert_eq!(
+                        run_cmd(gpu, mats[0] as *mut _, &ga),
+                        Q4VK_OK,
+                        "{}",
+                        last_error()
+                    );
+                    assert_eq!(
+                        run_cmd(gpu, mats[1] as *mut _, &ua),
+                        Q4VK_OK,
+                        "{}",
+                        last_error()
+                    );
+                    // The pair.
+                    let (g_pair, y_pair) = (
+                        poisoned(gpu, words, "test g"),
+                        poisoned(gpu, words, "test y"),
+                    );
+                    assert_eq!(
+                        run_multi(gpu, &mats, &args(&g_pair, &y_pair)),
+                        Q4VK_OK,
+                        "{}",
+                        last_error()
+                    );
+                    let g_words = read_words(&g_alone, words);
+                    let y_words = read_words(&y_alone, words);
+                    assert_eq!(read_words(&g_pair, words), g_words, "{label}: gate's y");
+                    assert_eq!(read_words(&y_pair, words), y_words, "{label}: y");
+                    if !y_f16 {
+                        let y = read_f32s(&y_pair, m * n);
+                        assert!(y.iter().all(|v| v.is_finite()), "{label}: y not written");
+                        let g = read_f32s(&g_pair, m * n);
+                        assert!(
+                            g.iter().all(|v| v.is_finite()),
+                            "{label}: gate's y not written"
+                        );
+                        if flags == 0 {
+                            let gw = product(&wg, &x, (n, k, m));
+                            let want: Vec<f64> = product(&wu, &x, (n, k, m))
+                                .iter()
+                                .zip(&gw)
+                                .enumerate()
+                                .map(|(at, (up, g))| {
+                                    let up = up + if with_bias { bias[at % n] as f64 } else { 0.0 };
+                                    let a = match act == Q4VK_GEMV_SILU_GATE {
+                                        true => g / (1.0 + (-g).exp()),
+                                        false => {
+                                            let t = (0.7978845608028654
+                                                * (g + 0.044715 * g * g * g))
+                                                .tanh();
+                                            0.5 * g * (1.0 + t)
+                                        }
+                                    };
+                                    up * a
+                                })
+                                .collect();
+                            let err = q4vk::cpu::reference::relative_error(&y, &want);
+                            assert!(err < 1e-5, "{label}: y against f64: {err:e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let keys = gpu.context().pipelines.simt_gemv_keys();
+    let dot = gpu.context().rules.int_dot_everywhere;
+    let bytes = flags & Q4VK_GEMV_ROUND_X_TO_INT8 != 0;
+    assert!(
+        keys.iter()
+            .any(|(key, _)| key.pair && key.dot == dot && key.x_bytes == bytes),
+        "{what}: no gate+up pair pipeline was created: {keys:?}"
+    );
+    for mat in mats {
+        unsafe { q4vk_matrix_destroy(mat as *mut _) };
+    }
+}
+
+#[test]
+fn a_gate_up_pair_is_one_kernel_writing_what_two_calls_write() {
+    let mut rng = Rng(0x9A1E);
+    let gpu = Gpu::new(false);
+    pair_writes_what_two_calls_write(&gpu, &mut rng, 0, "f32 GEMV");
+    gpu.assert_quiet();
+    drop(gpu);
+    let gpu = Gpu::with_env("Q4VK_INTDOT", "1", false);
+    pair_writes_what_two_calls_write(&gpu, &mut rng, 0, "digits");
+    pair_writes_what_two_calls_write(&gpu, &mut rng, Q4VK_GEMV_ROUND_X_TO_INT8, "bytes");
+    gpu.assert_quiet();
+    assert_nothing_logged();
+}

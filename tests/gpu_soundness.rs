@@ -39,6 +39,7 @@ fn a_context_creates_only_the_module_it_uses() {
             x_bytes: false,
             decode_once: false,
             word_lanes: false,
+            pair: false,
         };
         ctx.pipelines
             .get(key(ctx.rules.portable), q4vk::vk::gemv::Epilogue::NONE)
@@ -51,6 +52,17 @@ fn a_context_creates_only_the_module_it_uses() {
             "a portable = {} context built a portable = {} pipeline",
             ctx.rules.portable,
             !ctx.rules.portable
+        );
+        // The gate+up pair is a build of the subgroup kernels only.
+        let pair = PipelineKey {
+            pair: true,
+            ..key(ctx.rules.portable)
+        };
+        let built = ctx.pipelines.get(pair, q4vk::vk::gemv::Epilogue::NONE);
+        assert_eq!(
+            built.is_ok(),
+            !ctx.rules.portable,
+            "pair pipeline: {built:?}"
         );
     }
 }

@@ -2,7 +2,8 @@
 //! a message, and any message fails): GEMVs of m = 1..3 (the integer dot-product GEMV
 //! with its digits pre-pass where the device runs it), the GEMM, host GEMVs on f16 x,
 //! matrices created and destroyed between calls, and epilogues whose kernels read y's own
-//! bytes (f16 y, a residual in place) in several passes, on one context and one thread. Its own
+//! bytes (f16 y, a residual in place) in several passes, a gate+up pair in one multi call,
+//! on one context and one thread. Its own
 //! binary: the layer reads `VK_LAYER_ENABLES` when an instance is created, so it is set
 //! before any context of this process exists. (The threads of
 //! `gpu_reliability::eight_threads_share_a_context` run without it: see there why.)
@@ -47,6 +48,7 @@ fn calls_and_matrix_lifetimes_are_free_of_hazards() {
             }
         }
         epilogues_in_passes(&gpu, mats[0], &shared[0], &mut rng);
+        gate_up_in_one_call(&gpu, &mut rng);
         for mat in mats {
             unsafe { q4vk_matrix_destroy(mat) };
         }
@@ -164,5 +166,98 @@ fn epilogues_in_passes(
             };
             assert!(finite, "m = {m}, flags {flags:#x}: y not finite");
         }
+    }
+}
+
+/// Gate, then up with gate's SiLU, as one `q4vk_cmd_gemv_multi` at m = 1 and 10 (a gate+up
+/// pair on the subgroup kernels, with the pre-pass where the device runs one; two calls
+/// and a barrier on the portable ones), twice in a row on the same buffers: both outputs
+/// written, no hazard.
+fn gate_up_in_one_call(gpu: &Gpu, rng: &mut Rng) {
+    let (n, k) = (40usize, 256usize);
+    let ctx = gpu.context();
+    let gate = random_q4(rng, n, k, 64, false, false);
+    let up = random_q4(rng, n, k, 64, false, false);
+    let mats = [
+        upload_q4(gpu, &gate) as *const q4vk::ffi::matrix::q4vk_matrix,
+        upload_q4(gpu, &up) as *const _,
+    ];
+    let filled = |values: &[f32], name: &str| {
+        let b = Buffer::new(
+            &ctx.device,
+            4 * values.len() as u64,
+            MemoryKind::Readback,
+            name,
+        )
+        .unwrap();
+        let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        b.write(0, &raw);
+        b
+    };
+    let whole = |b: &Buffer, bytes: usize| q4vk_buffer_ref {
+        buffer: b.buffer.as_raw(),
+        offset: 0,
+        range: bytes as u64,
+    };
+    for m in [1usize, 10] {
+        let x = filled(&rng.vec(m * k), "test x");
+        let g = filled(&vec![f32::NAN; m * n], "test gate's y");
+        let y = filled(&vec![f32::NAN; m * n], "test y");
+        let mut ws_bytes = 0u64;
+        let status =
+            unsafe { q4vk_gemv_workspace_size(gpu.ctx, mats[0], m as u32, 0, &mut ws_bytes) };
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        let ws = (ws_bytes > 0).then(|| {
+            Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device, "test workspace").unwrap()
+        });
+        let args_to = |out: &Buffer, flags: u32| {
+            let mut a = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
+            unsafe { q4vk_gemv_args_default(&mut a) };
+            a.m = m as u32;
+            a.flags = flags;
+            a.x = whole(&x, 4 * m * k);
+            a.y = whole(out, 4 * m * n);
+            if let Some(w) = &ws {
+                a.workspace = whole(w, ws_bytes as usize);
+            }
+            a
+        };
+        let mut ua = args_to(&y, Q4VK_GEMV_SILU_GATE);
+        ua.gate = whole(&g, 4 * m * n);
+        let args = [args_to(&g, 0), ua];
+        for round in 0..2 {
+            let d = &ctx.device.device;
+            let mut status = Q4VK_OK;
+            unsafe {
+                let pool = d
+                    .create_command_pool(
+                        &ash::vk::CommandPoolCreateInfo::default()
+                            .queue_family_index(ctx.device.queue_family),
+                        None,
+                    )
+                    .unwrap();
+                submit_and_wait(d, ctx.device.queue, pool, |cmd| {
+                    status = q4vk_cmd_gemv_multi(
+                        gpu.ctx,
+                        2,
+                        mats.as_ptr(),
+                        cmd.as_raw() as *mut _,
+                        args.as_ptr(),
+                    );
+                });
+                d.destroy_command_pool(pool, None);
+            }
+            assert_eq!(status, Q4VK_OK, "m = {m}, round {round}: {}", last_error());
+            for (b, what) in [(&g, "gate's y"), (&y, "y")] {
+                let v = read_f32s(b, m * n);
+                assert!(
+                    v.iter().all(|v| v.is_finite()),
+                    "m = {m}, round {round}: {what} not written"
+                );
+            }
+        }
+    }
+    for mat in mats {
+        unsafe { q4vk::ffi::matrix::q4vk_matrix_destroy(mat as *mut _) };
     }
 }

@@ -9,11 +9,9 @@
 use super::context::Context;
 use super::device::Device;
 use super::matrix::DeviceMatrix;
-use super::multi::{resolve, MultiCall, Resolved};
+use super::multi::{record_call, resolve, MultiCall, Resolved};
 use super::params::{BufferRange, EpilogueOperands, GemvParams};
-use super::record::{
-    compute_barrier, record_bound, serial_writes, xy_pairs, CallPlan, XyBinding, XyPairs,
-};
+use super::record::{serial_writes, xy_pairs, CallPlan, XyBinding, XyPairs};
 use super::xy_sets::{buffer_infos, writes, Set1, SET1_BINDINGS};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
@@ -28,14 +26,11 @@ pub struct Binding {
     device: Arc<Device>,
 }
 
-/// One call of a binding: its kernels, parameters, sets, whether a barrier goes before it,
-/// and its matrix (alive while this upgrades).
+/// One call of a binding: resolved (its kernels, parameters, barrier and role), its
+/// bindings of set 1, and its matrix (alive while this upgrades).
 struct BoundCall {
-    call: CallPlan,
-    params: GemvParams,
+    resolved: Resolved,
     bound: Vec<XyBinding>,
-    barrier_before: bool,
-    serial: bool,
     matrix: Weak<()>,
 }
 
@@ -55,13 +50,7 @@ impl Binding {
         let call = CallPlan::for_workspace(ctx, mat, p, workspace)?;
         let main = Set1::call(x, y, *ops);
         let sets = xy_pairs(ctx, &call, &main, p, workspace)?;
-        let one = Resolved {
-            call,
-            params: *p,
-            sets,
-            barrier_before: false,
-            serial: serial_writes(&main),
-        };
+        let one = Resolved::alone(call, *p, sets, serial_writes(&main));
         Binding::bind(ctx, vec![(one, mat.liveness())])
     }
 
@@ -100,11 +89,8 @@ impl Binding {
                 false => own_sets(ctx, this.pool, &r.sets)?,
             };
             this.calls.push(BoundCall {
-                call: r.call,
-                params: r.params,
+                resolved: r,
                 bound,
-                barrier_before: r.barrier_before,
-                serial: r.serial,
                 matrix,
             });
         }
@@ -129,13 +115,9 @@ impl Binding {
         if !self.matrices_alive() || !same {
             return Err(invalid!("the binding was made for other matrices"));
         }
-        for (c, mat) in self.calls.iter().zip(mats) {
-            if c.barrier_before {
-                let (write, read) = (vk::AccessFlags::SHADER_WRITE, vk::AccessFlags::SHADER_READ);
-                // SAFETY: `cmd` is recording (the caller's contract).
-                unsafe { compute_barrier(ctx, cmd, write, read | write) };
-            }
-            record_bound(ctx, cmd, mat, &c.params, &c.call, (&c.bound, c.serial));
+        for (i, (c, mat)) in self.calls.iter().zip(mats).enumerate() {
+            let previous = i.checked_sub(1).map(|j| mats[j]);
+            record_call(ctx, cmd, &c.resolved, (mat, previous), &c.bound);
         }
         Ok(())
     }

@@ -1015,6 +1015,21 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
     }))
 }
 
+/// `choice` run as a gate+up pair (`vk::multi`): the SIMT GEMV's subgroup kernels, built
+/// for two matrices; `None` for every other kernel.
+pub(super) fn paired(choice: &Choice) -> Option<Choice> {
+    match choice.kernel {
+        KernelChoice::SimtGemv { key, last } if !key.portable => Some(Choice {
+            kernel: KernelChoice::SimtGemv {
+                key: PipelineKey { pair: true, ..key },
+                last: PipelineKey { pair: true, ..last },
+            },
+            ..*choice
+        }),
+        _ => None,
+    }
+}
+
 /// The SIMT GEMV's key for a call with `p` on `form` (`digits` `Some(bytes)`: the integer
 /// dot-product GEMV on x in digits, or with `bytes` rounded to bytes): passes of up to
 /// [`MAX_M`] activation rows, the last of the rows left.
@@ -1061,6 +1076,7 @@ fn simt_gemv_choice(
         // One activation row has one way to decode.
         decode_once: !dot && rows >= 2 && decodes_once(r, form),
         word_lanes,
+        pair: false,
     };
     KernelChoice::SimtGemv {
         key: key(pass_rows),

@@ -250,6 +250,10 @@ pub struct PipelineKey {
     /// Invocations step over words of codes (8 weights) instead of 16-byte chunks, so that
     /// a subgroup's x (or digits) loads are contiguous ([`Tuning::word_lanes`]).
     pub word_lanes: bool,
+    /// A gate+up pair (subgroup kernels): gate's part in set 0 and up's, of the same form,
+    /// in set 2; one dispatch writes gate's output (the epilogue's gate binding) and y =
+    /// act(gate) · up (`vk::multi`).
+    pub pair: bool,
 }
 
 /// Which tensor-core GEMV pipeline (`shaders/gemv_q4_coop.comp`, specialization
@@ -762,6 +766,15 @@ impl<K: Eq + Hash + std::fmt::Debug> PipelineSet<K> {
         map.iter().map(|(k, &p)| (format!("{k:?}"), p)).collect()
     }
 
+    /// The keys of the pipelines created so far.
+    fn keys(&self) -> Vec<K>
+    where
+        K: Copy,
+    {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.keys().copied().collect()
+    }
+
     /// Every pipeline created, removed from the set (for destruction).
     fn take_all(&mut self) -> Vec<vk::Pipeline> {
         let map = self.map.get_mut().unwrap_or_else(|p| p.into_inner());
@@ -789,6 +802,9 @@ pub struct Pipelines {
     coop_module: vk::ShaderModule,
     /// The integer dot-product GEMV's module (contexts that use it only).
     dot_module: vk::ShaderModule,
+    /// The gate+up pair's builds of the subgroup GEMV (f32 x, then x in digits or bytes),
+    /// each created with its first pipeline.
+    pair_modules: [Mutex<vk::ShaderModule>; 2],
     /// The GEMM kernels' modules (SIMT, tensor-core), each created with its first
     /// pipeline: contexts that never see m > 8 never create them.
     gemm_module: Mutex<vk::ShaderModule>,
@@ -897,6 +913,7 @@ impl Pipelines {
             module: vk::ShaderModule::null(),
             coop_module: vk::ShaderModule::null(),
             dot_module: vk::ShaderModule::null(),
+            pair_modules: [(); 2].map(|_| Mutex::new(vk::ShaderModule::null())),
             gemm_module: Mutex::new(vk::ShaderModule::null()),
             coop_gemm_module: Mutex::new(vk::ShaderModule::null()),
             coop_gemm_slices_module: Mutex::new(vk::ShaderModule::null()),
@@ -952,7 +969,8 @@ impl Pipelines {
                 this.xy_set,
                 "q4vk descriptor set layout 1 (x, y, epilogue operands)",
             );
-            let sets = [this.matrix_set, this.xy_set];
+            // Set 2: the second matrix part of a gate+up pair (the pair kernels only).
+            let sets = [this.matrix_set, this.xy_set, this.matrix_set];
             // The kernels read the first 40 bytes, the GEMM ones also m, the SIMT GEMV the
             // first row of its pass.
             let ranges = [vk::PushConstantRange::default()
@@ -1046,8 +1064,25 @@ impl Pipelines {
                 ))
             }
         };
-        self.pipelines
-            .get_or_create((key, epi), |name| self.create(module, &values, epi, name))
+        if key.pair && self.portable {
+            return Err(Error::Internal(
+                "gate+up pair pipeline requested from a portable context".into(),
+            ));
+        }
+        self.pipelines.get_or_create((key, epi), |name| {
+            let module = match (key.pair, key.dot) {
+                (false, _) => module,
+                (true, false) => {
+                    self.lazy_module(&self.pair_modules[0], shaders::GEMV_PAIR, "gemv_q4_pair")?
+                }
+                (true, true) => self.lazy_module(
+                    &self.pair_modules[1],
+                    shaders::GEMV_DOT_PAIR,
+                    "gemv_q4_dot_pair",
+                )?,
+            };
+            self.create(module, &values, epi, name)
+        })
     }
 
     /// The tensor-core pipeline for `key`, created on first use (contexts made with
@@ -1300,6 +1335,12 @@ impl Pipelines {
             + self.blocks_gemm_pipelines.len()
     }
 
+    /// The keys of the SIMT GEMV pipelines this context created so far, with their
+    /// epilogues (which kernels its calls ran: tests and tools).
+    pub fn simt_gemv_keys(&self) -> Vec<(PipelineKey, Epilogue)> {
+        self.pipelines.keys()
+    }
+
     /// The compiler statistics of every pipeline this context created so far, by key
     /// (`vk::stats`; an error where statistics were not enabled).
     pub fn statistics(&self) -> Result<Vec<(String, Vec<super::stats::Executable>)>> {
@@ -1346,6 +1387,7 @@ impl Drop for Pipelines {
         .chain(&mut self.blocks_modules)
         .chain(&mut self.blocks_gemm_modules)
         .chain(&mut self.blocks_dot_modules)
+        .chain(&mut self.pair_modules)
         .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()))
         .collect::<Vec<_>>();
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not

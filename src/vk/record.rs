@@ -324,7 +324,7 @@ pub(super) fn record_resolved(
         *slot = XyBinding::of(ctx, set1)?;
     }
     let bound = &bound[..pairs.as_slice().len()];
-    record_bound(ctx, cmd, mat, p, call, (bound, serial_writes(main)));
+    record_bound(ctx, cmd, (mat, None), p, call, (bound, serial_writes(main)));
     Ok(())
 }
 
@@ -417,11 +417,12 @@ impl DispatchOrder {
 
 /// Records `call` for `p` with set 1 bound as `bound` says, one binding per pair of
 /// [`xy_pairs`] in its order; with `serial` ([`serial_writes`]) the dispatches writing y
-/// ordered among themselves.
+/// ordered among themselves. `second`: up's matrix of a gate+up pair kernel (set 2), `mat`
+/// then gate's.
 pub(super) fn record_bound(
     ctx: &Context,
     cmd: vk::CommandBuffer,
-    mat: &DeviceMatrix,
+    (mat, second): (&DeviceMatrix, Option<&DeviceMatrix>),
     p: &GemvParams,
     call: &CallPlan,
     (bound, serial): (&[XyBinding], bool),
@@ -431,7 +432,7 @@ pub(super) fn record_bound(
         record_gemv(
             ctx,
             cmd,
-            mat,
+            (mat, second),
             &call.main,
             &bound[0],
             p,
@@ -463,7 +464,7 @@ pub(super) fn record_bound(
     record_gemv(
         ctx,
         cmd,
-        mat,
+        (mat, second),
         &call.main,
         from_ws,
         p,
@@ -581,6 +582,21 @@ fn part_push(
         y_stride: p.y_stride as u32,
         wg_count: 0,
         wg_offset: 0,
+    }
+}
+
+/// Records the pre-pass of `call` alone, where it has one and `bound` (its bindings, as
+/// [`record_bound`] takes them) has its binding: the gate of a gate+up pair, whose rows
+/// the pair's kernel computes.
+pub(super) fn record_prepass_of(
+    ctx: &Context,
+    cmd: vk::CommandBuffer,
+    call: &CallPlan,
+    bound: &[XyBinding],
+    m: u32,
+) {
+    if let (Some(pre), [into_ws, _from_ws]) = (&call.prepass, bound) {
+        record_prepass_between_barriers(ctx, cmd, &pre.prepass, into_ws, m);
     }
 }
 
@@ -714,7 +730,7 @@ fn record_prepass(ctx: &Context, cmd: vk::CommandBuffer, pre: &Prepass, xy: &XyB
 fn record_gemv(
     ctx: &Context,
     cmd: vk::CommandBuffer,
-    mat: &DeviceMatrix,
+    mats: (&DeviceMatrix, Option<&DeviceMatrix>),
     plan: &Plan,
     xy: &XyBinding,
     p: &GemvParams,
@@ -731,7 +747,7 @@ fn record_gemv(
             count: 1,
             token_tiles: u64::from(p.m).div_ceil(plan.tokens_per_wg),
         };
-        record_pass(ctx, cmd, mat, plan, p, (x_stride, order), passes);
+        record_pass(ctx, cmd, mats, plan, p, (x_stride, order), passes);
         return;
     };
     // Passes of `pass_rows` activation rows, the last of the rows left with its own
@@ -757,7 +773,7 @@ fn record_gemv(
                 count,
                 token_tiles: 1,
             };
-            record_pass(ctx, cmd, mat, plan, p, (x_stride, &mut *order), passes);
+            record_pass(ctx, cmd, mats, plan, p, (x_stride, &mut *order), passes);
             first += count * pass_rows;
             left -= count;
         }
@@ -782,7 +798,7 @@ struct Passes {
 fn record_pass(
     ctx: &Context,
     cmd: vk::CommandBuffer,
-    mat: &DeviceMatrix,
+    (mat, second): (&DeviceMatrix, Option<&DeviceMatrix>),
     plan: &Plan,
     p: &GemvParams,
     (x_stride, order): (u64, &mut DispatchOrder),
@@ -790,7 +806,7 @@ fn record_pass(
 ) {
     let d = &ctx.device.device;
     let layout = ctx.pipelines.layout;
-    for part in &mat.parts {
+    for (index, part) in mat.parts.iter().enumerate() {
         let total = (part.rows as u64).div_ceil(plan.rows_per_wg) * passes.token_tiles;
         // SAFETY: as above.
         unsafe {
@@ -803,6 +819,20 @@ fn record_pass(
                 &[],
             )
         };
+        // A pair's second matrix has the same parts (`vk::multi` pairs only such).
+        if let Some(up) = second.and_then(|m| m.parts.get(index)) {
+            // SAFETY: as above.
+            unsafe {
+                d.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::COMPUTE,
+                    layout,
+                    2,
+                    &[up.set],
+                    &[],
+                )
+            };
+        }
         // The 12th word: the SIMT GEMV's first activation row, or where the tensor-core
         // GEMM's K slices write their sums; workgroup z: the pass, or the K slice.
         let (word11, depth) = match plan.k_slices {

@@ -14,6 +14,11 @@ pub const GEMV_PORTABLE: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_porta
 /// Fused GEMV on x in 8-bit digits (or rounded to bytes) with packed integer dot products
 /// (`vk::int_dot`), subgroup reduction.
 pub const GEMV_DOT: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_dot.spv");
+/// [`GEMV_SUBGROUP`] for a gate+up pair: gate's part in set 0, up's in set 2, one dispatch
+/// writing gate's output and `act(gate) · up`.
+pub const GEMV_PAIR: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_pair.spv");
+/// [`GEMV_DOT`] for a gate+up pair, as [`GEMV_PAIR`].
+pub const GEMV_DOT_PAIR: &[u8] = include_bytes!("../../shaders/spv/gemv_q4_dot_pair.spv");
 /// The digits pre-pass of [`GEMV_DOT`]: x in 8-bit digits, or rounded to bytes
 /// (`vk::int_dot`).
 pub const X_DIGITS: &[u8] = include_bytes!("../../shaders/spv/x_digits.spv");
