@@ -41,6 +41,9 @@ for block_type in q5_0 q5_1 q8_0 q5_k q6_k iq4_nl iq4_xs mxfp4 nvfp4 q4_1 q4_k; 
     glslc $FLAGS -DBLOCK_TYPE=$type_id gemm_blocks.comp -o "$out/gemm_blocks_${block_type}.spv"
     # On x rounded to bytes, packed integer dot products (VK_KHR_shader_integer_dot_product).
     glslc $FLAGS -DSUBGROUP -DDOT -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_dot.spv"
+    # Gate+up pairs (gate's part in set 0, up's in set 2), on x and on x in bytes.
+    glslc $FLAGS -DSUBGROUP -DPAIR -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_pair.spv"
+    glslc $FLAGS -DSUBGROUP -DDOT -DPAIR -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_dot_pair.spv"
     # Their export (Q4VK_KERNEL_EXPORT_BLOCKS): ncnn's conventions, as the exports below.
     glslc --target-env=vulkan1.0 -O -g -Werror -DEXPORT -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_export_portable.spv"
     glslc $FLAGS -g -DEXPORT -DSUBGROUP -DBLOCK_TYPE=$type_id gemv_blocks.comp -o "$out/gemv_blocks_${block_type}_export_subgroup.spv"

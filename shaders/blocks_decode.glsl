@@ -56,19 +56,56 @@ layout(set = 0, binding = 1) readonly buffer Scales16 { uvec4 a16[]; };
 #if !defined(EXPORT) || BLOCK_TYPE == 0 || BLOCK_TYPE == 1
 layout(set = 0, binding = 2) readonly buffer HighBits { uint hb[]; };
 #endif
+#ifdef PAIR
+// The second matrix of a gate+up pair (`gemv_blocks.comp` built with PAIR): its part's
+// streams in set 2, in the same form as set 0's.
+layout(set = 2, binding = 0) coherent readonly buffer Codes2 { uvec4 q2[]; };
+layout(set = 2, binding = 1) readonly buffer Scales2 { uint a2[]; };
+layout(set = 2, binding = 1) readonly buffer Scales16_2 { uvec4 a16_2[]; };
+layout(set = 2, binding = 2) readonly buffer HighBits2 { uint hb2[]; };
+#endif
+
+// Matrix `mat`'s streams: 0 set 0's, 1 (PAIR only) set 2's. Callers pass a constant, so
+// the choice folds away.
+uvec4 codes_of(uint mat, uint i) {
+#ifdef PAIR
+    if (mat != 0u) {
+        return q2[i];
+    }
+#endif
+    return q[i];
+}
+
+uint scales_of(uint mat, uint i) {
+#ifdef PAIR
+    if (mat != 0u) {
+        return a2[i];
+    }
+#endif
+    return a[i];
+}
+
+uvec4 scales16_of(uint mat, uint i) {
+#ifdef PAIR
+    if (mat != 0u) {
+        return a16_2[i];
+    }
+#endif
+    return a16[i];
+}
 
 // IQ4_NL's and IQ4_XS's 16 values as signed bytes, four per word (no arrays: drivers turn
 // a dynamically indexed constant array into memory or long select chains).
 const uvec4 IQ4_WORDS = uvec4(0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u);
 
-// Byte i of the scales stream.
-uint scale_byte(uint i) {
-    return (a[i >> 2] >> (8u * (i & 3u))) & 0xFFu;
+// Byte i of matrix `mat`'s scales stream.
+uint scale_byte(uint mat, uint i) {
+    return (scales_of(mat, i >> 2) >> (8u * (i & 3u))) & 0xFFu;
 }
 
-// The f16 at byte i (even) of the scales stream.
-float scale_half(uint i) {
-    vec2 pair = unpackHalf2x16(a[i >> 2]);
+// The f16 at byte i (even) of matrix `mat`'s scales stream.
+float scale_half(uint mat, uint i) {
+    vec2 pair = unpackHalf2x16(scales_of(mat, i >> 2));
     return (i & 2u) == 0u ? pair.x : pair.y;
 }
 
@@ -186,12 +223,20 @@ uint quarter_second(uint c) {
     return TYPE == T_NVFP4 ? 2u + (c & 1u) : c;
 }
 
-// Q5_0's and Q5_1's fifth bits of block gb (0 for the other types).
-uint block_high_bits(uint gb) {
+// Q5_0's and Q5_1's fifth bits of block gb of matrix `mat` (0 for the other types).
+uint block_high_bits(uint mat, uint gb) {
 #if defined(EXPORT) && BLOCK_TYPE != 0 && BLOCK_TYPE != 1
     return 0u;
 #else
-    return TYPE == T_Q5_0 || TYPE == T_Q5_1 ? hb[gb] : 0u;
+    if (TYPE != T_Q5_0 && TYPE != T_Q5_1) {
+        return 0u;
+    }
+#ifdef PAIR
+    if (mat != 0u) {
+        return hb2[gb];
+    }
+#endif
+    return hb[gb];
 #endif
 }
 
@@ -345,22 +390,23 @@ void decode_quarter(uint piece, uint c, uint w1, uint w2, uint h, out vec4 qa, o
     }
 }
 
-// Piece `piece` of block `gb`'s scales and offsets (s_a, o_a, s_b, o_b) of its two runs.
-vec4 piece_scales(uint gb, uint piece) {
+// Piece `piece` of block `gb`'s scales and offsets (s_a, o_a, s_b, o_b) of its two runs
+// (of matrix `mat`).
+vec4 piece_scales(uint mat, uint gb, uint piece) {
     if (TYPE == T_Q5_0 || TYPE == T_IQ4_NL || TYPE == T_Q8_0) {
-        float d = scale_half(2u * gb);
+        float d = scale_half(mat, 2u * gb);
         return vec4(d, 0.0, d, 0.0);
     } else if (TYPE == T_Q5_1 || TYPE == T_Q4_1) {
-        vec2 dm = unpackHalf2x16(a[gb]);
+        vec2 dm = unpackHalf2x16(scales_of(mat, gb));
         return vec4(dm.x, dm.y, dm.x, dm.y);
     } else if (TYPE == T_MXFP4) {
-        float d = e8m0_half(scale_byte(gb));
+        float d = e8m0_half(scale_byte(mat, gb));
         return vec4(d, 0.0, d, 0.0);
     } else if (TYPE == T_NVFP4) {
-        uint s = a[gb] >> (16u * piece);
+        uint s = scales_of(mat, gb) >> (16u * piece);
         return vec4(ue4m3(s & 0xFFu) * 0.5, 0.0, ue4m3((s >> 8) & 0xFFu) * 0.5, 0.0);
     } else if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
-        uvec4 hdr = a16[gb];
+        uvec4 hdr = scales16_of(mat, gb);
         vec2 dm = unpackHalf2x16(hdr.x);
         uvec2 sm = k_pair_scales_mins(hdr.yzw, piece >> 1);
         vec4 sc = byte_codes(sm.x, 0u, 0x3Fu, 0.0);
@@ -369,34 +415,34 @@ vec4 piece_scales(uint gb, uint piece) {
     } else if (TYPE == T_Q6_K) {
         uint n = piece >> 2;
         uint o = 16u * (piece & 3u);
-        uvec4 scales = q[gb * QW + 12u];
+        uvec4 scales = codes_of(mat, gb * QW + 12u);
         uint ia = 8u * n + (o >> 4);
         uint ib = ia + 4u;
-        float d = scale_half(2u * gb);
+        float d = scale_half(mat, 2u * gb);
         // The two runs' signed 8-bit scales, offset by 128 to unsigned and back.
         uvec2 sc = (uvec2(scales[ia >> 2], scales[ib >> 2]) >> (8u * uvec2(ia & 3u, ib & 3u))) & 0xFFu;
         vec4 scf = from_integers(uvec4(sc ^ 0x80u, 0u, 0u), 128.0);
         return vec4(d * scf.x, 0.0, d * scf.y, 0.0);
     }
     // IQ4_XS.
-    uint w0 = a[2u * gb];
-    uint lo = (a[2u * gb + 1u] >> (4u * piece)) & 0xFu;
+    uint w0 = scales_of(mat, 2u * gb);
+    uint lo = (scales_of(mat, 2u * gb + 1u) >> (4u * piece)) & 0xFu;
     uint hi = (w0 >> (16u + 2u * piece)) & 3u;
     float d = unpackHalf2x16(w0).x;
     float dl = d * from_integers(uvec4(lo | (hi << 4)), 32.0).x;
     return vec4(dl, 0.0, dl, 0.0);
 }
 
-// Piece `piece` of block `gb` (index into the part's streams): its two runs' codes as
+// Piece `piece` of block `gb` (index into matrix `mat`'s part's streams): its two runs' codes as
 // numbers (qa, qb: 16 each, in input order; their inputs: `piece_inputs`) and their scales
 // and offsets (so: s_a, o_a, s_b, o_b).
-void decode(uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
-    uvec4 v = q[piece_word(gb, piece)];
+void decode(uint mat, uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
+    uvec4 v = codes_of(mat, piece_word(gb, piece));
     // NVFP4's second run is in its one word.
-    uvec4 v2 = TYPE == T_NVFP4 ? v : q[piece_second_word(gb, piece)];
-    uint h = block_high_bits(gb);
+    uvec4 v2 = TYPE == T_NVFP4 ? v : codes_of(mat, piece_second_word(gb, piece));
+    uint h = block_high_bits(mat, gb);
     [[unroll]] for (uint c = 0u; c < 4u; c++) {
         decode_quarter(piece, c, v[quarter_first(c)], v2[quarter_second(c)], h, qa[c], qb[c]);
     }
-    so = piece_scales(gb, piece);
+    so = piece_scales(mat, gb, piece);
 }

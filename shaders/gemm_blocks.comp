@@ -124,7 +124,7 @@ void stage(uint c, uint tid, uint kg, uint row0, uint tok0) {
             vec4 qa[4];
             vec4 qb[4];
             vec4 so;
-            decode(row * p.groups + blk, piece, qa, qb, so);
+            decode(0u, row * p.groups + blk, piece, qa, qb, so);
             [[unroll]] for (uint i = 0u; i < 4u; i++) {
                 [[unroll]] for (uint e = 0u; e < 4u; e++) {
                     tile_w[w0 + (4u * i + e) * TN + r] = fma(so.x, qa[i][e], so.y);

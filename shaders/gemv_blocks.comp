@@ -139,7 +139,7 @@ int run_dot_bytes(uvec4 u, uvec4 xw) {
 }
 
 // The K loop on x in bytes: invocation tid takes pieces tid, tid + WORKGROUP, .. of each row.
-void dot_pieces(uint row0, uint tid, inout float acc[MR]) {
+void dot_pieces(uint mat, uint row0, uint tid, inout float acc[MR]) {
     uint last_row = p.rows - 1u;
     for (uint c = tid; c < p.chunks; c += WORKGROUP) {
         uint blk = c / PIECES;
@@ -165,16 +165,16 @@ void dot_pieces(uint row0, uint tid, inout float acc[MR]) {
         }
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
             uint gb = min(row0 + r, last_row) * p.groups + blk;
-            uvec4 v = q[piece_word(gb, piece)];
+            uvec4 v = codes_of(mat, piece_word(gb, piece));
             // NVFP4's second run is in its one word.
-            uvec4 v2 = TYPE == T_NVFP4 ? v : q[piece_second_word(gb, piece)];
-            uint h = block_high_bits(gb);
+            uvec4 v2 = TYPE == T_NVFP4 ? v : codes_of(mat, piece_second_word(gb, piece));
+            uint h = block_high_bits(mat, gb);
             uvec4 ua;
             uvec4 ub;
             [[unroll]] for (uint i = 0u; i < 4u; i++) {
                 quarter_codes(piece, i, v[quarter_first(i)], v2[quarter_second(i)], h, ua[i], ub[i]);
             }
-            vec4 so = piece_scales(gb, piece);
+            vec4 so = piece_scales(mat, gb, piece);
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 // |e| <= 16 * 128 * 127 + 32 * 16 * 127: exact, converted once.
                 int ea = run_dot_bytes(ua, xa[mi]) - CODE_BIAS * qsum[mi].x;
@@ -197,6 +197,19 @@ layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
 // The codes as 32-bit words (word lanes).
 layout(set = 0, binding = 0) coherent readonly buffer CodeWords { uint q_words[]; };
+#ifdef PAIR
+layout(set = 2, binding = 0) coherent readonly buffer CodeWords2 { uint q_words2[]; };
+#endif
+
+// Word i of matrix `mat`'s codes (`codes_of`).
+uint code_word_of(uint mat, uint i) {
+#ifdef PAIR
+    if (mat != 0u) {
+        return q_words2[i];
+    }
+#endif
+    return q_words[i];
+}
 
 // The 4 activations k0 .. k0 + 3 (k0 a multiple of 4) of activation row mi.
 vec4 load_quad(uint mi, uint k0) {
@@ -271,7 +284,7 @@ float run_sum(vec4 xv[4]) {
 
 // The K loop with WORD_LANES: invocation tid takes quarters tid, tid + WORKGROUP, .. of
 // each row's pieces.
-void word_lanes(uint row0, uint tid, inout float acc[MR]) {
+void word_lanes(uint mat, uint row0, uint tid, inout float acc[MR]) {
     uint last_row = p.rows - 1u;
     uint quarters = p.chunks * 4u;
     for (uint wi = tid; wi < quarters; wi += WORKGROUP) {
@@ -294,12 +307,12 @@ void word_lanes(uint row0, uint tid, inout float acc[MR]) {
         }
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
             uint gb = min(row0 + r, last_row) * p.groups + blk;
-            uint w1 = q_words[4u * piece_word(gb, piece) + quarter_first(quarter)];
-            uint w2 = q_words[4u * piece_second_word(gb, piece) + quarter_second(quarter)];
+            uint w1 = code_word_of(mat, 4u * piece_word(gb, piece) + quarter_first(quarter));
+            uint w2 = code_word_of(mat, 4u * piece_second_word(gb, piece) + quarter_second(quarter));
             vec4 qa;
             vec4 qb;
-            decode_quarter(piece, quarter, w1, w2, block_high_bits(gb), qa, qb);
-            vec4 so = piece_scales(gb, piece);
+            decode_quarter(piece, quarter, w1, w2, block_high_bits(mat, gb), qa, qb);
+            vec4 so = piece_scales(mat, gb, piece);
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 float t = acc[mi * ROWS + r];
                 t = fma(so.x, dot(qa, xa[mi]), t);
@@ -323,28 +336,11 @@ shared float red[(WORKGROUP / SUBGROUP_SIZE) * MR];
 shared float red[WORKGROUP * MR];
 #endif
 
-void main() {
-    uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    if (wg >= p.wg_count) {
-        return;
-    }
-    uint row0 = (p.wg_offset + wg) * ROWS;
-    uint tid = gl_LocalInvocationID.x;
+#ifndef DOT
+// The K loop over pieces: invocation tid takes pieces tid, tid + WORKGROUP, .. of each row
+// of matrix `mat`.
+void piece_steps(uint mat, uint row0, uint tid, inout float acc[MR]) {
     uint last_row = p.rows - 1u;
-
-    float acc[MR];
-    [[unroll]] for (uint i = 0u; i < MR; i++) {
-        acc[i] = 0.0;
-    }
-
-    // p.chunks: pieces per row (k / 32); p.groups: blocks per row.
-    fill_byte_values(tid);
-#ifdef DOT
-    dot_pieces(row0, tid, acc);
-#else
-    if (WORD_LANES) {
-        word_lanes(row0, tid, acc);
-    } else
     for (uint c = tid; c < p.chunks; c += WORKGROUP) {
         uint blk = c / PIECES;
         uint piece = c % PIECES;
@@ -385,7 +381,7 @@ void main() {
             vec4 qa[4];
             vec4 qb[4];
             vec4 so;
-            decode(row * p.groups + blk, piece, qa, qb, so);
+            decode(mat, row * p.groups + blk, piece, qa, qb, so);
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
                 vec4 xa[4];
                 vec4 xb[4];
@@ -410,6 +406,81 @@ void main() {
             }
         }
     }
+}
+#endif
+
+// Matrix `mat`'s share of this invocation's sums of rows row0 .., into `acc`.
+void k_loop(uint mat, uint row0, uint tid, inout float acc[MR]) {
+    [[unroll]] for (uint i = 0u; i < MR; i++) {
+        acc[i] = 0.0;
+    }
+#ifdef DOT
+    dot_pieces(mat, row0, tid, acc);
+#else
+    if (WORD_LANES) {
+        word_lanes(mat, row0, tid, acc);
+        return;
+    }
+    piece_steps(mat, row0, tid, acc);
+#endif
+}
+
+#ifdef PAIR
+#if !defined(SUBGROUP) || defined(EXPORT)
+#error "the gate+up pair is a build of the subgroup GEMV"
+#endif
+// The gate's sums of the workgroup's outputs (i = mi ROWS + r), reduced before up's loop
+// so that it has the accumulators' registers to itself.
+shared float gate_sums[MR];
+
+// Reduces gate's `acc` over the workgroup into `gate_sums` (in the order the reduction of
+// a call of gate alone adds them: the same bits).
+void park_gate_sums(float acc[MR], uint tid) {
+    [[unroll]] for (uint i = 0u; i < MR; i++) {
+        float v = subgroupAdd(acc[i]);
+        if (subgroupElect()) {
+            red[gl_SubgroupID * MR + i] = v;
+        }
+    }
+    barrier();
+    for (uint i = tid; i < MR; i += WORKGROUP) {
+        float v = 0.0;
+        for (uint sg = 0u; sg < gl_NumSubgroups; sg++) {
+            v += red[sg * MR + i];
+        }
+        gate_sums[i] = v;
+    }
+    barrier();
+}
+#endif
+
+// Stores output i (row `row` of activation row `tok`) of the workgroup: v (with PAIR, up's
+// sum beside the gate's parked one).
+void store_result(uint i, uint tok, uint row, float v) {
+#ifdef PAIR
+    store_pair(tok, row, gate_sums[i], v);
+#else
+    store_y(tok, row, v);
+#endif
+}
+
+void main() {
+    uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (wg >= p.wg_count) {
+        return;
+    }
+    uint row0 = (p.wg_offset + wg) * ROWS;
+    uint tid = gl_LocalInvocationID.x;
+
+    // p.chunks: pieces per row (k / 32); p.groups: blocks per row.
+    fill_byte_values(tid);
+    float acc[MR];
+    k_loop(0u, row0, tid, acc);
+#ifdef PAIR
+    // Gate's sums parked in shared memory; then the second matrix (up) on the same rows,
+    // for y = act(gate) · up.
+    park_gate_sums(acc, tid);
+    k_loop(1u, row0, tid, acc);
 #endif
 
 #ifdef SUBGROUP
@@ -418,7 +489,7 @@ void main() {
             float v = subgroupAdd(acc[i]);
             uint row = row0 + i % ROWS;
             if (subgroupElect() && row < p.rows) {
-                store_y(token_row(i / ROWS), row, v);
+                store_result(i, token_row(i / ROWS), row, v);
             }
         }
         return;
@@ -437,7 +508,7 @@ void main() {
         }
         uint row = row0 + i % ROWS;
         if (row < p.rows) {
-            store_y(token_row(i / ROWS), row, v);
+            store_result(i, token_row(i / ROWS), row, v);
         }
     }
 #else

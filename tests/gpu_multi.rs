@@ -8,12 +8,13 @@
 
 mod gpu_support;
 use ash::vk::Handle;
-use gpu_support::blocks::dequantized;
+use gpu_support::blocks::{blocks_desc, dequantized, random_blocks};
 use gpu_support::*;
 use q4vk::ffi::footprint::*;
 use q4vk::ffi::gemv::*;
 use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
+use q4vk::import::gguf_blocks::BlockType;
 use q4vk::vk::memory::{Buffer, MemoryKind};
 
 /// A host-visible buffer holding `values`.
@@ -498,14 +499,34 @@ fn pair_writes_what_two_calls_write(gpu: &Gpu, rng: &mut Rng, flags: u32, what: 
     let (n, k) = (40usize, 512usize);
     let gate_data = random_q4(rng, n, k, 128, false, false);
     let up_data = random_q4(rng, n, k, 128, false, false);
-    let (wg, wu) = (
-        dequantized(&q4_desc(&gate_data)),
-        dequantized(&q4_desc(&up_data)),
-    );
-    let mats = [
-        upload_q4(gpu, &gate_data) as *const q4vk_matrix,
-        upload_q4(gpu, &up_data) as *const q4vk_matrix,
-    ];
+    let descs = [q4_desc(&gate_data), q4_desc(&up_data)];
+    pair_on(gpu, rng, &descs, (n, k), flags, what);
+}
+
+/// [`pair_writes_what_two_calls_write`] on matrices of `descs` (gate's, up's; n × k).
+fn pair_on(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    descs: &[q4vk_matrix_desc; 2],
+    (n, k): (usize, usize),
+    flags: u32,
+    what: &str,
+) {
+    let (wg, wu) = (dequantized(&descs[0]), dequantized(&descs[1]));
+    let mats = descs.map(|d| {
+        let mut mat = std::ptr::null_mut();
+        let status = unsafe { q4vk_matrix_create(gpu.ctx, &d, &mut mat) };
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        mat as *const q4vk_matrix
+    });
+    let pairs_before = gpu
+        .context()
+        .pipelines
+        .simt_gemv_keys()
+        .iter()
+        .filter(|(key, _)| key.pair)
+        .count()
+        + gpu.context().pipelines.blocks_gemv_pairs();
     let bias = rng.vec(n);
     let bias_buf = buffer_of(gpu, &bias, "test bias");
     // (m, activation, f16 y, bias on up): each variant is pipelines of its own.
@@ -641,13 +662,17 @@ fn pair_writes_what_two_calls_write(gpu: &Gpu, rng: &mut Rng, flags: u32, what: 
             }
         }
     }
-    let keys = gpu.context().pipelines.simt_gemv_keys();
-    let dot = gpu.context().rules.int_dot_everywhere;
-    let bytes = flags & Q4VK_GEMV_ROUND_X_TO_INT8 != 0;
+    let pairs = gpu
+        .context()
+        .pipelines
+        .simt_gemv_keys()
+        .iter()
+        .filter(|(key, _)| key.pair)
+        .count()
+        + gpu.context().pipelines.blocks_gemv_pairs();
     assert!(
-        keys.iter()
-            .any(|(key, _)| key.pair && key.dot == dot && key.x_bytes == bytes),
-        "{what}: no gate+up pair pipeline was created: {keys:?}"
+        pairs > pairs_before,
+        "{what}: no gate+up pair pipeline was created"
     );
     for mat in mats {
         unsafe { q4vk_matrix_destroy(mat as *mut _) };
@@ -664,6 +689,20 @@ fn a_gate_up_pair_is_one_kernel_writing_what_two_calls_write() {
     let gpu = Gpu::with_env("Q4VK_INTDOT", "1", false);
     pair_writes_what_two_calls_write(&gpu, &mut rng, 0, "digits");
     pair_writes_what_two_calls_write(&gpu, &mut rng, Q4VK_GEMV_ROUND_X_TO_INT8, "bytes");
+    // GGUF blocks: the f32 decode and x in bytes (Q4_K), Q5_0's fifth bits, IQ4_XS's
+    // table.
+    let (n, k) = (40usize, 512usize);
+    for (ty, flags) in [
+        (BlockType::Q4K, 0),
+        (BlockType::Q4K, Q4VK_GEMV_ROUND_X_TO_INT8),
+        (BlockType::Q5_0, 0),
+        (BlockType::Iq4Xs, Q4VK_GEMV_ROUND_X_TO_INT8),
+    ] {
+        let bytes = [0, 1].map(|_| random_blocks(&mut rng, ty, n, k));
+        let descs = [0, 1].map(|i| blocks_desc(ty, n, k, &bytes[i]));
+        let what = format!("{} blocks, flags {flags:#x}", ty.name());
+        pair_on(&gpu, &mut rng, &descs, (n, k), flags, &what);
+    }
     gpu.assert_quiet();
     assert_nothing_logged();
 }

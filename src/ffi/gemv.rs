@@ -911,8 +911,9 @@ const _: () = assert!(Q4VK_GEMV_MULTI_MAX_CALLS as usize == gemv::MAX_CALLS);
 /// so the device may run them together. A call with `Q4VK_GEMV_SILU_GATE` or
 /// `Q4VK_GEMV_GELU_GATE` whose gate is exactly the previous call's y (same stride and
 /// type; that call without bias, gate or residual), on a matrix of the same form, runs with
-/// it as a gate+up pair where the kernel allows (the SIMT GEMV's subgroup kernels, matrices
-/// without a column order, the same pre-pass output or none): one dispatch computes both
+/// it as a gate+up pair where the kernel allows (the subgroup kernels of the SIMT GEMV and
+/// of the GEMV on GGUF blocks, matrices without a column order, the same pre-pass output
+/// or none): one dispatch computes both
 /// matrices' rows and writes both outputs, the same bits as the two calls, with no barrier
 /// between them. Other barriers and state: as `q4vk_cmd_gemv`, per call; without
 /// `VK_KHR_push_descriptor` each call takes its sets of the ring.

@@ -48,6 +48,7 @@ fn gemv_kernel(
         ty,
         word_lanes,
         dot: false,
+        pair: false,
     };
     if key.workgroup > dev.max_workgroup {
         return Err(Error::Unsupported(format!(

@@ -985,6 +985,7 @@ fn blocks_choice(
         ty,
         word_lanes,
         dot,
+        pair: false,
     };
     let full = key(pass_rows);
     let shared = full.shared_bytes(r.simt.subgroup);
@@ -1015,9 +1016,10 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
     }))
 }
 
-/// `choice` run as a gate+up pair (`vk::multi`): the SIMT GEMV's subgroup kernels, built
-/// for two matrices; `None` for every other kernel.
-pub(super) fn paired(choice: &Choice) -> Option<Choice> {
+/// `choice` run as a gate+up pair (`vk::multi`): the subgroup kernels of the SIMT GEMV and
+/// of the GEMV on GGUF blocks (where the device's shared memory holds gate's parked sums),
+/// built for two matrices; `None` for every other kernel.
+pub(super) fn paired(r: &Rules, choice: &Choice) -> Option<Choice> {
     match choice.kernel {
         KernelChoice::SimtGemv { key, last } if !key.portable => Some(Choice {
             kernel: KernelChoice::SimtGemv {
@@ -1026,6 +1028,19 @@ pub(super) fn paired(choice: &Choice) -> Option<Choice> {
             },
             ..*choice
         }),
+        KernelChoice::BlocksGemv { key, last }
+            if !key.portable
+                && BlocksKey { pair: true, ..key }.shared_bytes(r.simt.subgroup)
+                    <= r.class.max_shared =>
+        {
+            Some(Choice {
+                kernel: KernelChoice::BlocksGemv {
+                    key: BlocksKey { pair: true, ..key },
+                    last: BlocksKey { pair: true, ..last },
+                },
+                ..*choice
+            })
+        }
         _ => None,
     }
 }

@@ -5,8 +5,9 @@
 //! barrier goes before a call only where it touches what an earlier call of the set wrote,
 //! or writes what one read since the last barrier, so independent matrices run
 //! back to back. A call whose gate operand is the previous call's y, on a matrix of the
-//! same form and the same SIMT GEMV, runs with it as a gate+up pair: one dispatch computes
-//! both matrices' rows, writes gate's y and y = act(gate) · up, with no barrier between.
+//! same form and the same GEMV (SIMT or on GGUF blocks), runs with it as a gate+up pair:
+//! one dispatch computes both matrices' rows, writes gate's y and y = act(gate) · up, with
+//! no barrier between.
 
 use super::context::Context;
 use super::gemv_plan::{decide, paired, workspace_key, Room};
@@ -130,7 +131,8 @@ pub(super) fn resolve(ctx: &Context, calls: &[MultiCall]) -> Result<Vec<Resolved
         }
         let pair = match resolved.last() {
             Some(gate) if pairs_with(ctx, &calls[i - 1], c, gate, &choice, &params) => {
-                paired(&choice).filter(|_| !depends_on_earlier(calls, &resolved, i, Some(i - 1)))
+                paired(&ctx.rules, &choice)
+                    .filter(|_| !depends_on_earlier(calls, &resolved, i, Some(i - 1)))
             }
             _ => None,
         };
@@ -168,9 +170,9 @@ pub(super) fn resolve(ctx: &Context, calls: &[MultiCall]) -> Result<Vec<Resolved
 
 /// Whether `up` (with `choice` and `params`, resolved after `gate`) can run with `gate`
 /// as one gate+up pair: up's gate operand is exactly gate's y (same stride and type),
-/// gate stores plainly, both run the same SIMT GEMV (subgroup build) on matrices of the
-/// same form and parts without a column order, and up reads x as gate does (the same
-/// pre-pass output, or x itself).
+/// gate stores plainly, both run the same GEMV (SIMT or on GGUF blocks, subgroup builds)
+/// on matrices of the same form and parts without a column order, and up reads x as gate
+/// does (the same pre-pass output, or x itself).
 fn pairs_with(
     ctx: &Context,
     gate: &MultiCall,

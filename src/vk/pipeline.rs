@@ -528,6 +528,8 @@ pub struct BlocksKey {
     /// digits pre-pass in input order) instead of f32 arithmetic on x; the subgroup
     /// reduction, whole pieces, passes of up to [`MAX_M`](super::params::MAX_M) rows.
     pub dot: bool,
+    /// A gate+up pair (subgroup kernels), as [`PipelineKey::pair`].
+    pub pair: bool,
 }
 
 /// The most activation rows per pass of the GEMV on GGUF blocks whose x each invocation
@@ -569,7 +571,12 @@ impl BlocksKey {
             true => 4 * 256,
             false => 4,
         };
-        4 * slots * self.m * self.rows + table
+        // A pair parks gate's sums.
+        let parked = match self.pair {
+            true => 4 * self.m * self.rows,
+            false => 0,
+        };
+        4 * slots * self.m * self.rows + table + parked
     }
 }
 
@@ -828,6 +835,9 @@ pub struct Pipelines {
     /// The GEMV on GGUF blocks' integer dot-product builds, a build per block type,
     /// likewise (contexts that use the integer dot-product GEMV only).
     blocks_dot_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
+    /// Their gate+up pair builds (on x, then on x in bytes), a build per block type,
+    /// likewise.
+    blocks_pair_modules: [[Mutex<vk::ShaderModule>; BlockType::ALL.len()]; 2],
     coop_tiles: bool,
     /// Workgroup shape.
     pub tuning: Tuning,
@@ -924,6 +934,8 @@ impl Pipelines {
             blocks_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_gemm_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_dot_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
+            blocks_pair_modules: [(); 2]
+                .map(|_| BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null()))),
             coop_tiles,
             tuning,
             pipelines: PipelineSet::new("gemv"),
@@ -1193,14 +1205,24 @@ impl Pipelines {
                     .into(),
             ));
         }
+        if key.pair && self.portable {
+            return Err(Error::Internal(
+                "gate+up pair pipeline on blocks requested from a portable context".into(),
+            ));
+        }
         self.blocks_pipelines.get_or_create((key, epi), |name| {
-            let (slot, spv, build) = match key.dot {
-                true => (
+            let (slot, spv, build) = match (key.pair, key.dot) {
+                (true, dot) => (
+                    type_slot(&self.blocks_pair_modules[dot as usize], key.ty)?,
+                    shaders::gemv_blocks_pair(key.ty, dot),
+                    "gemv_blocks_pair",
+                ),
+                (false, true) => (
                     type_slot(&self.blocks_dot_modules, key.ty)?,
                     shaders::gemv_blocks_dot(key.ty),
                     "gemv_blocks_dot",
                 ),
-                false => (
+                (false, false) => (
                     type_slot(&self.blocks_modules, key.ty)?,
                     shaders::gemv_blocks(key.ty, self.portable),
                     "gemv_blocks",
@@ -1341,6 +1363,16 @@ impl Pipelines {
         self.pipelines.keys()
     }
 
+    /// How many gate+up pair pipelines of the GEMV on GGUF blocks this context created so
+    /// far (tests and tools).
+    pub fn blocks_gemv_pairs(&self) -> usize {
+        self.blocks_pipelines
+            .keys()
+            .iter()
+            .filter(|(key, _)| key.pair)
+            .count()
+    }
+
     /// The compiler statistics of every pipeline this context created so far, by key
     /// (`vk::stats`; an error where statistics were not enabled).
     pub fn statistics(&self) -> Result<Vec<(String, Vec<super::stats::Executable>)>> {
@@ -1388,6 +1420,7 @@ impl Drop for Pipelines {
         .chain(&mut self.blocks_gemm_modules)
         .chain(&mut self.blocks_dot_modules)
         .chain(&mut self.pair_modules)
+        .chain(self.blocks_pair_modules.iter_mut().flatten())
         .map(|slot| *slot.get_mut().unwrap_or_else(|p| p.into_inner()))
         .collect::<Vec<_>>();
         // SAFETY: ours; no q4vk submission is pending, and host command buffers must not

@@ -190,6 +190,15 @@ pub fn gemv_blocks_dot(ty: BlockType) -> &'static [u8] {
     blocks_build!(ty, "gemv_blocks_", "_dot")
 }
 
+/// [`gemv_blocks`]'s subgroup build (or, with `dot`, [`gemv_blocks_dot`]) for a gate+up
+/// pair: gate's part in set 0, up's in set 2.
+pub fn gemv_blocks_pair(ty: BlockType, dot: bool) -> &'static [u8] {
+    match dot {
+        false => blocks_build!(ty, "gemv_blocks_", "_pair"),
+        true => blocks_build!(ty, "gemv_blocks_", "_dot_pair"),
+    }
+}
+
 /// The GEMM on GGUF blocks of `ty` in their native bytes (`layout::blocks`; no subgroup
 /// operations, one build per type).
 pub fn gemm_blocks(ty: BlockType) -> &'static [u8] {
