@@ -1139,6 +1139,8 @@ pub unsafe extern "C" fn q4vk_gemv_workspace_size(
 /// with one too small for K slices; an engine calls it at load time for the m it will run
 /// (1 for decode, its prefill chunk sizes), with the pipeline cache
 /// (`q4vk_context_desc.pipeline_cache`) making the compiles themselves fast on later runs.
+/// With a gate flag it also creates the gate+up pair's pipelines that a
+/// `q4vk_cmd_gemv_multi` of gate and this up call records.
 /// Matrices of the same shape and form share pipelines: one call per such set is enough.
 /// Pipelines that exist are not created again; the call's time grows with the range (the
 /// rules are asked for each m). On a CPU context it does nothing and returns `OK`.

@@ -1136,8 +1136,9 @@ fn check_coop_gemm_fits(r: &Rules, key: &CoopGemmKey) -> Result<()> {
 /// Creates the pipelines that every call with `p` on `mat` records, whatever its workspace:
 /// none (the kernels that read x), as much as it asks, and one too small for K slices
 /// (their sums); gathered and ungathered x where the matrix has a column order
-/// (`q4vk_cmd_gemv` gathers in the kernels, `q4vk_gemv` on the host). Pipelines that exist
-/// are not created again. An error where a call could not run.
+/// (`q4vk_cmd_gemv` gathers in the kernels, `q4vk_gemv` on the host); for a call with a
+/// gate, also the gate+up pair's (`vk::multi`). Pipelines that exist are not created
+/// again. An error where a call could not run.
 pub fn prepare(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<()> {
     let gathers = match mat.k_order {
         Some(_) => &[false, true][..],
@@ -1148,6 +1149,11 @@ pub fn prepare(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<()> 
         for room in [Room::None, Room::AsNeeded, Room::Bytes(0)] {
             let choice = decide(&ctx.rules, &mat.form, p, room)?;
             plan_of(ctx, mat, p, &choice)?;
+            // An up call (a gate in its epilogue) may run as a gate+up pair in a multi call.
+            let pairs = p.epilogue.gate.is_some() && !mat.form.column_order;
+            if let Some(both) = paired(&ctx.rules, &choice).filter(|_| pairs) {
+                plan_of(ctx, mat, p, &both)?;
+            }
         }
     }
     Ok(())
