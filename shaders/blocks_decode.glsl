@@ -65,34 +65,13 @@ layout(set = 2, binding = 1) readonly buffer Scales16_2 { uvec4 a16_2[]; };
 layout(set = 2, binding = 2) readonly buffer HighBits2 { uint hb2[]; };
 #endif
 
-// Matrix `mat`'s streams: 0 set 0's, 1 (PAIR only) set 2's. Callers pass a constant, so
-// the choice folds away.
-uvec4 codes_of(uint mat, uint i) {
-#ifdef PAIR
-    if (mat != 0u) {
-        return q2[i];
-    }
+// Matrix `mat`'s streams (`PAIR_STREAM`).
+PAIR_STREAM(uvec4, codes_of, q, q2)
+PAIR_STREAM(uint, scales_of, a, a2)
+PAIR_STREAM(uvec4, scales16_of, a16, a16_2)
+#if !defined(EXPORT) || BLOCK_TYPE == 0 || BLOCK_TYPE == 1
+PAIR_STREAM(uint, high_bits_of, hb, hb2)
 #endif
-    return q[i];
-}
-
-uint scales_of(uint mat, uint i) {
-#ifdef PAIR
-    if (mat != 0u) {
-        return a2[i];
-    }
-#endif
-    return a[i];
-}
-
-uvec4 scales16_of(uint mat, uint i) {
-#ifdef PAIR
-    if (mat != 0u) {
-        return a16_2[i];
-    }
-#endif
-    return a16[i];
-}
 
 // IQ4_NL's and IQ4_XS's 16 values as signed bytes, four per word (no arrays: drivers turn
 // a dynamically indexed constant array into memory or long select chains).
@@ -228,15 +207,7 @@ uint block_high_bits(uint mat, uint gb) {
 #if defined(EXPORT) && BLOCK_TYPE != 0 && BLOCK_TYPE != 1
     return 0u;
 #else
-    if (TYPE != T_Q5_0 && TYPE != T_Q5_1) {
-        return 0u;
-    }
-#ifdef PAIR
-    if (mat != 0u) {
-        return hb2[gb];
-    }
-#endif
-    return hb[gb];
+    return TYPE == T_Q5_0 || TYPE == T_Q5_1 ? high_bits_of(mat, gb) : 0u;
 #endif
 }
 

@@ -202,14 +202,7 @@ layout(set = 2, binding = 0) coherent readonly buffer CodeWords2 { uint q_words2
 #endif
 
 // Word i of matrix `mat`'s codes (`codes_of`).
-uint code_word_of(uint mat, uint i) {
-#ifdef PAIR
-    if (mat != 0u) {
-        return q_words2[i];
-    }
-#endif
-    return q_words[i];
-}
+PAIR_STREAM(uint, code_word_of, q_words, q_words2)
 
 // The 4 activations k0 .. k0 + 3 (k0 a multiple of 4) of activation row mi.
 vec4 load_quad(uint mi, uint k0) {

@@ -124,16 +124,6 @@ layout(set = 0, binding = 0) coherent readonly buffer WeightWords { uint w_words
 #ifdef PAIR
 layout(set = 2, binding = 0) coherent readonly buffer WeightWords2 { uint w_words2[]; };
 #endif
-
-// Word i of matrix `mat`'s weights (`weights_of`).
-uint word_of(uint mat, uint i) {
-#ifdef PAIR
-    if (mat != 0u) {
-        return w_words2[i];
-    }
-#endif
-    return w_words[i];
-}
 #endif
 #if defined(EXPORT) && !defined(EXTENDED)
 const bool HAS_OFFSETS = false;
@@ -152,6 +142,10 @@ layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order
 #define PASSES_ALONG_Z
 #include "q4_common.glsl"
 #include "q4_simt.glsl"
+#ifndef EXPORT
+// Word i of matrix `mat`'s weights (`weights_of`).
+PAIR_STREAM(uint, word_of, w_words, w_words2)
+#endif
 #ifdef DOT
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XD { uvec4 xd[]; };
 layout(set = XY_SET, binding = X_BINDING) readonly buffer XD2 { uvec2 xd2[]; };

@@ -38,6 +38,17 @@ layout(push_constant) uniform Push {
 #endif
 } p;
 
+// `T NAME(uint mat, uint i)`: element i of matrix `mat`'s stream, FIRST's (set 0) for
+// mat 0 and, in a gate+up pair's build (PAIR), SECOND's (set 2) for mat 1. Callers pass a
+// constant, so the choice folds away.
+#ifdef PAIR
+#define PAIR_STREAM(T, NAME, FIRST, SECOND) \
+    T NAME(uint mat, uint i) { if (mat != 0u) { return SECOND[i]; } return FIRST[i]; }
+#else
+#define PAIR_STREAM(T, NAME, FIRST, SECOND) \
+    T NAME(uint mat, uint i) { return FIRST[i]; }
+#endif
+
 // Activation row mi of this workgroup's pass as a row of x and y (the SIMT GEMVs, which
 // define PASSES_ALONG_Z and M, take pass z of their dispatch along workgroup z).
 uint token_row(uint mi) {

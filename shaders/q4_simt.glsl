@@ -26,34 +26,11 @@ layout(set = 2, binding = 2) readonly buffer Zeros2 { uint z2[]; };
 layout(set = 2, binding = OFFSETS_BINDING) readonly buffer Offsets2 { float group_offset2[]; };
 #endif
 
-// Matrix `mat`'s streams: 0 set 0's, 1 (PAIR only) set 2's. Callers pass a constant, so
-// the choice folds away.
-uvec4 weights_of(uint mat, uint i) {
-#ifdef PAIR
-    if (mat != 0u) {
-        return w2[i];
-    }
-#endif
-    return w[i];
-}
-
-uint scale_word_of(uint mat, uint i) {
-#ifdef PAIR
-    if (mat != 0u) {
-        return s2[i];
-    }
-#endif
-    return s[i];
-}
-
-uint zero_word_of(uint mat, uint i) {
-#ifdef PAIR
-    if (mat != 0u) {
-        return z2[i];
-    }
-#endif
-    return z[i];
-}
+// Matrix `mat`'s streams (`PAIR_STREAM`).
+PAIR_STREAM(uvec4, weights_of, w, w2)
+PAIR_STREAM(uint, scale_word_of, s, s2)
+PAIR_STREAM(uint, zero_word_of, z, z2)
+PAIR_STREAM(float, offset_word_of, group_offset, group_offset2)
 
 float scale_of(uint mat, uint i) {
     if (SCALE_F32) {
@@ -74,15 +51,7 @@ float zero_of(uint mat, uint i) {
 }
 
 float offset_of(uint mat, uint i) {
-    if (!HAS_OFFSETS) {
-        return 0.0;
-    }
-#ifdef PAIR
-    if (mat != 0u) {
-        return group_offset2[i];
-    }
-#endif
-    return group_offset[i];
+    return HAS_OFFSETS ? offset_word_of(mat, i) : 0.0;
 }
 
 float scale_at(uint i) {

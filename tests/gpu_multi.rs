@@ -51,33 +51,6 @@ fn product(w: &[f32], x: &[f32], (n, k, m): (usize, usize, usize)) -> Vec<f64> {
         .collect()
 }
 
-/// Records `q4vk_cmd_gemv_multi` into a command buffer of the test's, submits and waits.
-fn run_multi(gpu: &Gpu, mats: &[*const q4vk_matrix], args: &[q4vk_gemv_args]) -> q4vk_status {
-    let ctx = gpu.context();
-    let d = &ctx.device.device;
-    let mut status = Q4VK_OK;
-    unsafe {
-        let pool = d
-            .create_command_pool(
-                &ash::vk::CommandPoolCreateInfo::default()
-                    .queue_family_index(ctx.device.queue_family),
-                None,
-            )
-            .unwrap();
-        submit_and_wait(d, ctx.device.queue, pool, |cmd| {
-            status = q4vk_cmd_gemv_multi(
-                gpu.ctx,
-                mats.len() as u32,
-                mats.as_ptr(),
-                cmd.as_raw() as *mut _,
-                args.as_ptr(),
-            );
-        });
-        d.destroy_command_pool(pool, None);
-    }
-    status
-}
-
 /// A context without push descriptors (the kill switch is process-wide: set only while the
 /// context is created, no other being created meanwhile).
 fn ring_gpu() -> Gpu {
@@ -141,22 +114,8 @@ fn run_layer(gpu: &Gpu, rng: &mut Rng) {
     for m in [1usize, 5] {
         let x = rng.vec(m * k);
         let xb = buffer_of(gpu, &x, "test x");
-        let mut ws_bytes = 0u64;
-        for (_, mat, _) in &l.mats {
-            let mut b = 0u64;
-            let status = unsafe {
-                q4vk_gemv_workspace_size(gpu.ctx, *mat, m as u32, Q4VK_GEMV_BIAS, &mut b)
-            };
-            assert_eq!(status, Q4VK_OK, "{}", last_error());
-            ws_bytes = ws_bytes.max(b);
-        }
-        let ws = Buffer::new(
-            &gpu.context().device,
-            ws_bytes.max(4),
-            MemoryKind::Device,
-            "test workspace",
-        )
-        .unwrap();
+        let ptrs: Vec<*const q4vk_matrix> = l.mats.iter().map(|(_, m, _)| *m as *const _).collect();
+        let (ws, ws_bytes) = shared_workspace(gpu, &ptrs, m, Q4VK_GEMV_BIAS);
         for with_workspace in [false, true] {
             if with_workspace && ws_bytes == 0 {
                 continue;
@@ -179,11 +138,7 @@ fn run_layer(gpu: &Gpu, rng: &mut Rng) {
                     let mut a = args_for(&xb, &ys[i], (*n, k, m), Q4VK_GEMV_BIAS);
                     a.bias = whole(&bias_bufs[i], *n);
                     if with_workspace {
-                        a.workspace = q4vk_buffer_ref {
-                            buffer: ws.buffer.as_raw(),
-                            offset: 0,
-                            range: ws_bytes,
-                        };
+                        a.workspace = workspace_ref(&ws, ws_bytes);
                     }
                     a
                 })
@@ -226,11 +181,7 @@ fn run_layer(gpu: &Gpu, rng: &mut Rng) {
             ua.gate = whole(&g, m * n);
             if with_workspace {
                 for a in [&mut ga, &mut ua] {
-                    a.workspace = q4vk_buffer_ref {
-                        buffer: ws.buffer.as_raw(),
-                        offset: 0,
-                        range: ws_bytes,
-                    };
+                    a.workspace = workspace_ref(&ws, ws_bytes);
                 }
             }
             let mats = [l.mats[3].1 as *const _, l.mats[4].1 as *const _];
@@ -244,7 +195,7 @@ fn run_layer(gpu: &Gpu, rng: &mut Rng) {
             let want: Vec<f64> = product(wu, &x, (n, k, m))
                 .iter()
                 .zip(&gw)
-                .map(|(up, g)| up * (g / (1.0 + (-g).exp())))
+                .map(|(up, &g)| up * activation(Q4VK_GEMV_SILU_GATE, g))
                 .collect();
             let y = read_f32s(&u, m * n);
             let err = q4vk::cpu::reference::relative_error(&y, &want);
@@ -370,23 +321,10 @@ fn a_multi_binding_replays_gate_then_up() {
     let mut ua = args_for(&xb, &u, (n, k, m), Q4VK_GEMV_SILU_GATE);
     ua.gate = whole(&g, m * n);
     let mats = [l.mats[3].1 as *const q4vk_matrix, l.mats[4].1 as *const _];
-    let mut ws_bytes = 0u64;
-    let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mats[0], m as u32, 0, &mut ws_bytes) };
-    assert_eq!(status, Q4VK_OK);
-    let ws = Buffer::new(
-        &gpu.context().device,
-        ws_bytes.max(4),
-        MemoryKind::Device,
-        "test workspace",
-    )
-    .unwrap();
+    let (ws, ws_bytes) = shared_workspace(&gpu, &mats, m, 0);
     if ws_bytes > 0 {
         for a in [&mut ga, &mut ua] {
-            a.workspace = q4vk_buffer_ref {
-                buffer: ws.buffer.as_raw(),
-                offset: 0,
-                range: ws_bytes,
-            };
+            a.workspace = workspace_ref(&ws, ws_bytes);
         }
     }
     let mut binding = std::ptr::null_mut();
@@ -444,7 +382,7 @@ fn a_multi_binding_replays_gate_then_up() {
         let want: Vec<f64> = product(wu, &x, (n, k, m))
             .iter()
             .zip(&gw)
-            .map(|(up, g)| up * (g / (1.0 + (-g).exp())))
+            .map(|(up, &g)| up * activation(Q4VK_GEMV_SILU_GATE, g))
             .collect();
         let err = q4vk::cpu::reference::relative_error(&read_f32s(&u, m * n), &want);
         assert!(err < 1e-5, "round {round}: {err:e}");
@@ -490,6 +428,43 @@ fn poisoned(gpu: &Gpu, words: usize, name: &str) -> Buffer {
     buffer_of(gpu, &vec![f32::from_bits(0x7E00_7E00); words], name)
 }
 
+/// A workspace for calls on `mats` with `m` and `flags`: the largest
+/// `q4vk_gemv_workspace_size` of them (at least 4 bytes), and that size.
+fn shared_workspace(gpu: &Gpu, mats: &[*const q4vk_matrix], m: usize, flags: u32) -> (Buffer, u64) {
+    let mut bytes = 0u64;
+    for &mat in mats {
+        let mut b = 0u64;
+        let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m as u32, flags, &mut b) };
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        bytes = bytes.max(b);
+    }
+    let ws = Buffer::new(
+        &gpu.context().device,
+        bytes.max(4),
+        MemoryKind::Device,
+        "test workspace",
+    )
+    .unwrap();
+    (ws, bytes)
+}
+
+/// The first `bytes` of workspace `ws`.
+fn workspace_ref(ws: &Buffer, bytes: u64) -> q4vk_buffer_ref {
+    q4vk_buffer_ref {
+        buffer: ws.buffer.as_raw(),
+        offset: 0,
+        range: bytes,
+    }
+}
+
+/// The gate activation of flag `act` (SiLU, or GELU's tanh form) of g, in f64.
+fn activation(act: u32, g: f64) -> f64 {
+    match act == Q4VK_GEMV_SILU_GATE {
+        true => g / (1.0 + (-g).exp()),
+        false => 0.5 * g * (1.0 + (0.7978845608028654 * (g + 0.044715 * g * g * g)).tanh()),
+    }
+}
+
 /// Gate, then up with gate's activation, as one multi call on `gpu` with `flags` on both
 /// calls: it must run as a gate+up pair (a pipeline built for two matrices) and write
 /// gate's y and up's y bit for bit as the two calls recorded alone do, at m = 1, 3, 8 and
@@ -519,14 +494,7 @@ fn pair_on(
         assert_eq!(status, Q4VK_OK, "{}", last_error());
         mat as *const q4vk_matrix
     });
-    let pairs_before = gpu
-        .context()
-        .pipelines
-        .simt_gemv_keys()
-        .iter()
-        .filter(|(key, _)| key.pair)
-        .count()
-        + gpu.context().pipelines.blocks_gemv_pairs();
+    let pairs_before = gpu.context().pipelines.gate_up_pairs();
     let bias = rng.vec(n);
     let bias_buf = buffer_of(gpu, &bias, "test bias");
     // (m, activation, f16 y, bias on up): each variant is pipelines of its own.
@@ -539,139 +507,81 @@ fn pair_on(
     for (m, act, y_f16, with_bias) in cases {
         let x = rng.vec(m * k);
         let xb = buffer_of(gpu, &x, "test x");
-        let mut ws_bytes = 0u64;
-        for &mat in &mats {
-            let mut b = 0u64;
-            let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mat, m as u32, flags, &mut b) };
-            assert_eq!(status, Q4VK_OK, "{}", last_error());
-            ws_bytes = ws_bytes.max(b);
-        }
-        let ws = Buffer::new(
-            &gpu.context().device,
-            ws_bytes.max(4),
-            MemoryKind::Device,
-            "test workspace",
-        )
-        .unwrap();
-        {
-            {
-                {
-                    let out = match y_f16 {
-                        true => Q4VK_GEMV_F16_OUTPUT,
-                        false => 0,
-                    };
-                    let words = match y_f16 {
-                        true => (m * n).div_ceil(2),
-                        false => m * n,
-                    };
-                    let y_of = |b: &Buffer| q4vk_buffer_ref {
-                        buffer: b.buffer.as_raw(),
-                        offset: 0,
-                        range: 4 * words as u64,
-                    };
-                    let args = |g: &Buffer, y: &Buffer| {
-                        let mut ga = args_for(&xb, g, (n, k, m), flags | out);
-                        let up_flags =
-                            flags | out | act | if with_bias { Q4VK_GEMV_BIAS } else { 0 };
-                        let mut ua = args_for(&xb, y, (n, k, m), up_flags);
-                        ga.y = y_of(g);
-                        ua.y = y_of(y);
-                        ua.gate = y_of(g);
-                        if with_bias {
-                            ua.bias = whole(&bias_buf, n);
-                        }
-                        if ws_bytes > 0 {
-                            for a in [&mut ga, &mut ua] {
-                                a.workspace = q4vk_buffer_ref {
-                                    buffer: ws.buffer.as_raw(),
-                                    offset: 0,
-                                    range: ws_bytes,
-                                };
-                            }
-                        }
-                        [ga, ua]
-                    };
-                    let label =
-                        format!("{what}, m = {m}, act {act}, f16 y {y_f16}, bias {with_bias}");
-                    // The two calls alone.
-                    let (g_alone, y_alone) = (
-                        poisoned(gpu, words, "test g"),
-                        poisoned(gpu, words, "test y"),
-                    );
-                    let [ga, ua] = args(&g_alone, &y_alone);
-                    assert_eq!(
-                        run_cmd(gpu, mats[0] as *mut _, &ga),
-                        Q4VK_OK,
-                        "{}",
-                        last_error()
-                    );
-                    assert_eq!(
-                        run_cmd(gpu, mats[1] as *mut _, &ua),
-                        Q4VK_OK,
-                        "{}",
-                        last_error()
-                    );
-                    // The pair.
-                    let (g_pair, y_pair) = (
-                        poisoned(gpu, words, "test g"),
-                        poisoned(gpu, words, "test y"),
-                    );
-                    assert_eq!(
-                        run_multi(gpu, &mats, &args(&g_pair, &y_pair)),
-                        Q4VK_OK,
-                        "{}",
-                        last_error()
-                    );
-                    let g_words = read_words(&g_alone, words);
-                    let y_words = read_words(&y_alone, words);
-                    assert_eq!(read_words(&g_pair, words), g_words, "{label}: gate's y");
-                    assert_eq!(read_words(&y_pair, words), y_words, "{label}: y");
-                    if !y_f16 {
-                        let y = read_f32s(&y_pair, m * n);
-                        assert!(y.iter().all(|v| v.is_finite()), "{label}: y not written");
-                        let g = read_f32s(&g_pair, m * n);
-                        assert!(
-                            g.iter().all(|v| v.is_finite()),
-                            "{label}: gate's y not written"
-                        );
-                        if flags == 0 {
-                            let gw = product(&wg, &x, (n, k, m));
-                            let want: Vec<f64> = product(&wu, &x, (n, k, m))
-                                .iter()
-                                .zip(&gw)
-                                .enumerate()
-                                .map(|(at, (up, g))| {
-                                    let up = up + if with_bias { bias[at % n] as f64 } else { 0.0 };
-                                    let a = match act == Q4VK_GEMV_SILU_GATE {
-                                        true => g / (1.0 + (-g).exp()),
-                                        false => {
-                                            let t = (0.7978845608028654
-                                                * (g + 0.044715 * g * g * g))
-                                                .tanh();
-                                            0.5 * g * (1.0 + t)
-                                        }
-                                    };
-                                    up * a
-                                })
-                                .collect();
-                            let err = q4vk::cpu::reference::relative_error(&y, &want);
-                            assert!(err < 1e-5, "{label}: y against f64: {err:e}");
-                        }
-                    }
-                }
+        let (ws, ws_bytes) = shared_workspace(gpu, &mats, m, flags);
+        let (out, words) = match y_f16 {
+            true => (Q4VK_GEMV_F16_OUTPUT, (m * n).div_ceil(2)),
+            false => (0, m * n),
+        };
+        let y_of = |b: &Buffer| q4vk_buffer_ref {
+            buffer: b.buffer.as_raw(),
+            offset: 0,
+            range: 4 * words as u64,
+        };
+        let bias_flag = if with_bias { Q4VK_GEMV_BIAS } else { 0 };
+        let args = |g: &Buffer, y: &Buffer| {
+            let mut ga = args_for(&xb, g, (n, k, m), flags | out);
+            let mut ua = args_for(&xb, y, (n, k, m), flags | out | act | bias_flag);
+            ga.y = y_of(g);
+            ua.y = y_of(y);
+            ua.gate = y_of(g);
+            if with_bias {
+                ua.bias = whole(&bias_buf, n);
             }
+            if ws_bytes > 0 {
+                ga.workspace = workspace_ref(&ws, ws_bytes);
+                ua.workspace = workspace_ref(&ws, ws_bytes);
+            }
+            [ga, ua]
+        };
+        let label = format!("{what}, m = {m}, act {act}, f16 y {y_f16}, bias {with_bias}");
+        // The two calls alone.
+        let (g_alone, y_alone) = (
+            poisoned(gpu, words, "test g"),
+            poisoned(gpu, words, "test y"),
+        );
+        let [ga, ua] = args(&g_alone, &y_alone);
+        for (mat, a) in [(mats[0], &ga), (mats[1], &ua)] {
+            assert_eq!(run_cmd(gpu, mat as *mut _, a), Q4VK_OK, "{}", last_error());
         }
+        // The pair.
+        let (g_pair, y_pair) = (
+            poisoned(gpu, words, "test g"),
+            poisoned(gpu, words, "test y"),
+        );
+        let status = run_multi(gpu, &mats, &args(&g_pair, &y_pair));
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        let g_words = read_words(&g_alone, words);
+        let y_words = read_words(&y_alone, words);
+        assert_eq!(read_words(&g_pair, words), g_words, "{label}: gate's y");
+        assert_eq!(read_words(&y_pair, words), y_words, "{label}: y");
+        if y_f16 {
+            continue;
+        }
+        let y = read_f32s(&y_pair, m * n);
+        assert!(y.iter().all(|v| v.is_finite()), "{label}: y not written");
+        let g = read_f32s(&g_pair, m * n);
+        assert!(
+            g.iter().all(|v| v.is_finite()),
+            "{label}: gate's y not written"
+        );
+        if flags != 0 {
+            continue;
+        }
+        let gw = product(&wg, &x, (n, k, m));
+        let want: Vec<f64> = product(&wu, &x, (n, k, m))
+            .iter()
+            .zip(&gw)
+            .enumerate()
+            .map(|(at, (up, &g))| {
+                let up = up + if with_bias { bias[at % n] as f64 } else { 0.0 };
+                up * activation(act, g)
+            })
+            .collect();
+        let err = q4vk::cpu::reference::relative_error(&y, &want);
+        assert!(err < 1e-5, "{label}: y against f64: {err:e}");
     }
-    let pairs = gpu
-        .context()
-        .pipelines
-        .simt_gemv_keys()
-        .iter()
-        .filter(|(key, _)| key.pair)
-        .count()
-        + gpu.context().pipelines.blocks_gemv_pairs();
     assert!(
-        pairs > pairs_before,
+        gpu.context().pipelines.gate_up_pairs() > pairs_before,
         "{what}: no gate+up pair pipeline was created"
     );
     for mat in mats {

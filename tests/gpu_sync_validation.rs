@@ -226,27 +226,7 @@ fn gate_up_in_one_call(gpu: &Gpu, rng: &mut Rng) {
         ua.gate = whole(&g, 4 * m * n);
         let args = [args_to(&g, 0), ua];
         for round in 0..2 {
-            let d = &ctx.device.device;
-            let mut status = Q4VK_OK;
-            unsafe {
-                let pool = d
-                    .create_command_pool(
-                        &ash::vk::CommandPoolCreateInfo::default()
-                            .queue_family_index(ctx.device.queue_family),
-                        None,
-                    )
-                    .unwrap();
-                submit_and_wait(d, ctx.device.queue, pool, |cmd| {
-                    status = q4vk_cmd_gemv_multi(
-                        gpu.ctx,
-                        2,
-                        mats.as_ptr(),
-                        cmd.as_raw() as *mut _,
-                        args.as_ptr(),
-                    );
-                });
-                d.destroy_command_pool(pool, None);
-            }
+            let status = run_multi(gpu, &mats, &args);
             assert_eq!(status, Q4VK_OK, "m = {m}, round {round}: {}", last_error());
             for (b, what) in [(&g, "gate's y"), (&y, "y")] {
                 let v = read_f32s(b, m * n);

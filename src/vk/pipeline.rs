@@ -1357,20 +1357,17 @@ impl Pipelines {
             + self.blocks_gemm_pipelines.len()
     }
 
-    /// The keys of the SIMT GEMV pipelines this context created so far, with their
-    /// epilogues (which kernels its calls ran: tests and tools).
-    pub fn simt_gemv_keys(&self) -> Vec<(PipelineKey, Epilogue)> {
-        self.pipelines.keys()
-    }
-
-    /// How many gate+up pair pipelines of the GEMV on GGUF blocks this context created so
-    /// far (tests and tools).
-    pub fn blocks_gemv_pairs(&self) -> usize {
-        self.blocks_pipelines
+    /// How many gate+up pair pipelines (of the SIMT GEMV and of the GEMV on GGUF blocks)
+    /// this context created so far: whether its multi calls ran pairs (tests and tools).
+    pub fn gate_up_pairs(&self) -> usize {
+        let simt = self.pipelines.keys().iter().filter(|(k, _)| k.pair).count();
+        let blocks = self
+            .blocks_pipelines
             .keys()
             .iter()
-            .filter(|(key, _)| key.pair)
-            .count()
+            .filter(|(k, _)| k.pair)
+            .count();
+        simt + blocks
     }
 
     /// The compiler statistics of every pipeline this context created so far, by key

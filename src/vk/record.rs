@@ -806,32 +806,17 @@ fn record_pass(
 ) {
     let d = &ctx.device.device;
     let layout = ctx.pipelines.layout;
+    let bind = |index: u32, set: vk::DescriptorSet| {
+        let bind_point = vk::PipelineBindPoint::COMPUTE;
+        // SAFETY: as above.
+        unsafe { d.cmd_bind_descriptor_sets(cmd, bind_point, layout, index, &[set], &[]) };
+    };
     for (index, part) in mat.parts.iter().enumerate() {
         let total = (part.rows as u64).div_ceil(plan.rows_per_wg) * passes.token_tiles;
-        // SAFETY: as above.
-        unsafe {
-            d.cmd_bind_descriptor_sets(
-                cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                layout,
-                0,
-                &[part.set],
-                &[],
-            )
-        };
+        bind(0, part.set);
         // A pair's second matrix has the same parts (`vk::multi` pairs only such).
         if let Some(up) = second.and_then(|m| m.parts.get(index)) {
-            // SAFETY: as above.
-            unsafe {
-                d.cmd_bind_descriptor_sets(
-                    cmd,
-                    vk::PipelineBindPoint::COMPUTE,
-                    layout,
-                    2,
-                    &[up.set],
-                    &[],
-                )
-            };
+            bind(2, up.set);
         }
         // The 12th word: the SIMT GEMV's first activation row, or where the tensor-core
         // GEMM's K slices write their sums; workgroup z: the pass, or the K slice.
