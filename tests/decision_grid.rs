@@ -440,6 +440,7 @@ fn written(c: &Choice) -> String {
                         (k.portable, 'p'),
                         (k.decode_once, 'w'),
                         (k.word_lanes, 'l'),
+                        (k.x_here_chunks != 0, 'i'),
                     ]
                     .to_vec(),
                 ]
@@ -455,7 +456,8 @@ fn written(c: &Choice) -> String {
                 (k.x_f16, 'h'),
                 (k.portable, 'p'),
                 (k.word_lanes, 'l'),
-                (k.dot, 'd')
+                (k.dot, 'd'),
+                (k.x_here_chunks != 0, 'i')
             ])
         ),
         KernelChoice::BlocksGemm(k) => format!(
