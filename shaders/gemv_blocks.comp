@@ -27,9 +27,7 @@
 // Q5_0 (16) and Q6_K (32), sum q the run's (4 more dot products per activation row). Binding
 // X holds, per activation row (x_stride uvec4 apart), 3 uvec4 per chunk: the bytes of
 // inputs 0 .. 15, of 16 .. 31 (input 4t + i in byte i of word t), then (d's bits, sum of q,
-// 0, 0). A chunk with an infinite or NaN element has d NaN. No word lanes; M up to 8. With
-// X_HERE_CHUNKS set the workgroup rounds x (f32 or f16, X_F16) from binding X into shared
-// memory itself, in that layout and with the pre-pass's bits (`x_bytes.glsl`).
+// 0, 0). A chunk with an infinite or NaN element has d NaN. No word lanes; M up to 8.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef SUBGROUP
@@ -104,13 +102,7 @@ layout(constant_id = 6) const bool WORD_LANES = false;
 const uint MR = M * ROWS;
 
 #ifdef DOT
-#define SPEC_X_HERE_CHUNKS 7
-const bool X_NATURAL = true;
-const bool X_HERE_GATHERS = false;
-uint x_here_input(uint kk) {
-    return kk;
-}
-#include "x_bytes.glsl"
+layout(set = XY_SET, binding = X_BINDING) readonly buffer XBytes { uvec4 xd[]; };
 
 // The offset subtracted from every code: Q5_0's 16 and Q6_K's 32 (else 0).
 const int CODE_BIAS = TYPE == T_Q5_0 ? 16 : TYPE == T_Q6_K ? 32 : 0;
@@ -163,11 +155,12 @@ void dot_pieces(uint mat, uint row0, uint tid, inout float acc[MR]) {
         vec2 d[M];
         ivec2 qsum[M];
         [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-            uint ca = x_chunk_at(mi, ka >> 5, 3u);
-            uint cb = x_chunk_at(mi, kb >> 5, 3u);
-            xa[mi] = x_vec(ca + ((ka >> 4) & 1u));
-            xb[mi] = x_vec(cb + ((kb >> 4) & 1u));
-            d[mi] = vec2(uintBitsToFloat(x_vec(ca + 2u).x), uintBitsToFloat(x_vec(cb + 2u).x));
+            uint base = token_row(mi) * p.x_stride;
+            uint ca = base + 3u * (ka >> 5);
+            uint cb = base + 3u * (kb >> 5);
+            xa[mi] = xd[ca + ((ka >> 4) & 1u)];
+            xb[mi] = xd[cb + ((kb >> 4) & 1u)];
+            d[mi] = vec2(uintBitsToFloat(xd[ca + 2u].x), uintBitsToFloat(xd[cb + 2u].x));
             qsum[mi] = NEEDS_QSUM ? ivec2(run_qsum(xa[mi]), run_qsum(xb[mi])) : ivec2(0);
         }
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
@@ -474,11 +467,6 @@ void main() {
 
     // p.chunks: pieces per row (k / 32); p.groups: blocks per row.
     fill_byte_values(tid);
-#ifdef DOT
-    if (X_HERE) {
-        round_x_here(tid);
-    }
-#endif
     float acc[MR];
     k_loop(0u, row0, tid, acc);
 #ifdef PAIR

@@ -54,10 +54,7 @@
 //   dot products, an exact int32 sum e, and y = sum s d (e - z sum q) (+ o d sum q). Binding
 //   X holds, per activation row, 3 uvec4 per chunk: for each code word j its even columns'
 //   bytes then its odd ones' (words 2j, 2j + 1), then (d's bits, sum of q, 0, 0). A chunk
-//   with an infinite or NaN element has d NaN and q 0. With X_HERE_CHUNKS set the
-//   workgroup rounds x from binding X into shared memory itself, in that layout and with
-//   the pre-pass's bits (`x_bytes.glsl`); x is then f32 or f16 (X_F16) and gathered
-//   through the column order (HAS_K_ORDER).
+//   with an infinite or NaN element has d NaN and q 0.
 #extension GL_GOOGLE_include_directive : require
 // Every loop over specialization constants is unrolled: the per-row arrays must stay in
 // registers (a dynamically indexed array goes to local memory on NVIDIA).
@@ -150,16 +147,11 @@ layout(set = 0, binding = K_ORDER_BINDING) readonly buffer KOrder { uint k_order
 PAIR_STREAM(uint, word_of, w_words, w_words2)
 #endif
 #ifdef DOT
+layout(set = XY_SET, binding = X_BINDING) readonly buffer XD { uvec4 xd[]; };
+layout(set = XY_SET, binding = X_BINDING) readonly buffer XD2 { uvec2 xd2[]; };
 // x rounded to one signed byte per element with a scale per chunk, instead of three exact
 // digits.
 layout(constant_id = SPEC_X_BYTES) const bool X_BYTES = false;
-#define SPEC_X_HERE_CHUNKS 14
-const bool X_NATURAL = false;
-const bool X_HERE_GATHERS = HAS_K_ORDER;
-uint x_here_input(uint kk) {
-    return input_of(kk);
-}
-#include "x_bytes.glsl"
 #endif
 
 const uint MR = M * ROWS;
@@ -347,9 +339,9 @@ void word_lanes(uint mat, uint row0, uint j, uint cl, uint stride, inout float a
 #ifdef DOT
             if (X_BYTES) {
                 [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                    uint at = x_chunk_at(mi, c, 3u);
-                    uvec2 xw = x_pair(2u * at + q);
-                    uvec2 meta = x_pair(2u * at + 4u);
+                    uint at = token_row(mi) * p.x_stride + 3u * c;
+                    uvec2 xw = xd2[2u * at + q];
+                    uvec2 meta = xd2[2u * at + 4u];
                     float d = uintBitsToFloat(meta.x);
                     int qsum = q == 0u ? int(meta.y) : 0;
                     [[unroll]] for (uint r = 0u; r < RPI; r++) {
@@ -360,12 +352,12 @@ void word_lanes(uint mat, uint row0, uint j, uint cl, uint stride, inout float a
                 continue;
             }
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                uint at = x_chunk_at(mi, c, 7u);
+                uint at = token_row(mi) * p.x_stride + 7u * c;
                 uvec2 dw[3];
                 [[unroll]] for (uint l = 0u; l < 3u; l++) {
-                    dw[l] = x_pair(2u * at + 3u * q + l);
+                    dw[l] = xd2[2u * at + 3u * q + l];
                 }
-                uvec4 meta = x_vec(at + 6u);
+                uvec4 meta = xd[at + 6u];
                 int tau = int(meta.x);
                 float t1 = pow2(tau / 2);
                 float t2 = pow2(tau - tau / 2);
@@ -449,10 +441,10 @@ void chunk_steps(uint mat, uint row0, uint j, uint cl, inout float acc[MRI]) {
 #ifdef DOT
             if (X_BYTES) {
                 [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                    uint at = x_chunk_at(mi, c, 3u);
-                    uvec4 xa = x_vec(at);
-                    uvec4 xb = x_vec(at + 1u);
-                    uvec2 meta = x_pair(2u * at + 4u);
+                    uint at = token_row(mi) * p.x_stride + 3u * c;
+                    uvec4 xa = xd[at];
+                    uvec4 xb = xd[at + 1u];
+                    uvec2 meta = xd2[2u * at + 4u];
                     float d = uintBitsToFloat(meta.x);
                     [[unroll]] for (uint r = 0u; r < RPI; r++) {
                         uint i = u * RPI + r;
@@ -465,12 +457,12 @@ void chunk_steps(uint mat, uint row0, uint j, uint cl, inout float acc[MRI]) {
                 continue;
             }
             [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                uint at = x_chunk_at(mi, c, 7u);
+                uint at = token_row(mi) * p.x_stride + 7u * c;
                 uvec4 d[6];
                 [[unroll]] for (uint i = 0u; i < 6u; i++) {
-                    d[i] = x_vec(at + i);
+                    d[i] = xd[at + i];
                 }
-                uvec4 meta = x_vec(at + 6u);
+                uvec4 meta = xd[at + 6u];
                 int tau = int(meta.x);
                 float t1 = pow2(tau / 2);
                 float t2 = pow2(tau - tau / 2);
@@ -607,11 +599,6 @@ void main() {
     uint j = tid % SPLIT;
     uint cl = tid / SPLIT;
 
-#ifdef DOT
-    if (X_HERE) {
-        round_x_here(tid);
-    }
-#endif
     float acc[MRI];
     k_loop(0u, row0, j, cl, acc);
 #ifdef PAIR

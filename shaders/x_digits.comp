@@ -45,7 +45,6 @@ layout(constant_id = 4) const bool NATURAL = false;     // columns in input orde
 #define WORKGROUP gl_WorkGroupSize.x
 
 #include "q4_common.glsl"
-#include "x_round.glsl"
 
 layout(set = 0, binding = 3) readonly buffer KOrder { uint k_order[]; };
 // x as 32-bit words: one f32, or two f16.
@@ -67,6 +66,37 @@ uint x_bits(uint i) {
     return xu[i];
 }
 
+// floor(log2 |v|) of a non-zero finite |v| given as float bits (subnormals included).
+int exponent_of(uint bits) {
+    return bits >= 0x00800000u ? int(bits >> 23) - 127 : findMSB(bits) - 149;
+}
+
+// q = M 2^-s rounded to nearest, ties to even, for the significand M of |x| (its bits
+// without the sign; M < 2^24) and a shift s (negative for the smallest subnormal rows).
+int rounded_shift(uint significand, int s) {
+    if (s <= 0) {
+        return int(significand << uint(-s));
+    }
+    if (s >= 26) {
+        return 0;
+    }
+    uint q = significand >> uint(s);
+    uint rest = significand & ((1u << uint(s)) - 1u);
+    uint half_unit = 1u << uint(s - 1);
+    q += (rest > half_unit || (rest == half_unit && (q & 1u) == 1u)) ? 1u : 0u;
+    return int(q);
+}
+
+// q = |x| 2^-tau rounded to nearest, ties to even, in integer arithmetic, for |x| given as
+// float bits (subnormals included): |x| = M 2^(ev - 23) (subnormals: M = bits, ev = -126),
+// so q = M 2^-s with s = tau + 23 - ev.
+int scaled_magnitude(uint bits, int tau) {
+    bool normal = bits >= 0x00800000u;
+    int ev = normal ? int(bits >> 23) - 127 : -126;
+    uint significand = normal ? (bits & 0x007FFFFFu) | 0x00800000u : bits;
+    return rounded_shift(significand, tau + 23 - ev);
+}
+
 void main() {
     uint mi = gl_WorkGroupID.y;
     uint tid = gl_LocalInvocationID.x;
@@ -76,16 +106,19 @@ void main() {
     uint c = (gl_WorkGroupID.x * WORKGROUP + tid) / 4u;
     uint j = tid % 4u;
     bool live = c < p.chunks;
-    // The word's f32 bits (0 past K).
     uint bits[8];
+    bool negative[8];
     uint largest8 = 0u;
     [[unroll]] for (uint i = 0u; i < 8u; i++) {
         uint kk = 32u * c + 8u * j + i;
-        bits[i] = 0u;
+        uint v = 0u;
         if (live && kk < p.k) {
-            bits[i] = x_bits(row_start + (HAS_K_ORDER ? k_order[kk] : kk));
+            v = x_bits(row_start + (HAS_K_ORDER ? k_order[kk] : kk));
         }
-        largest8 = max(largest8, bits[i] & 0x7FFFFFFFu);
+        // Sign and magnitude from the bits.
+        bits[i] = v & 0x7FFFFFFFu;
+        negative[i] = v >= 0x80000000u;
+        largest8 = max(largest8, bits[i]);
     }
     word_largest[tid] = largest8;
     barrier();
@@ -96,25 +129,45 @@ void main() {
     // NATURAL: its first four columns, its last four).
     uvec2 packed[3] = uvec2[3](uvec2(0u), uvec2(0u), uvec2(0u));
     ivec3 sums = ivec3(0);
-    ChunkScaling s = chunk_scaling(chunk_largest, BYTES);
-    if (BYTES) {
-        packed[0] = word_bytes(bits, s, NATURAL, sums.x);
-    } else if (s.live) {
+    bool finite = chunk_largest < 0x7F800000u;
+    int tau = finite ? 0 : 256;
+    if (finite && chunk_largest != 0u) {
+        int e_chunk = exponent_of(chunk_largest);
+        tau = e_chunk - 21;
+        // Usually q = |x| 2^-tau exactly in f32 (a normal power of two; subnormal x, which a
+        // device may flush to 0, are below 2^-126 <= 2^(e_chunk - 22), half a unit of q, so
+        // they round to 0 either way); the integer path otherwise.
+        bool fast = e_chunk >= -104;
+        float unit = uintBitsToFloat(uint(127 - max(tau, -125)) << 23);
+        // BYTES: 127 / (the largest's q), which rounds the largest to 127.
+        float byte_factor = 0.0;
+        if (BYTES) {
+            byte_factor = 127.0 / float(scaled_magnitude(chunk_largest, tau));
+        }
         [[unroll]] for (uint i = 0u; i < 8u; i++) {
-            int q = chunk_q(bits[i] & 0x7FFFFFFFu, s);
+            // q < 2^(e_chunk + 1 - tau) = 2^22.
+            int q = fast ? int(roundEven(uintBitsToFloat(bits[i]) * unit))
+                         : scaled_magnitude(bits[i], tau);
             // The byte and word of column i: (i / 2, i % 2) by parity, (i % 4, i / 4) in order.
             int offset = int(8u * (NATURAL ? i % 4u : i / 2u));
             uint slot = NATURAL ? i / 4u : i % 2u;
             // No early exit from this loop: it must stay unrolled (the arrays in registers).
-            q = bits[i] >= 0x80000000u ? -q : q;
-            int d2 = ((q + 128) & 255) - 128;
-            int q1 = (q - d2) >> 8;
-            int d1 = ((q1 + 128) & 255) - 128;
-            int d0 = (q1 - d1) >> 8;
-            sums += ivec3(d0, d1, d2);
-            packed[0][slot] = bitfieldInsert(packed[0][slot], uint(d0), offset, 8);
-            packed[1][slot] = bitfieldInsert(packed[1][slot], uint(d1), offset, 8);
-            packed[2][slot] = bitfieldInsert(packed[2][slot], uint(d2), offset, 8);
+            if (BYTES) {
+                q = min(int(roundEven(float(q) * byte_factor)), 127);
+                q = negative[i] ? -q : q;
+                sums.x += q;
+                packed[0][slot] = bitfieldInsert(packed[0][slot], uint(q), offset, 8);
+            } else {
+                q = negative[i] ? -q : q;
+                int d2 = ((q + 128) & 255) - 128;
+                int q1 = (q - d2) >> 8;
+                int d1 = ((q1 + 128) & 255) - 128;
+                int d0 = (q1 - d1) >> 8;
+                sums += ivec3(d0, d1, d2);
+                packed[0][slot] = bitfieldInsert(packed[0][slot], uint(d0), offset, 8);
+                packed[1][slot] = bitfieldInsert(packed[1][slot], uint(d1), offset, 8);
+                packed[2][slot] = bitfieldInsert(packed[2][slot], uint(d2), offset, 8);
+            }
         }
     }
     word_sums[tid] = sums;
@@ -128,7 +181,9 @@ void main() {
         if (j == 0u) {
             int total = word_sums[first].x + word_sums[first + 1u].x + word_sums[first + 2u].x
                         + word_sums[first + 3u].x;
-            digits[at + 2u] = uvec4(floatBitsToUint(chunk_byte_scale(chunk_largest)), uint(total), 0u, 0u);
+            float a = uintBitsToFloat(chunk_largest);
+            float d = finite ? a / 127.0 : uintBitsToFloat(0x7FC00000u);
+            digits[at + 2u] = uvec4(floatBitsToUint(d), uint(total), 0u, 0u);
         }
         return;
     }
@@ -140,6 +195,6 @@ void main() {
     if (j == 0u) {
         ivec3 total = word_sums[first] + word_sums[first + 1u] + word_sums[first + 2u]
                       + word_sums[first + 3u];
-        digits[at + 6u] = uvec4(uint(s.tau), uvec3(total));
+        digits[at + 6u] = uvec4(uint(tau), uvec3(total));
     }
 }

@@ -440,7 +440,6 @@ fn written(c: &Choice) -> String {
                         (k.portable, 'p'),
                         (k.decode_once, 'w'),
                         (k.word_lanes, 'l'),
-                        (k.x_here_chunks != 0, 'i'),
                     ]
                     .to_vec(),
                 ]
@@ -456,8 +455,7 @@ fn written(c: &Choice) -> String {
                 (k.x_f16, 'h'),
                 (k.portable, 'p'),
                 (k.word_lanes, 'l'),
-                (k.dot, 'd'),
-                (k.x_here_chunks != 0, 'i')
+                (k.dot, 'd')
             ])
         ),
         KernelChoice::BlocksGemm(k) => format!(

@@ -53,8 +53,6 @@ fn context_shaped(
         overrides: q4vk::plan::Overrides {
             gemm_from_m: Some(GEMM_FROM),
             simt_gemv_word_lanes: word_lanes,
-            // The pre-pass at every m (`gpu_bytes_here` runs the workgroups' own rounding).
-            bytes_here: Some(false),
             ..Default::default()
         },
         ..Default::default()

@@ -40,7 +40,6 @@ fn a_context_creates_only_the_module_it_uses() {
             decode_once: false,
             word_lanes: false,
             pair: false,
-            x_here_chunks: 0,
         };
         ctx.pipelines
             .get(key(ctx.rules.portable), q4vk::vk::gemv::Epilogue::NONE)

@@ -111,9 +111,8 @@ pub const Q4VK_GEMV_GELU_GATE: u32 = 0x100;
 
 /// Opt-in, less exact: f32 or f16 activations may be rounded to one signed byte per
 /// element where that makes the call faster — the form llama.cpp's integer-dot kernels use
-/// (its `q8_1`). Today that is the integer dot-product GEMV given a workspace (or, at the
-/// m where the device's tuning row has its workgroups round x themselves, without one:
-/// `Q4VK_GEMV_PREPASS_BYTES_IN_KERNEL`), on contexts that run it (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit
+/// (its `q8_1`). Today that is the integer dot-product GEMV given a workspace, on contexts
+/// that run it (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit
 /// dot products accelerated): on SIMT matrices (not the tensor-core layout) where the
 /// device's tuning row says it pays with its rounding pass (on larger matrices), and on
 /// GGUF blocks (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`) where their GEMV runs and the row says it
@@ -128,9 +127,7 @@ pub const Q4VK_GEMV_GELU_GATE: u32 = 0x100;
 /// result is then that of x rounded (each element within about `d / 2` of x: `|y − ref|`
 /// up to `Σ |w|·d / 2` per output; measured ‖y − ref‖/‖ref‖: bench/RESULTS.md) instead of
 /// fp32-accurate; a block with an infinite or NaN element gives a non-finite result in its
-/// row of y (NaN where the driver keeps infinities and NaNs), as the exact digits do. Rounded
-/// by the kernel's workgroups, x takes the same bytes and y the same bits. Everywhere else
-/// (other kernels, no workspace where a pre-pass would be needed, CPU contexts) the flag
+/// row of y (NaN where the driver keeps infinities and NaNs), as the exact digits do. Everywhere else (other kernels, no workspace, CPU contexts) the flag
 /// changes nothing. With `Q4VK_GEMV_ROUND_X_TO_F16` each applies where its kernel runs.
 pub const Q4VK_GEMV_ROUND_X_TO_INT8: u32 = 0x200;
 
@@ -1229,11 +1226,6 @@ pub const Q4VK_GEMV_PREPASS_FRAGMENTS: q4vk_gemv_prepass = 2;
 /// x rounded to one byte per element with a scale per 32 columns in the workspace (the
 /// integer dot-product GEMV under `Q4VK_GEMV_ROUND_X_TO_INT8`).
 pub const Q4VK_GEMV_PREPASS_BYTES: q4vk_gemv_prepass = 3;
-/// None recorded: each workgroup of the kernel rounds the x it reads to bytes itself, into
-/// its shared memory, with the same bits as `Q4VK_GEMV_PREPASS_BYTES` (no workspace, no
-/// dispatch or barrier before the kernel; the integer dot-product GEMV and the GEMV on GGUF
-/// blocks under `Q4VK_GEMV_ROUND_X_TO_INT8`, at the m where the device's tuning row says so).
-pub const Q4VK_GEMV_PREPASS_BYTES_IN_KERNEL: q4vk_gemv_prepass = 4;
 
 /// What `q4vk_gemv_plan` answers. The caller sets `struct_size =
 /// sizeof(q4vk_gemv_plan_info)` (smaller than v0 is refused); q4vk writes the other fields.
@@ -1382,7 +1374,6 @@ fn plan_fields(
         gemv::KernelChoice::CoopGemm { .. } => Q4VK_GEMV_KERNEL_COOP_GEMM,
     };
     let prepass = match choice.prepass {
-        None if choice.rounds_x_here() => Q4VK_GEMV_PREPASS_BYTES_IN_KERNEL,
         None => Q4VK_GEMV_PREPASS_NONE,
         Some(gemv::PrepassChoice::Digits(key)) if key.bytes => Q4VK_GEMV_PREPASS_BYTES,
         Some(gemv::PrepassChoice::Digits(_)) => Q4VK_GEMV_PREPASS_DIGITS,

@@ -39,10 +39,6 @@ pub struct Overrides {
     /// Whether the GEMV on GGUF blocks strides over quarters of pieces
     /// (`BlocksKey::word_lanes`).
     pub blocks_gemv_word_lanes: Option<bool>,
-    /// Whether the GEMV on x rounded to bytes has each workgroup round x itself
-    /// (`PipelineKey::x_here_chunks`) at every m of one pass, shared memory permitting,
-    /// instead of reading the pre-pass's workspace.
-    pub bytes_here: Option<bool>,
 }
 
 impl Overrides {

@@ -162,15 +162,6 @@ pub struct IntDotReach {
     /// pays at m = 1 on matrices of at least 2^`blocks_bytes_from_weights_log2_at_1`
     /// weights, and at m ≥ 2 on every matrix (`h100-2026-12-06-blocks-on-bytes.txt`).
     pub blocks_bytes_from_weights_log2_at_1: u32,
-    /// Largest m at which the GEMV on x rounded to bytes has each workgroup round the x of
-    /// its pass itself, into its shared memory (`vk::pipeline::PipelineKey::x_here_chunks`:
-    /// no pre-pass dispatch, no barrier before the kernel, no workspace), where that fits
-    /// the device's shared memory; 0: never.
-    pub bytes_here_up_to: u32,
-    /// Where the workgroups round x themselves (`bytes_here_up_to`), on SIMT matrices of
-    /// at least 2^`bytes_here_from_weights_log2` weights (the f32 GEMV on smaller ones);
-    /// GGUF blocks, whose f32 decode costs more, on every matrix.
-    pub bytes_here_from_weights_log2: u32,
 }
 
 impl IntDotReach {
@@ -192,13 +183,6 @@ impl IntDotReach {
             _ => self.bytes_from_weights_log2,
         };
         at_least_weights(n, k, log2)
-    }
-
-    /// Whether the workgroups of the GEMV on x rounded to bytes round it themselves at `m`
-    /// on an `n` × `k` matrix (`blocks`: of GGUF blocks), shared memory permitting.
-    pub fn bytes_here(&self, n: usize, k: usize, m: u32, blocks: bool) -> bool {
-        m <= self.bytes_here_up_to
-            && (blocks || at_least_weights(n, k, self.bytes_here_from_weights_log2))
     }
 
     /// As [`Self::bytes_pay`] on GGUF blocks, against their f32 decode.
@@ -402,8 +386,6 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         bytes_from_weights_log2_at_1: 25,
         bytes_from_weights_log2: 23,
         blocks_bytes_from_weights_log2_at_1: 23,
-        bytes_here_up_to: 1,
-        bytes_here_from_weights_log2: 0,
     },
     coop_gemm_at_8: Some((10240, 8192)),
     fragments_from_m: FragmentsFromM {
@@ -441,12 +423,6 @@ pub const CPU_IMPLEMENTATION: DeviceTuning = DeviceTuning {
         tx: 16,
         ty: 4,
         rn: 12,
-    },
-    // Each workgroup runs on one thread, so rounding x in every workgroup costs a thread
-    // what the pre-pass costs all of them (`lavapipe-2026-12-06-bytes-here.txt`).
-    int_dot: IntDotReach {
-        bytes_here_up_to: 0,
-        ..NVIDIA.int_dot
     },
     ..DEFAULT
 };

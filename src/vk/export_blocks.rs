@@ -49,7 +49,6 @@ fn gemv_kernel(
         word_lanes,
         dot: false,
         pair: false,
-        x_here_chunks: 0,
     };
     if key.workgroup > dev.max_workgroup {
         return Err(Error::Unsupported(format!(

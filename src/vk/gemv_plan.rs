@@ -654,15 +654,6 @@ pub struct Choice {
 }
 
 impl Choice {
-    /// Whether the kernel's workgroups round x to bytes themselves (no pre-pass).
-    pub fn rounds_x_here(&self) -> bool {
-        match self.kernel {
-            KernelChoice::SimtGemv { key, .. } => key.x_here_chunks != 0,
-            KernelChoice::BlocksGemv { key, .. } => key.x_here_chunks != 0,
-            _ => false,
-        }
-    }
-
     /// Whether the call runs a GEMM kernel.
     pub fn runs_gemm(&self) -> bool {
         matches!(
@@ -783,7 +774,6 @@ impl fmt::Display for Choice {
             }
         }
         match self.prepass {
-            None if self.rounds_x_here() => write!(out, ", on x rounded to bytes in the workgroup"),
             None => Ok(()),
             Some(PrepassChoice::Digits(key)) if key.bytes => write!(out, ", on x rounded to bytes"),
             Some(PrepassChoice::Digits(_)) => write!(out, ", on x in 8-bit digits"),
@@ -792,18 +782,13 @@ impl fmt::Display for Choice {
     }
 }
 
-/// What a call with `p` on `form` runs given `room` of workspace: the GEMV on x rounded to
-/// bytes by its own workgroups where that applies (`bytes_here_choice`, whatever the
-/// room); else the integer dot-product
+/// What a call with `p` on `form` runs given `room` of workspace: the integer dot-product
 /// GEMV or the tensor-core GEMM on x in fragments behind their pre-pass where a workspace
 /// lets them run ([`runs_int_dot`]; on x rounded to bytes where `p` allows it and
 /// `IntDotReach::bytes_pay` says; the fragments rules), else the kernel that reads x
 /// ([`runs_gemm`]: the GEMM of the matrix's layout, or its GEMV). `Unsupported` where the
 /// chosen kernel does not fit the device; `Internal` where the rules contradict each other.
 pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Result<Choice> {
-    if let Some(choice) = bytes_here_choice(r, form, p)? {
-        return Ok(choice);
-    }
     if let Some(b) = &form.blocks {
         if room == Room::None || !runs_blocks_dot(r, form, p) {
             return on_x(r, form, p);
@@ -849,86 +834,6 @@ pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Resul
         prepass: Some(PrepassChoice::Fragments(f.g)),
         workspace_bytes: f.need,
     })
-}
-
-/// The choice of a call with `p` on `form` whose workgroups round x to bytes themselves
-/// (`PipelineKey::x_here_chunks`, `BlocksKey::x_here_chunks`): where `p` allows x rounded to
-/// bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`), the context runs the integer dot-product GEMV (its
-/// subgroup kernels), the matrix runs a GEMV (SIMT layout or GGUF blocks) in one pass of
-/// at most [`MAX_M`] rows, the device row rounds in the kernel there
-/// (`IntDotReach::bytes_here`, or `Overrides::bytes_here`) and the pass's x in bytes fits
-/// the device's shared memory beside the kernel's own; `None` elsewhere. No pre-pass, no
-/// workspace.
-fn bytes_here_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Option<Choice>> {
-    let (n, k) = (form.shape.n, form.shape.k);
-    let blocks = form.blocks.is_some();
-    let wanted = match r.overrides().bytes_here {
-        Some(on) => on,
-        None => r.row.int_dot.bytes_here(n, k, p.m, blocks),
-    };
-    let applies = p.x_round_int8
-        && r.int_dot
-        && !r.portable
-        && form.coop.is_none()
-        && wanted
-        && p.m <= MAX_M
-        && !runs_gemm(r, form, p.m);
-    let Ok(chunks) = u32::try_from(form.layout.chunks) else {
-        return Ok(None);
-    };
-    if !applies {
-        return Ok(None);
-    }
-    // The workgroups read x itself: its own type and, for a matrix with a column order
-    // that the caller has not gathered, through that order.
-    let kernel = match &form.blocks {
-        Some(b) => match blocks_choice(r, form, b, p, true)? {
-            KernelChoice::BlocksGemv { key, last } => {
-                let here = |key: BlocksKey| BlocksKey {
-                    x_here_chunks: chunks,
-                    x_f16: p.x_f16,
-                    ..key
-                };
-                KernelChoice::BlocksGemv {
-                    key: here(key),
-                    last: here(last),
-                }
-            }
-            _ => return Err(Error::Internal("the GEMV on blocks became a GEMM".into())),
-        },
-        None => match simt_gemv_choice(r, form, p, Some(true)) {
-            KernelChoice::SimtGemv { key, last } => {
-                let here = |key: PipelineKey| PipelineKey {
-                    x_here_chunks: chunks,
-                    x_f16: p.x_f16,
-                    k_order: form.column_order && !p.x_gathered,
-                    ..key
-                };
-                KernelChoice::SimtGemv {
-                    key: here(key),
-                    last: here(last),
-                }
-            }
-            _ => {
-                return Err(Error::Internal(
-                    "the SIMT GEMV became another kernel".into(),
-                ))
-            }
-        },
-    };
-    let shared = match kernel {
-        KernelChoice::SimtGemv { key, .. } => key.shared_bytes(r.simt.subgroup),
-        KernelChoice::BlocksGemv { key, .. } => key.shared_bytes(r.simt.subgroup),
-        _ => u32::MAX,
-    };
-    if shared > r.class.max_shared {
-        return Ok(None);
-    }
-    Ok(Some(Choice {
-        kernel,
-        prepass: None,
-        workspace_bytes: 0,
-    }))
 }
 
 /// The choice of a call whose kernel reads x itself.
@@ -1081,7 +986,6 @@ fn blocks_choice(
         word_lanes,
         dot,
         pair: false,
-        x_here_chunks: 0,
     };
     let full = key(pass_rows);
     let shared = full.shared_bytes(r.simt.subgroup);
@@ -1113,24 +1017,17 @@ fn simt_gemm_choice(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Kern
 }
 
 /// `choice` run as a gate+up pair (`vk::multi`): the subgroup kernels of the SIMT GEMV and
-/// of the GEMV on GGUF blocks (where the device's shared memory holds gate's parked sums
-/// beside the kernel's own),
+/// of the GEMV on GGUF blocks (where the device's shared memory holds gate's parked sums),
 /// built for two matrices; `None` for every other kernel.
 pub(super) fn paired(r: &Rules, choice: &Choice) -> Option<Choice> {
     match choice.kernel {
-        KernelChoice::SimtGemv { key, last }
-            if !key.portable
-                && PipelineKey { pair: true, ..key }.shared_bytes(r.simt.subgroup)
-                    <= r.class.max_shared =>
-        {
-            Some(Choice {
-                kernel: KernelChoice::SimtGemv {
-                    key: PipelineKey { pair: true, ..key },
-                    last: PipelineKey { pair: true, ..last },
-                },
-                ..*choice
-            })
-        }
+        KernelChoice::SimtGemv { key, last } if !key.portable => Some(Choice {
+            kernel: KernelChoice::SimtGemv {
+                key: PipelineKey { pair: true, ..key },
+                last: PipelineKey { pair: true, ..last },
+            },
+            ..*choice
+        }),
         KernelChoice::BlocksGemv { key, last }
             if !key.portable
                 && BlocksKey { pair: true, ..key }.shared_bytes(r.simt.subgroup)
@@ -1195,7 +1092,6 @@ fn simt_gemv_choice(
         decode_once: !dot && rows >= 2 && decodes_once(r, form),
         word_lanes,
         pair: false,
-        x_here_chunks: 0,
     };
     KernelChoice::SimtGemv {
         key: key(pass_rows),

@@ -190,9 +190,6 @@ pub enum Spec {
     WordLanes,
     /// The integer dot-product kernel on x rounded to one byte per element (its build only).
     XBytes,
-    /// Chunks per activation row the workgroup rounds to bytes itself (its build only; 0:
-    /// x arrives in the workspace).
-    XHereChunks,
 }
 
 /// The one table of the SIMT kernel's specialization ids: (constant, id in q4vk's own
@@ -200,7 +197,7 @@ pub enum Spec {
 /// build and id in the extended exported build (`shaders/gemv_export.glsl`: ncnn wants the
 /// kernel's own ids contiguous from 0, with the subgroup size last as the portable variant
 /// lacks it); `None`: not in that build).
-pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 15] = [
+pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 14] = [
     (Spec::Workgroup, 0, Some(5), Some(5)),
     (Spec::Rows, 1, Some(0), Some(0)),
     (Spec::M, 2, Some(1), Some(1)),
@@ -215,7 +212,6 @@ pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 15] = [
     (Spec::DecodeOnce, 11, None, None),
     (Spec::WordLanes, 12, None, None),
     (Spec::XBytes, 13, None, None),
-    (Spec::XHereChunks, 14, None, None),
 ];
 
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
@@ -258,37 +254,6 @@ pub struct PipelineKey {
     /// in set 2; one dispatch writes gate's output (the epilogue's gate binding) and y =
     /// act(gate) · up (`vk::multi`).
     pub pair: bool,
-    /// With `x_bytes`: chunks of 32 columns per activation row that each workgroup rounds
-    /// to bytes itself from x into shared memory ([`x_here_bytes`]) before its K loop (the
-    /// matrix's chunks), instead of reading the pre-pass's workspace; 0: the workspace.
-    pub x_here_chunks: u32,
-}
-
-impl PipelineKey {
-    /// Bytes of the SIMT GEMV's shared memory on a device of `subgroup` invocations: its
-    /// reduction's slots, a pair's parked gate sums, and x in bytes where the workgroup
-    /// rounds it (a spare uvec4 in the integer dot-product builds otherwise).
-    pub fn shared_bytes(&self, subgroup: u32) -> u32 {
-        let slots = match self.portable {
-            true => self.workgroup,
-            false => self.workgroup / subgroup.max(1),
-        };
-        let parked = match self.pair {
-            true => 4 * self.m * self.rows,
-            false => 0,
-        };
-        let x_here = match self.dot {
-            true => x_here_bytes(self.x_here_chunks, self.m),
-            false => 0,
-        };
-        4 * slots * self.m * self.rows + parked + x_here
-    }
-}
-
-/// Bytes of shared memory in which a workgroup holds `m` activation rows of `chunks`
-/// chunks of x rounded to bytes (`shaders/x_bytes.glsl`: 3 uvec4 per chunk, one spare).
-pub fn x_here_bytes(chunks: u32, m: u32) -> u32 {
-    16 * (3 * chunks * m + 1)
 }
 
 /// Which tensor-core GEMV pipeline (`shaders/gemv_q4_coop.comp`, specialization
@@ -565,8 +530,6 @@ pub struct BlocksKey {
     pub dot: bool,
     /// A gate+up pair (subgroup kernels), as [`PipelineKey::pair`].
     pub pair: bool,
-    /// With `dot`, as [`PipelineKey::x_here_chunks`].
-    pub x_here_chunks: u32,
 }
 
 /// The most activation rows per pass of the GEMV on GGUF blocks whose x each invocation
@@ -582,8 +545,8 @@ impl BlocksKey {
         self.dot || self.word_lanes || self.m <= BLOCKS_MAX_M
     }
 
-    /// The specialization constants by id (0..7) on a device of `subgroup` invocations.
-    pub fn spec_values(&self, subgroup: u32) -> [u32; 8] {
+    /// The specialization constants by id (0..6) on a device of `subgroup` invocations.
+    pub fn spec_values(&self, subgroup: u32) -> [u32; 7] {
         [
             self.workgroup,
             self.rows,
@@ -592,7 +555,6 @@ impl BlocksKey {
             subgroup,
             self.x_held() as u32,
             self.word_lanes as u32,
-            self.x_here_chunks,
         ]
     }
 
@@ -614,13 +576,7 @@ impl BlocksKey {
             true => 4 * self.m * self.rows,
             false => 0,
         };
-        // x in bytes: the workgroup's own where it rounds x (a spare uvec4 otherwise, in
-        // the builds that have it).
-        let x_here = match self.dot {
-            true => x_here_bytes(self.x_here_chunks, self.m),
-            false => 0,
-        };
-        4 * slots * self.m * self.rows + table + parked + x_here
+        4 * slots * self.m * self.rows + table + parked
     }
 }
 
@@ -1104,7 +1060,6 @@ impl Pipelines {
             Spec::DecodeOnce => key.decode_once as u32,
             Spec::WordLanes => key.word_lanes as u32,
             Spec::XBytes => key.x_bytes as u32,
-            Spec::XHereChunks => key.x_here_chunks,
         };
         let mut values = [0u32; SPECS.len()];
         for (spec, id, _, _) in SPECS {
