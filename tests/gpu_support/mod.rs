@@ -644,9 +644,13 @@ pub fn split_block_to_f16(block: &[f32]) -> (f32, Vec<(u16, u16)>) {
     (factor, halves)
 }
 
-/// Records `q4vk_cmd_gemv_multi` into a command buffer the test owns, submits it to the
-/// context's queue and waits.
-pub fn run_multi(gpu: &Gpu, mats: &[*const q4vk_matrix], args: &[q4vk_gemv_args]) -> q4vk_status {
+/// Runs `record` on a command buffer of a pool the test creates for it on the context's
+/// queue family, submits it to the context's queue, waits, and returns what `record`
+/// returned.
+fn on_own_command_buffer(
+    gpu: &Gpu,
+    record: impl FnOnce(*mut std::ffi::c_void) -> q4vk_status,
+) -> q4vk_status {
     use ash::vk::Handle;
     let ctx = gpu.context();
     let d = &ctx.device.device;
@@ -659,39 +663,33 @@ pub fn run_multi(gpu: &Gpu, mats: &[*const q4vk_matrix], args: &[q4vk_gemv_args]
             )
             .unwrap();
         submit_and_wait(d, ctx.device.queue, pool, |cmd| {
-            status = q4vk_cmd_gemv_multi(
-                gpu.ctx,
-                mats.len() as u32,
-                mats.as_ptr(),
-                cmd.as_raw() as *mut _,
-                args.as_ptr(),
-            );
+            status = record(cmd.as_raw() as *mut _);
         });
         d.destroy_command_pool(pool, None);
     }
     status
 }
 
+/// Records `q4vk_cmd_gemv_multi` into a command buffer the test owns, submits it to the
+/// context's queue and waits.
+pub fn run_multi(gpu: &Gpu, mats: &[*const q4vk_matrix], args: &[q4vk_gemv_args]) -> q4vk_status {
+    on_own_command_buffer(gpu, |cmd| unsafe {
+        q4vk_cmd_gemv_multi(
+            gpu.ctx,
+            mats.len() as u32,
+            mats.as_ptr(),
+            cmd as *mut _,
+            args.as_ptr(),
+        )
+    })
+}
+
 /// Records `q4vk_cmd_gemv` into a command buffer the test owns, with its own barrier, and
 /// submits it to the context's queue.
 pub fn run_cmd(gpu: &Gpu, mat: *mut q4vk_matrix, args: &q4vk_gemv_args) -> q4vk_status {
-    use ash::vk::Handle;
-    let ctx = gpu.context();
-    let d = &ctx.device.device;
-    unsafe {
-        let pool = d
-            .create_command_pool(
-                &vk::CommandPoolCreateInfo::default().queue_family_index(ctx.device.queue_family),
-                None,
-            )
-            .unwrap();
-        let mut status = Q4VK_OK;
-        submit_and_wait(d, ctx.device.queue, pool, |cmd| {
-            status = q4vk_cmd_gemv(gpu.ctx, mat, cmd.as_raw() as *mut _, args);
-        });
-        d.destroy_command_pool(pool, None);
-        status
-    }
+    on_own_command_buffer(gpu, |cmd| unsafe {
+        q4vk_cmd_gemv(gpu.ctx, mat, cmd as *mut _, args)
+    })
 }
 
 /// The form `q4vk_matrix_create` gives `data` (no offsets, no column order) on `ctx`.
