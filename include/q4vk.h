@@ -1005,6 +1005,12 @@ typedef struct q4vk_staging {
 // their GEMM (`Q4VK_GEMV_KERNEL_SIMT_GEMM`), on x itself, no subgroup operations.
 #define Q4VK_GEMV_KERNEL_BLOCKS_GEMM 9
 
+// The tensor-core GEMM on GGUF blocks kept in their native bytes, fragments through shared
+// memory (any fragment layout and subgroup size; f16 fragments of depth 8 or 16): the m
+// where `Q4VK_GEMV_KERNEL_BLOCKS_GEMM` would run, on devices whose cooperative matrices
+// offer such a shape and whose tuning row takes it.
+#define Q4VK_GEMV_KERNEL_BLOCKS_COOP_GEMM 10
+
 // None: the kernel reads x.
 #define Q4VK_GEMV_PREPASS_NONE 0
 

@@ -87,6 +87,13 @@ glslang_quiet -V --quiet --target-env vulkan1.1 -DK_SLICES gemm_q4_coop.comp -o 
 # The tensor-core GEMM on the SIMT layout through shared memory: any coopmat shape and
 # subgroup size (devices whose fragment layout is not the one above).
 glslang_quiet -V --quiet --target-env vulkan1.1 gemm_q4_coop_tiles.comp -o "$out/gemm_q4_coop_tiles.spv"
+# Its counterpart on GGUF blocks in their native bytes, a build per block type (ids as in
+# blocks_decode.glsl).
+type_id=0
+for block_type in q5_0 q5_1 q8_0 q5_k q6_k iq4_nl iq4_xs mxfp4 nvfp4 q4_1 q4_k; do
+    glslang_quiet -V --quiet --target-env vulkan1.1 -DBLOCK_TYPE=$type_id gemm_blocks_coop.comp -o "$out/gemm_blocks_${block_type}_coop.spv"
+    type_id=$((type_id + 1))
+done
 # Its K slices added into y.
 glslc $FLAGS gemm_slices.comp -o "$out/gemm_slices.spv"
 glslang_quiet -V --quiet --target-env vulkan1.1 coop_probe.comp -o "$out/coop_probe.spv"

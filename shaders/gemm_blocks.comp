@@ -67,8 +67,7 @@ layout(constant_id = 5) const uint KSPLIT = 1;
 #include "q4_common.glsl"
 #include "blocks_decode.glsl"
 
-layout(set = XY_SET, binding = X_BINDING) readonly buffer X1 { float x1[]; };
-layout(set = XY_SET, binding = X_BINDING) readonly buffer XH { uint xh[]; };
+#include "x_tokens.glsl"
 #include "epilogue.glsl"
 
 #ifndef EXPORT
@@ -93,16 +92,6 @@ uint own_row(uint tx, uint i) {
 }
 uint own_token(uint ty, uint j) {
     return (j & 3u) + 4u * ty + 4u * TY * (j >> 2);
-}
-
-// Input k of token tok.
-float x_at(uint tok, uint k) {
-    uint at = tok * p.x_stride + k;
-    if (X_F16) {
-        vec2 pair = unpackHalf2x16(xh[at >> 1]);
-        return (at & 1u) == 0u ? pair.x : pair.y;
-    }
-    return x1[at];
 }
 
 // Stages piece c of every row of the tile into K group kg's tiles (rows tid, tid + GROUP, ...

@@ -468,6 +468,17 @@ fn written(c: &Choice) -> String {
             k.ksplit,
             flags(&[(k.x_f16, 'h')])
         ),
+        KernelChoice::BlocksTiles(k) => format!(
+            "blocks-tgemm({} {}x{}x{} wg{} r{} c{} {})",
+            k.ty.name(),
+            k.shape.m,
+            k.shape.n,
+            k.shape.k,
+            k.workgroup,
+            k.row_tiles,
+            k.col_tiles,
+            flags(&[(k.x_f16, 'h')])
+        ),
         KernelChoice::SimtGemm(k) => format!(
             "gemm({}x{}x{}x{} k{} {})",
             k.tile.tx,

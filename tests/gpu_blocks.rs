@@ -267,6 +267,8 @@ fn k_groups_and_fixed_rows_compute_the_same() {
                 o.gemm_ksplit = Some(ksplit);
                 o.blocks_gemv_rows = Some(rows);
                 o.blocks_gemv_pass_rows = pass_rows;
+                // The SIMT GEMM on blocks (whose K groups these are) on every device.
+                o.coop_tiles = Some(false);
             })
             .unwrap();
         for ty in [BlockType::Q4K, BlockType::Q6K] {

@@ -4,18 +4,22 @@
 //! every matrix form (zero points, f32 scales, offsets, a column order, per-channel and
 //! every group size), f32 and f16 x, m from 1 (GEMV sizes, the kernel forced from m = 1) to
 //! 70, odd shapes and partial tiles, matrices in several parts, against the f64 reference
-//! with validation on; and by default it replaces the SIMT GEMM where the device's row says.
+//! with validation on; its counterpart on GGUF blocks (`shaders/gemm_blocks_coop.comp`) on
+//! every block type; and by default they replace the SIMT GEMMs where the device's row says.
 //! On a device without such a shape the context must say so and run the SIMT GEMM;
 //! `Q4VK_EXPECT_COOP_TILES=1` (CI's run on that lavapipe) makes that a failure.
 
 mod gpu_support;
+use gpu_support::blocks::{blocks_desc, dequantized, random_blocks};
 use gpu_support::*;
 use q4vk::cpu::reference;
+use q4vk::cpu::reference::gemv_dense;
+use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::Overrides;
 use q4vk::quant::q4::Q4Data;
 use q4vk::vk::context::{Context, ContextConfig};
 use q4vk::vk::gemv::{decide, gemv_host, KernelChoice, Room};
-use q4vk::vk::matrix::DeviceMatrix;
+use q4vk::vk::matrix::{DeviceMatrix, UploadRoute};
 
 /// A validated context with the tensor-core GEMM on the SIMT layout fixed on from
 /// `gemm_from_m` (`None`: the rules'), or `None` where the device offers no shape for it
@@ -49,7 +53,8 @@ fn tiles_context(gemm_from_m: Option<u32>) -> Option<Context> {
 }
 
 /// Runs `m` rows of x on `mat` recorded (f32 and f16 x), asserting that the call runs the
-/// tiles kernel and matches `reference` (y of `x` in the matrix's column order) within 1e-5.
+/// tiles kernel of the matrix's form (on the SIMT layout or on GGUF blocks) and matches
+/// `reference` (y of `x` in the matrix's column order) within 1e-5.
 fn assert_tiles_call_matches(
     ctx: &Context,
     mat: &DeviceMatrix,
@@ -69,10 +74,11 @@ fn assert_tiles_call_matches(
         };
         let p = dense_params(&mat.form, m, how);
         let choice = decide(&ctx.rules, &mat.form, &p, Room::AsNeeded).unwrap();
-        assert!(
-            matches!(choice.kernel, KernelChoice::CoopTiles(_)),
-            "{what} m {m} f16 {x_f16}: {choice}"
-        );
+        let tiles = match mat.form.blocks {
+            Some(_) => matches!(choice.kernel, KernelChoice::BlocksTiles(_)),
+            None => matches!(choice.kernel, KernelChoice::CoopTiles(_)),
+        };
+        assert!(tiles, "{what} m {m} f16 {x_f16}: {choice}");
         let y = try_record_gemv(ctx, mat, bytes, m, how).unwrap();
         assert!(y.iter().all(|v| v.is_finite()), "unwritten y: {what} m {m}");
         let err = reference::relative_error(&y, &reference(values));
@@ -141,6 +147,34 @@ fn every_form_matches_reference_at_every_m() {
     assert_nothing_logged();
 }
 
+/// Every GGUF block type on the tensor-core GEMM on blocks (`shaders/gemm_blocks_coop.comp`):
+/// one block per row and several, odd row counts and parts of a few row tiles, GEMV and
+/// GEMM sizes of m, f32 and f16 x, against the f64 GEMV of `q4vk_matrix_dequantize`'s
+/// weights (bit for bit gguf-py's).
+#[test]
+fn every_block_type_matches_reference() {
+    let Some(mut ctx) = tiles_context(Some(1)) else {
+        return;
+    };
+    ctx.limits.max_part_bytes = 24 * 1024;
+    let mut rng = Rng(0xB10C5);
+    for ty in BlockType::ALL {
+        let b = ty.block_elements();
+        for (n, k) in [(37usize, b), (70, 3 * b)] {
+            let bytes = random_blocks(&mut rng, ty, n, k);
+            let w = dequantized(&blocks_desc(ty, n, k, &bytes));
+            let mat =
+                DeviceMatrix::from_blocks(&ctx, ty, n, k, &bytes, &mut UploadRoute::Queue).unwrap();
+            for m in [1usize, 19] {
+                let what = format!("{} {n}x{k}", ty.name());
+                let reference = |x: &[f32]| gemv_dense(&w, x, n, k, m);
+                assert_tiles_call_matches(&ctx, &mat, m, &mut rng, reference, &what);
+            }
+        }
+    }
+    assert_nothing_logged();
+}
+
 /// Activations so large or small that f32 x is split at the ends of its range: the
 /// block factors keep the sums exact to the tolerance.
 #[test]
@@ -176,7 +210,8 @@ fn extreme_activations_keep_their_accuracy() {
 }
 
 /// Without fixed choices the device's row decides: where it runs the kernel, every call that
-/// runs a GEMM on a SIMT-layout matrix runs it; the GEMV sizes keep the SIMT GEMV.
+/// runs a GEMM on a SIMT-layout matrix runs it, and likewise its counterpart on GGUF blocks;
+/// the GEMV sizes keep the GEMVs.
 #[test]
 fn the_device_row_decides_where_it_runs() {
     let Some(ctx) = tiles_context(None) else {
@@ -196,6 +231,25 @@ fn the_device_row_decides_where_it_runs() {
         gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
         let err = reference::relative_error(&y, &reference::gemv(&d, &x, m));
         assert!(err < 1e-5, "m {m} ({choice}): {err:e}");
+    }
+    // GGUF blocks: the tensor-core GEMM on blocks where the row takes it.
+    let by_row = ctx.rules.row.blocks_coop_tiles_gemm;
+    let (n, k) = (100, 512);
+    let bytes = random_blocks(&mut rng, BlockType::Q4K, n, k);
+    let w = dequantized(&blocks_desc(BlockType::Q4K, n, k, &bytes));
+    let mat =
+        DeviceMatrix::from_blocks(&ctx, BlockType::Q4K, n, k, &bytes, &mut UploadRoute::Queue)
+            .unwrap();
+    for m in [1usize, 8, 64] {
+        let p = dense_params(&mat.form, m, Recording::default());
+        let choice = decide(&ctx.rules, &mat.form, &p, Room::None).unwrap();
+        let tiles = matches!(choice.kernel, KernelChoice::BlocksTiles(_));
+        assert_eq!(tiles, by_row && choice.runs_gemm(), "Q4_K m {m}: {choice}");
+        let x = rng.vec(m * k);
+        let mut y = vec![f32::NAN; m * n];
+        gemv_host(&ctx, &mat, &x, &mut y, m as u32).unwrap();
+        let err = reference::relative_error(&y, &gemv_dense(&w, &x, n, k, m));
+        assert!(err < 1e-5, "Q4_K m {m} ({choice}): {err:e}");
     }
     assert_nothing_logged();
 }

@@ -1214,6 +1214,11 @@ pub const Q4VK_GEMV_KERNEL_BLOCKS_GEMV: q4vk_gemv_kernel = 8;
 /// The GEMM on GGUF blocks kept in their native bytes: the m where the SIMT matrices run
 /// their GEMM (`Q4VK_GEMV_KERNEL_SIMT_GEMM`), on x itself, no subgroup operations.
 pub const Q4VK_GEMV_KERNEL_BLOCKS_GEMM: q4vk_gemv_kernel = 9;
+/// The tensor-core GEMM on GGUF blocks kept in their native bytes, fragments through shared
+/// memory (any fragment layout and subgroup size; f16 fragments of depth 8 or 16): the m
+/// where `Q4VK_GEMV_KERNEL_BLOCKS_GEMM` would run, on devices whose cooperative matrices
+/// offer such a shape and whose tuning row takes it.
+pub const Q4VK_GEMV_KERNEL_BLOCKS_COOP_GEMM: q4vk_gemv_kernel = 10;
 
 /// The pre-pass a call records before its kernel (`q4vk_gemv_plan_info.prepass`).
 pub type q4vk_gemv_prepass = u32;
@@ -1368,6 +1373,7 @@ fn plan_fields(
         gemv::KernelChoice::SimtGemv { .. } => Q4VK_GEMV_KERNEL_SIMT_GEMV,
         gemv::KernelChoice::BlocksGemv { .. } => Q4VK_GEMV_KERNEL_BLOCKS_GEMV,
         gemv::KernelChoice::BlocksGemm(_) => Q4VK_GEMV_KERNEL_BLOCKS_GEMM,
+        gemv::KernelChoice::BlocksTiles(_) => Q4VK_GEMV_KERNEL_BLOCKS_COOP_GEMM,
         gemv::KernelChoice::SimtGemm(_) => Q4VK_GEMV_KERNEL_SIMT_GEMM,
         gemv::KernelChoice::CoopTiles(_) => Q4VK_GEMV_KERNEL_COOP_TILES_GEMM,
         gemv::KernelChoice::CoopGemv(_) => Q4VK_GEMV_KERNEL_COOP_GEMV,

@@ -29,8 +29,9 @@ pub struct Overrides {
     /// codes instead of chunks (`PipelineKey::word_lanes`), whatever the workgroup shape
     /// says.
     pub simt_gemv_word_lanes: Option<bool>,
-    /// Whether SIMT-layout matrices run the tensor-core GEMM on the SIMT layout
-    /// (`vk::coop_tiles`) where a GEMM runs, on contexts whose device offers it.
+    /// Whether SIMT-layout matrices run the tensor-core GEMM on the SIMT layout, and GGUF
+    /// block matrices the tensor-core GEMM on blocks (`vk::coop_tiles`), where a GEMM runs,
+    /// on contexts whose device offers them.
     pub coop_tiles: Option<bool>,
     /// Rows per workgroup of the GEMV on GGUF blocks (1, 2, 4, 8, 16 or 32), at every m.
     pub blocks_gemv_rows: Option<u32>,

@@ -276,6 +276,10 @@ pub struct DeviceTuning {
     /// (`vk::coop_tiles`) instead of the SIMT GEMM, where the device's cooperative matrices
     /// offer its shape.
     pub coop_tiles_gemm: bool,
+    /// Whether GGUF block matrices run the tensor-core GEMM on blocks
+    /// (`shaders/gemm_blocks_coop.comp`) instead of the SIMT GEMM on blocks, where the
+    /// device's cooperative matrices offer its shape.
+    pub blocks_coop_tiles_gemm: bool,
     /// Rows per workgroup of the GEMV on GGUF blocks: `.0` for calls of one pass (m up to
     /// its 4 rows per pass), `.1` for calls of several (`h200-2026-12-05-blocks-shapes.txt`:
     /// more workgroups of fewer rows where the weights are read once, more rows per
@@ -397,6 +401,8 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
     // Its own tensor-core kernels run the tensor-core layout; SIMT-layout matrices (a column
     // order) keep the SIMT GEMM.
     coop_tiles_gemm: false,
+    // Not yet timed against the SIMT GEMM on blocks on these GPUs.
+    blocks_coop_tiles_gemm: false,
     blocks_gemv_rows: (2, 8),
     blocks_gemv_word_lanes_past_one_pass: &[BlockType::Q6K],
 };
@@ -445,6 +451,7 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
     // Cooperative matrices without NVIDIA's fragment layout: the tensor cores wherever a
     // GEMM runs.
     coop_tiles_gemm: true,
+    blocks_coop_tiles_gemm: true,
     // The NVIDIA row's one-pass rows; the generic SIMT GEMV's rows past one pass.
     blocks_gemv_rows: (2, 4),
     ..NVIDIA

@@ -4,13 +4,14 @@
 //! workspace, `prepass_plan`), and the workspace a call can use (`workspace_bytes`).
 
 use super::context::Context;
-use super::coop_tiles::{runs_tiles, tiles_key};
+use super::coop_tiles::{blocks_tiles_key, runs_blocks_tiles, runs_tiles, tiles_key};
 use super::matrix::DeviceMatrix;
 use super::matrix_form::MatrixForm;
 use super::params::{BufferRange, GemvParams, MAX_M};
 use super::pipeline::{
-    BlocksGemmKey, BlocksKey, CoopGemmKey, CoopKey, DigitsKey, FragmentsKey, GemmKey, PipelineKey,
-    Pipelines, Push, SlicesKey, TilesKey, Tuning, BLOCKS_MAX_M, DIGITS_WORKGROUP,
+    BlocksGemmKey, BlocksKey, BlocksTilesKey, CoopGemmKey, CoopKey, DigitsKey, FragmentsKey,
+    GemmKey, PipelineKey, Pipelines, Push, SlicesKey, TilesKey, Tuning, BLOCKS_MAX_M,
+    DIGITS_WORKGROUP,
 };
 use super::rules::Rules;
 use super::x_fragments::FragmentGeometry;
@@ -613,6 +614,8 @@ pub enum KernelChoice {
     },
     /// The GEMM on GGUF blocks in their native bytes.
     BlocksGemm(BlocksGemmKey),
+    /// The tensor-core GEMM on GGUF blocks in their native bytes (`vk::coop_tiles`).
+    BlocksTiles(BlocksTilesKey),
     /// The SIMT GEMM.
     SimtGemm(GemmKey),
     /// The tensor-core GEMM on the SIMT layout (`vk::coop_tiles`).
@@ -660,6 +663,7 @@ impl Choice {
             self.kernel,
             KernelChoice::SimtGemm(_)
                 | KernelChoice::BlocksGemm(_)
+                | KernelChoice::BlocksTiles(_)
                 | KernelChoice::CoopTiles(_)
                 | KernelChoice::CoopGemm { .. }
         )
@@ -738,6 +742,16 @@ impl fmt::Display for Choice {
                     write!(out, ", {} K groups", key.ksplit)?;
                 }
             }
+            KernelChoice::BlocksTiles(key) => write!(
+                out,
+                "tensor-core GEMM on GGUF {} blocks, {}x{}x{} fragments, {} rows x {} tokens",
+                key.ty.name(),
+                key.shape.m,
+                key.shape.n,
+                key.shape.k,
+                key.rows(),
+                key.tokens()
+            )?,
             KernelChoice::SimtGemm(key) => {
                 let t = key.tile;
                 write!(out, "SIMT GEMM, tile {}x{}x{}x{}", t.tx, t.ty, t.rn, t.rm)?;
@@ -926,7 +940,8 @@ fn runs_blocks_dot(r: &Rules, form: &MatrixForm, p: &GemvParams) -> bool {
 }
 
 /// The kernel on GGUF blocks (`blocks`, of `form`) for a call with `p` on `form`: where
-/// [`runs_gemm`] says so the GEMM on blocks with the SIMT GEMM's tile and K groups, else the
+/// [`runs_gemm`] says so the tensor-core GEMM on blocks where it runs and fits
+/// (`vk::coop_tiles`), else the GEMM on blocks with the SIMT GEMM's tile and K groups; else the
 /// GEMV (with `dot` on x rounded to bytes: [`runs_blocks_dot`]) in passes of up to
 /// [`BLOCKS_MAX_M`] activation rows ([`MAX_M`] with word lanes or `dot`; or
 /// the caller's fixed count; the last pass of the rows left), with the SIMT GEMV's workgroup and the row's rows per
@@ -941,6 +956,12 @@ fn blocks_choice(
 ) -> Result<KernelChoice> {
     let ty = blocks.ty;
     if !dot && runs_gemm(r, form, p.m) {
+        let tiles = runs_blocks_tiles(r, form)
+            .then(|| blocks_tiles_key(r, ty, p))
+            .flatten();
+        if let Some(key) = tiles {
+            return Ok(KernelChoice::BlocksTiles(key));
+        }
         let (tile, ksplit) = simt_gemm_shape(r, form, p.m)?;
         return Ok(KernelChoice::BlocksGemm(BlocksGemmKey {
             tile,
@@ -1197,6 +1218,12 @@ pub(super) fn plan_of(
             pipelines.get_blocks_gemm(key, epi)?,
             key.tile.rows() as u64,
             key.tile.tokens() as u64,
+            None,
+        ),
+        KernelChoice::BlocksTiles(key) => simt(
+            pipelines.get_blocks_tiles(key, epi)?,
+            key.rows() as u64,
+            key.tokens() as u64,
             None,
         ),
         KernelChoice::SimtGemm(key) => simt(

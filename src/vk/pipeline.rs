@@ -505,6 +505,71 @@ impl TilesKey {
     }
 }
 
+/// Which pipeline of the tensor-core GEMM on GGUF blocks in their native bytes
+/// (`shaders/gemm_blocks_coop.comp`, the type's build, `vk::coop_tiles`; specialization
+/// constants 0..6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlocksTilesKey {
+    /// The device's fragment shape (depth 8 or 16: a run of 16 inputs is whole fragments).
+    pub shape: FragmentShape,
+    /// Invocations per workgroup, a multiple of every subgroup size the device may use.
+    pub workgroup: u32,
+    /// Row tiles of `shape.m` rows per workgroup.
+    pub row_tiles: u32,
+    /// Column tiles of `shape.n` columns per workgroup (two per token for f32 x).
+    pub col_tiles: u32,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// The block type.
+    pub ty: BlockType,
+}
+
+impl BlocksTilesKey {
+    /// The specialization constants by id (0..6).
+    pub fn spec_values(&self) -> [u32; 7] {
+        let s = self.shape;
+        [
+            self.workgroup,
+            s.m,
+            s.n,
+            s.k,
+            self.row_tiles,
+            self.col_tiles,
+            self.x_f16 as u32,
+        ]
+    }
+
+    /// Rows per workgroup.
+    pub fn rows(&self) -> u32 {
+        self.row_tiles * self.shape.m
+    }
+
+    /// Tokens (activation rows) per workgroup.
+    pub fn tokens(&self) -> u32 {
+        let parts = if self.x_f16 { 1 } else { 2 };
+        self.col_tiles * self.shape.n / parts
+    }
+
+    /// Sums a piece keeps apart: one per run where the type's two runs of a piece have
+    /// scales of their own.
+    pub fn runs(&self) -> u32 {
+        match self.ty {
+            BlockType::Q4K | BlockType::Q5K | BlockType::Q6K | BlockType::Nvfp4 => 2,
+            _ => 1,
+        }
+    }
+
+    /// Bytes of the kernel's shared memory: A and B staged as f16 (rows and columns of a
+    /// piece's 32 inputs in five 16-byte words), C as f32 per run kept apart (rows of the
+    /// columns + 4), each row's scales and offsets, and per token the piece's segments'
+    /// largest |x| and sums, its factor and its runs' sums.
+    pub fn shared_bytes(&self) -> u32 {
+        let cols = self.col_tiles * self.shape.n;
+        let rows = self.rows();
+        80 * (rows + cols) + 4 * self.runs() * rows * (cols + 4) + 16 * rows + 44 * self.tokens()
+    }
+}
+
 /// Which GEMV pipeline on GGUF blocks in their native bytes (`shaders/gemv_blocks.comp`,
 /// the type's build, specialization constants 0..6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -832,6 +897,9 @@ pub struct Pipelines {
     blocks_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
     /// The GEMM on GGUF blocks' modules, a build per block type, likewise.
     blocks_gemm_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
+    /// The tensor-core GEMM on GGUF blocks' modules, a build per block type, likewise
+    /// (contexts with `coop_tiles` only).
+    blocks_tiles_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
     /// The GEMV on GGUF blocks' integer dot-product builds, a build per block type,
     /// likewise (contexts that use the integer dot-product GEMV only).
     blocks_dot_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
@@ -851,6 +919,7 @@ pub struct Pipelines {
     tiles_pipelines: PipelineSet<(TilesKey, Epilogue)>,
     blocks_pipelines: PipelineSet<(BlocksKey, Epilogue)>,
     blocks_gemm_pipelines: PipelineSet<(BlocksGemmKey, Epilogue)>,
+    blocks_tiles_pipelines: PipelineSet<(BlocksTilesKey, Epilogue)>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -933,6 +1002,7 @@ impl Pipelines {
             tiles_module: Mutex::new(vk::ShaderModule::null()),
             blocks_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_gemm_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
+            blocks_tiles_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_dot_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_pair_modules: [(); 2]
                 .map(|_| BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null()))),
@@ -948,6 +1018,7 @@ impl Pipelines {
             tiles_pipelines: PipelineSet::new("tensor-core gemm on the SIMT layout"),
             blocks_pipelines: PipelineSet::new("gemv on GGUF blocks"),
             blocks_gemm_pipelines: PipelineSet::new("gemm on GGUF blocks"),
+            blocks_tiles_pipelines: PipelineSet::new("tensor-core gemm on GGUF blocks"),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -1247,6 +1318,25 @@ impl Pipelines {
             })
     }
 
+    /// The tensor-core GEMM on GGUF blocks' pipeline for `key`, created (with the type's
+    /// module, the first time) on first use (contexts whose device offers its fragment
+    /// shape only).
+    pub fn get_blocks_tiles(&self, key: BlocksTilesKey, epi: Epilogue) -> Result<vk::Pipeline> {
+        if !self.coop_tiles {
+            return Err(Error::Internal(
+                "tensor-core GEMM on GGUF blocks requested from a context without it".into(),
+            ));
+        }
+        self.blocks_tiles_pipelines
+            .get_or_create((key, epi), |name| {
+                let slot = type_slot(&self.blocks_tiles_modules, key.ty)?;
+                let spv = shaders::gemm_blocks_coop(key.ty);
+                let module =
+                    self.lazy_module(slot, spv, &format!("gemm_blocks_coop {}", key.ty.name()))?;
+                self.create(module, &key.spec_values(), epi, name)
+            })
+    }
+
     /// Refuses the tensor-core kernels on a context that does not run them.
     fn check_coop(&self) -> Result<()> {
         if self.coop_module == vk::ShaderModule::null() {
@@ -1355,6 +1445,7 @@ impl Pipelines {
             + self.tiles_pipelines.len()
             + self.blocks_pipelines.len()
             + self.blocks_gemm_pipelines.len()
+            + self.blocks_tiles_pipelines.len()
     }
 
     /// How many gate+up pair pipelines (of the SIMT GEMV and of the GEMV on GGUF blocks)
@@ -1383,6 +1474,7 @@ impl Pipelines {
         all.extend(self.tiles_pipelines.listed());
         all.extend(self.blocks_pipelines.listed());
         all.extend(self.blocks_gemm_pipelines.listed());
+        all.extend(self.blocks_tiles_pipelines.listed());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
@@ -1403,6 +1495,7 @@ impl Drop for Pipelines {
         all.extend(self.tiles_pipelines.take_all());
         all.extend(self.blocks_pipelines.take_all());
         all.extend(self.blocks_gemm_pipelines.take_all());
+        all.extend(self.blocks_tiles_pipelines.take_all());
         let lazy = [
             &mut self.gemm_module,
             &mut self.coop_gemm_module,
@@ -1415,6 +1508,7 @@ impl Drop for Pipelines {
         .into_iter()
         .chain(&mut self.blocks_modules)
         .chain(&mut self.blocks_gemm_modules)
+        .chain(&mut self.blocks_tiles_modules)
         .chain(&mut self.blocks_dot_modules)
         .chain(&mut self.pair_modules)
         .chain(self.blocks_pair_modules.iter_mut().flatten())

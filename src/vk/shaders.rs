@@ -205,6 +205,13 @@ pub fn gemm_blocks(ty: BlockType) -> &'static [u8] {
     blocks_build!(ty, "gemm_blocks_", "")
 }
 
+/// The tensor-core GEMM on GGUF blocks of `ty` in their native bytes, fragments through
+/// shared memory (`vk::coop_tiles`; any f16 fragment shape of depth 8 or 16 and any
+/// subgroup size).
+pub fn gemm_blocks_coop(ty: BlockType) -> &'static [u8] {
+    blocks_build!(ty, "gemm_blocks_", "_coop")
+}
+
 /// The exported GEMV on GGUF blocks of `ty` (`q4vk_kernel_export` with
 /// `Q4VK_KERNEL_EXPORT_BLOCKS`, m ≤ 8): the subgroup reduction or (`portable`) a
 /// shared-memory one only.

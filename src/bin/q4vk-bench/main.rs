@@ -34,7 +34,7 @@
 //! and runs the table on a context given its blob; `--tune-each MS` tunes each shape and m
 //! alone and prints the shapes chosen instead; `--load` prints load times instead
 //! (matrices from packed blobs against a plain copy of their bytes, `load.rs`); `--coop-tiles` keeps matrices in the SIMT layout and runs
-//! the tensor-core GEMM on it wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups (and the GEMM on GGUF blocks'), `--blocks-rows R` the GEMV on GGUF blocks' rows per workgroup, `--blocks-pass-rows P` its activation rows per pass (past 4 it loads x again per row), `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
+//! the tensor-core GEMM on it (and on GGUF blocks, with `--type`) wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups (and the GEMM on GGUF blocks'), `--blocks-rows R` the GEMV on GGUF blocks' rows per workgroup, `--blocks-pass-rows P` its activation rows per pass (past 4 it loads x again per row), `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
 //! table (entries may be matrices too: `--shapes 4096x14336,3` runs 4096 × 14336 and row 3;
 //! `--quick` quarters them as well); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
 //! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
@@ -169,8 +169,8 @@ struct Options {
     /// `--blocks-word-lanes 0|1`: whether the GEMV on GGUF blocks strides over quarters of
     /// pieces (else the device row's choice).
     blocks_word_lanes: Option<bool>,
-    /// `--coop-tiles`: the tensor-core GEMM on the SIMT layout wherever a GEMM runs, the
-    /// tensor-core layout's kernels not used.
+    /// `--coop-tiles`: the tensor-core GEMM on the SIMT layout (and on GGUF blocks) wherever
+    /// a GEMM runs, the tensor-core layout's kernels not used.
     coop_tiles: bool,
     /// `--row NAME`: the tuning row instead of the device's.
     row: Option<&'static q4vk::plan::DeviceTuning>,

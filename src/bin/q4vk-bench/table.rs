@@ -570,7 +570,10 @@ pub(crate) fn bench_shape(
                 choice.kernel,
                 gemv::KernelChoice::SimtGemv { key, .. } if key.word_lanes
             ),
-            tiles: matches!(choice.kernel, gemv::KernelChoice::CoopTiles(_)),
+            tiles: matches!(
+                choice.kernel,
+                gemv::KernelChoice::CoopTiles(_) | gemv::KernelChoice::BlocksTiles(_)
+            ),
             gemv_shape: if gemm {
                 None
             } else {
