@@ -12,13 +12,17 @@
 //
 // * A: per piece, the workgroup's rows' codes q as exact f16 (integers of up to 8 bits, or
 //   the IQ4 and doubled E2M1 table values), in the piece's order: its first run's 16
-//   inputs, then its second's. Row-major.
+//   inputs, then its second's. Row-major. Where a run's scale is an integer factor of the
+//   block's (Q4_K's and Q5_K's six-bit scales of d) or its product with every code is exact
+//   in f16 (NVFP4's UE4M3 scales, times values of at most two significant bits), A holds
+//   q times that factor (at most 63 · 31), and the two runs share the rest of the scale.
 // * B: the tokens' inputs of the piece in the same order; f32 x scaled by the power of two
 //   2^-e that puts the piece's largest |x| in [2^14, 2^15) and split into two exact f16
 //   parts (`split_scaled`), columns 2t and 2t + 1; f16 x its own column t, factor 1.
 //   Column-major.
-// * Types whose two runs share a scale (all but Q4_K, Q5_K, Q6_K and NVFP4) sum the piece
-//   in one fragment; the others sum each run in its own. Each subgroup multiplies its row
+// * Types whose two runs then share a scale (all but Q6_K, whose six-bit codes times its
+//   signed 8-bit scales exceed f16's exact integers) sum the piece in one fragment; Q6_K sums
+//   each run in its own. Each subgroup multiplies its row
 //   tiles by every column tile, stores the sums to shared memory, and every invocation adds
 //   them, scaled in f32, into its totals.
 //
@@ -60,7 +64,7 @@ const uint COLS = COL_TILES * CN;
 const uint PARTS = X_F16 ? 1u : 2u;      // B columns per token
 const uint TOKENS = COLS / PARTS;
 // Runs of a piece summed apart, and the inputs of each.
-const uint RUNS = TYPE == T_Q4_K || TYPE == T_Q5_K || TYPE == T_Q6_K || TYPE == T_NVFP4 ? 2u : 1u;
+const uint RUNS = TYPE == T_Q6_K ? 2u : 1u;
 const uint RUN_K = 32u / RUNS;
 // A piece is 4 segments of 8 inputs (one uvec4 of f16): 0 and 1 its first run, 2 and 3 its
 // second. A staged row of A or column of B takes 5 (one of padding).
@@ -75,7 +79,7 @@ const uint X_ITEMS = (TOKENS * 4u + WORKGROUP - 1u) / WORKGROUP;   // x segments
 shared uvec4 tile_a[ROWS * STRIDE];
 shared uvec4 tile_b[COLS * STRIDE];
 shared float tile_c[RUNS * ROWS * C_STRIDE];
-shared vec4 row_scales[ROWS];            // the piece's s and o of its runs (s_a, o_a, s_b, o_b)
+shared vec4 row_scales[ROWS];            // the piece's scales of its runs' sums and offsets (s_a, o_a, s_b, o_b)
 shared float seg_max[TOKENS * 4u];
 shared float seg_sum[TOKENS * 4u];
 shared float piece_factor[TOKENS];
@@ -86,11 +90,32 @@ uvec4 pack8(vec4 a, vec4 b) {
     return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
 }
 
+// Piece `piece` of block gb: the factors its runs' codes take in A (`fold`) and the scales
+// of the runs' sums and their offsets (s_a, o_a, s_b, o_b; `piece_scales` without what A
+// took).
+vec4 folded_scales(uint gb, uint piece, out vec2 fold) {
+    if (TYPE == T_Q4_K || TYPE == T_Q5_K) {
+        uvec4 hdr = scales16_of(0u, gb);
+        vec2 dm = unpackHalf2x16(hdr.x);
+        uvec2 sm = k_pair_scales_mins(hdr.yzw, piece >> 1);
+        fold = byte_codes(sm.x, 0u, 0x3Fu, 0.0).xy;
+        vec2 mn = byte_codes(sm.y, 0u, 0x3Fu, 0.0).xy;
+        return vec4(dm.x, -(dm.y * mn.x), dm.x, -(dm.y * mn.y));
+    }
+    vec4 so = piece_scales(0u, gb, piece);
+    if (TYPE == T_NVFP4) {
+        fold = so.xz;
+        return vec4(1.0, 0.0, 1.0, 0.0);
+    }
+    fold = vec2(1.0);
+    return so;
+}
+
 // Stages piece c of the workgroup's rows into tile_a as f16 codes: item i is half h = i % 2
 // (quarters 2h and 2h + 1: inputs 8h .. 8h + 7 of each run) of row i / 2 (rows past the
-// part repeat its last row, whose outputs are not written). Returns the scales of the rows
-// whose first half the invocation staged (stored after the next barrier: the previous
-// piece's sums may still be reading row_scales).
+// part repeat its last row, whose outputs are not written). Returns each item's row's
+// scales (`folded_scales`; those of first halves are stored after the next barrier: the
+// previous piece's sums may still be reading row_scales).
 void stage_a(uint row0, uint c, out vec4 scales[A_ITEMS]) {
     uint blk = c / PIECES;
     uint piece = c % PIECES;
@@ -110,11 +135,10 @@ void stage_a(uint row0, uint c, out vec4 scales[A_ITEMS]) {
             vec4 qa0, qb0, qa1, qb1;
             decode_quarter(piece, c0, v[quarter_first(c0)], v2[quarter_second(c0)], hbits, qa0, qb0);
             decode_quarter(piece, c1, v[quarter_first(c1)], v2[quarter_second(c1)], hbits, qa1, qb1);
-            tile_a[r * STRIDE + h] = pack8(qa0, qa1);
-            tile_a[r * STRIDE + 2u + h] = pack8(qb0, qb1);
-            if (h == 0u) {
-                scales[s] = piece_scales(0u, gb, piece);
-            }
+            vec2 fold;
+            scales[s] = folded_scales(gb, piece, fold);
+            tile_a[r * STRIDE + h] = pack8(qa0 * fold.x, qa1 * fold.x);
+            tile_a[r * STRIDE + 2u + h] = pack8(qb0 * fold.y, qb1 * fold.y);
         }
     }
 }
@@ -248,12 +272,8 @@ void main() {
                 }
                 if (HAS_MIN) {
                     vec2 xsum = run_xsum[t];
-                    if (RUNS == 2u) {
-                        acc[q] = fma(so.y, xsum.x, acc[q]);
-                        acc[q] = fma(so.w, xsum.y, acc[q]);
-                    } else {
-                        acc[q] = fma(so.y, xsum.x + xsum.y, acc[q]);
-                    }
+                    acc[q] = fma(so.y, xsum.x, acc[q]);
+                    acc[q] = fma(so.w, xsum.y, acc[q]);
                 }
             }
         }

@@ -550,11 +550,11 @@ impl BlocksTilesKey {
         self.col_tiles * self.shape.n / parts
     }
 
-    /// Sums a piece keeps apart: one per run where the type's two runs of a piece have
-    /// scales of their own.
+    /// Sums a piece keeps apart: one per run where the type's two runs of a piece keep
+    /// scales of their own (Q6_K's, which do not fold into its codes exactly in f16).
     pub fn runs(&self) -> u32 {
         match self.ty {
-            BlockType::Q4K | BlockType::Q5K | BlockType::Q6K | BlockType::Nvfp4 => 2,
+            BlockType::Q6K => 2,
             _ => 1,
         }
     }
