@@ -149,7 +149,7 @@ fn every_form_matches_reference_at_every_m() {
 
 /// Every GGUF block type on the tensor-core GEMM on blocks (`shaders/gemm_blocks_coop.comp`):
 /// one block per row and several, odd row counts and parts of a few row tiles, GEMV and
-/// GEMM sizes of m, f32 and f16 x, against the f64 GEMV of `q4vk_matrix_dequantize`'s
+/// GEMM sizes of m (one token tile and several), f32 and f16 x, against the f64 GEMV of `q4vk_matrix_dequantize`'s
 /// weights (bit for bit gguf-py's).
 #[test]
 fn every_block_type_matches_reference() {
@@ -165,7 +165,7 @@ fn every_block_type_matches_reference() {
             let w = dequantized(&blocks_desc(ty, n, k, &bytes));
             let mat =
                 DeviceMatrix::from_blocks(&ctx, ty, n, k, &bytes, &mut UploadRoute::Queue).unwrap();
-            for m in [1usize, 19] {
+            for m in [1usize, 19, 45] {
                 let what = format!("{} {n}x{k}", ty.name());
                 let reference = |x: &[f32]| gemv_dense(&w, x, n, k, m);
                 assert_tiles_call_matches(&ctx, &mat, m, &mut rng, reference, &what);
