@@ -26,22 +26,26 @@ impl CpuBlocks {
     }
 
     /// Results of rows `rows` for the `m` rows of `x` (`k` each) into `out` (`m` per row,
-    /// row-major by W's row): each block decoded once for all of x's rows, its products
-    /// summed in f32 per block and the blocks' sums in f64.
+    /// row-major by W's row): each block decoded once for all of x's rows, in steps of
+    /// [`MAX_BLOCK`] inputs (one block, or several of the smaller types), each step's
+    /// products summed in f32 ([`dot`]) and the steps' sums in f64.
     pub fn rows(&self, k: usize, x: &[f32], m: usize, rows: Range<usize>, out: &mut [f32]) {
         let (elems, size) = (self.ty.block_elements(), self.ty.block_bytes());
         let row_bytes = k / elems * size;
+        let per_step = (MAX_BLOCK / elems).max(1);
         let mut w = [0f32; MAX_BLOCK];
         let mut sums = vec![0f64; m];
         for (row, dst) in rows.zip(out.chunks_exact_mut(m)) {
             sums.iter_mut().for_each(|s| *s = 0.0);
             let bytes = &self.bytes[row * row_bytes..][..row_bytes];
-            for (b, block) in bytes.chunks_exact(size).enumerate() {
-                self.ty.decode(block, &mut w[..elems]);
+            for (step, blocks) in bytes.chunks(per_step * size).enumerate() {
+                let inputs = blocks.len() / size * elems;
+                for (block, w) in blocks.chunks_exact(size).zip(w.chunks_exact_mut(elems)) {
+                    self.ty.decode(block, w);
+                }
                 for (i, sum) in sums.iter_mut().enumerate() {
-                    let xs = &x[i * k + b * elems..][..elems];
-                    let dot: f32 = w[..elems].iter().zip(xs).map(|(w, x)| w * x).sum();
-                    *sum += f64::from(dot);
+                    let xs = &x[i * k + step * per_step * elems..][..inputs];
+                    *sum += f64::from(dot(&w[..inputs], xs));
                 }
             }
             for (d, s) in dst.iter_mut().zip(&sums) {
@@ -49,4 +53,20 @@ impl CpuBlocks {
             }
         }
     }
+}
+
+/// Lanes of [`dot`]'s partial sums: independent chains the compiler keeps in vector
+/// registers (every block holds a multiple of this many inputs).
+const LANES: usize = 16;
+
+/// Σ w·x over a step (lengths equal, a multiple of [`LANES`]), in [`LANES`] partial sums
+/// added at the end.
+fn dot(w: &[f32], x: &[f32]) -> f32 {
+    let mut lanes = [0f32; LANES];
+    for (w, x) in w.chunks_exact(LANES).zip(x.chunks_exact(LANES)) {
+        for l in 0..LANES {
+            lanes[l] += w[l] * x[l];
+        }
+    }
+    lanes.iter().sum()
 }

@@ -202,13 +202,16 @@ impl BlockType {
                 };
                 let qh = u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
                 let qs = &b[at + 4..at + 20];
+                // The 32 five-bit codes first, then one pass of the block's arithmetic.
+                let mut q = [0u8; 32];
                 for j in 0..16 {
-                    let lo = u32::from(qs[j] & 0x0F) | ((qh >> j) & 1) << 4;
-                    let hi = u32::from(qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4;
-                    (out[j], out[j + 16]) = match m {
-                        None => (d * (lo as f32 - 16.0), d * (hi as f32 - 16.0)),
-                        Some(m) => (d * lo as f32 + m, d * hi as f32 + m),
-                    };
+                    q[j] = (qs[j] & 0x0F) | (((qh >> j) & 1) << 4) as u8;
+                    q[j + 16] = (qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4) as u8;
+                }
+                let out = out[..32].iter_mut().zip(&q);
+                match m {
+                    None => out.for_each(|(o, &q)| *o = d * (f32::from(q) - 16.0)),
+                    Some(m) => out.for_each(|(o, &q)| *o = d * f32::from(q) + m),
                 }
             }
             BlockType::Q8_0 => {
@@ -246,12 +249,18 @@ impl BlockType {
             BlockType::Q6K => {
                 let (ql, qh, sc) = (&b[..128], &b[128..192], &b[192..208]);
                 let d = f16_at(208);
-                for i in 0..256 {
-                    let (h, r) = (i / 128, i % 128);
-                    let lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0F;
-                    let hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 0x03;
-                    let q = i32::from(lo | hi << 4) - 32;
-                    out[i] = d * f32::from(sc[i / 16] as i8) * q as f32;
+                // Element 128 h + 32 p + l: the low nibble of ql byte 64 h + 32 (p % 2) + l
+                // (the high one for p ≥ 2), bits 2p, 2p + 1 of qh byte 32 h + l; scale
+                // (i / 16) per run of 16.
+                for (i, run) in out[..256].chunks_exact_mut(16).enumerate() {
+                    let (h, p, half) = (i / 8, i / 2 % 4, i % 2);
+                    let lows = &ql[64 * h + 32 * (p % 2) + 16 * half..][..16];
+                    let highs = &qh[32 * h + 16 * half..][..16];
+                    let ds = d * f32::from(sc[i] as i8);
+                    for ((o, &lo), &hi) in run.iter_mut().zip(lows).zip(highs) {
+                        let q = ((lo >> (4 * (p / 2))) & 0x0F) | ((hi >> (2 * p)) & 0x03) << 4;
+                        *o = ds * (i32::from(q) - 32) as f32;
+                    }
                 }
             }
             BlockType::Iq4Nl => {
@@ -310,10 +319,12 @@ fn e8m0_half(e: u8) -> f32 {
 
 /// An unsigned E4M3 scale (bias 7, no infinities; 0x7F the NaN) as f32.
 fn ue4m3(x: u8) -> f32 {
-    let (e, m) = (i32::from((x >> 3) & 0x0F), f32::from(x & 0x07));
+    let (e, m) = (u32::from((x >> 3) & 0x0F), u32::from(x & 0x07));
     match e {
-        0 => m * 2f32.powi(-9),
-        _ => (1.0 + m / 8.0) * 2f32.powi(e - 7),
+        // m · 2^-9, exact.
+        0 => m as f32 / 512.0,
+        // (1 + m/8) · 2^(e − 7): exponent e − 7 + 127, the three mantissa bits on top.
+        _ => f32::from_bits((e + 120) << 23 | m << 20),
     }
 }
 
@@ -396,5 +407,24 @@ pub fn dequantize(ty: BlockType, bytes: &[u8], out: &mut [f32]) {
     let (elems, size) = (ty.block_elements(), ty.block_bytes());
     for (block, dst) in bytes.chunks_exact(size).zip(out.chunks_exact_mut(elems)) {
         ty.decode(block, dst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ue4m3;
+
+    #[test]
+    fn ue4m3_is_its_definition_for_every_code() {
+        for x in 0u8..0x80 {
+            let (e, m) = (i32::from(x >> 3), f64::from(x & 7));
+            let want = match e {
+                0 => m * 2f64.powi(-9),
+                _ => (1.0 + m / 8.0) * 2f64.powi(e - 7),
+            };
+            assert_eq!(f64::from(ue4m3(x)), want, "code {x:#04x}");
+            // The sign bit is not part of an unsigned scale.
+            assert_eq!(ue4m3(x | 0x80).to_bits(), ue4m3(x).to_bits());
+        }
     }
 }

@@ -1,0 +1,63 @@
+//! The CPU context's GEMV on GGUF blocks (`cpu::blocks::CpuBlocks::rows`: each block decoded
+//! to f32 as gguf-py's `dequantize` gives it, then its products summed), one thread, on a
+//! 4096 × 4096 matrix of every block type at m = 1 and 8: the fastest of 7 calls, hot (the
+//! matrix's bytes stay in the last-level cache where they fit).
+//!
+//! Run: `cargo bench --bench cpu_blocks`. Prints one line per type and m.
+
+use q4vk::cpu::blocks::CpuBlocks;
+use q4vk::import::gguf_blocks::BlockType;
+use std::time::Instant;
+
+/// Pseudo-random blocks of `ty` for an `n` × `k` matrix with sane scales: f16 fields 0.01,
+/// MXFP4's E8M0 exponent 2^-4, NVFP4's UE4M3 scales 1.0 (no subnormal or infinite weights,
+/// whose arithmetic would time something else).
+fn blocks(ty: BlockType, n: usize, k: usize) -> Vec<u8> {
+    let size = ty.block_bytes();
+    let mut state = 0x1234_5678u64;
+    let mut bytes: Vec<u8> = (0..n * k / ty.block_elements() * size)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    for block in bytes.chunks_exact_mut(size) {
+        for &(at, _) in ty.f16_scale_fields() {
+            block[at..at + 2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+        }
+        match ty {
+            BlockType::Mxfp4 => block[0] = 124,
+            BlockType::Nvfp4 => block[..4].fill(0x38),
+            _ => {}
+        }
+    }
+    bytes
+}
+
+fn main() {
+    let (n, k) = (4096usize, 4096usize);
+    println!("CPU GEMV on GGUF blocks, {n} x {k}, one thread, fastest of 7 calls (hot)");
+    for ty in BlockType::ALL {
+        let matrix = CpuBlocks::new(ty, &blocks(ty, n, k)).expect("the matrix");
+        for m in [1usize, 8] {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| (i * 7 % 13) as f32 * 0.1 - 0.6)
+                .collect();
+            let mut y = vec![0f32; n * m];
+            let fastest = (0..7)
+                .map(|_| {
+                    let started = Instant::now();
+                    matrix.rows(k, &x, m, 0..n, &mut y);
+                    started.elapsed().as_secs_f64() * 1e6
+                })
+                .fold(f64::INFINITY, f64::min);
+            let checksum: f64 = y.iter().map(|&v| f64::from(v)).sum();
+            println!(
+                "{} m = {m}: {fastest:.0} µs (checksum {checksum:.6e})",
+                ty.name()
+            );
+        }
+    }
+}
