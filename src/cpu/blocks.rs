@@ -27,8 +27,8 @@ impl CpuBlocks {
 
     /// Results of rows `rows` for the `m` rows of `x` (`k` each) into `out` (`m` per row,
     /// row-major by W's row): each block decoded once for all of x's rows, in steps of
-    /// [`MAX_BLOCK`] inputs (one block, or several of the smaller types), each step's
-    /// products summed in f32 ([`dot`]) and the steps' sums in f64.
+    /// 256 inputs (one block, or several of the smaller types), each step's
+    /// products summed in f32 in sixteen lanes and the steps' sums in f64.
     pub fn rows(&self, k: usize, x: &[f32], m: usize, rows: Range<usize>, out: &mut [f32]) {
         let (elems, size) = (self.ty.block_elements(), self.ty.block_bytes());
         let row_bytes = k / elems * size;
