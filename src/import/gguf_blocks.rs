@@ -264,11 +264,8 @@ impl BlockType {
                 }
             }
             BlockType::Iq4Nl => {
-                let d = f16_at(0);
-                for j in 0..16 {
-                    out[j] = d * f32::from(IQ4_VALUES[usize::from(b[2 + j] & 0x0F)]);
-                    out[j + 16] = d * f32::from(IQ4_VALUES[usize::from(b[2 + j] >> 4)]);
-                }
+                let values = scaled(f16_at(0), &IQ4_VALUES, 1.0);
+                look_up(&values, &b[2..18], &mut out[..32]);
             }
             BlockType::Iq4Xs => {
                 let d = f16_at(0);
@@ -278,32 +275,37 @@ impl BlockType {
                     let lo = (scales_l[s / 2] >> (4 * (s % 2))) & 0x0F;
                     let hi = ((scales_h >> (2 * s)) & 0x03) as u8;
                     let dl = d * f32::from((lo | hi << 4) as i8 - 32);
-                    for j in 0..16 {
-                        let q = qs[16 * s + j];
-                        out[32 * s + j] = dl * f32::from(IQ4_VALUES[usize::from(q & 0x0F)]);
-                        out[32 * s + j + 16] = dl * f32::from(IQ4_VALUES[usize::from(q >> 4)]);
-                    }
+                    let values = scaled(dl, &IQ4_VALUES, 1.0);
+                    look_up(&values, &qs[16 * s..][..16], &mut out[32 * s..][..32]);
                 }
             }
             BlockType::Mxfp4 => {
-                let d = e8m0_half(b[0]);
-                for j in 0..16 {
-                    out[j] = d * f32::from(FP4_DOUBLED[usize::from(b[1 + j] & 0x0F)]);
-                    out[j + 16] = d * f32::from(FP4_DOUBLED[usize::from(b[1 + j] >> 4)]);
-                }
+                let values = scaled(e8m0_half(b[0]), &FP4_DOUBLED, 1.0);
+                look_up(&values, &b[1..17], &mut out[..32]);
             }
             BlockType::Nvfp4 => {
                 for s in 0..4 {
-                    let d = ue4m3(b[s]);
-                    for j in 0..8 {
-                        let q = b[4 + 8 * s + j];
-                        out[16 * s + j] = d * (0.5 * f32::from(FP4_DOUBLED[usize::from(q & 0x0F)]));
-                        out[16 * s + j + 8] =
-                            d * (0.5 * f32::from(FP4_DOUBLED[usize::from(q >> 4)]));
-                    }
+                    let values = scaled(ue4m3(b[s]), &FP4_DOUBLED, 0.5);
+                    look_up(&values, &b[4 + 8 * s..][..8], &mut out[16 * s..][..16]);
                 }
             }
         }
+    }
+}
+
+/// The 16 values of a table of codes (`IQ4_VALUES`, `FP4_DOUBLED`) times `d`, each formed as
+/// the decode forms it: `d · (factor · v)` (`factor` 1 or NVFP4's 0.5, exact).
+fn scaled(d: f32, table: &[i8; 16], factor: f32) -> [f32; 16] {
+    table.map(|v| d * (factor * f32::from(v)))
+}
+
+/// `out[j]` and `out[j + n]` (n = `codes.len()`) from the low and high nibbles of
+/// `codes[j]` through `values`.
+fn look_up(values: &[f32; 16], codes: &[u8], out: &mut [f32]) {
+    let (low, high) = out.split_at_mut(codes.len());
+    for ((&q, l), h) in codes.iter().zip(low).zip(high) {
+        *l = values[usize::from(q & 0x0F)];
+        *h = values[usize::from(q >> 4)];
     }
 }
 
