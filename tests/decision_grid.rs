@@ -24,7 +24,7 @@ use q4vk::plan::{DeviceClass, Family, FragmentShape};
 use q4vk::quant::q4::Q4Shape;
 use q4vk::vk::gemv::{decide, Choice, GemvParams, KernelChoice, PrepassChoice, Room};
 use q4vk::vk::matrix_form::MatrixForm;
-use q4vk::vk::pipeline::PipelineKey;
+use q4vk::vk::pipeline::{FragmentTiles, PipelineKey};
 use q4vk::vk::rules::Rules;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -421,6 +421,16 @@ fn simt_form(
     .to_vec()
 }
 
+/// The fragment tiles of the tensor-core GEMMs through shared memory as the record writes
+/// them: shape, workgroup, row tiles, column tiles.
+fn tiles_written(t: &FragmentTiles) -> String {
+    let s = t.shape;
+    format!(
+        "{}x{}x{} wg{} r{} c{}",
+        s.m, s.n, s.k, t.workgroup, t.row_tiles, t.col_tiles
+    )
+}
+
 /// A choice as the record writes it (the module's doc says how).
 fn written(c: &Choice) -> String {
     let kernel = match c.kernel {
@@ -469,15 +479,10 @@ fn written(c: &Choice) -> String {
             flags(&[(k.x_f16, 'h')])
         ),
         KernelChoice::BlocksTiles(k) => format!(
-            "blocks-tgemm({} {}x{}x{} wg{} r{} c{} {})",
+            "blocks-tgemm({} {} {})",
             k.ty.name(),
-            k.shape.m,
-            k.shape.n,
-            k.shape.k,
-            k.workgroup,
-            k.row_tiles,
-            k.col_tiles,
-            flags(&[(k.x_f16, 'h')])
+            tiles_written(&k.tiles),
+            flags(&[(k.tiles.x_f16, 'h')])
         ),
         KernelChoice::SimtGemm(k) => format!(
             "gemm({}x{}x{}x{} k{} {})",
@@ -495,18 +500,13 @@ fn written(c: &Choice) -> String {
             ))
         ),
         KernelChoice::CoopTiles(k) => format!(
-            "tgemm({}x{}x{} wg{} r{} c{} b{} {})",
-            k.shape.m,
-            k.shape.n,
-            k.shape.k,
-            k.workgroup,
-            k.row_tiles,
-            k.col_tiles,
+            "tgemm({} b{} {})",
+            tiles_written(&k.tiles),
             k.block,
             flags(&simt_form(
                 k.zeros,
                 k.scale_f32,
-                k.x_f16,
+                k.tiles.x_f16,
                 k.offsets,
                 k.k_order
             ))

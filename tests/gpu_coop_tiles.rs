@@ -147,6 +147,21 @@ fn every_form_matches_reference_at_every_m() {
     assert_nothing_logged();
 }
 
+/// A seeded random `n` × `k` matrix of GGUF blocks of `ty` on `ctx`, and its weights as
+/// `q4vk_matrix_dequantize` gives them (`[n][k]`).
+fn blocks_matrix(
+    ctx: &Context,
+    rng: &mut Rng,
+    ty: BlockType,
+    n: usize,
+    k: usize,
+) -> (DeviceMatrix, Vec<f32>) {
+    let bytes = random_blocks(rng, ty, n, k);
+    let w = dequantized(&blocks_desc(ty, n, k, &bytes));
+    let mat = DeviceMatrix::from_blocks(ctx, ty, n, k, &bytes, &mut UploadRoute::Queue).unwrap();
+    (mat, w)
+}
+
 /// Every GGUF block type on the tensor-core GEMM on blocks (`shaders/gemm_blocks_coop.comp`):
 /// one block per row and several, odd row counts and parts of a few row tiles, GEMV and
 /// GEMM sizes of m (one token tile and several), f32 and f16 x, against the f64 GEMV of `q4vk_matrix_dequantize`'s
@@ -161,10 +176,7 @@ fn every_block_type_matches_reference() {
     for ty in BlockType::ALL {
         let b = ty.block_elements();
         for (n, k) in [(37usize, b), (70, 3 * b)] {
-            let bytes = random_blocks(&mut rng, ty, n, k);
-            let w = dequantized(&blocks_desc(ty, n, k, &bytes));
-            let mat =
-                DeviceMatrix::from_blocks(&ctx, ty, n, k, &bytes, &mut UploadRoute::Queue).unwrap();
+            let (mat, w) = blocks_matrix(&ctx, &mut rng, ty, n, k);
             for m in [1usize, 19, 45] {
                 let what = format!("{} {n}x{k}", ty.name());
                 let reference = |x: &[f32]| gemv_dense(&w, x, n, k, m);
@@ -235,11 +247,7 @@ fn the_device_row_decides_where_it_runs() {
     // GGUF blocks: the tensor-core GEMM on blocks where the row takes it.
     let by_row = ctx.rules.row.blocks_coop_tiles_gemm;
     let (n, k) = (100, 512);
-    let bytes = random_blocks(&mut rng, BlockType::Q4K, n, k);
-    let w = dequantized(&blocks_desc(BlockType::Q4K, n, k, &bytes));
-    let mat =
-        DeviceMatrix::from_blocks(&ctx, BlockType::Q4K, n, k, &bytes, &mut UploadRoute::Queue)
-            .unwrap();
+    let (mat, w) = blocks_matrix(&ctx, &mut rng, BlockType::Q4K, n, k);
     for m in [1usize, 8, 64] {
         let p = dense_params(&mat.form, m, Recording::default());
         let choice = decide(&ctx.rules, &mat.form, &p, Room::None).unwrap();

@@ -7,7 +7,7 @@
 
 use super::matrix_form::MatrixForm;
 use super::params::GemvParams;
-use super::pipeline::{BlocksTilesKey, TilesKey};
+use super::pipeline::{BlocksTilesKey, FragmentTiles, TilesKey};
 use super::rules::Rules;
 use crate::import::gguf_blocks::BlockType;
 use crate::plan::FragmentShape;
@@ -36,29 +36,23 @@ pub fn runs_tiles(r: &Rules, form: &MatrixForm) -> bool {
 /// (at most 32), both halved while the shared memory does not hold them; `None` where even
 /// one tile of each does not fit (the SIMT GEMM runs).
 pub fn tiles_key(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Option<TilesKey> {
-    let shape = r.coop_tiles?;
-    let layout = &form.layout;
     // One scale per row and block: the group (32 · 2^shift; the whole row for shift 31).
-    let group = 32u64 << layout.group_shift.min(31);
-    let (workgroup, row_tiles, col_tiles) = workgroup_tiles(r, shape, p)?;
+    let group = 32u64 << form.layout.group_shift.min(31);
     let key = TilesKey {
-        shape,
-        workgroup,
-        row_tiles,
-        col_tiles,
+        tiles: workgroup_tiles(r, r.coop_tiles?, p)?,
         zeros: form.shape.zero_points,
         scale_f32: form.scale_f32,
-        x_f16: p.x_f16,
         offsets: form.offsets,
         k_order: form.column_order && !p.x_gathered,
         block: group.min(128) as u32,
     };
-    fitted(
-        r,
-        key,
-        |k| k.shared_bytes(),
-        |k| (&mut k.row_tiles, &mut k.col_tiles),
-    )
+    fitted(r, key, TilesKey::shared_bytes, |k| &mut k.tiles)
+}
+
+/// The fragment shape of the tensor-core GEMM on GGUF blocks: the context's, where its
+/// depth divides a run of 16 inputs.
+fn blocks_shape(r: &Rules) -> Option<FragmentShape> {
+    r.coop_tiles.filter(|s| 16 % s.k == 0)
 }
 
 /// Whether a call on GGUF blocks `form` that runs a GEMM runs the tensor-core GEMM on
@@ -67,7 +61,7 @@ pub fn tiles_key(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Option<TilesKe
 /// else the device's row says (`DeviceTuning::blocks_coop_tiles_gemm`).
 pub fn runs_blocks_tiles(r: &Rules, form: &MatrixForm) -> bool {
     form.blocks.is_some()
-        && r.coop_tiles.is_some_and(|s| 16 % s.k == 0)
+        && blocks_shape(r).is_some()
         && r.overrides()
             .coop_tiles
             .unwrap_or(r.row.blocks_coop_tiles_gemm)
@@ -77,54 +71,46 @@ pub fn runs_blocks_tiles(r: &Rules, form: &MatrixForm) -> bool {
 /// sized as [`tiles_key`]'s; `None` where the shape's depth does not divide 16 or one tile
 /// of each does not fit the shared memory (the GEMM on blocks runs).
 pub fn blocks_tiles_key(r: &Rules, ty: BlockType, p: &GemvParams) -> Option<BlocksTilesKey> {
-    let shape = r.coop_tiles.filter(|s| 16 % s.k == 0)?;
-    let (workgroup, row_tiles, col_tiles) = workgroup_tiles(r, shape, p)?;
     let key = BlocksTilesKey {
-        shape,
-        workgroup,
-        row_tiles,
-        col_tiles,
-        x_f16: p.x_f16,
+        tiles: workgroup_tiles(r, blocks_shape(r)?, p)?,
         ty,
     };
-    fitted(
-        r,
-        key,
-        |k| k.shared_bytes(),
-        |k| (&mut k.row_tiles, &mut k.col_tiles),
-    )
+    fitted(r, key, BlocksTilesKey::shared_bytes, |k| &mut k.tiles)
 }
 
-/// The workgroup (`None` where the device's subgroups do not fill it), row tiles and
-/// column tiles the kernels aim at for a call with `p` on fragments of `shape`: 64 rows,
-/// the columns of the call's tokens (at most 32; two columns per token for f32 x).
-fn workgroup_tiles(r: &Rules, shape: FragmentShape, p: &GemvParams) -> Option<(u32, u32, u32)> {
+/// The fragments and tiles the kernels aim at for a call with `p` on fragments of `shape`
+/// (`None` where the device's subgroups do not fill the workgroup): 64 rows, the columns of
+/// the call's tokens (at most 32; two columns per token for f32 x).
+fn workgroup_tiles(r: &Rules, shape: FragmentShape, p: &GemvParams) -> Option<FragmentTiles> {
     let parts = if p.x_f16 { 1 } else { 2 };
     let workgroup = WORKGROUP.min(r.class.max_workgroup);
     // Subgroups must fill the workgroup; the kernel's rows must split into whole tiles.
     workgroup
         .is_multiple_of(r.class.subgroup_size.max(1))
-        .then_some((
+        .then_some(FragmentTiles {
+            shape,
             workgroup,
-            (ROWS_PER_WORKGROUP / shape.m).max(1),
-            (parts * p.m.min(MAX_TOKENS)).div_ceil(shape.n),
-        ))
+            row_tiles: (ROWS_PER_WORKGROUP / shape.m).max(1),
+            col_tiles: (parts * p.m.min(MAX_TOKENS)).div_ceil(shape.n),
+            x_f16: p.x_f16,
+        })
 }
 
-/// `key` with its column tiles, then its row tiles (`tiles` of the key), halved while its
-/// shared memory (`bytes`) exceeds the device's; `None` where one of each does not fit.
+/// `key` with the column tiles, then the row tiles of its fragment tiles (`tiles`) halved
+/// while its shared memory (`bytes`) exceeds the device's; `None` where one of each does
+/// not fit.
 fn fitted<K>(
     r: &Rules,
     mut key: K,
     bytes: impl Fn(&K) -> u32,
-    tiles: impl Fn(&mut K) -> (&mut u32, &mut u32),
+    tiles: impl Fn(&mut K) -> &mut FragmentTiles,
 ) -> Option<K> {
     while bytes(&key) > r.class.max_shared {
-        let (row_tiles, col_tiles) = tiles(&mut key);
-        if *col_tiles > 1 {
-            *col_tiles /= 2;
-        } else if *row_tiles > 1 {
-            *row_tiles /= 2;
+        let t = tiles(&mut key);
+        if t.col_tiles > 1 {
+            t.col_tiles /= 2;
+        } else if t.row_tiles > 1 {
+            t.row_tiles /= 2;
         } else {
             return None;
         }

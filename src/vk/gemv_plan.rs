@@ -744,13 +744,9 @@ impl fmt::Display for Choice {
             }
             KernelChoice::BlocksTiles(key) => write!(
                 out,
-                "tensor-core GEMM on GGUF {} blocks, {}x{}x{} fragments, {} rows x {} tokens",
+                "tensor-core GEMM on GGUF {} blocks, {}",
                 key.ty.name(),
-                key.shape.m,
-                key.shape.n,
-                key.shape.k,
-                key.rows(),
-                key.tokens()
+                key.tiles
             )?,
             KernelChoice::SimtGemm(key) => {
                 let t = key.tile;
@@ -759,15 +755,9 @@ impl fmt::Display for Choice {
                     write!(out, ", {} K groups", key.ksplit)?;
                 }
             }
-            KernelChoice::CoopTiles(key) => write!(
-                out,
-                "tensor-core GEMM on the SIMT layout, {}x{}x{} fragments, {} rows x {} tokens",
-                key.shape.m,
-                key.shape.n,
-                key.shape.k,
-                key.rows(),
-                key.tokens()
-            )?,
+            KernelChoice::CoopTiles(key) => {
+                write!(out, "tensor-core GEMM on the SIMT layout, {}", key.tiles)?
+            }
             KernelChoice::CoopGemv(key) => write!(
                 out,
                 "tensor-core GEMV, {} tiles x {} subgroups",
@@ -1222,8 +1212,8 @@ pub(super) fn plan_of(
         ),
         KernelChoice::BlocksTiles(key) => simt(
             pipelines.get_blocks_tiles(key, epi)?,
-            key.rows() as u64,
-            key.tokens() as u64,
+            key.tiles.rows() as u64,
+            key.tiles.tokens() as u64,
             None,
         ),
         KernelChoice::SimtGemm(key) => simt(
@@ -1234,8 +1224,8 @@ pub(super) fn plan_of(
         ),
         KernelChoice::CoopTiles(key) => simt(
             pipelines.get_tiles(key, epi)?,
-            key.rows() as u64,
-            key.tokens() as u64,
+            key.tiles.rows() as u64,
+            key.tiles.tokens() as u64,
             None,
         ),
         KernelChoice::CoopGemv(key) => {

@@ -12,6 +12,7 @@ use crate::plan::tuning::SimtGemv;
 use crate::plan::{FragmentShape, GemmTile};
 use ash::vk;
 use std::collections::HashMap;
+use std::fmt;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
@@ -431,20 +432,12 @@ impl SlicesKey {
 /// (`shaders/gemm_q4_coop_tiles.comp`, `vk::coop_tiles`; specialization constants 0..11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TilesKey {
-    /// The device's fragment shape.
-    pub shape: FragmentShape,
-    /// Invocations per workgroup, a multiple of every subgroup size the device may use.
-    pub workgroup: u32,
-    /// Row tiles of `shape.m` rows per workgroup.
-    pub row_tiles: u32,
-    /// Column tiles of `shape.n` columns per workgroup (two per token for f32 x).
-    pub col_tiles: u32,
+    /// The workgroup's fragments and tiles.
+    pub tiles: FragmentTiles,
     /// Per-group zero points.
     pub zeros: bool,
     /// f32 scales.
     pub scale_f32: bool,
-    /// f16 activations.
-    pub x_f16: bool,
     /// Per-group f32 offsets instead of zero points.
     pub offsets: bool,
     /// x gathered through the matrix's column-to-input order.
@@ -453,9 +446,27 @@ pub struct TilesKey {
     pub block: u32,
 }
 
-impl TilesKey {
-    /// The specialization constants by id (0..11).
-    pub fn spec_values(&self) -> [u32; 12] {
+/// The fragments and tiles of a workgroup of the tensor-core GEMMs through shared memory
+/// (`vk::coop_tiles`: on the SIMT layout and on GGUF blocks); specialization constants 0..5
+/// of both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FragmentTiles {
+    /// The device's fragment shape.
+    pub shape: FragmentShape,
+    /// Invocations per workgroup, a multiple of every subgroup size the device may use.
+    pub workgroup: u32,
+    /// Row tiles of `shape.m` rows per workgroup.
+    pub row_tiles: u32,
+    /// Column tiles of `shape.n` columns per workgroup (two per token for f32 x).
+    pub col_tiles: u32,
+    /// f16 activations (one column per token; f32 x takes two, its exact parts).
+    pub x_f16: bool,
+}
+
+impl FragmentTiles {
+    /// Specialization constants 0..5: invocations, the fragment's m, n and k, row tiles,
+    /// column tiles.
+    pub fn spec_values(&self) -> [u32; 6] {
         let s = self.shape;
         [
             self.workgroup,
@@ -464,22 +475,7 @@ impl TilesKey {
             s.k,
             self.row_tiles,
             self.col_tiles,
-            self.zeros as u32,
-            self.scale_f32 as u32,
-            self.x_f16 as u32,
-            self.offsets as u32,
-            self.k_order as u32,
-            self.block,
         ]
-    }
-
-    /// B columns per token: 2 for f32 x (its two exact parts).
-    fn parts(&self) -> u32 {
-        if self.x_f16 {
-            1
-        } else {
-            2
-        }
     }
 
     /// Rows per workgroup.
@@ -487,21 +483,63 @@ impl TilesKey {
         self.row_tiles * self.shape.m
     }
 
+    /// B columns per workgroup.
+    pub fn columns(&self) -> u32 {
+        self.col_tiles * self.shape.n
+    }
+
     /// Tokens (activation rows) per workgroup.
     pub fn tokens(&self) -> u32 {
-        self.col_tiles * self.shape.n / self.parts()
+        self.columns() / if self.x_f16 { 1 } else { 2 }
+    }
+}
+
+/// "M×N×K fragments, R rows x T tokens", as the plans name the kernels.
+impl fmt::Display for FragmentTiles {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.shape;
+        write!(
+            out,
+            "{}x{}x{} fragments, {} rows x {} tokens",
+            s.m,
+            s.n,
+            s.k,
+            self.rows(),
+            self.tokens()
+        )
+    }
+}
+
+impl TilesKey {
+    /// The specialization constants by id (0..11).
+    pub fn spec_values(&self) -> [u32; 12] {
+        let [w, m, n, k, rt, ct] = self.tiles.spec_values();
+        [
+            w,
+            m,
+            n,
+            k,
+            rt,
+            ct,
+            self.zeros as u32,
+            self.scale_f32 as u32,
+            self.tiles.x_f16 as u32,
+            self.offsets as u32,
+            self.k_order as u32,
+            self.block,
+        ]
     }
 
     /// Bytes of the kernel's shared memory: A and B staged as f16 (rows and columns of
     /// `block / 8 + 1` 16-byte words), C as f32 (rows of the columns + 4), and per token
     /// the segments' largest |x| and sums, the block factor and sum.
     pub fn shared_bytes(&self) -> u32 {
-        let cols = self.col_tiles * self.shape.n;
+        let (rows, cols) = (self.tiles.rows(), self.tiles.columns());
         let stride = 16 * (self.block / 8 + 1);
         let segments = self.block / 8;
-        stride * (self.rows() + cols)
-            + 4 * self.rows() * (cols + 4)
-            + 4 * self.tokens() * (2 * segments + 2)
+        stride * (rows + cols)
+            + 4 * rows * (cols + 4)
+            + 4 * self.tiles.tokens() * (2 * segments + 2)
     }
 }
 
@@ -510,16 +548,9 @@ impl TilesKey {
 /// constants 0..6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlocksTilesKey {
-    /// The device's fragment shape (depth 8 or 16: a run of 16 inputs is whole fragments).
-    pub shape: FragmentShape,
-    /// Invocations per workgroup, a multiple of every subgroup size the device may use.
-    pub workgroup: u32,
-    /// Row tiles of `shape.m` rows per workgroup.
-    pub row_tiles: u32,
-    /// Column tiles of `shape.n` columns per workgroup (two per token for f32 x).
-    pub col_tiles: u32,
-    /// f16 activations.
-    pub x_f16: bool,
+    /// The workgroup's fragments and tiles (depth 8 or 16: a run of 16 inputs is whole
+    /// fragments).
+    pub tiles: FragmentTiles,
     /// The block type.
     pub ty: BlockType,
 }
@@ -527,27 +558,8 @@ pub struct BlocksTilesKey {
 impl BlocksTilesKey {
     /// The specialization constants by id (0..6).
     pub fn spec_values(&self) -> [u32; 7] {
-        let s = self.shape;
-        [
-            self.workgroup,
-            s.m,
-            s.n,
-            s.k,
-            self.row_tiles,
-            self.col_tiles,
-            self.x_f16 as u32,
-        ]
-    }
-
-    /// Rows per workgroup.
-    pub fn rows(&self) -> u32 {
-        self.row_tiles * self.shape.m
-    }
-
-    /// Tokens (activation rows) per workgroup.
-    pub fn tokens(&self) -> u32 {
-        let parts = if self.x_f16 { 1 } else { 2 };
-        self.col_tiles * self.shape.n / parts
+        let [w, m, n, k, rt, ct] = self.tiles.spec_values();
+        [w, m, n, k, rt, ct, self.tiles.x_f16 as u32]
     }
 
     /// Sums a piece keeps apart: one per run where the type's two runs of a piece keep
@@ -564,9 +576,11 @@ impl BlocksTilesKey {
     /// columns + 4), each row's scales and offsets, and per token the piece's segments'
     /// largest |x| and sums, its factor and its runs' sums.
     pub fn shared_bytes(&self) -> u32 {
-        let cols = self.col_tiles * self.shape.n;
-        let rows = self.rows();
-        80 * (rows + cols) + 4 * self.runs() * rows * (cols + 4) + 16 * rows + 44 * self.tokens()
+        let (rows, cols) = (self.tiles.rows(), self.tiles.columns());
+        80 * (rows + cols)
+            + 4 * self.runs() * rows * (cols + 4)
+            + 16 * rows
+            + 44 * self.tiles.tokens()
     }
 }
 
