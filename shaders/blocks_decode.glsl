@@ -77,17 +77,6 @@ PAIR_STREAM(uint, high_bits_of, hb, hb2)
 // a dynamically indexed constant array into memory or long select chains).
 const uvec4 IQ4_WORDS = uvec4(0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u);
 
-// Byte i of matrix `mat`'s scales stream.
-uint scale_byte(uint mat, uint i) {
-    return (scales_of(mat, i >> 2) >> (8u * (i & 3u))) & 0xFFu;
-}
-
-// The f16 at byte i (even) of matrix `mat`'s scales stream.
-float scale_half(uint mat, uint i) {
-    vec2 pair = unpackHalf2x16(scales_of(mat, i >> 2));
-    return (i & 2u) == 0u ? pair.x : pair.y;
-}
-
 // Small unsigned integers (below 2^23) less `bias` as floats without an integer-to-float
 // conversion (a slow instruction on some GPUs): each is ORed into the mantissa of 2^23 and
 // 2^23 + bias is subtracted, both exact.
@@ -361,47 +350,79 @@ void decode_quarter(uint piece, uint c, uint w1, uint w2, uint h, out vec4 qa, o
     }
 }
 
-// Piece `piece` of block `gb`'s scales and offsets (s_a, o_a, s_b, o_b) of its two runs
-// (of matrix `mat`).
-vec4 piece_scales(uint mat, uint gb, uint piece) {
+// The words of matrix `mat`'s scales stream that piece `piece` of block gb takes its scales
+// from, loaded and not yet used (`scales_from_words`), so that a kernel can load a piece
+// ahead of its decode: `d` the word of the block's f16 scale (or its scale and minimum, or
+// its E8M0 or UE4M3 scale bytes), `s` the block's sub-block scales (Q4_K's and Q5_K's 16
+// header bytes, Q6_K's 16 signed scales, IQ4_XS's two words; else unused).
+void scale_words(uint mat, uint gb, uint piece, out uvec4 s, out uint d) {
+    s = uvec4(0u);
+    d = 0u;
+    if (TYPE == T_Q5_0 || TYPE == T_IQ4_NL || TYPE == T_Q8_0 || TYPE == T_Q6_K) {
+        d = scales_of(mat, gb >> 1);
+    } else if (TYPE == T_MXFP4) {
+        d = scales_of(mat, gb >> 2);
+    } else if (TYPE == T_Q5_1 || TYPE == T_Q4_1 || TYPE == T_NVFP4) {
+        d = scales_of(mat, gb);
+    }
+    if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
+        s = scales16_of(mat, gb);
+    } else if (TYPE == T_Q6_K) {
+        s = codes_of(mat, gb * QW + 12u);
+    } else if (TYPE == T_IQ4_XS) {
+        s.xy = uvec2(scales_of(mat, 2u * gb), scales_of(mat, 2u * gb + 1u));
+    }
+}
+
+// Piece `piece` of block `gb`'s scales and offsets (s_a, o_a, s_b, o_b) of its two runs,
+// from its `scale_words`.
+vec4 scales_from_words(uvec4 s, uint d, uint gb, uint piece) {
     if (TYPE == T_Q5_0 || TYPE == T_IQ4_NL || TYPE == T_Q8_0) {
-        float d = scale_half(mat, 2u * gb);
-        return vec4(d, 0.0, d, 0.0);
+        vec2 pair = unpackHalf2x16(d);
+        float dd = (gb & 1u) == 0u ? pair.x : pair.y;
+        return vec4(dd, 0.0, dd, 0.0);
     } else if (TYPE == T_Q5_1 || TYPE == T_Q4_1) {
-        vec2 dm = unpackHalf2x16(scales_of(mat, gb));
+        vec2 dm = unpackHalf2x16(d);
         return vec4(dm.x, dm.y, dm.x, dm.y);
     } else if (TYPE == T_MXFP4) {
-        float d = e8m0_half(scale_byte(mat, gb));
-        return vec4(d, 0.0, d, 0.0);
+        float dd = e8m0_half((d >> (8u * (gb & 3u))) & 0xFFu);
+        return vec4(dd, 0.0, dd, 0.0);
     } else if (TYPE == T_NVFP4) {
-        uint s = scales_of(mat, gb) >> (16u * piece);
-        return vec4(ue4m3(s & 0xFFu) * 0.5, 0.0, ue4m3((s >> 8) & 0xFFu) * 0.5, 0.0);
+        uint h = d >> (16u * piece);
+        return vec4(ue4m3(h & 0xFFu) * 0.5, 0.0, ue4m3((h >> 8) & 0xFFu) * 0.5, 0.0);
     } else if (TYPE == T_Q5_K || TYPE == T_Q4_K) {
-        uvec4 hdr = scales16_of(mat, gb);
-        vec2 dm = unpackHalf2x16(hdr.x);
-        uvec2 sm = k_pair_scales_mins(hdr.yzw, piece >> 1);
+        vec2 dm = unpackHalf2x16(s.x);
+        uvec2 sm = k_pair_scales_mins(s.yzw, piece >> 1);
         vec4 sc = byte_codes(sm.x, 0u, 0x3Fu, 0.0);
         vec4 mn = byte_codes(sm.y, 0u, 0x3Fu, 0.0);
         return vec4(dm.x * sc.x, -(dm.y * mn.x), dm.x * sc.y, -(dm.y * mn.y));
     } else if (TYPE == T_Q6_K) {
         uint n = piece >> 2;
         uint o = 16u * (piece & 3u);
-        uvec4 scales = codes_of(mat, gb * QW + 12u);
         uint ia = 8u * n + (o >> 4);
         uint ib = ia + 4u;
-        float d = scale_half(mat, 2u * gb);
+        vec2 pair = unpackHalf2x16(d);
+        float dd = (gb & 1u) == 0u ? pair.x : pair.y;
         // The two runs' signed 8-bit scales, offset by 128 to unsigned and back.
-        uvec2 sc = (uvec2(scales[ia >> 2], scales[ib >> 2]) >> (8u * uvec2(ia & 3u, ib & 3u))) & 0xFFu;
+        uvec2 sc = (uvec2(s[ia >> 2], s[ib >> 2]) >> (8u * uvec2(ia & 3u, ib & 3u))) & 0xFFu;
         vec4 scf = from_integers(uvec4(sc ^ 0x80u, 0u, 0u), 128.0);
-        return vec4(d * scf.x, 0.0, d * scf.y, 0.0);
+        return vec4(dd * scf.x, 0.0, dd * scf.y, 0.0);
     }
     // IQ4_XS.
-    uint w0 = scales_of(mat, 2u * gb);
-    uint lo = (scales_of(mat, 2u * gb + 1u) >> (4u * piece)) & 0xFu;
-    uint hi = (w0 >> (16u + 2u * piece)) & 3u;
-    float d = unpackHalf2x16(w0).x;
-    float dl = d * from_integers(uvec4(lo | (hi << 4)), 32.0).x;
+    uint lo = (s.y >> (4u * piece)) & 0xFu;
+    uint hi = (s.x >> (16u + 2u * piece)) & 3u;
+    float dd = unpackHalf2x16(s.x).x;
+    float dl = dd * from_integers(uvec4(lo | (hi << 4)), 32.0).x;
     return vec4(dl, 0.0, dl, 0.0);
+}
+
+// Piece `piece` of block `gb`'s scales and offsets (s_a, o_a, s_b, o_b) of its two runs
+// (of matrix `mat`).
+vec4 piece_scales(uint mat, uint gb, uint piece) {
+    uvec4 s;
+    uint d;
+    scale_words(mat, gb, piece, s, d);
+    return scales_from_words(s, d, gb, piece);
 }
 
 // Piece `piece` of block `gb` (index into matrix `mat`'s part's streams): its two runs' codes as

@@ -9,8 +9,9 @@
 // owns a tile of TN = TX * RN rows by TM = TY * RM tokens (activation rows), as
 // `gemm_q4.comp`'s. Per piece it decodes the tile's weights once into shared memory as f32
 // (an invocation stages whole rows: one piece of one row each) and stages the tokens' 32
-// inputs of that piece there, in the piece's order (its first run of 16, then its second;
-// tokens fastest, so neighbouring invocations' stores fall in different banks). Every
+// inputs of that piece there, in the piece's order (its first run of 16, then its second);
+// the words of the next piece and its inputs (8 neighbouring inputs of each of 4 tokens per
+// 32 invocations) are loaded into registers while this one is multiplied. Every
 // invocation accumulates its RN x RM outputs as outer products: rows and tokens in groups of
 // four neighbours, the groups of neighbouring invocations side by side. Each piece's
 // products are summed apart and then added to the f32 total. Workgroups are numbered tokens
@@ -81,9 +82,13 @@ const uint TM = TY * RM; // tokens per workgroup
 // Each invocation stages WS rows' piece and XS activations per piece of its K group.
 const uint WS = (TN + GROUP - 1u) / GROUP;
 const uint XS = (32u * TM + GROUP - 1u) / GROUP;
+// Floats per staged input of tile_x: the tokens and 4 of padding, so that the stores of
+// neighbouring invocations (`staged_input`) spread over the banks while every group of four
+// tokens stays 16-byte aligned.
+const uint XT = TM + 4u;
 
 shared float tile_w[KSPLIT * 32 * TN]; // [K group][piece element][row]
-shared float tile_x[KSPLIT * 32 * TM]; // [K group][piece element][token]
+shared float tile_x[KSPLIT * 32 * XT]; // [K group][piece element][token]
 
 // Row i of the invocation's RN (token j of its RM): groups of four neighbours, one 16-byte
 // shared load each, the groups of neighbouring invocations side by side.
@@ -94,30 +99,81 @@ uint own_token(uint ty, uint j) {
     return (j & 3u) + 4u * ty + 4u * TY * (j >> 2);
 }
 
-// Stages piece c of every row of the tile into K group kg's tiles (rows tid, tid + GROUP, ...
-// below TN; rows past the part repeat its last row, whose outputs are not written) decoded
-// to f32, and the tokens' inputs of that piece (tokens past m read as 0).
-void stage(uint c, uint tid, uint kg, uint row0, uint tok0) {
+// The input (of the piece's 32) and the token (of the tile's TM) of staged element e:
+// every 32 neighbouring elements are 8 neighbouring inputs of 4 neighbouring tokens, so
+// that a subgroup's loads read 32 bytes of each token and its stores into tile_x fall in
+// 32 different banks.
+uint staged_input(uint e) {
+    return (e & 7u) + 8u * ((e >> 5) & 3u);
+}
+uint staged_token(uint e) {
+    return ((e >> 3) & 3u) + 4u * (e >> 7);
+}
+
+// What an invocation stages of one piece, loaded a piece ahead of its decode: its rows'
+// code words, fifth bits and scale words (`scale_words`), and its inputs.
+uvec4 st_v[WS];
+uvec4 st_v2[WS];
+uint st_h[WS];
+uvec4 st_s[WS];
+uint st_d[WS];
+float st_x[XS];
+
+// The row of the tile's row r (rows past the part repeat its last row, whose outputs are
+// not written).
+uint tile_row(uint row0, uint r) {
+    return min(row0 + r, p.rows - 1u);
+}
+
+// Loads piece c's share of invocation tid of a K group: the piece of rows tid, tid + GROUP,
+// ... below TN, and the elements tid, tid + GROUP, ... of the tile's 32 inputs x TM tokens
+// (`staged_input`, `staged_token`; tokens past m read as 0).
+void load_piece(uint c, uint tid, uint row0, uint tok0) {
     uint blk = c / PIECES;
     uint piece = c % PIECES;
+    [[unroll]] for (uint s = 0u; s < WS; s++) {
+        uint r = tid + s * GROUP;
+        if (r < TN) {
+            uint gb = tile_row(row0, r) * p.groups + blk;
+            st_v[s] = codes_of(0u, piece_word(gb, piece));
+            // NVFP4's second run is in its one word.
+            st_v2[s] = TYPE == T_NVFP4 ? st_v[s] : codes_of(0u, piece_second_word(gb, piece));
+            st_h[s] = block_high_bits(0u, gb);
+            scale_words(0u, gb, piece, st_s[s], st_d[s]);
+        }
+    }
     uint ka;
     uint kb;
     piece_inputs(piece, ka, kb);
     ka += blk * BLOCK;
     kb += blk * BLOCK;
+    [[unroll]] for (uint s = 0u; s < XS; s++) {
+        uint e = tid + s * GROUP;
+        uint n = staged_input(e);
+        uint tok = tok0 + staged_token(e);
+        uint k = n < 16u ? ka + n : kb + (n - 16u);
+        st_x[s] = e < 32u * TM && tok < p.m ? x_at(tok, k) : 0.0;
+    }
+}
+
+// Writes the loaded piece c into K group kg's tiles: its rows' weights decoded to f32,
+// and its inputs in the piece's order (its first run of 16, then its second).
+void store_piece(uint c, uint tid, uint kg, uint row0) {
+    uint blk = c / PIECES;
+    uint piece = c % PIECES;
     uint w0 = kg * 32u * TN;
     [[unroll]] for (uint s = 0u; s < WS; s++) {
         uint r = tid + s * GROUP;
         if (r < TN) {
-            uint row = min(row0 + r, p.rows - 1u);
-            vec4 qa[4];
-            vec4 qb[4];
-            vec4 so;
-            decode(0u, row * p.groups + blk, piece, qa, qb, so);
+            uint gb = tile_row(row0, r) * p.groups + blk;
+            vec4 so = scales_from_words(st_s[s], st_d[s], gb, piece);
             [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                vec4 qa;
+                vec4 qb;
+                decode_quarter(piece, i, st_v[s][quarter_first(i)], st_v2[s][quarter_second(i)], st_h[s], qa, qb);
                 [[unroll]] for (uint e = 0u; e < 4u; e++) {
-                    tile_w[w0 + (4u * i + e) * TN + r] = fma(so.x, qa[i][e], so.y);
-                    tile_w[w0 + (16u + 4u * i + e) * TN + r] = fma(so.z, qb[i][e], so.w);
+                    tile_w[w0 + (4u * i + e) * TN + r] = fma(so.x, qa[e], so.y);
+                    tile_w[w0 + (16u + 4u * i + e) * TN + r] = fma(so.z, qb[e], so.w);
                 }
             }
         }
@@ -125,10 +181,7 @@ void stage(uint c, uint tid, uint kg, uint row0, uint tok0) {
     [[unroll]] for (uint s = 0u; s < XS; s++) {
         uint e = tid + s * GROUP;
         if (e < 32u * TM) {
-            uint n = e / TM;
-            uint tok = tok0 + e % TM;
-            uint k = n < 16u ? ka + n : kb + (n - 16u);
-            tile_x[kg * 32u * TM + e] = tok < p.m ? x_at(tok, k) : 0.0;
+            tile_x[kg * 32u * XT + staged_input(e) * XT + staged_token(e)] = st_x[s];
         }
     }
 }
@@ -158,11 +211,19 @@ void main() {
     // stages a valid one and skips its products.
     uint steps = (p.chunks + KSPLIT - 1u) / KSPLIT;
     uint w0 = kg * 32u * TN;
-    uint x0 = kg * 32u * TM;
+    uint x0 = kg * 32u * XT;
+    // The piece whose words the registers hold.
+    uint loaded = min(kg, p.chunks - 1u);
+    load_piece(loaded, tid, row0, tok0);
     for (uint s = 0u; s < steps; s++) {
         uint c = s * KSPLIT + kg;
-        stage(min(c, p.chunks - 1u), tid, kg, row0, tok0);
+        store_piece(loaded, tid, kg, row0);
         barrier();
+        // The next piece's loads are in flight while this one is multiplied.
+        if (c + KSPLIT < p.chunks) {
+            loaded = c + KSPLIT;
+            load_piece(loaded, tid, row0, tok0);
+        }
         if (KSPLIT == 1u || c < p.chunks) {
             float part[RN * RM];
             [[unroll]] for (uint i = 0u; i < RN * RM; i++) {
@@ -175,7 +236,7 @@ void main() {
                     a[i] = tile_w[w0 + kk * TN + own_row(tx, i)];
                 }
                 [[unroll]] for (uint j = 0u; j < RM; j++) {
-                    b[j] = tile_x[x0 + kk * TM + own_token(ty, j)];
+                    b[j] = tile_x[x0 + kk * XT + own_token(ty, j)];
                 }
                 [[unroll]] for (uint i = 0u; i < RN; i++) {
                     [[unroll]] for (uint j = 0u; j < RM; j++) {

@@ -40,6 +40,12 @@ impl GemmTile {
     pub fn shared_bytes(&self) -> u32 {
         4 * 32 * (self.rows() + self.tokens())
     }
+
+    /// Bytes of the GEMM on GGUF blocks' shared memory with this tile: the SIMT GEMM's
+    /// tiles and 4 floats of padding per input of the tokens' tile.
+    pub fn blocks_shared_bytes(&self) -> u32 {
+        self.shared_bytes() + 4 * 32 * 4
+    }
 }
 
 /// The SIMT GEMM's tile that runs on any device: 64 invocations (Vulkan's minimum
@@ -269,6 +275,9 @@ pub struct DeviceTuning {
     /// The SIMT GEMM's tiles (`h200-2026-12-02-coherent-simt-gemm.txt`,
     /// `h200-2026-12-02-stage-major-simt-tiles.txt`).
     pub simt_gemm_tiles: SimtGemmTiles,
+    /// The tiles of the GEMM on GGUF blocks (`h100-2026-12-06-blocks-gemm-tiles.txt` and
+    /// `h100-2026-12-06-blocks-gemm-staging.txt`).
+    pub blocks_gemm_tiles: SimtGemmTiles,
     /// Workgroups a SIMT GEMM call should have in flight per SM where the driver reports
     /// SMs, and in all where it does not (`h200-2026-12-02-k-groups.txt`).
     pub simt_gemm_workgroups: (u64, u64),
@@ -318,6 +327,11 @@ const GPU_GEMM_TILES: [(Option<u32>, GemmTile); 3] = [
         },
     ),
 ];
+
+/// The GPU tiles of the GEMM on GGUF blocks: the SIMT GEMM's up to m = 16, then
+/// [`GEMM_TILE`] (the 128 × 64 tile, which holds more registers beside the next piece's
+/// words, was slower there at m = 512).
+const GPU_BLOCKS_GEMM_TILES: [(Option<u32>, GemmTile); 2] = [GPU_GEMM_TILES[0], (None, GEMM_TILE)];
 
 /// NVIDIA GPUs with 32-wide subgroups.
 pub const NVIDIA: DeviceTuning = DeviceTuning {
@@ -397,6 +411,7 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         f32: [(26, 5), (25, 7), (0, 8)],
     },
     simt_gemm_tiles: SimtGemmTiles::ByM(&GPU_GEMM_TILES),
+    blocks_gemm_tiles: SimtGemmTiles::ByM(&GPU_BLOCKS_GEMM_TILES),
     simt_gemm_workgroups: (3, 384),
     // Its own tensor-core kernels run the tensor-core layout; SIMT-layout matrices (a column
     // order) keep the SIMT GEMM.
@@ -405,6 +420,14 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
     blocks_coop_tiles_gemm: false,
     blocks_gemv_rows: (2, 8),
     blocks_gemv_word_lanes_past_one_pass: &[BlockType::Q6K],
+};
+
+/// The SIMT GEMM's tiles on CPU implementations (and the GEMM on GGUF blocks'): 192 rows
+/// by the fewest of 16–64 tokens covering m.
+const CPU_GEMM_TILES: SimtGemmTiles = SimtGemmTiles::CoverM {
+    tx: 16,
+    ty: 4,
+    rn: 12,
 };
 
 /// CPU implementations of Vulkan: workgroups run on one thread each, so tiles live in
@@ -425,11 +448,8 @@ pub const CPU_IMPLEMENTATION: DeviceTuning = DeviceTuning {
     // Either way within noise (`lavapipe-2026-12-04-decode-once.txt`): the one with less
     // work per weight.
     simt_gemv_decode_once_from_rows: Some(1),
-    simt_gemm_tiles: SimtGemmTiles::CoverM {
-        tx: 16,
-        ty: 4,
-        rn: 12,
-    },
+    simt_gemm_tiles: CPU_GEMM_TILES,
+    blocks_gemm_tiles: CPU_GEMM_TILES,
     ..DEFAULT
 };
 

@@ -94,7 +94,7 @@ fn gemv_kernel(
 fn gemm_kernel(req: &ExportRequest, dev: &ExportDevice, ty: BlockType) -> Result<Kernel> {
     let (workgroup, tile) = gemm_tile(dev)?;
     // A piece of the tile's rows and of its tokens, as f32.
-    let shared = 4 * 32 * (tile.rows() + tile.tokens());
+    let shared = tile.blocks_shared_bytes();
     if shared > dev.max_shared {
         return Err(Error::Unsupported(format!(
             "the exported GEMM on {} blocks needs {shared} bytes of shared memory; the device has {}",

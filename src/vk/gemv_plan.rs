@@ -451,13 +451,18 @@ fn gemm_workgroups(form: &MatrixForm, tile: GemmTile, m: u32) -> u64 {
     row_tiles * u64::from(m.div_ceil(tile.tokens()))
 }
 
-/// Why `k` K groups of the SIMT GEMM's `tile` cannot run on the device of `info`, if they
-/// cannot: its workgroup or shared-memory limit, or (k > 1) the kernel's rule that the
+/// Why `k` K groups of the SIMT GEMM's `tile` on `form` cannot run on the device of `info`,
+/// if they cannot: its workgroup or shared-memory limit (`GemmTile::blocks_shared_bytes` on
+/// GGUF blocks), or (k > 1) the kernel's rule that the
 /// groups' sums fit its weight tiles (tokens × (k − 1) ≤ 32 k). Tiles are checked when fixed
 /// (at most 1024 invocations, 16 rows and tokens each) and K groups (at most 8): these
 /// products fit 32 bits.
-fn gemm_misfit(info: &DeviceClass, tile: GemmTile, k: u32) -> Option<String> {
-    let (invocations, shared) = (tile.invocations() * k, tile.shared_bytes() * k);
+fn gemm_misfit(info: &DeviceClass, form: &MatrixForm, tile: GemmTile, k: u32) -> Option<String> {
+    let per_group = match form.blocks {
+        Some(_) => tile.blocks_shared_bytes(),
+        None => tile.shared_bytes(),
+    };
+    let (invocations, shared) = (tile.invocations() * k, per_group * k);
     if invocations > info.max_workgroup {
         Some(format!(
             "workgroups of {invocations} invocations; the device allows {}",
@@ -488,7 +493,7 @@ fn tile_name(t: GemmTile) -> String {
 }
 
 /// The SIMT GEMM's tile for a call at `m` on `form`: the caller's fixed one, else the
-/// device row's (`DeviceTuning::simt_gemm_tiles`), or [`GEMM_TILE`] where that exceeds the device's
+/// device row's (`DeviceTuning::simt_gemm_tiles`; `blocks_gemm_tiles` on GGUF blocks), or [`GEMM_TILE`] where that exceeds the device's
 /// workgroup or shared memory, or where a GPU's larger tile (past m = 32) would give the
 /// call fewer than half of [`gemm_groups_wanted`] workgroups (a larger tile is faster per
 /// workgroup, but not where it leaves SMs idle); `Unsupported` where the tile does not fit
@@ -496,17 +501,21 @@ fn tile_name(t: GemmTile) -> String {
 fn simt_gemm_tile(r: &Rules, form: &MatrixForm, m: u32) -> Result<GemmTile> {
     let info = &r.class;
     let t = r.overrides().gemm_tile.unwrap_or_else(|| {
-        let chosen = r.row.simt_gemm_tiles.for_m(m);
+        let tiles = match form.blocks {
+            Some(_) => &r.row.blocks_gemm_tiles,
+            None => &r.row.simt_gemm_tiles,
+        };
+        let chosen = tiles.for_m(m);
         let too_few = !info.cpu
             && chosen.tokens() > GEMM_TILE.tokens()
             && 2 * gemm_workgroups(form, chosen, m) < gemm_groups_wanted(r);
-        if gemm_misfit(info, chosen, 1).is_none() && !too_few {
+        if gemm_misfit(info, form, chosen, 1).is_none() && !too_few {
             chosen
         } else {
             GEMM_TILE
         }
     });
-    match gemm_misfit(info, t, 1) {
+    match gemm_misfit(info, form, t, 1) {
         Some(why) => Err(Error::Unsupported(format!("{} needs {why}", tile_name(t)))),
         None => Ok(t),
     }
@@ -541,7 +550,7 @@ fn gemm_groups_wanted(r: &Rules) -> u64 {
 fn simt_gemm_ksplit(r: &Rules, form: &MatrixForm, tile: GemmTile, m: u32) -> Result<u32> {
     let info = &r.class;
     if let Some(k) = r.overrides().gemm_ksplit {
-        return match gemm_misfit(info, tile, k) {
+        return match gemm_misfit(info, form, tile, k) {
             Some(why) => Err(Error::Unsupported(format!(
                 "{k} K groups of {} need {why}",
                 tile_name(tile)
@@ -556,7 +565,7 @@ fn simt_gemm_ksplit(r: &Rules, form: &MatrixForm, tile: GemmTile, m: u32) -> Res
         gemm_workgroups(form, tile, m),
         form.layout.chunks as u64,
         gemm_groups_wanted(r),
-        |k| gemm_misfit(info, tile, k).is_none(),
+        |k| gemm_misfit(info, form, tile, k).is_none(),
     ))
 }
 
