@@ -314,6 +314,7 @@ _Static_assert(Q4VK_GEMV_KERNEL_COOP_TILES_GEMM == 7, "Q4VK_GEMV_KERNEL_COOP_TIL
 _Static_assert(Q4VK_GEMV_KERNEL_BLOCKS_GEMV == 8, "Q4VK_GEMV_KERNEL_BLOCKS_GEMV");
 _Static_assert(Q4VK_GEMV_KERNEL_BLOCKS_GEMM == 9, "Q4VK_GEMV_KERNEL_BLOCKS_GEMM");
 _Static_assert(Q4VK_GEMV_KERNEL_BLOCKS_COOP_GEMM == 10, "Q4VK_GEMV_KERNEL_BLOCKS_COOP_GEMM");
+_Static_assert(Q4VK_GEMV_KERNEL_BLOCKS_FRAGMENT_GEMM == 11, "Q4VK_GEMV_KERNEL_BLOCKS_FRAGMENT_GEMM");
 static void (*const p_export_desc_default)(q4vk_kernel_export_desc *) = q4vk_kernel_export_desc_default;
 static q4vk_status (*const p_kernel_export)(const q4vk_context *, const q4vk_matrix_desc *,
                                             const q4vk_kernel_export_desc *, q4vk_kernel_info *, uint32_t *,

@@ -1011,6 +1011,12 @@ typedef struct q4vk_staging {
 // offer such a shape and whose tuning row takes it.
 #define Q4VK_GEMV_KERNEL_BLOCKS_COOP_GEMM 10
 
+// The tensor-core GEMM on GGUF blocks kept in their native bytes with fragments built in
+// registers: the m where `Q4VK_GEMV_KERNEL_BLOCKS_GEMM` would run, on contexts that use the
+// tensor-core layout (`Q4VK_GEMV_KERNEL_COOP_GEMM`'s devices), where k is a multiple of
+// 128.
+#define Q4VK_GEMV_KERNEL_BLOCKS_FRAGMENT_GEMM 11
+
 // None: the kernel reads x.
 #define Q4VK_GEMV_PREPASS_NONE 0
 

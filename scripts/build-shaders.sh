@@ -92,6 +92,8 @@ glslang_quiet -V --quiet --target-env vulkan1.1 gemm_q4_coop_tiles.comp -o "$out
 type_id=0
 for block_type in q5_0 q5_1 q8_0 q5_k q6_k iq4_nl iq4_xs mxfp4 nvfp4 q4_1 q4_k; do
     glslang_quiet -V --quiet --target-env vulkan1.1 -DBLOCK_TYPE=$type_id gemm_blocks_coop.comp -o "$out/gemm_blocks_${block_type}_coop.spv"
+    # With fragments built in registers (the tensor-core layout's devices).
+    glslang_quiet -V --quiet --target-env vulkan1.1 -DBLOCK_TYPE=$type_id gemm_blocks_frag.comp -o "$out/gemm_blocks_${block_type}_frag.spv"
     type_id=$((type_id + 1))
 done
 # Its K slices added into y.

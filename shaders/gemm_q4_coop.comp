@@ -131,12 +131,12 @@ void stage_b(uint kg, uint sub, uint lane, vec4 xv[TPS]) {
             staged_b[kg][t * KPAD4 + lane] = pack4(f16vec4(v));
         } else {
             f16vec4 hi, lo;
-            factor = split_block(v, hi, lo);
+            factor = split_block(v, BLOCK, hi, lo);
             uint at = 2u * t * KPAD4 + lane;
             staged_b[kg][at] = pack4(hi);
             staged_b[kg][at + KPAD4] = pack4(lo);
         }
-        float sum = HAS_OFFSETS ? block_total(v) : 0.0;
+        float sum = HAS_OFFSETS ? block_total(v, BLOCK) : 0.0;
         if (lane % (BLOCK / 4u) == 0u) {
             uint at = (4u * lane / BLOCK) * TOKENS + t;
             block_scale[kg][at] = factor;

@@ -84,13 +84,13 @@ void stage_b(uint sg, uint lane, vec4 xv[M]) {
     [[unroll]] for (uint mi = 0u; mi < M; mi++) {
         vec4 v = xv[mi];
         f16vec4 hi, lo;
-        float factor = split_block(v, hi, lo);
+        float factor = split_block(v, BLOCK, hi, lo);
         uint col = 8u * (mi / 4u) + 2u * (mi % 4u);
         uint at = col * KPAD4 + lane;
         staged_b[sg][at] = pack4(hi);
         staged_b[sg][at + KPAD4] = pack4(lo);
         if (HAS_OFFSETS) {
-            float sum = block_total(v);
+            float sum = block_total(v, BLOCK);
             if (lane % (BLOCK / 4u) == 0u) {
                 block_sum[sg][(4u * lane / BLOCK) * M + mi] = sum;
             }

@@ -278,6 +278,7 @@ fn grid() -> String {
             let mut rules = Rules::for_class(class, f.portable, f.int_dot);
             rules.int_dot_everywhere = f.int_dot_everywhere;
             rules.coop_tiles = f.coop_tiles;
+            rules.coop_fragments = f.coop;
             for (form_name, group, zeros, offsets, order) in FORMS {
                 for (n, k) in SHAPES {
                     let Ok(shape) = Q4Shape::new(n, k, group, zeros as u32) else {
@@ -483,6 +484,16 @@ fn written(c: &Choice) -> String {
             k.ty.name(),
             tiles_written(&k.tiles),
             flags(&[(k.tiles.x_f16, 'h')])
+        ),
+        KernelChoice::BlocksFrag(k) => format!(
+            "blocks-fgemm({} {}x{}x{} k{} g{} {})",
+            k.ty.name(),
+            k.tiles,
+            k.subgroups,
+            k.tokens,
+            k.ksplit,
+            k.tsplit,
+            flags(&[(k.x_f16, 'h')])
         ),
         KernelChoice::SimtGemm(k) => format!(
             "gemm({}x{}x{}x{} k{} {})",

@@ -105,12 +105,24 @@ fn check_matrix(
                 assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMV, "{what}");
                 assert_eq!(info.passes as usize, m.div_ceil(pass_rows(m)), "{what}");
             }
+            // Past it, contexts that use the tensor-core layout run their tensor-core GEMM
+            // on blocks where k is whole stages of 128 (`gpu_blocks_frag`).
             true if m > 16 => {
-                assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_BLOCKS_GEMM, "{what}");
+                let coop = unsafe { context_mut(ctx) }.unwrap().coop;
+                let want = match coop && k.is_multiple_of(128) {
+                    true => Q4VK_GEMV_KERNEL_BLOCKS_FRAGMENT_GEMM,
+                    false => Q4VK_GEMV_KERNEL_BLOCKS_GEMM,
+                };
+                assert_eq!(info.kernel, want, "{what}");
                 assert_eq!(info.passes, 1, "{what}");
             }
             true => assert!(
-                [Q4VK_GEMV_KERNEL_BLOCKS_GEMV, Q4VK_GEMV_KERNEL_BLOCKS_GEMM].contains(&info.kernel),
+                [
+                    Q4VK_GEMV_KERNEL_BLOCKS_GEMV,
+                    Q4VK_GEMV_KERNEL_BLOCKS_GEMM,
+                    Q4VK_GEMV_KERNEL_BLOCKS_FRAGMENT_GEMM
+                ]
+                .contains(&info.kernel),
                 "{what}"
             ),
             false => assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_CPU, "{what}"),

@@ -183,6 +183,7 @@ fn the_plan_is_the_decision_calls_record() {
                 }
                 KernelChoice::BlocksGemm(_) => (Q4VK_GEMV_KERNEL_BLOCKS_GEMM, 1),
                 KernelChoice::BlocksTiles(_) => (Q4VK_GEMV_KERNEL_BLOCKS_COOP_GEMM, 1),
+                KernelChoice::BlocksFrag(_) => (Q4VK_GEMV_KERNEL_BLOCKS_FRAGMENT_GEMM, 1),
                 KernelChoice::SimtGemm(_) => (Q4VK_GEMV_KERNEL_SIMT_GEMM, 1),
                 KernelChoice::CoopTiles(_) => (Q4VK_GEMV_KERNEL_COOP_TILES_GEMM, 1),
                 KernelChoice::CoopGemv(_) => (Q4VK_GEMV_KERNEL_COOP_GEMV, 1),

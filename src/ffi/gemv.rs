@@ -1219,6 +1219,11 @@ pub const Q4VK_GEMV_KERNEL_BLOCKS_GEMM: q4vk_gemv_kernel = 9;
 /// where `Q4VK_GEMV_KERNEL_BLOCKS_GEMM` would run, on devices whose cooperative matrices
 /// offer such a shape and whose tuning row takes it.
 pub const Q4VK_GEMV_KERNEL_BLOCKS_COOP_GEMM: q4vk_gemv_kernel = 10;
+/// The tensor-core GEMM on GGUF blocks kept in their native bytes with fragments built in
+/// registers: the m where `Q4VK_GEMV_KERNEL_BLOCKS_GEMM` would run, on contexts that use the
+/// tensor-core layout (`Q4VK_GEMV_KERNEL_COOP_GEMM`'s devices), where k is a multiple of
+/// 128.
+pub const Q4VK_GEMV_KERNEL_BLOCKS_FRAGMENT_GEMM: q4vk_gemv_kernel = 11;
 
 /// The pre-pass a call records before its kernel (`q4vk_gemv_plan_info.prepass`).
 pub type q4vk_gemv_prepass = u32;
@@ -1374,6 +1379,7 @@ fn plan_fields(
         gemv::KernelChoice::BlocksGemv { .. } => Q4VK_GEMV_KERNEL_BLOCKS_GEMV,
         gemv::KernelChoice::BlocksGemm(_) => Q4VK_GEMV_KERNEL_BLOCKS_GEMM,
         gemv::KernelChoice::BlocksTiles(_) => Q4VK_GEMV_KERNEL_BLOCKS_COOP_GEMM,
+        gemv::KernelChoice::BlocksFrag(_) => Q4VK_GEMV_KERNEL_BLOCKS_FRAGMENT_GEMM,
         gemv::KernelChoice::SimtGemm(_) => Q4VK_GEMV_KERNEL_SIMT_GEMM,
         gemv::KernelChoice::CoopTiles(_) => Q4VK_GEMV_KERNEL_COOP_TILES_GEMM,
         gemv::KernelChoice::CoopGemv(_) => Q4VK_GEMV_KERNEL_COOP_GEMV,

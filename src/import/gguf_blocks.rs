@@ -124,6 +124,14 @@ impl BlockType {
         )
     }
 
+    /// Whether the type's weights carry an offset (a minimum) per run besides a scale.
+    pub fn has_minima(self) -> bool {
+        matches!(
+            self,
+            BlockType::Q4_1 | BlockType::Q5_1 | BlockType::Q4K | BlockType::Q5K
+        )
+    }
+
     /// Elements per block.
     pub fn block_elements(self) -> usize {
         match self {

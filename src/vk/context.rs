@@ -347,6 +347,7 @@ impl Context {
                 "tensor-core GEMV (VK_KHR_cooperative_matrix) for new matrices",
             );
         }
+        rules.coop_fragments = coop;
         // Subgroup-scope fragments: not on contexts that keep to the portable kernels.
         rules.coop_tiles = device.coop_offer.tiles.filter(|_| want_coop && !portable);
         if let Some(s) = rules.coop_tiles {

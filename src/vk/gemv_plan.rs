@@ -9,8 +9,8 @@ use super::matrix::DeviceMatrix;
 use super::matrix_form::MatrixForm;
 use super::params::{BufferRange, GemvParams, MAX_M};
 use super::pipeline::{
-    BlocksGemmKey, BlocksKey, BlocksTilesKey, CoopGemmKey, CoopKey, DigitsKey, FragmentsKey,
-    GemmKey, PipelineKey, Pipelines, Push, SlicesKey, TilesKey, Tuning, BLOCKS_MAX_M,
+    BlocksFragKey, BlocksGemmKey, BlocksKey, BlocksTilesKey, CoopGemmKey, CoopKey, DigitsKey,
+    FragmentsKey, GemmKey, PipelineKey, Pipelines, Push, SlicesKey, TilesKey, Tuning, BLOCKS_MAX_M,
     DIGITS_WORKGROUP,
 };
 use super::rules::Rules;
@@ -625,6 +625,9 @@ pub enum KernelChoice {
     BlocksGemm(BlocksGemmKey),
     /// The tensor-core GEMM on GGUF blocks in their native bytes (`vk::coop_tiles`).
     BlocksTiles(BlocksTilesKey),
+    /// The tensor-core GEMM on GGUF blocks in their native bytes with A's fragments built
+    /// in registers (the tensor-core layout's devices).
+    BlocksFrag(BlocksFragKey),
     /// The SIMT GEMM.
     SimtGemm(GemmKey),
     /// The tensor-core GEMM on the SIMT layout (`vk::coop_tiles`).
@@ -673,13 +676,27 @@ impl Choice {
             KernelChoice::SimtGemm(_)
                 | KernelChoice::BlocksGemm(_)
                 | KernelChoice::BlocksTiles(_)
+                | KernelChoice::BlocksFrag(_)
                 | KernelChoice::CoopTiles(_)
                 | KernelChoice::CoopGemm { .. }
         )
     }
 
-    /// The tensor-core GEMM's shape and K slices (1: none), where the call runs it.
+    /// The tensor-core GEMM's shape and K slices (1: none), where the call runs it (or,
+    /// with no look-ahead and no slices, its counterpart on GGUF blocks with fragments in
+    /// registers).
     pub fn coop_gemm_shape(&self) -> Option<(CoopGemmTuning, u32)> {
+        if let KernelChoice::BlocksFrag(key) = self.kernel {
+            let shape = CoopGemmTuning::new(
+                key.tiles,
+                key.subgroups,
+                key.tokens,
+                key.ksplit,
+                0,
+                key.tsplit,
+            );
+            return Some((shape, 1));
+        }
         let KernelChoice::CoopGemm { key, slices, .. } = self.kernel else {
             return None;
         };
@@ -757,6 +774,18 @@ impl fmt::Display for Choice {
                 key.ty.name(),
                 key.tiles
             )?,
+            KernelChoice::BlocksFrag(key) => {
+                write!(
+                    out,
+                    "tensor-core GEMM on GGUF {} blocks, fragments in registers {},{},{},{},{}",
+                    key.ty.name(),
+                    key.tiles,
+                    key.subgroups,
+                    key.tokens,
+                    key.ksplit,
+                    key.tsplit
+                )?;
+            }
             KernelChoice::SimtGemm(key) => {
                 let t = key.tile;
                 write!(out, "SIMT GEMM, tile {}x{}x{}x{}", t.tx, t.ty, t.rn, t.rm)?;
@@ -955,6 +984,9 @@ fn blocks_choice(
 ) -> Result<KernelChoice> {
     let ty = blocks.ty;
     if !dot && runs_gemm(r, form, p.m) {
+        if let Some(key) = blocks_frag_key(r, form, blocks, p) {
+            return Ok(KernelChoice::BlocksFrag(key));
+        }
         let tiles = runs_blocks_tiles(r, form)
             .then(|| blocks_tiles_key(r, ty, p))
             .flatten();
@@ -1020,6 +1052,38 @@ fn blocks_choice(
         key: full,
         last: key(p.m - (p.m - 1) / pass_rows * pass_rows),
     })
+}
+
+/// The key of the tensor-core GEMM on GGUF blocks with fragments in registers for a call
+/// with `p` on `form` (of `blocks`): on contexts that use the tensor-core layout
+/// (`Rules::coop_fragments`) where k is a multiple of its stage of 128 inputs, the shape of
+/// the tensor-core GEMM on staged x ([`super::coop_shapes::choose_gemm_shape`], or the
+/// caller's fixed one) with its K groups halved until it fits the shared memory; `None`
+/// elsewhere or where it still does not fit.
+fn blocks_frag_key(
+    r: &Rules,
+    form: &MatrixForm,
+    blocks: &BlocksLayout,
+    p: &GemvParams,
+) -> Option<BlocksFragKey> {
+    if !r.coop_fragments || !form.shape.k.is_multiple_of(128) {
+        return None;
+    }
+    let shape = r.overrides().coop_gemm.unwrap_or_else(|| {
+        let (t, s, m, kg) = super::coop_shapes::choose_gemm_shape(form.shape.n, p.m, p.x_f16);
+        CoopGemmTuning::new(t, s, m, kg, 0, 1)
+    });
+    let key = BlocksFragKey {
+        tiles: shape.tiles,
+        subgroups: shape.subgroups,
+        tokens: shape.tokens,
+        x_f16: p.x_f16,
+        ksplit: shape.k_groups,
+        tsplit: shape.token_groups,
+        ty: blocks.ty,
+    }
+    .fitted(r.class.max_shared);
+    (key.shared_bytes() <= r.class.max_shared).then_some(key)
 }
 
 /// The SIMT GEMM's key for a call with `p` on `form`.
@@ -1223,6 +1287,12 @@ pub(super) fn plan_of(
             pipelines.get_blocks_tiles(key, epi)?,
             key.tiles.rows() as u64,
             key.tiles.tokens() as u64,
+            None,
+        ),
+        KernelChoice::BlocksFrag(key) => simt(
+            pipelines.get_blocks_frag(key, epi)?,
+            key.rows() as u64,
+            key.tokens as u64,
             None,
         ),
         KernelChoice::SimtGemm(key) => simt(

@@ -584,6 +584,78 @@ impl BlocksTilesKey {
     }
 }
 
+/// Which pipeline of the tensor-core GEMM on GGUF blocks in their native bytes with A's
+/// fragments built in registers (`shaders/gemm_blocks_frag.comp`, the type's build; the
+/// tensor-core layout's devices; specialization constants 0..5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlocksFragKey {
+    /// Row tiles of 16 rows per subgroup.
+    pub tiles: u32,
+    /// Subgroups of 32 per workgroup: `ksplit` K groups of `tsplit` token groups, each
+    /// subgroup of a token group with its own row tiles.
+    pub subgroups: u32,
+    /// Tokens per workgroup, a multiple of 8 and of `subgroups / ksplit`; each token group
+    /// takes `tokens / tsplit` of them (a multiple of 8 B columns).
+    pub tokens: u32,
+    /// f16 activations.
+    pub x_f16: bool,
+    /// Groups of subgroups splitting K (divides `subgroups`).
+    pub ksplit: u32,
+    /// Token groups per K group (divides `subgroups / ksplit`).
+    pub tsplit: u32,
+    /// The block type.
+    pub ty: BlockType,
+}
+
+impl BlocksFragKey {
+    /// The specialization constants by id (0..5).
+    pub fn spec_values(&self) -> [u32; 6] {
+        [
+            32 * self.subgroups,
+            self.tiles,
+            self.tokens,
+            self.x_f16 as u32,
+            self.ksplit,
+            self.tsplit,
+        ]
+    }
+
+    /// Rows per workgroup.
+    pub fn rows(&self) -> u32 {
+        16 * self.tiles * self.subgroups / (self.ksplit * self.tsplit)
+    }
+
+    /// Bytes of the kernel's shared memory: per K group staged B (f16, [`COOP_KPAD`] × one
+    /// column per token for f16 activations, two for f32), the stage's factors and the runs'
+    /// sums of x (8 per token; 4 floats for types without offsets); the sums K groups 1..
+    /// hand to group 0; the table types' byte values.
+    pub fn shared_bytes(&self) -> u32 {
+        let cols = if self.x_f16 { 1 } else { 2 } * self.tokens;
+        let sums = match self.ty.has_minima() {
+            true => 4 * 8 * self.tokens,
+            false => 16,
+        };
+        let per_group = 2 * COOP_KPAD * cols + 4 * self.tokens + sums;
+        let red = match self.ksplit {
+            1 => 16,
+            k => 4 * (k - 1) * self.rows() * self.tokens,
+        };
+        let table = match self.ty.looked_up() {
+            true => 4 * 256,
+            false => 0,
+        };
+        self.ksplit * per_group + red + table
+    }
+
+    /// This shape with its K groups halved until it fits `max_shared` bytes.
+    pub fn fitted(mut self, max_shared: u32) -> BlocksFragKey {
+        while self.shared_bytes() > max_shared && self.ksplit > 1 {
+            self.ksplit /= 2;
+        }
+        self
+    }
+}
+
 /// Which GEMV pipeline on GGUF blocks in their native bytes (`shaders/gemv_blocks.comp`,
 /// the type's build, specialization constants 0..6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -914,6 +986,9 @@ pub struct Pipelines {
     /// The tensor-core GEMM on GGUF blocks' modules, a build per block type, likewise
     /// (contexts with `coop_tiles` only).
     blocks_tiles_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
+    /// The tensor-core GEMM on GGUF blocks with fragments in registers' modules, a build
+    /// per block type, likewise (contexts that use the tensor-core layout only).
+    blocks_frag_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
     /// The GEMV on GGUF blocks' integer dot-product builds, a build per block type,
     /// likewise (contexts that use the integer dot-product GEMV only).
     blocks_dot_modules: [Mutex<vk::ShaderModule>; BlockType::ALL.len()],
@@ -934,6 +1009,7 @@ pub struct Pipelines {
     blocks_pipelines: PipelineSet<(BlocksKey, Epilogue)>,
     blocks_gemm_pipelines: PipelineSet<(BlocksGemmKey, Epilogue)>,
     blocks_tiles_pipelines: PipelineSet<(BlocksTilesKey, Epilogue)>,
+    blocks_frag_pipelines: PipelineSet<(BlocksFragKey, Epilogue)>,
 }
 
 fn storage_bindings(count: u32) -> Vec<vk::DescriptorSetLayoutBinding<'static>> {
@@ -1017,6 +1093,7 @@ impl Pipelines {
             blocks_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_gemm_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_tiles_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
+            blocks_frag_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_dot_modules: BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null())),
             blocks_pair_modules: [(); 2]
                 .map(|_| BlockType::ALL.map(|_| Mutex::new(vk::ShaderModule::null()))),
@@ -1033,6 +1110,9 @@ impl Pipelines {
             blocks_pipelines: PipelineSet::new("gemv on GGUF blocks"),
             blocks_gemm_pipelines: PipelineSet::new("gemm on GGUF blocks"),
             blocks_tiles_pipelines: PipelineSet::new("tensor-core gemm on GGUF blocks"),
+            blocks_frag_pipelines: PipelineSet::new(
+                "tensor-core gemm on GGUF blocks, fragments in registers",
+            ),
         };
         // SAFETY: valid create infos; Drop destroys whatever was created.
         unsafe {
@@ -1351,6 +1431,21 @@ impl Pipelines {
             })
     }
 
+    /// The pipeline of the tensor-core GEMM on GGUF blocks with fragments in registers for
+    /// `key`, created (with the type's module, the first time) on first use (contexts that
+    /// use the tensor-core layout only).
+    pub fn get_blocks_frag(&self, key: BlocksFragKey, epi: Epilogue) -> Result<vk::Pipeline> {
+        self.check_coop()?;
+        self.blocks_frag_pipelines
+            .get_or_create((key, epi), |name| {
+                let slot = type_slot(&self.blocks_frag_modules, key.ty)?;
+                let spv = shaders::gemm_blocks_frag(key.ty);
+                let module =
+                    self.lazy_module(slot, spv, &format!("gemm_blocks_frag {}", key.ty.name()))?;
+                self.create(module, &key.spec_values(), epi, name)
+            })
+    }
+
     /// Refuses the tensor-core kernels on a context that does not run them.
     fn check_coop(&self) -> Result<()> {
         if self.coop_module == vk::ShaderModule::null() {
@@ -1460,6 +1555,7 @@ impl Pipelines {
             + self.blocks_pipelines.len()
             + self.blocks_gemm_pipelines.len()
             + self.blocks_tiles_pipelines.len()
+            + self.blocks_frag_pipelines.len()
     }
 
     /// How many gate+up pair pipelines (of the SIMT GEMV and of the GEMV on GGUF blocks)
@@ -1489,6 +1585,7 @@ impl Pipelines {
         all.extend(self.blocks_pipelines.listed());
         all.extend(self.blocks_gemm_pipelines.listed());
         all.extend(self.blocks_tiles_pipelines.listed());
+        all.extend(self.blocks_frag_pipelines.listed());
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(key, p)| Ok((key, super::stats::of_pipeline(&self.device, p)?)))
@@ -1510,6 +1607,7 @@ impl Drop for Pipelines {
         all.extend(self.blocks_pipelines.take_all());
         all.extend(self.blocks_gemm_pipelines.take_all());
         all.extend(self.blocks_tiles_pipelines.take_all());
+        all.extend(self.blocks_frag_pipelines.take_all());
         let lazy = [
             &mut self.gemm_module,
             &mut self.coop_gemm_module,
@@ -1523,6 +1621,7 @@ impl Drop for Pipelines {
         .chain(&mut self.blocks_modules)
         .chain(&mut self.blocks_gemm_modules)
         .chain(&mut self.blocks_tiles_modules)
+        .chain(&mut self.blocks_frag_modules)
         .chain(&mut self.blocks_dot_modules)
         .chain(&mut self.pair_modules)
         .chain(self.blocks_pair_modules.iter_mut().flatten())

@@ -72,6 +72,10 @@ pub struct Rules {
     /// (`vk::coop_tiles`), where the device offers a usable one and the context enabled
     /// cooperative matrices.
     pub coop_tiles: Option<FragmentShape>,
+    /// The context uses the tensor-core layout (its probe found the fragment layout the
+    /// kernels with fragments in registers assume): GGUF blocks run their tensor-core GEMM
+    /// with fragments in registers too.
+    pub coop_fragments: bool,
     /// The caller's fixed choices, checked ([`Rules::set_overrides`]).
     overrides: Overrides,
 }
@@ -113,6 +117,7 @@ impl Rules {
             }),
             simt_tuned: false,
             coop_tiles: None,
+            coop_fragments: false,
             overrides: Overrides::default(),
         }
     }

@@ -212,6 +212,12 @@ pub fn gemm_blocks_coop(ty: BlockType) -> &'static [u8] {
     blocks_build!(ty, "gemm_blocks_", "_coop")
 }
 
+/// The tensor-core GEMM on GGUF blocks of `ty` in their native bytes with A's fragments
+/// built in registers (the tensor-core layout's fragment layout and subgroups of 32).
+pub fn gemm_blocks_frag(ty: BlockType) -> &'static [u8] {
+    blocks_build!(ty, "gemm_blocks_", "_frag")
+}
+
 /// The exported GEMV on GGUF blocks of `ty` (`q4vk_kernel_export` with
 /// `Q4VK_KERNEL_EXPORT_BLOCKS`, m ≤ 8): the subgroup reduction or (`portable`) a
 /// shared-memory one only.

@@ -408,7 +408,8 @@ fn main() {
 }
 
 /// The kernel path a row ran (a GEMM kernel, "tiles GEMM" for the tensor-core GEMM on the
-/// SIMT layout; the tensor-core GEMM's shape, as the run fixed
+/// SIMT layout, "fragments GEMM" and its shape for the tensor-core GEMM on GGUF blocks with
+/// fragments in registers; the tensor-core GEMM's shape, as the run fixed
 /// it or, in brackets, as the rules chose it: tiles, subgroups, tokens, K groups, k-steps of
 /// B ahead, token groups, and its K slices where it ran in several; the integer dot-product
 /// GEMV; or the tensor-core GEMV's tiles × subgroups; the SIMT GEMV's passes of 8 rows past
@@ -420,6 +421,7 @@ fn path(ctx: &Context, r: &Row) -> String {
     };
     let kind = match (r.gemm, r.coop_gemm, r.gemm_shape) {
         _ if r.tiles => " tiles GEMM".to_string(),
+        (_, _, Some((t, _))) if r.blocks_frag => format!(" fragments GEMM [{t}]"),
         (true, Some(t), _) if ctx.coop && t.b_ahead == 0 && t.token_groups == 1 => {
             format!(
                 " GEMM {},{},{},{}{slices}",

@@ -50,6 +50,8 @@ pub(crate) struct Row {
     pub(crate) word_lanes: bool,
     /// The tensor-core GEMM on the SIMT layout ran.
     pub(crate) tiles: bool,
+    /// It ran the tensor-core GEMM on GGUF blocks with fragments in registers.
+    pub(crate) blocks_frag: bool,
     /// `--chain N`: µs per call of N dependent calls in one command buffer, cold and hot.
     pub(crate) chain_us: Option<(f64, f64)>,
 }
@@ -574,6 +576,7 @@ pub(crate) fn bench_shape(
                 choice.kernel,
                 gemv::KernelChoice::CoopTiles(_) | gemv::KernelChoice::BlocksTiles(_)
             ),
+            blocks_frag: matches!(choice.kernel, gemv::KernelChoice::BlocksFrag(_)),
             gemv_shape: if gemm {
                 None
             } else {
