@@ -1,12 +1,14 @@
 //! The shape rules of the tensor-core kernels (`shaders/gemv_q4_coop.comp`,
-//! `shaders/gemm_q4_coop.comp`): tiles, subgroups, tokens, K groups, K slices and B's
-//! look-ahead per call, as pure functions of the matrix, m and the device's SM count and
-//! shared memory. `vk::gemv_plan::decide` asks them when it decides a call. They were fitted on an NVIDIA
-//! H200, the one device whose fragment layout the kernels take (`vk::coop::probe`); a
-//! device class of another fragment layout or subgroup size needs its own.
+//! `shaders/gemm_q4_coop.comp`, `shaders/gemm_blocks_frag.comp`): tiles, subgroups, tokens,
+//! K groups, K slices and B's look-ahead per call, as pure functions of the matrix, m and
+//! the device's SM count and shared memory. `vk::gemv_plan::decide` asks them when it decides
+//! a call. They were fitted on NVIDIA's H200 and H100, whose fragment layout the kernels take
+//! (`vk::coop::probe`); a device class of another fragment layout or subgroup size needs its
+//! own.
 
 use super::params::MAX_M;
 use super::pipeline::{coop_shared_bytes, CoopGemmKey};
+use crate::import::gguf_blocks::BlockType;
 
 /// (row tiles per subgroup, subgroups, tokens per workgroup, K groups) of the tensor-core
 /// GEMM on staged x for `n` rows at `m` tokens: at m ≤ 8, 8 tokens, 1 tile × 8 subgroups
@@ -24,6 +26,27 @@ pub fn choose_gemm_shape(n: usize, m: u32, x_f16: bool) -> (u32, u32, u32, u32) 
         (true, _) => (1, 8, 16, 1),
         (false, ..=32) => (2, 4, 16, 1),
         (false, _) => (2, 8, 16, 1),
+    }
+}
+
+/// (row tiles per subgroup, subgroups, tokens per workgroup, K groups) of the tensor-core
+/// GEMM on GGUF blocks of `ty` with fragments in registers for `n` rows at `m` tokens: for
+/// Q4_K and Q5_K (whose stage is one sum) from m = 256, 32 tokens per workgroup (f32 x 2 row
+/// tiles × 8 subgroups, f16 x 1 × 8), whose decoded A fragments each feed twice the MMAs;
+/// elsewhere [`choose_gemm_shape`]'s. Fitted on Q4_K at m = 64 and 512 on an NVIDIA H100
+/// (`bench/history/h100-2026-12-06-blocks-fragments.txt`: 32 tokens lost at m = 64 on two of
+/// three matrices and won at m = 512 on all three; the other types were not timed with it).
+pub fn choose_blocks_frag_shape(
+    ty: BlockType,
+    n: usize,
+    m: u32,
+    x_f16: bool,
+) -> (u32, u32, u32, u32) {
+    let one_sum_per_stage = matches!(ty, BlockType::Q4K | BlockType::Q5K);
+    match (x_f16, m) {
+        _ if !one_sum_per_stage || m < 256 => choose_gemm_shape(n, m, x_f16),
+        (true, _) => (1, 8, 32, 1),
+        (false, _) => (2, 8, 32, 1),
     }
 }
 
@@ -272,6 +295,27 @@ pub fn choose_shape(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blocks_take_32_tokens_from_m_256_where_a_stage_is_one_sum() {
+        for ty in [BlockType::Q4K, BlockType::Q5K] {
+            assert_eq!(
+                choose_blocks_frag_shape(ty, 4096, 512, false),
+                (2, 8, 32, 1)
+            );
+            assert_eq!(choose_blocks_frag_shape(ty, 4096, 256, true), (1, 8, 32, 1));
+            assert_eq!(
+                choose_blocks_frag_shape(ty, 4096, 255, false),
+                choose_gemm_shape(4096, 255, false)
+            );
+        }
+        for ty in [BlockType::Q6K, BlockType::Q8_0, BlockType::Nvfp4] {
+            assert_eq!(
+                choose_blocks_frag_shape(ty, 1536, 512, false),
+                choose_gemm_shape(1536, 512, false)
+            );
+        }
+    }
 
     #[test]
     fn gemm_shapes_split_k_only_where_workgroups_are_few() {

@@ -1056,10 +1056,10 @@ fn blocks_choice(
 
 /// The key of the tensor-core GEMM on GGUF blocks with fragments in registers for a call
 /// with `p` on `form` (of `blocks`): on contexts that use the tensor-core layout
-/// (`Rules::coop_fragments`) where k is a multiple of its stage of 128 inputs, the shape of
-/// the tensor-core GEMM on staged x ([`super::coop_shapes::choose_gemm_shape`], or the
-/// caller's fixed one) with its K groups halved until it fits the shared memory; `None`
-/// elsewhere or where it still does not fit.
+/// (`Rules::coop_fragments`) where k is a multiple of its stage of 128 inputs, its shape rule's
+/// shape ([`super::coop_shapes::choose_blocks_frag_shape`], or the caller's fixed one) with
+/// its K groups halved until it fits the shared memory; `None` elsewhere or where it still
+/// does not fit.
 fn blocks_frag_key(
     r: &Rules,
     form: &MatrixForm,
@@ -1070,7 +1070,8 @@ fn blocks_frag_key(
         return None;
     }
     let shape = r.overrides().coop_gemm.unwrap_or_else(|| {
-        let (t, s, m, kg) = super::coop_shapes::choose_gemm_shape(form.shape.n, p.m, p.x_f16);
+        let (t, s, m, kg) =
+            super::coop_shapes::choose_blocks_frag_shape(blocks.ty, form.shape.n, p.m, p.x_f16);
         CoopGemmTuning::new(t, s, m, kg, 0, 1)
     });
     let key = BlocksFragKey {
