@@ -88,7 +88,6 @@ const bool FOLDS = TYPE == T_Q4_K || TYPE == T_Q5_K || TYPE == T_NVFP4;
 const uint UNIT = FOLDS ? 8u : TYPE == T_Q6_K ? 1u : 2u;
 // Types whose piece decodes from a second code word (or, NVFP4, other words of its one).
 const bool SECOND = TYPE == T_Q8_0 || TYPE == T_Q5_K || TYPE == T_Q6_K || TYPE == T_NVFP4;
-const bool FIFTH_BITS = TYPE == T_Q5_0 || TYPE == T_Q5_1;
 // Blocks whose scale words a stage reads per row: one per block it spans.
 const uint SETS = PIECES >= 4u ? 1u : 4u / PIECES;
 // What the byte code pairs have added before their 1024 comes off: the codes' bias, or
@@ -143,7 +142,7 @@ void load_stage(uint tile, uint stage, uint g4, uint c4, out StageWords sw) {
                 sw.w1[r][pc][i] = q32[first + quarter_first(quarter[i])];
                 sw.w2[r][pc][i] = SECOND ? q32[second + quarter_second(quarter[i])] : 0u;
             }
-            sw.h[r][pc] = FIFTH_BITS ? block_high_bits(0u, gb) : 0u;
+            sw.h[r][pc] = block_high_bits(0u, gb);
         }
         [[unroll]] for (uint b = 0u; b < SETS; b++) {
             uvec2 bp = block_piece(stage, b * (4u / SETS));
@@ -229,14 +228,7 @@ vec4 piece_scales_of(StageWords sw, uint tile, uint stage, uint pc, uint g4, uin
     return so;
 }
 
-// This subgroup's activations of stage `stage`: tokens sub + SG i of the workgroup's tile,
-// four inputs per invocation (0 for tokens past m).
-void load_x(uint sub, uint lane, uint stage, uint tok0, out vec4 xv[TPS]) {
-    [[unroll]] for (uint i = 0u; i < TPS; i++) {
-        uint tok = tok0 + sub + SG * i;
-        xv[i] = tok < p.m ? x4_at(tok, stage * 128u + 4u * lane) : vec4(0.0);
-    }
-}
+#include "coop_gemm_tiles.glsl"
 
 // Stages this subgroup's tokens (loaded by load_x) as columns of K group kg's B, with the
 // stage's factors and (types with offsets) the runs' sums of x.
@@ -273,16 +265,6 @@ uvec2 run_steps(uint pc) {
     piece_inputs(pc % PIECES, ka, kb);
     uint base = (pc / PIECES) * BLOCK;
     return uvec2(base + ka, base + kb) / 16u;
-}
-
-// Row (within the workgroup) and token (within its tile) of accumulator element e of B
-// matrix h in row tile t of the subgroup with row tiles rs and tokens from ts0 (C element
-// e: row g4 + 8 (e / 2), column 8 h + 2 c4 + e % 2; for f32 activations columns 2 t' and
-// 2 t' + 1 are token t').
-uvec2 acc_place(uint rs, uint ts0, uint t, uint h, uint e, uint g4, uint c4) {
-    uint row = (rs * TILES + t) * 16u + g4 + 8u * (e / 2u);
-    uint tok = ts0 + (X_F16 ? 8u * h + 2u * c4 + e % 2u : 4u * h + c4);
-    return uvec2(row, tok);
 }
 
 void main() {

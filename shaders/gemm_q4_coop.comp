@@ -111,14 +111,7 @@ shared float block_sum[KSPLIT][X_FRAGMENTS ? 4u : BLOCKS * TOKENS];
 // (4 unused floats without a split: every shared array stays a multiple of 16 bytes).
 shared float red[KSPLIT == 1u ? 4u : (KSPLIT - 1u) * ROW_TILES * 16u * TOKENS];
 
-// This subgroup's activations of stage `stage`: tokens sub + SG i of the workgroup's tile,
-// four k per invocation (0 for tokens past m).
-void load_x(uint sub, uint lane, uint stage, uint tok0, out vec4 xv[TPS]) {
-    [[unroll]] for (uint i = 0u; i < TPS; i++) {
-        uint tok = tok0 + sub + SG * i;
-        xv[i] = tok < p.m ? x4_at(tok, stage * 128u + 4u * lane) : vec4(0.0);
-    }
-}
+#include "coop_gemm_tiles.glsl"
 
 // Stages this subgroup's tokens (loaded by load_x) as columns of K group kg's B, with the
 // per-block factors (and sums of x).
@@ -187,16 +180,6 @@ float sum_of(uint kg, uint stage, uint b, uint tok0, uint tk) {
     uint nb = p.chunks * BLOCKS;
     uint sums = fragment_factors() + fragment_tokens() * nb;
     return x1[sums + (tok0 + tk) * nb + stage * BLOCKS + b];
-}
-
-// Row (within the workgroup) and token (within its tile) of accumulator element e of B
-// matrix h in row tile t of the subgroup with row tiles rs and tokens from ts0 (C element
-// e: row g4 + 8 (e / 2), column 8 h + 2 c4 + e % 2; for f32 activations columns 2 t' and
-// 2 t' + 1 are token t').
-uvec2 acc_place(uint rs, uint ts0, uint t, uint h, uint e, uint g4, uint c4) {
-    uint row = (rs * TILES + t) * 16u + g4 + 8u * (e / 2u);
-    uint tok = ts0 + (X_F16 ? 8u * h + 2u * c4 + e % 2u : 4u * h + c4);
-    return uvec2(row, tok);
 }
 
 void main() {

@@ -488,11 +488,11 @@ fn written(c: &Choice) -> String {
         KernelChoice::BlocksFrag(k) => format!(
             "blocks-fgemm({} {}x{}x{} k{} g{} {})",
             k.ty.name(),
-            k.tiles,
-            k.subgroups,
-            k.tokens,
-            k.ksplit,
-            k.tsplit,
+            k.shape.tiles,
+            k.shape.subgroups,
+            k.shape.tokens,
+            k.shape.k_groups,
+            k.shape.token_groups,
             flags(&[(k.x_f16, 'h')])
         ),
         KernelChoice::SimtGemm(k) => format!(

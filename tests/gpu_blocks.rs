@@ -18,36 +18,6 @@ use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use q4vk::import::gguf_blocks::BlockType;
 
-/// `q4vk_gemv_host` with f16 x (`bytes`) into a NaN-poisoned y.
-fn gemv_f16_x(
-    ctx: *mut q4vk_context,
-    mat: *mut q4vk_matrix,
-    bytes: &[u8],
-    n: usize,
-    m: usize,
-) -> Vec<f32> {
-    let mut y = vec![f32::NAN; m * n];
-    let mut args = gemv_host_args();
-    args.x = bytes.as_ptr().cast();
-    args.x_bytes = bytes.len();
-    args.y = y.as_mut_ptr();
-    args.y_len = y.len();
-    args.m = m as u32;
-    args.flags = Q4VK_GEMV_F16_ACTIVATIONS;
-    let status = unsafe { q4vk_gemv_host(ctx, mat, &args) };
-    assert_eq!(status, Q4VK_OK, "q4vk_gemv_host: {}", last_error());
-    y
-}
-
-/// Asserts `y` is all written and within 1e-5 of `want`.
-fn assert_close(y: &[f32], want: &[f64], what: &str) {
-    if let Some(i) = y.iter().position(|v| !v.is_finite()) {
-        panic!("{what}: y[{i}] was not written");
-    }
-    let err = q4vk::cpu::reference::relative_error(y, want);
-    assert!(err < 1e-5, "{what}: relative error {err:e}");
-}
-
 /// The calls [`check_matrix`] makes: the values of m, whether each also runs f16 x, and the
 /// activation rows per pass the GEMV takes at each.
 type Calls<'a> = (

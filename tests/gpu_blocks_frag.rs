@@ -9,7 +9,7 @@
 mod gpu_support;
 use gpu_support::blocks::*;
 use gpu_support::*;
-use q4vk::cpu::reference::{gemv_dense, relative_error};
+use q4vk::cpu::reference::gemv_dense;
 use q4vk::ffi::gemv::*;
 use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
@@ -23,31 +23,6 @@ fn planned_kernel(gpu: &Gpu, mat: *mut q4vk_matrix, m: usize) -> q4vk_gemv_kerne
     let status = unsafe { q4vk_gemv_plan(gpu.ctx, mat, m as u32, 0, 0, &mut info) };
     assert_eq!(status, Q4VK_OK, "q4vk_gemv_plan: {}", last_error());
     info.kernel
-}
-
-/// y of `q4vk_gemv_host` with f16 x (`bytes`, `m` rows) on `mat` (`n` rows), poisoned
-/// with NaN first.
-fn gemv_f16_x(gpu: &Gpu, mat: *mut q4vk_matrix, bytes: &[u8], n: usize, m: usize) -> Vec<f32> {
-    let mut y = vec![f32::NAN; m * n];
-    let mut args = gemv_host_args();
-    args.x = bytes.as_ptr().cast();
-    args.x_bytes = bytes.len();
-    args.y = y.as_mut_ptr();
-    args.y_len = y.len();
-    args.m = m as u32;
-    args.flags = Q4VK_GEMV_F16_ACTIVATIONS;
-    let status = unsafe { q4vk_gemv_host(gpu.ctx, mat, &args) };
-    assert_eq!(status, Q4VK_OK, "q4vk_gemv_host: {}", last_error());
-    y
-}
-
-/// Asserts `y` is all written and within 1e-5 of `want`.
-fn assert_close(y: &[f32], want: &[f64], what: &str) {
-    if let Some(i) = y.iter().position(|v| !v.is_finite()) {
-        panic!("{what}: y[{i}] was not written");
-    }
-    let err = relative_error(y, want);
-    assert!(err < 1e-5, "{what}: relative error {err:e}");
 }
 
 /// What a call's plan must name.
@@ -94,7 +69,7 @@ fn check(
         assert_close(&y, &gemv_dense(&w, &x, n, k, m), &format!("{what}, f32 x"));
         if f16_x {
             let (xh, bytes) = rounded_to_f16(&x);
-            let y = gemv_f16_x(gpu, mat, &bytes, n, m);
+            let y = gemv_f16_x(gpu.ctx, mat, &bytes, n, m);
             assert_close(&y, &gemv_dense(&w, &xh, n, k, m), &format!("{what}, f16 x"));
         }
     }

@@ -69,7 +69,7 @@ impl Overrides {
 /// A shape of the tensor-core GEMM (`shaders/gemm_q4_coop.comp`): fixed by
 /// `Overrides::coop_gemm`, or the one the rules chose for a call
 /// (`vk::gemv::Choice::coop_gemm_shape`). Written as `T,S,M,K,A,G` (`q4vk-bench --coop-gemm`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CoopGemmTuning {
     /// Row tiles of 16 rows per subgroup (T).
     pub tiles: u32,

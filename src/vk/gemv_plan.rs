@@ -687,15 +687,7 @@ impl Choice {
     /// registers).
     pub fn coop_gemm_shape(&self) -> Option<(CoopGemmTuning, u32)> {
         if let KernelChoice::BlocksFrag(key) = self.kernel {
-            let shape = CoopGemmTuning::new(
-                key.tiles,
-                key.subgroups,
-                key.tokens,
-                key.ksplit,
-                0,
-                key.tsplit,
-            );
-            return Some((shape, 1));
+            return Some((key.shape, 1));
         }
         let KernelChoice::CoopGemm { key, slices, .. } = self.kernel else {
             return None;
@@ -775,15 +767,16 @@ impl fmt::Display for Choice {
                 key.tiles
             )?,
             KernelChoice::BlocksFrag(key) => {
+                let s = key.shape;
                 write!(
                     out,
                     "tensor-core GEMM on GGUF {} blocks, fragments in registers {},{},{},{},{}",
                     key.ty.name(),
-                    key.tiles,
-                    key.subgroups,
-                    key.tokens,
-                    key.ksplit,
-                    key.tsplit
+                    s.tiles,
+                    s.subgroups,
+                    s.tokens,
+                    s.k_groups,
+                    s.token_groups
                 )?;
             }
             KernelChoice::SimtGemm(key) => {
@@ -1075,12 +1068,12 @@ fn blocks_frag_key(
         CoopGemmTuning::new(t, s, m, kg, 0, 1)
     });
     let key = BlocksFragKey {
-        tiles: shape.tiles,
-        subgroups: shape.subgroups,
-        tokens: shape.tokens,
+        // x is staged: no look-ahead of B.
+        shape: CoopGemmTuning {
+            b_ahead: 0,
+            ..shape
+        },
         x_f16: p.x_f16,
-        ksplit: shape.k_groups,
-        tsplit: shape.token_groups,
         ty: blocks.ty,
     }
     .fitted(r.class.max_shared);
@@ -1293,7 +1286,7 @@ pub(super) fn plan_of(
         KernelChoice::BlocksFrag(key) => simt(
             pipelines.get_blocks_frag(key, epi)?,
             key.rows() as u64,
-            key.tokens as u64,
+            key.shape.tokens as u64,
             None,
         ),
         KernelChoice::SimtGemm(key) => simt(

@@ -9,7 +9,7 @@ use super::xy_sets::SET1_BINDINGS;
 use crate::error::{Error, Result};
 use crate::import::gguf_blocks::BlockType;
 use crate::plan::tuning::SimtGemv;
-use crate::plan::{FragmentShape, GemmTile};
+use crate::plan::{CoopGemmTuning, FragmentShape, GemmTile};
 use ash::vk;
 use std::collections::HashMap;
 use std::fmt;
@@ -589,20 +589,10 @@ impl BlocksTilesKey {
 /// tensor-core layout's devices; specialization constants 0..5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlocksFragKey {
-    /// Row tiles of 16 rows per subgroup.
-    pub tiles: u32,
-    /// Subgroups of 32 per workgroup: `ksplit` K groups of `tsplit` token groups, each
-    /// subgroup of a token group with its own row tiles.
-    pub subgroups: u32,
-    /// Tokens per workgroup, a multiple of 8 and of `subgroups / ksplit`; each token group
-    /// takes `tokens / tsplit` of them (a multiple of 8 B columns).
-    pub tokens: u32,
+    /// The shape, as the tensor-core GEMM's (its look-ahead of B unused: x is staged).
+    pub shape: CoopGemmTuning,
     /// f16 activations.
     pub x_f16: bool,
-    /// Groups of subgroups splitting K (divides `subgroups`).
-    pub ksplit: u32,
-    /// Token groups per K group (divides `subgroups / ksplit`).
-    pub tsplit: u32,
     /// The block type.
     pub ty: BlockType,
 }
@@ -610,19 +600,21 @@ pub struct BlocksFragKey {
 impl BlocksFragKey {
     /// The specialization constants by id (0..5).
     pub fn spec_values(&self) -> [u32; 6] {
+        let s = self.shape;
         [
-            32 * self.subgroups,
-            self.tiles,
-            self.tokens,
+            32 * s.subgroups,
+            s.tiles,
+            s.tokens,
             self.x_f16 as u32,
-            self.ksplit,
-            self.tsplit,
+            s.k_groups,
+            s.token_groups,
         ]
     }
 
     /// Rows per workgroup.
     pub fn rows(&self) -> u32 {
-        16 * self.tiles * self.subgroups / (self.ksplit * self.tsplit)
+        let s = self.shape;
+        16 * s.tiles * s.subgroups / (s.k_groups * s.token_groups)
     }
 
     /// Bytes of the kernel's shared memory: per K group staged B (f16, [`COOP_KPAD`] × one
@@ -630,27 +622,28 @@ impl BlocksFragKey {
     /// sums of x (8 per token; 4 floats for types without offsets); the sums K groups 1..
     /// hand to group 0; the table types' byte values.
     pub fn shared_bytes(&self) -> u32 {
-        let cols = if self.x_f16 { 1 } else { 2 } * self.tokens;
+        let tokens = self.shape.tokens;
+        let cols = if self.x_f16 { 1 } else { 2 } * tokens;
         let sums = match self.ty.has_minima() {
-            true => 4 * 8 * self.tokens,
+            true => 4 * 8 * tokens,
             false => 16,
         };
-        let per_group = 2 * COOP_KPAD * cols + 4 * self.tokens + sums;
-        let red = match self.ksplit {
+        let per_group = 2 * COOP_KPAD * cols + 4 * tokens + sums;
+        let red = match self.shape.k_groups {
             1 => 16,
-            k => 4 * (k - 1) * self.rows() * self.tokens,
+            k => 4 * (k - 1) * self.rows() * tokens,
         };
         let table = match self.ty.looked_up() {
             true => 4 * 256,
             false => 0,
         };
-        self.ksplit * per_group + red + table
+        self.shape.k_groups * per_group + red + table
     }
 
     /// This shape with its K groups halved until it fits `max_shared` bytes.
     pub fn fitted(mut self, max_shared: u32) -> BlocksFragKey {
-        while self.shared_bytes() > max_shared && self.ksplit > 1 {
-            self.ksplit /= 2;
+        while self.shared_bytes() > max_shared && self.shape.k_groups > 1 {
+            self.shape.k_groups /= 2;
         }
         self
     }
@@ -1376,24 +1369,24 @@ impl Pipelines {
             ));
         }
         self.blocks_pipelines.get_or_create((key, epi), |name| {
-            let (slot, spv, build) = match (key.pair, key.dot) {
+            let (slots, spv, build) = match (key.pair, key.dot) {
                 (true, dot) => (
-                    type_slot(&self.blocks_pair_modules[dot as usize], key.ty)?,
+                    &self.blocks_pair_modules[dot as usize],
                     shaders::gemv_blocks_pair(key.ty, dot),
                     "gemv_blocks_pair",
                 ),
                 (false, true) => (
-                    type_slot(&self.blocks_dot_modules, key.ty)?,
+                    &self.blocks_dot_modules,
                     shaders::gemv_blocks_dot(key.ty),
                     "gemv_blocks_dot",
                 ),
                 (false, false) => (
-                    type_slot(&self.blocks_modules, key.ty)?,
+                    &self.blocks_modules,
                     shaders::gemv_blocks(key.ty, self.portable),
                     "gemv_blocks",
                 ),
             };
-            let module = self.lazy_module(slot, spv, &format!("{build} {}", key.ty.name()))?;
+            let module = self.type_module(slots, key.ty, spv, build)?;
             let values = key.spec_values(self.tuning.subgroup);
             self.create(module, &values, epi, name)
         })
@@ -1404,10 +1397,9 @@ impl Pipelines {
     pub fn get_blocks_gemm(&self, key: BlocksGemmKey, epi: Epilogue) -> Result<vk::Pipeline> {
         self.blocks_gemm_pipelines
             .get_or_create((key, epi), |name| {
-                let slot = type_slot(&self.blocks_gemm_modules, key.ty)?;
                 let spv = shaders::gemm_blocks(key.ty);
                 let module =
-                    self.lazy_module(slot, spv, &format!("gemm_blocks {}", key.ty.name()))?;
+                    self.type_module(&self.blocks_gemm_modules, key.ty, spv, "gemm_blocks")?;
                 self.create(module, &key.spec_values(), epi, name)
             })
     }
@@ -1423,12 +1415,27 @@ impl Pipelines {
         }
         self.blocks_tiles_pipelines
             .get_or_create((key, epi), |name| {
-                let slot = type_slot(&self.blocks_tiles_modules, key.ty)?;
                 let spv = shaders::gemm_blocks_coop(key.ty);
                 let module =
-                    self.lazy_module(slot, spv, &format!("gemm_blocks_coop {}", key.ty.name()))?;
+                    self.type_module(&self.blocks_tiles_modules, key.ty, spv, "gemm_blocks_coop")?;
                 self.create(module, &key.spec_values(), epi, name)
             })
+    }
+
+    /// The module of block type `ty`'s build `spv` of kernel `build` (its file name), in its
+    /// slot of `slots`, created on first use.
+    fn type_module(
+        &self,
+        slots: &[Mutex<vk::ShaderModule>; BlockType::ALL.len()],
+        ty: BlockType,
+        spv: &[u8],
+        build: &str,
+    ) -> Result<vk::ShaderModule> {
+        self.lazy_module(
+            type_slot(slots, ty)?,
+            spv,
+            &format!("{build} {}", ty.name()),
+        )
     }
 
     /// The pipeline of the tensor-core GEMM on GGUF blocks with fragments in registers for
@@ -1438,10 +1445,9 @@ impl Pipelines {
         self.check_coop()?;
         self.blocks_frag_pipelines
             .get_or_create((key, epi), |name| {
-                let slot = type_slot(&self.blocks_frag_modules, key.ty)?;
                 let spv = shaders::gemm_blocks_frag(key.ty);
                 let module =
-                    self.lazy_module(slot, spv, &format!("gemm_blocks_frag {}", key.ty.name()))?;
+                    self.type_module(&self.blocks_frag_modules, key.ty, spv, "gemm_blocks_frag")?;
                 self.create(module, &key.spec_values(), epi, name)
             })
     }

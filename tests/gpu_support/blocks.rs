@@ -1,7 +1,10 @@
 //! Matrices of GGUF block types for the GPU tests: seeded random blocks with sane scales,
-//! their C API desc and the weights `q4vk_matrix_dequantize` gives for them.
+//! their C API desc and the weights `q4vk_matrix_dequantize` gives for them; a call with f16
+//! x and the check of a y against its f64 reference.
 
-use super::{last_error, Rng};
+use super::{gemv_host_args, last_error, Rng};
+use q4vk::ffi::context::q4vk_context;
+use q4vk::ffi::gemv::{q4vk_gemv_host, Q4VK_GEMV_F16_ACTIVATIONS};
 use q4vk::ffi::import::q4vk_matrix_dequantize;
 use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::Q4VK_OK;
@@ -74,4 +77,34 @@ pub fn dequantized(desc: &q4vk_matrix_desc) -> Vec<f32> {
     let status = unsafe { q4vk_matrix_dequantize(desc, w.as_mut_ptr(), 4 * w.len()) };
     assert_eq!(status, Q4VK_OK, "q4vk_matrix_dequantize: {}", last_error());
     w
+}
+
+/// `q4vk_gemv_host` with f16 x (`bytes`) into a NaN-poisoned y.
+pub fn gemv_f16_x(
+    ctx: *mut q4vk_context,
+    mat: *mut q4vk_matrix,
+    bytes: &[u8],
+    n: usize,
+    m: usize,
+) -> Vec<f32> {
+    let mut y = vec![f32::NAN; m * n];
+    let mut args = gemv_host_args();
+    args.x = bytes.as_ptr().cast();
+    args.x_bytes = bytes.len();
+    args.y = y.as_mut_ptr();
+    args.y_len = y.len();
+    args.m = m as u32;
+    args.flags = Q4VK_GEMV_F16_ACTIVATIONS;
+    let status = unsafe { q4vk_gemv_host(ctx, mat, &args) };
+    assert_eq!(status, Q4VK_OK, "q4vk_gemv_host: {}", last_error());
+    y
+}
+
+/// Asserts `y` is all written and within 1e-5 of `want`.
+pub fn assert_close(y: &[f32], want: &[f64], what: &str) {
+    if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+        panic!("{what}: y[{i}] was not written");
+    }
+    let err = q4vk::cpu::reference::relative_error(y, want);
+    assert!(err < 1e-5, "{what}: relative error {err:e}");
 }
