@@ -5,9 +5,11 @@
 // (`vk::params::Epilogue`'s bits), runs in this order:
 //   v += bias[row_base + row]                 (EPI_BIAS; f16 bias with EPI_BIAS_F16)
 //   v  = act(gate[tok][row_base + row]) · v   (EPI_SILU_GATE: silu, EPI_GELU_GATE: gelu)
-//   v += residual[tok][row_base + row]        (EPI_RESIDUAL; may be y itself)
+//   v += residual[tok][row_base + row]        (EPI_RESIDUAL; y itself: EPI_RESIDUAL_IS_Y)
 // then stores v as f32, or as f16 with EPI_Y_F16. The gate and the residual are laid out as
-// y (its stride, its type) and share binding 3: a call has one or the other. Bindings 2
+// y (its stride, its type) and share binding 3: a call has one or the other. A residual
+// that is y itself is read through y's own binding (binding 3, read-only, would let the
+// compiler move its read past this invocation's store to the same word). Bindings 2
 // (bias) and 3 are bound to some readable buffer where the call has no such operand; 0
 // keeps the plain store. Four bindings in set XY_SET and four in the matrix's set keep every
 // kernel within 8 storage buffers per stage (Vulkan's limit on some devices).
@@ -78,6 +80,7 @@ const uint EPI_RESIDUAL = 4u;
 const uint EPI_SILU_GATE = 8u;
 const uint EPI_GELU_GATE = 16u;
 const uint EPI_Y_F16 = 32u;
+const uint EPI_RESIDUAL_IS_Y = 64u;
 
 layout(set = XY_SET, binding = 2) readonly buffer EpilogueBias { uint bias_words[]; };
 #ifdef PAIR
@@ -135,6 +138,16 @@ void store_pair(uint tok, uint row, float g, float u) {
 }
 #endif
 
+// Element `at` of y, read before this invocation stores it: the residual when it is y.
+// An f16 y's word holds another invocation's element too, which it may be storing now:
+// the word is read atomically.
+float residual_in_y(uint at, bool half_y) {
+    if (half_y) {
+        return unpackHalf2x16(atomicOr(y_words[at >> 1u], 0u))[at & 1u];
+    }
+    return uintBitsToFloat(y_words[at]);
+}
+
 void store_y(uint tok, uint row, float v) {
     uint at = tok * p.y_stride + p.row_base + row;
     if (EPILOGUE == 0u) {
@@ -151,7 +164,9 @@ void store_y(uint tok, uint row, float v) {
     if ((EPILOGUE & EPI_GELU_GATE) != 0u) {
         v *= gelu_tanh(EPILOGUE_LOAD(operand_words, at, half_y));
     }
-    if ((EPILOGUE & EPI_RESIDUAL) != 0u) {
+    if ((EPILOGUE & EPI_RESIDUAL_IS_Y) != 0u) {
+        v += residual_in_y(at, half_y);
+    } else if ((EPILOGUE & EPI_RESIDUAL) != 0u) {
         v += EPILOGUE_LOAD(operand_words, at, half_y);
     }
     if (half_y) {

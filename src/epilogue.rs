@@ -23,6 +23,11 @@ pub struct Epilogue {
     pub gate: Option<GateActivation>,
     /// A residual (y's shape and type) is added last.
     pub residual: bool,
+    /// The residual is y itself (an in-place add): the kernels read it through y's own
+    /// binding, the one they write, so that each element is read before it is stored. (The
+    /// operand binding is declared read-only, which lets a compiler move its reads past the
+    /// kernel's writes to y.)
+    pub residual_is_y: bool,
     /// y (and the gate and residual) are f16; else f32.
     pub y_f16: bool,
 }
@@ -33,6 +38,7 @@ impl Epilogue {
         bias_f16: None,
         gate: None,
         residual: false,
+        residual_is_y: false,
         y_f16: false,
     };
 
@@ -53,6 +59,9 @@ impl Epilogue {
         };
         if self.y_f16 {
             bits |= 32;
+        }
+        if self.residual && self.residual_is_y {
+            bits |= 64;
         }
         bits
     }
@@ -149,7 +158,7 @@ mod tests {
             bias_f16: Some(false),
             gate: Some(GateActivation::Silu),
             residual: true,
-            y_f16: false,
+            ..Epilogue::NONE
         };
         let ops = HostOperands {
             bias: Some(vec![0.5, -1.0]),

@@ -125,6 +125,26 @@ struct Call {
     _keep: Vec<Buffer>,
 }
 
+/// A power of two that scales x so that the sums of `w`'s rows (`[n][k]`) stay near or
+/// below 4 in spread (`sqrt(Σ w²)` of the largest row): with gates of up to 40 and a bias
+/// and residual, every value then fits f16 y with room to spare, whatever the matrix
+/// type's weight magnitudes.
+fn x_scale(w: &[f32], k: usize) -> f32 {
+    let spread = w
+        .chunks_exact(k)
+        .map(|row| {
+            row.iter()
+                .map(|&a| (a as f64) * (a as f64))
+                .sum::<f64>()
+                .sqrt()
+        })
+        .fold(0f64, f64::max);
+    match spread > 4.0 {
+        true => 2f32.powi(-((spread / 4.0).log2().ceil() as i32)),
+        false => 1.0,
+    }
+}
+
 /// The call of variant `v` on an `n` × `k` matrix with weights `w` (`[n][k]`), m rows,
 /// with `workspace` bytes of workspace (0: none).
 fn call(
@@ -138,7 +158,8 @@ fn call(
     let f16 = v.flags & Q4VK_GEMV_F16_OUTPUT != 0;
     let stride = n + v.y_pad;
     let elems = (m - 1) * stride + n;
-    let x = rng.vec(m * k);
+    let scale = x_scale(w, k);
+    let x: Vec<f32> = rng.vec(m * k).iter().map(|&a| a * scale).collect();
     let xb = buffer_with(gpu, &stored(&x, false).bytes, "test x");
     let mut keep = vec![];
     let mut args = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
@@ -239,6 +260,11 @@ fn call(
                 acc += residual.values[at];
                 mag += residual.values[at].abs();
             }
+            // The test's own values must fit f16 y (else its inf would be right).
+            assert!(
+                !f16 || acc.abs() < 32768.0,
+                "test values out of f16's range: {acc}"
+            );
             want[at] = acc;
             magnitude[at] = mag;
         }
@@ -398,6 +424,36 @@ fn every_kernel_runs_every_epilogue_pushed_and_from_the_ring() {
     let ring = Gpu::with_env("Q4VK_NO_PUSH_DESCRIPTORS", "1", false);
     assert!(ring.context().device.push_descriptor.is_none());
     run_all(&ring, &mut rng);
+}
+
+/// `q4vk_gemv_prepare` with a residual prepares the builds for a residual apart from y and
+/// for one that is y (read through y's own binding): neither call then creates a pipeline.
+#[test]
+fn a_prepared_residual_call_creates_no_pipeline() {
+    let gpu = Gpu::new(false);
+    let mut rng = Rng(0x9E5);
+    let (n, k, m) = (32usize, 256usize, 2usize);
+    let data = random_q4(&mut rng, n, k, 64, false, false);
+    let w = dequantized(&q4_desc(&data));
+    let mat = upload_q4(&gpu, &data);
+    let variants = [&VARIANTS[0], &VARIANTS[1]];
+    for v in variants {
+        let status = unsafe { q4vk_gemv_prepare(gpu.ctx, mat, 1, m as u32, v.flags) };
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+    }
+    let prepared = gpu.context().pipelines.created();
+    for v in variants {
+        let c = call(&gpu, &mut rng, &w, (n, k, m), v, 0);
+        assert_eq!(run_cmd(&gpu, mat, &c.args), Q4VK_OK, "{}", last_error());
+        c.check(v.name);
+    }
+    assert_eq!(
+        gpu.context().pipelines.created(),
+        prepared,
+        "a prepared call created a pipeline"
+    );
+    unsafe { q4vk_matrix_destroy(mat) };
+    gpu.assert_quiet();
 }
 
 #[test]

@@ -315,7 +315,8 @@ unsafe fn vulkan_pair<'a>(
     }
 }
 
-/// The epilogue `flags` (`Q4VK_GEMV_*`, checked by [`check_gemv_flags`]) ask for.
+/// The epilogue `flags` (`Q4VK_GEMV_*`, checked by [`check_gemv_flags`]) ask for (whether
+/// a residual is y itself is the operands' to say: `GemvParams::with_operands`).
 fn epilogue_of(flags: u32) -> Epilogue {
     let has = |bit: u32| flags & bit != 0;
     Epilogue {
@@ -326,6 +327,7 @@ fn epilogue_of(flags: u32) -> Epilogue {
             (false, false) => None,
         },
         residual: has(Q4VK_GEMV_RESIDUAL),
+        residual_is_y: false,
         y_f16: has(Q4VK_GEMV_F16_OUTPUT),
     }
 }

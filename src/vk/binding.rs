@@ -47,6 +47,7 @@ impl Binding {
         p: &GemvParams,
         workspace: Option<BufferRange>,
     ) -> Result<Binding> {
+        let p = &p.with_operands(&y, ops);
         let call = CallPlan::for_workspace(ctx, mat, p, workspace)?;
         let main = Set1::call(x, y, *ops);
         let sets = xy_pairs(ctx, &call, &main, p, workspace)?;

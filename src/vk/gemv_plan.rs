@@ -1215,15 +1215,25 @@ fn check_coop_gemm_fits(r: &Rules, key: &CoopGemmKey) -> Result<()> {
 /// none (the kernels that read x), as much as it asks, and one too small for K slices
 /// (their sums); gathered and ungathered x where the matrix has a column order
 /// (`q4vk_cmd_gemv` gathers in the kernels, `q4vk_gemv` on the host); for a call with a
-/// gate, also the gate+up pair's (`vk::multi`). Pipelines that exist are not created
+/// gate, also the gate+up pair's (`vk::multi`); for a call with a residual, the builds
+/// for a residual apart from y and one that is y. Pipelines that exist are not created
 /// again. An error where a call could not run.
 pub fn prepare(ctx: &Context, mat: &DeviceMatrix, p: &GemvParams) -> Result<()> {
     let gathers = match mat.k_order {
         Some(_) => &[false, true][..],
         None => &[false][..],
     };
-    for &x_gathered in gathers {
-        let p = &GemvParams { x_gathered, ..*p };
+    let residual_places = match p.epilogue.residual {
+        true => &[false, true][..],
+        false => &[false][..],
+    };
+    for (&x_gathered, &residual_is_y) in gathers
+        .iter()
+        .flat_map(|g| residual_places.iter().map(move |r| (g, r)))
+    {
+        let mut p = GemvParams { x_gathered, ..*p };
+        p.epilogue.residual_is_y = residual_is_y;
+        let p = &p;
         for room in [Room::None, Room::AsNeeded, Room::Bytes(0)] {
             let choice = decide(&ctx.rules, &mat.form, p, room)?;
             plan_of(ctx, mat, p, &choice)?;

@@ -121,8 +121,8 @@ pub(super) fn resolve(ctx: &Context, calls: &[MultiCall]) -> Result<Vec<Resolved
             .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
         validate_operands(ctx, c.mat, &c.y, &c.ops, &c.p, &e)
             .map_err(|e| e.prefixed(&format!("args[{i}]: ")))?;
-        let choice = decide(&ctx.rules, &c.mat.form, &c.p, Room::of(c.workspace))?;
-        let mut params = c.p;
+        let mut params = c.p.with_operands(&c.y, &c.ops);
+        let choice = decide(&ctx.rules, &c.mat.form, &params, Room::of(c.workspace))?;
         if let (Some(_), Some(ws)) = (choice.prepass, c.workspace) {
             let key = workspace_key(&ctx.rules, c.mat, &c.p)?;
             let here = (ws.buffer, ws.offset, key);

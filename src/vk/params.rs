@@ -90,6 +90,18 @@ impl GemvParams {
             epilogue: Epilogue::NONE,
         }
     }
+
+    /// These parameters for a call writing `y` whose epilogue reads `ops` (both checked
+    /// with `vk::gemv::validate_operands`): a residual at y's own place is y itself
+    /// ([`Epilogue::residual_is_y`]).
+    pub fn with_operands(&self, y: &BufferRange, ops: &EpilogueOperands) -> GemvParams {
+        let mut p = *self;
+        p.epilogue.residual_is_y = p.epilogue.residual
+            && ops
+                .residual
+                .is_some_and(|r| r.buffer == y.buffer && r.offset == y.offset);
+        p
+    }
 }
 
 impl EpilogueOperands {

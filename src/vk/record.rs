@@ -259,6 +259,7 @@ pub fn record_validated(
     p: &GemvParams,
     workspace: Option<BufferRange>,
 ) -> Result<()> {
+    let p = &p.with_operands(&y, ops);
     let call = CallPlan::for_workspace(ctx, mat, p, workspace)?;
     let main = Set1::call(x, y, *ops);
     record_resolved(ctx, cmd, mat, &main, p, workspace, &call)

@@ -695,7 +695,7 @@ fn params(l: &Linear, m: u32, x_round_int8: bool) -> GemvParams {
             bias_f16: l.bias.then_some(false),
             gate: l.gate.map(|_| GateActivation::Silu),
             residual: l.residual,
-            y_f16: false,
+            ..Epilogue::NONE
         },
     }
 }
