@@ -247,6 +247,10 @@ int main(int argc, char **argv) {
                    ti.long_rows_unroll == ti.table_unroll && ti.long_rows_split == ti.table_split &&
                    ti.long_rows_word_lanes == ti.table_word_lanes,
                "tuning keeps the table's shape for long rows when no case has them");
+        /* k = 1024 is whole Q4_K blocks and m = 1 one pass: the GEMV on blocks is tuned too. */
+        expect(ti.blocks_candidates_timed >= 1 && ti.blocks_time_vs_table <= 1.0 && ti.blocks_rows >= 1 &&
+                   ti.blocks_unroll >= 1 && ti.blocks_table_rows >= 1 && ti.blocks_table_unroll >= 1,
+               "tuning times the GEMV on GGUF blocks");
     }
     api.context_destroy(ctx);
     log_state log2 = {0};

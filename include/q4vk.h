@@ -416,7 +416,9 @@ typedef struct q4vk_context_desc {
   uint32_t cpu_threads;
   // Optional (appended after `cpu_threads`; older callers read as NULL/0): a blob from
   // `q4vk_context_tune` of an earlier context. Its SIMT GEMV shapes (one per class of
-  // matrices: short rows, long rows) replace the device row's where the blob was made on this device, driver and q4vk version and is whole
+  // matrices: short rows, long rows) and its shape of the GEMV on GGUF blocks replace
+  // the device row's where the blob was made on this device, driver and q4vk version and
+  // is whole
   // (`q4vk_gemv_plan_info.shape_source` then says `Q4VK_GEMV_SHAPE_TUNED`); anything
   // else is ignored with an INFO log saying why, never an error. Copied during the call.
   const void *tuning_data;
@@ -956,6 +958,24 @@ typedef struct q4vk_tune_info {
   uint32_t long_rows_table_word_lanes;
   // Always 0.
   uint32_t reserved0;
+  // Optional (appended after `reserved0`; callers with the shorter struct do not get
+  // them): the chosen shape of the GEMV on GGUF blocks for calls of one pass (m up to 4):
+  // rows per workgroup, then pieces of 32 weights each invocation loads per step. Timed on
+  // Q4_K matrices of the shapes whose k is a multiple of 256, at the m of up to 4; the
+  // device row's where none was faster or no such case was timed.
+  uint32_t blocks_rows;
+  // See `blocks_rows`.
+  uint32_t blocks_unroll;
+  // The device row's shape of the GEMV on GGUF blocks (the baseline), as `blocks_rows`.
+  uint32_t blocks_table_rows;
+  // See `blocks_table_rows`.
+  uint32_t blocks_table_unroll;
+  // Shapes of the GEMV on GGUF blocks timed on every case on blocks (0 where none was).
+  uint32_t blocks_candidates_timed;
+  // Always 0.
+  uint32_t reserved1;
+  // As `time_vs_table`, of the GEMV on GGUF blocks over its cases.
+  double blocks_time_vs_table;
 } q4vk_tune_info;
 
 // The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer
@@ -1033,7 +1053,8 @@ typedef struct q4vk_staging {
 // The device's row of q4vk's tuning table (or q4vk's fixed rules).
 #define Q4VK_GEMV_SHAPE_TABLE 0
 
-// A tuning blob the context was created with (`q4vk_context_tune`): the SIMT GEMVs' shape.
+// A tuning blob the context was created with (`q4vk_context_tune`): the SIMT GEMVs' shape,
+// or the one-pass shape of the GEMV on GGUF blocks on x.
 #define Q4VK_GEMV_SHAPE_TUNED 1
 
 // No subgroup operations, SPIR-V 1.0 (Vulkan 1.0): runs on every device. The default.
@@ -2262,7 +2283,10 @@ void q4vk_tune_desc_default(struct q4vk_tune_desc *desc);
 // of `desc`, each call reading its weights cold, and writes the fastest for each class of
 // matrices (short rows; long rows, k of at least `q4vk_tune_info.long_rows_from_k`),
 // scored on that class's shapes (the row's unless another was faster by more than timing
-// noise, or no shape is of that class), as a blob into `blob`. Store the blob beside the
+// noise, or no shape is of that class); then, where a shape's k is a multiple of 256 and
+// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
+// pieces per step) the same way on Q4_K matrices of those shapes, the SIMT GEMV's
+// candidates then stopping at half the budget; all as a blob into `blob`. Store the blob beside the
 // pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context on
 // the same device, driver and q4vk version uses those shapes for its SIMT GEMVs; this
 // context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,

@@ -424,17 +424,3 @@ vec4 piece_scales(uint mat, uint gb, uint piece) {
     scale_words(mat, gb, piece, s, d);
     return scales_from_words(s, d, gb, piece);
 }
-
-// Piece `piece` of block `gb` (index into matrix `mat`'s part's streams): its two runs' codes as
-// numbers (qa, qb: 16 each, in input order; their inputs: `piece_inputs`) and their scales
-// and offsets (so: s_a, o_a, s_b, o_b).
-void decode(uint mat, uint gb, uint piece, out vec4 qa[4], out vec4 qb[4], out vec4 so) {
-    uvec4 v = codes_of(mat, piece_word(gb, piece));
-    // NVFP4's second run is in its one word.
-    uvec4 v2 = TYPE == T_NVFP4 ? v : codes_of(mat, piece_second_word(gb, piece));
-    uint h = block_high_bits(mat, gb);
-    [[unroll]] for (uint c = 0u; c < 4u; c++) {
-        decode_quarter(piece, c, v[quarter_first(c)], v2[quarter_second(c)], h, qa[c], qb[c]);
-    }
-    so = piece_scales(mat, gb, piece);
-}

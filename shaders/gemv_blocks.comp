@@ -9,7 +9,8 @@
 // M up to 4; else again per row), then per row decode its 32 codes once into floats that
 // serve every activation row: y += s_a * sum(q_a x) + s_b * sum(q_b x) (+ o_a sum(x_a) +
 // o_b sum(x_b) for the types with minima), q an integer (E2M1 values doubled, their scale
-// halved) and s the block's f32 scale product as gguf-py forms it. With WORD_LANES the
+// halved) and s the block's f32 scale product as gguf-py forms it. With x held, UNROLL
+// pieces per step: all their loads first, then their decodes. With WORD_LANES the
 // invocations stride over quarters of pieces instead (a 32-bit word of codes: four inputs
 // of each run), so that neighbouring invocations read neighbouring x; each holds its
 // quarter's x of every activation row (8 values per row, M up to 8) and decodes its
@@ -56,6 +57,7 @@ layout(constant_id = 2) const bool X_F16 = false;
 layout(constant_id = 3) const uint WORKGROUP = 64;
 layout(constant_id = 4) const bool X_HELD = true;
 layout(constant_id = 5) const bool WORD_LANES = false;
+const uint UNROLL = 1;
 #define SPEC_Y_F16 6
 layout(constant_id = 7) const bool EXPORT_HAS_BIAS = false;
 #ifdef SUBGROUP
@@ -87,6 +89,10 @@ layout(constant_id = 4) const uint SUBGROUP_SIZE = 32;       // the device's sub
 layout(constant_id = 5) const bool X_HELD = true;
 // Invocations stride over quarters of pieces (x always held) instead of whole pieces.
 layout(constant_id = 6) const bool WORD_LANES = false;
+// Pieces per step of each invocation where it strides over whole pieces with x held: every
+// load of a step (the pieces' code and scale words of every row, their x) is issued before
+// any piece is decoded, so that more of them are in flight at once.
+layout(constant_id = 7) const uint UNROLL = 1;
 #define XY_SET 1
 #define X_BINDING 0
 #define Y_BINDING 1
@@ -330,72 +336,117 @@ shared float red[WORKGROUP * MR];
 #endif
 
 #ifndef DOT
+// What a step loads of one piece of one row before decoding it: its code words (the
+// second: `piece_second_word`), its block's fifth bits and its scale words (`scale_words`).
+struct PieceWords {
+    uvec4 v;
+    uvec4 v2;
+    uint h;
+    uvec4 s;
+    uint d;
+};
+
+// Piece `piece` of block gb of matrix `mat`: its words, loaded and not yet used.
+PieceWords load_piece(uint mat, uint gb, uint piece) {
+    PieceWords w;
+    w.v = codes_of(mat, piece_word(gb, piece));
+    // NVFP4's second run is in its one word.
+    w.v2 = TYPE == T_NVFP4 ? w.v : codes_of(mat, piece_second_word(gb, piece));
+    w.h = block_high_bits(mat, gb);
+    scale_words(mat, gb, piece, w.s, w.d);
+    return w;
+}
+
+// Pieces per step: UNROLL where x is held.
+const uint U = X_HELD ? UNROLL : 1u;
+
 // The K loop over pieces: invocation tid takes pieces tid, tid + WORKGROUP, .. of each row
-// of matrix `mat`.
+// of matrix `mat`, U of them per step where x is held (a step's pieces past the last
+// load the last one again and drop their products).
 void piece_steps(uint mat, uint row0, uint tid, inout float acc[MR]) {
     uint last_row = p.rows - 1u;
-    for (uint c = tid; c < p.chunks; c += WORKGROUP) {
-        uint blk = c / PIECES;
-        uint piece = c % PIECES;
-        uint ka;
-        uint kb;
-        piece_inputs(piece, ka, kb);
-        ka += blk * BLOCK;
-        kb += blk * BLOCK;
-        vec4 held[8u * M];
-        if (X_HELD) {
-            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                vec4 xa[4];
-                vec4 xb[4];
-                load_run(mi, ka, xa);
-                load_run(mi, kb, xb);
-                [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                    held[8u * mi + i] = xa[i];
-                    held[8u * mi + 4u + i] = xb[i];
-                }
+    for (uint c0 = tid; c0 < p.chunks; c0 += U * WORKGROUP) {
+        uint ka[U];
+        uint kb[U];
+        vec4 held[U][8u * M];
+        PieceWords words[U][ROWS];
+        [[unroll]] for (uint u = 0u; u < U; u++) {
+            uint c = min(c0 + u * WORKGROUP, p.chunks - 1u);
+            uint blk = c / PIECES;
+            uint piece = c % PIECES;
+            piece_inputs(piece, ka[u], kb[u]);
+            ka[u] += blk * BLOCK;
+            kb[u] += blk * BLOCK;
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+                uint row = min(row0 + r, last_row);
+                words[u][r] = load_piece(mat, row * p.groups + blk, piece);
             }
-        }
-        // The runs' sums of x (for the types with minima), once for all rows where x is held.
-        vec2 xsum[M];
-        [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-            xsum[mi] = vec2(0.0);
-            if (HAS_MIN && X_HELD) {
-                vec4 xa[4];
-                vec4 xb[4];
-                [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                    xa[i] = held[8u * mi + i];
-                    xb[i] = held[8u * mi + 4u + i];
-                }
-                xsum[mi] = vec2(run_sum(xa), run_sum(xb));
-            }
-        }
-        [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-            uint row = min(row0 + r, last_row);
-            vec4 qa[4];
-            vec4 qb[4];
-            vec4 so;
-            decode(mat, row * p.groups + blk, piece, qa, qb, so);
-            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                vec4 xa[4];
-                vec4 xb[4];
-                if (X_HELD) {
+            if (X_HELD) {
+                [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                    vec4 xa[4];
+                    vec4 xb[4];
+                    load_run(mi, ka[u], xa);
+                    load_run(mi, kb[u], xb);
                     [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                        xa[i] = held[8u * mi + i];
-                        xb[i] = held[8u * mi + 4u + i];
+                        held[u][8u * mi + i] = xa[i];
+                        held[u][8u * mi + 4u + i] = xb[i];
                     }
-                } else {
-                    load_run(mi, ka, xa);
-                    load_run(mi, kb, xb);
                 }
-                float t = acc[mi * ROWS + r];
-                t = fma(so.x, run_dot(qa, xa), t);
-                t = fma(so.z, run_dot(qb, xb), t);
-                if (HAS_MIN) {
-                    vec2 sums = X_HELD ? xsum[mi] : vec2(run_sum(xa), run_sum(xb));
-                    t = fma(so.y, sums.x, t);
-                    t = fma(so.w, sums.y, t);
+            }
+        }
+        [[unroll]] for (uint u = 0u; u < U; u++) {
+            uint c = c0 + u * WORKGROUP;
+            if (c >= p.chunks) {
+                continue;
+            }
+            uint blk = c / PIECES;
+            uint piece = c % PIECES;
+            // The runs' sums of x (for the types with minima), once for all rows where x is
+            // held.
+            vec2 xsum[M];
+            [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                xsum[mi] = vec2(0.0);
+                if (HAS_MIN && X_HELD) {
+                    vec4 xa[4];
+                    vec4 xb[4];
+                    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                        xa[i] = held[u][8u * mi + i];
+                        xb[i] = held[u][8u * mi + 4u + i];
+                    }
+                    xsum[mi] = vec2(run_sum(xa), run_sum(xb));
                 }
-                acc[mi * ROWS + r] = t;
+            }
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+                uint gb = min(row0 + r, last_row) * p.groups + blk;
+                PieceWords w = words[u][r];
+                vec4 qa[4];
+                vec4 qb[4];
+                [[unroll]] for (uint q = 0u; q < 4u; q++) {
+                    decode_quarter(piece, q, w.v[quarter_first(q)], w.v2[quarter_second(q)], w.h, qa[q], qb[q]);
+                }
+                vec4 so = scales_from_words(w.s, w.d, gb, piece);
+                [[unroll]] for (uint mi = 0u; mi < M; mi++) {
+                    vec4 xa[4];
+                    vec4 xb[4];
+                    if (X_HELD) {
+                        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                            xa[i] = held[u][8u * mi + i];
+                            xb[i] = held[u][8u * mi + 4u + i];
+                        }
+                    } else {
+                        load_run(mi, ka[u], xa);
+                        load_run(mi, kb[u], xb);
+                    }
+                    float t = acc[mi * ROWS + r];
+                    t = fma(so.x, run_dot(qa, xa), t);
+                    t = fma(so.z, run_dot(qb, xb), t);
+                    if (HAS_MIN) {
+                        vec2 sums = X_HELD ? xsum[mi] : vec2(run_sum(xa), run_sum(xb));
+                        t = fma(so.y, sums.x, t);
+                        t = fma(so.w, sums.y, t);
+                    }
+                    acc[mi * ROWS + r] = t;
+                }
             }
         }
     }

@@ -233,6 +233,88 @@ fn every_type_runs_with_word_lanes() {
     gpu.assert_quiet();
 }
 
+/// The plan's name for a call of `m` rows on a matrix of `desc` on `ctx`.
+fn plan_name(ctx: *mut q4vk_context, desc: &q4vk_matrix_desc, m: u32) -> String {
+    let mut mat = std::ptr::null_mut();
+    let status = unsafe { q4vk_matrix_create(ctx, desc, &mut mat) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_gemv_plan_info>() as u32;
+    let status = unsafe { q4vk_gemv_plan(ctx, mat, m, 0, 0, &mut info) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    unsafe { q4vk_matrix_destroy(mat) };
+    let name = unsafe { std::ffi::CStr::from_ptr(info.name.as_ptr()) };
+    name.to_string_lossy().into_owned()
+}
+
+/// Several pieces per step of the GEMV striding over pieces (a device row's choice): 4
+/// asked, every type on every shape at m = 1 (4 pieces) and 2 (2: the cap that keeps a
+/// step's held x within 4 rows of one piece); then 2 pieces with 1 and 8 rows per workgroup
+/// (steps and workgroups past the last piece and row), with f16 x at m = 1. The plan names
+/// the pieces per step, and none at m = 3 (the cap: one).
+#[test]
+fn every_type_runs_with_several_pieces_per_step() {
+    let mut gpu = Gpu::new(false);
+    let mut rng = Rng(0xB116);
+    let runs: [(u32, Option<u32>, &[BlockType]); 3] = [
+        (4, None, &BlockType::ALL),
+        (
+            2,
+            Some(1),
+            &[BlockType::Q4K, BlockType::Q6K, BlockType::Nvfp4],
+        ),
+        (
+            2,
+            Some(8),
+            &[BlockType::Q5K, BlockType::Iq4Xs, BlockType::Q8_0],
+        ),
+    ];
+    for (unroll, rows, types) in runs {
+        gpu.context_mut()
+            .set_overrides(|o| {
+                o.blocks_gemv_unroll = Some(unroll);
+                o.blocks_gemv_rows = rows;
+            })
+            .unwrap();
+        let (ms, f16_x): (&[usize], &dyn Fn(usize) -> bool) = match rows {
+            None => (&[1, 2], &|_| false),
+            Some(_) => (&[1], &|_| true),
+        };
+        for &ty in types {
+            let all = shapes(ty);
+            let picked = match rows {
+                None => &all[..],
+                Some(_) => &all[1..2],
+            };
+            for &(n, k) in picked {
+                let bytes = random_blocks(&mut rng, ty, n, k);
+                let desc = blocks_desc(ty, n, k, &bytes);
+                let what = format!("{} {n}x{k}, {unroll} pieces per step", ty.name());
+                let name = plan_name(gpu.ctx, &desc, 1);
+                assert!(
+                    name.contains(&format!("{unroll} pieces per step")),
+                    "{what}: {name}"
+                );
+                let capped = plan_name(gpu.ctx, &desc, 3);
+                assert!(!capped.contains("pieces per step"), "{what}: {capped}");
+                check_matrix(
+                    gpu.ctx,
+                    &desc,
+                    (ms, f16_x, &|m| row_pass_rows(ty, m)),
+                    &mut rng,
+                    true,
+                    &what,
+                );
+            }
+        }
+    }
+    assert!(gpu
+        .context_mut()
+        .set_overrides(|o| o.blocks_gemv_unroll = Some(5))
+        .is_err());
+    gpu.assert_quiet();
+}
+
 #[test]
 fn k_groups_and_fixed_rows_compute_the_same() {
     let mut gpu = Gpu::new(false);

@@ -7,13 +7,17 @@
 //! shorter info gets its prefix only.
 
 mod gpu_support;
+use gpu_support::blocks::*;
 use gpu_support::*;
+use q4vk::cpu::reference::gemv_dense;
 use q4vk::ffi::context::*;
 use q4vk::ffi::gemv::*;
+use q4vk::ffi::matrix::q4vk_matrix_create;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::*;
 use q4vk::ffi::tune::*;
-use q4vk::plan::tuned::TunedBlob;
+use q4vk::import::gguf_blocks::BlockType;
+use q4vk::plan::tuned::{BlocksGemvShape, TunedBlob};
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::Mutex;
 
@@ -272,6 +276,110 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         assert!(line.contains("ignored") && line.contains(why), "{line}");
         assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
     }
+}
+
+/// The plan of an m-row GEMV on a Q4_K matrix of 70 × 1024 on `gpu` (its shape source and
+/// name), after checking the GEMV against the f64 reference of its dequantized weights.
+fn checked_blocks_plan(gpu: &Gpu, m: usize) -> (u32, String) {
+    let mut rng = Rng(0xB7);
+    let (n, k) = (70usize, 1024usize);
+    let bytes = random_blocks(&mut rng, BlockType::Q4K, n, k);
+    let desc = blocks_desc(BlockType::Q4K, n, k, &bytes);
+    let w = dequantized(&desc);
+    let mut mat = std::ptr::null_mut();
+    let status = unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    let x = rng.vec(m * k);
+    let (status, y) = gemv_c(gpu.ctx, mat, &x, n, m);
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    assert_close(&y, &gemv_dense(&w, &x, n, k, m), &format!("Q4_K, m = {m}"));
+    let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_gemv_plan_info>() as u32;
+    let status = unsafe { q4vk_gemv_plan(gpu.ctx, mat, m as u32, 0, 0, &mut info) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    unsafe { q4vk_matrix_destroy(mat) };
+    let name = unsafe { CStr::from_ptr(info.name.as_ptr()) };
+    (info.shape_source, name.to_string_lossy().into_owned())
+}
+
+/// The GEMV on GGUF blocks' one-pass shape: tuned on a shape of whole Q4_K blocks at m = 1
+/// (the row's shape is its baseline); a blob with another shape makes the next context run
+/// it in calls of one pass (the plan says so; the GEMV matches the reference), not in calls
+/// of several; a blob with a shape the GEMV does not take is ignored.
+#[test]
+fn a_tuned_blocks_shape_is_used_by_the_next_context() {
+    let gpu = logged_context(&[]);
+    let shapes = [96u64, 1024];
+    let desc = small_desc(1500, &shapes, &[1]);
+    let mut blob = vec![0u8; Q4VK_TUNING_BLOB_MAX_BYTES];
+    let mut written = 0usize;
+    let mut info = unsafe { std::mem::zeroed::<q4vk_tune_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_tune_info>() as u32;
+    let status = tune_into(&gpu, &desc, &mut blob, &mut written, &mut info);
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    blob.truncate(written);
+    eprintln!(
+        "blocks: {} rows, {} pieces per step at {:.3} of the table's {} rows, {} pieces ({} timed)",
+        info.blocks_rows,
+        info.blocks_unroll,
+        info.blocks_time_vs_table,
+        info.blocks_table_rows,
+        info.blocks_table_unroll,
+        info.blocks_candidates_timed
+    );
+    let table = gpu.context().rules.blocks_gemv;
+    assert_eq!(
+        (info.blocks_table_rows, info.blocks_table_unroll),
+        (table.rows, table.unroll)
+    );
+    assert!(info.blocks_candidates_timed >= 1 && info.blocks_candidates_timed <= 12);
+    assert!(info.blocks_time_vs_table > 0.0 && info.blocks_time_vs_table <= 1.0);
+    assert_eq!(info.reserved1, 0);
+    assert_eq!(checked_blocks_plan(&gpu, 1).0, Q4VK_GEMV_SHAPE_TABLE);
+    drop(gpu);
+
+    let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
+    assert_eq!(
+        (decoded.blocks_gemv.rows, decoded.blocks_gemv.unroll),
+        (info.blocks_rows, info.blocks_unroll)
+    );
+    let shape = BlocksGemvShape { rows: 4, unroll: 2 };
+    let other = TunedBlob {
+        blocks_gemv: shape,
+        ..decoded
+    };
+    let forced = logged_context(&other.encode());
+    assert!(
+        blob_line().contains("GEMV on GGUF blocks 4 rows, 2 pieces per step"),
+        "{}",
+        blob_line()
+    );
+    assert_eq!(forced.context().rules.blocks_gemv, shape);
+    let (source, name) = checked_blocks_plan(&forced, 1);
+    assert_eq!(source, Q4VK_GEMV_SHAPE_TUNED, "{name}");
+    assert!(
+        name.contains("4 rows per workgroup") && name.contains("2 pieces per step"),
+        "{name}"
+    );
+    // Three rows in one pass: the tuned rows, one piece per step (the held x's cap).
+    let (source, name) = checked_blocks_plan(&forced, 3);
+    assert_eq!(source, Q4VK_GEMV_SHAPE_TUNED, "{name}");
+    assert!(!name.contains("pieces per step"), "{name}");
+    // Two passes: the row's rows for several passes.
+    assert_eq!(checked_blocks_plan(&forced, 6).0, Q4VK_GEMV_SHAPE_TABLE);
+    drop(forced);
+
+    let odd = TunedBlob {
+        blocks_gemv: BlocksGemvShape { rows: 3, unroll: 1 },
+        ..decoded
+    };
+    let gpu = logged_context(&odd.encode());
+    let line = blob_line();
+    assert!(
+        line.contains("ignored") && line.contains("not a shape it takes"),
+        "{line}"
+    );
+    assert_eq!(gpu.context().rules.blocks_gemv, table);
 }
 
 /// The identity of the system's default device, read through a context.

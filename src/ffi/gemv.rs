@@ -1270,7 +1270,8 @@ pub struct q4vk_gemv_plan_info {
 pub type q4vk_gemv_shape_source = u32;
 /// The device's row of q4vk's tuning table (or q4vk's fixed rules).
 pub const Q4VK_GEMV_SHAPE_TABLE: q4vk_gemv_shape_source = 0;
-/// A tuning blob the context was created with (`q4vk_context_tune`): the SIMT GEMVs' shape.
+/// A tuning blob the context was created with (`q4vk_context_tune`): the SIMT GEMVs' shape,
+/// or the one-pass shape of the GEMV on GGUF blocks on x.
 pub const Q4VK_GEMV_SHAPE_TUNED: q4vk_gemv_shape_source = 1;
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and chars only.
@@ -1341,9 +1342,7 @@ pub unsafe extern "C" fn q4vk_gemv_plan(
                         choice.workspace_bytes
                     )));
                 }
-                let tuned = ctx.rules.simt_tuned
-                    && matches!(choice.kernel, gemv::KernelChoice::SimtGemv { .. });
-                let source = match tuned {
+                let source = match choice.shape_tuned(&ctx.rules, m) {
                     true => Q4VK_GEMV_SHAPE_TUNED,
                     false => Q4VK_GEMV_SHAPE_TABLE,
                 };

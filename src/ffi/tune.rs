@@ -1,5 +1,6 @@
-//! `q4vk_context_tune`: the SIMT GEMV's workgroup shape timed on the device in hand
-//! (`vk::tune`), into a blob the next context takes (`q4vk_context_desc.tuning_data`).
+//! `q4vk_context_tune`: the SIMT GEMV's workgroup shape and the GEMV on GGUF blocks' shape
+//! timed on the device in hand (`vk::tune`), into a blob the next context takes
+//! (`q4vk_context_desc.tuning_data`).
 
 use super::context::q4vk_context;
 use super::panic::guard;
@@ -119,6 +120,24 @@ pub struct q4vk_tune_info {
     pub long_rows_table_word_lanes: u32,
     /// Always 0.
     pub reserved0: u32,
+    /// Optional (appended after `reserved0`; callers with the shorter struct do not get
+    /// them): the chosen shape of the GEMV on GGUF blocks for calls of one pass (m up to 4):
+    /// rows per workgroup, then pieces of 32 weights each invocation loads per step. Timed on
+    /// Q4_K matrices of the shapes whose k is a multiple of 256, at the m of up to 4; the
+    /// device row's where none was faster or no such case was timed.
+    pub blocks_rows: u32,
+    /// See `blocks_rows`.
+    pub blocks_unroll: u32,
+    /// The device row's shape of the GEMV on GGUF blocks (the baseline), as `blocks_rows`.
+    pub blocks_table_rows: u32,
+    /// See `blocks_table_rows`.
+    pub blocks_table_unroll: u32,
+    /// Shapes of the GEMV on GGUF blocks timed on every case on blocks (0 where none was).
+    pub blocks_candidates_timed: u32,
+    /// Always 0.
+    pub reserved1: u32,
+    /// As `time_vs_table`, of the GEMV on GGUF blocks over its cases.
+    pub blocks_time_vs_table: f64,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and a double.
@@ -184,7 +203,10 @@ unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
 /// of `desc`, each call reading its weights cold, and writes the fastest for each class of
 /// matrices (short rows; long rows, k of at least `q4vk_tune_info.long_rows_from_k`),
 /// scored on that class's shapes (the row's unless another was faster by more than timing
-/// noise, or no shape is of that class), as a blob into `blob`. Store the blob beside the
+/// noise, or no shape is of that class); then, where a shape's k is a multiple of 256 and
+/// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
+/// pieces per step) the same way on Q4_K matrices of those shapes, the SIMT GEMV's
+/// candidates then stopping at half the budget; all as a blob into `blob`. Store the blob beside the
 /// pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context on
 /// the same device, driver and q4vk version uses those shapes for its SIMT GEMVs; this
 /// context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
@@ -237,11 +259,14 @@ pub unsafe extern "C" fn q4vk_context_tune(
         vk_ctx.logger.log(
             LEVEL_INFO,
             &format!(
-                "tuned: SIMT GEMV on short rows {s} ({:.3} of the table's time); on long rows {l} ({:.3}); {} of {} candidates timed",
+                "tuned: SIMT GEMV on short rows {s} ({:.3} of the table's time); on long rows {l} ({:.3}); {} of {} candidates timed; GEMV on GGUF blocks {} ({:.3}; {} shapes timed)",
                 found.time_vs_table,
                 found.long_rows_time_vs_table,
                 found.timed,
-                found.candidates
+                found.candidates,
+                found.blocks_chosen,
+                found.blocks_time_vs_table,
+                found.blocks_timed
             ),
         );
         if let Some(declared) = declared_info {
@@ -273,6 +298,13 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 long_rows_table_split: lt.split,
                 long_rows_table_word_lanes: lt.word_lanes.into(),
                 reserved0: 0,
+                blocks_rows: found.blocks_chosen.rows,
+                blocks_unroll: found.blocks_chosen.unroll,
+                blocks_table_rows: found.blocks_table.rows,
+                blocks_table_unroll: found.blocks_table.unroll,
+                blocks_candidates_timed: found.blocks_timed as u32,
+                reserved1: 0,
+                blocks_time_vs_table: found.blocks_time_vs_table,
             };
             // SAFETY: writable for its `struct_size` (contract).
             unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }?;

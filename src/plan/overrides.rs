@@ -40,6 +40,9 @@ pub struct Overrides {
     /// Whether the GEMV on GGUF blocks strides over quarters of pieces
     /// (`BlocksKey::word_lanes`).
     pub blocks_gemv_word_lanes: Option<bool>,
+    /// Pieces per step of the GEMV on GGUF blocks (1 to 4; `DeviceTuning::blocks_gemv_unroll`,
+    /// capped as there).
+    pub blocks_gemv_unroll: Option<u32>,
 }
 
 impl Overrides {
@@ -61,6 +64,11 @@ impl Overrides {
             self.blocks_gemv_pass_rows,
             8,
             "activation rows per pass of the GEMV on GGUF blocks",
+        )?;
+        check_count(
+            self.blocks_gemv_unroll,
+            4,
+            "pieces per step of the GEMV on GGUF blocks",
         )?;
         Ok(self)
     }

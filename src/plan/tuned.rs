@@ -1,6 +1,7 @@
 //! Tuning on the device itself, as plain data: the candidate SIMT GEMV shapes a device can
-//! run ([`candidates`]), and the blob that carries the shape a tuning run chose
-//! ([`TunedBlob`]) from one context to the next. The blob names the device, driver and q4vk
+//! run ([`candidates`]) and those of the GEMV on GGUF blocks ([`blocks_candidates`]), and
+//! the blob that carries the shapes a tuning run chose ([`TunedBlob`]) from one context to
+//! the next. The blob names the device, driver and q4vk
 //! version it was made with, and a checksum; anything else is refused with the reason.
 
 use super::tuning::SimtGemv;
@@ -32,6 +33,31 @@ pub fn has_long_rows(k: u64) -> bool {
     k >= LONG_ROWS_FROM_K
 }
 
+/// The shape of the GEMV on GGUF blocks for calls of one pass (`DeviceTuning::blocks_gemv_rows`'s
+/// first and `DeviceTuning::blocks_gemv_unroll`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlocksGemvShape {
+    /// Rows per workgroup (a power of two, 1..32).
+    pub rows: u32,
+    /// Pieces per step of each invocation (1..4; capped per call by the held x).
+    pub unroll: u32,
+}
+
+impl std::fmt::Display for BlocksGemvShape {
+    /// `2 rows, 2 pieces per step` (logs and the bench).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} rows, {} pieces per step", self.rows, self.unroll)
+    }
+}
+
+impl BlocksGemvShape {
+    /// Whether the GEMV on GGUF blocks takes this shape: rows a power of two up to 32,
+    /// 1..4 pieces per step.
+    pub fn runnable(&self) -> bool {
+        self.rows.is_power_of_two() && self.rows <= 32 && (1..=4).contains(&self.unroll)
+    }
+}
+
 /// What a tuning run found, as carried by its blob.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TunedBlob {
@@ -47,15 +73,20 @@ pub struct TunedBlob {
     pub long_rows: SimtGemv,
     /// Its time against the table's shape over the cases of long rows, as above.
     pub long_rows_time_vs_table: f32,
+    /// The shape of the GEMV on GGUF blocks it chose for calls of one pass.
+    pub blocks_gemv: BlocksGemvShape,
+    /// Its time against the table's over the cases timed on blocks, as above.
+    pub blocks_time_vs_table: f32,
 }
 
 /// The blob's first bytes.
 const MAGIC: &[u8; 8] = b"Q4VKTUNE";
 /// The blob's layout version.
-const FORMAT: u32 = 3;
+const FORMAT: u32 = 4;
 /// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), then for short
-/// rows and for long rows a shape (20) and its ratio, checksum (8).
-const BLOB_BYTES: usize = 116;
+/// rows and for long rows a shape (20) and its ratio, the blocks GEMV's shape (8) and its
+/// ratio, checksum (8).
+const BLOB_BYTES: usize = 128;
 /// Where the checksum starts.
 const CHECKSUM_AT: usize = BLOB_BYTES - 8;
 /// The q4vk version a blob (tuning or matrix) is made with and must match, NUL-padded.
@@ -74,7 +105,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 impl TunedBlob {
-    /// The blob's bytes (116, little-endian).
+    /// The blob's bytes (128, little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOB_BYTES);
         b.extend_from_slice(MAGIC);
@@ -94,6 +125,8 @@ impl TunedBlob {
             );
             b.extend(ratio.to_le_bytes());
         }
+        words(&mut b, &[self.blocks_gemv.rows, self.blocks_gemv.unroll]);
+        b.extend(self.blocks_time_vs_table.to_le_bytes());
         let sum = checksum(&b);
         b.extend(sum.to_le_bytes());
         debug_assert_eq!(b.len(), BLOB_BYTES);
@@ -163,12 +196,23 @@ impl TunedBlob {
         };
         let (simt_gemv, time_vs_table) = shape(60)?;
         let (long_rows, long_rows_time_vs_table) = shape(84)?;
+        let blocks_gemv = BlocksGemvShape {
+            rows: word(108),
+            unroll: word(112),
+        };
+        if !blocks_gemv.runnable() {
+            return Err(format!(
+                "GEMV on blocks with {blocks_gemv}: not a shape it takes"
+            ));
+        }
         Ok(TunedBlob {
             identity: found,
             simt_gemv,
             time_vs_table,
             long_rows,
             long_rows_time_vs_table,
+            blocks_gemv,
+            blocks_time_vs_table: f32::from_le_bytes(bytes[116..120].try_into().expect("4 bytes")),
         })
     }
 }
@@ -240,6 +284,25 @@ pub fn candidates(table: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
     out
 }
 
+/// The shapes of the GEMV on GGUF blocks a tuning run times: `table` (the device row's)
+/// first, then rows 1, 2, 4 and 8 with 1, 2 and 4 pieces per step, nearest the table first
+/// (fewest fields changed, then the smallest change).
+pub fn blocks_candidates(table: &BlocksGemvShape) -> Vec<BlocksGemvShape> {
+    let mut all: Vec<BlocksGemvShape> = [1, 2, 4, 8]
+        .into_iter()
+        .flat_map(|rows| [1, 2, 4].map(|unroll| BlocksGemvShape { rows, unroll }))
+        .filter(|s| s != table)
+        .collect();
+    let steps = |a: u32, b: u32| (a.max(1).ilog2() as i32 - b.max(1).ilog2() as i32).unsigned_abs();
+    all.sort_by_key(|s| {
+        let d = [steps(s.rows, table.rows), steps(s.unroll, table.unroll)];
+        (d.iter().filter(|&&v| v > 0).count(), d.iter().sum::<u32>())
+    });
+    let mut out = vec![*table];
+    out.extend(all);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +336,8 @@ mod tests {
                 word_lanes: false,
             },
             long_rows_time_vs_table: 0.8,
+            blocks_gemv: BlocksGemvShape { rows: 4, unroll: 2 },
+            blocks_time_vs_table: 0.7,
         }
     }
 
@@ -285,11 +350,11 @@ mod tests {
             let e = TunedBlob::decode(b, id).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&bytes[..40], &identity(), "116");
+        refused(&bytes[..40], &identity(), "128");
         refused(&bytes[..12], &identity(), "not a q4vk tuning blob");
         let mut older = bytes.clone();
-        older[8] = 2;
-        refused(&older, &identity(), "blob format 2");
+        older[8] = 3;
+        refused(&older, &identity(), "blob format 3");
         // Every byte is covered: a flip anywhere is refused.
         for i in 0..BLOB_BYTES {
             let mut bad = bytes.clone();
@@ -314,6 +379,34 @@ mod tests {
         let mut flipped = bytes.clone();
         flipped[64] ^= 1;
         refused(&flipped, &identity(), "checksum");
+        // A blocks shape the GEMV does not take, with a valid checksum.
+        let odd = TunedBlob {
+            blocks_gemv: BlocksGemvShape { rows: 3, unroll: 1 },
+            ..blob()
+        };
+        refused(&odd.encode(), &identity(), "not a shape it takes");
+    }
+
+    #[test]
+    fn blocks_candidates_start_at_the_table_nearest_first() {
+        let table = BlocksGemvShape { rows: 2, unroll: 1 };
+        let all = blocks_candidates(&table);
+        assert_eq!(all.len(), 12);
+        assert_eq!(all[0], table);
+        assert!(all.iter().all(BlocksGemvShape::runnable));
+        // One field one step away first: 1 or 4 rows, 2 pieces.
+        let first: Vec<_> = all[1..4].to_vec();
+        for s in [
+            BlocksGemvShape { rows: 1, unroll: 1 },
+            BlocksGemvShape { rows: 4, unroll: 1 },
+            BlocksGemvShape { rows: 2, unroll: 2 },
+        ] {
+            assert!(first.contains(&s), "{first:?}");
+        }
+        let mut unique = all.clone();
+        unique.sort_by_key(|s| (s.rows, s.unroll));
+        unique.dedup();
+        assert_eq!(unique.len(), all.len());
     }
 
     #[test]

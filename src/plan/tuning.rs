@@ -300,6 +300,11 @@ pub struct DeviceTuning {
     /// per pass): quarters read the weights in fewer passes (`h100-2026-12-05-word-lanes.txt`;
     /// calls of one pass keep pieces).
     pub blocks_gemv_word_lanes_past_one_pass: &'static [BlockType],
+    /// Pieces per step of each invocation of the GEMV on GGUF blocks where it strides over
+    /// whole pieces with x held (`BlocksKey::unroll`): the loads of that many pieces are in
+    /// flight together; capped so that a pass's held x stays within what 4 activation rows
+    /// of one piece hold (`vk::gemv_plan::blocks_unroll`).
+    pub blocks_gemv_unroll: u32,
 }
 
 /// The GPU tiles of the SIMT GEMM: up to m = 16, 64 rows × 16 tokens (4 × 4 outputs per
@@ -420,6 +425,7 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
     blocks_coop_tiles_gemm: false,
     blocks_gemv_rows: (2, 8),
     blocks_gemv_word_lanes_past_one_pass: &[BlockType::Q6K],
+    blocks_gemv_unroll: 1,
 };
 
 /// The SIMT GEMM's tiles on CPU implementations (and the GEMM on GGUF blocks'): 192 rows
@@ -474,6 +480,8 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
     blocks_coop_tiles_gemm: true,
     // The NVIDIA row's one-pass rows; the generic SIMT GEMV's rows past one pass.
     blocks_gemv_rows: (2, 4),
+    // A piece per step: its register cost is not yet weighed on these GPUs.
+    blocks_gemv_unroll: 1,
     ..NVIDIA
 };
 

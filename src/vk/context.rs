@@ -260,12 +260,16 @@ impl Context {
                     rules.simt = tuning(&b.simt_gemv);
                     rules.simt_long_rows = tuning(&b.long_rows);
                     rules.simt_tuned = true;
+                    rules.blocks_gemv = b.blocks_gemv;
+                    rules.blocks_tuned = true;
                     format!(
-                        "used: SIMT GEMV on short rows {} ({:.3} of the table's time where tuned), on long rows {} ({:.3} of the table's time where tuned)",
+                        "used: SIMT GEMV on short rows {} ({:.3} of the table's time where tuned), on long rows {} ({:.3} of the table's time where tuned); GEMV on GGUF blocks {} ({:.3} of the table's time where tuned)",
                         b.simt_gemv,
                         b.time_vs_table,
                         b.long_rows,
-                        b.long_rows_time_vs_table
+                        b.long_rows_time_vs_table,
+                        b.blocks_gemv,
+                        b.blocks_time_vs_table
                     )
                 }
                 Err(why) => format!("ignored ({why}); the table's shape"),

@@ -49,6 +49,7 @@ fn gemv_kernel(
         word_lanes,
         dot: false,
         pair: false,
+        unroll: 1,
     };
     if key.workgroup > dev.max_workgroup {
         return Err(Error::Unsupported(format!(

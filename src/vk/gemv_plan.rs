@@ -702,6 +702,19 @@ impl Choice {
         );
         Some((shape, slices))
     }
+
+    /// Whether the kernel's shape for a call of `m` rows came from a tuning blob under `r`:
+    /// the SIMT GEMV where the rules' SIMT shapes are tuned, the GEMV on GGUF blocks striding
+    /// over pieces on x in one pass where its shape is.
+    pub fn shape_tuned(&self, r: &Rules, m: u32) -> bool {
+        match self.kernel {
+            KernelChoice::SimtGemv { .. } => r.simt_tuned,
+            KernelChoice::BlocksGemv { key, .. } => {
+                r.blocks_tuned && !key.dot && !key.word_lanes && key.m == m
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The kernel and its shape in words, as `q4vk_gemv_plan_info.name` gives them (for logs
@@ -743,6 +756,9 @@ impl fmt::Display for Choice {
                 }
                 if key.word_lanes {
                     write!(out, ", word lanes")?;
+                }
+                if key.unroll > 1 {
+                    write!(out, ", {} pieces per step", key.unroll)?;
                 }
             }
             KernelChoice::BlocksGemm(key) => {
@@ -1011,15 +1027,18 @@ fn blocks_choice(
         true => form.layout.chunks.saturating_mul(4),
         false => form.layout.chunks,
     };
-    // x in bytes keeps the rows of one pass in every pass (each pass holds 8 rows of x).
+    // x in bytes keeps the rows of one pass in every pass (each pass holds 8 rows of x);
+    // one pass striding over pieces on x takes the rules' shape (the row's, or tuned).
     let (one_pass, passes) = r.row.blocks_gemv_rows;
-    let rows = r
-        .overrides()
-        .blocks_gemv_rows
-        .unwrap_or(match dot || p.m <= pass_rows {
-            true => one_pass,
-            false => passes,
-        });
+    let rows = r.overrides().blocks_gemv_rows.unwrap_or(if dot {
+        one_pass
+    } else if p.m > pass_rows {
+        passes
+    } else if word_lanes {
+        one_pass
+    } else {
+        r.blocks_gemv.rows
+    });
     let key = |m: u32| BlocksKey {
         portable: r.portable,
         workgroup: r.simt.workgroup_for(steps),
@@ -1031,6 +1050,10 @@ fn blocks_choice(
         word_lanes,
         dot,
         pair: false,
+        unroll: match word_lanes || dot {
+            true => 1,
+            false => blocks_unroll(r, m),
+        },
     };
     let full = key(pass_rows);
     let shared = full.shared_bytes(r.simt.subgroup);
@@ -1045,6 +1068,21 @@ fn blocks_choice(
         key: full,
         last: key(p.m - (p.m - 1) / pass_rows * pass_rows),
     })
+}
+
+/// Pieces per step of the GEMV on GGUF blocks striding over whole pieces at `m` activation
+/// rows per pass: the rules' count (`Rules::blocks_gemv`: the row's or tuned; or the
+/// caller's), capped so that the held x of a step (32 values per piece and activation row)
+/// stays within one piece's at [`BLOCKS_MAX_M`] rows; 1 where x is not held.
+fn blocks_unroll(r: &Rules, m: u32) -> u32 {
+    let wanted = r
+        .overrides()
+        .blocks_gemv_unroll
+        .unwrap_or(r.blocks_gemv.unroll);
+    match m <= BLOCKS_MAX_M {
+        true => wanted.min(BLOCKS_MAX_M / m).max(1),
+        false => 1,
+    }
 }
 
 /// The key of the tensor-core GEMM on GGUF blocks with fragments in registers for a call

@@ -674,6 +674,9 @@ pub struct BlocksKey {
     pub dot: bool,
     /// A gate+up pair (subgroup kernels), as [`PipelineKey::pair`].
     pub pair: bool,
+    /// Pieces per step of each invocation where it strides over whole pieces with x held
+    /// (all their loads issued before any decode); 1 elsewhere.
+    pub unroll: u32,
 }
 
 /// The most activation rows per pass of the GEMV on GGUF blocks whose x each invocation
@@ -689,8 +692,8 @@ impl BlocksKey {
         self.dot || self.word_lanes || self.m <= BLOCKS_MAX_M
     }
 
-    /// The specialization constants by id (0..6) on a device of `subgroup` invocations.
-    pub fn spec_values(&self, subgroup: u32) -> [u32; 7] {
+    /// The specialization constants by id (0..7) on a device of `subgroup` invocations.
+    pub fn spec_values(&self, subgroup: u32) -> [u32; 8] {
         [
             self.workgroup,
             self.rows,
@@ -699,6 +702,7 @@ impl BlocksKey {
             subgroup,
             self.x_held() as u32,
             self.word_lanes as u32,
+            self.unroll,
         ]
     }
 

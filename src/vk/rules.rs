@@ -5,6 +5,7 @@
 
 use super::pipeline::Tuning;
 use crate::error::Result;
+use crate::plan::tuned::BlocksGemvShape;
 use crate::plan::{DeviceClass, DeviceTuning, FragmentShape, Overrides};
 
 /// The integer dot-product GEMV's shapes on x rounded to bytes, by the matrix's class as
@@ -68,6 +69,12 @@ pub struct Rules {
     /// `simt` and `simt_long_rows` came from a tuning blob (`vk::tune`), not the device's
     /// row.
     pub simt_tuned: bool,
+    /// The GEMV on GGUF blocks' shape for calls of one pass striding over pieces on x: the
+    /// row's (`DeviceTuning::blocks_gemv_rows`' first, `DeviceTuning::blocks_gemv_unroll`)
+    /// unless a tuning blob chose another.
+    pub blocks_gemv: BlocksGemvShape,
+    /// `blocks_gemv` came from a tuning blob.
+    pub blocks_tuned: bool,
     /// The fragment shape of the tensor-core GEMM on the SIMT layout
     /// (`vk::coop_tiles`), where the device offers a usable one and the context enabled
     /// cooperative matrices.
@@ -116,6 +123,11 @@ impl Rules {
                 few_rows: shape(&b.few_rows),
             }),
             simt_tuned: false,
+            blocks_gemv: BlocksGemvShape {
+                rows: row.blocks_gemv_rows.0,
+                unroll: row.blocks_gemv_unroll,
+            },
+            blocks_tuned: false,
             coop_tiles: None,
             coop_fragments: false,
             overrides: Overrides::default(),

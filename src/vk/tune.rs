@@ -4,20 +4,24 @@
 //! memory, not from the last call's cache; the fastest for each tuning class (matrices of
 //! short rows, of long rows: `plan::tuned::has_long_rows`; geometric mean of its time
 //! against the row's over the class's cases) goes into a blob (`plan::tuned::TunedBlob`)
-//! that a later context takes.
+//! that a later context takes. Then the same for the GEMV on GGUF blocks' one-pass shape
+//! (`plan::tuned::blocks_candidates`), on Q4_K matrices of the shapes.
 
 use super::context::Context;
 use super::gemv_plan::{decide, Choice, KernelChoice, Room};
 use super::matrix::{upload, DeviceMatrix, UploadRoute};
 use super::memory::{Buffer, MemoryKind};
 use super::params::{BufferRange, GemvParams, MAX_M};
-use super::pipeline::{PipelineKey, Tuning};
+use super::pipeline::{BlocksKey, PipelineKey, Tuning, BLOCKS_MAX_M};
 use super::record::{record_resolved, CallPlan};
 use super::rules::Rules;
 use super::submit::record_barrier;
 use super::xy_sets::Set1;
 use crate::error::{invalid, Error, Result};
-use crate::plan::tuned::{candidates, has_long_rows, TunedBlob};
+use crate::import::gguf_blocks::BlockType;
+use crate::plan::tuned::{
+    blocks_candidates, candidates, has_long_rows, BlocksGemvShape, TunedBlob,
+};
 use crate::plan::tuning::SimtGemv;
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
@@ -28,7 +32,9 @@ use std::time::{Duration, Instant};
 /// What a tuning run times, and for how long at most.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TuneOptions {
-    /// Wall-clock budget: no candidate starts past it (the row's shape is always timed).
+    /// Wall-clock budget: no candidate starts past it (the row's shapes are always timed).
+    /// Where the GEMV on GGUF blocks is tuned too, the SIMT GEMV's candidates take the
+    /// first half of it.
     pub budget: Duration,
     /// Matrix shapes (n, k) timed, each a multiple of 128 in k.
     pub shapes: Vec<(u64, u64)>,
@@ -105,6 +111,19 @@ pub struct TuneOutcome {
     pub timed: usize,
     /// Candidates the device can run.
     pub candidates: usize,
+    /// The rules' shape of the GEMV on GGUF blocks for calls of one pass (the baseline of
+    /// `blocks_chosen`).
+    pub blocks_table: BlocksGemvShape,
+    /// The chosen shape of the GEMV on GGUF blocks, as `chosen` (the table's where none was
+    /// faster, or no case was timed on blocks).
+    pub blocks_chosen: BlocksGemvShape,
+    /// Its time against the table's (geometric mean over the cases on blocks; 1 where none
+    /// was timed).
+    pub blocks_time_vs_table: f64,
+    /// Shapes of the GEMV on GGUF blocks timed on every case on blocks (the table's
+    /// included; 0 where no case was: no shape's k is whole Q4_K blocks of 256, or no m
+    /// runs in one pass).
+    pub blocks_timed: usize,
     /// The blob a later context takes (`ContextConfig::tuned_blob`).
     pub blob: Vec<u8>,
 }
@@ -177,6 +196,22 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         .enumerate()
         .map(|(i, &(n, k))| make_case(ctx, n, k, opts, i as u64))
         .collect::<Result<Vec<_>>>()?;
+    let blocks_ms = blocks_ms(opts);
+    let blocks_cases = match blocks_ms.is_empty() {
+        true => Vec::new(),
+        false => opts
+            .shapes
+            .iter()
+            .enumerate()
+            .filter(|(_, &(_, k))| k % Q4K_BLOCK == 0)
+            .map(|(i, &(n, k))| make_blocks_case(ctx, n, k, opts, i as u64))
+            .collect::<Result<Vec<_>>>()?,
+    };
+    // The SIMT GEMV's candidates stop at half the budget where the GEMV on blocks follows.
+    let simt_budget = match blocks_cases.is_empty() {
+        true => opts.budget,
+        false => opts.budget / 2,
+    };
     // One timestamp pool for every timing (reset at each).
     let timer = GpuTimer::for_queue(ctx, 2 * REPEATS as u32)?;
     // Candidates that resolve to the same kernels on a case (a workgroup shrunk to a short
@@ -187,7 +222,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
     // Each timed candidate (the row's first) with its keys per case and m, in order.
     let mut timed: Vec<(SimtGemv, Vec<(usize, CaseKey)>)> = Vec::new();
     for (i, shape) in all.iter().enumerate() {
-        if i >= rows_timed_first && started.elapsed() >= opts.budget {
+        if i >= rows_timed_first && started.elapsed() >= simt_budget {
             break;
         }
         let rules = rules_with(ctx, shape);
@@ -253,12 +288,21 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         true => best[class],
         false => (tables[class], 1.0),
     });
+    let blocks = tune_blocks(
+        ctx,
+        timer.as_ref(),
+        (&blocks_cases, &blocks_ms),
+        opts,
+        started,
+    )?;
     let blob = TunedBlob {
         identity: ctx.device.identity(),
         simt_gemv: short.0,
         time_vs_table: short.1 as f32,
         long_rows: long.0,
         long_rows_time_vs_table: long.1 as f32,
+        blocks_gemv: blocks.chosen,
+        blocks_time_vs_table: blocks.ratio as f32,
     }
     .encode();
     Ok(TuneOutcome {
@@ -270,7 +314,112 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         long_rows_time_vs_table: long.1,
         timed,
         candidates: all.len(),
+        blocks_table: ctx.rules.blocks_gemv,
+        blocks_chosen: blocks.chosen,
+        blocks_time_vs_table: blocks.ratio,
+        blocks_timed: blocks.timed,
         blob,
+    })
+}
+
+/// Weights per Q4_K block: a tuning shape's k must be whole blocks for its case on blocks.
+const Q4K_BLOCK: u64 = 256;
+
+/// The m of `opts` that the GEMV on GGUF blocks runs in one pass striding over pieces
+/// (the calls a tuned shape of it decides).
+fn blocks_ms(opts: &TuneOptions) -> Vec<u32> {
+    opts.ms
+        .iter()
+        .copied()
+        .filter(|&m| m <= BLOCKS_MAX_M)
+        .collect()
+}
+
+/// What tuning the GEMV on GGUF blocks found.
+struct BlocksTuned {
+    /// The chosen shape (the rules' where none beat it by the noise margin).
+    chosen: BlocksGemvShape,
+    /// Its time against the rules' shape (1 where kept or nothing was timed).
+    ratio: f64,
+    /// Shapes timed on every case.
+    timed: usize,
+}
+
+/// Times the GEMV on GGUF blocks' one-pass shapes on `cases` (Q4_K) at each of `ms` — the
+/// rules' shape first and last (the faster of its two timings counts), then the others
+/// nearest first while `opts.budget` (from `started`) allows — and returns the fastest by
+/// the geometric mean of its time against the rules' over the cases.
+fn tune_blocks(
+    ctx: &Context,
+    timer: Option<&GpuTimer>,
+    (cases, ms): (&[Case], &[u32]),
+    opts: &TuneOptions,
+    started: Instant,
+) -> Result<BlocksTuned> {
+    let table = ctx.rules.blocks_gemv;
+    if cases.is_empty() {
+        return Ok(BlocksTuned {
+            chosen: table,
+            ratio: 1.0,
+            timed: 0,
+        });
+    }
+    type BlocksCaseKey = (usize, u32, BlocksKey, BlocksKey);
+    let mut seen: HashMap<BlocksCaseKey, f64> = HashMap::new();
+    let mut timed: Vec<(BlocksGemvShape, Vec<BlocksCaseKey>)> = Vec::new();
+    for (i, shape) in blocks_candidates(&table).iter().enumerate() {
+        if i > 0 && started.elapsed() >= opts.budget {
+            break;
+        }
+        let mut rules = ctx.rules;
+        rules.blocks_gemv = *shape;
+        let mut keys = Vec::new();
+        for (c, case) in cases.iter().enumerate() {
+            for &m in ms {
+                let (choice, key, last) = blocks_choice_of(&rules, case, m)?;
+                if i == 0 && c == 0 && m == ms[0] {
+                    keep_busy(ctx, timer, case, m, choice)?;
+                }
+                let case_key = (c, m, key, last);
+                if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(case_key) {
+                    slot.insert(time_case(ctx, timer, case, m, choice)?);
+                }
+                keys.push(case_key);
+            }
+        }
+        timed.push((*shape, keys));
+    }
+    // The rules' shape again, last.
+    let table_keys = timed[0].1.clone();
+    for &case_key in &table_keys {
+        let (c, m, _, _) = case_key;
+        let (choice, _, _) = blocks_choice_of(&ctx.rules, &cases[c], m)?;
+        let again = time_case(ctx, timer, &cases[c], m, choice)?;
+        let us = seen
+            .get_mut(&case_key)
+            .expect("timed with the rules' shape");
+        *us = us.min(again);
+    }
+    let mut best = (table, 1.0f64);
+    for (shape, keys) in &timed {
+        let log_ratio: f64 = keys
+            .iter()
+            .zip(&table_keys)
+            .map(|(key, table_key)| (seen[key] / seen[table_key]).ln())
+            .sum();
+        let ratio = (log_ratio / keys.len().max(1) as f64).exp();
+        if ratio < best.1 {
+            best = (*shape, ratio);
+        }
+    }
+    let (chosen, ratio) = match best.1 < NOISE_MARGIN {
+        true => best,
+        false => (table, 1.0),
+    };
+    Ok(BlocksTuned {
+        chosen,
+        ratio,
+        timed: timed.len(),
     })
 }
 
@@ -315,6 +464,67 @@ fn make_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> R
             &mut UploadRoute::Queue,
         )?);
     }
+    let (x, y) = case_xy(ctx, n, k)?;
+    Ok(Case {
+        calls: copies.max(16),
+        mats,
+        x,
+        y,
+        n,
+        k,
+    })
+}
+
+/// The case `index` of shape `n` × `k` (k whole blocks of 256) on GGUF Q4_K blocks: pseudo-random
+/// codes and six-bit scales under small finite block scales, as many copies as
+/// `opts.cold_bytes` holds (1..=64), and x and y for 8 rows.
+fn make_blocks_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> Result<Case> {
+    let ty = BlockType::Q4K;
+    let block_bytes = ty.block_bytes();
+    let total = usize::try_from(n * (k / Q4K_BLOCK))
+        .ok()
+        .and_then(|blocks| blocks.checked_mul(block_bytes))
+        .ok_or_else(|| {
+            Error::OutOfHostMemory(format!("a tuning matrix of {n} x {k} Q4_K blocks"))
+        })?;
+    let mut state = 0xD1B5_4A32_D192_ED03u64 ^ (index << 32) ^ n ^ (k << 16);
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (d, dmin) = (half::f16::from_f32(0.01), half::f16::from_f32(0.005));
+    let tensor: Vec<u8> = crate::alloc::collect(
+        (0..total).map(|i| match i % block_bytes {
+            0 | 1 => d.to_le_bytes()[i % 2],
+            2 | 3 => dmin.to_le_bytes()[i % 2],
+            _ => next() as u8,
+        }),
+        "the tuning blocks",
+    )?;
+    let (n, k) = (n as usize, k as usize);
+    let make = || DeviceMatrix::from_blocks(ctx, ty, n, k, &tensor, &mut UploadRoute::Queue);
+    let first = make()?;
+    let bytes = first.form.device_bytes().max(1);
+    let copies = opts.cold_bytes.div_ceil(bytes).clamp(1, 64) as usize;
+    let mut mats = vec![first];
+    for _ in 1..copies {
+        mats.push(make()?);
+    }
+    let (x, y) = case_xy(ctx, n as u64, k as u64)?;
+    Ok(Case {
+        calls: copies.max(16),
+        mats,
+        x,
+        y,
+        n: n as u64,
+        k: k as u64,
+    })
+}
+
+/// x (8 rows of `k` values) and y (8 rows of `n`) of a tuning case.
+fn case_xy(ctx: &Context, n: u64, k: u64) -> Result<(Buffer, Buffer)> {
     let x_values: Vec<u8> = (0..MAX_M as u64 * k)
         .flat_map(|i| (((i % 97) as f32 - 48.0) / 64.0).to_le_bytes())
         .collect();
@@ -325,14 +535,24 @@ fn make_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> R
         MemoryKind::Device,
         "q4vk tuning y",
     )?;
-    Ok(Case {
-        calls: copies.max(16),
-        mats,
-        x,
-        y,
-        n,
-        k,
-    })
+    Ok((x, y))
+}
+
+/// The choice for `m` rows on the blocks `case` under `rules` and its GEMV keys (a full
+/// pass, the last pass); an internal error for any other kernel.
+fn blocks_choice_of(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, BlocksKey, BlocksKey)> {
+    let choice = decide(
+        rules,
+        &case.mats[0].form,
+        &GemvParams::dense(m, case.k, case.n),
+        Room::None,
+    )?;
+    match choice.kernel {
+        KernelChoice::BlocksGemv { key, last } => Ok((choice, key, last)),
+        _ => Err(Error::Internal(format!(
+            "tuning the GEMV on GGUF blocks at m = {m} resolved to {choice}"
+        ))),
+    }
 }
 
 /// The choice for `m` rows on `case` under `rules` and its SIMT GEMV keys (a full pass,

@@ -34,7 +34,7 @@
 //! and runs the table on a context given its blob; `--tune-each MS` tunes each shape and m
 //! alone and prints the shapes chosen instead; `--load` prints load times instead
 //! (matrices from packed blobs against a plain copy of their bytes, `load.rs`); `--coop-tiles` keeps matrices in the SIMT layout and runs
-//! the tensor-core GEMM on it (and on GGUF blocks, with `--type`) wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups (and the GEMM on GGUF blocks'), `--blocks-rows R` the GEMV on GGUF blocks' rows per workgroup, `--blocks-pass-rows P` its activation rows per pass (past 4 it loads x again per row), `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
+//! the tensor-core GEMM on it (and on GGUF blocks, with `--type`) wherever a GEMM runs (with `--gemm-from 1`, at every m); `--gemm-tile TX,TY,RN,RM` fixes the SIMT GEMM's tile, `--gemm-ksplit K` its K groups (and the GEMM on GGUF blocks'), `--blocks-rows R` the GEMV on GGUF blocks' rows per workgroup, `--blocks-pass-rows P` its activation rows per pass (past 4 it loads x again per row), `--blocks-unroll U` its pieces per step (x held: up to 4 ÷ the pass's rows), `--coop-gemm-slices Z` the tensor-core GEMM's K slices; `--shapes 3,4` runs only those rows of the
 //! table (entries may be matrices too: `--shapes 4096x14336,3` runs 4096 × 14336 and row 3;
 //! `--quick` quarters them as well); `--sweep` times the four target cases (28672 × 8192 and 8192 × 28672 cold,
 //! 11008 × 4096 and 4096 × 11008 hot) over a grid of (W, R, U), each in a fresh context,
@@ -115,6 +115,8 @@ struct Options {
     blocks_rows: Option<u32>,
     /// `--blocks-pass-rows P`: activation rows per pass of the GEMV on GGUF blocks.
     blocks_pass_rows: Option<u32>,
+    /// `--blocks-unroll U`: pieces per step of the GEMV on GGUF blocks.
+    blocks_unroll: Option<u32>,
     /// `--coop-gemm-slices Z`: the tensor-core GEMM's K slices (on x in fragments).
     coop_gemm_slices: Option<u32>,
     /// Matrices in the imported GGUF Q4_K / Q4_1 form: groups of 32, f32 scales and
@@ -207,7 +209,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4|Q4_K_M (with --model)] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--round-x-int8] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME [--gate-up-apart]]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--blocks-unroll U] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4|Q4_K_M (with --model)] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--round-x-int8] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME [--gate-up-apart]]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -218,7 +220,7 @@ fn main() {
     let mut q4_k_m = false;
     let mut gemm_tile = None;
     let (mut gemm_ksplit, mut coop_gemm_slices) = (None, None);
-    let (mut blocks_rows, mut blocks_pass_rows) = (None, None);
+    let (mut blocks_rows, mut blocks_pass_rows, mut blocks_unroll) = (None, None, None);
     let (mut act_order, mut stats, mut int_dot) = (false, false, None);
     let mut gate_up_apart = false;
     let (mut zeros, mut group) = (false, None);
@@ -289,6 +291,7 @@ fn main() {
             "--gemm-ksplit" => gemm_ksplit = Some(number()),
             "--blocks-rows" => blocks_rows = Some(number()),
             "--blocks-pass-rows" => blocks_pass_rows = Some(number()),
+            "--blocks-unroll" => blocks_unroll = Some(number()),
             "--coop-gemm-slices" => coop_gemm_slices = Some(number()),
             "--workgroup" => wg = Some(number()),
             "--rows" => rows = Some(number()),
@@ -369,6 +372,7 @@ fn main() {
         gemm_ksplit,
         blocks_rows,
         blocks_pass_rows,
+        blocks_unroll,
         coop_gemm_slices,
         offsets,
         act_order,
@@ -510,6 +514,7 @@ fn context(
                 coop_tiles: opt.coop_tiles.then_some(true),
                 blocks_gemv_rows: opt.blocks_rows,
                 blocks_gemv_pass_rows: opt.blocks_pass_rows,
+                blocks_gemv_unroll: opt.blocks_unroll,
             },
             pipeline_statistics: opt.stats,
             ..Default::default()
@@ -548,6 +553,10 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
         found.long_rows_time_vs_table,
         ctx.rules.row.name,
         found.table
+    );
+    println!(
+        "tuned: GEMV on GGUF blocks {} at {:.3} of the time of the row's ({}; {} shapes timed)",
+        found.blocks_chosen, found.blocks_time_vs_table, found.blocks_table, found.blocks_timed
     );
     Ok(found.blob)
 }
