@@ -196,19 +196,20 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         .enumerate()
         .map(|(i, &(n, k))| make_case(ctx, n, k, opts, i as u64))
         .collect::<Result<Vec<_>>>()?;
+    // The shapes and m the GEMV on blocks is timed on (after the SIMT GEMV's cases are
+    // freed); the SIMT GEMV's candidates stop at half the budget where there are any.
     let blocks_ms = blocks_ms(opts);
-    let blocks_cases = match blocks_ms.is_empty() {
+    let blocks_shapes: Vec<(usize, (u64, u64))> = match blocks_ms.is_empty() {
         true => Vec::new(),
         false => opts
             .shapes
             .iter()
+            .copied()
             .enumerate()
-            .filter(|(_, &(_, k))| k % Q4K_BLOCK == 0)
-            .map(|(i, &(n, k))| make_blocks_case(ctx, n, k, opts, i as u64))
-            .collect::<Result<Vec<_>>>()?,
+            .filter(|(_, (_, k))| k % Q4K_BLOCK == 0)
+            .collect(),
     };
-    // The SIMT GEMV's candidates stop at half the budget where the GEMV on blocks follows.
-    let simt_budget = match blocks_cases.is_empty() {
+    let simt_budget = match blocks_shapes.is_empty() {
         true => opts.budget,
         false => opts.budget / 2,
     };
@@ -288,6 +289,11 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         true => best[class],
         false => (tables[class], 1.0),
     });
+    drop(cases);
+    let blocks_cases = blocks_shapes
+        .iter()
+        .map(|&(i, (n, k))| make_blocks_case(ctx, n, k, opts, i as u64))
+        .collect::<Result<Vec<_>>>()?;
     let blocks = tune_blocks(
         ctx,
         timer.as_ref(),
