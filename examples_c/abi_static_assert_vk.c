@@ -313,7 +313,7 @@ FIELD(q4vk_tune_info, blocks_unroll, 124, uint32_t);
 FIELD(q4vk_tune_info, blocks_table_rows, 128, uint32_t);
 FIELD(q4vk_tune_info, blocks_table_unroll, 132, uint32_t);
 FIELD(q4vk_tune_info, blocks_candidates_timed, 136, uint32_t);
-FIELD(q4vk_tune_info, reserved1, 140, uint32_t);
+FIELD(q4vk_tune_info, blocks_word_lanes, 140, uint32_t);
 FIELD(q4vk_tune_info, blocks_time_vs_table, 144, double);
 _Static_assert(Q4VK_TUNING_BLOB_MAX_BYTES == 256, "Q4VK_TUNING_BLOB_MAX_BYTES");
 _Static_assert(Q4VK_GEMV_SHAPE_TABLE == 0 && Q4VK_GEMV_SHAPE_TUNED == 1, "Q4VK_GEMV_SHAPE_*");

@@ -959,21 +959,25 @@ typedef struct q4vk_tune_info {
   // Always 0.
   uint32_t reserved0;
   // Optional (appended after `reserved0`; callers with the shorter struct do not get
-  // them): the chosen shape of the GEMV on GGUF blocks for calls of one pass (m up to 4):
-  // rows per workgroup, then pieces of 32 weights each invocation loads per step. Timed on
-  // Q4_K matrices of the shapes whose k is a multiple of 256, at the m of up to 4; the
-  // device row's where none was faster or no such case was timed.
+  // them): the chosen shape of the GEMV on GGUF blocks for calls on x of up to 4 rows:
+  // rows per workgroup, then pieces of 32 weights each invocation loads per step (1 with
+  // `blocks_word_lanes`). Timed on Q4_K matrices of the shapes whose k is a multiple of
+  // 256, at the m of up to 4; the device row's where none was faster or no such case was
+  // timed.
   uint32_t blocks_rows;
   // See `blocks_rows`.
   uint32_t blocks_unroll;
-  // The device row's shape of the GEMV on GGUF blocks (the baseline), as `blocks_rows`.
+  // The device row's shape of the GEMV on GGUF blocks (the baseline; it strides over
+  // pieces), as `blocks_rows`.
   uint32_t blocks_table_rows;
   // See `blocks_table_rows`.
   uint32_t blocks_table_unroll;
   // Shapes of the GEMV on GGUF blocks timed on every case on blocks (0 where none was).
   uint32_t blocks_candidates_timed;
-  // Always 0.
-  uint32_t reserved1;
+  // 1 where the chosen shape of the GEMV on GGUF blocks strides over quarters of pieces
+  // (8 weights per invocation and step, neighbouring invocations reading neighbouring x)
+  // instead of pieces, else 0.
+  uint32_t blocks_word_lanes;
   // As `time_vs_table`, of the GEMV on GGUF blocks over its cases.
   double blocks_time_vs_table;
 } q4vk_tune_info;

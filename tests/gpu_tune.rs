@@ -302,10 +302,11 @@ fn checked_blocks_plan(gpu: &Gpu, m: usize) -> (u32, String) {
     (info.shape_source, name.to_string_lossy().into_owned())
 }
 
-/// The GEMV on GGUF blocks' one-pass shape: tuned on a shape of whole Q4_K blocks at m = 1
-/// (the row's shape is its baseline); a blob with another shape makes the next context run
-/// it in calls of one pass (the plan says so; the GEMV matches the reference), not in calls
-/// of several; a blob with a shape the GEMV does not take is ignored.
+/// The GEMV on GGUF blocks' shape for calls of up to 4 rows: tuned on a shape of whole Q4_K
+/// blocks at m = 1 (the row's shape is its baseline); a blob with another shape (pieces per
+/// step, or quarters) makes the next context run it in calls of one pass (the plan says so;
+/// the GEMV matches the reference), not in calls of several; a blob with a shape the GEMV
+/// does not take is ignored.
 #[test]
 fn a_tuned_blocks_shape_is_used_by_the_next_context() {
     let gpu = logged_context(&[]);
@@ -332,18 +333,26 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
         (info.blocks_table_rows, info.blocks_table_unroll),
         (table.rows, table.unroll)
     );
-    assert!(info.blocks_candidates_timed >= 1 && info.blocks_candidates_timed <= 12);
+    assert!(info.blocks_candidates_timed >= 1 && info.blocks_candidates_timed <= 16);
     assert!(info.blocks_time_vs_table > 0.0 && info.blocks_time_vs_table <= 1.0);
-    assert_eq!(info.reserved1, 0);
+    assert!(info.blocks_word_lanes <= 1);
     assert_eq!(checked_blocks_plan(&gpu, 1).0, Q4VK_GEMV_SHAPE_TABLE);
     drop(gpu);
 
     let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
     assert_eq!(
-        (decoded.blocks_gemv.rows, decoded.blocks_gemv.unroll),
-        (info.blocks_rows, info.blocks_unroll)
+        (
+            decoded.blocks_gemv.rows,
+            decoded.blocks_gemv.unroll,
+            u32::from(decoded.blocks_gemv.word_lanes)
+        ),
+        (info.blocks_rows, info.blocks_unroll, info.blocks_word_lanes)
     );
-    let shape = BlocksGemvShape { rows: 4, unroll: 2 };
+    let shape = BlocksGemvShape {
+        rows: 4,
+        unroll: 2,
+        word_lanes: false,
+    };
     let other = TunedBlob {
         blocks_gemv: shape,
         ..decoded
@@ -369,8 +378,40 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
     assert_eq!(checked_blocks_plan(&forced, 6).0, Q4VK_GEMV_SHAPE_TABLE);
     drop(forced);
 
+    // Quarters of pieces with 8 rows per workgroup.
+    let quarters = BlocksGemvShape {
+        rows: 8,
+        unroll: 1,
+        word_lanes: true,
+    };
+    let forced = logged_context(
+        &TunedBlob {
+            blocks_gemv: quarters,
+            ..decoded
+        }
+        .encode(),
+    );
+    assert!(
+        blob_line().contains("GEMV on GGUF blocks 8 rows, quarters"),
+        "{}",
+        blob_line()
+    );
+    for m in [1, 4] {
+        let (source, name) = checked_blocks_plan(&forced, m);
+        assert_eq!(source, Q4VK_GEMV_SHAPE_TUNED, "{name}");
+        assert!(
+            name.contains("8 rows per workgroup") && name.contains("word lanes"),
+            "{name}"
+        );
+    }
+    drop(forced);
+
     let odd = TunedBlob {
-        blocks_gemv: BlocksGemvShape { rows: 3, unroll: 1 },
+        blocks_gemv: BlocksGemvShape {
+            rows: 3,
+            unroll: 1,
+            word_lanes: false,
+        },
         ..decoded
     };
     let gpu = logged_context(&odd.encode());

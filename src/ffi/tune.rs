@@ -121,21 +121,25 @@ pub struct q4vk_tune_info {
     /// Always 0.
     pub reserved0: u32,
     /// Optional (appended after `reserved0`; callers with the shorter struct do not get
-    /// them): the chosen shape of the GEMV on GGUF blocks for calls of one pass (m up to 4):
-    /// rows per workgroup, then pieces of 32 weights each invocation loads per step. Timed on
-    /// Q4_K matrices of the shapes whose k is a multiple of 256, at the m of up to 4; the
-    /// device row's where none was faster or no such case was timed.
+    /// them): the chosen shape of the GEMV on GGUF blocks for calls on x of up to 4 rows:
+    /// rows per workgroup, then pieces of 32 weights each invocation loads per step (1 with
+    /// `blocks_word_lanes`). Timed on Q4_K matrices of the shapes whose k is a multiple of
+    /// 256, at the m of up to 4; the device row's where none was faster or no such case was
+    /// timed.
     pub blocks_rows: u32,
     /// See `blocks_rows`.
     pub blocks_unroll: u32,
-    /// The device row's shape of the GEMV on GGUF blocks (the baseline), as `blocks_rows`.
+    /// The device row's shape of the GEMV on GGUF blocks (the baseline; it strides over
+    /// pieces), as `blocks_rows`.
     pub blocks_table_rows: u32,
     /// See `blocks_table_rows`.
     pub blocks_table_unroll: u32,
     /// Shapes of the GEMV on GGUF blocks timed on every case on blocks (0 where none was).
     pub blocks_candidates_timed: u32,
-    /// Always 0.
-    pub reserved1: u32,
+    /// 1 where the chosen shape of the GEMV on GGUF blocks strides over quarters of pieces
+    /// (8 weights per invocation and step, neighbouring invocations reading neighbouring x)
+    /// instead of pieces, else 0.
+    pub blocks_word_lanes: u32,
     /// As `time_vs_table`, of the GEMV on GGUF blocks over its cases.
     pub blocks_time_vs_table: f64,
 }
@@ -303,7 +307,7 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 blocks_table_rows: found.blocks_table.rows,
                 blocks_table_unroll: found.blocks_table.unroll,
                 blocks_candidates_timed: found.blocks_timed as u32,
-                reserved1: 0,
+                blocks_word_lanes: found.blocks_chosen.word_lanes.into(),
                 blocks_time_vs_table: found.blocks_time_vs_table,
             };
             // SAFETY: writable for its `struct_size` (contract).

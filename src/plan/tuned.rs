@@ -4,7 +4,7 @@
 //! the next. The blob names the device, driver and q4vk
 //! version it was made with, and a checksum; anything else is refused with the reason.
 
-use super::tuning::SimtGemv;
+use super::tuning::{DeviceTuning, SimtGemv};
 use super::DeviceClass;
 
 /// The device, driver and q4vk build a blob belongs to: a blob made with any other is
@@ -33,28 +33,47 @@ pub fn has_long_rows(k: u64) -> bool {
     k >= LONG_ROWS_FROM_K
 }
 
-/// The shape of the GEMV on GGUF blocks for calls of one pass (`DeviceTuning::blocks_gemv_rows`'s
-/// first and `DeviceTuning::blocks_gemv_unroll`).
+/// The shape of the GEMV on GGUF blocks for calls of up to 4 rows on x
+/// (`DeviceTuning::blocks_gemv_rows`'s first and `DeviceTuning::blocks_gemv_unroll`, steps
+/// over pieces).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlocksGemvShape {
     /// Rows per workgroup (a power of two, 1..32).
     pub rows: u32,
-    /// Pieces per step of each invocation (1..4; capped per call by the held x).
+    /// Pieces per step of each invocation (1..4; capped per call by the held x; 1 with
+    /// `word_lanes`).
     pub unroll: u32,
+    /// Invocations stride over quarters of pieces instead of pieces (`BlocksKey::word_lanes`).
+    pub word_lanes: bool,
 }
 
 impl std::fmt::Display for BlocksGemvShape {
-    /// `2 rows, 2 pieces per step` (logs and the bench).
+    /// `2 rows, 2 pieces per step` or `2 rows, quarters` (logs and the bench).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} rows, {} pieces per step", self.rows, self.unroll)
+        match self.word_lanes {
+            true => write!(f, "{} rows, quarters", self.rows),
+            false => write!(f, "{} rows, {} pieces per step", self.rows, self.unroll),
+        }
     }
 }
 
 impl BlocksGemvShape {
+    /// The shape `row` gives: its rows per workgroup for one pass and pieces per step.
+    pub fn of_row(row: &DeviceTuning) -> BlocksGemvShape {
+        BlocksGemvShape {
+            rows: row.blocks_gemv_rows.0,
+            unroll: row.blocks_gemv_unroll,
+            word_lanes: false,
+        }
+    }
+
     /// Whether the GEMV on GGUF blocks takes this shape: rows a power of two up to 32,
-    /// 1..4 pieces per step.
+    /// 1..4 pieces per step, one with quarters.
     pub fn runnable(&self) -> bool {
-        self.rows.is_power_of_two() && self.rows <= 32 && (1..=4).contains(&self.unroll)
+        self.rows.is_power_of_two()
+            && self.rows <= 32
+            && (1..=4).contains(&self.unroll)
+            && (!self.word_lanes || self.unroll == 1)
     }
 }
 
@@ -84,9 +103,9 @@ const MAGIC: &[u8; 8] = b"Q4VKTUNE";
 /// The blob's layout version.
 const FORMAT: u32 = 4;
 /// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), then for short
-/// rows and for long rows a shape (20) and its ratio, the blocks GEMV's shape (8) and its
+/// rows and for long rows a shape (20) and its ratio, the blocks GEMV's shape (12) and its
 /// ratio, checksum (8).
-const BLOB_BYTES: usize = 128;
+const BLOB_BYTES: usize = 132;
 /// Where the checksum starts.
 const CHECKSUM_AT: usize = BLOB_BYTES - 8;
 /// The q4vk version a blob (tuning or matrix) is made with and must match, NUL-padded.
@@ -105,7 +124,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 impl TunedBlob {
-    /// The blob's bytes (128, little-endian).
+    /// The blob's bytes (132, little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOB_BYTES);
         b.extend_from_slice(MAGIC);
@@ -125,7 +144,8 @@ impl TunedBlob {
             );
             b.extend(ratio.to_le_bytes());
         }
-        words(&mut b, &[self.blocks_gemv.rows, self.blocks_gemv.unroll]);
+        let g = &self.blocks_gemv;
+        words(&mut b, &[g.rows, g.unroll, g.word_lanes as u32]);
         b.extend(self.blocks_time_vs_table.to_le_bytes());
         let sum = checksum(&b);
         b.extend(sum.to_le_bytes());
@@ -199,6 +219,11 @@ impl TunedBlob {
         let blocks_gemv = BlocksGemvShape {
             rows: word(108),
             unroll: word(112),
+            word_lanes: match word(116) {
+                0 => false,
+                1 => true,
+                v => return Err(format!("GEMV on blocks word lanes {v}: not 0 or 1")),
+            },
         };
         if !blocks_gemv.runnable() {
             return Err(format!(
@@ -212,7 +237,7 @@ impl TunedBlob {
             long_rows,
             long_rows_time_vs_table,
             blocks_gemv,
-            blocks_time_vs_table: f32::from_le_bytes(bytes[116..120].try_into().expect("4 bytes")),
+            blocks_time_vs_table: f32::from_le_bytes(bytes[120..124].try_into().expect("4 bytes")),
         })
     }
 }
@@ -285,17 +310,28 @@ pub fn candidates(table: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
 }
 
 /// The shapes of the GEMV on GGUF blocks a tuning run times: `table` (the device row's)
-/// first, then rows 1, 2, 4 and 8 with 1, 2 and 4 pieces per step, nearest the table first
-/// (fewest fields changed, then the smallest change).
+/// first, then rows 1, 2, 4 and 8 with 1, 2 and 4 pieces per step or with quarters, nearest
+/// the table first (fewest fields changed, then the smallest change).
 pub fn blocks_candidates(table: &BlocksGemvShape) -> Vec<BlocksGemvShape> {
+    let steps_of = [(1, false), (2, false), (4, false), (1, true)];
     let mut all: Vec<BlocksGemvShape> = [1, 2, 4, 8]
         .into_iter()
-        .flat_map(|rows| [1, 2, 4].map(|unroll| BlocksGemvShape { rows, unroll }))
+        .flat_map(|rows| {
+            steps_of.map(|(unroll, word_lanes)| BlocksGemvShape {
+                rows,
+                unroll,
+                word_lanes,
+            })
+        })
         .filter(|s| s != table)
         .collect();
     let steps = |a: u32, b: u32| (a.max(1).ilog2() as i32 - b.max(1).ilog2() as i32).unsigned_abs();
     all.sort_by_key(|s| {
-        let d = [steps(s.rows, table.rows), steps(s.unroll, table.unroll)];
+        let d = [
+            steps(s.rows, table.rows),
+            steps(s.unroll, table.unroll),
+            u32::from(s.word_lanes != table.word_lanes),
+        ];
         (d.iter().filter(|&&v| v > 0).count(), d.iter().sum::<u32>())
     });
     let mut out = vec![*table];
@@ -336,7 +372,11 @@ mod tests {
                 word_lanes: false,
             },
             long_rows_time_vs_table: 0.8,
-            blocks_gemv: BlocksGemvShape { rows: 4, unroll: 2 },
+            blocks_gemv: BlocksGemvShape {
+                rows: 4,
+                unroll: 1,
+                word_lanes: true,
+            },
             blocks_time_vs_table: 0.7,
         }
     }
@@ -350,7 +390,7 @@ mod tests {
             let e = TunedBlob::decode(b, id).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&bytes[..40], &identity(), "128");
+        refused(&bytes[..40], &identity(), "132");
         refused(&bytes[..12], &identity(), "not a q4vk tuning blob");
         let mut older = bytes.clone();
         older[8] = 3;
@@ -380,31 +420,43 @@ mod tests {
         flipped[64] ^= 1;
         refused(&flipped, &identity(), "checksum");
         // A blocks shape the GEMV does not take, with a valid checksum.
-        let odd = TunedBlob {
-            blocks_gemv: BlocksGemvShape { rows: 3, unroll: 1 },
-            ..blob()
-        };
-        refused(&odd.encode(), &identity(), "not a shape it takes");
+        for (rows, unroll, word_lanes) in [(3, 1, false), (2, 2, true), (2, 5, false)] {
+            let odd = TunedBlob {
+                blocks_gemv: BlocksGemvShape {
+                    rows,
+                    unroll,
+                    word_lanes,
+                },
+                ..blob()
+            };
+            refused(&odd.encode(), &identity(), "not a shape it takes");
+        }
     }
 
     #[test]
     fn blocks_candidates_start_at_the_table_nearest_first() {
-        let table = BlocksGemvShape { rows: 2, unroll: 1 };
+        let shape = |rows, unroll, word_lanes| BlocksGemvShape {
+            rows,
+            unroll,
+            word_lanes,
+        };
+        let table = shape(2, 1, false);
         let all = blocks_candidates(&table);
-        assert_eq!(all.len(), 12);
+        assert_eq!(all.len(), 16);
         assert_eq!(all[0], table);
         assert!(all.iter().all(BlocksGemvShape::runnable));
-        // One field one step away first: 1 or 4 rows, 2 pieces.
-        let first: Vec<_> = all[1..4].to_vec();
+        // One field one step away first: 1 or 4 rows, 2 pieces, quarters.
+        let first: Vec<_> = all[1..5].to_vec();
         for s in [
-            BlocksGemvShape { rows: 1, unroll: 1 },
-            BlocksGemvShape { rows: 4, unroll: 1 },
-            BlocksGemvShape { rows: 2, unroll: 2 },
+            shape(1, 1, false),
+            shape(4, 1, false),
+            shape(2, 2, false),
+            shape(2, 1, true),
         ] {
             assert!(first.contains(&s), "{first:?}");
         }
         let mut unique = all.clone();
-        unique.sort_by_key(|s| (s.rows, s.unroll));
+        unique.sort_by_key(|s| (s.rows, s.unroll, s.word_lanes));
         unique.dedup();
         assert_eq!(unique.len(), all.len());
     }

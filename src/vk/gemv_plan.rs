@@ -704,13 +704,13 @@ impl Choice {
     }
 
     /// Whether the kernel's shape for a call of `m` rows came from a tuning blob under `r`:
-    /// the SIMT GEMV where the rules' SIMT shapes are tuned, the GEMV on GGUF blocks striding
-    /// over pieces on x in one pass where its shape is.
+    /// the SIMT GEMV where the rules' SIMT shapes are tuned, the GEMV on GGUF blocks on x in
+    /// one pass of up to 4 rows where its shape is.
     pub fn shape_tuned(&self, r: &Rules, m: u32) -> bool {
         match self.kernel {
             KernelChoice::SimtGemv { .. } => r.simt_tuned,
             KernelChoice::BlocksGemv { key, .. } => {
-                r.blocks_tuned && !key.dot && !key.word_lanes && key.m == m
+                r.blocks_tuned && !key.dot && key.m == m && m <= BLOCKS_MAX_M
             }
             _ => false,
         }
@@ -1014,7 +1014,10 @@ fn blocks_choice(
         && !dot
         && r.overrides().blocks_gemv_word_lanes.unwrap_or_else(|| {
             let pieces_pass = r.overrides().blocks_gemv_pass_rows.unwrap_or(BLOCKS_MAX_M);
-            p.m > pieces_pass && r.row.blocks_gemv_word_lanes_past_one_pass.contains(&ty)
+            match p.m > pieces_pass {
+                true => r.row.blocks_gemv_word_lanes_past_one_pass.contains(&ty),
+                false => r.blocks_gemv.word_lanes,
+            }
         });
     // Word lanes and x in bytes hold x for a whole pass.
     let default_pass = match word_lanes || dot {
@@ -1028,16 +1031,16 @@ fn blocks_choice(
         false => form.layout.chunks,
     };
     // x in bytes keeps the rows of one pass in every pass (each pass holds 8 rows of x);
-    // one pass striding over pieces on x takes the rules' shape (the row's, or tuned).
+    // calls on x of up to 4 rows take the rules' shape (the row's, or tuned).
     let (one_pass, passes) = r.row.blocks_gemv_rows;
     let rows = r.overrides().blocks_gemv_rows.unwrap_or(if dot {
         one_pass
     } else if p.m > pass_rows {
         passes
-    } else if word_lanes {
-        one_pass
-    } else {
+    } else if p.m <= BLOCKS_MAX_M {
         r.blocks_gemv.rows
+    } else {
+        one_pass
     });
     let key = |m: u32| BlocksKey {
         portable: r.portable,

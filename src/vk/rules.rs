@@ -69,9 +69,9 @@ pub struct Rules {
     /// `simt` and `simt_long_rows` came from a tuning blob (`vk::tune`), not the device's
     /// row.
     pub simt_tuned: bool,
-    /// The GEMV on GGUF blocks' shape for calls of one pass striding over pieces on x: the
-    /// row's (`DeviceTuning::blocks_gemv_rows`' first, `DeviceTuning::blocks_gemv_unroll`)
-    /// unless a tuning blob chose another.
+    /// The GEMV on GGUF blocks' shape for calls on x of up to 4 rows (one pass of pieces):
+    /// the row's (`DeviceTuning::blocks_gemv_rows`' first, `DeviceTuning::blocks_gemv_unroll`,
+    /// pieces) unless a tuning blob chose another.
     pub blocks_gemv: BlocksGemvShape,
     /// `blocks_gemv` came from a tuning blob.
     pub blocks_tuned: bool,
@@ -123,10 +123,7 @@ impl Rules {
                 few_rows: shape(&b.few_rows),
             }),
             simt_tuned: false,
-            blocks_gemv: BlocksGemvShape {
-                rows: row.blocks_gemv_rows.0,
-                unroll: row.blocks_gemv_unroll,
-            },
+            blocks_gemv: BlocksGemvShape::of_row(row),
             blocks_tuned: false,
             coop_tiles: None,
             coop_fragments: false,

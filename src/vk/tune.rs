@@ -111,8 +111,8 @@ pub struct TuneOutcome {
     pub timed: usize,
     /// Candidates the device can run.
     pub candidates: usize,
-    /// The rules' shape of the GEMV on GGUF blocks for calls of one pass (the baseline of
-    /// `blocks_chosen`).
+    /// The device row's shape of the GEMV on GGUF blocks for calls of up to 4 rows (the
+    /// baseline of `blocks_chosen`).
     pub blocks_table: BlocksGemvShape,
     /// The chosen shape of the GEMV on GGUF blocks, as `chosen` (the table's where none was
     /// faster, or no case was timed on blocks).
@@ -320,7 +320,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         long_rows_time_vs_table: long.1,
         timed,
         candidates: all.len(),
-        blocks_table: ctx.rules.blocks_gemv,
+        blocks_table: BlocksGemvShape::of_row(ctx.rules.row),
         blocks_chosen: blocks.chosen,
         blocks_time_vs_table: blocks.ratio,
         blocks_timed: blocks.timed,
@@ -343,18 +343,18 @@ fn blocks_ms(opts: &TuneOptions) -> Vec<u32> {
 
 /// What tuning the GEMV on GGUF blocks found.
 struct BlocksTuned {
-    /// The chosen shape (the rules' where none beat it by the noise margin).
+    /// The chosen shape (the row's where none beat it by the noise margin).
     chosen: BlocksGemvShape,
-    /// Its time against the rules' shape (1 where kept or nothing was timed).
+    /// Its time against the row's shape (1 where kept or nothing was timed).
     ratio: f64,
     /// Shapes timed on every case.
     timed: usize,
 }
 
 /// Times the GEMV on GGUF blocks' one-pass shapes on `cases` (Q4_K) at each of `ms` — the
-/// rules' shape first and last (the faster of its two timings counts), then the others
+/// row's shape first and last (the faster of its two timings counts), then the others
 /// nearest first while `opts.budget` (from `started`) allows — and returns the fastest by
-/// the geometric mean of its time against the rules' over the cases.
+/// the geometric mean of its time against the row's over the cases.
 fn tune_blocks(
     ctx: &Context,
     timer: Option<&GpuTimer>,
@@ -362,7 +362,7 @@ fn tune_blocks(
     opts: &TuneOptions,
     started: Instant,
 ) -> Result<BlocksTuned> {
-    let table = ctx.rules.blocks_gemv;
+    let table = BlocksGemvShape::of_row(ctx.rules.row);
     if cases.is_empty() {
         return Ok(BlocksTuned {
             chosen: table,
@@ -395,15 +395,15 @@ fn tune_blocks(
         }
         timed.push((*shape, keys));
     }
-    // The rules' shape again, last.
+    // The row's shape again, last.
+    let mut table_rules = ctx.rules;
+    table_rules.blocks_gemv = table;
     let table_keys = timed[0].1.clone();
     for &case_key in &table_keys {
         let (c, m, _, _) = case_key;
-        let (choice, _, _) = blocks_choice_of(&ctx.rules, &cases[c], m)?;
+        let (choice, _, _) = blocks_choice_of(&table_rules, &cases[c], m)?;
         let again = time_case(ctx, timer, &cases[c], m, choice)?;
-        let us = seen
-            .get_mut(&case_key)
-            .expect("timed with the rules' shape");
+        let us = seen.get_mut(&case_key).expect("timed with the row's shape");
         *us = us.min(again);
     }
     let mut best = (table, 1.0f64);
