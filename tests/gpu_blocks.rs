@@ -238,13 +238,9 @@ fn plan_name(ctx: *mut q4vk_context, desc: &q4vk_matrix_desc, m: u32) -> String 
     let mut mat = std::ptr::null_mut();
     let status = unsafe { q4vk_matrix_create(ctx, desc, &mut mat) };
     assert_eq!(status, Q4VK_OK, "{}", last_error());
-    let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
-    info.struct_size = std::mem::size_of::<q4vk_gemv_plan_info>() as u32;
-    let status = unsafe { q4vk_gemv_plan(ctx, mat, m, 0, 0, &mut info) };
-    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    let (_, name) = plan_of(ctx, mat, m as usize, 0, 0);
     unsafe { q4vk_matrix_destroy(mat) };
-    let name = unsafe { std::ffi::CStr::from_ptr(info.name.as_ptr()) };
-    name.to_string_lossy().into_owned()
+    name
 }
 
 /// Several pieces per step of the GEMV striding over pieces (a device row's choice): 4

@@ -335,12 +335,7 @@ impl Call {
 
 /// The plan's kernel name of a call with `flags` at m with `workspace` bytes.
 fn kernel_name(gpu: &Gpu, mat: *mut q4vk_matrix, m: usize, flags: u32, workspace: u64) -> String {
-    let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
-    info.struct_size = std::mem::size_of_val(&info) as u32;
-    let status = unsafe { q4vk_gemv_plan(gpu.ctx, mat, m as u32, flags, workspace, &mut info) };
-    assert_eq!(status, Q4VK_OK, "{}", last_error());
-    let name = unsafe { std::ffi::CStr::from_ptr(info.name.as_ptr()) };
-    name.to_string_lossy().into_owned()
+    plan_of(gpu.ctx, mat, m, flags, workspace).1
 }
 
 /// The matrices every case runs: a Q4 one (group 32, zero points) and a Q6_K one, with

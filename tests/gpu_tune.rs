@@ -293,13 +293,24 @@ fn checked_blocks_plan(gpu: &Gpu, m: usize) -> (u32, String) {
     let (status, y) = gemv_c(gpu.ctx, mat, &x, n, m);
     assert_eq!(status, Q4VK_OK, "{}", last_error());
     assert_close(&y, &gemv_dense(&w, &x, n, k, m), &format!("Q4_K, m = {m}"));
-    let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
-    info.struct_size = std::mem::size_of::<q4vk_gemv_plan_info>() as u32;
-    let status = unsafe { q4vk_gemv_plan(gpu.ctx, mat, m as u32, 0, 0, &mut info) };
-    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    let (info, name) = plan_of(gpu.ctx, mat, m, 0, 0);
     unsafe { q4vk_matrix_destroy(mat) };
-    let name = unsafe { CStr::from_ptr(info.name.as_ptr()) };
-    (info.shape_source, name.to_string_lossy().into_owned())
+    (info.shape_source, name)
+}
+
+/// A logged context given `blob` with its shape of the GEMV on GGUF blocks replaced by
+/// `shape`, after checking the log says how it took it (`said`).
+fn context_with_blocks_shape(blob: &TunedBlob, shape: BlocksGemvShape, said: &str) -> Gpu {
+    let gpu = logged_context(
+        &TunedBlob {
+            blocks_gemv: shape,
+            ..*blob
+        }
+        .encode(),
+    );
+    let line = blob_line();
+    assert!(line.contains(said), "{line}");
+    gpu
 }
 
 /// The GEMV on GGUF blocks' shape for calls of up to 4 rows: tuned on a shape of whole Q4_K
@@ -353,15 +364,10 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
         unroll: 2,
         word_lanes: false,
     };
-    let other = TunedBlob {
-        blocks_gemv: shape,
-        ..decoded
-    };
-    let forced = logged_context(&other.encode());
-    assert!(
-        blob_line().contains("GEMV on GGUF blocks 4 rows, 2 pieces per step"),
-        "{}",
-        blob_line()
+    let forced = context_with_blocks_shape(
+        &decoded,
+        shape,
+        "GEMV on GGUF blocks 4 rows, 2 pieces per step",
     );
     assert_eq!(forced.context().rules.blocks_gemv, shape);
     let (source, name) = checked_blocks_plan(&forced, 1);
@@ -384,18 +390,8 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
         unroll: 1,
         word_lanes: true,
     };
-    let forced = logged_context(
-        &TunedBlob {
-            blocks_gemv: quarters,
-            ..decoded
-        }
-        .encode(),
-    );
-    assert!(
-        blob_line().contains("GEMV on GGUF blocks 8 rows, quarters"),
-        "{}",
-        blob_line()
-    );
+    let forced =
+        context_with_blocks_shape(&decoded, quarters, "GEMV on GGUF blocks 8 rows, quarters");
     for m in [1, 4] {
         let (source, name) = checked_blocks_plan(&forced, m);
         assert_eq!(source, Q4VK_GEMV_SHAPE_TUNED, "{name}");
@@ -406,20 +402,13 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
     }
     drop(forced);
 
-    let odd = TunedBlob {
-        blocks_gemv: BlocksGemvShape {
-            rows: 3,
-            unroll: 1,
-            word_lanes: false,
-        },
-        ..decoded
+    let odd = BlocksGemvShape {
+        rows: 3,
+        unroll: 1,
+        word_lanes: false,
     };
-    let gpu = logged_context(&odd.encode());
-    let line = blob_line();
-    assert!(
-        line.contains("ignored") && line.contains("not a shape it takes"),
-        "{line}"
-    );
+    let gpu = context_with_blocks_shape(&decoded, odd, "not a shape it takes");
+    assert!(blob_line().contains("ignored"), "{}", blob_line());
     assert_eq!(gpu.context().rules.blocks_gemv, table);
 }
 

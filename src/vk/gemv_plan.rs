@@ -1429,23 +1429,11 @@ fn coop_plan(mat: &DeviceMatrix, pipeline: vk::Pipeline, rows: u32, tokens: u32)
 #[cfg(test)]
 mod tests {
     use super::{blocks_unroll, fewest_k_groups, Rules};
-    use crate::plan::{DeviceClass, Family};
+    use crate::vk::rules::tests::rules;
 
     #[test]
     fn pieces_per_step_keep_the_held_x_within_four_rows_of_a_piece() {
-        let class = DeviceClass {
-            family: Family::Nvidia,
-            vendor: 0x10de,
-            cpu: false,
-            subgroup_size: 32,
-            min_subgroup_size: 32,
-            max_shared: 49152,
-            max_workgroup: 1024,
-            max_storage_range: 1 << 32,
-            max_groups: [65535; 2],
-            sm_count: None,
-        };
-        let mut r = Rules::for_class(class, false, true);
+        let mut r = rules(&crate::plan::tuning::NVIDIA);
         r.blocks_gemv.unroll = 4;
         let at = |r: &Rules| [1, 2, 3, 4, 5, 8].map(|m| blocks_unroll(r, m));
         assert_eq!(at(&r), [4, 2, 1, 1, 1, 1]);

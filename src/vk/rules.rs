@@ -179,11 +179,13 @@ impl Rules {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::plan::{DeviceClass, Family};
 
-    fn rules(row: &'static DeviceTuning) -> Rules {
+    /// The rules of an NVIDIA-like class (subgroups of 32, 48 KiB of shared memory) with
+    /// `row`, the integer dot-product GEMV on.
+    pub(crate) fn rules(row: &'static DeviceTuning) -> Rules {
         let class = DeviceClass {
             family: Family::Nvidia,
             vendor: 0x10de,

@@ -236,9 +236,9 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
                     keep_busy(ctx, timer.as_ref(), case, m, choice)?;
                 }
                 let case_key = (c, m, key, last);
-                if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(case_key) {
-                    slot.insert(time_case(ctx, timer.as_ref(), case, m, choice)?);
-                }
+                time_new(&mut seen, case_key, || {
+                    time_case(ctx, timer.as_ref(), case, m, choice)
+                })?;
                 keys.push((class, case_key));
             }
         }
@@ -387,9 +387,9 @@ fn tune_blocks(
                     keep_busy(ctx, timer, case, m, choice)?;
                 }
                 let case_key = (c, m, key, last);
-                if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(case_key) {
-                    slot.insert(time_case(ctx, timer, case, m, choice)?);
-                }
+                time_new(&mut seen, case_key, || {
+                    time_case(ctx, timer, case, m, choice)
+                })?;
                 keys.push(case_key);
             }
         }
@@ -544,15 +544,33 @@ fn case_xy(ctx: &Context, n: u64, k: u64) -> Result<(Buffer, Buffer)> {
     Ok((x, y))
 }
 
-/// The choice for `m` rows on the blocks `case` under `rules` and its GEMV keys (a full
-/// pass, the last pass); an internal error for any other kernel.
-fn blocks_choice_of(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, BlocksKey, BlocksKey)> {
-    let choice = decide(
+/// The choice under `rules` for `m` dense rows on `case`, without a workspace.
+fn case_choice(rules: &Rules, case: &Case, m: u32) -> Result<Choice> {
+    decide(
         rules,
         &case.mats[0].form,
         &GemvParams::dense(m, case.k, case.n),
         Room::None,
-    )?;
+    )
+}
+
+/// Times `key`'s case with `time` unless a candidate resolving to the same kernels already
+/// did (`seen`: µs by key).
+fn time_new<K: std::hash::Hash + Eq>(
+    seen: &mut HashMap<K, f64>,
+    key: K,
+    time: impl FnOnce() -> Result<f64>,
+) -> Result<()> {
+    if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(key) {
+        slot.insert(time()?);
+    }
+    Ok(())
+}
+
+/// The choice for `m` rows on the blocks `case` under `rules` and its GEMV keys (a full
+/// pass, the last pass); an internal error for any other kernel.
+fn blocks_choice_of(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, BlocksKey, BlocksKey)> {
+    let choice = case_choice(rules, case, m)?;
     match choice.kernel {
         KernelChoice::BlocksGemv { key, last } => Ok((choice, key, last)),
         _ => Err(Error::Internal(format!(
@@ -564,12 +582,7 @@ fn blocks_choice_of(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, Block
 /// The choice for `m` rows on `case` under `rules` and its SIMT GEMV keys (a full pass,
 /// the last pass); an internal error for any other kernel (tuning times only that one).
 fn simt_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, PipelineKey, PipelineKey)> {
-    let choice = decide(
-        rules,
-        &case.mats[0].form,
-        &GemvParams::dense(m, case.k, case.n),
-        Room::None,
-    )?;
+    let choice = case_choice(rules, case, m)?;
     match choice.kernel {
         KernelChoice::SimtGemv { key, last } => Ok((choice, key, last)),
         _ => Err(Error::Internal(format!(

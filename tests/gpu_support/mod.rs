@@ -171,6 +171,26 @@ impl Drop for Gpu {
     }
 }
 
+/// `q4vk_gemv_plan` of a call of `m` rows with `flags` and `workspace` bytes of workspace
+/// on `mat` (asserted to succeed), and its kernel's name.
+pub fn plan_of(
+    ctx: *mut q4vk_context,
+    mat: *const q4vk_matrix,
+    m: usize,
+    flags: u32,
+    workspace: u64,
+) -> (q4vk_gemv_plan_info, String) {
+    let mut info = unsafe { std::mem::zeroed::<q4vk_gemv_plan_info>() };
+    info.struct_size = std::mem::size_of_val(&info) as u32;
+    // SAFETY: a live context and matrix (the caller's), a writable info of its size.
+    let status = unsafe { q4vk_gemv_plan(ctx, mat, m as u32, flags, workspace, &mut info) };
+    assert_eq!(status, Q4VK_OK, "q4vk_gemv_plan: {}", last_error());
+    // SAFETY: q4vk writes a NUL-terminated name.
+    let name = unsafe { CStr::from_ptr(info.name.as_ptr()) };
+    let name = name.to_string_lossy().into_owned();
+    (info, name)
+}
+
 pub fn last_error() -> String {
     let mut buf = vec![0 as c_char; 1024];
     unsafe { q4vk::ffi::status::q4vk_last_error_message(buf.as_mut_ptr(), buf.len()) };
