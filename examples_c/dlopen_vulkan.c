@@ -251,6 +251,15 @@ int main(int argc, char **argv) {
         expect(ti.blocks_candidates_timed >= 1 && ti.blocks_time_vs_table <= 1.0 && ti.blocks_rows >= 1 &&
                    ti.blocks_unroll >= 1 && ti.blocks_table_rows >= 1 && ti.blocks_table_unroll >= 1,
                "tuning times the GEMV on GGUF blocks");
+        /* The integer dot-product GEMV is timed only where the context runs it; else its
+           row's shape is kept. */
+        expect(ti.int_dot_time_vs_table <= 1.0 && ti.int_dot_table_workgroup >= 1 && ti.reserved1 == 0 &&
+                   (ti.int_dot_candidates_timed > 0 ||
+                    (ti.int_dot_time_vs_table == 1.0 && ti.int_dot_workgroup == ti.int_dot_table_workgroup &&
+                     ti.int_dot_rows == ti.int_dot_table_rows && ti.int_dot_unroll == ti.int_dot_table_unroll &&
+                     ti.int_dot_split == ti.int_dot_table_split &&
+                     ti.int_dot_word_lanes == ti.int_dot_table_word_lanes)),
+               "tuning reports the integer dot-product GEMV's shape");
     }
     api.context_destroy(ctx);
     log_state log2 = {0};

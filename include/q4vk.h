@@ -980,6 +980,40 @@ typedef struct q4vk_tune_info {
   uint32_t blocks_word_lanes;
   // As `time_vs_table`, of the GEMV on GGUF blocks over its cases.
   double blocks_time_vs_table;
+  // Optional (appended after `blocks_time_vs_table`): the chosen shape of the integer
+  // dot-product GEMV on x in digits, for matrices of every row length, as `workgroup`
+  // (with `int_dot_word_lanes`); the `int_dot_table_*` shape where none was faster or
+  // none of the cases ran that GEMV. Timed, its digits pre-pass included, on the calls
+  // of the shapes and m where the context runs it (none where it does not:
+  // `Q4VK_CONTEXT_NO_INTDOT`, or a device without packed 8-bit dot products).
+  uint32_t int_dot_workgroup;
+  // See `int_dot_workgroup`.
+  uint32_t int_dot_rows;
+  // See `int_dot_workgroup`.
+  uint32_t int_dot_unroll;
+  // See `int_dot_workgroup`.
+  uint32_t int_dot_split;
+  // As `word_lanes`, of the integer dot-product GEMV's chosen shape.
+  uint32_t int_dot_word_lanes;
+  // The device row's shape of the integer dot-product GEMV (the baseline), as
+  // `workgroup`; where the row gives it none, its f32 shape for short rows (the GEMV then
+  // takes the f32 shape of each matrix's class, and that is the baseline).
+  uint32_t int_dot_table_workgroup;
+  // See `int_dot_table_workgroup`.
+  uint32_t int_dot_table_rows;
+  // See `int_dot_table_workgroup`.
+  uint32_t int_dot_table_unroll;
+  // See `int_dot_table_workgroup`.
+  uint32_t int_dot_table_split;
+  // As `word_lanes`, of `int_dot_table_*`.
+  uint32_t int_dot_table_word_lanes;
+  // Shapes of the integer dot-product GEMV timed on every call that runs it (the
+  // baseline included; 0 where none was).
+  uint32_t int_dot_candidates_timed;
+  // Always 0.
+  uint32_t reserved1;
+  // As `time_vs_table`, of the integer dot-product GEMV over its calls.
+  double int_dot_time_vs_table;
 } q4vk_tune_info;
 
 // The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer
@@ -2287,10 +2321,13 @@ void q4vk_tune_desc_default(struct q4vk_tune_desc *desc);
 // of `desc`, each call reading its weights cold, and writes the fastest for each class of
 // matrices (short rows; long rows, k of at least `q4vk_tune_info.long_rows_from_k`),
 // scored on that class's shapes (the row's unless another was faster by more than timing
-// noise, or no shape is of that class); then, where a shape's k is a multiple of 256 and
-// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
-// pieces per step) the same way on Q4_K matrices of those shapes, the SIMT GEMV's
-// candidates then stopping at half the budget; all as a blob into `blob`. Store the blob beside the
+// noise, or no shape is of that class); then, where the context runs the integer
+// dot-product GEMV (x in 8-bit digits) on some of those calls given a workspace, its one
+// shape for every row length the same way on them, its digits pre-pass timed with it;
+// then, where a shape's k is a multiple of 256 and an m is at most 4, the one-pass shape
+// of the GEMV on GGUF blocks (rows per workgroup, pieces per step) the same way on Q4_K
+// matrices of those shapes. The kernels tuned share the budget equally, in that order;
+// all go as a blob into `blob`. Store the blob beside the
 // pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context on
 // the same device, driver and q4vk version uses those shapes for its SIMT GEMVs; this
 // context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,

@@ -18,6 +18,7 @@ use q4vk::ffi::status::*;
 use q4vk::ffi::tune::*;
 use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::tuned::{BlocksGemvShape, TunedBlob};
+use q4vk::plan::tuning::SimtGemv;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::Mutex;
 
@@ -32,16 +33,28 @@ unsafe extern "C" fn keep(_: *mut c_void, level: u32, message: *const c_char) {
     MESSAGES.lock().unwrap().push(text);
 }
 
-/// A validated context on the system's device with `blob` as its tuning blob, logging
-/// everything up to INFO into [`MESSAGES`].
-fn logged_context(blob: &[u8]) -> Gpu {
-    Gpu::with(false, |desc| {
+/// Makes a context's desc log everything up to INFO into [`MESSAGES`] and take `blob` as
+/// its tuning blob.
+fn logged(blob: &[u8]) -> impl FnOnce(&mut q4vk_context_desc) + '_ {
+    move |desc| {
         desc.log = Some(keep);
         desc.log_level = Q4VK_LOG_INFO;
         desc.tuning_data = blob.as_ptr().cast();
         desc.tuning_size = blob.len();
-    })
-    .expect("q4vk_context_create")
+    }
+}
+
+/// A validated context on the system's device with `blob` as its tuning blob, logging
+/// everything up to INFO into [`MESSAGES`].
+fn logged_context(blob: &[u8]) -> Gpu {
+    Gpu::with(false, logged(blob)).expect("q4vk_context_create")
+}
+
+/// [`logged_context`] that runs the integer dot-product GEMV on every call given a
+/// workspace where the device has packed 8-bit dot products, accelerated or not
+/// (`Q4VK_INTDOT=1`).
+fn logged_int_dot_context(blob: &[u8]) -> Gpu {
+    Gpu::with_env_and("Q4VK_INTDOT", "1", false, logged(blob))
 }
 
 /// The last tuning-blob line of the log.
@@ -410,6 +423,164 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
     let gpu = context_with_blocks_shape(&decoded, odd, "not a shape it takes");
     assert!(blob_line().contains("ignored"), "{}", blob_line());
     assert_eq!(gpu.context().rules.blocks_gemv, table);
+}
+
+/// The plan of an m-row GEMV given the workspace it asks on a fresh matrix of 200 × 2048 on
+/// `gpu` (its shape source and name), after checking `q4vk_gemv` (which gives itself that
+/// workspace) against the reference.
+fn checked_int_dot_plan(gpu: &Gpu, m: usize) -> (u32, String) {
+    let mut rng = Rng(0x1D07);
+    // Rows of 64 chunks: a workgroup of 64 is not shrunk to fewer.
+    let (n, k) = (200usize, 2048usize);
+    let d = random_q4(&mut rng, n, k, 128, true, false);
+    let mat = upload_q4(gpu, &d);
+    let x = rng.vec(m * k);
+    assert!(check_gemv(gpu, mat, &d, &x, m) < 1e-5, "m {m}");
+    let (info, name) = plan_of(gpu.ctx, mat, m, 0, u64::MAX);
+    unsafe { q4vk_matrix_destroy(mat) };
+    assert_eq!(info.kernel, Q4VK_GEMV_KERNEL_INT_DOT_GEMV, "{name}");
+    (info.shape_source, name)
+}
+
+/// The integer dot-product GEMV's shape: tuned (its digits pre-pass included) on the calls
+/// that run it, with the row's rules as the baseline; a blob with another shape makes the
+/// next context run it on every call given a workspace (the plan says so; the GEMV matches
+/// the reference) while the f32 GEMV keeps its own; a blob with a shape the device does not
+/// run is ignored. On a device without packed 8-bit dot products nothing is timed and the
+/// row's shape is kept.
+#[test]
+fn a_tuned_int_dot_shape_is_used_by_the_next_context() {
+    let gpu = logged_int_dot_context(&[]);
+    let runs_int_dot = gpu.context().rules.int_dot;
+    assert_eq!(runs_int_dot, gpu.context().device.int_dot.is_some());
+    let shapes = [200u64, 512];
+    let desc = small_desc(3000, &shapes, &[1, 3]);
+    let mut blob = vec![0u8; Q4VK_TUNING_BLOB_MAX_BYTES];
+    let mut written = 0usize;
+    let mut info = unsafe { std::mem::zeroed::<q4vk_tune_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_tune_info>() as u32;
+    let status = tune_into(&gpu, &desc, &mut blob, &mut written, &mut info);
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    blob.truncate(written);
+    let chosen = [
+        info.int_dot_workgroup,
+        info.int_dot_rows,
+        info.int_dot_unroll,
+        info.int_dot_split,
+        info.int_dot_word_lanes,
+    ];
+    let table = [
+        info.int_dot_table_workgroup,
+        info.int_dot_table_rows,
+        info.int_dot_table_unroll,
+        info.int_dot_table_split,
+        info.int_dot_table_word_lanes,
+    ];
+    eprintln!(
+        "integer dot-product GEMV: {chosen:?} at {:.3} of the table's {table:?} ({} timed)",
+        info.int_dot_time_vs_table, info.int_dot_candidates_timed
+    );
+    let rules = &gpu.context().rules;
+    let row_shape = rules
+        .row
+        .int_dot_gemv
+        .unwrap_or(*rules.row.short_rows_simt_gemv());
+    assert_eq!(
+        table,
+        [
+            row_shape.workgroup,
+            row_shape.rows,
+            row_shape.unroll,
+            row_shape.split,
+            row_shape.word_lanes.into()
+        ]
+    );
+    assert!(info.int_dot_time_vs_table > 0.0 && info.int_dot_time_vs_table <= 1.0);
+    assert_eq!(info.reserved1, 0);
+    let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
+    if !runs_int_dot {
+        eprintln!("the device has no packed 8-bit dot products: nothing to time");
+        assert_eq!(info.int_dot_candidates_timed, 0);
+        assert_eq!((chosen, info.int_dot_time_vs_table), (table, 1.0));
+        assert_eq!(decoded.int_dot_gemv, None);
+        return;
+    }
+    assert!(info.int_dot_candidates_timed >= 1);
+    match decoded.int_dot_gemv {
+        Some(s) => assert_eq!(
+            chosen,
+            [s.workgroup, s.rows, s.unroll, s.split, s.word_lanes.into()]
+        ),
+        None => assert_eq!((chosen, info.int_dot_time_vs_table), (table, 1.0)),
+    }
+    drop(gpu);
+
+    // A blob whose integer dot-product shape is 64 invocations of 2 rows.
+    let shape = SimtGemv {
+        workgroup: 64,
+        rows: 2,
+        unroll: 1,
+        split: 1,
+        word_lanes: false,
+    };
+    let forced = logged_int_dot_context(
+        &TunedBlob {
+            int_dot_gemv: Some(shape),
+            ..decoded
+        }
+        .encode(),
+    );
+    let line = blob_line();
+    assert!(
+        line.contains("integer dot-product GEMV workgroup 64, 2 rows"),
+        "{line}"
+    );
+    let rules = &forced.context().rules;
+    assert!(rules.int_dot_tuned);
+    let taken = rules.int_dot_simt.expect("a tuned shape");
+    assert_eq!((taken.workgroup, taken.rows), (64, 2));
+    for m in [1, 3] {
+        let (source, name) = checked_int_dot_plan(&forced, m);
+        assert_eq!(source, Q4VK_GEMV_SHAPE_TUNED, "{name}");
+        assert!(name.contains("workgroup 64"), "{name}");
+    }
+    drop(forced);
+
+    // A blob that kept the row's: the row's rules, not marked tuned.
+    let kept = logged_int_dot_context(
+        &TunedBlob {
+            int_dot_gemv: None,
+            int_dot_time_vs_table: 1.0,
+            ..decoded
+        }
+        .encode(),
+    );
+    assert!(blob_line().contains("integer dot-product GEMV the table's"));
+    assert!(!kept.context().rules.int_dot_tuned);
+    let row = kept.context().rules.row;
+    assert_eq!(
+        kept.context()
+            .rules
+            .int_dot_simt
+            .map(|t| (t.workgroup, t.rows)),
+        row.int_dot_gemv.map(|s| (s.workgroup, s.rows))
+    );
+    drop(kept);
+
+    // A workgroup no device runs.
+    let odd = SimtGemv {
+        workgroup: 96,
+        ..shape
+    };
+    let ignored = logged_int_dot_context(
+        &TunedBlob {
+            int_dot_gemv: Some(odd),
+            ..decoded
+        }
+        .encode(),
+    );
+    assert!(blob_line().contains("ignored"), "{}", blob_line());
+    assert!(!ignored.context().rules.int_dot_tuned);
 }
 
 /// The identity of the system's default device, read through a context.

@@ -1,5 +1,5 @@
-//! `q4vk_context_tune`: the SIMT GEMV's workgroup shape and the GEMV on GGUF blocks' shape
-//! timed on the device in hand (`vk::tune`), into a blob the next context takes
+//! `q4vk_context_tune`: the SIMT GEMV's workgroup shape, the integer dot-product GEMV's and
+//! the GEMV on GGUF blocks' shape timed on the device in hand (`vk::tune`), into a blob the next context takes
 //! (`q4vk_context_desc.tuning_data`).
 
 use super::context::q4vk_context;
@@ -142,6 +142,40 @@ pub struct q4vk_tune_info {
     pub blocks_word_lanes: u32,
     /// As `time_vs_table`, of the GEMV on GGUF blocks over its cases.
     pub blocks_time_vs_table: f64,
+    /// Optional (appended after `blocks_time_vs_table`): the chosen shape of the integer
+    /// dot-product GEMV on x in digits, for matrices of every row length, as `workgroup`
+    /// (with `int_dot_word_lanes`); the `int_dot_table_*` shape where none was faster or
+    /// none of the cases ran that GEMV. Timed, its digits pre-pass included, on the calls
+    /// of the shapes and m where the context runs it (none where it does not:
+    /// `Q4VK_CONTEXT_NO_INTDOT`, or a device without packed 8-bit dot products).
+    pub int_dot_workgroup: u32,
+    /// See `int_dot_workgroup`.
+    pub int_dot_rows: u32,
+    /// See `int_dot_workgroup`.
+    pub int_dot_unroll: u32,
+    /// See `int_dot_workgroup`.
+    pub int_dot_split: u32,
+    /// As `word_lanes`, of the integer dot-product GEMV's chosen shape.
+    pub int_dot_word_lanes: u32,
+    /// The device row's shape of the integer dot-product GEMV (the baseline), as
+    /// `workgroup`; where the row gives it none, its f32 shape for short rows (the GEMV then
+    /// takes the f32 shape of each matrix's class, and that is the baseline).
+    pub int_dot_table_workgroup: u32,
+    /// See `int_dot_table_workgroup`.
+    pub int_dot_table_rows: u32,
+    /// See `int_dot_table_workgroup`.
+    pub int_dot_table_unroll: u32,
+    /// See `int_dot_table_workgroup`.
+    pub int_dot_table_split: u32,
+    /// As `word_lanes`, of `int_dot_table_*`.
+    pub int_dot_table_word_lanes: u32,
+    /// Shapes of the integer dot-product GEMV timed on every call that runs it (the
+    /// baseline included; 0 where none was).
+    pub int_dot_candidates_timed: u32,
+    /// Always 0.
+    pub reserved1: u32,
+    /// As `time_vs_table`, of the integer dot-product GEMV over its calls.
+    pub int_dot_time_vs_table: f64,
 }
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and a double.
@@ -207,10 +241,13 @@ unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
 /// of `desc`, each call reading its weights cold, and writes the fastest for each class of
 /// matrices (short rows; long rows, k of at least `q4vk_tune_info.long_rows_from_k`),
 /// scored on that class's shapes (the row's unless another was faster by more than timing
-/// noise, or no shape is of that class); then, where a shape's k is a multiple of 256 and
-/// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
-/// pieces per step) the same way on Q4_K matrices of those shapes, the SIMT GEMV's
-/// candidates then stopping at half the budget; all as a blob into `blob`. Store the blob beside the
+/// noise, or no shape is of that class); then, where the context runs the integer
+/// dot-product GEMV (x in 8-bit digits) on some of those calls given a workspace, its one
+/// shape for every row length the same way on them, its digits pre-pass timed with it;
+/// then, where a shape's k is a multiple of 256 and an m is at most 4, the one-pass shape
+/// of the GEMV on GGUF blocks (rows per workgroup, pieces per step) the same way on Q4_K
+/// matrices of those shapes. The kernels tuned share the budget equally, in that order;
+/// all go as a blob into `blob`. Store the blob beside the
 /// pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context on
 /// the same device, driver and q4vk version uses those shapes for its SIMT GEMVs; this
 /// context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
@@ -263,17 +300,22 @@ pub unsafe extern "C" fn q4vk_context_tune(
         vk_ctx.logger.log(
             LEVEL_INFO,
             &format!(
-                "tuned: SIMT GEMV on short rows {s} ({:.3} of the table's time); on long rows {l} ({:.3}); {} of {} candidates timed; GEMV on GGUF blocks {} ({:.3}; {} shapes timed)",
+                "tuned: SIMT GEMV on short rows {s} ({:.3} of the table's time); on long rows {l} ({:.3}); {} of {} candidates timed; GEMV on GGUF blocks {} ({:.3}; {} shapes timed); integer dot-product GEMV {} ({:.3}; {} shapes timed)",
                 found.time_vs_table,
                 found.long_rows_time_vs_table,
                 found.timed,
                 found.candidates,
                 found.blocks_chosen,
                 found.blocks_time_vs_table,
-                found.blocks_timed
+                found.blocks_timed,
+                found.int_dot_chosen.map_or("the table's".to_string(), |s| s.to_string()),
+                found.int_dot_time_vs_table,
+                found.int_dot_timed
             ),
         );
         if let Some(declared) = declared_info {
+            let it = found.int_dot_table;
+            let i = found.int_dot_chosen.unwrap_or(it);
             let out = q4vk_tune_info {
                 struct_size: declared.struct_size,
                 candidates_timed: found.timed as u32,
@@ -309,6 +351,19 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 blocks_candidates_timed: found.blocks_timed as u32,
                 blocks_word_lanes: found.blocks_chosen.word_lanes.into(),
                 blocks_time_vs_table: found.blocks_time_vs_table,
+                int_dot_workgroup: i.workgroup,
+                int_dot_rows: i.rows,
+                int_dot_unroll: i.unroll,
+                int_dot_split: i.split,
+                int_dot_word_lanes: i.word_lanes.into(),
+                int_dot_table_workgroup: it.workgroup,
+                int_dot_table_rows: it.rows,
+                int_dot_table_unroll: it.unroll,
+                int_dot_table_split: it.split,
+                int_dot_table_word_lanes: it.word_lanes.into(),
+                int_dot_candidates_timed: found.int_dot_timed as u32,
+                reserved1: 0,
+                int_dot_time_vs_table: found.int_dot_time_vs_table,
             };
             // SAFETY: writable for its `struct_size` (contract).
             unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }?;

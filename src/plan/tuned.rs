@@ -1,5 +1,6 @@
 //! Tuning on the device itself, as plain data: the candidate SIMT GEMV shapes a device can
-//! run ([`candidates`]) and those of the GEMV on GGUF blocks ([`blocks_candidates`]), and
+//! run ([`candidates`]; the integer dot-product GEMV's are of the same kind) and those of
+//! the GEMV on GGUF blocks ([`blocks_candidates`]), and
 //! the blob that carries the shapes a tuning run chose ([`TunedBlob`]) from one context to
 //! the next. The blob names the device, driver and q4vk
 //! version it was made with, and a checksum; anything else is refused with the reason.
@@ -96,16 +97,24 @@ pub struct TunedBlob {
     pub blocks_gemv: BlocksGemvShape,
     /// Its time against the table's over the cases timed on blocks, as above.
     pub blocks_time_vs_table: f32,
+    /// The integer dot-product GEMV's shape it chose on x in digits, for matrices of every
+    /// row length; `None` where it kept the device row's (`DeviceTuning::int_dot_gemv`, or
+    /// the f32 GEMV's of the matrix's class where the row has none).
+    pub int_dot_gemv: Option<SimtGemv>,
+    /// Its time against the row's over the cases timed on the integer dot-product GEMV,
+    /// as above.
+    pub int_dot_time_vs_table: f32,
 }
 
 /// The blob's first bytes.
 const MAGIC: &[u8; 8] = b"Q4VKTUNE";
 /// The blob's layout version.
-const FORMAT: u32 = 4;
+const FORMAT: u32 = 5;
 /// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), then for short
 /// rows and for long rows a shape (20) and its ratio, the blocks GEMV's shape (12) and its
-/// ratio, checksum (8).
-const BLOB_BYTES: usize = 132;
+/// ratio, whether the integer dot-product GEMV's shape was chosen (4), that shape (20) and
+/// its ratio, checksum (8).
+const BLOB_BYTES: usize = 160;
 /// Where the checksum starts.
 const CHECKSUM_AT: usize = BLOB_BYTES - 8;
 /// The q4vk version a blob (tuning or matrix) is made with and must match, NUL-padded.
@@ -124,7 +133,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 impl TunedBlob {
-    /// The blob's bytes (132, little-endian).
+    /// The blob's bytes (160, little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOB_BYTES);
         b.extend_from_slice(MAGIC);
@@ -134,19 +143,24 @@ impl TunedBlob {
         let id = &self.identity;
         words(&mut b, &[id.vendor, id.device, id.driver]);
         b.extend_from_slice(&id.cache_uuid);
+        let shape_words =
+            |s: &SimtGemv| [s.workgroup, s.rows, s.unroll, s.split, s.word_lanes as u32];
         for (s, ratio) in [
             (&self.simt_gemv, self.time_vs_table),
             (&self.long_rows, self.long_rows_time_vs_table),
         ] {
-            words(
-                &mut b,
-                &[s.workgroup, s.rows, s.unroll, s.split, s.word_lanes as u32],
-            );
+            words(&mut b, &shape_words(s));
             b.extend(ratio.to_le_bytes());
         }
         let g = &self.blocks_gemv;
         words(&mut b, &[g.rows, g.unroll, g.word_lanes as u32]);
         b.extend(self.blocks_time_vs_table.to_le_bytes());
+        words(&mut b, &[self.int_dot_gemv.is_some() as u32]);
+        words(
+            &mut b,
+            &self.int_dot_gemv.as_ref().map_or([0; 5], shape_words),
+        );
+        b.extend(self.int_dot_time_vs_table.to_le_bytes());
         let sum = checksum(&b);
         b.extend(sum.to_le_bytes());
         debug_assert_eq!(b.len(), BLOB_BYTES);
@@ -230,6 +244,12 @@ impl TunedBlob {
                 "GEMV on blocks with {blocks_gemv}: not a shape it takes"
             ));
         }
+        let (int_dot, int_dot_time_vs_table) = shape(128)?;
+        let int_dot_gemv = match word(124) {
+            0 => None,
+            1 => Some(int_dot),
+            v => return Err(format!("integer dot-product shape flag {v}: not 0 or 1")),
+        };
         Ok(TunedBlob {
             identity: found,
             simt_gemv,
@@ -238,6 +258,8 @@ impl TunedBlob {
             long_rows_time_vs_table,
             blocks_gemv,
             blocks_time_vs_table: f32::from_le_bytes(bytes[120..124].try_into().expect("4 bytes")),
+            int_dot_gemv,
+            int_dot_time_vs_table,
         })
     }
 }
@@ -378,6 +400,14 @@ mod tests {
                 word_lanes: true,
             },
             blocks_time_vs_table: 0.7,
+            int_dot_gemv: Some(SimtGemv {
+                workgroup: 64,
+                rows: 8,
+                unroll: 4,
+                split: 4,
+                word_lanes: false,
+            }),
+            int_dot_time_vs_table: 0.6,
         }
     }
 
@@ -386,15 +416,22 @@ mod tests {
         let bytes = blob().encode();
         assert_eq!(bytes.len(), BLOB_BYTES);
         assert_eq!(TunedBlob::decode(&bytes, &identity()), Ok(blob()));
+        // A blob that kept the row's integer dot-product shape.
+        let kept = TunedBlob {
+            int_dot_gemv: None,
+            int_dot_time_vs_table: 1.0,
+            ..blob()
+        };
+        assert_eq!(TunedBlob::decode(&kept.encode(), &identity()), Ok(kept));
         let refused = |b: &[u8], id: &DeviceIdentity, why: &str| {
             let e = TunedBlob::decode(b, id).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&bytes[..40], &identity(), "132");
+        refused(&bytes[..40], &identity(), "160");
         refused(&bytes[..12], &identity(), "not a q4vk tuning blob");
         let mut older = bytes.clone();
-        older[8] = 3;
-        refused(&older, &identity(), "blob format 3");
+        older[8] = 4;
+        refused(&older, &identity(), "blob format 4");
         // Every byte is covered: a flip anywhere is refused.
         for i in 0..BLOB_BYTES {
             let mut bad = bytes.clone();

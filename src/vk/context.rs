@@ -246,6 +246,7 @@ impl Context {
                 Ok(_) if portable => Err("the portable kernels have one shape".into()),
                 Ok(b) => match [b.simt_gemv, b.long_rows]
                     .into_iter()
+                    .chain(b.int_dot_gemv)
                     .find(|s| !runnable(s, &class))
                 {
                     Some(s) => Err(format!("its shape {s:?} does not run on this device")),
@@ -262,8 +263,16 @@ impl Context {
                     rules.simt_tuned = true;
                     rules.blocks_gemv = b.blocks_gemv;
                     rules.blocks_tuned = true;
+                    let int_dot = match b.int_dot_gemv {
+                        Some(s) => {
+                            rules.int_dot_simt = Some(tuning(&s));
+                            rules.int_dot_tuned = true;
+                            format!("{s} ({:.3} of the table's time)", b.int_dot_time_vs_table)
+                        }
+                        None => "the table's".into(),
+                    };
                     format!(
-                        "used: SIMT GEMV on short rows {} ({:.3} of the table's time where tuned), on long rows {} ({:.3} of the table's time where tuned); GEMV on GGUF blocks {} ({:.3} of the table's time where tuned)",
+                        "used: SIMT GEMV on short rows {} ({:.3} of the table's time where tuned), on long rows {} ({:.3} of the table's time where tuned); GEMV on GGUF blocks {} ({:.3} of the table's time where tuned); integer dot-product GEMV {int_dot}",
                         b.simt_gemv,
                         b.time_vs_table,
                         b.long_rows,

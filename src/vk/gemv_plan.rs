@@ -704,11 +704,17 @@ impl Choice {
     }
 
     /// Whether the kernel's shape for a call of `m` rows came from a tuning blob under `r`:
-    /// the SIMT GEMV where the rules' SIMT shapes are tuned, the GEMV on GGUF blocks on x in
-    /// one pass of up to 4 rows where its shape is.
+    /// the f32 SIMT GEMV where the rules' SIMT shapes are tuned, the integer dot-product
+    /// GEMV where its shape is (on x rounded to bytes, where the row gives that no shapes of
+    /// its own), the GEMV on GGUF blocks on x in one pass of up to 4 rows where its shape
+    /// is.
     pub fn shape_tuned(&self, r: &Rules, m: u32) -> bool {
         match self.kernel {
-            KernelChoice::SimtGemv { .. } => r.simt_tuned,
+            KernelChoice::SimtGemv { key, .. } => match (key.dot, key.x_bytes) {
+                (false, _) => r.simt_tuned,
+                (true, false) => r.int_dot_shape_tuned(),
+                (true, true) => r.bytes_simt.is_none() && r.int_dot_shape_tuned(),
+            },
             KernelChoice::BlocksGemv { key, .. } => {
                 r.blocks_tuned && !key.dot && key.m == m && m <= BLOCKS_MAX_M
             }
@@ -1428,8 +1434,63 @@ fn coop_plan(mat: &DeviceMatrix, pipeline: vk::Pipeline, rows: u32, tokens: u32)
 
 #[cfg(test)]
 mod tests {
-    use super::{blocks_unroll, fewest_k_groups, Rules};
+    use super::{blocks_unroll, fewest_k_groups, Choice, KernelChoice, Rules};
+    use crate::vk::pipeline::PipelineKey;
     use crate::vk::rules::tests::rules;
+
+    /// A choice of the SIMT GEMV at m = 1: on x itself, in digits (`dot`), or rounded to
+    /// bytes (`dot` and `x_bytes`).
+    fn simt_choice(dot: bool, x_bytes: bool) -> Choice {
+        let key = PipelineKey {
+            portable: false,
+            workgroup: 128,
+            rows: 4,
+            unroll: 1,
+            split: 1,
+            m: 1,
+            zeros: false,
+            scale_f32: false,
+            x_f16: false,
+            offsets: false,
+            k_order: false,
+            dot,
+            x_bytes,
+            decode_once: false,
+            word_lanes: false,
+            pair: false,
+        };
+        Choice {
+            kernel: KernelChoice::SimtGemv { key, last: key },
+            prepass: None,
+            workspace_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn each_simt_gemv_says_tuned_only_where_its_own_shape_came_from_a_blob() {
+        let tuned = |r: &Rules| {
+            [(false, false), (true, false), (true, true)]
+                .map(|(dot, bytes)| simt_choice(dot, bytes).shape_tuned(r, 1))
+        };
+        // A row with shapes of its own for the integer dot-product GEMV (on digits and on
+        // bytes): a blob's f32 shapes leave them the table's.
+        let mut r = rules(&crate::plan::tuning::NVIDIA);
+        assert_eq!(tuned(&r), [false; 3]);
+        r.simt_tuned = true;
+        assert_eq!(tuned(&r), [true, false, false]);
+        r.int_dot_tuned = true;
+        assert_eq!(tuned(&r), [true, true, false]);
+        // A row without them: the integer dot-product GEMV takes the f32 shapes, or its
+        // own where a blob gave one.
+        let mut d = rules(&crate::plan::tuning::DEFAULT);
+        d.simt_tuned = true;
+        assert_eq!(tuned(&d), [true; 3]);
+        d.simt_tuned = false;
+        assert_eq!(tuned(&d), [false; 3]);
+        d.int_dot_simt = Some(d.simt);
+        d.int_dot_tuned = true;
+        assert_eq!(tuned(&d), [false, true, true]);
+    }
 
     #[test]
     fn pieces_per_step_keep_the_held_x_within_four_rows_of_a_piece() {

@@ -60,7 +60,8 @@ pub struct Rules {
     /// unless a tuning blob chose another for them.
     pub simt_long_rows: Tuning,
     /// The integer dot-product GEMV's shape where the row gives it one
-    /// (`DeviceTuning::int_dot_gemv`; else the f32 GEMV's of the matrix's class).
+    /// (`DeviceTuning::int_dot_gemv`) or a tuning blob chose one; else the f32 GEMV's of
+    /// the matrix's class.
     pub int_dot_simt: Option<Tuning>,
     /// The integer dot-product GEMV's shapes on x rounded to bytes where the row gives them
     /// (`DeviceTuning::bytes_gemv`: long rows, many short rows, few short rows; else
@@ -69,6 +70,8 @@ pub struct Rules {
     /// `simt` and `simt_long_rows` came from a tuning blob (`vk::tune`), not the device's
     /// row.
     pub simt_tuned: bool,
+    /// `int_dot_simt` came from a tuning blob.
+    pub int_dot_tuned: bool,
     /// The GEMV on GGUF blocks' shape for calls on x of up to 4 rows (one pass of pieces):
     /// the row's (`DeviceTuning::blocks_gemv_rows`' first, `DeviceTuning::blocks_gemv_unroll`,
     /// pieces) unless a tuning blob chose another.
@@ -123,6 +126,7 @@ impl Rules {
                 few_rows: shape(&b.few_rows),
             }),
             simt_tuned: false,
+            int_dot_tuned: false,
             blocks_gemv: BlocksGemvShape::of_row(row),
             blocks_tuned: false,
             coop_tiles: None,
@@ -144,6 +148,15 @@ impl Rules {
         self.int_dot_simt
             .as_ref()
             .unwrap_or_else(|| self.simt_for(k))
+    }
+
+    /// Whether the integer dot-product GEMV's shape on x in digits came from a tuning blob:
+    /// its own shape's, or where it has none the f32 GEMV's it takes.
+    pub fn int_dot_shape_tuned(&self) -> bool {
+        match self.int_dot_simt {
+            Some(_) => self.int_dot_tuned,
+            None => self.simt_tuned,
+        }
     }
 
     /// The integer dot-product GEMV's workgroup shape on x rounded to bytes on an `n` × `k`

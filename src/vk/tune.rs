@@ -4,7 +4,9 @@
 //! memory, not from the last call's cache; the fastest for each tuning class (matrices of
 //! short rows, of long rows: `plan::tuned::has_long_rows`; geometric mean of its time
 //! against the row's over the class's cases) goes into a blob (`plan::tuned::TunedBlob`)
-//! that a later context takes. Then the same for the GEMV on GGUF blocks' one-pass shape
+//! that a later context takes. Then the same for the integer dot-product GEMV's shape on x
+//! in digits (one for every row length; its digits pre-pass timed with it), where the
+//! context runs that GEMV, and for the GEMV on GGUF blocks' one-pass shape
 //! (`plan::tuned::blocks_candidates`), on Q4_K matrices of the shapes.
 
 use super::context::Context;
@@ -33,8 +35,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TuneOptions {
     /// Wall-clock budget: no candidate starts past it (the row's shapes are always timed).
-    /// Where the GEMV on GGUF blocks is tuned too, the SIMT GEMV's candidates take the
-    /// first half of it.
+    /// The kernels tuned (the f32 SIMT GEMV; the integer dot-product GEMV where some case
+    /// runs it; the GEMV on GGUF blocks where some case is on blocks) take equal shares of
+    /// it in that order.
     pub budget: Duration,
     /// Matrix shapes (n, k) timed, each a multiple of 128 in k.
     pub shapes: Vec<(u64, u64)>,
@@ -124,6 +127,20 @@ pub struct TuneOutcome {
     /// included; 0 where no case was: no shape's k is whole Q4_K blocks of 256, or no m
     /// runs in one pass).
     pub blocks_timed: usize,
+    /// The shape the integer dot-product GEMV's candidates start from: the device row's
+    /// (`DeviceTuning::int_dot_gemv`), or where it has none the row's f32 shape for short
+    /// rows (the GEMV then takes the f32 shape of each matrix's class, the baseline).
+    pub int_dot_table: SimtGemv,
+    /// The integer dot-product GEMV's chosen shape; `None` where the row's was kept (no
+    /// candidate faster by more than the noise margin, or no case ran that GEMV).
+    pub int_dot_chosen: Option<SimtGemv>,
+    /// Its time against the row's (geometric mean over the cases that ran it; 1 where
+    /// kept).
+    pub int_dot_time_vs_table: f64,
+    /// Shapes of the integer dot-product GEMV timed on every case that runs it (the row's
+    /// included; 0 where none did: the context does not run it, or no case's m and size
+    /// does).
+    pub int_dot_timed: usize,
     /// The blob a later context takes (`ContextConfig::tuned_blob`).
     pub blob: Vec<u8>,
 }
@@ -209,10 +226,17 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
             .filter(|(_, (_, k))| k % Q4K_BLOCK == 0)
             .collect(),
     };
-    let simt_budget = match blocks_shapes.is_empty() {
-        true => opts.budget,
-        false => opts.budget / 2,
+    // The calls the integer dot-product GEMV runs under the row's rules.
+    let int_dot_rules = row_rules(ctx);
+    let int_dot_calls = match ctx.rules.int_dot {
+        true => int_dot_calls(&int_dot_rules, &cases, &opts.ms)?,
+        false => Vec::new(),
     };
+    // Equal shares of the budget: each kernel's candidates stop at the end of its own.
+    let phases = 1 + u32::from(!int_dot_calls.is_empty()) + u32::from(!blocks_shapes.is_empty());
+    let share = opts.budget / phases;
+    let simt_budget = share;
+    let int_dot_budget = share * (1 + u32::from(!int_dot_calls.is_empty()));
     // One timestamp pool for every timing (reset at each).
     let timer = GpuTimer::for_queue(ctx, 2 * REPEATS as u32)?;
     // Candidates that resolve to the same kernels on a case (a workgroup shrunk to a short
@@ -233,11 +257,11 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
             for &m in &opts.ms {
                 let (choice, key, last) = simt_choice(&rules, case, m)?;
                 if i == 0 && c == 0 && m == opts.ms[0] {
-                    keep_busy(ctx, timer.as_ref(), case, m, choice)?;
+                    keep_busy(ctx, timer.as_ref(), case, m, choice, None)?;
                 }
                 let case_key = (c, m, key, last);
                 time_new(&mut seen, case_key, || {
-                    time_case(ctx, timer.as_ref(), case, m, choice)
+                    time_case(ctx, timer.as_ref(), case, m, choice, None)
                 })?;
                 keys.push((class, case_key));
             }
@@ -261,7 +285,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
             }
             let (c, m, _, _) = case_key;
             let (choice, _, _) = simt_choice(&rules, &cases[c], m)?;
-            let again = time_case(ctx, timer.as_ref(), &cases[c], m, choice)?;
+            let again = time_case(ctx, timer.as_ref(), &cases[c], m, choice, None)?;
             let us = seen.get_mut(&case_key).expect("timed with the row's shape");
             *us = us.min(again);
         }
@@ -289,6 +313,13 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         true => best[class],
         false => (tables[class], 1.0),
     });
+    let int_dot = tune_int_dot(
+        ctx,
+        timer.as_ref(),
+        (&cases, &int_dot_calls),
+        &int_dot_rules,
+        (started, int_dot_budget),
+    )?;
     drop(cases);
     let blocks_cases = blocks_shapes
         .iter()
@@ -309,6 +340,8 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         long_rows_time_vs_table: long.1 as f32,
         blocks_gemv: blocks.chosen,
         blocks_time_vs_table: blocks.ratio as f32,
+        int_dot_gemv: int_dot.chosen,
+        int_dot_time_vs_table: int_dot.ratio as f32,
     }
     .encode();
     Ok(TuneOutcome {
@@ -324,8 +357,182 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         blocks_chosen: blocks.chosen,
         blocks_time_vs_table: blocks.ratio,
         blocks_timed: blocks.timed,
+        int_dot_table: int_dot.table,
+        int_dot_chosen: int_dot.chosen,
+        int_dot_time_vs_table: int_dot.ratio,
+        int_dot_timed: int_dot.timed,
         blob,
     })
+}
+
+/// `ctx`'s rules with the device row's shapes for the SIMT GEMV and the integer
+/// dot-product GEMV (not a blob's): the baseline every candidate is timed against.
+fn row_rules(ctx: &Context) -> Rules {
+    let row = ctx.rules.row;
+    let mut rules = ctx.rules;
+    rules.simt = tuning_of(ctx, row.short_rows_simt_gemv());
+    rules.simt_long_rows = tuning_of(ctx, &row.simt_gemv);
+    rules.int_dot_simt = row.int_dot_gemv.as_ref().map(|s| tuning_of(ctx, s));
+    rules
+}
+
+/// The calls (case index, m) of `cases` at each of `ms` that `rules` run on the integer
+/// dot-product GEMV on x in digits given the workspace they ask, with its bytes.
+fn int_dot_calls(rules: &Rules, cases: &[Case], ms: &[u32]) -> Result<Vec<(usize, u32, u64)>> {
+    let mut calls = Vec::new();
+    for (c, case) in cases.iter().enumerate() {
+        for &m in ms {
+            let choice = int_dot_case_choice(rules, case, m)?;
+            if let KernelChoice::SimtGemv { key, .. } = choice.kernel {
+                if key.dot && !key.x_bytes {
+                    calls.push((c, m, choice.workspace_bytes));
+                }
+            }
+        }
+    }
+    Ok(calls)
+}
+
+/// The choice under `rules` for `m` dense rows on `case` given the workspace it asks.
+fn int_dot_case_choice(rules: &Rules, case: &Case, m: u32) -> Result<Choice> {
+    decide(
+        rules,
+        &case.mats[0].form,
+        &GemvParams::dense(m, case.k, case.n),
+        Room::AsNeeded,
+    )
+}
+
+/// What tuning the integer dot-product GEMV found.
+struct IntDotTuned {
+    /// The shape the candidates start from (`TuneOutcome::int_dot_table`).
+    table: SimtGemv,
+    /// The chosen shape; `None` where the row's was kept.
+    chosen: Option<SimtGemv>,
+    /// Its time against the row's rules (1 where kept).
+    ratio: f64,
+    /// Shapes timed on every call.
+    timed: usize,
+}
+
+/// Times the integer dot-product GEMV's shapes on `calls` of `cases` (its digits pre-pass
+/// included, as a call runs it): the row's rules (`rules`) first and last (the faster of
+/// their two timings counts), then the candidates around the row's shape nearest first
+/// while the budget (`deadline` from `started`) allows; returns the fastest by the
+/// geometric mean of its time against the row's rules over the calls.
+fn tune_int_dot(
+    ctx: &Context,
+    timer: Option<&GpuTimer>,
+    (cases, calls): (&[Case], &[(usize, u32, u64)]),
+    rules: &Rules,
+    (started, deadline): (Instant, Duration),
+) -> Result<IntDotTuned> {
+    let row = rules.row;
+    let table = *row
+        .int_dot_gemv
+        .as_ref()
+        .unwrap_or(row.short_rows_simt_gemv());
+    let kept = IntDotTuned {
+        table,
+        chosen: None,
+        ratio: 1.0,
+        timed: 0,
+    };
+    let Some(bytes) = calls.iter().map(|&(_, _, b)| b).max() else {
+        return Ok(kept);
+    };
+    let workspace = Buffer::new(
+        &ctx.device,
+        bytes.max(4),
+        MemoryKind::Device,
+        "q4vk tuning workspace",
+    )?;
+    type IntDotCallKey = (usize, u32, PipelineKey, PipelineKey);
+    let mut seen: HashMap<IntDotCallKey, f64> = HashMap::new();
+    // The row's rules, then each candidate as the GEMV's one shape.
+    let mut timed: Vec<(Option<SimtGemv>, Vec<IntDotCallKey>)> = Vec::new();
+    let shapes =
+        std::iter::once(None).chain(candidates(&table, &ctx.rules.class).into_iter().map(Some));
+    for (i, shape) in shapes.enumerate() {
+        if i > 0 && started.elapsed() >= deadline {
+            break;
+        }
+        let mut shape_rules = *rules;
+        if let Some(s) = &shape {
+            shape_rules.int_dot_simt = Some(tuning_of(ctx, s));
+        }
+        let mut keys = Vec::new();
+        for (at, &(c, m, _)) in calls.iter().enumerate() {
+            let (choice, key, last) = int_dot_choice(&shape_rules, &cases[c], m)?;
+            if i == 0 && at == 0 {
+                keep_busy(ctx, timer, &cases[c], m, choice, Some(&workspace))?;
+            }
+            let call_key = (c, m, key, last);
+            time_new(&mut seen, call_key, || {
+                time_case(ctx, timer, &cases[c], m, choice, Some(&workspace))
+            })?;
+            keys.push(call_key);
+        }
+        timed.push((shape, keys));
+    }
+    // The row's rules again, last.
+    let table_keys = timed[0].1.clone();
+    for &call_key in &table_keys {
+        let (c, m, _, _) = call_key;
+        let (choice, _, _) = int_dot_choice(rules, &cases[c], m)?;
+        let again = time_case(ctx, timer, &cases[c], m, choice, Some(&workspace))?;
+        let us = seen.get_mut(&call_key).expect("timed with the row's rules");
+        *us = us.min(again);
+    }
+    let mut best = (None, 1.0f64);
+    for (shape, keys) in &timed[1..] {
+        let ratio = geometric_mean_ratio(&seen, keys, &table_keys);
+        if ratio < best.1 {
+            best = (*shape, ratio);
+        }
+    }
+    let (chosen, ratio) = match best.1 < NOISE_MARGIN {
+        true => best,
+        false => (None, 1.0),
+    };
+    Ok(IntDotTuned {
+        table,
+        chosen,
+        ratio,
+        timed: timed.len(),
+    })
+}
+
+/// The geometric mean over `keys` of each one's time in `seen` against its counterpart in
+/// `table_keys` (1 where there are none).
+fn geometric_mean_ratio<K: std::hash::Hash + Eq>(
+    seen: &HashMap<K, f64>,
+    keys: &[K],
+    table_keys: &[K],
+) -> f64 {
+    let log_ratio: f64 = keys
+        .iter()
+        .zip(table_keys)
+        .map(|(key, table_key)| (seen[key] / seen[table_key]).ln())
+        .sum();
+    (log_ratio / keys.len().max(1) as f64).exp()
+}
+
+/// The choice for `m` rows on `case` under `rules` given a workspace and its integer
+/// dot-product GEMV keys (a full pass, the last pass); an internal error for any other
+/// kernel.
+fn int_dot_choice(
+    rules: &Rules,
+    case: &Case,
+    m: u32,
+) -> Result<(Choice, PipelineKey, PipelineKey)> {
+    let choice = int_dot_case_choice(rules, case, m)?;
+    match choice.kernel {
+        KernelChoice::SimtGemv { key, last } if key.dot && !key.x_bytes => Ok((choice, key, last)),
+        _ => Err(Error::Internal(format!(
+            "tuning the integer dot-product GEMV at m = {m} resolved to {choice}"
+        ))),
+    }
 }
 
 /// Weights per Q4_K block: a tuning shape's k must be whole blocks for its case on blocks.
@@ -384,11 +591,11 @@ fn tune_blocks(
             for &m in ms {
                 let (choice, key, last) = blocks_choice_of(&rules, case, m)?;
                 if i == 0 && c == 0 && m == ms[0] {
-                    keep_busy(ctx, timer, case, m, choice)?;
+                    keep_busy(ctx, timer, case, m, choice, None)?;
                 }
                 let case_key = (c, m, key, last);
                 time_new(&mut seen, case_key, || {
-                    time_case(ctx, timer, case, m, choice)
+                    time_case(ctx, timer, case, m, choice, None)
                 })?;
                 keys.push(case_key);
             }
@@ -402,18 +609,13 @@ fn tune_blocks(
     for &case_key in &table_keys {
         let (c, m, _, _) = case_key;
         let (choice, _, _) = blocks_choice_of(&table_rules, &cases[c], m)?;
-        let again = time_case(ctx, timer, &cases[c], m, choice)?;
+        let again = time_case(ctx, timer, &cases[c], m, choice, None)?;
         let us = seen.get_mut(&case_key).expect("timed with the row's shape");
         *us = us.min(again);
     }
     let mut best = (table, 1.0f64);
     for (shape, keys) in &timed {
-        let log_ratio: f64 = keys
-            .iter()
-            .zip(&table_keys)
-            .map(|(key, table_key)| (seen[key] / seen[table_key]).ln())
-            .sum();
-        let ratio = (log_ratio / keys.len().max(1) as f64).exp();
+        let ratio = geometric_mean_ratio(&seen, keys, &table_keys);
         if ratio < best.1 {
             best = (*shape, ratio);
         }
@@ -606,15 +808,17 @@ fn keep_busy(
     case: &Case,
     m: u32,
     choice: Choice,
+    workspace: Option<&Buffer>,
 ) -> Result<()> {
     let started = Instant::now();
     while started.elapsed() < WARM_UP {
-        time_case(ctx, timer, case, m, choice)?;
+        time_case(ctx, timer, case, m, choice, workspace)?;
     }
     Ok(())
 }
 
-/// Microseconds per call of `m` rows on `case` with the SIMT GEMV of `choice`: the fastest
+/// Microseconds per call of `m` rows on `case` with the kernel of `choice` (and its
+/// pre-pass into `workspace`, which holds the bytes the choice asks): the fastest
 /// of [`REPEATS`] chains of `case.calls` calls (rotating through the copies, a barrier
 /// between calls, as a decoder step runs them). One untimed submission first creates the
 /// pipelines; each timed submission starts with [`WARM_CHAINS`] untimed chains, so that the
@@ -627,8 +831,22 @@ fn time_case(
     case: &Case,
     m: u32,
     choice: Choice,
+    workspace: Option<&Buffer>,
 ) -> Result<f64> {
     let p = GemvParams::dense(m, case.k, case.n);
+    let workspace = match (choice.workspace_bytes, workspace) {
+        (0, _) => None,
+        (bytes, Some(w)) if bytes <= w.size => Some(BufferRange {
+            buffer: w.buffer,
+            offset: 0,
+            range: bytes,
+        }),
+        (bytes, _) => {
+            return Err(Error::Internal(format!(
+                "a tuning call asks {bytes} bytes of workspace; it was given less"
+            )))
+        }
+    };
     let plans = case
         .mats
         .iter()
@@ -656,7 +874,7 @@ fn time_case(
                 &case.mats[at],
                 &Set1::pair(x, y),
                 &p,
-                None,
+                workspace,
                 &plans[at],
             )?;
         }

@@ -101,9 +101,19 @@ impl Gpu {
     /// [`Gpu::new`] with environment variable `name` set to `value` while the context is
     /// created (removed afterwards), no other test thread creating one meanwhile.
     pub fn with_env(name: &str, value: &str, portable: bool) -> Gpu {
+        Gpu::with_env_and(name, value, portable, |_| {})
+    }
+
+    /// [`Gpu::with_env`] with `edit` applied to the desc, as [`Gpu::with`].
+    pub fn with_env_and(
+        name: &str,
+        value: &str,
+        portable: bool,
+        edit: impl FnOnce(&mut q4vk_context_desc),
+    ) -> Gpu {
         let _changing = ENVIRONMENT.write().unwrap_or_else(|e| e.into_inner());
         std::env::set_var(name, value);
-        let gpu = Gpu::create(portable, |_| {});
+        let gpu = Gpu::create(portable, edit);
         std::env::remove_var(name);
         gpu.expect("q4vk_context_create")
     }

@@ -558,6 +558,15 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
         "tuned: GEMV on GGUF blocks {} at {:.3} of the time of the row's ({}; {} shapes timed)",
         found.blocks_chosen, found.blocks_time_vs_table, found.blocks_table, found.blocks_timed
     );
+    println!(
+        "tuned: integer dot-product GEMV {} at {:.3} of the time of the row's ({}; {} shapes timed)",
+        found
+            .int_dot_chosen
+            .map_or("the row's shape".to_string(), |s| s.to_string()),
+        found.int_dot_time_vs_table,
+        found.int_dot_table,
+        found.int_dot_timed
+    );
     Ok(found.blob)
 }
 
@@ -716,7 +725,15 @@ fn run(opt: &Options) -> Result<()> {
         }
     );
     if let Some(d) = ctx.rules.int_dot_simt {
-        println!("integer dot-product GEMV: {}", shape_text(&d));
+        println!(
+            "integer dot-product GEMV{}: {}",
+            if ctx.rules.int_dot_tuned {
+                " (tuned)"
+            } else {
+                ""
+            },
+            shape_text(&d)
+        );
     }
     if let (Some(b), Some(row)) = (ctx.rules.bytes_simt, ctx.rules.row.bytes_gemv) {
         println!(
