@@ -416,10 +416,9 @@ struct IntDotTuned {
 }
 
 /// Times the integer dot-product GEMV's shapes on `calls` of `cases` (its digits pre-pass
-/// included, as a call runs it): the row's rules (`rules`) first and last (the faster of
-/// their two timings counts), then the candidates around the row's shape nearest first
-/// while the budget (`deadline` from `started`) allows; returns the fastest by the
-/// geometric mean of its time against the row's rules over the calls.
+/// included, as a call runs it): the row's rules (`rules`) and the candidates around the
+/// row's shape as the GEMV's one shape ([`Timing::candidates`], within `deadline` from
+/// `started`); the fastest by the geometric mean of its time against the row's rules.
 fn tune_int_dot(
     ctx: &Context,
     timer: Option<&GpuTimer>,
@@ -432,14 +431,13 @@ fn tune_int_dot(
         .int_dot_gemv
         .as_ref()
         .unwrap_or(row.short_rows_simt_gemv());
-    let kept = IntDotTuned {
-        table,
-        chosen: None,
-        ratio: 1.0,
-        timed: 0,
-    };
     let Some(bytes) = calls.iter().map(|&(_, _, b)| b).max() else {
-        return Ok(kept);
+        return Ok(IntDotTuned {
+            table,
+            chosen: None,
+            ratio: 1.0,
+            timed: 0,
+        });
     };
     let workspace = Buffer::new(
         &ctx.device,
@@ -447,60 +445,121 @@ fn tune_int_dot(
         MemoryKind::Device,
         "q4vk tuning workspace",
     )?;
-    type IntDotCallKey = (usize, u32, PipelineKey, PipelineKey);
-    let mut seen: HashMap<IntDotCallKey, f64> = HashMap::new();
     // The row's rules, then each candidate as the GEMV's one shape.
-    let mut timed: Vec<(Option<SimtGemv>, Vec<IntDotCallKey>)> = Vec::new();
     let shapes =
         std::iter::once(None).chain(candidates(&table, &ctx.rules.class).into_iter().map(Some));
-    for (i, shape) in shapes.enumerate() {
-        if i > 0 && started.elapsed() >= deadline {
-            break;
-        }
+    let calls: Vec<(usize, u32)> = calls.iter().map(|&(c, m, _)| (c, m)).collect();
+    let timing = Timing {
+        ctx,
+        timer,
+        cases,
+        calls: &calls,
+        workspace: Some(&workspace),
+        deadline: (started, deadline),
+    };
+    let timed = timing.candidates(shapes, |shape, case, m| {
         let mut shape_rules = *rules;
-        if let Some(s) = &shape {
+        if let Some(s) = shape {
             shape_rules.int_dot_simt = Some(tuning_of(ctx, s));
         }
-        let mut keys = Vec::new();
-        for (at, &(c, m, _)) in calls.iter().enumerate() {
-            let (choice, key, last) = int_dot_choice(&shape_rules, &cases[c], m)?;
-            if i == 0 && at == 0 {
-                keep_busy(ctx, timer, &cases[c], m, choice, Some(&workspace))?;
-            }
-            let call_key = (c, m, key, last);
-            time_new(&mut seen, call_key, || {
-                time_case(ctx, timer, &cases[c], m, choice, Some(&workspace))
-            })?;
-            keys.push(call_key);
-        }
-        timed.push((shape, keys));
-    }
-    // The row's rules again, last.
-    let table_keys = timed[0].1.clone();
-    for &call_key in &table_keys {
-        let (c, m, _, _) = call_key;
-        let (choice, _, _) = int_dot_choice(rules, &cases[c], m)?;
-        let again = time_case(ctx, timer, &cases[c], m, choice, Some(&workspace))?;
-        let us = seen.get_mut(&call_key).expect("timed with the row's rules");
-        *us = us.min(again);
-    }
-    let mut best = (None, 1.0f64);
-    for (shape, keys) in &timed[1..] {
-        let ratio = geometric_mean_ratio(&seen, keys, &table_keys);
-        if ratio < best.1 {
-            best = (*shape, ratio);
-        }
-    }
-    let (chosen, ratio) = match best.1 < NOISE_MARGIN {
-        true => best,
-        false => (None, 1.0),
-    };
+        int_dot_choice(&shape_rules, case, m)
+    })?;
+    let (chosen, ratio) = fastest(&timed).unwrap_or((None, 1.0));
     Ok(IntDotTuned {
         table,
         chosen,
         ratio,
         timed: timed.len(),
     })
+}
+
+/// A timed call: its case, its m and the keys of the kernels a candidate runs there.
+type CallKey<K> = (usize, u32, K);
+
+/// The calls one kernel's candidates are timed on, and how.
+struct Timing<'a> {
+    ctx: &'a Context,
+    timer: Option<&'a GpuTimer<'a>>,
+    cases: &'a [Case],
+    /// (case index, m).
+    calls: &'a [(usize, u32)],
+    /// Where the calls' pre-passes write (`None`: calls without one).
+    workspace: Option<&'a Buffer>,
+    /// When the timing started, and how long after it candidates may start.
+    deadline: (Instant, Duration),
+}
+
+impl Timing<'_> {
+    /// Times `shapes` on every call, in order: the first (the baseline: the row's) always,
+    /// the others while the deadline allows; then the first again (the faster of its two
+    /// timings counts: a GPU leaving its idle clocks at the first does not flatter the
+    /// others). `choice` gives a shape's kernel on a case at m and the keys that name it
+    /// (shapes resolving to the same keys on a call share one timing). Returns each timed
+    /// shape with its time against the first, the geometric mean over the calls; none
+    /// where there are no calls.
+    fn candidates<S: Copy, K: std::hash::Hash + Eq + Copy>(
+        &self,
+        shapes: impl IntoIterator<Item = S>,
+        choice: impl Fn(&S, &Case, u32) -> Result<(Choice, K)>,
+    ) -> Result<Vec<(S, f64)>> {
+        if self.calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (started, deadline) = self.deadline;
+        let mut seen: HashMap<CallKey<K>, f64> = HashMap::new();
+        let mut timed: Vec<(S, Vec<CallKey<K>>)> = Vec::new();
+        for (i, shape) in shapes.into_iter().enumerate() {
+            if i > 0 && started.elapsed() >= deadline {
+                break;
+            }
+            let mut keys = Vec::with_capacity(self.calls.len());
+            for (at, &(c, m)) in self.calls.iter().enumerate() {
+                let case = &self.cases[c];
+                let (kernel, key) = choice(&shape, case, m)?;
+                if i == 0 && at == 0 {
+                    keep_busy(self.ctx, self.timer, case, m, kernel, self.workspace)?;
+                }
+                time_new(&mut seen, (c, m, key), || {
+                    time_case(self.ctx, self.timer, case, m, kernel, self.workspace)
+                })?;
+                keys.push((c, m, key));
+            }
+            timed.push((shape, keys));
+        }
+        let Some((first, first_keys)) = timed.first() else {
+            return Ok(Vec::new());
+        };
+        for &(c, m, key) in first_keys {
+            let (kernel, _) = choice(first, &self.cases[c], m)?;
+            let again = time_case(
+                self.ctx,
+                self.timer,
+                &self.cases[c],
+                m,
+                kernel,
+                self.workspace,
+            )?;
+            let us = seen
+                .get_mut(&(c, m, key))
+                .expect("timed with the first shape");
+            *us = us.min(again);
+        }
+        Ok(timed
+            .iter()
+            .map(|(shape, keys)| (*shape, geometric_mean_ratio(&seen, keys, first_keys)))
+            .collect())
+    }
+}
+
+/// The fastest of `timed` (as [`Timing::candidates`] returns them) after the first, where
+/// it beats the first by more than the noise margin.
+fn fastest<S: Copy>(timed: &[(S, f64)]) -> Option<(S, f64)> {
+    timed
+        .iter()
+        .skip(1)
+        .copied()
+        .filter(|&(_, ratio)| ratio < NOISE_MARGIN)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// The geometric mean over `keys` of each one's time in `seen` against its counterpart in
@@ -525,10 +584,12 @@ fn int_dot_choice(
     rules: &Rules,
     case: &Case,
     m: u32,
-) -> Result<(Choice, PipelineKey, PipelineKey)> {
+) -> Result<(Choice, (PipelineKey, PipelineKey))> {
     let choice = int_dot_case_choice(rules, case, m)?;
     match choice.kernel {
-        KernelChoice::SimtGemv { key, last } if key.dot && !key.x_bytes => Ok((choice, key, last)),
+        KernelChoice::SimtGemv { key, last } if key.dot && !key.x_bytes => {
+            Ok((choice, (key, last)))
+        }
         _ => Err(Error::Internal(format!(
             "tuning the integer dot-product GEMV at m = {m} resolved to {choice}"
         ))),
@@ -559,9 +620,9 @@ struct BlocksTuned {
 }
 
 /// Times the GEMV on GGUF blocks' one-pass shapes on `cases` (Q4_K) at each of `ms` — the
-/// row's shape first and last (the faster of its two timings counts), then the others
-/// nearest first while `opts.budget` (from `started`) allows — and returns the fastest by
-/// the geometric mean of its time against the row's over the cases.
+/// row's shape and `plan::tuned::blocks_candidates` nearest first ([`Timing::candidates`],
+/// within `opts.budget` from `started`) — and returns the fastest by the geometric mean of
+/// its time against the row's over the cases.
 fn tune_blocks(
     ctx: &Context,
     timer: Option<&GpuTimer>,
@@ -570,60 +631,23 @@ fn tune_blocks(
     started: Instant,
 ) -> Result<BlocksTuned> {
     let table = BlocksGemvShape::of_row(ctx.rules.row);
-    if cases.is_empty() {
-        return Ok(BlocksTuned {
-            chosen: table,
-            ratio: 1.0,
-            timed: 0,
-        });
-    }
-    type BlocksCaseKey = (usize, u32, BlocksKey, BlocksKey);
-    let mut seen: HashMap<BlocksCaseKey, f64> = HashMap::new();
-    let mut timed: Vec<(BlocksGemvShape, Vec<BlocksCaseKey>)> = Vec::new();
-    for (i, shape) in blocks_candidates(&table).iter().enumerate() {
-        if i > 0 && started.elapsed() >= opts.budget {
-            break;
-        }
+    let calls: Vec<(usize, u32)> = (0..cases.len())
+        .flat_map(|c| ms.iter().map(move |&m| (c, m)))
+        .collect();
+    let timing = Timing {
+        ctx,
+        timer,
+        cases,
+        calls: &calls,
+        workspace: None,
+        deadline: (started, opts.budget),
+    };
+    let timed = timing.candidates(blocks_candidates(&table), |shape, case, m| {
         let mut rules = ctx.rules;
         rules.blocks_gemv = *shape;
-        let mut keys = Vec::new();
-        for (c, case) in cases.iter().enumerate() {
-            for &m in ms {
-                let (choice, key, last) = blocks_choice_of(&rules, case, m)?;
-                if i == 0 && c == 0 && m == ms[0] {
-                    keep_busy(ctx, timer, case, m, choice, None)?;
-                }
-                let case_key = (c, m, key, last);
-                time_new(&mut seen, case_key, || {
-                    time_case(ctx, timer, case, m, choice, None)
-                })?;
-                keys.push(case_key);
-            }
-        }
-        timed.push((*shape, keys));
-    }
-    // The row's shape again, last.
-    let mut table_rules = ctx.rules;
-    table_rules.blocks_gemv = table;
-    let table_keys = timed[0].1.clone();
-    for &case_key in &table_keys {
-        let (c, m, _, _) = case_key;
-        let (choice, _, _) = blocks_choice_of(&table_rules, &cases[c], m)?;
-        let again = time_case(ctx, timer, &cases[c], m, choice, None)?;
-        let us = seen.get_mut(&case_key).expect("timed with the row's shape");
-        *us = us.min(again);
-    }
-    let mut best = (table, 1.0f64);
-    for (shape, keys) in &timed {
-        let ratio = geometric_mean_ratio(&seen, keys, &table_keys);
-        if ratio < best.1 {
-            best = (*shape, ratio);
-        }
-    }
-    let (chosen, ratio) = match best.1 < NOISE_MARGIN {
-        true => best,
-        false => (table, 1.0),
-    };
+        blocks_choice_of(&rules, case, m)
+    })?;
+    let (chosen, ratio) = fastest(&timed).unwrap_or((table, 1.0));
     Ok(BlocksTuned {
         chosen,
         ratio,
@@ -771,10 +795,14 @@ fn time_new<K: std::hash::Hash + Eq>(
 
 /// The choice for `m` rows on the blocks `case` under `rules` and its GEMV keys (a full
 /// pass, the last pass); an internal error for any other kernel.
-fn blocks_choice_of(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, BlocksKey, BlocksKey)> {
+fn blocks_choice_of(
+    rules: &Rules,
+    case: &Case,
+    m: u32,
+) -> Result<(Choice, (BlocksKey, BlocksKey))> {
     let choice = case_choice(rules, case, m)?;
     match choice.kernel {
-        KernelChoice::BlocksGemv { key, last } => Ok((choice, key, last)),
+        KernelChoice::BlocksGemv { key, last } => Ok((choice, (key, last))),
         _ => Err(Error::Internal(format!(
             "tuning the GEMV on GGUF blocks at m = {m} resolved to {choice}"
         ))),
