@@ -103,6 +103,20 @@ fn tune_into(
     }
 }
 
+/// `q4vk_context_tune` on `gpu` with `desc` into a blob of the largest size and a whole
+/// info, checked to succeed: the blob (its written bytes) and the info.
+fn tuned(gpu: &Gpu, desc: &q4vk_tune_desc) -> (Vec<u8>, q4vk_tune_info) {
+    let mut blob = vec![0u8; Q4VK_TUNING_BLOB_MAX_BYTES];
+    let mut written = 0usize;
+    let mut info = unsafe { std::mem::zeroed::<q4vk_tune_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_tune_info>() as u32;
+    let status = tune_into(gpu, desc, &mut blob, &mut written, &mut info);
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    assert!(written > 0 && written <= blob.len());
+    blob.truncate(written);
+    (blob, info)
+}
+
 /// The plan's shape source of an m = 1 GEMV on a fresh matrix of 200 × `k` on `gpu`, after
 /// checking the GEMV against the reference at m = 1 and 3.
 fn checked_plan_at(gpu: &Gpu, k: usize) -> u32 {
@@ -144,14 +158,7 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
     let shapes = [96u64, 1024, 32, 4096];
     let ms = [1u32, 2];
     let desc = small_desc(1500, &shapes, &ms);
-    let mut blob = vec![0u8; Q4VK_TUNING_BLOB_MAX_BYTES];
-    let mut written = 0usize;
-    let mut info = unsafe { std::mem::zeroed::<q4vk_tune_info>() };
-    info.struct_size = std::mem::size_of::<q4vk_tune_info>() as u32;
-    let status = tune_into(&gpu, &desc, &mut blob, &mut written, &mut info);
-    assert_eq!(status, Q4VK_OK, "{}", last_error());
-    assert!(written > 0 && written <= blob.len());
-    blob.truncate(written);
+    let (blob, info) = tuned(&gpu, &desc);
     eprintln!(
         "tuned {} of {} candidates: [{}, {}, {}, {}, {}] at {:.3} of the table's [{}, {}, {}, {}, {}]",
         info.candidates_timed,
@@ -336,13 +343,7 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
     let gpu = logged_context(&[]);
     let shapes = [96u64, 1024];
     let desc = small_desc(1500, &shapes, &[1]);
-    let mut blob = vec![0u8; Q4VK_TUNING_BLOB_MAX_BYTES];
-    let mut written = 0usize;
-    let mut info = unsafe { std::mem::zeroed::<q4vk_tune_info>() };
-    info.struct_size = std::mem::size_of::<q4vk_tune_info>() as u32;
-    let status = tune_into(&gpu, &desc, &mut blob, &mut written, &mut info);
-    assert_eq!(status, Q4VK_OK, "{}", last_error());
-    blob.truncate(written);
+    let (blob, info) = tuned(&gpu, &desc);
     eprintln!(
         "blocks: {} rows, {} pieces per step at {:.3} of the table's {} rows, {} pieces ({} timed)",
         info.blocks_rows,
@@ -455,13 +456,7 @@ fn a_tuned_int_dot_shape_is_used_by_the_next_context() {
     assert_eq!(runs_int_dot, gpu.context().device.int_dot.is_some());
     let shapes = [200u64, 512];
     let desc = small_desc(3000, &shapes, &[1, 3]);
-    let mut blob = vec![0u8; Q4VK_TUNING_BLOB_MAX_BYTES];
-    let mut written = 0usize;
-    let mut info = unsafe { std::mem::zeroed::<q4vk_tune_info>() };
-    info.struct_size = std::mem::size_of::<q4vk_tune_info>() as u32;
-    let status = tune_into(&gpu, &desc, &mut blob, &mut written, &mut info);
-    assert_eq!(status, Q4VK_OK, "{}", last_error());
-    blob.truncate(written);
+    let (blob, info) = tuned(&gpu, &desc);
     let chosen = [
         info.int_dot_workgroup,
         info.int_dot_rows,

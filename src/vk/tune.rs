@@ -382,7 +382,7 @@ fn int_dot_calls(rules: &Rules, cases: &[Case], ms: &[u32]) -> Result<Vec<(usize
     let mut calls = Vec::new();
     for (c, case) in cases.iter().enumerate() {
         for &m in ms {
-            let choice = int_dot_case_choice(rules, case, m)?;
+            let choice = case_choice(rules, case, m, Room::AsNeeded)?;
             if let KernelChoice::SimtGemv { key, .. } = choice.kernel {
                 if key.dot && !key.x_bytes {
                     calls.push((c, m, choice.workspace_bytes));
@@ -391,16 +391,6 @@ fn int_dot_calls(rules: &Rules, cases: &[Case], ms: &[u32]) -> Result<Vec<(usize
         }
     }
     Ok(calls)
-}
-
-/// The choice under `rules` for `m` dense rows on `case` given the workspace it asks.
-fn int_dot_case_choice(rules: &Rules, case: &Case, m: u32) -> Result<Choice> {
-    decide(
-        rules,
-        &case.mats[0].form,
-        &GemvParams::dense(m, case.k, case.n),
-        Room::AsNeeded,
-    )
 }
 
 /// What tuning the integer dot-product GEMV found.
@@ -585,7 +575,7 @@ fn int_dot_choice(
     case: &Case,
     m: u32,
 ) -> Result<(Choice, (PipelineKey, PipelineKey))> {
-    let choice = int_dot_case_choice(rules, case, m)?;
+    let choice = case_choice(rules, case, m, Room::AsNeeded)?;
     match choice.kernel {
         KernelChoice::SimtGemv { key, last } if key.dot && !key.x_bytes => {
             Ok((choice, (key, last)))
@@ -770,13 +760,13 @@ fn case_xy(ctx: &Context, n: u64, k: u64) -> Result<(Buffer, Buffer)> {
     Ok((x, y))
 }
 
-/// The choice under `rules` for `m` dense rows on `case`, without a workspace.
-fn case_choice(rules: &Rules, case: &Case, m: u32) -> Result<Choice> {
+/// The choice under `rules` for `m` dense rows on `case` with a workspace of `room`.
+fn case_choice(rules: &Rules, case: &Case, m: u32, room: Room) -> Result<Choice> {
     decide(
         rules,
         &case.mats[0].form,
         &GemvParams::dense(m, case.k, case.n),
-        Room::None,
+        room,
     )
 }
 
@@ -800,7 +790,7 @@ fn blocks_choice_of(
     case: &Case,
     m: u32,
 ) -> Result<(Choice, (BlocksKey, BlocksKey))> {
-    let choice = case_choice(rules, case, m)?;
+    let choice = case_choice(rules, case, m, Room::None)?;
     match choice.kernel {
         KernelChoice::BlocksGemv { key, last } => Ok((choice, (key, last))),
         _ => Err(Error::Internal(format!(
@@ -812,7 +802,7 @@ fn blocks_choice_of(
 /// The choice for `m` rows on `case` under `rules` and its SIMT GEMV keys (a full pass,
 /// the last pass); an internal error for any other kernel (tuning times only that one).
 fn simt_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, PipelineKey, PipelineKey)> {
-    let choice = case_choice(rules, case, m)?;
+    let choice = case_choice(rules, case, m, Room::None)?;
     match choice.kernel {
         KernelChoice::SimtGemv { key, last } => Ok((choice, key, last)),
         _ => Err(Error::Internal(format!(
