@@ -272,7 +272,7 @@ FIELD(q4vk_context_memory_info, descriptor_sets, 24, uint32_t);
 FIELD(q4vk_context_memory_info, descriptor_pools, 28, uint32_t);
 static q4vk_status (*const p_context_tune)(q4vk_context *, const q4vk_tune_desc *, void *, size_t, size_t *,
                                            q4vk_tune_info *) = q4vk_context_tune;
-_Static_assert(sizeof(q4vk_tune_desc) == 40, "q4vk_tune_desc size");
+_Static_assert(sizeof(q4vk_tune_desc) == 56, "q4vk_tune_desc size");
 FIELD(q4vk_tune_desc, struct_size, 0, uint32_t);
 FIELD(q4vk_tune_desc, budget_ms, 4, uint32_t);
 FIELD(q4vk_tune_desc, shape_count, 8, uint32_t);
@@ -280,7 +280,21 @@ FIELD(q4vk_tune_desc, m_count, 12, uint32_t);
 FIELD(q4vk_tune_desc, shapes, 16, const uint64_t *);
 FIELD(q4vk_tune_desc, ms, 24, const uint32_t *);
 FIELD(q4vk_tune_desc, cold_bytes, 32, uint64_t);
-_Static_assert(sizeof(q4vk_tune_info) == 208, "q4vk_tune_info size");
+FIELD(q4vk_tune_desc, prefill_m_count, 40, uint32_t);
+FIELD(q4vk_tune_desc, reserved0, 44, uint32_t);
+FIELD(q4vk_tune_desc, prefill_ms, 48, const uint32_t *);
+_Static_assert(sizeof(q4vk_gemm_tile) == 16, "q4vk_gemm_tile size");
+FIELD(q4vk_gemm_tile, row_invocations, 0, uint32_t);
+FIELD(q4vk_gemm_tile, token_invocations, 4, uint32_t);
+FIELD(q4vk_gemm_tile, rows_per_invocation, 8, uint32_t);
+FIELD(q4vk_gemm_tile, tokens_per_invocation, 12, uint32_t);
+_Static_assert(sizeof(q4vk_tuned_gemm) == 48, "q4vk_tuned_gemm size");
+FIELD(q4vk_tuned_gemm, m, 0, uint32_t);
+FIELD(q4vk_tuned_gemm, candidates_timed, 4, uint32_t);
+FIELD(q4vk_tuned_gemm, tile, 8, q4vk_gemm_tile);
+FIELD(q4vk_tuned_gemm, table_tile, 24, q4vk_gemm_tile);
+FIELD(q4vk_tuned_gemm, time_vs_table, 40, double);
+_Static_assert(sizeof(q4vk_tune_info) == 408, "q4vk_tune_info size");
 FIELD(q4vk_tune_info, struct_size, 0, uint32_t);
 FIELD(q4vk_tune_info, candidates_timed, 4, uint32_t);
 FIELD(q4vk_tune_info, candidates, 8, uint32_t);
@@ -328,6 +342,10 @@ FIELD(q4vk_tune_info, int_dot_table_word_lanes, 188, uint32_t);
 FIELD(q4vk_tune_info, int_dot_candidates_timed, 192, uint32_t);
 FIELD(q4vk_tune_info, reserved1, 196, uint32_t);
 FIELD(q4vk_tune_info, int_dot_time_vs_table, 200, double);
+FIELD(q4vk_tune_info, gemm_count, 208, uint32_t);
+FIELD(q4vk_tune_info, reserved2, 212, uint32_t);
+_Static_assert(offsetof(q4vk_tune_info, gemm) == 216, "q4vk_tune_info.gemm offset");
+_Static_assert(sizeof(((q4vk_tune_info *)0)->gemm) == 4 * sizeof(q4vk_tuned_gemm), "q4vk_tune_info.gemm size");
 _Static_assert(Q4VK_TUNING_BLOB_MAX_BYTES == 256, "Q4VK_TUNING_BLOB_MAX_BYTES");
 _Static_assert(Q4VK_GEMV_SHAPE_TABLE == 0 && Q4VK_GEMV_SHAPE_TUNED == 1, "Q4VK_GEMV_SHAPE_*");
 _Static_assert(Q4VK_GEMV_KERNEL_COOP_TILES_GEMM == 7, "Q4VK_GEMV_KERNEL_COOP_TILES_GEMM");
@@ -400,7 +418,8 @@ int main(void) {
     memset(&td, 0xA5, sizeof td);
     p_tune_desc_default(&td);
     if (td.struct_size != sizeof td || td.budget_ms != 2000 || td.shape_count || td.m_count || td.shapes ||
-        td.ms || td.cold_bytes) {
+        td.ms || td.cold_bytes || td.prefill_m_count != 1 || td.reserved0 || !td.prefill_ms ||
+        td.prefill_ms[0] != 64) {
         printf("FAIL: q4vk_tune_desc_default\n");
         failures++;
     }

@@ -890,7 +890,46 @@ typedef struct q4vk_tune_desc {
   // its weights from memory as in a decode step, not from the last call's cache; 0
   // (default) = 64 MiB. At most 1 GiB; that much device memory is held during the call.
   uint64_t cold_bytes;
+  // Prefill m (9..2048, distinct) at which the SIMT GEMM's tile is timed on each shape,
+  // where the context runs that GEMM there: `prefill_m_count` values (at most 4) at
+  // `prefill_ms`; 0 = none. `q4vk_tune_desc_default` sets one: 64. A call of m tokens
+  // takes the tile chosen at the largest of these at or below its m. x and y of the
+  // largest m on the largest shape are held during the call.
+  uint32_t prefill_m_count;
+  // Always 0.
+  uint32_t reserved0;
+  // `prefill_m_count` values.
+  const uint32_t *prefill_ms;
 } q4vk_tune_desc;
+
+// A tile of the SIMT GEMM: invocations along rows and along tokens, rows and tokens per
+// invocation (a workgroup computes `row_invocations · rows_per_invocation` rows by
+// `token_invocations · tokens_per_invocation` tokens).
+typedef struct q4vk_gemm_tile {
+  // Invocations along rows.
+  uint32_t row_invocations;
+  // Invocations along tokens.
+  uint32_t token_invocations;
+  // Rows per invocation.
+  uint32_t rows_per_invocation;
+  // Tokens per invocation.
+  uint32_t tokens_per_invocation;
+} q4vk_gemm_tile;
+
+// What `q4vk_context_tune` found for the SIMT GEMM's tile at one prefill m.
+typedef struct q4vk_tuned_gemm {
+  // The prefill m timed.
+  uint32_t m;
+  // Tiles timed on every shape that runs the SIMT GEMM at `m` (the baseline included).
+  uint32_t candidates_timed;
+  // The tile calls from `m` take: the chosen one, or `table_tile` where it was kept.
+  struct q4vk_gemm_tile tile;
+  // The device row's tile at `m`, where the candidates start (the baseline is the row's
+  // rules, which take a smaller tile on matrices this one would leave the GPU idle on).
+  struct q4vk_gemm_tile table_tile;
+  // As `time_vs_table`, of `tile` over the shapes timed at `m`.
+  double time_vs_table;
+} q4vk_tuned_gemm;
 
 // What `q4vk_context_tune` found. The caller sets `struct_size = sizeof(q4vk_tune_info)`;
 // q4vk writes the other fields.
@@ -1014,6 +1053,15 @@ typedef struct q4vk_tune_info {
   uint32_t reserved1;
   // As `time_vs_table`, of the integer dot-product GEMV over its calls.
   double int_dot_time_vs_table;
+  // Entries of `gemm` written: the prefill m at which some shape ran the SIMT GEMM (0
+  // where none did: no prefill m asked, or the context runs another GEMM there, such
+  // as the tensor-core one).
+  uint32_t gemm_count;
+  // Always 0.
+  uint32_t reserved2;
+  // The SIMT GEMM's tile per prefill m timed, ascending m; entries past `gemm_count`
+  // are zero.
+  struct q4vk_tuned_gemm gemm[4];
 } q4vk_tune_info;
 
 // The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer
@@ -2309,8 +2357,8 @@ q4vk_status q4vk_matrix_dequantize(const struct q4vk_matrix_desc *desc,
 // `out` NULL or writable.
 q4vk_status q4vk_source_from_ggml_type(uint32_t ggml_type, q4vk_matrix_source *out);
 
-// Fills `desc` with the defaults: 2000 ms, the default shapes and m, 64 MiB of copies.
-// NULL is ignored.
+// Fills `desc` with the defaults: 2000 ms, the default shapes and m, 64 MiB of copies, the
+// SIMT GEMM's tile timed at m = 64. NULL is ignored.
 //
 // # Safety
 // `desc` must be NULL or point to a writable `q4vk_tune_desc`.
@@ -2324,19 +2372,22 @@ void q4vk_tune_desc_default(struct q4vk_tune_desc *desc);
 // noise, or no shape is of that class); then, where the context runs the integer
 // dot-product GEMV (x in 8-bit digits) on some of those calls given a workspace, its one
 // shape for every row length the same way on them, its digits pre-pass timed with it;
-// then, where a shape's k is a multiple of 256 and an m is at most 4, the one-pass shape
-// of the GEMV on GGUF blocks (rows per workgroup, pieces per step) the same way on Q4_K
-// matrices of those shapes. The kernels tuned share the budget equally, in that order;
-// all go as a blob into `blob`. Store the blob beside the
-// pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context on
-// the same device, driver and q4vk version uses those shapes for its SIMT GEMVs; this
-// context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
+// then, at each prefill m of `desc` where the context runs the SIMT GEMM on some shape
+// (prefill without tensor cores), that GEMM's tile the same way (the device row's tile
+// at that m first, then its neighbours); then, where a shape's k is a multiple of 256 and
+// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
+// pieces per step) the same way on Q4_K matrices of those shapes. The kernels tuned share
+// the budget equally, in that order; all go as a blob into `blob`. Store the blob beside
+// the pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context
+// on the same device, driver and q4vk version uses those shapes and tiles for its SIMT
+// kernels; this context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
 // NULL to skip) what was found. The SIMT GEMVs are the kernels of GPUs without tensor cores
 // (and of act-order matrices on those with them); the call holds `desc->cold_bytes` of
 // device memory while it runs and submits to the context's queue.
 //
-// Statuses: `NULL_POINTER` (ctx, desc, blob, blob_written), `INVALID_ARGUMENT` (struct
-// sizes, a budget of 0, shapes or m out of range), `BUFFER_TOO_SMALL` (`blob_capacity`
+// Statuses: `NULL_POINTER` (ctx, desc, blob, blob_written, the desc's arrays),
+// `INVALID_ARGUMENT` (struct sizes, a budget of 0, shapes, m or prefill m out of range),
+// `BUFFER_TOO_SMALL` (`blob_capacity`
 // below `Q4VK_TUNING_BLOB_MAX_BYTES`; checked before anything runs), `UNSUPPORTED` (a CPU
 // context, the portable kernels, an adopted device without a queue),
 // `OUT_OF_DEVICE_MEMORY`, `VULKAN`, `DEVICE_LOST`. Nothing is written on failure.

@@ -18,7 +18,9 @@ use q4vk::ffi::status::*;
 use q4vk::ffi::tune::*;
 use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::tuned::{BlocksGemvShape, TunedBlob};
+use q4vk::plan::tuned_gemm::TunedGemmTiles;
 use q4vk::plan::tuning::SimtGemv;
+use q4vk::plan::GemmTile;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::Mutex;
 
@@ -67,7 +69,7 @@ fn blob_line() -> String {
         .unwrap_or_default()
 }
 
-/// A short tuning run's desc: one small shape, m = 1 and 2, 1 MiB of copies.
+/// A short tuning run's desc: `shapes`, `ms`, 1 MiB of copies, no prefill m.
 fn small_desc(budget_ms: u32, shapes: &[u64], ms: &[u32]) -> q4vk_tune_desc {
     let mut d = unsafe { std::mem::zeroed::<q4vk_tune_desc>() };
     unsafe { q4vk_tune_desc_default(&mut d) };
@@ -77,6 +79,7 @@ fn small_desc(budget_ms: u32, shapes: &[u64], ms: &[u32]) -> q4vk_tune_desc {
     d.m_count = ms.len() as u32;
     d.ms = ms.as_ptr();
     d.cold_bytes = 1 << 20;
+    d.prefill_m_count = 0;
     d
 }
 
@@ -296,6 +299,108 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         assert!(line.contains("ignored") && line.contains(why), "{line}");
         assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
     }
+}
+
+/// The plan of an m-row call on a fresh Q4 matrix of 200 × 256 on `gpu` (its shape source
+/// and name), after checking the call against the f64 reference.
+fn checked_gemm_plan(gpu: &Gpu, m: usize) -> (u32, String) {
+    let mut rng = Rng(0x9E);
+    let d = random_q4(&mut rng, 200, 256, 128, true, false);
+    let mat = upload_q4(gpu, &d);
+    let x = rng.vec(m * 256);
+    assert!(check_gemv(gpu, mat, &d, &x, m) < 1e-5, "m {m}");
+    let (info, name) = plan_of(gpu.ctx, mat, m, 0, 0);
+    unsafe { q4vk_matrix_destroy(mat) };
+    (info.shape_source, name)
+}
+
+/// The SIMT GEMM's tile at prefill m: tuning times it at m = 16 and 32 where the context
+/// runs that GEMM there (the row's tile is the baseline; a context whose GEMM there is
+/// another, such as the tensor-core one, reports no entries); a blob with another tile from
+/// m = 16 and the row's from m = 40 makes the next context run that tile from m = 16 to 39
+/// (the plan says so; the GEMM matches the reference) and the row's elsewhere; a blob whose
+/// tile the device cannot run is ignored with the reason.
+#[test]
+fn a_tuned_gemm_tile_is_used_by_the_next_context() {
+    let gpu = logged_context(&[]);
+    let shapes = [64u64, 256];
+    let prefill = [32u32, 16];
+    let mut desc = small_desc(3000, &shapes, &[1]);
+    desc.prefill_m_count = prefill.len() as u32;
+    desc.prefill_ms = prefill.as_ptr();
+    let (blob, info) = tuned(&gpu, &desc);
+    let (source, name) = checked_gemm_plan(&gpu, 16);
+    assert_eq!(source, Q4VK_GEMV_SHAPE_TABLE, "{name}");
+    let runs_simt_gemm = name.starts_with("SIMT GEMM");
+    assert_eq!(info.reserved2, 0);
+    let row = gpu.context().rules.row;
+    if runs_simt_gemm {
+        assert_eq!(info.gemm_count, 2);
+        for (g, m) in info.gemm[..2].iter().zip([16, 32]) {
+            eprintln!("m = {m}: {g:?}");
+            assert_eq!(g.m, m);
+            assert_eq!(g.table_tile, row.simt_gemm_tiles.for_m(m).into());
+            assert!(g.candidates_timed >= 1);
+            assert!(g.time_vs_table > 0.0 && g.time_vs_table <= 1.0);
+            assert!(g.time_vs_table < 1.0 || g.tile == g.table_tile);
+        }
+    } else {
+        assert_eq!(info.gemm_count, 0, "{name}");
+    }
+    assert!(info.gemm[info.gemm_count as usize..]
+        .iter()
+        .all(|g| *g == q4vk_tuned_gemm::default()));
+    drop(gpu);
+
+    let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
+    assert_eq!(decoded.gemm.entries().len(), info.gemm_count as usize);
+    let tile = GemmTile {
+        tx: 8,
+        ty: 8,
+        rn: 4,
+        rm: 4,
+    };
+    let with_gemm = |tile: GemmTile| {
+        TunedBlob {
+            gemm: TunedGemmTiles::new(&[(16, Some(tile)), (40, None)]).unwrap(),
+            gemm_time_vs_table: [0.9, 1.0, 0.0, 0.0],
+            ..decoded
+        }
+        .encode()
+    };
+    let forced = logged_context(&with_gemm(tile));
+    let line = blob_line();
+    assert!(
+        line.contains("SIMT GEMM from m = 16 tile (8, 8, 4, 4) (0.900 of the table's time), from m = 40 the table's tile"),
+        "{line}"
+    );
+    for m in [12, 16, 39, 40, 48] {
+        let (source, name) = checked_gemm_plan(&forced, m);
+        let tuned = runs_simt_gemm && (16..40).contains(&m);
+        assert_eq!(name.contains("tile 8x8x4x4"), tuned, "m = {m}: {name}");
+        let want = match tuned {
+            true => Q4VK_GEMV_SHAPE_TUNED,
+            false => Q4VK_GEMV_SHAPE_TABLE,
+        };
+        assert_eq!(source, want, "m = {m}: {name}");
+    }
+    drop(forced);
+
+    // A tile of 2048 invocations: no device in CI runs it.
+    let wide = GemmTile {
+        tx: 64,
+        ty: 32,
+        ..tile
+    };
+    let refused = logged_context(&with_gemm(wide));
+    let line = blob_line();
+    assert!(
+        line.contains("ignored")
+            && line.contains("SIMT GEMM tile")
+            && line.contains("does not run on this device"),
+        "{line}"
+    );
+    assert_eq!(checked_gemm_plan(&refused, 16).0, Q4VK_GEMV_SHAPE_TABLE);
 }
 
 /// The plan of an m-row GEMV on a Q4_K matrix of 70 × 1024 on `gpu` (its shape source and
@@ -657,6 +762,46 @@ fn bad_arguments_are_refused_before_anything_runs() {
             Q4VK_ERROR_NULL_POINTER,
             "shapes",
         ),
+        (
+            q4vk_tune_desc {
+                prefill_m_count: 5,
+                prefill_ms: [16u32, 32, 64, 128, 256].as_ptr(),
+                ..good
+            },
+            blob.len(),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "prefill_m_count",
+        ),
+        (
+            q4vk_tune_desc {
+                prefill_m_count: 1,
+                prefill_ms: [8u32].as_ptr(),
+                ..good
+            },
+            blob.len(),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "prefill m values",
+        ),
+        (
+            q4vk_tune_desc {
+                prefill_m_count: 2,
+                prefill_ms: [64u32, 64].as_ptr(),
+                ..good
+            },
+            blob.len(),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "distinct",
+        ),
+        (
+            q4vk_tune_desc {
+                prefill_m_count: 1,
+                prefill_ms: std::ptr::null(),
+                ..good
+            },
+            blob.len(),
+            Q4VK_ERROR_NULL_POINTER,
+            "prefill_ms",
+        ),
     ];
     for (desc, capacity, want, why) in cases {
         let status = call(&desc, capacity, &mut written, &mut blob);
@@ -740,6 +885,18 @@ fn an_older_info_gets_only_its_prefix() {
         [info.table_workgroup, info.table_rows]
     );
     assert!(info.table_word_lanes <= 1);
+
+    // A caller built against the desc before the prefill fields: whatever follows its
+    // `struct_size` is not read, and no prefill m is timed.
+    let mut older_desc = small_desc(1, &shapes, &ms);
+    older_desc.struct_size = std::mem::offset_of!(q4vk_tune_desc, prefill_m_count) as u32;
+    older_desc.prefill_m_count = 3;
+    older_desc.prefill_ms = std::ptr::null();
+    let mut info = unsafe { std::mem::zeroed::<q4vk_tune_info>() };
+    info.struct_size = std::mem::size_of::<q4vk_tune_info>() as u32;
+    let status = tune_into(&gpu, &older_desc, &mut blob, &mut written, &mut info);
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    assert_eq!(info.gemm_count, 0);
 }
 
 /// A row with a shape per class of matrices (the NVIDIA row, on whatever device the tests
@@ -770,6 +927,7 @@ fn a_row_with_two_shapes_is_each_class_baseline() {
         budget: std::time::Duration::from_millis(1),
         shapes: vec![(32, 1024), (16, 4096)],
         ms: vec![1],
+        prefill_ms: Vec::new(),
         cold_bytes: 1 << 20,
     }
     .checked()

@@ -1,6 +1,6 @@
-//! `q4vk_context_tune`: the SIMT GEMV's workgroup shape, the integer dot-product GEMV's and
-//! the GEMV on GGUF blocks' shape timed on the device in hand (`vk::tune`), into a blob the next context takes
-//! (`q4vk_context_desc.tuning_data`).
+//! `q4vk_context_tune`: the SIMT GEMV's workgroup shape, the integer dot-product GEMV's, the
+//! SIMT GEMM's tile and the GEMV on GGUF blocks' shape timed on the device in hand
+//! (`vk::tune`), into a blob the next context takes (`q4vk_context_desc.tuning_data`).
 
 use super::context::q4vk_context;
 use super::panic::guard;
@@ -11,8 +11,10 @@ use super::ptr::{
 use super::status::q4vk_status;
 use crate::error::Result;
 use crate::plan::tuned::LONG_ROWS_FROM_K;
+use crate::plan::tuned_gemm::MAX_GEMM_MS;
+use crate::plan::GemmTile;
 use crate::vk::log::LEVEL_INFO;
-use crate::vk::tune::{tune, TuneOptions};
+use crate::vk::tune::{tune, GemmTunedAt, TuneOptions};
 use std::ffi::c_void;
 use std::time::Duration;
 
@@ -44,12 +46,81 @@ pub struct q4vk_tune_desc {
     /// its weights from memory as in a decode step, not from the last call's cache; 0
     /// (default) = 64 MiB. At most 1 GiB; that much device memory is held during the call.
     pub cold_bytes: u64,
+    /// Prefill m (9..2048, distinct) at which the SIMT GEMM's tile is timed on each shape,
+    /// where the context runs that GEMM there: `prefill_m_count` values (at most 4) at
+    /// `prefill_ms`; 0 = none. `q4vk_tune_desc_default` sets one: 64. A call of m tokens
+    /// takes the tile chosen at the largest of these at or below its m. x and y of the
+    /// largest m on the largest shape are held during the call.
+    pub prefill_m_count: u32,
+    /// Always 0.
+    pub reserved0: u32,
+    /// `prefill_m_count` values.
+    pub prefill_ms: *const u32,
 }
+
+/// The prefill m `q4vk_tune_desc_default` points `prefill_ms` at.
+static DEFAULT_PREFILL_MS: [u32; 1] = TuneOptions::DEFAULT_PREFILL_MS;
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and raw pointers.
 unsafe impl VersionedStruct for q4vk_tune_desc {
-    const V0_SIZE: usize = std::mem::size_of::<q4vk_tune_desc>();
+    const V0_SIZE: usize = std::mem::offset_of!(q4vk_tune_desc, prefill_m_count);
     const NAME: &'static str = "q4vk_tune_desc";
+}
+
+/// A tile of the SIMT GEMM: invocations along rows and along tokens, rows and tokens per
+/// invocation (a workgroup computes `row_invocations · rows_per_invocation` rows by
+/// `token_invocations · tokens_per_invocation` tokens).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct q4vk_gemm_tile {
+    /// Invocations along rows.
+    pub row_invocations: u32,
+    /// Invocations along tokens.
+    pub token_invocations: u32,
+    /// Rows per invocation.
+    pub rows_per_invocation: u32,
+    /// Tokens per invocation.
+    pub tokens_per_invocation: u32,
+}
+
+impl From<GemmTile> for q4vk_gemm_tile {
+    fn from(t: GemmTile) -> q4vk_gemm_tile {
+        q4vk_gemm_tile {
+            row_invocations: t.tx,
+            token_invocations: t.ty,
+            rows_per_invocation: t.rn,
+            tokens_per_invocation: t.rm,
+        }
+    }
+}
+
+/// What `q4vk_context_tune` found for the SIMT GEMM's tile at one prefill m.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct q4vk_tuned_gemm {
+    /// The prefill m timed.
+    pub m: u32,
+    /// Tiles timed on every shape that runs the SIMT GEMM at `m` (the baseline included).
+    pub candidates_timed: u32,
+    /// The tile calls from `m` take: the chosen one, or `table_tile` where it was kept.
+    pub tile: q4vk_gemm_tile,
+    /// The device row's tile at `m`, where the candidates start (the baseline is the row's
+    /// rules, which take a smaller tile on matrices this one would leave the GPU idle on).
+    pub table_tile: q4vk_gemm_tile,
+    /// As `time_vs_table`, of `tile` over the shapes timed at `m`.
+    pub time_vs_table: f64,
+}
+
+impl From<&GemmTunedAt> for q4vk_tuned_gemm {
+    fn from(g: &GemmTunedAt) -> q4vk_tuned_gemm {
+        q4vk_tuned_gemm {
+            m: g.m,
+            candidates_timed: g.timed as u32,
+            tile: g.chosen.unwrap_or(g.table).into(),
+            table_tile: g.table.into(),
+            time_vs_table: g.time_vs_table,
+        }
+    }
 }
 
 /// What `q4vk_context_tune` found. The caller sets `struct_size = sizeof(q4vk_tune_info)`;
@@ -176,7 +247,18 @@ pub struct q4vk_tune_info {
     pub reserved1: u32,
     /// As `time_vs_table`, of the integer dot-product GEMV over its calls.
     pub int_dot_time_vs_table: f64,
+    /// Entries of `gemm` written: the prefill m at which some shape ran the SIMT GEMM (0
+    /// where none did: no prefill m asked, or the context runs another GEMM there, such
+    /// as the tensor-core one).
+    pub gemm_count: u32,
+    /// Always 0.
+    pub reserved2: u32,
+    /// The SIMT GEMM's tile per prefill m timed, ascending m; entries past `gemm_count`
+    /// are zero.
+    pub gemm: [q4vk_tuned_gemm; 4],
 }
+
+const _: () = assert!(MAX_GEMM_MS == 4);
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and a double.
 unsafe impl VersionedStruct for q4vk_tune_info {
@@ -184,8 +266,8 @@ unsafe impl VersionedStruct for q4vk_tune_info {
     const NAME: &'static str = "q4vk_tune_info";
 }
 
-/// Fills `desc` with the defaults: 2000 ms, the default shapes and m, 64 MiB of copies.
-/// NULL is ignored.
+/// Fills `desc` with the defaults: 2000 ms, the default shapes and m, 64 MiB of copies, the
+/// SIMT GEMM's tile timed at m = 64. NULL is ignored.
 ///
 /// # Safety
 /// `desc` must be NULL or point to a writable `q4vk_tune_desc`.
@@ -199,6 +281,9 @@ pub unsafe extern "C" fn q4vk_tune_desc_default(desc: *mut q4vk_tune_desc) {
         shapes: std::ptr::null(),
         ms: std::ptr::null(),
         cold_bytes: 0,
+        prefill_m_count: DEFAULT_PREFILL_MS.len() as u32,
+        reserved0: 0,
+        prefill_ms: DEFAULT_PREFILL_MS.as_ptr(),
     };
     let _ = guard("q4vk_tune_desc_default", || {
         // SAFETY: `desc` is NULL (skipped) or writable (caller's contract).
@@ -209,7 +294,8 @@ pub unsafe extern "C" fn q4vk_tune_desc_default(desc: *mut q4vk_tune_desc) {
 /// The options `d` asks for.
 ///
 /// # Safety
-/// `d.shapes` and `d.ms` readable for their counts where the counts are not 0.
+/// `d.shapes`, `d.ms` and `d.prefill_ms` readable for their counts where the counts are
+/// not 0.
 unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
     let shapes = match d.shape_count {
         0 => TuneOptions::DEFAULT_SHAPES.to_vec(),
@@ -224,10 +310,21 @@ unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
         // SAFETY: `m_count` readable values (contract).
         count => unsafe { in_slice(d.ms, count as usize, "desc->ms") }?.to_vec(),
     };
+    let prefill_ms = match d.prefill_m_count {
+        0 => Vec::new(),
+        count if count as usize > MAX_GEMM_MS => {
+            return Err(crate::error::invalid!(
+                "desc->prefill_m_count is {count}; at most {MAX_GEMM_MS}"
+            ))
+        }
+        // SAFETY: `prefill_m_count` readable values (contract).
+        count => unsafe { in_slice(d.prefill_ms, count as usize, "desc->prefill_ms") }?.to_vec(),
+    };
     TuneOptions {
         budget: Duration::from_millis(u64::from(d.budget_ms)),
         shapes,
         ms,
+        prefill_ms,
         cold_bytes: match d.cold_bytes {
             0 => TuneOptions::DEFAULT_COLD_BYTES,
             b => b,
@@ -244,19 +341,22 @@ unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
 /// noise, or no shape is of that class); then, where the context runs the integer
 /// dot-product GEMV (x in 8-bit digits) on some of those calls given a workspace, its one
 /// shape for every row length the same way on them, its digits pre-pass timed with it;
-/// then, where a shape's k is a multiple of 256 and an m is at most 4, the one-pass shape
-/// of the GEMV on GGUF blocks (rows per workgroup, pieces per step) the same way on Q4_K
-/// matrices of those shapes. The kernels tuned share the budget equally, in that order;
-/// all go as a blob into `blob`. Store the blob beside the
-/// pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context on
-/// the same device, driver and q4vk version uses those shapes for its SIMT GEMVs; this
-/// context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
+/// then, at each prefill m of `desc` where the context runs the SIMT GEMM on some shape
+/// (prefill without tensor cores), that GEMM's tile the same way (the device row's tile
+/// at that m first, then its neighbours); then, where a shape's k is a multiple of 256 and
+/// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
+/// pieces per step) the same way on Q4_K matrices of those shapes. The kernels tuned share
+/// the budget equally, in that order; all go as a blob into `blob`. Store the blob beside
+/// the pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context
+/// on the same device, driver and q4vk version uses those shapes and tiles for its SIMT
+/// kernels; this context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
 /// NULL to skip) what was found. The SIMT GEMVs are the kernels of GPUs without tensor cores
 /// (and of act-order matrices on those with them); the call holds `desc->cold_bytes` of
 /// device memory while it runs and submits to the context's queue.
 ///
-/// Statuses: `NULL_POINTER` (ctx, desc, blob, blob_written), `INVALID_ARGUMENT` (struct
-/// sizes, a budget of 0, shapes or m out of range), `BUFFER_TOO_SMALL` (`blob_capacity`
+/// Statuses: `NULL_POINTER` (ctx, desc, blob, blob_written, the desc's arrays),
+/// `INVALID_ARGUMENT` (struct sizes, a budget of 0, shapes, m or prefill m out of range),
+/// `BUFFER_TOO_SMALL` (`blob_capacity`
 /// below `Q4VK_TUNING_BLOB_MAX_BYTES`; checked before anything runs), `UNSUPPORTED` (a CPU
 /// context, the portable kernels, an adopted device without a queue),
 /// `OUT_OF_DEVICE_MEMORY`, `VULKAN`, `DEVICE_LOST`. Nothing is written on failure.
@@ -313,6 +413,20 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 found.int_dot_timed
             ),
         );
+        for g in &found.gemm {
+            let tile = |t: GemmTile| format!("({}, {}, {}, {})", t.tx, t.ty, t.rn, t.rm);
+            vk_ctx.logger.log(
+                LEVEL_INFO,
+                &format!(
+                    "tuned: SIMT GEMM from m = {} {} ({:.3} of the table's time; {} tiles timed; the table's {})",
+                    g.m,
+                    g.chosen.map_or("the table's tile".to_string(), |t| format!("tile {}", tile(t))),
+                    g.time_vs_table,
+                    g.timed,
+                    tile(g.table)
+                ),
+            );
+        }
         if let Some(declared) = declared_info {
             let it = found.int_dot_table;
             let i = found.int_dot_chosen.unwrap_or(it);
@@ -364,6 +478,11 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 int_dot_candidates_timed: found.int_dot_timed as u32,
                 reserved1: 0,
                 int_dot_time_vs_table: found.int_dot_time_vs_table,
+                gemm_count: found.gemm.len() as u32,
+                reserved2: 0,
+                gemm: std::array::from_fn(|i| {
+                    found.gemm.get(i).map(Into::into).unwrap_or_default()
+                }),
             };
             // SAFETY: writable for its `struct_size` (contract).
             unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }?;

@@ -10,6 +10,7 @@ pub mod device_class;
 pub mod fragment_shape;
 pub mod overrides;
 pub mod tuned;
+pub mod tuned_gemm;
 pub mod tuning;
 
 pub use device_class::{DeviceClass, Family};

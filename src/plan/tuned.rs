@@ -5,7 +5,8 @@
 //! the next. The blob names the device, driver and q4vk
 //! version it was made with, and a checksum; anything else is refused with the reason.
 
-use super::tuning::{DeviceTuning, SimtGemv};
+use super::tuned_gemm::{TunedGemmTiles, GEMM_MS, MAX_GEMM_MS};
+use super::tuning::{DeviceTuning, GemmTile, SimtGemv};
 use super::DeviceClass;
 
 /// The device, driver and q4vk build a blob belongs to: a blob made with any other is
@@ -104,17 +105,25 @@ pub struct TunedBlob {
     /// Its time against the row's over the cases timed on the integer dot-product GEMV,
     /// as above.
     pub int_dot_time_vs_table: f32,
+    /// The SIMT GEMM's tiles it chose per prefill m timed.
+    pub gemm: TunedGemmTiles,
+    /// Per entry of `gemm`, the chosen tile's time against the row's over the cases timed
+    /// at that m, as above.
+    pub gemm_time_vs_table: [f32; MAX_GEMM_MS],
 }
 
 /// The blob's first bytes.
 const MAGIC: &[u8; 8] = b"Q4VKTUNE";
 /// The blob's layout version.
-const FORMAT: u32 = 5;
+const FORMAT: u32 = 6;
 /// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), then for short
 /// rows and for long rows a shape (20) and its ratio, the blocks GEMV's shape (12) and its
 /// ratio, whether the integer dot-product GEMV's shape was chosen (4), that shape (20) and
-/// its ratio, checksum (8).
-const BLOB_BYTES: usize = 160;
+/// its ratio, the count of the SIMT GEMM's tiles (4) and [`MAX_GEMM_MS`] of them (m, the
+/// tile's four counts in a byte each or 0 for the row's, ratio: 12 each), checksum (8).
+const BLOB_BYTES: usize = 212;
+/// Where the SIMT GEMM's tiles start.
+const GEMM_AT: usize = 152;
 /// Where the checksum starts.
 const CHECKSUM_AT: usize = BLOB_BYTES - 8;
 /// The q4vk version a blob (tuning or matrix) is made with and must match, NUL-padded.
@@ -133,7 +142,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 impl TunedBlob {
-    /// The blob's bytes (160, little-endian).
+    /// The blob's bytes (212, little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOB_BYTES);
         b.extend_from_slice(MAGIC);
@@ -161,6 +170,17 @@ impl TunedBlob {
             &self.int_dot_gemv.as_ref().map_or([0; 5], shape_words),
         );
         b.extend(self.int_dot_time_vs_table.to_le_bytes());
+        debug_assert_eq!(b.len(), GEMM_AT);
+        let entries = self.gemm.entries();
+        words(&mut b, &[entries.len() as u32]);
+        for i in 0..MAX_GEMM_MS {
+            let (m, tile) = entries.get(i).copied().unwrap_or((0, None));
+            let packed = tile.map_or(0, |t| {
+                u32::from_le_bytes([t.tx, t.ty, t.rn, t.rm].map(|v| v as u8))
+            });
+            words(&mut b, &[m, packed]);
+            b.extend(self.gemm_time_vs_table[i].to_le_bytes());
+        }
         let sum = checksum(&b);
         b.extend(sum.to_le_bytes());
         debug_assert_eq!(b.len(), BLOB_BYTES);
@@ -250,6 +270,36 @@ impl TunedBlob {
             1 => Some(int_dot),
             v => return Err(format!("integer dot-product shape flag {v}: not 0 or 1")),
         };
+        let gemm_count = word(GEMM_AT) as usize;
+        if gemm_count > MAX_GEMM_MS {
+            return Err(format!(
+                "{gemm_count} SIMT GEMM tiles; a blob holds at most {MAX_GEMM_MS}"
+            ));
+        }
+        let mut gemm = Vec::with_capacity(gemm_count);
+        let mut gemm_time_vs_table = [0f32; MAX_GEMM_MS];
+        for (i, ratio) in gemm_time_vs_table.iter_mut().enumerate() {
+            let at = GEMM_AT + 4 + 12 * i;
+            *ratio = f32::from_le_bytes(bytes[at + 8..at + 12].try_into().expect("4 bytes"));
+            if i >= gemm_count {
+                continue;
+            }
+            let m = word(at);
+            if !GEMM_MS.contains(&m) {
+                return Err(format!(
+                    "a SIMT GEMM tile for m = {m}: expected {}..{}",
+                    GEMM_MS.start(),
+                    GEMM_MS.end()
+                ));
+            }
+            let tile = match word(at + 4).to_le_bytes().map(u32::from) {
+                [0, 0, 0, 0] => None,
+                [tx, ty, rn, rm] => Some(GemmTile { tx, ty, rn, rm }),
+            };
+            gemm.push((m, tile));
+        }
+        let gemm = TunedGemmTiles::new(&gemm)
+            .ok_or_else(|| "SIMT GEMM tiles for one m twice".to_string())?;
         Ok(TunedBlob {
             identity: found,
             simt_gemv,
@@ -260,6 +310,8 @@ impl TunedBlob {
             blocks_time_vs_table: f32::from_le_bytes(bytes[120..124].try_into().expect("4 bytes")),
             int_dot_gemv,
             int_dot_time_vs_table,
+            gemm,
+            gemm_time_vs_table,
         })
     }
 }
@@ -408,6 +460,20 @@ mod tests {
                 word_lanes: false,
             }),
             int_dot_time_vs_table: 0.6,
+            gemm: TunedGemmTiles::new(&[
+                (
+                    64,
+                    Some(GemmTile {
+                        tx: 16,
+                        ty: 4,
+                        rn: 8,
+                        rm: 8,
+                    }),
+                ),
+                (512, None),
+            ])
+            .unwrap(),
+            gemm_time_vs_table: [0.5, 1.0, 0.0, 0.0],
         }
     }
 
@@ -427,11 +493,11 @@ mod tests {
             let e = TunedBlob::decode(b, id).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&bytes[..40], &identity(), "160");
+        refused(&bytes[..40], &identity(), "212");
         refused(&bytes[..12], &identity(), "not a q4vk tuning blob");
         let mut older = bytes.clone();
-        older[8] = 4;
-        refused(&older, &identity(), "blob format 4");
+        older[8] = 5;
+        refused(&older, &identity(), "blob format 5");
         // Every byte is covered: a flip anywhere is refused.
         for i in 0..BLOB_BYTES {
             let mut bad = bytes.clone();
@@ -467,6 +533,19 @@ mod tests {
                 ..blob()
             };
             refused(&odd.encode(), &identity(), "not a shape it takes");
+        }
+        // SIMT GEMM tiles: more than a blob holds, an m out of range, one m twice.
+        let mut many = blob().encode();
+        many[GEMM_AT] = 5;
+        let sum = checksum(&many[..CHECKSUM_AT]);
+        many[CHECKSUM_AT..].copy_from_slice(&sum.to_le_bytes());
+        refused(&many, &identity(), "at most 4");
+        for (m, why) in [(8, "m = 8"), (64, "twice")] {
+            let mut odd = blob().encode();
+            odd[GEMM_AT + 16..GEMM_AT + 20].copy_from_slice(&(m as u32).to_le_bytes());
+            let sum = checksum(&odd[..CHECKSUM_AT]);
+            odd[CHECKSUM_AT..].copy_from_slice(&sum.to_le_bytes());
+            refused(&odd, &identity(), why);
         }
     }
 

@@ -14,6 +14,7 @@ use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
 use crate::plan::tuned::{runnable, TunedBlob};
+use crate::plan::tuned_gemm::gemm_tile_runnable;
 use crate::plan::Overrides;
 use ash::vk;
 use std::ffi::CString;
@@ -250,7 +251,18 @@ impl Context {
                     .find(|s| !runnable(s, &class))
                 {
                     Some(s) => Err(format!("its shape {s:?} does not run on this device")),
-                    None => Ok(b),
+                    None => match b
+                        .gemm
+                        .entries()
+                        .iter()
+                        .filter_map(|&(_, t)| t)
+                        .find(|t| !gemm_tile_runnable(t, &class))
+                    {
+                        Some(t) => Err(format!(
+                            "its SIMT GEMM tile {t:?} does not run on this device"
+                        )),
+                        None => Ok(b),
+                    },
                 },
             };
             let said = match taken {
@@ -271,8 +283,10 @@ impl Context {
                         }
                         None => "the table's".into(),
                     };
+                    rules.simt_gemm_tuned = b.gemm;
+                    let gemm = gemm_tiles_said(&b);
                     format!(
-                        "used: SIMT GEMV on short rows {} ({:.3} of the table's time where tuned), on long rows {} ({:.3} of the table's time where tuned); GEMV on GGUF blocks {} ({:.3} of the table's time where tuned); integer dot-product GEMV {int_dot}",
+                        "used: SIMT GEMV on short rows {} ({:.3} of the table's time where tuned), on long rows {} ({:.3} of the table's time where tuned); GEMV on GGUF blocks {} ({:.3} of the table's time where tuned); integer dot-product GEMV {int_dot}; SIMT GEMM {gemm}",
                         b.simt_gemv,
                         b.time_vs_table,
                         b.long_rows,
@@ -448,6 +462,27 @@ impl Context {
             "subgroup"
         }
     }
+}
+
+/// The SIMT GEMM's tiles of a tuning blob in words, for its log line: per m timed, the tile
+/// and its time against the table's, or the table's.
+fn gemm_tiles_said(b: &TunedBlob) -> String {
+    let entries = b.gemm.entries();
+    if entries.is_empty() {
+        return "the table's tiles (no prefill m timed)".into();
+    }
+    let said: Vec<String> = entries
+        .iter()
+        .zip(b.gemm_time_vs_table)
+        .map(|(&(m, tile), ratio)| match tile {
+            Some(t) => format!(
+                "from m = {m} tile ({}, {}, {}, {}) ({ratio:.3} of the table's time)",
+                t.tx, t.ty, t.rn, t.rm
+            ),
+            None => format!("from m = {m} the table's tile"),
+        })
+        .collect();
+    said.join(", ")
 }
 
 /// Applies the context's fixed SIMT GEMV shape (`ContextConfig::tuning`, `unroll`, `split`)

@@ -492,8 +492,9 @@ fn tile_name(t: GemmTile) -> String {
     )
 }
 
-/// The SIMT GEMM's tile for a call at `m` on `form`: the caller's fixed one, else the
-/// device row's (`DeviceTuning::simt_gemm_tiles`; `blocks_gemm_tiles` on GGUF blocks), or [`GEMM_TILE`] where that exceeds the device's
+/// The SIMT GEMM's tile for a call at `m` on `form`: the caller's fixed one, else a tuning
+/// blob's for that m (`Rules::simt_gemm_tuned`, not on GGUF blocks) or the device row's
+/// (`DeviceTuning::simt_gemm_tiles`; `blocks_gemm_tiles` on GGUF blocks), or [`GEMM_TILE`] where that exceeds the device's
 /// workgroup or shared memory, or where a GPU's larger tile (past m = 32) would give the
 /// call fewer than half of [`gemm_groups_wanted`] workgroups (a larger tile is faster per
 /// workgroup, but not where it leaves SMs idle); `Unsupported` where the tile does not fit
@@ -501,11 +502,13 @@ fn tile_name(t: GemmTile) -> String {
 fn simt_gemm_tile(r: &Rules, form: &MatrixForm, m: u32) -> Result<GemmTile> {
     let info = &r.class;
     let t = r.overrides().gemm_tile.unwrap_or_else(|| {
-        let tiles = match form.blocks {
-            Some(_) => &r.row.blocks_gemm_tiles,
-            None => &r.row.simt_gemm_tiles,
+        let chosen = match form.blocks {
+            Some(_) => r.row.blocks_gemm_tiles.for_m(m),
+            None => r
+                .simt_gemm_tuned
+                .tile_for(m)
+                .unwrap_or_else(|| r.row.simt_gemm_tiles.for_m(m)),
         };
-        let chosen = tiles.for_m(m);
         let too_few = !info.cpu
             && chosen.tokens() > GEMM_TILE.tokens()
             && 2 * gemm_workgroups(form, chosen, m) < gemm_groups_wanted(r);
@@ -707,7 +710,7 @@ impl Choice {
     /// the f32 SIMT GEMV where the rules' SIMT shapes are tuned, the integer dot-product
     /// GEMV where its shape is (on x rounded to bytes, where the row gives that no shapes of
     /// its own), the GEMV on GGUF blocks on x in one pass of up to 4 rows where its shape
-    /// is.
+    /// is, the SIMT GEMM where it runs the tile a blob chose for that m.
     pub fn shape_tuned(&self, r: &Rules, m: u32) -> bool {
         match self.kernel {
             KernelChoice::SimtGemv { key, .. } => match (key.dot, key.x_bytes) {
@@ -717,6 +720,9 @@ impl Choice {
             },
             KernelChoice::BlocksGemv { key, .. } => {
                 r.blocks_tuned && !key.dot && key.m == m && m <= BLOCKS_MAX_M
+            }
+            KernelChoice::SimtGemm(key) => {
+                r.overrides().gemm_tile.is_none() && r.simt_gemm_tuned.tile_for(m) == Some(key.tile)
             }
             _ => false,
         }
@@ -1490,6 +1496,44 @@ mod tests {
         d.int_dot_simt = Some(d.simt);
         d.int_dot_tuned = true;
         assert_eq!(tuned(&d), [false, true, true]);
+    }
+
+    #[test]
+    fn the_simt_gemm_says_tuned_where_it_runs_the_tile_a_blob_chose_for_its_m() {
+        use crate::plan::tuned_gemm::TunedGemmTiles;
+        use crate::plan::{GemmTile, GEMM_TILE};
+        use crate::vk::pipeline::GemmKey;
+        let tile = GemmTile {
+            tx: 8,
+            ty: 8,
+            rn: 4,
+            rm: 4,
+        };
+        let choice = |tile| Choice {
+            kernel: KernelChoice::SimtGemm(GemmKey {
+                tile,
+                zeros: false,
+                scale_f32: false,
+                x_f16: false,
+                offsets: false,
+                k_order: false,
+                ksplit: 1,
+            }),
+            prepass: None,
+            workspace_bytes: 0,
+        };
+        let mut r = rules(&crate::plan::tuning::NVIDIA);
+        assert!(!choice(tile).shape_tuned(&r, 64));
+        r.simt_gemm_tuned = TunedGemmTiles::new(&[(32, Some(tile)), (128, None)]).unwrap();
+        assert!(choice(tile).shape_tuned(&r, 64));
+        // Below the first m timed, and from the m where the row's tile was kept.
+        assert!(!choice(tile).shape_tuned(&r, 16));
+        assert!(!choice(tile).shape_tuned(&r, 128));
+        // The fallback tile ran (the blob's would leave the GPU too few workgroups).
+        assert!(!choice(GEMM_TILE).shape_tuned(&r, 64));
+        // The caller's fixed tile, even where it is the blob's.
+        r.set_overrides(|o| o.gemm_tile = Some(tile)).unwrap();
+        assert!(!choice(tile).shape_tuned(&r, 64));
     }
 
     #[test]

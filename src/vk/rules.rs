@@ -6,6 +6,7 @@
 use super::pipeline::Tuning;
 use crate::error::Result;
 use crate::plan::tuned::BlocksGemvShape;
+use crate::plan::tuned_gemm::TunedGemmTiles;
 use crate::plan::{DeviceClass, DeviceTuning, FragmentShape, Overrides};
 
 /// The integer dot-product GEMV's shapes on x rounded to bytes, by the matrix's class as
@@ -78,6 +79,10 @@ pub struct Rules {
     pub blocks_gemv: BlocksGemvShape,
     /// `blocks_gemv` came from a tuning blob.
     pub blocks_tuned: bool,
+    /// The SIMT GEMM's tiles a tuning blob chose per prefill m (on the SIMT layout; none
+    /// without a blob): where one applies to a call's m it replaces the row's
+    /// (`DeviceTuning::simt_gemm_tiles`).
+    pub simt_gemm_tuned: TunedGemmTiles,
     /// The fragment shape of the tensor-core GEMM on the SIMT layout
     /// (`vk::coop_tiles`), where the device offers a usable one and the context enabled
     /// cooperative matrices.
@@ -129,6 +134,7 @@ impl Rules {
             int_dot_tuned: false,
             blocks_gemv: BlocksGemvShape::of_row(row),
             blocks_tuned: false,
+            simt_gemm_tuned: TunedGemmTiles::default(),
             coop_tiles: None,
             coop_fragments: false,
             overrides: Overrides::default(),

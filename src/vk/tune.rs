@@ -6,15 +6,17 @@
 //! against the row's over the class's cases) goes into a blob (`plan::tuned::TunedBlob`)
 //! that a later context takes. Then the same for the integer dot-product GEMV's shape on x
 //! in digits (one for every row length; its digits pre-pass timed with it), where the
-//! context runs that GEMV, and for the GEMV on GGUF blocks' one-pass shape
-//! (`plan::tuned::blocks_candidates`), on Q4_K matrices of the shapes.
+//! context runs that GEMV; for the SIMT GEMM's tile at each prefill m timed
+//! (`plan::tuned_gemm::gemm_candidates`), where the context runs that GEMM there; and for
+//! the GEMV on GGUF blocks' one-pass shape (`plan::tuned::blocks_candidates`), on Q4_K
+//! matrices of the shapes.
 
 use super::context::Context;
 use super::gemv_plan::{decide, Choice, KernelChoice, Room};
 use super::matrix::{upload, DeviceMatrix, UploadRoute};
 use super::memory::{Buffer, MemoryKind};
 use super::params::{BufferRange, GemvParams, MAX_M};
-use super::pipeline::{BlocksKey, PipelineKey, Tuning, BLOCKS_MAX_M};
+use super::pipeline::{BlocksKey, GemmKey, PipelineKey, Tuning, BLOCKS_MAX_M};
 use super::record::{record_resolved, CallPlan};
 use super::rules::Rules;
 use super::submit::record_barrier;
@@ -24,7 +26,8 @@ use crate::import::gguf_blocks::BlockType;
 use crate::plan::tuned::{
     blocks_candidates, candidates, has_long_rows, BlocksGemvShape, TunedBlob,
 };
-use crate::plan::tuning::SimtGemv;
+use crate::plan::tuned_gemm::{gemm_candidates, TunedGemmTiles, GEMM_MS, MAX_GEMM_MS};
+use crate::plan::tuning::{GemmTile, SimtGemv};
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
 use std::borrow::Cow;
@@ -36,13 +39,16 @@ use std::time::{Duration, Instant};
 pub struct TuneOptions {
     /// Wall-clock budget: no candidate starts past it (the row's shapes are always timed).
     /// The kernels tuned (the f32 SIMT GEMV; the integer dot-product GEMV where some case
-    /// runs it; the GEMV on GGUF blocks where some case is on blocks) take equal shares of
-    /// it in that order.
+    /// runs it; the SIMT GEMM where some case runs it at a prefill m; the GEMV on GGUF
+    /// blocks where some case is on blocks) take equal shares of it in that order.
     pub budget: Duration,
     /// Matrix shapes (n, k) timed, each a multiple of 128 in k.
     pub shapes: Vec<(u64, u64)>,
     /// Activation rows timed on each (1..=8).
     pub ms: Vec<u32>,
+    /// Activation rows (prefill m, in `plan::tuned_gemm::GEMM_MS`) the SIMT GEMM's tile is
+    /// timed at on each shape, 0..=4 values.
+    pub prefill_ms: Vec<u32>,
     /// Bytes of weight copies each case rotates through (the cache the calls must miss).
     pub cold_bytes: u64,
 }
@@ -54,11 +60,14 @@ impl TuneOptions {
         [(1536, 1536), (256, 1536), (8960, 1536), (1536, 8960)];
     /// A decode step and a few sequences at once.
     pub(crate) const DEFAULT_MS: [u32; 2] = [1, 8];
+    /// A prompt's chunk.
+    pub(crate) const DEFAULT_PREFILL_MS: [u32; 1] = [64];
     /// Larger than the last-level caches of phone and desktop GPUs.
     pub(crate) const DEFAULT_COLD_BYTES: u64 = 64 << 20;
 
     /// Checks the options: a budget, 1..=64 shapes of 1..=65536 rows and k a multiple of 128
-    /// up to 65536, 1..=8 values of m each 1..=8, cold bytes up to 1 GiB.
+    /// up to 65536, 1..=8 values of m each 1..=8, up to 4 distinct prefill m in
+    /// `GEMM_MS`, cold bytes up to 1 GiB.
     pub fn checked(self) -> Result<TuneOptions> {
         if self.budget.is_zero() {
             return Err(invalid!("a tuning budget of 0 ms"));
@@ -83,6 +92,20 @@ impl TuneOptions {
             return Err(invalid!(
                 "tuning m values {:?}: expected 1..8 values of 1..{MAX_M}",
                 self.ms
+            ));
+        }
+        let mut prefill = self.prefill_ms.clone();
+        prefill.sort_unstable();
+        prefill.dedup();
+        if self.prefill_ms.len() > MAX_GEMM_MS
+            || prefill.len() != self.prefill_ms.len()
+            || self.prefill_ms.iter().any(|m| !GEMM_MS.contains(m))
+        {
+            return Err(invalid!(
+                "tuning prefill m values {:?}: expected up to {MAX_GEMM_MS} distinct values of {}..{}",
+                self.prefill_ms,
+                GEMM_MS.start(),
+                GEMM_MS.end()
             ));
         }
         if self.cold_bytes > 1 << 30 {
@@ -141,8 +164,28 @@ pub struct TuneOutcome {
     /// included; 0 where none did: the context does not run it, or no case's m and size
     /// does).
     pub int_dot_timed: usize,
+    /// The SIMT GEMM's tile per prefill m at which some case runs it, ascending m.
+    pub gemm: Vec<GemmTunedAt>,
     /// The blob a later context takes (`ContextConfig::tuned_blob`).
     pub blob: Vec<u8>,
+}
+
+/// What tuning the SIMT GEMM's tile found at one prefill m.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GemmTunedAt {
+    /// The m timed.
+    pub m: u32,
+    /// The device row's tile at `m` (`DeviceTuning::simt_gemm_tiles`), where the
+    /// candidates start; the baseline is the row's rules, which run `GEMM_TILE` instead on
+    /// matrices where this tile leaves the GPU too few workgroups.
+    pub table: GemmTile,
+    /// The chosen tile; `None` where the row's was kept (no candidate faster by more than
+    /// the noise margin).
+    pub chosen: Option<GemmTile>,
+    /// Its time against the row's rules (geometric mean over the cases; 1 where kept).
+    pub time_vs_table: f64,
+    /// Tiles timed on every case (the row's included).
+    pub timed: usize,
 }
 
 /// A candidate must beat the row's shape by this factor to replace it (timing noise).
@@ -157,6 +200,33 @@ const WARM_CHAINS: usize = 2;
 /// How long the row's shape runs, untimed, before anything is timed: a GPU that was idle
 /// raises its clocks over milliseconds, not within one chain.
 const WARM_UP: Duration = Duration::from_millis(50);
+
+/// How a case is built: rows of x and y, most copies of the matrix, fewest calls per
+/// chain.
+#[derive(Debug, Clone, Copy)]
+struct CaseSize {
+    rows: u32,
+    copies: usize,
+    calls: usize,
+}
+
+/// The GEMVs' cases: up to 8 rows, as many copies as the cold bytes hold (up to 64), chains
+/// of at least 16 calls (a decoder step's matrices in a row).
+const GEMV_CASE: CaseSize = CaseSize {
+    rows: MAX_M,
+    copies: 64,
+    calls: 16,
+};
+
+/// The SIMT GEMM's cases for up to `rows` tokens: a call reads each weight once for many
+/// tokens, so a few copies and short chains suffice (a prefill call is long).
+fn gemm_case(rows: u32) -> CaseSize {
+    CaseSize {
+        rows,
+        copies: 4,
+        calls: 4,
+    }
+}
 
 /// A timed case: rotated copies of one matrix, x and y, and the calls per submission.
 struct Case {
@@ -211,7 +281,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         .shapes
         .iter()
         .enumerate()
-        .map(|(i, &(n, k))| make_case(ctx, n, k, opts, i as u64))
+        .map(|(i, &(n, k))| make_case(ctx, (n, k), opts, i as u64, GEMV_CASE))
         .collect::<Result<Vec<_>>>()?;
     // The shapes and m the GEMV on blocks is timed on (after the SIMT GEMV's cases are
     // freed); the SIMT GEMV's candidates stop at half the budget where there are any.
@@ -232,11 +302,19 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         true => int_dot_calls(&int_dot_rules, &cases, &opts.ms)?,
         false => Vec::new(),
     };
+    // The calls the SIMT GEMM runs at the prefill m under the row's rules.
+    let gemm_calls = gemm_calls(&int_dot_rules, &cases, &opts.prefill_ms)?;
     // Equal shares of the budget: each kernel's candidates stop at the end of its own.
-    let phases = 1 + u32::from(!int_dot_calls.is_empty()) + u32::from(!blocks_shapes.is_empty());
-    let share = opts.budget / phases;
+    let [has_int_dot, has_gemm, has_blocks] = [
+        !int_dot_calls.is_empty(),
+        !gemm_calls.is_empty(),
+        !blocks_shapes.is_empty(),
+    ]
+    .map(u32::from);
+    let share = opts.budget / (1 + has_int_dot + has_gemm + has_blocks);
     let simt_budget = share;
-    let int_dot_budget = share * (1 + u32::from(!int_dot_calls.is_empty()));
+    let int_dot_budget = share * (1 + has_int_dot);
+    let gemm_window = (int_dot_budget, share * has_gemm);
     // One timestamp pool for every timing (reset at each).
     let timer = GpuTimer::for_queue(ctx, 2 * REPEATS as u32)?;
     // Candidates that resolve to the same kernels on a case (a workgroup shrunk to a short
@@ -321,6 +399,13 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         (started, int_dot_budget),
     )?;
     drop(cases);
+    let gemm = tune_gemm(
+        ctx,
+        timer.as_ref(),
+        &gemm_calls,
+        (&int_dot_rules, opts),
+        (started, gemm_window),
+    )?;
     let blocks_cases = blocks_shapes
         .iter()
         .map(|&(i, (n, k))| make_blocks_case(ctx, n, k, opts, i as u64))
@@ -342,6 +427,11 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         blocks_time_vs_table: blocks.ratio as f32,
         int_dot_gemv: int_dot.chosen,
         int_dot_time_vs_table: int_dot.ratio as f32,
+        gemm: TunedGemmTiles::new(&gemm.iter().map(|g| (g.m, g.chosen)).collect::<Vec<_>>())
+            .ok_or_else(|| Error::Internal("tuned SIMT GEMM tiles for one m twice".into()))?,
+        gemm_time_vs_table: std::array::from_fn(|i| {
+            gemm.get(i).map_or(0.0, |g| g.time_vs_table as f32)
+        }),
     }
     .encode();
     Ok(TuneOutcome {
@@ -361,18 +451,20 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         int_dot_chosen: int_dot.chosen,
         int_dot_time_vs_table: int_dot.ratio,
         int_dot_timed: int_dot.timed,
+        gemm,
         blob,
     })
 }
 
-/// `ctx`'s rules with the device row's shapes for the SIMT GEMV and the integer
-/// dot-product GEMV (not a blob's): the baseline every candidate is timed against.
+/// `ctx`'s rules with the device row's shapes for the SIMT GEMV, the integer dot-product
+/// GEMV and the SIMT GEMM (not a blob's): the baseline every candidate is timed against.
 fn row_rules(ctx: &Context) -> Rules {
     let row = ctx.rules.row;
     let mut rules = ctx.rules;
     rules.simt = tuning_of(ctx, row.short_rows_simt_gemv());
     rules.simt_long_rows = tuning_of(ctx, &row.simt_gemv);
     rules.int_dot_simt = row.int_dot_gemv.as_ref().map(|s| tuning_of(ctx, s));
+    rules.simt_gemm_tuned = TunedGemmTiles::default();
     rules
 }
 
@@ -586,6 +678,111 @@ fn int_dot_choice(
     }
 }
 
+/// The calls (case index, m) of `cases` at each of `ms` that `rules` run on the SIMT GEMM
+/// given the workspace they ask, with its bytes.
+fn gemm_calls(rules: &Rules, cases: &[Case], ms: &[u32]) -> Result<Vec<(usize, u32, u64)>> {
+    let mut calls = Vec::new();
+    for (c, case) in cases.iter().enumerate() {
+        for &m in ms {
+            let choice = case_choice(rules, case, m, Room::AsNeeded)?;
+            if let KernelChoice::SimtGemm(_) = choice.kernel {
+                calls.push((c, m, choice.workspace_bytes));
+            }
+        }
+    }
+    Ok(calls)
+}
+
+/// Times the SIMT GEMM's tiles on `calls` (case index into `opts.shapes`, m, workspace
+/// bytes), on new cases of those shapes with x and y for the largest m: per m, the row's
+/// rules (`rules`), then `plan::tuned_gemm::gemm_candidates` around the row's tile at that
+/// m as the tile from that m ([`Timing::candidates`], each m within an equal part of the
+/// `window` (start, length) after `started`); the fastest by the geometric mean of its
+/// time against the row's rules over the cases.
+fn tune_gemm(
+    ctx: &Context,
+    timer: Option<&GpuTimer>,
+    calls: &[(usize, u32, u64)],
+    (rules, opts): (&Rules, &TuneOptions),
+    (started, (from, length)): (Instant, (Duration, Duration)),
+) -> Result<Vec<GemmTunedAt>> {
+    let mut ms: Vec<u32> = calls.iter().map(|&(_, m, _)| m).collect();
+    ms.sort_unstable();
+    ms.dedup();
+    let Some(&most) = ms.last() else {
+        return Ok(Vec::new());
+    };
+    let mut shapes: Vec<usize> = calls.iter().map(|&(c, _, _)| c).collect();
+    shapes.sort_unstable();
+    shapes.dedup();
+    let cases = shapes
+        .iter()
+        .map(|&i| make_case(ctx, opts.shapes[i], opts, i as u64, gemm_case(most)))
+        .collect::<Result<Vec<_>>>()?;
+    let bytes = calls.iter().map(|&(_, _, b)| b).max().unwrap_or(0);
+    let workspace = match bytes {
+        0 => None,
+        _ => Some(Buffer::new(
+            &ctx.device,
+            bytes,
+            MemoryKind::Device,
+            "q4vk tuning workspace",
+        )?),
+    };
+    let mut found = Vec::with_capacity(ms.len());
+    for (i, &m) in ms.iter().enumerate() {
+        let at: Vec<(usize, u32)> = calls
+            .iter()
+            .filter(|&&(_, cm, _)| cm == m)
+            .map(|&(c, _, _)| (shapes.binary_search(&c).expect("a case per shape"), m))
+            .collect();
+        let table = rules.row.simt_gemm_tiles.for_m(m);
+        let timing = Timing {
+            ctx,
+            timer,
+            cases: &cases,
+            calls: &at,
+            workspace: workspace.as_ref(),
+            deadline: (started, from + length * (i as u32 + 1) / ms.len() as u32),
+        };
+        // The row's rules, then each candidate but the row's tile as the tile from m.
+        let tiles = std::iter::once(None).chain(
+            gemm_candidates(&table, m, &rules.class)
+                .into_iter()
+                .skip(1)
+                .map(Some),
+        );
+        let timed = timing.candidates(tiles, |tile, case, m| {
+            let mut tile_rules = *rules;
+            if let Some(t) = tile {
+                tile_rules.simt_gemm_tuned = TunedGemmTiles::new(&[(m, Some(*t))]).expect("one m");
+            }
+            gemm_choice(&tile_rules, case, m)
+        })?;
+        let (chosen, ratio) = fastest(&timed).unwrap_or((None, 1.0));
+        found.push(GemmTunedAt {
+            m,
+            table,
+            chosen,
+            time_vs_table: ratio,
+            timed: timed.len(),
+        });
+    }
+    Ok(found)
+}
+
+/// The choice for `m` rows on `case` under `rules` given a workspace and its SIMT GEMM key;
+/// an internal error for any other kernel.
+fn gemm_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, GemmKey)> {
+    let choice = case_choice(rules, case, m, Room::AsNeeded)?;
+    match choice.kernel {
+        KernelChoice::SimtGemm(key) => Ok((choice, key)),
+        _ => Err(Error::Internal(format!(
+            "tuning the SIMT GEMM at m = {m} resolved to {choice}"
+        ))),
+    }
+}
+
 /// Weights per Q4_K block: a tuning shape's k must be whole blocks for its case on blocks.
 const Q4K_BLOCK: u64 = 256;
 
@@ -646,8 +843,15 @@ fn tune_blocks(
 }
 
 /// The case `index` of shape `n` × `k`: a pseudo-random group-128 matrix uploaded in the
-/// SIMT layout as many times as `opts.cold_bytes` holds (1..=64), and x and y for 8 rows.
-fn make_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> Result<Case> {
+/// SIMT layout as many times as `opts.cold_bytes` holds (1 to `size.copies`), and x and y
+/// for `size.rows` rows.
+fn make_case(
+    ctx: &Context,
+    (n, k): (u64, u64),
+    opts: &TuneOptions,
+    index: u64,
+    size: CaseSize,
+) -> Result<Case> {
     let shape = Q4Shape::new(n, k, 128, 0)?;
     let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (index << 32) ^ n ^ (k << 16);
     let mut next = move || {
@@ -674,7 +878,7 @@ fn make_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> R
     };
     let first = DeviceMatrix::in_layout(ctx, &data, None, None, false, &mut UploadRoute::Queue)?;
     let bytes = first.form.device_bytes().max(1);
-    let copies = opts.cold_bytes.div_ceil(bytes).clamp(1, 64) as usize;
+    let copies = opts.cold_bytes.div_ceil(bytes).clamp(1, size.copies as u64) as usize;
     let mut mats = vec![first];
     for _ in 1..copies {
         mats.push(DeviceMatrix::in_layout(
@@ -686,9 +890,9 @@ fn make_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> R
             &mut UploadRoute::Queue,
         )?);
     }
-    let (x, y) = case_xy(ctx, n, k)?;
+    let (x, y) = case_xy(ctx, n, k, size.rows)?;
     Ok(Case {
-        calls: copies.max(16),
+        calls: copies.max(size.calls),
         mats,
         x,
         y,
@@ -734,7 +938,7 @@ fn make_blocks_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u6
     for _ in 1..copies {
         mats.push(make()?);
     }
-    let (x, y) = case_xy(ctx, n as u64, k as u64)?;
+    let (x, y) = case_xy(ctx, n as u64, k as u64, MAX_M)?;
     Ok(Case {
         calls: copies.max(16),
         mats,
@@ -745,15 +949,18 @@ fn make_blocks_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u6
     })
 }
 
-/// x (8 rows of `k` values) and y (8 rows of `n`) of a tuning case.
-fn case_xy(ctx: &Context, n: u64, k: u64) -> Result<(Buffer, Buffer)> {
-    let x_values: Vec<u8> = (0..MAX_M as u64 * k)
-        .flat_map(|i| (((i % 97) as f32 - 48.0) / 64.0).to_le_bytes())
-        .collect();
+/// x (`rows` rows of `k` values) and y (`rows` rows of `n`) of a tuning case.
+fn case_xy(ctx: &Context, n: u64, k: u64, rows: u32) -> Result<(Buffer, Buffer)> {
+    let bytes = usize::try_from(4 * u64::from(rows) * k)
+        .map_err(|_| Error::OutOfHostMemory(format!("tuning activations of {rows} x {k}")))?;
+    let x_values: Vec<u8> = crate::alloc::collect(
+        (0..bytes).map(|b| (((b / 4 % 97) as f32 - 48.0) / 64.0).to_le_bytes()[b % 4]),
+        "the tuning activations",
+    )?;
     let x = upload(ctx, &x_values, "q4vk tuning x")?;
     let y = Buffer::new(
         &ctx.device,
-        4 * u64::from(MAX_M) * n,
+        4 * u64::from(rows) * n,
         MemoryKind::Device,
         "q4vk tuning y",
     )?;

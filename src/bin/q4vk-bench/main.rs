@@ -528,14 +528,15 @@ fn context(
 }
 
 /// Runs `q4vk_context_tune`'s tuning on `ctx` within `ms` milliseconds, on the table's
-/// shapes (quartered with `--quick`) and its m up to 8, with the table's cold bytes; prints
-/// what it found and returns the blob.
+/// shapes (quartered with `--quick`), its m up to 8 and its prefill m (up to four past 8),
+/// with the table's cold bytes; prints what it found and returns the blob.
 fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
     use q4vk::vk::tune::{tune, TuneOptions};
     let options = TuneOptions {
         budget: std::time::Duration::from_millis(u64::from(ms)),
         shapes: tuning_shapes(opt),
         ms: tuning_ms(opt),
+        prefill_ms: tuning_prefill_ms(opt),
         cold_bytes: opt.cold_bytes,
     }
     .checked()?;
@@ -567,6 +568,18 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
         found.int_dot_table,
         found.int_dot_timed
     );
+    for g in &found.gemm {
+        let tile = |t: q4vk::plan::GemmTile| format!("({}, {}, {}, {})", t.tx, t.ty, t.rn, t.rm);
+        println!(
+            "tuned: SIMT GEMM from m = {} {} at {:.3} of the time of the row's (tile {}; {} tiles timed)",
+            g.m,
+            g.chosen
+                .map_or("the row's tile".to_string(), |t| format!("tile {}", tile(t))),
+            g.time_vs_table,
+            tile(g.table),
+            g.timed
+        );
+    }
     Ok(found.blob)
 }
 
@@ -591,6 +604,16 @@ fn tuning_ms(opt: &Options) -> Vec<u32> {
         true => vec![1, 8],
         false => ms,
     }
+}
+
+/// The prefill m a tuning run times the SIMT GEMM's tile at: the table's past 8 (the first
+/// four).
+fn tuning_prefill_ms(opt: &Options) -> Vec<u32> {
+    let mut ms: Vec<u32> = opt.ms.iter().copied().filter(|&m| m > 8).collect();
+    ms.sort_unstable();
+    ms.dedup();
+    ms.truncate(4);
+    ms
 }
 
 /// `--tune-each MS`: tunes the SIMT GEMV's shape on each shape of the table (quartered with
@@ -620,6 +643,7 @@ fn tuned_each(ctx: &Context, opt: &Options, ms: u32) -> Result<()> {
                 budget: std::time::Duration::from_millis(u64::from(ms)),
                 shapes: vec![(n, k)],
                 ms: vec![m],
+                prefill_ms: Vec::new(),
                 cold_bytes: opt.cold_bytes,
             }
             .checked()?;
