@@ -15,6 +15,7 @@ use q4vk::cpu::reference;
 use q4vk::ffi::context::Q4VK_CONTEXT_NO_COOPMAT;
 use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
+use q4vk::plan::tuned_gemm::gemm_candidates;
 use q4vk::plan::GemmTile;
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
 use q4vk::vk::gemv::{self, runs_gemm, simt_gemv_up_to, BufferRange};
@@ -133,6 +134,34 @@ fn gemm_matches_reference_at_other_tiles() {
     assert_eq!(status, Q4VK_ERROR_UNSUPPORTED);
     assert!(last_error().contains("shared memory"), "{}", last_error());
     unsafe { q4vk_matrix_destroy(mat) };
+}
+
+/// The tiles a tuning run may choose on this device (`plan::tuned_gemm::gemm_candidates`
+/// at m = 512, which allows every token count) compute what the reference does: the first
+/// of each count of invocations along rows and tokens and the first of each count of rows
+/// and tokens per invocation (what the kernel's staging loops depend on; each tile is a
+/// pipeline to build), on a partial tile of rows and whole or partial tiles of tokens.
+#[test]
+fn the_tiles_tuning_may_choose_match_reference() {
+    let mut gpu = simt_gpu(false);
+    let mut rng = Rng(43);
+    let class = gpu.context().rules.class;
+    let all = gemm_candidates(&q4vk::plan::GEMM_TILE, 512, &class);
+    let mut tiles: Vec<GemmTile> = Vec::new();
+    for t in &all {
+        let new_grid = !tiles.iter().any(|s| (s.tx, s.ty) == (t.tx, t.ty));
+        let new_block = !tiles.iter().any(|s| (s.rn, s.rm) == (t.rn, t.rm));
+        if new_grid || new_block {
+            tiles.push(*t);
+        }
+    }
+    assert!(tiles.len() >= 8, "{tiles:?} of {all:?}");
+    for t in tiles {
+        gpu.context_mut()
+            .set_overrides(|o| o.gemm_tile = Some(t))
+            .unwrap();
+        run_cases(&gpu, &mut rng, &GEMM_CASES[4..5]);
+    }
 }
 
 /// K groups (several groups of a tile's invocations in one workgroup, taking interleaved
