@@ -260,15 +260,22 @@ int main(int argc, char **argv) {
                      ti.int_dot_split == ti.int_dot_table_split &&
                      ti.int_dot_word_lanes == ti.int_dot_table_word_lanes)),
                "tuning reports the integer dot-product GEMV's shape");
-        /* The default desc times the SIMT GEMM's tile at m = 64 where the context runs that
-           GEMM there (not where its GEMM at m = 64 is the tensor-core one). */
-        expect(ti.reserved2 == 0 && ti.gemm_count <= 1 &&
-                   (ti.gemm_count == 0 ||
-                    (ti.gemm[0].m == 64 && ti.gemm[0].candidates_timed >= 1 && ti.gemm[0].time_vs_table > 0.0 &&
-                     ti.gemm[0].time_vs_table <= 1.0 && ti.gemm[0].table_tile.rows_per_invocation >= 4 &&
-                     ti.gemm[0].tile.tokens_per_invocation >= 4)) &&
-                   ti.gemm[1].m == 0,
-               "tuning reports the SIMT GEMM's tile at the default prefill m");
+        /* The default desc times the tiles of the SIMT GEMM and of the GEMM on GGUF blocks
+           at m = 64 where the context runs them there (not where its GEMM at m = 64 is the
+           tensor-core one). */
+        const q4vk_tuned_gemm *gemms[2] = {ti.gemm, ti.blocks_gemm};
+        const uint32_t counts[2] = {ti.gemm_count, ti.blocks_gemm_count};
+        for (int g = 0; g < 2; g++) {
+            const q4vk_tuned_gemm *t = gemms[g];
+            expect(ti.reserved2 == 0 && ti.reserved3 == 0 && counts[g] <= 1 &&
+                       (counts[g] == 0 ||
+                        (t[0].m == 64 && t[0].candidates_timed >= 1 && t[0].time_vs_table > 0.0 &&
+                         t[0].time_vs_table <= 1.0 && t[0].table_tile.rows_per_invocation >= 4 &&
+                         t[0].tile.tokens_per_invocation >= 4)) &&
+                       t[1].m == 0,
+                   g ? "tuning reports the GEMM on GGUF blocks' tile at the default prefill m"
+                     : "tuning reports the SIMT GEMM's tile at the default prefill m");
+        }
     }
     api.context_destroy(ctx);
     log_state log2 = {0};

@@ -916,11 +916,12 @@ typedef struct q4vk_gemm_tile {
   uint32_t tokens_per_invocation;
 } q4vk_gemm_tile;
 
-// What `q4vk_context_tune` found for the SIMT GEMM's tile at one prefill m.
+// What `q4vk_context_tune` found for the tile of the SIMT GEMM or of the GEMM on GGUF
+// blocks at one prefill m.
 typedef struct q4vk_tuned_gemm {
   // The prefill m timed.
   uint32_t m;
-  // Tiles timed on every shape that runs the SIMT GEMM at `m` (the baseline included).
+  // Tiles timed on every shape that runs that GEMM at `m` (the baseline included).
   uint32_t candidates_timed;
   // The tile calls from `m` take: the chosen one, or `table_tile` where it was kept.
   struct q4vk_gemm_tile tile;
@@ -1062,6 +1063,14 @@ typedef struct q4vk_tune_info {
   // The SIMT GEMM's tile per prefill m timed, ascending m; entries past `gemm_count`
   // are zero.
   struct q4vk_tuned_gemm gemm[4];
+  // Entries of `blocks_gemm` written: the prefill m at which some shape whose k is a
+  // multiple of 256 ran the GEMM on GGUF blocks (timed on Q4_K blocks; 0 where none did,
+  // as `gemm_count`).
+  uint32_t blocks_gemm_count;
+  // Always 0.
+  uint32_t reserved3;
+  // The GEMM on GGUF blocks' tile per prefill m timed, as `gemm`.
+  struct q4vk_tuned_gemm blocks_gemm[4];
 } q4vk_tune_info;
 
 // The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer
@@ -2376,8 +2385,9 @@ void q4vk_tune_desc_default(struct q4vk_tune_desc *desc);
 // (prefill without tensor cores), that GEMM's tile the same way (the device row's tile
 // at that m first, then its neighbours); then, where a shape's k is a multiple of 256 and
 // an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
-// pieces per step) the same way on Q4_K matrices of those shapes. The kernels tuned share
-// the budget equally, in that order; all go as a blob into `blob`. Store the blob beside
+// pieces per step) the same way on Q4_K matrices of those shapes; then, at the prefill m
+// where the context runs the SIMT GEMM on GGUF blocks on such shapes, its tile the same
+// way on Q4_K matrices. The kernels tuned share the budget equally, in that order; all go as a blob into `blob`. Store the blob beside
 // the pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context
 // on the same device, driver and q4vk version uses those shapes and tiles for its SIMT
 // kernels; this context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,

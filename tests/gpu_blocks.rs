@@ -17,6 +17,7 @@ use q4vk::ffi::gemv::*;
 use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use q4vk::import::gguf_blocks::BlockType;
+use q4vk::plan::tuned_gemm::gemm_candidates;
 
 /// The calls [`check_matrix`] makes: the values of m, whether each also runs f16 x, and the
 /// activation rows per pass the GEMV takes at each.
@@ -308,6 +309,57 @@ fn every_type_runs_with_several_pieces_per_step() {
         .context_mut()
         .set_overrides(|o| o.blocks_gemv_unroll = Some(5))
         .is_err());
+    gpu.assert_quiet();
+}
+
+/// The tiles a tuning run may choose for the GEMM on GGUF blocks on this device
+/// (`plan::tuned_gemm::gemm_candidates` at m = 512: every token count) compute what the
+/// reference does on Q4_K (the type tuning times; the tile's loops are those of every
+/// type): the first of each count of invocations along rows and tokens and of each count
+/// of rows and tokens per invocation (each tile is a pipeline to build), on partial tiles
+/// of rows and tokens.
+#[test]
+fn the_tiles_tuning_may_choose_match_reference() {
+    let mut gpu = Gpu::new(false);
+    let mut rng = Rng(0xB11E);
+    let class = gpu.context().rules.class;
+    let all = gemm_candidates(&q4vk::plan::GEMM_TILE, 512, &class, true);
+    let mut tiles: Vec<q4vk::plan::GemmTile> = Vec::new();
+    for t in &all {
+        let new_grid = !tiles.iter().any(|s| (s.tx, s.ty) == (t.tx, t.ty));
+        let new_block = !tiles.iter().any(|s| (s.rn, s.rm) == (t.rn, t.rm));
+        if new_grid || new_block {
+            tiles.push(*t);
+        }
+    }
+    assert!(tiles.len() >= 8, "{tiles:?} of {all:?}");
+    let (n, k, m) = (37usize, 512usize, 45usize);
+    let ty = BlockType::Q4K;
+    let bytes = random_blocks(&mut rng, ty, n, k);
+    let desc = blocks_desc(ty, n, k, &bytes);
+    let w = dequantized(&desc);
+    let mut mat = std::ptr::null_mut();
+    assert_eq!(
+        unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) },
+        Q4VK_OK
+    );
+    let x = rng.vec(m * k);
+    let want = gemv_dense(&w, &x, n, k, m);
+    for &t in &tiles {
+        gpu.context_mut()
+            .set_overrides(|o| {
+                o.gemm_tile = Some(t);
+                // The SIMT GEMM on blocks on every device.
+                o.coop_tiles = Some(false);
+            })
+            .unwrap();
+        let (_, name) = plan_of(gpu.ctx, mat, m, 0, 0);
+        assert!(name.starts_with("GEMM on GGUF"), "{name}");
+        let (status, y) = gemv_c(gpu.ctx, mat, &x, n, m);
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        assert_close(&y, &want, &format!("{} tile {t:?}", ty.name()));
+    }
+    unsafe { q4vk_matrix_destroy(mat) };
     gpu.assert_quiet();
 }
 

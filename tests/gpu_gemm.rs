@@ -146,7 +146,7 @@ fn the_tiles_tuning_may_choose_match_reference() {
     let mut gpu = simt_gpu(false);
     let mut rng = Rng(43);
     let class = gpu.context().rules.class;
-    let all = gemm_candidates(&q4vk::plan::GEMM_TILE, 512, &class);
+    let all = gemm_candidates(&q4vk::plan::GEMM_TILE, 512, &class, false);
     let mut tiles: Vec<GemmTile> = Vec::new();
     for t in &all {
         let new_grid = !tiles.iter().any(|s| (s.tx, s.ty) == (t.tx, t.ty));

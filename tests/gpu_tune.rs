@@ -18,7 +18,7 @@ use q4vk::ffi::status::*;
 use q4vk::ffi::tune::*;
 use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::tuned::{BlocksGemvShape, TunedBlob};
-use q4vk::plan::tuned_gemm::TunedGemmTiles;
+use q4vk::plan::tuned_gemm::{GemmTilesAt, TunedGemms};
 use q4vk::plan::tuning::SimtGemv;
 use q4vk::plan::GemmTile;
 use std::ffi::{c_char, c_void, CStr};
@@ -46,27 +46,47 @@ fn logged(blob: &[u8]) -> impl FnOnce(&mut q4vk_context_desc) + '_ {
     }
 }
 
+/// Held while a logged context is created: its tuning-blob line is then the only one
+/// logged meanwhile (the tests run in parallel and share [`MESSAGES`]).
+static CREATING: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// The tuning-blob line of the last context this thread made with [`created`].
+    static BLOB_LINE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// The context `create` makes, with its tuning-blob line kept for [`blob_line`].
+fn created(create: impl FnOnce() -> Gpu) -> Gpu {
+    let _alone = CREATING.lock().unwrap_or_else(|e| e.into_inner());
+    let from = MESSAGES.lock().unwrap().len();
+    let gpu = create();
+    let line = MESSAGES.lock().unwrap()[from..]
+        .iter()
+        .rev()
+        .find(|m| m.starts_with("tuning blob"))
+        .cloned()
+        .unwrap_or_default();
+    BLOB_LINE.with(|l| *l.borrow_mut() = line);
+    gpu
+}
+
 /// A validated context on the system's device with `blob` as its tuning blob, logging
 /// everything up to INFO into [`MESSAGES`].
 fn logged_context(blob: &[u8]) -> Gpu {
-    Gpu::with(false, logged(blob)).expect("q4vk_context_create")
+    created(|| Gpu::with(false, logged(blob)).expect("q4vk_context_create"))
 }
 
 /// [`logged_context`] that runs the integer dot-product GEMV on every call given a
 /// workspace where the device has packed 8-bit dot products, accelerated or not
 /// (`Q4VK_INTDOT=1`).
 fn logged_int_dot_context(blob: &[u8]) -> Gpu {
-    Gpu::with_env_and("Q4VK_INTDOT", "1", false, logged(blob))
+    created(|| Gpu::with_env_and("Q4VK_INTDOT", "1", false, logged(blob)))
 }
 
-/// The last tuning-blob line of the log.
+/// The tuning-blob line of the last context this thread made (empty where it logged
+/// none).
 fn blob_line() -> String {
-    let all = MESSAGES.lock().unwrap();
-    all.iter()
-        .rev()
-        .find(|m| m.starts_with("tuning blob"))
-        .cloned()
-        .unwrap_or_default()
+    BLOB_LINE.with(|l| l.borrow().clone())
 }
 
 /// A short tuning run's desc: `shapes`, `ms`, 1 MiB of copies, no prefill m.
@@ -314,14 +334,15 @@ fn checked_gemm_plan(gpu: &Gpu, m: usize) -> (u32, String) {
     (info.shape_source, name)
 }
 
-/// The SIMT GEMM's tile at prefill m: tuning times it at m = 16 and 32 where the context
-/// runs that GEMM there (the row's tile is the baseline; a context whose GEMM there is
-/// another, such as the tensor-core one, reports no entries); a blob with another tile from
-/// m = 16 and the row's from m = 40 makes the next context run that tile from m = 16 to 39
-/// (the plan says so; the GEMM matches the reference) and the row's elsewhere; a blob whose
-/// tile the device cannot run is ignored with the reason.
+/// The tiles of the SIMT GEMM and of the GEMM on GGUF blocks at prefill m: tuning times
+/// each at m = 16 and 32 where the context runs it there without a workspace (the row's
+/// tile is the baseline; a context whose GEMM there is another, such as a tensor-core one,
+/// reports no entries); a blob with other tiles from m = 16 and the row's from m = 40 makes
+/// the next context run them from m = 16 to 39 (the plan says so; the GEMMs match the
+/// reference) and the row's elsewhere; a blob with a tile the device cannot run is ignored
+/// with the reason.
 #[test]
-fn a_tuned_gemm_tile_is_used_by_the_next_context() {
+fn tuned_gemm_tiles_are_used_by_the_next_context() {
     let gpu = logged_context(&[]);
     let shapes = [64u64, 256];
     let prefill = [32u32, 16];
@@ -332,75 +353,120 @@ fn a_tuned_gemm_tile_is_used_by_the_next_context() {
     let (source, name) = checked_gemm_plan(&gpu, 16);
     assert_eq!(source, Q4VK_GEMV_SHAPE_TABLE, "{name}");
     let runs_simt_gemm = name.starts_with("SIMT GEMM");
-    assert_eq!(info.reserved2, 0);
+    let (source, blocks_name) = checked_blocks_plan(&gpu, 16);
+    assert_eq!(source, Q4VK_GEMV_SHAPE_TABLE, "{blocks_name}");
+    let runs_blocks_gemm = blocks_name.starts_with("GEMM on GGUF Q4_K blocks");
+    assert_eq!((info.reserved2, info.reserved3), (0, 0));
     let row = gpu.context().rules.row;
-    if runs_simt_gemm {
-        assert_eq!(info.gemm_count, 2);
-        for (g, m) in info.gemm[..2].iter().zip([16, 32]) {
-            eprintln!("m = {m}: {g:?}");
+    let kernels = [
+        (
+            info.gemm_count,
+            &info.gemm,
+            runs_simt_gemm,
+            &row.simt_gemm_tiles,
+        ),
+        (
+            info.blocks_gemm_count,
+            &info.blocks_gemm,
+            runs_blocks_gemm,
+            &row.blocks_gemm_tiles,
+        ),
+    ];
+    for (count, entries, runs, tiles) in kernels {
+        eprintln!("{count} entries: {:?}", &entries[..count as usize]);
+        assert_eq!(count, if runs { 2 } else { 0 }, "{name} / {blocks_name}");
+        for (g, m) in entries[..count as usize].iter().zip([16, 32]) {
             assert_eq!(g.m, m);
-            assert_eq!(g.table_tile, row.simt_gemm_tiles.for_m(m).into());
+            assert_eq!(g.table_tile, tiles.for_m(m).into());
             assert!(g.candidates_timed >= 1);
             assert!(g.time_vs_table > 0.0 && g.time_vs_table <= 1.0);
             assert!(g.time_vs_table < 1.0 || g.tile == g.table_tile);
         }
-    } else {
-        assert_eq!(info.gemm_count, 0, "{name}");
+        assert!(entries[count as usize..]
+            .iter()
+            .all(|g| *g == q4vk_tuned_gemm::default()));
     }
-    assert!(info.gemm[info.gemm_count as usize..]
-        .iter()
-        .all(|g| *g == q4vk_tuned_gemm::default()));
     drop(gpu);
 
     let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
-    assert_eq!(decoded.gemm.entries().len(), info.gemm_count as usize);
-    let tile = GemmTile {
-        tx: 8,
-        ty: 8,
-        rn: 4,
-        rm: 4,
-    };
-    let with_gemm = |tile: GemmTile| {
+    let at_16 = decoded.gemm.entries().iter().find(|g| g.m == 16).unwrap();
+    let chosen = |count: u32, g: &q4vk_tuned_gemm| count > 0 && g.time_vs_table < 1.0;
+    assert_eq!(at_16.simt.is_some(), chosen(info.gemm_count, &info.gemm[0]));
+    assert_eq!(
+        at_16.blocks.is_some(),
+        chosen(info.blocks_gemm_count, &info.blocks_gemm[0])
+    );
+    let tile = |tx, ty, rn, rm| GemmTile { tx, ty, rn, rm };
+    let (simt, blocks) = (tile(8, 8, 4, 4), tile(8, 8, 4, 8));
+    let with_tiles = |simt: GemmTile, blocks: GemmTile| {
+        let kept = GemmTilesAt {
+            m: 40,
+            simt: None,
+            simt_time_vs_table: 1.0,
+            blocks: None,
+            blocks_time_vs_table: 1.0,
+        };
+        let chosen = GemmTilesAt {
+            m: 16,
+            simt: Some(simt),
+            simt_time_vs_table: 0.9,
+            blocks: Some(blocks),
+            blocks_time_vs_table: 0.8,
+        };
         TunedBlob {
-            gemm: TunedGemmTiles::new(&[(16, Some(tile)), (40, None)]).unwrap(),
-            gemm_time_vs_table: [0.9, 1.0, 0.0, 0.0],
+            gemm: TunedGemms::new(&[kept, chosen]).unwrap(),
             ..decoded
         }
         .encode()
     };
-    let forced = logged_context(&with_gemm(tile));
+    let forced = logged_context(&with_tiles(simt, blocks));
     let line = blob_line();
     assert!(
-        line.contains("SIMT GEMM from m = 16 tile (8, 8, 4, 4) (0.900 of the table's time), from m = 40 the table's tile"),
+        line.contains("from m = 16 tile (8, 8, 4, 4) (0.900 of the table's time), on GGUF blocks tile (8, 8, 4, 8) (0.800 of the table's time); from m = 40 the table's tile, on GGUF blocks the table's tile"),
         "{line}"
     );
     for m in [12, 16, 39, 40, 48] {
-        let (source, name) = checked_gemm_plan(&forced, m);
-        let tuned = runs_simt_gemm && (16..40).contains(&m);
-        assert_eq!(name.contains("tile 8x8x4x4"), tuned, "m = {m}: {name}");
-        let want = match tuned {
-            true => Q4VK_GEMV_SHAPE_TUNED,
-            false => Q4VK_GEMV_SHAPE_TABLE,
-        };
-        assert_eq!(source, want, "m = {m}: {name}");
+        let tuned_here = (16..40).contains(&m);
+        for (runs, (source, name), tile_name) in [
+            (
+                runs_simt_gemm,
+                checked_gemm_plan(&forced, m),
+                "tile 8x8x4x4",
+            ),
+            (
+                runs_blocks_gemm,
+                checked_blocks_plan(&forced, m),
+                "tile 8x8x4x8",
+            ),
+        ] {
+            let tuned = runs && tuned_here;
+            assert_eq!(name.contains(tile_name), tuned, "m = {m}: {name}");
+            let want = match tuned {
+                true => Q4VK_GEMV_SHAPE_TUNED,
+                false => Q4VK_GEMV_SHAPE_TABLE,
+            };
+            assert_eq!(source, want, "m = {m}: {name}");
+        }
     }
     drop(forced);
 
     // A tile of 2048 invocations: no device in CI runs it.
-    let wide = GemmTile {
-        tx: 64,
-        ty: 32,
-        ..tile
-    };
-    let refused = logged_context(&with_gemm(wide));
-    let line = blob_line();
-    assert!(
-        line.contains("ignored")
-            && line.contains("SIMT GEMM tile")
-            && line.contains("does not run on this device"),
-        "{line}"
-    );
-    assert_eq!(checked_gemm_plan(&refused, 16).0, Q4VK_GEMV_SHAPE_TABLE);
+    let wide = tile(64, 32, 4, 4);
+    for (simt, blocks, what) in [
+        (wide, blocks, "its SIMT GEMM tile"),
+        (simt, wide, "its GEMM on GGUF blocks tile"),
+    ] {
+        let refused = logged_context(&with_tiles(simt, blocks));
+        let line = blob_line();
+        assert!(
+            line.contains("ignored")
+                && line.contains(what)
+                && line.contains("does not run on this device"),
+            "{line}"
+        );
+        assert_eq!(checked_gemm_plan(&refused, 16).0, Q4VK_GEMV_SHAPE_TABLE);
+        assert_eq!(checked_blocks_plan(&refused, 16).0, Q4VK_GEMV_SHAPE_TABLE);
+    }
 }
 
 /// The plan of an m-row GEMV on a Q4_K matrix of 70 × 1024 on `gpu` (its shape source and

@@ -94,13 +94,14 @@ impl From<GemmTile> for q4vk_gemm_tile {
     }
 }
 
-/// What `q4vk_context_tune` found for the SIMT GEMM's tile at one prefill m.
+/// What `q4vk_context_tune` found for the tile of the SIMT GEMM or of the GEMM on GGUF
+/// blocks at one prefill m.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct q4vk_tuned_gemm {
     /// The prefill m timed.
     pub m: u32,
-    /// Tiles timed on every shape that runs the SIMT GEMM at `m` (the baseline included).
+    /// Tiles timed on every shape that runs that GEMM at `m` (the baseline included).
     pub candidates_timed: u32,
     /// The tile calls from `m` take: the chosen one, or `table_tile` where it was kept.
     pub tile: q4vk_gemm_tile,
@@ -256,6 +257,14 @@ pub struct q4vk_tune_info {
     /// The SIMT GEMM's tile per prefill m timed, ascending m; entries past `gemm_count`
     /// are zero.
     pub gemm: [q4vk_tuned_gemm; 4],
+    /// Entries of `blocks_gemm` written: the prefill m at which some shape whose k is a
+    /// multiple of 256 ran the GEMM on GGUF blocks (timed on Q4_K blocks; 0 where none did,
+    /// as `gemm_count`).
+    pub blocks_gemm_count: u32,
+    /// Always 0.
+    pub reserved3: u32,
+    /// The GEMM on GGUF blocks' tile per prefill m timed, as `gemm`.
+    pub blocks_gemm: [q4vk_tuned_gemm; 4],
 }
 
 const _: () = assert!(MAX_GEMM_MS == 4);
@@ -345,8 +354,9 @@ unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
 /// (prefill without tensor cores), that GEMM's tile the same way (the device row's tile
 /// at that m first, then its neighbours); then, where a shape's k is a multiple of 256 and
 /// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
-/// pieces per step) the same way on Q4_K matrices of those shapes. The kernels tuned share
-/// the budget equally, in that order; all go as a blob into `blob`. Store the blob beside
+/// pieces per step) the same way on Q4_K matrices of those shapes; then, at the prefill m
+/// where the context runs the SIMT GEMM on GGUF blocks on such shapes, its tile the same
+/// way on Q4_K matrices. The kernels tuned share the budget equally, in that order; all go as a blob into `blob`. Store the blob beside
 /// the pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context
 /// on the same device, driver and q4vk version uses those shapes and tiles for its SIMT
 /// kernels; this context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
@@ -413,12 +423,14 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 found.int_dot_timed
             ),
         );
-        for g in &found.gemm {
+        let gemms = found.gemm.iter().map(|g| ("SIMT GEMM", g));
+        let blocks = found.blocks_gemm.iter().map(|g| ("GEMM on GGUF blocks", g));
+        for (what, g) in gemms.chain(blocks) {
             let tile = |t: GemmTile| format!("({}, {}, {}, {})", t.tx, t.ty, t.rn, t.rm);
             vk_ctx.logger.log(
                 LEVEL_INFO,
                 &format!(
-                    "tuned: SIMT GEMM from m = {} {} ({:.3} of the table's time; {} tiles timed; the table's {})",
+                    "tuned: {what} from m = {} {} ({:.3} of the table's time; {} tiles timed; the table's {})",
                     g.m,
                     g.chosen.map_or("the table's tile".to_string(), |t| format!("tile {}", tile(t))),
                     g.time_vs_table,
@@ -482,6 +494,11 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 reserved2: 0,
                 gemm: std::array::from_fn(|i| {
                     found.gemm.get(i).map(Into::into).unwrap_or_default()
+                }),
+                blocks_gemm_count: found.blocks_gemm.len() as u32,
+                reserved3: 0,
+                blocks_gemm: std::array::from_fn(|i| {
+                    found.blocks_gemm.get(i).map(Into::into).unwrap_or_default()
                 }),
             };
             // SAFETY: writable for its `struct_size` (contract).

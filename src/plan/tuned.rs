@@ -5,7 +5,7 @@
 //! the next. The blob names the device, driver and q4vk
 //! version it was made with, and a checksum; anything else is refused with the reason.
 
-use super::tuned_gemm::{TunedGemmTiles, GEMM_MS, MAX_GEMM_MS};
+use super::tuned_gemm::{GemmTilesAt, TunedGemms, GEMM_MS, MAX_GEMM_MS};
 use super::tuning::{DeviceTuning, GemmTile, SimtGemv};
 use super::DeviceClass;
 
@@ -105,11 +105,8 @@ pub struct TunedBlob {
     /// Its time against the row's over the cases timed on the integer dot-product GEMV,
     /// as above.
     pub int_dot_time_vs_table: f32,
-    /// The SIMT GEMM's tiles it chose per prefill m timed.
-    pub gemm: TunedGemmTiles,
-    /// Per entry of `gemm`, the chosen tile's time against the row's over the cases timed
-    /// at that m, as above.
-    pub gemm_time_vs_table: [f32; MAX_GEMM_MS],
+    /// The tiles of the SIMT GEMM and of the GEMM on GGUF blocks it chose per prefill m.
+    pub gemm: TunedGemms,
 }
 
 /// The blob's first bytes.
@@ -119,10 +116,11 @@ const FORMAT: u32 = 6;
 /// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), then for short
 /// rows and for long rows a shape (20) and its ratio, the blocks GEMV's shape (12) and its
 /// ratio, whether the integer dot-product GEMV's shape was chosen (4), that shape (20) and
-/// its ratio, the count of the SIMT GEMM's tiles (4) and [`MAX_GEMM_MS`] of them (m, the
-/// tile's four counts in a byte each or 0 for the row's, ratio: 12 each), checksum (8).
-const BLOB_BYTES: usize = 212;
-/// Where the SIMT GEMM's tiles start.
+/// its ratio, the count of prefill m (4) and [`MAX_GEMM_MS`] entries (m, then for the SIMT
+/// GEMM and the GEMM on blocks the tile's four counts in a byte each, or 0 for the row's,
+/// and its ratio: 20 each), checksum (8).
+const BLOB_BYTES: usize = 244;
+/// Where the GEMMs' tiles start.
 const GEMM_AT: usize = 152;
 /// Where the checksum starts.
 const CHECKSUM_AT: usize = BLOB_BYTES - 8;
@@ -142,7 +140,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 impl TunedBlob {
-    /// The blob's bytes (212, little-endian).
+    /// The blob's bytes (244, little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOB_BYTES);
         b.extend_from_slice(MAGIC);
@@ -173,13 +171,17 @@ impl TunedBlob {
         debug_assert_eq!(b.len(), GEMM_AT);
         let entries = self.gemm.entries();
         words(&mut b, &[entries.len() as u32]);
-        for i in 0..MAX_GEMM_MS {
-            let (m, tile) = entries.get(i).copied().unwrap_or((0, None));
-            let packed = tile.map_or(0, |t| {
+        let packed = |tile: Option<GemmTile>| {
+            tile.map_or(0, |t| {
                 u32::from_le_bytes([t.tx, t.ty, t.rn, t.rm].map(|v| v as u8))
-            });
-            words(&mut b, &[m, packed]);
-            b.extend(self.gemm_time_vs_table[i].to_le_bytes());
+            })
+        };
+        for i in 0..MAX_GEMM_MS {
+            let g = entries.get(i).copied().unwrap_or_default();
+            words(&mut b, &[g.m, packed(g.simt)]);
+            b.extend(g.simt_time_vs_table.to_le_bytes());
+            words(&mut b, &[packed(g.blocks)]);
+            b.extend(g.blocks_time_vs_table.to_le_bytes());
         }
         let sum = checksum(&b);
         b.extend(sum.to_le_bytes());
@@ -273,33 +275,35 @@ impl TunedBlob {
         let gemm_count = word(GEMM_AT) as usize;
         if gemm_count > MAX_GEMM_MS {
             return Err(format!(
-                "{gemm_count} SIMT GEMM tiles; a blob holds at most {MAX_GEMM_MS}"
+                "GEMM tiles for {gemm_count} prefill m; a blob holds at most {MAX_GEMM_MS}"
             ));
         }
+        let tile = |at: usize| match word(at).to_le_bytes().map(u32::from) {
+            [0, 0, 0, 0] => None,
+            [tx, ty, rn, rm] => Some(GemmTile { tx, ty, rn, rm }),
+        };
+        let ratio = |at: usize| f32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let mut gemm = Vec::with_capacity(gemm_count);
-        let mut gemm_time_vs_table = [0f32; MAX_GEMM_MS];
-        for (i, ratio) in gemm_time_vs_table.iter_mut().enumerate() {
-            let at = GEMM_AT + 4 + 12 * i;
-            *ratio = f32::from_le_bytes(bytes[at + 8..at + 12].try_into().expect("4 bytes"));
-            if i >= gemm_count {
-                continue;
-            }
+        for i in 0..gemm_count {
+            let at = GEMM_AT + 4 + 20 * i;
             let m = word(at);
             if !GEMM_MS.contains(&m) {
                 return Err(format!(
-                    "a SIMT GEMM tile for m = {m}: expected {}..{}",
+                    "GEMM tiles for m = {m}: expected {}..{}",
                     GEMM_MS.start(),
                     GEMM_MS.end()
                 ));
             }
-            let tile = match word(at + 4).to_le_bytes().map(u32::from) {
-                [0, 0, 0, 0] => None,
-                [tx, ty, rn, rm] => Some(GemmTile { tx, ty, rn, rm }),
-            };
-            gemm.push((m, tile));
+            gemm.push(GemmTilesAt {
+                m,
+                simt: tile(at + 4),
+                simt_time_vs_table: ratio(at + 8),
+                blocks: tile(at + 12),
+                blocks_time_vs_table: ratio(at + 16),
+            });
         }
-        let gemm = TunedGemmTiles::new(&gemm)
-            .ok_or_else(|| "SIMT GEMM tiles for one m twice".to_string())?;
+        let gemm =
+            TunedGemms::new(&gemm).ok_or_else(|| "GEMM tiles for one m twice".to_string())?;
         Ok(TunedBlob {
             identity: found,
             simt_gemv,
@@ -311,7 +315,6 @@ impl TunedBlob {
             int_dot_gemv,
             int_dot_time_vs_table,
             gemm,
-            gemm_time_vs_table,
         })
     }
 }
@@ -460,20 +463,33 @@ mod tests {
                 word_lanes: false,
             }),
             int_dot_time_vs_table: 0.6,
-            gemm: TunedGemmTiles::new(&[
-                (
-                    64,
-                    Some(GemmTile {
+            gemm: TunedGemms::new(&[
+                GemmTilesAt {
+                    m: 64,
+                    simt: Some(GemmTile {
                         tx: 16,
                         ty: 4,
                         rn: 8,
                         rm: 8,
                     }),
-                ),
-                (512, None),
+                    simt_time_vs_table: 0.5,
+                    blocks: None,
+                    blocks_time_vs_table: 1.0,
+                },
+                GemmTilesAt {
+                    m: 512,
+                    simt: None,
+                    simt_time_vs_table: 1.0,
+                    blocks: Some(GemmTile {
+                        tx: 8,
+                        ty: 8,
+                        rn: 4,
+                        rm: 8,
+                    }),
+                    blocks_time_vs_table: 0.75,
+                },
             ])
             .unwrap(),
-            gemm_time_vs_table: [0.5, 1.0, 0.0, 0.0],
         }
     }
 
@@ -493,7 +509,7 @@ mod tests {
             let e = TunedBlob::decode(b, id).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&bytes[..40], &identity(), "212");
+        refused(&bytes[..40], &identity(), "244");
         refused(&bytes[..12], &identity(), "not a q4vk tuning blob");
         let mut older = bytes.clone();
         older[8] = 5;
@@ -534,7 +550,7 @@ mod tests {
             };
             refused(&odd.encode(), &identity(), "not a shape it takes");
         }
-        // SIMT GEMM tiles: more than a blob holds, an m out of range, one m twice.
+        // GEMM tiles: for more m than a blob holds, an m out of range, one m twice.
         let mut many = blob().encode();
         many[GEMM_AT] = 5;
         let sum = checksum(&many[..CHECKSUM_AT]);
@@ -542,7 +558,7 @@ mod tests {
         refused(&many, &identity(), "at most 4");
         for (m, why) in [(8, "m = 8"), (64, "twice")] {
             let mut odd = blob().encode();
-            odd[GEMM_AT + 16..GEMM_AT + 20].copy_from_slice(&(m as u32).to_le_bytes());
+            odd[GEMM_AT + 24..GEMM_AT + 28].copy_from_slice(&(m as u32).to_le_bytes());
             let sum = checksum(&odd[..CHECKSUM_AT]);
             odd[CHECKSUM_AT..].copy_from_slice(&sum.to_le_bytes());
             refused(&odd, &identity(), why);

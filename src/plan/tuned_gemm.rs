@@ -1,18 +1,79 @@
-//! Tuning the SIMT GEMM's tile on the device itself, as plain data: the tiles a tuning run
-//! times at a prefill m ([`gemm_candidates`]) and the tiles it chose per m timed
-//! ([`TunedGemmTiles`]), which a tuning blob carries to the next context.
+//! Tuning the tiles of the SIMT GEMM and of the GEMM on GGUF blocks on the device itself, as
+//! plain data: the tiles a tuning run times at a prefill m ([`gemm_candidates`]), what it
+//! chose at each m ([`GemmTilesAt`], which a tuning blob carries to the next context) and
+//! the tiles a context then takes per GEMM ([`TunedGemmTiles`]).
 
 use super::tuning::GemmTile;
 use super::DeviceClass;
 
-/// Most prefill m a tuning run times the SIMT GEMM at (and its blob carries a tile for).
+/// Most prefill m a tuning run times the GEMMs at (and its blob carries tiles for).
 pub const MAX_GEMM_MS: usize = 4;
 
 /// Smallest and largest prefill m a tuning run takes: past the GEMVs' 8 rows, up to a
 /// long prompt's chunk.
 pub const GEMM_MS: std::ops::RangeInclusive<u32> = 9..=2048;
 
-/// The SIMT GEMM's tiles a tuning run chose, one per m it timed: a call of m tokens takes
+/// What a tuning run chose at one prefill m for each GEMM whose tile it tunes (`None`: the
+/// device row's, where it kept the row's or that GEMM did not run at m).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GemmTilesAt {
+    /// The prefill m.
+    pub m: u32,
+    /// The SIMT GEMM's tile from m.
+    pub simt: Option<GemmTile>,
+    /// Its time against the row's rules over the cases timed at m (1 where kept).
+    pub simt_time_vs_table: f32,
+    /// The GEMM on GGUF blocks' tile from m.
+    pub blocks: Option<GemmTile>,
+    /// Its time against the row's rules, as `simt_time_vs_table`.
+    pub blocks_time_vs_table: f32,
+}
+
+/// What a tuning run chose at each prefill m it timed (at most [`MAX_GEMM_MS`], ascending
+/// m), as its blob carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TunedGemms {
+    at: [GemmTilesAt; MAX_GEMM_MS],
+    count: usize,
+}
+
+impl TunedGemms {
+    /// `at` sorted by m; `None` where there are more than [`MAX_GEMM_MS`] or an m repeats.
+    pub fn new(at: &[GemmTilesAt]) -> Option<TunedGemms> {
+        if at.len() > MAX_GEMM_MS {
+            return None;
+        }
+        let mut sorted = [GemmTilesAt::default(); MAX_GEMM_MS];
+        sorted[..at.len()].copy_from_slice(at);
+        sorted[..at.len()].sort_by_key(|g| g.m);
+        if sorted[..at.len()].windows(2).any(|w| w[0].m == w[1].m) {
+            return None;
+        }
+        Some(TunedGemms {
+            at: sorted,
+            count: at.len(),
+        })
+    }
+
+    /// The entries, ascending m.
+    pub fn entries(&self) -> &[GemmTilesAt] {
+        &self.at[..self.count]
+    }
+
+    /// The SIMT GEMM's tiles (`blocks` false) or the GEMM on GGUF blocks'.
+    pub fn tiles(&self, blocks: bool) -> TunedGemmTiles {
+        let mut tiles = TunedGemmTiles {
+            count: self.count,
+            ..TunedGemmTiles::default()
+        };
+        for (slot, g) in tiles.at.iter_mut().zip(self.entries()) {
+            *slot = (g.m, if blocks { g.blocks } else { g.simt });
+        }
+        tiles
+    }
+}
+
+/// One GEMM's tiles from a tuning run, one per prefill m it timed: a call of m tokens takes
 /// the tile chosen at the largest timed m at or below its own (the device row's where
 /// tuning kept the row's there, and for calls below every timed m).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,26 +119,35 @@ impl TunedGemmTiles {
     }
 }
 
-/// Whether the SIMT GEMM takes `tile` on `class` with one K group: 4, 8, 12 or 16 rows and
-/// tokens per invocation, a workgroup of the device's subgroup size up to its largest, and
-/// its tiles within the shared memory.
-pub fn gemm_tile_runnable(tile: &GemmTile, class: &DeviceClass) -> bool {
+/// Whether the SIMT GEMM (`blocks` false) or the GEMM on GGUF blocks takes `tile` on
+/// `class` with one K group: 4, 8, 12 or 16 rows and tokens per invocation, a workgroup of
+/// the device's subgroup size up to its largest, and its tiles within the shared memory.
+pub fn gemm_tile_runnable(tile: &GemmTile, class: &DeviceClass, blocks: bool) -> bool {
     let per_invocation = |v: u32| v.is_multiple_of(4) && (4..=16).contains(&v);
     let invocations = u64::from(tile.tx) * u64::from(tile.ty);
+    let shared = match blocks {
+        true => tile.blocks_shared_bytes(),
+        false => tile.shared_bytes(),
+    };
     per_invocation(tile.rn)
         && per_invocation(tile.rm)
         && invocations >= u64::from(class.subgroup_size.max(1))
         && invocations <= u64::from(class.max_workgroup)
-        && u64::from(tile.shared_bytes()) <= u64::from(class.max_shared)
+        && u64::from(shared) <= u64::from(class.max_shared)
 }
 
-/// The SIMT GEMM tiles a tuning run times at `m` tokens on `class`: `table` (the device
-/// row's tile at that m) first, then the others [`gemm_tile_runnable`] allows of 4..32
+/// The tiles a tuning run times at `m` tokens on `class` for the SIMT GEMM (`blocks` false)
+/// or the GEMM on GGUF blocks: `table` (the device row's tile at that m) first, then the others [`gemm_tile_runnable`] allows of 4..32
 /// invocations along rows, 4..16 along tokens (64..256 in all), 4 or 8 rows and tokens per
 /// invocation and no more tokens than m rounded up to a power of two (at least 16), nearest
 /// the table first (fewest fields changed, then the smallest change), so that a short budget
 /// still tries its neighbours.
-pub fn gemm_candidates(table: &GemmTile, m: u32, class: &DeviceClass) -> Vec<GemmTile> {
+pub fn gemm_candidates(
+    table: &GemmTile,
+    m: u32,
+    class: &DeviceClass,
+    blocks: bool,
+) -> Vec<GemmTile> {
     let most_tokens = m.next_power_of_two().max(16);
     let mut all = Vec::new();
     for tx in [4, 8, 16, 32] {
@@ -87,7 +157,7 @@ pub fn gemm_candidates(table: &GemmTile, m: u32, class: &DeviceClass) -> Vec<Gem
                     let t = GemmTile { tx, ty, rn, rm };
                     if (64..=256).contains(&t.invocations())
                         && t.tokens() <= most_tokens
-                        && gemm_tile_runnable(&t, class)
+                        && gemm_tile_runnable(&t, class, blocks)
                         && t != *table
                     {
                         all.push(t);
@@ -148,17 +218,41 @@ mod tests {
         assert_eq!(TunedGemmTiles::default().tile_for(100), None);
         assert!(TunedGemmTiles::new(&[(64, None), (64, Some(wide))]).is_none());
         assert!(TunedGemmTiles::new(&[(9, None); 5]).is_none());
+        // Per GEMM from what a tuning run chose at each m.
+        let at = [
+            GemmTilesAt {
+                m: 64,
+                simt: Some(wide),
+                blocks: None,
+                ..GemmTilesAt::default()
+            },
+            GemmTilesAt {
+                m: 16,
+                simt: None,
+                blocks: Some(wide),
+                ..GemmTilesAt::default()
+            },
+        ];
+        let gemms = TunedGemms::new(&at).unwrap();
+        assert_eq!(gemms.entries()[0].m, 16);
+        assert!(TunedGemms::new(&[at[0], at[0]]).is_none());
+        let (simt, blocks) = (gemms.tiles(false), gemms.tiles(true));
+        assert_eq!((simt.tile_for(20), simt.tile_for(64)), (None, Some(wide)));
+        assert_eq!(
+            (blocks.tile_for(20), blocks.tile_for(64)),
+            (Some(wide), None)
+        );
     }
 
     #[test]
     fn candidates_start_at_the_table_fit_the_device_and_waste_no_tokens() {
         let wide = class(32, 49152);
-        let all = gemm_candidates(&GEMM_TILE, 64, &wide);
+        let all = gemm_candidates(&GEMM_TILE, 64, &wide, false);
         assert_eq!(all[0], GEMM_TILE);
         assert!(all[1..].iter().all(|t| *t != GEMM_TILE));
         assert!(all
             .iter()
-            .all(|t| gemm_tile_runnable(t, &wide) && t.tokens() <= 64));
+            .all(|t| gemm_tile_runnable(t, &wide, false) && t.tokens() <= 64));
         // Neighbours first: one field changed by one step.
         let changed = |t: &GemmTile| {
             [(t.tx, 8), (t.ty, 8), (t.rn, 8), (t.rm, 4)]
@@ -172,26 +266,31 @@ mod tests {
             .skip(1)
             .all(|w| changed(&w[0]) <= changed(&w[1])));
         // At m = 16 no tile has more than 16 tokens.
-        assert!(gemm_candidates(&GEMM_TILE, 16, &wide)[1..]
+        assert!(gemm_candidates(&GEMM_TILE, 16, &wide, false)[1..]
             .iter()
             .all(|t| t.tokens() <= 16));
         // 16 KiB of shared memory and subgroups of 128 leave fewer.
         let small = class(128, 16384);
-        let few = gemm_candidates(&GEMM_TILE, 512, &small);
+        let few = gemm_candidates(&GEMM_TILE, 512, &small, false);
         assert!(few[1..]
             .iter()
             .all(|t| t.shared_bytes() <= 16384 && t.invocations() >= 128));
-        assert!(few.len() < gemm_candidates(&GEMM_TILE, 512, &wide).len());
+        assert!(few.len() < gemm_candidates(&GEMM_TILE, 512, &wide, false).len());
     }
 
     #[test]
     fn runnable_tiles_take_multiples_of_4_per_invocation_within_the_limits() {
         let c = class(32, 49152);
-        assert!(gemm_tile_runnable(&GEMM_TILE, &c));
-        assert!(!gemm_tile_runnable(&tile(8, 8, 6, 4), &c));
-        assert!(!gemm_tile_runnable(&tile(8, 8, 4, 20), &c));
-        assert!(!gemm_tile_runnable(&tile(4, 4, 4, 4), &c));
-        assert!(!gemm_tile_runnable(&tile(64, 32, 4, 4), &c));
-        assert!(!gemm_tile_runnable(&tile(32, 16, 16, 16), &c));
+        assert!(gemm_tile_runnable(&GEMM_TILE, &c, false));
+        assert!(!gemm_tile_runnable(&tile(8, 8, 6, 4), &c, false));
+        assert!(!gemm_tile_runnable(&tile(8, 8, 4, 20), &c, false));
+        assert!(!gemm_tile_runnable(&tile(4, 4, 4, 4), &c, false));
+        assert!(!gemm_tile_runnable(&tile(64, 32, 4, 4), &c, false));
+        assert!(!gemm_tile_runnable(&tile(32, 16, 16, 16), &c, false));
+        // The GEMM on blocks pads its tokens' tile: 48 KiB exactly fits the SIMT GEMM only.
+        let exact = tile(16, 16, 16, 8);
+        assert_eq!(exact.shared_bytes(), 49152);
+        assert!(gemm_tile_runnable(&exact, &c, false));
+        assert!(!gemm_tile_runnable(&exact, &c, true));
     }
 }

@@ -15,6 +15,7 @@ use super::xy_sets::XySets;
 use crate::error::Result;
 use crate::plan::tuned::{runnable, TunedBlob};
 use crate::plan::tuned_gemm::gemm_tile_runnable;
+use crate::plan::GemmTile;
 use crate::plan::Overrides;
 use ash::vk;
 use std::ffi::CString;
@@ -251,16 +252,15 @@ impl Context {
                     .find(|s| !runnable(s, &class))
                 {
                     Some(s) => Err(format!("its shape {s:?} does not run on this device")),
-                    None => match b
-                        .gemm
-                        .entries()
-                        .iter()
-                        .filter_map(|&(_, t)| t)
-                        .find(|t| !gemm_tile_runnable(t, &class))
-                    {
-                        Some(t) => Err(format!(
-                            "its SIMT GEMM tile {t:?} does not run on this device"
-                        )),
+                    None => match b.gemm.entries().iter().find_map(|g| {
+                        let simt = g.simt.filter(|t| !gemm_tile_runnable(t, &class, false));
+                        let blocks = g.blocks.filter(|t| !gemm_tile_runnable(t, &class, true));
+                        simt.map(|t| ("SIMT GEMM", t))
+                            .or(blocks.map(|t| ("GEMM on GGUF blocks", t)))
+                    }) {
+                        Some((what, t)) => {
+                            Err(format!("its {what} tile {t:?} does not run on this device"))
+                        }
                         None => Ok(b),
                     },
                 },
@@ -283,7 +283,8 @@ impl Context {
                         }
                         None => "the table's".into(),
                     };
-                    rules.simt_gemm_tuned = b.gemm;
+                    rules.simt_gemm_tuned = b.gemm.tiles(false);
+                    rules.blocks_gemm_tuned = b.gemm.tiles(true);
                     let gemm = gemm_tiles_said(&b);
                     format!(
                         "used: SIMT GEMV on short rows {} ({:.3} of the table's time where tuned), on long rows {} ({:.3} of the table's time where tuned); GEMV on GGUF blocks {} ({:.3} of the table's time where tuned); integer dot-product GEMV {int_dot}; SIMT GEMM {gemm}",
@@ -464,25 +465,32 @@ impl Context {
     }
 }
 
-/// The SIMT GEMM's tiles of a tuning blob in words, for its log line: per m timed, the tile
-/// and its time against the table's, or the table's.
+/// The GEMMs' tiles of a tuning blob in words, for its log line: per m timed, each GEMM's
+/// tile and its time against the table's, or the table's.
 fn gemm_tiles_said(b: &TunedBlob) -> String {
     let entries = b.gemm.entries();
     if entries.is_empty() {
         return "the table's tiles (no prefill m timed)".into();
     }
+    let tile = |t: Option<GemmTile>, ratio: f32| match t {
+        Some(t) => format!(
+            "tile ({}, {}, {}, {}) ({ratio:.3} of the table's time)",
+            t.tx, t.ty, t.rn, t.rm
+        ),
+        None => "the table's tile".into(),
+    };
     let said: Vec<String> = entries
         .iter()
-        .zip(b.gemm_time_vs_table)
-        .map(|(&(m, tile), ratio)| match tile {
-            Some(t) => format!(
-                "from m = {m} tile ({}, {}, {}, {}) ({ratio:.3} of the table's time)",
-                t.tx, t.ty, t.rn, t.rm
-            ),
-            None => format!("from m = {m} the table's tile"),
+        .map(|g| {
+            format!(
+                "from m = {} {}, on GGUF blocks {}",
+                g.m,
+                tile(g.simt, g.simt_time_vs_table),
+                tile(g.blocks, g.blocks_time_vs_table)
+            )
         })
         .collect();
-    said.join(", ")
+    said.join("; ")
 }
 
 /// Applies the context's fixed SIMT GEMV shape (`ContextConfig::tuning`, `unroll`, `split`)

@@ -493,7 +493,7 @@ fn tile_name(t: GemmTile) -> String {
 }
 
 /// The SIMT GEMM's tile for a call at `m` on `form`: the caller's fixed one, else a tuning
-/// blob's for that m (`Rules::simt_gemm_tuned`, not on GGUF blocks) or the device row's
+/// blob's for that m (`Rules::simt_gemm_tuned`; `blocks_gemm_tuned` on GGUF blocks) or the device row's
 /// (`DeviceTuning::simt_gemm_tiles`; `blocks_gemm_tiles` on GGUF blocks), or [`GEMM_TILE`] where that exceeds the device's
 /// workgroup or shared memory, or where a GPU's larger tile (past m = 32) would give the
 /// call fewer than half of [`gemm_groups_wanted`] workgroups (a larger tile is faster per
@@ -503,7 +503,10 @@ fn simt_gemm_tile(r: &Rules, form: &MatrixForm, m: u32) -> Result<GemmTile> {
     let info = &r.class;
     let t = r.overrides().gemm_tile.unwrap_or_else(|| {
         let chosen = match form.blocks {
-            Some(_) => r.row.blocks_gemm_tiles.for_m(m),
+            Some(_) => r
+                .blocks_gemm_tuned
+                .tile_for(m)
+                .unwrap_or_else(|| r.row.blocks_gemm_tiles.for_m(m)),
             None => r
                 .simt_gemm_tuned
                 .tile_for(m)
@@ -710,7 +713,8 @@ impl Choice {
     /// the f32 SIMT GEMV where the rules' SIMT shapes are tuned, the integer dot-product
     /// GEMV where its shape is (on x rounded to bytes, where the row gives that no shapes of
     /// its own), the GEMV on GGUF blocks on x in one pass of up to 4 rows where its shape
-    /// is, the SIMT GEMM where it runs the tile a blob chose for that m.
+    /// is, the SIMT GEMM and the GEMM on GGUF blocks where they run the tile a blob chose
+    /// for that m.
     pub fn shape_tuned(&self, r: &Rules, m: u32) -> bool {
         match self.kernel {
             KernelChoice::SimtGemv { key, .. } => match (key.dot, key.x_bytes) {
@@ -723,6 +727,10 @@ impl Choice {
             }
             KernelChoice::SimtGemm(key) => {
                 r.overrides().gemm_tile.is_none() && r.simt_gemm_tuned.tile_for(m) == Some(key.tile)
+            }
+            KernelChoice::BlocksGemm(key) => {
+                r.overrides().gemm_tile.is_none()
+                    && r.blocks_gemm_tuned.tile_for(m) == Some(key.tile)
             }
             _ => false,
         }

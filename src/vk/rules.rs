@@ -83,6 +83,9 @@ pub struct Rules {
     /// without a blob): where one applies to a call's m it replaces the row's
     /// (`DeviceTuning::simt_gemm_tiles`).
     pub simt_gemm_tuned: TunedGemmTiles,
+    /// The GEMM on GGUF blocks' tiles a tuning blob chose per prefill m, as
+    /// `simt_gemm_tuned` (over `DeviceTuning::blocks_gemm_tiles`).
+    pub blocks_gemm_tuned: TunedGemmTiles,
     /// The fragment shape of the tensor-core GEMM on the SIMT layout
     /// (`vk::coop_tiles`), where the device offers a usable one and the context enabled
     /// cooperative matrices.
@@ -135,6 +138,7 @@ impl Rules {
             blocks_gemv: BlocksGemvShape::of_row(row),
             blocks_tuned: false,
             simt_gemm_tuned: TunedGemmTiles::default(),
+            blocks_gemm_tuned: TunedGemmTiles::default(),
             coop_tiles: None,
             coop_fragments: false,
             overrides: Overrides::default(),

@@ -14,9 +14,10 @@
 use super::context::Context;
 use super::gemv_plan::{decide, Choice, KernelChoice, Room};
 use super::matrix::{upload, DeviceMatrix, UploadRoute};
+use super::matrix_form::MatrixForm;
 use super::memory::{Buffer, MemoryKind};
 use super::params::{BufferRange, GemvParams, MAX_M};
-use super::pipeline::{BlocksKey, GemmKey, PipelineKey, Tuning, BLOCKS_MAX_M};
+use super::pipeline::{BlocksKey, PipelineKey, Tuning, BLOCKS_MAX_M};
 use super::record::{record_resolved, CallPlan};
 use super::rules::Rules;
 use super::submit::record_barrier;
@@ -26,7 +27,9 @@ use crate::import::gguf_blocks::BlockType;
 use crate::plan::tuned::{
     blocks_candidates, candidates, has_long_rows, BlocksGemvShape, TunedBlob,
 };
-use crate::plan::tuned_gemm::{gemm_candidates, TunedGemmTiles, GEMM_MS, MAX_GEMM_MS};
+use crate::plan::tuned_gemm::{
+    gemm_candidates, GemmTilesAt, TunedGemmTiles, TunedGemms, GEMM_MS, MAX_GEMM_MS,
+};
 use crate::plan::tuning::{GemmTile, SimtGemv};
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
 use ash::vk;
@@ -166,17 +169,21 @@ pub struct TuneOutcome {
     pub int_dot_timed: usize,
     /// The SIMT GEMM's tile per prefill m at which some case runs it, ascending m.
     pub gemm: Vec<GemmTunedAt>,
+    /// The GEMM on GGUF blocks' tile per prefill m at which some case on Q4_K blocks runs
+    /// it, ascending m.
+    pub blocks_gemm: Vec<GemmTunedAt>,
     /// The blob a later context takes (`ContextConfig::tuned_blob`).
     pub blob: Vec<u8>,
 }
 
-/// What tuning the SIMT GEMM's tile found at one prefill m.
+/// What tuning the tile of the SIMT GEMM or of the GEMM on GGUF blocks found at one
+/// prefill m.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GemmTunedAt {
     /// The m timed.
     pub m: u32,
-    /// The device row's tile at `m` (`DeviceTuning::simt_gemm_tiles`), where the
-    /// candidates start; the baseline is the row's rules, which run `GEMM_TILE` instead on
+    /// The device row's tile at `m` (`DeviceTuning::simt_gemm_tiles`, `blocks_gemm_tiles`),
+    /// where the candidates start; the baseline is the row's rules, which run `GEMM_TILE` instead on
     /// matrices where this tile leaves the GPU too few workgroups.
     pub table: GemmTile,
     /// The chosen tile; `None` where the row's was kept (no candidate faster by more than
@@ -302,19 +309,43 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         true => int_dot_calls(&int_dot_rules, &cases, &opts.ms)?,
         false => Vec::new(),
     };
-    // The calls the SIMT GEMM runs at the prefill m under the row's rules.
-    let gemm_calls = gemm_calls(&int_dot_rules, &cases, &opts.prefill_ms)?;
-    // Equal shares of the budget: each kernel's candidates stop at the end of its own.
-    let [has_int_dot, has_gemm, has_blocks] = [
+    // The calls the SIMT GEMM and the GEMM on GGUF blocks (Q4_K, shapes of whole blocks)
+    // run at the prefill m under the row's rules.
+    let simt_forms: Vec<(usize, &MatrixForm)> =
+        cases.iter().map(|c| &c.mats[0].form).enumerate().collect();
+    let simt_gemm_calls = gemm_calls(&int_dot_rules, &simt_forms, &opts.prefill_ms, false)?;
+    let blocks_forms = opts
+        .shapes
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, k))| k % Q4K_BLOCK == 0)
+        .map(|(i, &(n, k))| {
+            let form = MatrixForm::of_blocks(
+                BlockType::Q4K,
+                n as usize,
+                k as usize,
+                ctx.limits.max_part_bytes,
+            )?;
+            Ok((i, form))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let blocks_forms: Vec<(usize, &MatrixForm)> =
+        blocks_forms.iter().map(|(i, f)| (*i, f)).collect();
+    let blocks_gemm_calls = gemm_calls(&int_dot_rules, &blocks_forms, &opts.prefill_ms, true)?;
+    // Equal shares of the budget, in order: each kernel's candidates stop at the end of its
+    // own.
+    let phases = [
+        true,
         !int_dot_calls.is_empty(),
-        !gemm_calls.is_empty(),
+        !simt_gemm_calls.is_empty(),
         !blocks_shapes.is_empty(),
-    ]
-    .map(u32::from);
-    let share = opts.budget / (1 + has_int_dot + has_gemm + has_blocks);
-    let simt_budget = share;
-    let int_dot_budget = share * (1 + has_int_dot);
-    let gemm_window = (int_dot_budget, share * has_gemm);
+        !blocks_gemm_calls.is_empty(),
+    ];
+    let share = opts.budget / phases.iter().filter(|&&p| p).count() as u32;
+    let end_of = |phase: usize| share * phases[..=phase].iter().filter(|&&p| p).count() as u32;
+    let window_of = |phase: usize| (end_of(phase) - share * u32::from(phases[phase]), share);
+    let simt_budget = end_of(0);
+    let int_dot_budget = end_of(1);
     // One timestamp pool for every timing (reset at each).
     let timer = GpuTimer::for_queue(ctx, 2 * REPEATS as u32)?;
     // Candidates that resolve to the same kernels on a case (a workgroup shrunk to a short
@@ -402,21 +433,51 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
     let gemm = tune_gemm(
         ctx,
         timer.as_ref(),
-        &gemm_calls,
+        (&simt_gemm_calls, false),
         (&int_dot_rules, opts),
-        (started, gemm_window),
+        (started, window_of(2)),
     )?;
     let blocks_cases = blocks_shapes
         .iter()
-        .map(|&(i, (n, k))| make_blocks_case(ctx, n, k, opts, i as u64))
+        .map(|&(i, (n, k))| make_blocks_case(ctx, (n, k), opts, i as u64, GEMV_CASE))
         .collect::<Result<Vec<_>>>()?;
     let blocks = tune_blocks(
         ctx,
         timer.as_ref(),
         (&blocks_cases, &blocks_ms),
-        opts,
-        started,
+        (started, end_of(3)),
     )?;
+    drop(blocks_cases);
+    let blocks_gemm = tune_gemm(
+        ctx,
+        timer.as_ref(),
+        (&blocks_gemm_calls, true),
+        (&int_dot_rules, opts),
+        (started, window_of(4)),
+    )?;
+    // Per prefill m, each GEMM's tile (the row's where it was kept or did not run there).
+    let mut prefill_ms = opts.prefill_ms.clone();
+    prefill_ms.sort_unstable();
+    let tiles_at: Vec<GemmTilesAt> = prefill_ms
+        .iter()
+        .map(|&m| {
+            let of = |found: &[GemmTunedAt]| {
+                found
+                    .iter()
+                    .find(|g| g.m == m)
+                    .map_or((None, 1.0), |g| (g.chosen, g.time_vs_table as f32))
+            };
+            let ((simt, simt_time_vs_table), (blocks, blocks_time_vs_table)) =
+                (of(&gemm), of(&blocks_gemm));
+            GemmTilesAt {
+                m,
+                simt,
+                simt_time_vs_table,
+                blocks,
+                blocks_time_vs_table,
+            }
+        })
+        .collect();
     let blob = TunedBlob {
         identity: ctx.device.identity(),
         simt_gemv: short.0,
@@ -427,11 +488,8 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         blocks_time_vs_table: blocks.ratio as f32,
         int_dot_gemv: int_dot.chosen,
         int_dot_time_vs_table: int_dot.ratio as f32,
-        gemm: TunedGemmTiles::new(&gemm.iter().map(|g| (g.m, g.chosen)).collect::<Vec<_>>())
-            .ok_or_else(|| Error::Internal("tuned SIMT GEMM tiles for one m twice".into()))?,
-        gemm_time_vs_table: std::array::from_fn(|i| {
-            gemm.get(i).map_or(0.0, |g| g.time_vs_table as f32)
-        }),
+        gemm: TunedGemms::new(&tiles_at)
+            .ok_or_else(|| Error::Internal(format!("tuned GEMM tiles at {prefill_ms:?}")))?,
     }
     .encode();
     Ok(TuneOutcome {
@@ -452,6 +510,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         int_dot_time_vs_table: int_dot.ratio,
         int_dot_timed: int_dot.timed,
         gemm,
+        blocks_gemm,
         blob,
     })
 }
@@ -678,76 +737,92 @@ fn int_dot_choice(
     }
 }
 
-/// The calls (case index, m) of `cases` at each of `ms` that `rules` run on the SIMT GEMM
-/// given the workspace they ask, with its bytes.
-fn gemm_calls(rules: &Rules, cases: &[Case], ms: &[u32]) -> Result<Vec<(usize, u32, u64)>> {
+/// The calls (index into the shapes, m) at each of `ms` on `forms` (shape index, its
+/// matrix form) that `rules` run on the SIMT GEMM (`blocks` false) or the GEMM on GGUF
+/// blocks without a workspace: every call whose tile matters (given one, a call may run
+/// the integer dot-product GEMV instead, up to its reach in m).
+fn gemm_calls(
+    rules: &Rules,
+    forms: &[(usize, &MatrixForm)],
+    ms: &[u32],
+    blocks: bool,
+) -> Result<Vec<(usize, u32)>> {
     let mut calls = Vec::new();
-    for (c, case) in cases.iter().enumerate() {
+    for &(i, form) in forms {
         for &m in ms {
-            let choice = case_choice(rules, case, m, Room::AsNeeded)?;
-            if let KernelChoice::SimtGemm(_) = choice.kernel {
-                calls.push((c, m, choice.workspace_bytes));
+            let p = GemvParams::dense(m, form.shape.k as u64, form.shape.n as u64);
+            let choice = decide(rules, form, &p, Room::None)?;
+            if gemm_key(&choice, blocks).is_some() {
+                calls.push((i, m));
             }
         }
     }
     Ok(calls)
 }
 
-/// Times the SIMT GEMM's tiles on `calls` (case index into `opts.shapes`, m, workspace
-/// bytes), on new cases of those shapes with x and y for the largest m: per m, the row's
-/// rules (`rules`), then `plan::tuned_gemm::gemm_candidates` around the row's tile at that
-/// m as the tile from that m ([`Timing::candidates`], each m within an equal part of the
+/// The tile and K groups of `choice` where it runs the SIMT GEMM (`blocks` false) or the
+/// GEMM on GGUF blocks.
+fn gemm_key(choice: &Choice, blocks: bool) -> Option<(GemmTile, u32)> {
+    match (choice.kernel, blocks) {
+        (KernelChoice::SimtGemm(key), false) => Some((key.tile, key.ksplit)),
+        (KernelChoice::BlocksGemm(key), true) => Some((key.tile, key.ksplit)),
+        _ => None,
+    }
+}
+
+/// Times the tiles of the SIMT GEMM (`blocks` false) or of the GEMM on GGUF blocks on
+/// `calls` (index into `opts.shapes`, m; without a workspace), on new cases of those shapes (in
+/// the SIMT layout, or Q4_K blocks) with x and y for the largest m: per m, the row's rules
+/// (`rules`), then `plan::tuned_gemm::gemm_candidates` around the row's tile at that m as
+/// the tile from that m ([`Timing::candidates`], each m within an equal part of the
 /// `window` (start, length) after `started`); the fastest by the geometric mean of its
 /// time against the row's rules over the cases.
 fn tune_gemm(
     ctx: &Context,
     timer: Option<&GpuTimer>,
-    calls: &[(usize, u32, u64)],
+    (calls, blocks): (&[(usize, u32)], bool),
     (rules, opts): (&Rules, &TuneOptions),
     (started, (from, length)): (Instant, (Duration, Duration)),
 ) -> Result<Vec<GemmTunedAt>> {
-    let mut ms: Vec<u32> = calls.iter().map(|&(_, m, _)| m).collect();
+    let mut ms: Vec<u32> = calls.iter().map(|&(_, m)| m).collect();
     ms.sort_unstable();
     ms.dedup();
     let Some(&most) = ms.last() else {
         return Ok(Vec::new());
     };
-    let mut shapes: Vec<usize> = calls.iter().map(|&(c, _, _)| c).collect();
+    let mut shapes: Vec<usize> = calls.iter().map(|&(c, _)| c).collect();
     shapes.sort_unstable();
     shapes.dedup();
     let cases = shapes
         .iter()
-        .map(|&i| make_case(ctx, opts.shapes[i], opts, i as u64, gemm_case(most)))
+        .map(|&i| match blocks {
+            true => make_blocks_case(ctx, opts.shapes[i], opts, i as u64, gemm_case(most)),
+            false => make_case(ctx, opts.shapes[i], opts, i as u64, gemm_case(most)),
+        })
         .collect::<Result<Vec<_>>>()?;
-    let bytes = calls.iter().map(|&(_, _, b)| b).max().unwrap_or(0);
-    let workspace = match bytes {
-        0 => None,
-        _ => Some(Buffer::new(
-            &ctx.device,
-            bytes,
-            MemoryKind::Device,
-            "q4vk tuning workspace",
-        )?),
-    };
+
     let mut found = Vec::with_capacity(ms.len());
     for (i, &m) in ms.iter().enumerate() {
         let at: Vec<(usize, u32)> = calls
             .iter()
-            .filter(|&&(_, cm, _)| cm == m)
-            .map(|&(c, _, _)| (shapes.binary_search(&c).expect("a case per shape"), m))
+            .filter(|&&(_, cm)| cm == m)
+            .map(|&(c, _)| (shapes.binary_search(&c).expect("a case per shape"), m))
             .collect();
-        let table = rules.row.simt_gemm_tiles.for_m(m);
+        let table = match blocks {
+            true => rules.row.blocks_gemm_tiles.for_m(m),
+            false => rules.row.simt_gemm_tiles.for_m(m),
+        };
         let timing = Timing {
             ctx,
             timer,
             cases: &cases,
             calls: &at,
-            workspace: workspace.as_ref(),
+            workspace: None,
             deadline: (started, from + length * (i as u32 + 1) / ms.len() as u32),
         };
         // The row's rules, then each candidate but the row's tile as the tile from m.
         let tiles = std::iter::once(None).chain(
-            gemm_candidates(&table, m, &rules.class)
+            gemm_candidates(&table, m, &rules.class, blocks)
                 .into_iter()
                 .skip(1)
                 .map(Some),
@@ -755,9 +830,19 @@ fn tune_gemm(
         let timed = timing.candidates(tiles, |tile, case, m| {
             let mut tile_rules = *rules;
             if let Some(t) = tile {
-                tile_rules.simt_gemm_tuned = TunedGemmTiles::new(&[(m, Some(*t))]).expect("one m");
+                let tuned = TunedGemmTiles::new(&[(m, Some(*t))]).expect("one m");
+                match blocks {
+                    true => tile_rules.blocks_gemm_tuned = tuned,
+                    false => tile_rules.simt_gemm_tuned = tuned,
+                }
             }
-            gemm_choice(&tile_rules, case, m)
+            let choice = case_choice(&tile_rules, case, m, Room::None)?;
+            let key = gemm_key(&choice, blocks).ok_or_else(|| {
+                Error::Internal(format!(
+                    "tuning a GEMM's tile at m = {m} resolved to {choice}"
+                ))
+            })?;
+            Ok((choice, key))
         })?;
         let (chosen, ratio) = fastest(&timed).unwrap_or((None, 1.0));
         found.push(GemmTunedAt {
@@ -769,18 +854,6 @@ fn tune_gemm(
         });
     }
     Ok(found)
-}
-
-/// The choice for `m` rows on `case` under `rules` given a workspace and its SIMT GEMM key;
-/// an internal error for any other kernel.
-fn gemm_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, GemmKey)> {
-    let choice = case_choice(rules, case, m, Room::AsNeeded)?;
-    match choice.kernel {
-        KernelChoice::SimtGemm(key) => Ok((choice, key)),
-        _ => Err(Error::Internal(format!(
-            "tuning the SIMT GEMM at m = {m} resolved to {choice}"
-        ))),
-    }
 }
 
 /// Weights per Q4_K block: a tuning shape's k must be whole blocks for its case on blocks.
@@ -814,8 +887,7 @@ fn tune_blocks(
     ctx: &Context,
     timer: Option<&GpuTimer>,
     (cases, ms): (&[Case], &[u32]),
-    opts: &TuneOptions,
-    started: Instant,
+    deadline: (Instant, Duration),
 ) -> Result<BlocksTuned> {
     let table = BlocksGemvShape::of_row(ctx.rules.row);
     let calls: Vec<(usize, u32)> = (0..cases.len())
@@ -827,7 +899,7 @@ fn tune_blocks(
         cases,
         calls: &calls,
         workspace: None,
-        deadline: (started, opts.budget),
+        deadline,
     };
     let timed = timing.candidates(blocks_candidates(&table), |shape, case, m| {
         let mut rules = ctx.rules;
@@ -903,8 +975,14 @@ fn make_case(
 
 /// The case `index` of shape `n` × `k` (k whole blocks of 256) on GGUF Q4_K blocks: pseudo-random
 /// codes and six-bit scales under small finite block scales, as many copies as
-/// `opts.cold_bytes` holds (1..=64), and x and y for 8 rows.
-fn make_blocks_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u64) -> Result<Case> {
+/// `opts.cold_bytes` holds (1 to `size.copies`), and x and y for `size.rows` rows.
+fn make_blocks_case(
+    ctx: &Context,
+    (n, k): (u64, u64),
+    opts: &TuneOptions,
+    index: u64,
+    size: CaseSize,
+) -> Result<Case> {
     let ty = BlockType::Q4K;
     let block_bytes = ty.block_bytes();
     let total = usize::try_from(n * (k / Q4K_BLOCK))
@@ -933,14 +1011,14 @@ fn make_blocks_case(ctx: &Context, n: u64, k: u64, opts: &TuneOptions, index: u6
     let make = || DeviceMatrix::from_blocks(ctx, ty, n, k, &tensor, &mut UploadRoute::Queue);
     let first = make()?;
     let bytes = first.form.device_bytes().max(1);
-    let copies = opts.cold_bytes.div_ceil(bytes).clamp(1, 64) as usize;
+    let copies = opts.cold_bytes.div_ceil(bytes).clamp(1, size.copies as u64) as usize;
     let mut mats = vec![first];
     for _ in 1..copies {
         mats.push(make()?);
     }
-    let (x, y) = case_xy(ctx, n as u64, k as u64, MAX_M)?;
+    let (x, y) = case_xy(ctx, n as u64, k as u64, size.rows)?;
     Ok(Case {
-        calls: copies.max(16),
+        calls: copies.max(size.calls),
         mats,
         x,
         y,

@@ -568,10 +568,12 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
         found.int_dot_table,
         found.int_dot_timed
     );
-    for g in &found.gemm {
+    let gemms = found.gemm.iter().map(|g| ("SIMT GEMM", g));
+    let blocks = found.blocks_gemm.iter().map(|g| ("GEMM on GGUF blocks", g));
+    for (what, g) in gemms.chain(blocks) {
         let tile = |t: q4vk::plan::GemmTile| format!("({}, {}, {}, {})", t.tx, t.ty, t.rn, t.rm);
         println!(
-            "tuned: SIMT GEMM from m = {} {} at {:.3} of the time of the row's (tile {}; {} tiles timed)",
+            "tuned: {what} from m = {} {} at {:.3} of the time of the row's (tile {}; {} tiles timed)",
             g.m,
             g.chosen
                 .map_or("the row's tile".to_string(), |t| format!("tile {}", tile(t))),
