@@ -13,6 +13,7 @@
 
 use super::context::Context;
 use super::gemv_plan::{decide, Choice, KernelChoice, Room};
+use super::log::LEVEL_DEBUG;
 use super::matrix::{upload, DeviceMatrix, UploadRoute};
 use super::matrix_form::MatrixForm;
 use super::memory::{Buffer, MemoryKind};
@@ -370,7 +371,9 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
                 }
                 let case_key = (c, m, key, last);
                 time_new(&mut seen, case_key, || {
-                    time_case(ctx, timer.as_ref(), case, m, choice, None)
+                    let us = time_case(ctx, timer.as_ref(), case, m, choice, None)?;
+                    log_timing(ctx, case, m, &choice, us);
+                    Ok(us)
                 })?;
                 keys.push((class, case_key));
             }
@@ -395,6 +398,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
             let (c, m, _, _) = case_key;
             let (choice, _, _) = simt_choice(&rules, &cases[c], m)?;
             let again = time_case(ctx, timer.as_ref(), &cases[c], m, choice, None)?;
+            log_timing(ctx, &cases[c], m, &choice, again);
             let us = seen.get_mut(&case_key).expect("timed with the row's shape");
             *us = us.min(again);
         }
@@ -661,7 +665,9 @@ impl Timing<'_> {
                     keep_busy(self.ctx, self.timer, case, m, kernel, self.workspace)?;
                 }
                 time_new(&mut seen, (c, m, key), || {
-                    time_case(self.ctx, self.timer, case, m, kernel, self.workspace)
+                    let us = time_case(self.ctx, self.timer, case, m, kernel, self.workspace)?;
+                    log_timing(self.ctx, case, m, &kernel, us);
+                    Ok(us)
                 })?;
                 keys.push((c, m, key));
             }
@@ -680,6 +686,7 @@ impl Timing<'_> {
                 kernel,
                 self.workspace,
             )?;
+            log_timing(self.ctx, &self.cases[c], m, &kernel, again);
             let us = seen
                 .get_mut(&(c, m, key))
                 .expect("timed with the first shape");
@@ -690,6 +697,18 @@ impl Timing<'_> {
             .map(|(shape, keys)| (*shape, geometric_mean_ratio(&seen, keys, first_keys)))
             .collect())
     }
+}
+
+/// Logs one timing of a tuning run at DEBUG level: the kernel and its shape, the case and
+/// the microseconds per call.
+fn log_timing(ctx: &Context, case: &Case, m: u32, kernel: &Choice, us: f64) {
+    ctx.logger.log(
+        LEVEL_DEBUG,
+        &format!(
+            "tuning: {kernel} on {} x {}, m = {m}: {us:.2} µs per call",
+            case.n, case.k
+        ),
+    );
 }
 
 /// The fastest of `timed` (as [`Timing::candidates`] returns them) after the first, where

@@ -10,7 +10,7 @@
 //! `Q4VK_INTDOT=1` wherever it has them, never with `--no-int-dot`; the digits pre-pass is
 //! timed with the kernel), `--coop T,S` fixes the tensor-core kernel's tiles and subgroups, and
 //! `--coop-sweep` times it over a grid of those (bench/RESULTS.md); `Q4VK_BENCH_LOG=1`
-//! prints the context's log; `--stats` ends the table with the compiler statistics
+//! prints the context's log (`debug`: also each timing of `--tune`); `--stats` ends the table with the compiler statistics
 //! (registers, spills, as the driver reports them through
 //! `VK_KHR_pipeline_executable_properties`) of every pipeline the run created. Calls get
 //! the workspace their pre-pass needs (path "x-fragments": the tensor-core GEMM on x written
@@ -70,7 +70,7 @@ use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::GemmTile;
 use q4vk::plan::{CoopGemmTuning, Overrides};
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
-use q4vk::vk::log::Logger;
+use q4vk::vk::log::{Logger, LEVEL_DEBUG, LEVEL_INFO};
 use sweep::*;
 use table::*;
 use timing::*;
@@ -519,10 +519,10 @@ fn context(
             pipeline_statistics: opt.stats,
             ..Default::default()
         },
-        if std::env::var("Q4VK_BENCH_LOG").is_ok_and(|v| v == "1") {
-            Logger::new(Some(log_to_stderr), std::ptr::null_mut(), 2)
-        } else {
-            Logger::silent()
+        match std::env::var("Q4VK_BENCH_LOG").as_deref() {
+            Ok("1") => Logger::new(Some(log_to_stderr), std::ptr::null_mut(), LEVEL_INFO),
+            Ok("debug") => Logger::new(Some(log_to_stderr), std::ptr::null_mut(), LEVEL_DEBUG),
+            _ => Logger::silent(),
         },
     )
 }
@@ -665,7 +665,7 @@ fn tuned_each(ctx: &Context, opt: &Options, ms: u32) -> Result<()> {
     Ok(())
 }
 
-/// Log callback of `Q4VK_BENCH_LOG=1`: every message up to INFO on stderr.
+/// Log callback of `Q4VK_BENCH_LOG`: every message up to its level on stderr.
 unsafe extern "C" fn log_to_stderr(
     _: *mut std::ffi::c_void,
     _: u32,
