@@ -1,0 +1,369 @@
+//! How tuning times a kernel on a case: chains of calls between GPU timestamps (or the
+//! host clock where the queue has none), the GPU kept busy first, candidates timed against
+//! the row's baseline first and last, and their scores (geometric means, the noise margin).
+
+use super::cases::Case;
+use crate::error::{Error, Result};
+use crate::vk::context::Context;
+use crate::vk::gemv_plan::Choice;
+use crate::vk::log::LEVEL_DEBUG;
+use crate::vk::memory::Buffer;
+use crate::vk::params::{BufferRange, GemvParams};
+use crate::vk::record::{record_resolved, CallPlan};
+use crate::vk::submit::record_barrier;
+use crate::vk::xy_sets::Set1;
+use ash::vk;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// A candidate must beat the row's shape by this factor to replace it (timing noise).
+pub(super) const NOISE_MARGIN: f64 = 0.98;
+
+/// Timed chains per (candidate, case); the fastest counts.
+pub(super) const REPEATS: usize = 3;
+
+/// Untimed chains before the timed ones in each submission.
+pub(super) const WARM_CHAINS: usize = 2;
+
+/// How long the row's shape runs, untimed, before anything is timed: a GPU that was idle
+/// raises its clocks over milliseconds, not within one chain.
+pub(super) const WARM_UP: Duration = Duration::from_millis(50);
+
+/// A timed call: its case, its m and the keys of the kernels a candidate runs there.
+pub(super) type CallKey<K> = (usize, u32, K);
+
+/// The calls one kernel's candidates are timed on, and how.
+pub(super) struct Timing<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) timer: Option<&'a GpuTimer<'a>>,
+    pub(super) cases: &'a [Case],
+    /// (case index, m).
+    pub(super) calls: &'a [(usize, u32)],
+    /// Where the calls' pre-passes write (`None`: calls without one).
+    pub(super) workspace: Option<&'a Buffer>,
+    /// When the timing started, and how long after it candidates may start.
+    pub(super) deadline: (Instant, Duration),
+}
+
+impl Timing<'_> {
+    /// Times `shapes` on every call, in order: the first (the baseline: the row's) always,
+    /// the others while the deadline allows; then the first again (the faster of its two
+    /// timings counts: a GPU leaving its idle clocks at the first does not flatter the
+    /// others). `choice` gives a shape's kernel on a case at m and the keys that name it
+    /// (shapes resolving to the same keys on a call share one timing). Returns each timed
+    /// shape with its time against the first, the geometric mean over the calls; none
+    /// where there are no calls.
+    pub(super) fn candidates<S: Copy, K: std::hash::Hash + Eq + Copy>(
+        &self,
+        shapes: impl IntoIterator<Item = S>,
+        choice: impl Fn(&S, &Case, u32) -> Result<(Choice, K)>,
+    ) -> Result<Vec<(S, f64)>> {
+        if self.calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (started, deadline) = self.deadline;
+        let mut seen: HashMap<CallKey<K>, f64> = HashMap::new();
+        let mut timed: Vec<(S, Vec<CallKey<K>>)> = Vec::new();
+        for (i, shape) in shapes.into_iter().enumerate() {
+            if i > 0 && started.elapsed() >= deadline {
+                break;
+            }
+            let mut keys = Vec::with_capacity(self.calls.len());
+            for (at, &(c, m)) in self.calls.iter().enumerate() {
+                let case = &self.cases[c];
+                let (kernel, key) = choice(&shape, case, m)?;
+                if i == 0 && at == 0 {
+                    keep_busy(self.ctx, self.timer, case, m, kernel, self.workspace)?;
+                }
+                time_new(&mut seen, (c, m, key), || {
+                    let us = time_case(self.ctx, self.timer, case, m, kernel, self.workspace)?;
+                    log_timing(self.ctx, case, m, &kernel, us);
+                    Ok(us)
+                })?;
+                keys.push((c, m, key));
+            }
+            timed.push((shape, keys));
+        }
+        let Some((first, first_keys)) = timed.first() else {
+            return Ok(Vec::new());
+        };
+        for &(c, m, key) in first_keys {
+            let (kernel, _) = choice(first, &self.cases[c], m)?;
+            let again = time_case(
+                self.ctx,
+                self.timer,
+                &self.cases[c],
+                m,
+                kernel,
+                self.workspace,
+            )?;
+            log_timing(self.ctx, &self.cases[c], m, &kernel, again);
+            let us = seen
+                .get_mut(&(c, m, key))
+                .expect("timed with the first shape");
+            *us = us.min(again);
+        }
+        Ok(timed
+            .iter()
+            .map(|(shape, keys)| (*shape, geometric_mean_ratio(&seen, keys, first_keys)))
+            .collect())
+    }
+}
+
+/// Logs one timing of a tuning run at DEBUG level: the kernel and its shape, the case and
+/// the microseconds per call.
+pub(super) fn log_timing(ctx: &Context, case: &Case, m: u32, kernel: &Choice, us: f64) {
+    ctx.logger.log(
+        LEVEL_DEBUG,
+        &format!(
+            "tuning: {kernel} on {} x {}, m = {m}: {us:.2} µs per call",
+            case.n, case.k
+        ),
+    );
+}
+
+/// The fastest of `timed` (as [`Timing::candidates`] returns them) after the first, where
+/// it beats the first by more than the noise margin.
+pub(super) fn fastest<S: Copy>(timed: &[(S, f64)]) -> Option<(S, f64)> {
+    timed
+        .iter()
+        .skip(1)
+        .copied()
+        .filter(|&(_, ratio)| ratio < NOISE_MARGIN)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The geometric mean over `keys` of each one's time in `seen` against its counterpart in
+/// `table_keys` (1 where there are none).
+pub(super) fn geometric_mean_ratio<K: std::hash::Hash + Eq>(
+    seen: &HashMap<K, f64>,
+    keys: &[K],
+    table_keys: &[K],
+) -> f64 {
+    let log_ratio: f64 = keys
+        .iter()
+        .zip(table_keys)
+        .map(|(key, table_key)| (seen[key] / seen[table_key]).ln())
+        .sum();
+    (log_ratio / keys.len().max(1) as f64).exp()
+}
+
+/// Times `key`'s case with `time` unless a candidate resolving to the same kernels already
+/// did (`seen`: µs by key).
+pub(super) fn time_new<K: std::hash::Hash + Eq>(
+    seen: &mut HashMap<K, f64>,
+    key: K,
+    time: impl FnOnce() -> Result<f64>,
+) -> Result<()> {
+    if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(key) {
+        slot.insert(time()?);
+    }
+    Ok(())
+}
+
+/// Keeps the GPU busy with chains of `m` rows on `case` for [`WARM_UP`].
+pub(super) fn keep_busy(
+    ctx: &Context,
+    timer: Option<&GpuTimer>,
+    case: &Case,
+    m: u32,
+    choice: Choice,
+    workspace: Option<&Buffer>,
+) -> Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < WARM_UP {
+        time_case(ctx, timer, case, m, choice, workspace)?;
+    }
+    Ok(())
+}
+
+/// Microseconds per call of `m` rows on `case` with the kernel of `choice` (and its
+/// pre-pass into `workspace`, which holds the bytes the choice asks): the fastest
+/// of [`REPEATS`] chains of `case.calls` calls (rotating through the copies, a barrier
+/// between calls, as a decoder step runs them). One untimed submission first creates the
+/// pipelines; each timed submission starts with [`WARM_CHAINS`] untimed chains, so that the
+/// GPU's clocks have left their idle state. Timed between GPU timestamps where the queue
+/// has them, so that recording and submitting do not count; else by the wall clock around
+/// each submission.
+pub(super) fn time_case(
+    ctx: &Context,
+    timer: Option<&GpuTimer>,
+    case: &Case,
+    m: u32,
+    choice: Choice,
+    workspace: Option<&Buffer>,
+) -> Result<f64> {
+    let p = GemvParams::dense(m, case.k, case.n);
+    let workspace = match (choice.workspace_bytes, workspace) {
+        (0, _) => None,
+        (bytes, Some(w)) if bytes <= w.size => Some(BufferRange {
+            buffer: w.buffer,
+            offset: 0,
+            range: bytes,
+        }),
+        (bytes, _) => {
+            return Err(Error::Internal(format!(
+                "a tuning call asks {bytes} bytes of workspace; it was given less"
+            )))
+        }
+    };
+    let plans = case
+        .mats
+        .iter()
+        .map(|mat| CallPlan::of(ctx, mat, &p, choice))
+        .collect::<Result<Vec<_>>>()?;
+    let x = BufferRange {
+        buffer: case.x.buffer,
+        offset: 0,
+        range: 4 * u64::from(m) * case.k,
+    };
+    let y = BufferRange {
+        buffer: case.y.buffer,
+        offset: 0,
+        range: 4 * u64::from(m) * case.n,
+    };
+    let d = &ctx.device.device;
+    let chain = |cmd: vk::CommandBuffer, calls: usize| -> Result<()> {
+        for i in 0..calls {
+            // SAFETY: q4vk's own command buffer, recording.
+            unsafe { record_barrier(d, cmd, COMPUTE_WRITE, COMPUTE_READ_WRITE) };
+            let at = i % case.mats.len();
+            record_resolved(
+                ctx,
+                cmd,
+                &case.mats[at],
+                &Set1::pair(x, y),
+                &p,
+                workspace,
+                &plans[at],
+            )?;
+        }
+        Ok(())
+    };
+    ctx.submit(|cmd| chain(cmd, case.mats.len()))?;
+    let fastest = match timer {
+        None => (0..REPEATS)
+            .map(|_| {
+                ctx.submit(|cmd| chain(cmd, WARM_CHAINS * case.calls))?;
+                let started = Instant::now();
+                ctx.submit(|cmd| chain(cmd, case.calls))?;
+                Ok(started.elapsed())
+            })
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .min(),
+        Some(timer) => timer
+            .chains(|timer, cmd| {
+                chain(cmd, WARM_CHAINS * case.calls)?;
+                for r in 0..REPEATS as u32 {
+                    timer.stamp(cmd, 2 * r);
+                    chain(cmd, case.calls)?;
+                    timer.stamp(cmd, 2 * r + 1);
+                }
+                Ok(())
+            })?
+            .into_iter()
+            .min(),
+    }
+    .expect("REPEATS > 0");
+    Ok(fastest.as_secs_f64() * 1e6 / case.calls as f64)
+}
+
+/// Compute writes, then compute reads and writes: the barrier between chained calls.
+pub(super) const COMPUTE_WRITE: (vk::PipelineStageFlags, vk::AccessFlags) = (
+    vk::PipelineStageFlags::COMPUTE_SHADER,
+    vk::AccessFlags::SHADER_WRITE,
+);
+/// See [`COMPUTE_WRITE`].
+pub(super) const COMPUTE_READ_WRITE: (vk::PipelineStageFlags, vk::AccessFlags) = (
+    vk::PipelineStageFlags::COMPUTE_SHADER,
+    vk::AccessFlags::from_raw(
+        vk::AccessFlags::SHADER_READ.as_raw() | vk::AccessFlags::SHADER_WRITE.as_raw(),
+    ),
+);
+
+/// A timestamp query pool of q4vk's queue, destroyed on drop.
+pub(super) struct GpuTimer<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) pool: vk::QueryPool,
+    pub(super) count: u32,
+    /// `timestampValidBits` of the queue.
+    pub(super) bits: u32,
+}
+
+impl<'a> GpuTimer<'a> {
+    /// A pool of `count` timestamps on `ctx`'s queue, or `None` where it has none.
+    pub(super) fn for_queue(ctx: &'a Context, count: u32) -> Result<Option<GpuTimer<'a>>> {
+        let bits = ctx.device.timestamp_bits;
+        if bits == 0 {
+            return Ok(None);
+        }
+        let info = vk::QueryPoolCreateInfo::default()
+            .query_type(vk::QueryType::TIMESTAMP)
+            .query_count(count);
+        // SAFETY: q4vk's live device; the pool is destroyed on drop.
+        let pool = unsafe { ctx.device.device.create_query_pool(&info, None) }
+            .map_err(|e| Error::vk("vkCreateQueryPool", e))?;
+        ctx.device.namer.name(pool, "q4vk tuning timestamps");
+        Ok(Some(GpuTimer {
+            ctx,
+            pool,
+            count,
+            bits,
+        }))
+    }
+
+    /// Records timestamp `index` after all earlier commands.
+    pub(super) fn stamp(&self, cmd: vk::CommandBuffer, index: u32) {
+        // SAFETY: q4vk's own command buffer, recording; index < count (callers).
+        unsafe {
+            self.ctx.device.device.cmd_write_timestamp(
+                cmd,
+                vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                self.pool,
+                index,
+            )
+        }
+    }
+
+    /// Submits what `record` records after the pool's reset, waits, and returns the time
+    /// between each pair of timestamps (0 and 1, 2 and 3, …).
+    pub(super) fn chains(
+        &self,
+        record: impl FnOnce(&Self, vk::CommandBuffer) -> Result<()>,
+    ) -> Result<Vec<Duration>> {
+        let d = &self.ctx.device.device;
+        self.ctx.submit(|cmd| {
+            // SAFETY: q4vk's own command buffer, recording; the pool is live.
+            unsafe { d.cmd_reset_query_pool(cmd, self.pool, 0, self.count) };
+            record(self, cmd)
+        })?;
+        let mut stamps = vec![0u64; self.count as usize];
+        // SAFETY: every query was written by the completed submission.
+        unsafe {
+            d.get_query_pool_results(
+                self.pool,
+                0,
+                &mut stamps,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .map_err(|e| Error::vk("vkGetQueryPoolResults", e))?;
+        let mask = u64::MAX >> (64 - self.bits.min(64));
+        let period = f64::from(self.ctx.device.info.timestamp_period);
+        Ok(stamps
+            .chunks_exact(2)
+            .map(|pair| {
+                let ticks = pair[1].wrapping_sub(pair[0]) & mask;
+                Duration::from_secs_f64(ticks as f64 * period * 1e-9)
+            })
+            .collect())
+    }
+}
+
+impl Drop for GpuTimer<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the pool is not in use once `chains` has waited (or never submitted).
+        unsafe { self.ctx.device.device.destroy_query_pool(self.pool, None) };
+    }
+}
