@@ -894,7 +894,9 @@ typedef struct q4vk_tune_desc {
   // where the context runs that GEMM there: `prefill_m_count` values (at most 4) at
   // `prefill_ms`; 0 = none. `q4vk_tune_desc_default` sets one: 64. A call of m tokens
   // takes the tile chosen at the largest of these at or below its m. x and y of the
-  // largest m on the largest shape are held during the call.
+  // largest m on the largest shape are held during the call. Like every kernel tuned,
+  // each GEMM is timed with the row's tile on its shapes at each m even where the budget
+  // is spent (prefill calls are long on a phone: set 0 to tune the GEMVs alone).
   uint32_t prefill_m_count;
   // Always 0.
   uint32_t reserved0;
