@@ -890,8 +890,9 @@ typedef struct q4vk_tune_desc {
   // its weights from memory as in a decode step, not from the last call's cache; 0
   // (default) = 64 MiB. At most 1 GiB; that much device memory is held during the call.
   uint64_t cold_bytes;
-  // Prefill m (9..2048, distinct) at which the SIMT GEMM's tile is timed on each shape,
-  // where the context runs that GEMM there: `prefill_m_count` values (at most 4) at
+  // Prefill m (9..2048, distinct) at which the tiles of the SIMT GEMM and of the GEMM on
+  // GGUF blocks are timed on each shape, where the context runs that GEMM there without
+  // a workspace: `prefill_m_count` values (at most 4) at
   // `prefill_ms`; 0 = none. `q4vk_tune_desc_default` sets one: 64. A call of m tokens
   // takes the tile chosen at the largest of these at or below its m. x and y of the
   // largest m on the largest shape are held during the call. Like every kernel tuned,
@@ -904,7 +905,7 @@ typedef struct q4vk_tune_desc {
   const uint32_t *prefill_ms;
 } q4vk_tune_desc;
 
-// A tile of the SIMT GEMM: invocations along rows and along tokens, rows and tokens per
+// A tile of the SIMT GEMM (or of the GEMM on GGUF blocks): invocations along rows and along tokens, rows and tokens per
 // invocation (a workgroup computes `row_invocations · rows_per_invocation` rows by
 // `token_invocations · tokens_per_invocation` tokens).
 typedef struct q4vk_gemm_tile {
