@@ -16,8 +16,11 @@ use std::borrow::Cow;
 /// chain.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CaseSize {
+    /// Rows of x and y.
     pub(super) rows: u32,
+    /// Most copies of the matrix.
     pub(super) copies: usize,
+    /// Fewest calls per chain.
     pub(super) calls: usize,
 }
 
@@ -42,11 +45,17 @@ pub(super) fn gemm_case(rows: u32) -> CaseSize {
 
 /// A timed case: rotated copies of one matrix, x and y, and the calls per submission.
 pub(super) struct Case {
+    /// Copies of one matrix, each call on the next.
     pub(super) mats: Vec<DeviceMatrix>,
+    /// x, for the case's most rows.
     pub(super) x: Buffer,
+    /// y, for the case's most rows.
     pub(super) y: Buffer,
+    /// Rows of the matrix.
     pub(super) n: u64,
+    /// Columns of the matrix.
     pub(super) k: u64,
+    /// Calls per timed chain.
     pub(super) calls: usize,
 }
 

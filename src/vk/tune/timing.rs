@@ -34,8 +34,11 @@ pub(super) type CallKey<K> = (usize, u32, K);
 
 /// The calls one kernel's candidates are timed on, and how.
 pub(super) struct Timing<'a> {
+    /// The context timed on.
     pub(super) ctx: &'a Context,
+    /// Its timestamp pool (`None`: the host clock).
     pub(super) timer: Option<&'a GpuTimer<'a>>,
+    /// The cases the calls index.
     pub(super) cases: &'a [Case],
     /// (case index, m).
     pub(super) calls: &'a [(usize, u32)],
@@ -284,11 +287,11 @@ pub(super) const COMPUTE_READ_WRITE: (vk::PipelineStageFlags, vk::AccessFlags) =
 
 /// A timestamp query pool of q4vk's queue, destroyed on drop.
 pub(super) struct GpuTimer<'a> {
-    pub(super) ctx: &'a Context,
-    pub(super) pool: vk::QueryPool,
-    pub(super) count: u32,
+    ctx: &'a Context,
+    pool: vk::QueryPool,
+    count: u32,
     /// `timestampValidBits` of the queue.
-    pub(super) bits: u32,
+    bits: u32,
 }
 
 impl<'a> GpuTimer<'a> {
