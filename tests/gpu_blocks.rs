@@ -324,14 +324,7 @@ fn the_tiles_tuning_may_choose_match_reference() {
     let mut rng = Rng(0xB11E);
     let class = gpu.context().rules.class;
     let all = gemm_candidates(&q4vk::plan::GEMM_TILE, 512, &class, true);
-    let mut tiles: Vec<q4vk::plan::GemmTile> = Vec::new();
-    for t in &all {
-        let new_grid = !tiles.iter().any(|s| (s.tx, s.ty) == (t.tx, t.ty));
-        let new_block = !tiles.iter().any(|s| (s.rn, s.rm) == (t.rn, t.rm));
-        if new_grid || new_block {
-            tiles.push(*t);
-        }
-    }
+    let tiles = sampled_tiles(&all);
     assert!(tiles.len() >= 8, "{tiles:?} of {all:?}");
     let (n, k, m) = (37usize, 512usize, 45usize);
     let ty = BlockType::Q4K;

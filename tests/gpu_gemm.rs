@@ -147,14 +147,7 @@ fn the_tiles_tuning_may_choose_match_reference() {
     let mut rng = Rng(43);
     let class = gpu.context().rules.class;
     let all = gemm_candidates(&q4vk::plan::GEMM_TILE, 512, &class, false);
-    let mut tiles: Vec<GemmTile> = Vec::new();
-    for t in &all {
-        let new_grid = !tiles.iter().any(|s| (s.tx, s.ty) == (t.tx, t.ty));
-        let new_block = !tiles.iter().any(|s| (s.rn, s.rm) == (t.rn, t.rm));
-        if new_grid || new_block {
-            tiles.push(*t);
-        }
-    }
+    let tiles = sampled_tiles(&all);
     assert!(tiles.len() >= 8, "{tiles:?} of {all:?}");
     for t in tiles {
         gpu.context_mut()

@@ -8,6 +8,7 @@
 
 pub mod device_class;
 pub mod fragment_shape;
+mod nearest;
 pub mod overrides;
 pub mod tuned;
 pub mod tuned_gemm;

@@ -5,6 +5,7 @@
 //! the next. The blob names the device, driver and q4vk
 //! version it was made with, and a checksum; anything else is refused with the reason.
 
+use super::nearest::{nearest_first, steps};
 use super::tuned_gemm::{GemmTilesAt, TunedGemms, GEMM_MS, MAX_GEMM_MS};
 use super::tuning::{DeviceTuning, GemmTile, SimtGemv};
 use super::DeviceClass;
@@ -369,21 +370,15 @@ pub fn candidates(table: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
             }
         }
     }
-    let steps = |a: u32, b: u32| (a.max(1).ilog2() as i32 - b.max(1).ilog2() as i32).unsigned_abs();
-    let distance = |s: &SimtGemv| {
-        let d = [
+    nearest_first(table, all, |s| {
+        [
             steps(s.workgroup, table.workgroup),
             steps(s.rows, table.rows),
             steps(s.split, table.split),
             steps(s.unroll, table.unroll),
             u32::from(s.word_lanes != table.word_lanes),
-        ];
-        (d.iter().filter(|&&v| v > 0).count(), d.iter().sum::<u32>())
-    };
-    all.sort_by_key(distance);
-    let mut out = vec![*table];
-    out.extend(all);
-    out
+        ]
+    })
 }
 
 /// The shapes of the GEMV on GGUF blocks a tuning run times: `table` (the device row's)
@@ -391,7 +386,7 @@ pub fn candidates(table: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
 /// the table first (fewest fields changed, then the smallest change).
 pub fn blocks_candidates(table: &BlocksGemvShape) -> Vec<BlocksGemvShape> {
     let steps_of = [(1, false), (2, false), (4, false), (1, true)];
-    let mut all: Vec<BlocksGemvShape> = [1, 2, 4, 8]
+    let all: Vec<BlocksGemvShape> = [1, 2, 4, 8]
         .into_iter()
         .flat_map(|rows| {
             steps_of.map(|(unroll, word_lanes)| BlocksGemvShape {
@@ -402,18 +397,13 @@ pub fn blocks_candidates(table: &BlocksGemvShape) -> Vec<BlocksGemvShape> {
         })
         .filter(|s| s != table)
         .collect();
-    let steps = |a: u32, b: u32| (a.max(1).ilog2() as i32 - b.max(1).ilog2() as i32).unsigned_abs();
-    all.sort_by_key(|s| {
-        let d = [
+    nearest_first(table, all, |s| {
+        [
             steps(s.rows, table.rows),
             steps(s.unroll, table.unroll),
             u32::from(s.word_lanes != table.word_lanes),
-        ];
-        (d.iter().filter(|&&v| v > 0).count(), d.iter().sum::<u32>())
-    });
-    let mut out = vec![*table];
-    out.extend(all);
-    out
+        ]
+    })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! chose at each m ([`GemmTilesAt`], which a tuning blob carries to the next context) and
 //! the tiles a context then takes per GEMM ([`TunedGemmTiles`]).
 
+use super::nearest::{nearest_first, steps};
 use super::tuning::GemmTile;
 use super::DeviceClass;
 
@@ -166,19 +167,14 @@ pub fn gemm_candidates(
             }
         }
     }
-    let steps = |a: u32, b: u32| (a.max(1).ilog2() as i32 - b.max(1).ilog2() as i32).unsigned_abs();
-    all.sort_by_key(|t| {
-        let d = [
+    nearest_first(table, all, |t| {
+        [
             steps(t.tx, table.tx),
             steps(t.ty, table.ty),
             steps(t.rn, table.rn),
             steps(t.rm, table.rm),
-        ];
-        (d.iter().filter(|&&v| v > 0).count(), d.iter().sum::<u32>())
-    });
-    let mut out = vec![*table];
-    out.extend(all);
-    out
+        ]
+    })
 }
 
 #[cfg(test)]

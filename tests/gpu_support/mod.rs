@@ -869,3 +869,18 @@ pub fn rounded_to_f16(x: &[f32]) -> (Vec<f32>, Vec<u8>) {
         halves.iter().flat_map(|h| h.to_le_bytes()).collect(),
     )
 }
+
+/// The tiles of `all` that the GEMM tests run: the first of each count of invocations along
+/// rows and tokens and the first of each count of rows and tokens per invocation (what the
+/// kernels' staging loops depend on; each tile is a pipeline to build).
+pub fn sampled_tiles(all: &[q4vk::plan::GemmTile]) -> Vec<q4vk::plan::GemmTile> {
+    let mut tiles: Vec<q4vk::plan::GemmTile> = Vec::new();
+    for t in all {
+        let new_grid = !tiles.iter().any(|s| (s.tx, s.ty) == (t.tx, t.ty));
+        let new_block = !tiles.iter().any(|s| (s.rn, s.rm) == (t.rn, t.rm));
+        if new_grid || new_block {
+            tiles.push(*t);
+        }
+    }
+    tiles
+}

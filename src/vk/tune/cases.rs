@@ -59,6 +59,16 @@ pub(super) struct Case {
     pub(super) calls: usize,
 }
 
+/// A xorshift generator from `seed`: the cases' pseudo-random bytes, the same on every run.
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// Weights per Q4_K block: a tuning shape's k must be whole blocks for its case on blocks.
 pub(super) const Q4K_BLOCK: u64 = 256;
 
@@ -73,13 +83,7 @@ pub(super) fn make_case(
     size: CaseSize,
 ) -> Result<Case> {
     let shape = Q4Shape::new(n, k, 128, 0)?;
-    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (index << 32) ^ n ^ (k << 16);
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x9E37_79B9_7F4A_7C15u64 ^ (index << 32) ^ n ^ (k << 16));
     let weight: Vec<u8> = crate::alloc::collect(
         (0..shape.weight_bytes()).map(|_| next() as u8),
         "the tuning matrix",
@@ -139,13 +143,7 @@ pub(super) fn make_blocks_case(
         .ok_or_else(|| {
             Error::OutOfHostMemory(format!("a tuning matrix of {n} x {k} Q4_K blocks"))
         })?;
-    let mut state = 0xD1B5_4A32_D192_ED03u64 ^ (index << 32) ^ n ^ (k << 16);
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0xD1B5_4A32_D192_ED03u64 ^ (index << 32) ^ n ^ (k << 16));
     let (d, dmin) = (half::f16::from_f32(0.01), half::f16::from_f32(0.005));
     let tensor: Vec<u8> = crate::alloc::collect(
         (0..total).map(|i| match i % block_bytes {
