@@ -238,14 +238,26 @@ int main(int argc, char **argv) {
     ti.struct_size = sizeof ti;
     if (check_status(api.tune(ctx, &td, tuned, sizeof tuned, &tuned_size, &ti), "q4vk_context_tune")) {
         char what[160];
-        snprintf(what, sizeof what, "tuning blob: %zu bytes, %u of %u shapes timed, workgroup %u, %u rows",
-                 tuned_size, ti.candidates_timed, ti.candidates, ti.workgroup, ti.rows);
-        expect(tuned_size > 0 && ti.candidates_timed >= 1 && ti.time_vs_table <= 1.0, what);
-        /* No case of long rows was timed: that class keeps the table's shape. */
+        const q4vk_simt_gemv_shape *d = &ti.decode_short_rows, *dl = &ti.decode_long_rows;
+        snprintf(what, sizeof what, "tuning blob: %zu bytes, %u of %u shapes timed, at m = 1 workgroup %u, %u rows",
+                 tuned_size, ti.candidates_timed, ti.candidates, d->workgroup, d->rows);
+        expect(tuned_size > 0 && ti.candidates_timed >= 1 && ti.decode_time_vs_table <= 1.0 && d->workgroup >= 1 &&
+                   d->rows >= 1 && d->reserved == 0,
+               what);
+        /* Only calls of m = 1 on short rows were timed: the other groups keep the table's
+           shapes (short rows at m > 1, long rows at either). */
+        expect(ti.time_vs_table == 1.0 && ti.workgroup == ti.table_workgroup && ti.rows == ti.table_rows &&
+                   ti.unroll == ti.table_unroll && ti.split == ti.table_split &&
+                   ti.word_lanes == ti.table_word_lanes,
+               "tuning keeps the table's shape for calls of m > 1 when no case has them");
         expect(ti.long_rows_from_k == 4096 && ti.long_rows_time_vs_table == 1.0 &&
-                   ti.long_rows_workgroup == ti.table_workgroup && ti.long_rows_rows == ti.table_rows &&
-                   ti.long_rows_unroll == ti.table_unroll && ti.long_rows_split == ti.table_split &&
-                   ti.long_rows_word_lanes == ti.table_word_lanes,
+                   ti.long_rows_workgroup == ti.long_rows_table_workgroup &&
+                   ti.long_rows_rows == ti.long_rows_table_rows && ti.long_rows_unroll == ti.long_rows_table_unroll &&
+                   ti.long_rows_split == ti.long_rows_table_split &&
+                   ti.long_rows_word_lanes == ti.long_rows_table_word_lanes && ti.decode_long_rows_time_vs_table == 1.0 &&
+                   dl->workgroup == ti.long_rows_table_workgroup && dl->rows == ti.long_rows_table_rows &&
+                   dl->unroll == ti.long_rows_table_unroll && dl->split == ti.long_rows_table_split &&
+                   dl->word_lanes == ti.long_rows_table_word_lanes,
                "tuning keeps the table's shape for long rows when no case has them");
         /* k = 1024 is whole Q4_K blocks and m = 1 one pass: the GEMV on blocks is tuned too. */
         expect(ti.blocks_candidates_timed >= 1 && ti.blocks_time_vs_table <= 1.0 && ti.blocks_rows >= 1 &&

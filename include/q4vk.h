@@ -935,18 +935,39 @@ typedef struct q4vk_tuned_gemm {
   double time_vs_table;
 } q4vk_tuned_gemm;
 
+// A SIMT GEMV workgroup shape, as `q4vk_tune_info.workgroup` … `word_lanes` describe one.
+typedef struct q4vk_simt_gemv_shape {
+  // Invocations per workgroup.
+  uint32_t workgroup;
+  // Rows per workgroup.
+  uint32_t rows;
+  // Chunks per row each invocation loads per step.
+  uint32_t unroll;
+  // Invocations sharing a chunk.
+  uint32_t split;
+  // 1 where the GEMV steps over words of codes instead of 16-byte chunks on every
+  // matrix of its class, else 0 (as `q4vk_tune_info.word_lanes`).
+  uint32_t word_lanes;
+  // Always 0.
+  uint32_t reserved;
+} q4vk_simt_gemv_shape;
+
 // What `q4vk_context_tune` found. The caller sets `struct_size = sizeof(q4vk_tune_info)`;
 // q4vk writes the other fields.
 typedef struct q4vk_tune_info {
   // Set by the caller: `sizeof(q4vk_tune_info)`.
   uint32_t struct_size;
-  // Candidate shapes timed on every case (the table's included).
+  // SIMT GEMV shapes timed on every call of their group, summed over the groups (short
+  // rows and long rows, each at m = 1 and at m > 1), the table's counted in each group
+  // that has calls.
   uint32_t candidates_timed;
-  // Candidate shapes the device can run.
+  // Candidate SIMT GEMV shapes the device can run, summed over the groups that have
+  // calls as `candidates_timed`.
   uint32_t candidates;
-  // The chosen SIMT GEMV shape for matrices of short rows (k below `long_rows_from_k`):
-  // invocations per workgroup, rows per workgroup, chunks per row each invocation loads
-  // per step, invocations sharing a chunk.
+  // The chosen SIMT GEMV shape for calls of 2 or more activation rows on matrices of
+  // short rows (k below `long_rows_from_k`): invocations per workgroup, rows per
+  // workgroup, chunks per row each invocation loads per step, invocations sharing a
+  // chunk. Calls of one row take `decode_short_rows`, tuned apart.
   uint32_t workgroup;
   // See `workgroup`.
   uint32_t rows;
@@ -963,8 +984,8 @@ typedef struct q4vk_tune_info {
   uint32_t table_unroll;
   // See `table_workgroup`.
   uint32_t table_split;
-  // The chosen shape's time against the table's, geometric mean over the timed cases of
-  // short rows (1 where the table's shape was kept or no such case was timed).
+  // The chosen shape's time against the table's, geometric mean over the timed calls of
+  // its group (1 where the table's shape was kept or no such call was timed).
   double time_vs_table;
   // 1 where the chosen shape's SIMT GEMV (f32 and integer dot products) steps over words
   // of codes (8 weights) instead of 16-byte chunks on every matrix of its class, else 0
@@ -976,7 +997,8 @@ typedef struct q4vk_tune_info {
   // Matrices of at least this many columns (k) are of long rows: they take the
   // `long_rows_*` shape, tuned on the cases of such k (the table's where none was).
   uint32_t long_rows_from_k;
-  // The chosen shape for matrices of long rows, as `workgroup`.
+  // The chosen shape for calls of 2 or more rows on matrices of long rows, as
+  // `workgroup`.
   uint32_t long_rows_workgroup;
   // See `long_rows_workgroup`.
   uint32_t long_rows_rows;
@@ -986,7 +1008,7 @@ typedef struct q4vk_tune_info {
   uint32_t long_rows_split;
   // As `word_lanes`, of the shape for long rows.
   uint32_t long_rows_word_lanes;
-  // As `time_vs_table`, over the timed cases of long rows.
+  // As `time_vs_table`, of the long rows' shape.
   double long_rows_time_vs_table;
   // The device row's shape for matrices of long rows (the baseline of `long_rows_*`; the
   // `table_*` fields hold its shape for short rows), as `workgroup`.
@@ -1074,6 +1096,17 @@ typedef struct q4vk_tune_info {
   uint32_t reserved3;
   // The GEMM on GGUF blocks' tile per prefill m timed, as `gemm`.
   struct q4vk_tuned_gemm blocks_gemm[4];
+  // Optional (appended after `blocks_gemm`): the chosen SIMT GEMV shape for calls of
+  // one activation row (decode) on matrices of short rows, tuned on the calls of m = 1
+  // apart from the others (whose shapes are `workgroup` … `word_lanes`); its baseline is
+  // the table's shape for short rows (`table_*`).
+  struct q4vk_simt_gemv_shape decode_short_rows;
+  // As `decode_short_rows`, on matrices of long rows (baseline `long_rows_table_*`).
+  struct q4vk_simt_gemv_shape decode_long_rows;
+  // As `time_vs_table`, of `decode_short_rows`.
+  double decode_time_vs_table;
+  // As `time_vs_table`, of `decode_long_rows`.
+  double decode_long_rows_time_vs_table;
 } q4vk_tune_info;
 
 // The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer
@@ -2376,17 +2409,18 @@ q4vk_status q4vk_source_from_ggml_type(uint32_t ggml_type, q4vk_matrix_source *o
 // `desc` must be NULL or point to a writable `q4vk_tune_desc`.
 void q4vk_tune_desc_default(struct q4vk_tune_desc *desc);
 
-// Times the SIMT GEMV's workgroup shapes on `ctx`'s device — the device row's first, then
-// its neighbours, nearest first, as long as `desc->budget_ms` allows — on the shapes and m
-// of `desc`, each call reading its weights cold, and writes the fastest for each class of
-// matrices (short rows; long rows, k of at least `q4vk_tune_info.long_rows_from_k`),
-// scored on that class's shapes (the row's unless another was faster by more than timing
-// noise, or no shape is of that class); then, where the context runs the integer
+// Times the SIMT GEMV's workgroup shapes on `ctx`'s device — the device row's neighbours,
+// nearest first, as long as `desc->budget_ms` allows, each against the row's shape in the
+// same submission — on the shapes and m of `desc`, each call reading its weights cold, and
+// writes the fastest for each group of calls (matrices of short rows or of long rows, k of
+// at least `q4vk_tune_info.long_rows_from_k`; calls of m = 1 or of more rows), scored on
+// that group's calls (the row's unless another was faster by more than timing noise, or
+// no call is of that group); then, where the context runs the integer
 // dot-product GEMV (x in 8-bit digits) on some of those calls given a workspace, its one
 // shape for every row length the same way on them, its digits pre-pass timed with it;
 // then, at each prefill m of `desc` where the context runs the SIMT GEMM on some shape
 // (prefill without tensor cores), that GEMM's tile the same way (the device row's tile
-// at that m first, then its neighbours); then, where a shape's k is a multiple of 256 and
+// at that m the baseline, its neighbours the candidates); then, where a shape's k is a multiple of 256 and
 // an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
 // pieces per step) the same way on Q4_K matrices of those shapes; then, at the prefill m
 // where the context runs the SIMT GEMM on GGUF blocks on such shapes, its tile the same

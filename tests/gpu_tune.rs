@@ -17,7 +17,7 @@ use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::*;
 use q4vk::ffi::tune::*;
 use q4vk::import::gguf_blocks::BlockType;
-use q4vk::plan::tuned::{BlocksGemvShape, TunedBlob};
+use q4vk::plan::tuned::{BlocksGemvShape, SimtGroup, TunedBlob};
 use q4vk::plan::tuned_gemm::{GemmTilesAt, TunedGemms};
 use q4vk::plan::tuning::SimtGemv;
 use q4vk::plan::GemmTile;
@@ -166,12 +166,28 @@ fn checked_plan(gpu: &Gpu) -> u32 {
     short
 }
 
-/// The SIMT GEMV shapes `gpu`'s context runs on short rows and on long rows: workgroup,
-/// rows, unroll, split, word lanes.
-fn shape_of(gpu: &Gpu) -> [[u32; 5]; 2] {
+/// The SIMT GEMV shapes `gpu`'s context runs on short rows and on long rows at m > 1, then
+/// at m = 1: workgroup, rows, unroll, split, word lanes.
+fn shape_of(gpu: &Gpu) -> [[u32; 5]; 4] {
     let rules = &gpu.context().rules;
-    [rules.simt, rules.simt_long_rows]
+    let [decode, decode_long] = rules.simt_decode;
+    [rules.simt, rules.simt_long_rows, decode, decode_long]
         .map(|t| [t.workgroup, t.rows, t.unroll, t.split, t.word_lanes.into()])
+}
+
+/// The fields of a `q4vk_simt_gemv_shape` in [`shape_of`]'s order.
+fn fields(s: &q4vk_simt_gemv_shape) -> [u32; 5] {
+    [s.workgroup, s.rows, s.unroll, s.split, s.word_lanes]
+}
+
+/// The plan names of an m = 1 and an m = 3 GEMV on a fresh matrix of 200 × `k` on `gpu`.
+fn plan_names(gpu: &Gpu, k: usize) -> [String; 2] {
+    let mut rng = Rng(0x7u64);
+    let d = random_q4(&mut rng, 200, k, 128, true, false);
+    let mat = upload_q4(gpu, &d);
+    let names = [1, 3].map(|m| plan_of(gpu.ctx, mat, m, 0, 0).1);
+    unsafe { q4vk_matrix_destroy(mat) };
+    names
 }
 
 #[test]
@@ -199,18 +215,31 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         info.table_word_lanes
     );
     eprintln!(
-        "long rows (k >= {}): [{}, {}, {}, {}, {}] at {:.3}",
+        "long rows (k >= {}): [{}, {}, {}, {}, {}] at {:.3}; at m = 1 {:?} at {:.3}, long rows {:?} at {:.3}",
         info.long_rows_from_k,
         info.long_rows_workgroup,
         info.long_rows_rows,
         info.long_rows_unroll,
         info.long_rows_split,
         info.long_rows_word_lanes,
-        info.long_rows_time_vs_table
+        info.long_rows_time_vs_table,
+        fields(&info.decode_short_rows),
+        info.decode_time_vs_table,
+        fields(&info.decode_long_rows),
+        info.decode_long_rows_time_vs_table
     );
-    assert!(info.candidates_timed >= 1 && info.candidates_timed <= info.candidates);
-    assert!(info.time_vs_table > 0.0 && info.time_vs_table <= 1.0);
-    assert!(info.long_rows_time_vs_table > 0.0 && info.long_rows_time_vs_table <= 1.0);
+    // Four groups of calls, each with the row's shape at least.
+    assert!(info.candidates_timed >= 4 && info.candidates_timed <= info.candidates);
+    for ratio in [
+        info.time_vs_table,
+        info.long_rows_time_vs_table,
+        info.decode_time_vs_table,
+        info.decode_long_rows_time_vs_table,
+    ] {
+        assert!(ratio > 0.0 && ratio <= 1.0, "{ratio}");
+    }
+    assert_eq!(info.decode_short_rows.reserved, 0);
+    assert_eq!(info.decode_long_rows.reserved, 0);
     assert_eq!(info.long_rows_from_k, 4096);
     let table = [
         info.table_workgroup,
@@ -226,7 +255,10 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         info.long_rows_table_split,
         info.long_rows_table_word_lanes,
     ];
-    assert_eq!(shape_of(&gpu), [table, long_rows_table]);
+    assert_eq!(
+        shape_of(&gpu),
+        [table, long_rows_table, table, long_rows_table]
+    );
     assert_eq!(info.reserved0, 0);
     assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
     drop(gpu);
@@ -251,14 +283,16 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
                 info.long_rows_unroll,
                 info.long_rows_split,
                 info.long_rows_word_lanes
-            ]
+            ],
+            fields(&info.decode_short_rows),
+            fields(&info.decode_long_rows)
         ]
     );
     drop(tuned);
 
-    // Shapes other than the table's run right too, each on its class: the blob of the
-    // neighbour most unlike the table's for short rows and another for long rows
-    // (re-encoded for this device).
+    // Shapes other than the table's run right too, each on its group: the blob of the
+    // neighbour most unlike the table's for short rows and others for long rows and for
+    // calls of one row (re-encoded for this device).
     let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
     let unlike = q4vk::plan::tuning::SimtGemv {
         workgroup: 64.max(info.table_workgroup / 2),
@@ -267,26 +301,31 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         split: 2,
         word_lanes: info.table_word_lanes == 0,
     };
+    let with = |workgroup, rows, split| q4vk::plan::tuning::SimtGemv {
+        workgroup,
+        rows,
+        split,
+        unroll: 1,
+        ..unlike
+    };
     let other = TunedBlob {
-        simt_gemv: unlike,
-        long_rows: q4vk::plan::tuning::SimtGemv {
-            rows: 1,
-            split: 1,
-            unroll: 1,
-            ..unlike
-        },
+        simt_gemv: [unlike, with(64, 1, 1), with(64, 4, 1), with(256, 8, 2)],
         ..decoded
     };
     let forced = logged_context(&other.encode());
     assert!(
-        blob_line().contains("used: SIMT GEMV on short rows workgroup"),
+        blob_line().contains("used: SIMT GEMV on short rows, m > 1 workgroup"),
         "{}",
         blob_line()
     );
     assert_eq!(checked_plan(&forced), Q4VK_GEMV_SHAPE_TUNED);
-    let [short, long] = shape_of(&forced);
+    let [short, long, decode, decode_long] = shape_of(&forced);
     assert_eq!(short[4], u32::from(info.table_word_lanes == 0));
-    assert_eq!((short[1], long[1]), (2, 1));
+    assert_eq!((short[1], long[1], decode[1], decode_long[1]), (2, 1, 4, 8));
+    // Long rows (4096 columns) do not shrink the workgroup: the plan names it per m.
+    let [at_1, at_3] = plan_names(&forced, 4096);
+    assert!(at_1.contains("workgroup 256"), "{at_1}");
+    assert!(at_3.contains("workgroup 64"), "{at_3}");
     drop(forced);
 
     // Corrupted, truncated, foreign: ignored with the reason, the table's shape runs.
@@ -966,8 +1005,8 @@ fn an_older_info_gets_only_its_prefix() {
 }
 
 /// A row with a shape per class of matrices (the NVIDIA row, on whatever device the tests
-/// run): the context takes each class's shape, tuning times both first even on a budget
-/// that allows nothing else, scores each class against its own, and reports both.
+/// run): the context takes each class's shape, and tuning on a budget that allows no
+/// candidate keeps each group's row shape, the baseline of its class.
 #[test]
 fn a_row_with_two_shapes_is_each_class_baseline() {
     use q4vk::plan::tuning::NVIDIA;
@@ -999,14 +1038,17 @@ fn a_row_with_two_shapes_is_each_class_baseline() {
     .checked()
     .unwrap();
     let found = tune(&ctx, &opts).unwrap();
-    assert_eq!((found.table, found.long_rows_table), (short, long));
-    assert_eq!(found.timed, 2, "the row's two shapes, nothing else");
-    for (chosen, ratio) in [
-        (found.chosen, found.time_vs_table),
-        (found.long_rows, found.long_rows_time_vs_table),
-    ] {
-        assert!(chosen == short || chosen == long, "{chosen}");
-        assert!(ratio > 0.0 && ratio <= 1.0, "{ratio}");
+    for group in SimtGroup::ALL {
+        let g = &found.simt[group.index()];
+        let table = match group.long_rows {
+            true => long,
+            false => short,
+        };
+        assert_eq!(g.table, table, "{group}");
+        // Only the calls of m = 1 were asked: the others' groups have none.
+        let timed = usize::from(group.decode);
+        assert_eq!(g.timed, timed, "{group}: the row's shape, nothing else");
+        assert_eq!((g.chosen, g.time_vs_table), (table, 1.0), "{group}");
     }
     drop(ctx);
     assert_nothing_logged();

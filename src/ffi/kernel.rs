@@ -516,11 +516,12 @@ pub unsafe extern "C" fn q4vk_kernel_export(
                     _ => !c.rules.portable,
                 };
                 let tuning = if subgroup != c.rules.portable {
-                    // The context's shape for this matrix's class of rows (the kernels on
-                    // blocks take the short rows' workgroup, as the context's own do).
+                    // The context's shape for this matrix's class of rows and this m (the
+                    // kernels on blocks take the short rows' workgroup, as the context's own
+                    // do).
                     match blocks {
                         Some(_) => c.rules.simt,
-                        None => *c.rules.simt_for(shape.k as u64),
+                        None => *c.rules.simt_for(shape.k as u64, e.m),
                     }
                 } else {
                     export::default_tuning(subgroup, info.subgroup_size, info.min_subgroup_size)

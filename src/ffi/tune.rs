@@ -10,8 +10,9 @@ use super::ptr::{
 };
 use super::status::q4vk_status;
 use crate::error::Result;
-use crate::plan::tuned::LONG_ROWS_FROM_K;
+use crate::plan::tuned::{SimtGroup, LONG_ROWS_FROM_K};
 use crate::plan::tuned_gemm::MAX_GEMM_MS;
+use crate::plan::tuning::SimtGemv;
 use crate::plan::GemmTile;
 use crate::vk::log::LEVEL_INFO;
 use crate::vk::tune::{tune, GemmTunedAt, TuneOptions};
@@ -127,6 +128,38 @@ impl From<&GemmTunedAt> for q4vk_tuned_gemm {
     }
 }
 
+/// A SIMT GEMV workgroup shape, as `q4vk_tune_info.workgroup` … `word_lanes` describe one.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct q4vk_simt_gemv_shape {
+    /// Invocations per workgroup.
+    pub workgroup: u32,
+    /// Rows per workgroup.
+    pub rows: u32,
+    /// Chunks per row each invocation loads per step.
+    pub unroll: u32,
+    /// Invocations sharing a chunk.
+    pub split: u32,
+    /// 1 where the GEMV steps over words of codes instead of 16-byte chunks on every
+    /// matrix of its class, else 0 (as `q4vk_tune_info.word_lanes`).
+    pub word_lanes: u32,
+    /// Always 0.
+    pub reserved: u32,
+}
+
+impl From<SimtGemv> for q4vk_simt_gemv_shape {
+    fn from(s: SimtGemv) -> q4vk_simt_gemv_shape {
+        q4vk_simt_gemv_shape {
+            workgroup: s.workgroup,
+            rows: s.rows,
+            unroll: s.unroll,
+            split: s.split,
+            word_lanes: s.word_lanes.into(),
+            reserved: 0,
+        }
+    }
+}
+
 /// What `q4vk_context_tune` found. The caller sets `struct_size = sizeof(q4vk_tune_info)`;
 /// q4vk writes the other fields.
 #[repr(C)]
@@ -134,13 +167,17 @@ impl From<&GemmTunedAt> for q4vk_tuned_gemm {
 pub struct q4vk_tune_info {
     /// Set by the caller: `sizeof(q4vk_tune_info)`.
     pub struct_size: u32,
-    /// Candidate shapes timed on every case (the table's included).
+    /// SIMT GEMV shapes timed on every call of their group, summed over the groups (short
+    /// rows and long rows, each at m = 1 and at m > 1), the table's counted in each group
+    /// that has calls.
     pub candidates_timed: u32,
-    /// Candidate shapes the device can run.
+    /// Candidate SIMT GEMV shapes the device can run, summed over the groups that have
+    /// calls as `candidates_timed`.
     pub candidates: u32,
-    /// The chosen SIMT GEMV shape for matrices of short rows (k below `long_rows_from_k`):
-    /// invocations per workgroup, rows per workgroup, chunks per row each invocation loads
-    /// per step, invocations sharing a chunk.
+    /// The chosen SIMT GEMV shape for calls of 2 or more activation rows on matrices of
+    /// short rows (k below `long_rows_from_k`): invocations per workgroup, rows per
+    /// workgroup, chunks per row each invocation loads per step, invocations sharing a
+    /// chunk. Calls of one row take `decode_short_rows`, tuned apart.
     pub workgroup: u32,
     /// See `workgroup`.
     pub rows: u32,
@@ -157,8 +194,8 @@ pub struct q4vk_tune_info {
     pub table_unroll: u32,
     /// See `table_workgroup`.
     pub table_split: u32,
-    /// The chosen shape's time against the table's, geometric mean over the timed cases of
-    /// short rows (1 where the table's shape was kept or no such case was timed).
+    /// The chosen shape's time against the table's, geometric mean over the timed calls of
+    /// its group (1 where the table's shape was kept or no such call was timed).
     pub time_vs_table: f64,
     /// 1 where the chosen shape's SIMT GEMV (f32 and integer dot products) steps over words
     /// of codes (8 weights) instead of 16-byte chunks on every matrix of its class, else 0
@@ -170,7 +207,8 @@ pub struct q4vk_tune_info {
     /// Matrices of at least this many columns (k) are of long rows: they take the
     /// `long_rows_*` shape, tuned on the cases of such k (the table's where none was).
     pub long_rows_from_k: u32,
-    /// The chosen shape for matrices of long rows, as `workgroup`.
+    /// The chosen shape for calls of 2 or more rows on matrices of long rows, as
+    /// `workgroup`.
     pub long_rows_workgroup: u32,
     /// See `long_rows_workgroup`.
     pub long_rows_rows: u32,
@@ -180,7 +218,7 @@ pub struct q4vk_tune_info {
     pub long_rows_split: u32,
     /// As `word_lanes`, of the shape for long rows.
     pub long_rows_word_lanes: u32,
-    /// As `time_vs_table`, over the timed cases of long rows.
+    /// As `time_vs_table`, of the long rows' shape.
     pub long_rows_time_vs_table: f64,
     /// The device row's shape for matrices of long rows (the baseline of `long_rows_*`; the
     /// `table_*` fields hold its shape for short rows), as `workgroup`.
@@ -268,6 +306,17 @@ pub struct q4vk_tune_info {
     pub reserved3: u32,
     /// The GEMM on GGUF blocks' tile per prefill m timed, as `gemm`.
     pub blocks_gemm: [q4vk_tuned_gemm; 4],
+    /// Optional (appended after `blocks_gemm`): the chosen SIMT GEMV shape for calls of
+    /// one activation row (decode) on matrices of short rows, tuned on the calls of m = 1
+    /// apart from the others (whose shapes are `workgroup` … `word_lanes`); its baseline is
+    /// the table's shape for short rows (`table_*`).
+    pub decode_short_rows: q4vk_simt_gemv_shape,
+    /// As `decode_short_rows`, on matrices of long rows (baseline `long_rows_table_*`).
+    pub decode_long_rows: q4vk_simt_gemv_shape,
+    /// As `time_vs_table`, of `decode_short_rows`.
+    pub decode_time_vs_table: f64,
+    /// As `time_vs_table`, of `decode_long_rows`.
+    pub decode_long_rows_time_vs_table: f64,
 }
 
 const _: () = assert!(MAX_GEMM_MS == 4);
@@ -345,17 +394,18 @@ unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
     .checked()
 }
 
-/// Times the SIMT GEMV's workgroup shapes on `ctx`'s device — the device row's first, then
-/// its neighbours, nearest first, as long as `desc->budget_ms` allows — on the shapes and m
-/// of `desc`, each call reading its weights cold, and writes the fastest for each class of
-/// matrices (short rows; long rows, k of at least `q4vk_tune_info.long_rows_from_k`),
-/// scored on that class's shapes (the row's unless another was faster by more than timing
-/// noise, or no shape is of that class); then, where the context runs the integer
+/// Times the SIMT GEMV's workgroup shapes on `ctx`'s device — the device row's neighbours,
+/// nearest first, as long as `desc->budget_ms` allows, each against the row's shape in the
+/// same submission — on the shapes and m of `desc`, each call reading its weights cold, and
+/// writes the fastest for each group of calls (matrices of short rows or of long rows, k of
+/// at least `q4vk_tune_info.long_rows_from_k`; calls of m = 1 or of more rows), scored on
+/// that group's calls (the row's unless another was faster by more than timing noise, or
+/// no call is of that group); then, where the context runs the integer
 /// dot-product GEMV (x in 8-bit digits) on some of those calls given a workspace, its one
 /// shape for every row length the same way on them, its digits pre-pass timed with it;
 /// then, at each prefill m of `desc` where the context runs the SIMT GEMM on some shape
 /// (prefill without tensor cores), that GEMM's tile the same way (the device row's tile
-/// at that m first, then its neighbours); then, where a shape's k is a multiple of 256 and
+/// at that m the baseline, its neighbours the candidates); then, where a shape's k is a multiple of 256 and
 /// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
 /// pieces per step) the same way on Q4_K matrices of those shapes; then, at the prefill m
 /// where the context runs the SIMT GEMM on GGUF blocks on such shapes, its tile the same
@@ -404,20 +454,27 @@ pub unsafe extern "C" fn q4vk_context_tune(
         let opts = unsafe { options(&d) }?;
         let vk_ctx = c.backend.vulkan("q4vk_context_tune")?;
         let found = tune(vk_ctx, &opts)?;
-        let (s, t, l, lt) = (
-            found.chosen,
-            found.table,
-            found.long_rows,
-            found.long_rows_table,
-        );
+        let group = |long_rows, decode| found.simt[SimtGroup { long_rows, decode }.index()];
+        let (short, long) = (group(false, false), group(true, false));
+        let (decode, decode_long) = (group(false, true), group(true, true));
+        let (s, t, l, lt) = (short.chosen, short.table, long.chosen, long.table);
+        let simt = SimtGroup::ALL
+            .iter()
+            .map(|g| {
+                let f = &found.simt[g.index()];
+                format!(
+                    "on {g} {} ({:.3} of the table's time)",
+                    f.chosen, f.time_vs_table
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let timed: usize = found.simt.iter().map(|g| g.timed).sum();
+        let candidates: usize = found.simt.iter().map(|g| g.candidates).sum();
         vk_ctx.logger.log(
             LEVEL_INFO,
             &format!(
-                "tuned: SIMT GEMV on short rows {s} ({:.3} of the table's time); on long rows {l} ({:.3}); {} of {} candidates timed; GEMV on GGUF blocks {} ({:.3}; {} shapes timed); integer dot-product GEMV {} ({:.3}; {} shapes timed)",
-                found.time_vs_table,
-                found.long_rows_time_vs_table,
-                found.timed,
-                found.candidates,
+                "tuned: SIMT GEMV {simt}; {timed} of {candidates} candidates timed; GEMV on GGUF blocks {} ({:.3}; {} shapes timed); integer dot-product GEMV {} ({:.3}; {} shapes timed)",
                 found.blocks_chosen,
                 found.blocks_time_vs_table,
                 found.blocks_timed,
@@ -447,8 +504,8 @@ pub unsafe extern "C" fn q4vk_context_tune(
             let i = found.int_dot_chosen.unwrap_or(it);
             let out = q4vk_tune_info {
                 struct_size: declared.struct_size,
-                candidates_timed: found.timed as u32,
-                candidates: found.candidates as u32,
+                candidates_timed: timed as u32,
+                candidates: candidates as u32,
                 workgroup: s.workgroup,
                 rows: s.rows,
                 unroll: s.unroll,
@@ -457,7 +514,7 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 table_rows: t.rows,
                 table_unroll: t.unroll,
                 table_split: t.split,
-                time_vs_table: found.time_vs_table,
+                time_vs_table: short.time_vs_table,
                 word_lanes: s.word_lanes.into(),
                 table_word_lanes: t.word_lanes.into(),
                 long_rows_from_k: LONG_ROWS_FROM_K as u32,
@@ -466,7 +523,7 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 long_rows_unroll: l.unroll,
                 long_rows_split: l.split,
                 long_rows_word_lanes: l.word_lanes.into(),
-                long_rows_time_vs_table: found.long_rows_time_vs_table,
+                long_rows_time_vs_table: long.time_vs_table,
                 long_rows_table_workgroup: lt.workgroup,
                 long_rows_table_rows: lt.rows,
                 long_rows_table_unroll: lt.unroll,
@@ -503,6 +560,10 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 blocks_gemm: std::array::from_fn(|i| {
                     found.blocks_gemm.get(i).map(Into::into).unwrap_or_default()
                 }),
+                decode_short_rows: decode.chosen.into(),
+                decode_long_rows: decode_long.chosen.into(),
+                decode_time_vs_table: decode.time_vs_table,
+                decode_long_rows_time_vs_table: decode_long.time_vs_table,
             };
             // SAFETY: writable for its `struct_size` (contract).
             unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }?;

@@ -80,21 +80,80 @@ impl BlocksGemvShape {
     }
 }
 
+/// The f32 SIMT GEMV's groups of calls: each is tuned apart and takes its own shape. A
+/// call's group is its matrix's class of rows ([`has_long_rows`]) and whether it has one
+/// activation row (decode) or several: one row leaves a workgroup's rows few weights'
+/// reuse, several share each weight among them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SimtGroup {
+    /// Matrices of long rows.
+    pub long_rows: bool,
+    /// Calls of one activation row.
+    pub decode: bool,
+}
+
+impl SimtGroup {
+    /// Every group, in the order of [`SimtGroup::index`].
+    pub const ALL: [SimtGroup; 4] = [
+        SimtGroup {
+            long_rows: false,
+            decode: false,
+        },
+        SimtGroup {
+            long_rows: true,
+            decode: false,
+        },
+        SimtGroup {
+            long_rows: false,
+            decode: true,
+        },
+        SimtGroup {
+            long_rows: true,
+            decode: true,
+        },
+    ];
+
+    /// The group of a call of `m` activation rows on a matrix of `k` columns.
+    pub fn of(k: u64, m: u32) -> SimtGroup {
+        SimtGroup {
+            long_rows: has_long_rows(k),
+            decode: m == 1,
+        }
+    }
+
+    /// Where the group is in [`SimtGroup::ALL`] (and in arrays by group).
+    pub fn index(self) -> usize {
+        usize::from(self.long_rows) + 2 * usize::from(self.decode)
+    }
+}
+
+impl std::fmt::Display for SimtGroup {
+    /// `short rows, m = 1` or `long rows, m > 1` (logs and the bench).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rows = match self.long_rows {
+            true => "long rows",
+            false => "short rows",
+        };
+        let m = match self.decode {
+            true => "m = 1",
+            false => "m > 1",
+        };
+        write!(f, "{rows}, {m}")
+    }
+}
+
 /// What a tuning run found, as carried by its blob.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TunedBlob {
     /// The device it was timed on.
     pub identity: DeviceIdentity,
-    /// The SIMT GEMV shape it chose for matrices of short rows (k below
-    /// [`LONG_ROWS_FROM_K`]).
-    pub simt_gemv: SimtGemv,
-    /// Its time against the table's shape over the tuned cases of short rows (geometric
-    /// mean of the ratios; below 1 is faster; 1 where none was timed).
-    pub time_vs_table: f32,
-    /// The shape it chose for matrices of long rows.
-    pub long_rows: SimtGemv,
-    /// Its time against the table's shape over the cases of long rows, as above.
-    pub long_rows_time_vs_table: f32,
+    /// The SIMT GEMV shape it chose per group of calls (by [`SimtGroup::index`]; the
+    /// device row's shape of the group's class where none was faster or no case was of
+    /// the group).
+    pub simt_gemv: [SimtGemv; 4],
+    /// Each one's time against the row's over the group's tuned cases (geometric mean of
+    /// the ratios; below 1 is faster; 1 where none was timed).
+    pub simt_time_vs_table: [f32; 4],
     /// The shape of the GEMV on GGUF blocks it chose for calls of one pass.
     pub blocks_gemv: BlocksGemvShape,
     /// Its time against the table's over the cases timed on blocks, as above.
@@ -113,16 +172,26 @@ pub struct TunedBlob {
 /// The blob's first bytes.
 const MAGIC: &[u8; 8] = b"Q4VKTUNE";
 /// The blob's layout version.
-const FORMAT: u32 = 6;
-/// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), then for short
-/// rows and for long rows a shape (20) and its ratio, the blocks GEMV's shape (12) and its
-/// ratio, whether the integer dot-product GEMV's shape was chosen (4), that shape (20) and
-/// its ratio, the count of prefill m (4) and [`MAX_GEMM_MS`] entries (m, then for the SIMT
-/// GEMM and the GEMM on blocks the tile's four counts in a byte each, or 0 for the row's,
-/// and its ratio: 20 each), checksum (8).
-const BLOB_BYTES: usize = 244;
+const FORMAT: u32 = 7;
+/// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), then per SIMT
+/// GEMV group a shape ([`SHAPE_BYTES`]) and its ratio, the blocks GEMV's shape (12) and its
+/// ratio, the integer dot-product GEMV's shape (with whether it was chosen) and its ratio,
+/// the count of prefill m (4) and [`MAX_GEMM_MS`] entries (m, then for the SIMT GEMM and
+/// the GEMM on blocks the tile's four counts in a byte each, or 0 for the row's, and its
+/// ratio: 20 each), checksum (8).
+const BLOB_BYTES: usize = 228;
+/// Bytes of a SIMT GEMV shape in a blob: workgroup (2), rows, unroll, split, word lanes,
+/// whether it was chosen (for the integer dot-product GEMV's; 1 elsewhere), and a zero
+/// byte.
+const SHAPE_BYTES: usize = 8;
+/// Where the SIMT GEMV's shapes start.
+const SIMT_AT: usize = 60;
+/// Where the GEMV on blocks' shape starts.
+const BLOCKS_AT: usize = SIMT_AT + 4 * (SHAPE_BYTES + 4);
+/// Where the integer dot-product GEMV's shape starts.
+const INT_DOT_AT: usize = BLOCKS_AT + 16;
 /// Where the GEMMs' tiles start.
-const GEMM_AT: usize = 152;
+const GEMM_AT: usize = INT_DOT_AT + SHAPE_BYTES + 4;
 /// Where the checksum starts.
 const CHECKSUM_AT: usize = BLOB_BYTES - 8;
 /// The q4vk version a blob (tuning or matrix) is made with and must match, NUL-padded.
@@ -141,7 +210,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 impl TunedBlob {
-    /// The blob's bytes (244, little-endian).
+    /// The blob's bytes (228, little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOB_BYTES);
         b.extend_from_slice(MAGIC);
@@ -151,23 +220,16 @@ impl TunedBlob {
         let id = &self.identity;
         words(&mut b, &[id.vendor, id.device, id.driver]);
         b.extend_from_slice(&id.cache_uuid);
-        let shape_words =
-            |s: &SimtGemv| [s.workgroup, s.rows, s.unroll, s.split, s.word_lanes as u32];
-        for (s, ratio) in [
-            (&self.simt_gemv, self.time_vs_table),
-            (&self.long_rows, self.long_rows_time_vs_table),
-        ] {
-            words(&mut b, &shape_words(s));
+        debug_assert_eq!(b.len(), SIMT_AT);
+        for (s, ratio) in self.simt_gemv.iter().zip(self.simt_time_vs_table) {
+            b.extend(shape_bytes(Some(s)));
             b.extend(ratio.to_le_bytes());
         }
         let g = &self.blocks_gemv;
         words(&mut b, &[g.rows, g.unroll, g.word_lanes as u32]);
         b.extend(self.blocks_time_vs_table.to_le_bytes());
-        words(&mut b, &[self.int_dot_gemv.is_some() as u32]);
-        words(
-            &mut b,
-            &self.int_dot_gemv.as_ref().map_or([0; 5], shape_words),
-        );
+        debug_assert_eq!(b.len(), INT_DOT_AT);
+        b.extend(shape_bytes(self.int_dot_gemv.as_ref()));
         b.extend(self.int_dot_time_vs_table.to_le_bytes());
         debug_assert_eq!(b.len(), GEMM_AT);
         let entries = self.gemm.entries();
@@ -236,27 +298,21 @@ impl TunedBlob {
                 found.driver, identity.driver
             ));
         }
-        let shape = |at: usize| -> Result<(SimtGemv, f32), String> {
-            let shape = SimtGemv {
-                workgroup: word(at),
-                rows: word(at + 4),
-                unroll: word(at + 8),
-                split: word(at + 12),
-                word_lanes: match word(at + 16) {
-                    0 => false,
-                    1 => true,
-                    v => return Err(format!("word lanes {v}: not 0 or 1")),
-                },
-            };
-            let ratio = f32::from_le_bytes(bytes[at + 20..at + 24].try_into().expect("4 bytes"));
-            Ok((shape, ratio))
-        };
-        let (simt_gemv, time_vs_table) = shape(60)?;
-        let (long_rows, long_rows_time_vs_table) = shape(84)?;
+        let ratio = |at: usize| f32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let simt = (0..SimtGroup::ALL.len())
+            .map(|group| {
+                let at = SIMT_AT + group * (SHAPE_BYTES + 4);
+                let shape = decode_shape(&bytes[at..at + SHAPE_BYTES])?
+                    .ok_or_else(|| format!("SIMT GEMV shape {group} marked as not chosen"))?;
+                Ok((shape, ratio(at + SHAPE_BYTES)))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let simt_gemv = std::array::from_fn(|group| simt[group].0);
+        let simt_time_vs_table = std::array::from_fn(|group| simt[group].1);
         let blocks_gemv = BlocksGemvShape {
-            rows: word(108),
-            unroll: word(112),
-            word_lanes: match word(116) {
+            rows: word(BLOCKS_AT),
+            unroll: word(BLOCKS_AT + 4),
+            word_lanes: match word(BLOCKS_AT + 8) {
                 0 => false,
                 1 => true,
                 v => return Err(format!("GEMV on blocks word lanes {v}: not 0 or 1")),
@@ -267,12 +323,7 @@ impl TunedBlob {
                 "GEMV on blocks with {blocks_gemv}: not a shape it takes"
             ));
         }
-        let (int_dot, int_dot_time_vs_table) = shape(128)?;
-        let int_dot_gemv = match word(124) {
-            0 => None,
-            1 => Some(int_dot),
-            v => return Err(format!("integer dot-product shape flag {v}: not 0 or 1")),
-        };
+        let int_dot_gemv = decode_shape(&bytes[INT_DOT_AT..INT_DOT_AT + SHAPE_BYTES])?;
         let gemm_count = word(GEMM_AT) as usize;
         if gemm_count > MAX_GEMM_MS {
             return Err(format!(
@@ -283,7 +334,6 @@ impl TunedBlob {
             [0, 0, 0, 0] => None,
             [tx, ty, rn, rm] => Some(GemmTile { tx, ty, rn, rm }),
         };
-        let ratio = |at: usize| f32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let mut gemm = Vec::with_capacity(gemm_count);
         for i in 0..gemm_count {
             let at = GEMM_AT + 4 + 20 * i;
@@ -308,15 +358,57 @@ impl TunedBlob {
         Ok(TunedBlob {
             identity: found,
             simt_gemv,
-            time_vs_table,
-            long_rows,
-            long_rows_time_vs_table,
+            simt_time_vs_table,
             blocks_gemv,
-            blocks_time_vs_table: f32::from_le_bytes(bytes[120..124].try_into().expect("4 bytes")),
+            blocks_time_vs_table: ratio(BLOCKS_AT + 12),
             int_dot_gemv,
-            int_dot_time_vs_table,
+            int_dot_time_vs_table: ratio(INT_DOT_AT + SHAPE_BYTES),
             gemm,
         })
+    }
+}
+
+/// A SIMT GEMV shape's bytes in a blob ([`SHAPE_BYTES`]); `None` is all zero but for its
+/// flag. A count too large for its bytes is written as 0, which no device runs.
+fn shape_bytes(shape: Option<&SimtGemv>) -> [u8; SHAPE_BYTES] {
+    let Some(s) = shape else {
+        return [0; SHAPE_BYTES];
+    };
+    let byte = |v: u32| u8::try_from(v).unwrap_or(0);
+    let [w0, w1] = u16::try_from(s.workgroup).unwrap_or(0).to_le_bytes();
+    [
+        w0,
+        w1,
+        byte(s.rows),
+        byte(s.unroll),
+        byte(s.split),
+        u8::from(s.word_lanes),
+        1,
+        0,
+    ]
+}
+
+/// The shape [`shape_bytes`] wrote (`None` where its flag says none was chosen), or why
+/// the bytes are not one.
+fn decode_shape(b: &[u8]) -> Result<Option<SimtGemv>, String> {
+    let word_lanes = match b[5] {
+        0 => false,
+        1 => true,
+        v => return Err(format!("word lanes {v}: not 0 or 1")),
+    };
+    match (b[6], b[7]) {
+        (0, 0) if b.iter().all(|&v| v == 0) => Ok(None),
+        (1, 0) => Ok(Some(SimtGemv {
+            workgroup: u32::from(u16::from_le_bytes([b[0], b[1]])),
+            rows: u32::from(b[2]),
+            unroll: u32::from(b[3]),
+            split: u32::from(b[4]),
+            word_lanes,
+        })),
+        (0, 0) => Err("a SIMT GEMV shape marked as not chosen, with fields".into()),
+        (flag, pad) => Err(format!(
+            "a SIMT GEMV shape flagged {flag} with {pad} in its last byte"
+        )),
     }
 }
 
@@ -421,24 +513,22 @@ mod tests {
     }
 
     fn blob() -> TunedBlob {
+        let shape = |workgroup, rows, unroll, split, word_lanes| SimtGemv {
+            workgroup,
+            rows,
+            unroll,
+            split,
+            word_lanes,
+        };
         TunedBlob {
             identity: identity(),
-            simt_gemv: SimtGemv {
-                workgroup: 256,
-                rows: 4,
-                unroll: 2,
-                split: 2,
-                word_lanes: true,
-            },
-            time_vs_table: 0.9,
-            long_rows: SimtGemv {
-                workgroup: 128,
-                rows: 2,
-                unroll: 1,
-                split: 1,
-                word_lanes: false,
-            },
-            long_rows_time_vs_table: 0.8,
+            simt_gemv: [
+                shape(256, 4, 2, 2, true),
+                shape(128, 2, 1, 1, false),
+                shape(1024, 16, 8, 4, false),
+                shape(64, 1, 4, 1, true),
+            ],
+            simt_time_vs_table: [0.9, 0.8, 0.95, 1.0],
             blocks_gemv: BlocksGemvShape {
                 rows: 4,
                 unroll: 1,
@@ -499,11 +589,11 @@ mod tests {
             let e = TunedBlob::decode(b, id).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&bytes[..40], &identity(), "244");
+        refused(&bytes[..40], &identity(), "228");
         refused(&bytes[..12], &identity(), "not a q4vk tuning blob");
         let mut older = bytes.clone();
-        older[8] = 5;
-        refused(&older, &identity(), "blob format 5");
+        older[8] = 6;
+        refused(&older, &identity(), "blob format 6");
         // Every byte is covered: a flip anywhere is refused.
         for i in 0..BLOB_BYTES {
             let mut bad = bytes.clone();
@@ -540,6 +630,39 @@ mod tests {
             };
             refused(&odd.encode(), &identity(), "not a shape it takes");
         }
+        // A SIMT GEMV shape's bytes: word lanes not 0 or 1, a group's shape flagged as not
+        // chosen, a last byte not 0 (each with a valid checksum).
+        let resummed = |mut b: Vec<u8>| {
+            let sum = checksum(&b[..CHECKSUM_AT]);
+            b[CHECKSUM_AT..].copy_from_slice(&sum.to_le_bytes());
+            b
+        };
+        for (at, value, why) in [
+            (SIMT_AT + 5, 2, "word lanes 2"),
+            (SIMT_AT + 12 + 6, 0, "not chosen, with fields"),
+            (INT_DOT_AT + 7, 1, "in its last byte"),
+        ] {
+            let mut odd = blob().encode();
+            odd[at] = value;
+            refused(&resummed(odd), &identity(), why);
+        }
+        let mut unset = blob().encode();
+        unset[SIMT_AT + 12..SIMT_AT + 12 + SHAPE_BYTES].fill(0);
+        refused(
+            &resummed(unset),
+            &identity(),
+            "shape 1 marked as not chosen",
+        );
+        // A count too large for its byte is written as 0: a shape no device runs.
+        let wide = TunedBlob {
+            simt_gemv: [SimtGemv {
+                rows: 300,
+                ..blob().simt_gemv[0]
+            }; 4],
+            ..blob()
+        };
+        let decoded = TunedBlob::decode(&wide.encode(), &identity()).unwrap();
+        assert_eq!(decoded.simt_gemv[0].rows, 0);
         // GEMM tiles: for more m than a blob holds, an m out of range, one m twice.
         let mut many = blob().encode();
         many[GEMM_AT] = 5;

@@ -13,7 +13,7 @@ use super::staging::GemvBuffers;
 use super::submit::{QueueLock, Submitter};
 use super::xy_sets::XySets;
 use crate::error::Result;
-use crate::plan::tuned::{runnable, TunedBlob};
+use crate::plan::tuned::{runnable, SimtGroup, TunedBlob};
 use crate::plan::tuned_gemm::gemm_tile_runnable;
 use crate::plan::GemmTile;
 use crate::plan::Overrides;
@@ -246,7 +246,8 @@ impl Context {
             let taken = match TunedBlob::decode(&config.tuned_blob, &device.identity()) {
                 Err(why) => Err(why),
                 Ok(_) if portable => Err("the portable kernels have one shape".into()),
-                Ok(b) => match [b.simt_gemv, b.long_rows]
+                Ok(b) => match b
+                    .simt_gemv
                     .into_iter()
                     .chain(b.int_dot_gemv)
                     .find(|s| !runnable(s, &class))
@@ -270,8 +271,11 @@ impl Context {
                     let tuning = |s| {
                         Tuning::for_device(false, s, class.subgroup_size, class.min_subgroup_size)
                     };
-                    rules.simt = tuning(&b.simt_gemv);
-                    rules.simt_long_rows = tuning(&b.long_rows);
+                    let shape = |group: SimtGroup| tuning(&b.simt_gemv[group.index()]);
+                    let [several, several_long, decode, decode_long] = SimtGroup::ALL.map(shape);
+                    rules.simt = several;
+                    rules.simt_long_rows = several_long;
+                    rules.simt_decode = [decode, decode_long];
                     rules.simt_tuned = true;
                     rules.blocks_gemv = b.blocks_gemv;
                     rules.blocks_tuned = true;
@@ -286,12 +290,19 @@ impl Context {
                     rules.simt_gemm_tuned = b.gemm.tiles(false);
                     rules.blocks_gemm_tuned = b.gemm.tiles(true);
                     let gemm = gemm_tiles_said(&b);
+                    let simt = SimtGroup::ALL
+                        .iter()
+                        .map(|g| {
+                            format!(
+                                "on {g} {} ({:.3} of the table's time where tuned)",
+                                b.simt_gemv[g.index()],
+                                b.simt_time_vs_table[g.index()]
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ");
                     format!(
-                        "used: SIMT GEMV on short rows {} ({:.3} of the table's time where tuned), on long rows {} ({:.3} of the table's time where tuned); GEMV on GGUF blocks {} ({:.3} of the table's time where tuned); integer dot-product GEMV {int_dot}; SIMT GEMM {gemm}",
-                        b.simt_gemv,
-                        b.time_vs_table,
-                        b.long_rows,
-                        b.long_rows_time_vs_table,
+                        "used: SIMT GEMV {simt}; GEMV on GGUF blocks {} ({:.3} of the table's time where tuned); integer dot-product GEMV {int_dot}; SIMT GEMM {gemm}",
                         b.blocks_gemv,
                         b.blocks_time_vs_table
                     )
@@ -310,10 +321,16 @@ impl Context {
         // takes it over its own shape.
         let int_dot = rules.int_dot_simt.as_mut();
         let bytes = rules.bytes_simt.as_mut().map(BytesShapes::each_mut);
-        for tuning in [&mut rules.simt, &mut rules.simt_long_rows]
-            .into_iter()
-            .chain(int_dot)
-            .chain(bytes.into_iter().flatten())
+        let [decode, decode_long] = &mut rules.simt_decode;
+        for tuning in [
+            &mut rules.simt,
+            &mut rules.simt_long_rows,
+            decode,
+            decode_long,
+        ]
+        .into_iter()
+        .chain(int_dot)
+        .chain(bytes.into_iter().flatten())
         {
             fix_shape(tuning, &config, info, portable)?;
         }

@@ -1199,9 +1199,9 @@ fn simt_gemv_choice(
     let k = form.shape.k as u64;
     // One shape for every pass (the plan's grid is the first pass's), chosen by its rows.
     let t = match (dot, x_bytes) {
-        (true, true) => r.bytes_simt_for(form.shape.n, k, pass_rows),
-        (true, false) => r.int_dot_simt_for(k),
-        (false, _) => r.simt_for(k),
+        (true, true) => r.bytes_simt_for(form.shape.n, k, p.m, pass_rows),
+        (true, false) => r.int_dot_simt_for(k, p.m),
+        (false, _) => r.simt_for(k, p.m),
     };
     // The portable kernels have one shape.
     let word_lanes = !r.portable

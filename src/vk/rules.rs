@@ -5,7 +5,7 @@
 
 use super::pipeline::Tuning;
 use crate::error::Result;
-use crate::plan::tuned::BlocksGemvShape;
+use crate::plan::tuned::{BlocksGemvShape, SimtGroup};
 use crate::plan::tuned_gemm::TunedGemmTiles;
 use crate::plan::{DeviceClass, DeviceTuning, FragmentShape, Overrides};
 
@@ -60,6 +60,11 @@ pub struct Rules {
     /// The SIMT GEMV's workgroup shape on matrices of long rows: the row's (`simt_gemv`)
     /// unless a tuning blob chose another for them.
     pub simt_long_rows: Tuning,
+    /// The SIMT GEMV's workgroup shapes for calls of one activation row on matrices of
+    /// [short rows, long rows]: the row's shapes of those classes (`simt` and
+    /// `simt_long_rows` but for a blob) unless a tuning blob chose others for them
+    /// (`plan::tuned::SimtGroup`).
+    pub simt_decode: [Tuning; 2],
     /// The integer dot-product GEMV's shape where the row gives it one
     /// (`DeviceTuning::int_dot_gemv`) or a tuning blob chose one; else the f32 GEMV's of
     /// the matrix's class.
@@ -68,8 +73,8 @@ pub struct Rules {
     /// (`DeviceTuning::bytes_gemv`: long rows, many short rows, few short rows; else
     /// [`Rules::int_dot_simt_for`]'s).
     pub bytes_simt: Option<BytesShapes>,
-    /// `simt` and `simt_long_rows` came from a tuning blob (`vk::tune`), not the device's
-    /// row.
+    /// `simt`, `simt_long_rows` and `simt_decode` came from a tuning blob (`vk::tune`), not
+    /// the device's row.
     pub simt_tuned: bool,
     /// `int_dot_simt` came from a tuning blob.
     pub int_dot_tuned: bool,
@@ -118,6 +123,7 @@ impl Rules {
         let shape =
             |s| Tuning::for_device(portable, s, class.subgroup_size, class.min_subgroup_size);
         let simt = shape(row.short_rows_simt_gemv());
+        let simt_long_rows = shape(&row.simt_gemv);
         Rules {
             class,
             row,
@@ -125,7 +131,8 @@ impl Rules {
             int_dot,
             int_dot_everywhere: false,
             simt,
-            simt_long_rows: shape(&row.simt_gemv),
+            simt_long_rows,
+            simt_decode: [simt, simt_long_rows],
             int_dot_simt: row.int_dot_gemv.as_ref().map(shape),
             bytes_simt: row.bytes_gemv.as_ref().map(|b| BytesShapes {
                 long_rows: shape(&b.long_rows),
@@ -145,19 +152,23 @@ impl Rules {
         }
     }
 
-    /// The SIMT GEMV's workgroup shape on a matrix of `k` columns, by its tuning class.
-    pub fn simt_for(&self, k: u64) -> &Tuning {
-        match crate::plan::tuned::has_long_rows(k) {
-            true => &self.simt_long_rows,
-            false => &self.simt,
+    /// The SIMT GEMV's workgroup shape for a call of `m` activation rows on a matrix of
+    /// `k` columns, by its tuning group (`plan::tuned::SimtGroup`).
+    pub fn simt_for(&self, k: u64, m: u32) -> &Tuning {
+        let group = SimtGroup::of(k, m);
+        match (group.decode, group.long_rows) {
+            (true, long_rows) => &self.simt_decode[usize::from(long_rows)],
+            (false, true) => &self.simt_long_rows,
+            (false, false) => &self.simt,
         }
     }
 
-    /// The integer dot-product GEMV's workgroup shape on a matrix of `k` columns.
-    pub fn int_dot_simt_for(&self, k: u64) -> &Tuning {
+    /// The integer dot-product GEMV's workgroup shape for a call of `m` activation rows on
+    /// a matrix of `k` columns.
+    pub fn int_dot_simt_for(&self, k: u64, m: u32) -> &Tuning {
         self.int_dot_simt
             .as_ref()
-            .unwrap_or_else(|| self.simt_for(k))
+            .unwrap_or_else(|| self.simt_for(k, m))
     }
 
     /// Whether the integer dot-product GEMV's shape on x in digits came from a tuning blob:
@@ -169,11 +180,11 @@ impl Rules {
         }
     }
 
-    /// The integer dot-product GEMV's workgroup shape on x rounded to bytes on an `n` × `k`
-    /// matrix, in passes of `pass_rows` activation rows.
-    pub fn bytes_simt_for(&self, n: usize, k: u64, pass_rows: u32) -> &Tuning {
+    /// The integer dot-product GEMV's workgroup shape on x rounded to bytes for a call of
+    /// `m` activation rows on an `n` × `k` matrix, in passes of `pass_rows` of them.
+    pub fn bytes_simt_for(&self, n: usize, k: u64, m: u32, pass_rows: u32) -> &Tuning {
         let (Some(s), Some(row)) = (&self.bytes_simt, &self.row.bytes_gemv) else {
-            return self.int_dot_simt_for(k);
+            return self.int_dot_simt_for(k, m);
         };
         match (
             crate::plan::tuned::has_long_rows(k),
@@ -228,8 +239,8 @@ pub(crate) mod tests {
     fn x_in_bytes_takes_a_shape_per_matrix_class() {
         let r = rules(&crate::plan::tuning::NVIDIA);
         let b = crate::plan::tuning::NVIDIA.bytes_gemv.unwrap();
-        let split = |n, k, m| r.bytes_simt_for(n, k, m).split;
-        let rows = |n, k, m| r.bytes_simt_for(n, k, m).rows;
+        let split = |n, k, m| r.bytes_simt_for(n, k, m, m).split;
+        let rows = |n, k, m| r.bytes_simt_for(n, k, m, m).rows;
         assert_eq!(rows(1536, 8960, 8), b.long_rows.rows);
         assert_eq!(split(8960, 1536, 1), b.many_rows.split);
         assert_eq!(split(8960, 1536, 8), b.many_rows_at_8.split);
@@ -239,7 +250,13 @@ pub(crate) mod tests {
         assert_ne!(b.many_rows, b.many_rows_at_8);
         // A row without them takes the digits' shape.
         let d = rules(&crate::plan::tuning::DEFAULT);
-        assert_eq!(d.bytes_simt_for(2048, 2048, 1), d.int_dot_simt_for(2048));
-        assert_eq!(d.bytes_simt_for(1536, 8960, 8), d.int_dot_simt_for(8960));
+        assert_eq!(
+            d.bytes_simt_for(2048, 2048, 1, 1),
+            d.int_dot_simt_for(2048, 1)
+        );
+        assert_eq!(
+            d.bytes_simt_for(1536, 8960, 8, 8),
+            d.int_dot_simt_for(8960, 8)
+        );
     }
 }

@@ -542,19 +542,21 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
     .checked()?;
     let started = std::time::Instant::now();
     let found = tune(ctx, &options)?;
+    let timed: usize = found.simt.iter().map(|g| g.timed).sum();
+    let candidates: usize = found.simt.iter().map(|g| g.candidates).sum();
     println!(
-        "tuned in {:.1} s ({} of {} candidates): SIMT GEMV on short rows {} at {:.3}, on long rows (k ≥ {}) {} at {:.3} of the time of row {}'s ({})",
+        "tuned in {:.1} s ({timed} of {candidates} candidates; long rows: k ≥ {}); SIMT GEMV against row {}'s shapes:",
         started.elapsed().as_secs_f64(),
-        found.timed,
-        found.candidates,
-        found.chosen,
-        found.time_vs_table,
         q4vk::plan::tuned::LONG_ROWS_FROM_K,
-        found.long_rows,
-        found.long_rows_time_vs_table,
         ctx.rules.row.name,
-        found.table
     );
+    for group in q4vk::plan::tuned::SimtGroup::ALL {
+        let g = &found.simt[group.index()];
+        println!(
+            "tuned: SIMT GEMV on {group} {} at {:.3} of the time of the row's ({}; {} shapes timed)",
+            g.chosen, g.time_vs_table, g.table, g.timed
+        );
+    }
     println!(
         "tuned: GEMV on GGUF blocks {} at {:.3} of the time of the row's ({}; {} shapes timed)",
         found.blocks_chosen, found.blocks_time_vs_table, found.blocks_table, found.blocks_timed
@@ -623,7 +625,7 @@ fn tuning_prefill_ms(opt: &Options) -> Vec<u32> {
 /// chosen for that case's class beside the row's: where the best shape depends on the
 /// matrix, one process and context for the whole study.
 fn tuned_each(ctx: &Context, opt: &Options, ms: u32) -> Result<()> {
-    use q4vk::plan::tuned::has_long_rows;
+    use q4vk::plan::tuned::SimtGroup;
     use q4vk::vk::tune::{tune, TuneOptions};
     let shape = |s: &q4vk::plan::tuning::SimtGemv| {
         format!(
@@ -637,7 +639,7 @@ fn tuned_each(ctx: &Context, opt: &Options, ms: u32) -> Result<()> {
         ctx.rules.row.name,
         shape(&ctx.rules.row.simt_gemv)
     );
-    println!("| N × K | m | class | chosen: workgroup / rows / unroll / split / word lanes | time ÷ row's | candidates timed |");
+    println!("| N × K | m | group | chosen: workgroup / rows / unroll / split / word lanes | time ÷ row's | candidates timed |");
     println!("| --- | --- | --- | --- | --- | --- |");
     for (n, k) in tuning_shapes(opt) {
         for m in tuning_ms(opt) {
@@ -650,15 +652,14 @@ fn tuned_each(ctx: &Context, opt: &Options, ms: u32) -> Result<()> {
             }
             .checked()?;
             let found = tune(ctx, &options)?;
-            let (class, chosen, ratio) = match has_long_rows(k) {
-                true => ("long rows", found.long_rows, found.long_rows_time_vs_table),
-                false => ("short rows", found.chosen, found.time_vs_table),
-            };
+            let group = SimtGroup::of(k, m);
+            let g = &found.simt[group.index()];
             println!(
-                "| {n} × {k} | {m} | {class} | {} | {ratio:.3} | {} of {} |",
-                shape(&chosen),
-                found.timed,
-                found.candidates
+                "| {n} × {k} | {m} | {group} | {} | {:.3} | {} of {} |",
+                shape(&g.chosen),
+                g.time_vs_table,
+                g.timed,
+                g.candidates
             );
         }
     }
@@ -778,6 +779,14 @@ fn run(opt: &Options) -> Result<()> {
             "SIMT kernels on long rows (k ≥ {}): {}",
             q4vk::plan::tuned::LONG_ROWS_FROM_K,
             shape_text(&l)
+        );
+    }
+    let [decode, decode_long] = ctx.rules.simt_decode;
+    if [decode, decode_long] != [ctx.rules.simt, l] {
+        println!(
+            "SIMT kernels at m = 1: short rows {}; long rows {}",
+            shape_text(&decode),
+            shape_text(&decode_long)
         );
     }
     println!(

@@ -17,22 +17,22 @@ mod phases;
 mod timing;
 
 use super::context::Context;
-use super::gemv_plan::{Choice, KernelChoice, Room};
 use super::matrix_form::MatrixForm;
 use super::params::MAX_M;
-use super::pipeline::{PipelineKey, Tuning};
+use super::pipeline::Tuning;
 use super::rules::Rules;
 use crate::error::{invalid, Error, Result};
 use crate::import::gguf_blocks::BlockType;
-use crate::plan::tuned::{candidates, has_long_rows, BlocksGemvShape, TunedBlob};
+use crate::plan::tuned::{BlocksGemvShape, TunedBlob};
 use crate::plan::tuned_gemm::{GemmTilesAt, TunedGemmTiles, TunedGemms, GEMM_MS, MAX_GEMM_MS};
 use crate::plan::tuning::{GemmTile, SimtGemv};
 use ash::vk;
-use cases::{case_choice, make_blocks_case, make_case, Case, GEMV_CASE, Q4K_BLOCK};
-use phases::{blocks_ms, gemm_calls, int_dot_calls, tune_blocks, tune_gemm, tune_int_dot};
-use std::collections::HashMap;
+use cases::{make_blocks_case, make_case, GEMV_CASE, Q4K_BLOCK};
+use phases::{
+    blocks_ms, gemm_calls, int_dot_calls, tune_blocks, tune_gemm, tune_int_dot, tune_simt,
+};
 use std::time::{Duration, Instant};
-use timing::{keep_busy, log_timing, time_case, time_new, GpuTimer, NOISE_MARGIN, REPEATS};
+use timing::{GpuTimer, TIMESTAMPS};
 
 /// What a tuning run times, and for how long at most.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,25 +119,8 @@ impl TuneOptions {
 /// What a tuning run found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TuneOutcome {
-    /// The device row's shape for matrices of short rows (the baseline of `chosen`).
-    pub table: SimtGemv,
-    /// The device row's shape for matrices of long rows (the baseline of `long_rows`).
-    pub long_rows_table: SimtGemv,
-    /// The chosen shape for matrices of short rows (`plan::tuned::has_long_rows` false;
-    /// the row's where no candidate was faster by more than the noise margin, or no case
-    /// had short rows).
-    pub chosen: SimtGemv,
-    /// The chosen shape's time against the row's (geometric mean over the cases of short
-    /// rows; 1 where none was timed).
-    pub time_vs_table: f64,
-    /// The chosen shape for matrices of long rows, as `chosen`.
-    pub long_rows: SimtGemv,
-    /// Its time against the row's over the cases of long rows, as `time_vs_table`.
-    pub long_rows_time_vs_table: f64,
-    /// Candidates timed on every case, the row's included.
-    pub timed: usize,
-    /// Candidates the device can run.
-    pub candidates: usize,
+    /// The SIMT GEMV's shape per group of calls (`plan::tuned::SimtGroup::index`).
+    pub simt: [SimtTuned; 4],
     /// The device row's shape of the GEMV on GGUF blocks for calls of up to 4 rows (the
     /// baseline of `blocks_chosen`).
     pub blocks_table: BlocksGemvShape,
@@ -172,6 +155,24 @@ pub struct TuneOutcome {
     pub blocks_gemm: Vec<GemmTunedAt>,
     /// The blob a later context takes (`ContextConfig::tuned_blob`).
     pub blob: Vec<u8>,
+}
+
+/// What tuning the SIMT GEMV found for one group of calls (`plan::tuned::SimtGroup`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimtTuned {
+    /// The device row's shape for the group's class of rows (the baseline).
+    pub table: SimtGemv,
+    /// The chosen shape (the row's where no candidate was faster by more than the noise
+    /// margin, or no case was of the group).
+    pub chosen: SimtGemv,
+    /// Its time against the row's (geometric mean over the group's calls; 1 where none
+    /// was timed).
+    pub time_vs_table: f64,
+    /// Shapes timed on every call of the group, the row's included (0 where the group has
+    /// no calls).
+    pub timed: usize,
+    /// Shapes the device can run that the group's candidates hold, the row's included.
+    pub candidates: usize,
 }
 
 /// What tuning the tile of the SIMT GEMM or of the GEMM on GGUF blocks found at one
@@ -213,24 +214,6 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         return Err(Error::Unsupported(
             "tuning submits its timed calls, and this adopted device was given no queue".into(),
         ));
-    }
-    // The row's shape per class [short rows, long rows], timed first.
-    let row = ctx.rules.row;
-    let tables = [*row.short_rows_simt_gemv(), row.simt_gemv];
-    let mut all = vec![tables[0]];
-    if tables[1] != tables[0] {
-        all.push(tables[1]);
-    }
-    let rows_timed_first = all.len();
-    // A fixed word-lanes choice (`Overrides::simt_gemv_word_lanes`) makes the candidates
-    // that differ from another only there the same kernel: they are timed once.
-    let fixed_lanes = ctx.rules.overrides().simt_gemv_word_lanes;
-    for table in tables {
-        for s in candidates(&table, &ctx.rules.class) {
-            if !all.contains(&s) && fixed_lanes.is_none_or(|lanes| s.word_lanes == lanes) {
-                all.push(s);
-            }
-        }
     }
     let cases = opts
         .shapes
@@ -295,84 +278,13 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
     let simt_budget = end_of(0);
     let int_dot_budget = end_of(1);
     // One timestamp pool for every timing (reset at each).
-    let timer = GpuTimer::for_queue(ctx, 2 * REPEATS as u32)?;
-    // Candidates that resolve to the same kernels on a case (a workgroup shrunk to a short
-    // row's chunks; word steps the row takes on short rows anyway) share one timing: µs by
-    // (case, m, kernel keys).
-    type CaseKey = (usize, u32, PipelineKey, PipelineKey);
-    let mut seen: HashMap<CaseKey, f64> = HashMap::new();
-    // Each timed candidate (the row's first) with its keys per case and m, in order.
-    let mut timed: Vec<(SimtGemv, Vec<(usize, CaseKey)>)> = Vec::new();
-    for (i, shape) in all.iter().enumerate() {
-        if i >= rows_timed_first && started.elapsed() >= simt_budget {
-            break;
-        }
-        let rules = rules_with(ctx, shape);
-        let mut keys = Vec::new();
-        for (c, case) in cases.iter().enumerate() {
-            let class = usize::from(has_long_rows(case.k));
-            for &m in &opts.ms {
-                let (choice, key, last) = simt_choice(&rules, case, m)?;
-                if i == 0 && c == 0 && m == opts.ms[0] {
-                    keep_busy(ctx, timer.as_ref(), case, m, choice, None)?;
-                }
-                let case_key = (c, m, key, last);
-                time_new(&mut seen, case_key, || {
-                    let us = time_case(ctx, timer.as_ref(), case, m, choice, None)?;
-                    log_timing(ctx, case, m, &choice, us);
-                    Ok(us)
-                })?;
-                keys.push((class, case_key));
-            }
-        }
-        timed.push((*shape, keys));
-    }
-    // The row's shapes again, last: the fastest of their two timings counts, so that a GPU
-    // still leaving its idle clocks at the first one does not flatter the candidates.
-    let table_keys = tables.map(|t| {
-        let at = timed
-            .iter()
-            .position(|(s, _)| *s == t)
-            .expect("timed first");
-        timed[at].1.clone()
-    });
-    for (class, keys) in table_keys.iter().enumerate() {
-        let rules = rules_with(ctx, &tables[class]);
-        for &(case_class, case_key) in keys {
-            if case_class != class {
-                continue;
-            }
-            let (c, m, _, _) = case_key;
-            let (choice, _, _) = simt_choice(&rules, &cases[c], m)?;
-            let again = time_case(ctx, timer.as_ref(), &cases[c], m, choice, None)?;
-            log_timing(ctx, &cases[c], m, &choice, again);
-            let us = seen.get_mut(&case_key).expect("timed with the row's shape");
-            *us = us.min(again);
-        }
-    }
-    // Per tuning class [short rows, long rows]: the geometric mean of each candidate's time
-    // against the class's row shape over the class's cases; the lowest.
-    let mut best = tables.map(|t| (t, 1.0f64));
-    for (shape, keys) in &timed {
-        let mut log_ratio = [0.0f64; 2];
-        let mut count = [0usize; 2];
-        for (at, &(class, case_key)) in keys.iter().enumerate() {
-            let table_key = table_keys[class][at].1;
-            log_ratio[class] += (seen[&case_key] / seen[&table_key]).ln();
-            count[class] += 1;
-        }
-        for class in 0..2 {
-            let ratio = (log_ratio[class] / count[class].max(1) as f64).exp();
-            if ratio < best[class].1 {
-                best[class] = (*shape, ratio);
-            }
-        }
-    }
-    let timed = timed.len();
-    let [short, long] = [0, 1].map(|class| match best[class].1 < NOISE_MARGIN {
-        true => best[class],
-        false => (tables[class], 1.0),
-    });
+    let timer = GpuTimer::for_queue(ctx, TIMESTAMPS)?;
+    let simt = tune_simt(
+        ctx,
+        timer.as_ref(),
+        (&cases, &opts.ms),
+        (started, simt_budget),
+    )?;
     let int_dot = tune_int_dot(
         ctx,
         timer.as_ref(),
@@ -431,10 +343,8 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         .collect();
     let blob = TunedBlob {
         identity: ctx.device.identity(),
-        simt_gemv: short.0,
-        time_vs_table: short.1 as f32,
-        long_rows: long.0,
-        long_rows_time_vs_table: long.1 as f32,
+        simt_gemv: simt.map(|g| g.chosen),
+        simt_time_vs_table: simt.map(|g| g.time_vs_table as f32),
         blocks_gemv: blocks.chosen,
         blocks_time_vs_table: blocks.ratio as f32,
         int_dot_gemv: int_dot.chosen,
@@ -444,14 +354,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
     }
     .encode();
     Ok(TuneOutcome {
-        table: tables[0],
-        long_rows_table: tables[1],
-        chosen: short.0,
-        time_vs_table: short.1,
-        long_rows: long.0,
-        long_rows_time_vs_table: long.1,
-        timed,
-        candidates: all.len(),
+        simt,
         blocks_table: BlocksGemvShape::of_row(ctx.rules.row),
         blocks_chosen: blocks.chosen,
         blocks_time_vs_table: blocks.ratio,
@@ -474,28 +377,9 @@ fn row_rules(ctx: &Context) -> Rules {
     let mut rules = ctx.rules;
     rules.simt = tuning_of(ctx, row.short_rows_simt_gemv());
     rules.simt_long_rows = tuning_of(ctx, &row.simt_gemv);
+    rules.simt_decode = [rules.simt, rules.simt_long_rows];
     rules.int_dot_simt = row.int_dot_gemv.as_ref().map(|s| tuning_of(ctx, s));
     rules.simt_gemm_tuned = TunedGemmTiles::default();
     rules.blocks_gemm_tuned = TunedGemmTiles::default();
-    rules
-}
-
-/// The choice for `m` rows on `case` under `rules` and its SIMT GEMV keys (a full pass,
-/// the last pass); an internal error for any other kernel (tuning times only that one).
-fn simt_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, PipelineKey, PipelineKey)> {
-    let choice = case_choice(rules, case, m, Room::None)?;
-    match choice.kernel {
-        KernelChoice::SimtGemv { key, last } => Ok((choice, key, last)),
-        _ => Err(Error::Internal(format!(
-            "tuning the SIMT GEMV at m = {m} resolved to {choice}"
-        ))),
-    }
-}
-
-/// `ctx`'s rules with `shape` for matrices of every row length.
-fn rules_with(ctx: &Context, shape: &SimtGemv) -> Rules {
-    let mut rules = ctx.rules;
-    rules.simt = tuning_of(ctx, shape);
-    rules.simt_long_rows = rules.simt;
     rules
 }

@@ -1,12 +1,12 @@
-//! The kernels tuning times after the SIMT GEMV, each one phase: the integer dot-product
-//! GEMV's shape on x in digits, the SIMT GEMM's and the GEMM on GGUF blocks' tiles per
-//! prefill m, and the GEMV on GGUF blocks' one-pass shape.
+//! The kernels tuning times, each one phase: the SIMT GEMV's shape per group of calls, the
+//! integer dot-product GEMV's shape on x in digits, the SIMT GEMM's and the GEMM on GGUF
+//! blocks' tiles per prefill m, and the GEMV on GGUF blocks' one-pass shape.
 
 use super::cases::{case_choice, gemm_case, make_blocks_case, make_case, Case};
 use super::timing::{fastest, GpuTimer, Timing};
-use super::{tuning_of, GemmTunedAt, TuneOptions};
+use super::{tuning_of, GemmTunedAt, SimtTuned, TuneOptions};
 use crate::error::{Error, Result};
-use crate::plan::tuned::{blocks_candidates, candidates, BlocksGemvShape};
+use crate::plan::tuned::{blocks_candidates, candidates, BlocksGemvShape, SimtGroup};
 use crate::plan::tuned_gemm::{gemm_candidates, TunedGemmTiles};
 use crate::plan::tuning::{GemmTile, SimtGemv};
 use crate::vk::context::Context;
@@ -17,6 +17,92 @@ use crate::vk::params::GemvParams;
 use crate::vk::pipeline::{BlocksKey, PipelineKey, BLOCKS_MAX_M};
 use crate::vk::rules::Rules;
 use std::time::{Duration, Instant};
+
+/// Times the SIMT GEMV's shapes on `cases` at each of `ms`, each group of calls
+/// (`SimtGroup`) apart: the row's shape of the group's class of rows, then
+/// `plan::tuned::candidates` around it ([`Timing::candidates`]; the groups share the time
+/// up to `deadline` after `started` by their count of calls); the fastest per group by the
+/// geometric mean of its time against the row's shape.
+pub(super) fn tune_simt(
+    ctx: &Context,
+    timer: Option<&GpuTimer>,
+    (cases, ms): (&[Case], &[u32]),
+    (started, deadline): (Instant, Duration),
+) -> Result<[SimtTuned; 4]> {
+    let row = ctx.rules.row;
+    let groups: [Vec<(usize, u32)>; 4] = SimtGroup::ALL.map(|group| {
+        cases
+            .iter()
+            .enumerate()
+            .flat_map(|(c, case)| ms.iter().map(move |&m| (c, case.k, m)))
+            .filter(|&(_, k, m)| SimtGroup::of(k, m) == group)
+            .map(|(c, _, m)| (c, m))
+            .collect()
+    });
+    let all_calls: usize = groups.iter().map(Vec::len).sum();
+    // A fixed word-lanes choice (`Overrides::simt_gemv_word_lanes`) makes the candidates
+    // that differ from another only there the same kernel: they are left out.
+    let fixed_lanes = ctx.rules.overrides().simt_gemv_word_lanes;
+    let mut calls_before = 0;
+    let mut found = Vec::with_capacity(groups.len());
+    for (group, calls) in SimtGroup::ALL.into_iter().zip(&groups) {
+        calls_before += calls.len();
+        let table = match group.long_rows {
+            true => row.simt_gemv,
+            false => *row.short_rows_simt_gemv(),
+        };
+        let shapes: Vec<SimtGemv> = std::iter::once(table)
+            .chain(
+                candidates(&table, &ctx.rules.class)
+                    .into_iter()
+                    .filter(|s| fixed_lanes.is_none_or(|lanes| s.word_lanes == lanes)),
+            )
+            .collect();
+        let timing = Timing {
+            ctx,
+            timer,
+            cases,
+            calls,
+            workspace: None,
+            deadline: (
+                started,
+                deadline.mul_f64(calls_before as f64 / all_calls.max(1) as f64),
+            ),
+        };
+        let timed = timing.candidates(shapes.iter().copied(), |shape, case, m| {
+            let mut rules = ctx.rules;
+            let tuning = tuning_of(ctx, shape);
+            rules.simt = tuning;
+            rules.simt_long_rows = tuning;
+            rules.simt_decode = [tuning; 2];
+            simt_choice(&rules, case, m)
+        })?;
+        let (chosen, time_vs_table) = fastest(&timed).unwrap_or((table, 1.0));
+        found.push(SimtTuned {
+            table,
+            chosen,
+            time_vs_table,
+            timed: timed.len(),
+            candidates: match calls.is_empty() {
+                true => 0,
+                false => shapes.len(),
+            },
+        });
+    }
+    Ok(found.try_into().expect("one outcome per group"))
+}
+
+/// The choice for `m` rows on `case` under `rules` and its SIMT GEMV keys (a full pass,
+/// the last pass); an internal error for any other kernel (tuning times only that one).
+fn simt_choice(rules: &Rules, case: &Case, m: u32) -> Result<(Choice, (PipelineKey, PipelineKey))> {
+    let choice = case_choice(rules, case, m, Room::None)?;
+    match choice.kernel {
+        KernelChoice::SimtGemv { key, last } => Ok((choice, (key, last))),
+        _ => Err(Error::Internal(format!(
+            "tuning the SIMT GEMV at m = {m} resolved to {choice}"
+        ))),
+    }
+}
 
 /// The calls (case index, m) of `cases` at each of `ms` that `rules` run on the integer
 /// dot-product GEMV on x in digits given the workspace they ask, with its bytes.

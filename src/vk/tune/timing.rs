@@ -1,6 +1,7 @@
 //! How tuning times a kernel on a case: chains of calls between GPU timestamps (or the
-//! host clock where the queue has none), the GPU kept busy first, candidates timed against
-//! the row's baseline first and last, and their scores (geometric means, the noise margin).
+//! host clock where the queue has none), the GPU kept busy first, each candidate timed
+//! against the row's baseline in the same submission, and their scores (geometric means,
+//! the noise margin).
 
 use super::cases::Case;
 use crate::error::{Error, Result};
@@ -22,8 +23,11 @@ pub(super) const NOISE_MARGIN: f64 = 0.98;
 /// Timed chains per (candidate, case); the fastest counts.
 pub(super) const REPEATS: usize = 3;
 
-/// Untimed chains before the timed ones in each submission.
-pub(super) const WARM_CHAINS: usize = 2;
+/// Untimed chains of each kernel before the timed ones in each submission.
+pub(super) const WARM_CHAINS: usize = 1;
+
+/// Timestamps per paired timing: a pair around each kernel's chain in each repeat.
+pub(super) const TIMESTAMPS: u32 = 4 * REPEATS as u32;
 
 /// How long the row's shape runs, untimed, before anything is timed: a GPU that was idle
 /// raises its clocks over milliseconds, not within one chain.
@@ -49,67 +53,64 @@ pub(super) struct Timing<'a> {
 }
 
 impl Timing<'_> {
-    /// Times `shapes` on every call, in order: the first (the baseline: the row's) always,
-    /// the others while the deadline allows; then the first again (the faster of its two
-    /// timings counts: a GPU leaving its idle clocks at the first does not flatter the
-    /// others). `choice` gives a shape's kernel on a case at m and the keys that name it
-    /// (shapes resolving to the same keys on a call share one timing). Returns each timed
-    /// shape with its time against the first, the geometric mean over the calls; none
+    /// Times `shapes` after the first (the baseline: the row's) on every call, in order,
+    /// while the deadline allows, each against the baseline in the same submission
+    /// ([`time_pair`]: a GPU whose clocks change between submissions changes both). `choice`
+    /// gives a shape's kernel on a case at m and the keys that name it (a shape resolving
+    /// to the baseline's keys on a call is level with it there without a timing; shapes
+    /// resolving to the same keys share one). Returns the baseline (at 1) and each timed
+    /// shape with its time against the baseline, the geometric mean over the calls; none
     /// where there are no calls.
     pub(super) fn candidates<S: Copy, K: std::hash::Hash + Eq + Copy>(
         &self,
         shapes: impl IntoIterator<Item = S>,
         choice: impl Fn(&S, &Case, u32) -> Result<(Choice, K)>,
     ) -> Result<Vec<(S, f64)>> {
-        if self.calls.is_empty() {
+        let mut shapes = shapes.into_iter();
+        let (Some(first), false) = (shapes.next(), self.calls.is_empty()) else {
             return Ok(Vec::new());
-        }
+        };
+        let baseline = self
+            .calls
+            .iter()
+            .map(|&(c, m)| choice(&first, &self.cases[c], m))
+            .collect::<Result<Vec<_>>>()?;
         let (started, deadline) = self.deadline;
         let mut seen: HashMap<CallKey<K>, f64> = HashMap::new();
-        let mut timed: Vec<(S, Vec<CallKey<K>>)> = Vec::new();
-        for (i, shape) in shapes.into_iter().enumerate() {
-            if i > 0 && started.elapsed() >= deadline {
+        let mut timed = vec![(first, 1.0)];
+        for shape in shapes {
+            if started.elapsed() >= deadline {
                 break;
             }
-            let mut keys = Vec::with_capacity(self.calls.len());
+            let mut log_ratio = 0.0;
             for (at, &(c, m)) in self.calls.iter().enumerate() {
                 let case = &self.cases[c];
                 let (kernel, key) = choice(&shape, case, m)?;
-                if i == 0 && at == 0 {
-                    keep_busy(self.ctx, self.timer, case, m, kernel, self.workspace)?;
+                let (base_kernel, base_key) = baseline[at];
+                if key == base_key {
+                    continue;
                 }
-                time_new(&mut seen, (c, m, key), || {
-                    let us = time_case(self.ctx, self.timer, case, m, kernel, self.workspace)?;
+                if timed.len() == 1 && seen.is_empty() {
+                    keep_busy(self.ctx, self.timer, case, m, base_kernel, self.workspace)?;
+                }
+                let ratio = time_new(&mut seen, (c, m, key), || {
+                    let (base, us) = time_pair(
+                        self.ctx,
+                        self.timer,
+                        case,
+                        m,
+                        (base_kernel, kernel),
+                        self.workspace,
+                    )?;
+                    log_timing(self.ctx, case, m, &base_kernel, base);
                     log_timing(self.ctx, case, m, &kernel, us);
-                    Ok(us)
+                    Ok(us / base)
                 })?;
-                keys.push((c, m, key));
+                log_ratio += ratio.ln();
             }
-            timed.push((shape, keys));
+            timed.push((shape, (log_ratio / self.calls.len() as f64).exp()));
         }
-        let Some((first, first_keys)) = timed.first() else {
-            return Ok(Vec::new());
-        };
-        for &(c, m, key) in first_keys {
-            let (kernel, _) = choice(first, &self.cases[c], m)?;
-            let again = time_case(
-                self.ctx,
-                self.timer,
-                &self.cases[c],
-                m,
-                kernel,
-                self.workspace,
-            )?;
-            log_timing(self.ctx, &self.cases[c], m, &kernel, again);
-            let us = seen
-                .get_mut(&(c, m, key))
-                .expect("timed with the first shape");
-            *us = us.min(again);
-        }
-        Ok(timed
-            .iter()
-            .map(|(shape, keys)| (*shape, geometric_mean_ratio(&seen, keys, first_keys)))
-            .collect())
+        Ok(timed)
     }
 }
 
@@ -136,36 +137,21 @@ pub(super) fn fastest<S: Copy>(timed: &[(S, f64)]) -> Option<(S, f64)> {
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
-/// The geometric mean over `keys` of each one's time in `seen` against its counterpart in
-/// `table_keys` (1 where there are none).
-pub(super) fn geometric_mean_ratio<K: std::hash::Hash + Eq>(
-    seen: &HashMap<K, f64>,
-    keys: &[K],
-    table_keys: &[K],
-) -> f64 {
-    let log_ratio: f64 = keys
-        .iter()
-        .zip(table_keys)
-        .map(|(key, table_key)| (seen[key] / seen[table_key]).ln())
-        .sum();
-    (log_ratio / keys.len().max(1) as f64).exp()
-}
-
-/// Times `key`'s case with `time` unless a candidate resolving to the same kernels already
-/// did (`seen`: µs by key).
-pub(super) fn time_new<K: std::hash::Hash + Eq>(
+/// The value of `key` in `seen`, from `time` unless a candidate resolving to the same
+/// kernels already has one.
+fn time_new<K: std::hash::Hash + Eq>(
     seen: &mut HashMap<K, f64>,
     key: K,
     time: impl FnOnce() -> Result<f64>,
-) -> Result<()> {
-    if let std::collections::hash_map::Entry::Vacant(slot) = seen.entry(key) {
-        slot.insert(time()?);
+) -> Result<f64> {
+    match seen.entry(key) {
+        std::collections::hash_map::Entry::Occupied(slot) => Ok(*slot.get()),
+        std::collections::hash_map::Entry::Vacant(slot) => Ok(*slot.insert(time()?)),
     }
-    Ok(())
 }
 
 /// Keeps the GPU busy with chains of `m` rows on `case` for [`WARM_UP`].
-pub(super) fn keep_busy(
+fn keep_busy(
     ctx: &Context,
     timer: Option<&GpuTimer>,
     case: &Case,
@@ -175,46 +161,50 @@ pub(super) fn keep_busy(
 ) -> Result<()> {
     let started = Instant::now();
     while started.elapsed() < WARM_UP {
-        time_case(ctx, timer, case, m, choice, workspace)?;
+        time_pair(ctx, timer, case, m, (choice, choice), workspace)?;
     }
     Ok(())
 }
 
-/// Microseconds per call of `m` rows on `case` with the kernel of `choice` (and its
-/// pre-pass into `workspace`, which holds the bytes the choice asks): the fastest
-/// of [`REPEATS`] chains of `case.calls` calls (rotating through the copies, a barrier
-/// between calls, as a decoder step runs them). One untimed submission first creates the
-/// pipelines; each timed submission starts with [`WARM_CHAINS`] untimed chains, so that the
-/// GPU's clocks have left their idle state. Timed between GPU timestamps where the queue
-/// has them, so that recording and submitting do not count; else by the wall clock around
+/// Microseconds per call of `m` rows on `case` with the baseline's kernel and with the
+/// candidate's (and their pre-passes into `workspace`, which holds the bytes each choice
+/// asks), timed in one submission: the fastest of [`REPEATS`] chains of `case.calls`
+/// calls each (rotating through the copies, a barrier between calls, as a decoder step
+/// runs them), the two kernels' chains alternating and taking turns to go first, so that
+/// clocks changing between or within submissions weigh on both alike. One untimed
+/// submission first creates the pipelines; each timed submission starts with
+/// [`WARM_CHAINS`] untimed chains of each. Timed between GPU timestamps where the queue has
+/// them, so that recording and submitting do not count; else by the wall clock around
 /// each submission.
-pub(super) fn time_case(
+pub(super) fn time_pair(
     ctx: &Context,
     timer: Option<&GpuTimer>,
     case: &Case,
     m: u32,
-    choice: Choice,
+    (baseline, candidate): (Choice, Choice),
     workspace: Option<&Buffer>,
-) -> Result<f64> {
+) -> Result<(f64, f64)> {
     let p = GemvParams::dense(m, case.k, case.n);
-    let workspace = match (choice.workspace_bytes, workspace) {
-        (0, _) => None,
-        (bytes, Some(w)) if bytes <= w.size => Some(BufferRange {
+    let range_for = |choice: &Choice| match (choice.workspace_bytes, workspace) {
+        (0, _) => Ok(None),
+        (bytes, Some(w)) if bytes <= w.size => Ok(Some(BufferRange {
             buffer: w.buffer,
             offset: 0,
             range: bytes,
-        }),
-        (bytes, _) => {
-            return Err(Error::Internal(format!(
-                "a tuning call asks {bytes} bytes of workspace; it was given less"
-            )))
-        }
+        })),
+        (bytes, _) => Err(Error::Internal(format!(
+            "a tuning call asks {bytes} bytes of workspace; it was given less"
+        ))),
     };
-    let plans = case
-        .mats
-        .iter()
-        .map(|mat| CallPlan::of(ctx, mat, &p, choice))
-        .collect::<Result<Vec<_>>>()?;
+    let prepared = |choice: &Choice| -> Result<(Vec<CallPlan>, Option<BufferRange>)> {
+        let plans = case
+            .mats
+            .iter()
+            .map(|mat| CallPlan::of(ctx, mat, &p, *choice))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((plans, range_for(choice)?))
+    };
+    let kernels = [prepared(&baseline)?, prepared(&candidate)?];
     let x = BufferRange {
         buffer: case.x.buffer,
         offset: 0,
@@ -226,7 +216,8 @@ pub(super) fn time_case(
         range: 4 * u64::from(m) * case.n,
     };
     let d = &ctx.device.device;
-    let chain = |cmd: vk::CommandBuffer, calls: usize| -> Result<()> {
+    let chain = |cmd: vk::CommandBuffer, kernel: usize, calls: usize| -> Result<()> {
+        let (plans, workspace) = &kernels[kernel];
         for i in 0..calls {
             // SAFETY: q4vk's own command buffer, recording.
             unsafe { record_barrier(d, cmd, COMPUTE_WRITE, COMPUTE_READ_WRITE) };
@@ -237,39 +228,54 @@ pub(super) fn time_case(
                 &case.mats[at],
                 &Set1::pair(x, y),
                 &p,
-                workspace,
+                *workspace,
                 &plans[at],
             )?;
         }
         Ok(())
     };
-    ctx.submit(|cmd| chain(cmd, case.mats.len()))?;
-    let fastest = match timer {
-        None => (0..REPEATS)
-            .map(|_| {
-                ctx.submit(|cmd| chain(cmd, WARM_CHAINS * case.calls))?;
-                let started = Instant::now();
-                ctx.submit(|cmd| chain(cmd, case.calls))?;
-                Ok(started.elapsed())
-            })
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .min(),
-        Some(timer) => timer
-            .chains(|timer, cmd| {
-                chain(cmd, WARM_CHAINS * case.calls)?;
-                for r in 0..REPEATS as u32 {
-                    timer.stamp(cmd, 2 * r);
-                    chain(cmd, case.calls)?;
-                    timer.stamp(cmd, 2 * r + 1);
+    // Repeat r times kernel 0 then 1 where r is even, 1 then 0 where odd.
+    let order = |r: usize| match r % 2 {
+        0 => [0, 1],
+        _ => [1, 0],
+    };
+    ctx.submit(|cmd| {
+        chain(cmd, 0, case.mats.len())?;
+        chain(cmd, 1, case.mats.len())
+    })?;
+    let mut fastest = [Duration::MAX; 2];
+    match timer {
+        None => {
+            for r in 0..REPEATS {
+                for kernel in order(r) {
+                    ctx.submit(|cmd| chain(cmd, kernel, WARM_CHAINS * case.calls))?;
+                    let started = Instant::now();
+                    ctx.submit(|cmd| chain(cmd, kernel, case.calls))?;
+                    fastest[kernel] = fastest[kernel].min(started.elapsed());
+                }
+            }
+        }
+        Some(timer) => {
+            let times = timer.chains(|timer, cmd| {
+                chain(cmd, 0, WARM_CHAINS * case.calls)?;
+                chain(cmd, 1, WARM_CHAINS * case.calls)?;
+                for r in 0..REPEATS {
+                    for kernel in order(r) {
+                        let stamp = (4 * r + 2 * kernel) as u32;
+                        timer.stamp(cmd, stamp);
+                        chain(cmd, kernel, case.calls)?;
+                        timer.stamp(cmd, stamp + 1);
+                    }
                 }
                 Ok(())
-            })?
-            .into_iter()
-            .min(),
+            })?;
+            for (i, t) in times.into_iter().enumerate() {
+                fastest[i % 2] = fastest[i % 2].min(t);
+            }
+        }
     }
-    .expect("REPEATS > 0");
-    Ok(fastest.as_secs_f64() * 1e6 / case.calls as f64)
+    let per_call = |t: Duration| t.as_secs_f64() * 1e6 / case.calls as f64;
+    Ok((per_call(fastest[0]), per_call(fastest[1])))
 }
 
 /// Compute writes, then compute reads and writes: the barrier between chained calls.
