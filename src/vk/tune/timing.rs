@@ -29,9 +29,13 @@ pub(super) const WARM_CHAINS: usize = 1;
 /// Timestamps per paired timing: a pair around each kernel's chain in each repeat.
 pub(super) const TIMESTAMPS: u32 = 4 * REPEATS as u32;
 
-/// How long the row's shape runs, untimed, before anything is timed: a GPU that was idle
+/// How long the baseline runs, untimed, before each batch of timings: a GPU that was idle
 /// raises its clocks over milliseconds, not within one chain.
 pub(super) const WARM_UP: Duration = Duration::from_millis(50);
+
+/// How long the pipelines of one batch of candidates are created for before the batch is
+/// timed (the GPU idles meanwhile, and its clocks fall).
+pub(super) const BATCH: Duration = Duration::from_millis(400);
 
 /// A timed call: its case, its m and the keys of the kernels a candidate runs there.
 pub(super) type CallKey<K> = (usize, u32, K);
@@ -55,12 +59,14 @@ pub(super) struct Timing<'a> {
 impl Timing<'_> {
     /// Times `shapes` after the first (the baseline: the row's) on every call, in order,
     /// while the deadline allows, each against the baseline in the same submission
-    /// ([`time_pair`]: a GPU whose clocks change between submissions changes both). `choice`
-    /// gives a shape's kernel on a case at m and the keys that name it (a shape resolving
-    /// to the baseline's keys on a call is level with it there without a timing; shapes
-    /// resolving to the same keys share one). Returns the baseline (at 1) and each timed
-    /// shape with its time against the baseline, the geometric mean over the calls; none
-    /// where there are no calls.
+    /// ([`time_pair`]). The candidates go in batches: a batch's pipelines are created
+    /// first (for up to [`BATCH`], none past the deadline), then the GPU is kept busy for
+    /// [`WARM_UP`] and the batch is timed back to back, so that no timing follows the idle
+    /// GPU of a pipeline's creation. `choice` gives a shape's kernel on a case at m and the
+    /// keys that name it (a shape resolving to the baseline's keys on a call is level with
+    /// it there without a timing; shapes resolving to the same keys share one). Returns the
+    /// baseline (at 1) and each timed shape with its time against the baseline, the
+    /// geometric mean over the calls; none where there are no calls.
     pub(super) fn candidates<S: Copy, K: std::hash::Hash + Eq + Copy>(
         &self,
         shapes: impl IntoIterator<Item = S>,
@@ -78,40 +84,77 @@ impl Timing<'_> {
         let (started, deadline) = self.deadline;
         let mut seen: HashMap<CallKey<K>, f64> = HashMap::new();
         let mut timed = vec![(first, 1.0)];
-        for shape in shapes {
-            if started.elapsed() >= deadline {
+        loop {
+            // A batch: each shape's kernels per call, their pipelines created.
+            let batch_started = Instant::now();
+            let mut batch = Vec::new();
+            while started.elapsed() < deadline && batch_started.elapsed() < BATCH {
+                let Some(shape) = shapes.next() else {
+                    break;
+                };
+                let mut kernels = Vec::with_capacity(self.calls.len());
+                for (at, &(c, m)) in self.calls.iter().enumerate() {
+                    let (kernel, key) = choice(&shape, &self.cases[c], m)?;
+                    if key != baseline[at].1 && !seen.contains_key(&(c, m, key)) {
+                        create_pipelines(self.ctx, &self.cases[c], m, kernel)?;
+                    }
+                    kernels.push((kernel, key));
+                }
+                batch.push((shape, kernels));
+            }
+            if batch.is_empty() {
                 break;
             }
-            let mut log_ratio = 0.0;
-            for (at, &(c, m)) in self.calls.iter().enumerate() {
-                let case = &self.cases[c];
-                let (kernel, key) = choice(&shape, case, m)?;
-                let (base_kernel, base_key) = baseline[at];
-                if key == base_key {
-                    continue;
+            if timed.len() == 1 {
+                for (&(c, m), &(kernel, _)) in self.calls.iter().zip(&baseline) {
+                    create_pipelines(self.ctx, &self.cases[c], m, kernel)?;
                 }
-                if timed.len() == 1 && seen.is_empty() {
-                    keep_busy(self.ctx, self.timer, case, m, base_kernel, self.workspace)?;
-                }
-                let ratio = time_new(&mut seen, (c, m, key), || {
-                    let (base, us) = time_pair(
-                        self.ctx,
-                        self.timer,
-                        case,
-                        m,
-                        (base_kernel, kernel),
-                        self.workspace,
-                    )?;
-                    log_timing(self.ctx, case, m, &base_kernel, base);
-                    log_timing(self.ctx, case, m, &kernel, us);
-                    Ok(us / base)
-                })?;
-                log_ratio += ratio.ln();
             }
-            timed.push((shape, (log_ratio / self.calls.len() as f64).exp()));
+            let (c, m) = self.calls[0];
+            keep_busy(
+                self.ctx,
+                self.timer,
+                &self.cases[c],
+                m,
+                baseline[0].0,
+                self.workspace,
+            )?;
+            for (shape, kernels) in batch {
+                let mut log_ratio = 0.0;
+                for ((&(c, m), (kernel, key)), &(base_kernel, base_key)) in
+                    self.calls.iter().zip(kernels).zip(&baseline)
+                {
+                    if key == base_key {
+                        continue;
+                    }
+                    let case = &self.cases[c];
+                    let ratio = time_new(&mut seen, (c, m, key), || {
+                        let (base, us) = time_pair(
+                            self.ctx,
+                            self.timer,
+                            case,
+                            m,
+                            (base_kernel, kernel),
+                            self.workspace,
+                        )?;
+                        log_timing(self.ctx, case, m, &base_kernel, base);
+                        log_timing(self.ctx, case, m, &kernel, us);
+                        Ok(us / base)
+                    })?;
+                    log_ratio += ratio.ln();
+                }
+                timed.push((shape, (log_ratio / self.calls.len() as f64).exp()));
+            }
         }
         Ok(timed)
     }
+}
+
+/// Creates the pipelines of `choice` for a call of `m` rows on `case` (host work, while
+/// the GPU idles: done before a batch's timings, not between them).
+fn create_pipelines(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<()> {
+    let p = GemvParams::dense(m, case.k, case.n);
+    CallPlan::of(ctx, &case.mats[0], &p, choice).map(drop)
 }
 
 /// Logs one timing of a tuning run at DEBUG level: the kernel and its shape, the case and
