@@ -238,27 +238,27 @@ int main(int argc, char **argv) {
     ti.struct_size = sizeof ti;
     if (check_status(api.tune(ctx, &td, tuned, sizeof tuned, &tuned_size, &ti), "q4vk_context_tune")) {
         char what[160];
-        const q4vk_simt_gemv_shape *d = &ti.decode_short_rows, *dl = &ti.decode_long_rows;
+        /* Groups by bits: long rows 1, many rows 2, m = 1 4. Only calls of m = 1 on a matrix of
+           short rows and few rows were timed (group 4): the others keep the table's shape of
+           their row length. */
+        const q4vk_tuned_simt_gemv *g = ti.simt_groups;
         snprintf(what, sizeof what, "tuning blob: %zu bytes, %u of %u shapes timed, at m = 1 workgroup %u, %u rows",
-                 tuned_size, ti.candidates_timed, ti.candidates, d->workgroup, d->rows);
-        expect(tuned_size > 0 && ti.candidates_timed >= 1 && ti.decode_time_vs_table <= 1.0 && d->workgroup >= 1 &&
-                   d->rows >= 1 && d->reserved == 0,
+                 tuned_size, ti.candidates_timed, ti.candidates, g[4].shape.workgroup, g[4].shape.rows);
+        expect(tuned_size > 0 && ti.simt_group_count == 8 && ti.many_rows_from == 4096 &&
+                   ti.long_rows_from_k == 4096 && g[4].decode == 1 && g[4].long_rows == 0 && g[4].many_rows == 0 &&
+                   g[4].candidates_timed >= 1 && ti.candidates_timed == g[4].candidates_timed &&
+                   g[4].time_vs_table <= 1.0 && g[4].shape.workgroup >= 1 && g[4].shape.rows >= 1,
                what);
-        /* Only calls of m = 1 on short rows were timed: the other groups keep the table's
-           shapes (short rows at m > 1, long rows at either). */
-        expect(ti.time_vs_table == 1.0 && ti.workgroup == ti.table_workgroup && ti.rows == ti.table_rows &&
-                   ti.unroll == ti.table_unroll && ti.split == ti.table_split &&
-                   ti.word_lanes == ti.table_word_lanes,
-               "tuning keeps the table's shape for calls of m > 1 when no case has them");
-        expect(ti.long_rows_from_k == 4096 && ti.long_rows_time_vs_table == 1.0 &&
-                   ti.long_rows_workgroup == ti.long_rows_table_workgroup &&
-                   ti.long_rows_rows == ti.long_rows_table_rows && ti.long_rows_unroll == ti.long_rows_table_unroll &&
-                   ti.long_rows_split == ti.long_rows_table_split &&
-                   ti.long_rows_word_lanes == ti.long_rows_table_word_lanes && ti.decode_long_rows_time_vs_table == 1.0 &&
-                   dl->workgroup == ti.long_rows_table_workgroup && dl->rows == ti.long_rows_table_rows &&
-                   dl->unroll == ti.long_rows_table_unroll && dl->split == ti.long_rows_table_split &&
-                   dl->word_lanes == ti.long_rows_table_word_lanes,
-               "tuning keeps the table's shape for long rows when no case has them");
+        int kept = 1;
+        for (int i = 0; i < 8; i++) {
+            if (i == 4) continue;
+            const q4vk_simt_gemv_shape *s = &g[i].shape, *t = &g[i].table_shape;
+            kept = kept && g[i].candidates_timed == 0 && g[i].time_vs_table == 1.0 && s->workgroup == t->workgroup &&
+                   s->rows == t->rows && s->unroll == t->unroll && s->split == t->split &&
+                   s->word_lanes == t->word_lanes && (i & 1 ? t->workgroup == ti.long_rows_table_workgroup
+                                                            : t->workgroup == ti.table_workgroup);
+        }
+        expect(kept, "tuning keeps the table's shape for the groups no call was of");
         /* k = 1024 is whole Q4_K blocks and m = 1 one pass: the GEMV on blocks is tuned too. */
         expect(ti.blocks_candidates_timed >= 1 && ti.blocks_time_vs_table <= 1.0 && ti.blocks_rows >= 1 &&
                    ti.blocks_unroll >= 1 && ti.blocks_table_rows >= 1 && ti.blocks_table_unroll >= 1,

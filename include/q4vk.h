@@ -952,22 +952,44 @@ typedef struct q4vk_simt_gemv_shape {
   uint32_t reserved;
 } q4vk_simt_gemv_shape;
 
+// What `q4vk_context_tune` found for the SIMT GEMV's shape on one group of calls.
+typedef struct q4vk_tuned_simt_gemv {
+  // 1: the group's matrices have long rows (k of at least
+  // `q4vk_tune_info.long_rows_from_k`); 0: short rows.
+  uint32_t long_rows;
+  // 1: the group's matrices have many rows (at least `q4vk_tune_info.many_rows_from`);
+  // 0: few.
+  uint32_t many_rows;
+  // 1: the group's calls have one activation row (decode); 0: more.
+  uint32_t decode;
+  // Shapes timed on every call of the group, the table's included (0 where the desc's
+  // shapes and m gave the group no call).
+  uint32_t candidates_timed;
+  // The shape calls of the group take: the chosen one, or `table_shape` where it was
+  // kept.
+  struct q4vk_simt_gemv_shape shape;
+  // The device row's shape for the group's row length (the baseline).
+  struct q4vk_simt_gemv_shape table_shape;
+  // As `q4vk_tune_info.time_vs_table`, of `shape` over the group's calls.
+  double time_vs_table;
+} q4vk_tuned_simt_gemv;
+
 // What `q4vk_context_tune` found. The caller sets `struct_size = sizeof(q4vk_tune_info)`;
 // q4vk writes the other fields.
 typedef struct q4vk_tune_info {
   // Set by the caller: `sizeof(q4vk_tune_info)`.
   uint32_t struct_size;
-  // SIMT GEMV shapes timed on every call of their group, summed over the groups (short
-  // rows and long rows, each at m = 1 and at m > 1), the table's counted in each group
-  // that has calls.
+  // SIMT GEMV shapes timed on every call of their group, summed over the groups
+  // (`simt_groups`), the table's counted in each group that has calls.
   uint32_t candidates_timed;
   // Candidate SIMT GEMV shapes the device can run, summed over the groups that have
   // calls as `candidates_timed`.
   uint32_t candidates;
   // The chosen SIMT GEMV shape for calls of 2 or more activation rows on matrices of
-  // short rows (k below `long_rows_from_k`): invocations per workgroup, rows per
-  // workgroup, chunks per row each invocation loads per step, invocations sharing a
-  // chunk. Calls of one row take `decode_short_rows`, tuned apart.
+  // short rows (k below `long_rows_from_k`) and few rows (below `many_rows_from`):
+  // invocations per workgroup, rows per workgroup, chunks per row each invocation loads
+  // per step, invocations sharing a chunk. The other groups of calls, tuned apart, are
+  // in `simt_groups`.
   uint32_t workgroup;
   // See `workgroup`.
   uint32_t rows;
@@ -997,8 +1019,8 @@ typedef struct q4vk_tune_info {
   // Matrices of at least this many columns (k) are of long rows: they take the
   // `long_rows_*` shape, tuned on the cases of such k (the table's where none was).
   uint32_t long_rows_from_k;
-  // The chosen shape for calls of 2 or more rows on matrices of long rows, as
-  // `workgroup`.
+  // The chosen shape for calls of 2 or more rows on matrices of long rows and few rows,
+  // as `workgroup`.
   uint32_t long_rows_workgroup;
   // See `long_rows_workgroup`.
   uint32_t long_rows_rows;
@@ -1096,17 +1118,15 @@ typedef struct q4vk_tune_info {
   uint32_t reserved3;
   // The GEMM on GGUF blocks' tile per prefill m timed, as `gemm`.
   struct q4vk_tuned_gemm blocks_gemm[4];
-  // Optional (appended after `blocks_gemm`): the chosen SIMT GEMV shape for calls of
-  // one activation row (decode) on matrices of short rows, tuned on the calls of m = 1
-  // apart from the others (whose shapes are `workgroup` … `word_lanes`); its baseline is
-  // the table's shape for short rows (`table_*`).
-  struct q4vk_simt_gemv_shape decode_short_rows;
-  // As `decode_short_rows`, on matrices of long rows (baseline `long_rows_table_*`).
-  struct q4vk_simt_gemv_shape decode_long_rows;
-  // As `time_vs_table`, of `decode_short_rows`.
-  double decode_time_vs_table;
-  // As `time_vs_table`, of `decode_long_rows`.
-  double decode_long_rows_time_vs_table;
+  // Optional (appended after `blocks_gemm`): matrices of at least this many rows are of
+  // many rows (a tuning group's class, as `long_rows_from_k`).
+  uint32_t many_rows_from;
+  // Entries of `simt_groups`: 8.
+  uint32_t simt_group_count;
+  // The SIMT GEMV's shape per group of calls, each tuned apart on its calls: matrices
+  // of short or long rows, of few or many rows, calls of one activation row or of more.
+  // The fields from `workgroup` on report the two groups of few rows at m > 1 again.
+  struct q4vk_tuned_simt_gemv simt_groups[8];
 } q4vk_tune_info;
 
 // The host's staging memory for `q4vk_matrix_create_recorded`: a range of a buffer
@@ -2413,8 +2433,9 @@ void q4vk_tune_desc_default(struct q4vk_tune_desc *desc);
 // nearest first, as long as `desc->budget_ms` allows, each against the row's shape in the
 // same submission — on the shapes and m of `desc`, each call reading its weights cold, and
 // writes the fastest for each group of calls (matrices of short rows or of long rows, k of
-// at least `q4vk_tune_info.long_rows_from_k`; calls of m = 1 or of more rows), scored on
-// that group's calls (the row's unless another was faster by more than timing noise, or
+// at least `q4vk_tune_info.long_rows_from_k`; of few rows or of many, at least
+// `q4vk_tune_info.many_rows_from`; calls of m = 1 or of more rows), scored on that
+// group's calls (the row's unless another was faster by more than timing noise, or
 // no call is of that group); then, where the context runs the integer
 // dot-product GEMV (x in 8-bit digits) on some of those calls given a workspace, its one
 // shape for every row length the same way on them, its digits pre-pass timed with it;

@@ -725,14 +725,14 @@ fn simt_rows(rules: &Rules, n: u64, k: u64) -> (u32, u32) {
     (key.rows, key.split)
 }
 
-/// A tuned shape for long rows (`Rules::simt_long_rows`) serves matrices of k ≥ 4096 only;
+/// A tuned shape for long rows (`Rules::set_simt_class`) serves matrices of k ≥ 4096 only;
 /// shorter rows keep the other.
 #[test]
 fn long_rows_take_their_own_shape() {
     let (_, h200, _) = devices().into_iter().next().unwrap();
     let mut rules = Rules::for_class(h200, false, false);
-    let table = (rules.simt.rows, rules.simt.split);
-    rules.simt_long_rows = q4vk::vk::pipeline::Tuning::for_device(
+    let table = (rules.simt().rows, rules.simt().split);
+    let long_rows = q4vk::vk::pipeline::Tuning::for_device(
         false,
         &q4vk::plan::tuning::SimtGemv {
             workgroup: 128,
@@ -744,6 +744,7 @@ fn long_rows_take_their_own_shape() {
         32,
         32,
     );
+    rules.set_simt_class(true, long_rows);
     assert_eq!(simt_rows(&rules, 1536, 8960), (2, 1));
     assert_eq!(simt_rows(&rules, 4096, 4096), (2, 1));
     assert_eq!(simt_rows(&rules, 4096, 3968), table);

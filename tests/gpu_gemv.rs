@@ -105,7 +105,7 @@ fn gemv_word_lanes_match_reference() {
             let key = simt_gemv_key(ctx, &form, m, Room::None);
             assert!(key.word_lanes && !key.dot, "m = {m}: {key:?}");
             // A row of 3 chunks is 12 words: the smallest workgroup.
-            assert_eq!(key.workgroup, ctx.rules.simt.workgroup_for(12), "m = {m}");
+            assert_eq!(key.workgroup, ctx.rules.simt().workgroup_for(12), "m = {m}");
         }
     }
 }

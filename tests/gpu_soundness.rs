@@ -26,9 +26,9 @@ fn a_context_creates_only_the_module_it_uses() {
         let key = |portable| PipelineKey {
             portable,
             workgroup: ctx.pipelines.tuning.workgroup_for(8),
-            rows: ctx.rules.simt.rows,
-            unroll: ctx.rules.simt.unroll,
-            split: ctx.rules.simt.split,
+            rows: ctx.rules.simt().rows,
+            unroll: ctx.rules.simt().unroll,
+            split: ctx.rules.simt().split,
             m: 1,
             zeros: false,
             scale_f32: false,

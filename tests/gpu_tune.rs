@@ -166,12 +166,12 @@ fn checked_plan(gpu: &Gpu) -> u32 {
     short
 }
 
-/// The SIMT GEMV shapes `gpu`'s context runs on short rows and on long rows at m > 1, then
-/// at m = 1: workgroup, rows, unroll, split, word lanes.
-fn shape_of(gpu: &Gpu) -> [[u32; 5]; 4] {
-    let rules = &gpu.context().rules;
-    let [decode, decode_long] = rules.simt_decode;
-    [rules.simt, rules.simt_long_rows, decode, decode_long]
+/// The SIMT GEMV shapes `gpu`'s context runs per group of calls (`SimtGroup::index`):
+/// workgroup, rows, unroll, split, word lanes.
+fn shape_of(gpu: &Gpu) -> [[u32; 5]; 8] {
+    gpu.context()
+        .rules
+        .simt_groups
         .map(|t| [t.workgroup, t.rows, t.unroll, t.split, t.word_lanes.into()])
 }
 
@@ -180,10 +180,10 @@ fn fields(s: &q4vk_simt_gemv_shape) -> [u32; 5] {
     [s.workgroup, s.rows, s.unroll, s.split, s.word_lanes]
 }
 
-/// The plan names of an m = 1 and an m = 3 GEMV on a fresh matrix of 200 × `k` on `gpu`.
-fn plan_names(gpu: &Gpu, k: usize) -> [String; 2] {
+/// The plan names of an m = 1 and an m = 3 GEMV on a fresh matrix of `n` × `k` on `gpu`.
+fn plan_names(gpu: &Gpu, n: usize, k: usize) -> [String; 2] {
     let mut rng = Rng(0x7u64);
-    let d = random_q4(&mut rng, 200, k, 128, true, false);
+    let d = random_q4(&mut rng, n, k, 128, true, false);
     let mat = upload_q4(gpu, &d);
     let names = [1, 3].map(|m| plan_of(gpu.ctx, mat, m, 0, 0).1);
     unsafe { q4vk_matrix_destroy(mat) };
@@ -193,54 +193,19 @@ fn plan_names(gpu: &Gpu, k: usize) -> [String; 2] {
 #[test]
 fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
     let gpu = logged_context(&[]);
-    // A matrix of short rows and one of long rows.
+    // A matrix of short rows and one of long rows, both of few rows.
     let shapes = [96u64, 1024, 32, 4096];
     let ms = [1u32, 2];
     let desc = small_desc(1500, &shapes, &ms);
     let (blob, info) = tuned(&gpu, &desc);
-    eprintln!(
-        "tuned {} of {} candidates: [{}, {}, {}, {}, {}] at {:.3} of the table's [{}, {}, {}, {}, {}]",
-        info.candidates_timed,
-        info.candidates,
-        info.workgroup,
-        info.rows,
-        info.unroll,
-        info.split,
-        info.word_lanes,
-        info.time_vs_table,
-        info.table_workgroup,
-        info.table_rows,
-        info.table_unroll,
-        info.table_split,
-        info.table_word_lanes
+    assert_eq!(
+        (
+            info.long_rows_from_k,
+            info.many_rows_from,
+            info.simt_group_count
+        ),
+        (4096, 4096, 8)
     );
-    eprintln!(
-        "long rows (k >= {}): [{}, {}, {}, {}, {}] at {:.3}; at m = 1 {:?} at {:.3}, long rows {:?} at {:.3}",
-        info.long_rows_from_k,
-        info.long_rows_workgroup,
-        info.long_rows_rows,
-        info.long_rows_unroll,
-        info.long_rows_split,
-        info.long_rows_word_lanes,
-        info.long_rows_time_vs_table,
-        fields(&info.decode_short_rows),
-        info.decode_time_vs_table,
-        fields(&info.decode_long_rows),
-        info.decode_long_rows_time_vs_table
-    );
-    // Four groups of calls, each with the row's shape at least.
-    assert!(info.candidates_timed >= 4 && info.candidates_timed <= info.candidates);
-    for ratio in [
-        info.time_vs_table,
-        info.long_rows_time_vs_table,
-        info.decode_time_vs_table,
-        info.decode_long_rows_time_vs_table,
-    ] {
-        assert!(ratio > 0.0 && ratio <= 1.0, "{ratio}");
-    }
-    assert_eq!(info.decode_short_rows.reserved, 0);
-    assert_eq!(info.decode_long_rows.reserved, 0);
-    assert_eq!(info.long_rows_from_k, 4096);
     let table = [
         info.table_workgroup,
         info.table_rows,
@@ -255,21 +220,51 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         info.long_rows_table_split,
         info.long_rows_table_word_lanes,
     ];
+    let mut timed = 0;
+    for (i, g) in info.simt_groups.iter().enumerate() {
+        eprintln!(
+            "group {i} (long rows {}, many rows {}, m = 1 {}): {:?} at {:.3} of the table's {:?}, {} timed",
+            g.long_rows,
+            g.many_rows,
+            g.decode,
+            fields(&g.shape),
+            g.time_vs_table,
+            fields(&g.table_shape),
+            g.candidates_timed
+        );
+        let group = SimtGroup::ALL[i];
+        assert_eq!(
+            (g.long_rows, g.many_rows, g.decode),
+            (
+                group.long_rows.into(),
+                group.many_rows.into(),
+                group.decode.into()
+            )
+        );
+        let class_table = match group.long_rows {
+            true => long_rows_table,
+            false => table,
+        };
+        assert_eq!(fields(&g.table_shape), class_table, "group {i}");
+        assert_eq!((g.shape.reserved, g.table_shape.reserved), (0, 0));
+        assert!(g.time_vs_table > 0.0 && g.time_vs_table <= 1.0, "group {i}");
+        // The desc's matrices have few rows: the groups of many rows have no calls.
+        match group.many_rows {
+            true => assert_eq!(
+                (g.candidates_timed, fields(&g.shape), g.time_vs_table),
+                (0, class_table, 1.0),
+                "group {i}"
+            ),
+            false => assert!(g.candidates_timed >= 1, "group {i}"),
+        }
+        timed += g.candidates_timed;
+    }
+    assert_eq!(info.candidates_timed, timed);
+    assert!(info.candidates_timed <= info.candidates);
+    // The first fields repeat the groups of few rows at m > 1.
+    let [short, long] = [0, 1].map(|i| &info.simt_groups[i]);
     assert_eq!(
-        shape_of(&gpu),
-        [table, long_rows_table, table, long_rows_table]
-    );
-    assert_eq!(info.reserved0, 0);
-    assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
-    drop(gpu);
-
-    // The next context takes the blob's shape.
-    let tuned = logged_context(&blob);
-    assert!(blob_line().contains("used"), "{}", blob_line());
-    assert_eq!(checked_plan(&tuned), Q4VK_GEMV_SHAPE_TUNED);
-    assert_eq!(
-        shape_of(&tuned),
-        [
+        (
             [
                 info.workgroup,
                 info.rows,
@@ -277,6 +272,12 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
                 info.split,
                 info.word_lanes
             ],
+            info.time_vs_table
+        ),
+        (fields(&short.shape), short.time_vs_table)
+    );
+    assert_eq!(
+        (
             [
                 info.long_rows_workgroup,
                 info.long_rows_rows,
@@ -284,15 +285,29 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
                 info.long_rows_split,
                 info.long_rows_word_lanes
             ],
-            fields(&info.decode_short_rows),
-            fields(&info.decode_long_rows)
-        ]
+            info.long_rows_time_vs_table
+        ),
+        (fields(&long.shape), long.time_vs_table)
     );
+    let tables: [[u32; 5]; 8] = SimtGroup::ALL.map(|g| match g.long_rows {
+        true => long_rows_table,
+        false => table,
+    });
+    assert_eq!(shape_of(&gpu), tables);
+    assert_eq!(info.reserved0, 0);
+    assert_eq!(checked_plan(&gpu), Q4VK_GEMV_SHAPE_TABLE);
+    drop(gpu);
+
+    // The next context takes the blob's shapes.
+    let tuned = logged_context(&blob);
+    assert!(blob_line().contains("used"), "{}", blob_line());
+    assert_eq!(checked_plan(&tuned), Q4VK_GEMV_SHAPE_TUNED);
+    assert_eq!(shape_of(&tuned), info.simt_groups.map(|g| fields(&g.shape)));
     drop(tuned);
 
     // Shapes other than the table's run right too, each on its group: the blob of the
-    // neighbour most unlike the table's for short rows and others for long rows and for
-    // calls of one row (re-encoded for this device).
+    // neighbour most unlike the table's for short rows and another per group of long
+    // rows (re-encoded for this device).
     let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
     let unlike = q4vk::plan::tuning::SimtGemv {
         workgroup: 64.max(info.table_workgroup / 2),
@@ -301,31 +316,49 @@ fn a_tuned_blob_is_used_by_the_next_context_and_a_bad_one_is_not() {
         split: 2,
         word_lanes: info.table_word_lanes == 0,
     };
-    let with = |workgroup, rows, split| q4vk::plan::tuning::SimtGemv {
+    let with = |workgroup, rows| q4vk::plan::tuning::SimtGemv {
         workgroup,
         rows,
-        split,
+        split: 1,
         unroll: 1,
         ..unlike
     };
+    // By group: long rows, many rows, m = 1 in its bits.
     let other = TunedBlob {
-        simt_gemv: [unlike, with(64, 1, 1), with(64, 4, 1), with(256, 8, 2)],
+        simt_gemv: [
+            unlike,
+            with(64, 1),
+            with(64, 4),
+            with(128, 2),
+            with(128, 8),
+            with(256, 8),
+            with(64, 16),
+            with(512, 4),
+        ],
         ..decoded
     };
     let forced = logged_context(&other.encode());
     assert!(
-        blob_line().contains("used: SIMT GEMV on short rows, m > 1 workgroup"),
+        blob_line().contains("used: SIMT GEMV on short rows, few rows, m > 1 workgroup"),
         "{}",
         blob_line()
     );
     assert_eq!(checked_plan(&forced), Q4VK_GEMV_SHAPE_TUNED);
-    let [short, long, decode, decode_long] = shape_of(&forced);
-    assert_eq!(short[4], u32::from(info.table_word_lanes == 0));
-    assert_eq!((short[1], long[1], decode[1], decode_long[1]), (2, 1, 4, 8));
-    // Long rows (4096 columns) do not shrink the workgroup: the plan names it per m.
-    let [at_1, at_3] = plan_names(&forced, 4096);
-    assert!(at_1.contains("workgroup 256"), "{at_1}");
-    assert!(at_3.contains("workgroup 64"), "{at_3}");
+    let shapes = shape_of(&forced);
+    assert_eq!(shapes[0][4], u32::from(info.table_word_lanes == 0));
+    assert_eq!(shapes.map(|s| s[1]), [2, 1, 4, 2, 8, 8, 16, 4]);
+    // Long rows (4096 columns) do not shrink the workgroup: the plan names it per group.
+    for (n, workgroups) in [(200, [256, 64]), (4096, [512, 128])] {
+        let [at_1, at_3] = plan_names(&forced, n, 4096);
+        assert!(
+            at_1.contains(&format!("workgroup {},", workgroups[0])),
+            "{n}: {at_1}"
+        );
+        assert!(
+            at_3.contains(&format!("workgroup {},", workgroups[1])),
+            "{n}: {at_3}"
+        );
+    }
     drop(forced);
 
     // Corrupted, truncated, foreign: ignored with the reason, the table's shape runs.
@@ -1026,8 +1059,17 @@ fn a_row_with_two_shapes_is_each_class_baseline() {
     assert_ne!(short, long);
     let shape_of = |t: &q4vk::vk::pipeline::Tuning| (t.workgroup, t.rows, t.unroll, t.split);
     let want = |s: &q4vk::plan::tuning::SimtGemv| (s.workgroup, s.rows, s.unroll, s.split);
-    assert_eq!(shape_of(&ctx.rules.simt), want(&short));
-    assert_eq!(shape_of(&ctx.rules.simt_long_rows), want(&long));
+    for group in SimtGroup::ALL {
+        let table = match group.long_rows {
+            true => &long,
+            false => &short,
+        };
+        assert_eq!(
+            shape_of(&ctx.rules.simt_groups[group.index()]),
+            want(table),
+            "{group}"
+        );
+    }
     let opts = TuneOptions {
         budget: std::time::Duration::from_millis(1),
         shapes: vec![(32, 1024), (16, 4096)],
@@ -1045,8 +1087,9 @@ fn a_row_with_two_shapes_is_each_class_baseline() {
             false => short,
         };
         assert_eq!(g.table, table, "{group}");
-        // Only the calls of m = 1 were asked: the others' groups have none.
-        let timed = usize::from(group.decode);
+        // Only calls of m = 1 on matrices of few rows were asked: the other groups have
+        // none.
+        let timed = usize::from(group.decode && !group.many_rows);
         assert_eq!(g.timed, timed, "{group}: the row's shape, nothing else");
         assert_eq!((g.chosen, g.time_vs_table), (table, 1.0), "{group}");
     }

@@ -520,8 +520,8 @@ pub unsafe extern "C" fn q4vk_kernel_export(
                     // kernels on blocks take the short rows' workgroup, as the context's own
                     // do).
                     match blocks {
-                        Some(_) => c.rules.simt,
-                        None => *c.rules.simt_for(shape.k as u64, e.m),
+                        Some(_) => *c.rules.simt(),
+                        None => *c.rules.simt_for(shape.n, shape.k as u64, e.m),
                     }
                 } else {
                     export::default_tuning(subgroup, info.subgroup_size, info.min_subgroup_size)

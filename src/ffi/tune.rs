@@ -10,7 +10,7 @@ use super::ptr::{
 };
 use super::status::q4vk_status;
 use crate::error::Result;
-use crate::plan::tuned::{SimtGroup, LONG_ROWS_FROM_K};
+use crate::plan::tuned::{SimtGroup, LONG_ROWS_FROM_K, MANY_ROWS_FROM};
 use crate::plan::tuned_gemm::MAX_GEMM_MS;
 use crate::plan::tuning::SimtGemv;
 use crate::plan::GemmTile;
@@ -160,6 +160,30 @@ impl From<SimtGemv> for q4vk_simt_gemv_shape {
     }
 }
 
+/// What `q4vk_context_tune` found for the SIMT GEMV's shape on one group of calls.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct q4vk_tuned_simt_gemv {
+    /// 1: the group's matrices have long rows (k of at least
+    /// `q4vk_tune_info.long_rows_from_k`); 0: short rows.
+    pub long_rows: u32,
+    /// 1: the group's matrices have many rows (at least `q4vk_tune_info.many_rows_from`);
+    /// 0: few.
+    pub many_rows: u32,
+    /// 1: the group's calls have one activation row (decode); 0: more.
+    pub decode: u32,
+    /// Shapes timed on every call of the group, the table's included (0 where the desc's
+    /// shapes and m gave the group no call).
+    pub candidates_timed: u32,
+    /// The shape calls of the group take: the chosen one, or `table_shape` where it was
+    /// kept.
+    pub shape: q4vk_simt_gemv_shape,
+    /// The device row's shape for the group's row length (the baseline).
+    pub table_shape: q4vk_simt_gemv_shape,
+    /// As `q4vk_tune_info.time_vs_table`, of `shape` over the group's calls.
+    pub time_vs_table: f64,
+}
+
 /// What `q4vk_context_tune` found. The caller sets `struct_size = sizeof(q4vk_tune_info)`;
 /// q4vk writes the other fields.
 #[repr(C)]
@@ -167,17 +191,17 @@ impl From<SimtGemv> for q4vk_simt_gemv_shape {
 pub struct q4vk_tune_info {
     /// Set by the caller: `sizeof(q4vk_tune_info)`.
     pub struct_size: u32,
-    /// SIMT GEMV shapes timed on every call of their group, summed over the groups (short
-    /// rows and long rows, each at m = 1 and at m > 1), the table's counted in each group
-    /// that has calls.
+    /// SIMT GEMV shapes timed on every call of their group, summed over the groups
+    /// (`simt_groups`), the table's counted in each group that has calls.
     pub candidates_timed: u32,
     /// Candidate SIMT GEMV shapes the device can run, summed over the groups that have
     /// calls as `candidates_timed`.
     pub candidates: u32,
     /// The chosen SIMT GEMV shape for calls of 2 or more activation rows on matrices of
-    /// short rows (k below `long_rows_from_k`): invocations per workgroup, rows per
-    /// workgroup, chunks per row each invocation loads per step, invocations sharing a
-    /// chunk. Calls of one row take `decode_short_rows`, tuned apart.
+    /// short rows (k below `long_rows_from_k`) and few rows (below `many_rows_from`):
+    /// invocations per workgroup, rows per workgroup, chunks per row each invocation loads
+    /// per step, invocations sharing a chunk. The other groups of calls, tuned apart, are
+    /// in `simt_groups`.
     pub workgroup: u32,
     /// See `workgroup`.
     pub rows: u32,
@@ -207,8 +231,8 @@ pub struct q4vk_tune_info {
     /// Matrices of at least this many columns (k) are of long rows: they take the
     /// `long_rows_*` shape, tuned on the cases of such k (the table's where none was).
     pub long_rows_from_k: u32,
-    /// The chosen shape for calls of 2 or more rows on matrices of long rows, as
-    /// `workgroup`.
+    /// The chosen shape for calls of 2 or more rows on matrices of long rows and few rows,
+    /// as `workgroup`.
     pub long_rows_workgroup: u32,
     /// See `long_rows_workgroup`.
     pub long_rows_rows: u32,
@@ -306,17 +330,15 @@ pub struct q4vk_tune_info {
     pub reserved3: u32,
     /// The GEMM on GGUF blocks' tile per prefill m timed, as `gemm`.
     pub blocks_gemm: [q4vk_tuned_gemm; 4],
-    /// Optional (appended after `blocks_gemm`): the chosen SIMT GEMV shape for calls of
-    /// one activation row (decode) on matrices of short rows, tuned on the calls of m = 1
-    /// apart from the others (whose shapes are `workgroup` … `word_lanes`); its baseline is
-    /// the table's shape for short rows (`table_*`).
-    pub decode_short_rows: q4vk_simt_gemv_shape,
-    /// As `decode_short_rows`, on matrices of long rows (baseline `long_rows_table_*`).
-    pub decode_long_rows: q4vk_simt_gemv_shape,
-    /// As `time_vs_table`, of `decode_short_rows`.
-    pub decode_time_vs_table: f64,
-    /// As `time_vs_table`, of `decode_long_rows`.
-    pub decode_long_rows_time_vs_table: f64,
+    /// Optional (appended after `blocks_gemm`): matrices of at least this many rows are of
+    /// many rows (a tuning group's class, as `long_rows_from_k`).
+    pub many_rows_from: u32,
+    /// Entries of `simt_groups`: 8.
+    pub simt_group_count: u32,
+    /// The SIMT GEMV's shape per group of calls, each tuned apart on its calls: matrices
+    /// of short or long rows, of few or many rows, calls of one activation row or of more.
+    /// The fields from `workgroup` on report the two groups of few rows at m > 1 again.
+    pub simt_groups: [q4vk_tuned_simt_gemv; 8],
 }
 
 const _: () = assert!(MAX_GEMM_MS == 4);
@@ -398,8 +420,9 @@ unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
 /// nearest first, as long as `desc->budget_ms` allows, each against the row's shape in the
 /// same submission — on the shapes and m of `desc`, each call reading its weights cold, and
 /// writes the fastest for each group of calls (matrices of short rows or of long rows, k of
-/// at least `q4vk_tune_info.long_rows_from_k`; calls of m = 1 or of more rows), scored on
-/// that group's calls (the row's unless another was faster by more than timing noise, or
+/// at least `q4vk_tune_info.long_rows_from_k`; of few rows or of many, at least
+/// `q4vk_tune_info.many_rows_from`; calls of m = 1 or of more rows), scored on that
+/// group's calls (the row's unless another was faster by more than timing noise, or
 /// no call is of that group); then, where the context runs the integer
 /// dot-product GEMV (x in 8-bit digits) on some of those calls given a workspace, its one
 /// shape for every row length the same way on them, its digits pre-pass timed with it;
@@ -454,9 +477,15 @@ pub unsafe extern "C" fn q4vk_context_tune(
         let opts = unsafe { options(&d) }?;
         let vk_ctx = c.backend.vulkan("q4vk_context_tune")?;
         let found = tune(vk_ctx, &opts)?;
-        let group = |long_rows, decode| found.simt[SimtGroup { long_rows, decode }.index()];
-        let (short, long) = (group(false, false), group(true, false));
-        let (decode, decode_long) = (group(false, true), group(true, true));
+        let group = |long_rows| {
+            let group = SimtGroup {
+                long_rows,
+                many_rows: false,
+                decode: false,
+            };
+            found.simt[group.index()]
+        };
+        let (short, long) = (group(false), group(true));
         let (s, t, l, lt) = (short.chosen, short.table, long.chosen, long.table);
         let simt = SimtGroup::ALL
             .iter()
@@ -560,10 +589,20 @@ pub unsafe extern "C" fn q4vk_context_tune(
                 blocks_gemm: std::array::from_fn(|i| {
                     found.blocks_gemm.get(i).map(Into::into).unwrap_or_default()
                 }),
-                decode_short_rows: decode.chosen.into(),
-                decode_long_rows: decode_long.chosen.into(),
-                decode_time_vs_table: decode.time_vs_table,
-                decode_long_rows_time_vs_table: decode_long.time_vs_table,
+                many_rows_from: MANY_ROWS_FROM as u32,
+                simt_group_count: SimtGroup::ALL.len() as u32,
+                simt_groups: SimtGroup::ALL.map(|g| {
+                    let f = &found.simt[g.index()];
+                    q4vk_tuned_simt_gemv {
+                        long_rows: g.long_rows.into(),
+                        many_rows: g.many_rows.into(),
+                        decode: g.decode.into(),
+                        candidates_timed: f.timed as u32,
+                        shape: f.chosen.into(),
+                        table_shape: f.table.into(),
+                        time_vs_table: f.time_vs_table,
+                    }
+                }),
             };
             // SAFETY: writable for its `struct_size` (contract).
             unsafe { write_prefix(info, &out, declared.struct_size as usize, "info") }?;

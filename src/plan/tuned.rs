@@ -80,65 +80,77 @@ impl BlocksGemvShape {
     }
 }
 
+/// Matrices of at least this many rows form the tuning's class of many rows; fewer the
+/// other. The two want different shapes: few rows leave a GPU's cores idle unless each
+/// workgroup takes few of them, many rows fill it with larger workgroups.
+pub const MANY_ROWS_FROM: usize = 4096;
+
 /// The f32 SIMT GEMV's groups of calls: each is tuned apart and takes its own shape. A
-/// call's group is its matrix's class of rows ([`has_long_rows`]) and whether it has one
-/// activation row (decode) or several: one row leaves a workgroup's rows few weights'
-/// reuse, several share each weight among them.
+/// call's group is its matrix's class of row length ([`has_long_rows`]) and of row count
+/// ([`MANY_ROWS_FROM`]), and whether it has one activation row (decode) or several: one
+/// row gives a workgroup's rows no reuse of the weights, several share each weight among
+/// them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SimtGroup {
     /// Matrices of long rows.
     pub long_rows: bool,
+    /// Matrices of many rows.
+    pub many_rows: bool,
     /// Calls of one activation row.
     pub decode: bool,
 }
 
 impl SimtGroup {
     /// Every group, in the order of [`SimtGroup::index`].
-    pub const ALL: [SimtGroup; 4] = [
-        SimtGroup {
+    pub const ALL: [SimtGroup; 8] = {
+        let mut all = [SimtGroup {
             long_rows: false,
+            many_rows: false,
             decode: false,
-        },
-        SimtGroup {
-            long_rows: true,
-            decode: false,
-        },
-        SimtGroup {
-            long_rows: false,
-            decode: true,
-        },
-        SimtGroup {
-            long_rows: true,
-            decode: true,
-        },
-    ];
+        }; 8];
+        let mut i = 0;
+        while i < 8 {
+            all[i] = SimtGroup {
+                long_rows: i & 1 != 0,
+                many_rows: i & 2 != 0,
+                decode: i & 4 != 0,
+            };
+            i += 1;
+        }
+        all
+    };
 
-    /// The group of a call of `m` activation rows on a matrix of `k` columns.
-    pub fn of(k: u64, m: u32) -> SimtGroup {
+    /// The group of a call of `m` activation rows on an `n` × `k` matrix.
+    pub fn of(n: usize, k: u64, m: u32) -> SimtGroup {
         SimtGroup {
             long_rows: has_long_rows(k),
+            many_rows: n >= MANY_ROWS_FROM,
             decode: m == 1,
         }
     }
 
     /// Where the group is in [`SimtGroup::ALL`] (and in arrays by group).
     pub fn index(self) -> usize {
-        usize::from(self.long_rows) + 2 * usize::from(self.decode)
+        usize::from(self.long_rows) + 2 * usize::from(self.many_rows) + 4 * usize::from(self.decode)
     }
 }
 
 impl std::fmt::Display for SimtGroup {
-    /// `short rows, m = 1` or `long rows, m > 1` (logs and the bench).
+    /// `short rows, few rows, m = 1` or `long rows, many rows, m > 1` (logs and the bench).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let rows = match self.long_rows {
+        let length = match self.long_rows {
             true => "long rows",
             false => "short rows",
+        };
+        let count = match self.many_rows {
+            true => "many rows",
+            false => "few rows",
         };
         let m = match self.decode {
             true => "m = 1",
             false => "m > 1",
         };
-        write!(f, "{rows}, {m}")
+        write!(f, "{length}, {count}, {m}")
     }
 }
 
@@ -150,10 +162,10 @@ pub struct TunedBlob {
     /// The SIMT GEMV shape it chose per group of calls (by [`SimtGroup::index`]; the
     /// device row's shape of the group's class where none was faster or no case was of
     /// the group).
-    pub simt_gemv: [SimtGemv; 4],
+    pub simt_gemv: [SimtGemv; 8],
     /// Each one's time against the row's over the group's tuned cases (geometric mean of
-    /// the ratios; below 1 is faster; 1 where none was timed).
-    pub simt_time_vs_table: [f32; 4],
+    /// the ratios; below 1 is faster; 1 where none was timed; kept to [`RATIO_UNIT`]).
+    pub simt_time_vs_table: [f32; 8],
     /// The shape of the GEMV on GGUF blocks it chose for calls of one pass.
     pub blocks_gemv: BlocksGemvShape,
     /// Its time against the table's over the cases timed on blocks, as above.
@@ -172,26 +184,30 @@ pub struct TunedBlob {
 /// The blob's first bytes.
 const MAGIC: &[u8; 8] = b"Q4VKTUNE";
 /// The blob's layout version.
-const FORMAT: u32 = 7;
+const FORMAT: u32 = 8;
 /// Bytes of a blob: magic, format, length, q4vk version (16), identity (28), then per SIMT
-/// GEMV group a shape ([`SHAPE_BYTES`]) and its ratio, the blocks GEMV's shape (12) and its
+/// GEMV group a shape ([`SHAPE_BYTES`]) and its ratio, the blocks GEMV's shape (4) and its
 /// ratio, the integer dot-product GEMV's shape (with whether it was chosen) and its ratio,
 /// the count of prefill m (4) and [`MAX_GEMM_MS`] entries (m, then for the SIMT GEMM and
 /// the GEMM on blocks the tile's four counts in a byte each, or 0 for the row's, and its
-/// ratio: 20 each), checksum (8).
-const BLOB_BYTES: usize = 228;
+/// ratio: 16 each), checksum (8). Each ratio is 2 bytes ([`RATIO_UNIT`]).
+const BLOB_BYTES: usize = 232;
 /// Bytes of a SIMT GEMV shape in a blob: workgroup (2), rows, unroll, split, word lanes,
 /// whether it was chosen (for the integer dot-product GEMV's; 1 elsewhere), and a zero
 /// byte.
 const SHAPE_BYTES: usize = 8;
+/// A blob keeps each time ratio as a whole number of these (2 bytes: ratios up to 2).
+pub const RATIO_UNIT: f32 = 1.0 / 32768.0;
 /// Where the SIMT GEMV's shapes start.
 const SIMT_AT: usize = 60;
 /// Where the GEMV on blocks' shape starts.
-const BLOCKS_AT: usize = SIMT_AT + 4 * (SHAPE_BYTES + 4);
+const BLOCKS_AT: usize = SIMT_AT + SimtGroup::ALL.len() * (SHAPE_BYTES + 2);
 /// Where the integer dot-product GEMV's shape starts.
-const INT_DOT_AT: usize = BLOCKS_AT + 16;
+const INT_DOT_AT: usize = BLOCKS_AT + 6;
 /// Where the GEMMs' tiles start.
-const GEMM_AT: usize = INT_DOT_AT + SHAPE_BYTES + 4;
+const GEMM_AT: usize = INT_DOT_AT + SHAPE_BYTES + 2;
+/// Bytes of one prefill m's GEMM tiles.
+const GEMM_ENTRY_BYTES: usize = 16;
 /// Where the checksum starts.
 const CHECKSUM_AT: usize = BLOB_BYTES - 8;
 /// The q4vk version a blob (tuning or matrix) is made with and must match, NUL-padded.
@@ -209,8 +225,19 @@ fn checksum(bytes: &[u8]) -> u64 {
     })
 }
 
+/// A time ratio's 2 bytes in a blob: the nearest whole number of [`RATIO_UNIT`]s (ratios
+/// past 2 are kept as 2).
+fn ratio_bytes(ratio: f32) -> [u8; 2] {
+    ((ratio / RATIO_UNIT).round().clamp(0.0, f32::from(u16::MAX)) as u16).to_le_bytes()
+}
+
+/// The ratio [`ratio_bytes`] wrote.
+fn ratio_of(b: &[u8]) -> f32 {
+    f32::from(u16::from_le_bytes([b[0], b[1]])) * RATIO_UNIT
+}
+
 impl TunedBlob {
-    /// The blob's bytes (228, little-endian).
+    /// The blob's bytes (232, little-endian).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOB_BYTES);
         b.extend_from_slice(MAGIC);
@@ -223,29 +250,30 @@ impl TunedBlob {
         debug_assert_eq!(b.len(), SIMT_AT);
         for (s, ratio) in self.simt_gemv.iter().zip(self.simt_time_vs_table) {
             b.extend(shape_bytes(Some(s)));
-            b.extend(ratio.to_le_bytes());
+            b.extend(ratio_bytes(ratio));
         }
+        debug_assert_eq!(b.len(), BLOCKS_AT);
         let g = &self.blocks_gemv;
-        words(&mut b, &[g.rows, g.unroll, g.word_lanes as u32]);
-        b.extend(self.blocks_time_vs_table.to_le_bytes());
+        let byte = |v: u32| u8::try_from(v).unwrap_or(0);
+        b.extend([byte(g.rows), byte(g.unroll), u8::from(g.word_lanes), 0]);
+        b.extend(ratio_bytes(self.blocks_time_vs_table));
         debug_assert_eq!(b.len(), INT_DOT_AT);
         b.extend(shape_bytes(self.int_dot_gemv.as_ref()));
-        b.extend(self.int_dot_time_vs_table.to_le_bytes());
+        b.extend(ratio_bytes(self.int_dot_time_vs_table));
         debug_assert_eq!(b.len(), GEMM_AT);
         let entries = self.gemm.entries();
         words(&mut b, &[entries.len() as u32]);
-        let packed = |tile: Option<GemmTile>| {
-            tile.map_or(0, |t| {
-                u32::from_le_bytes([t.tx, t.ty, t.rn, t.rm].map(|v| v as u8))
-            })
-        };
+        let packed =
+            |tile: Option<GemmTile>| tile.map_or([0; 4], |t| [t.tx, t.ty, t.rn, t.rm].map(byte));
         for i in 0..MAX_GEMM_MS {
             let g = entries.get(i).copied().unwrap_or_default();
-            words(&mut b, &[g.m, packed(g.simt)]);
-            b.extend(g.simt_time_vs_table.to_le_bytes());
-            words(&mut b, &[packed(g.blocks)]);
-            b.extend(g.blocks_time_vs_table.to_le_bytes());
+            words(&mut b, &[g.m]);
+            b.extend(packed(g.simt));
+            b.extend(ratio_bytes(g.simt_time_vs_table));
+            b.extend(packed(g.blocks));
+            b.extend(ratio_bytes(g.blocks_time_vs_table));
         }
+        debug_assert_eq!(b.len(), CHECKSUM_AT);
         let sum = checksum(&b);
         b.extend(sum.to_le_bytes());
         debug_assert_eq!(b.len(), BLOB_BYTES);
@@ -298,10 +326,10 @@ impl TunedBlob {
                 found.driver, identity.driver
             ));
         }
-        let ratio = |at: usize| f32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let ratio = |at: usize| ratio_of(&bytes[at..at + 2]);
         let simt = (0..SimtGroup::ALL.len())
             .map(|group| {
-                let at = SIMT_AT + group * (SHAPE_BYTES + 4);
+                let at = SIMT_AT + group * (SHAPE_BYTES + 2);
                 let shape = decode_shape(&bytes[at..at + SHAPE_BYTES])?
                     .ok_or_else(|| format!("SIMT GEMV shape {group} marked as not chosen"))?;
                 Ok((shape, ratio(at + SHAPE_BYTES)))
@@ -309,13 +337,18 @@ impl TunedBlob {
             .collect::<Result<Vec<_>, String>>()?;
         let simt_gemv = std::array::from_fn(|group| simt[group].0);
         let simt_time_vs_table = std::array::from_fn(|group| simt[group].1);
+        let blocks = &bytes[BLOCKS_AT..BLOCKS_AT + 4];
         let blocks_gemv = BlocksGemvShape {
-            rows: word(BLOCKS_AT),
-            unroll: word(BLOCKS_AT + 4),
-            word_lanes: match word(BLOCKS_AT + 8) {
-                0 => false,
-                1 => true,
-                v => return Err(format!("GEMV on blocks word lanes {v}: not 0 or 1")),
+            rows: u32::from(blocks[0]),
+            unroll: u32::from(blocks[1]),
+            word_lanes: match (blocks[2], blocks[3]) {
+                (0, 0) => false,
+                (1, 0) => true,
+                (lanes, pad) => {
+                    return Err(format!(
+                        "GEMV on blocks word lanes {lanes} and last byte {pad}: not 0 or 1, and 0"
+                    ))
+                }
             },
         };
         if !blocks_gemv.runnable() {
@@ -330,13 +363,16 @@ impl TunedBlob {
                 "GEMM tiles for {gemm_count} prefill m; a blob holds at most {MAX_GEMM_MS}"
             ));
         }
-        let tile = |at: usize| match word(at).to_le_bytes().map(u32::from) {
-            [0, 0, 0, 0] => None,
-            [tx, ty, rn, rm] => Some(GemmTile { tx, ty, rn, rm }),
+        let tile = |at: usize| {
+            let counts: [u8; 4] = bytes[at..at + 4].try_into().expect("4 bytes");
+            match counts.map(u32::from) {
+                [0, 0, 0, 0] => None,
+                [tx, ty, rn, rm] => Some(GemmTile { tx, ty, rn, rm }),
+            }
         };
         let mut gemm = Vec::with_capacity(gemm_count);
         for i in 0..gemm_count {
-            let at = GEMM_AT + 4 + 20 * i;
+            let at = GEMM_AT + 4 + GEMM_ENTRY_BYTES * i;
             let m = word(at);
             if !GEMM_MS.contains(&m) {
                 return Err(format!(
@@ -349,8 +385,8 @@ impl TunedBlob {
                 m,
                 simt: tile(at + 4),
                 simt_time_vs_table: ratio(at + 8),
-                blocks: tile(at + 12),
-                blocks_time_vs_table: ratio(at + 16),
+                blocks: tile(at + 10),
+                blocks_time_vs_table: ratio(at + 14),
             });
         }
         let gemm =
@@ -360,7 +396,7 @@ impl TunedBlob {
             simt_gemv,
             simt_time_vs_table,
             blocks_gemv,
-            blocks_time_vs_table: ratio(BLOCKS_AT + 12),
+            blocks_time_vs_table: ratio(BLOCKS_AT + 4),
             int_dot_gemv,
             int_dot_time_vs_table: ratio(INT_DOT_AT + SHAPE_BYTES),
             gemm,
@@ -368,8 +404,8 @@ impl TunedBlob {
     }
 }
 
-/// A SIMT GEMV shape's bytes in a blob ([`SHAPE_BYTES`]); `None` is all zero but for its
-/// flag. A count too large for its bytes is written as 0, which no device runs.
+/// A SIMT GEMV shape's bytes in a blob ([`SHAPE_BYTES`]); `None` is all zero. A count too
+/// large for its bytes is written as 0, which no device runs.
 fn shape_bytes(shape: Option<&SimtGemv>) -> [u8; SHAPE_BYTES] {
     let Some(s) = shape else {
         return [0; SHAPE_BYTES];
@@ -398,6 +434,7 @@ fn decode_shape(b: &[u8]) -> Result<Option<SimtGemv>, String> {
     };
     match (b[6], b[7]) {
         (0, 0) if b.iter().all(|&v| v == 0) => Ok(None),
+        (0, 0) => Err("a SIMT GEMV shape marked as not chosen, with fields".into()),
         (1, 0) => Ok(Some(SimtGemv {
             workgroup: u32::from(u16::from_le_bytes([b[0], b[1]])),
             rows: u32::from(b[2]),
@@ -405,7 +442,6 @@ fn decode_shape(b: &[u8]) -> Result<Option<SimtGemv>, String> {
             split: u32::from(b[4]),
             word_lanes,
         })),
-        (0, 0) => Err("a SIMT GEMV shape marked as not chosen, with fields".into()),
         (flag, pad) => Err(format!(
             "a SIMT GEMV shape flagged {flag} with {pad} in its last byte"
         )),
@@ -527,14 +563,19 @@ mod tests {
                 shape(128, 2, 1, 1, false),
                 shape(1024, 16, 8, 4, false),
                 shape(64, 1, 4, 1, true),
+                shape(128, 8, 1, 2, false),
+                shape(64, 2, 2, 2, true),
+                shape(256, 1, 1, 1, false),
+                shape(512, 32, 1, 32, true),
             ],
-            simt_time_vs_table: [0.9, 0.8, 0.95, 1.0],
+            // Whole numbers of `RATIO_UNIT`s: the blob keeps them exactly.
+            simt_time_vs_table: [0.875, 0.75, 0.9375, 1.0, 0.5, 0.625, 0.96875, 1.0],
             blocks_gemv: BlocksGemvShape {
                 rows: 4,
                 unroll: 1,
                 word_lanes: true,
             },
-            blocks_time_vs_table: 0.7,
+            blocks_time_vs_table: 0.6875,
             int_dot_gemv: Some(SimtGemv {
                 workgroup: 64,
                 rows: 8,
@@ -542,7 +583,7 @@ mod tests {
                 split: 4,
                 word_lanes: false,
             }),
-            int_dot_time_vs_table: 0.6,
+            int_dot_time_vs_table: 0.59375,
             gemm: TunedGemms::new(&[
                 GemmTilesAt {
                     m: 64,
@@ -589,11 +630,11 @@ mod tests {
             let e = TunedBlob::decode(b, id).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&bytes[..40], &identity(), "228");
+        refused(&bytes[..40], &identity(), "232");
         refused(&bytes[..12], &identity(), "not a q4vk tuning blob");
         let mut older = bytes.clone();
-        older[8] = 6;
-        refused(&older, &identity(), "blob format 6");
+        older[8] = 7;
+        refused(&older, &identity(), "blob format 7");
         // Every byte is covered: a flip anywhere is refused.
         for i in 0..BLOB_BYTES {
             let mut bad = bytes.clone();
@@ -639,15 +680,17 @@ mod tests {
         };
         for (at, value, why) in [
             (SIMT_AT + 5, 2, "word lanes 2"),
-            (SIMT_AT + 12 + 6, 0, "not chosen, with fields"),
+            (SIMT_AT + SHAPE_BYTES + 2 + 6, 0, "not chosen, with fields"),
             (INT_DOT_AT + 7, 1, "in its last byte"),
+            (BLOCKS_AT + 2, 2, "GEMV on blocks word lanes 2"),
         ] {
             let mut odd = blob().encode();
             odd[at] = value;
             refused(&resummed(odd), &identity(), why);
         }
         let mut unset = blob().encode();
-        unset[SIMT_AT + 12..SIMT_AT + 12 + SHAPE_BYTES].fill(0);
+        let second = SIMT_AT + SHAPE_BYTES + 2;
+        unset[second..second + SHAPE_BYTES].fill(0);
         refused(
             &resummed(unset),
             &identity(),
@@ -658,11 +701,23 @@ mod tests {
             simt_gemv: [SimtGemv {
                 rows: 300,
                 ..blob().simt_gemv[0]
-            }; 4],
+            }; 8],
             ..blob()
         };
         let decoded = TunedBlob::decode(&wide.encode(), &identity()).unwrap();
         assert_eq!(decoded.simt_gemv[0].rows, 0);
+        // Ratios are kept to the nearest unit, up to 2.
+        let rounded = TunedBlob {
+            blocks_time_vs_table: 0.9,
+            int_dot_time_vs_table: 3.0,
+            ..blob()
+        };
+        let decoded = TunedBlob::decode(&rounded.encode(), &identity()).unwrap();
+        assert!((decoded.blocks_time_vs_table - 0.9).abs() <= RATIO_UNIT / 2.0);
+        assert_eq!(
+            decoded.int_dot_time_vs_table,
+            f32::from(u16::MAX) * RATIO_UNIT
+        );
         // GEMM tiles: for more m than a blob holds, an m out of range, one m twice.
         let mut many = blob().encode();
         many[GEMM_AT] = 5;
@@ -671,7 +726,8 @@ mod tests {
         refused(&many, &identity(), "at most 4");
         for (m, why) in [(8, "m = 8"), (64, "twice")] {
             let mut odd = blob().encode();
-            odd[GEMM_AT + 24..GEMM_AT + 28].copy_from_slice(&(m as u32).to_le_bytes());
+            let second = GEMM_AT + 4 + GEMM_ENTRY_BYTES;
+            odd[second..second + 4].copy_from_slice(&(m as u32).to_le_bytes());
             let sum = checksum(&odd[..CHECKSUM_AT]);
             odd[CHECKSUM_AT..].copy_from_slice(&sum.to_le_bytes());
             refused(&odd, &identity(), why);

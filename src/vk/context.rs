@@ -268,14 +268,10 @@ impl Context {
             };
             let said = match taken {
                 Ok(b) => {
-                    let tuning = |s| {
+                    let tuning = |s: &crate::plan::tuning::SimtGemv| {
                         Tuning::for_device(false, s, class.subgroup_size, class.min_subgroup_size)
                     };
-                    let shape = |group: SimtGroup| tuning(&b.simt_gemv[group.index()]);
-                    let [several, several_long, decode, decode_long] = SimtGroup::ALL.map(shape);
-                    rules.simt = several;
-                    rules.simt_long_rows = several_long;
-                    rules.simt_decode = [decode, decode_long];
+                    rules.simt_groups = b.simt_gemv.map(|s| tuning(&s));
                     rules.simt_tuned = true;
                     rules.blocks_gemv = b.blocks_gemv;
                     rules.blocks_tuned = true;
@@ -321,20 +317,15 @@ impl Context {
         // takes it over its own shape.
         let int_dot = rules.int_dot_simt.as_mut();
         let bytes = rules.bytes_simt.as_mut().map(BytesShapes::each_mut);
-        let [decode, decode_long] = &mut rules.simt_decode;
-        for tuning in [
-            &mut rules.simt,
-            &mut rules.simt_long_rows,
-            decode,
-            decode_long,
-        ]
-        .into_iter()
-        .chain(int_dot)
-        .chain(bytes.into_iter().flatten())
+        for tuning in rules
+            .simt_groups
+            .iter_mut()
+            .chain(int_dot)
+            .chain(bytes.into_iter().flatten())
         {
             fix_shape(tuning, &config, info, portable)?;
         }
-        let tuning = &rules.simt;
+        let tuning = rules.simt();
         if config.adopt.is_some() && config.validation {
             logger.log(
                 LEVEL_INFO,
@@ -426,7 +417,7 @@ impl Context {
         rules.int_dot_everywhere = int_dot && config.int_dot == IntDot::Forced;
         let pipelines = Pipelines::new(
             &device,
-            rules.simt,
+            *rules.simt(),
             portable,
             coop,
             rules.coop_tiles.is_some(),

@@ -1064,7 +1064,7 @@ fn blocks_choice(
     });
     let key = |m: u32| BlocksKey {
         portable: r.portable,
-        workgroup: r.simt.workgroup_for(steps),
+        workgroup: r.simt().workgroup_for(steps),
         rows,
         m,
         // x in bytes is f32-free.
@@ -1079,7 +1079,7 @@ fn blocks_choice(
         },
     };
     let full = key(pass_rows);
-    let shared = full.shared_bytes(r.simt.subgroup);
+    let shared = full.shared_bytes(r.simt().subgroup);
     if shared > r.class.max_shared {
         return Err(Error::Unsupported(format!(
             "the GEMV on GGUF {} blocks needs {shared} bytes of shared memory at {pass_rows} activation rows per pass; the device has {}",
@@ -1169,7 +1169,7 @@ pub(super) fn paired(r: &Rules, choice: &Choice) -> Option<Choice> {
         }),
         KernelChoice::BlocksGemv { key, last }
             if !key.portable
-                && BlocksKey { pair: true, ..key }.shared_bytes(r.simt.subgroup)
+                && BlocksKey { pair: true, ..key }.shared_bytes(r.simt().subgroup)
                     <= r.class.max_shared =>
         {
             Some(Choice {
@@ -1200,8 +1200,8 @@ fn simt_gemv_choice(
     // One shape for every pass (the plan's grid is the first pass's), chosen by its rows.
     let t = match (dot, x_bytes) {
         (true, true) => r.bytes_simt_for(form.shape.n, k, p.m, pass_rows),
-        (true, false) => r.int_dot_simt_for(k, p.m),
-        (false, _) => r.simt_for(k, p.m),
+        (true, false) => r.int_dot_simt_for(form.shape.n, k, p.m),
+        (false, _) => r.simt_for(form.shape.n, k, p.m),
     };
     // The portable kernels have one shape.
     let word_lanes = !r.portable
@@ -1501,7 +1501,7 @@ mod tests {
         assert_eq!(tuned(&d), [true; 3]);
         d.simt_tuned = false;
         assert_eq!(tuned(&d), [false; 3]);
-        d.int_dot_simt = Some(d.simt);
+        d.int_dot_simt = Some(*d.simt());
         d.int_dot_tuned = true;
         assert_eq!(tuned(&d), [false, true, true]);
     }

@@ -52,19 +52,10 @@ pub struct Rules {
     /// With `int_dot`: wherever a call has a workspace, whatever the tuning row says
     /// (`IntDot::Forced`: tests and experiments).
     pub int_dot_everywhere: bool,
-    /// The SIMT GEMV's workgroup shape on matrices of short rows (`plan::tuned::has_long_rows`
-    /// false): the row's (`DeviceTuning::short_rows_simt_gemv`) unless a tuning blob chose
-    /// another; also the shape whose workgroup and subgroup size the GEMV on GGUF blocks
-    /// takes.
-    pub simt: Tuning,
-    /// The SIMT GEMV's workgroup shape on matrices of long rows: the row's (`simt_gemv`)
-    /// unless a tuning blob chose another for them.
-    pub simt_long_rows: Tuning,
-    /// The SIMT GEMV's workgroup shapes for calls of one activation row on matrices of
-    /// [short rows, long rows]: the row's shapes of those classes (`simt` and
-    /// `simt_long_rows` but for a blob) unless a tuning blob chose others for them
-    /// (`plan::tuned::SimtGroup`).
-    pub simt_decode: [Tuning; 2],
+    /// The SIMT GEMV's workgroup shape per group of calls (`plan::tuned::SimtGroup::index`):
+    /// the row's shape of the group's class of row length (`DeviceTuning::short_rows_simt_gemv`,
+    /// `simt_gemv`) unless a tuning blob chose another for the group ([`Rules::simt_for`]).
+    pub simt_groups: [Tuning; 8],
     /// The integer dot-product GEMV's shape where the row gives it one
     /// (`DeviceTuning::int_dot_gemv`) or a tuning blob chose one; else the f32 GEMV's of
     /// the matrix's class.
@@ -73,8 +64,7 @@ pub struct Rules {
     /// (`DeviceTuning::bytes_gemv`: long rows, many short rows, few short rows; else
     /// [`Rules::int_dot_simt_for`]'s).
     pub bytes_simt: Option<BytesShapes>,
-    /// `simt`, `simt_long_rows` and `simt_decode` came from a tuning blob (`vk::tune`), not
-    /// the device's row.
+    /// `simt_groups` came from a tuning blob (`vk::tune`), not the device's row.
     pub simt_tuned: bool,
     /// `int_dot_simt` came from a tuning blob.
     pub int_dot_tuned: bool,
@@ -122,17 +112,14 @@ impl Rules {
     ) -> Rules {
         let shape =
             |s| Tuning::for_device(portable, s, class.subgroup_size, class.min_subgroup_size);
-        let simt = shape(row.short_rows_simt_gemv());
-        let simt_long_rows = shape(&row.simt_gemv);
+        let classes = [shape(row.short_rows_simt_gemv()), shape(&row.simt_gemv)];
         Rules {
             class,
             row,
             portable,
             int_dot,
             int_dot_everywhere: false,
-            simt,
-            simt_long_rows,
-            simt_decode: [simt, simt_long_rows],
+            simt_groups: SimtGroup::ALL.map(|g| classes[usize::from(g.long_rows)]),
             int_dot_simt: row.int_dot_gemv.as_ref().map(shape),
             bytes_simt: row.bytes_gemv.as_ref().map(|b| BytesShapes {
                 long_rows: shape(&b.long_rows),
@@ -152,23 +139,35 @@ impl Rules {
         }
     }
 
-    /// The SIMT GEMV's workgroup shape for a call of `m` activation rows on a matrix of
-    /// `k` columns, by its tuning group (`plan::tuned::SimtGroup`).
-    pub fn simt_for(&self, k: u64, m: u32) -> &Tuning {
-        let group = SimtGroup::of(k, m);
-        match (group.decode, group.long_rows) {
-            (true, long_rows) => &self.simt_decode[usize::from(long_rows)],
-            (false, true) => &self.simt_long_rows,
-            (false, false) => &self.simt,
+    /// The SIMT GEMV's workgroup shape for calls of several activation rows on matrices of
+    /// short rows and few rows (the first group); also the shape whose workgroup and
+    /// subgroup size the GEMV on GGUF blocks takes.
+    pub fn simt(&self) -> &Tuning {
+        &self.simt_groups[0]
+    }
+
+    /// The SIMT GEMV's workgroup shape for a call of `m` activation rows on an `n` × `k`
+    /// matrix, by its tuning group (`plan::tuned::SimtGroup`).
+    pub fn simt_for(&self, n: usize, k: u64, m: u32) -> &Tuning {
+        &self.simt_groups[SimtGroup::of(n, k, m).index()]
+    }
+
+    /// Sets the SIMT GEMV's shape of every group of the class of long rows (`long_rows`)
+    /// or of short rows to `shape`.
+    pub fn set_simt_class(&mut self, long_rows: bool, shape: Tuning) {
+        for (group, slot) in SimtGroup::ALL.iter().zip(&mut self.simt_groups) {
+            if group.long_rows == long_rows {
+                *slot = shape;
+            }
         }
     }
 
     /// The integer dot-product GEMV's workgroup shape for a call of `m` activation rows on
-    /// a matrix of `k` columns.
-    pub fn int_dot_simt_for(&self, k: u64, m: u32) -> &Tuning {
+    /// an `n` × `k` matrix.
+    pub fn int_dot_simt_for(&self, n: usize, k: u64, m: u32) -> &Tuning {
         self.int_dot_simt
             .as_ref()
-            .unwrap_or_else(|| self.simt_for(k, m))
+            .unwrap_or_else(|| self.simt_for(n, k, m))
     }
 
     /// Whether the integer dot-product GEMV's shape on x in digits came from a tuning blob:
@@ -184,7 +183,7 @@ impl Rules {
     /// `m` activation rows on an `n` × `k` matrix, in passes of `pass_rows` of them.
     pub fn bytes_simt_for(&self, n: usize, k: u64, m: u32, pass_rows: u32) -> &Tuning {
         let (Some(s), Some(row)) = (&self.bytes_simt, &self.row.bytes_gemv) else {
-            return self.int_dot_simt_for(k, m);
+            return self.int_dot_simt_for(n, k, m);
         };
         match (
             crate::plan::tuned::has_long_rows(k),
@@ -252,11 +251,11 @@ pub(crate) mod tests {
         let d = rules(&crate::plan::tuning::DEFAULT);
         assert_eq!(
             d.bytes_simt_for(2048, 2048, 1, 1),
-            d.int_dot_simt_for(2048, 1)
+            d.int_dot_simt_for(2048, 2048, 1)
         );
         assert_eq!(
             d.bytes_simt_for(1536, 8960, 8, 8),
-            d.int_dot_simt_for(8960, 8)
+            d.int_dot_simt_for(1536, 8960, 8)
         );
     }
 }

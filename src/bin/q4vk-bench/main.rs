@@ -545,9 +545,10 @@ fn tuned(ctx: &Context, opt: &Options, ms: u32) -> Result<Vec<u8>> {
     let timed: usize = found.simt.iter().map(|g| g.timed).sum();
     let candidates: usize = found.simt.iter().map(|g| g.candidates).sum();
     println!(
-        "tuned in {:.1} s ({timed} of {candidates} candidates; long rows: k ≥ {}); SIMT GEMV against row {}'s shapes:",
+        "tuned in {:.1} s ({timed} of {candidates} candidates; long rows: k ≥ {}; many rows: n ≥ {}); SIMT GEMV against row {}'s shapes:",
         started.elapsed().as_secs_f64(),
         q4vk::plan::tuned::LONG_ROWS_FROM_K,
+        q4vk::plan::tuned::MANY_ROWS_FROM,
         ctx.rules.row.name,
     );
     for group in q4vk::plan::tuned::SimtGroup::ALL {
@@ -652,7 +653,7 @@ fn tuned_each(ctx: &Context, opt: &Options, ms: u32) -> Result<()> {
             }
             .checked()?;
             let found = tune(ctx, &options)?;
-            let group = SimtGroup::of(k, m);
+            let group = SimtGroup::of(n as usize, k, m);
             let g = &found.simt[group.index()];
             println!(
                 "| {n} × {k} | {m} | {group} | {} | {:.3} | {} of {} |",
@@ -773,21 +774,11 @@ fn run(opt: &Options) -> Result<()> {
             shape_text(&b.few_rows)
         );
     }
-    let l = ctx.rules.simt_long_rows;
-    if l != ctx.rules.simt {
-        println!(
-            "SIMT kernels on long rows (k ≥ {}): {}",
-            q4vk::plan::tuned::LONG_ROWS_FROM_K,
-            shape_text(&l)
-        );
-    }
-    let [decode, decode_long] = ctx.rules.simt_decode;
-    if [decode, decode_long] != [ctx.rules.simt, l] {
-        println!(
-            "SIMT kernels at m = 1: short rows {}; long rows {}",
-            shape_text(&decode),
-            shape_text(&decode_long)
-        );
+    for group in q4vk::plan::tuned::SimtGroup::ALL.iter().skip(1) {
+        let shape = &ctx.rules.simt_groups[group.index()];
+        if shape != ctx.rules.simt() {
+            println!("SIMT kernels on {group}: {}", shape_text(shape));
+        }
     }
     println!(
         "compute-shader copy (uvec4, read + write): {} GB/s",

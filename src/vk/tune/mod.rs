@@ -120,7 +120,7 @@ impl TuneOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TuneOutcome {
     /// The SIMT GEMV's shape per group of calls (`plan::tuned::SimtGroup::index`).
-    pub simt: [SimtTuned; 4],
+    pub simt: [SimtTuned; 8],
     /// The device row's shape of the GEMV on GGUF blocks for calls of up to 4 rows (the
     /// baseline of `blocks_chosen`).
     pub blocks_table: BlocksGemvShape,
@@ -375,9 +375,8 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
 fn row_rules(ctx: &Context) -> Rules {
     let row = ctx.rules.row;
     let mut rules = ctx.rules;
-    rules.simt = tuning_of(ctx, row.short_rows_simt_gemv());
-    rules.simt_long_rows = tuning_of(ctx, &row.simt_gemv);
-    rules.simt_decode = [rules.simt, rules.simt_long_rows];
+    rules.set_simt_class(false, tuning_of(ctx, row.short_rows_simt_gemv()));
+    rules.set_simt_class(true, tuning_of(ctx, &row.simt_gemv));
     rules.int_dot_simt = row.int_dot_gemv.as_ref().map(|s| tuning_of(ctx, s));
     rules.simt_gemm_tuned = TunedGemmTiles::default();
     rules.blocks_gemm_tuned = TunedGemmTiles::default();

@@ -28,14 +28,14 @@ pub(super) fn tune_simt(
     timer: Option<&GpuTimer>,
     (cases, ms): (&[Case], &[u32]),
     (started, deadline): (Instant, Duration),
-) -> Result<[SimtTuned; 4]> {
+) -> Result<[SimtTuned; 8]> {
     let row = ctx.rules.row;
-    let groups: [Vec<(usize, u32)>; 4] = SimtGroup::ALL.map(|group| {
+    let groups: [Vec<(usize, u32)>; 8] = SimtGroup::ALL.map(|group| {
         cases
             .iter()
             .enumerate()
-            .flat_map(|(c, case)| ms.iter().map(move |&m| (c, case.k, m)))
-            .filter(|&(_, k, m)| SimtGroup::of(k, m) == group)
+            .flat_map(|(c, case)| ms.iter().map(move |&m| (c, case, m)))
+            .filter(|&(_, case, m)| SimtGroup::of(case.n as usize, case.k, m) == group)
             .map(|(c, _, m)| (c, m))
             .collect()
     });
@@ -72,9 +72,7 @@ pub(super) fn tune_simt(
         let timed = timing.candidates(shapes.iter().copied(), |shape, case, m| {
             let mut rules = ctx.rules;
             let tuning = tuning_of(ctx, shape);
-            rules.simt = tuning;
-            rules.simt_long_rows = tuning;
-            rules.simt_decode = [tuning; 2];
+            rules.simt_groups = [tuning; 8];
             simt_choice(&rules, case, m)
         })?;
         let (chosen, time_vs_table) = fastest(&timed).unwrap_or((table, 1.0));
