@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 /// Times the SIMT GEMV's shapes on `cases` at each of `ms`, each group of calls
 /// (`SimtGroup`) apart: the row's shape of the group's class of rows, then
-/// `plan::tuned::candidates` around it ([`Timing::candidates`]; the groups share the time
-/// up to `deadline` after `started` by their count of calls); the fastest per group by the
-/// geometric mean of its time against the row's shape.
+/// `plan::tuned::candidates` around it ([`Timing::candidates`]; each group with calls takes
+/// an equal part of the time left up to `deadline` after `started`); the fastest per group
+/// by the geometric mean of its time against the row's shape.
 pub(super) fn tune_simt(
     ctx: &Context,
     timer: Option<&GpuTimer>,
@@ -39,14 +39,19 @@ pub(super) fn tune_simt(
             .map(|(c, _, m)| (c, m))
             .collect()
     });
-    let all_calls: usize = groups.iter().map(Vec::len).sum();
+    let mut groups_left = groups.iter().filter(|calls| !calls.is_empty()).count();
     // A fixed word-lanes choice (`Overrides::simt_gemv_word_lanes`) makes the candidates
     // that differ from another only there the same kernel: they are left out.
     let fixed_lanes = ctx.rules.overrides().simt_gemv_word_lanes;
-    let mut calls_before = 0;
     let mut found = Vec::with_capacity(groups.len());
     for (group, calls) in SimtGroup::ALL.into_iter().zip(&groups) {
-        calls_before += calls.len();
+        // An equal part of the time left to each group left with calls (time a group
+        // leaves unused goes to the next).
+        let own = match calls.is_empty() {
+            true => Duration::ZERO,
+            false => deadline.saturating_sub(started.elapsed()) / groups_left.max(1) as u32,
+        };
+        groups_left = groups_left.saturating_sub(usize::from(!calls.is_empty()));
         let table = match group.long_rows {
             true => row.simt_gemv,
             false => *row.short_rows_simt_gemv(),
@@ -64,10 +69,7 @@ pub(super) fn tune_simt(
             cases,
             calls,
             workspace: None,
-            deadline: (
-                started,
-                deadline.mul_f64(calls_before as f64 / all_calls.max(1) as f64),
-            ),
+            deadline: (started, started.elapsed() + own),
         };
         let timed = timing.candidates(shapes.iter().copied(), |shape, case, m| {
             let mut rules = ctx.rules;
