@@ -872,8 +872,9 @@ typedef struct q4vk_context_memory_info {
 typedef struct q4vk_tune_desc {
   // `sizeof(q4vk_tune_desc)`; smaller than the first version is refused.
   uint32_t struct_size;
-  // Wall-clock budget in milliseconds: no candidate starts past it (the table's shape is
-  // always timed, so a call may take longer). Default 2000; 0 is refused.
+  // Wall-clock budget in milliseconds: no candidate starts past it (a batch of
+  // candidates begun is timed to its end, and the cases are made and freed around the
+  // timings, so a call may take longer). Default 2000; 0 is refused.
   uint32_t budget_ms;
   // Matrix shapes timed: `shape_count` (n, k) pairs at `shapes`, k a multiple of 128;
   // 0 (default) = the decoder matrices of 1.5B–3B models (1536 × 1536, 256 × 1536,
@@ -895,9 +896,9 @@ typedef struct q4vk_tune_desc {
   // a workspace: `prefill_m_count` values (at most 4) at
   // `prefill_ms`; 0 = none. `q4vk_tune_desc_default` sets one: 64. A call of m tokens
   // takes the tile chosen at the largest of these at or below its m. x and y of the
-  // largest m on the largest shape are held during the call. Like every kernel tuned,
-  // each GEMM is timed with the row's tile on its shapes at each m even where the budget
-  // is spent (prefill calls are long on a phone: set 0 to tune the GEMVs alone).
+  // largest m on the largest shape are held during the call (set 0 to tune the GEMVs
+  // alone). Like every kernel tuned, a GEMM's tiles are timed only while the budget
+  // allows: nothing runs past it but the batch of candidates already begun.
   uint32_t prefill_m_count;
   // Always 0.
   uint32_t reserved0;

@@ -735,6 +735,28 @@ mod tests {
     }
 
     #[test]
+    fn a_call_falls_in_the_group_of_its_row_length_row_count_and_m() {
+        for (i, group) in SimtGroup::ALL.iter().enumerate() {
+            assert_eq!(group.index(), i, "{group}");
+        }
+        let distinct: std::collections::HashSet<_> = SimtGroup::ALL.iter().collect();
+        assert_eq!(distinct.len(), 8);
+        let of = |n, k, m| SimtGroup::of(n, k, m);
+        assert_eq!(of(4095, 4095, 2), SimtGroup::ALL[0]);
+        assert_eq!(of(4095, 4096, 2), SimtGroup::ALL[1]);
+        assert_eq!(of(4096, 4095, 8), SimtGroup::ALL[2]);
+        assert_eq!(of(28672, 8192, 512), SimtGroup::ALL[3]);
+        assert_eq!(of(256, 1536, 1), SimtGroup::ALL[4]);
+        assert_eq!(of(1536, 8960, 1), SimtGroup::ALL[5]);
+        assert_eq!(of(8960, 1536, 1), SimtGroup::ALL[6]);
+        assert_eq!(of(8192, 28672, 1), SimtGroup::ALL[7]);
+        assert_eq!(
+            SimtGroup::ALL[6].to_string(),
+            "short rows, many rows, m = 1"
+        );
+    }
+
+    #[test]
     fn blocks_candidates_start_at_the_table_nearest_first() {
         let shape = |rows, unroll, word_lanes| BlocksGemvShape {
             rows,

@@ -313,8 +313,8 @@ impl Context {
                 ),
             );
         }
-        // A fixed shape (or part of one) holds for matrices of every row length: each class
-        // takes it over its own shape.
+        // A fixed shape (or part of one) holds for every call: each group of calls takes it
+        // over its own shape.
         let int_dot = rules.int_dot_simt.as_mut();
         let bytes = rules.bytes_simt.as_mut().map(BytesShapes::each_mut);
         for tuning in rules

@@ -1,10 +1,10 @@
 //! Tuning the SIMT GEMV's workgroup shape on the device in hand (`q4vk_context_tune`): the
 //! device row's shape and its neighbours (`plan::tuned::candidates`) timed on a set of
 //! matrix shapes and m, weights rotated through copies so that each call reads them from
-//! memory, not from the last call's cache; the fastest for each tuning class (matrices of
-//! short rows, of long rows: `plan::tuned::has_long_rows`; geometric mean of its time
-//! against the row's over the class's cases) goes into a blob (`plan::tuned::TunedBlob`)
-//! that a later context takes. Then the same for the integer dot-product GEMV's shape on x
+//! memory, not from the last call's cache; the fastest for each group of calls (short or
+//! long rows, few or many rows, m = 1 or more: `plan::tuned::SimtGroup`; geometric mean of
+//! its time against the row's, timed in the same submission, over the group's calls) goes
+//! into a blob (`plan::tuned::TunedBlob`) that a later context takes. Then the same for the integer dot-product GEMV's shape on x
 //! in digits (one for every row length; its digits pre-pass timed with it), where the
 //! context runs that GEMV; for the SIMT GEMM's tile at each prefill m timed
 //! (`plan::tuned_gemm::gemm_candidates`), where the context runs that GEMM there; for the
@@ -37,7 +37,8 @@ use timing::{GpuTimer, TIMESTAMPS};
 /// What a tuning run times, and for how long at most.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TuneOptions {
-    /// Wall-clock budget: no candidate starts past it (the row's shapes are always timed).
+    /// Wall-clock budget: no candidate starts past it (a batch of candidates begun is
+    /// timed to its end).
     /// The kernels tuned (the f32 SIMT GEMV; the integer dot-product GEMV where some case
     /// runs it; the SIMT GEMM where some case runs it at a prefill m; the GEMV on GGUF
     /// blocks where some case is on blocks; the GEMM on GGUF blocks like the SIMT GEMM)
@@ -222,7 +223,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
         .map(|(i, &(n, k))| make_case(ctx, (n, k), opts, i as u64, GEMV_CASE))
         .collect::<Result<Vec<_>>>()?;
     // The shapes and m the GEMV on blocks is timed on (after the SIMT GEMV's cases are
-    // freed); the SIMT GEMV's candidates stop at half the budget where there are any.
+    // freed).
     let blocks_ms = blocks_ms(opts);
     let blocks_shapes: Vec<(usize, (u64, u64))> = match blocks_ms.is_empty() {
         true => Vec::new(),
