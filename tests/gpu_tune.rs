@@ -1096,3 +1096,55 @@ fn a_row_with_two_shapes_is_each_class_baseline() {
     drop(ctx);
     assert_nothing_logged();
 }
+
+/// `q4vk_kernel_export` with a context takes the context's shape for its matrix's and m's
+/// group: on a matrix of long rows and few rows (8192 columns: 256 chunks, which the
+/// exported kernel's workgroup steps over), a blob with a workgroup of 256 for calls of
+/// one row and of 64 for more exports those.
+#[test]
+fn the_kernel_export_takes_the_tuned_shape_of_its_group() {
+    use q4vk::ffi::kernel::*;
+    let gpu = logged_context(&[]);
+    let (blob, _) = tuned(&gpu, &small_desc(1, &[96, 1024], &[1]));
+    drop(gpu);
+    let decoded = TunedBlob::decode(&blob, &device_identity()).unwrap();
+    let with = |workgroup| SimtGemv {
+        workgroup,
+        rows: 2,
+        unroll: 1,
+        split: 1,
+        word_lanes: false,
+    };
+    let mut shapes = decoded.simt_gemv;
+    for (decode, workgroup) in [(false, 64), (true, 256)] {
+        let group = SimtGroup {
+            long_rows: true,
+            many_rows: false,
+            decode,
+        };
+        shapes[group.index()] = with(workgroup);
+    }
+    let gpu = logged_context(
+        &TunedBlob {
+            simt_gemv: shapes,
+            ..decoded
+        }
+        .encode(),
+    );
+    assert!(blob_line().contains("used"), "{}", blob_line());
+    let mut rng = Rng(0xE7);
+    let data = random_q4(&mut rng, 200, 8192, 128, true, false);
+    let desc = q4_desc(&data);
+    for (m, workgroup) in [(1u32, 256u32), (2, 64), (8, 64)] {
+        let mut e = unsafe { std::mem::zeroed::<q4vk_kernel_export_desc>() };
+        unsafe { q4vk_kernel_export_desc_default(&mut e) };
+        e.m = m;
+        e.variant = Q4VK_KERNEL_AUTO;
+        let mut info = unsafe { std::mem::zeroed::<q4vk_kernel_info>() };
+        info.struct_size = std::mem::size_of::<q4vk_kernel_info>() as u32;
+        let status =
+            unsafe { q4vk_kernel_export(gpu.ctx, &desc, &e, &mut info, std::ptr::null_mut(), 0) };
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        assert_eq!(info.local_size[0], workgroup, "m = {m}");
+    }
+}
