@@ -1,7 +1,9 @@
 //! The CPU context's GEMV on GGUF blocks (`cpu::blocks::CpuBlocks::rows`: each block decoded
 //! to f32 as gguf-py's `dequantize` gives it, then its products summed), one thread, on a
-//! 4096 × 4096 matrix of every block type at m = 1 and 8: the fastest of 7 calls, hot (the
-//! matrix's bytes stay in the last-level cache where they fit).
+//! 4096 × 4096 matrix of every block type at m = 1 and 8, and for Q4_K at m = 1 the
+//! integer dot-product kernel a CPU context runs there on x86-64 with AVX2
+//! (`cpu::blocks_dot`): the fastest of 7 calls, hot (the matrix's bytes stay in the
+//! last-level cache where they fit).
 //!
 //! Run: `cargo bench --bench cpu_blocks`. Prints one line per type and m.
 
@@ -59,5 +61,33 @@ fn main() {
                 ty.name()
             );
         }
+        #[cfg(target_arch = "x86_64")]
+        if q4vk::cpu::blocks_dot::runs(&matrix, 1) {
+            integer_dot(&matrix, n, k);
+        }
     }
+}
+
+/// The m = 1 GEMV on `matrix` (Q4_K) as integer dot products (`cpu::blocks_dot`), the
+/// digits of x made in each call as a CPU context's GEMV makes them.
+#[cfg(target_arch = "x86_64")]
+fn integer_dot(matrix: &CpuBlocks, n: usize, k: usize) {
+    use q4vk::cpu::blocks_dot::{rows, ColumnDigits};
+    let x: Vec<f32> = (0..k).map(|i| (i * 7 % 13) as f32 * 0.1 - 0.6).collect();
+    let mut y = vec![0f32; n];
+    let fastest = (0..7)
+        .map(|_| {
+            let started = Instant::now();
+            let xd = ColumnDigits::new(&x, k)
+                .expect("the digits")
+                .expect("finite x");
+            rows(matrix, &xd, 0..n, &mut y);
+            started.elapsed().as_secs_f64() * 1e6
+        })
+        .fold(f64::INFINITY, f64::min);
+    let checksum: f64 = y.iter().map(|&v| f64::from(v)).sum();
+    println!(
+        "{} m = 1, integer dot products (x in digits, made in the call): {fastest:.0} µs (checksum {checksum:.6e})",
+        matrix.ty.name()
+    );
 }

@@ -56,14 +56,14 @@ pub struct Digits {
 }
 
 /// `2^e` in f64 (e within ±1022).
-fn pow2(e: i32) -> f64 {
+pub(super) fn pow2(e: i32) -> f64 {
     f64::from_bits(((1023 + e) as u64) << 52)
 }
 
 /// The three digits `(D0, D1, D2)` of an integer `q`: `q = D0·2^16 + D1·2^8 + D2` with
 /// `D1, D2 ∈ [−128, 127]`; `D0 ∈ [−128, 127]` when `q` lies in
 /// `−128·(2^16 + 2^8 + 1) ..= 127·(2^16 + 2^8 + 1)` (the vector `split`, one lane).
-fn split_one(q: i32) -> [i32; 3] {
+pub(super) fn split_one(q: i32) -> [i32; 3] {
     let digit = |v: i32| ((v + 128) & 255) - 128;
     let d2 = digit(q);
     let q1 = (q - d2) >> 8;
@@ -73,7 +73,7 @@ fn split_one(q: i32) -> [i32; 3] {
 
 /// `E` for a row of x whose largest magnitude is `largest` (finite): the exponent of the
 /// power of two at or below it (0 for a row of zeros).
-fn row_exponent(largest: f32) -> i32 {
+pub(super) fn row_exponent(largest: f32) -> i32 {
     match largest {
         0.0 => 0,
         v => ((f64::from(v).to_bits() >> 52) & 0x7ff) as i32 - 1023,
@@ -82,7 +82,7 @@ fn row_exponent(largest: f32) -> i32 {
 
 /// The block scale `t` for a block whose largest magnitude is `max` (not 0), with
 /// `unit = 2^-E`.
-fn block_scale(max: f32, unit: f64) -> f32 {
+pub(super) fn block_scale(max: f32, unit: f64) -> f32 {
     ((f64::from(max) * unit / (TOP * 65536.0)) as f32).max(f32::MIN_POSITIVE)
 }
 
@@ -284,7 +284,7 @@ fn avx512() -> bool {
 /// The f64 sum and largest magnitude of every block of 32 columns of `cols`; false,
 /// leaving the rest unwritten, at the first block with an infinite or NaN element (what
 /// the AVX-512 `measure` does).
-fn measure_portable(cols: &[f32], sums: &mut [f64], maxima: &mut [f32]) -> bool {
+pub(super) fn measure_portable(cols: &[f32], sums: &mut [f64], maxima: &mut [f32]) -> bool {
     let out = sums.iter_mut().zip(maxima.iter_mut());
     for (block, (sum, max)) in cols.chunks_exact(BLOCK).zip(out) {
         if !block.iter().all(|v| v.is_finite()) {

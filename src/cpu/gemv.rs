@@ -3,8 +3,10 @@
 //! (gathered through the matrix's column order, if it has one), or, at m = 1 on
 //! [`Isa::Avx512Vnni`], [`Isa::Avx2`] and [`Isa::NeonDot`], into 8-bit digits for the integer kernel
 //! ([`kernels::integer_kernel`]; on x86-64 the f32 kernels measured faster from m = 2:
-//! they decode each piece of W once for up to 4 x rows; aarch64 follows, unmeasured);
-//! scoped threads take chunks of W's rows from a shared counter.
+//! they decode each piece of W once for up to 4 x rows; aarch64 follows, unmeasured).
+//! GGUF blocks decode in the kernel (`super::blocks`), but for a row of x on Q4_K blocks
+//! on the x86-64 families, which goes into digits for `super::blocks_dot`. Scoped threads
+//! take chunks of W's rows from a shared counter.
 
 use super::digits::Digits;
 use super::kernels::{self, Isa, TILE_ROWS};
@@ -75,6 +77,17 @@ pub fn gemv(
     let work = n.saturating_mul(mat.blocks() * BLOCK).saturating_mul(m);
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
     if let Some(blocks) = &mat.gguf_blocks {
+        #[cfg(target_arch = "x86_64")]
+        if matches!(isa, Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni)
+            && super::blocks_dot::runs(blocks, m)
+        {
+            if let Some(xd) = super::blocks_dot::ColumnDigits::new(x, k)? {
+                spread(threads, 1, &mut y[..n], |rows, out| {
+                    super::blocks_dot::rows(blocks, &xd, rows, out)
+                });
+                return Ok(());
+            }
+        }
         let kernel = |rows, out: &mut [f32]| blocks.rows(k, x, m, rows, out);
         return in_rows_of_w(threads, m, n, y, kernel);
     }

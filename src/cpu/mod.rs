@@ -4,6 +4,8 @@
 #[cfg(target_arch = "x86_64")]
 pub mod avx2dot;
 pub mod blocks;
+#[cfg(target_arch = "x86_64")]
+pub mod blocks_dot;
 pub mod context;
 pub mod digits;
 pub mod gemv;

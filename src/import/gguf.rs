@@ -115,7 +115,7 @@ fn check_finite(value: half::f16, what: &str, row: usize, block: usize) -> Resul
 }
 
 /// The eight 6-bit scales and minima of a Q4_K block's 12 scale bytes.
-pub(super) fn q4k_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+pub(crate) fn q4k_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
     let (mut sc, mut m) = ([0u8; 8], [0u8; 8]);
     for j in 0..4 {
         sc[j] = s[j] & 0x3f;
