@@ -1,14 +1,15 @@
-//! The m = 1 GEMV on GGUF Q4_K and Q6_K blocks (CPU contexts) as integer dot products on
-//! x86-64 CPUs with AVX2: x in three signed 8-bit digits per column, in column order, with
+//! The m = 1 GEMV on GGUF Q4_K, Q5_K and Q6_K blocks (CPU contexts) as integer dot
+//! products on x86-64 CPUs with AVX2: x in three signed 8-bit digits per column, in column order, with
 //! one scale per 32 columns ([`ColumnDigits`]: the scheme of [`super::digits`]). Both
 //! types keep each run of 32 weights as 32 codes that one 32-byte load gives in column
-//! order: Q4_K's low nibbles are one 32-weight sub-block and its high nibbles the next;
-//! Q6_K's 6-bit codes are a nibble of its low bytes and two bits of its high bytes.
+//! order: Q4_K's low nibbles are one 32-weight sub-block and its high nibbles the next
+//! (Q5_K's likewise, with a fifth bit from its high bytes); Q6_K's 6-bit codes are a nibble
+//! of its low bytes and two bits of its high bytes.
 //! `vpmaddubsw` multiplies codes (unsigned, up to 63) and digits into pairs of 16-bit sums
 //! (at most `2·63·128 = 16128`: no saturation) and `vpmaddwd` by ones adds the pairs into
 //! 32-bit lanes of 4 columns; the three digits are combined in the lanes (`|Σ| ≤
 //! 4·63·(127.49·2^16 + 1/2) < 2^31`: exact). Each lane's sum times its weights' scale and
-//! x's scale `t` is added in f32 lanes, and the code offsets (Q4_K's `dmin·m` per 32, Q6_K's
+//! x's scale `t` is added in f32 lanes, and the code offsets (the K types' `dmin·m` per 32, Q6_K's
 //! `32·d·sc` per 16) times the sum of x over their columns (f64) are subtracted in f64 —
 //! the values of gguf-py's `dequantize`, x to within its digits' rounding (`2^-24` of its
 //! 32 columns' largest element).
@@ -28,6 +29,9 @@ const SUB_BLOCK: usize = 32;
 const Q4K_ELEMENTS: usize = 256;
 /// Bytes per Q4_K block: `d`, `dmin` (f16 each), 12 scale bytes, 128 code bytes.
 const Q4K_BYTES: usize = 144;
+/// Bytes per Q5_K block: `d`, `dmin` (f16 each), 12 scale bytes, 32 bytes of fifth bits,
+/// 128 code bytes.
+const Q5K_BYTES: usize = 176;
 /// Bytes per Q6_K block: 128 bytes of low nibbles, 64 of high bits, 16 scales (i8), `d`.
 const Q6K_BYTES: usize = 210;
 /// Weights per Q6_K scale.
@@ -38,9 +42,10 @@ pub fn supported() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
 
-/// Whether the kernel runs a GEMV of `m` rows on `blocks`: Q4_K or Q6_K, one row of x.
+/// Whether the kernel runs a GEMV of `m` rows on `blocks`: Q4_K, Q5_K or Q6_K, one row of
+/// x.
 pub fn runs(blocks: &CpuBlocks, m: usize) -> bool {
-    m == 1 && matches!(blocks.ty, BlockType::Q4K | BlockType::Q6K) && supported()
+    m == 1 && matches!(blocks.ty, BlockType::Q4K | BlockType::Q5K | BlockType::Q6K) && supported()
 }
 
 /// One row of x in digits, column by column.
@@ -107,15 +112,16 @@ impl ColumnDigits {
     }
 }
 
-/// One row of a type's blocks times x in digits (`q4k_row`, `q6k_row`).
+/// One row of a type's blocks times x in digits (`k_row`, `q6k_row`).
 type RowDot = unsafe fn(&[u8], &ColumnDigits) -> f32;
 
-/// Rows `rows` of the Q4_K or Q6_K `blocks` (rows of `xd.k` columns) times x in digits;
+/// Rows `rows` of the Q4_K, Q5_K or Q6_K `blocks` (rows of `xd.k` columns) times x in digits;
 /// `out` gets one value per row. The CPU must run the kernel on them ([`runs`], asserted).
 pub fn rows(blocks: &CpuBlocks, xd: &ColumnDigits, rows: Range<usize>, out: &mut [f32]) {
     assert!(runs(blocks, 1));
     let (block_bytes, row_dot): (usize, RowDot) = match blocks.ty {
-        BlockType::Q4K => (Q4K_BYTES, q4k_row),
+        BlockType::Q4K => (Q4K_BYTES, k_row::<false>),
+        BlockType::Q5K => (Q5K_BYTES, k_row::<true>),
         _ => (Q6K_BYTES, q6k_row),
     };
     let row_bytes = xd.k / Q4K_ELEMENTS * block_bytes;
@@ -163,31 +169,50 @@ fn result(acc: __m256, xd: &ColumnDigits, offsets: f64) -> f32 {
     (products * pow2(xd.exponent) - offsets) as f32
 }
 
-/// One row of Q4_K blocks (`bytes`, `xd.k / 256` blocks) times x.
+/// One row of Q4_K blocks (`FIFTH` false) or Q5_K blocks (`bytes`, `xd.k / 256` blocks)
+/// times x. Sub-block `s` of a block: the low nibbles (`s` even) or high nibbles of code
+/// bytes `32(s / 2)..`; in Q5_K, with bit `s` of the 32 fifth-bit bytes as the code's
+/// fifth bit.
 ///
 /// # Safety
 /// AVX2 and FMA; `bytes` holds `xd.k / 256` blocks.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn q4k_row(bytes: &[u8], xd: &ColumnDigits) -> f32 {
-    let low = _mm256_set1_epi8(15);
+unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
+    let (low, one) = (_mm256_set1_epi8(15), _mm256_set1_epi8(1));
+    let (block_bytes, codes_at) = match FIFTH {
+        true => (Q5K_BYTES, 48),
+        false => (Q4K_BYTES, 16),
+    };
     let mut acc = _mm256_setzero_ps();
     let mut minima = 0f64;
-    for (b, block) in bytes.chunks_exact(Q4K_BYTES).enumerate() {
+    for (b, block) in bytes.chunks_exact(block_bytes).enumerate() {
         let f16_at = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32();
         let (d, dmin) = (f16_at(0), f16_at(2));
         let (scales, mins) = q4k_scales_mins(&block[4..16]);
+        // Q5_K's fifth bits: bit s of byte l for column l of sub-block s.
+        // SAFETY: the block's 32 fifth-bit bytes (read only for Q5_K).
+        let fifth = FIFTH.then(|| unsafe { _mm256_loadu_si256(block.as_ptr().add(16).cast()) });
         for chunk in 0..4 {
             // SAFETY: 32 of the block's 128 code bytes.
-            let codes = unsafe { _mm256_loadu_si256(block.as_ptr().add(16 + 32 * chunk).cast()) };
+            let codes =
+                unsafe { _mm256_loadu_si256(block.as_ptr().add(codes_at + 32 * chunk).cast()) };
             let nibbles = [
                 _mm256_and_si256(codes, low),
                 _mm256_and_si256(_mm256_srli_epi16::<4>(codes), low),
             ];
             for (half, nibbles) in nibbles.into_iter().enumerate() {
                 let s = 2 * chunk + half;
+                let codes = match fifth {
+                    Some(bits) => {
+                        let shift = _mm_cvtsi32_si128(s as i32);
+                        let bit = _mm256_and_si256(_mm256_srl_epi16(bits, shift), one);
+                        _mm256_or_si256(nibbles, _mm256_slli_epi16::<4>(bit))
+                    }
+                    None => nibbles,
+                };
                 let sub = b * (Q4K_ELEMENTS / SUB_BLOCK) + s;
                 // SAFETY: the sub-block's 32 columns lie within k.
-                let sum = unsafe { lanes_of(nibbles, xd, sub * SUB_BLOCK) };
+                let sum = unsafe { lanes_of(codes, xd, sub * SUB_BLOCK) };
                 let scale = d * f32::from(scales[s]) * xd.scales[sub];
                 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(scale), acc);
                 minima += f64::from(dmin * f32::from(mins[s])) * xd.sums[sub];
@@ -280,7 +305,7 @@ mod tests {
     }
 
     #[test]
-    fn the_integer_gemv_on_q4_k_and_q6_k_matches_the_f64_reference() {
+    fn the_integer_gemv_on_k_quants_matches_the_f64_reference() {
         if !supported() {
             eprintln!("no AVX2: the kernel does not run here");
             return;
@@ -298,7 +323,7 @@ mod tests {
         x[64..96].fill(0.0);
         x[7] = 1e-40;
         let xd = ColumnDigits::new(&x, k).unwrap().unwrap();
-        for ty in [BlockType::Q4K, BlockType::Q6K] {
+        for ty in [BlockType::Q4K, BlockType::Q5K, BlockType::Q6K] {
             let bytes = tensor(ty, n, k, 0x5EED);
             let blocks = CpuBlocks::new(ty, &bytes).unwrap();
             assert!(runs(&blocks, 1) && !runs(&blocks, 2));
@@ -333,8 +358,8 @@ mod tests {
             );
         }
         // Another type keeps the f32 decode.
-        let q5k = CpuBlocks::new(BlockType::Q5K, &tensor(BlockType::Q5K, 1, 256, 1)).unwrap();
-        assert!(!runs(&q5k, 1));
+        let q8 = CpuBlocks::new(BlockType::Q8_0, &tensor(BlockType::Q8_0, 1, 256, 1)).unwrap();
+        assert!(!runs(&q8, 1));
         // An infinite element leaves x to the f32 kernel.
         x[3] = f32::INFINITY;
         assert!(ColumnDigits::new(&x, k).unwrap().is_none());
