@@ -1,18 +1,18 @@
 //! The m = 1 GEMV on GGUF Q4_K, Q5_K and Q6_K blocks (CPU contexts) as integer dot
-//! products on x86-64 CPUs with AVX2: x in three signed 8-bit digits per column, in column order, with
-//! one scale per 32 columns ([`ColumnDigits`]: the scheme of [`super::digits`]). Both
-//! types keep each run of 32 weights as 32 codes that one 32-byte load gives in column
-//! order: Q4_K's low nibbles are one 32-weight sub-block and its high nibbles the next
-//! (Q5_K's likewise, with a fifth bit from its high bytes); Q6_K's 6-bit codes are a nibble
-//! of its low bytes and two bits of its high bytes.
-//! `vpmaddubsw` multiplies codes (unsigned, up to 63) and digits into pairs of 16-bit sums
-//! (at most `2·63·128 = 16128`: no saturation) and `vpmaddwd` by ones adds the pairs into
-//! 32-bit lanes of 4 columns; the three digits are combined in the lanes (`|Σ| ≤
-//! 4·63·(127.49·2^16 + 1/2) < 2^31`: exact). Each lane's sum times its weights' scale and
-//! x's scale `t` is added in f32 lanes, and the code offsets (the K types' `dmin·m` per 32, Q6_K's
-//! `32·d·sc` per 16) times the sum of x over their columns (f64) are subtracted in f64 —
-//! the values of gguf-py's `dequantize`, x to within its digits' rounding (`2^-24` of its
-//! 32 columns' largest element).
+//! products on x86-64 CPUs with AVX2: x in three signed 8-bit digits per column, in column
+//! order, with one scale per 32 columns ([`ColumnDigits`]: the scheme of
+//! [`super::digits`]). Each type keeps a run of 32 weights as 32 codes that one 32-byte
+//! load gives in column order: Q4_K's low nibbles are one 32-weight sub-block and its high
+//! nibbles the next (Q5_K's likewise, with a fifth bit from its high bytes); Q6_K's 6-bit
+//! codes are a nibble of its low bytes and two bits of its high bytes. `vpmaddubsw`
+//! multiplies codes (unsigned, up to 63) and digits into pairs of 16-bit sums (at most
+//! `2·63·128 = 16128`: no saturation) and `vpmaddwd` by ones adds the pairs into 32-bit
+//! lanes of 4 columns; the three digits are combined in the lanes
+//! (`|Σ| ≤ 4·63·(127.49·2^16 + 1/2) < 2^31`: exact). Each lane's sum times its weights'
+//! scale and x's scale `t` is added in f32 lanes, and the code offsets (Q4_K's and Q5_K's
+//! `dmin·m` per 32, Q6_K's `32·d·sc` per 16) times the sum of x over their columns (f64)
+//! are subtracted in f64 — the values of gguf-py's `dequantize`, x to within its digits'
+//! rounding (`2^-24` of its 32 columns' largest element).
 
 use super::blocks::CpuBlocks;
 use super::digits::{block_scale, measure_portable, pow2, row_exponent, split_one};
@@ -115,8 +115,8 @@ impl ColumnDigits {
 /// One row of a type's blocks times x in digits (`k_row`, `q6k_row`).
 type RowDot = unsafe fn(&[u8], &ColumnDigits) -> f32;
 
-/// Rows `rows` of the Q4_K, Q5_K or Q6_K `blocks` (rows of `xd.k` columns) times x in digits;
-/// `out` gets one value per row. The CPU must run the kernel on them ([`runs`], asserted).
+/// Rows `rows` of the Q4_K, Q5_K or Q6_K `blocks` (rows of `xd.k` columns) times x in
+/// digits; `out` gets one value per row. The CPU must run the kernel on them ([`runs`], asserted).
 pub fn rows(blocks: &CpuBlocks, xd: &ColumnDigits, rows: Range<usize>, out: &mut [f32]) {
     assert!(runs(blocks, 1));
     let (block_bytes, row_dot): (usize, RowDot) = match blocks.ty {
