@@ -1,8 +1,8 @@
 //! GGUF blocks in host memory (CPU contexts): the file's bytes as they are, decoded one
 //! block at a time inside the GEMV (into a block of f32 on the stack, the exact values of
 //! gguf-py's `dequantize`), never into a dequantized copy of the matrix. A GEMV of one row
-//! on Q4_K, Q5_K or Q6_K blocks runs as integer dot products on x86-64 CPUs with AVX2
-//! instead (`super::blocks_dot`).
+//! on Q4_K, Q5_K or Q6_K blocks runs as integer dot products on x86-64 CPUs with AVX2 and
+//! aarch64 CPUs with the dot product instead (`super::blocks_dot`).
 
 use crate::alloc;
 use crate::error::Result;

@@ -5,7 +5,8 @@
 //! ([`kernels::integer_kernel`]; on x86-64 the f32 kernels measured faster from m = 2:
 //! they decode each piece of W once for up to 4 x rows; aarch64 follows, unmeasured).
 //! GGUF blocks decode in the kernel (`super::blocks`), but for a row of x on Q4_K, Q5_K or
-//! Q6_K blocks on the x86-64 families, which goes into digits for `super::blocks_dot`.
+//! Q6_K blocks on the x86-64 families and [`Isa::NeonDot`], which goes into digits for
+//! `super::blocks_dot`.
 //! Scoped threads take chunks of W's rows from a shared counter.
 
 use super::digits::Digits;
@@ -77,9 +78,12 @@ pub fn gemv(
     let work = n.saturating_mul(mat.blocks() * BLOCK).saturating_mul(m);
     let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
     if let Some(blocks) = &mat.gguf_blocks {
-        #[cfg(target_arch = "x86_64")]
-        if matches!(isa, Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni)
-            && super::blocks_dot::runs(blocks, m)
+        // The integer kernels on blocks run within these families (the CPU checked too).
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        if matches!(
+            isa,
+            Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni | Isa::NeonDot
+        ) && super::blocks_dot::runs(blocks, m)
         {
             if let Some(xd) = super::blocks_dot::ColumnDigits::new(x, k)? {
                 spread(threads, 1, &mut y[..n], |rows, out| {

@@ -5,7 +5,11 @@
 pub mod avx2dot;
 pub mod blocks;
 #[cfg(target_arch = "x86_64")]
+pub mod blocks_avx2;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub mod blocks_dot;
+#[cfg(target_arch = "aarch64")]
+pub mod blocks_sdot;
 pub mod context;
 pub mod digits;
 pub mod gemv;

@@ -60,7 +60,7 @@ pub fn rows(mat: &CpuMatrix, xd: &Digits, rows: Range<usize>, out: &mut [f32]) {
 /// `acc + Σ a·b` over each 32-bit lane's 4 bytes (`SDOT`).
 #[target_feature(enable = "neon,dotprod")]
 #[inline]
-fn sdot(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+pub(super) fn sdot(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     // SAFETY: `SDOT` reads and writes registers only; the CPU has the dot product (this
     // function's target feature).
     unsafe {
