@@ -2,9 +2,7 @@
 //! (unsigned, up to 63) and digits into pairs of 16-bit sums (at most `2·63·128 = 16128`:
 //! no saturation) and `vpmaddwd` by ones adds the pairs into 32-bit lanes of 4 columns.
 
-use super::blocks_dot::{
-    ColumnDigits, RowDot, Q4K_BYTES, Q4K_ELEMENTS, Q5K_BYTES, Q6K_BYTES, Q6K_RUN, SUB_BLOCK,
-};
+use super::blocks_dot::{ColumnDigits, K_BLOCK, Q6K_RUN, SUB_BLOCK};
 use super::digits::pow2;
 use crate::import::gguf::q4k_scales_mins;
 use crate::import::gguf_blocks::BlockType;
@@ -13,15 +11,6 @@ use std::arch::x86_64::*;
 /// Whether this CPU runs the kernels (AVX2 and FMA).
 pub fn supported() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-}
-
-/// The kernel of `ty` (Q4_K, Q5_K or Q6_K).
-pub(super) fn row_dot(ty: BlockType) -> RowDot {
-    match ty {
-        BlockType::Q4K => k_row::<false>,
-        BlockType::Q5K => k_row::<true>,
-        _ => q6k_row,
-    }
 }
 
 /// Four products of `codes` (unsigned bytes) and `digits` (signed) summed per 32-bit lane.
@@ -67,11 +56,11 @@ fn result(acc: __m256, xd: &ColumnDigits, offsets: f64) -> f32 {
 /// # Safety
 /// AVX2 and FMA; `bytes` holds `xd.k / 256` blocks.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
+pub(super) unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
     let (low, one) = (_mm256_set1_epi8(15), _mm256_set1_epi8(1));
     let (block_bytes, codes_at) = match FIFTH {
-        true => (Q5K_BYTES, 48),
-        false => (Q4K_BYTES, 16),
+        true => (BlockType::Q5K.block_bytes(), 48),
+        false => (BlockType::Q4K.block_bytes(), 16),
     };
     let mut acc = _mm256_setzero_ps();
     let mut minima = 0f64;
@@ -100,7 +89,7 @@ unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
                     }
                     None => nibbles,
                 };
-                let sub = b * (Q4K_ELEMENTS / SUB_BLOCK) + s;
+                let sub = b * (K_BLOCK / SUB_BLOCK) + s;
                 // SAFETY: the sub-block's 32 columns lie within k.
                 let sum = unsafe { lanes_of(codes, xd, sub * SUB_BLOCK) };
                 let scale = d * f32::from(scales[s]) * xd.scales[sub];
@@ -120,11 +109,11 @@ unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
 /// # Safety
 /// AVX2 and FMA; `bytes` holds `xd.k / 256` blocks.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn q6k_row(bytes: &[u8], xd: &ColumnDigits) -> f32 {
+pub(super) unsafe fn q6k_row(bytes: &[u8], xd: &ColumnDigits) -> f32 {
     let (low, two) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3));
     let mut acc = _mm256_setzero_ps();
     let mut offsets = 0f64;
-    for (b, block) in bytes.chunks_exact(Q6K_BYTES).enumerate() {
+    for (b, block) in bytes.chunks_exact(BlockType::Q6K.block_bytes()).enumerate() {
         let d = half::f16::from_le_bytes([block[208], block[209]]).to_f32();
         let scales = &block[192..208];
         for h in 0..2 {
@@ -147,7 +136,7 @@ unsafe fn q6k_row(bytes: &[u8], xd: &ColumnDigits) -> f32 {
                 let codes =
                     _mm256_or_si256(lows, _mm256_slli_epi16::<4>(_mm256_and_si256(bits, two)));
                 let run = 8 * h + 2 * p;
-                let column = b * Q4K_ELEMENTS + 128 * h + 32 * p;
+                let column = b * K_BLOCK + 128 * h + 32 * p;
                 // SAFETY: the 32 columns lie within k.
                 let sum = unsafe { lanes_of(codes, xd, column) };
                 let (s0, s1) = (

@@ -27,15 +27,8 @@ use super::blocks_sdot as kernel;
 
 /// Columns per x scale: a Q4_K sub-block.
 pub(super) const SUB_BLOCK: usize = 32;
-/// Weights per Q4_K block.
-pub(super) const Q4K_ELEMENTS: usize = 256;
-/// Bytes per Q4_K block: `d`, `dmin` (f16 each), 12 scale bytes, 128 code bytes.
-pub(super) const Q4K_BYTES: usize = 144;
-/// Bytes per Q5_K block: `d`, `dmin` (f16 each), 12 scale bytes, 32 bytes of fifth bits,
-/// 128 code bytes.
-pub(super) const Q5K_BYTES: usize = 176;
-/// Bytes per Q6_K block: 128 bytes of low nibbles, 64 of high bits, 16 scales (i8), `d`.
-pub(super) const Q6K_BYTES: usize = 210;
+/// Weights per block of every type the kernels take.
+pub(super) const K_BLOCK: usize = 256;
 /// Weights per Q6_K scale.
 pub(super) const Q6K_RUN: usize = 16;
 
@@ -114,21 +107,18 @@ impl ColumnDigits {
     }
 }
 
-/// One row of a type's blocks times x in digits: a kernel's function for the type, which
-/// the CPU must run (`supported`) and whose row must hold `k / 256` blocks.
-pub(super) type RowDot = unsafe fn(&[u8], &ColumnDigits) -> f32;
-
 /// Rows `rows` of the Q4_K, Q5_K or Q6_K `blocks` (rows of `xd.k` columns) times x in
-/// digits; `out` gets one value per row. The CPU must run the kernel on them ([`runs`], asserted).
+/// digits; `out` gets one value per row. The CPU must run the kernel on them ([`runs`],
+/// asserted).
 pub fn rows(blocks: &CpuBlocks, xd: &ColumnDigits, rows: Range<usize>, out: &mut [f32]) {
     assert!(runs(blocks, 1));
-    let block_bytes = match blocks.ty {
-        BlockType::Q4K => Q4K_BYTES,
-        BlockType::Q5K => Q5K_BYTES,
-        _ => Q6K_BYTES,
+    // One row of blocks times x; the CPU must run it and the row hold k / 256 blocks.
+    let row_dot: unsafe fn(&[u8], &ColumnDigits) -> f32 = match blocks.ty {
+        BlockType::Q4K => kernel::k_row::<false>,
+        BlockType::Q5K => kernel::k_row::<true>,
+        _ => kernel::q6k_row,
     };
-    let row_dot = kernel::row_dot(blocks.ty);
-    let row_bytes = xd.k / Q4K_ELEMENTS * block_bytes;
+    let row_bytes = xd.k / K_BLOCK * blocks.ty.block_bytes();
     assert!(rows.end * row_bytes <= blocks.bytes.len() && out.len() >= rows.len());
     for (row, y) in rows.zip(out.iter_mut()) {
         let bytes = &blocks.bytes[row * row_bytes..][..row_bytes];
@@ -193,10 +183,7 @@ mod tests {
             assert!(runs(&blocks, 1) && !runs(&blocks, 2));
             let mut w = vec![0f32; n * k];
             let size = ty.block_bytes();
-            for (block, w) in bytes
-                .chunks_exact(size)
-                .zip(w.chunks_exact_mut(Q4K_ELEMENTS))
-            {
+            for (block, w) in bytes.chunks_exact(size).zip(w.chunks_exact_mut(K_BLOCK)) {
                 ty.decode(block, w);
             }
             let want = gemv_dense(&w, &x, n, k, 1);

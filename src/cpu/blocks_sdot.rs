@@ -4,9 +4,7 @@
 //! 16 columns are one vector of 4 lanes, which is also Q6_K's run of one scale. Their speed
 //! is not measured: the tests run under qemu, which emulates `SDOT` in software.
 
-use super::blocks_dot::{
-    ColumnDigits, RowDot, Q4K_BYTES, Q4K_ELEMENTS, Q5K_BYTES, Q6K_BYTES, Q6K_RUN, SUB_BLOCK,
-};
+use super::blocks_dot::{ColumnDigits, K_BLOCK, Q6K_RUN, SUB_BLOCK};
 use super::digits::pow2;
 use super::sdot::sdot;
 use crate::import::gguf::q4k_scales_mins;
@@ -16,15 +14,6 @@ use std::arch::aarch64::*;
 /// Whether this CPU runs the kernels (Advanced SIMD and the dot product).
 pub fn supported() -> bool {
     super::sdot::supported()
-}
-
-/// The kernel of `ty` (Q4_K, Q5_K or Q6_K).
-pub(super) fn row_dot(ty: BlockType) -> RowDot {
-    match ty {
-        BlockType::Q4K => k_row::<false>,
-        BlockType::Q5K => k_row::<true>,
-        _ => q6k_row,
-    }
 }
 
 /// Σ codes·q over the 16 columns from `column` (codes in column order), in 4 lanes of 4
@@ -77,11 +66,11 @@ fn result(acc: float32x4_t, xd: &ColumnDigits, offsets: f64) -> f32 {
 /// # Safety
 /// Advanced SIMD and the dot product; `bytes` holds `xd.k / 256` blocks.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
+pub(super) unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
     let (low, one) = (vdupq_n_u8(15), vdupq_n_u8(1));
     let (block_bytes, codes_at) = match FIFTH {
-        true => (Q5K_BYTES, 48),
-        false => (Q4K_BYTES, 16),
+        true => (BlockType::Q5K.block_bytes(), 48),
+        false => (BlockType::Q4K.block_bytes(), 16),
     };
     let mut acc = vdupq_n_f32(0.0);
     let mut minima = 0f64;
@@ -96,7 +85,7 @@ unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
             let codes = unsafe { load32(block.as_ptr().add(codes_at + 32 * chunk)) };
             for half in 0..2 {
                 let s = 2 * chunk + half;
-                let sub = b * (Q4K_ELEMENTS / SUB_BLOCK) + s;
+                let sub = b * (K_BLOCK / SUB_BLOCK) + s;
                 let scale = d * f32::from(scales[s]) * xd.scales[sub];
                 for part in 0..2 {
                     let nibbles = match half {
@@ -129,11 +118,11 @@ unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
 /// # Safety
 /// Advanced SIMD and the dot product; `bytes` holds `xd.k / 256` blocks.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn q6k_row(bytes: &[u8], xd: &ColumnDigits) -> f32 {
+pub(super) unsafe fn q6k_row(bytes: &[u8], xd: &ColumnDigits) -> f32 {
     let (low, two) = (vdupq_n_u8(15), vdupq_n_u8(3));
     let mut acc = vdupq_n_f32(0.0);
     let mut offsets = 0f64;
-    for (b, block) in bytes.chunks_exact(Q6K_BYTES).enumerate() {
+    for (b, block) in bytes.chunks_exact(BlockType::Q6K.block_bytes()).enumerate() {
         let d = half::f16::from_le_bytes([block[208], block[209]]).to_f32();
         let scales = &block[192..208];
         for h in 0..2 {
@@ -142,7 +131,7 @@ unsafe fn q6k_row(bytes: &[u8], xd: &ColumnDigits) -> f32 {
             for p in 0..4 {
                 // SAFETY: 32 of the block's 128 low bytes.
                 let lows = unsafe { load32(block.as_ptr().add(64 * h + 32 * (p % 2))) };
-                let column = b * Q4K_ELEMENTS + 128 * h + 32 * p;
+                let column = b * K_BLOCK + 128 * h + 32 * p;
                 let t = xd.scales[column / SUB_BLOCK];
                 for part in 0..2 {
                     let nibbles = match p / 2 {

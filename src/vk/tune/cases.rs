@@ -100,28 +100,8 @@ pub(super) fn make_case(
         scales: Cow::Owned(scales),
         zeros: Cow::Owned(Vec::new()),
     };
-    let first = DeviceMatrix::in_layout(ctx, &data, None, None, false, &mut UploadRoute::Queue)?;
-    let bytes = first.form.device_bytes().max(1);
-    let copies = opts.cold_bytes.div_ceil(bytes).clamp(1, size.copies as u64) as usize;
-    let mut mats = vec![first];
-    for _ in 1..copies {
-        mats.push(DeviceMatrix::in_layout(
-            ctx,
-            &data,
-            None,
-            None,
-            false,
-            &mut UploadRoute::Queue,
-        )?);
-    }
-    let (x, y) = case_xy(ctx, n, k, size.rows)?;
-    Ok(Case {
-        calls: copies.max(size.calls),
-        mats,
-        x,
-        y,
-        n,
-        k,
+    rotated(ctx, (n, k), opts, size, || {
+        DeviceMatrix::in_layout(ctx, &data, None, None, false, &mut UploadRoute::Queue)
     })
 }
 
@@ -153,8 +133,22 @@ pub(super) fn make_blocks_case(
         }),
         "the tuning blocks",
     )?;
-    let (n, k) = (n as usize, k as usize);
-    let make = || DeviceMatrix::from_blocks(ctx, ty, n, k, &tensor, &mut UploadRoute::Queue);
+    rotated(ctx, (n, k), opts, size, || {
+        let (n, k) = (n as usize, k as usize);
+        DeviceMatrix::from_blocks(ctx, ty, n, k, &tensor, &mut UploadRoute::Queue)
+    })
+}
+
+/// The case of an `n` × `k` matrix that `make` uploads: as many copies as
+/// `opts.cold_bytes` holds (1 to `size.copies`), x and y for `size.rows` rows, and chains
+/// of at least `size.calls` calls.
+fn rotated(
+    ctx: &Context,
+    (n, k): (u64, u64),
+    opts: &TuneOptions,
+    size: CaseSize,
+    make: impl Fn() -> Result<DeviceMatrix>,
+) -> Result<Case> {
     let first = make()?;
     let bytes = first.form.device_bytes().max(1);
     let copies = opts.cold_bytes.div_ceil(bytes).clamp(1, size.copies as u64) as usize;
@@ -162,14 +156,14 @@ pub(super) fn make_blocks_case(
     for _ in 1..copies {
         mats.push(make()?);
     }
-    let (x, y) = case_xy(ctx, n as u64, k as u64, size.rows)?;
+    let (x, y) = case_xy(ctx, n, k, size.rows)?;
     Ok(Case {
         calls: copies.max(size.calls),
         mats,
         x,
         y,
-        n: n as u64,
-        k: k as u64,
+        n,
+        k,
     })
 }
 
