@@ -1,9 +1,9 @@
 //! The CPU context's GEMV on GGUF blocks (`cpu::blocks::CpuBlocks::rows`: each block decoded
 //! to f32 as gguf-py's `dequantize` gives it, then its products summed), one thread, on a
-//! 4096 × 4096 matrix of every block type at m = 1 and 8, and for Q4_K, Q5_K and Q6_K at
-//! m = 1 the integer dot-product kernel a CPU context runs there on x86-64 with AVX2
-//! (`cpu::blocks_dot`): the fastest of 7 calls, hot (the matrix's bytes stay in the
-//! last-level cache where they fit).
+//! 4096 × 4096 matrix of every block type at m = 1 and 8, and at m = 1 the integer
+//! dot-product kernel a CPU context runs there on x86-64 with AVX2 (`cpu::blocks_dot`):
+//! the fastest of 7 calls, hot (the matrix's bytes stay in the last-level cache where
+//! they fit).
 //!
 //! Run: `cargo bench --bench cpu_blocks`. Prints one line per type and m.
 
@@ -68,7 +68,7 @@ fn main() {
     }
 }
 
-/// The m = 1 GEMV on `matrix` (Q4_K, Q5_K, Q6_K) as integer dot products (`cpu::blocks_dot`), the
+/// The m = 1 GEMV on `matrix` as integer dot products (`cpu::blocks_dot`), the
 /// digits of x made in each call as a CPU context's GEMV makes them.
 #[cfg(target_arch = "x86_64")]
 fn integer_dot(matrix: &CpuBlocks, n: usize, k: usize) {

@@ -1,8 +1,8 @@
 //! GGUF blocks in host memory (CPU contexts): the file's bytes as they are, decoded one
 //! block at a time inside the GEMV (into a block of f32 on the stack, the exact values of
 //! gguf-py's `dequantize`), never into a dequantized copy of the matrix. A GEMV of one row
-//! on Q4_K, Q5_K or Q6_K blocks runs as integer dot products on x86-64 CPUs with AVX2 and
-//! aarch64 CPUs with the dot product instead (`super::blocks_dot`).
+//! runs as integer dot products on x86-64 CPUs with AVX2 and aarch64 CPUs with the dot
+//! product instead (`super::blocks_dot`).
 
 use crate::alloc;
 use crate::error::Result;
@@ -19,13 +19,28 @@ pub struct CpuBlocks {
     pub ty: BlockType,
     /// The tensor's bytes.
     pub bytes: Vec<u8>,
+    /// Whether every scale keeps the integer kernels' f32 lanes in range: MXFP4's
+    /// exponents within `2^±64` (`E8M0_INTEGER_RANGE`); every other type's scales do.
+    pub integer_scales: bool,
 }
+
+/// The E8M0 exponent bytes (`2^(e − 128)` with MXFP4's doubled values) whose blocks the
+/// integer kernels take: products of codes, digits and both scales stay far inside f32.
+const E8M0_INTEGER_RANGE: std::ops::RangeInclusive<u8> = 64..=192;
 
 impl CpuBlocks {
     /// A copy of `tensor` (checked by the caller: whole rows of blocks, finite scales).
     pub fn new(ty: BlockType, tensor: &[u8]) -> Result<CpuBlocks> {
         let bytes = alloc::collect(tensor.iter().copied(), "the matrix's blocks")?;
-        Ok(CpuBlocks { ty, bytes })
+        let integer_scales = ty != BlockType::Mxfp4
+            || bytes
+                .chunks_exact(ty.block_bytes())
+                .all(|block| E8M0_INTEGER_RANGE.contains(&block[0]));
+        Ok(CpuBlocks {
+            ty,
+            bytes,
+            integer_scales,
+        })
     }
 
     /// Results of rows `rows` for the `m` rows of `x` (`k` each) into `out` (`m` per row,

@@ -1,10 +1,24 @@
-//! The AVX2 kernels of `super::blocks_dot` (x86-64): `vpmaddubsw` multiplies codes
-//! (unsigned, up to 63) and digits into pairs of 16-bit sums (at most `2·63·128 = 16128`:
-//! no saturation) and `vpmaddwd` by ones adds the pairs into 32-bit lanes of 4 columns.
+//! The AVX2 kernels of `super::blocks_dot` (x86-64), a tile of 4 rows at a time (each
+//! run's x digits loaded once for the tile's rows), one build per block type. A run of
+//! 32 codes is decoded in a register from the step's bytes (`run_codes`).
+//!
+//! * Unsigned codes (at most 63): `vpmaddubsw` multiplies codes and digits into pairs of
+//!   16-bit sums (at most `2·63·128 = 16128`: no saturation) and `vpmaddwd` by ones adds
+//!   the pairs into 32-bit lanes of 4 columns; the three digits are combined in the lanes
+//!   (`|Σ| ≤ 4·63·(127.49·2^16 + 1/2) < 2^31`). Lanes 0..4 take the first 16 columns'
+//!   scale, 4..8 the next's.
+//! * Signed values (Q8_0's bytes, IQ4's and E2M1's looked up with `vpshufb`): values and
+//!   digits widened to 16 bits, and `vpmaddwd` sums pairs of products into 32-bit lanes
+//!   of 2 columns, the digits combined there too (`|Σ| ≤ 2·128·(127.49·2^16 + 1/2) <
+//!   2^31`); `vpmaddubsw`'s unsigned × signed bytes would saturate or lose a sign. Each
+//!   16 columns are one vector with one scale.
+//!
+//! Each lane's sum times its weight scale and its 32 columns' x scale is added into an
+//! f32 accumulator per row.
 
-use super::blocks_dot::{ColumnDigits, K_BLOCK, Q6K_RUN, SUB_BLOCK};
-use super::digits::pow2;
-use crate::import::gguf::q4k_scales_mins;
+use super::block_steps::{has_constants, step_bytes, CodeClass, Step, HALF, STEP};
+use super::blocks_dot::{constants_of, finish, ColumnDigits, SUB_BLOCK};
+use super::kernels::TILE_ROWS;
 use crate::import::gguf_blocks::BlockType;
 use std::arch::x86_64::*;
 
@@ -13,144 +27,248 @@ pub fn supported() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
 
+/// The results of a tile of rows (each `xd.k / block` blocks of the type) times x.
+pub(super) type Tile = unsafe fn([&[u8]; TILE_ROWS], &ColumnDigits) -> [f32; TILE_ROWS];
+
+/// The tile kernel for `ty`.
+pub(super) fn tile(ty: BlockType) -> Tile {
+    let builds: [Tile; BlockType::ALL.len()] = [
+        tile_of::<0>,
+        tile_of::<1>,
+        tile_of::<2>,
+        tile_of::<3>,
+        tile_of::<4>,
+        tile_of::<5>,
+        tile_of::<6>,
+        tile_of::<7>,
+        tile_of::<8>,
+        tile_of::<9>,
+        tile_of::<10>,
+    ];
+    let index = BlockType::ALL.iter().position(|&t| t == ty);
+    builds[index.expect("a block type of the list")]
+}
+
+/// 32 bytes from `at`.
+///
+/// # Safety
+/// AVX2; 32 readable bytes at `at`.
+#[target_feature(enable = "avx2")]
+unsafe fn load32(at: *const u8) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe { _mm256_loadu_si256(at.cast()) }
+}
+
+/// 16 bytes from `at`.
+///
+/// # Safety
+/// AVX2; 16 readable bytes at `at`.
+#[target_feature(enable = "avx2")]
+unsafe fn load16(at: *const u8) -> __m128i {
+    // SAFETY: the caller's contract.
+    unsafe { _mm_loadu_si128(at.cast()) }
+}
+
+/// The nibbles of 16 bytes at `at`: the low ones (columns 0..16), then the high ones.
+///
+/// # Safety
+/// AVX2; 16 readable bytes at `at`.
+#[target_feature(enable = "avx2")]
+unsafe fn split16(at: *const u8) -> __m256i {
+    // SAFETY: the caller's contract.
+    let bytes = unsafe { load16(at) };
+    let low = _mm_set1_epi8(0x0F);
+    let high = _mm_and_si128(_mm_srli_epi16::<4>(bytes), low);
+    _mm256_set_m128i(high, _mm_and_si128(bytes, low))
+}
+
+/// 16 in byte `j` where bit `j` of `bits` is set, else 0 (Q5_0's and Q5_1's fifth bits).
+#[target_feature(enable = "avx2")]
+fn fifth_bits(bits: u32) -> __m256i {
+    // Byte j takes byte j / 8 of the word, then its bit j % 8.
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(bits as i32),
+        _mm256_setr_epi64x(
+            0,
+            0x0101_0101_0101_0101,
+            0x0202_0202_0202_0202,
+            0x0303_0303_0303_0303,
+        ),
+    );
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    _mm256_and_si256(set, _mm256_set1_epi8(16))
+}
+
+/// The nibbles `(byte >> shift) & 15` of 32 bytes (`shift` 0 or 4).
+#[target_feature(enable = "avx2")]
+fn nibbles(bytes: __m256i, shift: usize) -> __m256i {
+    let shifted = match shift {
+        0 => bytes,
+        _ => _mm256_srli_epi16::<4>(bytes),
+    };
+    _mm256_and_si256(shifted, _mm256_set1_epi8(0x0F))
+}
+
+/// `(bytes >> shift) & mask` per byte, `shift` below 8.
+#[target_feature(enable = "avx2")]
+fn bits_at(bytes: __m256i, shift: usize, mask: i8) -> __m256i {
+    let shifted = _mm256_srl_epi16(bytes, _mm_cvtsi32_si128(shift as i32));
+    _mm256_and_si256(shifted, _mm256_set1_epi8(mask))
+}
+
+/// The 32 codes of run `run` of a step of `ty` whose bytes start at `step` (see
+/// `super::block_steps` for runs): unsigned codes, Q8_0's bytes, or table indices.
+///
+/// # Safety
+/// AVX2; the step's blocks up to the run's are readable at `step`.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn run_codes(ty: BlockType, step: *const u8, run: usize) -> __m256i {
+    let at = |offset: usize| {
+        // SAFETY: within the step's blocks (the caller's contract; offsets by the layouts
+        // of `import::gguf_blocks`).
+        unsafe { step.add(offset) }
+    };
+    let qh = |offset: usize| {
+        // SAFETY: as `at`.
+        u32::from_le_bytes(unsafe { at(offset).cast::<[u8; 4]>().read_unaligned() })
+    };
+    // SAFETY: every load lies within the run's block, as `at`.
+    unsafe {
+        match ty {
+            BlockType::Q4K => nibbles(load32(at(16 + 32 * (run / 2))), 4 * (run % 2)),
+            BlockType::Q5K => {
+                let low = nibbles(load32(at(48 + 32 * (run / 2))), 4 * (run % 2));
+                let fifth = bits_at(load32(at(16)), run, 1);
+                _mm256_or_si256(low, _mm256_slli_epi16::<4>(fifth))
+            }
+            BlockType::Q6K => {
+                let (h, p) = (run / 4, run % 4);
+                let low = nibbles(load32(at(64 * h + 32 * (p % 2))), 4 * (p / 2));
+                let high = bits_at(load32(at(128 + 32 * h)), 2 * p, 3);
+                _mm256_or_si256(low, _mm256_slli_epi16::<4>(high))
+            }
+            BlockType::Q4_1 => split16(at(20 * run + 4)),
+            BlockType::Q5_0 => {
+                _mm256_or_si256(split16(at(22 * run + 6)), fifth_bits(qh(22 * run + 2)))
+            }
+            BlockType::Q5_1 => {
+                _mm256_or_si256(split16(at(24 * run + 8)), fifth_bits(qh(24 * run + 4)))
+            }
+            BlockType::Q8_0 => load32(at(34 * run + 2)),
+            BlockType::Iq4Nl => split16(at(18 * run + 2)),
+            BlockType::Iq4Xs => split16(at(8 + 16 * run)),
+            BlockType::Mxfp4 => split16(at(17 * run + 1)),
+            BlockType::Nvfp4 => {
+                // Two sub-blocks of 8 bytes: each its low nibbles, then its high ones.
+                let bytes = load16(at(36 * (run / 2) + 4 + 16 * (run % 2)));
+                let low = _mm_set1_epi8(0x0F);
+                let (lo, hi) = (
+                    _mm_and_si128(bytes, low),
+                    _mm_and_si128(_mm_srli_epi16::<4>(bytes), low),
+                );
+                _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi))
+            }
+        }
+    }
+}
+
 /// Four products of `codes` (unsigned bytes) and `digits` (signed) summed per 32-bit lane.
 #[target_feature(enable = "avx2")]
 fn dot4(codes: __m256i, digits: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(codes, digits), _mm256_set1_epi16(1))
 }
 
-/// Σ codes·q over 32 columns from `column` (codes in column order, unsigned, up to 63),
-/// in 8 lanes of 4 columns: `q = D0·2^16 + D1·2^8 + D2` of x's digits.
-///
-/// # Safety
-/// AVX2; `column + 32 ≤ xd.k`.
+/// The f32 lanes of `acc` summed in f64: the row's products in units of `2^E`.
 #[target_feature(enable = "avx2")]
-unsafe fn lanes_of(codes: __m256i, xd: &ColumnDigits, column: usize) -> __m256i {
-    let digits = |plane: usize| {
-        // SAFETY: 32 of the plane's k digits (the caller's contract).
-        unsafe { _mm256_loadu_si256(xd.planes.as_ptr().add(plane * xd.k + column).cast()) }
-    };
-    let mut sum = dot4(codes, digits(0));
-    sum = _mm256_slli_epi32::<8>(sum);
-    sum = _mm256_add_epi32(sum, dot4(codes, digits(1)));
-    sum = _mm256_slli_epi32::<8>(sum);
-    _mm256_add_epi32(sum, dot4(codes, digits(2)))
-}
-
-/// The f32 lanes of `acc` summed in f64, in units of `2^E`, and made a result with the
-/// offsets' sum `offsets` (plain units) subtracted.
-#[target_feature(enable = "avx2")]
-fn result(acc: __m256, xd: &ColumnDigits, offsets: f64) -> f32 {
+fn lanes_sum(acc: __m256) -> f64 {
     let mut lanes = [0f32; 8];
     // SAFETY: an 8-lane array.
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-    let products: f64 = lanes.iter().map(|&v| f64::from(v)).sum();
-    (products * pow2(xd.exponent) - offsets) as f32
+    lanes.iter().map(|&v| f64::from(v)).sum()
 }
 
-/// One row of Q4_K blocks (`FIFTH` false) or Q5_K blocks (`bytes`, `xd.k / 256` blocks)
-/// times x. Sub-block `s` of a block: the low nibbles (`s` even) or high nibbles of code
-/// bytes `32(s / 2)..`; in Q5_K, with bit `s` of the 32 fifth-bit bytes as the code's
-/// fifth bit.
+/// Rows of `BlockType::ALL[T]`.
 ///
 /// # Safety
-/// AVX2 and FMA; `bytes` holds `xd.k / 256` blocks.
+/// AVX2 and FMA; each row holds `xd.k / block` blocks of the type.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
-    let (low, one) = (_mm256_set1_epi8(15), _mm256_set1_epi8(1));
-    let (block_bytes, codes_at) = match FIFTH {
-        true => (BlockType::Q5K.block_bytes(), 48),
-        false => (BlockType::Q4K.block_bytes(), 16),
-    };
-    let mut acc = _mm256_setzero_ps();
-    let mut minima = 0f64;
-    for (b, block) in bytes.chunks_exact(block_bytes).enumerate() {
-        let f16_at = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32();
-        let (d, dmin) = (f16_at(0), f16_at(2));
-        let (scales, mins) = q4k_scales_mins(&block[4..16]);
-        // Q5_K's fifth bits: bit s of byte l for column l of sub-block s.
-        // SAFETY: the block's 32 fifth-bit bytes (read only for Q5_K).
-        let fifth = FIFTH.then(|| unsafe { _mm256_loadu_si256(block.as_ptr().add(16).cast()) });
-        for chunk in 0..4 {
-            // SAFETY: 32 of the block's 128 code bytes.
-            let codes =
-                unsafe { _mm256_loadu_si256(block.as_ptr().add(codes_at + 32 * chunk).cast()) };
-            let nibbles = [
-                _mm256_and_si256(codes, low),
-                _mm256_and_si256(_mm256_srli_epi16::<4>(codes), low),
-            ];
-            for (half, nibbles) in nibbles.into_iter().enumerate() {
-                let s = 2 * chunk + half;
-                let codes = match fifth {
-                    Some(bits) => {
-                        let shift = _mm_cvtsi32_si128(s as i32);
-                        let bit = _mm256_and_si256(_mm256_srl_epi16(bits, shift), one);
-                        _mm256_or_si256(nibbles, _mm256_slli_epi16::<4>(bit))
+unsafe fn tile_of<const T: usize>(rows: [&[u8]; TILE_ROWS], xd: &ColumnDigits) -> [f32; TILE_ROWS] {
+    let ty = BlockType::ALL[T];
+    let class = CodeClass::of(ty);
+    // SAFETY: 16 bytes, in both halves.
+    let table = class
+        .table()
+        .map(|values| unsafe { _mm256_broadcastsi128_si256(load16(values.as_ptr().cast())) });
+    let mut steps: [Step; TILE_ROWS] = std::array::from_fn(|_| Step::new());
+    let mut acc = [_mm256_setzero_ps(); TILE_ROWS];
+    let mut constants = [0f64; TILE_ROWS];
+    let bytes = step_bytes(ty);
+    for (s, first) in (0..xd.k).step_by(STEP).enumerate() {
+        let columns = STEP.min(xd.k - first);
+        for r in 0..TILE_ROWS {
+            steps[r].fill(ty, &rows[r][s * bytes..], columns);
+            if has_constants(ty) {
+                constants[r] += constants_of(&steps[r], xd, first, columns);
+            }
+        }
+        for run in 0..columns / SUB_BLOCK {
+            let column = first + SUB_BLOCK * run;
+            let t = xd.scales[column / SUB_BLOCK];
+            let plane = |p: usize| {
+                // SAFETY: digits `column..column + 32` of plane p (k columns each).
+                unsafe { xd.planes.as_ptr().add(p * xd.k + column).cast::<u8>() }
+            };
+            if class == CodeClass::Unsigned {
+                // SAFETY: 32 digits of each plane.
+                let digits = [0, 1, 2].map(|p| unsafe { load32(plane(p)) });
+                for r in 0..TILE_ROWS {
+                    // SAFETY: the run lies within the row's step.
+                    let codes = unsafe { run_codes(ty, rows[r].as_ptr().add(s * bytes), run) };
+                    let mut sum = dot4(codes, digits[0]);
+                    sum = _mm256_add_epi32(_mm256_slli_epi32::<8>(sum), dot4(codes, digits[1]));
+                    sum = _mm256_add_epi32(_mm256_slli_epi32::<8>(sum), dot4(codes, digits[2]));
+                    let scales = &steps[r].scales[2 * run..];
+                    let scale =
+                        _mm256_set_m128(_mm_set1_ps(scales[1] * t), _mm_set1_ps(scales[0] * t));
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[r]);
+                }
+            } else {
+                let digits = [0, 1].map(|half| {
+                    [0, 1, 2].map(|p| {
+                        // SAFETY: 16 digits of the plane's 32 at the run.
+                        _mm256_cvtepi8_epi16(unsafe { load16(plane(p).add(HALF * half)) })
+                    })
+                });
+                for r in 0..TILE_ROWS {
+                    // SAFETY: the run lies within the row's step.
+                    let codes = unsafe { run_codes(ty, rows[r].as_ptr().add(s * bytes), run) };
+                    let values = match table {
+                        Some(table) => _mm256_shuffle_epi8(table, codes),
+                        None => codes,
+                    };
+                    let halves = [
+                        _mm256_castsi256_si128(values),
+                        _mm256_extracti128_si256::<1>(values),
+                    ];
+                    for (half, (values, digits)) in halves.into_iter().zip(&digits).enumerate() {
+                        let values = _mm256_cvtepi8_epi16(values);
+                        let mut sum = _mm256_madd_epi16(values, digits[0]);
+                        sum = _mm256_add_epi32(
+                            _mm256_slli_epi32::<8>(sum),
+                            _mm256_madd_epi16(values, digits[1]),
+                        );
+                        sum = _mm256_add_epi32(
+                            _mm256_slli_epi32::<8>(sum),
+                            _mm256_madd_epi16(values, digits[2]),
+                        );
+                        let scale = _mm256_set1_ps(steps[r].scales[2 * run + half] * t);
+                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[r]);
                     }
-                    None => nibbles,
-                };
-                let sub = b * (K_BLOCK / SUB_BLOCK) + s;
-                // SAFETY: the sub-block's 32 columns lie within k.
-                let sum = unsafe { lanes_of(codes, xd, sub * SUB_BLOCK) };
-                let scale = d * f32::from(scales[s]) * xd.scales[sub];
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(scale), acc);
-                minima += f64::from(dmin * f32::from(mins[s])) * xd.sums[sub];
+                }
             }
         }
     }
-    result(acc, xd, minima)
-}
-
-/// One row of Q6_K blocks (`bytes`, `xd.k / 256` blocks) times x. Element `128h + 32p +
-/// l` of a block: the low nibble of low byte `64h + 32(p % 2) + l` (the high one for
-/// p ≥ 2) and bits `2p, 2p + 1` of high byte `32h + l`, minus 32; scale `(128h + 32p +
-/// l) / 16`.
-///
-/// # Safety
-/// AVX2 and FMA; `bytes` holds `xd.k / 256` blocks.
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q6k_row(bytes: &[u8], xd: &ColumnDigits) -> f32 {
-    let (low, two) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3));
-    let mut acc = _mm256_setzero_ps();
-    let mut offsets = 0f64;
-    for (b, block) in bytes.chunks_exact(BlockType::Q6K.block_bytes()).enumerate() {
-        let d = half::f16::from_le_bytes([block[208], block[209]]).to_f32();
-        let scales = &block[192..208];
-        for h in 0..2 {
-            // SAFETY: 32 of the block's 64 high bytes.
-            let highs = unsafe { _mm256_loadu_si256(block.as_ptr().add(128 + 32 * h).cast()) };
-            for p in 0..4 {
-                let at = 64 * h + 32 * (p % 2);
-                // SAFETY: 32 of the block's 128 low bytes.
-                let lows = unsafe { _mm256_loadu_si256(block.as_ptr().add(at).cast()) };
-                let lows = match p / 2 {
-                    0 => _mm256_and_si256(lows, low),
-                    _ => _mm256_and_si256(_mm256_srli_epi16::<4>(lows), low),
-                };
-                let bits = match p {
-                    0 => highs,
-                    1 => _mm256_srli_epi16::<2>(highs),
-                    2 => _mm256_srli_epi16::<4>(highs),
-                    _ => _mm256_srli_epi16::<6>(highs),
-                };
-                let codes =
-                    _mm256_or_si256(lows, _mm256_slli_epi16::<4>(_mm256_and_si256(bits, two)));
-                let run = 8 * h + 2 * p;
-                let column = b * K_BLOCK + 128 * h + 32 * p;
-                // SAFETY: the 32 columns lie within k.
-                let sum = unsafe { lanes_of(codes, xd, column) };
-                let (s0, s1) = (
-                    d * f32::from(scales[run] as i8),
-                    d * f32::from(scales[run + 1] as i8),
-                );
-                let t = xd.scales[column / SUB_BLOCK];
-                let scale = _mm256_set_m128(_mm_set1_ps(s1 * t), _mm_set1_ps(s0 * t));
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc);
-                let half = column / Q6K_RUN;
-                offsets += 32.0
-                    * (f64::from(s0) * xd.half_sums[half] + f64::from(s1) * xd.half_sums[half + 1]);
-            }
-        }
-    }
-    result(acc, xd, offsets)
+    std::array::from_fn(|r| finish(lanes_sum(acc[r]), xd, constants[r]))
 }

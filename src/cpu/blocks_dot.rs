@@ -1,23 +1,21 @@
-//! The m = 1 GEMV on GGUF Q4_K, Q5_K and Q6_K blocks (CPU contexts) as integer dot
-//! products: x in three signed 8-bit digits per column, in column order, with one scale per
-//! 32 columns ([`ColumnDigits`]: the scheme of [`super::digits`]). Each type keeps a run of
-//! 32 weights as 32 codes that one 32-byte load gives in column order: Q4_K's low nibbles
-//! are one 32-weight sub-block and its high nibbles the next (Q5_K's likewise, with a fifth
-//! bit from its high bytes); Q6_K's 6-bit codes are a nibble of its low bytes and two bits
-//! of its high bytes. The kernels (`super::blocks_avx2` on x86-64 with AVX2,
-//! `super::blocks_sdot` on aarch64 with the dot product) sum codes (unsigned, up to 63)
-//! times digits in 32-bit lanes of 4 columns, the three digits combined in the lanes
-//! (`|Σ| ≤ 4·63·(127.49·2^16 + 1/2) < 2^31`: exact). Each lane's sum times its weights'
-//! scale and x's scale `t` is added in f32 lanes, and the code offsets (Q4_K's and Q5_K's
-//! `dmin·m` per 32, Q6_K's `32·d·sc` per 16) times the sum of x over their columns (f64)
-//! are subtracted in f64 — the values of gguf-py's `dequantize`, x to within its digits'
+//! The m = 1 GEMV on GGUF blocks of every type (CPU contexts) as integer dot products: x
+//! in three signed 8-bit digits per column, in column order, with one scale per 32
+//! columns ([`ColumnDigits`]: the scheme of [`super::digits`]). The matrix is decoded a
+//! step of 256 columns at a time into one code byte per column and a weight scale and
+//! constant per 16 columns (`super::block_steps`); the kernels (`super::blocks_avx2` on
+//! x86-64 with AVX2, `super::blocks_sdot` on aarch64 with the dot product) take a tile of
+//! 4 rows, sum codes times digits in 32-bit lanes exactly (the bounds are in their docs),
+//! and add each lane times its weights' scale and x's scale `t` in f32 lanes. The
+//! constants (offsets, minima, code biases) times the sum of x over their 16 columns (f64)
+//! are added in f64 — the values of gguf-py's `dequantize`, x to within its digits'
 //! rounding (`2^-24` of its 32 columns' largest element).
 
+use super::block_steps::{Step, HALF, HALVES};
 use super::blocks::CpuBlocks;
 use super::digits::{block_scale, measure_portable, pow2, row_exponent, split_one};
+use super::kernels::by_tiles;
 use crate::alloc;
 use crate::error::Result;
-use crate::import::gguf_blocks::BlockType;
 use std::ops::Range;
 
 #[cfg(target_arch = "x86_64")]
@@ -25,22 +23,18 @@ use super::blocks_avx2 as kernel;
 #[cfg(target_arch = "aarch64")]
 use super::blocks_sdot as kernel;
 
-/// Columns per x scale: a Q4_K sub-block.
+/// Columns per x scale.
 pub(super) const SUB_BLOCK: usize = 32;
-/// Weights per block of every type the kernels take.
-pub(super) const K_BLOCK: usize = 256;
-/// Weights per Q6_K scale.
-pub(super) const Q6K_RUN: usize = 16;
 
-/// Whether this CPU runs the kernel (x86-64: AVX2 and FMA; aarch64: the dot product).
+/// Whether this CPU runs the kernels (x86-64: AVX2 and FMA; aarch64: the dot product).
 pub fn supported() -> bool {
     kernel::supported()
 }
 
-/// Whether the kernel runs a GEMV of `m` rows on `blocks`: Q4_K, Q5_K or Q6_K, one row of
-/// x.
+/// Whether the kernels run a GEMV of `m` rows on `blocks`: one row of x, on blocks whose
+/// scales keep the kernels' f32 lanes in range ([`CpuBlocks::integer_scales`]).
 pub fn runs(blocks: &CpuBlocks, m: usize) -> bool {
-    m == 1 && matches!(blocks.ty, BlockType::Q4K | BlockType::Q5K | BlockType::Q6K) && supported()
+    m == 1 && blocks.integer_scales && supported()
 }
 
 /// One row of x in digits, column by column.
@@ -49,8 +43,6 @@ pub struct ColumnDigits {
     pub(super) planes: Vec<i8>,
     /// `[k / 32]` the scale `t` of each 32 columns (0 where they are all zero).
     pub(super) scales: Vec<f32>,
-    /// `[k / 32]` the sum of each 32 columns of x, in f64.
-    pub(super) sums: Vec<f64>,
     /// `[k / 16]` the sum of each 16 columns of x, in f64.
     pub(super) half_sums: Vec<f64>,
     /// `E`: the digits stand for `x·2^-E`.
@@ -74,7 +66,7 @@ impl ColumnDigits {
         }
         let exponent = row_exponent(maxima.iter().fold(0f32, |m, &v| m.max(v)));
         let half_sums = alloc::collect(
-            x.chunks_exact(Q6K_RUN)
+            x.chunks_exact(HALF)
                 .map(|run| run.iter().map(|&v| f64::from(v)).sum()),
             "the activations' sums per 16",
         )?;
@@ -99,7 +91,6 @@ impl ColumnDigits {
         Ok(Some(ColumnDigits {
             planes,
             scales,
-            sums,
             half_sums,
             exponent,
             k,
@@ -107,34 +98,54 @@ impl ColumnDigits {
     }
 }
 
-/// Rows `rows` of the Q4_K, Q5_K or Q6_K `blocks` (rows of `xd.k` columns) times x in
-/// digits; `out` gets one value per row. The CPU must run the kernel on them ([`runs`],
-/// asserted).
+/// Rows `rows` of `blocks` (rows of `xd.k` columns) times x in digits; `out` gets one
+/// value per row. The CPU must run the kernels on them ([`runs`], asserted).
 pub fn rows(blocks: &CpuBlocks, xd: &ColumnDigits, rows: Range<usize>, out: &mut [f32]) {
     assert!(runs(blocks, 1));
-    // One row of blocks times x; the CPU must run it and the row hold k / 256 blocks.
-    let row_dot: unsafe fn(&[u8], &ColumnDigits) -> f32 = match blocks.ty {
-        BlockType::Q4K => kernel::k_row::<false>,
-        BlockType::Q5K => kernel::k_row::<true>,
-        _ => kernel::q6k_row,
-    };
-    let row_bytes = xd.k / K_BLOCK * blocks.ty.block_bytes();
+    let ty = blocks.ty;
+    let row_bytes = xd.k / ty.block_elements() * ty.block_bytes();
+    assert!(xd.k.is_multiple_of(ty.block_elements()));
     assert!(rows.end * row_bytes <= blocks.bytes.len() && out.len() >= rows.len());
-    for (row, y) in rows.zip(out.iter_mut()) {
-        let bytes = &blocks.bytes[row * row_bytes..][..row_bytes];
-        // SAFETY: the CPU runs the kernel (asserted); the row holds k / 256 blocks and the
-        // digits k columns.
-        *y = unsafe { row_dot(bytes, xd) };
+    let tile = kernel::tile(ty);
+    by_tiles(rows, out, |picked| {
+        let rows = picked.map(|row| &blocks.bytes[row * row_bytes..][..row_bytes]);
+        // SAFETY: the CPU runs the kernels (asserted); each row holds k / block blocks of
+        // the type the kernel was built for, and the digits k columns.
+        unsafe { tile(rows, xd) }
+    });
+}
+
+/// The constants of `step` (its first `columns` columns, from column `first` of the row)
+/// times the sums of x over their 16 columns.
+pub(super) fn constants_of(step: &Step, xd: &ColumnDigits, first: usize, columns: usize) -> f64 {
+    let sums = &xd.half_sums[first / HALF..][..columns / HALF];
+    let mut lanes = [0f64; 2];
+    // Columns come in runs of 32: two halves.
+    for (c, sum) in step.constants[..HALVES]
+        .chunks_exact(2)
+        .zip(sums.chunks_exact(2))
+    {
+        lanes[0] += f64::from(c[0]) * sum[0];
+        lanes[1] += f64::from(c[1]) * sum[1];
     }
+    lanes[0] + lanes[1]
+}
+
+/// A row's result: its products `products` (units of `2^E`) and its constants' sum
+/// `constants` (plain units).
+pub(super) fn finish(products: f64, xd: &ColumnDigits, constants: f64) -> f32 {
+    (products * pow2(xd.exponent) + constants) as f32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cpu::reference::gemv_dense;
+    use crate::import::gguf_blocks::BlockType;
 
     /// Pseudo-random blocks of `ty` for an `n` × `k` matrix: random codes and scale bytes,
-    /// small finite f16 scales.
+    /// small f16 scales of either sign, MXFP4 exponents around 2^0, NVFP4 scales without
+    /// the NaN.
     fn tensor(ty: BlockType, n: usize, k: usize, seed: u64) -> Vec<u8> {
         let mut state = seed;
         let mut next = move || {
@@ -149,41 +160,60 @@ mod tests {
             .collect();
         for block in bytes.chunks_exact_mut(size) {
             for &(at, _) in ty.f16_scale_fields() {
-                let v = half::f16::from_f32(0.001 + (next() % 1000) as f32 * 1e-5);
+                let sign = if next() % 4 == 0 { -1.0 } else { 1.0 };
+                let v = half::f16::from_f32(sign * (0.001 + (next() % 1000) as f32 * 1e-5));
                 block[at..at + 2].copy_from_slice(&v.to_le_bytes());
+            }
+            match ty {
+                BlockType::Mxfp4 => block[0] = 112 + (next() % 32) as u8,
+                BlockType::Nvfp4 => block[..4].iter_mut().for_each(|s| *s &= 0x7E),
+                _ => {}
             }
         }
         bytes
     }
 
-    #[test]
-    fn the_integer_gemv_on_k_quants_matches_the_f64_reference() {
-        let (n, k) = (37, 1024);
-        if !supported() {
-            // A CPU without AVX2 keeps the f32 decode on every type.
-            let q4k = CpuBlocks::new(BlockType::Q4K, &tensor(BlockType::Q4K, 1, 256, 1)).unwrap();
-            assert!(!runs(&q4k, 1));
-            return;
-        }
+    /// x over six orders of magnitude, 32 columns of zeros and one subnormal element.
+    fn activations(k: usize) -> Vec<f32> {
         let mut state = 0x1234_5678u64;
-        // x over six orders of magnitude, 32 columns of zeros and one subnormal element.
         let mut x: Vec<f32> = (0..k)
             .map(|i| {
                 state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
                 let u = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-                u * 10f32.powi((i / 160) as i32 - 3)
+                u * 10f32.powi((i * 6 / k) as i32 - 3)
             })
             .collect();
         x[64..96].fill(0.0);
         x[7] = 1e-40;
-        let xd = ColumnDigits::new(&x, k).unwrap().unwrap();
-        for ty in [BlockType::Q4K, BlockType::Q5K, BlockType::Q6K] {
+        x
+    }
+
+    /// Every type, on 37 rows (a tile's tail) of 1024 columns, or 1088 (a last step of 64
+    /// columns) where its block is smaller than 256: within 1e-6 of the f64 reference of
+    /// the decoded weights, every row written.
+    #[test]
+    fn the_integer_gemv_on_every_block_type_matches_the_f64_reference() {
+        let n = 37;
+        if !supported() {
+            // A CPU without the kernels keeps the f32 decode on every type.
+            let q4k = CpuBlocks::new(BlockType::Q4K, &tensor(BlockType::Q4K, 1, 256, 1)).unwrap();
+            assert!(!runs(&q4k, 1));
+            return;
+        }
+        for ty in BlockType::ALL {
+            let k = if ty.block_elements() == 256 {
+                1024
+            } else {
+                1088
+            };
+            let x = activations(k);
+            let xd = ColumnDigits::new(&x, k).unwrap().unwrap();
             let bytes = tensor(ty, n, k, 0x5EED);
             let blocks = CpuBlocks::new(ty, &bytes).unwrap();
             assert!(runs(&blocks, 1) && !runs(&blocks, 2));
             let mut w = vec![0f32; n * k];
-            let size = ty.block_bytes();
-            for (block, w) in bytes.chunks_exact(size).zip(w.chunks_exact_mut(K_BLOCK)) {
+            let (size, elems) = (ty.block_bytes(), ty.block_elements());
+            for (block, w) in bytes.chunks_exact(size).zip(w.chunks_exact_mut(elems)) {
                 ty.decode(block, w);
             }
             let want = gemv_dense(&w, &x, n, k, 1);
@@ -207,12 +237,36 @@ mod tests {
                 ty.name(),
                 err / norm
             );
+            // A span of rows from the middle writes exactly its rows.
+            let mut part = vec![f32::NAN; 6];
+            rows(&blocks, &xd, 9..14, &mut part);
+            assert_eq!(part[..5], y[9..14], "{}", ty.name());
+            assert!(part[5].is_nan());
         }
-        // Another type keeps the f32 decode.
-        let q8 = CpuBlocks::new(BlockType::Q8_0, &tensor(BlockType::Q8_0, 1, 256, 1)).unwrap();
-        assert!(!runs(&q8, 1));
-        // An infinite element leaves x to the f32 kernel.
+    }
+
+    #[test]
+    fn mxfp4_exponents_far_from_one_keep_the_f32_decode() {
+        let mut bytes = tensor(BlockType::Mxfp4, 2, 64, 3);
+        assert!(
+            CpuBlocks::new(BlockType::Mxfp4, &bytes)
+                .unwrap()
+                .integer_scales
+        );
+        for e in [0u8, 63, 193, 0xFE] {
+            bytes[17] = e;
+            assert!(
+                !CpuBlocks::new(BlockType::Mxfp4, &bytes)
+                    .unwrap()
+                    .integer_scales
+            );
+        }
+    }
+
+    #[test]
+    fn an_infinite_element_leaves_x_to_the_f32_kernel() {
+        let mut x = activations(256);
         x[3] = f32::INFINITY;
-        assert!(ColumnDigits::new(&x, k).unwrap().is_none());
+        assert!(ColumnDigits::new(&x, 256).unwrap().is_none());
     }
 }

@@ -1,13 +1,24 @@
-//! The aarch64 kernels of `super::blocks_dot` (ARMv8.2 dot product, `SDOT`): a run of 32
-//! columns is two 16-byte vectors of codes (unsigned, up to 63, so signed bytes too) and of
-//! each digit, and `SDOT` sums 4 products of code and digit into each 32-bit lane; a half's
-//! 16 columns are one vector of 4 lanes, which is also Q6_K's run of one scale. Their speed
-//! is not measured: the tests run under qemu, which emulates `SDOT` in software.
+//! The aarch64 kernels of `super::blocks_dot` (ARMv8.2 dot product, `SDOT`), a tile of 4
+//! rows at a time (each 16 columns' x digits loaded once for the tile's rows), one build
+//! per block type. 16 columns are one 16-byte vector of code values, decoded in a
+//! register from the step's bytes (`half_codes`), and one of each digit; `SDOT` sums 4
+//! products of value and digit into each 32-bit lane, and the 16 columns share one
+//! weight scale. Values are signed bytes: unsigned codes (at most 63) as they are, Q8_0's
+//! bytes, IQ4's and E2M1's values looked up with `TBL`.
+//!
+//! * Values of at most 63 (E2M1's: 12): the three digits are combined in the lanes
+//!   (`|Σ| ≤ 4·63·(127.49·2^16 + 1/2) < 2^31`).
+//! * Values up to 128 (Q8_0, IQ4): the lanes hold `Σ v·(D0·2^8 + D1)` (below `2^25`) and
+//!   `Σ v·D2` apart, each made f32 and multiplied in with the scale (times 256 for the
+//!   first).
+//!
+//! Their speed is not measured: the tests run under qemu, which emulates `SDOT` in
+//! software.
 
-use super::blocks_dot::{ColumnDigits, K_BLOCK, Q6K_RUN, SUB_BLOCK};
-use super::digits::pow2;
+use super::block_steps::{has_constants, step_bytes, CodeClass, Step, HALF, STEP};
+use super::blocks_dot::{constants_of, finish, ColumnDigits, SUB_BLOCK};
+use super::kernels::TILE_ROWS;
 use super::sdot::sdot;
-use crate::import::gguf::q4k_scales_mins;
 use crate::import::gguf_blocks::BlockType;
 use std::arch::aarch64::*;
 
@@ -16,140 +27,155 @@ pub fn supported() -> bool {
     super::sdot::supported()
 }
 
-/// Σ codes·q over the 16 columns from `column` (codes in column order), in 4 lanes of 4
-/// columns: `q = D0·2^16 + D1·2^8 + D2` of x's digits.
+/// The results of a tile of rows (each `xd.k / block` blocks of the type) times x.
+pub(super) type Tile = unsafe fn([&[u8]; TILE_ROWS], &ColumnDigits) -> [f32; TILE_ROWS];
+
+/// The tile kernel for `ty`.
+pub(super) fn tile(ty: BlockType) -> Tile {
+    let builds: [Tile; BlockType::ALL.len()] = [
+        tile_of::<0>,
+        tile_of::<1>,
+        tile_of::<2>,
+        tile_of::<3>,
+        tile_of::<4>,
+        tile_of::<5>,
+        tile_of::<6>,
+        tile_of::<7>,
+        tile_of::<8>,
+        tile_of::<9>,
+        tile_of::<10>,
+    ];
+    let index = BlockType::ALL.iter().position(|&t| t == ty);
+    builds[index.expect("a block type of the list")]
+}
+
+/// `(bytes >> shift) & mask` per byte, `shift` below 8.
+#[target_feature(enable = "neon")]
+fn bits_at(bytes: uint8x16_t, shift: usize, mask: u8) -> uint8x16_t {
+    vandq_u8(
+        vshlq_u8(bytes, vdupq_n_s8(-(shift as i8))),
+        vdupq_n_u8(mask),
+    )
+}
+
+/// 16 in byte `j` where bit `j` of `bits` (16 bits) is set, else 0 (Q5_0's and Q5_1's
+/// fifth bits).
+#[target_feature(enable = "neon")]
+fn fifth_bits(bits: u32) -> uint8x16_t {
+    let spread = vcombine_u8(vdup_n_u8(bits as u8), vdup_n_u8((bits >> 8) as u8));
+    let bit = vreinterpretq_u8_u64(vdupq_n_u64(0x8040_2010_0804_0201));
+    vandq_u8(vtstq_u8(spread, bit), vdupq_n_u8(16))
+}
+
+/// The 16 codes of half `half` (columns `16·half..`) of a step of `ty` whose bytes start
+/// at `step`: unsigned codes, Q8_0's bytes, or table indices.
 ///
 /// # Safety
-/// Advanced SIMD and the dot product; `column + 16 ≤ xd.k`.
-#[target_feature(enable = "neon,dotprod")]
-unsafe fn lanes_of(codes: uint8x16_t, xd: &ColumnDigits, column: usize) -> int32x4_t {
-    let codes = vreinterpretq_s8_u8(codes);
-    let digits = |plane: usize| {
-        // SAFETY: 16 of the plane's k digits (the caller's contract).
-        unsafe { vld1q_s8(xd.planes.as_ptr().add(plane * xd.k + column)) }
+/// Advanced SIMD; the step's blocks up to the half's are readable at `step`.
+#[target_feature(enable = "neon")]
+#[inline]
+unsafe fn half_codes(ty: BlockType, step: *const u8, half: usize) -> uint8x16_t {
+    let (run, part) = (half / 2, half % 2);
+    let load = |offset: usize| {
+        // SAFETY: 16 bytes within the step's blocks (the caller's contract; offsets by
+        // the layouts of `import::gguf_blocks`).
+        unsafe { vld1q_u8(step.add(offset)) }
     };
-    let mut sum = sdot(vdupq_n_s32(0), codes, digits(0));
-    sum = vshlq_n_s32::<8>(sum);
-    sum = sdot(sum, codes, digits(1));
-    sum = vshlq_n_s32::<8>(sum);
-    sdot(sum, codes, digits(2))
-}
-
-/// Two 16-byte vectors from `at`.
-///
-/// # Safety
-/// Advanced SIMD; 32 readable bytes at `at`.
-#[target_feature(enable = "neon")]
-unsafe fn load32(at: *const u8) -> [uint8x16_t; 2] {
-    // SAFETY: 32 bytes (the caller's contract).
-    unsafe { [vld1q_u8(at), vld1q_u8(at.add(16))] }
-}
-
-/// `v` shifted right by `bits` (0..8) in every byte.
-#[target_feature(enable = "neon")]
-fn shift_right(v: uint8x16_t, bits: usize) -> uint8x16_t {
-    vshlq_u8(v, vdupq_n_s8(-(bits as i8)))
-}
-
-/// The f32 lanes of `acc` summed, in units of `2^E`, made a result with the offsets' sum
-/// `offsets` (plain units) subtracted.
-#[target_feature(enable = "neon")]
-fn result(acc: float32x4_t, xd: &ColumnDigits, offsets: f64) -> f32 {
-    (f64::from(vaddvq_f32(acc)) * pow2(xd.exponent) - offsets) as f32
-}
-
-/// One row of Q4_K blocks (`FIFTH` false) or Q5_K blocks (`bytes`, `xd.k / 256` blocks)
-/// times x. Sub-block `s` of a block: the low nibbles (`s` even) or high nibbles of code
-/// bytes `32(s / 2)..`; in Q5_K, with bit `s` of the 32 fifth-bit bytes as the code's
-/// fifth bit.
-///
-/// # Safety
-/// Advanced SIMD and the dot product; `bytes` holds `xd.k / 256` blocks.
-#[target_feature(enable = "neon,dotprod")]
-pub(super) unsafe fn k_row<const FIFTH: bool>(bytes: &[u8], xd: &ColumnDigits) -> f32 {
-    let (low, one) = (vdupq_n_u8(15), vdupq_n_u8(1));
-    let (block_bytes, codes_at) = match FIFTH {
-        true => (BlockType::Q5K.block_bytes(), 48),
-        false => (BlockType::Q4K.block_bytes(), 16),
+    let qh = |offset: usize| {
+        // SAFETY: as `load`.
+        u32::from_le_bytes(unsafe { step.add(offset).cast::<[u8; 4]>().read_unaligned() })
     };
-    let mut acc = vdupq_n_f32(0.0);
-    let mut minima = 0f64;
-    for (b, block) in bytes.chunks_exact(block_bytes).enumerate() {
-        let f16_at = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32();
-        let (d, dmin) = (f16_at(0), f16_at(2));
-        let (scales, mins) = q4k_scales_mins(&block[4..16]);
-        // SAFETY: the block's 32 fifth-bit bytes (read only for Q5_K).
-        let fifth = FIFTH.then(|| unsafe { load32(block.as_ptr().add(16)) });
-        for chunk in 0..4 {
-            // SAFETY: 32 of the block's 128 code bytes.
-            let codes = unsafe { load32(block.as_ptr().add(codes_at + 32 * chunk)) };
-            for half in 0..2 {
-                let s = 2 * chunk + half;
-                let sub = b * (K_BLOCK / SUB_BLOCK) + s;
-                let scale = d * f32::from(scales[s]) * xd.scales[sub];
-                for part in 0..2 {
-                    let nibbles = match half {
-                        0 => vandq_u8(codes[part], low),
-                        _ => vshrq_n_u8::<4>(codes[part]),
-                    };
-                    let codes = match fifth {
-                        Some(bits) => {
-                            let bit = vandq_u8(shift_right(bits[part], s), one);
-                            vorrq_u8(nibbles, vshlq_n_u8::<4>(bit))
-                        }
-                        None => nibbles,
-                    };
-                    // SAFETY: the sub-block's 32 columns lie within k.
-                    let sum = unsafe { lanes_of(codes, xd, sub * SUB_BLOCK + 16 * part) };
-                    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(sum), scale);
+    // Of 16 bytes of nibbles: the low ones for the first half of a run, else the high ones.
+    let nibble = |bytes: uint8x16_t| match part {
+        0 => vandq_u8(bytes, vdupq_n_u8(0x0F)),
+        _ => vshrq_n_u8::<4>(bytes),
+    };
+    match ty {
+        BlockType::Q4K => bits_at(load(16 + 32 * (run / 2) + 16 * part), 4 * (run % 2), 0x0F),
+        BlockType::Q5K => {
+            let low = bits_at(load(48 + 32 * (run / 2) + 16 * part), 4 * (run % 2), 0x0F);
+            let fifth = bits_at(load(16 + 16 * part), run, 1);
+            vorrq_u8(low, vshlq_n_u8::<4>(fifth))
+        }
+        BlockType::Q6K => {
+            let (h, p) = (run / 4, run % 4);
+            let low = bits_at(load(64 * h + 32 * (p % 2) + 16 * part), 4 * (p / 2), 0x0F);
+            let high = bits_at(load(128 + 32 * h + 16 * part), 2 * p, 3);
+            vorrq_u8(low, vshlq_n_u8::<4>(high))
+        }
+        BlockType::Q4_1 => nibble(load(20 * run + 4)),
+        BlockType::Q5_0 => vorrq_u8(
+            nibble(load(22 * run + 6)),
+            fifth_bits(qh(22 * run + 2) >> (16 * part)),
+        ),
+        BlockType::Q5_1 => vorrq_u8(
+            nibble(load(24 * run + 8)),
+            fifth_bits(qh(24 * run + 4) >> (16 * part)),
+        ),
+        BlockType::Q8_0 => load(34 * run + 2 + 16 * part),
+        BlockType::Iq4Nl => nibble(load(18 * run + 2)),
+        BlockType::Iq4Xs => nibble(load(8 + 16 * run)),
+        BlockType::Mxfp4 => nibble(load(17 * run + 1)),
+        BlockType::Nvfp4 => {
+            // A sub-block of 8 bytes: its low nibbles, then its high ones.
+            // SAFETY: 8 bytes within the block, as `load`.
+            let bytes = unsafe { vld1_u8(step.add(36 * (half / 4) + 4 + 8 * (half % 4))) };
+            vcombine_u8(vand_u8(bytes, vdup_n_u8(0x0F)), vshr_n_u8::<4>(bytes))
+        }
+    }
+}
+
+/// Rows of `BlockType::ALL[T]`.
+///
+/// # Safety
+/// Advanced SIMD and the dot product; each row holds `xd.k / block` blocks of the type.
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn tile_of<const T: usize>(rows: [&[u8]; TILE_ROWS], xd: &ColumnDigits) -> [f32; TILE_ROWS] {
+    let ty = BlockType::ALL[T];
+    let class = CodeClass::of(ty);
+    // SAFETY: 16 bytes.
+    let table = class
+        .table()
+        .map(|values| unsafe { vld1q_s8(values.as_ptr()) });
+    let wide = class.largest() > 63;
+    let mut steps: [Step; TILE_ROWS] = std::array::from_fn(|_| Step::new());
+    let mut acc = [vdupq_n_f32(0.0); TILE_ROWS];
+    let mut constants = [0f64; TILE_ROWS];
+    let bytes = step_bytes(ty);
+    for (s, first) in (0..xd.k).step_by(STEP).enumerate() {
+        let columns = STEP.min(xd.k - first);
+        for r in 0..TILE_ROWS {
+            steps[r].fill(ty, &rows[r][s * bytes..], columns);
+            if has_constants(ty) {
+                constants[r] += constants_of(&steps[r], xd, first, columns);
+            }
+        }
+        for half in 0..columns / HALF {
+            let column = first + HALF * half;
+            let t = xd.scales[column / SUB_BLOCK];
+            // SAFETY: 16 of each plane's k digits.
+            let digits =
+                [0, 1, 2].map(|p| unsafe { vld1q_s8(xd.planes.as_ptr().add(p * xd.k + column)) });
+            for r in 0..TILE_ROWS {
+                // SAFETY: the half lies within the row's step.
+                let codes = unsafe { half_codes(ty, rows[r].as_ptr().add(s * bytes), half) };
+                let values = match table {
+                    Some(table) => vqtbl1q_s8(table, codes),
+                    None => vreinterpretq_s8_u8(codes),
+                };
+                let scale = steps[r].scales[half] * t;
+                let high = sdot(vdupq_n_s32(0), values, digits[0]);
+                let high = sdot(vshlq_n_s32::<8>(high), values, digits[1]);
+                if wide {
+                    let low = sdot(vdupq_n_s32(0), values, digits[2]);
+                    acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(high), 256.0 * scale);
+                    acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(low), scale);
+                } else {
+                    let sum = sdot(vshlq_n_s32::<8>(high), values, digits[2]);
+                    acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(sum), scale);
                 }
-                minima += f64::from(dmin * f32::from(mins[s])) * xd.sums[sub];
             }
         }
     }
-    result(acc, xd, minima)
-}
-
-/// One row of Q6_K blocks (`bytes`, `xd.k / 256` blocks) times x. Element `128h + 32p +
-/// l` of a block: the low nibble of low byte `64h + 32(p % 2) + l` (the high one for
-/// p ≥ 2) and bits `2p, 2p + 1` of high byte `32h + l`, minus 32; scale `(128h + 32p +
-/// l) / 16`.
-///
-/// # Safety
-/// Advanced SIMD and the dot product; `bytes` holds `xd.k / 256` blocks.
-#[target_feature(enable = "neon,dotprod")]
-pub(super) unsafe fn q6k_row(bytes: &[u8], xd: &ColumnDigits) -> f32 {
-    let (low, two) = (vdupq_n_u8(15), vdupq_n_u8(3));
-    let mut acc = vdupq_n_f32(0.0);
-    let mut offsets = 0f64;
-    for (b, block) in bytes.chunks_exact(BlockType::Q6K.block_bytes()).enumerate() {
-        let d = half::f16::from_le_bytes([block[208], block[209]]).to_f32();
-        let scales = &block[192..208];
-        for h in 0..2 {
-            // SAFETY: 32 of the block's 64 high bytes.
-            let highs = unsafe { load32(block.as_ptr().add(128 + 32 * h)) };
-            for p in 0..4 {
-                // SAFETY: 32 of the block's 128 low bytes.
-                let lows = unsafe { load32(block.as_ptr().add(64 * h + 32 * (p % 2))) };
-                let column = b * K_BLOCK + 128 * h + 32 * p;
-                let t = xd.scales[column / SUB_BLOCK];
-                for part in 0..2 {
-                    let nibbles = match p / 2 {
-                        0 => vandq_u8(lows[part], low),
-                        _ => vshrq_n_u8::<4>(lows[part]),
-                    };
-                    let bits = vandq_u8(shift_right(highs[part], 2 * p), two);
-                    let codes = vorrq_u8(nibbles, vshlq_n_u8::<4>(bits));
-                    let run = 8 * h + 2 * p + part;
-                    let scale = d * f32::from(scales[run] as i8);
-                    // SAFETY: the 16 columns lie within k.
-                    let sum = unsafe { lanes_of(codes, xd, column + 16 * part) };
-                    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(sum), scale * t);
-                    let half = column / Q6K_RUN + part;
-                    offsets += 32.0 * f64::from(scale) * xd.half_sums[half];
-                }
-            }
-        }
-    }
-    result(acc, xd, offsets)
+    std::array::from_fn(|r| finish(f64::from(vaddvq_f32(acc[r])), xd, constants[r]))
 }

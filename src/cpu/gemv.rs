@@ -4,9 +4,8 @@
 //! [`Isa::Avx512Vnni`], [`Isa::Avx2`] and [`Isa::NeonDot`], into 8-bit digits for the integer kernel
 //! ([`kernels::integer_kernel`]; on x86-64 the f32 kernels measured faster from m = 2:
 //! they decode each piece of W once for up to 4 x rows; aarch64 follows, unmeasured).
-//! GGUF blocks decode in the kernel (`super::blocks`), but for a row of x on Q4_K, Q5_K or
-//! Q6_K blocks on the x86-64 families and [`Isa::NeonDot`], which goes into digits for
-//! `super::blocks_dot`.
+//! GGUF blocks decode in the kernel (`super::blocks`), but for a row of x on the x86-64
+//! families and [`Isa::NeonDot`], which goes into digits for `super::blocks_dot`.
 //! Scoped threads take chunks of W's rows from a shared counter.
 
 use super::digits::Digits;

@@ -3,6 +3,8 @@
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2dot;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod block_steps;
 pub mod blocks;
 #[cfg(target_arch = "x86_64")]
 pub mod blocks_avx2;

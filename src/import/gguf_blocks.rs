@@ -31,12 +31,12 @@
 use crate::error::{invalid, Error, Result};
 
 /// IQ4_NL's and IQ4_XS's values.
-const IQ4_VALUES: [i8; 16] = [
+pub(crate) const IQ4_VALUES: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
 
 /// E2M1 values, doubled (integers), by code.
-const FP4_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+pub(crate) const FP4_DOUBLED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 /// A GGUF block type decoded on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -319,7 +319,7 @@ fn look_up(values: &[f32; 16], codes: &[u8], out: &mut [f32]) {
 
 /// An E8M0 exponent as f32, halved (`2^(e − 128)`): the factor of MXFP4's doubled E2M1
 /// values, as ggml's `GGML_E8M0_TO_FP32_HALF` (subnormal for e < 2).
-fn e8m0_half(e: u8) -> f32 {
+pub(crate) fn e8m0_half(e: u8) -> f32 {
     let bits = match e {
         0 | 1 => 0x0020_0000u32 << e,
         _ => u32::from(e - 1) << 23,
@@ -328,7 +328,7 @@ fn e8m0_half(e: u8) -> f32 {
 }
 
 /// An unsigned E4M3 scale (bias 7, no infinities; 0x7F the NaN) as f32.
-fn ue4m3(x: u8) -> f32 {
+pub(crate) fn ue4m3(x: u8) -> f32 {
     let (e, m) = (u32::from((x >> 3) & 0x0F), u32::from(x & 0x07));
     match e {
         // m · 2^-9, exact.
