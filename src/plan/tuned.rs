@@ -498,15 +498,27 @@ pub fn candidates(table: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
             }
         }
     }
-    nearest_first(table, all, |s| {
-        [
-            steps(s.workgroup, table.workgroup),
-            steps(s.rows, table.rows),
-            steps(s.split, table.split),
-            steps(s.unroll, table.unroll),
-            u32::from(s.word_lanes != table.word_lanes),
-        ]
-    })
+    nearest_first(table, all, |s| simt_distance(s, table))
+}
+
+/// Each field's steps from `s` to `table`: workgroup, rows, split, unroll, word steps.
+fn simt_distance(s: &SimtGemv, table: &SimtGemv) -> [u32; 5] {
+    [
+        steps(s.workgroup, table.workgroup),
+        steps(s.rows, table.rows),
+        steps(s.split, table.split),
+        steps(s.unroll, table.unroll),
+        u32::from(s.word_lanes != table.word_lanes),
+    ]
+}
+
+/// The [`candidates`] around `shape` one step from it (one field doubled, halved or, for
+/// word steps, switched): where a tuning run climbs next.
+pub fn neighbours(shape: &SimtGemv, class: &DeviceClass) -> Vec<SimtGemv> {
+    candidates(shape, class)
+        .into_iter()
+        .filter(|s| simt_distance(s, shape).iter().sum::<u32>() == 1)
+        .collect()
 }
 
 /// The shapes of the GEMV on GGUF blocks a tuning run times: `table` (the device row's)
@@ -754,6 +766,41 @@ mod tests {
             SimtGroup::ALL[6].to_string(),
             "short rows, many rows, m = 1"
         );
+    }
+
+    #[test]
+    fn neighbours_are_one_step_from_the_shape() {
+        let class = DeviceClass {
+            family: Family::Other,
+            vendor: 0,
+            cpu: false,
+            subgroup_size: 16,
+            min_subgroup_size: 16,
+            max_shared: 32768,
+            max_workgroup: 512,
+            max_storage_range: 1 << 27,
+            max_groups: [65535, 65535],
+            sm_count: None,
+        };
+        let shape = SimtGemv {
+            workgroup: 128,
+            rows: 4,
+            unroll: 2,
+            split: 2,
+            word_lanes: false,
+        };
+        let near = neighbours(&shape, &class);
+        // Workgroup, rows, split and unroll halved or doubled, word steps switched.
+        assert_eq!(near.len(), 9, "{near:?}");
+        for s in &near {
+            assert!(runnable(s, &class));
+            assert_eq!(simt_distance(s, &shape).iter().sum::<u32>(), 1, "{s:?}");
+        }
+        assert!(near.contains(&SimtGemv {
+            word_lanes: true,
+            ..shape
+        }));
+        assert!(near.contains(&SimtGemv { rows: 8, ..shape }));
     }
 
     #[test]

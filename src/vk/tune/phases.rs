@@ -6,7 +6,7 @@ use super::cases::{case_choice, gemm_case, make_blocks_case, make_case, Case};
 use super::timing::{fastest, GpuTimer, Timing};
 use super::{tuning_of, GemmTunedAt, SimtTuned, TuneOptions};
 use crate::error::{Error, Result};
-use crate::plan::tuned::{blocks_candidates, candidates, BlocksGemvShape, SimtGroup};
+use crate::plan::tuned::{blocks_candidates, candidates, neighbours, BlocksGemvShape, SimtGroup};
 use crate::plan::tuned_gemm::{gemm_candidates, TunedGemmTiles};
 use crate::plan::tuning::{GemmTile, SimtGemv};
 use crate::vk::context::Context;
@@ -19,10 +19,11 @@ use crate::vk::rules::Rules;
 use std::time::{Duration, Instant};
 
 /// Times the SIMT GEMV's shapes on `cases` at each of `ms`, each group of calls
-/// (`SimtGroup`) apart: the row's shape of the group's class of rows, then
-/// `plan::tuned::candidates` around it ([`Timing::candidates`]; each group with calls takes
-/// an equal part of the time left up to `deadline` after `started`); the fastest per group
-/// by the geometric mean of its time against the row's shape.
+/// (`SimtGroup`) apart: from the row's shape of the group's class of rows, climbing
+/// through `plan::tuned::neighbours`, then `plan::tuned::candidates` around the fastest
+/// ([`Timing::climb`]; each group with calls takes an equal part of the time left up to
+/// `deadline` after `started`); the fastest per group by the geometric mean of its time
+/// against the row's shape.
 pub(super) fn tune_simt(
     ctx: &Context,
     timer: Option<&GpuTimer>,
@@ -56,13 +57,12 @@ pub(super) fn tune_simt(
             true => row.simt_gemv,
             false => *row.short_rows_simt_gemv(),
         };
-        let shapes: Vec<SimtGemv> = std::iter::once(table)
-            .chain(
-                candidates(&table, &ctx.rules.class)
-                    .into_iter()
-                    .filter(|s| fixed_lanes.is_none_or(|lanes| s.word_lanes == lanes)),
-            )
-            .collect();
+        let class = &ctx.rules.class;
+        let lanes_allowed = |s: &SimtGemv| fixed_lanes.is_none_or(|lanes| s.word_lanes == lanes);
+        let shapes = 1 + candidates(&table, class)
+            .into_iter()
+            .filter(lanes_allowed)
+            .count();
         let timing = Timing {
             ctx,
             timer,
@@ -71,12 +71,27 @@ pub(super) fn tune_simt(
             workspace: None,
             deadline: (started, started.elapsed() + own),
         };
-        let timed = timing.candidates(shapes.iter().copied(), |shape, case, m| {
-            let mut rules = ctx.rules;
-            let tuning = tuning_of(ctx, shape);
-            rules.simt_groups = [tuning; 8];
-            simt_choice(&rules, case, m)
-        })?;
+        let timed = timing.climb(
+            table,
+            |s| {
+                neighbours(s, class)
+                    .into_iter()
+                    .filter(lanes_allowed)
+                    .collect()
+            },
+            |s| {
+                candidates(s, class)
+                    .into_iter()
+                    .filter(lanes_allowed)
+                    .collect()
+            },
+            |shape, case, m| {
+                let mut rules = ctx.rules;
+                let tuning = tuning_of(ctx, shape);
+                rules.simt_groups = [tuning; 8];
+                simt_choice(&rules, case, m)
+            },
+        )?;
         let (chosen, time_vs_table) = fastest(&timed).unwrap_or((table, 1.0));
         found.push(SimtTuned {
             table,
@@ -85,7 +100,7 @@ pub(super) fn tune_simt(
             timed: timed.len(),
             candidates: match calls.is_empty() {
                 true => 0,
-                false => shapes.len(),
+                false => shapes,
             },
         });
     }
@@ -138,9 +153,10 @@ pub(super) struct IntDotTuned {
 }
 
 /// Times the integer dot-product GEMV's shapes on `calls` of `cases` (its digits pre-pass
-/// included, as a call runs it): the row's rules (`rules`) and the candidates around the
-/// row's shape as the GEMV's one shape ([`Timing::candidates`], within `deadline` from
-/// `started`); the fastest by the geometric mean of its time against the row's rules.
+/// included, as a call runs it): from the row's rules (`rules`), climbing through the
+/// shapes around the row's shape as the GEMV's one shape ([`Timing::climb`], within
+/// `deadline` from `started`); the fastest by the geometric mean of its time against the
+/// row's rules.
 pub(super) fn tune_int_dot(
     ctx: &Context,
     timer: Option<&GpuTimer>,
@@ -167,9 +183,9 @@ pub(super) fn tune_int_dot(
         MemoryKind::Device,
         "q4vk tuning workspace",
     )?;
-    // The row's rules, then each candidate as the GEMV's one shape.
-    let shapes =
-        std::iter::once(None).chain(candidates(&table, &ctx.rules.class).into_iter().map(Some));
+    // From the row's rules (`None`), each candidate as the GEMV's one shape.
+    let class = &ctx.rules.class;
+    let from = |shape: &Option<SimtGemv>| shape.unwrap_or(table);
     let calls: Vec<(usize, u32)> = calls.iter().map(|&(c, m, _)| (c, m)).collect();
     let timing = Timing {
         ctx,
@@ -179,13 +195,18 @@ pub(super) fn tune_int_dot(
         workspace: Some(&workspace),
         deadline: (started, deadline),
     };
-    let timed = timing.candidates(shapes, |shape, case, m| {
-        let mut shape_rules = *rules;
-        if let Some(s) = shape {
-            shape_rules.int_dot_simt = Some(tuning_of(ctx, s));
-        }
-        int_dot_choice(&shape_rules, case, m)
-    })?;
+    let timed = timing.climb(
+        None,
+        |s| neighbours(&from(s), class).into_iter().map(Some).collect(),
+        |s| candidates(&from(s), class).into_iter().map(Some).collect(),
+        |shape, case, m| {
+            let mut shape_rules = *rules;
+            if let Some(s) = shape {
+                shape_rules.int_dot_simt = Some(tuning_of(ctx, s));
+            }
+            int_dot_choice(&shape_rules, case, m)
+        },
+    )?;
     let (chosen, ratio) = fastest(&timed).unwrap_or((None, 1.0));
     Ok(IntDotTuned {
         table,

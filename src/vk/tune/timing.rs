@@ -150,6 +150,70 @@ impl Timing<'_> {
     }
 }
 
+impl Timing<'_> {
+    /// Times shapes from `start` (the row's) by climbing ([`climb`]), each round of
+    /// candidates against the fastest so far with [`Timing::candidates`]; none where there
+    /// are no calls.
+    pub(super) fn climb<S: Copy + PartialEq, K: std::hash::Hash + Eq + Copy>(
+        &self,
+        start: S,
+        neighbours: impl Fn(&S) -> Vec<S>,
+        around: impl Fn(&S) -> Vec<S>,
+        choice: impl Fn(&S, &Case, u32) -> Result<(Choice, K)>,
+    ) -> Result<Vec<(S, f64)>> {
+        if self.calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (started, deadline) = self.deadline;
+        climb(
+            start,
+            (neighbours, around),
+            |best, next| self.candidates(std::iter::once(best).chain(next), &choice),
+            || started.elapsed() < deadline,
+        )
+    }
+}
+
+/// Times shapes from `start` by climbing: each round times the shapes one step from the
+/// fastest so far (`neighbours`, those not yet timed) against it (`time`: the baseline
+/// at 1 and each candidate timed with its ratio, as [`Timing::candidates`]) and moves to
+/// the fastest of them where it beats it by more than the noise margin ([`fastest`]);
+/// where none does, the time left goes to the other shapes `around` the fastest, nearest
+/// it first. A climb reaches a shape several fields away from the row's within a budget
+/// that the nearest-first order spends on the row's neighbours. Stops when `time_left`
+/// says so or nothing is left to time. Returns `start` (at 1) and each timed shape with
+/// its time against `start` (the product of the rounds' ratios).
+pub(super) fn climb<S: Copy + PartialEq>(
+    start: S,
+    (neighbours, around): (impl Fn(&S) -> Vec<S>, impl Fn(&S) -> Vec<S>),
+    mut time: impl FnMut(S, Vec<S>) -> Result<Vec<(S, f64)>>,
+    mut time_left: impl FnMut() -> bool,
+) -> Result<Vec<(S, f64)>> {
+    let mut timed = vec![(start, 1.0)];
+    let mut best = (start, 1.0);
+    let mut climbing = true;
+    while time_left() {
+        let next: Vec<S> = match climbing {
+            true => neighbours(&best.0),
+            false => around(&best.0),
+        }
+        .into_iter()
+        .filter(|s| !timed.iter().any(|(t, _)| t == s))
+        .collect();
+        let round = match next.is_empty() {
+            true => vec![(best.0, 1.0)],
+            false => time(best.0, next)?,
+        };
+        timed.extend(round.iter().skip(1).map(|&(s, ratio)| (s, ratio * best.1)));
+        match (fastest(&round), climbing) {
+            (Some((s, ratio)), true) => best = (s, ratio * best.1),
+            (None, true) => climbing = false,
+            (_, false) => break,
+        }
+    }
+    Ok(timed)
+}
+
 /// Creates the pipelines of `choice` for a call of `m` rows on `case` (host work, while
 /// the GPU idles: done before a batch's timings, not between them).
 fn create_pipelines(ctx: &Context, case: &Case, m: u32, choice: Choice) -> Result<()> {
@@ -417,5 +481,80 @@ impl Drop for GpuTimer<'_> {
     fn drop(&mut self) {
         // SAFETY: the pool is not in use once `chains` has waited (or never submitted).
         unsafe { self.ctx.device.device.destroy_query_pool(self.pool, None) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shapes are points of a grid; a shape's time is its squared distance from (3, 3) plus
+    /// one; its neighbours are one step along an axis within 0..8.
+    fn time_of(p: (i32, i32)) -> f64 {
+        f64::from((p.0 - 3).pow(2) + (p.1 - 3).pow(2) + 1)
+    }
+
+    fn neighbours(p: &(i32, i32)) -> Vec<(i32, i32)> {
+        [(1, 0), (-1, 0), (0, 1), (0, -1)]
+            .map(|(a, b)| (p.0 + a, p.1 + b))
+            .into_iter()
+            .filter(|q| (0..8).contains(&q.0) && (0..8).contains(&q.1))
+            .collect()
+    }
+
+    fn around(p: &(i32, i32)) -> Vec<(i32, i32)> {
+        let mut all: Vec<(i32, i32)> = (0..8).flat_map(|a| (0..8).map(move |b| (a, b))).collect();
+        all.retain(|q| q != p);
+        all.sort_by_key(|q| (q.0 - p.0).abs() + (q.1 - p.1).abs());
+        all
+    }
+
+    #[test]
+    fn a_climb_reaches_the_fastest_shape_several_steps_away() {
+        let mut rounds = 0;
+        let timed = climb(
+            (0, 0),
+            (neighbours, around),
+            |best, next| {
+                rounds += 1;
+                let mut out = vec![(best, 1.0)];
+                out.extend(next.into_iter().map(|s| (s, time_of(s) / time_of(best))));
+                Ok(out)
+            },
+            || true,
+        )
+        .unwrap();
+        let (shape, ratio) = fastest(&timed).unwrap();
+        assert_eq!(shape, (3, 3));
+        assert!((ratio - time_of((3, 3)) / time_of((0, 0))).abs() < 1e-12);
+        // Every shape once, each with its own time against the start.
+        assert_eq!(timed.len(), 64);
+        for &(s, r) in &timed {
+            assert!((r - time_of(s) / time_of((0, 0))).abs() < 1e-12, "{s:?}");
+        }
+        // Six climbing rounds, one that finds nothing faster, then the rest in one.
+        assert_eq!(rounds, 8);
+    }
+
+    #[test]
+    fn a_climb_stops_when_the_budget_does() {
+        let mut rounds = 0;
+        let timed = climb(
+            (0, 0),
+            (neighbours, around),
+            |best, next| {
+                let mut out = vec![(best, 1.0)];
+                out.extend(next.into_iter().map(|s| (s, time_of(s) / time_of(best))));
+                Ok(out)
+            },
+            || {
+                rounds += 1;
+                rounds <= 2
+            },
+        )
+        .unwrap();
+        // Two rounds: the start's two neighbours, then the next point's new ones.
+        assert_eq!(timed.len(), 1 + 2 + 2);
+        assert_eq!(fastest(&timed).unwrap().0, (1, 1));
     }
 }
