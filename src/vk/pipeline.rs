@@ -878,8 +878,9 @@ const MATRIX_BINDINGS: u32 = 4;
 /// (`shaders/epilogue.glsl`).
 pub const EPILOGUE_SPEC_ID: u32 = 20;
 
-/// The pipelines of one kernel, created on first use per key (under the set's lock, so
-/// at most once per key).
+/// The pipelines of one kernel, created on first use per key. Creation runs outside the
+/// set's lock, so that threads create different pipelines at once (tuning does); where
+/// two create the same key, the first stored is kept and the other destroyed.
 struct PipelineSet<K> {
     /// The kernel, as the pipelines' debug names say it.
     kernel: &'static str,
@@ -895,19 +896,27 @@ impl<K: Eq + Hash + std::fmt::Debug> PipelineSet<K> {
     }
 
     /// The pipeline for `key`, made the first time by `create`, which is given the debug
-    /// name of the pipeline ("q4vk <kernel> pipeline <key>").
+    /// name of the pipeline ("q4vk <kernel> pipeline <key>"); a pipeline another thread
+    /// stored for `key` meanwhile wins, and this one is destroyed on `device`.
     fn get_or_create(
         &self,
+        device: &ash::Device,
         key: K,
         create: impl FnOnce(&str) -> Result<vk::Pipeline>,
     ) -> Result<vk::Pipeline> {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(&p) = map.get(&key) {
+        if let Some(&p) = self.map.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(p);
         }
         let pipeline = create(&format!("q4vk {} pipeline {key:?}", self.kernel))?;
-        map.insert(key, pipeline);
-        Ok(pipeline)
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        match map.entry(key) {
+            std::collections::hash_map::Entry::Occupied(stored) => {
+                // SAFETY: the pipeline was created on `device` just now and never used.
+                unsafe { device.destroy_pipeline(pipeline, None) };
+                Ok(*stored.get())
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => Ok(*slot.insert(pipeline)),
+        }
     }
 
     /// How many pipelines were created so far.
@@ -1243,38 +1252,41 @@ impl Pipelines {
                 "gate+up pair pipeline requested from a portable context".into(),
             ));
         }
-        self.pipelines.get_or_create((key, epi), |name| {
-            let module = match (key.pair, key.dot) {
-                (false, _) => module,
-                (true, false) => {
-                    self.lazy_module(&self.pair_modules[0], shaders::GEMV_PAIR, "gemv_q4_pair")?
-                }
-                (true, true) => self.lazy_module(
-                    &self.pair_modules[1],
-                    shaders::GEMV_DOT_PAIR,
-                    "gemv_q4_dot_pair",
-                )?,
-            };
-            self.create(module, &values, epi, name)
-        })
+        self.pipelines
+            .get_or_create(&self.device.device, (key, epi), |name| {
+                let module = match (key.pair, key.dot) {
+                    (false, _) => module,
+                    (true, false) => {
+                        self.lazy_module(&self.pair_modules[0], shaders::GEMV_PAIR, "gemv_q4_pair")?
+                    }
+                    (true, true) => self.lazy_module(
+                        &self.pair_modules[1],
+                        shaders::GEMV_DOT_PAIR,
+                        "gemv_q4_dot_pair",
+                    )?,
+                };
+                self.create(module, &values, epi, name)
+            })
     }
 
     /// The tensor-core pipeline for `key`, created on first use (contexts made with
     /// `coop` only).
     pub fn get_coop(&self, key: CoopKey, epi: Epilogue) -> Result<vk::Pipeline> {
         self.check_coop()?;
-        self.coop_pipelines.get_or_create((key, epi), |name| {
-            self.create(self.coop_module, &key.spec_values(), epi, name)
-        })
+        self.coop_pipelines
+            .get_or_create(&self.device.device, (key, epi), |name| {
+                self.create(self.coop_module, &key.spec_values(), epi, name)
+            })
     }
 
     /// The SIMT GEMM pipeline for `key`, created (with the module, the first time) on first
     /// use.
     pub fn get_gemm(&self, key: GemmKey, epi: Epilogue) -> Result<vk::Pipeline> {
-        self.gemm_pipelines.get_or_create((key, epi), |name| {
-            let module = self.lazy_module(&self.gemm_module, shaders::GEMM, "gemm_q4")?;
-            self.create(module, &key.own_spec_values(), epi, name)
-        })
+        self.gemm_pipelines
+            .get_or_create(&self.device.device, (key, epi), |name| {
+                let module = self.lazy_module(&self.gemm_module, shaders::GEMM, "gemm_q4")?;
+                self.create(module, &key.own_spec_values(), epi, name)
+            })
     }
 
     /// The tensor-core GEMM pipeline for `key`, created (with the module, the first time)
@@ -1283,19 +1295,22 @@ impl Pipelines {
     pub fn get_coop_gemm(&self, key: CoopGemmKey, epi: Epilogue) -> Result<vk::Pipeline> {
         self.check_coop()?;
         let epi = if key.k_slices { Epilogue::NONE } else { epi };
-        self.coop_gemm_pipelines.get_or_create((key, epi), |name| {
-            let module = match key.k_slices {
-                true => self.lazy_module(
-                    &self.coop_gemm_slices_module,
-                    shaders::GEMM_COOP_SLICES,
-                    "gemm_q4_coop_slices",
-                )?,
-                false => {
-                    self.lazy_module(&self.coop_gemm_module, shaders::GEMM_COOP, "gemm_q4_coop")?
-                }
-            };
-            self.create(module, &key.spec_values(), epi, name)
-        })
+        self.coop_gemm_pipelines
+            .get_or_create(&self.device.device, (key, epi), |name| {
+                let module = match key.k_slices {
+                    true => self.lazy_module(
+                        &self.coop_gemm_slices_module,
+                        shaders::GEMM_COOP_SLICES,
+                        "gemm_q4_coop_slices",
+                    )?,
+                    false => self.lazy_module(
+                        &self.coop_gemm_module,
+                        shaders::GEMM_COOP,
+                        "gemm_q4_coop",
+                    )?,
+                };
+                self.create(module, &key.spec_values(), epi, name)
+            })
     }
 
     /// The digits pre-pass's pipeline for `key`, created (with the module, the first time)
@@ -1307,31 +1322,35 @@ impl Pipelines {
                     .into(),
             ));
         }
-        self.digits_pipelines.get_or_create(key, |name| {
-            let module = self.lazy_module(&self.digits_module, shaders::X_DIGITS, "x_digits")?;
-            self.create(module, &key.spec_values(), Epilogue::NONE, name)
-        })
+        self.digits_pipelines
+            .get_or_create(&self.device.device, key, |name| {
+                let module =
+                    self.lazy_module(&self.digits_module, shaders::X_DIGITS, "x_digits")?;
+                self.create(module, &key.spec_values(), Epilogue::NONE, name)
+            })
     }
 
     /// The tensor-core GEMM's fragments pre-pass's pipeline for `key`, created (with the
     /// module, the first time) on first use. It needs no optional feature: tests run it on
     /// any device.
     pub fn get_fragments(&self, key: FragmentsKey) -> Result<vk::Pipeline> {
-        self.fragments_pipelines.get_or_create(key, |name| {
-            let module =
-                self.lazy_module(&self.fragments_module, shaders::X_FRAGMENTS, "x_fragments")?;
-            self.create(module, &key.spec_values(), Epilogue::NONE, name)
-        })
+        self.fragments_pipelines
+            .get_or_create(&self.device.device, key, |name| {
+                let module =
+                    self.lazy_module(&self.fragments_module, shaders::X_FRAGMENTS, "x_fragments")?;
+                self.create(module, &key.spec_values(), Epilogue::NONE, name)
+            })
     }
 
     /// The pipeline adding the tensor-core GEMM's K slices for `key`, created (with the
     /// module, the first time) on first use.
     pub fn get_slices(&self, key: SlicesKey, epi: Epilogue) -> Result<vk::Pipeline> {
-        self.slices_pipelines.get_or_create((key, epi), |name| {
-            let module =
-                self.lazy_module(&self.slices_module, shaders::GEMM_SLICES, "gemm_slices")?;
-            self.create(module, &key.spec_values(), epi, name)
-        })
+        self.slices_pipelines
+            .get_or_create(&self.device.device, (key, epi), |name| {
+                let module =
+                    self.lazy_module(&self.slices_module, shaders::GEMM_SLICES, "gemm_slices")?;
+                self.create(module, &key.spec_values(), epi, name)
+            })
     }
 
     /// The tensor-core GEMM on the SIMT layout's pipeline for `key`, created (with the
@@ -1342,14 +1361,15 @@ impl Pipelines {
                 "tensor-core GEMM on the SIMT layout requested from a context without it".into(),
             ));
         }
-        self.tiles_pipelines.get_or_create((key, epi), |name| {
-            let module = self.lazy_module(
-                &self.tiles_module,
-                shaders::GEMM_COOP_TILES,
-                "gemm_q4_coop_tiles",
-            )?;
-            self.create(module, &key.spec_values(), epi, name)
-        })
+        self.tiles_pipelines
+            .get_or_create(&self.device.device, (key, epi), |name| {
+                let module = self.lazy_module(
+                    &self.tiles_module,
+                    shaders::GEMM_COOP_TILES,
+                    "gemm_q4_coop_tiles",
+                )?;
+                self.create(module, &key.spec_values(), epi, name)
+            })
     }
 
     /// The GEMV on GGUF blocks' pipeline for `key`, created (with the module of the
@@ -1372,35 +1392,36 @@ impl Pipelines {
                 "gate+up pair pipeline on blocks requested from a portable context".into(),
             ));
         }
-        self.blocks_pipelines.get_or_create((key, epi), |name| {
-            let (slots, spv, build) = match (key.pair, key.dot) {
-                (true, dot) => (
-                    &self.blocks_pair_modules[dot as usize],
-                    shaders::gemv_blocks_pair(key.ty, dot),
-                    "gemv_blocks_pair",
-                ),
-                (false, true) => (
-                    &self.blocks_dot_modules,
-                    shaders::gemv_blocks_dot(key.ty),
-                    "gemv_blocks_dot",
-                ),
-                (false, false) => (
-                    &self.blocks_modules,
-                    shaders::gemv_blocks(key.ty, self.portable),
-                    "gemv_blocks",
-                ),
-            };
-            let module = self.type_module(slots, key.ty, spv, build)?;
-            let values = key.spec_values(self.tuning.subgroup);
-            self.create(module, &values, epi, name)
-        })
+        self.blocks_pipelines
+            .get_or_create(&self.device.device, (key, epi), |name| {
+                let (slots, spv, build) = match (key.pair, key.dot) {
+                    (true, dot) => (
+                        &self.blocks_pair_modules[dot as usize],
+                        shaders::gemv_blocks_pair(key.ty, dot),
+                        "gemv_blocks_pair",
+                    ),
+                    (false, true) => (
+                        &self.blocks_dot_modules,
+                        shaders::gemv_blocks_dot(key.ty),
+                        "gemv_blocks_dot",
+                    ),
+                    (false, false) => (
+                        &self.blocks_modules,
+                        shaders::gemv_blocks(key.ty, self.portable),
+                        "gemv_blocks",
+                    ),
+                };
+                let module = self.type_module(slots, key.ty, spv, build)?;
+                let values = key.spec_values(self.tuning.subgroup);
+                self.create(module, &values, epi, name)
+            })
     }
 
     /// The GEMM on GGUF blocks' pipeline for `key`, created (with the type's module, the
     /// first time) on first use.
     pub fn get_blocks_gemm(&self, key: BlocksGemmKey, epi: Epilogue) -> Result<vk::Pipeline> {
         self.blocks_gemm_pipelines
-            .get_or_create((key, epi), |name| {
+            .get_or_create(&self.device.device, (key, epi), |name| {
                 let spv = shaders::gemm_blocks(key.ty);
                 let module =
                     self.type_module(&self.blocks_gemm_modules, key.ty, spv, "gemm_blocks")?;
@@ -1418,7 +1439,7 @@ impl Pipelines {
             ));
         }
         self.blocks_tiles_pipelines
-            .get_or_create((key, epi), |name| {
+            .get_or_create(&self.device.device, (key, epi), |name| {
                 let spv = shaders::gemm_blocks_coop(key.ty);
                 let module =
                     self.type_module(&self.blocks_tiles_modules, key.ty, spv, "gemm_blocks_coop")?;
@@ -1448,7 +1469,7 @@ impl Pipelines {
     pub fn get_blocks_frag(&self, key: BlocksFragKey, epi: Epilogue) -> Result<vk::Pipeline> {
         self.check_coop()?;
         self.blocks_frag_pipelines
-            .get_or_create((key, epi), |name| {
+            .get_or_create(&self.device.device, (key, epi), |name| {
                 let spv = shaders::gemm_blocks_frag(key.ty);
                 let module =
                     self.type_module(&self.blocks_frag_modules, key.ty, spv, "gemm_blocks_frag")?;

@@ -3,7 +3,7 @@
 //! blocks' tiles per prefill m, and the GEMV on GGUF blocks' one-pass shape.
 
 use super::cases::{case_choice, gemm_case, make_blocks_case, make_case, Case};
-use super::timing::{fastest, GpuTimer, Timing};
+use super::timing::{fastest, threads, GpuTimer, Timing};
 use super::{tuning_of, GemmTunedAt, SimtTuned, TuneOptions};
 use crate::error::{Error, Result};
 use crate::plan::tuned::{blocks_candidates, candidates, neighbours, BlocksGemvShape, SimtGroup};
@@ -70,6 +70,7 @@ pub(super) fn tune_simt(
             calls,
             workspace: None,
             deadline: (started, started.elapsed() + own),
+            threads: threads(),
         };
         let timed = timing.climb(
             table,
@@ -194,6 +195,7 @@ pub(super) fn tune_int_dot(
         calls: &calls,
         workspace: Some(&workspace),
         deadline: (started, deadline),
+        threads: threads(),
     };
     let timed = timing.climb(
         None,
@@ -317,6 +319,7 @@ pub(super) fn tune_gemm(
             calls: &at,
             workspace: None,
             deadline: (started, from + length * (i as u32 + 1) / ms.len() as u32),
+            threads: threads(),
         };
         // The row's rules, then each candidate but the row's tile as the tile from m.
         let tiles = std::iter::once(None).chain(
@@ -395,6 +398,7 @@ pub(super) fn tune_blocks(
         calls: &calls,
         workspace: None,
         deadline,
+        threads: threads(),
     };
     let timed = timing.candidates(blocks_candidates(&table), |shape, case, m| {
         let mut rules = ctx.rules;

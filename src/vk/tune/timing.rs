@@ -54,6 +54,16 @@ pub(super) struct Timing<'a> {
     pub(super) workspace: Option<&'a Buffer>,
     /// When the timing started, and how long after it candidates may start.
     pub(super) deadline: (Instant, Duration),
+    /// Candidates whose pipelines are created at once, a thread each ([`threads`]).
+    pub(super) threads: usize,
+}
+
+/// Threads that create candidates' pipelines at once: the CPU's cores up to 8 (drivers
+/// compile a pipeline on the thread that creates it).
+pub(super) fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8)
 }
 
 impl Timing<'_> {
@@ -89,18 +99,33 @@ impl Timing<'_> {
             let batch_started = Instant::now();
             let mut batch = Vec::new();
             while started.elapsed() < deadline && batch_started.elapsed() < BATCH {
-                let Some(shape) = shapes.next() else {
-                    break;
-                };
-                let mut kernels = Vec::with_capacity(self.calls.len());
-                for (at, &(c, m)) in self.calls.iter().enumerate() {
-                    let (kernel, key) = choice(&shape, &self.cases[c], m)?;
-                    if key != baseline[at].1 && !seen.contains_key(&(c, m, key)) {
-                        create_pipelines(self.ctx, &self.cases[c], m, kernel)?;
-                    }
-                    kernels.push((kernel, key));
+                // Up to one shape per thread at a time, their pipelines created at once.
+                let mut group = Vec::with_capacity(self.threads);
+                for shape in shapes.by_ref().take(self.threads) {
+                    let kernels = self
+                        .calls
+                        .iter()
+                        .map(|&(c, m)| choice(&shape, &self.cases[c], m))
+                        .collect::<Result<Vec<_>>>()?;
+                    group.push((shape, kernels));
                 }
-                batch.push((shape, kernels));
+                if group.is_empty() {
+                    break;
+                }
+                let new: Vec<Vec<(usize, u32, Choice)>> = group
+                    .iter()
+                    .map(|(_, kernels)| {
+                        let calls = self.calls.iter().zip(kernels).zip(&baseline);
+                        calls
+                            .filter(|&((&(c, m), &(_, key)), &(_, base))| {
+                                key != base && !seen.contains_key(&(c, m, key))
+                            })
+                            .map(|((&(c, m), &(kernel, _)), _)| (c, m, kernel))
+                            .collect()
+                    })
+                    .collect();
+                self.create_all(&new)?;
+                batch.extend(group);
             }
             if batch.is_empty() {
                 break;
@@ -212,6 +237,39 @@ pub(super) fn climb<S: Copy + PartialEq>(
         }
     }
     Ok(timed)
+}
+
+impl Timing<'_> {
+    /// Creates the pipelines of each list of calls in `lists` (case index, m, kernel), a
+    /// thread per list where the system gives one (else on this thread).
+    fn create_all(&self, lists: &[Vec<(usize, u32, Choice)>]) -> Result<()> {
+        let create = |list: &Vec<(usize, u32, Choice)>| -> Result<()> {
+            for &(c, m, kernel) in list {
+                create_pipelines(self.ctx, &self.cases[c], m, kernel)?;
+            }
+            Ok(())
+        };
+        std::thread::scope(|scope| {
+            let spawned: Vec<_> = lists
+                .iter()
+                .map(|list| {
+                    let thread = std::thread::Builder::new().name("q4vk-tune".into());
+                    thread
+                        .spawn_scoped(scope, move || create(list))
+                        .map_err(|_| list)
+                })
+                .collect();
+            for handle in spawned {
+                match handle {
+                    Ok(thread) => thread.join().map_err(|_| {
+                        Error::Internal("a pipeline-creating thread panicked".into())
+                    })??,
+                    Err(list) => create(list)?,
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 /// Creates the pipelines of `choice` for a call of `m` rows on `case` (host work, while
