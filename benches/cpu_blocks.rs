@@ -1,11 +1,13 @@
 //! The CPU context's GEMV on GGUF blocks (`cpu::blocks::CpuBlocks::rows`: each block decoded
 //! to f32 as gguf-py's `dequantize` gives it, then its products summed), one thread, on a
 //! 4096 × 4096 matrix of every block type at m = 1 and 8, and at m = 1 the integer
-//! dot-product kernel a CPU context runs there on x86-64 with AVX2 (`cpu::blocks_dot`):
+//! dot-product kernel a CPU context runs there on x86-64 with AVX2 (`cpu::blocks_dot`), on
+//! x in digits and on x rounded to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`):
 //! the fastest of 7 calls, hot (the matrix's bytes stay in the last-level cache where
 //! they fit).
 //!
-//! Run: `cargo bench --bench cpu_blocks`. Prints one line per type and m.
+//! Run: `cargo bench --bench cpu_blocks [-- TYPE ...]` (type names as `Q4_K`: only those).
+//! Prints one line per type and m.
 
 use q4vk::cpu::blocks::CpuBlocks;
 use q4vk::import::gguf_blocks::BlockType;
@@ -41,7 +43,12 @@ fn blocks(ty: BlockType, n: usize, k: usize) -> Vec<u8> {
 fn main() {
     let (n, k) = (4096usize, 4096usize);
     println!("CPU GEMV on GGUF blocks, {n} x {k}, one thread, fastest of 7 calls (hot)");
-    for ty in BlockType::ALL {
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let chosen = |ty: &BlockType| named.is_empty() || named.iter().any(|a| a == ty.name());
+    for ty in BlockType::ALL.into_iter().filter(chosen) {
         let matrix = CpuBlocks::new(ty, &blocks(ty, n, k)).expect("the matrix");
         for m in [1usize, 8] {
             let x: Vec<f32> = (0..m * k)
@@ -68,26 +75,32 @@ fn main() {
     }
 }
 
-/// The m = 1 GEMV on `matrix` as integer dot products (`cpu::blocks_dot`), the
-/// digits of x made in each call as a CPU context's GEMV makes them.
+/// The m = 1 GEMV on `matrix` as integer dot products (`cpu::blocks_dot`), x in three
+/// digits, then rounded to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`), made in each call as a CPU
+/// context's GEMV makes them.
 #[cfg(target_arch = "x86_64")]
 fn integer_dot(matrix: &CpuBlocks, n: usize, k: usize) {
     use q4vk::cpu::blocks_dot::{rows, ColumnDigits};
     let x: Vec<f32> = (0..k).map(|i| (i * 7 % 13) as f32 * 0.1 - 0.6).collect();
     let mut y = vec![0f32; n];
-    let fastest = (0..7)
-        .map(|_| {
-            let started = Instant::now();
-            let xd = ColumnDigits::new(&x, k)
-                .expect("the digits")
-                .expect("finite x");
-            rows(matrix, &xd, 0..n, &mut y);
-            started.elapsed().as_secs_f64() * 1e6
-        })
-        .fold(f64::INFINITY, f64::min);
-    let checksum: f64 = y.iter().map(|&v| f64::from(v)).sum();
-    println!(
-        "{} m = 1, integer dot products (x in digits, made in the call): {fastest:.0} µs (checksum {checksum:.6e})",
-        matrix.ty.name()
-    );
+    type Make = fn(&[f32], usize) -> q4vk::error::Result<Option<ColumnDigits>>;
+    let forms: [(&str, Make); 2] = [
+        ("x in digits", ColumnDigits::new),
+        ("x rounded to bytes", ColumnDigits::bytes),
+    ];
+    for (form, make) in forms {
+        let fastest = (0..7)
+            .map(|_| {
+                let started = Instant::now();
+                let xd = make(&x, k).expect("the digits").expect("finite x");
+                rows(matrix, &xd, 0..n, &mut y);
+                started.elapsed().as_secs_f64() * 1e6
+            })
+            .fold(f64::INFINITY, f64::min);
+        let checksum: f64 = y.iter().map(|&v| f64::from(v)).sum();
+        println!(
+            "{} m = 1, integer dot products ({form}, made in the call): {fastest:.0} µs (checksum {checksum:.6e})",
+            matrix.ty.name()
+        );
+    }
 }

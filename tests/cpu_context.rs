@@ -590,3 +590,80 @@ fn gemv_host_takes_f16_activations_and_ignores_rounding() {
     }
     unsafe { q4vk_matrix_destroy(mat) };
 }
+
+/// `Q4VK_GEMV_ROUND_X_TO_INT8` on a CPU context: the GEMV of one row on GGUF blocks runs on
+/// x rounded to bytes where the CPU has the integer kernel (x86-64 with AVX2, aarch64 with
+/// the dot product): the product of the decoded weights and x rounded per 32 columns
+/// (`d = a / 127`, `q = round(127·x / a)`), not the exact one; several rows, and CPUs
+/// without the kernel, are exact (the same bits as without the flag).
+#[test]
+fn gemv_host_rounds_x_to_bytes_on_gguf_blocks() {
+    use gpu_support::blocks::{blocks_desc, dequantized, random_blocks};
+    use q4vk::import::gguf_blocks::BlockType;
+    let ctx = cpu(2);
+    let mut rng = Rng(0xB7E5);
+    let kernel = q4vk::cpu::blocks_dot::supported();
+    for ty in [
+        BlockType::Q4K,
+        BlockType::Q6K,
+        BlockType::Q8_0,
+        BlockType::Mxfp4,
+    ] {
+        let (n, k) = (21usize, 512usize);
+        let bytes = random_blocks(&mut rng, ty, n, k);
+        let desc = blocks_desc(ty, n, k, &bytes);
+        let w = dequantized(&desc);
+        let mut mat = std::ptr::null_mut();
+        let status = unsafe { q4vk_matrix_create(ctx.ctx, &desc, &mut mat) };
+        assert_eq!(status, Q4VK_OK, "{}", last_error());
+        for m in [1usize, 2] {
+            let x = rng.vec(m * k);
+            let run = |flags: u32| {
+                let mut y = vec![f32::NAN; m * n];
+                let mut args = gemv_host_args();
+                args.flags = flags;
+                args.m = m as u32;
+                args.x = x.as_ptr().cast();
+                args.x_bytes = 4 * m * k;
+                args.y = y.as_mut_ptr();
+                args.y_len = y.len();
+                let status = unsafe { q4vk_gemv_host(ctx.ctx, mat, &args) };
+                assert_eq!(status, Q4VK_OK, "{}", last_error());
+                y
+            };
+            let (exact, flagged) = (run(0), run(Q4VK_GEMV_ROUND_X_TO_INT8));
+            let what = format!("{} m {m}", ty.name());
+            let want = q4vk::cpu::reference::gemv_dense(&w, &x, n, k, m);
+            let err = q4vk::cpu::reference::relative_error(&exact, &want);
+            assert!(err < 1e-5, "{what}, exact: {err:e}");
+            if !kernel || m > 1 {
+                assert_eq!(
+                    flagged.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    exact.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{what}: the flag changes nothing here"
+                );
+                continue;
+            }
+            let rounded: Vec<f32> = x
+                .chunks_exact(32)
+                .flat_map(|run| {
+                    let a = run.iter().fold(0f32, |a, v| a.max(v.abs()));
+                    let d = a / 127.0;
+                    run.iter().map(move |&v| {
+                        let q = (f64::from(v) * 127.0 / f64::from(a)).round_ties_even();
+                        (f64::from(d) * q) as f32
+                    })
+                })
+                .collect();
+            let want_rounded = q4vk::cpu::reference::gemv_dense(&w, &rounded, n, k, 1);
+            let err = q4vk::cpu::reference::relative_error(&flagged, &want_rounded);
+            assert!(err < 1e-6, "{what}, x rounded: {err:e}");
+            let off = q4vk::cpu::reference::relative_error(&flagged, &want);
+            assert!(
+                off > 1e-5 && off < 3e-2,
+                "{what}: {off:e} from the exact product"
+            );
+        }
+        unsafe { q4vk_matrix_destroy(mat) };
+    }
+}

@@ -78,16 +78,23 @@ pub(super) fn has_constants(ty: BlockType) -> bool {
     )
 }
 
+/// Whether `ty` has a scale (and constant) per 16 columns (Q6_K, NVFP4); the others have
+/// one per run of 32.
+pub(super) fn per_half(ty: BlockType) -> bool {
+    matches!(ty, BlockType::Q6K | BlockType::Nvfp4)
+}
+
 /// Bytes of a step of `ty`: its blocks of 256 columns.
 pub(super) fn step_bytes(ty: BlockType) -> usize {
     STEP / ty.block_elements() * ty.block_bytes()
 }
 
-/// The scales and constants of one row's step of up to 256 columns.
+/// The scales and constants of one row's step of up to 256 columns: one per 16 columns
+/// where the type has them so ([`per_half`]), else one per run of 32 (the first 8).
 pub(super) struct Step {
-    /// The weight scale of each 16 columns.
+    /// The weight scale of each 16 (or 32) columns.
     pub(super) scales: [f32; HALVES],
-    /// The constant of each 16 columns' weights (0 for types without one).
+    /// The constant of each 16 (or 32) columns' weights (0 for types without one).
     pub(super) constants: [f32; HALVES],
 }
 
@@ -113,9 +120,8 @@ impl Step {
                 let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
                 let (sc, m) = q4k_scales_mins(&b[4..16]);
                 for s in 0..8 {
-                    let (scale, constant) = (d * f32::from(sc[s]), -(dmin * f32::from(m[s])));
-                    self.scales[2 * s..][..2].fill(scale);
-                    self.constants[2 * s..][..2].fill(constant);
+                    self.scales[s] = d * f32::from(sc[s]);
+                    self.constants[s] = -(dmin * f32::from(m[s]));
                 }
             }
             BlockType::Q6K => {
@@ -134,7 +140,7 @@ impl Step {
                 for s in 0..8 {
                     let lo = (b[4 + s / 2] >> (4 * (s % 2))) & 0x0F;
                     let hi = ((scales_h >> (2 * s)) & 0x03) as u8;
-                    self.scales[2 * s..][..2].fill(d * f32::from((lo | hi << 4) as i8 - 32));
+                    self.scales[s] = d * f32::from((lo | hi << 4) as i8 - 32);
                 }
             }
             BlockType::Nvfp4 => {
@@ -154,8 +160,8 @@ impl Step {
                         // Q8_0, IQ4_NL.
                         _ => (f16_at(b, 0), 0.0),
                     };
-                    self.scales[2 * j..][..2].fill(scale);
-                    self.constants[2 * j..][..2].fill(constant);
+                    self.scales[j] = scale;
+                    self.constants[j] = constant;
                 }
             }
         }
@@ -218,7 +224,12 @@ mod tests {
             step.fill(ty, &bytes, STEP);
             let largest = f64::from(CodeClass::of(ty).largest());
             for (j, &w) in want.iter().enumerate() {
-                let (scale, constant) = (step.scales[j / HALF], step.constants[j / HALF]);
+                let at = if per_half(ty) {
+                    j / HALF
+                } else {
+                    j / (2 * HALF)
+                };
+                let (scale, constant) = (step.scales[at], step.constants[at]);
                 assert!(
                     constant == 0.0 || has_constants(ty),
                     "{} column {j}",

@@ -16,7 +16,7 @@
 //! Each lane's sum times its weight scale and its 32 columns' x scale is added into an
 //! f32 accumulator per row.
 
-use super::block_steps::{has_constants, step_bytes, CodeClass, Step, HALF, STEP};
+use super::block_steps::{has_constants, per_half, step_bytes, CodeClass, Step, HALF, STEP};
 use super::blocks_dot::{constants_of, finish, ColumnDigits, SUB_BLOCK};
 use super::kernels::TILE_ROWS;
 use crate::import::gguf_blocks::BlockType;
@@ -30,23 +30,23 @@ pub fn supported() -> bool {
 /// The results of a tile of rows (each `xd.k / block` blocks of the type) times x.
 pub(super) type Tile = unsafe fn([&[u8]; TILE_ROWS], &ColumnDigits) -> [f32; TILE_ROWS];
 
-/// The tile kernel for `ty`.
-pub(super) fn tile(ty: BlockType) -> Tile {
-    let builds: [Tile; BlockType::ALL.len()] = [
-        tile_of::<0>,
-        tile_of::<1>,
-        tile_of::<2>,
-        tile_of::<3>,
-        tile_of::<4>,
-        tile_of::<5>,
-        tile_of::<6>,
-        tile_of::<7>,
-        tile_of::<8>,
-        tile_of::<9>,
-        tile_of::<10>,
+/// The tile kernel for `ty` on x in three digits, or in one byte (`one_digit`).
+pub(super) fn tile(ty: BlockType, one_digit: bool) -> Tile {
+    let builds: [[Tile; 2]; BlockType::ALL.len()] = [
+        [tile_of::<0, false>, tile_of::<0, true>],
+        [tile_of::<1, false>, tile_of::<1, true>],
+        [tile_of::<2, false>, tile_of::<2, true>],
+        [tile_of::<3, false>, tile_of::<3, true>],
+        [tile_of::<4, false>, tile_of::<4, true>],
+        [tile_of::<5, false>, tile_of::<5, true>],
+        [tile_of::<6, false>, tile_of::<6, true>],
+        [tile_of::<7, false>, tile_of::<7, true>],
+        [tile_of::<8, false>, tile_of::<8, true>],
+        [tile_of::<9, false>, tile_of::<9, true>],
+        [tile_of::<10, false>, tile_of::<10, true>],
     ];
     let index = BlockType::ALL.iter().position(|&t| t == ty);
-    builds[index.expect("a block type of the list")]
+    builds[index.expect("a block type of the list")][usize::from(one_digit)]
 }
 
 /// 32 bytes from `at`.
@@ -189,12 +189,15 @@ fn lanes_sum(acc: __m256) -> f64 {
     lanes.iter().map(|&v| f64::from(v)).sum()
 }
 
-/// Rows of `BlockType::ALL[T]`.
+/// Rows of `BlockType::ALL[T]`, on x in three digits or (`ONE`) in one byte.
 ///
 /// # Safety
 /// AVX2 and FMA; each row holds `xd.k / block` blocks of the type.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_of<const T: usize>(rows: [&[u8]; TILE_ROWS], xd: &ColumnDigits) -> [f32; TILE_ROWS] {
+unsafe fn tile_of<const T: usize, const ONE: bool>(
+    rows: [&[u8]; TILE_ROWS],
+    xd: &ColumnDigits,
+) -> [f32; TILE_ROWS] {
     let ty = BlockType::ALL[T];
     let class = CodeClass::of(ty);
     // SAFETY: 16 bytes, in both halves.
@@ -205,12 +208,14 @@ unsafe fn tile_of<const T: usize>(rows: [&[u8]; TILE_ROWS], xd: &ColumnDigits) -
     let mut acc = [_mm256_setzero_ps(); TILE_ROWS];
     let mut constants = [0f64; TILE_ROWS];
     let bytes = step_bytes(ty);
+    let planes = if ONE { 1 } else { 3 };
+    debug_assert_eq!(xd.digits, planes);
     for (s, first) in (0..xd.k).step_by(STEP).enumerate() {
         let columns = STEP.min(xd.k - first);
         for r in 0..TILE_ROWS {
             steps[r].fill(ty, &rows[r][s * bytes..], columns);
             if has_constants(ty) {
-                constants[r] += constants_of(&steps[r], xd, first, columns);
+                constants[r] += constants_of(ty, &steps[r], xd, first, columns);
             }
         }
         for run in 0..columns / SUB_BLOCK {
@@ -221,24 +226,35 @@ unsafe fn tile_of<const T: usize>(rows: [&[u8]; TILE_ROWS], xd: &ColumnDigits) -
                 unsafe { xd.planes.as_ptr().add(p * xd.k + column).cast::<u8>() }
             };
             if class == CodeClass::Unsigned {
-                // SAFETY: 32 digits of each plane.
-                let digits = [0, 1, 2].map(|p| unsafe { load32(plane(p)) });
+                let digits = [0, 1, 2].map(|p| match p < planes {
+                    // SAFETY: 32 digits of the plane.
+                    true => unsafe { load32(plane(p)) },
+                    false => _mm256_setzero_si256(),
+                });
                 for r in 0..TILE_ROWS {
                     // SAFETY: the run lies within the row's step.
                     let codes = unsafe { run_codes(ty, rows[r].as_ptr().add(s * bytes), run) };
                     let mut sum = dot4(codes, digits[0]);
-                    sum = _mm256_add_epi32(_mm256_slli_epi32::<8>(sum), dot4(codes, digits[1]));
-                    sum = _mm256_add_epi32(_mm256_slli_epi32::<8>(sum), dot4(codes, digits[2]));
-                    let scales = &steps[r].scales[2 * run..];
-                    let scale =
-                        _mm256_set_m128(_mm_set1_ps(scales[1] * t), _mm_set1_ps(scales[0] * t));
+                    if !ONE {
+                        sum = _mm256_add_epi32(_mm256_slli_epi32::<8>(sum), dot4(codes, digits[1]));
+                        sum = _mm256_add_epi32(_mm256_slli_epi32::<8>(sum), dot4(codes, digits[2]));
+                    }
+                    let scale = match per_half(ty) {
+                        true => {
+                            let halves = &steps[r].scales[2 * run..];
+                            let (low, high) = (halves[0] * t, halves[1] * t);
+                            _mm256_set_m128(_mm_set1_ps(high), _mm_set1_ps(low))
+                        }
+                        false => _mm256_set1_ps(steps[r].scales[run] * t),
+                    };
                     acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[r]);
                 }
             } else {
                 let digits = [0, 1].map(|half| {
-                    [0, 1, 2].map(|p| {
+                    [0, 1, 2].map(|p| match p < planes {
                         // SAFETY: 16 digits of the plane's 32 at the run.
-                        _mm256_cvtepi8_epi16(unsafe { load16(plane(p).add(HALF * half)) })
+                        true => _mm256_cvtepi8_epi16(unsafe { load16(plane(p).add(HALF * half)) }),
+                        false => _mm256_setzero_si256(),
                     })
                 });
                 for r in 0..TILE_ROWS {
@@ -255,15 +271,14 @@ unsafe fn tile_of<const T: usize>(rows: [&[u8]; TILE_ROWS], xd: &ColumnDigits) -
                     for (half, (values, digits)) in halves.into_iter().zip(&digits).enumerate() {
                         let values = _mm256_cvtepi8_epi16(values);
                         let mut sum = _mm256_madd_epi16(values, digits[0]);
-                        sum = _mm256_add_epi32(
-                            _mm256_slli_epi32::<8>(sum),
-                            _mm256_madd_epi16(values, digits[1]),
-                        );
-                        sum = _mm256_add_epi32(
-                            _mm256_slli_epi32::<8>(sum),
-                            _mm256_madd_epi16(values, digits[2]),
-                        );
-                        let scale = _mm256_set1_ps(steps[r].scales[2 * run + half] * t);
+                        if !ONE {
+                            let next = _mm256_madd_epi16(values, digits[1]);
+                            sum = _mm256_add_epi32(_mm256_slli_epi32::<8>(sum), next);
+                            let next = _mm256_madd_epi16(values, digits[2]);
+                            sum = _mm256_add_epi32(_mm256_slli_epi32::<8>(sum), next);
+                        }
+                        let at = if per_half(ty) { 2 * run + half } else { run };
+                        let scale = _mm256_set1_ps(steps[r].scales[at] * t);
                         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[r]);
                     }
                 }

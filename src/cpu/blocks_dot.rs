@@ -10,12 +10,13 @@
 //! are added in f64 — the values of gguf-py's `dequantize`, x to within its digits'
 //! rounding (`2^-24` of its 32 columns' largest element).
 
-use super::block_steps::{Step, HALF, HALVES};
+use super::block_steps::{per_half, Step, HALF};
 use super::blocks::CpuBlocks;
 use super::digits::{block_scale, measure_portable, pow2, row_exponent, split_one};
 use super::kernels::by_tiles;
 use crate::alloc;
 use crate::error::Result;
+use crate::import::gguf_blocks::BlockType;
 use std::ops::Range;
 
 #[cfg(target_arch = "x86_64")]
@@ -37,15 +38,22 @@ pub fn runs(blocks: &CpuBlocks, m: usize) -> bool {
     m == 1 && blocks.integer_scales && supported()
 }
 
-/// One row of x in digits, column by column.
+/// One row of x in digits, column by column: three per column (exact to `2^-24` of each
+/// 32 columns' largest element), or one (x rounded to bytes,
+/// `Q4VK_GEMV_ROUND_X_TO_INT8`).
 pub struct ColumnDigits {
-    /// `[3][k]`: digit `D0` of every column, then `D1`, then `D2`.
+    /// `[planes][k]`: digit `D0` of every column, then `D1`, then `D2`; or the one byte
+    /// `q` of every column.
     pub(super) planes: Vec<i8>,
+    /// Digits per column: 3, or 1 for x rounded to bytes.
+    pub(super) digits: usize,
     /// `[k / 32]` the scale `t` of each 32 columns (0 where they are all zero).
     pub(super) scales: Vec<f32>,
     /// `[k / 16]` the sum of each 16 columns of x, in f64.
     pub(super) half_sums: Vec<f64>,
-    /// `E`: the digits stand for `x·2^-E`.
+    /// `[k / 32]` the sum of each 32 columns of x, in f64.
+    pub(super) run_sums: Vec<f64>,
+    /// `E`: the digits stand for `x·2^-E` (0 for bytes).
     pub(super) exponent: i32,
     /// Columns.
     pub(super) k: usize,
@@ -56,20 +64,11 @@ impl ColumnDigits {
     /// NaN element (the f32 kernel keeps its policy for those). Allocation failures are
     /// `OutOfHostMemory`.
     pub fn new(x: &[f32], k: usize) -> Result<Option<ColumnDigits>> {
-        assert!(k.is_multiple_of(SUB_BLOCK) && x.len() >= k);
-        let x = &x[..k];
-        let count = k / SUB_BLOCK;
-        let mut sums = alloc::filled::<f64>(count, "the activations' block sums")?;
-        let mut maxima = alloc::filled::<f32>(count, "the activations' block maxima")?;
-        if !measure_portable(x, &mut sums, &mut maxima) {
+        let Some((x, maxima, half_sums)) = measured(x, k)? else {
             return Ok(None);
-        }
+        };
+        let count = k / SUB_BLOCK;
         let exponent = row_exponent(maxima.iter().fold(0f32, |m, &v| m.max(v)));
-        let half_sums = alloc::collect(
-            x.chunks_exact(HALF)
-                .map(|run| run.iter().map(|&v| f64::from(v)).sum()),
-            "the activations' sums per 16",
-        )?;
         let mut planes = alloc::filled::<i8>(3 * k, "the activations' digits")?;
         let mut scales = alloc::filled::<f32>(count, "the activations' scales")?;
         let unit = pow2(-exponent);
@@ -90,12 +89,86 @@ impl ColumnDigits {
         }
         Ok(Some(ColumnDigits {
             planes,
+            digits: 3,
             scales,
+            run_sums: run_sums(&half_sums)?,
             half_sums,
             exponent,
             k,
         }))
     }
+
+    /// `x` rounded to one signed byte per column (`Q4VK_GEMV_ROUND_X_TO_INT8`): per 32
+    /// columns the scale `d = a / 127` (`a` their largest magnitude, f32) and `q =
+    /// round(127·x / a)` (in f64, to nearest, ties to even; `|q| ≤ 127`), so each element
+    /// is within `d / 2` of x (and of the f32 `d` times q up to its rounding). The sums per
+    /// 16 columns are those of the rounded x (`d·Σq`), so that the whole result is the
+    /// product of x rounded, constants (offsets, minima) included. `None` and errors as
+    /// [`ColumnDigits::new`].
+    pub fn bytes(x: &[f32], k: usize) -> Result<Option<ColumnDigits>> {
+        let Some((x, maxima, mut half_sums)) = measured(x, k)? else {
+            return Ok(None);
+        };
+        let mut planes = alloc::filled::<i8>(k, "the activations' bytes")?;
+        let mut scales = alloc::filled::<f32>(k / SUB_BLOCK, "the activations' scales")?;
+        let runs = x
+            .chunks_exact(SUB_BLOCK)
+            .zip(planes.chunks_exact_mut(SUB_BLOCK));
+        for ((run, bytes), (&a, d)) in runs.zip(maxima.iter().zip(&mut scales)) {
+            if a == 0.0 {
+                continue;
+            }
+            let factor = 127.0 / f64::from(a);
+            for (q, &v) in bytes.iter_mut().zip(run) {
+                *q = (f64::from(v) * factor).round_ties_even() as i8;
+            }
+            *d = a / 127.0;
+        }
+        for ((sum, bytes), &d) in half_sums
+            .iter_mut()
+            .zip(planes.chunks_exact(HALF))
+            .zip(scales.iter().flat_map(|d| [d, d]))
+        {
+            *sum = f64::from(d) * f64::from(bytes.iter().map(|&q| i32::from(q)).sum::<i32>());
+        }
+        Ok(Some(ColumnDigits {
+            planes,
+            digits: 1,
+            scales,
+            run_sums: run_sums(&half_sums)?,
+            half_sums,
+            exponent: 0,
+            k,
+        }))
+    }
+}
+
+/// The columns of x (`k`, a multiple of 32, asserted), the largest magnitude of each 32
+/// and the f64 sum of each 16; `None` where an element is infinite or NaN.
+type Measured<'a> = Option<(&'a [f32], Vec<f32>, Vec<f64>)>;
+
+/// The sums of each 32 columns from those of each 16.
+fn run_sums(half_sums: &[f64]) -> Result<Vec<f64>> {
+    let pairs = half_sums.chunks_exact(2).map(|pair| pair[0] + pair[1]);
+    alloc::collect(pairs, "the activations' sums per 32")
+}
+
+/// See [`Measured`].
+fn measured(x: &[f32], k: usize) -> Result<Measured<'_>> {
+    assert!(k.is_multiple_of(SUB_BLOCK) && x.len() >= k);
+    let x = &x[..k];
+    let count = k / SUB_BLOCK;
+    let mut sums = alloc::filled::<f64>(count, "the activations' block sums")?;
+    let mut maxima = alloc::filled::<f32>(count, "the activations' block maxima")?;
+    if !measure_portable(x, &mut sums, &mut maxima) {
+        return Ok(None);
+    }
+    let half_sums = alloc::collect(
+        x.chunks_exact(HALF)
+            .map(|run| run.iter().map(|&v| f64::from(v)).sum()),
+        "the activations' sums per 16",
+    )?;
+    Ok(Some((x, maxima, half_sums)))
 }
 
 /// Rows `rows` of `blocks` (rows of `xd.k` columns) times x in digits; `out` gets one
@@ -106,7 +179,7 @@ pub fn rows(blocks: &CpuBlocks, xd: &ColumnDigits, rows: Range<usize>, out: &mut
     let row_bytes = xd.k / ty.block_elements() * ty.block_bytes();
     assert!(xd.k.is_multiple_of(ty.block_elements()));
     assert!(rows.end * row_bytes <= blocks.bytes.len() && out.len() >= rows.len());
-    let tile = kernel::tile(ty);
+    let tile = kernel::tile(ty, xd.digits == 1);
     by_tiles(rows, out, |picked| {
         let rows = picked.map(|row| &blocks.bytes[row * row_bytes..][..row_bytes]);
         // SAFETY: the CPU runs the kernels (asserted); each row holds k / block blocks of
@@ -115,18 +188,28 @@ pub fn rows(blocks: &CpuBlocks, xd: &ColumnDigits, rows: Range<usize>, out: &mut
     });
 }
 
-/// The constants of `step` (its first `columns` columns, from column `first` of the row)
-/// times the sums of x over their 16 columns.
-pub(super) fn constants_of(step: &Step, xd: &ColumnDigits, first: usize, columns: usize) -> f64 {
-    let sums = &xd.half_sums[first / HALF..][..columns / HALF];
+/// The constants of `step` (of `ty`; its first `columns` columns, from column `first` of
+/// the row) times the sums of x over their 16 or 32 columns.
+#[inline]
+pub(super) fn constants_of(
+    ty: BlockType,
+    step: &Step,
+    xd: &ColumnDigits,
+    first: usize,
+    columns: usize,
+) -> f64 {
+    let (sums, count) = match per_half(ty) {
+        true => (&xd.half_sums[first / HALF..], columns / HALF),
+        false => (&xd.run_sums[first / SUB_BLOCK..], columns / SUB_BLOCK),
+    };
+    let (constants, sums) = (&step.constants[..count], &sums[..count]);
     let mut lanes = [0f64; 2];
-    // Columns come in runs of 32: two halves.
-    for (c, sum) in step.constants[..HALVES]
-        .chunks_exact(2)
-        .zip(sums.chunks_exact(2))
-    {
-        lanes[0] += f64::from(c[0]) * sum[0];
-        lanes[1] += f64::from(c[1]) * sum[1];
+    for (c, s) in constants.chunks_exact(2).zip(sums.chunks_exact(2)) {
+        lanes[0] += f64::from(c[0]) * s[0];
+        lanes[1] += f64::from(c[1]) * s[1];
+    }
+    if count % 2 == 1 {
+        lanes[0] += f64::from(constants[count - 1]) * sums[count - 1];
     }
     lanes[0] + lanes[1]
 }
@@ -141,7 +224,6 @@ pub(super) fn finish(products: f64, xd: &ColumnDigits, constants: f64) -> f32 {
 mod tests {
     use super::*;
     use crate::cpu::reference::gemv_dense;
-    use crate::import::gguf_blocks::BlockType;
 
     /// Pseudo-random blocks of `ty` for an `n` × `k` matrix: random codes and scale bytes,
     /// small f16 scales of either sign, MXFP4 exponents around 2^0, NVFP4 scales without
@@ -242,6 +324,71 @@ mod tests {
             rows(&blocks, &xd, 9..14, &mut part);
             assert_eq!(part[..5], y[9..14], "{}", ty.name());
             assert!(part[5].is_nan());
+        }
+    }
+
+    /// x rounded to bytes: every type within 1e-6 of the f64 product of the decoded weights
+    /// and x as its bytes stand for it (`d·q`, d the f32 scale), and within the rounding's
+    /// bound of the exact product.
+    #[test]
+    fn the_integer_gemv_on_x_in_bytes_is_the_product_of_x_rounded() {
+        if !supported() {
+            return;
+        }
+        let n = 37;
+        for ty in BlockType::ALL {
+            let k = if ty.block_elements() == 256 {
+                1024
+            } else {
+                1088
+            };
+            let x = activations(k);
+            let xb = ColumnDigits::bytes(&x, k).unwrap().unwrap();
+            assert_eq!((xb.digits, xb.exponent, xb.planes.len()), (1, 0, k));
+            // The rounded x, and the rounding's bound per element (d / 2).
+            let rounded: Vec<f32> = (0..k)
+                .map(|j| (f64::from(xb.scales[j / SUB_BLOCK]) * f64::from(xb.planes[j])) as f32)
+                .collect();
+            for (j, (&r, &v)) in rounded.iter().zip(&x).enumerate() {
+                let d = f64::from(xb.scales[j / SUB_BLOCK]);
+                assert!(
+                    (f64::from(r) - f64::from(v)).abs() <= 0.5 * d * (1.0 + 1e-6),
+                    "column {j}"
+                );
+            }
+            let bytes = tensor(ty, n, k, 0xB17E);
+            let blocks = CpuBlocks::new(ty, &bytes).unwrap();
+            let mut w = vec![0f32; n * k];
+            let (size, elems) = (ty.block_bytes(), ty.block_elements());
+            for (block, w) in bytes.chunks_exact(size).zip(w.chunks_exact_mut(elems)) {
+                ty.decode(block, w);
+            }
+            let want = gemv_dense(&w, &rounded, n, k, 1);
+            let exact = gemv_dense(&w, &x, n, k, 1);
+            let mut y = vec![f32::NAN; n];
+            rows(&blocks, &xb, 0..n, &mut y);
+            let relative = |want: &[f64]| {
+                let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt();
+                let err = y
+                    .iter()
+                    .zip(want)
+                    .map(|(&a, &b)| (f64::from(a) - b).powi(2));
+                err.sum::<f64>().sqrt() / norm
+            };
+            assert!(relative(&want) < 1e-6, "{}: {}", ty.name(), relative(&want));
+            // Against exact x: each output within Σ|w|·d/2.
+            for (row, (&got, &ex)) in y.iter().zip(&exact).enumerate() {
+                let bound: f64 = (0..k)
+                    .map(|j| {
+                        f64::from(w[row * k + j]).abs() * 0.5 * f64::from(xb.scales[j / SUB_BLOCK])
+                    })
+                    .sum();
+                assert!(
+                    (f64::from(got) - ex).abs() <= bound * 1.001 + 1e-30,
+                    "{} row {row}",
+                    ty.name()
+                );
+            }
         }
     }
 

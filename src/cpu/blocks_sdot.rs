@@ -15,7 +15,7 @@
 //! Their speed is not measured: the tests run under qemu, which emulates `SDOT` in
 //! software.
 
-use super::block_steps::{has_constants, step_bytes, CodeClass, Step, HALF, STEP};
+use super::block_steps::{has_constants, per_half, step_bytes, CodeClass, Step, HALF, STEP};
 use super::blocks_dot::{constants_of, finish, ColumnDigits, SUB_BLOCK};
 use super::kernels::TILE_ROWS;
 use super::sdot::sdot;
@@ -30,23 +30,23 @@ pub fn supported() -> bool {
 /// The results of a tile of rows (each `xd.k / block` blocks of the type) times x.
 pub(super) type Tile = unsafe fn([&[u8]; TILE_ROWS], &ColumnDigits) -> [f32; TILE_ROWS];
 
-/// The tile kernel for `ty`.
-pub(super) fn tile(ty: BlockType) -> Tile {
-    let builds: [Tile; BlockType::ALL.len()] = [
-        tile_of::<0>,
-        tile_of::<1>,
-        tile_of::<2>,
-        tile_of::<3>,
-        tile_of::<4>,
-        tile_of::<5>,
-        tile_of::<6>,
-        tile_of::<7>,
-        tile_of::<8>,
-        tile_of::<9>,
-        tile_of::<10>,
+/// The tile kernel for `ty` on x in three digits, or in one byte (`one_digit`).
+pub(super) fn tile(ty: BlockType, one_digit: bool) -> Tile {
+    let builds: [[Tile; 2]; BlockType::ALL.len()] = [
+        [tile_of::<0, false>, tile_of::<0, true>],
+        [tile_of::<1, false>, tile_of::<1, true>],
+        [tile_of::<2, false>, tile_of::<2, true>],
+        [tile_of::<3, false>, tile_of::<3, true>],
+        [tile_of::<4, false>, tile_of::<4, true>],
+        [tile_of::<5, false>, tile_of::<5, true>],
+        [tile_of::<6, false>, tile_of::<6, true>],
+        [tile_of::<7, false>, tile_of::<7, true>],
+        [tile_of::<8, false>, tile_of::<8, true>],
+        [tile_of::<9, false>, tile_of::<9, true>],
+        [tile_of::<10, false>, tile_of::<10, true>],
     ];
     let index = BlockType::ALL.iter().position(|&t| t == ty);
-    builds[index.expect("a block type of the list")]
+    builds[index.expect("a block type of the list")][usize::from(one_digit)]
 }
 
 /// `(bytes >> shift) & mask` per byte, `shift` below 8.
@@ -125,12 +125,15 @@ unsafe fn half_codes(ty: BlockType, step: *const u8, half: usize) -> uint8x16_t 
     }
 }
 
-/// Rows of `BlockType::ALL[T]`.
+/// Rows of `BlockType::ALL[T]`, on x in three digits or (`ONE`) in one byte.
 ///
 /// # Safety
 /// Advanced SIMD and the dot product; each row holds `xd.k / block` blocks of the type.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn tile_of<const T: usize>(rows: [&[u8]; TILE_ROWS], xd: &ColumnDigits) -> [f32; TILE_ROWS] {
+unsafe fn tile_of<const T: usize, const ONE: bool>(
+    rows: [&[u8]; TILE_ROWS],
+    xd: &ColumnDigits,
+) -> [f32; TILE_ROWS] {
     let ty = BlockType::ALL[T];
     let class = CodeClass::of(ty);
     // SAFETY: 16 bytes.
@@ -142,20 +145,24 @@ unsafe fn tile_of<const T: usize>(rows: [&[u8]; TILE_ROWS], xd: &ColumnDigits) -
     let mut acc = [vdupq_n_f32(0.0); TILE_ROWS];
     let mut constants = [0f64; TILE_ROWS];
     let bytes = step_bytes(ty);
+    let planes = if ONE { 1 } else { 3 };
+    debug_assert_eq!(xd.digits, planes);
     for (s, first) in (0..xd.k).step_by(STEP).enumerate() {
         let columns = STEP.min(xd.k - first);
         for r in 0..TILE_ROWS {
             steps[r].fill(ty, &rows[r][s * bytes..], columns);
             if has_constants(ty) {
-                constants[r] += constants_of(&steps[r], xd, first, columns);
+                constants[r] += constants_of(ty, &steps[r], xd, first, columns);
             }
         }
         for half in 0..columns / HALF {
             let column = first + HALF * half;
             let t = xd.scales[column / SUB_BLOCK];
-            // SAFETY: 16 of each plane's k digits.
-            let digits =
-                [0, 1, 2].map(|p| unsafe { vld1q_s8(xd.planes.as_ptr().add(p * xd.k + column)) });
+            let digits = [0, 1, 2].map(|p| match p < planes {
+                // SAFETY: 16 of the plane's k digits.
+                true => unsafe { vld1q_s8(xd.planes.as_ptr().add(p * xd.k + column)) },
+                false => vdupq_n_s8(0),
+            });
             for r in 0..TILE_ROWS {
                 // SAFETY: the half lies within the row's step.
                 let codes = unsafe { half_codes(ty, rows[r].as_ptr().add(s * bytes), half) };
@@ -163,8 +170,14 @@ unsafe fn tile_of<const T: usize>(rows: [&[u8]; TILE_ROWS], xd: &ColumnDigits) -
                     Some(table) => vqtbl1q_s8(table, codes),
                     None => vreinterpretq_s8_u8(codes),
                 };
-                let scale = steps[r].scales[half] * t;
+                let at = if per_half(ty) { half } else { half / 2 };
+                let scale = steps[r].scales[at] * t;
                 let high = sdot(vdupq_n_s32(0), values, digits[0]);
+                if ONE {
+                    // |v·q| ≤ 128·127 per product: no overflow.
+                    acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(high), scale);
+                    continue;
+                }
                 let high = sdot(vshlq_n_s32::<8>(high), values, digits[1]);
                 if wide {
                     let low = sdot(vdupq_n_s32(0), values, digits[2]);

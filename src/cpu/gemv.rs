@@ -68,6 +68,20 @@ pub fn gemv(
     threads: usize,
     isa: Isa,
 ) -> Result<()> {
+    gemv_rounding(mat, x, y, m, (threads, isa), false)
+}
+
+/// [`gemv`], with x rounded to one byte per element (`x_to_bytes`,
+/// `Q4VK_GEMV_ROUND_X_TO_INT8`) where the integer kernel on GGUF blocks runs
+/// ([`super::blocks_dot::ColumnDigits::bytes`]); elsewhere exact as [`gemv`].
+pub fn gemv_rounding(
+    mat: &CpuMatrix,
+    x: &[f32],
+    y: &mut [f32],
+    m: usize,
+    (threads, isa): (usize, Isa),
+    x_to_bytes: bool,
+) -> Result<()> {
     let (n, k) = (mat.shape.n, mat.shape.k);
     let (xn, yn) = (
         size::product("m * k", &[m, k])?,
@@ -84,7 +98,11 @@ pub fn gemv(
             Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni | Isa::NeonDot
         ) && super::blocks_dot::runs(blocks, m)
         {
-            if let Some(xd) = super::blocks_dot::ColumnDigits::new(x, k)? {
+            let digits = match x_to_bytes {
+                true => super::blocks_dot::ColumnDigits::bytes(x, k)?,
+                false => super::blocks_dot::ColumnDigits::new(x, k)?,
+            };
+            if let Some(xd) = digits {
                 spread(threads, 1, &mut y[..n], |rows, out| {
                     super::blocks_dot::rows(blocks, &xd, rows, out)
                 });
