@@ -1722,7 +1722,9 @@ q4vk_status q4vk_gemv_workspace_size(struct q4vk_context *ctx,
 // or y `q4vk_cmd_gemv` would refuse on this device, before anything is created; a kernel
 // that does not fit the device at some m, the smaller m prepared), or the status of a
 // failed pipeline creation (`OUT_OF_HOST_MEMORY`, `OUT_OF_DEVICE_MEMORY`, `VULKAN`).
-// Thread-safe.
+// Thread-safe: calls on several threads create their pipelines at once (drivers compile
+// a pipeline on the thread that creates it), so an engine may prepare its matrices'
+// shapes on a thread each.
 //
 // # Safety
 // Handles NULL or live.

@@ -127,6 +127,63 @@ fn the_c_entry_prepares_a_range_and_refuses_bad_arguments() {
     gpu.assert_quiet();
 }
 
+/// Threads preparing the same calls at once (their pipelines created outside the sets'
+/// locks): every call succeeds, each pipeline is kept once (as many as one thread
+/// creates on another context), the calls then create none and compute the product, and
+/// validation stays quiet.
+#[test]
+fn threads_prepare_the_same_calls_at_once() {
+    /// A handle shared with the threads (the context is thread-safe).
+    #[derive(Clone, Copy)]
+    struct Shared(
+        *mut q4vk::ffi::context::q4vk_context,
+        *mut q4vk::ffi::matrix::q4vk_matrix,
+    );
+    // SAFETY: q4vk's contexts and matrices may be used from several threads at once.
+    unsafe impl Send for Shared {}
+    let mut rng = Rng(47);
+    let data = random_q4(&mut rng, 45, 128, 32, true, false);
+    let alone = Gpu::new(false);
+    let mat_alone = upload_q4(&alone, &data);
+    let status = unsafe { q4vk_gemv_prepare(alone.ctx, mat_alone, 1, 9, 0) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    let gpu = Gpu::new(false);
+    let mat = upload_q4(&gpu, &data);
+    let shared = Shared(gpu.ctx, mat);
+    let statuses: Vec<u32> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(move || {
+                    // The whole pair moves in (not its fields, which are not `Send`).
+                    let handles = shared;
+                    let Shared(ctx, mat) = handles;
+                    // SAFETY: live handles.
+                    unsafe { q4vk_gemv_prepare(ctx, mat, 1, 9, 0) }
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert!(
+        statuses.iter().all(|&s| s == Q4VK_OK),
+        "{statuses:?}: {}",
+        last_error()
+    );
+    let created = gpu.context().pipelines.created();
+    assert_eq!(created, alone.context().pipelines.created());
+    for m in 1..=9 {
+        let x = rng.vec(m * 128);
+        assert!(check_gemv(&gpu, mat, &data, &x, m) < 1e-5, "m = {m}");
+    }
+    assert_eq!(gpu.context().pipelines.created(), created);
+    unsafe {
+        q4vk_matrix_destroy(mat);
+        q4vk_matrix_destroy(mat_alone);
+    }
+    gpu.assert_quiet();
+    alone.assert_quiet();
+}
+
 /// `q4vk_gemv_plan` for `m`, `flags` and a workspace of `workspace` bytes.
 fn plan(
     gpu: &Gpu,
