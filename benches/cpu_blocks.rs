@@ -2,7 +2,8 @@
 //! to f32 as gguf-py's `dequantize` gives it, then its products summed), one thread, on a
 //! 4096 × 4096 matrix of every block type at m = 1 and 8, and at m = 1 the integer
 //! dot-product kernel a CPU context runs there on x86-64 with AVX2 (`cpu::blocks_dot`), on
-//! x in digits and on x rounded to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`):
+//! x in digits and on x rounded to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`), on one thread and
+//! as a CPU context runs it on every core (`cpu::gemv`, the fastest of 15 calls):
 //! the fastest of 7 calls, hot (the matrix's bytes stay in the last-level cache where
 //! they fit).
 //!
@@ -49,7 +50,8 @@ fn main() {
         .collect();
     let chosen = |ty: &BlockType| named.is_empty() || named.iter().any(|a| a == ty.name());
     for ty in BlockType::ALL.into_iter().filter(chosen) {
-        let matrix = CpuBlocks::new(ty, &blocks(ty, n, k)).expect("the matrix");
+        let tensor = blocks(ty, n, k);
+        let matrix = CpuBlocks::new(ty, &tensor).expect("the matrix");
         for m in [1usize, 8] {
             let x: Vec<f32> = (0..m * k)
                 .map(|i| (i * 7 % 13) as f32 * 0.1 - 0.6)
@@ -71,6 +73,7 @@ fn main() {
         #[cfg(target_arch = "x86_64")]
         if q4vk::cpu::blocks_dot::runs(&matrix, 1) {
             integer_dot(&matrix, n, k);
+            every_core(ty, &tensor, n, k);
         }
     }
 }
@@ -101,6 +104,33 @@ fn integer_dot(matrix: &CpuBlocks, n: usize, k: usize) {
         println!(
             "{} m = 1, integer dot products ({form}, made in the call): {fastest:.0} µs (checksum {checksum:.6e})",
             matrix.ty.name()
+        );
+    }
+}
+
+/// A CPU context's GEMV of one row on `tensor` (`cpu::gemv`, every core), on x in digits
+/// and rounded to bytes.
+#[cfg(target_arch = "x86_64")]
+fn every_core(ty: BlockType, tensor: &[u8], n: usize, k: usize) {
+    use q4vk::cpu::gemv::gemv_rounding;
+    use q4vk::cpu::kernels::Isa;
+    use q4vk::cpu::matrix::CpuMatrix;
+    let mat = CpuMatrix::of_blocks(ty, n, k, tensor).expect("the matrix");
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let x: Vec<f32> = (0..k).map(|i| (i * 7 % 13) as f32 * 0.1 - 0.6).collect();
+    let mut y = vec![0f32; n];
+    for (form, bytes) in [("x in digits", false), ("x rounded to bytes", true)] {
+        let fastest = (0..15)
+            .map(|_| {
+                let started = Instant::now();
+                gemv_rounding(&mat, &x, &mut y, 1, (cores, Isa::detect()), bytes)
+                    .expect("the GEMV");
+                started.elapsed().as_secs_f64() * 1e6
+            })
+            .fold(f64::INFINITY, f64::min);
+        println!(
+            "{} m = 1, CPU context on {cores} threads ({form}): {fastest:.0} µs",
+            ty.name()
         );
     }
 }
