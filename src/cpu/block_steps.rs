@@ -1,6 +1,7 @@
 //! The scales of GGUF blocks, a step of 256 columns at a time, in the form the CPU's
-//! integer dot-product kernels take (`super::blocks_dot`): per 16 columns a weight scale
-//! and a constant, so that every weight is `scale·c + constant` with its code's value `c`
+//! integer dot-product kernels take (`super::blocks_dot`): per run of 32 columns (per 16
+//! for Q6_K and NVFP4: [`per_half`]) a weight scale and a constant, so that every weight
+//! is `scale·c + constant` with its code's value `c`
 //! an integer — the value of gguf-py's `dequantize` up to the rounding of its own product
 //! (`d·sc` and the like are formed as the decode forms them). The kernels decode the
 //! codes themselves, in registers, one run of 32 columns at a time ([`CodeClass`] says

@@ -1,14 +1,15 @@
 //! The m = 1 GEMV on GGUF blocks of every type (CPU contexts) as integer dot products: x
 //! in three signed 8-bit digits per column, in column order, with one scale per 32
-//! columns ([`ColumnDigits`]: the scheme of [`super::digits`]). The matrix is decoded a
-//! step of 256 columns at a time into one code byte per column and a weight scale and
-//! constant per 16 columns (`super::block_steps`); the kernels (`super::blocks_avx2` on
-//! x86-64 with AVX2, `super::blocks_sdot` on aarch64 with the dot product) take a tile of
-//! 4 rows, sum codes times digits in 32-bit lanes exactly (the bounds are in their docs),
-//! and add each lane times its weights' scale and x's scale `t` in f32 lanes. The
-//! constants (offsets, minima, code biases) times the sum of x over their 16 columns (f64)
-//! are added in f64 — the values of gguf-py's `dequantize`, x to within its digits'
-//! rounding (`2^-24` of its 32 columns' largest element).
+//! columns ([`ColumnDigits`]: the scheme of [`super::digits`]), or rounded to one byte per
+//! column (`Q4VK_GEMV_ROUND_X_TO_INT8`). The kernels (`super::blocks_avx2` on x86-64 with
+//! AVX2, `super::blocks_sdot` on aarch64 with the dot product) take a tile of 4 rows, a
+//! step of 256 columns at a time: its weight scales and constants per run of 32 columns
+//! (per 16 for Q6_K and NVFP4; `super::block_steps`), its codes decoded in registers a
+//! run at a time. They sum codes times digits in 32-bit lanes exactly (the bounds are in
+//! their docs) and add each lane times its weights' scale and x's scale `t` in f32 lanes.
+//! The constants (offsets, minima, code biases) times the sum of x over their columns
+//! (f64) are added in f64 — the values of gguf-py's `dequantize`, x to within its digits'
+//! rounding (`2^-24` of its 32 columns' largest element) or its bytes'.
 
 use super::block_steps::{per_half, Step, HALF};
 use super::blocks::CpuBlocks;
