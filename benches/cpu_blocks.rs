@@ -71,7 +71,7 @@ fn main() {
             );
         }
         #[cfg(target_arch = "x86_64")]
-        if q4vk::cpu::blocks_dot::runs(&matrix, 1) {
+        if q4vk::cpu::blocks_dot::runs(&matrix, 1, false) {
             integer_dot(&matrix, n, k);
             every_core(ty, &tensor, n, k);
         }
@@ -108,8 +108,8 @@ fn integer_dot(matrix: &CpuBlocks, n: usize, k: usize) {
     }
 }
 
-/// A CPU context's GEMV of one row on `tensor` (`cpu::gemv`, every core), on x in digits
-/// and rounded to bytes.
+/// A CPU context's GEMV on `tensor` (`cpu::gemv`, every core) at m = 1, 2, 4 and 8: on x in
+/// digits, rounded to bytes, and through the f32 decode (the portable family's path).
 #[cfg(target_arch = "x86_64")]
 fn every_core(ty: BlockType, tensor: &[u8], n: usize, k: usize) {
     use q4vk::cpu::gemv::gemv_rounding;
@@ -117,20 +117,28 @@ fn every_core(ty: BlockType, tensor: &[u8], n: usize, k: usize) {
     use q4vk::cpu::matrix::CpuMatrix;
     let mat = CpuMatrix::of_blocks(ty, n, k, tensor).expect("the matrix");
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let x: Vec<f32> = (0..k).map(|i| (i * 7 % 13) as f32 * 0.1 - 0.6).collect();
-    let mut y = vec![0f32; n];
-    for (form, bytes) in [("x in digits", false), ("x rounded to bytes", true)] {
-        let fastest = (0..15)
-            .map(|_| {
-                let started = Instant::now();
-                gemv_rounding(&mat, &x, &mut y, 1, (cores, Isa::detect()), bytes)
-                    .expect("the GEMV");
-                started.elapsed().as_secs_f64() * 1e6
-            })
-            .fold(f64::INFINITY, f64::min);
-        println!(
-            "{} m = 1, CPU context on {cores} threads ({form}): {fastest:.0} µs",
-            ty.name()
-        );
+    for m in [1usize, 2, 4, 8] {
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| (i * 7 % 13) as f32 * 0.1 - 0.6)
+            .collect();
+        let mut y = vec![0f32; m * n];
+        let forms = [
+            ("x in digits", Isa::detect(), false),
+            ("x rounded to bytes", Isa::detect(), true),
+            ("f32 decode", Isa::Scalar, false),
+        ];
+        for (form, isa, bytes) in forms {
+            let fastest = (0..15)
+                .map(|_| {
+                    let started = Instant::now();
+                    gemv_rounding(&mat, &x, &mut y, m, (cores, isa), bytes).expect("the GEMV");
+                    started.elapsed().as_secs_f64() * 1e6
+                })
+                .fold(f64::INFINITY, f64::min);
+            println!(
+                "{} m = {m}, CPU context on {cores} threads ({form}): {fastest:.0} µs",
+                ty.name()
+            );
+        }
     }
 }

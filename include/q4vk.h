@@ -215,10 +215,10 @@
 // fp32-accurate; a block with an infinite or NaN element gives a non-finite result in its
 // row of y (NaN where the driver keeps infinities and NaNs), as the exact digits do. On
 // a CPU context (`q4vk_gemv_host`) it rounds x the same way, per 32 columns (`q =
-// round(127·x / a)` in f64, ties to even), for the GEMV of one row on GGUF blocks that
-// runs as integer dot products (x86-64 with AVX2, aarch64 with the dot product): one
-// product per weight where the exact digits take three; x with an infinite or NaN element
-// keeps the f32 decode. Everywhere else (other kernels, no workspace, other CPU calls)
+// round(127·x / a)` in f64, ties to even), for the GEMV on GGUF blocks that runs as
+// integer dot products (x86-64 with AVX2, aarch64 with the dot product; up to 4 rows of
+// x, 8 on the K-quants, IQ4_XS and MXFP4): one product per weight where the exact digits
+// take three; x with an infinite or NaN element keeps the f32 decode. Everywhere else (other kernels, no workspace, other CPU calls)
 // the flag changes nothing. With `Q4VK_GEMV_ROUND_X_TO_F16` each applies where its kernel runs.
 #define Q4VK_GEMV_ROUND_X_TO_INT8 512
 
@@ -1521,7 +1521,7 @@ void q4vk_gemv_host_args_default(struct q4vk_gemv_host_args *args);
 // On a CPU context: f16 x, or f32 x not 4-byte aligned, is copied as f32 values (f16
 // widened, exact) into a scratch of m·k floats (`OUT_OF_HOST_MEMORY` if it cannot be
 // allocated); `Q4VK_GEMV_ROUND_X_TO_F16` changes nothing, and `Q4VK_GEMV_ROUND_X_TO_INT8`
-// rounds x to bytes for the GEMV of one row on GGUF blocks where the CPU runs it as
+// rounds x to bytes for the GEMV of a few rows on GGUF blocks where the CPU runs it as
 // integer dot products (see the flag).
 //
 // Statuses: as `q4vk_gemv`, and `INVALID_ARGUMENT` for a `struct_size` smaller than the

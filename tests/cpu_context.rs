@@ -591,11 +591,13 @@ fn gemv_host_takes_f16_activations_and_ignores_rounding() {
     unsafe { q4vk_matrix_destroy(mat) };
 }
 
-/// `Q4VK_GEMV_ROUND_X_TO_INT8` on a CPU context: the GEMV of one row on GGUF blocks runs on
-/// x rounded to bytes where the CPU has the integer kernel (x86-64 with AVX2, aarch64 with
-/// the dot product): the product of the decoded weights and x rounded per 32 columns
-/// (`d = a / 127`, `q = round(127·x / a)`), not the exact one; several rows, and CPUs
-/// without the kernel, are exact (the same bits as without the flag).
+/// `Q4VK_GEMV_ROUND_X_TO_INT8` on a CPU context: the GEMV on GGUF blocks runs on x rounded
+/// to bytes where the CPU has the integer kernel (x86-64 with AVX2, aarch64 with the dot
+/// product) and the rows of x are few enough (`cpu::blocks_dot::max_rows_of_x`): the
+/// product of the decoded weights and x rounded per 32 columns (`d = a / 127`, `q =
+/// round(127·x / a)`), not the exact one; more rows, and CPUs without the kernel, are
+/// exact (the same bits as without the flag). Without the flag every m is exact (x in
+/// digits up to a few rows, the f32 decode past them).
 #[test]
 fn gemv_host_rounds_x_to_bytes_on_gguf_blocks() {
     use gpu_support::blocks::{blocks_desc, dequantized, random_blocks};
@@ -616,7 +618,7 @@ fn gemv_host_rounds_x_to_bytes_on_gguf_blocks() {
         let mut mat = std::ptr::null_mut();
         let status = unsafe { q4vk_matrix_create(ctx.ctx, &desc, &mut mat) };
         assert_eq!(status, Q4VK_OK, "{}", last_error());
-        for m in [1usize, 2] {
+        for m in [1usize, 2, 3, 9] {
             let x = rng.vec(m * k);
             let run = |flags: u32| {
                 let mut y = vec![f32::NAN; m * n];
@@ -636,7 +638,8 @@ fn gemv_host_rounds_x_to_bytes_on_gguf_blocks() {
             let want = q4vk::cpu::reference::gemv_dense(&w, &x, n, k, m);
             let err = q4vk::cpu::reference::relative_error(&exact, &want);
             assert!(err < 1e-5, "{what}, exact: {err:e}");
-            if !kernel || m > 1 {
+            let blocks_rows = q4vk::cpu::blocks_dot::max_rows_of_x(ty, true);
+            if !kernel || m > blocks_rows {
                 assert_eq!(
                     flagged.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                     exact.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -655,7 +658,7 @@ fn gemv_host_rounds_x_to_bytes_on_gguf_blocks() {
                     })
                 })
                 .collect();
-            let want_rounded = q4vk::cpu::reference::gemv_dense(&w, &rounded, n, k, 1);
+            let want_rounded = q4vk::cpu::reference::gemv_dense(&w, &rounded, n, k, m);
             let err = q4vk::cpu::reference::relative_error(&flagged, &want_rounded);
             assert!(err < 1e-6, "{what}, x rounded: {err:e}");
             let off = q4vk::cpu::reference::relative_error(&flagged, &want);

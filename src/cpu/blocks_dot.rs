@@ -1,4 +1,5 @@
-//! The m = 1 GEMV on GGUF blocks of every type (CPU contexts) as integer dot products: x
+//! The GEMV on GGUF blocks of every type (CPU contexts) as integer dot products, a row of
+//! x at a time (a few rows: [`max_rows_of_x`]): x
 //! in three signed 8-bit digits per column, in column order, with one scale per 32
 //! columns ([`ColumnDigits`]: the scheme of [`super::digits`]), or rounded to one byte per
 //! column (`Q4VK_GEMV_ROUND_X_TO_INT8`). The kernels (`super::blocks_avx2` on x86-64 with
@@ -33,10 +34,35 @@ pub fn supported() -> bool {
     kernel::supported()
 }
 
-/// Whether the kernels run a GEMV of `m` rows on `blocks`: one row of x, on blocks whose
-/// scales keep the kernels' f32 lanes in range ([`CpuBlocks::integer_scales`]).
-pub fn runs(blocks: &CpuBlocks, m: usize) -> bool {
-    m == 1 && blocks.integer_scales && supported()
+/// Rows of x up to which a GEMV on blocks of `ty` runs as integer dot products, on x in
+/// digits or (`x_to_bytes`) in bytes: a row of x at a time over each chunk of W's rows
+/// while it is in the cache, where the f32 decode decodes each block once for every row
+/// of x. Bytes cost a third of the digits' products, and the K-quants' decode (IQ4_XS's
+/// and MXFP4's on bytes) more than the other types' in the f32 decode: they keep the
+/// integer path to twice the rows (the crossings measured on x86-64: bench/RESULTS.md
+/// section 6).
+pub fn max_rows_of_x(ty: BlockType, x_to_bytes: bool) -> usize {
+    let decode_heavy = match x_to_bytes {
+        true => matches!(
+            ty,
+            BlockType::Q4K | BlockType::Q5K | BlockType::Q6K | BlockType::Iq4Xs | BlockType::Mxfp4
+        ),
+        false => matches!(ty, BlockType::Q4K | BlockType::Q5K | BlockType::Q6K),
+    };
+    let rows = if x_to_bytes { 4 } else { 2 };
+    if decode_heavy {
+        2 * rows
+    } else {
+        rows
+    }
+}
+
+/// Whether the kernels run a GEMV of `m` rows on `blocks` (x in bytes: `x_to_bytes`): up
+/// to [`max_rows_of_x`] rows of x, on blocks whose scales keep the kernels' f32 lanes in
+/// range ([`CpuBlocks::integer_scales`]).
+pub fn runs(blocks: &CpuBlocks, m: usize, x_to_bytes: bool) -> bool {
+    let most = max_rows_of_x(blocks.ty, x_to_bytes);
+    (1..=most).contains(&m) && blocks.integer_scales && supported()
 }
 
 /// One row of x in digits, column by column: three per column (exact to `2^-24` of each
@@ -175,7 +201,7 @@ fn measured(x: &[f32], k: usize) -> Result<Measured<'_>> {
 /// Rows `rows` of `blocks` (rows of `xd.k` columns) times x in digits; `out` gets one
 /// value per row. The CPU must run the kernels on them ([`runs`], asserted).
 pub fn rows(blocks: &CpuBlocks, xd: &ColumnDigits, rows: Range<usize>, out: &mut [f32]) {
-    assert!(runs(blocks, 1));
+    assert!(runs(blocks, 1, xd.digits == 1));
     let ty = blocks.ty;
     let row_bytes = xd.k / ty.block_elements() * ty.block_bytes();
     assert!(xd.k.is_multiple_of(ty.block_elements()));
@@ -280,7 +306,7 @@ mod tests {
         if !supported() {
             // A CPU without the kernels keeps the f32 decode on every type.
             let q4k = CpuBlocks::new(BlockType::Q4K, &tensor(BlockType::Q4K, 1, 256, 1)).unwrap();
-            assert!(!runs(&q4k, 1));
+            assert!(!runs(&q4k, 1, false));
             return;
         }
         for ty in BlockType::ALL {
@@ -293,7 +319,7 @@ mod tests {
             let xd = ColumnDigits::new(&x, k).unwrap().unwrap();
             let bytes = tensor(ty, n, k, 0x5EED);
             let blocks = CpuBlocks::new(ty, &bytes).unwrap();
-            assert!(runs(&blocks, 1) && !runs(&blocks, 2));
+            assert!(runs(&blocks, 1, false) && !runs(&blocks, max_rows_of_x(ty, false) + 1, false));
             let mut w = vec![0f32; n * k];
             let (size, elems) = (ty.block_bytes(), ty.block_elements());
             for (block, w) in bytes.chunks_exact(size).zip(w.chunks_exact_mut(elems)) {

@@ -4,8 +4,10 @@
 //! [`Isa::Avx512Vnni`], [`Isa::Avx2`] and [`Isa::NeonDot`], into 8-bit digits for the integer kernel
 //! ([`kernels::integer_kernel`]; on x86-64 the f32 kernels measured faster from m = 2:
 //! they decode each piece of W once for up to 4 x rows; aarch64 follows, unmeasured).
-//! GGUF blocks decode in the kernel (`super::blocks`), but for a row of x on the x86-64
-//! families and [`Isa::NeonDot`], which goes into digits for `super::blocks_dot`.
+//! GGUF blocks decode in the kernel (`super::blocks`), but for a few rows of x on the
+//! x86-64 families and [`Isa::NeonDot`] (`super::blocks_dot::max_rows_of_x`), which go
+//! into digits (or bytes) for `super::blocks_dot`, a row of x at a time over each chunk of
+//! W's rows.
 //! Scoped threads take chunks of W's rows from a shared counter.
 
 use super::digits::Digits;
@@ -96,17 +98,21 @@ pub fn gemv_rounding(
         if matches!(
             isa,
             Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni | Isa::NeonDot
-        ) && super::blocks_dot::runs(blocks, m)
+        ) && super::blocks_dot::runs(blocks, m, x_to_bytes)
         {
-            let digits = match x_to_bytes {
-                true => super::blocks_dot::ColumnDigits::bytes(x, k)?,
-                false => super::blocks_dot::ColumnDigits::new(x, k)?,
-            };
-            if let Some(xd) = digits {
-                spread(threads, 1, &mut y[..n], |rows, out| {
-                    super::blocks_dot::rows(blocks, &xd, rows, out)
-                });
-                return Ok(());
+            if let Some(xds) = column_digits(x, m, k, x_to_bytes)? {
+                // Each chunk of W's rows meets every row of x while it is in the cache.
+                let kernel = |rows: Range<usize>, out: &mut [f32]| {
+                    let mut one = [0f32; CHUNK_ROWS];
+                    let one = &mut one[..rows.len()];
+                    for (i, xd) in xds.iter().enumerate() {
+                        super::blocks_dot::rows(blocks, xd, rows.clone(), one);
+                        for (r, &v) in one.iter().enumerate() {
+                            out[r * m + i] = v;
+                        }
+                    }
+                };
+                return in_rows_of_w(threads, m, n, y, kernel);
             }
         }
         let kernel = |rows, out: &mut [f32]| blocks.rows(k, x, m, rows, out);
@@ -124,6 +130,24 @@ pub fn gemv_rounding(
     let xp = pack_x(x, m, k, mat.blocks(), isa, &mat.k_order)?;
     let kernel = |rows, out: &mut [f32]| kernels::rows(isa, mat, &xp, m, rows, out);
     in_rows_of_w(threads, m, n, y, kernel)
+}
+
+/// The digits (or, with `x_to_bytes`, the bytes) of each of the `m` rows of x (`k`
+/// each) for the integer kernels on GGUF blocks; `None` where a row has an infinite or NaN
+/// element (the f32 decode keeps its policy for those).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn column_digits(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    x_to_bytes: bool,
+) -> Result<Option<Vec<super::blocks_dot::ColumnDigits>>> {
+    use super::blocks_dot::ColumnDigits;
+    let rows = x.chunks_exact(k).take(m).map(|row| match x_to_bytes {
+        true => ColumnDigits::bytes(row, k),
+        false => ColumnDigits::new(row, k),
+    });
+    Ok(rows.collect::<Result<Vec<_>>>()?.into_iter().collect())
 }
 
 /// Runs `kernel(rows, out)`, which writes each row of W's `m` results together, over all
