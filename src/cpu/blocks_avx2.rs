@@ -1,17 +1,19 @@
 //! The AVX2 kernels of `super::blocks_dot` (x86-64), a tile of 4 rows at a time (each
-//! run's x digits loaded once for the tile's rows), one build per block type. A run of
-//! 32 codes is decoded in a register from the step's bytes (`run_codes`).
+//! run's x digits loaded once for the tile's rows), one build per block type and form of
+//! x (three digits, or one byte: then each lane is one product sum, far inside the
+//! bounds below). A run of 32 codes is decoded in a register from the step's bytes
+//! (`run_codes`).
 //!
 //! * Unsigned codes (at most 63): `vpmaddubsw` multiplies codes and digits into pairs of
 //!   16-bit sums (at most `2·63·128 = 16128`: no saturation) and `vpmaddwd` by ones adds
 //!   the pairs into 32-bit lanes of 4 columns; the three digits are combined in the lanes
-//!   (`|Σ| ≤ 4·63·(127.49·2^16 + 1/2) < 2^31`). Lanes 0..4 take the first 16 columns'
-//!   scale, 4..8 the next's.
+//!   (`|Σ| ≤ 4·63·(127.49·2^16 + 1/2) < 2^31`). The run's lanes take its scale (Q6_K's:
+//!   lanes 0..4 the first 16 columns', 4..8 the next's).
 //! * Signed values (Q8_0's bytes, IQ4's and E2M1's looked up with `vpshufb`): values and
 //!   digits widened to 16 bits, and `vpmaddwd` sums pairs of products into 32-bit lanes
 //!   of 2 columns, the digits combined there too (`|Σ| ≤ 2·128·(127.49·2^16 + 1/2) <
 //!   2^31`); `vpmaddubsw`'s unsigned × signed bytes would saturate or lose a sign. Each
-//!   16 columns are one vector with one scale.
+//!   16 columns are one vector with one scale (its run's, or NVFP4's own).
 //!
 //! Each lane's sum times its weight scale and its 32 columns' x scale is added into an
 //! f32 accumulator per row.

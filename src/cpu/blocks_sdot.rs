@@ -1,9 +1,10 @@
 //! The aarch64 kernels of `super::blocks_dot` (ARMv8.2 dot product, `SDOT`), a tile of 4
 //! rows at a time (each 16 columns' x digits loaded once for the tile's rows), one build
-//! per block type. 16 columns are one 16-byte vector of code values, decoded in a
+//! per block type and form of x (three digits, or one byte: one `SDOT` per 16 columns).
+//! 16 columns are one 16-byte vector of code values, decoded in a
 //! register from the step's bytes (`half_codes`), and one of each digit; `SDOT` sums 4
 //! products of value and digit into each 32-bit lane, and the 16 columns share one
-//! weight scale. Values are signed bytes: unsigned codes (at most 63) as they are, Q8_0's
+//! weight scale (their run's, or Q6_K's and NVFP4's own). Values are signed bytes: unsigned codes (at most 63) as they are, Q8_0's
 //! bytes, IQ4's and E2M1's values looked up with `TBL`.
 //!
 //! * Values of at most 63 (E2M1's: 12): the three digits are combined in the lanes
