@@ -12,10 +12,10 @@
 //! (f64) are added in f64 — the values of gguf-py's `dequantize`, x to within its digits'
 //! rounding (`2^-24` of its 32 columns' largest element) or its bytes'.
 
-use super::block_steps::{per_half, Step, HALF};
+use super::block_steps::{has_constants, per_half, step_bytes, Step, HALF};
 use super::blocks::CpuBlocks;
 use super::digits::{block_scale, measure_portable, pow2, row_exponent, split_one};
-use super::kernels::by_tiles;
+use super::kernels::{by_tiles, TILE_ROWS};
 use crate::alloc;
 use crate::error::Result;
 use crate::import::gguf_blocks::BlockType;
@@ -28,6 +28,60 @@ use super::blocks_sdot as kernel;
 
 /// Columns per x scale.
 pub(super) const SUB_BLOCK: usize = 32;
+
+/// The results of a tile of rows (each `xd.k / block` blocks of its type) times x: a
+/// kernel's build for one block type and form of x.
+pub(super) type Tile = unsafe fn([&[u8]; TILE_ROWS], &ColumnDigits) -> [f32; TILE_ROWS];
+
+/// The builds of a kernel's `tile_of::<T, ONE>` for every block type (`T`, the index in
+/// `BlockType::ALL`) and form of x (`ONE`: one byte per column), as [`pick`] takes them.
+macro_rules! tile_builds {
+    ($tile_of:ident) => {
+        [
+            [$tile_of::<0, false>, $tile_of::<0, true>],
+            [$tile_of::<1, false>, $tile_of::<1, true>],
+            [$tile_of::<2, false>, $tile_of::<2, true>],
+            [$tile_of::<3, false>, $tile_of::<3, true>],
+            [$tile_of::<4, false>, $tile_of::<4, true>],
+            [$tile_of::<5, false>, $tile_of::<5, true>],
+            [$tile_of::<6, false>, $tile_of::<6, true>],
+            [$tile_of::<7, false>, $tile_of::<7, true>],
+            [$tile_of::<8, false>, $tile_of::<8, true>],
+            [$tile_of::<9, false>, $tile_of::<9, true>],
+            [$tile_of::<10, false>, $tile_of::<10, true>],
+        ]
+    };
+}
+pub(super) use tile_builds;
+
+/// The build of `builds` (from `tile_builds!`) for `ty` on x in three digits, or in one
+/// byte (`one_digit`).
+pub(super) fn pick(
+    builds: [[Tile; 2]; BlockType::ALL.len()],
+    ty: BlockType,
+    one_digit: bool,
+) -> Tile {
+    let index = BlockType::ALL.iter().position(|&t| t == ty);
+    builds[index.expect("a block type of the list")][usize::from(one_digit)]
+}
+
+/// Loads step `s` (`columns` columns from column `first`) of each row of a tile of `ty`
+/// into `steps`, and adds each row's constants times x's sums into `constants`.
+#[inline(always)]
+pub(super) fn load_steps(
+    (steps, constants): (&mut [Step; TILE_ROWS], &mut [f64; TILE_ROWS]),
+    (ty, rows): (BlockType, &[&[u8]; TILE_ROWS]),
+    xd: &ColumnDigits,
+    (s, first, columns): (usize, usize, usize),
+) {
+    let bytes = step_bytes(ty);
+    for r in 0..TILE_ROWS {
+        steps[r].fill(ty, &rows[r][s * bytes..], columns);
+        if has_constants(ty) {
+            constants[r] += constants_of(ty, &steps[r], xd, first, columns);
+        }
+    }
+}
 
 /// Whether this CPU runs the kernels (x86-64: AVX2 and FMA; aarch64: the dot product).
 pub fn supported() -> bool {
@@ -282,6 +336,26 @@ mod tests {
         bytes
     }
 
+    /// The weights of `bytes` (`n` × `k` of `ty`), as the decode gives them.
+    fn decoded(ty: BlockType, bytes: &[u8], n: usize, k: usize) -> Vec<f32> {
+        let mut w = vec![0f32; n * k];
+        let (size, elems) = (ty.block_bytes(), ty.block_elements());
+        for (block, w) in bytes.chunks_exact(size).zip(w.chunks_exact_mut(elems)) {
+            ty.decode(block, w);
+        }
+        w
+    }
+
+    /// Columns of the tests' matrices of `ty`: 1024, or 1088 (a last step of 64 columns)
+    /// where its block is smaller than 256.
+    fn columns(ty: BlockType) -> usize {
+        if ty.block_elements() == 256 {
+            1024
+        } else {
+            1088
+        }
+    }
+
     /// x over six orders of magnitude, 32 columns of zeros and one subnormal element.
     fn activations(k: usize) -> Vec<f32> {
         let mut state = 0x1234_5678u64;
@@ -310,21 +384,13 @@ mod tests {
             return;
         }
         for ty in BlockType::ALL {
-            let k = if ty.block_elements() == 256 {
-                1024
-            } else {
-                1088
-            };
+            let k = columns(ty);
             let x = activations(k);
             let xd = ColumnDigits::new(&x, k).unwrap().unwrap();
             let bytes = tensor(ty, n, k, 0x5EED);
             let blocks = CpuBlocks::new(ty, &bytes).unwrap();
             assert!(runs(&blocks, 1, false) && !runs(&blocks, max_rows_of_x(ty, false) + 1, false));
-            let mut w = vec![0f32; n * k];
-            let (size, elems) = (ty.block_bytes(), ty.block_elements());
-            for (block, w) in bytes.chunks_exact(size).zip(w.chunks_exact_mut(elems)) {
-                ty.decode(block, w);
-            }
+            let w = decoded(ty, &bytes, n, k);
             let want = gemv_dense(&w, &x, n, k, 1);
             let mut y = vec![f32::NAN; n];
             rows(&blocks, &xd, 0..n, &mut y);
@@ -364,11 +430,7 @@ mod tests {
         }
         let n = 37;
         for ty in BlockType::ALL {
-            let k = if ty.block_elements() == 256 {
-                1024
-            } else {
-                1088
-            };
+            let k = columns(ty);
             let x = activations(k);
             let xb = ColumnDigits::bytes(&x, k).unwrap().unwrap();
             assert_eq!((xb.digits, xb.exponent, xb.planes.len()), (1, 0, k));
@@ -385,11 +447,7 @@ mod tests {
             }
             let bytes = tensor(ty, n, k, 0xB17E);
             let blocks = CpuBlocks::new(ty, &bytes).unwrap();
-            let mut w = vec![0f32; n * k];
-            let (size, elems) = (ty.block_bytes(), ty.block_elements());
-            for (block, w) in bytes.chunks_exact(size).zip(w.chunks_exact_mut(elems)) {
-                ty.decode(block, w);
-            }
+            let w = decoded(ty, &bytes, n, k);
             let want = gemv_dense(&w, &rounded, n, k, 1);
             let exact = gemv_dense(&w, &x, n, k, 1);
             let mut y = vec![f32::NAN; n];

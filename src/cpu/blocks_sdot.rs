@@ -16,8 +16,8 @@
 //! Their speed is not measured: the tests run under qemu, which emulates `SDOT` in
 //! software.
 
-use super::block_steps::{has_constants, per_half, step_bytes, CodeClass, Step, HALF, STEP};
-use super::blocks_dot::{constants_of, finish, ColumnDigits, SUB_BLOCK};
+use super::block_steps::{per_half, step_bytes, CodeClass, Step, HALF, STEP};
+use super::blocks_dot::{finish, load_steps, pick, tile_builds, ColumnDigits, Tile, SUB_BLOCK};
 use super::kernels::TILE_ROWS;
 use super::sdot::sdot;
 use crate::import::gguf_blocks::BlockType;
@@ -28,26 +28,9 @@ pub fn supported() -> bool {
     super::sdot::supported()
 }
 
-/// The results of a tile of rows (each `xd.k / block` blocks of the type) times x.
-pub(super) type Tile = unsafe fn([&[u8]; TILE_ROWS], &ColumnDigits) -> [f32; TILE_ROWS];
-
 /// The tile kernel for `ty` on x in three digits, or in one byte (`one_digit`).
 pub(super) fn tile(ty: BlockType, one_digit: bool) -> Tile {
-    let builds: [[Tile; 2]; BlockType::ALL.len()] = [
-        [tile_of::<0, false>, tile_of::<0, true>],
-        [tile_of::<1, false>, tile_of::<1, true>],
-        [tile_of::<2, false>, tile_of::<2, true>],
-        [tile_of::<3, false>, tile_of::<3, true>],
-        [tile_of::<4, false>, tile_of::<4, true>],
-        [tile_of::<5, false>, tile_of::<5, true>],
-        [tile_of::<6, false>, tile_of::<6, true>],
-        [tile_of::<7, false>, tile_of::<7, true>],
-        [tile_of::<8, false>, tile_of::<8, true>],
-        [tile_of::<9, false>, tile_of::<9, true>],
-        [tile_of::<10, false>, tile_of::<10, true>],
-    ];
-    let index = BlockType::ALL.iter().position(|&t| t == ty);
-    builds[index.expect("a block type of the list")][usize::from(one_digit)]
+    pick(tile_builds!(tile_of), ty, one_digit)
 }
 
 /// `(bytes >> shift) & mask` per byte, `shift` below 8.
@@ -150,12 +133,8 @@ unsafe fn tile_of<const T: usize, const ONE: bool>(
     debug_assert_eq!(xd.digits, planes);
     for (s, first) in (0..xd.k).step_by(STEP).enumerate() {
         let columns = STEP.min(xd.k - first);
-        for r in 0..TILE_ROWS {
-            steps[r].fill(ty, &rows[r][s * bytes..], columns);
-            if has_constants(ty) {
-                constants[r] += constants_of(ty, &steps[r], xd, first, columns);
-            }
-        }
+        let tile = (&mut steps, &mut constants);
+        load_steps(tile, (ty, &rows), xd, (s, first, columns));
         for half in 0..columns / HALF {
             let column = first + HALF * half;
             let t = xd.scales[column / SUB_BLOCK];

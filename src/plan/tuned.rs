@@ -770,18 +770,7 @@ mod tests {
 
     #[test]
     fn neighbours_are_one_step_from_the_shape() {
-        let class = DeviceClass {
-            family: Family::Other,
-            vendor: 0,
-            cpu: false,
-            subgroup_size: 16,
-            min_subgroup_size: 16,
-            max_shared: 32768,
-            max_workgroup: 512,
-            max_storage_range: 1 << 27,
-            max_groups: [65535, 65535],
-            sm_count: None,
-        };
+        let class = mali();
         let shape = SimtGemv {
             workgroup: 128,
             rows: 4,
@@ -831,9 +820,9 @@ mod tests {
         assert_eq!(unique.len(), all.len());
     }
 
-    #[test]
-    fn candidates_start_at_the_table_and_all_run_on_the_device() {
-        let class = DeviceClass {
+    /// A Mali-like device: subgroups of 16, 32 KiB of shared memory, workgroups up to 512.
+    fn mali() -> DeviceClass {
+        DeviceClass {
             family: Family::Mali,
             vendor: 0x13B5,
             cpu: false,
@@ -844,7 +833,12 @@ mod tests {
             max_storage_range: 1 << 27,
             max_groups: [65535, 65535],
             sm_count: None,
-        };
+        }
+    }
+
+    #[test]
+    fn candidates_start_at_the_table_and_all_run_on_the_device() {
+        let class = mali();
         let table = SimtGemv {
             workgroup: 128,
             rows: 4,

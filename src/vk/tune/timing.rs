@@ -567,6 +567,14 @@ mod tests {
         all
     }
 
+    /// A round's timings as `Timing::candidates` gives them: `best` at 1, then each of
+    /// `next` with its time against `best`.
+    fn round(best: (i32, i32), next: Vec<(i32, i32)>) -> Vec<((i32, i32), f64)> {
+        let mut out = vec![(best, 1.0)];
+        out.extend(next.into_iter().map(|s| (s, time_of(s) / time_of(best))));
+        out
+    }
+
     #[test]
     fn a_climb_reaches_the_fastest_shape_several_steps_away() {
         let mut rounds = 0;
@@ -575,9 +583,7 @@ mod tests {
             (neighbours, around),
             |best, next| {
                 rounds += 1;
-                let mut out = vec![(best, 1.0)];
-                out.extend(next.into_iter().map(|s| (s, time_of(s) / time_of(best))));
-                Ok(out)
+                Ok(round(best, next))
             },
             || true,
         )
@@ -600,11 +606,7 @@ mod tests {
         let timed = climb(
             (0, 0),
             (neighbours, around),
-            |best, next| {
-                let mut out = vec![(best, 1.0)];
-                out.extend(next.into_iter().map(|s| (s, time_of(s) / time_of(best))));
-                Ok(out)
-            },
+            |best, next| Ok(round(best, next)),
             || {
                 rounds += 1;
                 rounds <= 2
