@@ -15,7 +15,8 @@
 //! (`CoopGemmTuning`'s fields, Z K slices), `tgemm(MxNxK wgW rR cC bB)` the tensor-core GEMM
 //! on the SIMT layout (fragment shape, workgroup, row and column tiles); pre-passes `+digits`, `+fragments(STAGES st
 //! bB pP)`. Flags: `z` zero points, `s` f32 scales, `h` f16 x, `o` offsets, `k` x gathered
-//! through the column order, `d` x in digits, `p` portable kernels, `w` each word decoded
+//! through the column order, `d` x in digits (with `b`: rounded to bytes by the pre-pass;
+//! with `i`: rounded to bytes by the GEMV itself, no pre-pass), `p` portable kernels, `w` each word decoded
 //! once for all activation rows, `l` word lanes (invocations stepping over words of codes
 //! or quarters of pieces), `f` x in fragments, `r` f32 x rounded to f16, `q` in K slices.
 
@@ -307,6 +308,19 @@ fn grid() -> String {
                             .unwrap();
                         }
                     }
+                    // f32 x that may be rounded to bytes, where the integer dot-product
+                    // GEMV runs: by its pre-pass given a workspace, or by the GEMV itself.
+                    if f.int_dot && form.coop.is_none() {
+                        for (room_name, room) in &ROOMS[..2] {
+                            let line = runs(&rules, &form, (false, false, true), *room);
+                            writeln!(
+                                out,
+                                "{device} {} {form_name} {n}x{k} f32-round-int8 ws-{room_name}: {line}",
+                                f.name
+                            )
+                            .unwrap();
+                        }
+                    }
                 }
             }
             // GGUF blocks kept in their native bytes: the kernels on x, and on x rounded to
@@ -448,6 +462,8 @@ fn written(c: &Choice) -> String {
                     simt_form(k.zeros, k.scale_f32, k.x_f16, k.offsets, k.k_order),
                     [
                         (k.dot, 'd'),
+                        (k.x_bytes && !k.x_bytes_here, 'b'),
+                        (k.x_bytes_here, 'i'),
                         (k.portable, 'p'),
                         (k.decode_once, 'w'),
                         (k.word_lanes, 'l'),
