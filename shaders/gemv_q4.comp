@@ -293,6 +293,11 @@ void round_chunk(vec4 xv[8], out uvec4 xa, out uvec4 xb, out float d, out int qs
     }
     ByteRounding r = byte_rounding(largest);
     d = r.d;
+    if (r.pre != 1.0) {
+        [[unroll]] for (uint i = 0u; i < 8u; i++) {
+            xv[i] *= r.pre;
+        }
+    }
     uint words[8];
     [[unroll]] for (uint j = 0u; j < 4u; j++) {
         // Columns 8j .. 8j + 3, then 8j + 4 .. 8j + 7.

@@ -6,7 +6,7 @@
 // whose a is below 2^-105 (else 1) and f = 127 / (a p), so that f stays finite (x p is
 // exact). |q| <= 127 and q is within half a unit of x / d up to the f32 roundings of f and
 // of the product. A chunk with an infinite or NaN element gets d NaN and every q 0; a chunk
-// of zeros (or of values the device flushes to zero) gets f 0, so q 0.
+// of zeros, or of subnormals on a device that flushes them to zero, gets d 0 and q 0.
 
 // Below this (float bits of 2^-105), a chunk's values are scaled by 2^64 first.
 const uint BYTES_TINY_LARGEST = 0x0B000000u;
@@ -28,13 +28,16 @@ ByteRounding byte_rounding(uint largest) {
     r.pre = largest < BYTES_TINY_LARGEST ? 18446744073709551616.0 : 1.0;
     float scaled = a * r.pre;
     r.factor = r.finite && scaled > 0.0 ? 127.0 / scaled : 0.0;
-    r.d = r.finite ? a / 127.0 : uintBitsToFloat(0x7FC00000u);
+    // A chunk the device flushed to zero (its q all 0) gets d 0 too.
+    r.d = r.finite ? (r.factor > 0.0 ? a / 127.0 : 0.0) : uintBitsToFloat(0x7FC00000u);
     return r;
 }
 
-// Four values x of a finite chunk rounded to bytes (q).
+// Four values x of a finite chunk, already multiplied by its `pre` (exact: a power of two,
+// only for tiny chunks, so callers multiply under a branch rather than per value), rounded
+// to bytes (q).
 ivec4 bytes_of(vec4 x, ByteRounding r) {
-    return ivec4(roundEven((x * r.pre) * r.factor));
+    return ivec4(roundEven(x * r.factor));
 }
 
 // Four bytes in one word, a in the low byte.

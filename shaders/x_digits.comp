@@ -140,7 +140,7 @@ void main() {
                 uint col = NATURAL ? i + 4u * h : 2u * i + h;
                 v[i] = uintBitsToFloat(bits[col] | (negative[col] ? 0x80000000u : 0u));
             }
-            ivec4 q = bytes_of(v, rounding);
+            ivec4 q = bytes_of(v * rounding.pre, rounding);
             sums.x += (q.x + q.y) + (q.z + q.w);
             packed[0][h] = pack_bytes(q.x, q.y, q.z, q.w);
         }
