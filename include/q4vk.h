@@ -197,13 +197,10 @@
 
 // Opt-in, less exact: f32 or f16 activations may be rounded to one signed byte per
 // element where that makes the call faster — the form llama.cpp's integer-dot kernels use
-// (its `q8_1`). Today that is the integer dot-product GEMV, on contexts that run it
-// (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit dot products
-// accelerated): on SIMT matrices (not the tensor-core layout) at the few rows of x where
-// the device's tuning row has the GEMV round x itself (no pre-pass and no workspace:
-// `q4vk_gemv_plan` names `Q4VK_GEMV_KERNEL_INT_DOT_GEMV` with `Q4VK_GEMV_PREPASS_NONE`;
-// the same rounding), else given a workspace where the row says it pays with its rounding
-// pass (on larger matrices), and on
+// (its `q8_1`). Today that is the integer dot-product GEMV given a workspace, on contexts
+// that run it (`Q4VK_CONTEXT_NO_INTDOT` not set, a device reporting packed signed 8-bit
+// dot products accelerated): on SIMT matrices (not the tensor-core layout) where the
+// device's tuning row says it pays with its rounding pass (on larger matrices), and on
 // GGUF blocks (`Q4VK_GEMV_KERNEL_BLOCKS_GEMV`) where their GEMV runs and the row says it
 // pays (at m = 1 on larger matrices, at m ≥ 2 on every one), their codes as
 // the f32 decode's integers (Q5_0's and Q6_K's less their offset; IQ4's table values, E2M1
@@ -221,9 +218,8 @@
 // round(127·x / a)` in f64, ties to even), for the GEMV on GGUF blocks that runs as
 // integer dot products (x86-64 with AVX2, aarch64 with the dot product; up to 4 rows of
 // x, 8 on the K-quants, IQ4_XS and MXFP4): one product per weight where the exact digits
-// take three; x with an infinite or NaN element keeps the f32 decode. Everywhere else
-// (other kernels, no workspace where the rounding needs its pass, other CPU calls) the
-// flag changes nothing. With `Q4VK_GEMV_ROUND_X_TO_F16` each applies where its kernel runs.
+// take three; x with an infinite or NaN element keeps the f32 decode. Everywhere else (other kernels, no workspace, other CPU calls)
+// the flag changes nothing. With `Q4VK_GEMV_ROUND_X_TO_F16` each applies where its kernel runs.
 #define Q4VK_GEMV_ROUND_X_TO_INT8 512
 
 // The most matrices one `q4vk_cmd_gemv_multi` or `q4vk_gemv_binding_create_multi` takes.
@@ -1156,8 +1152,7 @@ typedef struct q4vk_staging {
 #define Q4VK_GEMV_KERNEL_SIMT_GEMV 1
 
 // The integer dot-product GEMV on x in 8-bit digits, behind the digits pre-pass, or on x
-// rounded to bytes (`Q4VK_GEMV_PREPASS_BYTES`), or on x it rounds to bytes itself
-// (`Q4VK_GEMV_ROUND_X_TO_INT8` with `Q4VK_GEMV_PREPASS_NONE`).
+// rounded to bytes (`Q4VK_GEMV_PREPASS_BYTES`).
 #define Q4VK_GEMV_KERNEL_INT_DOT_GEMV 2
 
 // The tiled SIMT GEMM.

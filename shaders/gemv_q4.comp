@@ -54,10 +54,7 @@
 //   dot products, an exact int32 sum e, and y = sum s d (e - z sum q) (+ o d sum q). Binding
 //   X holds, per activation row, 3 uvec4 per chunk: for each code word j its even columns'
 //   bytes then its odd ones' (words 2j, 2j + 1), then (d's bits, sum of q, 0, 0). A chunk
-//   with an infinite or NaN element has d NaN and q 0. With X_BYTES_HERE binding X holds x
-//   itself and each invocation rounds the chunks it takes the same way (`round_chunk`): no
-//   pre-pass, at the cost of rounding a chunk of x once per workgroup and invocation
-//   that takes it (so for shapes of several rows per invocation).
+//   with an infinite or NaN element has d NaN and q 0.
 #extension GL_GOOGLE_include_directive : require
 // Every loop over specialization constants is unrolled: the per-row arrays must stay in
 // registers (a dynamically indexed array goes to local memory on NVIDIA).
@@ -91,7 +88,6 @@ layout(local_size_x_id = 0) in;
 #define SPEC_DECODE_ONCE 11
 #define SPEC_WORD_LANES 12
 #define SPEC_X_BYTES 13
-#define SPEC_X_BYTES_HERE 14
 #define OFFSETS_BINDING 2
 #define K_ORDER_BINDING 3
 #define XY_SET 1
@@ -156,11 +152,6 @@ layout(set = XY_SET, binding = X_BINDING) readonly buffer XD2 { uvec2 xd2[]; };
 // x rounded to one signed byte per element with a scale per chunk, instead of three exact
 // digits.
 layout(constant_id = SPEC_X_BYTES) const bool X_BYTES = false;
-// With X_BYTES: x read as it is (f32 or f16, binding X) and rounded to bytes by each
-// invocation for the chunks it takes, as the pre-pass rounds it (`x_bytes.glsl`), so that a
-// call needs no pre-pass and no workspace (chunk steps only).
-layout(constant_id = SPEC_X_BYTES_HERE) const bool X_BYTES_HERE = false;
-#include "x_bytes.glsl"
 #endif
 
 const uint MR = M * ROWS;
@@ -280,39 +271,6 @@ float pow2(int e) {
 // (its even columns', then its odd ones').
 int word_dot_bytes(uint w, uvec2 xw) {
     return sdot4(int(w & 0x0F0F0F0Fu), int(xw.x), 0) + sdot4(int((w >> 4) & 0x0F0F0F0Fu), int(xw.y), 0);
-}
-
-// X_BYTES_HERE: the 32 activations xv of a chunk rounded to bytes (`x_bytes.glsl`), laid out
-// as the pre-pass writes them: xa, xb the bytes of code words 0, 1 and 2, 3 (each its even
-// columns', then its odd ones'), d the chunk's scale and qsum the sum of its bytes.
-void round_chunk(vec4 xv[8], out uvec4 xa, out uvec4 xb, out float d, out int qsum) {
-    uint largest = 0u;
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        uvec4 m = floatBitsToUint(xv[i]) & 0x7FFFFFFFu;
-        largest = max(largest, max(max(m.x, m.y), max(m.z, m.w)));
-    }
-    ByteRounding r = byte_rounding(largest);
-    d = r.d;
-    if (r.pre != 1.0) {
-        [[unroll]] for (uint i = 0u; i < 8u; i++) {
-            xv[i] *= r.pre;
-        }
-    }
-    uint words[8];
-    [[unroll]] for (uint j = 0u; j < 4u; j++) {
-        // Columns 8j .. 8j + 3, then 8j + 4 .. 8j + 7.
-        ivec4 qa = bytes_of(xv[2u * j], r);
-        ivec4 qb = bytes_of(xv[2u * j + 1u], r);
-        // A chunk with an infinite or NaN element: q 0 (its bytes above are undefined).
-        words[2u * j] = r.finite ? pack_bytes(qa.x, qa.z, qb.x, qb.z) : 0u;
-        words[2u * j + 1u] = r.finite ? pack_bytes(qa.y, qa.w, qb.y, qb.w) : 0u;
-    }
-    qsum = 0;
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        qsum += sdot4(int(words[i]), 0x01010101, 0);
-    }
-    xa = uvec4(words[0], words[1], words[2], words[3]);
-    xb = uvec4(words[4], words[5], words[6], words[7]);
 }
 
 // X_BYTES: s d (e - z qsum) + o d qsum, with e the sum of u q over a chunk (or a word of it)
@@ -483,27 +441,16 @@ void chunk_steps(uint mat, uint row0, uint j, uint cl, inout float acc[MRI]) {
 #ifdef DOT
             if (X_BYTES) {
                 [[unroll]] for (uint mi = 0u; mi < M; mi++) {
-                    uvec4 xa;
-                    uvec4 xb;
-                    float d;
-                    int qsum;
-                    if (X_BYTES_HERE) {
-                        vec4 xv[8];
-                        load_x(mi, c, xv);
-                        round_chunk(xv, xa, xb, d, qsum);
-                    } else {
-                        uint at = token_row(mi) * p.x_stride + 3u * c;
-                        xa = xd[at];
-                        xb = xd[at + 1u];
-                        uvec2 meta = xd2[2u * at + 4u];
-                        d = uintBitsToFloat(meta.x);
-                        qsum = int(meta.y);
-                    }
+                    uint at = token_row(mi) * p.x_stride + 3u * c;
+                    uvec4 xa = xd[at];
+                    uvec4 xb = xd[at + 1u];
+                    uvec2 meta = xd2[2u * at + 4u];
+                    float d = uintBitsToFloat(meta.x);
                     [[unroll]] for (uint r = 0u; r < RPI; r++) {
                         uint i = u * RPI + r;
                         int e = word_dot_bytes(wv[i].x, xa.xy) + word_dot_bytes(wv[i].y, xa.zw)
                                 + word_dot_bytes(wv[i].z, xb.xy) + word_dot_bytes(wv[i].w, xb.zw);
-                        float v = bytes_value(e, qsum, d, zi[i], sc[i], ob[i]);
+                        float v = bytes_value(e, int(meta.y), d, zi[i], sc[i], ob[i]);
                         acc[mi * RPI + r] += live ? v : 0.0;
                     }
                 }

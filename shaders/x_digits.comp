@@ -18,11 +18,13 @@
 // digits, which the GEMV turns into NaN.
 //
 // With BYTES (`Q4VK_GEMV_ROUND_X_TO_INT8`, less exact) it writes x rounded to one signed
-// byte per element instead, as `x_bytes.glsl` rounds it (per chunk the scale d = a / 127,
-// a its largest |x|, and q = round(x 127 / a); the GEMV that rounds x itself uses the same
-// formula); 3 uvec4 per chunk: for each code word j its even columns' bytes, then its odd
-// ones', then (d's bits, sum of q, 0, 0). A chunk with an infinite or NaN element gets d
-// NaN and q 0, one of zeros d 0.
+// byte per element instead: per chunk the scale d = a / 127 (a its largest |x|) and
+// q = round(x 127 / a) (|q| <= 127; to nearest up to the f32 roundings of 127 / qa and of
+// the product, so a near-tie may go either way), computed from the exact q above as
+// round(q 127 / qa) (qa the largest's q, in [2^21, 2^22]: no overflow, underflow or
+// division by a tiny a); 3 uvec4 per chunk: for each code word j its even columns' bytes,
+// then its odd ones', then (d's bits, sum of q, 0, 0). A chunk with an infinite or NaN
+// element gets d NaN and q 0, one of zeros d 0.
 //
 // With NATURAL (the GEMV on GGUF blocks, whose runs of codes are in input order) each code
 // word's two words hold its columns in order, 8j .. 8j + 3 then 8j + 4 .. 8j + 7, in place
@@ -43,7 +45,6 @@ layout(constant_id = 4) const bool NATURAL = false;     // columns in input orde
 #define WORKGROUP gl_WorkGroupSize.x
 
 #include "q4_common.glsl"
-#include "x_bytes.glsl"
 
 layout(set = 0, binding = 3) readonly buffer KOrder { uint k_order[]; };
 // x as 32-bit words: one f32, or two f16.
@@ -130,21 +131,7 @@ void main() {
     ivec3 sums = ivec3(0);
     bool finite = chunk_largest < 0x7F800000u;
     int tau = finite ? 0 : 256;
-    ByteRounding rounding = byte_rounding(chunk_largest);
-    if (BYTES && finite) {
-        // Columns 2i and 2i + 1 of the word: bytes i of its even and odd words (with
-        // NATURAL: columns i and i + 4, bytes i of its first and second words).
-        [[unroll]] for (uint h = 0u; h < 2u; h++) {
-            vec4 v = vec4(0.0);
-            [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                uint col = NATURAL ? i + 4u * h : 2u * i + h;
-                v[i] = uintBitsToFloat(bits[col] | (negative[col] ? 0x80000000u : 0u));
-            }
-            ivec4 q = bytes_of(v * rounding.pre, rounding);
-            sums.x += (q.x + q.y) + (q.z + q.w);
-            packed[0][h] = pack_bytes(q.x, q.y, q.z, q.w);
-        }
-    } else if (finite && chunk_largest != 0u) {
+    if (finite && chunk_largest != 0u) {
         int e_chunk = exponent_of(chunk_largest);
         tau = e_chunk - 21;
         // Usually q = |x| 2^-tau exactly in f32 (a normal power of two; subnormal x, which a
@@ -152,6 +139,11 @@ void main() {
         // they round to 0 either way); the integer path otherwise.
         bool fast = e_chunk >= -104;
         float unit = uintBitsToFloat(uint(127 - max(tau, -125)) << 23);
+        // BYTES: 127 / (the largest's q), which rounds the largest to 127.
+        float byte_factor = 0.0;
+        if (BYTES) {
+            byte_factor = 127.0 / float(scaled_magnitude(chunk_largest, tau));
+        }
         [[unroll]] for (uint i = 0u; i < 8u; i++) {
             // q < 2^(e_chunk + 1 - tau) = 2^22.
             int q = fast ? int(roundEven(uintBitsToFloat(bits[i]) * unit))
@@ -160,15 +152,22 @@ void main() {
             int offset = int(8u * (NATURAL ? i % 4u : i / 2u));
             uint slot = NATURAL ? i / 4u : i % 2u;
             // No early exit from this loop: it must stay unrolled (the arrays in registers).
-            q = negative[i] ? -q : q;
-            int d2 = ((q + 128) & 255) - 128;
-            int q1 = (q - d2) >> 8;
-            int d1 = ((q1 + 128) & 255) - 128;
-            int d0 = (q1 - d1) >> 8;
-            sums += ivec3(d0, d1, d2);
-            packed[0][slot] = bitfieldInsert(packed[0][slot], uint(d0), offset, 8);
-            packed[1][slot] = bitfieldInsert(packed[1][slot], uint(d1), offset, 8);
-            packed[2][slot] = bitfieldInsert(packed[2][slot], uint(d2), offset, 8);
+            if (BYTES) {
+                q = min(int(roundEven(float(q) * byte_factor)), 127);
+                q = negative[i] ? -q : q;
+                sums.x += q;
+                packed[0][slot] = bitfieldInsert(packed[0][slot], uint(q), offset, 8);
+            } else {
+                q = negative[i] ? -q : q;
+                int d2 = ((q + 128) & 255) - 128;
+                int q1 = (q - d2) >> 8;
+                int d1 = ((q1 + 128) & 255) - 128;
+                int d0 = (q1 - d1) >> 8;
+                sums += ivec3(d0, d1, d2);
+                packed[0][slot] = bitfieldInsert(packed[0][slot], uint(d0), offset, 8);
+                packed[1][slot] = bitfieldInsert(packed[1][slot], uint(d1), offset, 8);
+                packed[2][slot] = bitfieldInsert(packed[2][slot], uint(d2), offset, 8);
+            }
         }
     }
     word_sums[tid] = sums;
@@ -182,7 +181,9 @@ void main() {
         if (j == 0u) {
             int total = word_sums[first].x + word_sums[first + 1u].x + word_sums[first + 2u].x
                         + word_sums[first + 3u].x;
-            digits[at + 2u] = uvec4(floatBitsToUint(rounding.d), uint(total), 0u, 0u);
+            float a = uintBitsToFloat(chunk_largest);
+            float d = finite ? a / 127.0 : uintBitsToFloat(0x7FC00000u);
+            digits[at + 2u] = uvec4(floatBitsToUint(d), uint(total), 0u, 0u);
         }
         return;
     }

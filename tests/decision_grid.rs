@@ -15,9 +15,8 @@
 //! (`CoopGemmTuning`'s fields, Z K slices), `tgemm(MxNxK wgW rR cC bB)` the tensor-core GEMM
 //! on the SIMT layout (fragment shape, workgroup, row and column tiles); pre-passes `+digits`, `+fragments(STAGES st
 //! bB pP)`. Flags: `z` zero points, `s` f32 scales, `h` f16 x, `o` offsets, `k` x gathered
-//! through the column order, `d` x in digits (with `b`: rounded to bytes by the pre-pass;
-//! with `i`: rounded to bytes by the GEMV itself, no pre-pass), `p` portable kernels, `w` each word decoded
-//! once for all activation rows, `l` word lanes (invocations stepping over words of codes
+//! through the column order, `d` x in digits (with `b`: rounded to bytes), `p` portable
+//! kernels, `w` each word decoded once for all activation rows, `l` word lanes (invocations stepping over words of codes
 //! or quarters of pieces), `f` x in fragments, `r` f32 x rounded to f16, `q` in K slices.
 
 use q4vk::import::gguf_blocks::BlockType;
@@ -309,7 +308,7 @@ fn grid() -> String {
                         }
                     }
                     // f32 x that may be rounded to bytes, where the integer dot-product
-                    // GEMV runs: by its pre-pass given a workspace, or by the GEMV itself.
+                    // GEMV runs (its pre-pass given a workspace).
                     if f.int_dot && form.coop.is_none() {
                         for (room_name, room) in &ROOMS[..2] {
                             let line = runs(&rules, &form, (false, false, true), *room);
@@ -462,8 +461,7 @@ fn written(c: &Choice) -> String {
                     simt_form(k.zeros, k.scale_f32, k.x_f16, k.offsets, k.k_order),
                     [
                         (k.dot, 'd'),
-                        (k.x_bytes && !k.x_bytes_here, 'b'),
-                        (k.x_bytes_here, 'i'),
+                        (k.x_bytes, 'b'),
                         (k.portable, 'p'),
                         (k.decode_once, 'w'),
                         (k.word_lanes, 'l'),

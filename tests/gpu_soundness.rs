@@ -37,7 +37,6 @@ fn a_context_creates_only_the_module_it_uses() {
             k_order: false,
             dot: false,
             x_bytes: false,
-            x_bytes_here: false,
             decode_once: false,
             word_lanes: false,
             pair: false,

@@ -40,11 +40,6 @@ pub struct Overrides {
     /// Whether the GEMV on GGUF blocks strides over quarters of pieces
     /// (`BlocksKey::word_lanes`).
     pub blocks_gemv_word_lanes: Option<bool>,
-    /// Whether calls that may round x to bytes (`Q4VK_GEMV_ROUND_X_TO_INT8`) on SIMT
-    /// matrices have the integer dot-product GEMV round it itself, with no pre-pass
-    /// (`PipelineKey::x_bytes_here`), wherever that GEMV runs, or never, whatever the
-    /// device row says (`IntDotReach::bytes_here_up_to`).
-    pub x_bytes_here: Option<bool>,
     /// Pieces per step of the GEMV on GGUF blocks (1 to 4; `DeviceTuning::blocks_gemv_unroll`,
     /// capped as there).
     pub blocks_gemv_unroll: Option<u32>,

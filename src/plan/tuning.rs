@@ -168,11 +168,6 @@ pub struct IntDotReach {
     /// pays at m = 1 on matrices of at least 2^`blocks_bytes_from_weights_log2_at_1`
     /// weights, and at m ≥ 2 on every matrix (`h100-2026-12-06-blocks-on-bytes.txt`).
     pub blocks_bytes_from_weights_log2_at_1: u32,
-    /// x rounded to bytes is rounded by the integer dot-product GEMV itself, with no
-    /// pre-pass and no workspace, at m up to `bytes_here_up_to` (0: never) on SIMT
-    /// matrices: each workgroup rounds the x of its chunks again, which costs less than a
-    /// pre-pass's dispatch and barrier where the rows per invocation share it.
-    pub bytes_here_up_to: u32,
 }
 
 impl IntDotReach {
@@ -194,12 +189,6 @@ impl IntDotReach {
             _ => self.bytes_from_weights_log2,
         };
         at_least_weights(n, k, log2)
-    }
-
-    /// Whether x rounded to bytes is rounded by the integer dot-product GEMV itself at `m`
-    /// (`bytes_here_up_to`), where the flag asks for x in bytes.
-    pub fn rounds_bytes_here(&self, m: u32) -> bool {
-        m <= self.bytes_here_up_to
     }
 
     /// As [`Self::bytes_pay`] on GGUF blocks, against their f32 decode.
@@ -420,8 +409,6 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
         bytes_from_weights_log2_at_1: 25,
         bytes_from_weights_log2: 23,
         blocks_bytes_from_weights_log2_at_1: 23,
-        // Not yet timed here: the pre-pass's rules hold.
-        bytes_here_up_to: 0,
     },
     coop_gemm_at_8: Some((10240, 8192)),
     fragments_from_m: FragmentsFromM {
@@ -469,12 +456,6 @@ pub const CPU_IMPLEMENTATION: DeviceTuning = DeviceTuning {
     simt_gemv_decode_once_from_rows: Some(1),
     simt_gemm_tiles: CPU_GEMM_TILES,
     blocks_gemm_tiles: CPU_GEMM_TILES,
-    // A pre-pass costs little where workgroups are threads, and x rounded again per
-    // workgroup costs its arithmetic (`lavapipe-2026-12-07-bytes-here.txt`).
-    int_dot: IntDotReach {
-        bytes_here_up_to: 0,
-        ..NVIDIA.int_dot
-    },
     ..DEFAULT
 };
 
@@ -501,13 +482,6 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
     blocks_gemv_rows: (2, 4),
     // A piece per step: its register cost is not yet weighed on these GPUs.
     blocks_gemv_unroll: 1,
-    // x rounded to bytes by the GEMV itself at m ≤ 2, where a pre-pass pays on no matrix
-    // of a 1.5B–3B model at m = 1: the pre-pass's dispatch and barrier saved, x's rounding
-    // shared by the rows per invocation.
-    int_dot: IntDotReach {
-        bytes_here_up_to: 2,
-        ..NVIDIA.int_dot
-    },
     ..NVIDIA
 };
 

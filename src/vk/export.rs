@@ -435,7 +435,7 @@ fn gemv_kernel(req: &ExportRequest, dev: &ExportDevice, chunks: usize) -> Result
             Spec::HasOffsets => extras.offsets as u32,
             Spec::HasKOrder => extras.k_order as u32,
             // Not in the exported builds.
-            Spec::DecodeOnce | Spec::WordLanes | Spec::XBytes | Spec::XBytesHere => return None,
+            Spec::DecodeOnce | Spec::WordLanes | Spec::XBytes => return None,
         })
     };
     Ok(Kernel {

@@ -164,48 +164,14 @@ fn digits_fit(r: &Rules, form: &MatrixForm, m: u32, bytes: bool) -> bool {
         && digits_bytes(form, m, bytes) <= r.class.max_storage_range
 }
 
-/// How the integer dot-product GEMV takes x.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DotX {
-    /// In exact 8-bit digits, from its pre-pass.
-    Digits,
-    /// Rounded to bytes by its pre-pass (`Q4VK_GEMV_ROUND_X_TO_INT8`).
-    Bytes,
-    /// As it is, rounded to bytes by the GEMV itself (no pre-pass).
-    BytesHere,
-}
-
-/// Whether a call with `p` on `form` given a workspace runs the integer dot-product GEMV
-/// behind a pre-pass: [`DotX::Bytes`] on x rounded to bytes (where `p` allows it and that
-/// pays), [`DotX::Digits`] on x in exact digits, `None` for neither.
-fn int_dot_x(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Option<DotX> {
+/// Whether a call with `p` on `form` given a workspace runs the integer dot-product GEMV:
+/// `Some(true)` on x rounded to bytes (where `p` allows it and that pays), `Some(false)` on
+/// x in exact digits, `None` for neither.
+fn int_dot_x(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Option<bool> {
     if p.x_round_int8 && runs_int_dot_on(r, form, p.m, true) {
-        return Some(DotX::Bytes);
+        return Some(true);
     }
-    runs_int_dot(r, form, p.m).then_some(DotX::Digits)
-}
-
-/// Whether a call with `p` on `form` runs the integer dot-product GEMV rounding x to bytes
-/// itself, with no pre-pass and no workspace: where `p` allows x in bytes, on SIMT matrices
-/// of a context that runs that GEMV (subgroup builds), at m up to its reach, where the
-/// caller's fixed choice or else the device row says so
-/// (`IntDotReach::bytes_here_up_to`).
-fn rounds_x_here(r: &Rules, form: &MatrixForm, p: &GemvParams) -> bool {
-    let up_to = match r.overrides().gemm_from_m {
-        Some(from) => from.saturating_sub(1),
-        None => int_dot_gemv_up_to(r, form.shape.n, form.shape.k),
-    };
-    let wanted = r
-        .overrides()
-        .x_bytes_here
-        .unwrap_or_else(|| r.row.int_dot.rounds_bytes_here(p.m));
-    p.x_round_int8
-        && wanted
-        && r.int_dot
-        && !r.portable
-        && form.coop.is_none()
-        && form.blocks.is_none()
-        && p.m <= up_to
+    runs_int_dot(r, form, p.m).then_some(false)
 }
 
 /// Chunks of 32 columns per workgroup of the digits pre-pass (four invocations each).
@@ -909,22 +875,14 @@ pub fn decide(r: &Rules, form: &MatrixForm, p: &GemvParams, room: Room) -> Resul
             workspace_bytes: digits_bytes(form, p.m, true),
         });
     }
-    if rounds_x_here(r, form, p) {
-        return Ok(Choice {
-            kernel: kernel_choice(r, form, p, Some(DotX::BytesHere))?,
-            prepass: None,
-            workspace_bytes: 0,
-        });
-    }
     let room = match room {
         Room::None => return on_x(r, form, p),
         Room::AsNeeded => None,
         Room::Bytes(b) => Some(b),
     };
-    if let Some(dot) = int_dot_x(r, form, p) {
-        let bytes = dot == DotX::Bytes;
+    if let Some(bytes) = int_dot_x(r, form, p) {
         return Ok(Choice {
-            kernel: kernel_choice(r, form, p, Some(dot))?,
+            kernel: kernel_choice(r, form, p, Some(bytes))?,
             prepass: Some(PrepassChoice::Digits(DigitsKey {
                 x_f16: p.x_f16,
                 k_order: form.column_order && !p.x_gathered,
@@ -959,25 +917,19 @@ fn on_x(r: &Rules, form: &MatrixForm, p: &GemvParams) -> Result<Choice> {
 }
 
 /// The kernel of a call: the tensor-core kernel for matrices in its layout, else the
-/// context's SIMT variant (with `dot`, the integer dot-product one on x as `dot` says: in
-/// digits or rounded to bytes, packed rows of `int_dot::row_vectors_of`, or x itself
-/// rounded by the kernel); the GEMM of the matrix's layout where [`runs_gemm`] says so, on
-/// the SIMT layout the tensor-core one where it runs there and fits the device
+/// context's SIMT variant (with `digits` `Some(bytes)`, the integer dot-product one on x in
+/// digits or, with `bytes`, rounded to bytes, packed rows of `int_dot::row_vectors_of`); the GEMM of the matrix's layout where [`runs_gemm`]
+/// says so, on the SIMT layout the tensor-core one where it runs there and fits the device
 /// (`vk::coop_tiles`).
 fn kernel_choice(
     r: &Rules,
     form: &MatrixForm,
     p: &GemvParams,
-    dot: Option<DotX>,
+    digits: Option<bool>,
 ) -> Result<KernelChoice> {
     // The integer dot-product GEMV runs past runs_gemm's m (up to int_dot_gemv_up_to).
-    let gemm = dot.is_none() && runs_gemm(r, form, p.m);
-    let consistent = match dot {
-        None => true,
-        Some(DotX::BytesHere) => rounds_x_here(r, form, p),
-        Some(_) => int_dot_x(r, form, p) == dot,
-    };
-    if !consistent {
+    let gemm = digits.is_none() && runs_gemm(r, form, p.m);
+    if digits.is_some() && int_dot_x(r, form, p) != digits {
         return Err(Error::Internal(
             "the integer dot-product GEMV runs SIMT matrices at the GEMV's m on contexts with int_dot only".into(),
         ));
@@ -992,7 +944,7 @@ fn kernel_choice(
                 Some(key) => Ok(KernelChoice::CoopTiles(key)),
                 None => simt_gemm_choice(r, form, p),
             },
-            false => Ok(simt_gemv_choice(r, form, p, dot)),
+            false => Ok(simt_gemv_choice(r, form, p, digits)),
         };
     };
     if gemm {
@@ -1232,22 +1184,18 @@ pub(super) fn paired(r: &Rules, choice: &Choice) -> Option<Choice> {
     }
 }
 
-/// The SIMT GEMV's key for a call with `p` on `form` (with `dot`: the integer dot-product
-/// GEMV on x as `dot` says): passes of up to [`MAX_M`] activation rows, the last of the
-/// rows left.
+/// The SIMT GEMV's key for a call with `p` on `form` (`digits` `Some(bytes)`: the integer
+/// dot-product GEMV on x in digits, or with `bytes` rounded to bytes): passes of up to
+/// [`MAX_M`] activation rows, the last of the rows left.
 fn simt_gemv_choice(
     r: &Rules,
     form: &MatrixForm,
     p: &GemvParams,
-    dot_x: Option<DotX>,
+    digits: Option<bool>,
 ) -> KernelChoice {
     let pass_rows = p.m.min(MAX_M);
-    let dot = dot_x.is_some();
-    let x_bytes_here = dot_x == Some(DotX::BytesHere);
-    let x_bytes = dot_x == Some(DotX::Bytes) || x_bytes_here;
-    // The kernel reads x itself: the f32 kernel, and the integer dot-product one that
-    // rounds x (the pre-passes read it for the others, gathered and f32-free).
-    let reads_x = !dot || x_bytes_here;
+    let dot = digits.is_some();
+    let x_bytes = digits == Some(true);
     let k = form.shape.k as u64;
     // One shape for every pass (the plan's grid is the first pass's), chosen by its rows.
     let t = match (dot, x_bytes) {
@@ -1255,9 +1203,8 @@ fn simt_gemv_choice(
         (true, false) => r.int_dot_simt_for(form.shape.n, k, p.m),
         (false, _) => r.simt_for(form.shape.n, k, p.m),
     };
-    // The portable kernels have one shape; the kernel that rounds x steps over chunks.
+    // The portable kernels have one shape.
     let word_lanes = !r.portable
-        && !x_bytes_here
         && r.overrides()
             .simt_gemv_word_lanes
             .unwrap_or_else(|| t.word_lanes || short_rows(r, t, form));
@@ -1274,12 +1221,12 @@ fn simt_gemv_choice(
         m: rows,
         zeros: form.shape.zero_points,
         scale_f32: form.scale_f32,
-        x_f16: p.x_f16 && reads_x,
+        // The digits are f32-free and in column order (the pre-pass gathers).
+        x_f16: p.x_f16 && !dot,
         offsets: form.offsets,
-        k_order: form.column_order && !p.x_gathered && reads_x,
+        k_order: form.column_order && !p.x_gathered && !dot,
         dot,
         x_bytes,
-        x_bytes_here,
         // One activation row has one way to decode.
         decode_once: !dot && rows >= 2 && decodes_once(r, form),
         word_lanes,
@@ -1522,7 +1469,6 @@ mod tests {
             k_order: false,
             dot,
             x_bytes,
-            x_bytes_here: false,
             decode_once: false,
             word_lanes: false,
             pair: false,

@@ -22,9 +22,7 @@
 //! quotient), 3 uvec4 ([`BYTE_CHUNK_VECTORS`]) per chunk: for each code word `j` the bytes
 //! of its even columns, then of its odd ones, then `(d's bits, Σ q, 0, 0)`. A chunk with an
 //! infinite or NaN element gets `d` NaN and `q = 0`; where the device flushes subnormals, a
-//! chunk whose largest magnitude is subnormal gets `d = 0` and `q = 0`. At the few rows of x where the device row
-//! says so (`IntDotReach::bytes_here_up_to`) the GEMV reads x itself and rounds each chunk
-//! it takes with the same formula (`shaders/x_bytes.glsl`): no pre-pass, no workspace.
+//! chunk whose `d` is subnormal counts as zeros.
 
 use ash::vk;
 use std::ffi::CStr;

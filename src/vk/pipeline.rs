@@ -191,8 +191,6 @@ pub enum Spec {
     WordLanes,
     /// The integer dot-product kernel on x rounded to one byte per element (its build only).
     XBytes,
-    /// With `XBytes`: x read as it is and rounded by the kernel (its build only).
-    XBytesHere,
 }
 
 /// The one table of the SIMT kernel's specialization ids: (constant, id in q4vk's own
@@ -200,7 +198,7 @@ pub enum Spec {
 /// build and id in the extended exported build (`shaders/gemv_export.glsl`: ncnn wants the
 /// kernel's own ids contiguous from 0, with the subgroup size last as the portable variant
 /// lacks it); `None`: not in that build).
-pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 15] = [
+pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 14] = [
     (Spec::Workgroup, 0, Some(5), Some(5)),
     (Spec::Rows, 1, Some(0), Some(0)),
     (Spec::M, 2, Some(1), Some(1)),
@@ -215,7 +213,6 @@ pub const SPECS: [(Spec, u32, Option<u32>, Option<u32>); 15] = [
     (Spec::DecodeOnce, 11, None, None),
     (Spec::WordLanes, 12, None, None),
     (Spec::XBytes, 13, None, None),
-    (Spec::XBytesHere, 14, None, None),
 ];
 
 /// Which GEMV pipeline: kernel variant plus the per-call specialization.
@@ -248,11 +245,6 @@ pub struct PipelineKey {
     /// With `dot`: x rounded to one signed byte per element and a scale per chunk
     /// (`Q4VK_GEMV_ROUND_X_TO_INT8`), instead of three exact digits.
     pub x_bytes: bool,
-    /// With `x_bytes`: x read as it is (f32 or f16, gathered through the column order where
-    /// `k_order`) and rounded to bytes by the kernel for the chunks each invocation takes,
-    /// with no pre-pass (`Q4VK_GEMV_ROUND_X_TO_INT8` where `IntDotReach::bytes_here_up_to`
-    /// allows; chunk steps only, not `word_lanes`).
-    pub x_bytes_here: bool,
     /// f32 kernel, m ≥ 2: each word of codes decoded once for all activation rows, x read
     /// a word at a time (else decoded per activation row, a chunk's x loaded at once).
     pub decode_once: bool,
@@ -1239,7 +1231,6 @@ impl Pipelines {
             Spec::DecodeOnce => key.decode_once as u32,
             Spec::WordLanes => key.word_lanes as u32,
             Spec::XBytes => key.x_bytes as u32,
-            Spec::XBytesHere => key.x_bytes_here as u32,
         };
         let mut values = [0u32; SPECS.len()];
         for (spec, id, _, _) in SPECS {

@@ -28,8 +28,7 @@
 //! `--decode-once 0|1` fixes whether the f32 SIMT GEMV at m ≥ 2 decodes each word of codes
 //! once for all activation rows, `--word-lanes 0|1` whether the SIMT GEMV's invocations
 //! step over words of codes instead of chunks, `--blocks-word-lanes 0|1` whether the GEMV
-//! on GGUF blocks' step over quarters of pieces, `--bytes-here 0|1` whether the integer
-//! dot-product GEMV rounds x to bytes itself (with `--round-x-int8`); `--row NAME` takes that tuning row instead of the device's
+//! on GGUF blocks' step over quarters of pieces; `--row NAME` takes that tuning row instead of the device's
 //! (`default`: a device q4vk has no row for); `--tune MS` first tunes the SIMT GEMV's
 //! shape on the table's shapes and m (up to 8) within MS milliseconds (`q4vk_context_tune`)
 //! and runs the table on a context given its blob; `--tune-each MS` tunes each shape and m
@@ -172,10 +171,6 @@ struct Options {
     /// `--blocks-word-lanes 0|1`: whether the GEMV on GGUF blocks strides over quarters of
     /// pieces (else the device row's choice).
     blocks_word_lanes: Option<bool>,
-    /// `--bytes-here 0|1`: whether calls on x rounded to bytes (`--round-x-int8`) have the
-    /// integer dot-product GEMV round x itself, with no pre-pass (else the device row's
-    /// choice).
-    bytes_here: Option<bool>,
     /// `--coop-tiles`: the tensor-core GEMM on the SIMT layout (and on GGUF blocks) wherever
     /// a GEMM runs, the tensor-core layout's kernels not used.
     coop_tiles: bool,
@@ -214,7 +209,7 @@ fn numbers(arg: Option<String>) -> Option<Vec<u32>> {
 
 fn main() {
     let usage = || -> ! {
-        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--blocks-unroll U] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4|Q4_K_M (with --model)] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--round-x-int8] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--bytes-here 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME [--gate-up-apart]]");
+        eprintln!("usage: q4vk-bench [--quick] [--sweep | --coop-sweep] [--workgroup W --rows R] [--unroll U] [--split S] [--coop T,S | --no-coop] [--int-dot | --no-int-dot] [--coop-gemm T,S,M[,K[,A[,G]]][/..|/default..]] [--gemm-from M] [--gemm-tile TX,TY,RN,RM] [--gemm-ksplit K] [--coop-gemm-slices Z] [--blocks-rows R] [--blocks-pass-rows P] [--blocks-unroll U] [--offsets | --zeros | --type Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K|IQ4_NL|IQ4_XS|MXFP4|NVFP4|Q4_K_M (with --model)] [--group G] [--act-order] [--f16] [--stats] [--no-workspace] [--round-x-f16] [--round-x-int8] [--reuse-workspace] [--m M,..] [--shapes I|NxK,..] [--jsonl FILE] [--chain N] [--decode-once 0|1] [--word-lanes 0|1] [--blocks-word-lanes 0|1] [--coop-tiles] [--row NAME] [--tune MS | --tune-each MS] [--load] [--model NAME [--gate-up-apart]]");
         std::process::exit(2)
     };
     let (mut quick, mut sweep, mut wg, mut rows) = (false, false, None, None);
@@ -232,7 +227,7 @@ fn main() {
     let (mut no_workspace, mut round_x_f16, mut reuse_workspace) = (false, false, false);
     let mut round_x_int8 = false;
     let (mut jsonl, mut chain, mut decode_once) = (None, None, None);
-    let (mut word_lanes, mut blocks_word_lanes, mut bytes_here) = (None, None, None);
+    let (mut word_lanes, mut blocks_word_lanes) = (None, None);
     let mut coop_tiles = false;
     let (mut row, mut tune, mut load, mut model) = (None, None, false, None);
     let mut tune_each = None;
@@ -317,7 +312,6 @@ fn main() {
             "--decode-once" => decode_once = Some(number() != 0),
             "--word-lanes" => word_lanes = Some(number() != 0),
             "--blocks-word-lanes" => blocks_word_lanes = Some(number() != 0),
-            "--bytes-here" => bytes_here = Some(number() != 0),
             "--coop-tiles" => coop_tiles = true,
             "--load" => load = true,
             "--row" => {
@@ -404,7 +398,6 @@ fn main() {
         decode_once,
         word_lanes,
         blocks_word_lanes,
-        bytes_here,
         coop_tiles,
         row,
         tune,
@@ -442,7 +435,6 @@ fn path(ctx: &Context, r: &Row) -> String {
         (true, Some(t), _) if ctx.coop => format!(" GEMM {t}{slices}"),
         (true, None, Some((t, _))) => format!(" GEMM [{t}]{slices}"),
         (true, _, _) => " GEMM".to_string(),
-        (false, _, _) if r.x_bytes_here => " int8-dot bytes-here".to_string(),
         (false, _, _) if r.prepass => {
             let bytes = if r.x_bytes { " bytes" } else { "" };
             let lanes = if r.word_lanes { " word-lanes" } else { "" };
@@ -523,7 +515,6 @@ fn context(
                 blocks_gemv_rows: opt.blocks_rows,
                 blocks_gemv_pass_rows: opt.blocks_pass_rows,
                 blocks_gemv_unroll: opt.blocks_unroll,
-                x_bytes_here: opt.bytes_here,
             },
             pipeline_statistics: opt.stats,
             ..Default::default()

@@ -34,8 +34,6 @@ pub(crate) struct Row {
     pub(crate) rounded: bool,
     /// The integer dot-product GEMV ran on x rounded to bytes (`--round-x-int8`).
     pub(crate) x_bytes: bool,
-    /// The integer dot-product GEMV rounded x to bytes itself (no pre-pass).
-    pub(crate) x_bytes_here: bool,
     /// The kernel alone was timed, on a workspace an untimed call filled
     /// (`--reuse-workspace`, where a pre-pass runs).
     pub(crate) reused: bool,
@@ -563,10 +561,6 @@ pub(crate) fn bench_shape(
                 choice.prepass,
                 Some(gemv::PrepassChoice::Digits(key)) if key.bytes
             ) && prepared.workspace.is_some(),
-            x_bytes_here: matches!(
-                choice.kernel,
-                gemv::KernelChoice::SimtGemv { key, .. } if key.x_bytes_here
-            ),
             reused: opt.reuse_workspace && prepared.workspace.is_some(),
             coop_gemm,
             gemm_shape: choice.coop_gemm_shape().filter(|_| gemm),
