@@ -16,8 +16,9 @@
 //! on the SIMT layout (fragment shape, workgroup, row and column tiles); pre-passes `+digits`, `+fragments(STAGES st
 //! bB pP)`. Flags: `z` zero points, `s` f32 scales, `h` f16 x, `o` offsets, `k` x gathered
 //! through the column order, `d` x in digits (with `b`: rounded to bytes), `p` portable
-//! kernels, `w` each word decoded once for all activation rows, `l` word lanes (invocations stepping over words of codes
-//! or quarters of pieces), `f` x in fragments, `r` f32 x rounded to f16, `q` in K slices.
+//! kernels, `w` each word decoded once for all activation rows, `l` word lanes
+//! (invocations stepping over words of codes or quarters of pieces), `f` x in fragments,
+//! `r` f32 x rounded to f16, `q` in K slices.
 
 use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::{DeviceClass, Family, FragmentShape};
@@ -253,13 +254,13 @@ const MS: [u32; 29] = [
     256, 512, 513, 1024,
 ];
 
-/// Activation types: (name, f16 x, x may be rounded: to f16 where f16 x is false, else to
-/// bytes).
-const XS: [(&str, bool, bool); 4] = [
-    ("f32", false, false),
-    ("f16", true, false),
-    ("f32-round", false, true),
-    ("f16-round-int8", true, true),
+/// Activation types: (name, (f16 x, x may be rounded to f16, x may be rounded to bytes)).
+const XS: [(&str, (bool, bool, bool)); 5] = [
+    ("f32", (false, false, false)),
+    ("f16", (true, false, false)),
+    ("f32-round", (false, true, false)),
+    ("f32-round-int8", (false, false, true)),
+    ("f16-round-int8", (true, false, true)),
 ];
 
 /// Workspaces: (name, room).
@@ -287,34 +288,23 @@ fn grid() -> String {
                     let form =
                         MatrixForm::new(shape, offsets, offsets, order, f.coop, max_part_bytes)
                             .expect("every grid matrix fits a part");
-                    for (x_name, x_f16, x_round_f16) in &XS[..3] {
-                        let (x_f16, x_round_f16) = (*x_f16, *x_round_f16);
-                        // Rounding only ever changes the tensor-core GEMM on fragments.
-                        if x_round_f16 && form.coop.is_none() {
+                    for (x_name, x) in &XS[..4] {
+                        let (_, round_f16, round_int8) = *x;
+                        // Rounding to f16 only ever changes the tensor-core GEMM on
+                        // fragments; to bytes, the integer dot-product GEMV on SIMT matrices.
+                        let simt = form.coop.is_none();
+                        if (round_f16 && simt) || (round_int8 && !(f.int_dot && simt)) {
                             continue;
                         }
                         for (room_name, room) in ROOMS {
                             // A room of so many bytes only ever changes the K slices.
-                            if matches!(room, Room::Bytes(_)) && form.coop.is_none() {
+                            if matches!(room, Room::Bytes(_)) && simt {
                                 continue;
                             }
-                            let line = runs(&rules, &form, (x_f16, x_round_f16, false), room);
+                            let line = runs(&rules, &form, *x, room);
                             writeln!(
                                 out,
                                 "{device} {} {form_name} {n}x{k} {x_name} ws-{room_name}: {line}",
-                                f.name
-                            )
-                            .unwrap();
-                        }
-                    }
-                    // f32 x that may be rounded to bytes, where the integer dot-product
-                    // GEMV runs (its pre-pass given a workspace).
-                    if f.int_dot && form.coop.is_none() {
-                        for (room_name, room) in &ROOMS[..2] {
-                            let line = runs(&rules, &form, (false, false, true), *room);
-                            writeln!(
-                                out,
-                                "{device} {} {form_name} {n}x{k} f32-round-int8 ws-{room_name}: {line}",
                                 f.name
                             )
                             .unwrap();
@@ -331,12 +321,12 @@ fn grid() -> String {
                     }
                     let form = MatrixForm::of_blocks(ty, n as usize, k as usize, max_part_bytes)
                         .expect("every grid matrix fits a part");
-                    for (x_name, x_f16, rounded) in [XS[0], XS[1], XS[3]] {
-                        let (room_name, room) = match rounded {
+                    for (x_name, x) in [XS[0], XS[1], XS[4]] {
+                        let (room_name, room) = match x.2 {
                             true => ROOMS[1],
                             false => ROOMS[0],
                         };
-                        let line = runs(&rules, &form, (x_f16, false, rounded), room);
+                        let line = runs(&rules, &form, x, room);
                         writeln!(
                             out,
                             "{device} {} gguf-{} {n}x{k} {x_name} ws-{room_name}: {line}",
