@@ -19,15 +19,17 @@
 One object per timed case (bench/RESULTS.md, "Machine-readable results"):
   commit, date, device, driver  the run (null where unknown)
   shape {"n", "k"}, m           the case
-  type                          weight form: g<group>, then -zp (a zero point per group),
-                                -offsets (f32 scales and offsets), -act-order (only by --type)
+  type                          weight form: a GGUF block type (Q4_K, IQ4_XS, ...), or
+                                g<group>, then -zp (a zero point per group), -offsets (f32
+                                scales and offsets), -act-order (only by --type)
   x                             f32 or f16 activations
   path                          the kernel as the bench names it; a shape the rules chose
                                 (in brackets) is written [rule] and moved to "tile", with its
                                 K slices to "slices"
   us, gbps                      cold median µs and cold GB/s (gbps null if the table has none)
   peer                          [{"name", "us"}]: llama.cpp and cuBLAS rows of the same n, k, m
-                                in the same run of the file
+                                in the same run of the file (llama.cpp of the same GGUF type
+                                for a GGUF type; its Q4_0 and Q4_K for the others)
   hot_us, rel_err, tile, slices, source   optional
   chain_us, chain_hot_us                  optional: µs per call in a chain of dependent calls
                                           in one command buffer (q4vk-bench --chain)
@@ -36,12 +38,13 @@ What the converter reads, line by line:
   device: NAME (...)              the device (q4vk-bench's first line)
   NAME, DRIVER, ... MHz           nvidia-smi's line; or "driver X.Y.Z" in a comment line
   mode: ...; group G, FORM, X activations; ...      weight form and activation type
+  mode: ...; GGUF T blocks ..., X activations; ...  (a GGUF block type T)
   | N × K | m | path | cold µs | ...                 a table header; its rows follow
   # Columns ...: N × K | m | path | cold µs | ...     declares rows printed without the
                                                       leading "|" (cut tables)
   ## Call N / ## Run N            starts a new run (peers and "build <hash>" are per run);
                                   other headings do not
-  MUL_MAT(name=q4_0_nN_kK_mM ...): ... T us/run       llama.cpp (test-backend-ops perf)
+  MUL_MAT(name=TYPE_nN_kK_mM ...): ... T us/run       llama.cpp (test-backend-ops perf)
   q4_0_nN_kK_mM T us/run; ...                         llama.cpp, compact
   cublas N x K m=M T us [; m=M T us]                  cuBLAS fp16
   {"fp16_linear_cold": [{"n", "k", "m", "us"}, ...]}  cuBLAS fp16 (JSON)
@@ -62,12 +65,14 @@ RUN_HEADING_RE = re.compile(r"^## (?:call|run) \d+\b", re.IGNORECASE)
 SMI_RE = re.compile(r"^(NVIDIA [^,]+), (\d+\.\d+(?:\.\d+)?), ")
 DRIVER_RE = re.compile(r"\bdriver (\d+\.\d+(?:\.\d+)?)\b")
 DEVICE_COMMENT_RE = re.compile(r"\b(NVIDIA [A-Z][A-Za-z0-9-]*)")
-MULMAT_RE = re.compile(r"MUL_MAT\(name=(q4_[0-9A-Za-z]+)_n(\d+)_k(\d+)_m(\d+)\b.*?([\d.]+) us/run")
+MULMAT_RE = re.compile(r"MUL_MAT\(name=([a-z0-9]+(?:_[0-9A-Za-z]+)?)_n(\d+)_k(\d+)_m(\d+)\b.*?([\d.]+) us/run")
 COMPACT_RE = re.compile(r"\b(q4_[0-9A-Za-z]+)_n(\d+)_k(\d+)_m(\d+)\s+([\d.]+)\b")
 CUBLAS_RE = re.compile(r"^cublas (\d+) x (\d+) (.*)$")
 CUBLAS_M_RE = re.compile(r"m=(\d+) ([\d.]+) us")
 BRACKET_RE = re.compile(r"\[([0-9,]+)\]")
 SLICES_RE = re.compile(r"\s*×(\d+) K slices")
+# The header of `--load`'s table (matrix creation times), whose rows are skipped.
+LOAD_TABLE = ("load",)
 
 
 class TableError(Exception):
@@ -92,10 +97,13 @@ def number(text):
 
 def parse_mode(line):
     """(type, x, m or None) from q4vk-bench's mode line."""
+    gguf = re.search(r"\bGGUF (\S+) blocks", line)
     group = re.search(r"\bgroup (\d+)", line)
     x = re.search(r"\b(f16|f32) activations", line)
     m = re.search(r"\bm = (\d+)[,;]", line)
     form = "g%s" % group.group(1) if group else None
+    if gguf:
+        form = gguf.group(1)
     if form and "zero point per group" in line:
         form += "-zp"
     if form and "scales and offsets" in line:
@@ -115,6 +123,15 @@ def normalize_path(path):
             slices = int(s.group(1))
             path = path[: s.start()] + path[s.end():]
     return " ".join(path.split()), tile, slices
+
+
+def peer_matches(peer, form):
+    """Whether a peer's row times the same weights as a row of weight form `form`: llama.cpp
+    on the same GGUF type for a GGUF form; else llama.cpp Q4_0 or Q4_K, or cuBLAS."""
+    if not peer.startswith("llama.cpp"):
+        return not form[0].isupper()
+    kind = peer.rsplit(" ", 1)[1]
+    return kind == form.upper() if form[0].isupper() else kind in ("Q4_0", "Q4_K")
 
 
 def llama_name(kind, vulkan):
@@ -220,6 +237,10 @@ def from_table(text, name="RAW", commit=None, date=None, device=None, driver=Non
         if stripped.startswith("|"):
             row = cells(stripped)
             if row and row[0] == "N × K":
+                # `--load`'s table times matrix creation, not kernels: no case to compare.
+                if "from blob ms" in row:
+                    header = LOAD_TABLE
+                    continue
                 for need in ("cold µs",):
                     if need not in row:
                         raise TableError(
@@ -230,6 +251,8 @@ def from_table(text, name="RAW", commit=None, date=None, device=None, driver=Non
             if row and set("".join(row)) <= set("-: "):
                 continue
             if row and SHAPE_RE.match(row[0]):
+                if header is LOAD_TABLE:
+                    continue
                 if header is None:
                     raise TableError(
                         "%s:%d: a table row without a q4vk-bench header before it (expected "
@@ -281,7 +304,7 @@ def make_row(row, header, name, no, ctx, peers, commit, date, device, driver, ty
         "path": path,
         "us": us,
         "gbps": number(col.get("cold GB/s")),
-        "peer": list(peers.get((n, k, m), [])),
+        "peer": [p for p in peers.get((n, k, m), []) if peer_matches(p["name"], form)],
     }
     if "hot µs" in col:
         obj["hot_us"] = number(col["hot µs"])
@@ -369,6 +392,22 @@ ggml_vulkan: 0 = NVIDIA H200 (NVIDIA) | uma: 0 | fp16: 1 | int dot: 1 | matrix c
 cublas 28672 x 8192 m=64 137.9 us 218.0 TFLOP/s
 """
 
+# A GGUF block type's table beside llama.cpp on two types, then `--load`'s table (skipped).
+SAMPLE_GGUF = """\
+NVIDIA H100 80GB HBM3, 580.159.04, 1980 MHz
+  MUL_MAT(name=q6_K_n4096_k4096_m1,type=f32,ne=[4096,1,1,1]):   9487 runs -   9.37 us/run -   13480 kB/run
+  MUL_MAT(name=q4_0_n4096_k4096_m1,type=f32,ne=[4096,1,1,1]):   9487 runs -   9.58 us/run -   9216 kB/run
+device: NVIDIA H100 80GB HBM3 (path: coopmat; tuning row nvidia)
+mode: full; GGUF Q6_K blocks in their native bytes, f32 activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens
+
+| N × K | m | path | cold µs | cold GB/s | % of copy | hot µs | rel. err |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| 4096 × 4096 | 1 | coopmat | 14.5 | 954 | 32% | 13.2 | 1.1e-7 |
+| N × K | blob MiB | from blob ms | from blob MiB/s | plain copy ms | plain copy MiB/s | from blob / plain copy | from Q4 data ms |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| 4096 × 4096 | 8.5 | 9.07 | 937 | 7.12 | 1193 | 0.79 | 23.22 |
+"""
+
 SAMPLE_EXPECTED = [
     {"commit": "abc1234", "date": "2026-12-03", "device": "NVIDIA H200", "driver": "580.159.04",
      "shape": {"n": 28672, "k": 8192}, "m": 1, "type": "g32", "x": "f16", "path": "coopmat 2×4",
@@ -450,6 +489,10 @@ def self_test():
     check("row count", len(got), len(SAMPLE_EXPECTED))
     for i, (g, w) in enumerate(zip(got, SAMPLE_EXPECTED)):
         check("row %d" % i, g, w)
+    gguf = from_table(SAMPLE_GGUF, name="sample-gguf-2026-12-07.txt")
+    check("GGUF rows (the load table skipped)", len(gguf), 1)
+    check("GGUF type and its own peer", (gguf[0]["type"], gguf[0]["peer"]),
+          ("Q6_K", [{"name": "llama.cpp Q6_K", "us": 9.37}]))
     # Round trip through JSON lines and the comparison.
     with tempfile.TemporaryDirectory() as tmp:
         pa, pb = os.path.join(tmp, "a.jsonl"), os.path.join(tmp, "b.jsonl")

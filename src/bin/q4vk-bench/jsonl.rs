@@ -21,7 +21,8 @@ struct Run {
     date: String,
     device: String,
     driver: Option<String>,
-    /// Weight form: `g<group>`, then `-offsets` or `-zp`, then `-act-order`.
+    /// Weight form: a GGUF block type's name, or `g<group>`, then `-offsets` or `-zp`, then
+    /// `-act-order`.
     form: String,
     /// `f16` or `f32` activations.
     x: &'static str,
@@ -60,7 +61,10 @@ impl JsonLines {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let mut form = format!("g{}", opt.group_size());
+        let mut form = match opt.block_type {
+            Some(ty) => ty.name().to_string(),
+            None => format!("g{}", opt.group_size()),
+        };
         if opt.offsets {
             form.push_str("-offsets");
         } else if opt.zeros {

@@ -826,18 +826,20 @@ fn run(opt: &Options) -> Result<()> {
         );
     }
     println!(
-        "mode: {}; group {}, {}, {} activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens",
+        "mode: {}; {}, {} activations; medians of timestamp pairs; m > 8: rel. err of 3 tokens",
         if opt.quick {
             "quick (N/4, K/4)"
         } else {
             "full"
         },
-        opt.group_size(),
         match (opt.block_type, opt.offsets, opt.zeros) {
             (Some(ty), _, _) => format!("GGUF {} blocks in their native bytes", ty.name()),
-            (None, true, _) => "f32 scales and offsets".into(),
-            (None, _, true) => "a zero point per group, f16 scales".into(),
-            _ => "symmetric, f16 scales".into(),
+            (None, true, _) => format!("group {}, f32 scales and offsets", opt.group_size()),
+            (None, _, true) => format!(
+                "group {}, a zero point per group, f16 scales",
+                opt.group_size()
+            ),
+            _ => format!("group {}, symmetric, f16 scales", opt.group_size()),
         },
         if opt.x_f16 { "f16" } else { "f32" }
     );
