@@ -39,8 +39,17 @@ cargo test --release
 echo "== GPU tests again with the integer dot-product GEMV forced (Q4VK_INTDOT=1: lavapipe has"
 echo "   the dot products but does not report them accelerated; the default on devices that do)"
 gpu_tests=$(cd tests && ls gpu_*.rs | sed 's/\.rs$//; s/^/--test /')
+# Not again where the switch cannot change what runs: contexts made in Rust with their own
+# settings (the environment is read by q4vk_context_create only; gpu_int_dot* force the
+# integer dot products themselves), the exported kernels, which have no integer
+# dot-product form, GGUF blocks without Q4VK_GEMV_ROUND_X_TO_INT8 (their f32 decode
+# either way), and no GPU GEMV at all. A new test file runs here until listed.
+same_either_way="gpu_act_order gpu_adopt_coop gpu_coop_tiles gpu_debug_names gpu_int_dot
+    gpu_int_dot_bytes gpu_tuning gpu_x_fragments gpu_kernel_export gpu_kernel_export_blocks
+    gpu_kernel_export_imported gpu_blocks gpu_blocks_frag gpu_no_device gpu_cpu_fallback"
+int_dot_tests=$(cd tests && ls gpu_*.rs | sed 's/\.rs$//' | grep -vxF -f <(tr -s ' \n' '\n' <<<"$same_either_way") | sed 's/^/--test /')
 # shellcheck disable=SC2086 # one --test per file
-Q4VK_INTDOT=1 cargo test --release --quiet $gpu_tests
+Q4VK_INTDOT=1 cargo test --release --quiet $int_dot_tests
 echo "== SIMT GPU tests at other subgroup sizes: llvmpipe at 512 bits (subgroups of 16, Mali's)"
 echo "   and 128 bits (4); the runs above have 8"
 simt_tests="--test gpu_gemv --test gpu_gemm --test gpu_kernel_export --test gpu_int_dot --test gpu_act_order --test gpu_tuning"
@@ -76,4 +85,4 @@ scripts/test-c.sh
 echo "== sanitizers (Rust tests under ASan/LSan, valgrind leak count)"
 scripts/test-sanitizers.sh
 echo "== fuzz smoke"
-scripts/fuzz-smoke.sh 30
+scripts/fuzz-smoke.sh 10
