@@ -136,8 +136,7 @@ void load_piece(uint c, uint tid, uint row0, uint tok0) {
         if (r < TN) {
             uint gb = tile_row(row0, r) * p.groups + blk;
             st_v[s] = codes_of(0u, piece_word(gb, piece));
-            // NVFP4's second run is in its one word.
-            st_v2[s] = TYPE == T_NVFP4 ? st_v[s] : codes_of(0u, piece_second_word(gb, piece));
+            st_v2[s] = SECOND_WORD ? codes_of(0u, piece_second_word(gb, piece)) : st_v[s];
             st_h[s] = block_high_bits(0u, gb);
             scale_words(0u, gb, piece, st_s[s], st_d[s]);
         }

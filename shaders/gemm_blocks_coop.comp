@@ -127,8 +127,7 @@ void stage_a(uint row0, uint c, out vec4 scales[A_ITEMS]) {
             uint h = i & 1u;
             uint gb = min(row0 + r, p.rows - 1u) * p.groups + blk;
             uvec4 v = codes_of(0u, piece_word(gb, piece));
-            // NVFP4's second run is in its one word.
-            uvec4 v2 = TYPE == T_NVFP4 ? v : codes_of(0u, piece_second_word(gb, piece));
+            uvec4 v2 = SECOND_WORD ? codes_of(0u, piece_second_word(gb, piece)) : v;
             uint hbits = block_high_bits(0u, gb);
             uint c0 = 2u * h;
             uint c1 = c0 + 1u;

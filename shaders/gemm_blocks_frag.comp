@@ -87,7 +87,7 @@ layout(set = 0, binding = 0) readonly buffer Codes32 { uint q32[]; };
 const bool FOLDS = TYPE == T_Q4_K || TYPE == T_Q5_K || TYPE == T_NVFP4;
 const uint UNIT = FOLDS ? 8u : TYPE == T_Q6_K ? 1u : 2u;
 // Types whose piece decodes from a second code word (or, NVFP4, other words of its one).
-const bool SECOND = TYPE == T_Q8_0 || TYPE == T_Q5_K || TYPE == T_Q6_K || TYPE == T_NVFP4;
+const bool SECOND = SECOND_WORD || TYPE == T_NVFP4;
 // Blocks whose scale words a stage reads per row: one per block it spans.
 const uint SETS = PIECES >= 4u ? 1u : 4u / PIECES;
 // What the byte code pairs have added before their 1024 comes off: the codes' bias, or

@@ -172,8 +172,7 @@ void dot_pieces(uint mat, uint row0, uint tid, inout float acc[MR]) {
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
             uint gb = min(row0 + r, last_row) * p.groups + blk;
             uvec4 v = codes_of(mat, piece_word(gb, piece));
-            // NVFP4's second run is in its one word.
-            uvec4 v2 = TYPE == T_NVFP4 ? v : codes_of(mat, piece_second_word(gb, piece));
+            uvec4 v2 = SECOND_WORD ? codes_of(mat, piece_second_word(gb, piece)) : v;
             uint h = block_high_bits(mat, gb);
             uvec4 ua;
             uvec4 ub;
@@ -307,7 +306,10 @@ void word_lanes(uint mat, uint row0, uint tid, inout float acc[MR]) {
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
             uint gb = min(row0 + r, last_row) * p.groups + blk;
             uint w1 = code_word_of(mat, 4u * piece_word(gb, piece) + quarter_first(quarter));
-            uint w2 = code_word_of(mat, 4u * piece_second_word(gb, piece) + quarter_second(quarter));
+            // NVFP4's second run: another word of its one code word.
+            uint w2 = SECOND_WORD || TYPE == T_NVFP4
+                ? code_word_of(mat, 4u * piece_second_word(gb, piece) + quarter_second(quarter))
+                : w1;
             vec4 qa;
             vec4 qb;
             decode_quarter(piece, quarter, w1, w2, block_high_bits(mat, gb), qa, qb);
@@ -350,8 +352,7 @@ struct PieceWords {
 PieceWords load_piece(uint mat, uint gb, uint piece) {
     PieceWords w;
     w.v = codes_of(mat, piece_word(gb, piece));
-    // NVFP4's second run is in its one word.
-    w.v2 = TYPE == T_NVFP4 ? w.v : codes_of(mat, piece_second_word(gb, piece));
+    w.v2 = SECOND_WORD ? codes_of(mat, piece_second_word(gb, piece)) : w.v;
     w.h = block_high_bits(mat, gb);
     scale_words(mat, gb, piece, w.s, w.d);
     return w;
