@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test of q4vk: formatting, lints and doc links, the header drift and ABI checks, the Rust unit and
 # integration tests (golden vectors; Vulkan tests on whatever device exists, lavapipe on
-# CPU-only machines, with the validation layer on; the Vulkan tests a second time with the
-# integer dot-product GEMV forced, and on Mesa 26.1's lavapipe with cooperative matrices),
+# CPU-only machines, with the validation layer on; again with the integer dot-product GEMV
+# forced (the files where that can change what runs), and on Mesa 26.1's lavapipe with
+# cooperative matrices),
 # the CPU tests built for aarch64 under
 # qemu-user (NEON kernels, with and without the dot product), and the C consumer tests (CMake/CTest,
 # default and ASan+UBSan builds), the Rust tests under ASan/LSan with a valgrind leak count,
-# and a 30-second smoke run of every fuzz target. Installs missing prerequisites first
+# and a 10-second smoke run of every fuzz target. Installs missing prerequisites first
 # (scripts/setup.sh).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

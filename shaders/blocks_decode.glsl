@@ -163,8 +163,8 @@ uint piece_word(uint gb, uint piece) {
 }
 
 // Whether a piece decodes from a second 16-byte code word (`piece_second_word`): Q8_0's,
-// Q5_K's and Q6_K's; the other types' kernels load none (NVFP4's second run lies in its
-// one word).
+// Q5_K's and Q6_K's; the other types' kernels load no second one (NVFP4's second run lies
+// in other 32-bit words of its one code word).
 const bool SECOND_WORD = TYPE == T_Q8_0 || TYPE == T_Q5_K || TYPE == T_Q6_K;
 
 // The second 16-byte code word of the piece's decode: Q8_0's second half, Q5_K's fifth
