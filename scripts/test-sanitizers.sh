@@ -26,7 +26,10 @@ ASAN_OPTIONS=detect_leaks=0 asan --lib vk::submit::
 # when several instances and devices are created and destroyed on other threads at once, a
 # race ASan's slowdown makes likelier; q4vk's own threading is tested within a test
 # (gpu_reliability's eight threads on one context).
-ASAN_OPTIONS=detect_leaks=0 asan --test gpu_reliability --test gpu_gemv --test gpu_api --test gpu_sync_validation -- --test-threads=1
+# The create/destroy churn with a tenth of its default counts: the same paths under ASan
+# (the plain pass runs the full counts).
+ASAN_OPTIONS=detect_leaks=0 Q4VK_CHURN_CONTEXTS=10 Q4VK_CHURN_MATRICES=200 \
+    asan --test gpu_reliability --test gpu_gemv --test gpu_api --test gpu_sync_validation -- --test-threads=1
 unset RUSTC_BOOTSTRAP RUSTFLAGS
 
 echo "== valgrind: GPU create/destroy churn"
