@@ -128,10 +128,11 @@ def normalize_path(path):
 def peer_matches(peer, form):
     """Whether a peer's row times the same weights as a row of weight form `form`: llama.cpp
     on the same GGUF type for a GGUF form; else llama.cpp Q4_0 or Q4_K, or cuBLAS."""
+    gguf = form[0].isupper()  # GGUF types by name (Q4_K); the Q4 layout's forms are g<group>...
     if not peer.startswith("llama.cpp"):
-        return not form[0].isupper()
+        return not gguf
     kind = peer.rsplit(" ", 1)[1]
-    return kind == form.upper() if form[0].isupper() else kind in ("Q4_0", "Q4_K")
+    return kind == form.upper() if gguf else kind in ("Q4_0", "Q4_K")
 
 
 def llama_name(kind, vulkan):

@@ -166,6 +166,9 @@ uint piece_word(uint gb, uint piece) {
 // Q5_K's and Q6_K's; the other types' kernels load no second one (NVFP4's second run lies
 // in other 32-bit words of its one code word).
 const bool SECOND_WORD = TYPE == T_Q8_0 || TYPE == T_Q5_K || TYPE == T_Q6_K;
+// Whether a quarter's second 32-bit word (`quarter_second`) is one the first does not
+// give: a word of the second code word, or NVFP4's other word of its one.
+const bool SECOND_QUARTER_WORD = SECOND_WORD || TYPE == T_NVFP4;
 
 // The second 16-byte code word of the piece's decode: Q8_0's second half, Q5_K's fifth
 // bits, Q6_K's two high bits; the first again for the other types (unread, but NVFP4's,

@@ -86,8 +86,6 @@ layout(set = 0, binding = 0) readonly buffer Codes32 { uint q32[]; };
 // Runs (k-steps) per unit summed in one fragment, and per stage.
 const bool FOLDS = TYPE == T_Q4_K || TYPE == T_Q5_K || TYPE == T_NVFP4;
 const uint UNIT = FOLDS ? 8u : TYPE == T_Q6_K ? 1u : 2u;
-// Types whose piece decodes from a second code word (or, NVFP4, other words of its one).
-const bool SECOND = SECOND_WORD || TYPE == T_NVFP4;
 // Blocks whose scale words a stage reads per row: one per block it spans.
 const uint SETS = PIECES >= 4u ? 1u : 4u / PIECES;
 // What the byte code pairs have added before their 1024 comes off: the codes' bias, or
@@ -140,7 +138,8 @@ void load_stage(uint tile, uint stage, uint g4, uint c4, out StageWords sw) {
             uint second = piece_second_word(gb, bp.y) * 4u;
             [[unroll]] for (uint i = 0u; i < 2u; i++) {
                 sw.w1[r][pc][i] = q32[first + quarter_first(quarter[i])];
-                sw.w2[r][pc][i] = SECOND ? q32[second + quarter_second(quarter[i])] : 0u;
+                sw.w2[r][pc][i] =
+                    SECOND_QUARTER_WORD ? q32[second + quarter_second(quarter[i])] : 0u;
             }
             sw.h[r][pc] = block_high_bits(0u, gb);
         }

@@ -306,8 +306,7 @@ void word_lanes(uint mat, uint row0, uint tid, inout float acc[MR]) {
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
             uint gb = min(row0 + r, last_row) * p.groups + blk;
             uint w1 = code_word_of(mat, 4u * piece_word(gb, piece) + quarter_first(quarter));
-            // NVFP4's second run: another word of its one code word.
-            uint w2 = SECOND_WORD || TYPE == T_NVFP4
+            uint w2 = SECOND_QUARTER_WORD
                 ? code_word_of(mat, 4u * piece_second_word(gb, piece) + quarter_second(quarter))
                 : w1;
             vec4 qa;

@@ -834,12 +834,15 @@ fn run(opt: &Options) -> Result<()> {
         },
         match (opt.block_type, opt.offsets, opt.zeros) {
             (Some(ty), _, _) => format!("GGUF {} blocks in their native bytes", ty.name()),
-            (None, true, _) => format!("group {}, f32 scales and offsets", opt.group_size()),
-            (None, _, true) => format!(
-                "group {}, a zero point per group, f16 scales",
-                opt.group_size()
+            (None, offsets, zeros) => format!(
+                "group {}, {}",
+                opt.group_size(),
+                match (offsets, zeros) {
+                    (true, _) => "f32 scales and offsets",
+                    (_, true) => "a zero point per group, f16 scales",
+                    _ => "symmetric, f16 scales",
+                }
             ),
-            _ => format!("group {}, symmetric, f16 scales", opt.group_size()),
         },
         if opt.x_f16 { "f16" } else { "f32" }
     );
