@@ -2131,8 +2131,8 @@ q4vk_status q4vk_matrix_pack_blocks_size(const struct q4vk_matrix_desc *desc,
 // bytes; larger buffers are accepted (only the prefix is written), smaller refused
 // (`BUFFER_TOO_SMALL`). Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc,
 // overlapping buffers), `BUFFER_TOO_SMALL` (the tensor or an output), `NON_FINITE` (an
-// infinite or NaN scale: f16 `d`, an E8M0 of 0xFF, a UE4M3 NaN), `UNSUPPORTED` (another
-// source). Nothing is written on error. Thread-safe.
+// infinite or NaN scale: f16 `d`, an E8M0 of 0xFF, a UE4M3 NaN; or an infinite weight:
+// an E8M0 of 253 or 254 times a large E2M1 value), `UNSUPPORTED` (another source). Nothing is written on error. Thread-safe.
 //
 // # Safety
 // `desc` NULL or valid with its data pointers valid for their sizes; each output NULL or
@@ -2406,7 +2406,8 @@ q4vk_status q4vk_context_memory(const struct q4vk_context *ctx,
 // not a multiple of 8 where GPTQ/AWQ pack 8 per word; `g_idx` out of range or with
 // unequal groups; `g_idx` or `zeros`/`scales` given to a source without them; `out`
 // overlapping an input or misaligned), `BUFFER_TOO_SMALL` (an input or `out`),
-// `NON_FINITE` (NaN/Inf weights, scales or minima; an E8M0 scale of 0xFF, a UE4M3 NaN),
+// `NON_FINITE` (NaN/Inf weights, scales or minima; an E8M0 scale of 0xFF, a UE4M3 NaN, an
+// E8M0 of 253 or 254 times a large E2M1 value),
 // `OUT_OF_HOST_MEMORY`. Nothing is
 // written on error. Thread-safe.
 //

@@ -220,4 +220,27 @@ fn bad_tensors_and_unknown_types_are_refused() {
         short.weight_bytes -= 1;
         assert_eq!(c_dequantize(&short).0, Q4VK_ERROR_BUFFER_TOO_SMALL);
     }
+    // MXFP4's largest exponents: 2^126 (E8M0 254) times a doubled E2M1 value of 4 and
+    // 2^125 (253) times 8 are infinite weights; one value less is the largest finite.
+    for (e, code, finite) in [
+        (254u8, 0x4u8, false),
+        (254, 0x3, true),
+        (253, 0x6, false),
+        (253, 0x5, true),
+        (253, 0xE, false),
+    ] {
+        let mut quant = vec![0x11u8; 2 * 17];
+        quant[17] = e;
+        quant[17 + 9] = code << 4 | 0x1;
+        let d = desc_of(39, 1, 64, &quant);
+        let (status, out) = c_dequantize(&d);
+        let what = format!("E8M0 {e}, code {code:#x}");
+        if finite {
+            assert_eq!(status, Q4VK_OK, "{what}: {}", last_error());
+            assert!(out.iter().all(|v| v.is_finite()), "{what}");
+        } else {
+            assert_eq!(status, Q4VK_ERROR_NON_FINITE, "{what}");
+            assert!(last_error().contains("block 1"), "{what}: {}", last_error());
+        }
+    }
 }

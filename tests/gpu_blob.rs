@@ -130,6 +130,17 @@ fn bad_blobs_are_refused_with_the_reason() {
     other_version[16] ^= 0x20;
     let mut other_n = good.clone();
     other_n[32] ^= 1;
+    // Header fields that disagree with the layout they describe, the checksum made right:
+    // f32 scales flagged over f16 scales' buffers, the scale size alone, a flag no layout
+    // has, a count of buffers past the address space.
+    let edited = |at: usize, value: u32| {
+        let mut bytes = good.clone();
+        bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        resealed(bytes)
+    };
+    let word = |at: usize| u32::from_le_bytes(good[at..at + 4].try_into().unwrap());
+    let (flags, scale_size) = (word(52), word(68));
+    assert_eq!(scale_size, 2);
     let cases: Vec<(Vec<u8>, q4vk_status, &str)> = vec![
         (
             good[..good.len() - 1].to_vec(),
@@ -152,6 +163,18 @@ fn bad_blobs_are_refused_with_the_reason() {
             Q4VK_ERROR_INVALID_ARGUMENT,
             "do not match",
         ),
+        (
+            edited(52, flags | 2),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "do not match",
+        ),
+        (edited(68, 4), Q4VK_ERROR_INVALID_ARGUMENT, "do not match"),
+        (
+            edited(52, flags | 128),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "do not match",
+        ),
+        (edited(64, u32::MAX), Q4VK_ERROR_INVALID_ARGUMENT, "header"),
     ];
     for (bytes, want, why) in cases {
         let (status, message) = from_blob(&gpu, &bytes).unwrap_err();
@@ -166,4 +189,29 @@ fn bad_blobs_are_refused_with_the_reason() {
     let mut out = std::ptr::null_mut();
     let status = unsafe { q4vk_matrix_create_from_blob(gpu.ctx, std::ptr::null(), 8, &mut out) };
     assert_eq!(status, Q4VK_ERROR_NULL_POINTER);
+
+    // A column order (the kernels read x at its columns unchecked) that names a column past
+    // k, or one column twice: refused, though every length and the checksum are right.
+    let ctx = gpu.context();
+    let d = random_q4(&mut rng, 16, 256, 32, false, false);
+    let order: Vec<u32> = (0..256u32).map(|i| (i * 5) % 256).collect();
+    let mat = DeviceMatrix::new(ctx, &d, None, Some(&order)).unwrap();
+    let ordered = blob_of(ctx, &mat).unwrap();
+    assert!(matrix_from_blob(ctx, &ordered).is_ok());
+    // The order is the first buffer, after the header's 72 bytes and its buffers' lengths.
+    let first = (72 + 8 * word_of(&ordered, 64) as usize).next_multiple_of(16);
+    assert_eq!(word_of(&ordered, first + 4), 5, "the order's second column");
+    for column in [256u32, u32::MAX, 0] {
+        let mut bytes = ordered.clone();
+        bytes[first + 4..first + 8].copy_from_slice(&column.to_le_bytes());
+        let err = matrix_from_blob(ctx, &resealed(bytes))
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("column order"), "{column}: {err}");
+    }
+}
+
+/// The little-endian u32 at byte `at` of `bytes`.
+fn word_of(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
 }

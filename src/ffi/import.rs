@@ -376,7 +376,8 @@ pub(crate) unsafe fn device_shape(d: &q4vk_matrix_desc) -> Result<DeviceShape> {
 /// not a multiple of 8 where GPTQ/AWQ pack 8 per word; `g_idx` out of range or with
 /// unequal groups; `g_idx` or `zeros`/`scales` given to a source without them; `out`
 /// overlapping an input or misaligned), `BUFFER_TOO_SMALL` (an input or `out`),
-/// `NON_FINITE` (NaN/Inf weights, scales or minima; an E8M0 scale of 0xFF, a UE4M3 NaN),
+/// `NON_FINITE` (NaN/Inf weights, scales or minima; an E8M0 scale of 0xFF, a UE4M3 NaN, an
+/// E8M0 of 253 or 254 times a large E2M1 value),
 /// `OUT_OF_HOST_MEMORY`. Nothing is
 /// written on error. Thread-safe.
 ///

@@ -340,7 +340,9 @@ pub(crate) fn ue4m3(x: u8) -> f32 {
 
 /// Checks that every scale field of a tensor of `ty` with rows of `blocks_per_row` blocks is
 /// finite (f16 `d`, `m`, `dmin`; MXFP4's E8M0 other than 0xFF; NVFP4's UE4M3 other than
-/// NaN): `NonFinite` naming the first that is not.
+/// NaN), and every weight: an MXFP4 exponent of 253 or 254 times a large E2M1 value is
+/// past f32 (the other types' largest products are far inside it). `NonFinite` naming
+/// the first that is not.
 pub fn check_finite(ty: BlockType, bytes: &[u8], blocks_per_row: usize) -> Result<()> {
     let f16_fields = ty.f16_scale_fields();
     for (i, b) in bytes.chunks_exact(ty.block_bytes()).enumerate() {
@@ -350,7 +352,10 @@ pub fn check_finite(ty: BlockType, bytes: &[u8], blocks_per_row: usize) -> Resul
             .find(|&&(at, _)| !half::f16::from_le_bytes([b[at], b[at + 1]]).is_finite())
             .map(|&(_, what)| what)
             .or_else(|| match ty {
-                BlockType::Mxfp4 => (b[0] == 0xFF).then_some("the E8M0 scale"),
+                BlockType::Mxfp4 if b[0] == 0xFF => Some("the E8M0 scale"),
+                BlockType::Mxfp4 => {
+                    mxfp4_overflows(b).then_some("a weight (E8M0 scale times E2M1 value)")
+                }
                 BlockType::Nvfp4 => b[..4]
                     .iter()
                     .any(|&s| s & 0x7F == 0x7F)
@@ -365,6 +370,18 @@ pub fn check_finite(ty: BlockType, bytes: &[u8], blocks_per_row: usize) -> Resul
         }
     }
     Ok(())
+}
+
+/// Whether an MXFP4 block (E8M0 byte, then 16 bytes of codes) has a weight past f32: its
+/// scale `2^(e − 128)` times a doubled E2M1 value reaching `2^128` (4 and more at e = 254,
+/// 8 and more at e = 253; none below).
+fn mxfp4_overflows(block: &[u8]) -> bool {
+    let scale = e8m0_half(block[0]);
+    block[0] >= 253
+        && block[1..17]
+            .iter()
+            .flat_map(|&q| [q & 0x0F, q >> 4])
+            .any(|c| !(scale * f32::from(FP4_DOUBLED[usize::from(c)])).is_finite())
 }
 
 /// The type of a `ggml_type` id among these.

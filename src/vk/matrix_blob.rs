@@ -76,50 +76,69 @@ fn buffers(mat: &DeviceMatrix) -> Vec<&Buffer> {
 }
 
 /// Where each buffer of `lengths` starts after a header of `header` bytes, and the blob's
-/// bytes (with the checksum).
-fn placement(header: usize, lengths: &[u64]) -> (Vec<usize>, usize) {
-    let mut at = header.next_multiple_of(ALIGN);
-    let starts = lengths
-        .iter()
-        .map(|&len| {
-            let start = at;
-            at = (at + len as usize).next_multiple_of(ALIGN);
-            start
-        })
-        .collect();
-    (starts, at + 8)
+/// bytes (with the checksum); `None` where that is past the address space (a corrupted
+/// header's lengths).
+fn placement(header: usize, lengths: &[u64]) -> Option<(Vec<usize>, usize)> {
+    let aligned = |at: usize| at.checked_next_multiple_of(ALIGN);
+    let mut at = aligned(header)?;
+    let mut starts = Vec::with_capacity(lengths.len());
+    for &len in lengths {
+        starts.push(at);
+        at = aligned(at.checked_add(usize::try_from(len).ok()?)?)?;
+    }
+    Some((starts, at.checked_add(8)?))
+}
+
+/// The placement of a blob of `lengths` made by this q4vk (its own buffers' sizes: within
+/// the address space, as they were allocated).
+fn own_placement(lengths: &[u64]) -> (Vec<usize>, usize) {
+    placement(FIXED + 8 * lengths.len(), lengths).expect("the sizes of allocated buffers")
 }
 
 /// Bytes of `mat`'s blob.
 pub fn blob_bytes(mat: &DeviceMatrix) -> usize {
     let lengths: Vec<u64> = buffers(mat).iter().map(|b| b.size).collect();
-    placement(FIXED + 8 * lengths.len(), &lengths).1
+    own_placement(&lengths).1
+}
+
+/// The header's flags of a matrix of `form`.
+fn flags_of(form: &MatrixForm) -> u32 {
+    [
+        (form.shape.zero_points, ZEROS),
+        (form.scale_f32, SCALE_F32),
+        (form.offsets, OFFSETS),
+        (form.column_order, ORDER),
+        (form.coop.is_some(), COOP),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .fold(0, |acc, (_, bit)| acc | bit)
+        | form
+            .blocks
+            .map_or(0, |b| BLOCKS | b.ty.ggml_id() << BLOCK_TYPE_SHIFT)
+}
+
+/// Bytes per scale of the source the header records for a matrix of `form`: the SIMT
+/// layout keeps scales as given; the tensor-core layout's are f32 whatever.
+fn scale_size_of(form: &MatrixForm) -> usize {
+    match form.scale_f32 {
+        true => 4,
+        false => 2,
+    }
 }
 
 /// The blob of `mat` (made on `ctx`'s device): its buffers read back (directly where q4vk
 /// maps them, else through a copy on `ctx`'s queue).
 pub fn blob_of(ctx: &Context, mat: &DeviceMatrix) -> Result<Vec<u8>> {
-    // The SIMT layout keeps scales as given; the tensor-core layout's are f32 whatever.
-    let scale_size = if mat.form.scale_f32 { 4 } else { 2 };
+    let scale_size = scale_size_of(&mat.form);
     let all = buffers(mat);
     let lengths: Vec<u64> = all.iter().map(|b| b.size).collect();
     let header = FIXED + 8 * lengths.len();
-    let (starts, total) = placement(header, &lengths);
+    let (starts, total) = own_placement(&lengths);
     let mut blob: Vec<u8> = crate::alloc::filled(total, "the matrix blob")?;
     let f = &mat.form;
     let shape = &f.shape;
-    let flags = [
-        (shape.zero_points, ZEROS),
-        (f.scale_f32, SCALE_F32),
-        (f.offsets, OFFSETS),
-        (f.column_order, ORDER),
-        (f.coop.is_some(), COOP),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .fold(0, |acc, (_, bit)| acc | bit)
-        | f.blocks
-            .map_or(0, |b| BLOCKS | b.ty.ggml_id() << BLOCK_TYPE_SHIFT);
+    let flags = flags_of(f);
     let mut w = Vec::with_capacity(header);
     w.extend_from_slice(MAGIC);
     w.extend(FORMAT.to_le_bytes());
@@ -237,13 +256,16 @@ fn parse<'a>(ctx: &Context, blob: &'a [u8]) -> Result<ParsedBlob<'a>> {
         ));
     }
     let (header, count) = (u32_at(12) as usize, u32_at(64) as usize);
-    if header != FIXED + 8 * count || header > blob.len() {
+    let described = count.checked_mul(8).and_then(|b| b.checked_add(FIXED));
+    if described != Some(header) || header > blob.len() {
         return Err(invalid!(
             "the matrix blob's header is truncated or corrupted"
         ));
     }
     let lengths: Vec<u64> = (0..count).map(|i| u64_at(FIXED + 8 * i)).collect();
-    let (starts, total) = placement(header, &lengths);
+    let (starts, total) = placement(header, &lengths).ok_or_else(|| {
+        invalid!("the matrix blob's header describes buffers past the address space (corrupted)")
+    })?;
     if total != blob.len() {
         return Err(invalid!(
             "the matrix blob has {} bytes; its header describes {total} (truncated or corrupted)",
@@ -310,23 +332,48 @@ fn parse<'a>(ctx: &Context, blob: &'a [u8]) -> Result<ParsedBlob<'a>> {
             .filter(|&len| len > 0)
             .map(|len| len as u64),
     );
-    if !matches!(scale_size, 2 | 4) || expected != lengths {
+    if flags != flags_of(&form) || scale_size != scale_size_of(&form) || expected != lengths {
         return Err(invalid!(
-            "the matrix blob's buffers do not match its {}x{} header (corrupted)",
+            "the matrix blob's flags, scale size or buffers do not match its {}x{} header (corrupted)",
             shape.n,
             shape.k
         ));
     }
-    let buffers = starts
+    let buffers: Vec<&[u8]> = starts
         .iter()
         .zip(&lengths)
         .map(|(&start, &len)| &blob[start..start + len as usize])
         .collect();
+    if form.column_order {
+        check_permutation(buffers[0], shape.k)?;
+    }
     Ok(ParsedBlob {
         form,
         scale_size,
         buffers,
     })
+}
+
+/// Checks that `order` (u32 words, little-endian) holds each of the `k` columns once: the
+/// kernels read x at these columns unchecked.
+fn check_permutation(order: &[u8], k: usize) -> Result<()> {
+    let mut seen = crate::alloc::filled::<bool>(order.len() / 4, "the column order's check")?;
+    for word in order.chunks_exact(4) {
+        let column = u32::from_le_bytes(word.try_into().expect("4 bytes"));
+        let slot = usize::try_from(column)
+            .ok()
+            .filter(|&c| c < k)
+            .and_then(|c| seen.get_mut(c));
+        match slot {
+            Some(seen) if !*seen => *seen = true,
+            _ => {
+                return Err(invalid!(
+                    "the matrix blob's column order holds column {column} twice or past k = {k} (corrupted)"
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A matrix on `ctx` from `blob` (`blob_of` of a matrix made on a context of the same
