@@ -175,6 +175,13 @@ fn bad_blobs_are_refused_with_the_reason() {
             "do not match",
         ),
         (edited(64, u32::MAX), Q4VK_ERROR_INVALID_ARGUMENT, "header"),
+        // n of 2^40 rows (in 2^35 parts) with the buffers of 64: refused before its parts'
+        // lengths are listed (terabytes).
+        (
+            edited_u64(&good, 32, 1 << 40),
+            Q4VK_ERROR_INVALID_ARGUMENT,
+            "do not match",
+        ),
     ];
     for (bytes, want, why) in cases {
         let (status, message) = from_blob(&gpu, &bytes).unwrap_err();
@@ -209,6 +216,13 @@ fn bad_blobs_are_refused_with_the_reason() {
             .expect("refused");
         assert!(err.to_string().contains("column order"), "{column}: {err}");
     }
+}
+
+/// `bytes` with the u64 at byte `at` set to `value`, the checksum made right.
+fn edited_u64(bytes: &[u8], at: usize, value: u64) -> Vec<u8> {
+    let mut bytes = bytes.to_vec();
+    bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    resealed(bytes)
 }
 
 /// The little-endian u32 at byte `at` of `bytes`.

@@ -9,7 +9,7 @@ use super::ptr::{
     VersionedStruct,
 };
 use super::status::q4vk_status;
-use crate::error::Result;
+use crate::error::{invalid, Result};
 use crate::plan::tuned::{SimtGroup, LONG_ROWS_FROM_K, MANY_ROWS_FROM};
 use crate::plan::tuned_gemm::MAX_GEMM_MS;
 use crate::plan::tuning::SimtGemv;
@@ -383,11 +383,16 @@ pub unsafe extern "C" fn q4vk_tune_desc_default(desc: *mut q4vk_tune_desc) {
 unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
     let shapes = match d.shape_count {
         0 => TuneOptions::DEFAULT_SHAPES.to_vec(),
-        // SAFETY: `2 · shape_count` readable values (contract).
-        count => unsafe { in_slice(d.shapes, 2 * count as usize, "desc->shapes") }?
-            .chunks_exact(2)
-            .map(|p| (p[0], p[1]))
-            .collect(),
+        count => {
+            let values = (count as usize).checked_mul(2).ok_or_else(|| {
+                invalid!("desc->shape_count is {count}: past this platform's size_t")
+            })?;
+            // SAFETY: `2 · shape_count` readable values (contract).
+            unsafe { in_slice(d.shapes, values, "desc->shapes") }?
+                .chunks_exact(2)
+                .map(|p| (p[0], p[1]))
+                .collect()
+        }
     };
     let ms = match d.m_count {
         0 => TuneOptions::DEFAULT_MS.to_vec(),

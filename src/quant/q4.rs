@@ -40,7 +40,9 @@ pub struct Q4Shape {
 
 impl Q4Shape {
     /// Validates the C-level parameters: n, k ≥ 1, group size -1/32/64/128/256, zero
-    /// points 0/1, and sizes that fit this platform (the f32 weight, `n·k·4` bytes).
+    /// points 0/1, and sizes that fit this platform: the f32 weight with k rounded up to a
+    /// multiple of 32 (`n·k'·4` bytes), which bounds every layout's bytes too (a row of
+    /// codes takes 16 bytes per 32 columns begun).
     pub fn new(n: u64, k: u64, group_size: i32, zero_points: u32) -> Result<Q4Shape> {
         if n == 0 || k == 0 {
             return Err(invalid!(
@@ -60,7 +62,8 @@ impl Q4Shape {
         let too_big = || invalid!("desc->n * desc->k = {n} * {k} overflows this platform's size_t");
         let n = usize::try_from(n).map_err(|_| too_big())?;
         let k = usize::try_from(k).map_err(|_| too_big())?;
-        n.checked_mul(k)
+        k.checked_next_multiple_of(32)
+            .and_then(|k| k.checked_mul(n))
             .and_then(|e| e.checked_mul(4))
             .ok_or_else(too_big)?;
         let per_channel = group_size == -1;
@@ -825,5 +828,19 @@ mod tests {
         assert!(Q4Shape::new(4, 4, 16, 0).is_err());
         assert!(Q4Shape::new(4, 4, 32, 2).is_err());
         assert_eq!(Q4Shape::new(4, 100, 32, 1).unwrap().groups(), 4);
+    }
+
+    /// Short rows take 16 bytes of codes per 32 columns begun: the size bound counts k
+    /// rounded up to 32, so that no layout's byte count wraps where n·k·4 alone fits.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn the_size_bound_counts_short_rows_as_32_columns() {
+        assert!(Q4Shape::new(1 << 60, 1, -1, 0).is_err());
+        assert!(Q4Shape::new(1 << 58, 31, -1, 0).is_err());
+        let shape = Q4Shape::new(1 << 56, 1, -1, 0).unwrap();
+        assert_eq!(
+            (16 * shape.k.div_ceil(32)).checked_mul(shape.n),
+            Some(1 << 60)
+        );
     }
 }

@@ -98,10 +98,10 @@ pub struct RecordedUpload {
 /// Alignment of each buffer's bytes in the host's staging memory.
 const STAGING_ALIGN: u64 = 16;
 
-/// Bytes of staging a recorded upload of buffers of `sizes` takes: each at a multiple of
-/// [`STAGING_ALIGN`].
-fn recorded_staging_bytes(sizes: impl Iterator<Item = u64>) -> u64 {
-    sizes.fold(0, |at, len| at.next_multiple_of(STAGING_ALIGN) + len)
+/// Bytes of staging a recorded upload takes once a buffer of `len` bytes follows `at`
+/// bytes of earlier ones: each starts at a multiple of [`STAGING_ALIGN`].
+fn staged_after(at: u64, len: u64) -> u64 {
+    at.next_multiple_of(STAGING_ALIGN) + len
 }
 
 impl RecordedUpload {
@@ -287,25 +287,22 @@ pub fn footprint(
 
 /// The footprint of a matrix of `form` whose source scales take `scale_size` bytes each.
 pub fn form_footprint(ctx: &Context, form: &MatrixForm, scale_size: usize) -> Result<Footprint> {
-    // In the order the matrix uploads them: the column order, then part by part.
-    let mut sizes: Vec<usize> = match form.column_order {
-        true => vec![4 * form.shape.k],
-        false => Vec::new(),
-    };
-    sizes.extend(
+    // In the order the matrix uploads them: the column order, then part by part (walked,
+    // not collected: a desc may describe more parts than memory holds sizes).
+    let order = form.column_order.then_some(4 * form.shape.k);
+    let sizes = order.into_iter().chain(
         form.parts()
             .flat_map(|rows| part_buffer_bytes(form, scale_size, rows.len()))
             .filter(|&bytes| bytes > 0),
     );
     let mut f = Footprint {
         device_bytes: 0,
-        buffers: sizes.len() as u32,
+        buffers: 0,
         alignment: 1,
         memory_type_bits: u32::MAX,
         staging_bytes: 0,
         upload_bytes: 0,
     };
-    let mut staged = Vec::new();
     // Parts share their sizes (all but the last have the same rows): one query per size.
     let mut placed: Vec<(usize, Placement)> = Vec::new();
     for bytes in sizes {
@@ -317,6 +314,12 @@ pub fn form_footprint(ctx: &Context, form: &MatrixForm, scale_size: usize) -> Re
                 p
             }
         };
+        f.buffers = f.buffers.checked_add(1).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "a {}x{} matrix takes more than 2^32 buffers on this device",
+                form.shape.n, form.shape.k
+            ))
+        })?;
         let r = place.requirements;
         f.device_bytes += r.size;
         f.alignment = f.alignment.max(r.alignment);
@@ -325,10 +328,9 @@ pub fn form_footprint(ctx: &Context, form: &MatrixForm, scale_size: usize) -> Re
         // the staging every buffer would take.
         if !place.mapped || ctx.limits.staged_uploads || ctx.allocator.is_some() {
             f.staging_bytes = f.staging_bytes.max(bytes as u64);
-            staged.push(bytes as u64);
+            f.upload_bytes = staged_after(f.upload_bytes, bytes as u64);
         }
     }
-    f.upload_bytes = recorded_staging_bytes(staged.into_iter());
     Ok(f)
 }
 

@@ -321,6 +321,15 @@ fn parse<'a>(ctx: &Context, blob: &'a [u8]) -> Result<ParsedBlob<'a>> {
         )));
     }
     let scale_size = u32_at(68) as usize;
+    // Every part has a buffer of weights at least: a header naming more parts than buffers
+    // is refused before the lengths of its parts are listed.
+    if shape.n.div_ceil(form.rows_per_part.max(1)) > count {
+        return Err(invalid!(
+            "the matrix blob's buffers do not match its {}x{} header (corrupted)",
+            shape.n,
+            shape.k
+        ));
+    }
     // Every buffer has the length the form gives it, in creation order.
     let mut expected: Vec<u64> = match form.column_order {
         true => vec![4 * shape.k as u64],
