@@ -25,7 +25,10 @@ pub struct CpuBlocks {
 }
 
 /// The E8M0 exponent bytes (`2^(e − 128)` with MXFP4's doubled values) whose blocks the
-/// integer kernels take: products of codes, digits and both scales stay far inside f32.
+/// integer kernels take: products of codes, digits and both scales do not overflow f32.
+/// (At the small end, as with every type, a weight scale times x's scale of its 32
+/// columns below f32's normal range, weights and x both tiny against the row's largest,
+/// loses that product's low bits or all of it.)
 const E8M0_INTEGER_RANGE: std::ops::RangeInclusive<u8> = 64..=192;
 
 impl CpuBlocks {
