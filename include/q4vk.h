@@ -123,8 +123,9 @@
 // logged at `Q4VK_LOG_WARN`, naming both readings.
 #define Q4VK_CONTEXT_STRICT_SIZES 64
 
-// Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` write x and y into on a
-// device without `VK_KHR_push_descriptor` (see `q4vk_cmd_gemv`).
+// Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` (and `q4vk_context_tune`'s
+// GEMVs) write x and y into on a device without `VK_KHR_push_descriptor` (see
+// `q4vk_cmd_gemv`).
 #define Q4VK_CMD_GEMV_SET_RING 4096
 
 // x holds f16 values (else f32). Needs nothing from the device (the kernels unpack f16
@@ -397,7 +398,9 @@ typedef struct q4vk_context_desc {
   const char *const *enabled_extensions;
   // Optional: called before each of q4vk's submits to an adopted queue (set both or
   // neither). If NULL, the host must not submit to that queue while a q4vk call that
-  // submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs. Only
+  // submits runs: `q4vk_gemv`, `q4vk_gemv_host`, `q4vk_matrix_create` on
+  // non-host-visible memory, `q4vk_matrix_blob`, `q4vk_matrix_create_from_blob`,
+  // `q4vk_context_tune`, and `q4vk_context_create` itself (its probes). Only
   // one of `queue_lock` / `queue_unlock` set (own device too):
   // `Q4VK_ERROR_INVALID_ARGUMENT`.
   q4vk_queue_lock_fn queue_lock;
@@ -1404,8 +1407,9 @@ q4vk_status q4vk_context_create(const struct q4vk_context_desc *desc,
 // Destroys a context and everything q4vk created for it (its own device and instance
 // included; never an adopted object). NULL is ignored. No call on this context may be in
 // progress, and no host command buffer recorded with it may be pending. Matrices may be
-// destroyed before or after the context (they keep q4vk's own device alive); on an
-// adopted device, all of them before the host destroys its `VkDevice`.
+// destroyed before or after the context (they keep q4vk's own device alive), and so may
+// bindings (`q4vk_gemv_binding_destroy`; a binding cannot be recorded once its context is
+// gone); on an adopted device, all of them before the host destroys its `VkDevice`.
 //
 // # Safety
 // `ctx` must be NULL or a live context from `q4vk_context_create`, not used afterwards.
@@ -2461,7 +2465,11 @@ void q4vk_tune_desc_default(struct q4vk_tune_desc *desc);
 // kernels; this context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
 // NULL to skip) what was found. The SIMT GEMVs are the kernels of GPUs without tensor cores
 // (and of act-order matrices on those with them); the call holds `desc->cold_bytes` of
-// device memory while it runs and submits to the context's queue.
+// device memory while it runs and submits to the context's queue. On a device without
+// `VK_KHR_push_descriptor` its GEMVs take sets from the ring of `q4vk_cmd_gemv`
+// (`Q4VK_CMD_GEMV_SET_RING`, thousands of them): no command buffer recorded with
+// `q4vk_cmd_gemv` or `q4vk_cmd_gemv_multi` on this context may be pending or be submitted
+// afterwards (bindings have their own sets).
 //
 // Statuses: `NULL_POINTER` (ctx, desc, blob, blob_written, the desc's arrays),
 // `INVALID_ARGUMENT` (struct sizes, a budget of 0, shapes, m or prefill m out of range),

@@ -236,3 +236,61 @@ fn bindings_refuse_another_context_a_destroyed_matrix_and_bad_arguments() {
     unsafe { q4vk_gemv_binding_destroy(binding) };
     unsafe { q4vk_gemv_binding_destroy(std::ptr::null_mut()) };
 }
+
+/// Two contexts adopting one host device, and a binding made on the first: only the first
+/// records it (the second is of the same device, and after the first is destroyed it may
+/// even sit at the first one's address: the binding holds the first one's token, which no
+/// later context's can equal).
+#[test]
+fn a_binding_is_recorded_on_the_context_that_made_it_alone() {
+    use q4vk::vk::binding::Binding;
+    use q4vk::vk::context::{Context, ContextConfig};
+    use q4vk::vk::device::{Device, DeviceOptions};
+    use q4vk::vk::gemv::{BufferRange, EpilogueOperands, GemvParams};
+    use q4vk::vk::instance::Instance;
+    use q4vk::vk::matrix::DeviceMatrix;
+    use std::sync::Arc;
+    let instance = Arc::new(Instance::create(false, Arc::new(counting_logger())).unwrap());
+    let host = Device::create(instance, -1, DeviceOptions::default()).unwrap();
+    let adopted = || {
+        let config = ContextConfig {
+            adopt: Some(adoption_of(&host, Vec::new(), Default::default())),
+            no_push_descriptors: true,
+            ..Default::default()
+        };
+        Context::new(config, counting_logger()).unwrap()
+    };
+    let (first, second) = (adopted(), adopted());
+    let mut rng = Rng(0xB1D);
+    let (n, k) = (16usize, 64usize);
+    let mat = DeviceMatrix::new(
+        &first,
+        &random_q4(&mut rng, n, k, 32, false, false),
+        None,
+        None,
+    )
+    .unwrap();
+    let xb = Buffer::new(&first.device, (4 * k) as u64, MemoryKind::Upload, "test x").unwrap();
+    let yb = Buffer::new(
+        &first.device,
+        (4 * n) as u64,
+        MemoryKind::Readback,
+        "test y",
+    )
+    .unwrap();
+    let range = |b: &Buffer| BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: b.size,
+    };
+    let p = GemvParams::dense(1, k as u64, n as u64);
+    let ops = EpilogueOperands::default();
+    let binding = Binding::new(&first, &mat, (range(&xb), range(&yb)), &ops, &p, None).unwrap();
+    assert!(binding.made_on(&first));
+    assert!(!binding.made_on(&second));
+    drop(first);
+    assert!(!binding.made_on(&second));
+    let third = adopted();
+    assert!(!binding.made_on(&third));
+    drop((binding, mat, xb, yb));
+}

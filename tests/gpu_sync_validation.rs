@@ -49,6 +49,7 @@ fn calls_and_matrix_lifetimes_are_free_of_hazards() {
         }
         epilogues_in_passes(&gpu, mats[0], &shared[0], &mut rng);
         gate_up_in_one_call(&gpu, &mut rng);
+        y_over_an_earlier_workspace(&gpu, &mut rng);
         for mat in mats {
             unsafe { q4vk_matrix_destroy(mat) };
         }
@@ -239,5 +240,71 @@ fn gate_up_in_one_call(gpu: &Gpu, rng: &mut Rng) {
     }
     for mat in mats {
         unsafe { q4vk::ffi::matrix::q4vk_matrix_destroy(mat as *mut _) };
+    }
+}
+
+/// One multi call whose second GEMV writes its y over the first one's workspace (scratch
+/// memory a host reuses): where the first has a pre-pass (the integer dot-product GEMV,
+/// `Q4VK_INTDOT=1`), its kernel reads the workspace, so the second waits for it.
+fn y_over_an_earlier_workspace(gpu: &Gpu, rng: &mut Rng) {
+    let (n, k, m) = (40usize, 256usize, 2usize);
+    let ctx = gpu.context();
+    let data = [
+        random_q4(rng, n, k, 64, false, false),
+        random_q4(rng, n, k, 64, false, false),
+    ];
+    let mats = data
+        .each_ref()
+        .map(|d| upload_q4(gpu, d) as *const q4vk_matrix);
+    let mut ws_bytes = 0u64;
+    let status = unsafe { q4vk_gemv_workspace_size(gpu.ctx, mats[0], m as u32, 0, &mut ws_bytes) };
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    let y_bytes = (4 * m * n) as u64;
+    let scratch_bytes = ws_bytes.max(y_bytes);
+    let buffer = |bytes: u64, name: &str| {
+        Buffer::new(&ctx.device, bytes, MemoryKind::Readback, name).unwrap()
+    };
+    let (x, y, scratch) = (
+        buffer((4 * m * k) as u64, "test x"),
+        buffer(y_bytes, "test y"),
+        buffer(scratch_bytes, "test scratch"),
+    );
+    let raw: Vec<u8> = rng
+        .vec(m * k)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    x.write(0, &raw);
+    let range = |b: &Buffer, bytes: u64| q4vk_buffer_ref {
+        buffer: b.buffer.as_raw(),
+        offset: 0,
+        range: bytes,
+    };
+    let args_to = |out: q4vk_buffer_ref, workspace: Option<q4vk_buffer_ref>| {
+        let mut a = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
+        unsafe { q4vk_gemv_args_default(&mut a) };
+        a.m = m as u32;
+        a.x = range(&x, (4 * m * k) as u64);
+        a.y = out;
+        if let Some(w) = workspace {
+            a.workspace = w;
+        }
+        a
+    };
+    let first = args_to(
+        range(&y, y_bytes),
+        (ws_bytes > 0).then(|| range(&scratch, ws_bytes)),
+    );
+    let second = args_to(range(&scratch, y_bytes), None);
+    let status = run_multi(gpu, &mats, &[first, second]);
+    assert_eq!(status, Q4VK_OK, "{}", last_error());
+    for (b, what) in [(&y, "the first y"), (&scratch, "the second y")] {
+        assert!(
+            read_f32s(b, m * n).iter().all(|v| v.is_finite()),
+            "{what} not written"
+        );
+    }
+    for mat in mats {
+        unsafe { q4vk_matrix_destroy(mat as *mut _) };
     }
 }

@@ -18,8 +18,6 @@ use std::ffi::c_void;
 /// devices without `VK_KHR_push_descriptor`, descriptor sets of its own.
 pub struct q4vk_gemv_binding {
     binding: Binding,
-    /// The context it was made on (compared, never dereferenced).
-    ctx: usize,
     /// The matrices it was made for, in order (dereferenced only while the binding's
     /// tokens of them are alive).
     mats: Vec<*const q4vk_matrix>,
@@ -56,7 +54,6 @@ pub unsafe extern "C" fn q4vk_gemv_binding_create(
         c.rule.warn_other_readings(&c.counts);
         let handle = into_handle(q4vk_gemv_binding {
             binding,
-            ctx: ctx as usize,
             mats: vec![mat],
         });
         // SAFETY: `out` is writable (contract; checked non-NULL).
@@ -98,11 +95,7 @@ pub unsafe extern "C" fn q4vk_gemv_binding_create_multi(
         let mats = (0..count as usize)
             .map(|i| unsafe { mats.add(i).read() })
             .collect();
-        let handle = into_handle(q4vk_gemv_binding {
-            binding,
-            ctx: ctx as usize,
-            mats,
-        });
+        let handle = into_handle(q4vk_gemv_binding { binding, mats });
         // SAFETY: `out` is writable (contract; checked non-NULL).
         unsafe { write_out(out, handle, "out") }
     })
@@ -133,7 +126,7 @@ pub unsafe extern "C" fn q4vk_cmd_gemv_bound(
         let b = unsafe { handle(binding, "binding") }?;
         require(command_buffer, "command_buffer")?;
         let vk_ctx = c.backend.vulkan("q4vk_cmd_gemv_bound")?;
-        if b.ctx != ctx as usize || !b.binding.same_device(&vk_ctx.device) {
+        if !b.binding.made_on(vk_ctx) {
             return Err(invalid!(
                 "the binding was made on another context; record it on the one that made it"
             ));

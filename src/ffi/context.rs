@@ -232,7 +232,9 @@ pub struct q4vk_context_desc {
     pub enabled_extensions: *const *const c_char,
     /// Optional: called before each of q4vk's submits to an adopted queue (set both or
     /// neither). If NULL, the host must not submit to that queue while a q4vk call that
-    /// submits (`q4vk_gemv`, `q4vk_matrix_create` on non-host-visible memory) runs. Only
+    /// submits runs: `q4vk_gemv`, `q4vk_gemv_host`, `q4vk_matrix_create` on
+    /// non-host-visible memory, `q4vk_matrix_blob`, `q4vk_matrix_create_from_blob`,
+    /// `q4vk_context_tune`, and `q4vk_context_create` itself (its probes). Only
     /// one of `queue_lock` / `queue_unlock` set (own device too):
     /// `Q4VK_ERROR_INVALID_ARGUMENT`.
     pub queue_lock: q4vk_queue_lock_fn,
@@ -690,8 +692,9 @@ fn no_usable_device(e: &Error) -> bool {
 /// Destroys a context and everything q4vk created for it (its own device and instance
 /// included; never an adopted object). NULL is ignored. No call on this context may be in
 /// progress, and no host command buffer recorded with it may be pending. Matrices may be
-/// destroyed before or after the context (they keep q4vk's own device alive); on an
-/// adopted device, all of them before the host destroys its `VkDevice`.
+/// destroyed before or after the context (they keep q4vk's own device alive), and so may
+/// bindings (`q4vk_gemv_binding_destroy`; a binding cannot be recorded once its context is
+/// gone); on an adopted device, all of them before the host destroys its `VkDevice`.
 ///
 /// # Safety
 /// `ctx` must be NULL or a live context from `q4vk_context_create`, not used afterwards.

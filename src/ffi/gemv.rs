@@ -37,8 +37,9 @@ pub struct q4vk_buffer_ref {
     pub range: u64,
 }
 
-/// Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` write x and y into on a
-/// device without `VK_KHR_push_descriptor` (see `q4vk_cmd_gemv`).
+/// Descriptor sets in the ring `q4vk_cmd_gemv` and `q4vk_gemv` (and `q4vk_context_tune`'s
+/// GEMVs) write x and y into on a device without `VK_KHR_push_descriptor` (see
+/// `q4vk_cmd_gemv`).
 pub const Q4VK_CMD_GEMV_SET_RING: u32 = 4096;
 
 /// x holds f16 values (else f32). Needs nothing from the device (the kernels unpack f16

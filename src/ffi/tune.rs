@@ -444,7 +444,11 @@ unsafe fn options(d: &q4vk_tune_desc) -> Result<TuneOptions> {
 /// kernels; this context keeps its own. `*blob_written` gets the blob's length, `*info` (optional,
 /// NULL to skip) what was found. The SIMT GEMVs are the kernels of GPUs without tensor cores
 /// (and of act-order matrices on those with them); the call holds `desc->cold_bytes` of
-/// device memory while it runs and submits to the context's queue.
+/// device memory while it runs and submits to the context's queue. On a device without
+/// `VK_KHR_push_descriptor` its GEMVs take sets from the ring of `q4vk_cmd_gemv`
+/// (`Q4VK_CMD_GEMV_SET_RING`, thousands of them): no command buffer recorded with
+/// `q4vk_cmd_gemv` or `q4vk_cmd_gemv_multi` on this context may be pending or be submitted
+/// afterwards (bindings have their own sets).
 ///
 /// Statuses: `NULL_POINTER` (ctx, desc, blob, blob_written, the desc's arrays),
 /// `INVALID_ARGUMENT` (struct sizes, a budget of 0, shapes, m or prefill m out of range),

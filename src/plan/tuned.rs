@@ -449,10 +449,11 @@ fn decode_shape(b: &[u8]) -> Result<Option<SimtGemv>, String> {
 }
 
 /// Bytes of the subgroup SIMT GEMV's reduction slots with `shape` on `class` at its largest
-/// m (8): one float per (subgroup, row, activation row).
+/// m (8): one float per (subgroup, row, activation row), and one per (row, activation row)
+/// where a gate+up pair parks the gate's sums.
 fn reduction_bytes(shape: &SimtGemv, class: &DeviceClass) -> u64 {
     let subgroups = u64::from(shape.workgroup / class.min_subgroup_size.max(1));
-    4 * subgroups * u64::from(shape.rows) * 8
+    4 * (subgroups + 1) * u64::from(shape.rows) * 8
 }
 
 /// Whether the subgroup SIMT GEMV can run `shape` on `class`: a power-of-two workgroup
@@ -874,5 +875,22 @@ mod tests {
         assert!(!runnable(&too_big, &class));
         let split_past_rows = SimtGemv { split: 8, ..table };
         assert!(!runnable(&split_past_rows, &class));
+    }
+
+    /// The shared memory a shape needs counts a gate+up pair's parked sums beside the
+    /// reduction's slots: 512 invocations of 32 rows on subgroups of 16 take 32 KiB of
+    /// slots at m = 8, and the pair's 1 KiB more does not fit a 32 KiB device.
+    #[test]
+    fn a_shape_fits_with_the_pairs_parked_sums() {
+        let class = mali();
+        let full = SimtGemv {
+            workgroup: 512,
+            rows: 32,
+            unroll: 1,
+            split: 1,
+            word_lanes: false,
+        };
+        assert!(!runnable(&full, &class));
+        assert!(runnable(&SimtGemv { rows: 16, ..full }, &class));
     }
 }

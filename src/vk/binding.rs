@@ -24,6 +24,8 @@ pub struct Binding {
     /// The pool of its sets (null with push descriptors).
     pool: vk::DescriptorPool,
     device: Arc<Device>,
+    /// The context it was made on, whose pipelines and set layout it names.
+    context: Weak<()>,
 }
 
 /// One call of a binding: resolved (its kernels, parameters, barrier and role), its
@@ -74,6 +76,7 @@ impl Binding {
             calls: Vec::with_capacity(resolved.len()),
             pool: vk::DescriptorPool::null(),
             device: ctx.device.clone(),
+            context: ctx.liveness(),
         };
         let count: usize = resolved.iter().map(|(r, _)| r.sets.as_slice().len()).sum();
         if ctx.device.push_descriptor.is_none() {
@@ -128,9 +131,10 @@ impl Binding {
         self.calls.iter().all(|c| c.matrix.strong_count() > 0)
     }
 
-    /// Whether the binding records on `device`.
-    pub fn same_device(&self, device: &Device) -> bool {
-        self.device.device.handle() == device.device.handle()
+    /// Whether the binding was made on `ctx` (not merely on a context of its device, nor on
+    /// a destroyed one whose memory `ctx` took over).
+    pub fn made_on(&self, ctx: &Context) -> bool {
+        ctx.is(&self.context)
     }
 }
 

@@ -165,9 +165,22 @@ pub struct Context {
     pub device: Arc<Device>,
     /// Log sink.
     pub logger: Arc<Logger>,
+    /// Held while the context lives: bindings made on it hold a `Weak` of it
+    /// ([`Context::liveness`]), which no later context's token can equal.
+    alive: Arc<()>,
 }
 
 impl Context {
+    /// A token of this context's life, for objects that must be used with it alone.
+    pub fn liveness(&self) -> std::sync::Weak<()> {
+        Arc::downgrade(&self.alive)
+    }
+
+    /// Whether `token` ([`Context::liveness`]) is this context's.
+    pub fn is(&self, token: &std::sync::Weak<()>) -> bool {
+        std::ptr::eq(Arc::as_ptr(&self.alive), token.as_ptr())
+    }
+
     /// Replaces one or more fixed choices for later calls (tuning sweeps and tests run
     /// several on the same matrices), checked as at creation.
     pub fn set_overrides(&mut self, edit: impl FnOnce(&mut Overrides)) -> Result<()> {
@@ -446,6 +459,7 @@ impl Context {
             allocator: config.allocator,
             device,
             logger,
+            alive: Arc::new(()),
         })
     }
 

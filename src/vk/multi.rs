@@ -210,7 +210,9 @@ fn pairs_with(
 }
 
 /// Whether call `i` must wait for the calls recorded since the last barrier (but `skip`):
-/// it reads or writes what one of them wrote (its y), or writes what one of them read.
+/// it reads or writes what one of them wrote (its y), or writes what one of them read (an
+/// epilogue operand, or its workspace, which its kernel reads; a call's own pre-pass has
+/// a barrier before it, so its workspace writes wait already).
 fn depends_on_earlier(
     calls: &[MultiCall],
     resolved: &[Resolved],
@@ -233,6 +235,7 @@ fn depends_on_earlier(
         touches(&now.y, &before.y)
             || reads(now).iter().any(|r| touches(r, &before.y))
             || reads(before).iter().any(|r| touches(&now.y, r))
+            || before.workspace.is_some_and(|w| touches(&now.y, &w))
     })
 }
 
