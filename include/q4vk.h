@@ -2136,7 +2136,8 @@ q4vk_status q4vk_matrix_pack_blocks_size(const struct q4vk_matrix_desc *desc,
 // (`BUFFER_TOO_SMALL`). Statuses: `NULL_POINTER`, `INVALID_ARGUMENT` (bad desc,
 // overlapping buffers), `BUFFER_TOO_SMALL` (the tensor or an output), `NON_FINITE` (an
 // infinite or NaN scale: f16 `d`, an E8M0 of 0xFF, a UE4M3 NaN; or an infinite weight:
-// an E8M0 of 253 or 254 times a large E2M1 value), `UNSUPPORTED` (another source). Nothing is written on error. Thread-safe.
+// an E8M0 of 253 or 254 times a large E2M1 value), `UNSUPPORTED` (another source).
+// Nothing is written on error. Thread-safe.
 //
 // # Safety
 // `desc` NULL or valid with its data pointers valid for their sizes; each output NULL or

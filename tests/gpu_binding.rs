@@ -246,7 +246,7 @@ fn a_binding_is_recorded_on_the_context_that_made_it_alone() {
     use q4vk::vk::binding::Binding;
     use q4vk::vk::context::{Context, ContextConfig};
     use q4vk::vk::device::{Device, DeviceOptions};
-    use q4vk::vk::gemv::{BufferRange, EpilogueOperands, GemvParams};
+    use q4vk::vk::gemv::{EpilogueOperands, GemvParams};
     use q4vk::vk::instance::Instance;
     use q4vk::vk::matrix::DeviceMatrix;
     use std::sync::Arc;
@@ -278,14 +278,17 @@ fn a_binding_is_recorded_on_the_context_that_made_it_alone() {
         "test y",
     )
     .unwrap();
-    let range = |b: &Buffer| BufferRange {
-        buffer: b.buffer,
-        offset: 0,
-        range: b.size,
-    };
     let p = GemvParams::dense(1, k as u64, n as u64);
     let ops = EpilogueOperands::default();
-    let binding = Binding::new(&first, &mat, (range(&xb), range(&yb)), &ops, &p, None).unwrap();
+    let binding = Binding::new(
+        &first,
+        &mat,
+        (whole_range(&xb), whole_range(&yb)),
+        &ops,
+        &p,
+        None,
+    )
+    .unwrap();
     assert!(binding.made_on(&first));
     assert!(!binding.made_on(&second));
     drop(first);

@@ -18,7 +18,7 @@ use q4vk::ffi::status::Q4VK_ERROR_UNSUPPORTED;
 use q4vk::plan::tuned_gemm::gemm_candidates;
 use q4vk::plan::GemmTile;
 use q4vk::vk::context::{Context, ContextConfig, IntDot};
-use q4vk::vk::gemv::{self, runs_gemm, simt_gemv_up_to, BufferRange};
+use q4vk::vk::gemv::{self, runs_gemm, simt_gemv_up_to};
 use q4vk::vk::matrix::{upload, DeviceMatrix};
 use q4vk::vk::memory::{Buffer, MemoryKind};
 
@@ -279,14 +279,17 @@ fn gemv_passes_touch_only_their_rows() {
                 "test workspace",
             )
             .unwrap();
-            let range = |b: &Buffer| BufferRange {
-                buffer: b.buffer,
-                offset: 0,
-                range: b.size,
-            };
-            let workspace = (ws_bytes > 0).then(|| range(&wb));
+            let workspace = (ws_bytes > 0).then(|| whole_range(&wb));
             submit_for_host(&ctx, |cmd| {
-                gemv::record(&ctx, cmd, &mat, range(&xb), range(&yb), &p, workspace)
+                gemv::record(
+                    &ctx,
+                    cmd,
+                    &mat,
+                    whole_range(&xb),
+                    whole_range(&yb),
+                    &p,
+                    workspace,
+                )
             })
             .unwrap();
             let y = read_f32s(&yb, rows * n);

@@ -696,11 +696,6 @@ fn matrices_sharing_x_share_one_pre_pass() {
         "test y",
     )
     .unwrap();
-    let range = |b: &Buffer| BufferRange {
-        buffer: b.buffer,
-        offset: 0,
-        range: b.size,
-    };
     let run = |record_a: bool| {
         submit_for_host(&ctx, |cmd| {
             if record_a {
@@ -708,20 +703,20 @@ fn matrices_sharing_x_share_one_pre_pass() {
                     &ctx,
                     cmd,
                     &ma,
-                    range(&xb),
-                    range(&ya),
+                    whole_range(&xb),
+                    whole_range(&ya),
                     &p(&ma, m, false, false),
-                    Some(range(&wb)),
+                    Some(whole_range(&wb)),
                 )?;
             }
             gemv::record(
                 &ctx,
                 cmd,
                 &mb,
-                range(&xb),
-                range(&yb),
+                whole_range(&xb),
+                whole_range(&yb),
                 &p(&mb, m, false, true),
-                Some(range(&wb)),
+                Some(whole_range(&wb)),
             )
         })
         .unwrap()

@@ -120,22 +120,17 @@ fn epilogues_in_passes(
                     .flat_map(|v| v.to_le_bytes())
                     .collect::<Vec<u8>>(),
             );
-            let whole = |b: &Buffer, bytes: usize| q4vk_buffer_ref {
-                buffer: b.buffer.as_raw(),
-                offset: 0,
-                range: bytes as u64,
-            };
             let mut a = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
             unsafe { q4vk_gemv_args_default(&mut a) };
             a.flags = flags;
             a.m = m as u32;
-            a.x = whole(&x, 4 * m * k);
-            a.y = whole(&y, y_bytes);
+            a.x = buffer_ref(&x, 4 * m * k);
+            a.y = buffer_ref(&y, y_bytes);
             if flags & Q4VK_GEMV_BIAS != 0 {
-                a.bias = whole(&bias, 4 * n);
+                a.bias = buffer_ref(&bias, 4 * n);
             }
             if flags & Q4VK_GEMV_SILU_GATE != 0 {
-                a.gate = whole(&gate, y_bytes);
+                a.gate = buffer_ref(&gate, y_bytes);
             }
             if flags & Q4VK_GEMV_RESIDUAL != 0 {
                 a.residual = a.y;
@@ -148,7 +143,7 @@ fn epilogues_in_passes(
                 Buffer::new(&ctx.device, ws_bytes, MemoryKind::Device, "test workspace").unwrap()
             });
             if let Some(w) = &ws {
-                a.workspace = whole(w, ws_bytes as usize);
+                a.workspace = buffer_ref(w, ws_bytes as usize);
             }
             assert_eq!(
                 run_cmd(gpu, mat, &a),
@@ -195,11 +190,6 @@ fn gate_up_in_one_call(gpu: &Gpu, rng: &mut Rng) {
         b.write(0, &raw);
         b
     };
-    let whole = |b: &Buffer, bytes: usize| q4vk_buffer_ref {
-        buffer: b.buffer.as_raw(),
-        offset: 0,
-        range: bytes as u64,
-    };
     for m in [1usize, 10] {
         let x = filled(&rng.vec(m * k), "test x");
         let g = filled(&vec![f32::NAN; m * n], "test gate's y");
@@ -216,15 +206,15 @@ fn gate_up_in_one_call(gpu: &Gpu, rng: &mut Rng) {
             unsafe { q4vk_gemv_args_default(&mut a) };
             a.m = m as u32;
             a.flags = flags;
-            a.x = whole(&x, 4 * m * k);
-            a.y = whole(out, 4 * m * n);
+            a.x = buffer_ref(&x, 4 * m * k);
+            a.y = buffer_ref(out, 4 * m * n);
             if let Some(w) = &ws {
-                a.workspace = whole(w, ws_bytes as usize);
+                a.workspace = buffer_ref(w, ws_bytes as usize);
             }
             a
         };
         let mut ua = args_to(&y, Q4VK_GEMV_SILU_GATE);
-        ua.gate = whole(&g, 4 * m * n);
+        ua.gate = buffer_ref(&g, 4 * m * n);
         let args = [args_to(&g, 0), ua];
         for round in 0..2 {
             let status = run_multi(gpu, &mats, &args);
@@ -275,16 +265,11 @@ fn y_over_an_earlier_workspace(gpu: &Gpu, rng: &mut Rng) {
         .flat_map(|v| v.to_le_bytes())
         .collect();
     x.write(0, &raw);
-    let range = |b: &Buffer, bytes: u64| q4vk_buffer_ref {
-        buffer: b.buffer.as_raw(),
-        offset: 0,
-        range: bytes,
-    };
     let args_to = |out: q4vk_buffer_ref, workspace: Option<q4vk_buffer_ref>| {
         let mut a = unsafe { std::mem::zeroed::<q4vk_gemv_args>() };
         unsafe { q4vk_gemv_args_default(&mut a) };
         a.m = m as u32;
-        a.x = range(&x, (4 * m * k) as u64);
+        a.x = buffer_ref(&x, 4 * m * k);
         a.y = out;
         if let Some(w) = workspace {
             a.workspace = w;
@@ -292,10 +277,10 @@ fn y_over_an_earlier_workspace(gpu: &Gpu, rng: &mut Rng) {
         a
     };
     let first = args_to(
-        range(&y, y_bytes),
-        (ws_bytes > 0).then(|| range(&scratch, ws_bytes)),
+        buffer_ref(&y, y_bytes as usize),
+        (ws_bytes > 0).then(|| buffer_ref(&scratch, ws_bytes as usize)),
     );
-    let second = args_to(range(&scratch, y_bytes), None);
+    let second = args_to(buffer_ref(&scratch, y_bytes as usize), None);
     let status = run_multi(gpu, &mats, &[first, second]);
     assert_eq!(status, Q4VK_OK, "{}", last_error());
     for (b, what) in [(&y, "the first y"), (&scratch, "the second y")] {
@@ -306,5 +291,14 @@ fn y_over_an_earlier_workspace(gpu: &Gpu, rng: &mut Rng) {
     }
     for mat in mats {
         unsafe { q4vk_matrix_destroy(mat as *mut _) };
+    }
+}
+
+/// The first `bytes` of `b` as the C API names a buffer range.
+fn buffer_ref(b: &Buffer, bytes: usize) -> q4vk_buffer_ref {
+    q4vk_buffer_ref {
+        buffer: b.buffer.as_raw(),
+        offset: 0,
+        range: bytes as u64,
     }
 }

@@ -8,6 +8,7 @@
 
 use super::context::Context;
 use super::device::Device;
+use super::liveness::Token;
 use super::matrix::DeviceMatrix;
 use super::multi::{record_call, resolve, MultiCall, Resolved};
 use super::params::{BufferRange, EpilogueOperands, GemvParams};
@@ -15,7 +16,7 @@ use super::record::{serial_writes, xy_pairs, CallPlan, XyBinding, XyPairs};
 use super::xy_sets::{buffer_infos, writes, Set1, SET1_BINDINGS};
 use crate::error::{invalid, Error, Result};
 use ash::vk;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 /// One GEMV call (or several on one x), resolved and bound for recording any number of
 /// times.
@@ -25,7 +26,7 @@ pub struct Binding {
     pool: vk::DescriptorPool,
     device: Arc<Device>,
     /// The context it was made on, whose pipelines and set layout it names.
-    context: Weak<()>,
+    context: Token,
 }
 
 /// One call of a binding: resolved (its kernels, parameters, barrier and role), its
@@ -33,7 +34,7 @@ pub struct Binding {
 struct BoundCall {
     resolved: Resolved,
     bound: Vec<XyBinding>,
-    matrix: Weak<()>,
+    matrix: Token,
 }
 
 impl Binding {
@@ -71,7 +72,7 @@ impl Binding {
 
     /// Binds resolved calls: pushed at each record with push descriptors, else sets of a
     /// pool of the binding's own, written once here.
-    fn bind(ctx: &Context, resolved: Vec<(Resolved, Weak<()>)>) -> Result<Binding> {
+    fn bind(ctx: &Context, resolved: Vec<(Resolved, Token)>) -> Result<Binding> {
         let mut this = Binding {
             calls: Vec::with_capacity(resolved.len()),
             pool: vk::DescriptorPool::null(),

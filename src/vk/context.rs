@@ -4,6 +4,7 @@
 
 use super::device::{Device, DeviceInfo, DeviceOptions, HostEnabled};
 use super::instance::Instance;
+use super::liveness::{Liveness, Token};
 use super::log::{Logger, LEVEL_INFO};
 use super::memory::DeviceAllocator;
 use super::params::MAX_M;
@@ -165,20 +166,20 @@ pub struct Context {
     pub device: Arc<Device>,
     /// Log sink.
     pub logger: Arc<Logger>,
-    /// Held while the context lives: bindings made on it hold a `Weak` of it
-    /// ([`Context::liveness`]), which no later context's token can equal.
-    alive: Arc<()>,
+    /// Held while the context lives: bindings made on it hold its token
+    /// ([`Context::liveness`]).
+    alive: Liveness,
 }
 
 impl Context {
     /// A token of this context's life, for objects that must be used with it alone.
-    pub fn liveness(&self) -> std::sync::Weak<()> {
-        Arc::downgrade(&self.alive)
+    pub fn liveness(&self) -> Token {
+        self.alive.token()
     }
 
     /// Whether `token` ([`Context::liveness`]) is this context's.
-    pub fn is(&self, token: &std::sync::Weak<()>) -> bool {
-        std::ptr::eq(Arc::as_ptr(&self.alive), token.as_ptr())
+    pub fn is(&self, token: &Token) -> bool {
+        self.alive.is(token)
     }
 
     /// Replaces one or more fixed choices for later calls (tuning sweeps and tests run
@@ -459,7 +460,7 @@ impl Context {
             allocator: config.allocator,
             device,
             logger,
-            alive: Arc::new(()),
+            alive: Liveness::default(),
         })
     }
 

@@ -4,10 +4,11 @@
 
 use super::context::Context;
 use super::device::Device;
+use super::liveness::{Liveness, Token};
 use super::matrix_form::MatrixForm;
 use super::memory::{storage_set, Buffer, MemoryKind, Placement};
 use super::params::BufferRange;
-use crate::error::{Error, Result};
+use crate::error::{invalid, Error, Result};
 use crate::import::gguf_blocks::BlockType;
 use crate::layout::blocks::{BlocksLayout, Stream};
 use crate::quant::q4::{Q4Data, Q4Shape, ScaleType};
@@ -53,9 +54,9 @@ pub struct DeviceMatrix {
     pub parts: Vec<Part>,
     pool: vk::DescriptorPool,
     device: Arc<Device>,
-    /// Held while the matrix lives: bindings that name it hold a `Weak` of it
+    /// Held while the matrix lives: bindings that name it hold its token
     /// ([`DeviceMatrix::liveness`]).
-    alive: Arc<()>,
+    alive: Liveness,
 }
 
 /// Writes `bytes` into a new device buffer named `name`: directly when its memory is
@@ -334,6 +335,29 @@ pub fn form_footprint(ctx: &Context, form: &MatrixForm, scale_size: usize) -> Re
     Ok(f)
 }
 
+/// Checks that `order` holds each of the `k` columns once: the kernels read x at these
+/// columns unchecked (a blob's order is read from the caller's bytes).
+fn check_permutation(order: &[u32], k: usize) -> Result<()> {
+    if order.len() != k {
+        return Err(invalid!(
+            "the column order has {} columns; the matrix has k = {k} (corrupted)",
+            order.len()
+        ));
+    }
+    let mut seen = crate::alloc::filled::<bool>(k, "the column order's check")?;
+    for &column in order {
+        match seen.get_mut(column as usize) {
+            Some(seen) if !*seen => *seen = true,
+            _ => {
+                return Err(invalid!(
+                    "the column order holds column {column} twice or past k = {k} (corrupted)"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Where a matrix's buffer bytes come from (`DeviceMatrix::assemble`): packed from the
 /// caller's data, or copied from a packed blob (`vk::matrix_blob`).
 pub(super) trait MatrixBytes {
@@ -533,7 +557,7 @@ impl DeviceMatrix {
             parts: Vec::with_capacity(part_count),
             pool,
             device: ctx.device.clone(),
-            alive: Arc::new(()),
+            alive: Liveness::default(),
         };
         let needed = this.form.device_bytes();
         let heap = ctx.device.largest_device_heap();
@@ -543,6 +567,7 @@ impl DeviceMatrix {
             )));
         }
         if let Some(order) = source.column_order()? {
+            check_permutation(&order, shape.k)?;
             let bytes: Vec<u8> = order.iter().flat_map(|i| i.to_le_bytes()).collect();
             this.k_order = Some(ColumnOrder {
                 buffer: upload_via(
@@ -603,13 +628,13 @@ impl DeviceMatrix {
     }
 
     /// A token that stops upgrading when the matrix is dropped.
-    pub fn liveness(&self) -> std::sync::Weak<()> {
-        Arc::downgrade(&self.alive)
+    pub fn liveness(&self) -> Token {
+        self.alive.token()
     }
 
     /// Whether `token` ([`DeviceMatrix::liveness`]) is this matrix's.
-    pub fn is(&self, token: &std::sync::Weak<()>) -> bool {
-        std::ptr::eq(Arc::as_ptr(&self.alive), token.as_ptr())
+    pub fn is(&self, token: &Token) -> bool {
+        self.alive.is(token)
     }
 
     /// Whether this matrix lives on `ctx`'s `VkDevice` (contexts adopting the same device

@@ -321,68 +321,35 @@ fn parse<'a>(ctx: &Context, blob: &'a [u8]) -> Result<ParsedBlob<'a>> {
         )));
     }
     let scale_size = u32_at(68) as usize;
-    // Every part has a buffer of weights at least: a header naming more parts than buffers
-    // is refused before the lengths of its parts are listed.
-    if shape.n.div_ceil(form.rows_per_part.max(1)) > count {
-        return Err(invalid!(
-            "the matrix blob's buffers do not match its {}x{} header (corrupted)",
-            shape.n,
-            shape.k
-        ));
-    }
-    // Every buffer has the length the form gives it, in creation order.
-    let mut expected: Vec<u64> = match form.column_order {
-        true => vec![4 * shape.k as u64],
-        false => Vec::new(),
-    };
-    expected.extend(
+    // Every buffer has the length the form gives it, in creation order (compared as they
+    // come: a corrupted header may describe more parts than memory holds lengths).
+    let order = form.column_order.then_some(4 * shape.k as u64);
+    let expected = order.into_iter().chain(
         form.parts()
             .flat_map(|rows| part_buffer_bytes(&form, scale_size, rows.len()))
             .filter(|&len| len > 0)
             .map(|len| len as u64),
     );
-    if flags != flags_of(&form) || scale_size != scale_size_of(&form) || expected != lengths {
+    if flags != flags_of(&form)
+        || scale_size != scale_size_of(&form)
+        || !expected.eq(lengths.iter().copied())
+    {
         return Err(invalid!(
             "the matrix blob's flags, scale size or buffers do not match its {}x{} header (corrupted)",
             shape.n,
             shape.k
         ));
     }
-    let buffers: Vec<&[u8]> = starts
+    let buffers = starts
         .iter()
         .zip(&lengths)
         .map(|(&start, &len)| &blob[start..start + len as usize])
         .collect();
-    if form.column_order {
-        check_permutation(buffers[0], shape.k)?;
-    }
     Ok(ParsedBlob {
         form,
         scale_size,
         buffers,
     })
-}
-
-/// Checks that `order` (u32 words, little-endian) holds each of the `k` columns once: the
-/// kernels read x at these columns unchecked.
-fn check_permutation(order: &[u8], k: usize) -> Result<()> {
-    let mut seen = crate::alloc::filled::<bool>(order.len() / 4, "the column order's check")?;
-    for word in order.chunks_exact(4) {
-        let column = u32::from_le_bytes(word.try_into().expect("4 bytes"));
-        let slot = usize::try_from(column)
-            .ok()
-            .filter(|&c| c < k)
-            .and_then(|c| seen.get_mut(c));
-        match slot {
-            Some(seen) if !*seen => *seen = true,
-            _ => {
-                return Err(invalid!(
-                    "the matrix blob's column order holds column {column} twice or past k = {k} (corrupted)"
-                ))
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A matrix on `ctx` from `blob` (`blob_of` of a matrix made on a context of the same

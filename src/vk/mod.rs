@@ -21,6 +21,7 @@ mod gemv_plan;
 pub mod instance;
 pub mod int_dot;
 pub mod kernel;
+pub mod liveness;
 pub mod log;
 pub mod matrix;
 pub mod matrix_blob;

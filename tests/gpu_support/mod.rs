@@ -826,6 +826,15 @@ pub fn adoption_of(
     }
 }
 
+/// The whole of `b` as a buffer range.
+pub fn whole_range(b: &q4vk::vk::memory::Buffer) -> q4vk::vk::gemv::BufferRange {
+    q4vk::vk::gemv::BufferRange {
+        buffer: b.buffer,
+        offset: 0,
+        range: b.size,
+    }
+}
+
 /// A resettable primary command buffer of `ctx`'s queue family and its pool (the caller
 /// destroys the pool).
 pub fn command_buffer(ctx: &q4vk::vk::context::Context) -> (vk::CommandPool, vk::CommandBuffer) {
