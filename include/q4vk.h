@@ -1055,7 +1055,8 @@ typedef struct q4vk_tune_info {
   // Always 0.
   uint32_t reserved0;
   // Optional (appended after `reserved0`; callers with the shorter struct do not get
-  // them): the chosen shape of the GEMV on GGUF blocks for calls on x of up to 4 rows:
+  // them): the chosen shape of the GEMV on GGUF blocks for calls on x of up to 4 rows on
+  // the types with packed scales (Q4_K, Q5_K; the other types keep the device row's):
   // rows per workgroup, then pieces of 32 weights each invocation loads per step (1 with
   // `blocks_word_lanes`). Timed on Q4_K matrices of the shapes whose k is a multiple of
   // 256, at the m of up to 4; the device row's where none was faster or no such case was
@@ -1063,8 +1064,8 @@ typedef struct q4vk_tune_info {
   uint32_t blocks_rows;
   // See `blocks_rows`.
   uint32_t blocks_unroll;
-  // The device row's shape of the GEMV on GGUF blocks (the baseline; it strides over
-  // pieces), as `blocks_rows`.
+  // The device row's shape of the GEMV on GGUF blocks on those types (the baseline; it
+  // strides over pieces), as `blocks_rows`.
   uint32_t blocks_table_rows;
   // See `blocks_table_rows`.
   uint32_t blocks_table_unroll;
@@ -2457,8 +2458,9 @@ void q4vk_tune_desc_default(struct q4vk_tune_desc *desc);
 // then, at each prefill m of `desc` where the context runs the SIMT GEMM on some shape
 // (prefill without tensor cores), that GEMM's tile the same way (the device row's tile
 // at that m the baseline, its neighbours the candidates); then, where a shape's k is a multiple of 256 and
-// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks (rows per workgroup,
-// pieces per step) the same way on Q4_K matrices of those shapes; then, at the prefill m
+// an m is at most 4, the one-pass shape of the GEMV on GGUF blocks with packed scales
+// (Q4_K, Q5_K; rows per workgroup, pieces per step) the same way on Q4_K matrices of those
+// shapes; then, at the prefill m
 // where the context runs the SIMT GEMM on GGUF blocks on such shapes, its tile the same
 // way on Q4_K matrices. The kernels tuned share the budget equally, in that order; all go as a blob into `blob`. Store the blob beside
 // the pipeline cache and give it back in `q4vk_context_desc.tuning_data`: the next context

@@ -314,7 +314,12 @@ fn grid() -> String {
             }
             // GGUF blocks kept in their native bytes: the kernels on x, and on x rounded to
             // bytes given a workspace.
-            for ty in [BlockType::Q8_0, BlockType::Q6K] {
+            for ty in [
+                BlockType::Q8_0,
+                BlockType::Iq4Nl,
+                BlockType::Q4K,
+                BlockType::Q6K,
+            ] {
                 for (n, k) in SHAPES {
                     if !(k as usize).is_multiple_of(ty.block_elements()) {
                         continue;
@@ -687,14 +692,15 @@ fn short_rows_step_over_words_where_the_row_says() {
     assert!(!steps_over_words(&cpu, 8960, 1536, 1));
 }
 
-/// Whether the GEMV on `ty` blocks of an `n` × `k` matrix at `m` strides over quarters.
-fn blocks_over_quarters(rules: &Rules, ty: BlockType, n: usize, k: usize, m: u32) -> bool {
+/// The GEMV on `ty` blocks' (rows per workgroup, quarters) on an `n` × `k` matrix at `m`.
+fn blocks_shape(rules: &Rules, ty: BlockType, n: usize, k: usize, m: u32) -> (u32, bool) {
     let form = MatrixForm::of_blocks(ty, n, k, 1 << 31).unwrap();
     let p = GemvParams::dense(m, k as u64, n as u64);
     match decide(rules, &form, &p, Room::None).unwrap().kernel {
         KernelChoice::BlocksGemv { key, last } => {
             assert_eq!(key.word_lanes, last.word_lanes, "one stride for every pass");
-            key.word_lanes
+            assert_eq!(key.rows, last.rows, "one height for every pass");
+            (key.rows, key.word_lanes)
         }
         other => panic!(
             "{} at m = {m} runs {other:?}, not the GEMV on blocks",
@@ -703,24 +709,47 @@ fn blocks_over_quarters(rules: &Rules, ty: BlockType, n: usize, k: usize, m: u32
     }
 }
 
-/// On the NVIDIA row, Q6_K blocks stride over quarters (one pass of 8 rows) where pieces
-/// would take more than one pass, and keep pieces on calls of one pass; Q4_K keeps pieces;
-/// a caller's fixed choice holds.
+/// On the NVIDIA row, each class of block type takes its own shapes: quarters on blocks of
+/// 32 where the rows are few, more rows per workgroup where they are many, whole pieces
+/// for the super-blocks in one pass; past one pass of pieces (m > 4) quarters of 4 rows but
+/// for Q4_K and Q5_K (pieces of 8 rows). A caller's fixed choice holds.
 #[test]
-fn q6_k_strides_over_quarters_past_one_pass_of_pieces() {
+fn blocks_shapes_follow_the_type_class_and_the_matrix_height() {
     let (_, h200, _) = devices().into_iter().next().unwrap();
     let mut rules = Rules::for_class(h200, false, false);
+    let (few, many) = ((2048, 8192), (28672, 8192));
+    let at = |rules: &Rules, ty, (n, k): (usize, usize), m| blocks_shape(rules, ty, n, k, m);
     for m in 1..=4 {
-        assert!(!blocks_over_quarters(&rules, BlockType::Q6K, 1536, 8960, m));
+        for ty in [BlockType::Q4_1, BlockType::Q5_0, BlockType::Q8_0] {
+            assert_eq!(at(&rules, ty, few, m), (2, true), "{} m {m}", ty.name());
+            assert_eq!(at(&rules, ty, many, m), (8, false), "{} m {m}", ty.name());
+        }
+        for ty in [BlockType::Iq4Nl, BlockType::Iq4Xs, BlockType::Mxfp4] {
+            assert_eq!(at(&rules, ty, few, m), (2, true), "{} m {m}", ty.name());
+            assert_eq!(at(&rules, ty, many, m), (4, true), "{} m {m}", ty.name());
+        }
+        for ty in [BlockType::Q4K, BlockType::Q5K, BlockType::Q6K] {
+            for shape in [few, many] {
+                assert_eq!(at(&rules, ty, shape, m), (4, false), "{} m {m}", ty.name());
+            }
+        }
     }
     for m in 5..=9 {
-        assert!(blocks_over_quarters(&rules, BlockType::Q6K, 1536, 8960, m));
-        assert!(!blocks_over_quarters(&rules, BlockType::Q4K, 1536, 8960, m));
+        for shape in [few, many] {
+            assert_eq!(at(&rules, BlockType::Q6K, shape, m), (4, true));
+            assert_eq!(at(&rules, BlockType::Q8_0, shape, m), (4, true));
+            assert_eq!(at(&rules, BlockType::Iq4Nl, shape, m), (4, true));
+            assert_eq!(at(&rules, BlockType::Q4K, shape, m), (8, false));
+        }
     }
     rules
-        .set_overrides(|o| o.blocks_gemv_word_lanes = Some(false))
+        .set_overrides(|o| {
+            o.blocks_gemv_word_lanes = Some(false);
+            o.blocks_gemv_rows = Some(1);
+        })
         .unwrap();
-    assert!(!blocks_over_quarters(&rules, BlockType::Q6K, 1536, 8960, 8));
+    assert_eq!(at(&rules, BlockType::Q6K, few, 8), (1, false));
+    assert_eq!(at(&rules, BlockType::Q8_0, many, 1), (1, false));
 }
 
 /// The SIMT GEMV key's (rows per workgroup, split) on an `n` × `k` matrix at m = 1.

@@ -17,6 +17,7 @@ use q4vk::ffi::gemv::*;
 use q4vk::ffi::matrix::*;
 use q4vk::ffi::status::*;
 use q4vk::import::gguf_blocks::BlockType;
+use q4vk::plan::blocks_gemv::BlocksClass;
 use q4vk::plan::tuned_gemm::gemm_candidates;
 
 /// The calls [`check_matrix`] makes: the values of m, whether each also runs f16 x, and the
@@ -106,11 +107,17 @@ fn check_matrix(
     unsafe { q4vk_matrix_destroy(mat) };
 }
 
-/// Activation rows per pass of the GEMV on `ty` blocks at `m` as the device rows choose
-/// (lavapipe's row keeps the GPU rows' choice): passes of 4 over pieces, except Q6_K past
-/// one such pass, whose GEMV then strides over quarters in passes of 8.
-fn row_pass_rows(ty: BlockType, m: usize) -> usize {
-    match ty == BlockType::Q6K && m > 4 {
+/// Activation rows per pass of the GEMV on `ty` blocks at `m` as the rules of `ctx` choose:
+/// passes of 4 over pieces, of 8 where the type's class strides over quarters past one such
+/// pass (`DeviceTuning::blocks_gemv`; or the caller's fixed stride).
+fn row_pass_rows(ctx: *mut q4vk_context, ty: BlockType, m: usize) -> usize {
+    let rules = &unsafe { context_mut(ctx) }.unwrap().rules;
+    let past_one_pass = rules.blocks_gemv.of(BlocksClass::of(ty)).past_one_pass;
+    let quarters = rules
+        .overrides()
+        .blocks_gemv_word_lanes
+        .unwrap_or(past_one_pass.word_lanes);
+    match quarters && m > 4 {
         true => 8,
         false => 4,
     }
@@ -142,7 +149,7 @@ fn run_all_types(ctx: *mut q4vk_context, gpu: bool, portable: bool, ms: &[usize]
                     if portable {
                         4
                     } else {
-                        row_pass_rows(ty, m)
+                        row_pass_rows(ctx, ty, m)
                     }
                 }),
                 &mut rng,
@@ -297,7 +304,7 @@ fn every_type_runs_with_several_pieces_per_step() {
                 check_matrix(
                     gpu.ctx,
                     &desc,
-                    (ms, f16_x, &|m| row_pass_rows(ty, m)),
+                    (ms, f16_x, &|m| row_pass_rows(gpu.ctx, ty, m)),
                     &mut rng,
                     true,
                     &what,
@@ -385,7 +392,7 @@ fn k_groups_and_fixed_rows_compute_the_same() {
                     gpu.ctx,
                     &desc,
                     (&[3, 7, 33], &|_| false, &|m| {
-                        pass_rows.map_or(row_pass_rows(ty, m), |p| p as usize)
+                        pass_rows.map_or(row_pass_rows(gpu.ctx, ty, m), |p| p as usize)
                     }),
                     &mut rng,
                     true,

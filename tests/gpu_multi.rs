@@ -613,6 +613,21 @@ fn a_gate_up_pair_is_one_kernel_writing_what_two_calls_write() {
         let what = format!("{} blocks, flags {flags:#x}", ty.name());
         pair_on(&gpu, &mut rng, &descs, (n, k), flags, &what);
     }
+    // The shapes device rows give blocks of 32: quarters of pieces, and pieces of 8 rows per
+    // workgroup (partial last workgroups).
+    let mut gpu = gpu;
+    for (ty, quarters, rows) in [(BlockType::Q8_0, true, 2), (BlockType::Q4_1, false, 8)] {
+        gpu.context_mut()
+            .set_overrides(|o| {
+                o.blocks_gemv_word_lanes = Some(quarters);
+                o.blocks_gemv_rows = Some(rows);
+            })
+            .unwrap();
+        let bytes = [0, 1].map(|_| random_blocks(&mut rng, ty, n, k));
+        let descs = [0, 1].map(|i| blocks_desc(ty, n, k, &bytes[i]));
+        let what = format!("{} blocks, quarters {quarters}, {rows} rows", ty.name());
+        pair_on(&gpu, &mut rng, &descs, (n, k), 0, &what);
+    }
     gpu.assert_quiet();
     assert_nothing_logged();
 }

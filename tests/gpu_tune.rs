@@ -17,7 +17,8 @@ use q4vk::ffi::matrix::q4vk_matrix_destroy;
 use q4vk::ffi::status::*;
 use q4vk::ffi::tune::*;
 use q4vk::import::gguf_blocks::BlockType;
-use q4vk::plan::tuned::{BlocksGemvShape, SimtGroup, TunedBlob};
+use q4vk::plan::blocks_gemv::BlocksGemvShape;
+use q4vk::plan::tuned::{blocks_shape_of_row, SimtGroup, TunedBlob, TUNED_BLOCKS_CLASS};
 use q4vk::plan::tuned_gemm::{GemmTilesAt, TunedGemms};
 use q4vk::plan::tuning::SimtGemv;
 use q4vk::plan::GemmTile;
@@ -544,10 +545,15 @@ fn tuned_gemm_tiles_are_used_by_the_next_context() {
 /// The plan of an m-row GEMV on a Q4_K matrix of 70 × 1024 on `gpu` (its shape source and
 /// name), after checking the GEMV against the f64 reference of its dequantized weights.
 fn checked_blocks_plan(gpu: &Gpu, m: usize) -> (u32, String) {
+    checked_plan_on(gpu, BlockType::Q4K, m)
+}
+
+/// As [`checked_blocks_plan`], on a matrix of `ty` blocks.
+fn checked_plan_on(gpu: &Gpu, ty: BlockType, m: usize) -> (u32, String) {
     let mut rng = Rng(0xB7);
     let (n, k) = (70usize, 1024usize);
-    let bytes = random_blocks(&mut rng, BlockType::Q4K, n, k);
-    let desc = blocks_desc(BlockType::Q4K, n, k, &bytes);
+    let bytes = random_blocks(&mut rng, ty, n, k);
+    let desc = blocks_desc(ty, n, k, &bytes);
     let w = dequantized(&desc);
     let mut mat = std::ptr::null_mut();
     let status = unsafe { q4vk_matrix_create(gpu.ctx, &desc, &mut mat) };
@@ -555,7 +561,11 @@ fn checked_blocks_plan(gpu: &Gpu, m: usize) -> (u32, String) {
     let x = rng.vec(m * k);
     let (status, y) = gemv_c(gpu.ctx, mat, &x, n, m);
     assert_eq!(status, Q4VK_OK, "{}", last_error());
-    assert_close(&y, &gemv_dense(&w, &x, n, k, m), &format!("Q4_K, m = {m}"));
+    assert_close(
+        &y,
+        &gemv_dense(&w, &x, n, k, m),
+        &format!("{}, m = {m}", ty.name()),
+    );
     let (info, name) = plan_of(gpu.ctx, mat, m, 0, 0);
     unsafe { q4vk_matrix_destroy(mat) };
     (info.shape_source, name)
@@ -596,7 +606,7 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
         info.blocks_table_unroll,
         info.blocks_candidates_timed
     );
-    let table = gpu.context().rules.blocks_gemv;
+    let table = blocks_shape_of_row(gpu.context().rules.row);
     assert_eq!(
         (info.blocks_table_rows, info.blocks_table_unroll),
         (table.rows, table.unroll)
@@ -626,13 +636,31 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
         shape,
         "GEMV on GGUF blocks 4 rows, 2 pieces per step",
     );
-    assert_eq!(forced.context().rules.blocks_gemv, shape);
+    // The tuned class takes the blob's shape at every height; the others keep the row's.
+    let rules = &forced.context().rules;
+    let tuned = rules.blocks_gemv.of(TUNED_BLOCKS_CLASS);
+    assert_eq!((tuned.few_rows, tuned.many_rows), (shape, shape));
+    let row = &rules.row.blocks_gemv;
+    assert_eq!(
+        (rules.blocks_gemv.runs, rules.blocks_gemv.looked_up),
+        (row.runs, row.looked_up)
+    );
     let (source, name) = checked_blocks_plan(&forced, 1);
     assert_eq!(source, Q4VK_GEMV_SHAPE_TUNED, "{name}");
     assert!(
         name.contains("4 rows per workgroup") && name.contains("2 pieces per step"),
         "{name}"
     );
+    // Q5_K shares the tuned class; Q8_0 and IQ4_NL keep the row's shapes.
+    assert_eq!(
+        checked_plan_on(&forced, BlockType::Q5K, 1).0,
+        Q4VK_GEMV_SHAPE_TUNED
+    );
+    for ty in [BlockType::Q8_0, BlockType::Iq4Nl] {
+        let (source, name) = checked_plan_on(&forced, ty, 1);
+        assert_eq!(source, Q4VK_GEMV_SHAPE_TABLE, "{} {name}", ty.name());
+        assert!(!name.contains("4 rows per workgroup"), "{name}");
+    }
     // Three rows in one pass: the tuned rows, one piece per step (the held x's cap).
     let (source, name) = checked_blocks_plan(&forced, 3);
     assert_eq!(source, Q4VK_GEMV_SHAPE_TUNED, "{name}");
@@ -666,7 +694,8 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
     };
     let gpu = context_with_blocks_shape(&decoded, odd, "not a shape it takes");
     assert!(blob_line().contains("ignored"), "{}", blob_line());
-    assert_eq!(gpu.context().rules.blocks_gemv, table);
+    let rules = &gpu.context().rules;
+    assert_eq!(rules.blocks_gemv, rules.row.blocks_gemv);
 }
 
 /// The plan of an m-row GEMV given the workspace it asks on a fresh matrix of 200 × 2048 on

@@ -6,6 +6,7 @@
 //! Adding a device is adding a row; a device without one can tune its SIMT GEMV shape itself
 //! ([`tuned`]).
 
+pub mod blocks_gemv;
 pub mod device_class;
 pub mod fragment_shape;
 mod nearest;

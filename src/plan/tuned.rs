@@ -5,6 +5,7 @@
 //! the next. The blob names the device, driver and q4vk
 //! version it was made with, and a checksum; anything else is refused with the reason.
 
+use super::blocks_gemv::{BlocksClass, BlocksGemvShape};
 use super::nearest::{nearest_first, steps};
 use super::tuned_gemm::{GemmTilesAt, TunedGemms, GEMM_MS, MAX_GEMM_MS};
 use super::tuning::{DeviceTuning, GemmTile, SimtGemv};
@@ -36,48 +37,14 @@ pub fn has_long_rows(k: u64) -> bool {
     k >= LONG_ROWS_FROM_K
 }
 
-/// The shape of the GEMV on GGUF blocks for calls of up to 4 rows on x
-/// (`DeviceTuning::blocks_gemv_rows`'s first and `DeviceTuning::blocks_gemv_unroll`, steps
-/// over pieces).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BlocksGemvShape {
-    /// Rows per workgroup (a power of two, 1..32).
-    pub rows: u32,
-    /// Pieces per step of each invocation (1..4; capped per call by the held x; 1 with
-    /// `word_lanes`).
-    pub unroll: u32,
-    /// Invocations stride over quarters of pieces instead of pieces (`BlocksKey::word_lanes`).
-    pub word_lanes: bool,
-}
+/// The class of block types whose GEMV shape tuning times (on Q4_K matrices) and a tuning
+/// blob carries: its choice replaces the class's one-pass shape at every height.
+pub const TUNED_BLOCKS_CLASS: BlocksClass = BlocksClass::PackedScales;
 
-impl std::fmt::Display for BlocksGemvShape {
-    /// `2 rows, 2 pieces per step` or `2 rows, quarters` (logs and the bench).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.word_lanes {
-            true => write!(f, "{} rows, quarters", self.rows),
-            false => write!(f, "{} rows, {} pieces per step", self.rows, self.unroll),
-        }
-    }
-}
-
-impl BlocksGemvShape {
-    /// The shape `row` gives: its rows per workgroup for one pass and pieces per step.
-    pub fn of_row(row: &DeviceTuning) -> BlocksGemvShape {
-        BlocksGemvShape {
-            rows: row.blocks_gemv_rows.0,
-            unroll: row.blocks_gemv_unroll,
-            word_lanes: false,
-        }
-    }
-
-    /// Whether the GEMV on GGUF blocks takes this shape: rows a power of two up to 32,
-    /// 1..4 pieces per step, one with quarters.
-    pub fn runnable(&self) -> bool {
-        self.rows.is_power_of_two()
-            && self.rows <= 32
-            && (1..=4).contains(&self.unroll)
-            && (!self.word_lanes || self.unroll == 1)
-    }
+/// The shape tuning starts from and a blob's choice replaces: `row`'s one-pass shape of
+/// [`TUNED_BLOCKS_CLASS`] (the same at every height on every row).
+pub fn blocks_shape_of_row(row: &DeviceTuning) -> BlocksGemvShape {
+    row.blocks_gemv.of(TUNED_BLOCKS_CLASS).few_rows
 }
 
 /// Matrices of at least this many rows form the tuning's class of many rows; fewer the
@@ -166,7 +133,8 @@ pub struct TunedBlob {
     /// Each one's time against the row's over the group's tuned cases (geometric mean of
     /// the ratios; below 1 is faster; 1 where none was timed; kept to [`RATIO_UNIT`]).
     pub simt_time_vs_table: [f32; 8],
-    /// The shape of the GEMV on GGUF blocks it chose for calls of one pass.
+    /// The shape of the GEMV on GGUF blocks it chose for calls of one pass on
+    /// [`TUNED_BLOCKS_CLASS`].
     pub blocks_gemv: BlocksGemvShape,
     /// Its time against the table's over the cases timed on blocks, as above.
     pub blocks_time_vs_table: f32,

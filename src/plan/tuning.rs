@@ -3,8 +3,8 @@
 //! picks the row once per context. The measurements behind each value are the raw bench
 //! logs in `bench/history/` that the fields' comments name.
 
+use super::blocks_gemv::{BlocksGemvShape, BlocksGemvShapes, BlocksGemvTable};
 use super::device_class::{DeviceClass, Family};
-use crate::import::gguf_blocks::BlockType;
 
 /// Tile of the SIMT GEMM: invocations along rows and tokens, rows and tokens per invocation
 /// (multiples of 4: the kernel reads them four at a time).
@@ -289,22 +289,13 @@ pub struct DeviceTuning {
     /// (`shaders/gemm_blocks_coop.comp`) instead of the SIMT GEMM on blocks, where the
     /// device's cooperative matrices offer its shape.
     pub blocks_coop_tiles_gemm: bool,
-    /// Rows per workgroup of the GEMV on GGUF blocks: `.0` for calls of one pass (m up to
-    /// its 4 rows per pass), `.1` for calls of several (`h200-2026-12-05-blocks-shapes.txt`:
-    /// more workgroups of fewer rows where the weights are read once, more rows per
-    /// workgroup where every pass reads them again).
-    pub blocks_gemv_rows: (u32, u32),
-    /// The GGUF block types whose GEMV strides over quarters of pieces (a word of codes per
-    /// invocation, x contiguous across a subgroup, passes of 8 rows) instead of pieces on
-    /// calls that pieces would run in more than one pass (m > 4, or the caller's fixed rows
-    /// per pass): quarters read the weights in fewer passes (`h100-2026-12-05-word-lanes.txt`;
-    /// calls of one pass keep pieces).
-    pub blocks_gemv_word_lanes_past_one_pass: &'static [BlockType],
-    /// Pieces per step of each invocation of the GEMV on GGUF blocks where it strides over
-    /// whole pieces with x held (`BlocksKey::unroll`): the loads of that many pieces are in
-    /// flight together; capped so that a pass's held x stays within what 4 activation rows
-    /// of one piece hold (`vk::gemv_plan::blocks_unroll`).
-    pub blocks_gemv_unroll: u32,
+    /// The shapes of the GEMV on GGUF blocks with f32 arithmetic, per class of block type
+    /// and class of call (`plan::blocks_gemv`; `h100-2026-12-07-blocks-classes.txt`: quarters
+    /// or more rows per workgroup share each activation load among more weights).
+    pub blocks_gemv: BlocksGemvTable,
+    /// Rows per workgroup of the GEMV on GGUF blocks on x rounded to bytes (packed integer
+    /// dot products, whole pieces, every pass).
+    pub blocks_dot_gemv_rows: u32,
 }
 
 /// The GPU tiles of the SIMT GEMM: up to m = 16, 64 rows × 16 tokens (4 × 4 outputs per
@@ -337,6 +328,51 @@ const GPU_GEMM_TILES: [(Option<u32>, GemmTile); 3] = [
 /// [`GEMM_TILE`] (the 128 × 64 tile, which holds more registers beside the next piece's
 /// words, was slower there at m = 512).
 const GPU_BLOCKS_GEMM_TILES: [(Option<u32>, GemmTile); 2] = [GPU_GEMM_TILES[0], (None, GEMM_TILE)];
+
+/// The NVIDIA row's shapes of the GEMV on GGUF blocks (`h100-2026-12-07-blocks-classes.txt`):
+/// quarters on blocks of 32 where the rows are few, many rows per workgroup where they are
+/// many; whole pieces for the super-blocks, whose quarters would decode the scales again.
+const NVIDIA_BLOCKS_GEMV: BlocksGemvTable = BlocksGemvTable {
+    runs: BlocksGemvShapes {
+        few_rows: BlocksGemvShape::quarters(2),
+        many_rows: BlocksGemvShape::pieces(8),
+        past_one_pass: BlocksGemvShape::quarters(4),
+    },
+    looked_up: BlocksGemvShapes {
+        few_rows: BlocksGemvShape::quarters(2),
+        many_rows: BlocksGemvShape::quarters(4),
+        past_one_pass: BlocksGemvShape::quarters(4),
+    },
+    packed_scales: BlocksGemvShapes {
+        few_rows: BlocksGemvShape::pieces(4),
+        many_rows: BlocksGemvShape::pieces(4),
+        past_one_pass: BlocksGemvShape::pieces(8),
+    },
+    byte_scales: BlocksGemvShapes {
+        few_rows: BlocksGemvShape::pieces(4),
+        many_rows: BlocksGemvShape::pieces(4),
+        past_one_pass: BlocksGemvShape::quarters(4),
+    },
+    many_rows_from: 8192,
+};
+
+/// CPU implementations' shapes of the GEMV on GGUF blocks: whole pieces of 2 rows per
+/// workgroup in one pass, 4 past it, for every class (a workgroup runs on one thread, where
+/// loads of neighbouring invocations do not meet).
+const CPU_BLOCKS_GEMV: BlocksGemvTable = {
+    let shapes = BlocksGemvShapes {
+        few_rows: BlocksGemvShape::pieces(2),
+        many_rows: BlocksGemvShape::pieces(2),
+        past_one_pass: BlocksGemvShape::pieces(4),
+    };
+    BlocksGemvTable {
+        runs: shapes,
+        looked_up: shapes,
+        packed_scales: shapes,
+        byte_scales: shapes,
+        many_rows_from: 8192,
+    }
+};
 
 /// NVIDIA GPUs with 32-wide subgroups.
 pub const NVIDIA: DeviceTuning = DeviceTuning {
@@ -423,9 +459,8 @@ pub const NVIDIA: DeviceTuning = DeviceTuning {
     coop_tiles_gemm: false,
     // Not yet timed against the SIMT GEMM on blocks on these GPUs.
     blocks_coop_tiles_gemm: false,
-    blocks_gemv_rows: (2, 8),
-    blocks_gemv_word_lanes_past_one_pass: &[BlockType::Q6K],
-    blocks_gemv_unroll: 1,
+    blocks_gemv: NVIDIA_BLOCKS_GEMV,
+    blocks_dot_gemv_rows: 2,
 };
 
 /// The SIMT GEMM's tiles on CPU implementations (and the GEMM on GGUF blocks'): 192 rows
@@ -456,6 +491,7 @@ pub const CPU_IMPLEMENTATION: DeviceTuning = DeviceTuning {
     simt_gemv_decode_once_from_rows: Some(1),
     simt_gemm_tiles: CPU_GEMM_TILES,
     blocks_gemm_tiles: CPU_GEMM_TILES,
+    blocks_gemv: CPU_BLOCKS_GEMV,
     ..DEFAULT
 };
 
@@ -478,10 +514,6 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
     // GEMM runs.
     coop_tiles_gemm: true,
     blocks_coop_tiles_gemm: true,
-    // The NVIDIA row's one-pass rows; the generic SIMT GEMV's rows past one pass.
-    blocks_gemv_rows: (2, 4),
-    // A piece per step: its register cost is not yet weighed on these GPUs.
-    blocks_gemv_unroll: 1,
     ..NVIDIA
 };
 
@@ -514,6 +546,22 @@ impl DeviceTuning {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tuning times one shape of its class at every height and a blob's choice replaces
+    /// both (`plan::tuned::blocks_shape_of_row`): every row gives that class one shape, and
+    /// every shape of every row is one the kernel takes.
+    #[test]
+    fn rows_give_the_tuned_blocks_class_one_shape_and_only_runnable_ones() {
+        for row in [&NVIDIA, &CPU_IMPLEMENTATION, &DEFAULT] {
+            let tuned = row.blocks_gemv.of(super::super::tuned::TUNED_BLOCKS_CLASS);
+            assert_eq!(tuned.few_rows, tuned.many_rows, "{}", row.name);
+            assert!(
+                row.blocks_gemv.shapes().all(|s| s.runnable()),
+                "{}",
+                row.name
+            );
+        }
+    }
 
     #[test]
     fn gpu_tiles_follow_m_and_cpu_tiles_cover_it() {

@@ -287,7 +287,7 @@ impl Context {
                     };
                     rules.simt_groups = b.simt_gemv.map(|s| tuning(&s));
                     rules.simt_tuned = true;
-                    rules.blocks_gemv = b.blocks_gemv;
+                    rules.set_tuned_blocks_shape(b.blocks_gemv);
                     rules.blocks_tuned = true;
                     let int_dot = match b.int_dot_gemv {
                         Some(s) => {

@@ -19,14 +19,13 @@ use crate::error::{invalid, Error, Result};
 use crate::import::gguf_blocks::BlockType;
 use crate::layout::blocks::{stream_block_bytes, BlocksLayout, Stream};
 use crate::layout::vk::VkLayout;
+use crate::plan::blocks_gemv::BlocksClass;
 
-/// Rows per workgroup of the exported GEMV: the device rows' choice for calls of one pass
-/// (`DeviceTuning::blocks_gemv_rows`), which the export always is.
-const GEMV_ROWS: u32 = crate::plan::tuning::DEFAULT.blocks_gemv_rows.0;
-
-/// The GEMV for `req.m` ≤ [`MAX_M`] rows on `ty` blocks of `pieces` pieces per row: one
-/// pass, pieces up to [`BLOCKS_MAX_M`] activation rows, quarters of pieces beyond (which
-/// hold x for all 8).
+/// The GEMV for `req.m` ≤ [`MAX_M`] rows on `ty` blocks of `pieces` pieces per row, in one
+/// pass: the shape the rules of a device without a row of its own take for the type's class
+/// (`plan::tuning::DEFAULT`'s `blocks_gemv`, by the matrix's rows up to [`BLOCKS_MAX_M`]
+/// activation rows, else past one pass), with quarters of pieces past [`BLOCKS_MAX_M`]
+/// (which hold x for all 8).
 fn gemv_kernel(
     req: &ExportRequest,
     dev: &ExportDevice,
@@ -34,7 +33,13 @@ fn gemv_kernel(
     pieces: usize,
 ) -> Result<Kernel> {
     let t = dev.tuning;
-    let word_lanes = req.m > BLOCKS_MAX_M;
+    let table = &crate::plan::tuning::DEFAULT.blocks_gemv;
+    let shapes = table.of(BlocksClass::of(ty));
+    let shape = match req.m > BLOCKS_MAX_M {
+        true => shapes.past_one_pass,
+        false => shapes.one_pass(table, req.shape.n as u64),
+    };
+    let word_lanes = shape.word_lanes || req.m > BLOCKS_MAX_M;
     let steps = match word_lanes {
         true => pieces.saturating_mul(4),
         false => pieces,
@@ -42,7 +47,7 @@ fn gemv_kernel(
     let key = BlocksKey {
         portable: !req.subgroup,
         workgroup: t.workgroup_for(steps),
-        rows: GEMV_ROWS,
+        rows: shape.rows,
         m: req.m,
         x_f16: req.x_f16,
         ty,

@@ -17,6 +17,8 @@ use super::rules::Rules;
 use super::x_fragments::FragmentGeometry;
 use crate::error::{Error, Result};
 use crate::layout::blocks::BlocksLayout;
+use crate::plan::blocks_gemv::BlocksClass;
+use crate::plan::tuned::TUNED_BLOCKS_CLASS;
 use crate::plan::{CoopGemmTuning, DeviceClass, GemmTile, GEMM_TILE};
 use ash::vk;
 use std::fmt;
@@ -723,7 +725,11 @@ impl Choice {
                 (true, true) => r.bytes_simt.is_none() && r.int_dot_shape_tuned(),
             },
             KernelChoice::BlocksGemv { key, .. } => {
-                r.blocks_tuned && !key.dot && key.m == m && m <= BLOCKS_MAX_M
+                r.blocks_tuned
+                    && BlocksClass::of(key.ty) == TUNED_BLOCKS_CLASS
+                    && !key.dot
+                    && key.m == m
+                    && m <= BLOCKS_MAX_M
             }
             KernelChoice::SimtGemm(key) => {
                 r.overrides().gemm_tile.is_none() && r.simt_gemm_tuned.tile_for(m) == Some(key.tile)
@@ -1001,9 +1007,11 @@ fn runs_blocks_dot(r: &Rules, form: &MatrixForm, p: &GemvParams) -> bool {
 /// (`vk::coop_tiles`), else the GEMM on blocks with the SIMT GEMM's tile and K groups; else the
 /// GEMV (with `dot` on x rounded to bytes: [`runs_blocks_dot`]) in passes of up to
 /// [`BLOCKS_MAX_M`] activation rows ([`MAX_M`] with word lanes or `dot`; or
-/// the caller's fixed count; the last pass of the rows left), with the SIMT GEMV's workgroup and the row's rows per
-/// workgroup for calls of one pass or of several (`DeviceTuning::blocks_gemv_rows`; or the
-/// caller's fixed count). `Unsupported` where the kernel does not fit the device.
+/// the caller's fixed count; the last pass of the rows left), with the SIMT GEMV's workgroup
+/// and the shape of the type's class (`Rules::blocks_gemv`: by the matrix's rows for calls
+/// of one pass of pieces, else past one pass; `DeviceTuning::blocks_dot_gemv_rows` rows on x
+/// in bytes; or the caller's fixed choices). `Unsupported` where the kernel does not fit the
+/// device.
 fn blocks_choice(
     r: &Rules,
     form: &MatrixForm,
@@ -1030,15 +1038,19 @@ fn blocks_choice(
             ty,
         }));
     }
+    // The class's shape for a call of one pass of pieces (by the matrix's rows), or of more
+    // activation rows than such a pass holds.
+    let shapes = r.blocks_gemv.of(BlocksClass::of(ty));
+    let pieces_pass = r.overrides().blocks_gemv_pass_rows.unwrap_or(BLOCKS_MAX_M);
+    let shape = match p.m > pieces_pass {
+        true => shapes.past_one_pass,
+        false => shapes.one_pass(&r.blocks_gemv, form.shape.n as u64),
+    };
     let word_lanes = !r.portable
         && !dot
-        && r.overrides().blocks_gemv_word_lanes.unwrap_or_else(|| {
-            let pieces_pass = r.overrides().blocks_gemv_pass_rows.unwrap_or(BLOCKS_MAX_M);
-            match p.m > pieces_pass {
-                true => r.row.blocks_gemv_word_lanes_past_one_pass.contains(&ty),
-                false => r.blocks_gemv.word_lanes,
-            }
-        });
+        && r.overrides()
+            .blocks_gemv_word_lanes
+            .unwrap_or(shape.word_lanes);
     // Word lanes and x in bytes hold x for a whole pass.
     let default_pass = match word_lanes || dot {
         true => MAX_M,
@@ -1050,17 +1062,9 @@ fn blocks_choice(
         true => form.layout.chunks.saturating_mul(4),
         false => form.layout.chunks,
     };
-    // x in bytes keeps the rows of one pass in every pass (each pass holds 8 rows of x);
-    // calls on x of up to 4 rows take the rules' shape (the row's, or tuned).
-    let (one_pass, passes) = r.row.blocks_gemv_rows;
-    let rows = r.overrides().blocks_gemv_rows.unwrap_or(if dot {
-        one_pass
-    } else if p.m > pass_rows {
-        passes
-    } else if p.m <= BLOCKS_MAX_M {
-        r.blocks_gemv.rows
-    } else {
-        one_pass
+    let rows = r.overrides().blocks_gemv_rows.unwrap_or(match dot {
+        true => r.row.blocks_dot_gemv_rows,
+        false => shape.rows,
     });
     let key = |m: u32| BlocksKey {
         portable: r.portable,
@@ -1075,7 +1079,7 @@ fn blocks_choice(
         pair: false,
         unroll: match word_lanes || dot {
             true => 1,
-            false => blocks_unroll(r, m),
+            false => blocks_unroll(r, shape.unroll, m),
         },
     };
     let full = key(pass_rows);
@@ -1094,14 +1098,11 @@ fn blocks_choice(
 }
 
 /// Pieces per step of the GEMV on GGUF blocks striding over whole pieces at `m` activation
-/// rows per pass: the rules' count (`Rules::blocks_gemv`: the row's or tuned; or the
-/// caller's), capped so that the held x of a step (32 values per piece and activation row)
-/// stays within one piece's at [`BLOCKS_MAX_M`] rows; 1 where x is not held.
-fn blocks_unroll(r: &Rules, m: u32) -> u32 {
-    let wanted = r
-        .overrides()
-        .blocks_gemv_unroll
-        .unwrap_or(r.blocks_gemv.unroll);
+/// rows per pass: the shape's count `unroll` (`Rules::blocks_gemv`: the row's or tuned; or
+/// the caller's), capped so that the held x of a step (32 values per piece and activation
+/// row) stays within one piece's at [`BLOCKS_MAX_M`] rows; 1 where x is not held.
+fn blocks_unroll(r: &Rules, unroll: u32, m: u32) -> u32 {
+    let wanted = r.overrides().blocks_gemv_unroll.unwrap_or(unroll);
     match m <= BLOCKS_MAX_M {
         true => wanted.min(BLOCKS_MAX_M / m).max(1),
         false => 1,
@@ -1547,8 +1548,7 @@ mod tests {
     #[test]
     fn pieces_per_step_keep_the_held_x_within_four_rows_of_a_piece() {
         let mut r = rules(&crate::plan::tuning::NVIDIA);
-        r.blocks_gemv.unroll = 4;
-        let at = |r: &Rules| [1, 2, 3, 4, 5, 8].map(|m| blocks_unroll(r, m));
+        let at = |r: &Rules| [1, 2, 3, 4, 5, 8].map(|m| blocks_unroll(r, 4, m));
         assert_eq!(at(&r), [4, 2, 1, 1, 1, 1]);
         // The caller's count, capped the same way.
         r.set_overrides(|o| o.blocks_gemv_unroll = Some(2)).unwrap();

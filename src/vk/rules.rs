@@ -5,7 +5,8 @@
 
 use super::pipeline::Tuning;
 use crate::error::Result;
-use crate::plan::tuned::{BlocksGemvShape, SimtGroup};
+use crate::plan::blocks_gemv::{BlocksGemvShape, BlocksGemvTable};
+use crate::plan::tuned::{SimtGroup, TUNED_BLOCKS_CLASS};
 use crate::plan::tuned_gemm::TunedGemmTiles;
 use crate::plan::{DeviceClass, DeviceTuning, FragmentShape, Overrides};
 
@@ -68,11 +69,11 @@ pub struct Rules {
     pub simt_tuned: bool,
     /// `int_dot_simt` came from a tuning blob.
     pub int_dot_tuned: bool,
-    /// The GEMV on GGUF blocks' shape for calls on x of up to 4 rows (one pass of pieces):
-    /// the row's (`DeviceTuning::blocks_gemv_rows`' first, `DeviceTuning::blocks_gemv_unroll`,
-    /// pieces) unless a tuning blob chose another.
-    pub blocks_gemv: BlocksGemvShape,
-    /// `blocks_gemv` came from a tuning blob.
+    /// The GEMV on GGUF blocks' shapes per class of block type (`DeviceTuning::blocks_gemv`),
+    /// the one-pass shape of `plan::tuned::TUNED_BLOCKS_CLASS` replaced where a tuning blob
+    /// chose another.
+    pub blocks_gemv: BlocksGemvTable,
+    /// `blocks_gemv`'s tuned class came from a tuning blob.
     pub blocks_tuned: bool,
     /// The SIMT GEMM's tiles a tuning blob chose per prefill m (on the SIMT layout; none
     /// without a blob): where one applies to a call's m it replaces the row's
@@ -129,7 +130,7 @@ impl Rules {
             }),
             simt_tuned: false,
             int_dot_tuned: false,
-            blocks_gemv: BlocksGemvShape::of_row(row),
+            blocks_gemv: row.blocks_gemv,
             blocks_tuned: false,
             simt_gemm_tuned: TunedGemmTiles::default(),
             blocks_gemm_tuned: TunedGemmTiles::default(),
@@ -194,6 +195,14 @@ impl Rules {
             (false, true) => &s.many_rows,
             (false, false) => &s.few_rows,
         }
+    }
+
+    /// Takes `shape` as the one-pass shape of the GEMV on GGUF blocks of tuning's class
+    /// (`plan::tuned::TUNED_BLOCKS_CLASS`) at every height (a candidate, or a blob's choice).
+    pub fn set_tuned_blocks_shape(&mut self, shape: BlocksGemvShape) {
+        let class = self.blocks_gemv.of_mut(TUNED_BLOCKS_CLASS);
+        class.few_rows = shape;
+        class.many_rows = shape;
     }
 
     /// The caller's fixed choices.

@@ -23,7 +23,8 @@ use super::pipeline::Tuning;
 use super::rules::Rules;
 use crate::error::{invalid, Error, Result};
 use crate::import::gguf_blocks::BlockType;
-use crate::plan::tuned::{BlocksGemvShape, TunedBlob};
+use crate::plan::blocks_gemv::BlocksGemvShape;
+use crate::plan::tuned::{blocks_shape_of_row, TunedBlob};
 use crate::plan::tuned_gemm::{GemmTilesAt, TunedGemmTiles, TunedGemms, GEMM_MS, MAX_GEMM_MS};
 use crate::plan::tuning::{GemmTile, SimtGemv};
 use ash::vk;
@@ -356,7 +357,7 @@ pub fn tune(ctx: &Context, opts: &TuneOptions) -> Result<TuneOutcome> {
     .encode();
     Ok(TuneOutcome {
         simt,
-        blocks_table: BlocksGemvShape::of_row(ctx.rules.row),
+        blocks_table: blocks_shape_of_row(ctx.rules.row),
         blocks_chosen: blocks.chosen,
         blocks_time_vs_table: blocks.ratio,
         blocks_timed: blocks.timed,

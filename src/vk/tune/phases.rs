@@ -6,7 +6,10 @@ use super::cases::{case_choice, gemm_case, make_blocks_case, make_case, Case};
 use super::timing::{fastest, threads, GpuTimer, Timing};
 use super::{tuning_of, GemmTunedAt, SimtTuned, TuneOptions};
 use crate::error::{Error, Result};
-use crate::plan::tuned::{blocks_candidates, candidates, neighbours, BlocksGemvShape, SimtGroup};
+use crate::plan::blocks_gemv::BlocksGemvShape;
+use crate::plan::tuned::{
+    blocks_candidates, blocks_shape_of_row, candidates, neighbours, SimtGroup,
+};
 use crate::plan::tuned_gemm::{gemm_candidates, TunedGemmTiles};
 use crate::plan::tuning::{GemmTile, SimtGemv};
 use crate::vk::context::Context;
@@ -387,7 +390,7 @@ pub(super) fn tune_blocks(
     (cases, ms): (&[Case], &[u32]),
     deadline: (Instant, Duration),
 ) -> Result<BlocksTuned> {
-    let table = BlocksGemvShape::of_row(ctx.rules.row);
+    let table = blocks_shape_of_row(ctx.rules.row);
     let calls: Vec<(usize, u32)> = (0..cases.len())
         .flat_map(|c| ms.iter().map(move |&m| (c, m)))
         .collect();
@@ -402,7 +405,7 @@ pub(super) fn tune_blocks(
     };
     let timed = timing.candidates(blocks_candidates(&table), |shape, case, m| {
         let mut rules = ctx.rules;
-        rules.blocks_gemv = *shape;
+        rules.set_tuned_blocks_shape(*shape);
         blocks_choice_of(&rules, case, m)
     })?;
     let (chosen, ratio) = fastest(&timed).unwrap_or((table, 1.0));
