@@ -356,6 +356,31 @@ const NVIDIA_BLOCKS_GEMV: BlocksGemvTable = BlocksGemvTable {
     many_rows_from: 8192,
 };
 
+/// Every other device's shapes of the GEMV on GGUF blocks: the NVIDIA row's strides, but no
+/// more than 4 rows per workgroup and quarters (8 held inputs per activation row) where that
+/// row takes 8 rows of pieces, so that an invocation's outputs and held inputs fit the
+/// smaller register files of mobile GPUs; the super-blocks keep 2 rows. Not timed on such
+/// devices.
+const DEFAULT_BLOCKS_GEMV: BlocksGemvTable = BlocksGemvTable {
+    runs: BlocksGemvShapes {
+        few_rows: BlocksGemvShape::quarters(2),
+        many_rows: BlocksGemvShape::quarters(4),
+        past_one_pass: BlocksGemvShape::quarters(4),
+    },
+    looked_up: NVIDIA_BLOCKS_GEMV.looked_up,
+    packed_scales: BlocksGemvShapes {
+        few_rows: BlocksGemvShape::pieces(2),
+        many_rows: BlocksGemvShape::pieces(2),
+        past_one_pass: BlocksGemvShape::pieces(4),
+    },
+    byte_scales: BlocksGemvShapes {
+        few_rows: BlocksGemvShape::pieces(2),
+        many_rows: BlocksGemvShape::pieces(2),
+        past_one_pass: BlocksGemvShape::quarters(4),
+    },
+    many_rows_from: NVIDIA_BLOCKS_GEMV.many_rows_from,
+};
+
 /// CPU implementations' shapes of the GEMV on GGUF blocks: whole pieces of 2 rows per
 /// workgroup in one pass, 4 past it, for every class (a workgroup runs on one thread, where
 /// loads of neighbouring invocations do not meet).
@@ -514,6 +539,7 @@ pub const DEFAULT: DeviceTuning = DeviceTuning {
     // GEMM runs.
     coop_tiles_gemm: true,
     blocks_coop_tiles_gemm: true,
+    blocks_gemv: DEFAULT_BLOCKS_GEMV,
     ..NVIDIA
 };
 
