@@ -25,7 +25,8 @@ use crate::plan::blocks_gemv::BlocksClass;
 /// pass: the shape the rules of a device without a row of its own take for the type's class
 /// (`plan::tuning::DEFAULT`'s `blocks_gemv`, by the matrix's rows up to [`BLOCKS_MAX_M`]
 /// activation rows, else past one pass), with quarters of pieces past [`BLOCKS_MAX_M`]
-/// (which hold x for all 8).
+/// (which hold x for all 8), and its rows per workgroup halved until its shared memory
+/// fits the device's.
 fn gemv_kernel(
     req: &ExportRequest,
     dev: &ExportDevice,
@@ -44,7 +45,7 @@ fn gemv_kernel(
         true => pieces.saturating_mul(4),
         false => pieces,
     };
-    let key = BlocksKey {
+    let mut key = BlocksKey {
         portable: !req.subgroup,
         workgroup: t.workgroup_for(steps),
         rows: shape.rows,
@@ -61,6 +62,11 @@ fn gemv_kernel(
             "the exported GEMV needs a workgroup of {}; the device allows {}",
             key.workgroup, dev.max_workgroup
         )));
+    }
+    // Fewer rows per workgroup where the reduction's slots (the portable variant's: one per
+    // invocation and output) would not fit the device's shared memory.
+    while key.rows > 1 && key.shared_bytes(t.subgroup) > dev.max_shared {
+        key.rows /= 2;
     }
     let shared = key.shared_bytes(t.subgroup);
     if shared > dev.max_shared {
@@ -195,4 +201,53 @@ pub fn export(req: &ExportRequest, dev: &ExportDevice, ty: BlockType) -> Result<
         (ROLE_BIAS, if req.bias { bias_bytes } else { 0 }),
     ]);
     finish(req, dev, &l, kernel, &buffers, &roles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::q4::Q4Shape;
+    use crate::quant::q4::ScaleType;
+    use crate::vk::export::{default_tuning, Extras};
+
+    fn request(n: u64, k: u64, m: u32, subgroup: bool) -> ExportRequest {
+        ExportRequest {
+            shape: Q4Shape::new(n, k, 32, 0).unwrap(),
+            scale: ScaleType::F16,
+            m,
+            x_f16: false,
+            y_f16: false,
+            x_stride: k,
+            y_stride: n,
+            subgroup,
+            extras: Extras::default(),
+            bias: false,
+        }
+    }
+
+    /// The exported GEMV fits the shared memory every Vulkan device has (16 KiB) for every
+    /// type and m of one dispatch, in both variants; on less it takes fewer rows per
+    /// workgroup rather than refusing.
+    #[test]
+    fn the_exported_gemv_fits_the_shared_memory_it_is_given() {
+        for subgroup in [false, true] {
+            let dev = ExportDevice::unknown(default_tuning(subgroup, 32, 32));
+            for ty in BlockType::ALL {
+                for (n, k) in [(64, 2048), (20000, 2048)] {
+                    for m in 1..=MAX_M {
+                        let made = export(&request(n, k, m, subgroup), &dev, ty);
+                        assert!(made.is_ok(), "{} {n}x{k} m {m}: {made:?}", ty.name());
+                    }
+                }
+            }
+        }
+        // Quarters of 4 rows on many rows of Q8_0 at m = 4: the portable variant's slots of
+        // 16 outputs per invocation pass 4 KiB; fewer rows fit.
+        let mut dev = ExportDevice::unknown(default_tuning(false, 32, 32));
+        dev.max_shared = 4096;
+        let made = export(&request(20000, 2048, 4, false), &dev, BlockType::Q8_0).unwrap();
+        let (id, rows) = made.specs[0];
+        assert_eq!(id, 0);
+        assert!((1..4).contains(&rows), "ROWS {rows}");
+    }
 }

@@ -774,6 +774,21 @@ fn run(opt: &Options) -> Result<()> {
             shape_text(&b.few_rows)
         );
     }
+    if let Some(ty) = opt.block_type {
+        let class = q4vk::plan::blocks_gemv::BlocksClass::of(ty);
+        let table = &ctx.rules.blocks_gemv;
+        let shapes = table.of(class);
+        let tuned = ctx.rules.blocks_tuned && class == q4vk::plan::tuned::TUNED_BLOCKS_CLASS;
+        println!(
+            "GEMV on GGUF {} blocks ({class:?}){}: one pass, fewer than {} rows {}, more {}; past one pass {}",
+            ty.name(),
+            if tuned { " (tuned)" } else { "" },
+            table.many_rows_from,
+            shapes.few_rows,
+            shapes.many_rows,
+            shapes.past_one_pass
+        );
+    }
     for group in q4vk::plan::tuned::SimtGroup::ALL.iter().skip(1) {
         let shape = &ctx.rules.simt_groups[group.index()];
         if shape != ctx.rules.simt() {
