@@ -424,9 +424,9 @@ typedef struct q4vk_context_desc {
   uint32_t cpu_threads;
   // Optional (appended after `cpu_threads`; older callers read as NULL/0): a blob from
   // `q4vk_context_tune` of an earlier context. Its SIMT GEMV shapes (one per class of
-  // matrices: short rows, long rows) and its shape of the GEMV on GGUF blocks replace
-  // the device row's where the blob was made on this device, driver and q4vk version and
-  // is whole
+  // matrices: short rows, long rows) and its shape of the GEMV on GGUF Q4_K and Q5_K
+  // blocks replace the device row's where the blob was made on this device, driver and
+  // q4vk version and is whole
   // (`q4vk_gemv_plan_info.shape_source` then says `Q4VK_GEMV_SHAPE_TUNED`); anything
   // else is ignored with an INFO log saying why, never an error. Copied during the call.
   const void *tuning_data;
@@ -1215,7 +1215,7 @@ typedef struct q4vk_staging {
 #define Q4VK_GEMV_SHAPE_TABLE 0
 
 // A tuning blob the context was created with (`q4vk_context_tune`): the SIMT GEMVs' shape,
-// or the one-pass shape of the GEMV on GGUF blocks on x.
+// or the one-pass shape of the GEMV on GGUF Q4_K and Q5_K blocks on x.
 #define Q4VK_GEMV_SHAPE_TUNED 1
 
 // No subgroup operations, SPIR-V 1.0 (Vulkan 1.0): runs on every device. The default.
@@ -1865,8 +1865,10 @@ void q4vk_kernel_export_desc_default(struct q4vk_kernel_export_desc *desc);
 // (`Q4VK_BINDING_SCALES`), for Q5_0 and Q5_1 their fifth bits (`Q4VK_BINDING_HIGH_BITS`),
 // x, y, and a bias (`Q4VK_BINDING_BIAS`: n f32 values with `Q4VK_KERNEL_EXPORT_BIAS`, else
 // 0 bytes, unread): find each by its role. f16 y (`Q4VK_GEMV_F16_OUTPUT`) needs no other
-// flag. The GEMV's own ids: rows per workgroup 0, m 1, f16 x 2, workgroup 3, x held 4, word
-// lanes 5 (m 5..8 stride over quarters of pieces), f16 y 6, bias 7, and the subgroup
+// flag. The GEMV's own ids: rows per workgroup 0 (by the type's class and the matrix's rows,
+// fewer where the device's shared memory needs), m 1, f16 x 2, workgroup 3, x held 4, word
+// lanes 5 (invocations stride over quarters of pieces: at m 5..8, and at smaller m where the
+// type's class takes them), f16 y 6, bias 7, and the subgroup
 // variant's subgroup size 8; the GEMM's (m > 8): workgroup 0, TX 1, RN 2, RM 3, f16 x 4,
 // f16 y 5, bias 6; 10 and 11 push constants as above (chunks: pieces of 32 per row;
 // groups: blocks per row).

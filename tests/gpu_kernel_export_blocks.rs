@@ -229,6 +229,39 @@ fn every_type_runs_exported_on_a_raw_host() {
     }
 }
 
+/// Matrices of many rows (past the generic row's `many_rows_from`, not a multiple of the
+/// rows per workgroup) take that row's many-rows shapes: quarters of 4 rows for blocks of 32
+/// and looked-up codes, pieces for the super-blocks.
+#[test]
+fn many_rows_run_exported() {
+    let host = Host::new();
+    let mut rng = Rng(0x8193);
+    for ty in [BlockType::Q8_0, BlockType::Iq4Nl, BlockType::Q4K] {
+        let (n, k) = (8193, ty.block_elements().max(64));
+        let bytes = random_blocks(&mut rng, ty, n, k);
+        let d = blocks_desc(ty, n, k, &bytes);
+        let w = dequantized(&d);
+        let streams = pack(&d);
+        for (m, variant) in [(1u32, Q4VK_KERNEL_SUBGROUP), (3, Q4VK_KERNEL_PORTABLE)] {
+            let x: Vec<f32> = (0..m as usize * k).map(|_| rng.f32()).collect();
+            let x_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let what = format!("{} {n}x{k} m = {m} variant {variant}", ty.name());
+            let exported = export(&d, (ty, m), (variant, host.subgroup_size), (0, 0), &streams);
+            let y = run(
+                &host,
+                (&exported.0, &exported.1),
+                &streams,
+                &x_bytes,
+                &[],
+                (m as usize * n, false),
+            );
+            let err = relative_error(&y, &reference(&w, &x, &[], (n, k, m as usize)));
+            assert!(err < 1e-5, "{what}: relative error {err:e}");
+        }
+        assert_quiet();
+    }
+}
+
 /// f16 x, f16 y and a bias on the GEMV (pieces and quarters) and the GEMM.
 #[test]
 fn f16_and_a_bias_run_exported() {

@@ -18,7 +18,7 @@ use q4vk::ffi::status::*;
 use q4vk::ffi::tune::*;
 use q4vk::import::gguf_blocks::BlockType;
 use q4vk::plan::blocks_gemv::BlocksGemvShape;
-use q4vk::plan::tuned::{blocks_shape_of_row, SimtGroup, TunedBlob, TUNED_BLOCKS_CLASS};
+use q4vk::plan::tuned::{SimtGroup, TunedBlob, TUNED_BLOCKS_CLASS};
 use q4vk::plan::tuned_gemm::{GemmTilesAt, TunedGemms};
 use q4vk::plan::tuning::SimtGemv;
 use q4vk::plan::GemmTile;
@@ -606,11 +606,14 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
         info.blocks_table_unroll,
         info.blocks_candidates_timed
     );
-    let table = blocks_shape_of_row(gpu.context().rules.row);
-    assert_eq!(
-        (info.blocks_table_rows, info.blocks_table_unroll),
-        (table.rows, table.unroll)
-    );
+    // The row's shape of the tuned class, at both heights.
+    let row = gpu.context().rules.row.blocks_gemv.of(TUNED_BLOCKS_CLASS);
+    for s in [row.few_rows, row.many_rows] {
+        assert_eq!(
+            (info.blocks_table_rows, info.blocks_table_unroll),
+            (s.rows, s.unroll)
+        );
+    }
     assert!(info.blocks_candidates_timed >= 1 && info.blocks_candidates_timed <= 16);
     assert!(info.blocks_time_vs_table > 0.0 && info.blocks_time_vs_table <= 1.0);
     assert!(info.blocks_word_lanes <= 1);
@@ -652,9 +655,11 @@ fn a_tuned_blocks_shape_is_used_by_the_next_context() {
         "{name}"
     );
     // Q5_K shares the tuned class; Q8_0 and IQ4_NL keep the row's shapes.
-    assert_eq!(
-        checked_plan_on(&forced, BlockType::Q5K, 1).0,
-        Q4VK_GEMV_SHAPE_TUNED
+    let (source, name) = checked_plan_on(&forced, BlockType::Q5K, 1);
+    assert_eq!(source, Q4VK_GEMV_SHAPE_TUNED, "{name}");
+    assert!(
+        name.contains("4 rows per workgroup") && name.contains("2 pieces per step"),
+        "{name}"
     );
     for ty in [BlockType::Q8_0, BlockType::Iq4Nl] {
         let (source, name) = checked_plan_on(&forced, ty, 1);

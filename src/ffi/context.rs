@@ -258,9 +258,9 @@ pub struct q4vk_context_desc {
     pub cpu_threads: u32,
     /// Optional (appended after `cpu_threads`; older callers read as NULL/0): a blob from
     /// `q4vk_context_tune` of an earlier context. Its SIMT GEMV shapes (one per class of
-    /// matrices: short rows, long rows) and its shape of the GEMV on GGUF blocks replace
-    /// the device row's where the blob was made on this device, driver and q4vk version and
-    /// is whole
+    /// matrices: short rows, long rows) and its shape of the GEMV on GGUF Q4_K and Q5_K
+    /// blocks replace the device row's where the blob was made on this device, driver and
+    /// q4vk version and is whole
     /// (`q4vk_gemv_plan_info.shape_source` then says `Q4VK_GEMV_SHAPE_TUNED`); anything
     /// else is ignored with an INFO log saying why, never an error. Copied during the call.
     pub tuning_data: *const c_void,

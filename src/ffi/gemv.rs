@@ -1282,7 +1282,7 @@ pub type q4vk_gemv_shape_source = u32;
 /// The device's row of q4vk's tuning table (or q4vk's fixed rules).
 pub const Q4VK_GEMV_SHAPE_TABLE: q4vk_gemv_shape_source = 0;
 /// A tuning blob the context was created with (`q4vk_context_tune`): the SIMT GEMVs' shape,
-/// or the one-pass shape of the GEMV on GGUF blocks on x.
+/// or the one-pass shape of the GEMV on GGUF Q4_K and Q5_K blocks on x.
 pub const Q4VK_GEMV_SHAPE_TUNED: q4vk_gemv_shape_source = 1;
 
 // SAFETY: repr(C), starts with u32 struct_size; integers and chars only.

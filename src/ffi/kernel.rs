@@ -381,8 +381,10 @@ fn to_usize(v: u64, what: &str) -> Result<usize> {
 /// (`Q4VK_BINDING_SCALES`), for Q5_0 and Q5_1 their fifth bits (`Q4VK_BINDING_HIGH_BITS`),
 /// x, y, and a bias (`Q4VK_BINDING_BIAS`: n f32 values with `Q4VK_KERNEL_EXPORT_BIAS`, else
 /// 0 bytes, unread): find each by its role. f16 y (`Q4VK_GEMV_F16_OUTPUT`) needs no other
-/// flag. The GEMV's own ids: rows per workgroup 0, m 1, f16 x 2, workgroup 3, x held 4, word
-/// lanes 5 (m 5..8 stride over quarters of pieces), f16 y 6, bias 7, and the subgroup
+/// flag. The GEMV's own ids: rows per workgroup 0 (by the type's class and the matrix's rows,
+/// fewer where the device's shared memory needs), m 1, f16 x 2, workgroup 3, x held 4, word
+/// lanes 5 (invocations stride over quarters of pieces: at m 5..8, and at smaller m where the
+/// type's class takes them), f16 y 6, bias 7, and the subgroup
 /// variant's subgroup size 8; the GEMM's (m > 8): workgroup 0, TX 1, RN 2, RM 3, f16 x 4,
 /// f16 y 5, bias 6; 10 and 11 push constants as above (chunks: pieces of 32 per row;
 /// groups: blocks per row).

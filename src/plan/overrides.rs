@@ -40,8 +40,8 @@ pub struct Overrides {
     /// Whether the GEMV on GGUF blocks strides over quarters of pieces
     /// (`BlocksKey::word_lanes`).
     pub blocks_gemv_word_lanes: Option<bool>,
-    /// Pieces per step of the GEMV on GGUF blocks (1 to 4; `DeviceTuning::blocks_gemv_unroll`,
-    /// capped as there).
+    /// Pieces per step of the GEMV on GGUF blocks (1 to 4; `BlocksGemvShape::unroll` of
+    /// `DeviceTuning::blocks_gemv`, capped as there).
     pub blocks_gemv_unroll: Option<u32>,
 }
 

@@ -780,7 +780,7 @@ fn run(opt: &Options) -> Result<()> {
         let shapes = table.of(class);
         let tuned = ctx.rules.blocks_tuned && class == q4vk::plan::tuned::TUNED_BLOCKS_CLASS;
         println!(
-            "GEMV on GGUF {} blocks ({class:?}){}: one pass, fewer than {} rows {}, more {}; past one pass {}",
+            "GEMV on GGUF {} blocks ({class:?}){}: one pass, fewer than {} rows {}, at least that {}; past one pass {}",
             ty.name(),
             if tuned { " (tuned)" } else { "" },
             table.many_rows_from,

@@ -404,8 +404,13 @@ pub(super) fn tune_blocks(
         threads: threads(),
     };
     let timed = timing.candidates(blocks_candidates(&table), |shape, case, m| {
+        // The baseline is the row's table as it stands; a candidate replaces the tuned
+        // class's shape at every height.
         let mut rules = ctx.rules;
-        rules.set_tuned_blocks_shape(*shape);
+        rules.blocks_gemv = ctx.rules.row.blocks_gemv;
+        if *shape != table {
+            rules.set_tuned_blocks_shape(*shape);
+        }
         blocks_choice_of(&rules, case, m)
     })?;
     let (chosen, ratio) = fastest(&timed).unwrap_or((table, 1.0));
