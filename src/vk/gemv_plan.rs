@@ -714,9 +714,10 @@ impl Choice {
     /// Whether the kernel's shape for a call of `m` rows came from a tuning blob under `r`:
     /// the f32 SIMT GEMV where the rules' SIMT shapes are tuned, the integer dot-product
     /// GEMV where its shape is (on x rounded to bytes, where the row gives that no shapes of
-    /// its own), the GEMV on GGUF blocks on x in one pass of up to 4 rows where its shape
-    /// is, the SIMT GEMM and the GEMM on GGUF blocks where they run the tile a blob chose
-    /// for that m.
+    /// its own), the GEMV on GGUF blocks of the tuned class (`plan::tuned::TUNED_BLOCKS_CLASS`)
+    /// on x in one pass of up to 4 rows where its shape is and the caller fixed none of it,
+    /// the SIMT GEMM and the GEMM on GGUF blocks where they run the tile a blob chose for
+    /// that m.
     pub fn shape_tuned(&self, r: &Rules, m: u32) -> bool {
         match self.kernel {
             KernelChoice::SimtGemv { key, .. } => match (key.dot, key.x_bytes) {
@@ -725,7 +726,12 @@ impl Choice {
                 (true, true) => r.bytes_simt.is_none() && r.int_dot_shape_tuned(),
             },
             KernelChoice::BlocksGemv { key, .. } => {
+                let o = r.overrides();
+                let fixed = o.blocks_gemv_rows.is_some()
+                    || o.blocks_gemv_word_lanes.is_some()
+                    || o.blocks_gemv_unroll.is_some();
                 r.blocks_tuned
+                    && !fixed
                     && BlocksClass::of(key.ty) == TUNED_BLOCKS_CLASS
                     && !key.dot
                     && key.m == m
@@ -1543,6 +1549,62 @@ mod tests {
         // The caller's fixed tile, even where it is the blob's.
         r.set_overrides(|o| o.gemm_tile = Some(tile)).unwrap();
         assert!(!choice(tile).shape_tuned(&r, 64));
+    }
+
+    /// The GEMV on blocks says tuned where a blob chose its class's shape, for that class
+    /// only, on one pass of x, and not where the caller fixed part of its shape.
+    #[test]
+    fn the_blocks_gemv_says_tuned_for_the_tuned_class_and_no_fixed_shape() {
+        use crate::import::gguf_blocks::BlockType;
+        use crate::vk::pipeline::BlocksKey;
+        let choice = |ty, m| Choice {
+            kernel: KernelChoice::BlocksGemv {
+                key: BlocksKey {
+                    portable: false,
+                    workgroup: 128,
+                    rows: 4,
+                    m,
+                    x_f16: false,
+                    ty,
+                    word_lanes: false,
+                    dot: false,
+                    pair: false,
+                    unroll: 1,
+                },
+                last: BlocksKey {
+                    portable: false,
+                    workgroup: 128,
+                    rows: 4,
+                    m,
+                    x_f16: false,
+                    ty,
+                    word_lanes: false,
+                    dot: false,
+                    pair: false,
+                    unroll: 1,
+                },
+            },
+            prepass: None,
+            workspace_bytes: 0,
+        };
+        let mut r = rules(&crate::plan::tuning::NVIDIA);
+        assert!(!choice(BlockType::Q4K, 1).shape_tuned(&r, 1));
+        r.blocks_tuned = true;
+        assert!(choice(BlockType::Q4K, 1).shape_tuned(&r, 1));
+        assert!(choice(BlockType::Q5K, 2).shape_tuned(&r, 2));
+        assert!(!choice(BlockType::Q8_0, 1).shape_tuned(&r, 1));
+        assert!(!choice(BlockType::Q6K, 1).shape_tuned(&r, 1));
+        // Two passes of 4.
+        assert!(!choice(BlockType::Q4K, 4).shape_tuned(&r, 8));
+        for fix in [
+            |o: &mut crate::plan::Overrides| o.blocks_gemv_rows = Some(4),
+            |o: &mut crate::plan::Overrides| o.blocks_gemv_word_lanes = Some(false),
+            |o: &mut crate::plan::Overrides| o.blocks_gemv_unroll = Some(1),
+        ] {
+            let mut fixed = r;
+            fixed.set_overrides(fix).unwrap();
+            assert!(!choice(BlockType::Q4K, 1).shape_tuned(&fixed, 1));
+        }
     }
 
     #[test]
