@@ -198,35 +198,48 @@ fn every_type_runs_exported_on_a_raw_host() {
     let host = Host::new();
     let mut rng = Rng(0xE8B1);
     for ty in BlockType::ALL {
-        let (n, k) = shape(ty);
-        let bytes = random_blocks(&mut rng, ty, n, k);
-        let d = blocks_desc(ty, n, k, &bytes);
-        let w = dequantized(&d);
-        let streams = pack(&d);
-        for (m, variant) in [
+        let calls = [
             (1u32, Q4VK_KERNEL_PORTABLE),
             (3, Q4VK_KERNEL_SUBGROUP),
             (6, Q4VK_KERNEL_SUBGROUP),
             (6, Q4VK_KERNEL_PORTABLE),
             (11, Q4VK_KERNEL_PORTABLE),
-        ] {
-            let x: Vec<f32> = (0..m as usize * k).map(|_| rng.f32()).collect();
-            let x_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-            let what = format!("{} m = {m} variant {variant}", ty.name());
-            let exported = export(&d, (ty, m), (variant, host.subgroup_size), (0, 0), &streams);
-            let y = run(
-                &host,
-                (&exported.0, &exported.1),
-                &streams,
-                &x_bytes,
-                &[],
-                (m as usize * n, false),
-            );
-            let err = relative_error(&y, &reference(&w, &x, &[], (n, k, m as usize)));
-            assert!(err < 1e-5, "{what}: relative error {err:e}");
-        }
-        assert_quiet();
+        ];
+        runs_exported(&host, &mut rng, ty, shape(ty), &calls);
     }
+}
+
+/// Random `ty` blocks of `n` × `k` exported for each (m, variant) of `calls` and run on
+/// `host` with f32 x and y, no bias: y within 1e-5 of the f64 reference of the dequantized
+/// weights, no validation message.
+fn runs_exported(
+    host: &Host,
+    rng: &mut Rng,
+    ty: BlockType,
+    (n, k): (usize, usize),
+    calls: &[(u32, u32)],
+) {
+    let bytes = random_blocks(rng, ty, n, k);
+    let d = blocks_desc(ty, n, k, &bytes);
+    let w = dequantized(&d);
+    let streams = pack(&d);
+    for &(m, variant) in calls {
+        let x: Vec<f32> = (0..m as usize * k).map(|_| rng.f32()).collect();
+        let x_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let what = format!("{} {n}x{k} m = {m} variant {variant}", ty.name());
+        let exported = export(&d, (ty, m), (variant, host.subgroup_size), (0, 0), &streams);
+        let y = run(
+            host,
+            (&exported.0, &exported.1),
+            &streams,
+            &x_bytes,
+            &[],
+            (m as usize * n, false),
+        );
+        let err = relative_error(&y, &reference(&w, &x, &[], (n, k, m as usize)));
+        assert!(err < 1e-5, "{what}: relative error {err:e}");
+    }
+    assert_quiet();
 }
 
 /// Matrices of many rows (past the generic row's `many_rows_from`, not a multiple of the
@@ -237,28 +250,14 @@ fn many_rows_run_exported() {
     let host = Host::new();
     let mut rng = Rng(0x8193);
     for ty in [BlockType::Q8_0, BlockType::Iq4Nl, BlockType::Q4K] {
-        let (n, k) = (8193, ty.block_elements().max(64));
-        let bytes = random_blocks(&mut rng, ty, n, k);
-        let d = blocks_desc(ty, n, k, &bytes);
-        let w = dequantized(&d);
-        let streams = pack(&d);
-        for (m, variant) in [(1u32, Q4VK_KERNEL_SUBGROUP), (3, Q4VK_KERNEL_PORTABLE)] {
-            let x: Vec<f32> = (0..m as usize * k).map(|_| rng.f32()).collect();
-            let x_bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-            let what = format!("{} {n}x{k} m = {m} variant {variant}", ty.name());
-            let exported = export(&d, (ty, m), (variant, host.subgroup_size), (0, 0), &streams);
-            let y = run(
-                &host,
-                (&exported.0, &exported.1),
-                &streams,
-                &x_bytes,
-                &[],
-                (m as usize * n, false),
-            );
-            let err = relative_error(&y, &reference(&w, &x, &[], (n, k, m as usize)));
-            assert!(err < 1e-5, "{what}: relative error {err:e}");
-        }
-        assert_quiet();
+        let calls = [(1u32, Q4VK_KERNEL_SUBGROUP), (3, Q4VK_KERNEL_PORTABLE)];
+        runs_exported(
+            &host,
+            &mut rng,
+            ty,
+            (8193, ty.block_elements().max(64)),
+            &calls,
+        );
     }
 }
 

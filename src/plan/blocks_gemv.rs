@@ -145,6 +145,17 @@ impl BlocksGemvTable {
         }
     }
 
+    /// The shape for a call of `m` activation rows on a matrix of `n` rows of `ty` blocks,
+    /// where a pass over whole pieces holds `pieces_pass` activation rows: past one such
+    /// pass the class's `past_one_pass`, else its one-pass shape by the matrix's height.
+    pub fn shape(&self, ty: BlockType, n: u64, m: u32, pieces_pass: u32) -> BlocksGemvShape {
+        let shapes = self.of(BlocksClass::of(ty));
+        match m > pieces_pass {
+            true => shapes.past_one_pass,
+            false => shapes.one_pass(self, n),
+        }
+    }
+
     /// The shapes of `class`, to change.
     pub fn of_mut(&mut self, class: BlocksClass) -> &mut BlocksGemvShapes {
         match class {

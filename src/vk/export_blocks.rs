@@ -19,7 +19,6 @@ use crate::error::{invalid, Error, Result};
 use crate::import::gguf_blocks::BlockType;
 use crate::layout::blocks::{stream_block_bytes, BlocksLayout, Stream};
 use crate::layout::vk::VkLayout;
-use crate::plan::blocks_gemv::BlocksClass;
 
 /// The GEMV for `req.m` ≤ [`MAX_M`] rows on `ty` blocks of `pieces` pieces per row, in one
 /// pass: the shape the rules of a device without a row of its own take for the type's class
@@ -34,12 +33,10 @@ fn gemv_kernel(
     pieces: usize,
 ) -> Result<Kernel> {
     let t = dev.tuning;
-    let table = &crate::plan::tuning::DEFAULT.blocks_gemv;
-    let shapes = table.of(BlocksClass::of(ty));
-    let shape = match req.m > BLOCKS_MAX_M {
-        true => shapes.past_one_pass,
-        false => shapes.one_pass(table, req.shape.n as u64),
-    };
+    let shape =
+        crate::plan::tuning::DEFAULT
+            .blocks_gemv
+            .shape(ty, req.shape.n as u64, req.m, BLOCKS_MAX_M);
     let word_lanes = shape.word_lanes || req.m > BLOCKS_MAX_M;
     let steps = match word_lanes {
         true => pieces.saturating_mul(4),

@@ -1044,14 +1044,10 @@ fn blocks_choice(
             ty,
         }));
     }
-    // The class's shape for a call of one pass of pieces (by the matrix's rows), or of more
-    // activation rows than such a pass holds.
-    let shapes = r.blocks_gemv.of(BlocksClass::of(ty));
     let pieces_pass = r.overrides().blocks_gemv_pass_rows.unwrap_or(BLOCKS_MAX_M);
-    let shape = match p.m > pieces_pass {
-        true => shapes.past_one_pass,
-        false => shapes.one_pass(&r.blocks_gemv, form.shape.n as u64),
-    };
+    let shape = r
+        .blocks_gemv
+        .shape(ty, form.shape.n as u64, p.m, pieces_pass);
     let word_lanes = !r.portable
         && !dot
         && r.overrides()
@@ -1557,35 +1553,24 @@ mod tests {
     fn the_blocks_gemv_says_tuned_for_the_tuned_class_and_no_fixed_shape() {
         use crate::import::gguf_blocks::BlockType;
         use crate::vk::pipeline::BlocksKey;
-        let choice = |ty, m| Choice {
-            kernel: KernelChoice::BlocksGemv {
-                key: BlocksKey {
-                    portable: false,
-                    workgroup: 128,
-                    rows: 4,
-                    m,
-                    x_f16: false,
-                    ty,
-                    word_lanes: false,
-                    dot: false,
-                    pair: false,
-                    unroll: 1,
-                },
-                last: BlocksKey {
-                    portable: false,
-                    workgroup: 128,
-                    rows: 4,
-                    m,
-                    x_f16: false,
-                    ty,
-                    word_lanes: false,
-                    dot: false,
-                    pair: false,
-                    unroll: 1,
-                },
-            },
-            prepass: None,
-            workspace_bytes: 0,
+        let choice = |ty, m| {
+            let key = BlocksKey {
+                portable: false,
+                workgroup: 128,
+                rows: 4,
+                m,
+                x_f16: false,
+                ty,
+                word_lanes: false,
+                dot: false,
+                pair: false,
+                unroll: 1,
+            };
+            Choice {
+                kernel: KernelChoice::BlocksGemv { key, last: key },
+                prepass: None,
+                workspace_bytes: 0,
+            }
         };
         let mut r = rules(&crate::plan::tuning::NVIDIA);
         assert!(!choice(BlockType::Q4K, 1).shape_tuned(&r, 1));
